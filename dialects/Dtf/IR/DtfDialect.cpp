@@ -1,0 +1,140 @@
+// Registration of the dtf dialect, its attributes and constant materialization.
+#include "dialects/Dtf/IR/DtfDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+#include "dialects/Dtf/IR/DtfOpsDialect.cpp.inc"
+#include "dialects/Dtf/IR/DtfOpsEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Dtf/IR/DtfOpsAttrs.cpp.inc"
+
+void DtfDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Dtf/IR/DtfOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Dtf/IR/DtfOpsAttrs.cpp.inc"
+      >();
+}
+
+Operation *DtfDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                           Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return builder.create<ConstantOp>(loc, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// InitializerAttr
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The parameters each initializer kind accepts.
+ArrayRef<StringRef> allowedParams(InitKind kind) {
+  static const StringRef none[] = {""};
+  static const StringRef constant[] = {"value"};
+  static const StringRef uniform[] = {"minval", "maxval", "seed"};
+  static const StringRef normal[] = {"mean", "stddev", "seed"};
+  static const StringRef seedOnly[] = {"seed"};
+  switch (kind) {
+  case InitKind::zeros:
+  case InitKind::ones:
+    return ArrayRef<StringRef>(none).drop_front();
+  case InitKind::constant:
+    return constant;
+  case InitKind::uniform:
+    return uniform;
+  case InitKind::normal:
+  case InitKind::truncated_normal:
+    return normal;
+  case InitKind::glorot_uniform:
+  case InitKind::he_normal:
+    return seedOnly;
+  }
+  return {};
+}
+
+std::optional<double> numberOf(Attribute attr) {
+  if (auto f = dyn_cast<FloatAttr>(attr))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    return static_cast<double>(i.getValue().getSExtValue());
+  return std::nullopt;
+}
+
+} // namespace
+
+LogicalResult InitializerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                      InitKind kind, DictionaryAttr params) {
+  if (!params)
+    return kind == InitKind::constant
+               ? emitError() << "initializer constant needs a value, as in "
+                                "#dtf.init<constant, {value = 0.5}>"
+               : success();
+  ArrayRef<StringRef> allowed = allowedParams(kind);
+  for (NamedAttribute param : params) {
+    StringRef name = param.getName().strref();
+    if (!llvm::is_contained(allowed, name)) {
+      auto diag = emitError() << "initializer " << stringifyInitKind(kind)
+                              << " has no parameter '" << name << "'";
+      if (allowed.empty())
+        diag << " (it takes none)";
+      else {
+        diag << " (it takes ";
+        llvm::interleaveComma(allowed, diag);
+        diag << ")";
+      }
+      return diag;
+    }
+    std::optional<double> value = numberOf(param.getValue());
+    if (!value)
+      return emitError() << "initializer parameter '" << name
+                         << "' must be a number, got " << param.getValue();
+    if (name == "stddev" && *value <= 0)
+      return emitError() << "initializer " << stringifyInitKind(kind)
+                         << " needs stddev > 0, got " << *value;
+    if (name == "seed" && !llvm::isa<IntegerAttr>(param.getValue()))
+      return emitError() << "initializer seed must be an integer, got "
+                         << param.getValue();
+  }
+  if (kind == InitKind::constant && !params.get("value"))
+    return emitError() << "initializer constant needs a value, as in "
+                          "#dtf.init<constant, {value = 0.5}>";
+  if (kind == InitKind::uniform) {
+    auto param = [&](StringRef name, double fallback) {
+      Attribute attr = params.get(name);
+      return attr ? numberOf(attr).value_or(fallback) : fallback;
+    };
+    double lo = param("minval", 0.0), hi = param("maxval", 1.0);
+    if (!(lo < hi))
+      return emitError() << "initializer uniform needs minval < maxval, got "
+                         << lo << " and " << hi;
+  }
+  return success();
+}
+
+double InitializerAttr::getParam(StringRef name, double fallback) const {
+  Attribute attr = getParams() ? getParams().get(name) : Attribute();
+  return attr ? numberOf(attr).value_or(fallback) : fallback;
+}
+
+bool InitializerAttr::isRandom() const {
+  switch (getKind()) {
+  case InitKind::zeros:
+  case InitKind::ones:
+  case InitKind::constant:
+    return false;
+  default:
+    return true;
+  }
+}

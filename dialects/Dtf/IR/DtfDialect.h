@@ -1,0 +1,21 @@
+// The dtf dialect: its ops, attributes and enums, for every user of the dialect.
+#pragma once
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/Dtf/IR/DtfOpsDialect.h.inc"
+#include "dialects/Dtf/IR/DtfOpsEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Dtf/IR/DtfOpsAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Dtf/IR/DtfOps.h.inc"

@@ -1,0 +1,421 @@
+// Verifiers and result-type inference of the dtf ops.
+#include "dialects/Dtf/IR/DtfDialect.h"
+#include "dialects/Dtf/IR/ShapeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+#define GET_OP_CLASSES
+#include "dialects/Dtf/IR/DtfOps.cpp.inc"
+
+namespace {
+
+/// The ranked tensor type of `value`, or a diagnostic when it has none (the
+/// parser asks for inference before the operand constraints are verified).
+FailureOr<RankedTensorType> rankedType(Value value, StringRef opName,
+                                       EmitErrorFn emitError) {
+  if (auto type = dyn_cast<RankedTensorType>(value.getType()))
+    return type;
+  emitError() << opName << " expects ranked tensor operands, got "
+              << value.getType();
+  return failure();
+}
+
+LogicalResult pushResult(FailureOr<RankedTensorType> type,
+                         SmallVectorImpl<Type> &results) {
+  if (failed(type))
+    return failure();
+  results.push_back(*type);
+  return success();
+}
+
+/// inferReturnTypes of the broadcasting binary ops; `resultElement` replaces
+/// the result dtype (i1 for comparisons).
+LogicalResult inferBinary(StringRef opName, std::optional<Location> loc,
+                          Value lhs, Value rhs,
+                          SmallVectorImpl<Type> &results,
+                          Type resultElement = {}) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> l = rankedType(lhs, opName, emitError);
+  FailureOr<RankedTensorType> r = rankedType(rhs, opName, emitError);
+  if (failed(l) || failed(r))
+    return failure();
+  return pushResult(inferBroadcast(opName, *l, *r, emitError, resultElement),
+                    results);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Variables, inputs, constants
+//===----------------------------------------------------------------------===//
+
+LogicalResult VariableOp::verify() {
+  RankedTensorType type = getTensorType();
+  if (!type.hasStaticShape())
+    return emitOpError() << "@" << getSymName()
+                         << " needs a static shape (a variable has no batch "
+                            "dimension), got "
+                         << type;
+  InitializerAttr init = getInitializer();
+  Type element = type.getElementType();
+  if (init.isRandom() && !isa<FloatType>(element))
+    return emitOpError() << "@" << getSymName() << ": initializer "
+                         << stringifyInitKind(init.getKind())
+                         << " draws floating-point numbers, but the variable "
+                            "is "
+                         << type << " (use zeros, ones or constant)";
+  if (getTrainable() && !isa<FloatType>(element))
+    return emitOpError() << "@" << getSymName()
+                         << " cannot be trainable: only floating-point "
+                            "variables have gradients, got "
+                         << type;
+  return success();
+}
+
+LogicalResult
+ReadVariableOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto variable =
+      symbolTable.lookupNearestSymbolFrom<VariableOp>(*this, getNameAttr());
+  if (!variable)
+    return emitOpError() << "reads " << getNameAttr()
+                         << ", which is not a dtf.variable in scope";
+  if (variable.getType() != getType())
+    return emitOpError() << "reads " << getNameAttr() << " of type "
+                         << variable.getType() << " as " << getType();
+  return success();
+}
+
+LogicalResult InputOp::verify() {
+  if (getName().empty())
+    return emitOpError() << "needs a non-empty name";
+  return success();
+}
+
+LogicalResult ConstantOp::verify() {
+  auto type = cast<RankedTensorType>(getType());
+  if (!type.hasStaticShape())
+    return emitOpError() << "needs a static shape, got " << type;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+#define DTF_INFER_BINARY(OP, NAME)                                             \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, std::optional<Location> loc,\
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &results) {         \
+    return inferBinary(NAME, loc, adaptor.getLhs(), adaptor.getRhs(), results);\
+  }
+DTF_INFER_BINARY(AddOp, "add")
+DTF_INFER_BINARY(SubOp, "sub")
+DTF_INFER_BINARY(MulOp, "mul")
+DTF_INFER_BINARY(DivOp, "div")
+DTF_INFER_BINARY(MaximumOp, "maximum")
+DTF_INFER_BINARY(MinimumOp, "minimum")
+DTF_INFER_BINARY(PowOp, "pow")
+#undef DTF_INFER_BINARY
+
+LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  return inferBinary("compare", loc, adaptor.getLhs(), adaptor.getRhs(),
+                     results, IntegerType::get(context, 1));
+}
+
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *context,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> c =
+      rankedType(adaptor.getCondition(), "select", emitError);
+  FailureOr<RankedTensorType> t =
+      rankedType(adaptor.getOnTrue(), "select", emitError);
+  FailureOr<RankedTensorType> f =
+      rankedType(adaptor.getOnFalse(), "select", emitError);
+  if (failed(c) || failed(t) || failed(f))
+    return failure();
+  FailureOr<RankedTensorType> values =
+      inferBroadcast("select", *t, *f, emitError);
+  if (failed(values))
+    return failure();
+  FailureOr<SmallVector<int64_t>> shape =
+      broadcastShapes(c->getShape(), values->getShape());
+  if (failed(shape)) {
+    emitError() << "select expects a condition that broadcasts with the "
+                   "values, got "
+                << *c << " and " << *values;
+    return failure();
+  }
+  (void)context;
+  results.push_back(RankedTensorType::get(*shape, values->getElementType()));
+  return success();
+}
+
+LogicalResult CastOp::verify() {
+  auto from = cast<RankedTensorType>(getX().getType());
+  auto to = cast<RankedTensorType>(getType());
+  if (failed(verifyCompatibleShape(from.getShape(), to.getShape())))
+    return emitOpError() << "keeps the shape and changes only the dtype, got "
+                         << from << " to " << to;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, convolution, pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> a = rankedType(adaptor.getA(), "matmul", emitError);
+  FailureOr<RankedTensorType> b = rankedType(adaptor.getB(), "matmul", emitError);
+  if (failed(a) || failed(b))
+    return failure();
+  return pushResult(inferMatmul(*a, *b, adaptor.getTransposeA(),
+                                adaptor.getTransposeB(), emitError),
+                    results);
+}
+
+LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> input =
+      rankedType(adaptor.getInput(), "conv2d", emitError);
+  FailureOr<RankedTensorType> filter =
+      rankedType(adaptor.getFilter(), "conv2d", emitError);
+  if (failed(input) || failed(filter))
+    return failure();
+  return pushResult(inferConv2D(*input, *filter, adaptor.getStrides(),
+                                adaptor.getDilations(), adaptor.getPadding(),
+                                emitError),
+                    results);
+}
+
+template <typename PoolOp>
+static LogicalResult inferPoolOp(StringRef name, std::optional<Location> loc,
+                                 typename PoolOp::Adaptor adaptor,
+                                 SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> input =
+      rankedType(adaptor.getInput(), name, emitError);
+  if (failed(input))
+    return failure();
+  return pushResult(inferPool(name, *input, adaptor.getWindow(),
+                              adaptor.getStrides(), adaptor.getPadding(),
+                              emitError),
+                    results);
+}
+
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  return inferPoolOp<MaxPoolOp>("max_pool", loc, adaptor, results);
+}
+
+LogicalResult AvgPoolOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  return inferPoolOp<AvgPoolOp>("avg_pool", loc, adaptor, results);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  return verifyReshape(cast<RankedTensorType>(getX().getType()),
+                       cast<RankedTensorType>(getType()),
+                       [&] { return emitOpError(); });
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> x = rankedType(adaptor.getX(), "transpose", emitError);
+  if (failed(x))
+    return failure();
+  return pushResult(inferTranspose(*x, adaptor.getPermutation(), emitError),
+                    results);
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  SmallVector<RankedTensorType> inputs;
+  for (Value input : adaptor.getInputs()) {
+    FailureOr<RankedTensorType> t = rankedType(input, "concat", emitError);
+    if (failed(t))
+      return failure();
+    inputs.push_back(*t);
+  }
+  return pushResult(inferConcat(inputs, adaptor.getAxis(), emitError), results);
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> x = rankedType(adaptor.getX(), "slice", emitError);
+  if (failed(x))
+    return failure();
+  return pushResult(
+      inferSlice(*x, adaptor.getBegin(), adaptor.getSize(), emitError),
+      results);
+}
+
+LogicalResult BroadcastToOp::verify() {
+  auto from = cast<RankedTensorType>(getX().getType());
+  auto to = cast<RankedTensorType>(getType());
+  if (from.getElementType() != to.getElementType())
+    return emitOpError() << "keeps the dtype, got " << from << " to " << to;
+  return verifyBroadcastable(from.getShape(), to.getShape(),
+                             [&] { return emitOpError(); });
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+template <typename ReduceOp>
+static LogicalResult inferReduceOp(StringRef name, std::optional<Location> loc,
+                                   typename ReduceOp::Adaptor adaptor,
+                                   SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> x = rankedType(adaptor.getX(), name, emitError);
+  if (failed(x))
+    return failure();
+  return pushResult(inferReduce(name, *x, adaptor.getAxes(),
+                                adaptor.getKeepDims(), emitError),
+                    results);
+}
+
+#define DTF_INFER_REDUCE(OP, NAME)                                             \
+  LogicalResult OP::inferReturnTypes(MLIRContext *,                            \
+                                     std::optional<Location> loc,              \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &results) {         \
+    return inferReduceOp<OP>(NAME, loc, adaptor, results);                     \
+  }
+DTF_INFER_REDUCE(SumOp, "sum")
+DTF_INFER_REDUCE(MeanOp, "mean")
+DTF_INFER_REDUCE(MaxOp, "max")
+#undef DTF_INFER_REDUCE
+
+LogicalResult ArgmaxOp::verify() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto out = cast<RankedTensorType>(getType());
+  FailureOr<SmallVector<int64_t>> shape =
+      inferArgmaxShape(x, getAxis(), [&] { return emitOpError(); });
+  if (failed(shape))
+    return failure();
+  if (out.getShape() != ArrayRef<int64_t>(*shape))
+    return emitOpError() << "result must have the input's shape without axis "
+                         << getAxis() << ", expected "
+                         << RankedTensorType::get(*shape, out.getElementType())
+                         << ", got " << out;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::verify() {
+  return normalizeAxis("softmax", getAxis(),
+                       cast<RankedTensorType>(getType()).getRank(),
+                       [&] { return emitOpError(); });
+}
+
+LogicalResult LogSoftmaxOp::verify() {
+  return normalizeAxis("log_softmax", getAxis(),
+                       cast<RankedTensorType>(getType()).getRank(),
+                       [&] { return emitOpError(); });
+}
+
+LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> logits =
+      rankedType(adaptor.getLogits(), "softmax_cross_entropy", emitError);
+  FailureOr<RankedTensorType> labels =
+      rankedType(adaptor.getLabels(), "softmax_cross_entropy", emitError);
+  if (failed(logits) || failed(labels))
+    return failure();
+  return pushResult(inferSoftmaxCrossEntropy(*logits, *labels, emitError),
+                    results);
+}
+
+LogicalResult SparseSoftmaxCrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> logits = rankedType(
+      adaptor.getLogits(), "sparse_softmax_cross_entropy", emitError);
+  FailureOr<RankedTensorType> labels = rankedType(
+      adaptor.getLabels(), "sparse_softmax_cross_entropy", emitError);
+  if (failed(logits) || failed(labels))
+    return failure();
+  return pushResult(inferSparseSoftmaxCrossEntropy(*logits, *labels, emitError),
+                    results);
+}
+
+LogicalResult OneHotOp::verify() {
+  if (getDepth() < 1)
+    return emitOpError() << "needs depth >= 1, got " << getDepth();
+  auto indices = cast<RankedTensorType>(getIndices().getType());
+  auto out = cast<RankedTensorType>(getType());
+  SmallVector<int64_t> expected(indices.getShape());
+  expected.push_back(getDepth());
+  if (out.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError() << "result must be the indices' shape followed by "
+                            "depth, expected "
+                         << RankedTensorType::get(expected,
+                                                  out.getElementType())
+                         << ", got " << out;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gather and dropout
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> params =
+      rankedType(adaptor.getParams(), "gather", emitError);
+  FailureOr<RankedTensorType> indices =
+      rankedType(adaptor.getIndices(), "gather", emitError);
+  if (failed(params) || failed(indices))
+    return failure();
+  return pushResult(inferGather(*params, *indices, emitError), results);
+}
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (!(rate >= 0.0 && rate < 1.0))
+    return emitOpError() << "needs a rate in [0, 1), got " << rate;
+  return success();
+}

@@ -1,0 +1,539 @@
+//===- DtfOps.td - the ops of the dtf dialect ------------------*- tablegen -*-===//
+//
+// Variables, inputs and constants; elementwise math; linear algebra and
+// convolution; shape ops; reductions; losses; gather and dropout.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTF_OPS_TD
+#define DTF_OPS_TD
+
+include "dialects/Dtf/IR/DtfBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Dtf_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dtf_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Variables, inputs, constants
+//===----------------------------------------------------------------------===//
+
+def Dtf_VariableOp : Dtf_Op<"variable", [Symbol]> {
+  let summary = "a model variable: shape, dtype, initializer, trainable";
+  let description = [{
+    Declares a variable of the model at module level. Its shape is static (a
+    variable has no batch dimension); `trainable` marks the variables the
+    optimizer updates. Graphs read it with `dtf.read_variable`.
+
+    ```mlir
+    dtf.variable @W1 : tensor<784x500xf32> = #dtf.init<truncated_normal, {stddev = 1.000000e-01 : f64}> {trainable}
+    dtf.variable @step : tensor<i64> = #dtf.init<zeros>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Dtf_Tensor>:$type,
+                       Dtf_InitializerAttr:$initializer,
+                       UnitAttr:$trainable);
+  let assemblyFormat = "$sym_name `:` $type `=` $initializer attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Dtf_ReadVariableOp : Dtf_Op<"read_variable",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead]>]> {
+  let summary = "the current value of a variable";
+  let description = [{
+    Reads the variable named by `name`; the result type is the variable's.
+
+    ```mlir
+    %w = dtf.read_variable @W1 : tensor<784x500xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs Dtf_Tensor:$value);
+  let assemblyFormat = "$name attr-dict `:` type($value)";
+}
+
+def Dtf_InputOp : Dtf_Op<"input", [Pure]> {
+  let summary = "a named input fed by the data pipeline";
+  let description = [{
+    An input of the model, fed at every step (TensorFlow's placeholder). A
+    dynamic first dimension is the batch.
+
+    ```mlir
+    %x = dtf.input "x" : tensor<?x784xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Dtf_Tensor:$value);
+  let assemblyFormat = "$name attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def Dtf_ConstantOp : Dtf_Op<"constant",
+    [ConstantLike, Pure, AllTypesMatch<["value", "output"]>]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ```mlir
+    %c = dtf.constant dense<1.000000e+00> : tensor<10xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+// Binary ops broadcast their operands as NumPy and TensorFlow do: shapes are
+// aligned at the right, and a dimension of 1 stretches to the other's size.
+class Dtf_BroadcastBinaryOp<string mnemonic, Type operandType,
+                            list<Trait> traits = []>
+    : Dtf_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])> {
+  let arguments = (ins operandType:$lhs, operandType:$rhs);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat =
+      "$lhs `,` $rhs attr-dict `:` functional-type(operands, results)";
+}
+
+class Dtf_ArithmeticOp<string mnemonic, string op, list<Trait> traits = []>
+    : Dtf_BroadcastBinaryOp<mnemonic, Dtf_NumericTensor, traits> {
+  let summary = "elementwise " # op # " with broadcasting";
+  let description = [{
+    Both operands have the same dtype; their shapes broadcast.
+
+    ```mlir
+    %z = dtf.}] # mnemonic # [{ %x, %b : (tensor<?x10xf32>, tensor<10xf32>) -> tensor<?x10xf32>
+    ```
+  }];
+  let hasFolder = 1;
+}
+
+def Dtf_AddOp : Dtf_ArithmeticOp<"add", "addition", [Commutative]>;
+def Dtf_SubOp : Dtf_ArithmeticOp<"sub", "subtraction">;
+def Dtf_MulOp : Dtf_ArithmeticOp<"mul", "multiplication", [Commutative]>;
+def Dtf_DivOp : Dtf_ArithmeticOp<"div", "division">;
+def Dtf_MaximumOp : Dtf_ArithmeticOp<"maximum", "maximum", [Commutative]>;
+def Dtf_MinimumOp : Dtf_ArithmeticOp<"minimum", "minimum", [Commutative]>;
+
+def Dtf_PowOp : Dtf_BroadcastBinaryOp<"pow", Dtf_FloatTensor> {
+  let summary = "elementwise power with broadcasting";
+  let description = [{
+    `lhs` raised to `rhs`, on floating-point tensors.
+
+    ```mlir
+    %z = dtf.pow %x, %two : (tensor<?x10xf32>, tensor<f32>) -> tensor<?x10xf32>
+    ```
+  }];
+  let hasFolder = 1;
+}
+
+def Dtf_CompareOp : Dtf_Op<"compare", [Pure, InferTypeOpAdaptor]> {
+  let summary = "elementwise comparison with broadcasting, giving i1";
+  let description = [{
+    Compares with `eq`, `ne`, `lt`, `le`, `gt` or `ge`; both operands have the
+    same dtype, their shapes broadcast, and the result is a tensor of i1.
+
+    ```mlir
+    %ok = dtf.compare eq, %pred, %y : (tensor<?xi32>, tensor<?xi32>) -> tensor<?xi1>
+    ```
+  }];
+  let arguments = (ins Dtf_ComparePredicateAttr:$predicate,
+                       Dtf_Tensor:$lhs, Dtf_Tensor:$rhs);
+  let results = (outs Dtf_BoolTensor:$output);
+  let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Dtf_SelectOp : Dtf_Op<"select", [Pure, InferTypeOpAdaptor]> {
+  let summary = "elementwise choice between two tensors, with broadcasting";
+  let description = [{
+    Takes `on_true` where `condition` holds and `on_false` elsewhere; the three
+    shapes broadcast.
+
+    ```mlir
+    %z = dtf.select %c, %a, %b : (tensor<?x10xi1>, tensor<?x10xf32>, tensor<f32>) -> tensor<?x10xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_BoolTensor:$condition, Dtf_Tensor:$on_true,
+                       Dtf_Tensor:$on_false);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$condition `,` $on_true `,` $on_false attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+class Dtf_UnaryOp<string mnemonic, Type tensorType, string what,
+                  list<Trait> traits = []>
+    : Dtf_Op<mnemonic, !listconcat(traits, [Pure, SameOperandsAndResultType])> {
+  let summary = "elementwise " # what;
+  let description = [{
+    ```mlir
+    %y = dtf.}] # mnemonic # [{ %x : tensor<?x10xf32>
+    ```
+  }];
+  let arguments = (ins tensorType:$x);
+  let results = (outs tensorType:$output);
+  let assemblyFormat = "$x attr-dict `:` type($x)";
+}
+
+def Dtf_NegOp : Dtf_UnaryOp<"neg", Dtf_NumericTensor, "negation"> {
+  let hasFolder = 1;
+}
+def Dtf_ReluOp : Dtf_UnaryOp<"relu", Dtf_NumericTensor, "max(x, 0)"> {
+  let hasFolder = 1;
+}
+def Dtf_ExpOp : Dtf_UnaryOp<"exp", Dtf_FloatTensor, "exponential">;
+def Dtf_LogOp : Dtf_UnaryOp<"log", Dtf_FloatTensor, "natural logarithm">;
+def Dtf_SqrtOp : Dtf_UnaryOp<"sqrt", Dtf_FloatTensor, "square root">;
+def Dtf_RsqrtOp : Dtf_UnaryOp<"rsqrt", Dtf_FloatTensor, "reciprocal square root">;
+def Dtf_SigmoidOp : Dtf_UnaryOp<"sigmoid", Dtf_FloatTensor, "logistic sigmoid 1 / (1 + exp(-x))">;
+def Dtf_TanhOp : Dtf_UnaryOp<"tanh", Dtf_FloatTensor, "hyperbolic tangent">;
+
+def Dtf_CastOp : Dtf_Op<"cast", [Pure]> {
+  let summary = "elementwise conversion to another dtype";
+  let description = [{
+    Converts every element to the dtype of the result; the shape stays. A cast
+    to i1 gives `x != 0`.
+
+    ```mlir
+    %f = dtf.cast %labels : tensor<?xi32> to tensor<?xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$x);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$x attr-dict `:` type($x) `to` type($output)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, convolution, pooling
+//===----------------------------------------------------------------------===//
+
+def Dtf_MatmulOp : Dtf_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "matrix product, optionally transposing either operand";
+  let description = [{
+    `a` is `[..., M, K]` and `b` is `[..., K, N]` (after the transposes that
+    `transpose_a` and `transpose_b` ask for); the result is `[..., M, N]`.
+    Leading batch dimensions, if any, are equal in both operands.
+
+    ```mlir
+    %y = dtf.matmul %x, %w : (tensor<?x784xf32>, tensor<784x500xf32>) -> tensor<?x500xf32>
+    %g = dtf.matmul %x, %dy transpose_a : (tensor<?x784xf32>, tensor<?x500xf32>) -> tensor<784x500xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_NumericTensor:$a, Dtf_NumericTensor:$b,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+  let results = (outs Dtf_NumericTensor:$output);
+  let assemblyFormat = "$a `,` $b (`transpose_a` $transpose_a^)? "
+                       "(`transpose_b` $transpose_b^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Dtf_Conv2DOp : Dtf_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D convolution, NHWC input and HWIO filter";
+  let description = [{
+    `input` is `[N, H, W, C]`, `filter` is `[KH, KW, C, F]`; the result is
+    `[N, OH, OW, F]`. With `valid` padding, `OH = (H - (KH - 1) * DH - 1) / SH + 1`;
+    with `same`, `OH = ceil(H / SH)`.
+
+    ```mlir
+    %y = dtf.conv2d %x, %k padding same strides [1, 1] dilations [1, 1]
+        : (tensor<?x28x28x1xf32>, tensor<5x5x1x32xf32>) -> tensor<?x28x28x32xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$input, Dtf_FloatTensor:$filter,
+                       Dtf_PaddingAttr:$padding, Dtf_Pair:$strides,
+                       Dtf_Pair:$dilations);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$input `,` $filter `padding` $padding `strides` $strides "
+                       "`dilations` $dilations attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+class Dtf_PoolOp<string mnemonic, string what>
+    : Dtf_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = what # " pooling over windows of an NHWC tensor";
+  let description = [{
+    Pools `[N, H, W, C]` over `window` with `strides` and `padding`, giving
+    `[N, OH, OW, C]`; the output size follows conv2d's rule.
+
+    ```mlir
+    %y = dtf.}] # mnemonic # [{ %x padding valid window [2, 2] strides [2, 2]
+        : tensor<?x28x28x32xf32> -> tensor<?x14x14x32xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$input, Dtf_PaddingAttr:$padding,
+                       Dtf_Pair:$window, Dtf_Pair:$strides);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$input `padding` $padding `window` $window `strides` "
+                       "$strides attr-dict `:` type($input) `->` type($output)";
+}
+
+def Dtf_MaxPoolOp : Dtf_PoolOp<"max_pool", "max">;
+def Dtf_AvgPoolOp : Dtf_PoolOp<"avg_pool", "average">;
+
+//===----------------------------------------------------------------------===//
+// Shape ops
+//===----------------------------------------------------------------------===//
+
+def Dtf_ReshapeOp : Dtf_Op<"reshape", [Pure]> {
+  let summary = "the same elements in another shape";
+  let description = [{
+    The result has the same dtype and number of elements. A dynamic (batch)
+    dimension may appear on both sides; the static parts must then divide.
+
+    ```mlir
+    %h = dtf.reshape %x : tensor<?x784xf32> -> tensor<?x28x28x1xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$x);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($output)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Dtf_TransposeOp : Dtf_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "permutes the dimensions";
+  let description = [{
+    Dimension `i` of the result is dimension `permutation[i]` of `x`.
+
+    ```mlir
+    %t = dtf.transpose %w [1, 0] : tensor<784x500xf32> -> tensor<500x784xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$x, DenseI64ArrayAttr:$permutation);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$x $permutation attr-dict `:` type($x) `->` type($output)";
+  let hasFolder = 1;
+}
+
+def Dtf_ConcatOp : Dtf_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "joins tensors along an axis";
+  let description = [{
+    All inputs have the same dtype and rank, and equal sizes except along `axis`
+    (negative counts from the end).
+
+    ```mlir
+    %c = dtf.concat %a, %b axis 1 : (tensor<?x3xf32>, tensor<?x5xf32>) -> tensor<?x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Dtf_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$inputs `axis` $axis attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasFolder = 1;
+}
+
+def Dtf_SliceOp : Dtf_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "a contiguous block of a tensor";
+  let description = [{
+    Takes `size[i]` elements from `begin[i]` in each dimension; a size of -1
+    takes the rest of the dimension.
+
+    ```mlir
+    %s = dtf.slice %x begin [0, 2] size [-1, 3] : tensor<?x10xf32> -> tensor<?x3xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$x, DenseI64ArrayAttr:$begin,
+                       DenseI64ArrayAttr:$size);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$x `begin` $begin `size` $size attr-dict `:` type($x) "
+                       "`->` type($output)";
+  let hasFolder = 1;
+}
+
+def Dtf_BroadcastToOp : Dtf_Op<"broadcast_to", [Pure]> {
+  let summary = "stretches a tensor to a larger shape by broadcasting";
+  let description = [{
+    The shape of `x` broadcasts to the result's shape (aligned at the right,
+    dimensions of 1 stretch).
+
+    ```mlir
+    %b = dtf.broadcast_to %bias : tensor<10xf32> -> tensor<?x10xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$x);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($output)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+class Dtf_ReduceOp<string mnemonic, string what>
+    : Dtf_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = what # " over some axes (all when none are given)";
+  let description = [{
+    Reduces `x` over `axes` (negative counts from the end; every axis when the
+    list is absent). With `keep_dims`, reduced dimensions stay with size 1.
+
+    ```mlir
+    %l = dtf.}] # mnemonic # [{ %x : tensor<?xf32> -> tensor<f32>
+    %r = dtf.}] # mnemonic # [{ %x axes [1] keep_dims : tensor<?x10xf32> -> tensor<?x1xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_NumericTensor:$x,
+                       OptionalAttr<DenseI64ArrayAttr>:$axes,
+                       UnitAttr:$keep_dims);
+  let results = (outs Dtf_NumericTensor:$output);
+  let assemblyFormat = "$x (`axes` $axes^)? (`keep_dims` $keep_dims^)? attr-dict "
+                       "`:` type($x) `->` type($output)";
+}
+
+def Dtf_SumOp : Dtf_ReduceOp<"sum", "sum">;
+def Dtf_MeanOp : Dtf_ReduceOp<"mean", "mean">;
+def Dtf_MaxOp : Dtf_ReduceOp<"max", "maximum">;
+
+def Dtf_ArgmaxOp : Dtf_Op<"argmax", [Pure]> {
+  let summary = "the index of the largest element along an axis";
+  let description = [{
+    The result drops `axis` and holds indices as i32 or i64 (the result type
+    says which).
+
+    ```mlir
+    %c = dtf.argmax %logits axis 1 : tensor<?x10xf32> -> tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Dtf_NumericTensor:$x, I64Attr:$axis);
+  let results = (outs Dtf_IntTensor:$output);
+  let assemblyFormat = "$x `axis` $axis attr-dict `:` type($x) `->` type($output)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and losses
+//===----------------------------------------------------------------------===//
+
+class Dtf_SoftmaxLikeOp<string mnemonic, string what>
+    : Dtf_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what # " along an axis";
+  let description = [{
+    Normalizes along `axis` (default -1, the last).
+
+    ```mlir
+    %p = dtf.}] # mnemonic # [{ %logits axis -1 : tensor<?x10xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$logits,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$logits `axis` $axis attr-dict `:` type($logits)";
+  let hasVerifier = 1;
+}
+
+def Dtf_SoftmaxOp : Dtf_SoftmaxLikeOp<"softmax", "softmax">;
+def Dtf_LogSoftmaxOp : Dtf_SoftmaxLikeOp<"log_softmax", "log of softmax">;
+
+def Dtf_SoftmaxCrossEntropyOp : Dtf_Op<"softmax_cross_entropy",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "cross-entropy of softmax(logits) against dense label distributions";
+  let description = [{
+    `logits` and `labels` are `[..., C]` of the same shape and dtype; the result
+    is the loss per example, `[...]`.
+
+    ```mlir
+    %l = dtf.softmax_cross_entropy %logits, %p
+        : (tensor<?x10xf32>, tensor<?x10xf32>) -> tensor<?xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$logits, Dtf_FloatTensor:$labels);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Dtf_SparseSoftmaxCrossEntropyOp : Dtf_Op<"sparse_softmax_cross_entropy",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "cross-entropy of softmax(logits) against class indices";
+  let description = [{
+    `logits` is `[..., C]` and `labels` holds class indices `[...]` (i32 or
+    i64, each in `[0, C)`); the result is the loss per example, `[...]`.
+
+    ```mlir
+    %l = dtf.sparse_softmax_cross_entropy %logits, %y
+        : (tensor<?x10xf32>, tensor<?xi32>) -> tensor<?xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$logits, Dtf_IntTensor:$labels);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Dtf_OneHotOp : Dtf_Op<"one_hot", [Pure]> {
+  let summary = "one-hot vectors of class indices";
+  let description = [{
+    Adds a last dimension of size `depth`: `on_value` at the index, `off_value`
+    elsewhere (and everywhere for an index outside `[0, depth)`). The result's
+    dtype is the result type's.
+
+    ```mlir
+    %h = dtf.one_hot %y depth 10 : tensor<?xi32> -> tensor<?x10xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_IntTensor:$indices, I64Attr:$depth,
+                       DefaultValuedAttr<F64Attr, "1.0">:$on_value,
+                       DefaultValuedAttr<F64Attr, "0.0">:$off_value);
+  let results = (outs Dtf_NumericTensor:$output);
+  let assemblyFormat = "$indices `depth` $depth attr-dict `:` type($indices) "
+                       "`->` type($output)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gather and dropout
+//===----------------------------------------------------------------------===//
+
+def Dtf_GatherOp : Dtf_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "rows of a tensor picked by indices (embedding lookup)";
+  let description = [{
+    `params` is `[V, ...]`, `indices` holds row numbers in `[0, V)`; the result
+    is `indices.shape + params.shape[1:]`.
+
+    ```mlir
+    %e = dtf.gather %table, %ids : (tensor<50000x64xf32>, tensor<?x20xi64>) -> tensor<?x20x64xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$params, Dtf_IntTensor:$indices);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$params `,` $indices attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
+def Dtf_DropoutOp : Dtf_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "zeroes elements at random while training, scaling the rest";
+  let description = [{
+    Each element is zeroed with probability `rate` and the others are scaled by
+    `1 / (1 - rate)`, as TensorFlow's dropout. Not pure: two dropouts draw
+    different masks. `rate` is in `[0, 1)`.
+
+    ```mlir
+    %d = dtf.dropout %h rate 5.000000e-01 : tensor<?x500xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$x, F64Attr:$rate,
+                       OptionalAttr<I64Attr>:$seed);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$x `rate` $rate attr-dict `:` type($x)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+#endif // DTF_OPS_TD
