@@ -113,10 +113,6 @@ def Dtf_Padding : I32EnumAttr<"Padding", "padding of convolutions and pooling", 
     I32EnumAttrCase<"valid", 0>,
     I32EnumAttrCase<"same", 1>]> {
   let cppNamespace = "::mlir::dtf";
-  let genSpecializedAttr = 0;
-}
-def Dtf_PaddingAttr : EnumAttr<Dtf_Dialect, Dtf_Padding, "padding"> {
-  let assemblyFormat = "$value";
 }
 
 def Dtf_ComparePredicate : I32EnumAttr<"ComparePredicate", "a comparison", [
@@ -127,10 +123,6 @@ def Dtf_ComparePredicate : I32EnumAttr<"ComparePredicate", "a comparison", [
     I32EnumAttrCase<"gt", 4>,
     I32EnumAttrCase<"ge", 5>]> {
   let cppNamespace = "::mlir::dtf";
-  let genSpecializedAttr = 0;
-}
-def Dtf_ComparePredicateAttr : EnumAttr<Dtf_Dialect, Dtf_ComparePredicate, "predicate"> {
-  let assemblyFormat = "$value";
 }
 
 #endif // DTF_BASE_TD

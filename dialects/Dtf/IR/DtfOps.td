@@ -36,7 +36,7 @@ def Dtf_VariableOp : Dtf_Op<"variable", [Symbol]> {
                        TypeAttrOf<Dtf_Tensor>:$type,
                        Dtf_InitializerAttr:$initializer,
                        UnitAttr:$trainable);
-  let assemblyFormat = "$sym_name `:` $type `=` $initializer attr-dict";
+  let assemblyFormat = "$sym_name `:` $type `=` qualified($initializer) attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -149,7 +149,7 @@ def Dtf_CompareOp : Dtf_Op<"compare", [Pure, InferTypeOpAdaptor]> {
     %ok = dtf.compare eq, %pred, %y : (tensor<?xi32>, tensor<?xi32>) -> tensor<?xi1>
     ```
   }];
-  let arguments = (ins Dtf_ComparePredicateAttr:$predicate,
+  let arguments = (ins Dtf_ComparePredicate:$predicate,
                        Dtf_Tensor:$lhs, Dtf_Tensor:$rhs);
   let results = (outs Dtf_BoolTensor:$output);
   let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` "
@@ -255,7 +255,7 @@ def Dtf_Conv2DOp : Dtf_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
     ```
   }];
   let arguments = (ins Dtf_FloatTensor:$input, Dtf_FloatTensor:$filter,
-                       Dtf_PaddingAttr:$padding, Dtf_Pair:$strides,
+                       Dtf_Padding:$padding, Dtf_Pair:$strides,
                        Dtf_Pair:$dilations);
   let results = (outs Dtf_FloatTensor:$output);
   let assemblyFormat = "$input `,` $filter `padding` $padding `strides` $strides "
@@ -275,7 +275,7 @@ class Dtf_PoolOp<string mnemonic, string what>
         : tensor<?x28x28x32xf32> -> tensor<?x14x14x32xf32>
     ```
   }];
-  let arguments = (ins Dtf_FloatTensor:$input, Dtf_PaddingAttr:$padding,
+  let arguments = (ins Dtf_FloatTensor:$input, Dtf_Padding:$padding,
                        Dtf_Pair:$window, Dtf_Pair:$strides);
   let results = (outs Dtf_FloatTensor:$output);
   let assemblyFormat = "$input `padding` $padding `window` $window `strides` "

@@ -1,0 +1,23 @@
+// dtf-run's command line: version, help, and precise usage errors.
+// RUN: dtf-run --version | FileCheck %s --check-prefix=VERSION
+// VERSION: dtf-run {{[0-9]+\.[0-9]+\.[0-9]+}}
+
+// RUN: dtf-run --help | FileCheck %s --check-prefix=HELP
+// HELP: usage: dtf-run PLAN [options]
+// HELP: --cluster FILE
+// HELP: --job NAME
+// HELP: --task N
+
+// RUN: not dtf-run 2>&1 | FileCheck %s --check-prefix=NOPLAN
+// NOPLAN: dtf-run: error: no plan given
+
+// RUN: not dtf-run plan.bin --frobnicate 2>&1 | FileCheck %s --check-prefix=BADOPT
+// BADOPT: dtf-run: error: unknown option '--frobnicate' (see dtf-run --help)
+
+// RUN: not dtf-run plan.bin --cluster 2>&1 | FileCheck %s --check-prefix=NOVALUE
+// NOVALUE: dtf-run: error: --cluster needs a value
+
+// RUN: not dtf-run a.bin b.bin 2>&1 | FileCheck %s --check-prefix=TWO
+// TWO: dtf-run: error: more than one plan given ('a.bin' and 'b.bin')
+
+// RUN: bash -c 'dtf-run --bogus 2>/dev/null; test $? -eq 2'
