@@ -5,6 +5,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::dtf;
 
@@ -64,11 +66,19 @@ ArrayRef<StringRef> allowedParams(InitKind kind) {
   return {};
 }
 
+/// An integer parameter that fits int64 and is not a bool.
+std::optional<int64_t> integerOf(Attribute attr) {
+  auto i = dyn_cast<IntegerAttr>(attr);
+  if (!i || i.getType().isInteger(1) || i.getValue().getSignificantBits() > 64)
+    return std::nullopt;
+  return i.getValue().getSExtValue();
+}
+
 std::optional<double> numberOf(Attribute attr) {
   if (auto f = dyn_cast<FloatAttr>(attr))
     return f.getValueAsDouble();
-  if (auto i = dyn_cast<IntegerAttr>(attr))
-    return static_cast<double>(i.getValue().getSExtValue());
+  if (std::optional<int64_t> i = integerOf(attr))
+    return static_cast<double>(*i);
   return std::nullopt;
 }
 
@@ -96,16 +106,20 @@ LogicalResult InitializerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
       }
       return diag;
     }
+    if (name == "seed") {
+      if (!integerOf(param.getValue()))
+        return emitError() << "initializer seed must be a 64-bit integer, got "
+                           << param.getValue();
+      continue;
+    }
     std::optional<double> value = numberOf(param.getValue());
-    if (!value)
+    if (!value || !std::isfinite(*value))
       return emitError() << "initializer parameter '" << name
-                         << "' must be a number, got " << param.getValue();
-    if (name == "stddev" && *value <= 0)
+                         << "' must be a finite number, got "
+                         << param.getValue();
+    if (name == "stddev" && !(*value > 0))
       return emitError() << "initializer " << stringifyInitKind(kind)
                          << " needs stddev > 0, got " << *value;
-    if (name == "seed" && !llvm::isa<IntegerAttr>(param.getValue()))
-      return emitError() << "initializer seed must be an integer, got "
-                         << param.getValue();
   }
   if (kind == InitKind::constant && !params.get("value"))
     return emitError() << "initializer constant needs a value, as in "

@@ -5,6 +5,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::dtf;
 
@@ -68,6 +70,13 @@ LogicalResult VariableOp::verify() {
                          << " draws floating-point numbers, but the variable "
                             "is "
                          << type << " (use zeros, ones or constant)";
+  if (init.getKind() == InitKind::constant && !isa<FloatType>(element)) {
+    double value = init.getParam("value", 0.0);
+    if (value != std::trunc(value) || (element.isInteger(1) && value != 0 && value != 1))
+      return emitOpError() << "@" << getSymName() << ": constant " << value
+                           << " does not fit the variable's dtype "
+                           << element;
+  }
   if (getTrainable() && !isa<FloatType>(element))
     return emitOpError() << "@" << getSymName()
                          << " cannot be trainable: only floating-point "
@@ -92,13 +101,6 @@ ReadVariableOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 LogicalResult InputOp::verify() {
   if (getName().empty())
     return emitOpError() << "needs a non-empty name";
-  return success();
-}
-
-LogicalResult ConstantOp::verify() {
-  auto type = cast<RankedTensorType>(getType());
-  if (!type.hasStaticShape())
-    return emitOpError() << "needs a static shape, got " << type;
   return success();
 }
 
@@ -239,7 +241,7 @@ LogicalResult AvgPoolOp::inferReturnTypes(MLIRContext *,
 LogicalResult ReshapeOp::verify() {
   return verifyReshape(cast<RankedTensorType>(getX().getType()),
                        cast<RankedTensorType>(getType()),
-                       [&] { return emitOpError(); });
+                       [&] { return emitError(); });
 }
 
 LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
@@ -266,7 +268,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       return failure();
     inputs.push_back(*t);
   }
-  return pushResult(inferConcat(inputs, adaptor.getAxis(), emitError), results);
+  return pushResult(
+      inferConcat(inputs, adaptor.getAxisAttr().getInt(), emitError), results);
 }
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
@@ -288,7 +291,7 @@ LogicalResult BroadcastToOp::verify() {
   if (from.getElementType() != to.getElementType())
     return emitOpError() << "keeps the dtype, got " << from << " to " << to;
   return verifyBroadcastable(from.getShape(), to.getShape(),
-                             [&] { return emitOpError(); });
+                             [&] { return emitError(); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -323,13 +326,14 @@ DTF_INFER_REDUCE(MaxOp, "max")
 LogicalResult ArgmaxOp::verify() {
   auto x = cast<RankedTensorType>(getX().getType());
   auto out = cast<RankedTensorType>(getType());
+  int64_t axis = getAxisAttr().getInt();
   FailureOr<SmallVector<int64_t>> shape =
-      inferArgmaxShape(x, getAxis(), [&] { return emitOpError(); });
+      inferArgmaxShape(x, axis, [&] { return emitError(); });
   if (failed(shape))
     return failure();
   if (out.getShape() != ArrayRef<int64_t>(*shape))
     return emitOpError() << "result must have the input's shape without axis "
-                         << getAxis() << ", expected "
+                         << axis << ", expected "
                          << RankedTensorType::get(*shape, out.getElementType())
                          << ", got " << out;
   return success();
@@ -340,15 +344,15 @@ LogicalResult ArgmaxOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SoftmaxOp::verify() {
-  return normalizeAxis("softmax", getAxis(),
+  return normalizeAxis("softmax", getAxisAttr().getInt(),
                        cast<RankedTensorType>(getType()).getRank(),
-                       [&] { return emitOpError(); });
+                       [&] { return emitError(); });
 }
 
 LogicalResult LogSoftmaxOp::verify() {
-  return normalizeAxis("log_softmax", getAxis(),
+  return normalizeAxis("log_softmax", getAxisAttr().getInt(),
                        cast<RankedTensorType>(getType()).getRank(),
-                       [&] { return emitOpError(); });
+                       [&] { return emitError(); });
 }
 
 LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(
@@ -380,12 +384,15 @@ LogicalResult SparseSoftmaxCrossEntropyOp::inferReturnTypes(
 }
 
 LogicalResult OneHotOp::verify() {
-  if (getDepth() < 1)
-    return emitOpError() << "needs depth >= 1, got " << getDepth();
+  // I64Attr's getter is unsigned; depth is read signed so -5 is caught.
+  int64_t depth = getDepthAttr().getInt();
+  if (depth < 1 || depth > kMaxDimSize)
+    return emitOpError() << "needs depth in [1, " << kMaxDimSize << "], got "
+                         << depth;
   auto indices = cast<RankedTensorType>(getIndices().getType());
   auto out = cast<RankedTensorType>(getType());
   SmallVector<int64_t> expected(indices.getShape());
-  expected.push_back(getDepth());
+  expected.push_back(depth);
   if (out.getShape() != ArrayRef<int64_t>(expected))
     return emitOpError() << "result must be the indices' shape followed by "
                             "depth, expected "

@@ -89,7 +89,6 @@ def Dtf_ConstantOp : Dtf_Op<"constant",
   let results = (outs Dtf_Tensor:$output);
   let assemblyFormat = "attr-dict $value";
   let hasFolder = 1;
-  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

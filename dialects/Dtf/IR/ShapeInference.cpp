@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallBitVector.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::dtf {
 namespace {
@@ -121,7 +122,7 @@ FailureOr<RankedTensorType> inferMatmul(RankedTensorType a, RankedTensorType b,
 
 int64_t windowOutputSize(int64_t in, int64_t window, int64_t stride,
                          int64_t dilation, Padding padding) {
-  if (isDynamic(in))
+  if (isDynamic(in) || isDynamic(window))
     return kDynamic;
   if (padding == Padding::same)
     return (in + stride - 1) / stride;
@@ -134,10 +135,11 @@ int64_t windowOutputSize(int64_t in, int64_t window, int64_t stride,
 static LogicalResult checkPositivePair(StringRef opName, StringRef what,
                                        ArrayRef<int64_t> values,
                                        EmitErrorFn emitError) {
-  if (values.size() != 2 || values[0] < 1 || values[1] < 1) {
+  auto inRange = [](int64_t v) { return v >= 1 && v <= kMaxDimSize; };
+  if (values.size() != 2 || !inRange(values[0]) || !inRange(values[1])) {
     auto diag = emitError();
-    diag << opName << " expects " << what
-         << " to be two positive numbers [height, width], got [";
+    diag << opName << " expects " << what << " to be two numbers in [1, "
+         << kMaxDimSize << "] [height, width], got [";
     llvm::interleaveComma(values, diag);
     diag << "]";
     return failure();
@@ -226,8 +228,11 @@ FailureOr<RankedTensorType> inferTranspose(RankedTensorType x,
   }
   if (!valid) {
     auto diag = emitError();
-    diag << "transpose expects a permutation of 0.." << rank - 1
-         << " for an input of rank " << rank << ", got [";
+    if (rank == 0)
+      diag << "transpose of a rank-0 input expects an empty permutation, got [";
+    else
+      diag << "transpose expects a permutation of 0.." << rank - 1
+           << " for an input of rank " << rank << ", got [";
     llvm::interleaveComma(permutation, diag);
     diag << "]";
     return failure();
@@ -304,8 +309,9 @@ FailureOr<RankedTensorType> inferSlice(RankedTensorType x,
                   << d;
       return failure();
     }
+    // Compare without adding, so huge sizes cannot wrap around.
     if (!isDynamic(dim) &&
-        (begin[d] > dim || (size[d] >= 0 && begin[d] + size[d] > dim))) {
+        (begin[d] > dim || (size[d] >= 0 && size[d] > dim - begin[d]))) {
       emitError() << "slice of dimension " << d << " (size " << dim
                   << ") from " << begin[d] << " with size " << size[d]
                   << " goes past its end";
@@ -394,7 +400,9 @@ FailureOr<RankedTensorType> inferSoftmaxCrossEntropy(RankedTensorType logits,
 FailureOr<RankedTensorType>
 inferSparseSoftmaxCrossEntropy(RankedTensorType logits,
                                RankedTensorType labels, EmitErrorFn emitError) {
-  ArrayRef<int64_t> batch = logits.getShape().drop_back();
+  ArrayRef<int64_t> batch = logits.getShape();
+  if (!batch.empty())
+    batch = batch.drop_back();
   if (logits.getRank() < 1 || labels.getRank() != logits.getRank() - 1 ||
       failed(verifyCompatibleShape(batch, labels.getShape()))) {
     emitError() << "sparse_softmax_cross_entropy expects logits [..., classes] "
@@ -425,20 +433,28 @@ LogicalResult verifyReshape(RankedTensorType from, RankedTensorType to,
                 << " to " << to.getElementType() << " (use cast to convert)";
     return failure();
   }
-  auto staticProduct = [](ArrayRef<int64_t> shape, int &dynamicDims) {
+  // The product of the static sizes, or nullopt when it overflows int64.
+  auto staticProduct = [](ArrayRef<int64_t> shape,
+                          int &dynamicDims) -> std::optional<int64_t> {
     int64_t product = 1;
     dynamicDims = 0;
     for (int64_t d : shape) {
       if (isDynamic(d))
         ++dynamicDims;
-      else
-        product *= d;
+      else if (llvm::MulOverflow(product, d, product))
+        return std::nullopt;
     }
     return product;
   };
   int dynFrom, dynTo;
-  int64_t pFrom = staticProduct(from.getShape(), dynFrom);
-  int64_t pTo = staticProduct(to.getShape(), dynTo);
+  std::optional<int64_t> countFrom = staticProduct(from.getShape(), dynFrom);
+  std::optional<int64_t> countTo = staticProduct(to.getShape(), dynTo);
+  if (!countFrom || !countTo) {
+    emitError() << "reshape of " << from << " to " << to
+                << " has more elements than fit in 64 bits";
+    return failure();
+  }
+  int64_t pFrom = *countFrom, pTo = *countTo;
   bool ok;
   if (dynFrom == 0 && dynTo == 0)
     ok = pFrom == pTo;

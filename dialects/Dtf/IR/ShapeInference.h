@@ -16,6 +16,11 @@ namespace mlir::dtf {
 
 enum class Padding : uint32_t;
 
+/// The largest size of one dimension (and of strides, dilations, windows and
+/// one_hot's depth): large enough for any model, small enough that products of
+/// a few sizes cannot overflow int64.
+constexpr int64_t kMaxDimSize = int64_t(1) << 31;
+
 /// Makes the diagnostic for a rule that does not hold; it may be inactive (an
 /// empty InFlightDiagnostic) when the caller only asks whether a type exists.
 using EmitErrorFn = llvm::function_ref<InFlightDiagnostic()>;

@@ -149,3 +149,13 @@ func.func @select_constant_condition(%a: tensor<3xf32>, %b: tensor<3xf32>) -> te
   %0 = dtf.select %c, %a, %b : (tensor<3xi1>, tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// -----
+
+// A filter with a dynamic size gives a dynamic output size, not a wrapped one.
+// CHECK-LABEL: func.func @conv2d_dynamic_filter
+// CHECK: -> tensor<1x?x24x32xf32>
+func.func @conv2d_dynamic_filter(%x: tensor<1x28x28x1xf32>, %k: tensor<?x5x1x32xf32>) -> tensor<1x?x24x32xf32> {
+  %0 = dtf.conv2d %x, %k padding valid strides [1, 1] dilations [1, 1] : (tensor<1x28x28x1xf32>, tensor<?x5x1x32xf32>) -> tensor<1x?x24x32xf32>
+  return %0 : tensor<1x?x24x32xf32>
+}
