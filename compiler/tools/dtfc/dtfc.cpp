@@ -1,10 +1,18 @@
 // dtfc: compiles a .dtf model into a training plan.
 #include "compiler/Registration.h"
+#include "compiler/frontend/Diagnostics.h"
+#include "compiler/frontend/MLIRGen.h"
+#include "compiler/frontend/Parser.h"
 #include "dtf/Version.h"
 
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace cl = llvm::cl;
@@ -12,12 +20,38 @@ namespace cl = llvm::cl;
 namespace {
 
 // Exit codes, distinct per kind of failure (as toyc does).
-enum ExitCode { kOk = 0, kUsageError = 2, kNotAvailable = 3 };
+enum ExitCode {
+  kOk = 0,
+  kCompileError = 1, // the model has errors; the diagnostics say which
+  kUsageError = 2,
+  kNotAvailable = 3,
+  kIoError = 4,
+};
 
+enum class Emit { AST, MLIR, Plan };
+
+cl::OptionCategory category("dtfc options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.dtf>"),
-                               cl::init(""));
-cl::opt<std::string> outputFile("o", cl::desc("Write the plan to <file>"),
-                                cl::value_desc("file"), cl::init("plan.bin"));
+                               cl::init(""), cl::cat(category));
+cl::opt<std::string> outputFile("o", cl::desc("Write the output to <file> ('-' for stdout)"),
+                                cl::value_desc("file"), cl::init(""),
+                                cl::cat(category));
+cl::opt<Emit> emit(
+    "emit", cl::desc("Stop after a stage and print its result"),
+    cl::values(clEnumValN(Emit::AST, "ast", "the syntax tree"),
+               clEnumValN(Emit::MLIR, "mlir", "the model in the dtf dialect"),
+               clEnumValN(Emit::Plan, "plan", "the training plan (default)")),
+    cl::init(Emit::Plan), cl::cat(category));
+cl::opt<std::string> modelName("model",
+                               cl::desc("The model to compile when the file has several"),
+                               cl::value_desc("name"), cl::init(""),
+                               cl::cat(category));
+cl::opt<unsigned> errorLimit("error-limit",
+                             cl::desc("Stop printing after this many errors (default 20)"),
+                             cl::init(20), cl::cat(category));
+cl::opt<bool> noDataCheck("no-data-check",
+                          cl::desc("Do not warn about data paths missing on this machine"),
+                          cl::init(false), cl::cat(category));
 
 void printVersion(llvm::raw_ostream &os) {
   os << "dtfc " << DTF_VERSION_STRING << " (MLIR " << LLVM_VERSION_STRING
@@ -29,15 +63,76 @@ void printVersion(llvm::raw_ostream &os) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::SetVersionPrinter(printVersion);
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "dtfc: compiles a dtf model into a training plan\n\n"
-      "  dtfc model.dtf -o plan.bin\n");
+      "  dtfc model.dtf -o plan.bin\n"
+      "  dtfc model.dtf --emit=mlir        print the model in the dtf dialect\n"
+      "  dtfc model.dtf --emit=ast         print the syntax tree\n");
   if (inputFile.empty()) {
     llvm::errs() << "dtfc: error: no input file (see dtfc --help)\n";
     return kUsageError;
   }
-  llvm::errs() << "dtfc: error: cannot compile '" << inputFile
-               << "': this build of dtfc has no model-language front end yet\n";
+  auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile, /*IsText=*/true);
+  if (std::error_code ec = buffer.getError()) {
+    llvm::errs() << "dtfc: error: cannot read '" << inputFile
+                 << "': " << ec.message() << "\n";
+    return kIoError;
+  }
+  llvm::StringRef source = (*buffer)->getBuffer();
+  std::string filename = inputFile == "-" ? "<stdin>" : inputFile.getValue();
+
+  mlir::DialectRegistry registry;
+  mlir::dtf::registerDialects(registry);
+  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBuffer(source, filename, false), llvm::SMLoc());
+  mlir::dtf::FrontendDiagnostics diagnostics(sourceMgr, &context, llvm::errs(),
+                                             errorLimit);
+
+  std::optional<mlir::dtf::ast::File> file =
+      mlir::dtf::parseSource(source, filename, &context);
+  if (!file) {
+    diagnostics.printSummary();
+    return kCompileError;
+  }
+
+  // The output is opened only once there is something to write, so a
+  // failed compile never truncates an earlier output.
+  std::string outputPath = outputFile.empty()
+                               ? (emit == Emit::Plan ? "plan.bin" : "-")
+                               : outputFile.getValue();
+  auto writeOutput = [&](llvm::function_ref<void(llvm::raw_ostream &)> write) {
+    std::string errorMessage;
+    auto output = mlir::openOutputFile(outputPath, &errorMessage);
+    if (!output) {
+      llvm::errs() << "dtfc: error: " << errorMessage << "\n";
+      return kIoError;
+    }
+    write(output->os());
+    output->keep();
+    return kOk;
+  };
+
+  if (emit == Emit::AST)
+    return writeOutput(
+        [&](llvm::raw_ostream &os) { mlir::dtf::ast::dump(*file, os); });
+
+  mlir::dtf::FrontendOptions options;
+  options.modelName = modelName;
+  options.checkDataPaths = !noDataCheck;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::dtf::buildModule(*file, &context, options);
+  if (!module) {
+    diagnostics.printSummary();
+    return kCompileError;
+  }
+  if (emit == Emit::MLIR)
+    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  llvm::errs() << "dtfc: error: '" << filename
+               << "' is correct, but this build of dtfc cannot write plans "
+                  "yet; use --emit=mlir to see the model\n";
   return kNotAvailable;
 }

@@ -1,0 +1,171 @@
+// The built-in calls of the model language and argument binding.
+#include "compiler/frontend/Builtins.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+namespace {
+
+const std::vector<BuiltinSpec> &catalogue() {
+  using K = BuiltinKind;
+  static const std::vector<BuiltinSpec> specs = {
+      // Layers: own their variables (NAME/kernel, NAME/bias, NAME/embeddings).
+      {"dense", K::Layer, {"x", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer"}, 2,
+       "fully connected layer: activation(x @ kernel + bias)"},
+      {"conv2d", K::Layer, {"x", "filters", "kernel", "strides", "padding", "dilation", "activation", "use_bias", "kernel_initializer", "bias_initializer"}, 3,
+       "2-D convolution layer over NHWC input"},
+      {"embedding", K::Layer, {"ids", "vocab", "dim", "initializer", "partitions"}, 3,
+       "embedding lookup in a [vocab, dim] table"},
+      // Ops.
+      {"matmul", K::Op, {"a", "b", "transpose_a", "transpose_b"}, 2, "matrix product"},
+      {"relu", K::Op, {"x"}, 1, "max(x, 0)"},
+      {"sigmoid", K::Op, {"x"}, 1, "1 / (1 + exp(-x))"},
+      {"tanh", K::Op, {"x"}, 1, "hyperbolic tangent"},
+      {"exp", K::Op, {"x"}, 1, "exponential"},
+      {"log", K::Op, {"x"}, 1, "natural logarithm"},
+      {"sqrt", K::Op, {"x"}, 1, "square root"},
+      {"rsqrt", K::Op, {"x"}, 1, "1 / sqrt(x)"},
+      {"neg", K::Op, {"x"}, 1, "-x"},
+      {"maximum", K::Op, {"x", "y"}, 2, "elementwise maximum"},
+      {"minimum", K::Op, {"x", "y"}, 2, "elementwise minimum"},
+      {"pow", K::Op, {"x", "y"}, 2, "x to the power y"},
+      {"select", K::Op, {"condition", "on_true", "on_false"}, 3, "on_true where condition, else on_false"},
+      {"cast", K::Op, {"x", "to"}, 2, "convert to another dtype"},
+      {"reshape", K::Op, {"x", "shape"}, 2, "same elements, new shape (one -1 allowed)"},
+      {"flatten", K::Op, {"x"}, 1, "[B, ...] to [B, product]"},
+      {"transpose", K::Op, {"x", "perm"}, 2, "permute dimensions"},
+      {"concat", K::Op, {"values", "axis"}, 2, "join along an axis"},
+      {"slice", K::Op, {"x", "begin", "size"}, 3, "a block of x (-1 size: to the end)"},
+      {"broadcast_to", K::Op, {"x", "shape"}, 2, "broadcast to a shape"},
+      {"sum", K::Op, {"x", "axis", "keep_dims"}, 1, "sum over axes"},
+      {"mean", K::Op, {"x", "axis", "keep_dims"}, 1, "mean over axes"},
+      {"max", K::Op, {"x", "axis", "keep_dims"}, 1, "maximum over axes"},
+      {"argmax", K::Op, {"x", "axis", "output_type"}, 2, "index of the largest element"},
+      {"softmax", K::Op, {"x", "axis"}, 1, "softmax along an axis"},
+      {"log_softmax", K::Op, {"x", "axis"}, 1, "log of softmax along an axis"},
+      {"softmax_cross_entropy", K::Op, {"logits", "labels"}, 2, "cross-entropy against label distributions"},
+      {"sparse_softmax_cross_entropy", K::Op, {"logits", "labels"}, 2, "cross-entropy against class indices"},
+      {"one_hot", K::Op, {"indices", "depth", "on_value", "off_value", "dtype"}, 2, "one-hot vectors"},
+      {"gather", K::Op, {"params", "indices"}, 2, "rows of params"},
+      {"dropout", K::Op, {"x", "rate", "seed"}, 2, "zero elements at random while training"},
+      {"max_pool", K::Op, {"x", "size", "strides", "padding"}, 1, "max over windows (NHWC)"},
+      {"avg_pool", K::Op, {"x", "size", "strides", "padding"}, 1, "average over windows (NHWC)"},
+      // Initializers.
+      {"zeros", K::Initializer, {}, 0, "all zeros"},
+      {"ones", K::Initializer, {}, 0, "all ones"},
+      {"constant", K::Initializer, {"value"}, 1, "every element = value"},
+      {"uniform", K::Initializer, {"minval", "maxval", "seed"}, 0, "uniform in [minval, maxval)"},
+      {"normal", K::Initializer, {"mean", "stddev", "seed"}, 0, "normal distribution"},
+      {"truncated_normal", K::Initializer, {"mean", "stddev", "seed"}, 0, "normal, redrawn beyond 2 stddev"},
+      {"glorot_uniform", K::Initializer, {"seed"}, 0, "Glorot/Xavier uniform"},
+      {"he_normal", K::Initializer, {"seed"}, 0, "He normal"},
+      // Optimizers.
+      {"sgd", K::Optimizer, {"learning_rate"}, 1, "gradient descent"},
+      {"momentum", K::Optimizer, {"learning_rate", "momentum", "use_nesterov"}, 1, "momentum"},
+      {"adam", K::Optimizer, {"learning_rate", "beta1", "beta2", "epsilon"}, 0, "Adam"},
+      {"adagrad", K::Optimizer, {"learning_rate", "initial_accumulator_value"}, 1, "Adagrad"},
+      {"rmsprop", K::Optimizer, {"learning_rate", "decay", "momentum", "epsilon"}, 1, "RMSProp"},
+      // Learning-rate schedules.
+      {"exponential_decay", K::Schedule, {"learning_rate", "decay_steps", "decay_rate", "staircase"}, 3,
+       "learning_rate * decay_rate ^ (step / decay_steps)"},
+      {"piecewise_constant", K::Schedule, {"boundaries", "values"}, 2, "values[i] between boundaries"},
+      // Data sources.
+      {"idx", K::Data, {"path", "split"}, 1, "MNIST-format IDX files (gzip or raw) in a directory"},
+      {"csv", K::Data, {"path", "label", "header"}, 1, "a CSV file of features and a label column"},
+      {"synthetic", K::Data, {"examples", "seed"}, 0, "random data shaped like the inputs"},
+      // Other settings written as calls.
+      {"sync", K::Config, {"replicas_to_aggregate", "total_num_replicas"}, 0, "SyncReplicasOptimizer"},
+      {"global_norm", K::Config, {"clip_norm"}, 1, "clip gradients by global norm"},
+      {"session", K::Config, {"soft_placement", "log_device_placement", "inter_op_threads", "intra_op_threads"}, 0,
+       "session options"},
+      {"replicate", K::Config, {"ps"}, 0, "replica device setter"},
+  };
+  return specs;
+}
+
+} // namespace
+
+const BuiltinSpec *mlir::dtf::lookupBuiltin(StringRef name, BuiltinKind kind) {
+  for (const BuiltinSpec &spec : catalogue())
+    if (spec.kind == kind && spec.name == name)
+      return &spec;
+  return nullptr;
+}
+
+std::vector<const BuiltinSpec *> mlir::dtf::builtinsOfKind(BuiltinKind kind) {
+  std::vector<const BuiltinSpec *> out;
+  for (const BuiltinSpec &spec : catalogue())
+    if (spec.kind == kind)
+      out.push_back(&spec);
+  return out;
+}
+
+std::optional<std::string>
+mlir::dtf::closestName(StringRef name, ArrayRef<std::string> candidates) {
+  std::optional<std::string> best;
+  unsigned bestDistance = std::max<unsigned>(2, name.size() / 3) + 1;
+  for (const std::string &candidate : candidates) {
+    unsigned d = name.edit_distance(candidate, true, bestDistance);
+    if (d < bestDistance) {
+      bestDistance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+std::optional<BoundArgs>
+mlir::dtf::bindArguments(const BuiltinSpec &spec,
+                         const std::vector<ast::Arg> &args, ast::Loc callLoc,
+                         const LocatedErrorFn &emitError) {
+  BoundArgs bound;
+  bool ok = true;
+  size_t positional = 0;
+  for (const ast::Arg &arg : args) {
+    if (arg.key.empty()) {
+      if (positional >= spec.params.size()) {
+        emitError(arg.value->getLoc())
+            << spec.name << " takes at most " << spec.params.size()
+            << " positional argument" << (spec.params.size() == 1 ? "" : "s")
+            << " (" << llvm::join(spec.params, ", ") << ")";
+        ok = false;
+        continue;
+      }
+      bound.values[spec.params[positional++]] = arg.value.get();
+      continue;
+    }
+    if (!llvm::is_contained(spec.params, arg.key)) {
+      InFlightDiagnostic diag = emitError(arg.keyLoc);
+      diag << spec.name << " has no parameter '" << arg.key << "'";
+      std::vector<std::string> names(spec.params.begin(), spec.params.end());
+      if (auto suggestion = closestName(arg.key, names))
+        diag << "; did you mean '" << *suggestion << "'?";
+      else if (names.empty())
+        diag << " (it takes none)";
+      else
+        diag << " (it takes " << llvm::join(spec.params, ", ") << ")";
+      ok = false;
+      continue;
+    }
+    if (bound.values.count(arg.key)) {
+      emitError(arg.keyLoc) << spec.name << " gets '" << arg.key
+                            << "' twice";
+      ok = false;
+      continue;
+    }
+    bound.values[arg.key] = arg.value.get();
+  }
+  for (unsigned i = 0; i < spec.required; ++i) {
+    if (!bound.values.count(spec.params[i])) {
+      emitError(callLoc) << spec.name << " needs '" << spec.params[i] << "'"
+                         << " (" << spec.summary << ")";
+      ok = false;
+    }
+  }
+  if (!ok)
+    return std::nullopt;
+  return bound;
+}

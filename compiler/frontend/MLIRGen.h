@@ -1,0 +1,27 @@
+// Checks a parsed model and builds its MLIR module in the dtf dialect.
+#pragma once
+
+#include "compiler/frontend/AST.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace mlir::dtf {
+
+struct FrontendOptions {
+  /// The model to compile when the file has several (empty: the only one).
+  std::string modelName;
+  /// Warn about data paths that do not exist on this machine.
+  bool checkDataPaths = true;
+};
+
+/// Checks `file` (names, arity, shapes, dtypes, devices, training settings)
+/// and builds one module for the chosen model: variables as dtf.variable
+/// symbols, the graph as func.func @<model> returning the loss and metrics,
+/// and the placement and training settings as module attributes. Reports
+/// every error it finds through the context's diagnostics; returns null if
+/// there was any.
+OwningOpRef<ModuleOp> buildModule(const ast::File &file, MLIRContext *context,
+                                  const FrontendOptions &options = {});
+
+} // namespace mlir::dtf

@@ -1,0 +1,346 @@
+// Runs the ANTLR-generated lexer and parser and turns the parse tree into the AST.
+#include "compiler/frontend/Parser.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include "DtfLexer.h"
+#include "DtfParser.h"
+#include "antlr4-runtime.h"
+
+using namespace mlir;
+using namespace mlir::dtf;
+using dtfgrammar::DtfLexer;
+using dtfgrammar::DtfParser;
+
+Location mlir::dtf::toLocation(MLIRContext *context, StringRef filename,
+                               ast::Loc loc) {
+  return FileLineColLoc::get(context, filename, loc.line, loc.col);
+}
+
+namespace {
+
+ast::Loc locOf(antlr4::Token *token) {
+  if (!token)
+    return {};
+  return {static_cast<unsigned>(token->getLine()),
+          static_cast<unsigned>(token->getCharPositionInLine() + 1)};
+}
+ast::Loc locOf(antlr4::ParserRuleContext *ctx) {
+  return ctx ? locOf(ctx->getStart()) : ast::Loc{};
+}
+ast::Loc locOf(antlr4::tree::TerminalNode *node) {
+  return node ? locOf(node->getSymbol()) : ast::Loc{};
+}
+
+/// The token as a user would name it in a message.
+std::string describeToken(antlr4::Token *token) {
+  if (!token || token->getType() == antlr4::Token::EOF)
+    return "end of file";
+  std::string text = token->getText();
+  if (token->getType() == DtfLexer::ERROR_CHAR) {
+    if (text == "\"")
+      return "'\"' (a string that does not end on its line)";
+    return "character '" + text + "'";
+  }
+  return "'" + text + "'";
+}
+
+/// Turns ANTLR's syntax errors into located diagnostics with a short list of
+/// what was expected.
+class ErrorListener : public antlr4::BaseErrorListener {
+public:
+  ErrorListener(MLIRContext *context, StringRef filename)
+      : context(context), filename(filename) {}
+
+  void syntaxError(antlr4::Recognizer *recognizer,
+                   antlr4::Token *offendingSymbol, size_t line,
+                   size_t charPositionInLine, const std::string &message,
+                   std::exception_ptr) override {
+    ++errors;
+    Location loc = FileLineColLoc::get(context, filename, line,
+                                       charPositionInLine + 1);
+    auto *parser = dynamic_cast<antlr4::Parser *>(recognizer);
+    if (!parser || !offendingSymbol) {
+      // The lexer reports characters it cannot start a token with.
+      emitError(loc) << message;
+      return;
+    }
+    InFlightDiagnostic diag = emitError(loc)
+                              << "unexpected " << describeToken(offendingSymbol);
+    antlr4::misc::IntervalSet expected = parser->getExpectedTokens();
+    std::vector<std::string> names;
+    for (ssize_t type : expected.toList()) {
+      if (type == static_cast<ssize_t>(antlr4::Token::EOF))
+        names.push_back("end of file");
+      else
+        names.push_back(parser->getVocabulary().getDisplayName(type));
+    }
+    if (!names.empty() && names.size() <= 8) {
+      diag << ", expected " << (names.size() > 1 ? "one of " : "");
+      diag << llvm::join(names, ", ");
+    }
+    (void)message;
+  }
+
+  unsigned errors = 0;
+
+private:
+  MLIRContext *context;
+  std::string filename;
+};
+
+std::string unquote(const std::string &quoted) {
+  std::string out;
+  for (size_t i = 1; i + 1 < quoted.size(); ++i) {
+    char c = quoted[i];
+    if (c == '\\' && i + 2 < quoted.size()) {
+      char next = quoted[++i];
+      out += next == 'n' ? '\n' : next == 't' ? '\t' : next;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// Walks the parse tree (free of syntax errors) and builds the AST.
+class ASTBuilder {
+public:
+  ast::File build(DtfParser::FileContext *file, StringRef path) {
+    ast::File out;
+    out.path = path.str();
+    for (auto *model : file->model())
+      out.models.push_back(buildModel(model));
+    for (auto *network : file->network())
+      out.networks.push_back(buildNetwork(network));
+    return out;
+  }
+
+private:
+  ast::Model buildModel(DtfParser::ModelContext *ctx) {
+    ast::Model model;
+    model.name = ctx->name->getText();
+    model.loc = locOf(ctx->name);
+    for (auto *item : ctx->modelItem()) {
+      if (auto *input = item->inputDecl()) {
+        model.body.push_back(std::make_unique<ast::InputStmt>(
+            locOf(input->name), input->name->getText(),
+            buildType(input->tensorType())));
+      } else if (auto *var = item->varDecl()) {
+        model.body.push_back(buildVar(var));
+      } else if (auto *placement = item->placementDecl()) {
+        ast::Placement p;
+        p.strategy = placement->strategy->getText();
+        p.loc = locOf(placement->strategy);
+        if (auto *kwargs = placement->kwargs())
+          for (auto *kw : kwargs->kwarg())
+            p.options.push_back(buildKwarg(kw));
+        model.placements.push_back(std::move(p));
+      } else if (auto *on = item->onBlock()) {
+        model.body.push_back(buildOn(on));
+      } else if (auto *graph = item->graphBlock()) {
+        for (auto *g : graph->graphItem())
+          model.body.push_back(buildGraphItem(g));
+      } else if (auto *train = item->trainBlock()) {
+        model.trainBlocks.push_back(locOf(train->TRAIN()));
+        for (auto *t : train->trainItem())
+          model.train.push_back(buildTrainItem(t));
+      } else if (auto *network = item->network()) {
+        model.networks.push_back(buildNetwork(network));
+      }
+    }
+    return model;
+  }
+
+  ast::Network buildNetwork(DtfParser::NetworkContext *ctx) {
+    ast::Network network;
+    network.name = ctx->name->getText();
+    network.loc = locOf(ctx->name);
+    for (auto *param : ctx->param())
+      network.params.push_back(
+          {param->name->getText(), locOf(param->name),
+           param->expr() ? buildExpr(param->expr()) : nullptr});
+    for (auto *item : ctx->graphItem())
+      network.body.push_back(buildGraphItem(item));
+    return network;
+  }
+
+  ast::TensorTypeSpec buildType(DtfParser::TensorTypeContext *ctx) {
+    ast::TensorTypeSpec type;
+    type.dtype = ctx->DTYPE()->getText();
+    type.loc = locOf(ctx);
+    for (auto *dim : ctx->dim()) {
+      ast::Dim d;
+      d.loc = locOf(dim);
+      if (auto *size = dim->INT()) {
+        int64_t value = 0;
+        if (StringRef(size->getText()).getAsInteger(10, value))
+          value = -1; // too large: the checker reports it
+        d.size = value;
+      } else {
+        d.symbol = dim->ident()->getText();
+      }
+      type.dims.push_back(std::move(d));
+    }
+    return type;
+  }
+
+  ast::StmtPtr buildVar(DtfParser::VarDeclContext *ctx) {
+    auto var = std::make_unique<ast::VarStmt>(
+        locOf(ctx->name), ctx->name->getText(), buildType(ctx->tensorType()));
+    if (ctx->init)
+      var->init = buildExpr(ctx->init);
+    for (auto *kw : ctx->kwarg())
+      var->options.push_back(buildKwarg(kw));
+    return var;
+  }
+
+  ast::StmtPtr buildOn(DtfParser::OnBlockContext *ctx) {
+    auto on = std::make_unique<ast::OnStmt>(
+        locOf(ctx->ON()), unquote(ctx->device->getText()), locOf(ctx->device));
+    for (auto *item : ctx->graphItem())
+      on->body.push_back(buildGraphItem(item));
+    return on;
+  }
+
+  ast::StmtPtr buildGraphItem(DtfParser::GraphItemContext *ctx) {
+    if (auto *var = ctx->varDecl())
+      return buildVar(var);
+    if (auto *on = ctx->onBlock())
+      return buildOn(on);
+    if (auto *assign = ctx->assign())
+      return std::make_unique<ast::AssignStmt>(locOf(assign->name),
+                                               assign->name->getText(),
+                                               buildExpr(assign->expr()));
+    auto *ret = ctx->returnStmt();
+    std::vector<ast::ExprPtr> values;
+    for (auto *e : ret->expr())
+      values.push_back(buildExpr(e));
+    return std::make_unique<ast::ReturnStmt>(locOf(ret->RETURN()),
+                                             std::move(values));
+  }
+
+  ast::TrainItem buildTrainItem(DtfParser::TrainItemContext *ctx) {
+    ast::TrainItem item;
+    item.loc = locOf(ctx);
+    if (auto *setting = dynamic_cast<DtfParser::SettingContext *>(ctx)) {
+      item.kind = ast::TrainItem::Kind::Setting;
+      item.key = setting->key->getText();
+      item.loc = locOf(setting->key);
+      item.value = buildExpr(setting->expr());
+      for (auto *kw : setting->kwarg())
+        item.extra.push_back(buildKwarg(kw));
+    } else if (auto *ckpt =
+                   dynamic_cast<DtfParser::CheckpointPolicyContext *>(ctx)) {
+      item.kind = ast::TrainItem::Kind::Checkpoint;
+      item.every = std::stod(ckpt->every->getText());
+      item.everyLoc = locOf(ckpt->every);
+      item.unit = ckpt->unit->getText();
+      item.unitLoc = locOf(ckpt->unit);
+      if (ckpt->keep) {
+        int64_t keep = 0;
+        if (StringRef(ckpt->keep->getText()).getAsInteger(10, keep))
+          keep = -1;
+        item.keep = keep;
+        item.keepLoc = locOf(ckpt->keep);
+      }
+    } else {
+      auto *summary = dynamic_cast<DtfParser::SummaryPolicyContext *>(ctx);
+      item.kind = ast::TrainItem::Kind::Summary;
+      item.every = std::stod(summary->every->getText());
+      item.everyLoc = locOf(summary->every);
+      item.unit = summary->unit->getText();
+      item.unitLoc = locOf(summary->unit);
+      auto idents = summary->ident();
+      for (size_t i = 1; i < idents.size(); ++i) // idents[0] is the unit
+        item.names.push_back({idents[i]->getText(), locOf(idents[i])});
+    }
+    return item;
+  }
+
+  ast::Arg buildKwarg(DtfParser::KwargContext *ctx) {
+    return {ctx->key->getText(), locOf(ctx->key), buildExpr(ctx->expr())};
+  }
+
+  ast::ExprPtr buildExpr(DtfParser::ExprContext *ctx) {
+    if (auto *p = dynamic_cast<DtfParser::PrimaryExprContext *>(ctx))
+      return buildPrimary(p->primary());
+    if (auto *n = dynamic_cast<DtfParser::NegExprContext *>(ctx))
+      return std::make_unique<ast::NegExpr>(locOf(n->op), buildExpr(n->expr()));
+    antlr4::Token *op = nullptr;
+    DtfParser::ExprContext *lhs = nullptr, *rhs = nullptr;
+    if (auto *m = dynamic_cast<DtfParser::MulExprContext *>(ctx))
+      op = m->op, lhs = m->lhs, rhs = m->rhs;
+    else if (auto *a = dynamic_cast<DtfParser::AddExprContext *>(ctx))
+      op = a->op, lhs = a->lhs, rhs = a->rhs;
+    else if (auto *c = dynamic_cast<DtfParser::CompareExprContext *>(ctx))
+      op = c->op, lhs = c->lhs, rhs = c->rhs;
+    return std::make_unique<ast::BinaryExpr>(locOf(op), op->getText(),
+                                             buildExpr(lhs), buildExpr(rhs));
+  }
+
+  ast::ExprPtr buildPrimary(DtfParser::PrimaryContext *ctx) {
+    ast::Loc loc = locOf(ctx);
+    if (auto *n = dynamic_cast<DtfParser::NumberLitContext *>(ctx)) {
+      std::string text = n->number()->getText();
+      bool isInteger = n->number()->INT() != nullptr;
+      return std::make_unique<ast::NumberExpr>(loc, std::strtod(text.c_str(), nullptr),
+                                               isInteger, text);
+    }
+    if (auto *s = dynamic_cast<DtfParser::StringLitContext *>(ctx))
+      return std::make_unique<ast::StringExpr>(loc, unquote(s->STRING()->getText()));
+    if (auto *b = dynamic_cast<DtfParser::BoolLitContext *>(ctx))
+      return std::make_unique<ast::BoolExpr>(loc, b->TRUE() != nullptr);
+    if (auto *d = dynamic_cast<DtfParser::DtypeLitContext *>(ctx))
+      return std::make_unique<ast::DTypeExpr>(loc, d->DTYPE()->getText());
+    if (auto *r = dynamic_cast<DtfParser::NameRefContext *>(ctx))
+      return std::make_unique<ast::NameExpr>(loc, r->ident()->getText());
+    if (auto *p = dynamic_cast<DtfParser::ParenExprContext *>(ctx))
+      return buildExpr(p->expr());
+    if (auto *l = dynamic_cast<DtfParser::ListLitContext *>(ctx)) {
+      std::vector<ast::ExprPtr> items;
+      for (auto *e : l->expr())
+        items.push_back(buildExpr(e));
+      return std::make_unique<ast::ListExpr>(loc, std::move(items));
+    }
+    auto *callCtx = dynamic_cast<DtfParser::CallExprContext *>(ctx)->call();
+    auto call = std::make_unique<ast::CallExpr>(locOf(callCtx->callee),
+                                                callCtx->callee->getText());
+    for (auto *arg : callCtx->arg())
+      call->args.push_back({arg->key ? arg->key->getText() : "",
+                            arg->key ? locOf(arg->key) : ast::Loc{},
+                            buildExpr(arg->expr())});
+    if (callCtx->as) {
+      call->naming = ast::CallExpr::Naming::As;
+      call->layerName = callCtx->as->getText();
+      call->layerLoc = locOf(callCtx->as);
+    } else if (callCtx->shares) {
+      call->naming = ast::CallExpr::Naming::Shares;
+      call->layerName = callCtx->shares->getText();
+      call->layerLoc = locOf(callCtx->shares);
+    }
+    return call;
+  }
+};
+
+} // namespace
+
+std::optional<ast::File> mlir::dtf::parseSource(StringRef source,
+                                                StringRef filename,
+                                                MLIRContext *context) {
+  antlr4::ANTLRInputStream input(source.data(), source.size());
+  DtfLexer lexer(&input);
+  antlr4::CommonTokenStream tokens(&lexer);
+  DtfParser parser(&tokens);
+  ErrorListener listener(context, filename);
+  lexer.removeErrorListeners();
+  lexer.addErrorListener(&listener);
+  parser.removeErrorListeners();
+  parser.addErrorListener(&listener);
+  DtfParser::FileContext *tree = parser.file();
+  if (listener.errors > 0)
+    return std::nullopt;
+  return ASTBuilder().build(tree, filename);
+}
