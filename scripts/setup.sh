@@ -19,6 +19,8 @@ PACKAGES=(
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # data
   dataset-fashion-mnist
+  # editor tests run the Vim files in both editors
+  vim neovim
 )
 
 missing=()

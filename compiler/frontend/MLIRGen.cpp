@@ -296,7 +296,9 @@ private:
 //===----------------------------------------------------------------------===//
 
 OwningOpRef<ModuleOp> ModelGen::run() {
-  module = ModuleOp::create(loc(model.loc), model.name);
+  // Owned from the start, so that every early return frees it.
+  OwningOpRef<ModuleOp> owned(ModuleOp::create(loc(model.loc), model.name));
+  module = *owned;
   module->setAttr("dtf.model", builder.getStringAttr(model.name));
   builder.setInsertionPointToEnd(module.getBody());
   graph = builder.create<func::FuncOp>(loc(model.loc), model.name,
@@ -325,7 +327,6 @@ OwningOpRef<ModuleOp> ModelGen::run() {
 
   if (errors > 0)
     return nullptr;
-  OwningOpRef<ModuleOp> owned(module);
   if (failed(verify(*owned)))
     return nullptr;
   return owned;

@@ -3,7 +3,9 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ConvertUTF.h"
 
 #include "DtfLexer.h"
 #include "DtfParser.h"
@@ -105,9 +107,19 @@ std::string unquote(const std::string &quoted) {
   return out;
 }
 
+/// Deeper expressions are refused: recursion over them (here, in the checker
+/// and in the tree's destructor) must stay far from the stack's end.
+constexpr unsigned kMaxExprDepth = 256;
+
 /// Walks the parse tree (free of syntax errors) and builds the AST.
 class ASTBuilder {
 public:
+  ASTBuilder(MLIRContext *context, StringRef filename)
+      : context(context), filename(filename) {}
+
+  /// True when an expression was too deep (reported once).
+  bool tooDeep = false;
+
   ast::File build(DtfParser::FileContext *file, StringRef path) {
     ast::File out;
     out.path = path.str();
@@ -265,6 +277,16 @@ private:
   }
 
   ast::ExprPtr buildExpr(DtfParser::ExprContext *ctx) {
+    if (depth >= kMaxExprDepth) {
+      if (!tooDeep)
+        emitError(toLocation(context, filename, locOf(ctx)))
+            << "expression nested more than " << kMaxExprDepth
+            << " levels deep; split it with intermediate names";
+      tooDeep = true;
+      return std::make_unique<ast::NumberExpr>(locOf(ctx), 0, true, "0");
+    }
+    ++depth;
+    auto done = llvm::make_scope_exit([&] { --depth; });
     if (auto *p = dynamic_cast<DtfParser::PrimaryExprContext *>(ctx))
       return buildPrimary(p->primary());
     if (auto *n = dynamic_cast<DtfParser::NegExprContext *>(ctx))
@@ -323,13 +345,70 @@ private:
     }
     return call;
   }
+
+  MLIRContext *context;
+  std::string filename;
+  unsigned depth = 0;
 };
+
+/// The deepest nesting of brackets outside strings and comments, and where it
+/// first passes `limit`. ANTLR's parser recurses once per level, so a file of
+/// ten thousand '(' must be refused before it is parsed.
+std::optional<ast::Loc> findExcessNesting(StringRef source, unsigned limit) {
+  unsigned depth = 0, line = 1, col = 1;
+  for (size_t i = 0; i < source.size(); ++i, ++col) {
+    char c = source[i];
+    if (c == '\n') {
+      ++line;
+      col = 0;
+    } else if (c == '"') {
+      for (++i, ++col; i < source.size() && source[i] != '"' && source[i] != '\n'; ++i, ++col)
+        if (source[i] == '\\')
+          ++i, ++col;
+      if (i < source.size() && source[i] == '\n')
+        ++line, col = 0;
+    } else if (c == '/' && i + 1 < source.size() && source[i + 1] == '/') {
+      while (i + 1 < source.size() && source[i + 1] != '\n')
+        ++i;
+    } else if (c == '/' && i + 1 < source.size() && source[i + 1] == '*') {
+      for (i += 2, col += 2; i + 1 < source.size() && !(source[i] == '*' && source[i + 1] == '/'); ++i, ++col)
+        if (source[i] == '\n')
+          ++line, col = 0;
+      ++i, ++col;
+    } else if (c == '(' || c == '[' || c == '{') {
+      if (++depth > limit)
+        return ast::Loc{line, col};
+    } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
 
 } // namespace
 
 std::optional<ast::File> mlir::dtf::parseSource(StringRef source,
                                                 StringRef filename,
                                                 MLIRContext *context) {
+  // ANTLR's input stream throws on bytes that are not UTF-8: find them first.
+  const auto *begin = reinterpret_cast<const llvm::UTF8 *>(source.begin());
+  const llvm::UTF8 *bad = begin;
+  if (!llvm::isLegalUTF8String(&bad, reinterpret_cast<const llvm::UTF8 *>(source.end()))) {
+    size_t offset = bad - begin;
+    StringRef before = source.take_front(offset);
+    unsigned line = before.count('\n') + 1;
+    unsigned col = offset - (before.rfind('\n') == StringRef::npos ? -1 : before.rfind('\n')) ;
+    emitError(toLocation(context, filename, {line, col}))
+        << "invalid UTF-8 (byte 0x" << llvm::utohexstr(static_cast<uint8_t>(source[offset]), false, 2)
+        << "); a .dtf file is UTF-8 text";
+    return std::nullopt;
+  }
+  if (std::optional<ast::Loc> at = findExcessNesting(source, kMaxExprDepth)) {
+    emitError(toLocation(context, filename, *at))
+        << "brackets nested more than " << kMaxExprDepth
+        << " levels deep; split the expression with intermediate names";
+    return std::nullopt;
+  }
   antlr4::ANTLRInputStream input(source.data(), source.size());
   DtfLexer lexer(&input);
   antlr4::CommonTokenStream tokens(&lexer);
@@ -342,5 +421,9 @@ std::optional<ast::File> mlir::dtf::parseSource(StringRef source,
   DtfParser::FileContext *tree = parser.file();
   if (listener.errors > 0)
     return std::nullopt;
-  return ASTBuilder().build(tree, filename);
+  ASTBuilder builder(context, filename);
+  ast::File file = builder.build(tree, filename);
+  if (builder.tooDeep)
+    return std::nullopt;
+  return file;
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs the front-end fuzzer for a bounded time from a seed corpus of the example
+# models, the lit test inputs and every earlier finding (regressions/). Usage:
+#   run-fuzzer.sh FUZZER SECONDS WORKDIR
+# A crash, leak or timeout fails the run; the input that caused it is written to
+# WORKDIR/artifacts and should be copied into tests/fuzz/regressions/.
+set -euo pipefail
+fuzzer=$1 seconds=$2 work=$3
+root=$(cd "$(dirname "$0")/../.." && pwd)
+
+if [ ! -x "$fuzzer" ]; then
+  echo "fuzz: $fuzzer is missing: the fuzz build (clang-19, build/fuzz) did not run" >&2
+  exit 1
+fi
+rm -rf "$work/seeds" "$work/artifacts"
+mkdir -p "$work/seeds" "$work/corpus" "$work/artifacts"
+# Seeds: copies, so the fuzzer's additions stay out of the source tree.
+find "$root/models" "$root/tests/lit/frontend" "$root/tests/fuzz/regressions" \
+  -type f \( -name '*.dtf' -o -path '*/regressions/*' \) -exec cp {} "$work/seeds/" \; 2>/dev/null || true
+echo "fuzz: $(ls "$work/seeds" | wc -l) seeds, ${seconds}s"
+
+# Regressions first, one by one, so a finding that comes back is named.
+for input in "$root"/tests/fuzz/regressions/*; do
+  [ -f "$input" ] || continue
+  [ "$(basename "$input")" = README.md ] && continue
+  "$fuzzer" -runs=1 "$input" >/dev/null 2>&1 || {
+    echo "fuzz: regression $(basename "$input") fails again:" >&2
+    "$fuzzer" -runs=1 "$input" 2>&1 | tail -30 >&2
+    exit 1
+  }
+done
+
+status=0
+"$fuzzer" "$work/corpus" "$work/seeds" \
+  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=8192 \
+  -dict="$root/tests/fuzz/dtf.dict" \
+  -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
+  >"$work/fuzz.log" 2>&1 || status=$?
+tail -n 15 "$work/fuzz.log"
+if [ $status -ne 0 ]; then
+  echo "fuzz: FAILED (exit $status); inputs in $work/artifacts:" >&2
+  ls -l "$work/artifacts" >&2
+  exit 1
+fi
+runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/fuzz.log" | grep -o '[0-9]*$' || echo '?')
+echo "fuzz: ok, $runs inputs in ${seconds}s, no crash, leak or hang"
