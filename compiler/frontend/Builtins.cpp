@@ -124,7 +124,17 @@ mlir::dtf::bindArguments(const BuiltinSpec &spec,
   BoundArgs bound;
   bool ok = true;
   size_t positional = 0;
+  bool sawKeyword = false;
   for (const ast::Arg &arg : args) {
+    if (arg.key.empty() && sawKeyword) {
+      emitError(arg.value->getLoc())
+          << "a positional argument cannot follow keyword arguments in a call "
+             "of "
+          << spec.name;
+      ok = false;
+      continue;
+    }
+    sawKeyword |= !arg.key.empty();
     if (arg.key.empty()) {
       if (positional >= spec.params.size()) {
         emitError(arg.value->getLoc())

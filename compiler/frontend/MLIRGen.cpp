@@ -40,15 +40,18 @@ struct Binding {
   const ast::Expr *literal = nullptr; // Literal: a network parameter's argument
   ast::Loc loc;                      // where the name was defined
   StringRef what;                    // "input", "variable", "value", "parameter"
+  size_t callerScopes = 0;           // Literal: the scopes seen at the call
 };
 
 /// Tags every op created inside `on "..."` scopes with its device.
 struct DeviceTagger : OpBuilder::Listener {
   void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
     if (!devices.empty())
-      op->setAttr("dtf.device", StringAttr::get(op->getContext(), devices.back()));
+      op->setAttr("dtf.device",
+                  StringAttr::get(op->getContext(), devices.back().toString()));
   }
-  std::vector<std::string> devices;
+  /// Innermost last; each already completed with the ones around it.
+  std::vector<::dtf::DeviceName> devices;
 };
 
 /// The dtype of a tensor type as the language writes it.
@@ -98,6 +101,45 @@ private:
       }
     }
     diag.attachNote(loc(expr->getLoc())) << "this operand is " << type;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The editor index
+  //===--------------------------------------------------------------------===//
+
+  void indexDefinition(StringRef name, FrontendIndex::Kind kind, ast::Loc at,
+                       std::string detail) {
+    if (options.index)
+      options.index->definitions.push_back({name.str(), kind, at, std::move(detail)});
+  }
+  void indexReference(ast::Loc at, size_t length, ast::Loc target) {
+    if (options.index)
+      options.index->references.push_back({at, static_cast<unsigned>(length), target});
+  }
+  void indexHover(ast::Loc at, size_t length, std::string text) {
+    if (options.index)
+      options.index->hovers.push_back({at, static_cast<unsigned>(length), std::move(text)});
+  }
+  /// Where a variable lives, in words.
+  std::string placementOf(VariableOp var) {
+    if (auto device = var->getAttrOfType<StringAttr>("dtf.device"))
+      return "on " + device.getValue().str();
+    if (auto placement = module->getAttrOfType<DictionaryAttr>("dtf.placement"))
+      if (auto strategy = placement.getAs<StringAttr>("ps_strategy"))
+        return "on a ps task chosen by the replica device setter (" +
+               strategy.getValue().str() + ")";
+    return "on the worker (no ps placement given)";
+  }
+  std::string describeVariable(StringRef symbol) {
+    auto it = variables.find(symbol);
+    if (it == variables.end())
+      return "";
+    VariableOp var = it->second.first;
+    std::string text = "variable " + symbol.str() + ": " + formatType(var.getType());
+    text += var.getTrainable() ? ", trainable" : ", not trainable";
+    if (auto parts = var->getAttrOfType<IntegerAttr>("dtf.partitions"))
+      text += ", split into " + std::to_string(parts.getInt()) + " shards";
+    return text + ", " + placementOf(var);
   }
 
   //===--------------------------------------------------------------------===//
@@ -169,7 +211,11 @@ private:
 
   Value genExpr(const ast::Expr &expr, Type hint = {});
   Value genLiteral(const ast::NumberExpr &number, Type hint);
-  Value genBinary(const ast::BinaryExpr &expr);
+  Value genBinary(const ast::BinaryExpr &expr, Type hint = {});
+  /// Two operands where a number takes the other's dtype, evaluated in an
+  /// order that lets it (maximum(0, x), select(c, 0, x), 2 * x).
+  std::pair<Value, Value> genPair(const ast::Expr &lhs, const ast::Expr &rhs,
+                                  Type hint = {});
   Value genCall(const ast::CallExpr &call);
   Value genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
               const BoundArgs &args);
@@ -282,10 +328,13 @@ private:
 
   std::vector<Scope> scopes;
   llvm::StringMap<std::pair<VariableOp, ast::Loc>> variables;
-  llvm::StringMap<ast::Loc> layerNames;
+  /// Named layers and network calls: where named, and what they call.
+  llvm::StringMap<std::pair<ast::Loc, std::string>> layerNames;
   llvm::StringMap<unsigned> autoCounters;
   std::string prefix;
   bool sharing = false;
+  bool declarationsOnly = false;
+  const ast::CallExpr *unnamedNetworkCall = nullptr; // innermost, if unnamed
   DeviceTagger deviceTagger;
   std::vector<const ast::Network *> networkStack;
   std::vector<Value> returned; // values of the innermost network's return
@@ -306,7 +355,18 @@ OwningOpRef<ModuleOp> ModelGen::run() {
   builder.setInsertionPointToStart(graph.addEntryBlock());
   scopes.emplace_back();
 
+  indexDefinition(model.name, FrontendIndex::Kind::Model, model.loc, "model");
+  for (const ast::Network &n : model.networks)
+    indexDefinition(n.name, FrontendIndex::Kind::Network, n.loc, "network");
+  for (const ast::Network &n : file.networks)
+    indexDefinition(n.name, FrontendIndex::Kind::Network, n.loc, "network");
   genPlacement();
+  // Inputs and variables are visible in the whole model, wherever they are
+  // declared: declarations first, then the graph in order.
+  declarationsOnly = true;
+  for (const ast::StmtPtr &stmt : model.body)
+    genStmt(*stmt);
+  declarationsOnly = false;
   for (const ast::StmtPtr &stmt : model.body)
     genStmt(*stmt);
 
@@ -337,6 +397,13 @@ OwningOpRef<ModuleOp> ModelGen::run() {
 //===----------------------------------------------------------------------===//
 
 void ModelGen::genStmt(const ast::Stmt &stmt) {
+  // Model-level declarations are made in a first pass (networks declare
+  // their own variables in order, as their body runs).
+  if (networkStack.empty() && !isa<ast::OnStmt>(stmt)) {
+    bool declaration = isa<ast::InputStmt, ast::VarStmt>(stmt);
+    if (declaration != declarationsOnly)
+      return;
+  }
   llvm::TypeSwitch<const ast::Stmt *>(&stmt)
       .Case([&](const ast::InputStmt *s) { genInput(*s); })
       .Case([&](const ast::VarStmt *s) { genVar(*s); })
@@ -345,6 +412,11 @@ void ModelGen::genStmt(const ast::Stmt &stmt) {
         Value value = genExpr(*s->value);
         define(s->name, {value ? Binding::Kind::Value : Binding::Kind::Poisoned,
                          value, "", nullptr, s->getLoc(), "value"});
+        if (value) {
+          std::string type = formatType(value.getType());
+          indexDefinition(s->name, FrontendIndex::Kind::Value, s->getLoc(), type);
+          indexHover(s->getLoc(), s->name.size(), s->name + ": " + type);
+        }
       })
       .Case([&](const ast::ReturnStmt *s) {
         if (networkStack.empty()) {
@@ -419,6 +491,10 @@ void ModelGen::genInput(const ast::InputStmt &input) {
   auto op = builder.create<InputOp>(loc(input.getLoc()), type, input.name);
   define(input.name, {Binding::Kind::Value, op, "", nullptr, input.getLoc(),
                       "input"});
+  indexDefinition(input.name, FrontendIndex::Kind::Input, input.getLoc(),
+                  formatType(type));
+  indexHover(input.getLoc(), input.name.size(),
+             "input " + input.name + ": " + formatType(type));
 }
 
 void ModelGen::genVar(const ast::VarStmt &var) {
@@ -477,19 +553,25 @@ void ModelGen::genVar(const ast::VarStmt &var) {
   }
   std::string symbol = prefix + var.name;
   if (sharing) {
-    if (Value v = readVariable(symbol, var.getLoc()))
-      if (v.getType() != type) {
-        auto diag = error(var.getLoc())
-                    << "shared variable '" << symbol << "' is "
-                    << formatType(v.getType()) << ", not " << formatType(type);
-        diag.attachNote(loc(variables[symbol].second)) << "declared here";
-      }
+    auto it = variables.find(symbol);
+    if (it == variables.end()) {
+      error(var.getLoc()) << "no variable '" << symbol << "' to share";
+    } else if (it->second.first.getType() != type) {
+      auto diag = error(var.getLoc())
+                  << "shared variable '" << symbol << "' is "
+                  << formatType(it->second.first.getType()) << ", not "
+                  << formatType(type);
+      diag.attachNote(loc(it->second.second)) << "declared here";
+    }
   } else if (!createVariable(symbol, type, *init, trainable, var.getLoc(),
                              partitions)) {
     return;
   }
   define(var.name, {Binding::Kind::Variable, nullptr, symbol, nullptr,
                     var.getLoc(), "variable"});
+  indexDefinition(var.name, FrontendIndex::Kind::Variable, var.getLoc(),
+                  formatType(type));
+  indexHover(var.getLoc(), var.name.size(), describeVariable(symbol));
 }
 
 void ModelGen::genOn(const ast::OnStmt &on) {
@@ -499,9 +581,18 @@ void ModelGen::genOn(const ast::OnStmt &on) {
     ast::Loc at = on.deviceLoc;
     at.col += 1 + parsed.errorColumn;
     error(at) << "invalid device \"" << on.device << "\": " << parsed.error;
+    // Check the body all the same, so its names exist for what follows.
+    for (const ast::StmtPtr &stmt : on.body)
+      genStmt(*stmt);
     return;
   }
-  deviceTagger.devices.push_back(parsed.name->toString());
+  // As with nested tf.device scopes, the inner name's parts win and the
+  // enclosing one fills the rest: on "/job:worker/task:1" { on "/gpu:0" {...} }
+  // is /job:worker/task:1/gpu:0.
+  ::dtf::DeviceName device = *parsed.name;
+  if (!deviceTagger.devices.empty())
+    device = device.completedWith(deviceTagger.devices.back());
+  deviceTagger.devices.push_back(device);
   auto pop = llvm::make_scope_exit([&] { deviceTagger.devices.pop_back(); });
   for (const ast::StmtPtr &stmt : on.body)
     genStmt(*stmt);
@@ -532,19 +623,41 @@ Value ModelGen::genExpr(const ast::Expr &expr, Type hint) {
                         "definitions)";
               return nullptr;
             }
+            indexReference(n->getLoc(), n->name.size(), b->loc);
+            if (b->kind == Binding::Kind::Variable)
+              indexHover(n->getLoc(), n->name.size(), describeVariable(b->symbol));
+            else if (b->kind == Binding::Kind::Value)
+              indexHover(n->getLoc(), n->name.size(),
+                         n->name + ": " + formatType(b->value.getType()) +
+                             " (" + b->what.str() + ")");
             switch (b->kind) {
             case Binding::Kind::Value:
               return b->value;
             case Binding::Kind::Variable:
               return readVariable(b->symbol, n->getLoc());
-            case Binding::Kind::Literal:
-              return genExpr(*b->literal, hint);
+            case Binding::Kind::Literal: {
+              // A name passed to a network means what it meant at the call.
+              const ast::Expr *literal = b->literal;
+              size_t callerScopes = b->callerScopes;
+              std::vector<Scope> inner(std::make_move_iterator(scopes.begin() + callerScopes),
+                                       std::make_move_iterator(scopes.end()));
+              scopes.resize(callerScopes);
+              Value v = genExpr(*literal, hint);
+              for (Scope &scope : inner)
+                scopes.push_back(std::move(scope));
+              return v;
+            }
             case Binding::Kind::Poisoned:
               return nullptr;
             }
             return nullptr;
           })
           .Case([&](const ast::NegExpr *n) -> Value {
+            if (auto *number = dyn_cast<ast::NumberExpr>(n->operand.get())) {
+              ast::NumberExpr negative(n->getLoc(), -number->value,
+                                       number->isInteger, "-" + number->text);
+              return genLiteral(negative, hint);
+            }
             Value operand = genExpr(*n->operand, hint);
             if (!operand)
               return nullptr;
@@ -555,8 +668,23 @@ Value ModelGen::genExpr(const ast::Expr &expr, Type hint) {
             }
             return builder.create<NegOp>(loc(n->getLoc()), operand);
           })
-          .Case([&](const ast::BinaryExpr *b) { return genBinary(*b); })
-          .Case([&](const ast::CallExpr *c) { return genCall(*c); })
+          .Case([&](const ast::BinaryExpr *b) {
+            Value v = genBinary(*b, hint);
+            if (v)
+              indexHover(b->getLoc(), b->op.size(),
+                         "'" + b->op + "' gives " + formatType(v.getType()));
+            return v;
+          })
+          .Case([&](const ast::CallExpr *c) {
+            Value v = genCall(*c);
+            if (v) {
+              std::string text = c->callee + "(...) gives " + formatType(v.getType());
+              if (auto device = v.getDefiningOp() ? v.getDefiningOp()->getAttrOfType<StringAttr>("dtf.device") : StringAttr())
+                text += ", on " + device.getValue().str();
+              indexHover(c->getLoc(), c->callee.size(), text);
+            }
+            return v;
+          })
           .Case([&](const ast::ListExpr *l) -> Value {
             error(l->getLoc()) << "a list is not a tensor; lists are "
                                   "arguments such as shapes and axes";
@@ -599,31 +727,48 @@ Value ModelGen::genLiteral(const ast::NumberExpr &number, Type hint) {
                                     DenseElementsAttr::get(type, value));
 }
 
-/// True for expressions that are plain numbers, whose dtype follows the other
-/// operand's.
+/// True for expressions made only of numbers (2, -1e-3, 2 * 3), whose dtype
+/// follows the other operand's.
 static bool isNumberLiteral(const ast::Expr &expr) {
   if (isa<ast::NumberExpr>(expr))
     return true;
   if (auto *neg = dyn_cast<ast::NegExpr>(&expr))
     return isNumberLiteral(*neg->operand);
+  if (auto *bin = dyn_cast<ast::BinaryExpr>(&expr))
+    return bin->op != "@" && isNumberLiteral(*bin->lhs) && isNumberLiteral(*bin->rhs);
   return false;
 }
 
-Value ModelGen::genBinary(const ast::BinaryExpr &expr) {
+std::pair<Value, Value> ModelGen::genPair(const ast::Expr &lhsExpr,
+                                         const ast::Expr &rhsExpr, Type hint) {
   // A number takes the dtype of the tensor on the other side, as in
   // TensorFlow: x * 2 with x: f32 multiplies by 2.0.
+  auto elementOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType();
+  };
   Value lhs, rhs;
-  if (isNumberLiteral(*expr.lhs) && !isNumberLiteral(*expr.rhs)) {
-    rhs = genExpr(*expr.rhs);
+  if (isNumberLiteral(lhsExpr) && !isNumberLiteral(rhsExpr)) {
+    rhs = genExpr(rhsExpr);
     if (!rhs)
-      return nullptr;
-    lhs = genExpr(*expr.lhs, cast<RankedTensorType>(rhs.getType()).getElementType());
+      return {};
+    lhs = genExpr(lhsExpr, elementOf(rhs));
   } else {
-    lhs = genExpr(*expr.lhs);
+    lhs = genExpr(lhsExpr, hint);
     if (!lhs)
-      return nullptr;
-    rhs = genExpr(*expr.rhs, cast<RankedTensorType>(lhs.getType()).getElementType());
+      return {};
+    rhs = genExpr(rhsExpr, elementOf(lhs));
   }
+  if (!lhs || !rhs)
+    return {};
+  return {lhs, rhs};
+}
+
+Value ModelGen::genBinary(const ast::BinaryExpr &expr, Type hint) {
+  // The hint is the dtype wanted for the result: it carries to the operands
+  // of arithmetic, not of comparisons.
+  bool arithmetic = expr.op == "+" || expr.op == "-" || expr.op == "*" ||
+                    expr.op == "/" || expr.op == "@";
+  auto [lhs, rhs] = genPair(*expr.lhs, *expr.rhs, arithmetic ? hint : Type());
   if (!lhs || !rhs)
     return nullptr;
   auto l = cast<RankedTensorType>(lhs.getType());
@@ -678,8 +823,10 @@ const ast::Network *ModelGen::findNetwork(StringRef name) const {
 }
 
 Value ModelGen::genCall(const ast::CallExpr &call) {
-  if (const ast::Network *network = findNetwork(call.callee))
+  if (const ast::Network *network = findNetwork(call.callee)) {
+    indexReference(call.getLoc(), call.callee.size(), network->loc);
     return genNetworkCall(call, *network);
+  }
   auto emit = [&](ast::Loc at) { return error(at); };
   if (const BuiltinSpec *spec = lookupBuiltin(call.callee, BuiltinKind::Layer)) {
     std::optional<BoundArgs> args =
@@ -897,9 +1044,29 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
   Location l = loc(at);
   if (name == "concat")
     return genConcat(call, args);
+  // Ops over two tensors where either may be a number: maximum(0, x).
+  // Arguments are evaluated in their written order.
+  Value condition;
+  if (name == "select" && !(condition = tensorArg(args, "condition")))
+    return nullptr;
+  Value pairFirst, pairSecond;
+  StringRef secondParam = name == "matmul"                      ? "b"
+                          : (name == "maximum" || name == "minimum" ||
+                             name == "pow")                      ? "y"
+                          : name == "select"                     ? "on_false"
+                                                                 : "";
+  StringRef firstParam = name == "select" ? "on_true" : spec.params.front();
+  if (!secondParam.empty() && args.get(firstParam) && args.get(secondParam)) {
+    std::tie(pairFirst, pairSecond) =
+        genPair(*args.get(firstParam), *args.get(secondParam));
+    if (!pairFirst || !pairSecond)
+      return nullptr;
+  }
   // The first tensor argument; its dtype is the hint for number literals in
   // the others (maximum(x, 0) compares with 0.0 when x is f32).
-  Value x = tensorArg(args, spec.params.front());
+  Value x = name == "select" ? condition
+             : pairFirst    ? pairFirst
+                            : tensorArg(args, spec.params.front());
   if (!x)
     return nullptr;
   auto xt = cast<RankedTensorType>(x.getType());
@@ -921,7 +1088,7 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
   };
 
   if (name == "matmul") {
-    Value b = tensorArg(args, "b", xt.getElementType());
+    Value b = pairSecond;
     std::optional<bool> ta = boolArg(args, "transpose_a", false);
     std::optional<bool> tb = boolArg(args, "transpose_b", false);
     if (!b || !ta || !tb || !requireNumeric(x))
@@ -957,7 +1124,7 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
     return builder.create<RsqrtOp>(l, x);
   }
   if (name == "maximum" || name == "minimum" || name == "pow") {
-    Value y = tensorArg(args, "y", xt.getElementType());
+    Value y = pairSecond;
     if (!y || !requireNumeric(x) || (name == "pow" && !requireFloat(x)))
       return nullptr;
     auto yt = cast<RankedTensorType>(y.getType());
@@ -979,12 +1146,8 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       noteOrigin(diag, args.get("condition"), x);
       return nullptr;
     }
-    Value t = tensorArg(args, "on_true");
-    if (!t)
-      return nullptr;
-    Value f = tensorArg(args, "on_false",
-                        cast<RankedTensorType>(t.getType()).getElementType());
-    if (!f)
+    Value t = pairFirst, f = pairSecond;
+    if (!t || !f)
       return nullptr;
     auto tt = cast<RankedTensorType>(t.getType());
     auto ft = cast<RankedTensorType>(f.getType());
@@ -1232,7 +1395,8 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       return nullptr;
     }
     IntegerAttr seed;
-    if (args.get("seed")) {
+    auto *noSeed = dyn_cast_or_null<ast::NameExpr>(args.get("seed") ? resolve(args.get("seed")) : nullptr);
+    if (args.get("seed") && !(noSeed && noSeed->name == "none")) {
       std::optional<int64_t> s = intValue(args.get("seed"), "seed");
       if (!s)
         return nullptr;
@@ -1337,6 +1501,8 @@ ModelGen::buildInitializer(const ast::Expr *expr, ast::Loc fallbackLoc,
           if (!value)
             continue;
           if (param == "seed") {
+            if (auto *n = dyn_cast<ast::NameExpr>(resolve(value)); n && n->name == "none")
+              continue;
             std::optional<int64_t> seed = intValue(value, "seed");
             if (!seed)
               return std::nullopt;
@@ -1378,6 +1544,16 @@ VariableOp ModelGen::createVariable(StringRef symbol, RankedTensorType type,
                                     InitializerAttr init, bool trainable,
                                     ast::Loc at,
                                     std::optional<int64_t> partitions) {
+  if (unnamedNetworkCall) {
+    auto diag = error(unnamedNetworkCall->getLoc())
+                << "this call of network '" << unnamedNetworkCall->callee
+                << "' creates variables, so it must say whose: `"
+                << unnamedNetworkCall->callee << "(...) as NAME` makes new ones, `"
+                << unnamedNetworkCall->callee
+                << "(...) shares NAME` reuses those of the call named NAME";
+    diag.attachNote(loc(at)) << "'" << symbol << "' is created here";
+    return nullptr;
+  }
   auto existing = variables.find(symbol);
   if (existing != variables.end()) {
     auto diag = error(at) << "variable '" << symbol << "' is already defined";
@@ -1394,7 +1570,7 @@ VariableOp ModelGen::createVariable(StringRef symbol, RankedTensorType type,
   builder.setInsertionPoint(graph);
   auto op = builder.create<VariableOp>(loc(at), symbol, type,
                                        init, trainable);
-  if (partitions)
+  if (partitions && *partitions > 1)
     op->setAttr("dtf.partitions", builder.getI64IntegerAttr(*partitions));
   variables[symbol] = {op, at};
   return op;
@@ -1415,21 +1591,33 @@ std::optional<LayerName> ModelGen::layerNameFor(const ast::CallExpr &call,
                                                 StringRef kind) {
   switch (call.naming) {
   case ast::CallExpr::Naming::None: {
-    unsigned n = ++autoCounters[prefix + kind.str()];
-    return LayerName{prefix + kind.str() + "_" + std::to_string(n), sharing};
+    // dense_1, dense_2, ...: skipping names that `as` already took.
+    std::string full;
+    do {
+      unsigned n = ++autoCounters[prefix + kind.str()];
+      full = prefix + kind.str() + "_" + std::to_string(n);
+    } while (!sharing && layerNames.count(full));
+    if (!sharing)
+      layerNames.try_emplace(full, call.getLoc(), kind.str());
+    return LayerName{full, sharing};
   }
   case ast::CallExpr::Naming::As: {
     std::string full = prefix + call.layerName;
     if (sharing)
       return LayerName{full, true};
-    auto [it, inserted] = layerNames.try_emplace(full, call.layerLoc);
+    auto [it, inserted] =
+        layerNames.try_emplace(full, call.layerLoc, kind.str());
+    if (inserted)
+      indexDefinition(call.layerName, FrontendIndex::Kind::Layer, call.layerLoc,
+                      call.callee + " " + (findNetwork(call.callee) ? "network call" : "layer") +
+                          ", variables " + full + "/...");
     if (!inserted) {
       auto diag = error(call.layerLoc)
                   << "the name '" << full
                   << "' is already used by another layer; write `shares "
                   << call.layerName
                   << "` to reuse its variables, or choose another name";
-      diag.attachNote(loc(it->second)) << "'" << full << "' is named here";
+      diag.attachNote(loc(it->second.first)) << "'" << full << "' is named here";
       return std::nullopt;
     }
     return LayerName{full, false};
@@ -1447,6 +1635,16 @@ std::optional<LayerName> ModelGen::layerNameFor(const ast::CallExpr &call,
       if (auto s = closestName(full, names))
         diag << "; did you mean '" << *s << "'?";
       return std::nullopt;
+    }
+    if (auto it = layerNames.find(full); it != layerNames.end()) {
+      indexReference(call.layerLoc, call.layerName.size(), it->second.first);
+      if (it->second.second != kind) {
+        auto diag = error(call.layerLoc)
+                    << "shares '" << call.layerName << "', which is a "
+                    << it->second.second << ", not a " << kind;
+        diag.attachNote(loc(it->second.first)) << "'" << full << "' is named here";
+        return std::nullopt;
+      }
     }
     return LayerName{full, true};
   }
@@ -1628,21 +1826,21 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
 
 Value ModelGen::genNetworkCall(const ast::CallExpr &call,
                                const ast::Network &network) {
-  if (call.naming == ast::CallExpr::Naming::None) {
-    error(call.getLoc()) << "a call of network '" << network.name
-                         << "' must say whose variables it uses: `"
-                         << network.name << "(...) as NAME` makes new ones, `"
-                         << network.name << "(...) shares NAME` reuses those "
-                                            "of the call named NAME";
-    return nullptr;
-  }
   if (llvm::is_contained(networkStack, &network) ||
       networkStack.size() >= kMaxNetworkDepth) {
     error(call.getLoc()) << "network '" << network.name
                          << "' calls itself; networks cannot be recursive";
     return nullptr;
   }
-  std::optional<LayerName> instance = layerNameFor(call, network.name);
+  // An unnamed call may not create variables: which ones it uses must be
+  // said with `as` (new) or `shares` (existing).
+  std::optional<LayerName> instance;
+  if (call.naming == ast::CallExpr::Naming::None)
+    instance = LayerName{prefix + network.name + "." +
+                             std::to_string(++autoCounters["network." + network.name]),
+                         false};
+  else
+    instance = layerNameFor(call, network.name);
   if (!instance)
     return nullptr;
 
@@ -1677,7 +1875,7 @@ Value ModelGen::genNetworkCall(const ast::CallExpr &call,
                     !lookup(cast<ast::NameExpr>(resolved)->name));
     if (literal) {
       scope.bindings[p.name] = {Binding::Kind::Literal, nullptr, "", resolved,
-                                p.loc, "parameter"};
+                                p.loc, "parameter", scopes.size()};
       continue;
     }
     Value v = genExpr(*arg);
@@ -1693,6 +1891,12 @@ Value ModelGen::genNetworkCall(const ast::CallExpr &call,
 
   std::string savedPrefix = prefix;
   bool savedSharing = sharing;
+  const ast::CallExpr *savedUnnamed = unnamedNetworkCall;
+  unnamedNetworkCall = call.naming == ast::CallExpr::Naming::None
+                           ? &call
+                           : (sharing || call.naming != ast::CallExpr::Naming::None
+                                  ? nullptr
+                                  : unnamedNetworkCall);
   llvm::StringMap<unsigned> savedCounters = std::move(autoCounters);
   std::vector<Value> savedReturned = std::move(returned);
   autoCounters.clear();
@@ -1708,6 +1912,7 @@ Value ModelGen::genNetworkCall(const ast::CallExpr &call,
   scopes.pop_back();
   prefix = savedPrefix;
   sharing = savedSharing;
+  unnamedNetworkCall = savedUnnamed;
   autoCounters = std::move(savedCounters);
   std::vector<Value> results = std::move(returned);
   returned = std::move(savedReturned);
@@ -1903,7 +2108,7 @@ void ModelGen::genTrain(SmallVectorImpl<std::pair<std::string, Value>> &outputs)
         item.kind == ast::TrainItem::Kind::Summary) {
       bool checkpoint = item.kind == ast::TrainItem::Kind::Checkpoint;
       static const StringRef checkpointUnits[] = {"s", "min", "steps"};
-      static const StringRef summaryUnits[] = {"steps", "s"};
+      static const StringRef summaryUnits[] = {"steps", "s", "min"};
       ArrayRef<StringRef> units = checkpoint ? ArrayRef<StringRef>(checkpointUnits)
                                              : ArrayRef<StringRef>(summaryUnits);
       if (!llvm::is_contained(units, item.unit)) {

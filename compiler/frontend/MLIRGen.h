@@ -2,6 +2,7 @@
 #pragma once
 
 #include "compiler/frontend/AST.h"
+#include "compiler/frontend/Index.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -13,6 +14,8 @@ struct FrontendOptions {
   std::string modelName;
   /// Warn about data paths that do not exist on this machine.
   bool checkDataPaths = true;
+  /// When set, receives definitions, uses and types for editors (dtf-lsp).
+  FrontendIndex *index = nullptr;
 };
 
 /// Checks `file` (names, arity, shapes, dtypes, devices, training settings)
