@@ -535,4 +535,6 @@ def Dtf_DropoutOp : Dtf_Op<"dropout", [SameOperandsAndResultType]> {
   let hasFolder = 1;
 }
 
+include "dialects/Dtf/IR/DtfTrainOps.td"
+
 #endif // DTF_OPS_TD

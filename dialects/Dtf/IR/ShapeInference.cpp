@@ -37,15 +37,13 @@ FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
     // Align at the right; a missing leading dimension acts as 1.
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    // A dynamic size is the batch, B: it matches itself and broadcasts with
+    // 1, never with a fixed size (B is not known to be 784).
     if (da == db)
       out[i] = da;
     else if (da == 1)
       out[i] = db;
     else if (db == 1)
-      out[i] = da;
-    else if (isDynamic(da))
-      out[i] = db;
-    else if (isDynamic(db))
       out[i] = da;
     else
       return failure();
@@ -98,7 +96,7 @@ FailureOr<RankedTensorType> inferMatmul(RankedTensorType a, RankedTensorType b,
   ArrayRef<int64_t> sa = a.getShape(), sb = b.getShape();
   SmallVector<int64_t> out;
   for (int64_t i = 0; i < rank - 2; ++i) {
-    if (sa[i] != sb[i] && !isDynamic(sa[i]) && !isDynamic(sb[i])) {
+    if (sa[i] != sb[i]) {
       emitError() << "matmul expects equal batch dimensions, got " << a
                   << " and " << b;
       return failure();
@@ -109,7 +107,7 @@ FailureOr<RankedTensorType> inferMatmul(RankedTensorType a, RankedTensorType b,
   int64_t ka = transposeA ? sa[rank - 2] : sa[rank - 1];
   int64_t kb = transposeB ? sb[rank - 1] : sb[rank - 2];
   int64_t n = transposeB ? sb[rank - 2] : sb[rank - 1];
-  if (ka != kb && !isDynamic(ka) && !isDynamic(kb)) {
+  if (ka != kb) {
     emitError() << "matmul expects inner dimensions to match, got " << a
                 << (transposeA ? " (transposed)" : "") << " and " << b
                 << (transposeB ? " (transposed)" : "");
@@ -171,7 +169,7 @@ inferConv2D(RankedTensorType input, RankedTensorType filter,
       failed(checkPositivePair("conv2d", "dilations", dilations, emitError)))
     return failure();
   ArrayRef<int64_t> in = input.getShape(), f = filter.getShape();
-  if (in[3] != f[2] && !isDynamic(in[3]) && !isDynamic(f[2])) {
+  if (in[3] != f[2]) {
     emitError() << "conv2d expects the filter's input channels (dimension 2, "
                 << f[2] << ") to match the input's channels (dimension 3, "
                 << in[3] << "), got " << input << " and " << filter;
@@ -276,13 +274,11 @@ FailureOr<RankedTensorType> inferConcat(ArrayRef<RankedTensorType> inputs,
       int64_t size = t.getDimSize(d);
       if (d == *a) {
         out[d] = isDynamic(out[d]) || isDynamic(size) ? kDynamic : out[d] + size;
-      } else if (size != out[d] && !isDynamic(size) && !isDynamic(out[d])) {
+      } else if (size != out[d]) {
         emitError() << "concat expects inputs of equal sizes except along axis "
                     << *a << ", got " << first << " and " << t << " (input "
                     << i + 1 << ", dimension " << d << ")";
         return failure();
-      } else if (isDynamic(out[d])) {
-        out[d] = size;
       }
     }
   }

@@ -29,8 +29,9 @@ using EmitErrorFn = llvm::function_ref<InFlightDiagnostic()>;
 std::function<InFlightDiagnostic()>
 errorEmitterAt(std::optional<Location> loc);
 
-/// NumPy broadcasting of two shapes; a dynamic dimension broadcasts with 1 to
-/// itself and with N > 1 to N. Fails when two sizes differ and neither is 1.
+/// NumPy broadcasting of two shapes. A dynamic dimension is the batch B: it
+/// matches itself and broadcasts with 1, but not with a fixed size. Fails when
+/// two sizes differ and neither is 1.
 FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
                                                 ArrayRef<int64_t> b);
 

@@ -53,8 +53,11 @@ TEST_F(ShapeInference, BroadcastFollowsNumPy) {
   expect({}, {4, 4}, {4, 4});
   expect({kDyn, 10}, {10}, {kDyn, 10});
   expect({kDyn, 1}, {1, 7}, {kDyn, 7});
-  expect({kDyn}, {5}, {5}); // ? must be 5 or 1; either way the result is 5
   expect({kDyn}, {1}, {kDyn});
+  expect({kDyn, 10}, {kDyn, 1}, {kDyn, 10});
+  // ? is the batch B, not any size: it does not line up with a fixed one.
+  EXPECT_TRUE(failed(broadcastShapes({kDyn}, {5})));
+  EXPECT_TRUE(failed(broadcastShapes({kDyn, 784}, {784, 784})));
   EXPECT_TRUE(failed(broadcastShapes({2, 3}, {4})));
   EXPECT_TRUE(failed(broadcastShapes({3, 2}, {2, 2})));
 }

@@ -1,0 +1,241 @@
+//===- DtfTrainOps.td - gradients and variable updates ------*- tablegen -*-===//
+//
+// The ops that dtf-autodiff and dtf-optimize add to a model: gradient kernels
+// that have no forward counterpart, and updates that write variables.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTF_TRAIN_OPS_TD
+#define DTF_TRAIN_OPS_TD
+
+//===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+class Dtf_GradOp<string mnemonic, string what, list<Trait> traits = []>
+    : Dtf_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let summary = "gradient of " # what;
+}
+
+// Gradients whose result has the type of one of their operands.
+class Dtf_GradLikeOp<string mnemonic, string what, list<string> same>
+    : Dtf_GradOp<mnemonic, what, [AllTypesMatch<!listconcat(same, ["output"])>]>;
+
+def Dtf_ReluGradOp : Dtf_GradLikeOp<"relu_grad", "relu: dy where x > 0", ["dy", "x"]> {
+  let description = [{
+    ```mlir
+    %dx = dtf.relu_grad %dy, %x : tensor<?x500xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_NumericTensor:$dy, Dtf_NumericTensor:$x);
+  let results = (outs Dtf_NumericTensor:$output);
+  let assemblyFormat = "$dy `,` $x attr-dict `:` type($x)";
+}
+
+class Dtf_ActivationGradOp<string mnemonic, string what>
+    : Dtf_GradLikeOp<mnemonic, what, ["dy", "y"]> {
+  let description = [{
+    Takes the forward result `y`, not its input.
+  }];
+  let arguments = (ins Dtf_FloatTensor:$dy, Dtf_FloatTensor:$y);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$dy `,` $y attr-dict `:` type($y)";
+}
+def Dtf_SigmoidGradOp : Dtf_ActivationGradOp<"sigmoid_grad", "sigmoid: dy * y * (1 - y)">;
+def Dtf_TanhGradOp : Dtf_ActivationGradOp<"tanh_grad", "tanh: dy * (1 - y^2)">;
+
+class Dtf_SoftmaxGradOp<string mnemonic, string what>
+    : Dtf_GradLikeOp<mnemonic, what, ["dy", "y"]> {
+  let arguments = (ins Dtf_FloatTensor:$dy, Dtf_FloatTensor:$y,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$dy `,` $y `axis` $axis attr-dict `:` type($y)";
+}
+def Dtf_SoftmaxGradOp : Dtf_SoftmaxGradOp<"softmax_grad",
+    "softmax from its result: y * (dy - sum(dy * y, axis))">;
+def Dtf_LogSoftmaxGradOp : Dtf_SoftmaxGradOp<"log_softmax_grad",
+    "log_softmax from its result: dy - exp(y) * sum(dy, axis)">;
+
+def Dtf_Conv2DBackpropInputOp : Dtf_GradOp<"conv2d_backprop_input",
+    "conv2d with respect to its input"> {
+  let description = [{
+    `input_shape` is the forward input's shape, -1 for the batch dimension,
+    which is taken from `dy`.
+  }];
+  let arguments = (ins Dtf_FloatTensor:$dy, Dtf_FloatTensor:$filter,
+                       Dtf_Padding:$padding, Dtf_Pair:$strides,
+                       Dtf_Pair:$dilations, DenseI64ArrayAttr:$input_shape);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$dy `,` $filter `padding` $padding `strides` $strides "
+                       "`dilations` $dilations `input_shape` $input_shape "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtf_Conv2DBackpropFilterOp : Dtf_GradOp<"conv2d_backprop_filter",
+    "conv2d with respect to its filter"> {
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$dy,
+                       Dtf_Padding:$padding, Dtf_Pair:$strides,
+                       Dtf_Pair:$dilations, DenseI64ArrayAttr:$filter_shape);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$x `,` $dy `padding` $padding `strides` $strides "
+                       "`dilations` $dilations `filter_shape` $filter_shape "
+                       "attr-dict `:` functional-type(operands, results)";
+}
+
+class Dtf_PoolGradOp<string mnemonic, string what>
+    : Dtf_GradLikeOp<mnemonic, what, ["x"]> {
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$dy,
+                       Dtf_Padding:$padding, Dtf_Pair:$window, Dtf_Pair:$strides);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$x `,` $dy `padding` $padding `window` $window `strides` "
+                       "$strides attr-dict `:` type($x) `,` type($dy)";
+}
+def Dtf_MaxPoolGradOp : Dtf_PoolGradOp<"max_pool_grad", "max_pool">;
+def Dtf_AvgPoolGradOp : Dtf_PoolGradOp<"avg_pool_grad", "avg_pool">;
+
+def Dtf_SumToShapeOp : Dtf_GradLikeOp<"sum_to_shape",
+    "broadcasting: dy summed over the dimensions that were broadcast", ["like"]> {
+  let description = [{
+    Sums `dy` down to the shape of `like` (which it broadcast to).
+  }];
+  let arguments = (ins Dtf_NumericTensor:$dy, Dtf_NumericTensor:$like);
+  let results = (outs Dtf_NumericTensor:$output);
+  let assemblyFormat = "$dy `,` $like attr-dict `:` type($dy) `to` type($like)";
+}
+
+def Dtf_ReduceGradOp : Dtf_GradLikeOp<"reduce_grad",
+    "sum or mean: dy broadcast back over the reduced axes", ["x"]> {
+  let arguments = (ins Dtf_NumericTensor:$dy, Dtf_NumericTensor:$x,
+                       OptionalAttr<DenseI64ArrayAttr>:$axes, UnitAttr:$keep_dims,
+                       UnitAttr:$mean);
+  let results = (outs Dtf_NumericTensor:$output);
+  let assemblyFormat = "$dy `,` $x (`axes` $axes^)? (`keep_dims` $keep_dims^)? "
+                       "(`mean` $mean^)? attr-dict `:` type($dy) `to` type($x)";
+}
+
+def Dtf_MaxReduceGradOp : Dtf_GradLikeOp<"max_reduce_grad",
+    "max: dy to the positions of the maximum", ["x"]> {
+  let arguments = (ins Dtf_NumericTensor:$dy, Dtf_NumericTensor:$x,
+                       Dtf_NumericTensor:$y, OptionalAttr<DenseI64ArrayAttr>:$axes,
+                       UnitAttr:$keep_dims);
+  let results = (outs Dtf_NumericTensor:$output);
+  let assemblyFormat = "$dy `,` $x `,` $y (`axes` $axes^)? (`keep_dims` $keep_dims^)? "
+                       "attr-dict `:` type($dy) `,` type($y) `to` type($x)";
+}
+
+class Dtf_XentGradOp<string mnemonic, string what, Type labelType>
+    : Dtf_GradLikeOp<mnemonic, what, ["logits"]> {
+  let arguments = (ins Dtf_FloatTensor:$dloss, Dtf_FloatTensor:$logits,
+                       labelType:$labels);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$dloss `,` $logits `,` $labels attr-dict `:` "
+                       "type($dloss) `,` type($logits) `,` type($labels)";
+}
+def Dtf_SoftmaxCrossEntropyGradOp : Dtf_XentGradOp<"softmax_cross_entropy_grad",
+    "softmax_cross_entropy for the logits: dloss * (softmax(logits) - labels)",
+    Dtf_FloatTensor>;
+def Dtf_SparseSoftmaxCrossEntropyGradOp : Dtf_XentGradOp<
+    "sparse_softmax_cross_entropy_grad",
+    "sparse_softmax_cross_entropy for the logits: dloss * (softmax(logits) - one_hot(labels))",
+    Dtf_IntTensor>;
+
+def Dtf_GatherGradOp : Dtf_GradOp<"gather_grad",
+    "gather for its params: dy added into zeros at the rows picked"> {
+  let arguments = (ins Dtf_FloatTensor:$dy, Dtf_IntTensor:$indices,
+                       DenseI64ArrayAttr:$params_shape);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$dy `,` $indices `params_shape` $params_shape attr-dict "
+                       "`:` functional-type(operands, results)";
+}
+
+def Dtf_DropoutGradOp : Dtf_GradLikeOp<"dropout_grad",
+    "dropout: dy through the same mask, drawn again from the seed", ["dy"]> {
+  let arguments = (ins Dtf_FloatTensor:$dy, F64Attr:$rate, I64Attr:$seed);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$dy `rate` $rate `seed` $seed attr-dict `:` type($dy)";
+}
+
+//===----------------------------------------------------------------------===//
+// Variable updates
+//===----------------------------------------------------------------------===//
+
+class Dtf_UpdateOp<string mnemonic, string what>
+    : Dtf_Op<mnemonic, [MemoryEffects<[MemWrite, MemRead]>]> {
+  let summary = what;
+}
+
+def Dtf_AssignAddOp : Dtf_UpdateOp<"assign_add", "adds a value to a variable"> {
+  let description = [{
+    ```mlir
+    dtf.assign_add @global_step, %one : tensor<i64>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$var, Dtf_NumericTensor:$value);
+  let assemblyFormat = "$var `,` $value attr-dict `:` type($value)";
+}
+
+def Dtf_ApplySgdOp : Dtf_UpdateOp<"apply_sgd",
+    "gradient descent: var -= lr * grad (TensorFlow's ApplyGradientDescent)"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, Dtf_FloatTensor:$grad,
+                       Dtf_FloatTensor:$lr);
+  let assemblyFormat = "$var `,` $grad `,` $lr attr-dict `:` type($grad) `,` type($lr)";
+}
+
+def Dtf_ApplyMomentumOp : Dtf_UpdateOp<"apply_momentum",
+    "momentum (ApplyMomentum): accum = momentum * accum + grad; var -= lr * accum"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
+                       Dtf_FloatTensor:$grad, Dtf_FloatTensor:$lr,
+                       F64Attr:$momentum, UnitAttr:$use_nesterov);
+  let assemblyFormat = "$var `,` $accum `,` $grad `,` $lr `momentum` $momentum "
+                       "(`nesterov` $use_nesterov^)? attr-dict `:` type($grad) `,` type($lr)";
+}
+
+def Dtf_ApplyAdamOp : Dtf_UpdateOp<"apply_adam",
+    "Adam (ApplyAdam), with bias correction from the step count"> {
+  let description = [{
+    `step` is the 1-based number of this update (global_step + 1), from which
+    beta1^step and beta2^step are computed.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$m,
+                       FlatSymbolRefAttr:$v, Dtf_FloatTensor:$grad,
+                       Dtf_FloatTensor:$lr, Dtf_FloatTensor:$step,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon);
+  let assemblyFormat = "$var `,` $m `,` $v `,` $grad `,` $lr `,` $step `beta1` $beta1 "
+                       "`beta2` $beta2 `epsilon` $epsilon attr-dict `:` type($grad) "
+                       "`,` type($lr) `,` type($step)";
+}
+
+def Dtf_ApplyAdagradOp : Dtf_UpdateOp<"apply_adagrad",
+    "Adagrad (ApplyAdagrad): accum += grad^2; var -= lr * grad / sqrt(accum)"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
+                       Dtf_FloatTensor:$grad, Dtf_FloatTensor:$lr);
+  let assemblyFormat = "$var `,` $accum `,` $grad `,` $lr attr-dict `:` type($grad) `,` type($lr)";
+}
+
+def Dtf_ApplyRmspropOp : Dtf_UpdateOp<"apply_rmsprop",
+    "RMSProp (ApplyRMSProp)"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$ms,
+                       FlatSymbolRefAttr:$mom, Dtf_FloatTensor:$grad,
+                       Dtf_FloatTensor:$lr, F64Attr:$decay, F64Attr:$momentum,
+                       F64Attr:$epsilon);
+  let assemblyFormat = "$var `,` $ms `,` $mom `,` $grad `,` $lr `decay` $decay "
+                       "`momentum` $momentum `epsilon` $epsilon attr-dict `:` "
+                       "type($grad) `,` type($lr)";
+}
+
+def Dtf_MovingAverageUpdateOp : Dtf_UpdateOp<"moving_average_update",
+    "avg -= (1 - decay) * (avg - var)"> {
+  let arguments = (ins FlatSymbolRefAttr:$avg, FlatSymbolRefAttr:$var,
+                       F64Attr:$decay);
+  let assemblyFormat = "$avg `,` $var `decay` $decay attr-dict";
+}
+
+def Dtf_GlobalNormClipOp : Dtf_Op<"global_norm_clip",
+    [Pure, AllTypesMatch<["grads", "clipped"]>]> {
+  let summary = "scales gradients so their global norm is at most clip_norm";
+  let arguments = (ins Variadic<Dtf_FloatTensor>:$grads, F64Attr:$clip_norm);
+  let results = (outs Variadic<Dtf_FloatTensor>:$clipped);
+  let assemblyFormat = "$grads `clip_norm` $clip_norm attr-dict `:` type($grads)";
+}
+
+#endif // DTF_TRAIN_OPS_TD
