@@ -105,10 +105,24 @@ std::vector<const BuiltinSpec *> mlir::dtf::builtinsOfKind(BuiltinKind kind) {
 
 std::optional<std::string>
 mlir::dtf::closestName(StringRef name, ArrayRef<std::string> candidates) {
+  // Close enough to be a typo: one edit in three letters, one for short
+  // names (so 'foo' does not become 'log').
   std::optional<std::string> best;
-  unsigned bestDistance = std::max<unsigned>(2, name.size() / 3) + 1;
+  unsigned bestDistance = std::max<unsigned>(1, name.size() / 3) + 1;
+  // Two swapped neighbours ('rleu' for 'relu') count as one edit.
+  auto isSwap = [&](StringRef a, StringRef b) {
+    if (a.size() != b.size())
+      return false;
+    size_t i = 0;
+    while (i < a.size() && a[i] == b[i])
+      ++i;
+    return i + 1 < a.size() && a[i] == b[i + 1] && a[i + 1] == b[i] &&
+           a.drop_front(i + 2) == b.drop_front(i + 2);
+  };
   for (const std::string &candidate : candidates) {
-    unsigned d = name.edit_distance(candidate, true, bestDistance);
+    unsigned d = isSwap(name, candidate)
+                     ? 1
+                     : name.edit_distance(candidate, true, bestDistance);
     if (d < bestDistance) {
       bestDistance = d;
       best = candidate;
@@ -123,6 +137,7 @@ mlir::dtf::bindArguments(const BuiltinSpec &spec,
                          const LocatedErrorFn &emitError) {
   BoundArgs bound;
   bool ok = true;
+  std::vector<std::string> suggested; // missing ones already hinted at
   size_t positional = 0;
   bool sawKeyword = false;
   for (const ast::Arg &arg : args) {
@@ -151,8 +166,10 @@ mlir::dtf::bindArguments(const BuiltinSpec &spec,
       InFlightDiagnostic diag = emitError(arg.keyLoc);
       diag << spec.name << " has no parameter '" << arg.key << "'";
       std::vector<std::string> names(spec.params.begin(), spec.params.end());
-      if (auto suggestion = closestName(arg.key, names))
+      if (auto suggestion = closestName(arg.key, names)) {
         diag << "; did you mean '" << *suggestion << "'?";
+        suggested.push_back(*suggestion);
+      }
       else if (names.empty())
         diag << " (it takes none)";
       else
@@ -169,7 +186,8 @@ mlir::dtf::bindArguments(const BuiltinSpec &spec,
     bound.values[arg.key] = arg.value.get();
   }
   for (unsigned i = 0; i < spec.required; ++i) {
-    if (!bound.values.count(spec.params[i])) {
+    if (!bound.values.count(spec.params[i]) &&
+        !llvm::is_contained(suggested, spec.params[i].str())) {
       emitError(callLoc) << spec.name << " needs '" << spec.params[i] << "'"
                          << " (" << spec.summary << ")";
       ok = false;

@@ -5,6 +5,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <regex>
+
 using namespace mlir;
 using namespace mlir::dtf;
 
@@ -54,7 +56,12 @@ std::string mlir::dtf::rewriteTypesInMessage(StringRef message) {
     pos = end + 2;
   }
   out += message.substr(pos).str();
-  return out;
+  // Element types that MLIR quotes, as in "got 'f32' and 'i1'".
+  static const std::regex quotedDtype(
+      "(got|and|to|is|not|of) '(f32|f16|bf16|i32|i64|i1)'");
+  out = std::regex_replace(out, quotedDtype, "$1 $2");
+  static const std::regex boolType("(got|and|to|is|not|of) i1\\b");
+  return std::regex_replace(out, boolType, "$1 bool");
 }
 
 FrontendDiagnostics::FrontendDiagnostics(llvm::SourceMgr &sourceMgr,
@@ -74,6 +81,13 @@ FrontendDiagnostics::~FrontendDiagnostics() {
 }
 
 LogicalResult FrontendDiagnostics::handle(Diagnostic &diag) {
+  // A network called twice reports an error in its body once.
+  std::string key;
+  if (auto fileLoc = dyn_cast<FileLineColLoc>(diag.getLocation()))
+    key = std::to_string(fileLoc.getLine()) + ":" +
+          std::to_string(fileLoc.getColumn()) + ":" + diag.str();
+  if (!key.empty() && !seen.insert(key).second)
+    return success();
   if (diag.getSeverity() == DiagnosticSeverity::Error)
     ++errors;
   else if (diag.getSeverity() == DiagnosticSeverity::Warning)

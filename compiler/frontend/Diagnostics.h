@@ -8,6 +8,7 @@
 #include "llvm/Support/SourceMgr.h"
 
 #include <memory>
+#include <set>
 #include <string>
 
 namespace mlir::dtf {
@@ -46,6 +47,7 @@ private:
   unsigned errors = 0;
   unsigned warnings = 0;
   bool limitReported = false;
+  std::set<std::string> seen; // line:col:message of what was printed
 };
 
 } // namespace mlir::dtf

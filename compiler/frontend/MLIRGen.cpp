@@ -17,8 +17,10 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <sstream>
 
 using namespace mlir;
 using namespace mlir::dtf;
@@ -315,6 +317,8 @@ private:
   void genTrain(SmallVectorImpl<std::pair<std::string, Value>> &outputs);
   Attribute configCall(const ast::Expr *expr, BuiltinKind kind, StringRef what);
   Attribute literalAttr(const ast::Expr *expr, StringRef what);
+  /// A parameter of a training call, checked for what it must hold.
+  Attribute checkedSetting(const ast::Expr *expr, StringRef param);
   Value graphValue(StringRef name, ast::Loc at, StringRef what);
 
   MLIRContext *context;
@@ -576,7 +580,18 @@ void ModelGen::genVar(const ast::VarStmt &var) {
 
 void ModelGen::genOn(const ast::OnStmt &on) {
   ::dtf::DeviceNameParse parsed = ::dtf::parseDeviceName(on.device);
+  if (parsed.name && on.device.empty()) {
+    parsed.name.reset();
+    parsed.error = "a device name is needed, as in \"/job:ps/task:0\" or \"/gpu:0\"";
+  }
   if (!parsed.name) {
+    // Model-level blocks are walked twice (declarations, then the graph):
+    // report on the second walk only.
+    if (declarationsOnly && networkStack.empty()) {
+      for (const ast::StmtPtr &stmt : on.body)
+        genStmt(*stmt);
+      return;
+    }
     // Point into the string: past the opening quote, at the bad part.
     ast::Loc at = on.deviceLoc;
     at.col += 1 + parsed.errorColumn;
@@ -709,7 +724,16 @@ Value ModelGen::genLiteral(const ast::NumberExpr &number, Type hint) {
                                           : Type(builder.getF32Type()));
   auto type = RankedTensorType::get({}, element);
   Attribute value;
-  if (isa<FloatType>(element)) {
+  if (auto floatType = dyn_cast<FloatType>(element)) {
+    APFloat converted(number.value);
+    bool losesInfo = false;
+    converted.convert(floatType.getFloatSemantics(),
+                      APFloat::rmNearestTiesToEven, &losesInfo);
+    if (!std::isfinite(number.value) || converted.isInfinity()) {
+      error(number.getLoc()) << number.text << " is out of range for "
+                             << dtypeName(element);
+      return nullptr;
+    }
     value = builder.getFloatAttr(element, number.value);
   } else if (element.isInteger(1)) {
     error(number.getLoc()) << "a number is not a bool; use true or false";
@@ -719,6 +743,13 @@ Value ModelGen::genLiteral(const ast::NumberExpr &number, Type hint) {
       error(number.getLoc())
           << number.text << " is not an integer, but the other operand is "
           << dtypeName(element);
+      return nullptr;
+    }
+    unsigned width = element.getIntOrFloatBitWidth();
+    double limit = std::ldexp(1.0, width - 1);
+    if (number.value >= limit || number.value < -limit) {
+      error(number.getLoc()) << number.text << " does not fit in "
+                             << dtypeName(element);
       return nullptr;
     }
     value = builder.getIntegerAttr(element, static_cast<int64_t>(number.value));
@@ -777,6 +808,10 @@ Value ModelGen::genBinary(const ast::BinaryExpr &expr, Type hint) {
                                                     {expr.rhs.get(), rhs}};
   StringRef op = expr.op;
   ast::Loc at = expr.getLoc();
+  if (op == "@" && l.getElementType().isInteger(1)) {
+    error(at) << "matmul is not defined on bool tensors; cast them first";
+    return nullptr;
+  }
   if (op == "@")
     return buildChecked<MatmulOp>(
         at, operands,
@@ -882,8 +917,12 @@ std::optional<int64_t> ModelGen::intValue(const ast::Expr *expr, StringRef what)
     expr = resolve(neg->operand.get());
   }
   auto *n = dyn_cast<ast::NumberExpr>(expr);
-  if (!n || !n->isInteger || n->value > 9.2e18) {
+  if (!n || !n->isInteger) {
     error(expr->getLoc()) << what << " must be an integer";
+    return std::nullopt;
+  }
+  if (n->value > 9.2e18) {
+    error(expr->getLoc()) << what << " is too large (" << n->text << ")";
     return std::nullopt;
   }
   int64_t v = static_cast<int64_t>(n->value);
@@ -1205,6 +1244,23 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       for (auto [i, d] : llvm::enumerate(target))
         if (static_cast<int>(i) != inferred)
           rest *= d;
+      if (!xt.hasStaticShape()) {
+        // The only unknown size is the batch: -1 stands for it, first, and
+        // the other sizes hold one example's elements exactly.
+        int64_t perExample = 1;
+        for (int64_t d : xt.getShape())
+          if (!ShapedType::isDynamic(d))
+            perExample *= d;
+        if (inferred != 0 || rest != perExample) {
+          auto diag = error(shapeLoc)
+                      << "reshape of a batch keeps the batch first: write -1 "
+                         "first and sizes that hold the "
+                      << perExample << " elements of one example, as in "
+                      << "reshape(x, [-1, " << perExample << "])";
+          noteOrigin(diag, args.get("x"), x);
+          return nullptr;
+        }
+      }
       if (xt.hasStaticShape()) {
         int64_t count = xt.getNumElements();
         if (count % rest != 0) {
@@ -1355,6 +1411,11 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       dtype = dtypeValue(args.get("dtype"), "dtype");
     if (!depth || !on || !off || !dtype)
       return nullptr;
+    if (dtype->isInteger(1)) {
+      error(resolve(args.get("dtype"))->getLoc())
+          << "one_hot gives numbers: dtype is f32, f16, bf16, i32 or i64";
+      return nullptr;
+    }
     if (!xt.getElementType().isInteger(32) && !xt.getElementType().isInteger(64)) {
       auto diag = error(at) << "one_hot needs integer indices (i32 or i64), got "
                             << formatType(xt);
@@ -1551,7 +1612,7 @@ VariableOp ModelGen::createVariable(StringRef symbol, RankedTensorType type,
                 << unnamedNetworkCall->callee << "(...) as NAME` makes new ones, `"
                 << unnamedNetworkCall->callee
                 << "(...) shares NAME` reuses those of the call named NAME";
-    diag.attachNote(loc(at)) << "'" << symbol << "' is created here";
+    diag.attachNote(loc(at)) << "a variable is created here";
     return nullptr;
   }
   auto existing = variables.find(symbol);
@@ -1998,6 +2059,110 @@ Attribute ModelGen::literalAttr(const ast::Expr *expr, StringRef what) {
   return nullptr;
 }
 
+Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
+  // What each parameter of the training calls takes.
+  enum class Rule { Positive, Fraction, NonNegative, Bool, Count, Threads, Text,
+                    Ints, Numbers, LearningRate, Any };
+  Rule rule = llvm::StringSwitch<Rule>(param)
+                  .Cases("epsilon", "clip_norm", "decay_rate", Rule::Positive)
+                  .Cases("initial_accumulator_value", "learning_rate", Rule::LearningRate)
+                  .Cases("beta1", "beta2", "decay", "momentum", Rule::Fraction)
+                  .Cases("use_nesterov", "staircase", "soft_placement",
+                         "log_device_placement", "header", Rule::Bool)
+                  .Cases("decay_steps", "examples", "replicas_to_aggregate",
+                         "total_num_replicas", Rule::Count)
+                  .Cases("inter_op_threads", "intra_op_threads", "seed", Rule::Threads)
+                  .Cases("path", "label", Rule::Text)
+                  .Case("boundaries", Rule::Ints)
+                  .Case("values", Rule::Numbers)
+                  .Default(Rule::Any);
+  if (param == "initial_accumulator_value")
+    rule = Rule::NonNegative;
+  const ast::Expr *resolved = resolve(expr);
+  auto number = [&](auto check, StringRef what) -> Attribute {
+    std::optional<double> v = numberValue(resolved, param);
+    if (!v)
+      return nullptr;
+    if (!check(*v)) {
+      std::ostringstream shown;
+      shown << *v; // 6 significant digits: 0.5, -1, 1e-08
+      error(resolved->getLoc()) << param << " must be " << what << ", got "
+                                << shown.str();
+      return nullptr;
+    }
+    return builder.getF64FloatAttr(*v);
+  };
+  auto integer = [&](int64_t min) -> Attribute {
+    std::optional<int64_t> v = intValue(resolved, param);
+    if (!v)
+      return nullptr;
+    if (*v < min) {
+      error(resolved->getLoc()) << param << " must be at least " << min
+                                << ", got " << *v;
+      return nullptr;
+    }
+    return builder.getI64IntegerAttr(*v);
+  };
+  switch (rule) {
+  case Rule::LearningRate:
+    if (isa<ast::CallExpr>(resolved))
+      return configCall(resolved, BuiltinKind::Schedule, "learning-rate schedule");
+    return number([](double v) { return v > 0; }, "positive");
+  case Rule::Positive:
+    return number([](double v) { return v > 0; }, "positive");
+  case Rule::NonNegative:
+    return number([](double v) { return v >= 0; }, "zero or more");
+  case Rule::Fraction:
+    return number([](double v) { return v >= 0 && v < 1; }, "in [0, 1)");
+  case Rule::Count:
+    return integer(1);
+  case Rule::Threads:
+    return integer(0);
+  case Rule::Bool:
+    if (auto *b = dyn_cast<ast::BoolExpr>(resolved))
+      return builder.getBoolAttr(b->value);
+    error(resolved->getLoc()) << param << " must be true or false";
+    return nullptr;
+  case Rule::Text:
+    if (auto *str = dyn_cast<ast::StringExpr>(resolved))
+      return builder.getStringAttr(str->value);
+    if (param == "label" && isa<ast::NumberExpr>(resolved))
+      return integer(0);
+    error(resolved->getLoc()) << param << " must be a string, as in \"...\"";
+    return nullptr;
+  case Rule::Ints:
+  case Rule::Numbers: {
+    auto *list = dyn_cast<ast::ListExpr>(resolved);
+    if (!list) {
+      error(resolved->getLoc()) << param << " must be a list";
+      return nullptr;
+    }
+    SmallVector<Attribute> items;
+    for (const ast::ExprPtr &item : list->items) {
+      if (rule == Rule::Ints) {
+        std::optional<int64_t> v = intValue(item.get(), param);
+        if (!v)
+          return nullptr;
+        if (!items.empty() && *v <= cast<IntegerAttr>(items.back()).getInt()) {
+          error(item->getLoc()) << param << " must increase";
+          return nullptr;
+        }
+        items.push_back(builder.getI64IntegerAttr(*v));
+      } else {
+        std::optional<double> v = numberValue(item.get(), param);
+        if (!v)
+          return nullptr;
+        items.push_back(builder.getF64FloatAttr(*v));
+      }
+    }
+    return builder.getArrayAttr(items);
+  }
+  case Rule::Any:
+    return literalAttr(expr, param);
+  }
+  return nullptr;
+}
+
 Attribute ModelGen::configCall(const ast::Expr *expr, BuiltinKind kind,
                                StringRef what) {
   expr = resolve(expr);
@@ -2038,10 +2203,22 @@ Attribute ModelGen::configCall(const ast::Expr *expr, BuiltinKind kind,
     const ast::Expr *value = bound->get(param);
     if (!value)
       continue;
-    Attribute attr = literalAttr(value, param);
+    Attribute attr = checkedSetting(value, param);
     if (!attr)
       return nullptr;
     attrs.append(param, attr);
+  }
+  // Checks across parameters.
+  if (spec->name == "piecewise_constant") {
+    auto boundaries = dyn_cast_or_null<ArrayAttr>(attrs.get("boundaries"));
+    auto values = dyn_cast_or_null<ArrayAttr>(attrs.get("values"));
+    if (boundaries && values && values.size() != boundaries.size() + 1) {
+      error(expr->getLoc()) << "piecewise_constant needs one more value than "
+                               "boundaries, got "
+                            << boundaries.size() << " boundaries and "
+                            << values.size() << " values";
+      return nullptr;
+    }
   }
   return attrs.getDictionary(context);
 }
@@ -2116,8 +2293,9 @@ void ModelGen::genTrain(SmallVectorImpl<std::pair<std::string, Value>> &outputs)
                             << llvm::join(units, ", ") << ")";
         continue;
       }
-      if (!(item.every > 0)) {
-        error(item.everyLoc) << key << " interval must be positive";
+      if (!(item.every > 0) || !std::isfinite(item.every)) {
+        error(item.everyLoc) << key
+                             << " interval must be a positive number of reasonable size";
         continue;
       }
       NamedAttrList policy;
@@ -2208,11 +2386,20 @@ void ModelGen::genTrain(SmallVectorImpl<std::pair<std::string, Value>> &outputs)
       if (auto s = symbolValue(value, "replication", {"between_graph", "in_graph"}))
         attr = builder.getStringAttr(*s);
     } else if (key == "update") {
-      if (auto *name = dyn_cast<ast::NameExpr>(resolve(value)); name && name->name == "async") {
+      auto *name = dyn_cast<ast::NameExpr>(resolve(value));
+      auto *call = dyn_cast<ast::CallExpr>(resolve(value));
+      if (name && name->name == "async") {
         attr = builder.getDictionaryAttr(
             builder.getNamedAttr("kind", builder.getStringAttr("async")));
-      } else if (isa<ast::CallExpr>(resolve(value)) ||
-                 isa<ast::NameExpr>(resolve(value))) {
+      } else if ((name && name->name != "sync") || (call && call->callee != "sync")) {
+        StringRef written = name ? StringRef(name->name) : StringRef(call->callee);
+        auto diag = error(value->getLoc())
+                    << "update is async or sync(replicas_to_aggregate = N, "
+                       "total_num_replicas = M), not '"
+                    << written << "'";
+        if (auto s = closestName(written, {"async", "sync"}))
+          diag << "; did you mean '" << *s << "'?";
+      } else if (call || name) {
         attr = configCall(value, BuiltinKind::Config, "update");
         if (attr && cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() != "sync") {
           error(value->getLoc()) << "update is async or sync(replicas_to_aggregate "

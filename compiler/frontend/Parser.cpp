@@ -7,6 +7,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ConvertUTF.h"
 
+#include <cmath>
+
 #include "DtfLexer.h"
 #include "DtfParser.h"
 #include "antlr4-runtime.h"
@@ -49,6 +51,25 @@ std::string describeToken(antlr4::Token *token) {
   return "'" + text + "'";
 }
 
+/// A token type as a user would name it: keywords and punctuation quoted,
+/// classes of tokens in words.
+std::string describeTokenType(const antlr4::dfa::Vocabulary &vocabulary, size_t type) {
+  switch (type) {
+  case DtfLexer::ID:
+    return "a name";
+  case DtfLexer::INT:
+    return "an integer";
+  case DtfLexer::FLOAT:
+    return "a number";
+  case DtfLexer::STRING:
+    return "a string";
+  case DtfLexer::DTYPE:
+    return "a dtype (f32, f16, bf16, i32, i64, bool)";
+  default:
+    return vocabulary.getDisplayName(type);
+  }
+}
+
 /// Turns ANTLR's syntax errors into located diagnostics with a short list of
 /// what was expected.
 class ErrorListener : public antlr4::BaseErrorListener {
@@ -77,7 +98,7 @@ public:
       if (type == static_cast<ssize_t>(antlr4::Token::EOF))
         names.push_back("end of file");
       else
-        names.push_back(parser->getVocabulary().getDisplayName(type));
+        names.push_back(describeTokenType(parser->getVocabulary(), type));
     }
     if (!names.empty() && names.size() <= 8) {
       diag << ", expected " << (names.size() > 1 ? "one of " : "");
@@ -92,6 +113,12 @@ private:
   MLIRContext *context;
   std::string filename;
 };
+
+/// A policy's interval; NaN when out of range (the checker reports it).
+double parseInterval(const std::string &text) {
+  double value = std::strtod(text.c_str(), nullptr);
+  return std::isfinite(value) && value > 0 ? value : std::nan("");
+}
 
 std::string unquote(const std::string &quoted) {
   std::string out;
@@ -247,7 +274,7 @@ private:
     } else if (auto *ckpt =
                    dynamic_cast<DtfParser::CheckpointPolicyContext *>(ctx)) {
       item.kind = ast::TrainItem::Kind::Checkpoint;
-      item.every = std::stod(ckpt->every->getText());
+      item.every = parseInterval(ckpt->every->getText());
       item.everyLoc = locOf(ckpt->every);
       item.unit = ckpt->unit->getText();
       item.unitLoc = locOf(ckpt->unit);
@@ -261,7 +288,7 @@ private:
     } else {
       auto *summary = dynamic_cast<DtfParser::SummaryPolicyContext *>(ctx);
       item.kind = ast::TrainItem::Kind::Summary;
-      item.every = std::stod(summary->every->getText());
+      item.every = parseInterval(summary->every->getText());
       item.everyLoc = locOf(summary->every);
       item.unit = summary->unit->getText();
       item.unitLoc = locOf(summary->unit);
@@ -351,10 +378,16 @@ private:
   unsigned depth = 0;
 };
 
-/// The deepest nesting of brackets outside strings and comments, and where it
-/// first passes `limit`. ANTLR's parser recurses once per level, so a file of
-/// ten thousand '(' must be refused before it is parsed.
-std::optional<ast::Loc> findExcessNesting(StringRef source, unsigned limit) {
+/// A problem found before parsing, with where it is.
+struct SourceProblem {
+  ast::Loc loc;
+  std::string message;
+};
+
+/// Scans for what ANTLR reports badly or not at all: brackets nested deeper
+/// than `limit` (its parser recurses once per level, so ten thousand '(' must
+/// be refused first) and a block comment that never ends.
+std::optional<SourceProblem> scanSource(StringRef source, unsigned limit) {
   unsigned depth = 0, line = 1, col = 1;
   for (size_t i = 0; i < source.size(); ++i, ++col) {
     char c = source[i];
@@ -371,13 +404,19 @@ std::optional<ast::Loc> findExcessNesting(StringRef source, unsigned limit) {
       while (i + 1 < source.size() && source[i + 1] != '\n')
         ++i;
     } else if (c == '/' && i + 1 < source.size() && source[i + 1] == '*') {
+      ast::Loc start{line, col};
       for (i += 2, col += 2; i + 1 < source.size() && !(source[i] == '*' && source[i + 1] == '/'); ++i, ++col)
         if (source[i] == '\n')
           ++line, col = 0;
+      if (i + 1 >= source.size())
+        return SourceProblem{start, "this /* comment never ends; close it with */"};
       ++i, ++col;
     } else if (c == '(' || c == '[' || c == '{') {
       if (++depth > limit)
-        return ast::Loc{line, col};
+        return SourceProblem{{line, col},
+                             "brackets nested more than " + std::to_string(limit) +
+                                 " levels deep; split the expression with "
+                                 "intermediate names"};
     } else if ((c == ')' || c == ']' || c == '}') && depth > 0) {
       --depth;
     }
@@ -403,10 +442,8 @@ std::optional<ast::File> mlir::dtf::parseSource(StringRef source,
         << "); a .dtf file is UTF-8 text";
     return std::nullopt;
   }
-  if (std::optional<ast::Loc> at = findExcessNesting(source, kMaxExprDepth)) {
-    emitError(toLocation(context, filename, *at))
-        << "brackets nested more than " << kMaxExprDepth
-        << " levels deep; split the expression with intermediate names";
+  if (std::optional<SourceProblem> problem = scanSource(source, kMaxExprDepth)) {
+    emitError(toLocation(context, filename, problem->loc)) << problem->message;
     return std::nullopt;
   }
   antlr4::ANTLRInputStream input(source.data(), source.size());
