@@ -1,0 +1,252 @@
+// 2-D convolution (NHWC input, HWIO filter) and its two gradients, on oneDNN.
+#include "runtime/kernels/cpu/OneDnn.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace dtf::cpu {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// Which descriptors say `any`, so that oneDNN picks their formats.
+enum class Formats { User, Weights, All };
+Formats formats() {
+  static Formats f = [] {
+    const char *e = std::getenv("DTF_CONV_FORMATS");
+    std::string s = e ? e : "";
+    return s == "user"  ? Formats::User
+           : s == "all" ? Formats::All
+                        : Formats::Weights;
+  }();
+  return f;
+}
+
+struct ConvDescs {
+  memory::desc src, weights, dst;          // the caller's formats
+  memory::desc srcAny, weightsAny, dstAny; // what the primitive is built with
+  memory::dims strides, dilates, padL, padR;
+};
+
+ConvDescs convDescs(const Window2D &w) {
+  auto f32 = memory::data_type::f32;
+  memory::dims src = {w.n, w.c, w.ih, w.iw}, weights = {w.oc, w.c, w.kh, w.kw},
+               dst = {w.n, w.oc, w.oh, w.ow};
+  ConvDescs d{memory::desc(src, f32, Tag::nhwc),
+              memory::desc(weights, f32, Tag::hwio),
+              memory::desc(dst, f32, Tag::nhwc),
+              {},
+              {},
+              {},
+              {w.sh, w.sw},
+              {w.dh - 1, w.dw - 1},
+              {w.padTop, w.padLeft},
+              {w.padBottom, w.padRight}};
+  Formats f = formats();
+  d.srcAny = f == Formats::All ? memory::desc(src, f32, Tag::any) : d.src;
+  d.dstAny = f == Formats::All ? memory::desc(dst, f32, Tag::any) : d.dst;
+  d.weightsAny =
+      f != Formats::User ? memory::desc(weights, f32, Tag::any) : d.weights;
+  return d;
+}
+
+dnnl::convolution_forward::primitive_desc forwardPd(const ConvDescs &d,
+                                                    dnnl::prop_kind kind) {
+  dnnl::convolution_forward::desc desc(
+      kind, dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny,
+      d.dstAny, d.strides, d.dilates, d.padL, d.padR);
+  return {desc, cpuEngine()};
+}
+
+enum ConvKind : int64_t {
+  kForward = 1,
+  kBackwardData = 2,
+  kBackwardWeights = 3
+};
+
+// The filter [KH, KW, C, OC] of conv2d and its gradients.
+Status checkFilter(const char *op, const std::vector<int64_t> &filter) {
+  if (filter.size() != 4)
+    return errorStatus(op,
+                       " expects a filter [height, width, in_channels, "
+                       "out_channels] of rank 4, got ",
+                       shapeString(filter));
+  return Status::ok();
+}
+
+Status convGeometry(const KernelContext &ctx, const char *op,
+                    const std::vector<int64_t> &input,
+                    const std::vector<int64_t> &filter, Window2D *w) {
+  DTF_RETURN_IF_ERROR(checkFilter(op, filter));
+  DTF_RETURN_IF_ERROR(
+      makeWindow2D(ctx, op, input, filter[0], filter[1], true, w));
+  if (filter[2] != w->c)
+    return errorStatus(
+        op, " expects the filter's input channels (dimension 2, ", filter[2],
+        ") to match the input's channels (dimension 3, ", w->c, "), got input ",
+        shapeString(input), " and filter ", shapeString(filter));
+  w->oc = filter[3];
+  return Status::ok();
+}
+
+Status checkDy(const char *op, const Window2D &w, const Tensor &dy) {
+  std::vector<int64_t> expected = {w.n, w.oh, w.ow, w.oc};
+  if (dy.shape() != expected)
+    return errorStatus(op, " expects dy of shape ", shapeString(expected),
+                       " (the convolution's output), got ", dy.describe());
+  return Status::ok();
+}
+
+void *ptr(const Tensor &t) { return const_cast<void *>(t.rawData()); }
+
+PrimitiveCache<PlannedPrimitive> &convCache() {
+  static PrimitiveCache<PlannedPrimitive> cache;
+  return cache;
+}
+
+Status conv2dKernel(KernelContext &ctx) {
+  const char *name = "dtf.conv2d";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &x = ctx.input(0), &f = ctx.input(1);
+  DTF_RETURN_IF_ERROR(requireF32(name, "an input", x));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, x, f));
+  Window2D w;
+  DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), f.shape(), &w));
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(
+      ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.oc}, &out));
+  if (out->numElements() == 0)
+    return Status::ok();
+  if (x.numElements() == 0 || f.numElements() == 0) {
+    std::memset(out->rawData(), 0, out->byteSize());
+    return Status::ok();
+  }
+  return guardDnnl(name, [&] {
+    auto prim = convCache().get(w.key(kForward), [&] {
+      ConvDescs d = convDescs(w);
+      auto pd = forwardPd(d, dnnl::prop_kind::forward_inference);
+      return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
+                              {{DNNL_ARG_SRC, d.src, false},
+                               {DNNL_ARG_WEIGHTS, d.weights, false},
+                               {DNNL_ARG_DST, d.dst, true}});
+    });
+    prim->execute({ptr(x), ptr(f), out->rawData()});
+    return Status::ok();
+  });
+}
+
+// Reads a 4-D shape attribute whose -1 entries are taken from `like`.
+Status shapeAttr(const KernelContext &ctx, const char *op, const char *attr,
+                 const std::vector<int64_t> &like, std::vector<int64_t> *out) {
+  if (!ctx.hasAttr(attr))
+    return errorStatus(op, " needs the ", attr, " attribute");
+  *out = ctx.getInts(attr);
+  if (out->size() != 4)
+    return errorStatus(op, " expects ", attr, " of 4 dimensions, got ",
+                       shapeString(*out));
+  for (size_t i = 0; i < 4; ++i) {
+    if ((*out)[i] == -1 && i < like.size())
+      (*out)[i] = like[i];
+    if ((*out)[i] < 0)
+      return errorStatus(op, ": ", attr, " ", shapeString(ctx.getInts(attr)),
+                         " has a negative dimension");
+  }
+  return Status::ok();
+}
+
+// dx = conv2d_backprop_input(dy, filter): the gradient of conv2d for its input.
+Status conv2dBackpropInputKernel(KernelContext &ctx) {
+  const char *name = "dtf.conv2d_backprop_input";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &dy = ctx.input(0), &f = ctx.input(1);
+  DTF_RETURN_IF_ERROR(requireF32(name, "dy", dy));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, dy, f));
+  if (dy.rank() != 4)
+    return errorStatus(name, " expects dy of rank 4, got ", dy.describe());
+  std::vector<int64_t> inputShape;
+  DTF_RETURN_IF_ERROR(
+      shapeAttr(ctx, name, "input_shape", dy.shape(), &inputShape));
+  Window2D w;
+  DTF_RETURN_IF_ERROR(convGeometry(ctx, name, inputShape, f.shape(), &w));
+  DTF_RETURN_IF_ERROR(checkDy(name, w, dy));
+  Tensor *dx;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, inputShape, &dx));
+  if (dx->numElements() == 0)
+    return Status::ok();
+  if (dy.numElements() == 0 || f.numElements() == 0) {
+    std::memset(dx->rawData(), 0, dx->byteSize());
+    return Status::ok();
+  }
+  return guardDnnl(name, [&] {
+    auto prim = convCache().get(w.key(kBackwardData), [&] {
+      ConvDescs d = convDescs(w);
+      dnnl::convolution_backward_data::desc desc(
+          dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny, d.dstAny,
+          d.strides, d.dilates, d.padL, d.padR);
+      dnnl::convolution_backward_data::primitive_desc pd(
+          desc, cpuEngine(), forwardPd(d, dnnl::prop_kind::forward_training));
+      return PlannedPrimitive(pd, dnnl::convolution_backward_data(pd),
+                              {{DNNL_ARG_DIFF_DST, d.dst, false},
+                               {DNNL_ARG_WEIGHTS, d.weights, false},
+                               {DNNL_ARG_DIFF_SRC, d.src, true}});
+    });
+    prim->execute({ptr(dy), ptr(f), dx->rawData()});
+    return Status::ok();
+  });
+}
+
+// dfilter = conv2d_backprop_filter(x, dy): the gradient of conv2d for its
+// filter.
+Status conv2dBackpropFilterKernel(KernelContext &ctx) {
+  const char *name = "dtf.conv2d_backprop_filter";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &x = ctx.input(0), &dy = ctx.input(1);
+  DTF_RETURN_IF_ERROR(requireF32(name, "an input", x));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, x, dy));
+  if (!ctx.hasAttr("filter_shape"))
+    return errorStatus(name, " needs the filter_shape attribute");
+  std::vector<int64_t> filterShape = ctx.getInts("filter_shape");
+  DTF_RETURN_IF_ERROR(checkFilter(name, filterShape));
+  for (int64_t d : filterShape)
+    if (d < 0)
+      return errorStatus(name, ": filter_shape ", shapeString(filterShape),
+                         " has a negative dimension");
+  Window2D w;
+  DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), filterShape, &w));
+  DTF_RETURN_IF_ERROR(checkDy(name, w, dy));
+  Tensor *df;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, filterShape, &df));
+  if (df->numElements() == 0)
+    return Status::ok();
+  if (dy.numElements() == 0 || x.numElements() == 0) {
+    std::memset(df->rawData(), 0, df->byteSize());
+    return Status::ok();
+  }
+  return guardDnnl(name, [&] {
+    auto prim = convCache().get(w.key(kBackwardWeights), [&] {
+      ConvDescs d = convDescs(w);
+      dnnl::convolution_backward_weights::desc desc(
+          dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny, d.dstAny,
+          d.strides, d.dilates, d.padL, d.padR);
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          desc, cpuEngine(), forwardPd(d, dnnl::prop_kind::forward_training));
+      return PlannedPrimitive(pd, dnnl::convolution_backward_weights(pd),
+                              {{DNNL_ARG_SRC, d.src, false},
+                               {DNNL_ARG_DIFF_DST, d.dst, false},
+                               {DNNL_ARG_DIFF_WEIGHTS, d.weights, true}});
+    });
+    prim->execute({ptr(x), ptr(dy), df->rawData()});
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+void registerConvKernels(KernelRegistry &registry) {
+  registry.add("dtf.conv2d", conv2dKernel);
+  registry.add("dtf.conv2d_backprop_input", conv2dBackpropInputKernel);
+  registry.add("dtf.conv2d_backprop_filter", conv2dBackpropFilterKernel);
+}
+
+} // namespace dtf::cpu

@@ -1,0 +1,412 @@
+// Elementwise kernels: broadcasting arithmetic, compare, select, unary math,
+// cast, and the gradients of relu, sigmoid and tanh.
+#include "runtime/kernels/cpu/KernelUtil.h"
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+namespace dtf::cpu {
+namespace {
+
+// Integer arithmetic wraps around (two's complement), as TensorFlow's does on
+// CPU in practice; going through unsigned keeps it defined behaviour.
+template <typename T> using Unsigned = std::make_unsigned_t<T>;
+
+struct AddOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return T(Unsigned<T>(a) + Unsigned<T>(b));
+    else
+      return a + b;
+  }
+};
+struct SubOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return T(Unsigned<T>(a) - Unsigned<T>(b));
+    else
+      return a - b;
+  }
+};
+struct MulOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return T(Unsigned<T>(a) * Unsigned<T>(b));
+    else
+      return a * b;
+  }
+};
+// Integer division truncates toward zero (C++ and TensorFlow's Div); a zero
+// divisor is reported before the loop runs; MIN / -1 wraps to MIN.
+struct DivOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return b == -1 ? T(Unsigned<T>(0) - Unsigned<T>(a)) : T(a / b);
+    else
+      return a / b;
+  }
+};
+// Maximum and minimum propagate NaN, as TensorFlow's do.
+struct MaximumOp {
+  template <typename T> T operator()(T a, T b) const {
+    return (a > b || a != a) ? a : b;
+  }
+};
+struct MinimumOp {
+  template <typename T> T operator()(T a, T b) const {
+    return (a < b || a != a) ? a : b;
+  }
+};
+struct PowOp {
+  float operator()(float a, float b) const { return std::pow(a, b); }
+};
+
+template <typename T, typename R, typename Op>
+inline void binarySegment(const T *__restrict a, int64_t sa,
+                          const T *__restrict b, int64_t sb, R *__restrict out,
+                          int64_t n, Op op) {
+  if (sa && sb) {
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = op(a[i], b[i]);
+  } else if (sa) {
+    const T bv = *b;
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = op(a[i], bv);
+  } else if (sb) {
+    const T av = *a;
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = op(av, b[i]);
+  } else {
+    const R v = op(*a, *b);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = v;
+  }
+}
+
+// Broadcasts inputs 0 and 1 and writes op(a, b) as an R tensor to output 0.
+template <typename T, typename R, typename Op>
+Status runBinary(KernelContext &ctx, const char *name, Op op, int64_t grain) {
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  BroadcastPlan plan;
+  DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&a, &b}, &plan));
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(
+      ctx.allocateOutput(0, dtypeOf<R>(), plan.outShape(), &out));
+  const T *pa = a.data<T>(), *pb = b.data<T>();
+  R *po = out->data<R>();
+  if (plan.allSameShape()) {
+    parallelFor(ctx.threadPool(), plan.numElements(), grain,
+                [&](int64_t lo, int64_t hi) {
+                  binarySegment(pa + lo, 1, pb + lo, 1, po + lo, hi - lo, op);
+                });
+    return Status::ok();
+  }
+  const int64_t sa = plan.innerStride(0), sb = plan.innerStride(1);
+  parallelFor(ctx.threadPool(), plan.numElements(), grain,
+              [&](int64_t lo, int64_t hi) {
+                plan.forEachSegment(
+                    lo, hi, [&](int64_t o, const int64_t *offs, int64_t len) {
+                      binarySegment(pa + offs[0], sa, pb + offs[1], sb, po + o,
+                                    len, op);
+                    });
+              });
+  return Status::ok();
+}
+
+template <typename Op>
+Status arithmetic(KernelContext &ctx, const char *name,
+                  int64_t grain = kCheapGrain) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, ctx.input(0), ctx.input(1)));
+  return dispatchNumeric(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<Op, DivOp> && std::is_integral_v<T>) {
+      const Tensor &b = ctx.input(1);
+      const T *pb = b.data<T>();
+      for (int64_t i = 0; i < b.numElements(); ++i)
+        if (pb[i] == 0)
+          return errorStatus(name, ": integer division by zero (element ", i,
+                             " of the divisor ", b.describe(), ")");
+    }
+    return runBinary<T, T>(ctx, name, Op{}, grain);
+  });
+}
+
+Status addKernel(KernelContext &ctx) {
+  return arithmetic<AddOp>(ctx, "dtf.add");
+}
+Status subKernel(KernelContext &ctx) {
+  return arithmetic<SubOp>(ctx, "dtf.sub");
+}
+Status mulKernel(KernelContext &ctx) {
+  return arithmetic<MulOp>(ctx, "dtf.mul");
+}
+Status divKernel(KernelContext &ctx) {
+  return arithmetic<DivOp>(ctx, "dtf.div");
+}
+Status maximumKernel(KernelContext &ctx) {
+  return arithmetic<MaximumOp>(ctx, "dtf.maximum");
+}
+Status minimumKernel(KernelContext &ctx) {
+  return arithmetic<MinimumOp>(ctx, "dtf.minimum");
+}
+
+Status powKernel(KernelContext &ctx) {
+  const char *name = "dtf.pow";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, ctx.input(0), ctx.input(1)));
+  DTF_RETURN_IF_ERROR(requireF32(name, "operands", ctx.input(0)));
+  return runBinary<float, float>(ctx, name, PowOp{}, kExpensiveGrain);
+}
+
+template <typename Pred> struct CompareOp {
+  template <typename T> bool operator()(T a, T b) const { return Pred{}(a, b); }
+};
+
+Status compareKernel(KernelContext &ctx) {
+  const char *name = "dtf.compare";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, ctx.input(0), ctx.input(1)));
+  std::string pred = ctx.getString("predicate");
+  return dispatchAny(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    if (pred == "eq")
+      return runBinary<T, bool>(ctx, name, std::equal_to<T>{}, kCheapGrain);
+    if (pred == "ne")
+      return runBinary<T, bool>(ctx, name, std::not_equal_to<T>{}, kCheapGrain);
+    if (pred == "lt")
+      return runBinary<T, bool>(ctx, name, std::less<T>{}, kCheapGrain);
+    if (pred == "le")
+      return runBinary<T, bool>(ctx, name, std::less_equal<T>{}, kCheapGrain);
+    if (pred == "gt")
+      return runBinary<T, bool>(ctx, name, std::greater<T>{}, kCheapGrain);
+    if (pred == "ge")
+      return runBinary<T, bool>(ctx, name, std::greater_equal<T>{},
+                                kCheapGrain);
+    return errorStatus(
+        name, ": predicate must be one of eq, ne, lt, le, gt, ge; got '", pred,
+        "'");
+  });
+}
+
+Status selectKernel(KernelContext &ctx) {
+  const char *name = "dtf.select";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 3));
+  const Tensor &c = ctx.input(0), &t = ctx.input(1), &f = ctx.input(2);
+  if (c.dtype() != DType::Bool)
+    return errorStatus(name, " expects a bool condition, got ", c.describe());
+  DTF_RETURN_IF_ERROR(requireSameDType(name, t, f));
+  BroadcastPlan plan;
+  DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&c, &t, &f}, &plan));
+  return dispatchAny(name, t.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(
+        ctx.allocateOutput(0, t.dtype(), plan.outShape(), &out));
+    const bool *pc = c.data<bool>();
+    const T *pt = t.data<T>(), *pf = f.data<T>();
+    T *po = out->data<T>();
+    const int64_t sc = plan.innerStride(0), st = plan.innerStride(1),
+                  sf = plan.innerStride(2);
+    parallelFor(ctx.threadPool(), plan.numElements(), kCheapGrain,
+                [&](int64_t lo, int64_t hi) {
+                  if (plan.allSameShape()) {
+                    for (int64_t i = lo; i < hi; ++i)
+                      po[i] = pc[i] ? pt[i] : pf[i];
+                    return;
+                  }
+                  plan.forEachSegment(
+                      lo, hi, [&](int64_t o, const int64_t *offs, int64_t len) {
+                        const bool *cc = pc + offs[0];
+                        const T *tt = pt + offs[1], *ff = pf + offs[2];
+                        T *oo = po + o;
+                        for (int64_t i = 0; i < len; ++i)
+                          oo[i] = cc[i * sc] ? tt[i * st] : ff[i * sf];
+                      });
+                });
+    return Status::ok();
+  });
+}
+
+// Unary ops write f(x) with x's dtype and shape.
+template <typename T, typename F>
+Status runUnary(KernelContext &ctx, F f, int64_t grain) {
+  const Tensor &x = ctx.input(0);
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &out));
+  const T *px = x.data<T>();
+  T *po = out->data<T>();
+  parallelFor(ctx.threadPool(), x.numElements(), grain,
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t i = lo; i < hi; ++i)
+                  po[i] = f(px[i]);
+              });
+  return Status::ok();
+}
+
+Status negKernel(KernelContext &ctx) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, "dtf.neg", 1));
+  return dispatchNumeric("dtf.neg", ctx.input(0).dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return runUnary<T>(
+        ctx,
+        [](T v) {
+          if constexpr (std::is_integral_v<T>)
+            return T(Unsigned<T>(0) - Unsigned<T>(v));
+          else
+            return -v;
+        },
+        kCheapGrain);
+  });
+}
+
+Status reluKernel(KernelContext &ctx) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, "dtf.relu", 1));
+  return dispatchNumeric("dtf.relu", ctx.input(0).dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    // relu(NaN) = NaN, as TensorFlow's.
+    return runUnary<T>(
+        ctx, [](T v) { return v < T(0) ? T(0) : v; }, kCheapGrain);
+  });
+}
+
+template <typename F>
+Status floatUnary(KernelContext &ctx, const char *name, F f,
+                  int64_t grain = kExpensiveGrain) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
+  DTF_RETURN_IF_ERROR(requireF32(name, "an operand", ctx.input(0)));
+  return runUnary<float>(ctx, f, grain);
+}
+
+Status expKernel(KernelContext &ctx) {
+  return floatUnary(ctx, "dtf.exp", [](float v) { return std::exp(v); });
+}
+Status logKernel(KernelContext &ctx) {
+  return floatUnary(ctx, "dtf.log", [](float v) { return std::log(v); });
+}
+Status sqrtKernel(KernelContext &ctx) {
+  return floatUnary(
+      ctx, "dtf.sqrt", [](float v) { return std::sqrt(v); }, kCheapGrain);
+}
+Status rsqrtKernel(KernelContext &ctx) {
+  return floatUnary(
+      ctx, "dtf.rsqrt", [](float v) { return 1.0f / std::sqrt(v); },
+      kCheapGrain);
+}
+Status sigmoidKernel(KernelContext &ctx) {
+  return floatUnary(ctx, "dtf.sigmoid",
+                    [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+}
+Status tanhKernel(KernelContext &ctx) {
+  return floatUnary(ctx, "dtf.tanh", [](float v) { return std::tanh(v); });
+}
+
+// Float to integer conversion saturates and maps NaN to 0 (C++ leaves both
+// undefined); integer narrowing wraps; anything to bool is x != 0.
+template <typename From, typename To> inline To convert(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_floating_point_v<From> &&
+                       std::is_integral_v<To>) {
+    constexpr float lo = static_cast<float>(std::numeric_limits<To>::min());
+    constexpr float hi = -lo; // 2^31 or 2^63, exactly representable
+    if (!(v == v))
+      return 0;
+    if (v >= hi)
+      return std::numeric_limits<To>::max();
+    if (v < lo)
+      return std::numeric_limits<To>::min();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+Status castKernel(KernelContext &ctx) {
+  const char *name = "dtf.cast";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
+  const Tensor &x = ctx.input(0);
+  DType outType = DType::F32;
+  DTF_RETURN_IF_ERROR(resolveOutDType(ctx, name, 0, std::nullopt, &outType));
+  return dispatchAny(name, x.dtype(), [&](auto fromTag) -> Status {
+    using From = typename decltype(fromTag)::type;
+    return dispatchAny(name, outType, [&](auto toTag) -> Status {
+      using To = typename decltype(toTag)::type;
+      Tensor *out;
+      DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, outType, x.shape(), &out));
+      const From *px = x.data<From>();
+      To *po = out->data<To>();
+      parallelFor(ctx.threadPool(), x.numElements(), kCheapGrain,
+                  [&](int64_t lo, int64_t hi) {
+                    for (int64_t i = lo; i < hi; ++i)
+                      po[i] = convert<From, To>(px[i]);
+                  });
+      return Status::ok();
+    });
+  });
+}
+
+// Gradients of activations: out = f(dy, v) with dy and v of one shape.
+template <typename F>
+Status activationGrad(KernelContext &ctx, const char *name, const char *vName,
+                      F f) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &dy = ctx.input(0), &v = ctx.input(1);
+  DTF_RETURN_IF_ERROR(requireF32(name, "dy", dy));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, dy, v));
+  DTF_RETURN_IF_ERROR(requireSameShape(name, "dy", dy, vName, v));
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, dy.shape(), &out));
+  const float *pdy = dy.data<float>(), *pv = v.data<float>();
+  float *po = out->data<float>();
+  parallelFor(ctx.threadPool(), dy.numElements(), kCheapGrain,
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t i = lo; i < hi; ++i)
+                  po[i] = f(pdy[i], pv[i]);
+              });
+  return Status::ok();
+}
+
+// d relu / dx is 1 for x > 0 and 0 elsewhere (0 at x = 0, as TensorFlow).
+Status reluGradKernel(KernelContext &ctx) {
+  return activationGrad(ctx, "dtf.relu_grad", "x",
+                        [](float dy, float x) { return x > 0.0f ? dy : 0.0f; });
+}
+// In terms of the forward result y: sigmoid' = y (1 - y), tanh' = 1 - y^2.
+Status sigmoidGradKernel(KernelContext &ctx) {
+  return activationGrad(ctx, "dtf.sigmoid_grad", "y",
+                        [](float dy, float y) { return dy * y * (1.0f - y); });
+}
+Status tanhGradKernel(KernelContext &ctx) {
+  return activationGrad(ctx, "dtf.tanh_grad", "y",
+                        [](float dy, float y) { return dy * (1.0f - y * y); });
+}
+
+} // namespace
+
+void registerElementwiseKernels(KernelRegistry &registry) {
+  registry.add("dtf.add", addKernel);
+  registry.add("dtf.sub", subKernel);
+  registry.add("dtf.mul", mulKernel);
+  registry.add("dtf.div", divKernel);
+  registry.add("dtf.maximum", maximumKernel);
+  registry.add("dtf.minimum", minimumKernel);
+  registry.add("dtf.pow", powKernel);
+  registry.add("dtf.compare", compareKernel);
+  registry.add("dtf.select", selectKernel);
+  registry.add("dtf.neg", negKernel);
+  registry.add("dtf.relu", reluKernel);
+  registry.add("dtf.exp", expKernel);
+  registry.add("dtf.log", logKernel);
+  registry.add("dtf.sqrt", sqrtKernel);
+  registry.add("dtf.rsqrt", rsqrtKernel);
+  registry.add("dtf.sigmoid", sigmoidKernel);
+  registry.add("dtf.tanh", tanhKernel);
+  registry.add("dtf.cast", castKernel);
+  registry.add("dtf.relu_grad", reluGradKernel);
+  registry.add("dtf.sigmoid_grad", sigmoidGradKernel);
+  registry.add("dtf.tanh_grad", tanhGradKernel);
+}
+
+} // namespace dtf::cpu

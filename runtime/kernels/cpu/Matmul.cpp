@@ -1,0 +1,110 @@
+// Matrix products: f32 through oneDNN's sgemm, i32/i64 with plain loops.
+#include "runtime/kernels/cpu/KernelUtil.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstring>
+#include <type_traits>
+
+namespace dtf::cpu {
+namespace {
+
+// C[M,N] = op(A) op(B) for integers, wrapping on overflow. Rows of C are
+// independent, so they are split over the pool.
+template <typename T>
+void intGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
+             int64_t lda, const T *b, int64_t ldb, T *c, ThreadPool *pool) {
+  using U = std::make_unsigned_t<T>;
+  parallelFor(pool, m,
+              std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, n * k)),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t i = lo; i < hi; ++i) {
+                  U *row = reinterpret_cast<U *>(c + i * n);
+                  for (int64_t j = 0; j < n; ++j)
+                    row[j] = 0;
+                  for (int64_t p = 0; p < k; ++p) {
+                    U av = U(ta ? a[p * lda + i] : a[i * lda + p]);
+                    if (!tb) {
+                      const T *brow = b + p * ldb;
+                      for (int64_t j = 0; j < n; ++j)
+                        row[j] += av * U(brow[j]);
+                    } else {
+                      for (int64_t j = 0; j < n; ++j)
+                        row[j] += av * U(b[j * ldb + p]);
+                    }
+                  }
+                }
+              });
+}
+
+Status matmulKernel(KernelContext &ctx) {
+  const char *name = "dtf.matmul";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  DTF_RETURN_IF_ERROR(requireSameDType(name, a, b));
+  if (a.rank() < 2 || b.rank() < 2)
+    return errorStatus(name, " expects operands of rank 2 or more, got ",
+                       a.describe(), " and ", b.describe());
+  const bool ta = ctx.getBool("transpose_a"), tb = ctx.getBool("transpose_b");
+  const int64_t m = ta ? a.dim(-1) : a.dim(-2), k = ta ? a.dim(-2) : a.dim(-1);
+  const int64_t kb = tb ? b.dim(-1) : b.dim(-2), n = tb ? b.dim(-2) : b.dim(-1);
+  if (k != kb)
+    return errorStatus(name, " expects inner dimensions to match, got ",
+                       a.describe(), ta ? " (transposed)" : "", " and ",
+                       b.describe(), tb ? " (transposed)" : "");
+  // Batch dimensions: equal, or absent on one side (that operand is shared).
+  std::vector<int64_t> aBatch(a.shape().begin(), a.shape().end() - 2);
+  std::vector<int64_t> bBatch(b.shape().begin(), b.shape().end() - 2);
+  if (!aBatch.empty() && !bBatch.empty() && aBatch != bBatch)
+    return errorStatus(name, " expects equal batch dimensions, got ",
+                       a.describe(), " and ", b.describe());
+  std::vector<int64_t> outShape = aBatch.empty() ? bBatch : aBatch;
+  const int64_t batch = numElementsOf(outShape);
+  outShape.push_back(m);
+  outShape.push_back(n);
+  const int64_t aStride = aBatch.empty() ? 0 : m * k,
+                bStride = bBatch.empty() ? 0 : k * n;
+  const int64_t lda = a.dim(-1), ldb = b.dim(-1);
+
+  return dispatchNumeric(name, a.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, a.dtype(), outShape, &out));
+    T *pc = out->data<T>();
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    if (m == 0 || n == 0)
+      return Status::ok();
+    if (k == 0) {
+      std::memset(pc, 0, out->byteSize());
+      return Status::ok();
+    }
+    // [B, M, K] x [K, N] is one [B*M, K] x [K, N] product.
+    int64_t gemmBatch = batch, gemmM = m;
+    if (bStride == 0 && aStride != 0 && !ta) {
+      gemmM = batch * m;
+      gemmBatch = 1;
+    }
+    for (int64_t i = 0; i < gemmBatch; ++i) {
+      const T *ai = pa + i * aStride, *bi = pb + i * bStride;
+      T *ci = pc + i * m * n;
+      if constexpr (std::is_same_v<T, float>) {
+        dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', gemmM, n,
+                                     k, 1.0f, ai, lda, bi, ldb, 0.0f, ci, n);
+        if (s != dnnl_success)
+          return errorStatus(name, ": oneDNN sgemm failed (status ", int(s),
+                             ") on ", a.describe(), " x ", b.describe());
+      } else {
+        intGemm(ta, tb, gemmM, n, k, ai, lda, bi, ldb, ci, ctx.threadPool());
+      }
+    }
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+void registerMatmulKernels(KernelRegistry &registry) {
+  registry.add("dtf.matmul", matmulKernel);
+}
+
+} // namespace dtf::cpu

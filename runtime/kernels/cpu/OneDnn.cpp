@@ -1,0 +1,124 @@
+// oneDNN plumbing: the engine, reordering primitives, window geometry.
+#include "runtime/kernels/cpu/OneDnn.h"
+
+namespace dtf::cpu {
+
+dnnl::engine &cpuEngine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,
+                                   dnnl::primitive prim, std::vector<Arg> args)
+    : prim_(std::move(prim)) {
+  for (Arg &a : args) {
+    dnnl::memory::desc internal = pd.query_md(dnnl::query::exec_arg_md, a.id);
+    Planned p{a, internal, internal != a.user, {}, {}};
+    if (p.reorder) {
+      if (a.output)
+        p.toUser = dnnl::reorder(dnnl::reorder::primitive_desc(
+            cpuEngine(), internal, cpuEngine(), a.user));
+      else
+        p.toInternal = dnnl::reorder(dnnl::reorder::primitive_desc(
+            cpuEngine(), a.user, cpuEngine(), internal));
+    }
+    args_.push_back(std::move(p));
+  }
+}
+
+void PlannedPrimitive::execute(
+    const std::vector<void *> &ptrs,
+    const std::unordered_map<int, dnnl::memory> &extra) const {
+  // Scratch for reordered arguments, one slot per argument position, kept
+  // per thread so that steady-state steps allocate nothing.
+  thread_local std::vector<Tensor> scratch;
+  if (scratch.size() < args_.size())
+    scratch.resize(args_.size());
+  dnnl::stream stream(cpuEngine());
+  std::unordered_map<int, dnnl::memory> mems = extra;
+  std::vector<dnnl::memory> users(args_.size());
+  for (size_t i = 0; i < args_.size(); ++i) {
+    const Planned &p = args_[i];
+    users[i] = dnnl::memory(p.arg.user, cpuEngine(), ptrs[i]);
+    if (!p.reorder) {
+      mems[p.arg.id] = users[i];
+      continue;
+    }
+    std::vector<int64_t> bytes = {int64_t(p.internal.get_size())};
+    if (!scratch[i].canHold(DType::Bool, bytes) ||
+        scratch[i].bufferUseCount() != 1)
+      scratch[i] = Tensor::allocate(DType::Bool, bytes);
+    dnnl::memory internal(p.internal, cpuEngine(), scratch[i].rawData());
+    mems[p.arg.id] = internal;
+    if (!p.arg.output)
+      p.toInternal.execute(stream, users[i], internal);
+  }
+  prim_.execute(stream, mems);
+  for (size_t i = 0; i < args_.size(); ++i) {
+    const Planned &p = args_[i];
+    if (p.reorder && p.arg.output)
+      p.toUser.execute(stream, mems[p.arg.id], users[i]);
+  }
+  stream.wait();
+}
+
+Status getPair(const KernelContext &ctx, const char *op, const char *attr,
+               int64_t dflt, int64_t *first, int64_t *second) {
+  std::vector<int64_t> v = ctx.getInts(attr, {dflt, dflt});
+  if (v.size() != 2 || v[0] < 1 || v[1] < 1)
+    return errorStatus(op, " expects ", attr,
+                       " to be two positive integers, got ", shapeString(v));
+  *first = v[0];
+  *second = v[1];
+  return Status::ok();
+}
+
+namespace {
+
+Status spatialSize(const char *op, const char *axis, int64_t in, int64_t k,
+                   int64_t stride, int64_t dilation, bool same, int64_t *out,
+                   int64_t *padBefore, int64_t *padAfter) {
+  const int64_t effective = (k - 1) * dilation + 1;
+  if (same) {
+    *out = (in + stride - 1) / stride;
+    int64_t total = std::max<int64_t>((*out - 1) * stride + effective - in, 0);
+    *padBefore = total / 2;
+    *padAfter = total - total / 2;
+    return Status::ok();
+  }
+  if (in < effective)
+    return errorStatus(op, " with valid padding needs an input ", axis,
+                       " of at least ", effective,
+                       " (the dilated window), got ", in);
+  *out = (in - effective) / stride + 1;
+  *padBefore = *padAfter = 0;
+  return Status::ok();
+}
+
+} // namespace
+
+Status makeWindow2D(const KernelContext &ctx, const char *op,
+                    const std::vector<int64_t> &inputShape, int64_t kh,
+                    int64_t kw, bool useDilations, Window2D *w) {
+  if (inputShape.size() != 4)
+    return errorStatus(op, " expects an NHWC input of rank 4, got ",
+                       shapeString(inputShape));
+  w->n = inputShape[0];
+  w->ih = inputShape[1];
+  w->iw = inputShape[2];
+  w->c = inputShape[3];
+  w->kh = kh;
+  w->kw = kw;
+  DTF_RETURN_IF_ERROR(getPair(ctx, op, "strides", 1, &w->sh, &w->sw));
+  if (useDilations)
+    DTF_RETURN_IF_ERROR(getPair(ctx, op, "dilations", 1, &w->dh, &w->dw));
+  bool same = false;
+  DTF_RETURN_IF_ERROR(parsePadding(ctx, op, &same));
+  DTF_RETURN_IF_ERROR(spatialSize(op, "height", w->ih, kh, w->sh, w->dh, same,
+                                  &w->oh, &w->padTop, &w->padBottom));
+  DTF_RETURN_IF_ERROR(spatialSize(op, "width", w->iw, kw, w->sw, w->dw, same,
+                                  &w->ow, &w->padLeft, &w->padRight));
+  return Status::ok();
+}
+
+} // namespace dtf::cpu

@@ -1,0 +1,114 @@
+// oneDNN plumbing shared by the convolution and pooling kernels: the CPU
+// engine, a cache of primitives keyed by their geometry, and error mapping.
+#pragma once
+
+#include "runtime/kernels/cpu/KernelUtil.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+namespace dtf::cpu {
+
+/// The process-wide oneDNN CPU engine.
+dnnl::engine &cpuEngine();
+
+/// Runs `f`, turning a dnnl::error into an error status of `op`.
+template <typename F> Status guardDnnl(const char *op, F &&f) {
+  try {
+    return f();
+  } catch (const dnnl::error &e) {
+    return errorStatus(op, ": oneDNN failed: ", e.what());
+  }
+}
+
+/// Primitives (and what goes with them) by geometry: creating a oneDNN
+/// primitive descriptor costs far more than running a small convolution, so
+/// every distinct shape pays it once per process.
+template <typename V> class PrimitiveCache {
+public:
+  template <typename Create>
+  std::shared_ptr<V> get(const std::vector<int64_t> &key, Create &&create) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = map_.find(key);
+      if (it != map_.end())
+        return it->second;
+    }
+    auto value = std::make_shared<V>(create());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (map_.size() >= kCapacity)
+      map_.clear(); // shapes churn only in unusual plans; start over
+    return map_.emplace(key, std::move(value)).first->second;
+  }
+
+private:
+  static constexpr size_t kCapacity = 512;
+  std::mutex mutex_;
+  std::map<std::vector<int64_t>, std::shared_ptr<V>> map_;
+};
+
+/// A oneDNN primitive with reorders between the caller's memory formats
+/// (NHWC activations, HWIO filters) and the formats the primitive runs
+/// fastest with, which oneDNN picks when a descriptor says `any`. Inputs in
+/// another format are reordered into per-thread scratch memory before the
+/// primitive runs, outputs from it afterwards.
+class PlannedPrimitive {
+public:
+  struct Arg {
+    int id;                  // DNNL_ARG_*
+    dnnl::memory::desc user; // the caller's format
+    bool output;
+  };
+
+  PlannedPrimitive(const dnnl::primitive_desc &pd, dnnl::primitive prim,
+                   std::vector<Arg> args);
+
+  /// Runs with `ptrs[i]` holding argument i (in the order of the args) in the
+  /// caller's format; `extra` adds arguments that need no reorder.
+  void execute(const std::vector<void *> &ptrs,
+               const std::unordered_map<int, dnnl::memory> &extra = {}) const;
+
+private:
+  struct Planned {
+    Arg arg;
+    dnnl::memory::desc internal;
+    bool reorder;
+    dnnl::reorder toInternal, toUser;
+  };
+  dnnl::primitive prim_;
+  std::vector<Planned> args_;
+};
+
+/// The geometry of a 2-D convolution or pooling window over NHWC data, with
+/// TensorFlow's padding: for `same`, out = ceil(in / stride) and
+/// pad_total = max((out - 1) * stride + (k - 1) * dilation + 1 - in, 0), of
+/// which pad_total / 2 goes before; for `valid`,
+/// out = (in - (k - 1) * dilation - 1) / stride + 1 and no padding.
+struct Window2D {
+  int64_t n = 0, ih = 0, iw = 0, c = 0;   // input [N, H, W, C]
+  int64_t kh = 0, kw = 0, oc = 0;         // window (filter [KH, KW, C, OC])
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1; // strides and dilations
+  int64_t oh = 0, ow = 0;                 // output [N, OH, OW, OC]
+  int64_t padTop = 0, padBottom = 0, padLeft = 0, padRight = 0;
+
+  std::vector<int64_t> key(int64_t kind) const {
+    return {kind, n,  ih, iw, c,  kh,     kw,        oc,      sh,
+            sw,   dh, dw, oh, ow, padTop, padBottom, padLeft, padRight};
+  }
+};
+
+/// Fills `w` from an NHWC input shape, a window, and the `strides`,
+/// `dilations` (when `useDilations`) and `padding` attributes.
+Status makeWindow2D(const KernelContext &ctx, const char *op,
+                    const std::vector<int64_t> &inputShape, int64_t kh,
+                    int64_t kw, bool useDilations, Window2D *w);
+
+/// Reads a pair attribute (`strides`, `window`, ...) of positive values.
+Status getPair(const KernelContext &ctx, const char *op, const char *attr,
+               int64_t dflt, int64_t *first, int64_t *second);
+
+} // namespace dtf::cpu

@@ -1,0 +1,210 @@
+// Max and average pooling over NHWC windows and their gradients: oneDNN
+// except for max_pool_grad (see there).
+#include "runtime/kernels/cpu/OneDnn.h"
+
+#include <cstring>
+#include <limits>
+
+namespace dtf::cpu {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+enum PoolKind : int64_t {
+  kMaxForward = 11,
+  kAvgForward = 12,
+  kAvgBackward = 13
+};
+
+Status poolGeometry(const KernelContext &ctx, const char *op, const Tensor &x,
+                    Window2D *w) {
+  DTF_RETURN_IF_ERROR(requireF32(op, "an input", x));
+  int64_t kh = 1, kw = 1;
+  DTF_RETURN_IF_ERROR(getPair(ctx, op, "window", 1, &kh, &kw));
+  DTF_RETURN_IF_ERROR(makeWindow2D(ctx, op, x.shape(), kh, kw, false, w));
+  w->oc = w->c;
+  return Status::ok();
+}
+
+struct PoolDescs {
+  memory::desc src, dst;
+  memory::dims strides, kernel, padL, padR;
+};
+
+PoolDescs poolDescs(const Window2D &w) {
+  auto f32 = memory::data_type::f32;
+  return {memory::desc({w.n, w.c, w.ih, w.iw}, f32, Tag::nhwc),
+          memory::desc({w.n, w.c, w.oh, w.ow}, f32, Tag::nhwc),
+          {w.sh, w.sw},
+          {w.kh, w.kw},
+          {w.padTop, w.padLeft},
+          {w.padBottom, w.padRight}};
+}
+
+// Average pooling divides by the number of input elements in the window,
+// padding excluded, as TensorFlow's does.
+dnnl::algorithm algorithmOf(bool isMax) {
+  return isMax ? dnnl::algorithm::pooling_max
+               : dnnl::algorithm::pooling_avg_exclude_padding;
+}
+
+dnnl::pooling_forward::primitive_desc forwardPd(const PoolDescs &d, bool isMax,
+                                                dnnl::prop_kind kind) {
+  dnnl::pooling_forward::desc desc(kind, algorithmOf(isMax), d.src, d.dst,
+                                   d.strides, d.kernel, d.padL, d.padR);
+  return {desc, cpuEngine()};
+}
+
+Status checkPoolDy(const char *name, const Window2D &w, const Tensor &x,
+                   const Tensor &dy) {
+  DTF_RETURN_IF_ERROR(requireSameDType(name, x, dy));
+  std::vector<int64_t> expected = {w.n, w.oh, w.ow, w.c};
+  if (dy.shape() != expected)
+    return errorStatus(name, " expects dy of shape ", shapeString(expected),
+                       " (the pooling's output), got ", dy.describe());
+  return Status::ok();
+}
+
+Status poolForward(KernelContext &ctx, const char *name, bool isMax) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
+  const Tensor &x = ctx.input(0);
+  Window2D w;
+  DTF_RETURN_IF_ERROR(poolGeometry(ctx, name, x, &w));
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(
+      ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.c}, &out));
+  if (out->numElements() == 0)
+    return Status::ok();
+  static PrimitiveCache<dnnl::pooling_forward> cache;
+  return guardDnnl(name, [&] {
+    PoolDescs d = poolDescs(w);
+    auto prim = cache.get(w.key(isMax ? kMaxForward : kAvgForward), [&] {
+      return dnnl::pooling_forward(
+          forwardPd(d, isMax, dnnl::prop_kind::forward_inference));
+    });
+    dnnl::stream stream(cpuEngine());
+    prim->execute(
+        stream, {{DNNL_ARG_SRC,
+                  memory(d.src, cpuEngine(), const_cast<void *>(x.rawData()))},
+                 {DNNL_ARG_DST, memory(d.dst, cpuEngine(), out->rawData())}});
+    stream.wait();
+    return Status::ok();
+  });
+}
+
+Status maxPoolKernel(KernelContext &ctx) {
+  return poolForward(ctx, "dtf.max_pool", true);
+}
+Status avgPoolKernel(KernelContext &ctx) {
+  return poolForward(ctx, "dtf.avg_pool", false);
+}
+
+// dx = avg_pool_grad(x, dy): each dy spreads evenly over the input
+// positions of its window (padding excluded), through oneDNN.
+Status avgPoolGradKernel(KernelContext &ctx) {
+  const char *name = "dtf.avg_pool_grad";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &x = ctx.input(0), &dy = ctx.input(1);
+  Window2D w;
+  DTF_RETURN_IF_ERROR(poolGeometry(ctx, name, x, &w));
+  DTF_RETURN_IF_ERROR(checkPoolDy(name, w, x, dy));
+  Tensor *dx;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &dx));
+  if (dx->numElements() == 0)
+    return Status::ok();
+  if (dy.numElements() == 0) {
+    std::memset(dx->rawData(), 0, dx->byteSize());
+    return Status::ok();
+  }
+  static PrimitiveCache<dnnl::pooling_backward> cache;
+  return guardDnnl(name, [&] {
+    PoolDescs d = poolDescs(w);
+    auto bwd = cache.get(w.key(kAvgBackward), [&] {
+      auto fwd = forwardPd(d, false, dnnl::prop_kind::forward_training);
+      dnnl::pooling_backward::desc desc(algorithmOf(false), d.src, d.dst,
+                                        d.strides, d.kernel, d.padL, d.padR);
+      return dnnl::pooling_backward(
+          dnnl::pooling_backward::primitive_desc(desc, cpuEngine(), fwd));
+    });
+    dnnl::stream stream(cpuEngine());
+    bwd->execute(
+        stream,
+        {{DNNL_ARG_DIFF_DST,
+          memory(d.dst, cpuEngine(), const_cast<void *>(dy.rawData()))},
+         {DNNL_ARG_DIFF_SRC, memory(d.src, cpuEngine(), dx->rawData())}});
+    stream.wait();
+    return Status::ok();
+  });
+}
+
+// dx = max_pool_grad(x, dy): each dy goes to the position of its window's
+// maximum, the first in row-major window order among equal values (as
+// TensorFlow's CPU kernel and oneDNN pick it). Written here rather than with
+// oneDNN: oneDNN 2.6 needs a forward pass with a workspace for this, and in
+// NHWC that pass alone costs four times an inference forward pass, while
+// finding the maximum again vectorizes over the channels.
+Status maxPoolGradKernel(KernelContext &ctx) {
+  const char *name = "dtf.max_pool_grad";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &x = ctx.input(0), &dy = ctx.input(1);
+  Window2D w;
+  DTF_RETURN_IF_ERROR(poolGeometry(ctx, name, x, &w));
+  DTF_RETURN_IF_ERROR(checkPoolDy(name, w, x, dy));
+  Tensor *dx;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &dx));
+  const float *px = x.data<float>(), *pdy = dy.data<float>();
+  float *pdx = dx->data<float>();
+  const int64_t c = w.c, image = w.ih * w.iw * c;
+  // Images are independent: each thread zeroes and fills its own.
+  parallelFor(ctx.threadPool(), w.n, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> best(c);
+    std::vector<int32_t> at(c);
+    for (int64_t n = lo; n < hi; ++n) {
+      const float *xn = px + n * image;
+      float *dxn = pdx + n * image;
+      std::memset(dxn, 0, size_t(image) * sizeof(float));
+      for (int64_t oy = 0; oy < w.oh; ++oy)
+        for (int64_t ox = 0; ox < w.ow; ++ox) {
+          std::fill(best.begin(), best.end(),
+                    -std::numeric_limits<float>::infinity());
+          std::fill(at.begin(), at.end(), -1);
+          for (int64_t ky = 0; ky < w.kh; ++ky) {
+            const int64_t iy = oy * w.sh - w.padTop + ky;
+            if (iy < 0 || iy >= w.ih)
+              continue;
+            for (int64_t kx = 0; kx < w.kw; ++kx) {
+              const int64_t ix = ox * w.sw - w.padLeft + kx;
+              if (ix < 0 || ix >= w.iw)
+                continue;
+              const int32_t pos = int32_t((iy * w.iw + ix) * c);
+              const float *v = xn + pos;
+              float *b = best.data();
+              int32_t *a = at.data();
+              for (int64_t q = 0; q < c; ++q) {
+                const bool more = v[q] > b[q] || a[q] < 0;
+                b[q] = more ? v[q] : b[q];
+                a[q] = more ? pos : a[q];
+              }
+            }
+          }
+          const float *g = pdy + ((n * w.oh + oy) * w.ow + ox) * c;
+          for (int64_t q = 0; q < c; ++q)
+            if (at[q] >= 0)
+              dxn[at[q] + q] += g[q];
+        }
+    }
+  });
+  return Status::ok();
+}
+
+} // namespace
+
+void registerPoolKernels(KernelRegistry &registry) {
+  registry.add("dtf.max_pool", maxPoolKernel);
+  registry.add("dtf.avg_pool", avgPoolKernel);
+  registry.add("dtf.max_pool_grad", maxPoolGradKernel);
+  registry.add("dtf.avg_pool_grad", avgPoolGradKernel);
+}
+
+} // namespace dtf::cpu

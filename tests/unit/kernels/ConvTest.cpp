@@ -1,0 +1,204 @@
+// conv2d and its gradients against a float64 reference and finite differences.
+#include "KernelTestUtil.h"
+
+namespace dtf::test {
+namespace {
+
+struct ConvCase {
+  Shape x, f; // NHWC, HWIO
+  int64_t sh, sw, dh, dw;
+  bool same;
+};
+
+std::string describe(const ConvCase &c) {
+  return ::testing::PrintToString(c.x) + " * " + ::testing::PrintToString(c.f) +
+         " strides " + std::to_string(c.sh) + "," + std::to_string(c.sw) +
+         " dilations " + std::to_string(c.dh) + "," + std::to_string(c.dw) +
+         (c.same ? " same" : " valid");
+}
+
+// TensorFlow's output size and leading padding, written out independently.
+void outSize(int64_t in, int64_t k, int64_t s, int64_t d, bool same,
+             int64_t *out, int64_t *padBefore) {
+  int64_t eff = (k - 1) * d + 1;
+  if (same) {
+    *out = (in + s - 1) / s;
+    *padBefore = std::max<int64_t>((*out - 1) * s + eff - in, 0) / 2;
+  } else {
+    *out = (in - eff) / s + 1;
+    *padBefore = 0;
+  }
+}
+
+Values refConv(const ConvCase &c, const Values &x, const Values &f,
+               Shape *outShape) {
+  const int64_t n = c.x[0], h = c.x[1], w = c.x[2], ch = c.x[3];
+  const int64_t kh = c.f[0], kw = c.f[1], oc = c.f[3];
+  int64_t oh, ow, pt, pl;
+  outSize(h, kh, c.sh, c.dh, c.same, &oh, &pt);
+  outSize(w, kw, c.sw, c.dw, c.same, &ow, &pl);
+  *outShape = {n, oh, ow, oc};
+  Values y(n * oh * ow * oc, 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t o = 0; o < oc; ++o) {
+          double s = 0;
+          for (int64_t ky = 0; ky < kh; ++ky)
+            for (int64_t kx = 0; kx < kw; ++kx) {
+              int64_t iy = i * c.sh - pt + ky * c.dh,
+                      ix = j * c.sw - pl + kx * c.dw;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                continue;
+              for (int64_t q = 0; q < ch; ++q)
+                s += x[((b * h + iy) * w + ix) * ch + q] *
+                     f[((ky * kw + kx) * ch + q) * oc + o];
+            }
+          y[((b * oh + i) * ow + j) * oc + o] = s;
+        }
+  return y;
+}
+
+KernelRun &convAttrs(KernelRun &run, const ConvCase &c) {
+  return run.attr("strides", std::vector<int64_t>{c.sh, c.sw})
+      .attr("dilations", std::vector<int64_t>{c.dh, c.dw})
+      .attr("padding", std::string(c.same ? "same" : "valid"));
+}
+
+const std::vector<ConvCase> kCases = {
+    {{1, 7, 9, 3}, {3, 3, 3, 4}, 1, 1, 1, 1, true},
+    {{13, 8, 7, 2}, {3, 2, 2, 5}, 2, 2, 1, 1, true},
+    {{2, 9, 9, 3}, {3, 3, 3, 2}, 2, 1, 1, 1, false},
+    {{2, 11, 10, 2}, {3, 3, 2, 3}, 1, 1, 2, 2, true},
+    {{1, 10, 11, 1}, {5, 5, 1, 4}, 2, 2, 1, 1, false},
+    {{3, 6, 6, 4}, {1, 1, 4, 3}, 1, 1, 1, 1, false},
+    {{2, 9, 8, 2}, {2, 3, 2, 2}, 2, 2, 2, 2, false},
+    {{1, 5, 4, 2}, {4, 4, 2, 3}, 3, 2, 1, 1, true}, // window larger than half
+                                                    // the input
+};
+
+TEST(Conv2D, MatchesTheReferenceForStridesDilationsAndPadding) {
+  Rng rng;
+  for (const ConvCase &c : kCases) {
+    SCOPED_TRACE(describe(c));
+    Values x = rng.uniform(numElementsOf(c.x)),
+           f = rng.uniform(numElementsOf(c.f));
+    Shape outShape;
+    Values want = refConv(c, x, f, &outShape);
+    KernelRun run("dtf.conv2d");
+    convAttrs(run, c).in(test::f32(c.x, x)).in(test::f32(c.f, f));
+    ASSERT_EQ(errorOf(run), "");
+    EXPECT_TRUE(near(run.out(), outShape, want, 1e-5, 1e-5));
+  }
+}
+
+TEST(Conv2D, BackpropInputMatchesFiniteDifferences) {
+  Rng rng;
+  for (const ConvCase &c : kCases) {
+    SCOPED_TRACE(describe(c));
+    Values x = rng.uniform(numElementsOf(c.x)),
+           f = rng.uniform(numElementsOf(c.f));
+    Shape outShape;
+    refConv(c, x, f, &outShape);
+    Values dy = rng.uniform(numElementsOf(outShape));
+    Values want = numericGrad(
+        [&](const Values &xv) {
+          Shape s;
+          return refConv(c, xv, f, &s);
+        },
+        x, dy, 1e-3);
+    KernelRun run("dtf.conv2d_backprop_input");
+    Shape inputShape = c.x;
+    inputShape[0] = -1; // the batch comes from dy
+    convAttrs(run, c).attr("input_shape", inputShape);
+    run.in(test::f32(outShape, dy)).in(test::f32(c.f, f));
+    ASSERT_EQ(errorOf(run), "");
+    EXPECT_TRUE(near(run.out(), c.x, want, 1e-4, 1e-4));
+  }
+}
+
+TEST(Conv2D, BackpropFilterMatchesFiniteDifferences) {
+  Rng rng;
+  for (const ConvCase &c : kCases) {
+    SCOPED_TRACE(describe(c));
+    Values x = rng.uniform(numElementsOf(c.x)),
+           f = rng.uniform(numElementsOf(c.f));
+    Shape outShape;
+    refConv(c, x, f, &outShape);
+    Values dy = rng.uniform(numElementsOf(outShape));
+    Values want = numericGrad(
+        [&](const Values &fv) {
+          Shape s;
+          return refConv(c, x, fv, &s);
+        },
+        f, dy, 1e-3);
+    KernelRun run("dtf.conv2d_backprop_filter");
+    convAttrs(run, c).attr("filter_shape", c.f);
+    run.in(test::f32(c.x, x)).in(test::f32(outShape, dy));
+    ASSERT_EQ(errorOf(run), "");
+    EXPECT_TRUE(near(run.out(), c.f, want, 2e-4, 1e-4));
+  }
+}
+
+TEST(Conv2D, RepeatedCallsReuseTheCachedPrimitiveAndOutput) {
+  Rng rng;
+  const ConvCase &c = kCases[1];
+  Values x = rng.uniform(numElementsOf(c.x)),
+         f = rng.uniform(numElementsOf(c.f));
+  Shape outShape;
+  Values want = refConv(c, x, f, &outShape);
+  KernelRun run("dtf.conv2d");
+  convAttrs(run, c).in(test::f32(c.x, x)).in(test::f32(c.f, f));
+  ASSERT_EQ(errorOf(run), "");
+  void *first = run.out().rawData();
+  ASSERT_EQ(errorOf(run), "");
+  EXPECT_EQ(run.out().rawData(), first) << "the output buffer should be reused";
+  EXPECT_TRUE(near(run.out(), outShape, want, 1e-5, 1e-5));
+}
+
+TEST(Conv2D, BadShapesAndAttributesAreErrors) {
+  KernelRun channels("dtf.conv2d");
+  channels.in(test::f32({1, 5, 5, 3}, Values(75)))
+      .in(test::f32({3, 3, 2, 4}, Values(72)));
+  EXPECT_EQ(errorOf(channels), "dtf.conv2d expects the filter's input channels "
+                               "(dimension 2, 2) to match the "
+                               "input's channels (dimension 3, 3), got input "
+                               "[1,5,5,3] and filter [3,3,2,4]");
+  KernelRun small("dtf.conv2d");
+  small.attr("padding", std::string("valid"))
+      .attr("dilations", std::vector<int64_t>{2, 2});
+  small.in(test::f32({1, 4, 9, 1}, Values(36)))
+      .in(test::f32({3, 3, 1, 1}, Values(9)));
+  EXPECT_EQ(errorOf(small),
+            "dtf.conv2d with valid padding needs an input height of at "
+            "least 5 (the dilated window), got 4");
+  KernelRun strides("dtf.conv2d");
+  strides.attr("strides", std::vector<int64_t>{0, 1});
+  strides.in(test::f32({1, 4, 4, 1}, Values(16)))
+      .in(test::f32({1, 1, 1, 1}, {1}));
+  EXPECT_EQ(
+      errorOf(strides),
+      "dtf.conv2d expects strides to be two positive integers, got [0,1]");
+  KernelRun padding("dtf.conv2d");
+  padding.attr("padding", std::string("full"));
+  padding.in(test::f32({1, 4, 4, 1}, Values(16)))
+      .in(test::f32({1, 1, 1, 1}, {1}));
+  EXPECT_EQ(errorOf(padding),
+            "dtf.conv2d: padding must be \"same\" or \"valid\", got \"full\"");
+  KernelRun dy("dtf.conv2d_backprop_input");
+  dy.attr("padding", std::string("same"))
+      .attr("input_shape", Shape{-1, 4, 4, 1});
+  dy.in(test::f32({1, 3, 4, 2}, Values(24)))
+      .in(test::f32({3, 3, 1, 2}, Values(18)));
+  EXPECT_EQ(errorOf(dy),
+            "dtf.conv2d_backprop_input expects dy of shape [1,4,4,2] (the "
+            "convolution's output), got f32[1,3,4,2]");
+  KernelRun noShape("dtf.conv2d_backprop_filter");
+  noShape.in(test::f32({1, 4, 4, 1}, Values(16)))
+      .in(test::f32({1, 4, 4, 1}, Values(16)));
+  EXPECT_EQ(errorOf(noShape),
+            "dtf.conv2d_backprop_filter needs the filter_shape attribute");
+}
+
+} // namespace
+} // namespace dtf::test

@@ -1,0 +1,136 @@
+// max_pool and avg_pool and their gradients against a float64 reference and
+// finite differences.
+#include "KernelTestUtil.h"
+
+#include <limits>
+
+namespace dtf::test {
+namespace {
+
+struct PoolCase {
+  Shape x; // NHWC
+  int64_t kh, kw, sh, sw;
+  bool same;
+};
+
+std::string describe(const PoolCase &c) {
+  return ::testing::PrintToString(c.x) + " window " + std::to_string(c.kh) +
+         "x" + std::to_string(c.kw) + " strides " + std::to_string(c.sh) + "," +
+         std::to_string(c.sw) + (c.same ? " same" : " valid");
+}
+
+// Max or mean over the window's positions inside the input (TensorFlow
+// excludes padding from both).
+Values refPool(const PoolCase &c, const Values &x, bool isMax,
+               Shape *outShape) {
+  const int64_t n = c.x[0], h = c.x[1], w = c.x[2], ch = c.x[3];
+  auto size = [&](int64_t in, int64_t k, int64_t s, int64_t *out,
+                  int64_t *pad) {
+    *out = c.same ? (in + s - 1) / s : (in - k) / s + 1;
+    *pad = c.same ? std::max<int64_t>((*out - 1) * s + k - in, 0) / 2 : 0;
+  };
+  int64_t oh, ow, pt, pl;
+  size(h, c.kh, c.sh, &oh, &pt);
+  size(w, c.kw, c.sw, &ow, &pl);
+  *outShape = {n, oh, ow, ch};
+  Values y(n * oh * ow * ch);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j)
+        for (int64_t q = 0; q < ch; ++q) {
+          double acc = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
+          int count = 0;
+          for (int64_t ky = 0; ky < c.kh; ++ky)
+            for (int64_t kx = 0; kx < c.kw; ++kx) {
+              int64_t iy = i * c.sh - pt + ky, ix = j * c.sw - pl + kx;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                continue;
+              double v = x[((b * h + iy) * w + ix) * ch + q];
+              acc = isMax ? std::max(acc, v) : acc + v;
+              ++count;
+            }
+          y[((b * oh + i) * ow + j) * ch + q] = isMax ? acc : acc / count;
+        }
+  return y;
+}
+
+KernelRun &poolAttrs(KernelRun &run, const PoolCase &c) {
+  return run.attr("window", std::vector<int64_t>{c.kh, c.kw})
+      .attr("strides", std::vector<int64_t>{c.sh, c.sw})
+      .attr("padding", std::string(c.same ? "same" : "valid"));
+}
+
+const std::vector<PoolCase> kCases = {
+    {{1, 7, 9, 3}, 2, 2, 2, 2, true},  {{13, 7, 5, 2}, 3, 2, 2, 2, true},
+    {{2, 9, 8, 3}, 3, 3, 2, 1, false}, {{1, 6, 6, 1}, 2, 2, 2, 2, false},
+    {{3, 5, 7, 4}, 3, 3, 1, 1, true},  {{2, 4, 5, 2}, 5, 5, 3, 3, true},
+};
+
+TEST(Pool, ForwardMatchesTheReference) {
+  Rng rng;
+  for (bool isMax : {true, false})
+    for (const PoolCase &c : kCases) {
+      SCOPED_TRACE(describe(c) + (isMax ? " max" : " avg"));
+      Values x = rng.uniform(numElementsOf(c.x), -2, 2);
+      Shape outShape;
+      Values want = refPool(c, x, isMax, &outShape);
+      KernelRun run(isMax ? "dtf.max_pool" : "dtf.avg_pool");
+      poolAttrs(run, c).in(test::f32(c.x, x));
+      ASSERT_EQ(errorOf(run), "");
+      EXPECT_TRUE(near(run.out(), outShape, want, 1e-6, 1e-6));
+    }
+}
+
+TEST(Pool, GradientsMatchFiniteDifferences) {
+  Rng rng;
+  for (bool isMax : {true, false})
+    for (const PoolCase &c : kCases) {
+      SCOPED_TRACE(describe(c) + (isMax ? " max" : " avg"));
+      Values x = rng.uniform(numElementsOf(c.x), -2, 2);
+      Shape outShape;
+      refPool(c, x, isMax, &outShape);
+      Values dy = rng.uniform(numElementsOf(outShape));
+      Values want = numericGrad(
+          [&](const Values &xv) {
+            Shape s;
+            return refPool(c, xv, isMax, &s);
+          },
+          x, dy, 1e-6);
+      KernelRun run(isMax ? "dtf.max_pool_grad" : "dtf.avg_pool_grad");
+      poolAttrs(run, c).in(test::f32(c.x, x)).in(test::f32(outShape, dy));
+      ASSERT_EQ(errorOf(run), "");
+      EXPECT_TRUE(near(run.out(), c.x, want, 1e-5, 1e-5));
+    }
+}
+
+TEST(Pool, MaxPoolGradSendsTiesToTheFirstMaximum) {
+  // One 2x2 window of equal values: all of dy goes to the first position.
+  PoolCase c{{1, 2, 2, 1}, 2, 2, 2, 2, false};
+  KernelRun run("dtf.max_pool_grad");
+  poolAttrs(run, c)
+      .in(test::f32(c.x, {1, 1, 1, 1}))
+      .in(test::f32({1, 1, 1, 1}, {5}));
+  ASSERT_EQ(errorOf(run), "");
+  EXPECT_TRUE(equal(run.out(), c.x, {5, 0, 0, 0}));
+}
+
+TEST(Pool, BadShapesAreErrors) {
+  KernelRun rank("dtf.max_pool");
+  rank.attr("window", Shape{2, 2}).in(test::f32({4, 4}, Values(16)));
+  EXPECT_EQ(errorOf(rank),
+            "dtf.max_pool expects an NHWC input of rank 4, got [4,4]");
+  KernelRun dy("dtf.avg_pool_grad");
+  dy.attr("window", Shape{2, 2}).attr("strides", Shape{2, 2});
+  dy.in(test::f32({1, 4, 4, 1}, Values(16)))
+      .in(test::f32({1, 3, 2, 1}, Values(6)));
+  EXPECT_EQ(errorOf(dy),
+            "dtf.avg_pool_grad expects dy of shape [1,2,2,1] (the pooling's "
+            "output), got f32[1,3,2,1]");
+  KernelRun window("dtf.avg_pool");
+  window.attr("window", Shape{2}).in(test::f32({1, 4, 4, 1}, Values(16)));
+  EXPECT_EQ(errorOf(window),
+            "dtf.avg_pool expects window to be two positive integers, got [2]");
+}
+
+} // namespace
+} // namespace dtf::test
