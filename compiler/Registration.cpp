@@ -1,6 +1,7 @@
 // Registration of dtf's dialects and passes for all tools.
 #include "compiler/Registration.h"
 #include "dialects/Dtf/IR/DtfDialect.h"
+#include "dialects/Dtf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -13,6 +14,7 @@ void registerDialects(mlir::DialectRegistry &registry) {
 }
 
 void registerPasses() {
+  registerDtfPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   mlir::registerSymbolDCEPass();

@@ -193,12 +193,12 @@ def Dtf_ApplyMomentumOp : Dtf_UpdateOp<"apply_momentum",
 def Dtf_ApplyAdamOp : Dtf_UpdateOp<"apply_adam",
     "Adam (ApplyAdam), with bias correction from the step count"> {
   let description = [{
-    `step` is the 1-based number of this update (global_step + 1), from which
-    beta1^step and beta2^step are computed.
+    `step` counts the updates before this one (the global step); the bias
+    correction uses beta1^(step + 1) and beta2^(step + 1).
   }];
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$m,
                        FlatSymbolRefAttr:$v, Dtf_FloatTensor:$grad,
-                       Dtf_FloatTensor:$lr, Dtf_FloatTensor:$step,
+                       Dtf_FloatTensor:$lr, Dtf_NumericTensor:$step,
                        F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon);
   let assemblyFormat = "$var `,` $m `,` $v `,` $grad `,` $lr `,` $step `beta1` $beta1 "
                        "`beta2` $beta2 `epsilon` $epsilon attr-dict `:` type($grad) "

@@ -1,0 +1,445 @@
+// dtf-autodiff: reverse-mode gradients of the loss for every trainable
+// variable, one gradient rule per differentiable op.
+#include "dialects/Dtf/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::dtf {
+#define GEN_PASS_DEF_DTFAUTODIFF
+#include "dialects/Dtf/Transforms/Passes.h.inc"
+} // namespace mlir::dtf
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+bool isFloat(Value v) { return isa<FloatType>(typeOf(v).getElementType()); }
+
+/// A shape as an attribute of gradient ops: -1 for the batch dimension.
+DenseI64ArrayAttr shapeAttr(OpBuilder &b, RankedTensorType type) {
+  SmallVector<int64_t> dims;
+  for (int64_t d : type.getShape())
+    dims.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  return b.getDenseI64ArrayAttr(dims);
+}
+
+/// Builds the backward ops of one function body.
+class GradientBuilder {
+public:
+  GradientBuilder(OpBuilder &b, SymbolTable &symbols)
+      : b(b), symbols(symbols) {}
+
+  /// Gradients of `loss` for every trainable variable read in `block`,
+  /// created before the block's terminator, by variable symbol, in the order
+  /// of the variables' first reads.
+  FailureOr<llvm::MapVector<StringAttr, Value>> run(Block &block, Value loss);
+
+private:
+  Value scalar(double value, Type element) {
+    auto type = RankedTensorType::get({}, element);
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
+  }
+  /// dy reduced to `like`'s shape when broadcasting made it larger.
+  Value unbroadcast(Value g, Value like) {
+    if (typeOf(g) == typeOf(like))
+      return g;
+    return b.create<SumToShapeOp>(loc, typeOf(like), g, like);
+  }
+  void accumulate(Value v, Value g) {
+    if (!g || !needsGrad.contains(v))
+      return;
+    auto [it, inserted] = grads.try_emplace(v, g);
+    if (!inserted)
+      it->second = b.create<AddOp>(loc, it->second, g);
+  }
+  bool isTrainableRead(Operation *op) {
+    auto read = dyn_cast<ReadVariableOp>(op);
+    if (!read)
+      return false;
+    auto var = symbols.lookup<VariableOp>(read.getName());
+    return var && var.getTrainable() && isFloat(read);
+  }
+  LogicalResult backward(Operation *op, Value dy);
+
+  OpBuilder &b;
+  SymbolTable &symbols;
+  Location loc = UnknownLoc::get(b.getContext());
+  DenseMap<Value, Value> grads;
+  DenseSet<Value> needsGrad; // values that depend on a trainable variable
+};
+
+FailureOr<llvm::MapVector<StringAttr, Value>>
+GradientBuilder::run(Block &block, Value loss) {
+  // Forward: which values lead to a trainable variable. Only their gradients
+  // are computed; everything else would be pruned anyway.
+  for (Operation &op : block.without_terminator()) {
+    bool needs = isTrainableRead(&op) ||
+                 llvm::any_of(op.getOperands(), [&](Value v) { return needsGrad.contains(v); });
+    if (needs)
+      for (Value r : op.getResults())
+        if (isa<RankedTensorType>(r.getType()) && isFloat(r))
+          needsGrad.insert(r);
+  }
+  llvm::MapVector<StringAttr, Value> varGrads;
+  if (!needsGrad.contains(loss))
+    return varGrads;
+  SmallVector<Operation *> forward;
+  for (Operation &op : block.without_terminator())
+    forward.push_back(&op);
+  b.setInsertionPoint(block.getTerminator());
+  grads[loss] = scalar(1.0, typeOf(loss).getElementType());
+  for (Operation *opPtr : llvm::reverse(forward)) {
+    Operation &op = *opPtr;
+    if (op.getNumResults() != 1)
+      continue;
+    Value dy = grads.lookup(op.getResult(0));
+    if (!dy)
+      continue;
+    loc = op.getLoc();
+    if (isTrainableRead(&op)) {
+      StringAttr name = cast<ReadVariableOp>(op).getNameAttr().getAttr();
+      auto [it, inserted] = varGrads.insert({name, dy});
+      if (!inserted)
+        it->second = b.create<AddOp>(loc, it->second, dy);
+      continue;
+    }
+    if (failed(backward(&op, dy)))
+      return failure();
+  }
+  // Reads come first in the forward order: give gradients in that order.
+  llvm::MapVector<StringAttr, Value> ordered;
+  for (Operation *op : forward)
+    if (auto read = dyn_cast<ReadVariableOp>(op))
+      if (auto g = varGrads.lookup(read.getNameAttr().getAttr()))
+        ordered.insert({read.getNameAttr().getAttr(), g});
+  return ordered;
+}
+
+LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
+  auto unary = [&](Value x, Value g) { accumulate(x, g); };
+  auto binary = [&](Value lhs, Value rhs, Value gl, Value gr) {
+    if (needsGrad.contains(lhs))
+      accumulate(lhs, unbroadcast(gl, lhs));
+    if (needsGrad.contains(rhs))
+      accumulate(rhs, unbroadcast(gr, rhs));
+  };
+  auto needs = [&](Value v) { return needsGrad.contains(v); };
+  Type element = typeOf(dy).getElementType();
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case([&](AddOp o) {
+        binary(o.getLhs(), o.getRhs(), dy, dy);
+        return success();
+      })
+      .Case([&](SubOp o) {
+        binary(o.getLhs(), o.getRhs(), dy,
+               needs(o.getRhs()) ? Value(b.create<NegOp>(loc, dy)) : Value());
+        return success();
+      })
+      .Case([&](MulOp o) {
+        Value gl = needs(o.getLhs()) ? Value(b.create<MulOp>(loc, dy, o.getRhs())) : Value();
+        Value gr = needs(o.getRhs()) ? Value(b.create<MulOp>(loc, dy, o.getLhs())) : Value();
+        binary(o.getLhs(), o.getRhs(), gl, gr);
+        return success();
+      })
+      .Case([&](DivOp o) {
+        Value gl = needs(o.getLhs()) ? Value(b.create<DivOp>(loc, dy, o.getRhs())) : Value();
+        Value gr;
+        if (needs(o.getRhs())) {
+          // d(a/b)/db = -a / b^2 = -(result / b)
+          Value q = b.create<DivOp>(loc, o.getResult(), o.getRhs());
+          gr = b.create<NegOp>(loc, b.create<MulOp>(loc, dy, q));
+        }
+        binary(o.getLhs(), o.getRhs(), gl, gr);
+        return success();
+      })
+      .Case<MaximumOp, MinimumOp>([&](auto o) {
+        bool isMax = isa<MaximumOp>(o.getOperation());
+        Value mask = b.create<CompareOp>(
+            loc, isMax ? ComparePredicate::ge : ComparePredicate::le,
+            o.getLhs(), o.getRhs());
+        Value zero = scalar(0.0, element);
+        binary(o.getLhs(), o.getRhs(), b.create<SelectOp>(loc, mask, dy, zero),
+               b.create<SelectOp>(loc, mask, zero, dy));
+        return success();
+      })
+      .Case([&](PowOp o) {
+        Value a = o.getLhs(), p = o.getRhs();
+        Value gl, gr;
+        if (needs(a)) {
+          Value pm1 = b.create<SubOp>(loc, p, scalar(1.0, element));
+          gl = b.create<MulOp>(loc, b.create<MulOp>(loc, dy, p),
+                               b.create<PowOp>(loc, a, pm1));
+        }
+        if (needs(p))
+          gr = b.create<MulOp>(loc, b.create<MulOp>(loc, dy, o.getResult()),
+                               b.create<LogOp>(loc, a));
+        binary(a, p, gl, gr);
+        return success();
+      })
+      .Case([&](NegOp o) {
+        unary(o.getX(), b.create<NegOp>(loc, dy));
+        return success();
+      })
+      .Case([&](ExpOp o) {
+        unary(o.getX(), b.create<MulOp>(loc, dy, o.getResult()));
+        return success();
+      })
+      .Case([&](LogOp o) {
+        unary(o.getX(), b.create<DivOp>(loc, dy, o.getX()));
+        return success();
+      })
+      .Case([&](SqrtOp o) {
+        Value half = b.create<MulOp>(loc, dy, scalar(0.5, element));
+        unary(o.getX(), b.create<DivOp>(loc, half, o.getResult()));
+        return success();
+      })
+      .Case([&](RsqrtOp o) {
+        Value y = o.getResult();
+        Value y3 = b.create<MulOp>(loc, b.create<MulOp>(loc, y, y), y);
+        unary(o.getX(), b.create<MulOp>(loc, b.create<MulOp>(loc, dy, y3),
+                                        scalar(-0.5, element)));
+        return success();
+      })
+      .Case([&](ReluOp o) {
+        unary(o.getX(), b.create<ReluGradOp>(loc, typeOf(o.getX()), dy, o.getX()));
+        return success();
+      })
+      .Case([&](SigmoidOp o) {
+        unary(o.getX(), b.create<SigmoidGradOp>(loc, typeOf(dy), dy, o.getResult()));
+        return success();
+      })
+      .Case([&](TanhOp o) {
+        unary(o.getX(), b.create<TanhGradOp>(loc, typeOf(dy), dy, o.getResult()));
+        return success();
+      })
+      .Case([&](SelectOp o) {
+        Value zero = scalar(0.0, element);
+        binary(o.getOnTrue(), o.getOnFalse(),
+               b.create<SelectOp>(loc, o.getCondition(), dy, zero),
+               b.create<SelectOp>(loc, o.getCondition(), zero, dy));
+        return success();
+      })
+      .Case([&](CastOp o) {
+        if (isFloat(o.getX()))
+          unary(o.getX(), b.create<CastOp>(loc, typeOf(o.getX()), dy));
+        return success();
+      })
+      .Case([&](MatmulOp o) {
+        Value a = o.getA(), m = o.getB();
+        bool ta = o.getTransposeA(), tb = o.getTransposeB();
+        // With C = op(A) op(B): dA and dB in the layout of A and B.
+        if (needs(a)) {
+          Value g = !ta ? b.create<MatmulOp>(loc, dy, m, false, !tb)
+                  : !tb ? b.create<MatmulOp>(loc, m, dy, false, true)
+                        : b.create<MatmulOp>(loc, m, dy, true, true);
+          unary(a, g);
+        }
+        if (needs(m)) {
+          Value g = !tb ? b.create<MatmulOp>(loc, a, dy, !ta, false)
+                  : !ta ? b.create<MatmulOp>(loc, dy, a, true, false)
+                        : b.create<MatmulOp>(loc, dy, a, true, true);
+          unary(m, g);
+        }
+        return success();
+      })
+      .Case([&](Conv2DOp o) {
+        if (needs(o.getInput()))
+          unary(o.getInput(), b.create<Conv2DBackpropInputOp>(
+                                  loc, typeOf(o.getInput()), dy, o.getFilter(),
+                                  o.getPaddingAttr(), o.getStridesAttr(),
+                                  o.getDilationsAttr(), shapeAttr(b, typeOf(o.getInput()))));
+        if (needs(o.getFilter()))
+          unary(o.getFilter(), b.create<Conv2DBackpropFilterOp>(
+                                   loc, typeOf(o.getFilter()), o.getInput(), dy,
+                                   o.getPaddingAttr(), o.getStridesAttr(),
+                                   o.getDilationsAttr(), shapeAttr(b, typeOf(o.getFilter()))));
+        return success();
+      })
+      .Case([&](MaxPoolOp o) {
+        unary(o.getInput(), b.create<MaxPoolGradOp>(loc, typeOf(o.getInput()), o.getInput(), dy,
+                                                    o.getPaddingAttr(), o.getWindowAttr(),
+                                                    o.getStridesAttr()));
+        return success();
+      })
+      .Case([&](AvgPoolOp o) {
+        unary(o.getInput(), b.create<AvgPoolGradOp>(loc, typeOf(o.getInput()), o.getInput(), dy,
+                                                    o.getPaddingAttr(), o.getWindowAttr(),
+                                                    o.getStridesAttr()));
+        return success();
+      })
+      .Case([&](ReshapeOp o) {
+        unary(o.getX(), b.create<ReshapeOp>(loc, typeOf(o.getX()), dy));
+        return success();
+      })
+      .Case([&](TransposeOp o) {
+        SmallVector<int64_t> inverse(o.getPermutation().size());
+        for (auto [i, p] : llvm::enumerate(o.getPermutation()))
+          inverse[p] = i;
+        unary(o.getX(), b.create<TransposeOp>(loc, typeOf(o.getX()), dy, inverse));
+        return success();
+      })
+      .Case([&](BroadcastToOp o) {
+        unary(o.getX(), unbroadcast(dy, o.getX()));
+        return success();
+      })
+      .Case([&](ConcatOp o) -> LogicalResult {
+        int64_t rank = typeOf(dy).getRank();
+        int64_t axis = o.getAxisAttr().getInt();
+        if (axis < 0)
+          axis += rank;
+        int64_t offset = 0;
+        for (Value input : o.getInputs()) {
+          int64_t size = typeOf(input).getDimSize(axis);
+          if (ShapedType::isDynamic(size))
+            return o.emitOpError() << "has no gradient when it joins along the batch dimension";
+          if (needs(input)) {
+            SmallVector<int64_t> begin(rank, 0), sizes(rank, -1);
+            begin[axis] = offset;
+            sizes[axis] = size;
+            unary(input, b.create<SliceOp>(loc, typeOf(input), dy, begin, sizes));
+          }
+          offset += size;
+        }
+        return success();
+      })
+      .Case<SumOp, MeanOp>([&](auto o) {
+        unary(o.getX(), b.create<ReduceGradOp>(
+                            loc, typeOf(o.getX()), dy, o.getX(), o.getAxesAttr(),
+                            o.getKeepDimsAttr(),
+                            isa<MeanOp>(o.getOperation()) ? b.getUnitAttr() : UnitAttr()));
+        return success();
+      })
+      .Case([&](MaxOp o) {
+        unary(o.getX(), b.create<MaxReduceGradOp>(loc, typeOf(o.getX()), dy, o.getX(),
+                                                  o.getResult(), o.getAxesAttr(),
+                                                  o.getKeepDimsAttr()));
+        return success();
+      })
+      .Case([&](SoftmaxOp o) {
+        unary(o.getLogits(), b.create<SoftmaxGradOp>(loc, typeOf(dy), dy, o.getResult(),
+                                                     o.getAxisAttr()));
+        return success();
+      })
+      .Case([&](LogSoftmaxOp o) {
+        unary(o.getLogits(), b.create<LogSoftmaxGradOp>(loc, typeOf(dy), dy, o.getResult(),
+                                                        o.getAxisAttr()));
+        return success();
+      })
+      .Case([&](SoftmaxCrossEntropyOp o) {
+        unary(o.getLogits(), b.create<SoftmaxCrossEntropyGradOp>(
+                                 loc, typeOf(o.getLogits()), dy, o.getLogits(), o.getLabels()));
+        return success();
+      })
+      .Case([&](SparseSoftmaxCrossEntropyOp o) {
+        unary(o.getLogits(), b.create<SparseSoftmaxCrossEntropyGradOp>(
+                                 loc, typeOf(o.getLogits()), dy, o.getLogits(), o.getLabels()));
+        return success();
+      })
+      .Case([&](GatherOp o) {
+        unary(o.getParams(), b.create<GatherGradOp>(loc, typeOf(o.getParams()), dy,
+                                                    o.getIndices(),
+                                                    shapeAttr(b, typeOf(o.getParams()))));
+        return success();
+      })
+      .Case([&](DropoutOp o) {
+        unary(o.getX(), b.create<DropoutGradOp>(loc, typeOf(dy), dy, o.getRateAttr(),
+                                                o.getSeedAttr()));
+        return success();
+      })
+      .Case<ConstantOp, InputOp, ReadVariableOp, ArgmaxOp, CompareOp, OneHotOp>(
+          [](Operation *) { return success(); })
+      .Default([&](Operation *other) -> LogicalResult {
+        return other->emitOpError()
+               << "has no gradient rule yet, and the loss depends on it through "
+                  "a trainable variable";
+      });
+}
+
+/// The model's forward function: named by the module's dtf.model attribute.
+func::FuncOp findModel(ModuleOp module) {
+  auto name = module->getAttrOfType<StringAttr>("dtf.model");
+  if (name)
+    return module.lookupSymbol<func::FuncOp>(name);
+  func::FuncOp only;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (only)
+      return nullptr;
+    only = f;
+  }
+  return only;
+}
+
+struct AutodiffPass : public mlir::dtf::impl::DtfAutodiffBase<AutodiffPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp model = findModel(module);
+    if (!model) {
+      module.emitError() << "dtf-autodiff needs the model function (named by "
+                            "the dtf.model attribute)";
+      return signalPassFailure();
+    }
+    if (model.getNumResults() == 0) {
+      model.emitError() << "dtf-autodiff needs a loss: the model function "
+                           "returns nothing (is there a train block?)";
+      return signalPassFailure();
+    }
+    // Every dropout gets a seed, so its gradient draws the same mask.
+    int64_t nextSeed = 1;
+    model.walk([&](DropoutOp d) {
+      if (!d.getSeedAttr())
+        d.setSeedAttr(IntegerAttr::get(IntegerType::get(&getContext(), 64), nextSeed++));
+    });
+
+    OpBuilder b(module.getContext());
+    SymbolTable symbols(module);
+    b.setInsertionPointAfter(model);
+
+    // @eval: the forward function without dropout.
+    auto eval = cast<func::FuncOp>(b.clone(*model));
+    eval.setSymName("eval");
+    eval.walk([](DropoutOp d) {
+      d.getResult().replaceAllUsesWith(d.getX());
+      d.erase();
+    });
+    symbols.insert(eval);
+
+    // @train_step: the forward function, then its gradients.
+    auto train = cast<func::FuncOp>(b.clone(*model));
+    train.setSymName("train_step");
+    symbols.insert(train);
+    Block &block = train.getBody().front();
+    auto ret = cast<func::ReturnOp>(block.getTerminator());
+    GradientBuilder gradients(b, symbols);
+    FailureOr<llvm::MapVector<StringAttr, Value>> grads =
+        gradients.run(block, ret.getOperand(0));
+    if (failed(grads))
+      return signalPassFailure();
+    SmallVector<Value> results(ret.getOperands());
+    SmallVector<Attribute> resultAttrs;
+    for (unsigned i = 0; i < train.getNumResults(); ++i)
+      resultAttrs.push_back(train.getResultAttrDict(i) ? Attribute(train.getResultAttrDict(i))
+                                                        : b.getDictionaryAttr({}));
+    for (auto &[name, g] : *grads) {
+      results.push_back(g);
+      resultAttrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr("dtf.grad_of", FlatSymbolRefAttr::get(name))));
+    }
+    b.setInsertionPoint(ret);
+    b.create<func::ReturnOp>(ret.getLoc(), results);
+    ret.erase();
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    train.setType(b.getFunctionType({}, types));
+    train.setAllResultAttrs(resultAttrs);
+  }
+};
+
+} // namespace

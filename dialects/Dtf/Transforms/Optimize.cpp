@@ -1,0 +1,244 @@
+// dtf-optimize: the optimizer's updates, its slot variables, the global step,
+// the learning-rate schedule, clipping and moving averages.
+#include "dialects/Dtf/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::dtf {
+#define GEN_PASS_DEF_DTFOPTIMIZE
+#include "dialects/Dtf/Transforms/Passes.h.inc"
+} // namespace mlir::dtf
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+namespace {
+
+double valueOf(Attribute a, double fallback) {
+  if (auto f = dyn_cast_or_null<FloatAttr>(a))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
+    return static_cast<double>(i.getInt());
+  return fallback;
+}
+
+double number(DictionaryAttr dict, StringRef key, double fallback) {
+  return dict ? valueOf(dict.get(key), fallback) : fallback;
+}
+
+class UpdateBuilder {
+public:
+  UpdateBuilder(ModuleOp module, func::FuncOp train, OpBuilder &b)
+      : module(module), train(train), b(b), symbols(module) {}
+
+  LogicalResult run(DictionaryAttr settings);
+
+private:
+  Value scalarF32(double v) {
+    auto type = RankedTensorType::get({}, b.getF32Type());
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
+  }
+  Value scalarI64(int64_t v) {
+    auto type = RankedTensorType::get({}, b.getI64Type());
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getI64IntegerAttr(v)));
+  }
+  /// A variable beside `of` (same type and device unless told), created once.
+  FlatSymbolRefAttr slot(VariableOp of, StringRef suffix, InitializerAttr init,
+                         Type type = {}) {
+    std::string name = (of.getSymName() + "/" + suffix).str();
+    if (!symbols.lookup(name)) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(of);
+      auto v = b.create<VariableOp>(of.getLoc(), StringRef(name),
+                                    cast<RankedTensorType>(type ? type : of.getType()), init,
+                                    /*trainable=*/false);
+      if (auto device = of->getAttr("dtf.device"))
+        v->setAttr("dtf.device", device);
+      v->setAttr("dtf.slot_of", FlatSymbolRefAttr::get(of.getSymNameAttr()));
+      symbols.insert(v);
+    }
+    return FlatSymbolRefAttr::get(b.getContext(), name);
+  }
+  InitializerAttr constantInit(double value) {
+    return InitializerAttr::get(
+        b.getContext(), InitKind::constant,
+        b.getDictionaryAttr(b.getNamedAttr("value", b.getF64FloatAttr(value))));
+  }
+  InitializerAttr zerosInit() {
+    return InitializerAttr::get(b.getContext(), InitKind::zeros, DictionaryAttr());
+  }
+  Value learningRate(Attribute spec, Value step);
+
+  ModuleOp module;
+  func::FuncOp train;
+  OpBuilder &b;
+  SymbolTable symbols;
+  Location loc = UnknownLoc::get(b.getContext());
+};
+
+/// The learning rate of this step, as an f32 scalar: a constant or a schedule
+/// of the global step.
+Value UpdateBuilder::learningRate(Attribute spec, Value step) {
+  auto schedule = dyn_cast_or_null<DictionaryAttr>(spec);
+  if (!schedule)
+    return scalarF32(valueOf(spec, 0.001));
+  StringRef kind = schedule.getAs<StringAttr>("kind").getValue();
+  if (kind == "exponential_decay") {
+    // lr * rate ^ (step / decay_steps), the exponent an integer with staircase.
+    double lr = number(schedule, "learning_rate", 0.001);
+    int64_t decaySteps = static_cast<int64_t>(number(schedule, "decay_steps", 1));
+    double rate = number(schedule, "decay_rate", 1.0);
+    auto staircase = schedule.getAs<BoolAttr>("staircase");
+    Value exponent;
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    if (staircase && staircase.getValue())
+      exponent = b.create<CastOp>(loc, f32, b.create<DivOp>(loc, step, scalarI64(decaySteps)));
+    else
+      exponent = b.create<DivOp>(loc, b.create<CastOp>(loc, f32, step),
+                                 scalarF32(static_cast<double>(decaySteps)));
+    return b.create<MulOp>(loc, scalarF32(lr),
+                           b.create<PowOp>(loc, scalarF32(rate), exponent));
+  }
+  // piecewise_constant: values[i] once step >= boundaries[i - 1].
+  auto boundaries = schedule.getAs<ArrayAttr>("boundaries");
+  auto values = schedule.getAs<ArrayAttr>("values");
+  auto valueAt = [&](unsigned i) { return valueOf(values[i], 0.0); };
+  Value lr = scalarF32(valueAt(0));
+  for (unsigned i = 0; i < boundaries.size(); ++i) {
+    Value past = b.create<CompareOp>(loc, ComparePredicate::ge, step,
+                                     scalarI64(cast<IntegerAttr>(boundaries[i]).getInt()));
+    lr = b.create<SelectOp>(loc, past, scalarF32(valueAt(i + 1)), lr);
+  }
+  return lr;
+}
+
+LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
+  Block &block = train.getBody().front();
+  auto ret = cast<func::ReturnOp>(block.getTerminator());
+  loc = ret.getLoc();
+
+  // Split the results: the fetches stay, the gradients become updates.
+  SmallVector<Value> fetches;
+  SmallVector<Attribute> fetchAttrs;
+  SmallVector<std::pair<VariableOp, Value>> grads;
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+    DictionaryAttr attrs = train.getResultAttrDict(i);
+    auto of = attrs ? attrs.getAs<FlatSymbolRefAttr>("dtf.grad_of") : FlatSymbolRefAttr();
+    if (!of) {
+      fetches.push_back(ret.getOperand(i));
+      fetchAttrs.push_back(attrs ? Attribute(attrs) : b.getDictionaryAttr({}));
+      continue;
+    }
+    auto var = symbols.lookup<VariableOp>(of.getValue());
+    if (!var)
+      return train.emitError() << "gradient of unknown variable " << of;
+    grads.push_back({var, ret.getOperand(i)});
+  }
+
+  // The global step, on the first ps task when variables go to ps.
+  if (!symbols.lookup("global_step")) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto step = b.create<VariableOp>(loc, StringRef("global_step"),
+                                     RankedTensorType::get({}, b.getI64Type()),
+                                     zerosInit(), /*trainable=*/false);
+    symbols.insert(step);
+  }
+  b.setInsertionPoint(ret);
+  Value step = b.create<ReadVariableOp>(loc, RankedTensorType::get({}, b.getI64Type()),
+                                        FlatSymbolRefAttr::get(b.getContext(), "global_step"));
+
+  auto optimizer = settings ? settings.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
+  StringRef kind = optimizer ? optimizer.getAs<StringAttr>("kind").getValue() : "sgd";
+  Value lr = learningRate(optimizer ? optimizer.get("learning_rate") : Attribute(), step);
+
+  // Clipping by global norm.
+  auto clip = settings ? settings.getAs<DictionaryAttr>("clip_gradients") : DictionaryAttr();
+  if (clip && !grads.empty()) {
+    SmallVector<Value> values;
+    SmallVector<Type> types;
+    for (auto &[var, g] : grads) {
+      values.push_back(g);
+      types.push_back(g.getType());
+    }
+    auto clipped = b.create<GlobalNormClipOp>(loc, types, values,
+                                              b.getF64FloatAttr(number(clip, "clip_norm", 1.0)));
+    for (auto [i, entry] : llvm::enumerate(grads))
+      entry.second = clipped.getResult(i);
+  }
+
+  for (auto &[var, g] : grads) {
+    auto name = FlatSymbolRefAttr::get(var.getSymNameAttr());
+    loc = var.getLoc();
+    if (kind == "sgd") {
+      b.create<ApplySgdOp>(loc, name, g, lr);
+    } else if (kind == "momentum") {
+      auto accum = slot(var, "Momentum", zerosInit());
+      auto nesterov = optimizer.getAs<BoolAttr>("use_nesterov");
+      b.create<ApplyMomentumOp>(loc, name, accum, g, lr,
+                                b.getF64FloatAttr(number(optimizer, "momentum", 0.9)),
+                                nesterov && nesterov.getValue() ? b.getUnitAttr() : UnitAttr());
+    } else if (kind == "adam") {
+      auto m = slot(var, "Adam", zerosInit());
+      auto v = slot(var, "Adam_1", zerosInit());
+      b.create<ApplyAdamOp>(loc, name, m, v, g, lr, step,
+                            b.getF64FloatAttr(number(optimizer, "beta1", 0.9)),
+                            b.getF64FloatAttr(number(optimizer, "beta2", 0.999)),
+                            b.getF64FloatAttr(number(optimizer, "epsilon", 1e-8)));
+    } else if (kind == "adagrad") {
+      auto accum = slot(var, "Adagrad",
+                        constantInit(number(optimizer, "initial_accumulator_value", 0.1)));
+      b.create<ApplyAdagradOp>(loc, name, accum, g, lr);
+    } else if (kind == "rmsprop") {
+      // TensorFlow 1 starts the mean square at one.
+      auto ms = slot(var, "RMSProp", constantInit(1.0));
+      auto mom = slot(var, "RMSProp_1", zerosInit());
+      b.create<ApplyRmspropOp>(loc, name, ms, mom, g, lr,
+                               b.getF64FloatAttr(number(optimizer, "decay", 0.9)),
+                               b.getF64FloatAttr(number(optimizer, "momentum", 0.0)),
+                               b.getF64FloatAttr(number(optimizer, "epsilon", 1e-10)));
+    } else {
+      return train.emitError() << "unknown optimizer '" << kind << "'";
+    }
+  }
+
+  // Moving averages of the trainable variables, after their update.
+  if (auto decay = settings ? settings.getAs<FloatAttr>("moving_average") : FloatAttr()) {
+    for (auto &[var, g] : grads) {
+      auto avg = slot(var, "ExponentialMovingAverage", var.getInitializer());
+      // The runtime starts an average at its variable's first value.
+      symbols.lookup<VariableOp>(avg.getValue())->setAttr("dtf.moving_average", b.getUnitAttr());
+      b.create<MovingAverageUpdateOp>(var.getLoc(), avg,
+                                      FlatSymbolRefAttr::get(var.getSymNameAttr()), decay);
+    }
+  }
+
+  loc = ret.getLoc();
+  b.create<AssignAddOp>(loc, FlatSymbolRefAttr::get(b.getContext(), "global_step"), scalarI64(1));
+  b.create<func::ReturnOp>(ret.getLoc(), fetches);
+  ret.erase();
+  SmallVector<Type> types;
+  for (Value v : fetches)
+    types.push_back(v.getType());
+  train.setType(b.getFunctionType({}, types));
+  train.setAllResultAttrs(fetchAttrs);
+  return success();
+}
+
+struct OptimizePass : public mlir::dtf::impl::DtfOptimizeBase<OptimizePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto train = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!train) {
+      module.emitError() << "dtf-optimize needs @train_step (run dtf-autodiff first)";
+      return signalPassFailure();
+    }
+    OpBuilder b(module.getContext());
+    UpdateBuilder updates(module, train, b);
+    if (failed(updates.run(module->getAttrOfType<DictionaryAttr>("dtf.train"))))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
