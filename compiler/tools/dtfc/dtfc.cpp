@@ -3,6 +3,13 @@
 #include "compiler/frontend/Diagnostics.h"
 #include "compiler/frontend/MLIRGen.h"
 #include "compiler/frontend/Parser.h"
+#include "compiler/plan/PlanEmitter.h"
+#include "dialects/Dtf/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <google/protobuf/text_format.h>
 #include "dtf/Version.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -28,7 +35,7 @@ enum ExitCode {
   kIoError = 4,
 };
 
-enum class Emit { AST, MLIR, Plan };
+enum class Emit { AST, MLIR, TrainMLIR, PlanText, Plan };
 
 cl::OptionCategory category("dtfc options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.dtf>"),
@@ -40,6 +47,9 @@ cl::opt<Emit> emit(
     "emit", cl::desc("Stop after a stage and print its result"),
     cl::values(clEnumValN(Emit::AST, "ast", "the syntax tree"),
                clEnumValN(Emit::MLIR, "mlir", "the model in the dtf dialect"),
+               clEnumValN(Emit::TrainMLIR, "train-mlir",
+                          "the training step: after dtf-autodiff and dtf-optimize"),
+               clEnumValN(Emit::PlanText, "plan-text", "the plan, as readable text"),
                clEnumValN(Emit::Plan, "plan", "the training plan (default)")),
     cl::init(Emit::Plan), cl::cat(category));
 cl::opt<std::string> modelName("model",
@@ -131,8 +141,33 @@ int main(int argc, char **argv) {
   }
   if (emit == Emit::MLIR)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
-  llvm::errs() << "dtfc: error: '" << filename
-               << "' is correct, but this build of dtfc cannot write plans "
-                  "yet; use --emit=mlir to see the model\n";
-  return kNotAvailable;
+
+  // The training step: gradients, then the optimizer's updates.
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::dtf::createDtfAutodiff());
+  pm.addPass(mlir::dtf::createDtfOptimize());
+  pm.addPass(mlir::createCSEPass());
+  if (mlir::failed(pm.run(*module))) {
+    diagnostics.printSummary();
+    return kCompileError;
+  }
+  if (emit == Emit::TrainMLIR)
+    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+
+  ::dtf::plan::Plan plan;
+  if (mlir::failed(mlir::dtf::emitPlan(*module, filename, plan))) {
+    diagnostics.printSummary();
+    return kCompileError;
+  }
+  if (emit == Emit::PlanText)
+    return writeOutput([&](llvm::raw_ostream &os) {
+      std::string text;
+      google::protobuf::TextFormat::PrintToString(plan, &text);
+      os << text;
+    });
+  return writeOutput([&](llvm::raw_ostream &os) {
+    std::string bytes;
+    plan.SerializeToString(&bytes);
+    os << bytes;
+  });
 }

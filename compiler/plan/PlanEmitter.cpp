@@ -1,0 +1,393 @@
+// From the dtf dialect to the plan's protobuf: values numbered per program,
+// attributes in the kernels' terms, variables with their roles.
+#include "compiler/plan/PlanEmitter.h"
+#include "dialects/Dtf/IR/DtfDialect.h"
+#include "dtf/Version.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::dtf;
+namespace pb = ::dtf::plan;
+
+namespace {
+
+pb::DType dtypeOf(Type t) {
+  if (t.isF32())
+    return pb::F32;
+  if (t.isF16())
+    return pb::F16;
+  if (t.isBF16())
+    return pb::BF16;
+  if (t.isInteger(1))
+    return pb::BOOL;
+  if (t.isInteger(32))
+    return pb::I32;
+  if (t.isInteger(64))
+    return pb::I64;
+  return pb::DTYPE_UNSPECIFIED;
+}
+
+const char *dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isInteger(1))
+    return "bool";
+  if (t.isInteger(32))
+    return "i32";
+  return "i64";
+}
+
+void fillType(RankedTensorType type, pb::TensorType *out) {
+  out->set_dtype(dtypeOf(type.getElementType()));
+  for (int64_t d : type.getShape())
+    out->mutable_shape()->add_dims(ShapedType::isDynamic(d) ? -1 : d);
+}
+
+std::string locationOf(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" +
+            std::to_string(file.getColumn()));
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string s = locationOf(inner); !s.empty())
+        return s;
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return locationOf(named.getChildLoc());
+  return "";
+}
+
+/// A constant's elements, little-endian, row-major; bools one byte each.
+bool fillTensor(ElementsAttr value, pb::TensorValue *out) {
+  auto type = cast<RankedTensorType>(value.getType());
+  fillType(type, out->mutable_type());
+  std::string bytes;
+  Type element = type.getElementType();
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense)
+    return false;
+  if (element.isF32()) {
+    for (float v : dense.getValues<float>())
+      bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
+  } else if (element.isInteger(1)) {
+    for (bool v : dense.getValues<bool>())
+      bytes.push_back(v ? 1 : 0);
+  } else if (element.isInteger(32)) {
+    for (int32_t v : dense.getValues<int32_t>())
+      bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
+  } else if (element.isInteger(64)) {
+    for (int64_t v : dense.getValues<int64_t>())
+      bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
+  } else if (element.isF16() || element.isBF16()) {
+    for (APFloat v : dense.getValues<APFloat>()) {
+      uint16_t bits = static_cast<uint16_t>(v.bitcastToAPInt().getZExtValue());
+      bytes.append(reinterpret_cast<const char *>(&bits), sizeof bits);
+    }
+  } else {
+    return false;
+  }
+  out->set_data(std::move(bytes));
+  return true;
+}
+
+class ProgramEmitter {
+public:
+  ProgramEmitter(func::FuncOp func, pb::Program *program)
+      : func(func), program(program) {}
+
+  LogicalResult run();
+
+private:
+  int32_t define(Value v) {
+    int32_t id = nextId++;
+    ids[v] = id;
+    pb::Value *value = program->add_values();
+    value->set_id(id);
+    fillType(cast<RankedTensorType>(v.getType()), value->mutable_type());
+    return id;
+  }
+  /// A value aliasing variable `name` (the runtime's read_variable), made
+  /// once per program.
+  int32_t variable(StringRef name, Operation *user) {
+    auto it = variableValues.find(name);
+    if (it != variableValues.end())
+      return it->second;
+    auto var = SymbolTable::lookupNearestSymbolFrom<VariableOp>(
+        user, StringAttr::get(user->getContext(), name));
+    int32_t id = nextId++;
+    pb::Value *value = program->add_values();
+    value->set_id(id);
+    fillType(var.getTensorType(), value->mutable_type());
+    pb::Op *read = program->add_ops();
+    read->set_name("dtf.read_variable");
+    read->add_outputs(id);
+    (*read->mutable_attrs())["name"].set_s(name.str());
+    variableValues[name] = id;
+    return id;
+  }
+  LogicalResult convertAttr(Operation *op, NamedAttribute attr, pb::Op *out);
+
+  func::FuncOp func;
+  pb::Program *program;
+  DenseMap<Value, int32_t> ids;
+  llvm::StringMap<int32_t> variableValues;
+  int32_t nextId = 0;
+};
+
+LogicalResult ProgramEmitter::convertAttr(Operation *op, NamedAttribute attr,
+                                          pb::Op *out) {
+  StringRef name = attr.getName().strref();
+  Attribute value = attr.getValue();
+  if (name == "dtf.device") {
+    out->set_device(cast<StringAttr>(value).getValue().str());
+    return success();
+  }
+  if (isa<FlatSymbolRefAttr, TypeAttr>(value))
+    return success(); // variables become inputs; types are on the values
+  pb::AttrValue &v = (*out->mutable_attrs())[name.str()];
+  if (auto p = dyn_cast<PaddingAttr>(value))
+    v.set_s(stringifyPadding(p.getValue()).str());
+  else if (auto c = dyn_cast<ComparePredicateAttr>(value))
+    v.set_s(stringifyComparePredicate(c.getValue()).str());
+  else if (auto b = dyn_cast<BoolAttr>(value))
+    v.set_b(b.getValue());
+  else if (isa<UnitAttr>(value))
+    v.set_b(true);
+  else if (auto i = dyn_cast<IntegerAttr>(value))
+    v.set_i(i.getType().isUnsignedInteger() ? int64_t(i.getValue().getZExtValue())
+                                            : i.getValue().getSExtValue());
+  else if (auto f = dyn_cast<FloatAttr>(value))
+    v.set_f(f.getValueAsDouble());
+  else if (auto s = dyn_cast<StringAttr>(value))
+    v.set_s(s.getValue().str());
+  else if (auto a = dyn_cast<DenseI64ArrayAttr>(value))
+    for (int64_t x : a.asArrayRef())
+      v.mutable_ints()->add_values(x);
+  else if (auto e = dyn_cast<ElementsAttr>(value)) {
+    if (!fillTensor(e, v.mutable_tensor()))
+      return op->emitError() << "cannot write this constant into a plan";
+  } else
+    return op->emitError() << "cannot write attribute '" << name << "' into a plan";
+  return success();
+}
+
+LogicalResult ProgramEmitter::run() {
+  program->set_name(func.getSymName().str());
+  for (Operation &op : func.getBody().front()) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        pb::Fetch *fetch = program->add_fetches();
+        auto name = func.getResultAttrOfType<StringAttr>(i, "dtf.name");
+        fetch->set_name(name ? name.getValue().str() : "result" + std::to_string(i));
+        fetch->set_value(ids.lookup(v));
+      }
+      continue;
+    }
+    // Variables an update writes (or a moving average reads) are its first
+    // inputs, in the order the op names them; their reads come before it.
+    SmallVector<StringRef> symbolOperands;
+    llvm::TypeSwitch<Operation *>(&op)
+        .Case([&](ApplySgdOp o) { symbolOperands = {o.getVar()}; })
+        .Case([&](ApplyMomentumOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
+        .Case([&](ApplyAdamOp o) { symbolOperands = {o.getVar(), o.getM(), o.getV()}; })
+        .Case([&](ApplyAdagradOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
+        .Case([&](ApplyRmspropOp o) { symbolOperands = {o.getVar(), o.getMs(), o.getMom()}; })
+        .Case([&](AssignAddOp o) { symbolOperands = {o.getVar()}; })
+        .Case([&](MovingAverageUpdateOp o) { symbolOperands = {o.getAvg(), o.getVar()}; });
+    std::vector<int32_t> symbolIds;
+    for (StringRef s : symbolOperands)
+      symbolIds.push_back(variable(s, &op));
+
+    pb::Op *out = program->add_ops();
+    out->set_name(op.getName().getStringRef().str());
+    out->set_location(locationOf(op.getLoc()));
+    if (auto read = dyn_cast<ReadVariableOp>(op))
+      (*out->mutable_attrs())["name"].set_s(read.getName().str());
+    for (int32_t id : symbolIds)
+      out->add_inputs(id);
+    for (Value operand : op.getOperands()) {
+      auto it = ids.find(operand);
+      if (it == ids.end())
+        return op.emitError() << "uses a value defined outside its program";
+      out->add_inputs(it->second);
+    }
+    for (NamedAttribute attr : op.getAttrDictionary())
+      if (failed(convertAttr(&op, attr, out)))
+        return failure();
+    for (Value result : op.getResults())
+      out->add_outputs(define(result));
+    if (auto input = dyn_cast<InputOp>(op)) {
+      pb::Feed *feed = program->add_feeds();
+      feed->set_name(input.getName().str());
+      feed->set_value(out->outputs(0));
+    }
+    // What kernels cannot derive from their inputs: the result's dtype and
+    // shape (-1 for the batch).
+    if (isa<CastOp, ArgmaxOp, OneHotOp>(op))
+      (*out->mutable_attrs())["out_dtype"].set_s(
+          dtypeName(cast<RankedTensorType>(op.getResult(0).getType()).getElementType()));
+    if (isa<ReshapeOp, BroadcastToOp>(op)) {
+      pb::AttrValue &shape = (*out->mutable_attrs())["out_shape"];
+      shape.mutable_ints();
+      for (int64_t d : cast<RankedTensorType>(op.getResult(0).getType()).getShape())
+        shape.mutable_ints()->add_values(ShapedType::isDynamic(d) ? -1 : d);
+    }
+  }
+  return success();
+}
+
+void fillInitializer(InitializerAttr init, pb::Initializer *out) {
+  out->set_kind(stringifyInitKind(init.getKind()).str());
+  if (DictionaryAttr params = init.getParams()) {
+    for (NamedAttribute p : params) {
+      if (p.getName() == "seed") {
+        out->set_seed(cast<IntegerAttr>(p.getValue()).getInt());
+        continue;
+      }
+      (*out->mutable_params())[p.getName().str()] = init.getParam(p.getName(), 0.0);
+    }
+  }
+}
+
+double numberOf(Attribute a, double fallback = 0) {
+  if (auto f = dyn_cast_or_null<FloatAttr>(a))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
+    return static_cast<double>(i.getInt());
+  return fallback;
+}
+std::string stringOf(Attribute a) {
+  auto s = dyn_cast_or_null<StringAttr>(a);
+  return s ? s.getValue().str() : "";
+}
+
+void fillData(DictionaryAttr d, pb::DataSource *out) {
+  out->set_kind(stringOf(d.get("kind")));
+  out->set_path(stringOf(d.get("path")));
+  out->set_split(stringOf(d.get("split")));
+  out->set_label(stringOf(d.get("label")));
+  if (auto h = d.getAs<BoolAttr>("header"))
+    out->set_header(h.getValue());
+  out->set_examples(static_cast<int64_t>(numberOf(d.get("examples"))));
+  out->set_seed(static_cast<int64_t>(numberOf(d.get("seed"))));
+  out->set_every(static_cast<int64_t>(numberOf(d.get("every"))));
+}
+
+void fillTraining(DictionaryAttr t, pb::Plan &plan) {
+  pb::Training *out = plan.mutable_training();
+  out->set_batch(static_cast<int64_t>(numberOf(t.get("batch"), 32)));
+  out->set_steps(static_cast<int64_t>(numberOf(t.get("steps"), 1000)));
+  out->set_seed(static_cast<int64_t>(numberOf(t.get("seed"), 1)));
+  out->set_loss(stringOf(t.get("loss")));
+  if (auto opt = t.getAs<DictionaryAttr>("optimizer")) {
+    pb::Optimizer *o = out->mutable_optimizer();
+    o->set_kind(stringOf(opt.get("kind")));
+    pb::Schedule *lr = o->mutable_learning_rate();
+    if (auto schedule = opt.getAs<DictionaryAttr>("learning_rate")) {
+      lr->set_kind(stringOf(schedule.get("kind")));
+      lr->set_learning_rate(numberOf(schedule.get("learning_rate")));
+      lr->set_decay_steps(static_cast<int64_t>(numberOf(schedule.get("decay_steps"))));
+      lr->set_decay_rate(numberOf(schedule.get("decay_rate")));
+      if (auto s = schedule.getAs<BoolAttr>("staircase"))
+        lr->set_staircase(s.getValue());
+      if (auto b = schedule.getAs<ArrayAttr>("boundaries"))
+        for (Attribute x : b)
+          lr->add_boundaries(static_cast<int64_t>(numberOf(x)));
+      if (auto v = schedule.getAs<ArrayAttr>("values"))
+        for (Attribute x : v)
+          lr->add_values(numberOf(x));
+    } else {
+      lr->set_kind("constant");
+      lr->set_learning_rate(numberOf(opt.get("learning_rate"), 0.001));
+    }
+    for (NamedAttribute p : opt)
+      if (p.getName() != "kind" && p.getName() != "learning_rate" &&
+          isa<FloatAttr, IntegerAttr>(p.getValue()))
+        (*o->mutable_params())[p.getName().str()] = numberOf(p.getValue());
+  }
+  if (auto d = t.getAs<DictionaryAttr>("data"))
+    fillData(d, out->mutable_data());
+  if (auto d = t.getAs<DictionaryAttr>("eval"))
+    fillData(d, out->mutable_eval());
+  out->set_replication(t.get("replication") ? stringOf(t.get("replication")) : "between_graph");
+  if (auto u = t.getAs<DictionaryAttr>("update")) {
+    out->set_update(stringOf(u.get("kind")));
+    out->set_replicas_to_aggregate(static_cast<int64_t>(numberOf(u.get("replicas_to_aggregate"))));
+    out->set_total_num_replicas(static_cast<int64_t>(numberOf(u.get("total_num_replicas"))));
+  } else {
+    out->set_update("async");
+  }
+  if (auto c = t.getAs<DictionaryAttr>("clip_gradients"))
+    out->set_clip_global_norm(numberOf(c.get("clip_norm")));
+  out->set_moving_average_decay(numberOf(t.get("moving_average")));
+  if (auto c = t.getAs<DictionaryAttr>("checkpoint")) {
+    out->set_checkpoint_every(numberOf(c.get("every")));
+    out->set_checkpoint_unit(stringOf(c.get("unit")));
+    out->set_checkpoint_keep(static_cast<int64_t>(numberOf(c.get("keep"), 5)));
+  }
+  if (auto s = t.getAs<DictionaryAttr>("summary")) {
+    out->set_summary_every(numberOf(s.get("every")));
+    out->set_summary_unit(stringOf(s.get("unit")));
+    if (auto names = s.getAs<ArrayAttr>("values"))
+      for (Attribute n : names)
+        out->add_summaries(stringOf(n));
+  }
+  if (auto m = t.getAs<ArrayAttr>("metrics"))
+    for (Attribute n : m)
+      out->add_metrics(stringOf(n));
+  if (auto s = t.getAs<DictionaryAttr>("session")) {
+    pb::SessionOptions *session = plan.mutable_session();
+    if (auto b = s.getAs<BoolAttr>("soft_placement"))
+      session->set_soft_placement(b.getValue());
+    if (auto b = s.getAs<BoolAttr>("log_device_placement"))
+      session->set_log_device_placement(b.getValue());
+    session->set_inter_op_threads(static_cast<int32_t>(numberOf(s.get("inter_op_threads"))));
+    session->set_intra_op_threads(static_cast<int32_t>(numberOf(s.get("intra_op_threads"))));
+  }
+}
+
+} // namespace
+
+LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &plan) {
+  plan.set_format_version(1);
+  plan.set_source(source.str());
+  plan.set_compiler_version(std::string("dtfc ") + DTF_VERSION_STRING);
+  if (auto name = module->getAttrOfType<StringAttr>("dtf.model"))
+    plan.set_model(name.getValue().str());
+  if (auto placement = module->getAttrOfType<DictionaryAttr>("dtf.placement"))
+    plan.set_ps_strategy(stringOf(placement.get("ps_strategy")));
+  for (auto var : module.getOps<VariableOp>()) {
+    pb::Variable *out = plan.add_variables();
+    out->set_name(var.getSymName().str());
+    fillType(var.getTensorType(), out->mutable_type());
+    fillInitializer(var.getInitializer(), out->mutable_initializer());
+    out->set_trainable(var.getTrainable());
+    if (auto device = var->getAttrOfType<StringAttr>("dtf.device"))
+      out->set_device(device.getValue().str());
+    auto parts = var->getAttrOfType<IntegerAttr>("dtf.partitions");
+    out->set_partitions(parts ? parts.getInt() : 1);
+    if (var.getSymName() == "global_step")
+      out->set_role("global_step");
+    else if (auto of = var->getAttrOfType<FlatSymbolRefAttr>("dtf.slot_of")) {
+      out->set_role(var->hasAttr("dtf.moving_average") ? "moving_average" : "slot");
+      out->set_slot_of(of.getValue().str());
+    } else
+      out->set_role("model");
+  }
+  auto train = module.lookupSymbol<func::FuncOp>("train_step");
+  auto eval = module.lookupSymbol<func::FuncOp>("eval");
+  if (!train || !eval)
+    return module.emitError() << "a plan needs @train_step and @eval (run "
+                                 "dtf-autodiff and dtf-optimize)";
+  if (failed(ProgramEmitter(train, plan.mutable_train_step()).run()) ||
+      failed(ProgramEmitter(eval, plan.mutable_eval()).run()))
+    return failure();
+  if (auto t = module->getAttrOfType<DictionaryAttr>("dtf.train"))
+    fillTraining(t, plan);
+  return success();
+}
