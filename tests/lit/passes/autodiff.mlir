@@ -1,0 +1,70 @@
+// dtf-autodiff: the gradient rules compose into @train_step; values that lead
+// to no trainable variable get no gradient.
+// RUN: dtf-opt %s --dtf-autodiff --split-input-file | FileCheck %s
+
+module attributes {dtf.model = "m"} {
+  dtf.variable @W : tensor<4x3xf32> = #dtf.init<zeros> {trainable}
+  dtf.variable @b : tensor<3xf32> = #dtf.init<zeros> {trainable}
+  dtf.variable @frozen : tensor<3xf32> = #dtf.init<ones>
+  func.func @m() -> (tensor<f32> {dtf.name = "loss"}) {
+    %x = dtf.input "x" : tensor<?x4xf32>
+    %w = dtf.read_variable @W : tensor<4x3xf32>
+    %b = dtf.read_variable @b : tensor<3xf32>
+    %f = dtf.read_variable @frozen : tensor<3xf32>
+    %mm = dtf.matmul %x, %w : (tensor<?x4xf32>, tensor<4x3xf32>) -> tensor<?x3xf32>
+    %y = dtf.add %mm, %b : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+    %z = dtf.mul %y, %f : (tensor<?x3xf32>, tensor<3xf32>) -> tensor<?x3xf32>
+    %r = dtf.relu %z : tensor<?x3xf32>
+    %l = dtf.mean %r : tensor<?x3xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// The forward function is kept, and @eval is a copy without dropout.
+// CHECK-LABEL: func.func @m()
+// CHECK-LABEL: func.func @eval()
+// CHECK-LABEL: func.func @train_step()
+// CHECK-SAME: -> (tensor<f32> {dtf.name = "loss"}, tensor<4x3xf32> {dtf.grad_of = @W}, tensor<3xf32> {dtf.grad_of = @b})
+// CHECK: %[[X:.*]] = dtf.input "x"
+// CHECK: %[[F:.*]] = dtf.read_variable @frozen
+// CHECK: %[[Y:.*]] = dtf.add
+// CHECK: %[[Z:.*]] = dtf.mul %[[Y]], %[[F]]
+// CHECK: %[[L:.*]] = dtf.mean
+// CHECK: %[[ONE:.*]] = dtf.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DR:.*]] = dtf.reduce_grad %[[ONE]], %{{.*}} mean : tensor<f32> to tensor<?x3xf32>
+// CHECK: %[[DZ:.*]] = dtf.relu_grad %[[DR]], %[[Z]]
+// The frozen variable's gradient is not computed: only y's.
+// CHECK: %[[DY:.*]] = dtf.mul %[[DZ]], %[[F]]
+// CHECK-NOT: dtf.mul %[[DZ]], %[[Y]]
+// CHECK: %[[DB:.*]] = dtf.sum_to_shape %[[DY]], %{{.*}} : tensor<?x3xf32> to tensor<3xf32>
+// CHECK: %[[DW:.*]] = dtf.matmul %[[X]], %[[DY]] transpose_a : (tensor<?x4xf32>, tensor<?x3xf32>) -> tensor<4x3xf32>
+// CHECK: return %[[L]], %[[DW]], %[[DB]]
+
+// -----
+
+// A variable read twice gets the sum of both gradients; dropout gets a seed
+// that its gradient shares, and @eval has no dropout.
+module attributes {dtf.model = "m"} {
+  dtf.variable @W : tensor<3xf32> = #dtf.init<ones> {trainable}
+  func.func @m() -> (tensor<f32> {dtf.name = "loss"}) {
+    %w1 = dtf.read_variable @W : tensor<3xf32>
+    %w2 = dtf.read_variable @W : tensor<3xf32>
+    %p = dtf.mul %w1, %w2 : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %d = dtf.dropout %p rate 5.000000e-01 : tensor<3xf32>
+    %l = dtf.sum %d : tensor<3xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @m()
+// CHECK: dtf.dropout %{{.*}} rate 5.000000e-01 {seed = 1 : i64}
+// CHECK-LABEL: func.func @eval()
+// CHECK-NOT: dtf.dropout
+// CHECK: return
+// CHECK-LABEL: func.func @train_step()
+// CHECK-SAME: tensor<3xf32> {dtf.grad_of = @W})
+// CHECK: dtf.dropout_grad %{{.*}} rate 5.000000e-01 seed 1
+// CHECK: %[[G1:.*]] = dtf.mul
+// CHECK: %[[G2:.*]] = dtf.mul
+// CHECK: %[[SUM:.*]] = dtf.add %[[G2]], %[[G1]]
+// CHECK: return %{{.*}}, %[[SUM]]
