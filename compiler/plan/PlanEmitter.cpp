@@ -97,8 +97,11 @@ bool fillTensor(ElementsAttr value, pb::TensorValue *out) {
 
 class ProgramEmitter {
 public:
-  ProgramEmitter(func::FuncOp func, pb::Program *program)
-      : func(func), program(program) {}
+  /// `readAs` renames the variables that reads see (evaluation reads the
+  /// moving averages of the weights when the model keeps them).
+  ProgramEmitter(func::FuncOp func, pb::Program *program,
+                 llvm::StringMap<std::string> readAs = {})
+      : func(func), program(program), readAs(std::move(readAs)) {}
 
   LogicalResult run();
 
@@ -137,6 +140,7 @@ private:
   DenseMap<Value, int32_t> ids;
   llvm::StringMap<int32_t> variableValues;
   int32_t nextId = 0;
+  llvm::StringMap<std::string> readAs;
 };
 
 LogicalResult ProgramEmitter::convertAttr(Operation *op, NamedAttribute attr,
@@ -206,8 +210,11 @@ LogicalResult ProgramEmitter::run() {
     pb::Op *out = program->add_ops();
     out->set_name(op.getName().getStringRef().str());
     out->set_location(locationOf(op.getLoc()));
-    if (auto read = dyn_cast<ReadVariableOp>(op))
-      (*out->mutable_attrs())["name"].set_s(read.getName().str());
+    if (auto read = dyn_cast<ReadVariableOp>(op)) {
+      auto renamed = readAs.find(read.getName());
+      (*out->mutable_attrs())["name"].set_s(
+          renamed != readAs.end() ? renamed->second : read.getName().str());
+    }
     for (int32_t id : symbolIds)
       out->add_inputs(id);
     for (Value operand : op.getOperands()) {
@@ -384,8 +391,12 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
   if (!train || !eval)
     return module.emitError() << "a plan needs @train_step and @eval (run "
                                  "dtf-autodiff and dtf-optimize)";
+  llvm::StringMap<std::string> averages;
+  for (const pb::Variable &var : plan.variables())
+    if (var.role() == "moving_average")
+      averages[var.slot_of()] = var.name();
   if (failed(ProgramEmitter(train, plan.mutable_train_step()).run()) ||
-      failed(ProgramEmitter(eval, plan.mutable_eval()).run()))
+      failed(ProgramEmitter(eval, plan.mutable_eval(), std::move(averages)).run()))
     return failure();
   if (auto t = module->getAttrOfType<DictionaryAttr>("dtf.train"))
     fillTraining(t, plan);
