@@ -4,6 +4,7 @@
 #include "compiler/frontend/MLIRGen.h"
 #include "compiler/frontend/Parser.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "compiler/plan/Placement.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -62,6 +63,17 @@ cl::opt<unsigned> errorLimit("error-limit",
 cl::opt<bool> noDataCheck("no-data-check",
                           cl::desc("Do not warn about data paths missing on this machine"),
                           cl::init(false), cl::cat(category));
+
+cl::opt<bool> placementReport(
+    "placement-report",
+    cl::desc("Print, for each ps task, its variables and bytes, and the imbalance"),
+    cl::init(false), cl::cat(category));
+cl::opt<int> numPs("ps", cl::desc("Number of ps tasks for --placement-report (default 2)"),
+                   cl::init(2), cl::cat(category));
+cl::opt<std::string> psStrategy(
+    "ps-strategy",
+    cl::desc("round_robin or greedy for --placement-report (default: the model's)"),
+    cl::init(""), cl::cat(category));
 
 void printVersion(llvm::raw_ostream &os) {
   os << "dtfc " << DTF_VERSION_STRING << " (MLIR " << LLVM_VERSION_STRING
@@ -153,6 +165,26 @@ int main(int argc, char **argv) {
   }
   if (emit == Emit::TrainMLIR)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  if (placementReport) {
+    if (numPs < 1) {
+      llvm::errs() << "dtfc: error: --ps must be at least 1\n";
+      return kUsageError;
+    }
+    std::string strategy = psStrategy.getValue();
+    if (strategy.empty()) {
+      auto placement = (*module)->getAttrOfType<mlir::DictionaryAttr>("dtf.placement");
+      auto s = placement ? placement.getAs<mlir::StringAttr>("ps_strategy") : mlir::StringAttr();
+      strategy = s ? s.getValue().str() : "round_robin";
+    }
+    if (strategy != "round_robin" && strategy != "greedy") {
+      llvm::errs() << "dtfc: error: --ps-strategy is round_robin or greedy, not '"
+                   << strategy << "'\n";
+      return kUsageError;
+    }
+    mlir::dtf::printPlacementReport(mlir::dtf::placeVariables(*module, numPs, strategy),
+                                    llvm::outs());
+    return kOk;
+  }
 
   ::dtf::plan::Plan plan;
   if (mlir::failed(mlir::dtf::emitPlan(*module, filename, plan))) {
