@@ -154,10 +154,12 @@ LogicalResult ProgramEmitter::convertAttr(Operation *op, NamedAttribute attr,
   if (isa<FlatSymbolRefAttr, TypeAttr>(value))
     return success(); // variables become inputs; types are on the values
   pb::AttrValue &v = (*out->mutable_attrs())[name.str()];
-  if (auto p = dyn_cast<PaddingAttr>(value))
-    v.set_s(stringifyPadding(p.getValue()).str());
-  else if (auto c = dyn_cast<ComparePredicateAttr>(value))
-    v.set_s(stringifyComparePredicate(c.getValue()).str());
+  // The enums are integer attributes underneath, and one classof cannot tell
+  // them apart: go by the attribute's name.
+  if (name == "padding")
+    v.set_s(stringifyPadding(cast<PaddingAttr>(value).getValue()).str());
+  else if (name == "predicate")
+    v.set_s(stringifyComparePredicate(cast<ComparePredicateAttr>(value).getValue()).str());
   else if (auto b = dyn_cast<BoolAttr>(value))
     v.set_b(b.getValue());
   else if (isa<UnitAttr>(value))
