@@ -282,6 +282,8 @@ void fillData(DictionaryAttr d, pb::DataSource *out) {
   out->set_label(stringOf(d.get("label")));
   if (auto h = d.getAs<BoolAttr>("header"))
     out->set_header(h.getValue());
+  else if (out->kind() == "csv")
+    out->set_header(true);
   out->set_examples(static_cast<int64_t>(numberOf(d.get("examples"))));
   out->set_seed(static_cast<int64_t>(numberOf(d.get("seed"))));
   out->set_every(static_cast<int64_t>(numberOf(d.get("every"))));
@@ -291,7 +293,8 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
   pb::Training *out = plan.mutable_training();
   out->set_batch(static_cast<int64_t>(numberOf(t.get("batch"), 32)));
   out->set_steps(static_cast<int64_t>(numberOf(t.get("steps"), 1000)));
-  out->set_seed(static_cast<int64_t>(numberOf(t.get("seed"), 1)));
+  if (t.get("seed"))
+    out->set_seed(static_cast<int64_t>(numberOf(t.get("seed"))));
   out->set_loss(stringOf(t.get("loss")));
   if (auto opt = t.getAs<DictionaryAttr>("optimizer")) {
     pb::Optimizer *o = out->mutable_optimizer();

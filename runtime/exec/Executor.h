@@ -1,0 +1,149 @@
+// Executor: runs one program of a plan (train_step or eval) step after step,
+// with one kernel context per op built once at load time.
+#pragma once
+
+#include "runtime/core/Status.h"
+#include "runtime/core/Tensor.h"
+#include "runtime/exec/VariableStore.h"
+#include "runtime/kernels/Kernel.h"
+
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtf {
+class ThreadPool;
+} // namespace dtf
+
+namespace dtf::exec {
+
+struct ExecutorOptions {
+  /// The intra-op pool handed to every kernel; null runs each kernel on the
+  /// calling thread.
+  ThreadPool *intraOpPool = nullptr;
+  /// The run's seed (Training.seed), given to random ops with the step.
+  uint64_t seed = 0;
+  /// How messages name the program: "train_step", "plan.bin: eval".
+  std::string programName = "program";
+  /// Time every op (two clock reads per op and step); see profile().
+  bool profile = false;
+};
+
+/// The time one op of a program took over all runs (with options.profile).
+struct OpProfile {
+  std::string where; // "model.dtf:12:9: dtf.matmul"
+  std::string opName;
+  double seconds = 0;
+  uint64_t calls = 0;
+};
+
+/// A model input the caller feeds before each run, or a value it fetches
+/// after: its name and its declared type, -1 dims standing for the batch.
+struct TensorSlotInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims;
+};
+
+/// Runs the ops of one plan::Program in their order, every step.
+///
+/// At load (create) it checks the program's structure, that every op has a
+/// kernel (all missing ones are named at once, with their locations), and
+/// the variables it reads; it converts the attributes once, and gives each
+/// value a fixed place: a feed tensor, a constant, a variable (dtf.read_
+/// variable aliases it, no copy), or a kernel context's output. Steady-state
+/// steps allocate no tensor memory: kernels reuse their output buffers
+/// (KernelContext::allocateOutput), and outputs that alias an input (reshape,
+/// an optimizer's updated variable) are let go before the next step so that
+/// the buffer they share has one owner again.
+///
+/// Not thread-safe: one caller feeds, runs and fetches.
+class Executor {
+public:
+  /// Loads `program`. `variables` and `kernels` must outlive the executor;
+  /// the store's tensors must not be replaced while it lives.
+  static Status create(const plan::Program &program, VariableStore &variables,
+                       const KernelRegistry &kernels,
+                       const ExecutorOptions &options,
+                       std::unique_ptr<Executor> *out);
+
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+  ~Executor();
+
+  /// The feeds: the program's Feed entries, then any dtf.input not among them
+  /// (named by its `name` attribute).
+  int numFeeds() const { return static_cast<int>(feeds_.size()); }
+  const TensorSlotInfo &feedInfo(int i) const { return feeds_[i].info; }
+  /// The index of the feed named `name`, or -1.
+  int findFeed(std::string_view name) const;
+
+  /// Shapes feed `i` for `batch` examples (each -1 of its declared dims
+  /// becomes `batch`) and points `out` at it for the caller to fill. The
+  /// buffer is reused whenever it is large enough, so feeding each step
+  /// allocates nothing once the largest batch has been seen.
+  Status prepareFeed(int i, int64_t batch, Tensor **out);
+  /// Feeds `value` (sharing its buffer) to feed `i`; an error naming the feed
+  /// when its dtype or shape does not fit the declared type.
+  Status setFeed(int i, Tensor value);
+
+  /// Runs every op once. `step` is the global step that random ops see.
+  /// Errors name the op and its source location: "model.dtf:12:9:
+  /// dtf.matmul expects ...".
+  Status run(uint64_t step);
+
+  int numFetches() const { return static_cast<int>(fetches_.size()); }
+  const TensorSlotInfo &fetchInfo(int i) const { return fetches_[i].info; }
+  /// The index of the fetch named `name`, or -1.
+  int findFetch(std::string_view name) const;
+  /// Fetch `i` after run(); valid until the next run. Read it in place: a
+  /// copy kept across steps shares the buffer, which makes its op allocate
+  /// a new one next step.
+  const Tensor &fetch(int i) const { return *slots_[fetches_[i].value]; }
+
+  /// The ops that run each step (kernel ops and dtf.assign_add; inputs,
+  /// constants and variable reads cost nothing at run time).
+  int numRunOps() const;
+
+  /// Per op, in program order: time spent over all runs so far (empty
+  /// unless options.profile).
+  std::vector<OpProfile> profile() const;
+
+private:
+  struct Node;
+  struct Slot {
+    TensorSlotInfo info;
+    int value = -1; // dense value index
+  };
+
+  Executor() = default;
+  Status build(const plan::Program &program, VariableStore &variables,
+               const KernelRegistry &kernels);
+  Status runNode(Node &node, uint64_t step);
+  Status checkOutputs(const Node &node) const;
+
+  ExecutorOptions options_;
+  // Per dense value index: where the value lives, and its declared type.
+  std::vector<Tensor *> slots_;
+  std::vector<DType> valueDTypes_;
+  std::vector<std::vector<int64_t>> valueDims_;
+  std::vector<int32_t> valueIds_;
+  std::vector<Slot> feeds_;
+  std::vector<Tensor> feedTensors_; // sized once; slots_ point into it
+  std::vector<Slot> fetches_;
+  std::deque<Tensor> constants_; // stable addresses
+  std::vector<Node> nodes_;
+  // Nodes whose outputs alias an input, let go at the start of each step.
+  std::vector<int> releaseBeforeRun_;
+};
+
+/// Converts a plan attribute to the kernel's form; a tensor attribute (only
+/// dtf.constant takes one) is an error.
+Status toKernelAttr(const plan::AttrValue &value, AttrValue *out);
+
+} // namespace dtf::exec

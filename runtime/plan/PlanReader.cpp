@@ -1,0 +1,419 @@
+// Reading plan.bin and checking its structure before anything runs.
+#include "runtime/plan/PlanReader.h"
+
+#include "runtime/plan/PlanTypes.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+namespace dtf::plan {
+namespace {
+
+// Larger files are not plans: dtfc writes variables' initializers, not their
+// values, so even big models give plans of a few megabytes.
+constexpr size_t kMaxPlanBytes = size_t(1) << 31;
+// The most bytes of all variables together: far beyond any machine, but it
+// keeps a corrupted dimension from passing as a real (absurd) shape.
+constexpr int64_t kMaxVariableBytes = int64_t(1) << 42;
+constexpr int kMaxRank = 16;
+
+void setKind(PlanErrorKind *kind, PlanErrorKind value) {
+  if (kind)
+    *kind = value;
+}
+
+const AttrValue *findAttr(const Op &op, const char *name) {
+  auto it = op.attrs().find(name);
+  return it == op.attrs().end() ? nullptr : &it->second;
+}
+
+// The ops whose leading inputs are variables they update in place, and how
+// many leading inputs are variables (the variable and its slots).
+int updatedOperands(const Op &op) {
+  const std::string &n = op.name();
+  if (n == "dtf.apply_sgd" || n == "dtf.assign_add" ||
+      n == "dtf.moving_average_update")
+    return 1;
+  if (n == "dtf.apply_momentum" || n == "dtf.apply_adagrad")
+    return 2;
+  if (n == "dtf.apply_adam")
+    return 3;
+  if (n == "dtf.apply_rmsprop") {
+    const AttrValue *centered = findAttr(op, "centered");
+    bool isCentered =
+        centered && centered->value_case() == AttrValue::kB && centered->b();
+    return isCentered ? 4 : 3;
+  }
+  return 0;
+}
+
+Status checkType(const TensorType &type, const std::string &where) {
+  ::dtf::DType dtype = ::dtf::DType::F32;
+  Status s = toDType(type.dtype(), &dtype);
+  if (!s.isOk())
+    return errorStatus(where, " has ", s.message());
+  if (type.shape().dims_size() > kMaxRank)
+    return errorStatus(where, " has rank ", type.shape().dims_size(),
+                       "; the runtime supports up to ", kMaxRank);
+  for (int64_t d : type.shape().dims())
+    if (d < -1)
+      return errorStatus(where, " has a negative dimension ", d,
+                         " (only -1, the batch, may be negative)");
+  return Status::ok();
+}
+
+// A string attribute that must be there and non-empty.
+Status requireName(const Program &program, int i, const std::string &what,
+                   std::string *out) {
+  const AttrValue *name = findAttr(program.ops(i), "name");
+  if (!name || name->value_case() != AttrValue::kS || name->s().empty())
+    return errorStatus(what, ": ", describeOp(program, i),
+                       " needs a string attribute 'name'");
+  *out = name->s();
+  return Status::ok();
+}
+
+Status checkArity(const Program &program, int i, const std::string &what,
+                  int minIn, int maxIn, int minOut, int maxOut) {
+  const Op &op = program.ops(i);
+  if (op.inputs_size() < minIn || op.inputs_size() > maxIn)
+    return errorStatus(what, ": ", describeOp(program, i), " takes ",
+                       minIn == maxIn ? strCat(minIn)
+                                      : strCat(minIn, "..", maxIn),
+                       " inputs, the plan gives it ", op.inputs_size());
+  if (op.outputs_size() < minOut || op.outputs_size() > maxOut)
+    return errorStatus(what, ": ", describeOp(program, i), " has ",
+                       minOut == maxOut ? strCat(minOut)
+                                        : strCat(minOut, "..", maxOut),
+                       " results, the plan gives it ", op.outputs_size());
+  return Status::ok();
+}
+
+} // namespace
+
+std::string describeOp(const Program &program, int index) {
+  const Op &op = program.ops(index);
+  std::string name = op.name().empty() ? "(unnamed op)" : printable(op.name());
+  if (!op.location().empty())
+    return printable(op.location()) + ": " + name;
+  return strCat("op #", index, " ", name);
+}
+
+bool isKnownInitializer(std::string_view kind) {
+  return kind.empty() || kind == "zeros" || kind == "ones" ||
+         kind == "constant" || kind == "uniform" || kind == "normal" ||
+         kind == "truncated_normal" || kind == "glorot_uniform" ||
+         kind == "he_normal";
+}
+
+Status validateProgram(const Program &program, const std::string &what) {
+  const int numValues = program.values_size();
+  std::unordered_map<int32_t, int> index;
+  index.reserve(numValues);
+  for (int v = 0; v < numValues; ++v) {
+    const Value &value = program.values(v);
+    if (value.id() < 0)
+      return errorStatus(what, ": value id ", value.id(), " is negative");
+    if (!index.emplace(value.id(), v).second)
+      return errorStatus(what, ": value ", value.id(), " is declared twice");
+    DTF_RETURN_IF_ERROR(
+        checkType(value.type(), strCat(what, ": value ", value.id())));
+  }
+  auto lookup = [&](int32_t id) {
+    auto it = index.find(id);
+    return it == index.end() ? -1 : it->second;
+  };
+
+  // Where each value comes from: a feed, or the op that defines it.
+  std::vector<char> fed(numValues, 0);
+  std::vector<int> definedBy(numValues, -1);
+  std::vector<char> fromReadVariable(numValues, 0);
+  std::set<std::string, std::less<>> feedNames;
+  for (const Feed &feed : program.feeds()) {
+    if (feed.name().empty())
+      return errorStatus(what, ": a feed has no name");
+    if (!feedNames.insert(feed.name()).second)
+      return errorStatus(what, ": feed '", printable(feed.name()),
+                         "' is given twice");
+    int v = lookup(feed.value());
+    if (v < 0)
+      return errorStatus(what, ": feed '", printable(feed.name()),
+                         "' names value ", feed.value(),
+                         ", which is not declared");
+    if (fed[v])
+      return errorStatus(what, ": value ", feed.value(),
+                         " is fed by two feeds");
+    fed[v] = 1;
+  }
+
+  for (int i = 0; i < program.ops_size(); ++i) {
+    const Op &op = program.ops(i);
+    if (op.name().empty())
+      return errorStatus(what, ": ", describeOp(program, i), " has no op name");
+    for (int32_t id : op.inputs()) {
+      int v = lookup(id);
+      if (v < 0)
+        return errorStatus(what, ": ", describeOp(program, i), " reads value ",
+                           id, ", which is not declared");
+      if (!fed[v] && definedBy[v] < 0)
+        return errorStatus(what, ": ", describeOp(program, i), " reads value ",
+                           id,
+                           " before any op defines it (the ops must be in "
+                           "execution order)");
+    }
+    const bool isInput = op.name() == "dtf.input";
+    for (int32_t id : op.outputs()) {
+      int v = lookup(id);
+      if (v < 0)
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " defines value ", id, ", which is not declared");
+      if (definedBy[v] >= 0)
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " defines value ", id, ", already defined by ",
+                           describeOp(program, definedBy[v]));
+      if (fed[v] && !isInput)
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " defines value ", id,
+                           ", which is fed: only dtf.input may define a fed "
+                           "value");
+      definedBy[v] = i;
+    }
+
+    // The ops the executor implements itself.
+    std::string name;
+    if (isInput) {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 0, 0, 1, 1));
+      DTF_RETURN_IF_ERROR(requireName(program, i, what, &name));
+    } else if (op.name() == "dtf.read_variable") {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 0, 0, 1, 1));
+      DTF_RETURN_IF_ERROR(requireName(program, i, what, &name));
+      fromReadVariable[lookup(op.outputs(0))] = 1;
+    } else if (op.name() == "dtf.constant") {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 0, 0, 1, 1));
+      const AttrValue *value = findAttr(op, "value");
+      if (!value || value->value_case() != AttrValue::kTensor)
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " needs a tensor attribute 'value'");
+      ::dtf::DType dtype = ::dtf::DType::F32;
+      std::vector<int64_t> dims;
+      Status s = checkTensorValue(value->tensor(), &dtype, &dims);
+      if (!s.isOk())
+        return errorStatus(what, ": ", describeOp(program, i), ": ",
+                           s.message());
+      const TensorType &declared = program.values(lookup(op.outputs(0))).type();
+      ::dtf::DType declaredDType = ::dtf::DType::F32;
+      (void)toDType(declared.dtype(), &declaredDType);
+      if (dtype != declaredDType || !shapeFits(dimsOf(declared.shape()), dims))
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " holds a constant of type ",
+                           typeString(dtype, dims), " for a value of type ",
+                           typeString(declared));
+    } else if (op.name() == "dtf.assign_add") {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 2, 2, 0, 1));
+    }
+    const int updated = updatedOperands(op);
+    for (int k = 0; k < updated && k < op.inputs_size(); ++k)
+      if (!fromReadVariable[lookup(op.inputs(k))])
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " updates input ", k,
+                           " in place, so it must be a dtf.read_variable "
+                           "result (value ",
+                           op.inputs(k), " is not)");
+  }
+
+  for (int v = 0; v < numValues; ++v)
+    if (fed[v] && definedBy[v] >= 0 &&
+        program.ops(definedBy[v]).name() != "dtf.input")
+      return errorStatus(what, ": value ", program.values(v).id(),
+                         " is both fed and computed");
+
+  std::set<std::string, std::less<>> fetchNames;
+  for (const Fetch &fetch : program.fetches()) {
+    if (fetch.name().empty())
+      return errorStatus(what, ": a fetch has no name");
+    if (!fetchNames.insert(fetch.name()).second)
+      return errorStatus(what, ": fetch '", printable(fetch.name()),
+                         "' is given twice");
+    int v = lookup(fetch.value());
+    if (v < 0 || (!fed[v] && definedBy[v] < 0))
+      return errorStatus(what, ": fetch '", printable(fetch.name()),
+                         "' names value ", fetch.value(),
+                         ", which no op defines");
+  }
+  return Status::ok();
+}
+
+Status validatePlan(const Plan &plan, const std::string &name) {
+  if (plan.format_version() == 0)
+    return errorStatus(name,
+                       " is not a dtf plan (it has no format version; plans "
+                       "are written by dtfc)");
+  if (plan.format_version() > kPlanFormatVersion)
+    return errorStatus(name, " was written by a newer dtfc (format ",
+                       plan.format_version(), "); this dtf-run reads format ",
+                       kPlanFormatVersion);
+
+  std::unordered_map<std::string, const Variable *> variables;
+  int64_t totalBytes = 0;
+  for (const Variable &var : plan.variables()) {
+    const std::string where =
+        strCat(name, ": variable '", printable(var.name()), "'");
+    if (var.name().empty())
+      return errorStatus(name, ": a variable has no name");
+    if (!variables.emplace(var.name(), &var).second)
+      return errorStatus(where, " is declared twice");
+    DTF_RETURN_IF_ERROR(checkType(var.type(), where));
+    std::vector<int64_t> dims = dimsOf(var.type().shape());
+    for (int64_t d : dims)
+      if (d < 0)
+        return errorStatus(where, " has type ", typeString(var.type()),
+                           "; a variable needs a static shape (no batch "
+                           "dimension)");
+    ::dtf::DType dtype = ::dtf::DType::F32;
+    (void)toDType(var.type().dtype(), &dtype);
+    const int64_t limit = kMaxVariableBytes / int64_t(dtypeSize(dtype));
+    int64_t elements = staticElements(dims, limit);
+    if (elements < 0 ||
+        totalBytes + elements * int64_t(dtypeSize(dtype)) > kMaxVariableBytes)
+      return errorStatus(where, " of type ", typeString(var.type()),
+                         " is too large (the variables may hold at most ",
+                         kMaxVariableBytes, " bytes together)");
+    totalBytes += elements * int64_t(dtypeSize(dtype));
+    if (!isKnownInitializer(var.initializer().kind()))
+      return errorStatus(where, " has an unknown initializer '",
+                         printable(var.initializer().kind()),
+                         "' (known: zeros, ones, constant, uniform, normal, "
+                         "truncated_normal, glorot_uniform, he_normal)");
+    if (var.partitions() < 0)
+      return errorStatus(where, " has a negative partition count");
+  }
+
+  const Program &train = plan.train_step();
+  if (train.ops_size() == 0 || train.fetches_size() == 0)
+    return errorStatus(name,
+                       " has no train_step program, or it fetches nothing "
+                       "(its first fetch is the loss)");
+
+  struct Named {
+    const Program *program;
+    const char *label;
+  };
+  Named programs[] = {{&plan.train_step(), "train_step"},
+                      {&plan.eval(), "eval"}};
+  for (const Named &p : programs) {
+    const Program &program = *p.program;
+    if (program.ops_size() == 0 && program.fetches_size() == 0 &&
+        program.feeds_size() == 0)
+      continue; // no eval program
+    const std::string what = strCat(name, ": ", p.label);
+    DTF_RETURN_IF_ERROR(validateProgram(program, what));
+    std::unordered_map<int32_t, int> index;
+    for (int v = 0; v < program.values_size(); ++v)
+      index.emplace(program.values(v).id(), v);
+    for (int i = 0; i < program.ops_size(); ++i) {
+      const Op &op = program.ops(i);
+      if (op.name() != "dtf.read_variable")
+        continue;
+      const std::string &varName = op.attrs().at("name").s();
+      auto it = variables.find(varName);
+      if (it == variables.end())
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " reads variable '", printable(varName),
+                           "', which the plan does not declare");
+      const TensorType &declared = program.values(index[op.outputs(0)]).type();
+      const TensorType &varType = it->second->type();
+      if (declared.dtype() != varType.dtype() ||
+          dimsOf(declared.shape()) != dimsOf(varType.shape()))
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " reads variable '", printable(varName),
+                           "' of type ", typeString(varType), " as ",
+                           typeString(declared));
+    }
+  }
+  // The loss: the first fetch of the train_step, a floating-point value.
+  {
+    std::unordered_map<int32_t, int> index;
+    for (int v = 0; v < train.values_size(); ++v)
+      index.emplace(train.values(v).id(), v);
+    const Fetch &loss = train.fetches(0);
+    ::dtf::DType dtype = ::dtf::DType::F32;
+    (void)toDType(train.values(index[loss.value()]).type().dtype(), &dtype);
+    if (!isFloatingPoint(dtype))
+      return errorStatus(name, ": train_step's first fetch '",
+                         printable(loss.name()),
+                         "' is the loss, so it must be floating-point; it is ",
+                         dtypeName(dtype));
+  }
+  const Training &training = plan.training();
+  if (training.batch() < 0)
+    return errorStatus(name, ": training batch ", training.batch(),
+                       " is negative");
+  if (training.steps() < 0)
+    return errorStatus(name, ": training steps ", training.steps(),
+                       " is negative");
+  return Status::ok();
+}
+
+Status parsePlan(std::string_view bytes, const std::string &name, Plan *out,
+                 PlanErrorKind *kind) {
+  setKind(kind, PlanErrorKind::kNone);
+  if (bytes.empty()) {
+    setKind(kind, PlanErrorKind::kInvalid);
+    return errorStatus(name, " is empty (a plan is written by dtfc)");
+  }
+  if (bytes.size() > size_t(INT32_MAX) ||
+      !out->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    setKind(kind, PlanErrorKind::kInvalid);
+    return errorStatus(name,
+                       " is not a readable plan: the protobuf data is "
+                       "truncated or corrupted (",
+                       bytes.size(), " bytes); compile it again with dtfc");
+  }
+  Status s = validatePlan(*out, name);
+  if (!s.isOk()) {
+    setKind(kind, out->format_version() > kPlanFormatVersion
+                      ? PlanErrorKind::kNewerFormat
+                      : PlanErrorKind::kInvalid);
+    return s;
+  }
+  return Status::ok();
+}
+
+Status readPlanFile(const std::string &path, Plan *out, PlanErrorKind *kind) {
+  setKind(kind, PlanErrorKind::kNone);
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    setKind(kind, PlanErrorKind::kUnreadable);
+    return errorStatus("cannot open plan '", path, "': ", std::strerror(errno));
+  }
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n = 0;
+  bool tooLarge = false;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    bytes.append(buf, n);
+    if (bytes.size() > kMaxPlanBytes) {
+      tooLarge = true;
+      break;
+    }
+  }
+  const bool failed = std::ferror(f);
+  const int err = errno;
+  std::fclose(f);
+  if (failed) {
+    setKind(kind, PlanErrorKind::kUnreadable);
+    return errorStatus("cannot read plan '", path, "': ", std::strerror(err));
+  }
+  if (tooLarge) {
+    setKind(kind, PlanErrorKind::kInvalid);
+    return errorStatus(path, " is larger than ", kMaxPlanBytes,
+                       " bytes, which no plan is");
+  }
+  return parsePlan(bytes, path, out, kind);
+}
+
+} // namespace dtf::plan

@@ -1,0 +1,621 @@
+// Opening a plan's datasets and copying their batches into feeds.
+#include "runtime/train/Feeding.h"
+
+#include "runtime/data/CsvDataset.h"
+#include "runtime/data/IdxDataset.h"
+#include "runtime/data/Random.h"
+#include "runtime/data/SyntheticDataset.h"
+#include "runtime/plan/PlanTypes.h"
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+namespace dtf::train {
+namespace {
+
+constexpr int64_t kDefaultSyntheticExamples = 10000;
+
+// Examples [begin, begin + count) of another dataset: a held-out part of a
+// synthetic task.
+class SliceDataset : public data::Dataset {
+public:
+  SliceDataset(std::shared_ptr<const data::Dataset> base, size_t begin,
+               size_t count, std::string description)
+      : base_(std::move(base)), begin_(begin), count_(count),
+        description_(std::move(description)) {}
+
+  size_t size() const override { return count_; }
+  const std::vector<int64_t> &exampleShape() const override {
+    return base_->exampleShape();
+  }
+  std::optional<int32_t> numClasses() const override {
+    return base_->numClasses();
+  }
+  int32_t label(size_t i) const override { return base_->label(begin_ + i); }
+  void copyFeatures(size_t i, float *out) const override {
+    base_->copyFeatures(begin_ + i, out);
+  }
+  int32_t copyExample(size_t i, float *out) const override {
+    return base_->copyExample(begin_ + i, out);
+  }
+  std::string description() const override { return description_; }
+
+private:
+  std::shared_ptr<const data::Dataset> base_;
+  size_t begin_, count_;
+  std::string description_;
+};
+
+bool isInteger(DType d) { return d == DType::I32 || d == DType::I64; }
+
+// The feeds that take data: all but the learning-rate feed.
+std::vector<int> dataFeeds(const exec::Executor &e) {
+  std::vector<int> feeds;
+  for (int i = 0; i < e.numFeeds(); ++i)
+    if (e.feedInfo(i).name != kLearningRateFeed)
+      feeds.push_back(i);
+  return feeds;
+}
+
+// A data input of a program: a feed other than the learning rate, or a
+// dtf.input without a Feed entry.
+struct PlanInput {
+  std::string name;
+  int32_t value = -1;
+  const plan::TensorType *type = nullptr;
+};
+
+const plan::TensorType *typeOf(const plan::Program &program, int32_t id) {
+  for (const plan::Value &v : program.values())
+    if (v.id() == id)
+      return &v.type();
+  return nullptr;
+}
+
+std::vector<PlanInput> planInputs(const plan::Program &program) {
+  std::vector<PlanInput> inputs;
+  auto add = [&](const std::string &name, int32_t value) {
+    if (name == kLearningRateFeed)
+      return;
+    for (const PlanInput &in : inputs)
+      if (in.value == value)
+        return;
+    if (const plan::TensorType *t = typeOf(program, value))
+      inputs.push_back({name, value, t});
+  };
+  for (const plan::Feed &feed : program.feeds())
+    add(feed.name(), feed.value());
+  for (const plan::Op &op : program.ops()) {
+    if (op.name() != "dtf.input" || op.outputs_size() != 1)
+      continue;
+    auto name = op.attrs().find("name");
+    if (name != op.attrs().end())
+      add(name->second.s(), op.outputs(0));
+  }
+  return inputs;
+}
+
+bool isFloatType(const plan::TensorType &t) {
+  return t.dtype() == plan::F32 || t.dtype() == plan::F16 ||
+         t.dtype() == plan::BF16;
+}
+
+bool isIntegerType(const plan::TensorType &t) {
+  return t.dtype() == plan::I32 || t.dtype() == plan::I64;
+}
+
+// The class count of the plan's loss: the last dim of the logits of its
+// first sparse_softmax_cross_entropy.
+int32_t lossClasses(const plan::Program &program) {
+  for (const plan::Op &op : program.ops()) {
+    if (op.name() != "dtf.sparse_softmax_cross_entropy" || op.inputs_size() < 1)
+      continue;
+    const plan::TensorType *t = typeOf(program, op.inputs(0));
+    if (t && t->shape().dims_size() > 0) {
+      int64_t c = t->shape().dims(t->shape().dims_size() - 1);
+      if (c >= 2 && c <= (int64_t(1) << 24))
+        return int32_t(c);
+    }
+  }
+  return 10;
+}
+
+// The input that holds the loss's labels (operand 1 of a
+// sparse_softmax_cross_entropy), or -1.
+int labelInputOf(const plan::Program &program,
+                 const std::vector<PlanInput> &inputs) {
+  for (const plan::Op &op : program.ops()) {
+    if (op.name() != "dtf.sparse_softmax_cross_entropy" || op.inputs_size() < 2)
+      continue;
+    for (size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k].value == op.inputs(1) && isIntegerType(*inputs[k].type))
+        return int(k);
+  }
+  return -1;
+}
+
+// The bound of the integer ids an input holds: the rows of the table a
+// dtf.gather indexes with it, the depth of a dtf.one_hot, the classes of a
+// loss; the smallest if several; 2 when nothing says.
+int64_t idBound(const plan::Program &program, int32_t value) {
+  int64_t bound = 0;
+  auto take = [&](int64_t b) {
+    if (b > 0 && (bound == 0 || b < bound))
+      bound = b;
+  };
+  for (const plan::Op &op : program.ops()) {
+    if (op.name() == "dtf.gather" && op.inputs_size() >= 2 &&
+        op.inputs(1) == value) {
+      const plan::TensorType *params = typeOf(program, op.inputs(0));
+      if (params && params->shape().dims_size() > 0)
+        take(params->shape().dims(0));
+    } else if (op.name() == "dtf.one_hot" && op.inputs_size() >= 1 &&
+               op.inputs(0) == value) {
+      auto depth = op.attrs().find("depth");
+      if (depth != op.attrs().end())
+        take(depth->second.i());
+    } else if (op.name() == "dtf.sparse_softmax_cross_entropy" &&
+               op.inputs_size() >= 2 && op.inputs(1) == value) {
+      take(lossClasses(program));
+    }
+  }
+  return bound > 0 ? bound : 2;
+}
+
+// The values per example of an input of type [B, ...]: the product of its
+// dims after the batch.
+Status perExampleOf(const PlanInput &in, int64_t *count) {
+  std::vector<int64_t> dims = plan::dimsOf(in.type->shape());
+  if (dims.empty())
+    return errorStatus("synthetic data cannot feed the scalar input '", in.name,
+                       "' of type ", plan::typeString(*in.type));
+  int64_t n = 1;
+  for (size_t d = 1; d < dims.size(); ++d) {
+    if (dims[d] < 0)
+      return errorStatus("synthetic data cannot feed input '", in.name,
+                         "' of type ", plan::typeString(*in.type),
+                         ": its batch must be its first dimension");
+    n *= dims[d];
+  }
+  if (n > (int64_t(1) << 24))
+    return errorStatus("input '", in.name, "' holds ", n,
+                       " values per example, too many for synthetic data");
+  *count = n;
+  return Status::ok();
+}
+
+// Random examples for models whose inputs are not one float features input:
+// floats from a standard normal, integer ids uniform below the table they
+// index, bools at random, and the label uniform below the loss's class
+// count. Example i is made from (seed, i) alone, on demand.
+class RandomInputsDataset : public data::Dataset {
+public:
+  struct Column {
+    int64_t count = 0;
+    bool isFloat = false; // else integers uniform below `bound`
+    int64_t bound = 2;
+  };
+
+  RandomInputsDataset(std::vector<Column> columns, size_t size, int32_t classes,
+                      uint64_t seed, std::string description)
+      : columns_(std::move(columns)), size_(size), classes_(classes),
+        seed_(seed), description_(std::move(description)) {
+    int64_t n = 0;
+    for (const Column &c : columns_)
+      n += c.count;
+    shape_ = {n};
+  }
+
+  size_t size() const override { return size_; }
+  const std::vector<int64_t> &exampleShape() const override { return shape_; }
+  std::optional<int32_t> numClasses() const override { return classes_; }
+  int32_t label(size_t i) const override {
+    data::SplitMix64 rng(data::deriveSeed(seed_, 2 * i + 1));
+    return int32_t(rng.next() % uint64_t(classes_));
+  }
+  void copyFeatures(size_t i, float *out) const override {
+    data::SplitMix64 rng(data::deriveSeed(seed_, 2 * i));
+    for (const Column &c : columns_) {
+      if (c.isFloat) {
+        // Box-Muller, both results used.
+        for (int64_t k = 0; k < c.count; k += 2) {
+          const double u1 = double((rng.next() >> 11) + 1) * 0x1.0p-53;
+          const double u2 = double(rng.next() >> 11) * 0x1.0p-53;
+          const double r = std::sqrt(-2.0 * std::log(u1));
+          *out++ = float(r * std::cos(6.283185307179586 * u2));
+          if (k + 1 < c.count)
+            *out++ = float(r * std::sin(6.283185307179586 * u2));
+        }
+      } else {
+        // Ids stay exact as floats below 2^24; the feeder converts them.
+        for (int64_t k = 0; k < c.count; ++k)
+          *out++ = float(rng.next() % uint64_t(c.bound));
+      }
+    }
+  }
+  std::string description() const override { return description_; }
+
+private:
+  std::vector<Column> columns_;
+  std::vector<int64_t> shape_;
+  size_t size_;
+  int32_t classes_;
+  uint64_t seed_;
+  std::string description_;
+};
+
+Status openSynthetic(const plan::Plan &plan, const plan::DataSource &src,
+                     size_t examples, std::shared_ptr<const data::Dataset> *out,
+                     FeedLayout *layout) {
+  const plan::Program &program = plan.train_step();
+  const uint64_t seed =
+      uint64_t(src.seed() != 0 ? src.seed() : plan.training().seed());
+  const int32_t classes = lossClasses(program);
+  std::vector<PlanInput> inputs = planInputs(program);
+  const int label = labelInputOf(program, inputs);
+  std::vector<const PlanInput *> others;
+  for (size_t k = 0; k < inputs.size(); ++k)
+    if (int(k) != label)
+      others.push_back(&inputs[k]);
+  if (others.empty())
+    return errorStatus("synthetic data needs an input other than the labels "
+                       "in the train_step");
+
+  if (others.size() == 1 && isFloatType(*others[0]->type)) {
+    // Features and labels: learnable data (label = argmax of a fixed
+    // projection of the features).
+    int64_t count = 0;
+    DTF_RETURN_IF_ERROR(perExampleOf(*others[0], &count));
+    data::SyntheticOptions o;
+    o.size = examples;
+    o.seed = seed;
+    o.numClasses = classes;
+    std::vector<int64_t> dims = plan::dimsOf(others[0]->type->shape());
+    o.exampleShape.assign(dims.begin() + 1, dims.end());
+    if (o.exampleShape.empty())
+      o.exampleShape = {1};
+    data::Expected<data::SyntheticDataset> d =
+        data::SyntheticDataset::create(std::move(o));
+    if (!d)
+      return errorStatus(d.error());
+    *out = std::make_shared<data::SyntheticDataset>(std::move(d).value());
+    *layout = FeedLayout::featuresAndLabels();
+    return Status::ok();
+  }
+
+  std::vector<RandomInputsDataset::Column> columns;
+  std::string what;
+  for (const PlanInput *in : others) {
+    RandomInputsDataset::Column c;
+    DTF_RETURN_IF_ERROR(perExampleOf(*in, &c.count));
+    c.isFloat = isFloatType(*in->type);
+    if (!c.isFloat)
+      c.bound =
+          in->type->dtype() == plan::BOOL ? 2 : idBound(program, in->value);
+    columns.push_back(c);
+    what +=
+        strCat(what.empty() ? "" : ", ", in->name, " ",
+               c.isFloat ? std::string("normal") : strCat("below ", c.bound));
+  }
+  *out = std::make_shared<RandomInputsDataset>(
+      std::move(columns), examples, classes, seed,
+      strCat("synthetic:", examples, " random examples (", what,
+             label >= 0 ? strCat(", ", inputs[label].name, " below ", classes)
+                        : std::string(),
+             "), seed ", seed));
+  *layout = label >= 0 ? FeedLayout::columns(inputs[label].name)
+                       : FeedLayout::columnsWithoutLabels();
+  return Status::ok();
+}
+
+Status openSource(const plan::Plan &plan, const plan::DataSource &src,
+                  const char *role, std::shared_ptr<const data::Dataset> *out,
+                  FeedLayout *layout) {
+  const std::string &kind = src.kind();
+  *layout = FeedLayout::featuresAndLabels();
+  if (kind == "idx") {
+    std::string split =
+        src.split().empty()
+            ? std::string(role == std::string("eval") ? "test" : "train")
+            : src.split();
+    data::Expected<data::IdxDataset> d =
+        data::IdxDataset::openSplit(src.path(), split);
+    if (!d)
+      return errorStatus(d.error());
+    *out = std::make_shared<data::IdxDataset>(std::move(d).value());
+    return Status::ok();
+  }
+  if (kind == "csv") {
+    data::CsvOptions o;
+    o.hasHeader = src.header();
+    o.labelColumn = src.label();
+    if (!o.labelColumn.empty() && !o.hasHeader)
+      return errorStatus(src.path(), ": the label column '", src.label(),
+                         "' is named, but the csv source has no header");
+    data::Expected<data::InMemoryDataset> d = data::readCsv(src.path(), o);
+    if (!d)
+      return errorStatus(d.error());
+    *out = std::make_shared<data::InMemoryDataset>(std::move(d).value());
+    *layout = FeedLayout::csv();
+    return Status::ok();
+  }
+  if (kind == "synthetic") {
+    int64_t n = src.examples() > 0 ? src.examples() : kDefaultSyntheticExamples;
+    return openSynthetic(plan, src, size_t(n), out, layout);
+  }
+  if (kind.empty())
+    return errorStatus("the plan names no ", role,
+                       " source (idx, csv or synthetic)");
+  return errorStatus("the ", role, " source has an unknown kind '",
+                     plan::printable(kind), "' (idx, csv or synthetic)");
+}
+
+template <typename T>
+void copyColumns(const data::Batch &batch, int64_t elements, int64_t offset,
+                 int64_t count, T *out) {
+  const float *src = batch.features.data();
+  const int64_t n = int64_t(batch.size());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < count; ++c) {
+      const float v = src[r * elements + offset + c];
+      if constexpr (std::is_same_v<T, bool>)
+        out[r * count + c] = v != 0.0f;
+      else
+        out[r * count + c] = static_cast<T>(v);
+    }
+}
+
+template <typename T> void copyLabels(const data::Batch &batch, T *out) {
+  for (size_t r = 0; r < batch.size(); ++r)
+    out[r] = static_cast<T>(batch.labels[r]);
+}
+
+} // namespace
+
+Status openPlanData(const plan::Plan &plan, PlanData *out) {
+  const plan::Training &t = plan.training();
+  DTF_RETURN_IF_ERROR(
+      openSource(plan, t.data(), "data", &out->train, &out->trainLayout));
+  if (!t.has_eval() || t.eval().kind().empty())
+    return Status::ok();
+  const plan::DataSource &e = t.eval();
+  if (e.kind() == "synthetic" && t.data().kind() == "synthetic" &&
+      (e.seed() == 0 || e.seed() == t.data().seed())) {
+    // One task, split: the training examples first, then the held-out ones.
+    const size_t n =
+        size_t(t.data().examples() > 0 ? t.data().examples()
+                                       : kDefaultSyntheticExamples);
+    const size_t m =
+        size_t(e.examples() > 0 ? e.examples() : kDefaultSyntheticExamples);
+    std::shared_ptr<const data::Dataset> all;
+    FeedLayout layout;
+    DTF_RETURN_IF_ERROR(openSynthetic(plan, t.data(), n + m, &all, &layout));
+    out->train = std::make_shared<SliceDataset>(
+        all, 0, n, all->description() + ", examples 0.." + std::to_string(n));
+    out->eval = std::make_shared<SliceDataset>(
+        all, n, m,
+        all->description() + ", examples " + std::to_string(n) + ".." +
+            std::to_string(n + m));
+    out->trainLayout = out->evalLayout = layout;
+    return Status::ok();
+  }
+  return openSource(plan, e, "eval", &out->eval, &out->evalLayout);
+}
+
+Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
+                         FeedLayout layout, std::unique_ptr<BatchFeeder> *out) {
+  std::unique_ptr<BatchFeeder> f(new BatchFeeder());
+  f->executor_ = &executor;
+  f->exampleElements_ = int64_t(dataset.exampleElements());
+  const std::string source = dataset.description();
+  std::vector<int> feeds = dataFeeds(executor);
+
+  // Each feed's elements per example, and its fixed batch if it has one.
+  auto perExample = [&](int i, int64_t *count) -> Status {
+    const exec::TensorSlotInfo &info = executor.feedInfo(i);
+    const std::string type = plan::typeString(info.dtype, info.dims);
+    if (info.dims.empty())
+      return errorStatus("input '", info.name, "' of type ", type,
+                         " is a scalar, so it cannot take a batch of ", source);
+    int64_t n = 1;
+    for (size_t d = 1; d < info.dims.size(); ++d) {
+      if (info.dims[d] < 0)
+        return errorStatus("input '", info.name, "' of type ", type,
+                           " has the batch in dimension ", d,
+                           "; dtf-run feeds batches along dimension 0");
+      n *= info.dims[d];
+    }
+    if (info.dims[0] >= 0) {
+      if (f->fixedBatch_ != 0 && f->fixedBatch_ != info.dims[0])
+        return errorStatus("the inputs disagree on the batch size (",
+                           f->fixedBatch_, " and ", info.dims[0], ")");
+      f->fixedBatch_ = info.dims[0];
+    }
+    *count = n;
+    return Status::ok();
+  };
+
+  if (layout.kind == FeedLayout::Kind::kFeaturesAndLabels) {
+    int featureFeed = -1, labelFeed = -1;
+    for (int i : feeds) {
+      DType d = executor.feedInfo(i).dtype;
+      if (featureFeed < 0 && isFloatingPoint(d))
+        featureFeed = i;
+      else if (labelFeed < 0 && isInteger(d))
+        labelFeed = i;
+    }
+    if (featureFeed < 0)
+      return errorStatus("the plan has no floating-point input to take the "
+                         "features of ",
+                         source);
+    for (int i : feeds)
+      if (i != featureFeed && i != labelFeed)
+        return errorStatus(
+            "input '", executor.feedInfo(i).name, "' gets no data from ",
+            source,
+            ": dtf-run feeds the features to the first floating-point input "
+            "and the labels to the first integer input");
+    int64_t count = 0;
+    DTF_RETURN_IF_ERROR(perExample(featureFeed, &count));
+    if (count != f->exampleElements_) {
+      const exec::TensorSlotInfo &info = executor.feedInfo(featureFeed);
+      return errorStatus("input '", info.name, "' of type ",
+                         plan::typeString(info.dtype, info.dims), " holds ",
+                         count, " values per example, but ", source, " has ",
+                         f->exampleElements_, " (",
+                         shapeString(dataset.exampleShape()), ")");
+    }
+    f->bindings_.push_back(
+        {featureFeed, FeedBinding::Source::kFeatures, 0, count});
+    if (labelFeed >= 0) {
+      DTF_RETURN_IF_ERROR(perExample(labelFeed, &count));
+      if (count != 1)
+        return errorStatus("input '", executor.feedInfo(labelFeed).name,
+                           "' takes the labels, so it needs one value per "
+                           "example, not ",
+                           count);
+      f->bindings_.push_back({labelFeed, FeedBinding::Source::kLabels, 0, 1});
+    }
+  } else {
+    // The label's feed: named by the layout, else the last one.
+    int labelFeed = -1;
+    if (layout.hasLabels) {
+      if (feeds.empty())
+        return errorStatus("the plan has no input to take the labels of ",
+                           source);
+      labelFeed = feeds.back();
+      if (!layout.labelInput.empty()) {
+        labelFeed = executor.findFeed(layout.labelInput);
+        if (labelFeed < 0)
+          return errorStatus("the plan has no input '", layout.labelInput,
+                             "' to take the labels of ", source);
+      }
+    }
+    int64_t offset = 0;
+    for (int i : feeds) {
+      if (i == labelFeed)
+        continue;
+      int64_t count = 0;
+      DTF_RETURN_IF_ERROR(perExample(i, &count));
+      f->bindings_.push_back(
+          {i, FeedBinding::Source::kFeatures, offset, count});
+      offset += count;
+    }
+    if (offset != f->exampleElements_)
+      return errorStatus(
+          "the inputs ", layout.hasLabels ? "besides the label's " : "",
+          "take ", offset, " values per example, but ", source, " has ",
+          f->exampleElements_,
+          layout.labelInput.empty() && layout.hasLabels
+              ? " (a csv source feeds its label column to the last input and "
+                "the other columns, left to right, to the inputs before it)"
+              : "");
+    if (labelFeed >= 0) {
+      int64_t count = 0;
+      DTF_RETURN_IF_ERROR(perExample(labelFeed, &count));
+      DType d = executor.feedInfo(labelFeed).dtype;
+      if (count != 1 || (d != DType::F32 && !isInteger(d)))
+        return errorStatus("input '", executor.feedInfo(labelFeed).name,
+                           "' takes the labels, so it needs one f32, i32 "
+                           "or i64 value per example");
+      f->bindings_.push_back({labelFeed, FeedBinding::Source::kLabels, 0, 1});
+    }
+  }
+  for (const FeedBinding &b : f->bindings_) {
+    DType d = executor.feedInfo(b.feed).dtype;
+    if (d != DType::F32 && !isInteger(d) &&
+        !(d == DType::Bool && b.source == FeedBinding::Source::kFeatures))
+      return errorStatus("input '", executor.feedInfo(b.feed).name, "' is ",
+                         dtypeName(d),
+                         "; dtf-run feeds data to f32, i32, i64 and bool "
+                         "inputs");
+  }
+  *out = std::move(f);
+  return Status::ok();
+}
+
+Status BatchFeeder::feed(const data::Batch &batch) {
+  const int64_t n = int64_t(batch.size());
+  if (int64_t(batch.features.size()) != n * exampleElements_)
+    return errorStatus("a batch of ", n, " examples holds ",
+                       batch.features.size(), " feature values, not ",
+                       n * exampleElements_);
+  for (const FeedBinding &b : bindings_) {
+    Tensor *t = nullptr;
+    DTF_RETURN_IF_ERROR(executor_->prepareFeed(b.feed, n, &t));
+    if (b.source == FeedBinding::Source::kLabels) {
+      switch (t->dtype()) {
+      case DType::I32:
+        std::memcpy(t->data<int32_t>(), batch.labels.data(),
+                    size_t(n) * sizeof(int32_t));
+        break;
+      case DType::I64:
+        copyLabels(batch, t->data<int64_t>());
+        break;
+      default:
+        copyLabels(batch, t->data<float>());
+        break;
+      }
+      continue;
+    }
+    switch (t->dtype()) {
+    case DType::F32:
+      if (b.offset == 0 && b.count == exampleElements_)
+        std::memcpy(t->data<float>(), batch.features.data(),
+                    batch.features.size() * sizeof(float));
+      else
+        copyColumns(batch, exampleElements_, b.offset, b.count,
+                    t->data<float>());
+      break;
+    case DType::I32:
+      copyColumns(batch, exampleElements_, b.offset, b.count,
+                  t->data<int32_t>());
+      break;
+    case DType::Bool:
+      copyColumns(batch, exampleElements_, b.offset, b.count, t->data<bool>());
+      break;
+    default:
+      copyColumns(batch, exampleElements_, b.offset, b.count,
+                  t->data<int64_t>());
+      break;
+    }
+  }
+  return Status::ok();
+}
+
+std::string BatchFeeder::describe() const {
+  std::string s;
+  for (const FeedBinding &b : bindings_) {
+    if (!s.empty())
+      s += ", ";
+    s += executor_->feedInfo(b.feed).name + " <- ";
+    if (b.source == FeedBinding::Source::kLabels)
+      s += "labels";
+    else if (b.offset == 0 && b.count == exampleElements_)
+      s += "features";
+    else
+      s += strCat("columns ", b.offset, "..", b.offset + b.count - 1);
+  }
+  return s;
+}
+
+double scheduledLearningRate(const plan::Schedule &schedule, int64_t step) {
+  const std::string &kind = schedule.kind();
+  if (kind == "exponential_decay" && schedule.decay_steps() > 0) {
+    double p = double(step) / double(schedule.decay_steps());
+    if (schedule.staircase())
+      p = std::floor(p);
+    return schedule.learning_rate() * std::pow(schedule.decay_rate(), p);
+  }
+  if (kind == "piecewise_constant" && schedule.values_size() > 0) {
+    int i = 0;
+    while (i < schedule.boundaries_size() && i + 1 < schedule.values_size() &&
+           step >= schedule.boundaries(i))
+      ++i;
+    return schedule.values(i);
+  }
+  return schedule.learning_rate();
+}
+
+} // namespace dtf::train

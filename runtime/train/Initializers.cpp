@@ -1,0 +1,254 @@
+// TensorFlow's variable initializers over a SplitMix64 stream per variable.
+//
+// The draws use only raw generator output and explicit formulas (no
+// <random> distributions, whose results differ between standard libraries),
+// so a seed gives the same variables everywhere.
+#include "runtime/train/Initializers.h"
+
+#include "runtime/plan/PlanTypes.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace dtf::train {
+namespace {
+
+uint64_t splitMix(uint64_t &state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform draws and standard normals (Box-Muller, both results used).
+class Stream {
+public:
+  explicit Stream(uint64_t seed) : state_(seed) {}
+
+  // Uniform in [0, 1), 53 bits.
+  double uniform() { return double(splitMix(state_) >> 11) * 0x1.0p-53; }
+
+  double normal() {
+    if (hasSpare_) {
+      hasSpare_ = false;
+      return spare_;
+    }
+    // u1 in (0, 1] keeps log finite.
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const double theta = 6.283185307179586476925 * u2;
+    spare_ = r * std::sin(theta);
+    hasSpare_ = true;
+    return r * std::cos(theta);
+  }
+
+  // A unit normal redrawn until it lies within 2 (TensorFlow's
+  // truncated_normal).
+  double truncatedNormal() {
+    while (true) {
+      double z = normal();
+      if (std::fabs(z) <= 2.0)
+        return z;
+    }
+  }
+
+private:
+  uint64_t state_;
+  double spare_ = 0;
+  bool hasSpare_ = false;
+};
+
+// The stddev of a unit normal truncated to [-2, 2], by which TensorFlow's
+// variance-scaling initializers divide so the result has the wanted stddev.
+constexpr double kTruncatedStddev = .87962566103423978;
+
+double param(const plan::Initializer &init, const char *name, double dflt) {
+  auto it = init.params().find(name);
+  return it == init.params().end() ? dflt : it->second;
+}
+
+template <typename T> void fill(Tensor &t, T value) {
+  T *p = t.data<T>();
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    p[i] = value;
+}
+
+Status fillConstant(Tensor &t, double value, const std::string &where) {
+  switch (t.dtype()) {
+  case DType::F32:
+    fill<float>(t, float(value));
+    return Status::ok();
+  case DType::I32:
+    fill<int32_t>(t, int32_t(value));
+    return Status::ok();
+  case DType::I64:
+    fill<int64_t>(t, int64_t(value));
+    return Status::ok();
+  case DType::Bool:
+    fill<bool>(t, value != 0.0);
+    return Status::ok();
+  default:
+    return errorStatus(where, ": ", dtypeName(t.dtype()),
+                       " variables are not supported by this runtime");
+  }
+}
+
+} // namespace
+
+void computeFans(const std::vector<int64_t> &shape, double *fanIn,
+                 double *fanOut) {
+  if (shape.empty()) {
+    *fanIn = *fanOut = 1;
+  } else if (shape.size() == 1) {
+    *fanIn = *fanOut = double(shape[0]);
+  } else if (shape.size() == 2) {
+    *fanIn = double(shape[0]);
+    *fanOut = double(shape[1]);
+  } else {
+    double receptive = 1;
+    for (size_t i = 0; i + 2 < shape.size(); ++i)
+      receptive *= double(shape[i]);
+    *fanIn = double(shape[shape.size() - 2]) * receptive;
+    *fanOut = double(shape.back()) * receptive;
+  }
+}
+
+uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var) {
+  uint64_t state;
+  if (var.initializer().has_seed()) {
+    state = uint64_t(var.initializer().seed()) ^ 0x5eedull;
+  } else {
+    // FNV-1a of the name, mixed with the run's seed.
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : var.name()) {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
+    state = runSeed ^ (h * 0xd1b54a32d192ed03ull);
+  }
+  splitMix(state);
+  return splitMix(state);
+}
+
+Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
+                          Tensor *out) {
+  const std::string where =
+      strCat("variable '", plan::printable(var.name()), "'");
+  DType dtype = DType::F32;
+  Status s = plan::toDType(var.type().dtype(), &dtype);
+  if (!s.isOk())
+    return errorStatus(where, " has ", s.message());
+  std::vector<int64_t> shape = plan::dimsOf(var.type().shape());
+  for (int64_t d : shape)
+    if (d < 0)
+      return errorStatus(where, " needs a static shape, got ",
+                         plan::typeString(var.type()));
+  Tensor t = Tensor::allocate(dtype, shape);
+  if (!t.defined())
+    return errorStatus("out of memory for ", where, " of type ",
+                       plan::typeString(var.type()));
+
+  const plan::Initializer &init = var.initializer();
+  const std::string &kind = init.kind();
+  if (kind.empty() || kind == "zeros") {
+    if (t.byteSize())
+      std::memset(t.rawData(), 0, t.byteSize());
+    *out = std::move(t);
+    return Status::ok();
+  }
+  if (kind == "ones" || kind == "constant") {
+    if (kind == "constant" && !init.params().count("value"))
+      return errorStatus(where, ": the constant initializer needs a value");
+    DTF_RETURN_IF_ERROR(fillConstant(
+        t, kind == "ones" ? 1.0 : param(init, "value", 0.0), where));
+    *out = std::move(t);
+    return Status::ok();
+  }
+
+  if (dtype != DType::F32)
+    return errorStatus(where, " of type ", plan::typeString(var.type()),
+                       " cannot use the random initializer '", kind,
+                       "': random initializers need f32");
+  Stream stream(variableSeed(runSeed, var));
+  float *p = t.data<float>();
+  const int64_t n = t.numElements();
+  double fanIn = 1, fanOut = 1;
+  computeFans(shape, &fanIn, &fanOut);
+  if (kind == "uniform" || kind == "glorot_uniform") {
+    double lo = param(init, "minval", 0.0), hi = param(init, "maxval", 1.0);
+    if (kind == "glorot_uniform") {
+      const double limit = std::sqrt(6.0 * param(init, "scale", 1.0) /
+                                     std::max(1.0, fanIn + fanOut));
+      lo = -limit;
+      hi = limit;
+    }
+    if (!(hi >= lo))
+      return errorStatus(where, ": uniform needs minval <= maxval, got ", lo,
+                         " and ", hi);
+    for (int64_t i = 0; i < n; ++i) {
+      float x = float(lo + (hi - lo) * stream.uniform());
+      // Rounding to f32 may reach hi; keep the interval half-open.
+      p[i] =
+          x < float(hi) || lo == hi ? x : std::nextafter(float(hi), float(lo));
+    }
+  } else if (kind == "normal" || kind == "truncated_normal") {
+    const double mean = param(init, "mean", 0.0),
+                 stddev = param(init, "stddev", 1.0);
+    if (!(stddev >= 0))
+      return errorStatus(where, ": stddev must be >= 0, got ", stddev);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] =
+          float(mean + stddev * (kind == "normal" ? stream.normal()
+                                                  : stream.truncatedNormal()));
+  } else if (kind == "he_normal") {
+    const double stddev =
+        std::sqrt(2.0 * param(init, "scale", 1.0) / std::max(1.0, fanIn)) /
+        kTruncatedStddev;
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = float(stddev * stream.truncatedNormal());
+  } else {
+    return errorStatus(where, " has an unknown initializer '",
+                       plan::printable(kind), "'");
+  }
+  *out = std::move(t);
+  return Status::ok();
+}
+
+Status initializeVariables(const plan::Plan &plan, uint64_t runSeed,
+                           exec::VariableStore *store) {
+  // Moving averages start at their variable's first value, so they come
+  // after every other variable.
+  auto isAverage = [](const plan::Variable &var) {
+    return var.role() == "moving_average" && !var.slot_of().empty();
+  };
+  for (const plan::Variable &var : plan.variables()) {
+    if (isAverage(var))
+      continue;
+    Tensor t;
+    DTF_RETURN_IF_ERROR(initializeVariable(var, runSeed, &t));
+    DTF_RETURN_IF_ERROR(store->add(var.name(), std::move(t)));
+  }
+  for (const plan::Variable &var : plan.variables()) {
+    if (!isAverage(var))
+      continue;
+    Tensor t;
+    DTF_RETURN_IF_ERROR(initializeVariable(var, runSeed, &t));
+    const Tensor *of = store->find(var.slot_of());
+    if (!of)
+      return errorStatus("variable '", plan::printable(var.name()),
+                         "' is the moving average of '",
+                         plan::printable(var.slot_of()),
+                         "', which the plan does not declare");
+    if (of->dtype() != t.dtype() || of->shape() != t.shape())
+      return errorStatus("variable '", plan::printable(var.name()),
+                         "' of type ", t.describe(), " cannot average '",
+                         plan::printable(var.slot_of()), "' of type ",
+                         of->describe());
+    if (t.byteSize())
+      std::memcpy(t.rawData(), of->rawData(), t.byteSize());
+    DTF_RETURN_IF_ERROR(store->add(var.name(), std::move(t)));
+  }
+  return Status::ok();
+}
+
+} // namespace dtf::train

@@ -1,0 +1,467 @@
+// The single-machine training loop: steps, progress, evaluation, final line.
+#include "runtime/train/Trainer.h"
+
+#include "runtime/kernels/CpuKernels.h"
+#include "runtime/plan/PlanReader.h"
+#include "runtime/plan/PlanTypes.h"
+#include "runtime/train/Initializers.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <thread>
+
+namespace dtf::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+void setKind(FailureKind *kind, FailureKind value) {
+  if (kind)
+    *kind = value;
+}
+
+// oneDNN runs its primitives on OpenMP threads of its own; the thread count
+// the user asks for should hold for them too. Looked up at run time so that
+// the runtime does not link OpenMP itself.
+void setOpenMpThreads(int n) {
+  using SetFn = void (*)(int);
+  if (auto fn =
+          reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")))
+    fn(n);
+}
+
+// True when some op of `program` has neither an executor implementation nor
+// a kernel: the plan needs what this build lacks.
+bool lacksKernel(const plan::Program &program, const KernelRegistry &kernels) {
+  for (const plan::Op &op : program.ops()) {
+    const std::string &n = op.name();
+    if (n == "dtf.input" || n == "dtf.constant" || n == "dtf.read_variable" ||
+        n == "dtf.assign_add")
+      continue;
+    if (!kernels.lookup(n))
+      return true;
+  }
+  return false;
+}
+
+} // namespace
+
+const KernelRegistry &cpuKernelRegistry() {
+  static const KernelRegistry *registry = [] {
+    auto *r = new KernelRegistry();
+    registerCpuKernels(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+double meanValue(const Tensor &t) {
+  const int64_t n = t.numElements();
+  if (!t.defined() || n == 0)
+    return std::nan("");
+  double sum = 0;
+  switch (t.dtype()) {
+  case DType::F32:
+    for (int64_t i = 0; i < n; ++i)
+      sum += t.data<float>()[i];
+    break;
+  case DType::I32:
+    for (int64_t i = 0; i < n; ++i)
+      sum += t.data<int32_t>()[i];
+    break;
+  case DType::I64:
+    for (int64_t i = 0; i < n; ++i)
+      sum += double(t.data<int64_t>()[i]);
+    break;
+  case DType::Bool:
+    for (int64_t i = 0; i < n; ++i)
+      sum += t.data<bool>()[i] ? 1 : 0;
+    break;
+  default:
+    return std::nan("");
+  }
+  return sum / double(n);
+}
+
+std::string profileReport(const std::vector<exec::OpProfile> &ops,
+                          int64_t steps) {
+  double total = 0;
+  std::map<std::string, std::pair<double, int>> byKind;
+  for (const exec::OpProfile &op : ops) {
+    total += op.seconds;
+    auto &k = byKind[op.opName];
+    k.first += op.seconds;
+    ++k.second;
+  }
+  const double perStep = steps > 0 ? 1e3 / double(steps) : 0;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "profile: train_step, %lld steps, %.3f s in %zu ops (%.3f ms "
+                "per step)\n  by op kind:\n",
+                (long long)steps, total, ops.size(), total * perStep);
+  std::string s = buf;
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto &[name, t] : byKind)
+    kinds.push_back({t.first, name});
+  std::sort(kinds.rbegin(), kinds.rend());
+  for (const auto &[seconds, name] : kinds) {
+    std::snprintf(buf, sizeof buf, "    %-40s x%-3d %9.3f ms/step %5.1f%%\n",
+                  name.c_str(), byKind[name].second, seconds * perStep,
+                  total > 0 ? 100 * seconds / total : 0.0);
+    s += buf;
+  }
+  std::vector<const exec::OpProfile *> slowest;
+  for (const exec::OpProfile &op : ops)
+    slowest.push_back(&op);
+  std::sort(slowest.begin(), slowest.end(),
+            [](const exec::OpProfile *a, const exec::OpProfile *b) {
+              return a->seconds > b->seconds;
+            });
+  s += "  slowest ops:\n";
+  for (size_t i = 0; i < slowest.size() && i < 10; ++i) {
+    std::snprintf(buf, sizeof buf, "    %9.3f ms/step  %s\n",
+                  slowest[i]->seconds * perStep, slowest[i]->where.c_str());
+    s += buf;
+  }
+  return s;
+}
+
+Trainer::~Trainer() = default;
+
+Status Trainer::create(const plan::Plan &plan, const TrainOptions &options,
+                       std::unique_ptr<Trainer> *out, FailureKind *kind) {
+  setKind(kind, FailureKind::kNone);
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->options_ = options;
+  DTF_RETURN_IF_ERROR(t->setUp(plan, kind));
+  *out = std::move(t);
+  return Status::ok();
+}
+
+Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
+  training_ = plan.training();
+  model_ = plan.model();
+  steps_ = options_.steps >= 0 ? options_.steps : training_.steps();
+  if (options_.steps < 0 && training_.steps() <= 0) {
+    setKind(kind, FailureKind::kUsage);
+    return errorStatus("the plan sets no step count; pass --steps N");
+  }
+  batch_ = training_.batch();
+  if (batch_ <= 0) {
+    setKind(kind, FailureKind::kPlan);
+    return errorStatus("the plan sets no batch size (train { batch = N })");
+  }
+  logEvery_ = options_.logEvery > 0 ? options_.logEvery : 100;
+  if (options_.logEvery <= 0 && training_.summary_unit() == "steps" &&
+      training_.summary_every() >= 1)
+    logEvery_ = int64_t(training_.summary_every());
+  evalEvery_ = training_.eval().every() > 0 ? training_.eval().every() : 0;
+
+  // Threads: intra-op for our kernels and OpenMP for oneDNN's.
+  int threads = options_.threads > 0 ? options_.threads
+                                     : plan.session().intra_op_threads();
+  if (threads > 0)
+    setOpenMpThreads(threads);
+  else
+    threads = std::max(1u, std::thread::hardware_concurrency());
+  threads_ = threads;
+  if (threads > 1)
+    pool_ = std::make_unique<ThreadPool>(threads);
+
+  const uint64_t seed = uint64_t(training_.seed());
+  Status s = initializeVariables(plan, seed, &variables_);
+  if (!s.isOk()) {
+    setKind(kind, FailureKind::kPlan);
+    return s;
+  }
+
+  // The data: the plan's sources unless the caller gave datasets.
+  PlanData data;
+  if (options_.trainData) {
+    data.train = options_.trainData;
+    data.trainLayout = options_.trainLayout;
+    data.eval = options_.evalData;
+    data.evalLayout = options_.evalLayout;
+  } else {
+    s = openPlanData(plan, &data);
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kData);
+      return s;
+    }
+  }
+
+  const KernelRegistry &kernels = cpuKernelRegistry();
+  auto build = [&](const plan::Program &program, const char *name,
+                   std::unique_ptr<exec::Executor> *out) -> Status {
+    exec::ExecutorOptions o;
+    o.intraOpPool = pool_.get();
+    o.seed = seed;
+    o.programName = name;
+    o.profile = options_.profile && std::string(name) == "train_step";
+    Status st = exec::Executor::create(program, variables_, kernels, o, out);
+    if (!st.isOk())
+      setKind(kind, lacksKernel(program, kernels) ? FailureKind::kUnavailable
+                                                  : FailureKind::kPlan);
+    return st;
+  };
+  DTF_RETURN_IF_ERROR(build(plan.train_step(), "train_step", &train_));
+  s = BatchFeeder::bind(*train_, *data.train, data.trainLayout, &trainFeeder_);
+  if (!s.isOk()) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("train_step: ", s.message());
+  }
+  trainData_ = data.train;
+  if (trainFeeder_->fixedBatch() && trainFeeder_->fixedBatch() != batch_) {
+    setKind(kind, FailureKind::kPlan);
+    return errorStatus("train_step: the inputs take batches of ",
+                       trainFeeder_->fixedBatch(), ", but the batch size is ",
+                       batch_);
+  }
+
+  if (data.eval && plan.eval().ops_size() > 0) {
+    DTF_RETURN_IF_ERROR(build(plan.eval(), "eval", &eval_));
+    s = BatchFeeder::bind(*eval_, *data.eval, data.evalLayout, &evalFeeder_);
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kData);
+      return errorStatus("eval: ", s.message());
+    }
+    evalData_ = data.eval;
+  } else if (data.eval && !options_.quiet) {
+    std::fprintf(stderr, "dtf-run: warning: the plan has an eval source but "
+                         "no eval program; skipping evaluation\n");
+  }
+  return Status::ok();
+}
+
+std::string Trainer::describe() const {
+  std::string s = "training " +
+                  (model_.empty() ? std::string("model") : model_) + ": " +
+                  std::to_string(steps_) + " steps, batch " +
+                  std::to_string(batch_) + ", " + std::to_string(threads_) +
+                  (threads_ == 1 ? " thread" : " threads") +
+                  "\n  data: " + trainData_->description() + " (" +
+                  trainFeeder_->describe() + ")";
+  if (eval_) {
+    s += "\n  eval: " + evalData_->description() + " (" +
+         evalFeeder_->describe() + "), ";
+    s += evalEvery_ > 0 ? "every " + std::to_string(evalEvery_) + " steps"
+                        : std::string("at the end");
+  }
+  return s;
+}
+
+Status Trainer::feedLearningRate(exec::Executor &e, int64_t step) {
+  int i = e.findFeed(kLearningRateFeed);
+  if (i < 0)
+    return Status::ok();
+  Tensor *t = nullptr;
+  DTF_RETURN_IF_ERROR(e.prepareFeed(i, 1, &t));
+  if (t->numElements() != 1 || t->dtype() != DType::F32)
+    return errorStatus("the learning_rate input must be an f32 scalar, not ",
+                       t->describe());
+  t->data<float>()[0] =
+      float(scheduledLearningRate(training_.optimizer().learning_rate(), step));
+  return Status::ok();
+}
+
+Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
+                         FailureKind *kind) {
+  setKind(kind, FailureKind::kNone);
+  metrics->clear();
+  if (!eval_)
+    return Status::ok();
+  data::BatchOptions o;
+  o.batchSize =
+      size_t(evalFeeder_->fixedBatch() ? evalFeeder_->fixedBatch() : batch_);
+  o.shuffle = false;
+  o.numEpochs = 1;
+  o.prefetch = 2;
+  o.dropRemainder = evalFeeder_->fixedBatch() != 0;
+  auto it = data::BatchIterator::create(evalData_, o);
+  if (!it) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("eval data: ", it.error());
+  }
+  const int n = eval_->numFetches();
+  std::vector<double> sums(n, 0.0);
+  double examples = 0;
+  while (std::optional<data::Batch> batch = (*it)->next()) {
+    if (options_.stop && options_.stop->load())
+      return errorStatus("interrupted");
+    Status s = evalFeeder_->feed(*batch);
+    if (s.isOk())
+      s = feedLearningRate(*eval_, int64_t(step));
+    if (s.isOk())
+      s = eval_->run(step);
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kRuntime);
+      return errorStatus("eval: ", s.message());
+    }
+    const double w = double(batch->size());
+    for (int k = 0; k < n; ++k)
+      sums[k] += w * meanValue(eval_->fetch(k));
+    examples += w;
+  }
+  if (auto err = (*it)->error()) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("eval data: ", err->message());
+  }
+  for (int k = 0; k < n; ++k)
+    metrics->push_back({eval_->fetchInfo(k).name,
+                        examples > 0 ? sums[k] / examples : std::nan("")});
+  return Status::ok();
+}
+
+Status Trainer::run(TrainReport *report, FailureKind *kind) {
+  setKind(kind, FailureKind::kNone);
+  *report = TrainReport();
+  ProgressWriter writer(options_.out, options_.interactive);
+  if (!options_.quiet)
+    writer.line(describe());
+
+  const Clock::time_point start = Clock::now();
+  data::BatchOptions o;
+  o.batchSize = size_t(batch_);
+  o.shuffle = true;
+  o.seed = uint64_t(training_.seed());
+  o.numEpochs = 0; // repeat; the step count ends training
+  o.prefetch = 2;
+  o.dropRemainder = trainFeeder_->fixedBatch() != 0;
+  auto it = data::BatchIterator::create(trainData_, o);
+  if (!it) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("data: ", it.error());
+  }
+
+  const int numFetches = train_->numFetches();
+  std::vector<double> sums(numFetches, 0.0);
+  int64_t intervalSteps = 0;
+  double intervalExamples = 0, totalExamples = 0;
+  double trainSeconds = 0; // time in steps, evaluation left out
+  std::vector<Metric> lastTrain;
+  for (int k = 0; k < numFetches; ++k)
+    lastTrain.push_back({train_->fetchInfo(k).name, std::nan("")});
+  Clock::time_point intervalStart = Clock::now();
+  double intervalSeconds = 0;
+
+  auto runEval = [&](int64_t step) -> Status {
+    std::vector<Metric> metrics;
+    Status s = evaluate(uint64_t(step), &metrics, kind);
+    if (!s.isOk()) {
+      if (options_.stop && options_.stop->load()) {
+        setKind(kind, FailureKind::kNone);
+        report->interrupted = true;
+        return Status::ok();
+      }
+      return s;
+    }
+    report->evals.push_back({step, metrics});
+    report->finalMetrics = metrics;
+    report->finalFromEval = true;
+    if (!options_.quiet)
+      writer.line(evalLine(step, metrics));
+    return Status::ok();
+  };
+
+  int64_t step = 0;
+  for (; step < steps_; ++step) {
+    if (options_.stop && options_.stop->load()) {
+      report->interrupted = true;
+      break;
+    }
+    std::optional<data::Batch> batch = (*it)->next();
+    if (!batch) {
+      setKind(kind, FailureKind::kData);
+      auto err = (*it)->error();
+      return errorStatus("data: ",
+                         err ? err->message() : std::string("no more batches"));
+    }
+    Status s = trainFeeder_->feed(*batch);
+    if (s.isOk())
+      s = feedLearningRate(*train_, step);
+    if (s.isOk())
+      s = train_->run(uint64_t(step));
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kRuntime);
+      return errorStatus("step ", step + 1, ": ", s.message());
+    }
+    for (int k = 0; k < numFetches; ++k)
+      sums[k] += meanValue(train_->fetch(k));
+    ++intervalSteps;
+    intervalExamples += double(batch->size());
+    totalExamples += double(batch->size());
+
+    const int64_t done = step + 1;
+    const bool logNow = done % logEvery_ == 0 || done == steps_;
+    const bool evalNow =
+        eval_ && evalEvery_ > 0 && done % evalEvery_ == 0 && done != steps_;
+    if (logNow || evalNow) {
+      const double dt = secondsSince(intervalStart);
+      intervalSeconds += dt;
+      trainSeconds += dt;
+      intervalStart = Clock::now();
+    }
+    if (logNow) {
+      for (int k = 0; k < numFetches; ++k)
+        lastTrain[k].value = sums[k] / double(intervalSteps);
+      report->progress.push_back({done, lastTrain});
+      const double rate =
+          intervalSeconds > 0 ? intervalExamples / intervalSeconds : 0;
+      const double eta = trainSeconds / double(done) * double(steps_ - done);
+      if (!options_.quiet)
+        writer.progress(progressLine(done, steps_, lastTrain, rate, eta));
+      std::fill(sums.begin(), sums.end(), 0.0);
+      intervalSteps = 0;
+      intervalExamples = 0;
+      intervalSeconds = 0;
+    }
+    if (evalNow) {
+      DTF_RETURN_IF_ERROR(runEval(done));
+      if (report->interrupted) {
+        ++step;
+        break;
+      }
+      intervalStart = Clock::now();
+    }
+  }
+  if (intervalSteps > 0) {
+    // Interrupted between reports: the partial interval's means.
+    trainSeconds += secondsSince(intervalStart);
+    for (int k = 0; k < numFetches; ++k)
+      lastTrain[k].value = sums[k] / double(intervalSteps);
+  }
+  report->steps = step;
+  if (eval_ && !report->interrupted)
+    DTF_RETURN_IF_ERROR(runEval(step));
+  if (!report->finalFromEval || report->interrupted) {
+    report->finalMetrics = lastTrain;
+    report->finalFromEval = false;
+  }
+  report->seconds = secondsSince(start);
+  report->examplesPerSec = trainSeconds > 0 ? totalExamples / trainSeconds : 0;
+  report->finalLine = finalLine(report->steps, report->finalMetrics,
+                                report->examplesPerSec, report->seconds);
+  if (options_.profile) {
+    std::fflush(options_.out);
+    std::fputs(profileReport(train_->profile(), report->steps).c_str(), stderr);
+  }
+  writer.line(report->finalLine);
+  return Status::ok();
+}
+
+Status train(const plan::Plan &plan, const TrainOptions &options,
+             TrainReport *report, FailureKind *kind) {
+  std::unique_ptr<Trainer> trainer;
+  DTF_RETURN_IF_ERROR(Trainer::create(plan, options, &trainer, kind));
+  return trainer->run(report, kind);
+}
+
+} // namespace dtf::train
