@@ -9,6 +9,7 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "mlir/Transforms/ViewOpGraph.h"
 
 #include <google/protobuf/text_format.h>
 #include "dtf/Version.h"
@@ -36,7 +37,7 @@ enum ExitCode {
   kIoError = 4,
 };
 
-enum class Emit { AST, MLIR, TrainMLIR, PlanText, Plan };
+enum class Emit { AST, MLIR, TrainMLIR, Dot, PlanText, Plan };
 
 cl::OptionCategory category("dtfc options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.dtf>"),
@@ -50,6 +51,8 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::MLIR, "mlir", "the model in the dtf dialect"),
                clEnumValN(Emit::TrainMLIR, "train-mlir",
                           "the training step: after dtf-autodiff and dtf-optimize"),
+               clEnumValN(Emit::Dot, "dot",
+                          "the training and evaluation programs as a Graphviz graph"),
                clEnumValN(Emit::PlanText, "plan-text", "the plan, as readable text"),
                clEnumValN(Emit::Plan, "plan", "the training plan (default)")),
     cl::init(Emit::Plan), cl::cat(category));
@@ -165,6 +168,13 @@ int main(int argc, char **argv) {
   }
   if (emit == Emit::TrainMLIR)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  if (emit == Emit::Dot)
+    return writeOutput([&](llvm::raw_ostream &os) {
+      // MLIR's op-graph printer: one cluster per function, edges for values.
+      mlir::PassManager dot(&context);
+      dot.addPass(mlir::createPrintOpGraphPass(os));
+      (void)dot.run(*module);
+    });
   if (placementReport) {
     if (numPs < 1) {
       llvm::errs() << "dtfc: error: --ps must be at least 1\n";

@@ -11,3 +11,9 @@
 
 // The exit code says what kind of failure it was: 2 for usage errors.
 // RUN: bash -c 'dtfc 2>/dev/null; test $? -eq 2'
+
+// --emit=dot draws the programs with Graphviz.
+// RUN: dtfc %S/../../../models/logistic_regression.dtf --no-data-check --emit=dot | FileCheck %s --check-prefix=DOT
+// DOT: digraph G {
+// DOT: label = "dtf.apply_sgd
+// DOT: ->
