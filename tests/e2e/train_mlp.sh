@@ -35,8 +35,8 @@ if not final:
 else:
     fields = dict(kv.split("=", 1) for kv in final[-1][len("final:"):].split())
     acc = float(fields.get("accuracy", "nan"))
-    if not acc > 0.6:
-        failures.append("test accuracy %s is not well above chance (0.1): want > 0.6" % acc)
+    if not acc > 0.7:
+        failures.append("test accuracy %s is not well above chance (0.1): want > 0.7" % acc)
     if int(fields.get("steps", 0)) != 300:
         failures.append("ran %s steps, not 300" % fields.get("steps"))
 for f in failures:

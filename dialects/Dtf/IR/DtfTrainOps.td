@@ -225,9 +225,16 @@ def Dtf_ApplyRmspropOp : Dtf_UpdateOp<"apply_rmsprop",
 
 def Dtf_MovingAverageUpdateOp : Dtf_UpdateOp<"moving_average_update",
     "avg -= (1 - decay) * (avg - var)"> {
+  let description = [{
+    With `step_decay`, a scalar computed in the graph, that decay is used
+    instead of the attribute: dtf-optimize passes min(decay, (1 + step) /
+    (10 + step)), TensorFlow's ExponentialMovingAverage with num_updates, so
+    that early averages do not lag behind their variable.
+  }];
   let arguments = (ins FlatSymbolRefAttr:$avg, FlatSymbolRefAttr:$var,
-                       F64Attr:$decay);
-  let assemblyFormat = "$avg `,` $var `decay` $decay attr-dict";
+                       F64Attr:$decay, Optional<Dtf_FloatTensor>:$step_decay);
+  let assemblyFormat = "$avg `,` $var `decay` $decay (`,` $step_decay^ `:` "
+                       "type($step_decay))? attr-dict";
 }
 
 def Dtf_GlobalNormClipOp : Dtf_Op<"global_norm_clip",

@@ -205,12 +205,20 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
 
   // Moving averages of the trainable variables, after their update.
   if (auto decay = settings ? settings.getAs<FloatAttr>("moving_average") : FloatAttr()) {
+    // min(decay, (1 + step) / (10 + step)): TensorFlow's num_updates.
+    loc = ret.getLoc();
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    Value stepF = b.create<CastOp>(loc, f32, step);
+    Value ratio = b.create<DivOp>(loc, b.create<AddOp>(loc, stepF, scalarF32(1.0)),
+                                  b.create<AddOp>(loc, stepF, scalarF32(10.0)));
+    Value stepDecay = b.create<MinimumOp>(loc, scalarF32(decay.getValueAsDouble()), ratio);
     for (auto &[var, g] : grads) {
       auto avg = slot(var, "ExponentialMovingAverage", var.getInitializer());
       // The runtime starts an average at its variable's first value.
       symbols.lookup<VariableOp>(avg.getValue())->setAttr("dtf.moving_average", b.getUnitAttr());
       b.create<MovingAverageUpdateOp>(var.getLoc(), avg,
-                                      FlatSymbolRefAttr::get(var.getSymNameAttr()), decay);
+                                      FlatSymbolRefAttr::get(var.getSymNameAttr()), decay,
+                                      stepDecay);
     }
   }
 
