@@ -103,6 +103,13 @@ def Dtf_SumToShapeOp : Dtf_GradLikeOp<"sum_to_shape",
   let assemblyFormat = "$dy `,` $like attr-dict `:` type($dy) `to` type($like)";
 }
 
+def Dtf_SliceGradOp : Dtf_GradLikeOp<"slice_grad",
+    "slice: dy placed at `begin` in zeros of the input's shape", ["x"]> {
+  let arguments = (ins Dtf_Tensor:$dy, Dtf_Tensor:$x, DenseI64ArrayAttr:$begin);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$dy `,` $x `begin` $begin attr-dict `:` type($dy) `to` type($x)";
+}
+
 def Dtf_ReduceGradOp : Dtf_GradLikeOp<"reduce_grad",
     "sum or mean: dy broadcast back over the reduced axes", ["x"]> {
   let arguments = (ins Dtf_NumericTensor:$dy, Dtf_NumericTensor:$x,

@@ -285,6 +285,11 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
         unary(o.getX(), b.create<TransposeOp>(loc, typeOf(o.getX()), dy, inverse));
         return success();
       })
+      .Case([&](SliceOp o) {
+        unary(o.getX(), b.create<SliceGradOp>(loc, typeOf(o.getX()), dy, o.getX(),
+                                              o.getBeginAttr()));
+        return success();
+      })
       .Case([&](BroadcastToOp o) {
         unary(o.getX(), unbroadcast(dy, o.getX()));
         return success();

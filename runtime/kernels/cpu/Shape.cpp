@@ -274,6 +274,40 @@ Status sliceKernel(KernelContext &ctx) {
   return copyGather(ctx, x, offset, size, strides);
 }
 
+// The gradient of slice: dy written at `begin` into zeros shaped like x.
+Status sliceGradKernel(KernelContext &ctx) {
+  const char *name = "dtf.slice_grad";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &dy = ctx.input(0), &x = ctx.input(1);
+  std::vector<int64_t> begin = ctx.getInts("begin");
+  if (dy.dtype() != x.dtype() || dy.rank() != x.rank() ||
+      static_cast<int>(begin.size()) != x.rank())
+    return errorStatus(name, " expects dy and x of one dtype and rank and a begin per "
+                             "dimension, got ",
+                       dy.describe(), ", ", x.describe(), " and begin ", shapeString(begin));
+  for (int d = 0; d < x.rank(); ++d)
+    if (begin[d] < 0 || begin[d] + dy.dim(d) > x.dim(d))
+      return errorStatus(name, ": a block ", dy.describe(), " at ", shapeString(begin),
+                         " does not fit in ", x.describe());
+  Tensor *out = nullptr;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &out));
+  const size_t elementSize = dtypeSize(x.dtype());
+  auto *dst = static_cast<char *>(out->rawData());
+  const auto *src = static_cast<const char *>(dy.rawData());
+  std::memset(dst, 0, out->byteSize());
+  std::vector<int64_t> outStrides = contiguousStrides(x.shape());
+  std::vector<int64_t> index(x.rank(), 0);
+  for (int64_t i = 0, n = dy.numElements(); i < n; ++i) {
+    int64_t offset = 0;
+    for (int d = 0; d < x.rank(); ++d)
+      offset += (begin[d] + index[d]) * outStrides[d];
+    std::memcpy(dst + offset * elementSize, src + i * elementSize, elementSize);
+    for (int d = x.rank() - 1; d >= 0 && ++index[d] == dy.dim(d); --d)
+      index[d] = 0;
+  }
+  return Status::ok();
+}
+
 Status concatKernel(KernelContext &ctx) {
   const char *name = "dtf.concat";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1, INT32_MAX));
@@ -334,6 +368,7 @@ void registerShapeKernels(KernelRegistry &registry) {
   registry.add("dtf.broadcast_to", broadcastToKernel);
   registry.add("dtf.transpose", transposeKernel);
   registry.add("dtf.slice", sliceKernel);
+  registry.add("dtf.slice_grad", sliceGradKernel);
   registry.add("dtf.concat", concatKernel);
 }
 

@@ -206,6 +206,8 @@ const Case kCases[] = {
     {"reshape", "  input x: f32[B, 6]", "f32[2, 3]", "    loss = sum(reshape(w, [3, 2]) * reshape(w, [3, 2]) * 2)"},
     {"transpose", "  input x: f32[B, 3]", "f32[2, 3]", "    loss = sum(matmul(x, transpose(w, [1, 0]) @ w))"},
     {"broadcast_to", "  input x: f32[B, 4]", "f32[4]", "    loss = sum(broadcast_to(w, [3, 4]) * broadcast_to(w, [3, 4]))"},
+    {"slice", "  input x: f32[B, 3]", "f32[4, 5]",
+     "    s = slice(w, begin = [1, 2], size = [2, -1])\n    loss = sum(s * s * 3) + sum(x)"},
     {"concat", "  input x: f32[B, 3]", "f32[3]", "    c = concat([w, w * w], axis = 0)\n    loss = sum(c * c)"},
     {"sum_axis", "  input x: f32[B, 3]", "f32[2, 3]", "    s = sum(w * w, axis = 1)\n    loss = sum(s * s)"},
     {"mean_keep_dims", "  input x: f32[B, 3]", "f32[2, 3]", "    m = mean(w, axis = 0, keep_dims = true)\n    loss = sum(m * m * x)"},
