@@ -37,8 +37,13 @@ for input in "$root"/tests/fuzz/regressions/*; do
   }
 done
 
+# A fixed seed and a bounded number of runs make the test repeatable: CI
+# explores the same inputs that a developer's run did. DTF_FUZZ_SEED and
+# DTF_FUZZ_RUNS change them for longer, exploratory runs.
 status=0
+rm -rf "$work/corpus" && mkdir -p "$work/corpus"
 "$fuzzer" "$work/corpus" "$work/seeds" \
+  -seed="${DTF_FUZZ_SEED:-1}" -runs="${DTF_FUZZ_RUNS:-12000}" \
   -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=8192 \
   -dict="$root/tests/fuzz/dtf.dict" \
   -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
