@@ -81,6 +81,8 @@ public:
                    antlr4::Token *offendingSymbol, size_t line,
                    size_t charPositionInLine, const std::string &message,
                    std::exception_ptr) override {
+    // ANTLR's own message is used only for the lexer; the parser's lists
+    // every token kind, so expectations are rebuilt below.
     ++errors;
     Location loc = FileLineColLoc::get(context, filename, line,
                                        charPositionInLine + 1);
@@ -104,7 +106,6 @@ public:
       diag << ", expected " << (names.size() > 1 ? "one of " : "");
       diag << llvm::join(names, ", ");
     }
-    (void)message;
   }
 
   unsigned errors = 0;

@@ -263,12 +263,8 @@ void fillInitializer(InitializerAttr init, pb::Initializer *out) {
   }
 }
 
-double numberOf(Attribute a, double fallback = 0) {
-  if (auto f = dyn_cast_or_null<FloatAttr>(a))
-    return f.getValueAsDouble();
-  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
-    return static_cast<double>(i.getInt());
-  return fallback;
+double numberOr(Attribute a, double fallback = 0) {
+  return mlir::dtf::numberOf(a).value_or(fallback);
 }
 std::string stringOf(Attribute a) {
   auto s = dyn_cast_or_null<StringAttr>(a);
@@ -284,17 +280,17 @@ void fillData(DictionaryAttr d, pb::DataSource *out) {
     out->set_header(h.getValue());
   else if (out->kind() == "csv")
     out->set_header(true);
-  out->set_examples(static_cast<int64_t>(numberOf(d.get("examples"))));
-  out->set_seed(static_cast<int64_t>(numberOf(d.get("seed"))));
-  out->set_every(static_cast<int64_t>(numberOf(d.get("every"))));
+  out->set_examples(static_cast<int64_t>(numberOr(d.get("examples"))));
+  out->set_seed(static_cast<int64_t>(numberOr(d.get("seed"))));
+  out->set_every(static_cast<int64_t>(numberOr(d.get("every"))));
 }
 
 void fillTraining(DictionaryAttr t, pb::Plan &plan) {
   pb::Training *out = plan.mutable_training();
-  out->set_batch(static_cast<int64_t>(numberOf(t.get("batch"), 32)));
-  out->set_steps(static_cast<int64_t>(numberOf(t.get("steps"), 1000)));
+  out->set_batch(static_cast<int64_t>(numberOr(t.get("batch"), 32)));
+  out->set_steps(static_cast<int64_t>(numberOr(t.get("steps"), 1000)));
   if (t.get("seed"))
-    out->set_seed(static_cast<int64_t>(numberOf(t.get("seed"))));
+    out->set_seed(static_cast<int64_t>(numberOr(t.get("seed"))));
   out->set_loss(stringOf(t.get("loss")));
   if (auto opt = t.getAs<DictionaryAttr>("optimizer")) {
     pb::Optimizer *o = out->mutable_optimizer();
@@ -302,25 +298,25 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
     pb::Schedule *lr = o->mutable_learning_rate();
     if (auto schedule = opt.getAs<DictionaryAttr>("learning_rate")) {
       lr->set_kind(stringOf(schedule.get("kind")));
-      lr->set_learning_rate(numberOf(schedule.get("learning_rate")));
-      lr->set_decay_steps(static_cast<int64_t>(numberOf(schedule.get("decay_steps"))));
-      lr->set_decay_rate(numberOf(schedule.get("decay_rate")));
+      lr->set_learning_rate(numberOr(schedule.get("learning_rate")));
+      lr->set_decay_steps(static_cast<int64_t>(numberOr(schedule.get("decay_steps"))));
+      lr->set_decay_rate(numberOr(schedule.get("decay_rate")));
       if (auto s = schedule.getAs<BoolAttr>("staircase"))
         lr->set_staircase(s.getValue());
       if (auto b = schedule.getAs<ArrayAttr>("boundaries"))
         for (Attribute x : b)
-          lr->add_boundaries(static_cast<int64_t>(numberOf(x)));
+          lr->add_boundaries(static_cast<int64_t>(numberOr(x)));
       if (auto v = schedule.getAs<ArrayAttr>("values"))
         for (Attribute x : v)
-          lr->add_values(numberOf(x));
+          lr->add_values(numberOr(x));
     } else {
       lr->set_kind("constant");
-      lr->set_learning_rate(numberOf(opt.get("learning_rate"), 0.001));
+      lr->set_learning_rate(numberOr(opt.get("learning_rate"), 0.001));
     }
     for (NamedAttribute p : opt)
       if (p.getName() != "kind" && p.getName() != "learning_rate" &&
           isa<FloatAttr, IntegerAttr>(p.getValue()))
-        (*o->mutable_params())[p.getName().str()] = numberOf(p.getValue());
+        (*o->mutable_params())[p.getName().str()] = numberOr(p.getValue());
   }
   if (auto d = t.getAs<DictionaryAttr>("data"))
     fillData(d, out->mutable_data());
@@ -329,21 +325,21 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
   out->set_replication(t.get("replication") ? stringOf(t.get("replication")) : "between_graph");
   if (auto u = t.getAs<DictionaryAttr>("update")) {
     out->set_update(stringOf(u.get("kind")));
-    out->set_replicas_to_aggregate(static_cast<int64_t>(numberOf(u.get("replicas_to_aggregate"))));
-    out->set_total_num_replicas(static_cast<int64_t>(numberOf(u.get("total_num_replicas"))));
+    out->set_replicas_to_aggregate(static_cast<int64_t>(numberOr(u.get("replicas_to_aggregate"))));
+    out->set_total_num_replicas(static_cast<int64_t>(numberOr(u.get("total_num_replicas"))));
   } else {
     out->set_update("async");
   }
   if (auto c = t.getAs<DictionaryAttr>("clip_gradients"))
-    out->set_clip_global_norm(numberOf(c.get("clip_norm")));
-  out->set_moving_average_decay(numberOf(t.get("moving_average")));
+    out->set_clip_global_norm(numberOr(c.get("clip_norm")));
+  out->set_moving_average_decay(numberOr(t.get("moving_average")));
   if (auto c = t.getAs<DictionaryAttr>("checkpoint")) {
-    out->set_checkpoint_every(numberOf(c.get("every")));
+    out->set_checkpoint_every(numberOr(c.get("every")));
     out->set_checkpoint_unit(stringOf(c.get("unit")));
-    out->set_checkpoint_keep(static_cast<int64_t>(numberOf(c.get("keep"), 5)));
+    out->set_checkpoint_keep(static_cast<int64_t>(numberOr(c.get("keep"), 5)));
   }
   if (auto s = t.getAs<DictionaryAttr>("summary")) {
-    out->set_summary_every(numberOf(s.get("every")));
+    out->set_summary_every(numberOr(s.get("every")));
     out->set_summary_unit(stringOf(s.get("unit")));
     if (auto names = s.getAs<ArrayAttr>("values"))
       for (Attribute n : names)
@@ -358,8 +354,8 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
       session->set_soft_placement(b.getValue());
     if (auto b = s.getAs<BoolAttr>("log_device_placement"))
       session->set_log_device_placement(b.getValue());
-    session->set_inter_op_threads(static_cast<int32_t>(numberOf(s.get("inter_op_threads"))));
-    session->set_intra_op_threads(static_cast<int32_t>(numberOf(s.get("intra_op_threads"))));
+    session->set_inter_op_threads(static_cast<int32_t>(numberOr(s.get("inter_op_threads"))));
+    session->set_intra_op_threads(static_cast<int32_t>(numberOr(s.get("intra_op_threads"))));
   }
 }
 

@@ -74,15 +74,15 @@ std::optional<int64_t> integerOf(Attribute attr) {
   return i.getValue().getSExtValue();
 }
 
-std::optional<double> numberOf(Attribute attr) {
-  if (auto f = dyn_cast<FloatAttr>(attr))
+} // namespace
+
+std::optional<double> mlir::dtf::numberOf(Attribute attr) {
+  if (auto f = dyn_cast_or_null<FloatAttr>(attr))
     return f.getValueAsDouble();
-  if (std::optional<int64_t> i = integerOf(attr))
+  if (std::optional<int64_t> i = attr ? integerOf(attr) : std::nullopt)
     return static_cast<double>(*i);
   return std::nullopt;
 }
-
-} // namespace
 
 LogicalResult InitializerAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                       InitKind kind, DictionaryAttr params) {
@@ -127,7 +127,7 @@ LogicalResult InitializerAttr::verify(function_ref<InFlightDiagnostic()> emitErr
   if (kind == InitKind::uniform) {
     auto param = [&](StringRef name, double fallback) {
       Attribute attr = params.get(name);
-      return attr ? numberOf(attr).value_or(fallback) : fallback;
+      return numberOf(attr).value_or(fallback);
     };
     double lo = param("minval", 0.0), hi = param("maxval", 1.0);
     if (!(lo < hi))

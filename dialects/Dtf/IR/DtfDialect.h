@@ -19,3 +19,11 @@
 
 #define GET_OP_CLASSES
 #include "dialects/Dtf/IR/DtfOps.h.inc"
+
+namespace mlir::dtf {
+
+/// A number held by a float or integer attribute (a bool or an integer wider
+/// than 64 bits is none); nullopt for anything else, null included.
+std::optional<double> numberOf(Attribute attr);
+
+} // namespace mlir::dtf

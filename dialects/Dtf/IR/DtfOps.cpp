@@ -131,7 +131,7 @@ LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
                      results, IntegerType::get(context, 1));
 }
 
-LogicalResult SelectOp::inferReturnTypes(MLIRContext *context,
+LogicalResult SelectOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &results) {
@@ -156,7 +156,6 @@ LogicalResult SelectOp::inferReturnTypes(MLIRContext *context,
                 << *c << " and " << *values;
     return failure();
   }
-  (void)context;
   results.push_back(RankedTensorType::get(*shape, values->getElementType()));
   return success();
 }

@@ -16,11 +16,7 @@ using namespace mlir::dtf;
 namespace {
 
 double valueOf(Attribute a, double fallback) {
-  if (auto f = dyn_cast_or_null<FloatAttr>(a))
-    return f.getValueAsDouble();
-  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
-    return static_cast<double>(i.getInt());
-  return fallback;
+  return numberOf(a).value_or(fallback);
 }
 
 double number(DictionaryAttr dict, StringRef key, double fallback) {
