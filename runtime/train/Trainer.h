@@ -51,6 +51,9 @@ struct TrainOptions {
   /// stderr at the end.
   bool profile = false;
   std::FILE *out = stdout;
+  /// The run's directory (dtf-run --model-dir): checkpoints, summaries
+  /// (TensorBoard event files) and the training log go there; "" writes none.
+  std::string modelDir;
   /// Redraw progress in place: 1 yes, 0 no, -1 when `out` is a terminal.
   int interactive = -1;
   /// Set (by a SIGINT handler) to stop after the current step.

@@ -32,6 +32,8 @@ options:
                    policy when it counts steps, else 100)
   --threads N      threads within each op, for dtf's kernels and oneDNN's
                    (default: the plan's intra_op_threads, else every core)
+  --model-dir DIR  the run's directory: checkpoints, TensorBoard summaries
+                   and the training log (default: none written)
   --quiet          print only the final line (and errors)
   --profile        time every op of the train_step and print, on stderr at
                    the end, the time per step by op kind and the slowest ops
@@ -180,6 +182,7 @@ int main(int argc, char **argv) {
       continue;
     }
     const bool takesValue = arg == "--cluster" || arg == "--job" ||
+                            arg == "--model-dir" ||
                             arg == "--task" || arg == "--steps" ||
                             arg == "--log-every" || arg == "--threads";
     if (takesValue) {
@@ -190,6 +193,14 @@ int main(int argc, char **argv) {
           return kUsageError;
         }
         value = argv[++i];
+      }
+      if (arg == "--model-dir") {
+        if (!*value) {
+          std::fprintf(stderr, "dtf-run: error: --model-dir needs a directory\n");
+          return kUsageError;
+        }
+        options.modelDir = value;
+        continue;
       }
       if (arg == "--cluster" || arg == "--job" || arg == "--task") {
         if (distributedFlag.empty())
