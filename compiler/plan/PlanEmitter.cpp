@@ -1,6 +1,8 @@
 // From the dtf dialect to the plan's protobuf: values numbered per program,
 // attributes in the kernels' terms, variables with their roles.
 #include "compiler/plan/PlanEmitter.h"
+#include "runtime/plan/Partition.h"
+#include "runtime/plan/PlanReader.h"
 #include "dialects/Dtf/IR/DtfDialect.h"
 #include "dtf/Version.h"
 
@@ -362,7 +364,7 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
 } // namespace
 
 LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &plan) {
-  plan.set_format_version(1);
+  plan.set_format_version(::dtf::plan::kPlanFormatVersion);
   plan.set_source(source.str());
   plan.set_compiler_version(std::string("dtfc ") + DTF_VERSION_STRING);
   if (auto name = module->getAttrOfType<StringAttr>("dtf.model"))
@@ -401,5 +403,9 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
     return failure();
   if (auto t = module->getAttrOfType<DictionaryAttr>("dtf.train"))
     fillTraining(t, plan);
+  // The cut for ps/worker training: worker_step and ps_update.
+  ::dtf::Status partitioned = ::dtf::plan::partitionTrainStep(&plan);
+  if (!partitioned.isOk())
+    return module.emitError() << partitioned.message();
   return success();
 }

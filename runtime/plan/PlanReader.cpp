@@ -33,24 +33,6 @@ const AttrValue *findAttr(const Op &op, const char *name) {
 
 // The ops whose leading inputs are variables they update in place, and how
 // many leading inputs are variables (the variable and its slots).
-int updatedOperands(const Op &op) {
-  const std::string &n = op.name();
-  if (n == "dtf.apply_sgd" || n == "dtf.assign_add" ||
-      n == "dtf.moving_average_update")
-    return 1;
-  if (n == "dtf.apply_momentum" || n == "dtf.apply_adagrad")
-    return 2;
-  if (n == "dtf.apply_adam")
-    return 3;
-  if (n == "dtf.apply_rmsprop") {
-    const AttrValue *centered = findAttr(op, "centered");
-    bool isCentered =
-        centered && centered->value_case() == AttrValue::kB && centered->b();
-    return isCentered ? 4 : 3;
-  }
-  return 0;
-}
-
 Status checkType(const TensorType &type, const std::string &where) {
   ::dtf::DType dtype = ::dtf::DType::F32;
   Status s = toDType(type.dtype(), &dtype);
@@ -94,6 +76,26 @@ Status checkArity(const Program &program, int i, const std::string &what,
 }
 
 } // namespace
+
+int updatedOperands(const Op &op) {
+  const std::string &n = op.name();
+  if (n == "dtf.apply_sgd" || n == "dtf.assign_add" ||
+      n == "dtf.moving_average_update")
+    return 1;
+  if (n == "dtf.apply_momentum" || n == "dtf.apply_adagrad")
+    return 2;
+  if (n == "dtf.apply_adam")
+    return 3;
+  if (n == "dtf.apply_rmsprop") {
+    auto it = op.attrs().find("centered");
+    const AttrValue *centered = it == op.attrs().end() ? nullptr : &it->second;
+    bool isCentered =
+        centered && centered->value_case() == AttrValue::kB && centered->b();
+    return isCentered ? 4 : 3;
+  }
+  return 0;
+}
+
 
 std::string describeOp(const Program &program, int index) {
   const Op &op = program.ops(index);
@@ -302,8 +304,17 @@ Status validatePlan(const Plan &plan, const std::string &name) {
     const Program *program;
     const char *label;
   };
+  // ps_update receives its operands: checked as if they were fed.
+  Program psUpdate = plan.ps_update();
+  for (const Transfer &recv : psUpdate.recvs()) {
+    Feed *feed = psUpdate.add_feeds();
+    feed->set_name(recv.key());
+    feed->set_value(recv.value());
+  }
   Named programs[] = {{&plan.train_step(), "train_step"},
-                      {&plan.eval(), "eval"}};
+                      {&plan.eval(), "eval"},
+                      {&plan.worker_step(), "worker_step"},
+                      {&psUpdate, "ps_update"}};
   for (const Named &p : programs) {
     const Program &program = *p.program;
     if (program.ops_size() == 0 && program.fetches_size() == 0 &&

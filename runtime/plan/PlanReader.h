@@ -14,7 +14,7 @@
 namespace dtf::plan {
 
 /// The plan format this runtime reads (Plan.format_version).
-constexpr uint32_t kPlanFormatVersion = 1;
+constexpr uint32_t kPlanFormatVersion = 2;
 
 /// What kind of failure a load met, for the caller's exit code.
 enum class PlanErrorKind {
@@ -57,6 +57,11 @@ Status validateProgram(const Program &program, const std::string &what);
 /// "model.dtf:12:9: dtf.matmul" or, without a location, "op #12 dtf.matmul":
 /// how messages name op `index` of a program.
 std::string describeOp(const Program &program, int index);
+
+/// How many leading inputs of `op` it updates in place (an optimizer's
+/// variable and slots, assign_add's variable, a moving average): 0 for ops
+/// that update nothing.
+int updatedOperands(const Op &op);
 
 /// True for an Initializer.kind the runtime implements ("" means zeros).
 bool isKnownInitializer(std::string_view kind);

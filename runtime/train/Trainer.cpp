@@ -154,7 +154,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     setKind(kind, FailureKind::kUsage);
     return errorStatus("the plan sets no step count; pass --steps N");
   }
-  batch_ = training_.batch();
+  batch_ = options_.batch > 0 ? options_.batch : training_.batch();
   if (batch_ <= 0) {
     setKind(kind, FailureKind::kPlan);
     return errorStatus("the plan sets no batch size (train { batch = N })");
@@ -176,8 +176,8 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   if (threads > 1)
     pool_ = std::make_unique<ThreadPool>(threads);
 
-  const uint64_t seed = uint64_t(training_.seed());
-  Status s = initializeVariables(plan, seed, &variables_);
+  const uint64_t seed = uint64_t(training_.seed()) + options_.seedOffset;
+  Status s = initializeVariables(plan, uint64_t(training_.seed()), &variables_);
   if (!s.isOk()) {
     setKind(kind, FailureKind::kPlan);
     return s;
@@ -205,14 +205,34 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     o.intraOpPool = pool_.get();
     o.seed = seed;
     o.programName = name;
-    o.profile = options_.profile && std::string(name) == "train_step";
+    o.profile = options_.profile && std::string(name) != "eval";
     Status st = exec::Executor::create(program, variables_, kernels, o, out);
     if (!st.isOk())
       setKind(kind, lacksKernel(program, kernels) ? FailureKind::kUnavailable
                                                   : FailureKind::kPlan);
     return st;
   };
-  DTF_RETURN_IF_ERROR(build(plan.train_step(), "train_step", &train_));
+  if (options_.driver) {
+    // The worker's part of the step; its sends become fetches after the
+    // loss and metrics.
+    if (plan.worker_step().ops_size() == 0) {
+      setKind(kind, FailureKind::kPlan);
+      return errorStatus("the plan has no worker_step (format ",
+                         plan.format_version(),
+                         "); compile it again with this version's dtfc");
+    }
+    plan::Program worker = plan.worker_step();
+    numMetrics_ = worker.fetches_size();
+    for (const plan::Transfer &send : plan.worker_step().sends()) {
+      plan::Fetch *f = worker.add_fetches();
+      f->set_name(send.key());
+      f->set_value(send.value());
+    }
+    DTF_RETURN_IF_ERROR(build(worker, "worker_step", &train_));
+  } else {
+    DTF_RETURN_IF_ERROR(build(plan.train_step(), "train_step", &train_));
+    numMetrics_ = train_->numFetches();
+  }
   s = BatchFeeder::bind(*train_, *data.train, data.trainLayout, &trainFeeder_);
   if (!s.isOk()) {
     setKind(kind, FailureKind::kData);
@@ -226,6 +246,8 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
                        batch_);
   }
 
+  if (!options_.evaluate)
+    data.eval = nullptr;
   if (data.eval && plan.eval().ops_size() > 0) {
     DTF_RETURN_IF_ERROR(build(plan.eval(), "eval", &eval_));
     s = BatchFeeder::bind(*eval_, *data.eval, data.evalLayout, &evalFeeder_);
@@ -242,7 +264,8 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
 }
 
 std::string Trainer::describe() const {
-  std::string s = "training " +
+  std::string s = (options_.taskName.empty() ? "" : options_.taskName + ": ") +
+                  "training " +
                   (model_.empty() ? std::string("model") : model_) + ": " +
                   std::to_string(steps_) + " steps, batch " +
                   std::to_string(batch_) + ", " + std::to_string(threads_) +
@@ -320,6 +343,45 @@ Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
   return Status::ok();
 }
 
+data::Expected<std::unique_ptr<data::BatchIterator>> Trainer::makeTrainBatches() {
+  data::BatchOptions o;
+  o.batchSize = size_t(batch_);
+  o.shuffle = true;
+  o.seed = uint64_t(training_.seed());
+  o.numEpochs = 0; // repeat; the step count ends training
+  o.prefetch = 2;
+  o.dropRemainder = trainFeeder_->fixedBatch() != 0;
+  o.shardCount = std::max<size_t>(options_.shardCount, 1);
+  o.shardIndex = options_.shardIndex;
+  return data::BatchIterator::create(trainData_, o);
+}
+
+Status Trainer::runTowerStep(int64_t *globalStep, int64_t *examples) {
+  if (!towerBatches_) {
+    auto it = makeTrainBatches();
+    if (!it)
+      return errorStatus("data: ", it.error());
+    towerBatches_ = std::move(*it);
+  }
+  bool done = false;
+  *globalStep = 0;
+  if (options_.driver)
+    DTF_RETURN_IF_ERROR(options_.driver->beforeStep(globalStep, &done));
+  std::optional<data::Batch> batch = towerBatches_->next();
+  if (!batch) {
+    auto err = towerBatches_->error();
+    return errorStatus("data: ",
+                       err ? err->message() : std::string("no more batches"));
+  }
+  DTF_RETURN_IF_ERROR(trainFeeder_->feed(*batch));
+  DTF_RETURN_IF_ERROR(feedLearningRate(*train_, *globalStep));
+  Status s = train_->run(uint64_t(*globalStep));
+  if (!s.isOk())
+    return errorStatus("step ", *globalStep + 1, ": ", s.message());
+  *examples = int64_t(batch->size());
+  return Status::ok();
+}
+
 Status Trainer::run(TrainReport *report, FailureKind *kind) {
   setKind(kind, FailureKind::kNone);
   *report = TrainReport();
@@ -328,20 +390,13 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     writer.line(describe());
 
   const Clock::time_point start = Clock::now();
-  data::BatchOptions o;
-  o.batchSize = size_t(batch_);
-  o.shuffle = true;
-  o.seed = uint64_t(training_.seed());
-  o.numEpochs = 0; // repeat; the step count ends training
-  o.prefetch = 2;
-  o.dropRemainder = trainFeeder_->fixedBatch() != 0;
-  auto it = data::BatchIterator::create(trainData_, o);
+  auto it = makeTrainBatches();
   if (!it) {
     setKind(kind, FailureKind::kData);
     return errorStatus("data: ", it.error());
   }
 
-  const int numFetches = train_->numFetches();
+  const int numFetches = numMetrics_;
   std::vector<double> sums(numFetches, 0.0);
   int64_t intervalSteps = 0;
   double intervalExamples = 0, totalExamples = 0;
@@ -349,12 +404,18 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   std::vector<Metric> lastTrain;
   for (int k = 0; k < numFetches; ++k)
     lastTrain.push_back({train_->fetchInfo(k).name, std::nan("")});
+  if (options_.driver && !options_.quiet)
+    writer.line("  program: worker_step (" + std::to_string(train_->numRunOps()) +
+                " ops), " + std::to_string(train_->numFetches() - numMetrics_) +
+                " sends per step");
   Clock::time_point intervalStart = Clock::now();
   double intervalSeconds = 0;
 
   auto runEval = [&](int64_t step) -> Status {
     std::vector<Metric> metrics;
-    Status s = evaluate(uint64_t(step), &metrics, kind);
+    Status s = options_.driver ? options_.driver->beforeEval() : Status::ok();
+    if (s.isOk())
+      s = evaluate(uint64_t(step), &metrics, kind);
     if (!s.isOk()) {
       if (options_.stop && options_.stop->load()) {
         setKind(kind, FailureKind::kNone);
@@ -372,10 +433,27 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   };
 
   int64_t step = 0;
-  for (; step < steps_; ++step) {
+  // With a driver the job's global step (from the ps) counts, not this
+  // process's steps: several workers advance it.
+  int64_t globalStep = 0;
+  for (;; ++step) {
     if (options_.stop && options_.stop->load()) {
       report->interrupted = true;
       break;
+    }
+    if (options_.driver) {
+      bool jobDone = false;
+      Status s = options_.driver->beforeStep(&globalStep, &jobDone);
+      if (!s.isOk()) {
+        setKind(kind, FailureKind::kRuntime);
+        return s;
+      }
+      if (jobDone || globalStep >= steps_)
+        break;
+    } else {
+      if (step >= steps_)
+        break;
+      globalStep = step;
     }
     std::optional<data::Batch> batch = (*it)->next();
     if (!batch) {
@@ -386,12 +464,19 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     }
     Status s = trainFeeder_->feed(*batch);
     if (s.isOk())
-      s = feedLearningRate(*train_, step);
+      s = feedLearningRate(*train_, globalStep);
     if (s.isOk())
-      s = train_->run(uint64_t(step));
+      s = train_->run(uint64_t(globalStep));
     if (!s.isOk()) {
       setKind(kind, FailureKind::kRuntime);
-      return errorStatus("step ", step + 1, ": ", s.message());
+      return errorStatus("step ", globalStep + 1, ": ", s.message());
+    }
+    if (options_.driver) {
+      s = options_.driver->afterStep(*train_, numMetrics_);
+      if (!s.isOk()) {
+        setKind(kind, FailureKind::kRuntime);
+        return s;
+      }
     }
     for (int k = 0; k < numFetches; ++k)
       sums[k] += meanValue(train_->fetch(k));
@@ -399,8 +484,9 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     intervalExamples += double(batch->size());
     totalExamples += double(batch->size());
 
-    const int64_t done = step + 1;
-    const bool logNow = done % logEvery_ == 0 || done == steps_;
+    const int64_t done = globalStep + 1;
+    const bool logNow = options_.driver ? (step + 1) % logEvery_ == 0
+                                        : done % logEvery_ == 0 || done == steps_;
     const bool evalNow =
         eval_ && evalEvery_ > 0 && done % evalEvery_ == 0 && done != steps_;
     if (logNow || evalNow) {
@@ -440,7 +526,7 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   }
   report->steps = step;
   if (eval_ && !report->interrupted)
-    DTF_RETURN_IF_ERROR(runEval(step));
+    DTF_RETURN_IF_ERROR(runEval(options_.driver ? globalStep : step));
   if (!report->finalFromEval || report->interrupted) {
     report->finalMetrics = lastTrain;
     report->finalFromEval = false;

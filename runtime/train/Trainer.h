@@ -36,6 +36,23 @@ enum class FailureKind {
   kRuntime,
 };
 
+/// What a distributed task plugs into the training loop: it brings the
+/// variables in before each step (a pull from the ps tasks) and ships the
+/// step's sends out after it (a push), and says when the job is done.
+class StepDriver {
+public:
+  virtual ~StepDriver() = default;
+  /// Before a step: fills the trainer's variable store with the variables the
+  /// step reads. Sets *globalStep to the job's step these values belong to,
+  /// and *done once the job has reached its step count (no step is run).
+  virtual Status beforeStep(int64_t *globalStep, bool *done) = 0;
+  /// After the step ran: its sends are fetches [firstSend, numFetches) of
+  /// `executor`, named by their rendezvous keys.
+  virtual Status afterStep(exec::Executor &executor, int firstSend) = 0;
+  /// Before an evaluation: the variables the eval program reads.
+  virtual Status beforeEval() { return Status::ok(); }
+};
+
 struct TrainOptions {
   /// Steps to train; < 0: Training.steps.
   int64_t steps = -1;
@@ -58,6 +75,24 @@ struct TrainOptions {
   int interactive = -1;
   /// Set (by a SIGINT handler) to stop after the current step.
   const std::atomic<bool> *stop = nullptr;
+  /// Distributed training (ps/worker): the loop runs the plan's worker_step
+  /// and the driver moves variables and updates; null: train_step alone.
+  StepDriver *driver = nullptr;
+  /// Examples per step instead of the plan's batch (an in-graph tower's
+  /// share); 0: the plan's.
+  int64_t batch = 0;
+  /// Added to the plan's seed for dropout, so that workers draw different
+  /// masks.
+  uint64_t seedOffset = 0;
+  /// Between-graph replication: this worker reads shard shardIndex of
+  /// shardCount of every epoch (disjoint shards, the same shuffle).
+  size_t shardIndex = 0;
+  size_t shardCount = 1;
+  /// Evaluate (every N steps and at the end) when the plan has an eval set;
+  /// in a cluster only the chief does.
+  bool evaluate = true;
+  /// What the start-up line calls this process ("worker.1"); "" for one.
+  std::string taskName;
   /// Datasets that replace the plan's sources (tests); null: the plan's.
   std::shared_ptr<const data::Dataset> trainData;
   std::shared_ptr<const data::Dataset> evalData;
@@ -101,6 +136,13 @@ public:
   Status evaluate(uint64_t step, std::vector<Metric> *metrics,
                   FailureKind *kind = nullptr);
 
+  /// One step outside run()'s loop (an in-graph tower): pulls through the
+  /// driver, feeds the next batch, runs, and leaves the fetches in the
+  /// executor. *examples is the batch's size.
+  Status runTowerStep(int64_t *globalStep, int64_t *examples);
+  /// The fetches before the sends (loss and metrics).
+  int numMetrics() const { return numMetrics_; }
+
   /// The start-up line: model, steps, batch, data, threads.
   std::string describe() const;
 
@@ -113,6 +155,7 @@ private:
   Trainer() = default;
   Status setUp(const plan::Plan &plan, FailureKind *kind);
   Status feedLearningRate(exec::Executor &e, int64_t step);
+  data::Expected<std::unique_ptr<data::BatchIterator>> makeTrainBatches();
 
   TrainOptions options_;
   plan::Training training_;
@@ -122,6 +165,8 @@ private:
   int64_t logEvery_ = 100;
   int64_t evalEvery_ = 0;
   int threads_ = 1;
+  int numMetrics_ = 0;
+  std::unique_ptr<data::BatchIterator> towerBatches_;
   std::unique_ptr<ThreadPool> pool_;
   exec::VariableStore variables_;
   std::unique_ptr<exec::Executor> train_, eval_;

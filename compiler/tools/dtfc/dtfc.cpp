@@ -4,7 +4,7 @@
 #include "compiler/frontend/MLIRGen.h"
 #include "compiler/frontend/Parser.h"
 #include "compiler/plan/PlanEmitter.h"
-#include "compiler/plan/Placement.h"
+#include "runtime/plan/Partition.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -175,6 +175,11 @@ int main(int argc, char **argv) {
       dot.addPass(mlir::createPrintOpGraphPass(os));
       (void)dot.run(*module);
     });
+  ::dtf::plan::Plan plan;
+  if (mlir::failed(mlir::dtf::emitPlan(*module, filename, plan))) {
+    diagnostics.printSummary();
+    return kCompileError;
+  }
   if (placementReport) {
     if (numPs < 1) {
       llvm::errs() << "dtfc: error: --ps must be at least 1\n";
@@ -182,25 +187,23 @@ int main(int argc, char **argv) {
     }
     std::string strategy = psStrategy.getValue();
     if (strategy.empty()) {
-      auto placement = (*module)->getAttrOfType<mlir::DictionaryAttr>("dtf.placement");
-      auto s = placement ? placement.getAs<mlir::StringAttr>("ps_strategy") : mlir::StringAttr();
-      strategy = s ? s.getValue().str() : "round_robin";
+      strategy = plan.ps_strategy().empty() ? "round_robin" : plan.ps_strategy();
     }
     if (strategy != "round_robin" && strategy != "greedy") {
       llvm::errs() << "dtfc: error: --ps-strategy is round_robin or greedy, not '"
                    << strategy << "'\n";
       return kUsageError;
     }
-    mlir::dtf::printPlacementReport(mlir::dtf::placeVariables(*module, numPs, strategy),
-                                    llvm::outs());
+    ::dtf::plan::Placement placement;
+    ::dtf::Status placed = ::dtf::plan::placeVariables(plan, numPs, strategy, &placement);
+    if (!placed.isOk()) {
+      llvm::errs() << "dtfc: error: " << placed.message() << "\n";
+      return kCompileError;
+    }
+    llvm::outs() << ::dtf::plan::placementReport(placement);
     return kOk;
   }
 
-  ::dtf::plan::Plan plan;
-  if (mlir::failed(mlir::dtf::emitPlan(*module, filename, plan))) {
-    diagnostics.printSummary();
-    return kCompileError;
-  }
   if (emit == Emit::PlanText)
     return writeOutput([&](llvm::raw_ostream &os) {
       std::string text;

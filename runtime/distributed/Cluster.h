@@ -1,0 +1,42 @@
+// The tasks of a running job as the distributed runtime sees them: the ps
+// addresses and the workers (the chief first), with the names messages use.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace dtf::dist {
+
+struct TaskRef {
+  std::string name;    // "ps.0", "chief.0", "worker.1"
+  std::string address; // "127.0.0.1:2222"
+};
+
+/// Workers in replica order: the chief (chief.0, or worker.0 when the
+/// cluster has no chief job) is replica 0.
+struct Roster {
+  std::vector<TaskRef> ps;
+  std::vector<TaskRef> workers;
+};
+
+/// What every task of a job shares.
+struct TaskConfig {
+  Roster roster;
+  std::string planPath;
+  std::string planBytes; // for the fingerprint
+  uint64_t planFingerprint = 0;
+  std::string modelDir;
+  /// How long to wait for another task to answer before naming it and
+  /// giving up (dtf-run --connect-timeout).
+  double connectTimeoutSeconds = 15;
+  /// How long a sync-mode worker waits for the other replicas' gradients
+  /// before it names them and gives up (dtf-run --sync-timeout).
+  double syncTimeoutSeconds = 120;
+  const std::atomic<bool> *stop = nullptr;
+  std::FILE *out = stdout;
+};
+
+} // namespace dtf::dist

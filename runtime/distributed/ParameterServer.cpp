@@ -1,0 +1,407 @@
+#include "runtime/distributed/ParameterServer.h"
+
+#include "runtime/distributed/Wire.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/VariableStore.h"
+#include "runtime/plan/PlanReader.h"
+#include "runtime/plan/PlanTypes.h"
+#include "runtime/train/Initializers.h"
+#include "runtime/train/Trainer.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace dtf::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+grpc::Status fail(grpc::StatusCode code, const std::string &message) {
+  return grpc::Status(code, message);
+}
+
+class PsService final : public rpc::ParameterServer::Service {
+public:
+  PsService(const plan::Plan &plan, const plan::Placement &placement, int index,
+            const TaskConfig &config)
+      : plan_(plan), placement_(placement), index_(index), config_(config) {
+    name_ = config.roster.ps[index].name;
+    const plan::Training &t = plan.training();
+    sync_ = t.update() == "sync" && t.replication() != "in_graph";
+    replicas_ = sync_ ? std::max<int64_t>(t.replicas_to_aggregate(), 1) : 1;
+  }
+
+  Status setUp() {
+    // This ps's variables, initialized from the plan (the chief may replace
+    // them with a checkpoint's values in Initialize).
+    plan::Plan mine = plan_;
+    mine.clear_variables();
+    for (const plan::Variable &v : plan_.variables()) {
+      auto it = placement_.psOf.find(v.name());
+      if (it != placement_.psOf.end() && it->second == index_)
+        *mine.add_variables() = v;
+    }
+    // Moving averages start as their variable: keep the variable too when it
+    // lives elsewhere (it never does: averages stay with their variable).
+    DTF_RETURN_IF_ERROR(train::initializeVariables(
+        mine, uint64_t(plan_.training().seed()), &variables_));
+    for (const plan::Variable &v : mine.variables()) {
+      names_.push_back(v.name());
+      if (v.role() == "global_step")
+        holdsStep_ = true;
+    }
+    plan::Program program;
+    DTF_RETURN_IF_ERROR(
+        plan::psProgramFor(plan_, placement_, index_, &program));
+    if (program.ops_size() > 0) {
+      exec::ExecutorOptions o;
+      o.seed = uint64_t(plan_.training().seed());
+      o.programName = name_ + ": ps_update";
+      DTF_RETURN_IF_ERROR(exec::Executor::create(
+          program, variables_, train::cpuKernelRegistry(), o, &update_));
+      for (const plan::Transfer &r : program.recvs())
+        keys_.push_back(r.key());
+    }
+    return Status::ok();
+  }
+
+  grpc::Status GetStatus(grpc::ServerContext *, const rpc::StatusRequest *,
+                         rpc::StatusReply *reply) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    fillStatus(reply);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Initialize(grpc::ServerContext *, const rpc::InitializeRequest *req,
+                          rpc::InitializeReply *reply) override {
+    if (auto bad = checkCaller(req->caller()); !bad.ok())
+      return bad;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (initialized_) {
+      reply->set_already(true);
+      return grpc::Status::OK;
+    }
+    for (const rpc::WireTensor &w : req->values()) {
+      Tensor *t = variables_.find(w.name());
+      if (!t)
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + " does not hold variable '" + w.name() + "'");
+      Status s = copyFromWire(w, t);
+      if (!s.isOk())
+        return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
+    }
+    version_ = req->version();
+    initialized_ = true;
+    log("initialized by " + req->caller().task() +
+        (req->values_size() ? " from a checkpoint at step " +
+                                  std::to_string(req->version())
+                            : std::string(" (the plan's initializers)")));
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Pull(grpc::ServerContext *ctx, const rpc::PullRequest *req,
+                    rpc::PullReply *reply) override {
+    if (auto bad = checkCaller(req->caller()); !bad.ok())
+      return bad;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!initialized_)
+      return fail(grpc::StatusCode::FAILED_PRECONDITION,
+                  name_ + " is not initialized yet (the chief does it)");
+    const auto until =
+        std::chrono::system_clock::now() +
+        std::chrono::milliseconds(std::max(req->wait_ms(), 0));
+    while (version_ < req->min_version() && !shutdown_ && !ctx->IsCancelled() &&
+           std::chrono::system_clock::now() < until &&
+           std::chrono::system_clock::now() < ctx->deadline())
+      cv_.wait_until(lock, std::min(until, ctx->deadline()));
+    reply->set_version(version_);
+    if (version_ < req->min_version()) {
+      reply->set_ready(false);
+      reply->set_waiting_for(waitingFor());
+      return grpc::Status::OK;
+    }
+    reply->set_ready(true);
+    for (const std::string &n : req->names()) {
+      const Tensor *t = variables_.find(n);
+      if (!t)
+        return fail(grpc::StatusCode::NOT_FOUND,
+                    name_ + " does not hold variable '" + n + "'");
+      toWire(n, *t, reply->add_values());
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Push(grpc::ServerContext *, const rpc::PushRequest *req,
+                    rpc::PushReply *reply) override {
+    if (auto bad = checkCaller(req->caller()); !bad.ok())
+      return bad;
+    std::vector<Tensor> values(keys_.size());
+    for (const rpc::WireTensor &w : req->values()) {
+      int k = keyIndex(w.name());
+      if (k < 0)
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + " takes no value under key '" + w.name() + "'");
+      Status s = fromWire(w, &values[k]);
+      if (!s.isOk())
+        return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
+    }
+    for (size_t k = 0; k < keys_.size(); ++k)
+      if (!values[k].defined())
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    "a push to " + name_ + " lacks '" + keys_[k] + "'");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!initialized_)
+      return fail(grpc::StatusCode::FAILED_PRECONDITION,
+                  name_ + " is not initialized yet");
+    if (!sync_) {
+      Status s = apply(values);
+      if (!s.isOk())
+        return fail(grpc::StatusCode::INTERNAL, s.message());
+      reply->set_applied(true);
+      reply->set_version(version_);
+      return grpc::Status::OK;
+    }
+    // Sync: gradients computed at an older version are stale.
+    if (req->version() != version_) {
+      ++stale_;
+      reply->set_stale(true);
+      reply->set_version(version_);
+      return grpc::Status::OK;
+    }
+    if (sums_.empty()) {
+      sums_ = std::move(values);
+      contributors_.clear();
+    } else {
+      for (size_t k = 0; k < keys_.size(); ++k)
+        accumulate(sums_[k], values[k]);
+    }
+    contributors_.push_back(req->caller().task());
+    if (int64_t(contributors_.size()) < replicas_) {
+      reply->set_version(version_);
+      return grpc::Status::OK;
+    }
+    for (Tensor &t : sums_)
+      scale(t, 1.0 / double(replicas_));
+    const int64_t at = version_;
+    Status s = apply(sums_);
+    if (!s.isOk())
+      return fail(grpc::StatusCode::INTERNAL, s.message());
+    traceSync(at);
+    sums_.clear();
+    contributors_.clear();
+    reply->set_applied(true);
+    reply->set_version(version_);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Save(grpc::ServerContext *, const rpc::SaveRequest *,
+                    rpc::SaveReply *) override {
+    return fail(grpc::StatusCode::UNIMPLEMENTED, "checkpoints: not yet");
+  }
+
+  grpc::Status WorkerDone(grpc::ServerContext *, const rpc::DoneRequest *req,
+                          rpc::DoneReply *reply) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.insert(req->caller().task());
+    reply->set_workers_done(int(done_.size()));
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Shutdown(grpc::ServerContext *, const rpc::ShutdownRequest *req,
+                        rpc::ShutdownReply *) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+    shutdownReason_ = req->caller().task() + ": " + req->reason();
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  /// Blocks until Shutdown or the stop flag; returns the reason.
+  std::string waitForShutdown() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!shutdown_ && !(config_.stop && config_.stop->load()))
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
+    return shutdown_ ? shutdownReason_ : std::string("interrupted");
+  }
+
+  std::string summary() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string s = name_ + ": " + std::to_string(version_) + " updates applied";
+    if (sync_)
+      s += " (each averaging " + std::to_string(replicas_) +
+           " gradients), " + std::to_string(stale_) +
+           " stale gradients dropped";
+    return s;
+  }
+
+  void log(const std::string &line) {
+    std::fprintf(config_.out, "%s: %s\n", name_.c_str(), line.c_str());
+    std::fflush(config_.out);
+  }
+
+private:
+  grpc::Status checkCaller(const rpc::Caller &caller) {
+    if (caller.plan_fingerprint() != config_.planFingerprint)
+      return fail(grpc::StatusCode::FAILED_PRECONDITION,
+                  caller.task() + " runs a different plan than " + name_ +
+                      " (" + config_.planPath +
+                      "); every task of a job must run the same plan.bin");
+    return grpc::Status::OK;
+  }
+
+  void fillStatus(rpc::StatusReply *reply) {
+    reply->set_task(name_);
+    reply->set_plan_fingerprint(config_.planFingerprint);
+    reply->set_initialized(initialized_);
+    reply->set_version(version_);
+    int64_t step = -1;
+    if (holdsStep_)
+      if (const Tensor *t = variables_.find("global_step"))
+        step = t->data<int64_t>()[0];
+    reply->set_global_step(step);
+    for (const std::string &n : names_)
+      reply->add_variables(n);
+  }
+
+  int keyIndex(const std::string &key) const {
+    for (size_t k = 0; k < keys_.size(); ++k)
+      if (keys_[k] == key)
+        return int(k);
+    return -1;
+  }
+
+  static void accumulate(Tensor &sum, const Tensor &t) {
+    if (sum.dtype() == DType::F32 && t.dtype() == DType::F32 &&
+        sum.numElements() == t.numElements()) {
+      float *a = sum.data<float>();
+      const float *b = t.data<float>();
+      for (int64_t i = 0; i < sum.numElements(); ++i)
+        a[i] += b[i];
+    }
+    // Integer operands (assign_add's 1) are the same from every replica:
+    // the first one's stands.
+  }
+  static void scale(Tensor &t, double f) {
+    if (t.dtype() != DType::F32)
+      return;
+    float *a = t.data<float>();
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      a[i] = float(a[i] * f);
+  }
+
+  Status apply(std::vector<Tensor> &values) {
+    if (update_) {
+      for (size_t k = 0; k < keys_.size(); ++k) {
+        int feed = update_->findFeed(keys_[k]);
+        DTF_RETURN_IF_ERROR(update_->setFeed(feed, values[k]));
+      }
+      DTF_RETURN_IF_ERROR(update_->run(uint64_t(version_)));
+    }
+    ++version_;
+    cv_.notify_all();
+    return Status::ok();
+  }
+
+  std::string waitingFor() const {
+    std::string s = std::to_string(contributors_.size()) + " of " +
+                    std::to_string(replicas_) + " gradients for update " +
+                    std::to_string(version_ + 1);
+    if (!contributors_.empty()) {
+      s += " (have:";
+      for (const std::string &c : contributors_)
+        s += " " + c;
+      s += ")";
+    }
+    return s;
+  }
+
+  void traceSync(int64_t at) {
+    if (config_.modelDir.empty())
+      return;
+    if (!trace_) {
+      std::string path = config_.modelDir + "/" + name_ + ".sync.log";
+      trace_ = std::fopen(path.c_str(), "a");
+      if (!trace_)
+        return;
+    }
+    std::fprintf(trace_, "update %lld averaged %zu gradients computed at %lld:",
+                 (long long)(at + 1), contributors_.size(), (long long)at);
+    for (const std::string &c : contributors_)
+      std::fprintf(trace_, " %s", c.c_str());
+    std::fputc('\n', trace_);
+    std::fflush(trace_);
+  }
+
+  const plan::Plan &plan_;
+  const plan::Placement &placement_;
+  const int index_;
+  const TaskConfig &config_;
+  std::string name_;
+  bool sync_ = false;
+  int64_t replicas_ = 1;
+  bool holdsStep_ = false;
+  std::vector<std::string> names_;
+  std::vector<std::string> keys_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  exec::VariableStore variables_;
+  std::unique_ptr<exec::Executor> update_;
+  bool initialized_ = false;
+  int64_t version_ = 0;
+  std::vector<Tensor> sums_;
+  std::vector<std::string> contributors_;
+  int64_t stale_ = 0;
+  std::set<std::string> done_;
+  bool shutdown_ = false;
+  std::string shutdownReason_;
+  std::FILE *trace_ = nullptr;
+};
+
+} // namespace
+
+int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
+                       int index, const TaskConfig &config) {
+  PsService service(plan, placement, index, config);
+  Status s = service.setUp();
+  if (!s.isOk()) {
+    std::fprintf(stderr, "dtf-run: error: %s: %s\n",
+                 config.roster.ps[index].name.c_str(), s.message().c_str());
+    return 4;
+  }
+  const std::string &address = config.roster.ps[index].address;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listenAddress(address),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::fprintf(stderr,
+                 "dtf-run: error: %s cannot listen on %s (is the port in use "
+                 "by another process?)\n",
+                 config.roster.ps[index].name.c_str(), address.c_str());
+    return 4;
+  }
+  std::string held;
+  for (const std::string &v : placement.variablesOn(plan, index))
+    held += (held.empty() ? "" : ", ") + v;
+  service.log("serving on " + address + "; holds " +
+              (held.empty() ? std::string("no variables") : held));
+  std::string reason = service.waitForShutdown();
+  service.log(service.summary());
+  service.log("shutting down (" + reason + ")");
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(500));
+  return reason == "interrupted" ? 130 : 0;
+}
+
+} // namespace dtf::dist

@@ -1,0 +1,20 @@
+// A parameter-server task: holds its shard of the variables, answers pulls,
+// applies pushed updates (at once in async mode; averaged over
+// replicas_to_aggregate fresh gradients in sync mode), and stops when the
+// chief says the job is done.
+#pragma once
+
+#include "runtime/core/Status.h"
+#include "runtime/distributed/Cluster.h"
+#include "runtime/plan/Partition.h"
+
+#include "plan.pb.h"
+
+namespace dtf::dist {
+
+/// Runs ps task `index` until the chief shuts it down, the stop flag is set
+/// or serving fails. Returns the process's exit status: 0 after a shutdown.
+int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
+                       int index, const TaskConfig &config);
+
+} // namespace dtf::dist

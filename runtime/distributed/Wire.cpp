@@ -1,0 +1,118 @@
+#include "runtime/distributed/Wire.h"
+
+#include "runtime/plan/PlanTypes.h"
+
+#include <cstring>
+
+namespace dtf::dist {
+namespace {
+
+int planDTypeOf(DType d) {
+  switch (d) {
+  case DType::F32:
+    return plan::F32;
+  case DType::F16:
+    return plan::F16;
+  case DType::BF16:
+    return plan::BF16;
+  case DType::I32:
+    return plan::I32;
+  case DType::I64:
+    return plan::I64;
+  case DType::Bool:
+    return plan::BOOL;
+  }
+  return plan::DTYPE_UNSPECIFIED;
+}
+
+} // namespace
+
+void toWire(const std::string &name, const Tensor &t, rpc::WireTensor *out) {
+  out->set_name(name);
+  out->set_dtype(plan::DType(planDTypeOf(t.dtype())));
+  out->clear_dims();
+  for (int64_t d : t.shape())
+    out->add_dims(d);
+  out->set_data(static_cast<const char *>(t.rawData()), t.byteSize());
+}
+
+Status fromWire(const rpc::WireTensor &w, Tensor *out) {
+  DType dtype = DType::F32;
+  Status s = plan::toDType(w.dtype(), &dtype);
+  if (!s.isOk())
+    return errorStatus("tensor '", plan::printable(w.name()), "': ", s.message());
+  std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+  int64_t n = plan::staticElements(dims, int64_t(1) << 40);
+  if (n < 0 || size_t(n) * dtypeSize(dtype) != w.data().size())
+    return errorStatus("tensor '", plan::printable(w.name()), "' of type ",
+                       plan::typeString(dtype, dims), " carries ",
+                       w.data().size(), " bytes");
+  *out = Tensor::allocate(dtype, std::move(dims));
+  if (!w.data().empty())
+    std::memcpy(out->rawData(), w.data().data(), w.data().size());
+  return Status::ok();
+}
+
+Status copyFromWire(const rpc::WireTensor &w, Tensor *dst) {
+  DType dtype = DType::F32;
+  Status s = plan::toDType(w.dtype(), &dtype);
+  std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+  if (!s.isOk() || dtype != dst->dtype() || dims != dst->shape() ||
+      w.data().size() != dst->byteSize())
+    return errorStatus("variable '", plan::printable(w.name()), "' arrived as ",
+                       s.isOk() ? plan::typeString(dtype, dims)
+                                : std::string("an unknown dtype"),
+                       " (", w.data().size(), " bytes), but it is ",
+                       dst->describe());
+  if (!w.data().empty())
+    std::memcpy(dst->rawData(), w.data().data(), w.data().size());
+  return Status::ok();
+}
+
+uint64_t fingerprint(const std::string &bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::shared_ptr<grpc::Channel> makeChannel(const std::string &address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  // Reconnect quickly while a peer starts (the default backoff grows to
+  // minutes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+std::string describe(const grpc::Status &status) {
+  static const char *names[] = {
+      "OK",          "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS",    "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",  "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",        "UNAVAILABLE",       "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  int code = int(status.error_code());
+  std::string s = code >= 0 && code <= 16 ? names[code] : "ERROR";
+  if (!status.error_message().empty())
+    s += ": " + status.error_message();
+  return s;
+}
+
+void setDeadline(grpc::ClientContext *ctx, std::chrono::milliseconds timeout) {
+  ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+std::string listenAddress(const std::string &address) {
+  auto colon = address.rfind(':');
+  return "0.0.0.0:" + (colon == std::string::npos ? address
+                                                  : address.substr(colon + 1));
+}
+
+} // namespace dtf::dist

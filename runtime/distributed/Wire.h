@@ -1,0 +1,48 @@
+// Tensors on the wire (rpc::WireTensor), the plan's fingerprint, and the
+// gRPC settings every task uses.
+#pragma once
+
+#include "runtime/core/Status.h"
+#include "runtime/core/Tensor.h"
+
+#include "service.grpc.pb.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dtf::dist {
+
+/// Writes `t` into `out` under `name` (one copy of its bytes, into the
+/// message that gRPC then serializes).
+void toWire(const std::string &name, const Tensor &t, rpc::WireTensor *out);
+
+/// A new tensor holding a wire tensor's bytes; an error naming it when the
+/// dtype is unknown or the byte count does not match its dims.
+Status fromWire(const rpc::WireTensor &w, Tensor *out);
+
+/// Copies a wire tensor into `dst` in place (a variable the executor
+/// aliases); its dtype and dims must be dst's.
+Status copyFromWire(const rpc::WireTensor &w, Tensor *dst);
+
+/// FNV-1a of the plan's bytes: every task of a job must run the same plan.
+uint64_t fingerprint(const std::string &bytes);
+
+/// A channel to `address` with no message size limit (variables can be
+/// large) and quick reconnects.
+std::shared_ptr<grpc::Channel> makeChannel(const std::string &address);
+
+/// The gRPC status as "UNAVAILABLE: failed to connect to all addresses".
+std::string describe(const grpc::Status &status);
+
+/// A context whose deadline is `timeout` from now.
+void setDeadline(grpc::ClientContext *ctx, std::chrono::milliseconds timeout);
+
+/// The listening address for a task's "host:port": every interface, that
+/// port (so a cluster file can name the machine's hostname).
+std::string listenAddress(const std::string &address);
+
+} // namespace dtf::dist

@@ -1,0 +1,672 @@
+#include "runtime/distributed/WorkerTask.h"
+
+#include "runtime/distributed/Wire.h"
+#include "runtime/plan/PlanTypes.h"
+
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace dtf::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// An RPC deadline for calls that do not wait on purpose.
+constexpr milliseconds kCallTimeout{30000};
+
+struct PsLink {
+  TaskRef task;
+  std::unique_ptr<rpc::ParameterServer::Stub> stub;
+  std::shared_ptr<grpc::Channel> channel;
+  std::vector<std::string> pull; // variables pulled from it each step
+  std::vector<std::string> keys; // the sends it takes
+  int64_t pulledVersion = 0;
+  int64_t pushedAt = -1; // sync: the version the last accepted push was for
+};
+
+class Links {
+public:
+  Links(const TaskConfig &config, std::string self)
+      : config_(config), self_(std::move(self)) {}
+
+  rpc::Caller caller() const {
+    rpc::Caller c;
+    c.set_task(self_);
+    c.set_plan_fingerprint(config_.planFingerprint);
+    return c;
+  }
+  const std::string &self() const { return self_; }
+  const TaskConfig &config() const { return config_; }
+
+  void say(const std::string &line) const {
+    std::fprintf(config_.out, "%s: %s\n", self_.c_str(), line.c_str());
+    std::fflush(config_.out);
+  }
+
+  /// Waits until every task in `tasks` accepts a connection; an error naming
+  /// the first that does not within the connect timeout.
+  Status connect(const std::vector<std::shared_ptr<grpc::Channel>> &channels,
+                 const std::vector<TaskRef> &tasks) const {
+    const auto deadline =
+        std::chrono::system_clock::now() +
+        milliseconds(int64_t(config_.connectTimeoutSeconds * 1000));
+    for (size_t i = 0; i < channels.size(); ++i) {
+      bool said = false;
+      while (!channels[i]->WaitForConnected(
+          std::min(deadline, std::chrono::system_clock::now() +
+                                 milliseconds(2000)))) {
+        if (config_.stop && config_.stop->load())
+          return errorStatus("interrupted");
+        if (std::chrono::system_clock::now() >= deadline)
+          return errorStatus(
+              "cannot reach ", tasks[i].name, " at ", tasks[i].address,
+              " (no answer within ", config_.connectTimeoutSeconds,
+              " s): is it running, and is the address in the cluster file "
+              "right? (--connect-timeout sets the wait)");
+        if (!said)
+          say("waiting for " + tasks[i].name + " at " + tasks[i].address);
+        said = true;
+      }
+    }
+    return Status::ok();
+  }
+
+private:
+  const TaskConfig &config_;
+  std::string self_;
+};
+
+Status rpcError(const std::string &what, const TaskRef &task,
+                const grpc::Status &status) {
+  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+      status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+      status.error_code() == grpc::StatusCode::INTERNAL)
+    return errorStatus(what, " ", task.name, ": ", status.error_message());
+  return errorStatus("lost ", task.name, " at ", task.address, " during ",
+                     what, " (", describe(status), ")");
+}
+
+/// Pulls and pushes for one worker (or tower).
+class PsDriver : public train::StepDriver {
+public:
+  PsDriver(const plan::Plan &plan, const plan::Placement &placement,
+           Links &links, bool sync, bool push)
+      : plan_(plan), links_(links), sync_(sync), push_(push) {
+    const Roster &roster = links.config().roster;
+    for (size_t k = 0; k < roster.ps.size(); ++k) {
+      PsLink l;
+      l.task = roster.ps[k];
+      l.channel = makeChannel(l.task.address);
+      l.stub = rpc::ParameterServer::NewStub(l.channel);
+      l.pull = plan::pulledFrom(plan, placement, int(k));
+      auto step = placement.psOf.find("global_step");
+      if (step != placement.psOf.end() && step->second == int(k) &&
+          std::find(l.pull.begin(), l.pull.end(), "global_step") == l.pull.end())
+        l.pull.push_back("global_step");
+      plan::Program p;
+      if (plan::psProgramFor(plan, placement, int(k), &p).isOk())
+        for (const plan::Transfer &r : p.recvs())
+          l.keys.push_back(r.key());
+      ps_.push_back(std::move(l));
+    }
+    for (const plan::Variable &v : plan.variables())
+      if (v.role() == "moving_average")
+        averages_.push_back(v.name());
+  }
+
+  void bind(exec::VariableStore *store) { store_ = store; }
+  std::vector<PsLink> &ps() { return ps_; }
+
+  Status connect() {
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    std::vector<TaskRef> tasks;
+    for (PsLink &l : ps_) {
+      channels.push_back(l.channel);
+      tasks.push_back(l.task);
+    }
+    return links_.connect(channels, tasks);
+  }
+
+  /// The chief: initializes every ps that is not yet. Others: wait for it.
+  Status initializeOrWait(bool chief) {
+    const std::string chiefName = links_.config().roster.workers[0].name;
+    for (PsLink &l : ps_) {
+      const Clock::time_point start = Clock::now();
+      double lastSaid = -100;
+      for (;;) {
+        grpc::ClientContext ctx;
+        setDeadline(&ctx, kCallTimeout);
+        rpc::StatusRequest req;
+        *req.mutable_caller() = links_.caller();
+        rpc::StatusReply reply;
+        grpc::Status st = l.stub->GetStatus(&ctx, req, &reply);
+        if (!st.ok())
+          return rpcError("status of", l.task, st);
+        if (reply.plan_fingerprint() != links_.config().planFingerprint)
+          return errorStatus(l.task.name, " at ", l.task.address,
+                             " runs a different plan than this task (",
+                             links_.config().planPath,
+                             "); every task of a job must run the same "
+                             "plan.bin");
+        if (reply.initialized())
+          break;
+        if (chief) {
+          grpc::ClientContext ictx;
+          setDeadline(&ictx, kCallTimeout);
+          rpc::InitializeRequest ireq;
+          *ireq.mutable_caller() = links_.caller();
+          rpc::InitializeReply ireply;
+          st = l.stub->Initialize(&ictx, ireq, &ireply);
+          if (!st.ok())
+            return rpcError("initializing", l.task, st);
+          break;
+        }
+        const double waited = secondsSince(start);
+        if (waited - lastSaid >= 5) {
+          links_.say("waiting for the chief (" + chiefName +
+                     ") to initialize the variables on " + l.task.name);
+          lastSaid = waited;
+        }
+        if (waited > links_.config().syncTimeoutSeconds)
+          return errorStatus("the chief (", chiefName,
+                             ") did not initialize ", l.task.name, " within ",
+                             links_.config().syncTimeoutSeconds, " s");
+        if (links_.config().stop && links_.config().stop->load())
+          return errorStatus("interrupted");
+        std::this_thread::sleep_for(milliseconds(200));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status pull(const std::vector<std::string> *extra, int64_t *globalStep) {
+    for (PsLink &l : ps_) {
+      if (l.pull.empty() && !extra)
+        continue;
+      const int64_t want = sync_ && l.pushedAt >= 0 ? l.pushedAt + 1 : 0;
+      const Clock::time_point start = Clock::now();
+      double lastSaid = 0;
+      for (;;) {
+        rpc::PullRequest req;
+        *req.mutable_caller() = links_.caller();
+        for (const std::string &n : l.pull)
+          req.add_names(n);
+        if (extra)
+          for (const std::string &n : *extra)
+            if (placementHas(l, n))
+              req.add_names(n);
+        req.set_min_version(want);
+        req.set_wait_ms(1000);
+        grpc::ClientContext ctx;
+        setDeadline(&ctx, kCallTimeout);
+        rpc::PullReply reply;
+        grpc::Status st = l.stub->Pull(&ctx, req, &reply);
+        if (!st.ok())
+          return rpcError("a pull from", l.task, st);
+        if (reply.ready()) {
+          for (const rpc::WireTensor &w : reply.values()) {
+            Tensor *t = store_->find(w.name());
+            if (!t)
+              return errorStatus(l.task.name, " sent variable '",
+                                 plan::printable(w.name()),
+                                 "', which this task does not have");
+            DTF_RETURN_IF_ERROR(copyFromWire(w, t));
+          }
+          l.pulledVersion = reply.version();
+          break;
+        }
+        const double waited = secondsSince(start);
+        if (waited - lastSaid >= 5) {
+          links_.say("waiting for " + l.task.name + ": " +
+                     reply.waiting_for());
+          lastSaid = waited;
+        }
+        if (waited > links_.config().syncTimeoutSeconds)
+          return errorStatus(
+              "gave up after ", int(waited), " s waiting for ", l.task.name,
+              ": ", reply.waiting_for(),
+              " (--sync-timeout sets the wait; a replica that died must be "
+              "restarted or covered by a backup worker)");
+        if (links_.config().stop && links_.config().stop->load())
+          return errorStatus("interrupted");
+      }
+    }
+    if (const Tensor *t = store_->find("global_step"))
+      *globalStep = t->data<int64_t>()[0];
+    return Status::ok();
+  }
+
+  Status beforeStep(int64_t *globalStep, bool *done) override {
+    *done = false;
+    return pull(nullptr, globalStep);
+  }
+
+  /// Pushes the sends, `value(key)` giving each one's tensor.
+  template <typename ValueOf> Status pushAll(ValueOf value) {
+    for (PsLink &l : ps_) {
+      if (l.keys.empty())
+        continue;
+      rpc::PushRequest req;
+      *req.mutable_caller() = links_.caller();
+      req.set_version(l.pulledVersion);
+      for (const std::string &k : l.keys) {
+        const Tensor *t = value(k);
+        if (!t)
+          return errorStatus("the step made no value for '", k, "'");
+        toWire(k, *t, req.add_values());
+      }
+      grpc::ClientContext ctx;
+      setDeadline(&ctx, kCallTimeout);
+      rpc::PushReply reply;
+      grpc::Status st = l.stub->Push(&ctx, req, &reply);
+      if (!st.ok())
+        return rpcError("a push to", l.task, st);
+      if (reply.stale())
+        ++stale_;
+      else
+        l.pushedAt = l.pulledVersion;
+      if (sync_ && reply.stale())
+        l.pushedAt = reply.version() - 1; // wait for the current update
+    }
+    return Status::ok();
+  }
+
+  Status afterStep(exec::Executor &e, int firstSend) override {
+    if (!push_)
+      return Status::ok();
+    if (sendIndex_.empty())
+      for (int i = firstSend; i < e.numFetches(); ++i)
+        sendIndex_[e.fetchInfo(i).name] = i;
+    return pushAll([&](const std::string &k) -> const Tensor * {
+      auto it = sendIndex_.find(k);
+      return it == sendIndex_.end() ? nullptr : &e.fetch(it->second);
+    });
+  }
+
+  Status beforeEval() override {
+    int64_t step = 0;
+    // The eval program reads the moving averages, which no step pulls.
+    const bool wasSync = sync_;
+    sync_ = false;
+    Status s = pull(&averages_, &step);
+    sync_ = wasSync;
+    return s;
+  }
+
+  /// Tells ps 0 this worker is done; returns how many are.
+  Status done(int *workersDone) {
+    if (ps_.empty()) {
+      *workersDone = 0;
+      return Status::ok();
+    }
+    rpc::DoneRequest req;
+    *req.mutable_caller() = links_.caller();
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, kCallTimeout);
+    rpc::DoneReply reply;
+    grpc::Status st = ps_[0].stub->WorkerDone(&ctx, req, &reply);
+    if (!st.ok())
+      return rpcError("telling it this worker is done:", ps_[0].task, st);
+    *workersDone = reply.workers_done();
+    return Status::ok();
+  }
+
+  void shutdownAll(const std::string &reason) {
+    for (PsLink &l : ps_) {
+      rpc::ShutdownRequest req;
+      *req.mutable_caller() = links_.caller();
+      req.set_reason(reason);
+      grpc::ClientContext ctx;
+      setDeadline(&ctx, milliseconds(3000));
+      rpc::ShutdownReply reply;
+      (void)l.stub->Shutdown(&ctx, req, &reply);
+    }
+  }
+
+  int64_t stale() const { return stale_; }
+
+private:
+  // Averages live with their variable, on the ps that serves it.
+  bool placementHas(const PsLink &l, const std::string &name) const {
+    for (const plan::Variable &v : plan_.variables())
+      if (v.name() == name)
+        return std::find(l.pull.begin(), l.pull.end(), v.slot_of()) !=
+               l.pull.end();
+    return false;
+  }
+
+  const plan::Plan &plan_;
+  Links &links_;
+  bool sync_;
+  bool push_;
+  exec::VariableStore *store_ = nullptr;
+  std::vector<PsLink> ps_;
+  std::vector<std::string> averages_;
+  std::map<std::string, int> sendIndex_;
+  int64_t stale_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// In-graph replication.
+
+/// A worker that serves towers to the in-graph client.
+class TowerService final : public rpc::Worker::Service {
+public:
+  TowerService(train::Trainer &trainer, Links &links)
+      : trainer_(trainer), links_(links) {}
+
+  grpc::Status GetStatus(grpc::ServerContext *, const rpc::StatusRequest *,
+                         rpc::StatusReply *reply) override {
+    reply->set_task(links_.self());
+    reply->set_plan_fingerprint(links_.config().planFingerprint);
+    reply->set_initialized(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status RunTower(grpc::ServerContext *, const rpc::TowerRequest *req,
+                        rpc::TowerReply *reply) override {
+    if (req->caller().plan_fingerprint() != links_.config().planFingerprint)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          req->caller().task() + " runs a different plan than " +
+                              links_.self());
+    std::lock_guard<std::mutex> lock(mu_);
+    int64_t step = 0, examples = 0;
+    Status s = trainer_.runTowerStep(&step, &examples);
+    if (!s.isOk())
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          links_.self() + ": " + s.message());
+    exec::Executor &e = trainer_.trainExecutor();
+    reply->set_version(step);
+    reply->set_examples(examples);
+    for (int i = 0; i < trainer_.numMetrics(); ++i)
+      reply->add_metrics(train::meanValue(e.fetch(i)));
+    for (int i = trainer_.numMetrics(); i < e.numFetches(); ++i)
+      toWire(e.fetchInfo(i).name, e.fetch(i), reply->add_sends());
+    ++towers_;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Shutdown(grpc::ServerContext *, const rpc::ShutdownRequest *,
+                        rpc::ShutdownReply *) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+    return grpc::Status::OK;
+  }
+
+  bool shutdown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return shutdown_;
+  }
+  int64_t towers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return towers_;
+  }
+
+private:
+  train::Trainer &trainer_;
+  Links &links_;
+  std::mutex mu_;
+  bool shutdown_ = false;
+  int64_t towers_ = 0;
+};
+
+/// The in-graph client (the chief): its own tower plus one per other
+/// worker, the towers' sends averaged and pushed once.
+class InGraphDriver : public train::StepDriver {
+public:
+  InGraphDriver(PsDriver &ps, Links &links) : ps_(ps), links_(links) {
+    const Roster &roster = links.config().roster;
+    for (size_t i = 1; i < roster.workers.size(); ++i) {
+      Remote r;
+      r.task = roster.workers[i];
+      r.channel = makeChannel(r.task.address);
+      r.stub = rpc::Worker::NewStub(r.channel);
+      remotes_.push_back(std::move(r));
+    }
+  }
+
+  Status connect() {
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    std::vector<TaskRef> tasks;
+    for (Remote &r : remotes_) {
+      channels.push_back(r.channel);
+      tasks.push_back(r.task);
+    }
+    return links_.connect(channels, tasks);
+  }
+
+  Status beforeStep(int64_t *globalStep, bool *done) override {
+    DTF_RETURN_IF_ERROR(ps_.beforeStep(globalStep, done));
+    // The other towers run while this one does.
+    for (Remote &r : remotes_) {
+      r.reply = rpc::TowerReply();
+      r.pending = std::async(std::launch::async, [this, &r, step = *globalStep] {
+        rpc::TowerRequest req;
+        *req.mutable_caller() = links_.caller();
+        req.set_step(step);
+        grpc::ClientContext ctx;
+        setDeadline(&ctx, kCallTimeout);
+        return r.stub->RunTower(&ctx, req, &r.reply);
+      });
+    }
+    return Status::ok();
+  }
+
+  Status afterStep(exec::Executor &e, int firstSend) override {
+    std::map<std::string, Tensor> sums;
+    for (int i = firstSend; i < e.numFetches(); ++i) {
+      const Tensor &t = e.fetch(i);
+      Tensor copy = Tensor::allocate(t.dtype(), t.shape());
+      std::memcpy(copy.rawData(), t.rawData(), t.byteSize());
+      sums[e.fetchInfo(i).name] = std::move(copy);
+    }
+    Status failed = Status::ok();
+    for (Remote &r : remotes_) {
+      grpc::Status st = r.pending.get();
+      if (!st.ok()) {
+        if (failed.isOk())
+          failed = errorStatus("tower on ", r.task.name, " at ", r.task.address,
+                               " failed: ", describe(st));
+        continue;
+      }
+      for (const rpc::WireTensor &w : r.reply.sends()) {
+        auto it = sums.find(w.name());
+        Tensor t;
+        Status s = fromWire(w, &t);
+        if (!s.isOk() || it == sums.end() ||
+            t.numElements() != it->second.numElements())
+          return errorStatus(r.task.name, " sent a tower value '",
+                             plan::printable(w.name()), "' that does not fit");
+        if (t.dtype() == DType::F32 && it->second.dtype() == DType::F32) {
+          float *a = it->second.data<float>();
+          const float *b = t.data<float>();
+          for (int64_t j = 0; j < t.numElements(); ++j)
+            a[j] += b[j];
+        }
+      }
+    }
+    DTF_RETURN_IF_ERROR(failed);
+    const double towers = double(remotes_.size() + 1);
+    for (auto &[key, t] : sums)
+      if (t.dtype() == DType::F32) {
+        float *a = t.data<float>();
+        for (int64_t j = 0; j < t.numElements(); ++j)
+          a[j] = float(a[j] / towers);
+      }
+    return ps_.pushAll([&](const std::string &k) -> const Tensor * {
+      auto it = sums.find(k);
+      return it == sums.end() ? nullptr : &it->second;
+    });
+  }
+
+  Status beforeEval() override { return ps_.beforeEval(); }
+
+  void shutdownTowers() {
+    for (Remote &r : remotes_) {
+      rpc::ShutdownRequest req;
+      *req.mutable_caller() = links_.caller();
+      req.set_reason("training finished");
+      grpc::ClientContext ctx;
+      setDeadline(&ctx, milliseconds(3000));
+      rpc::ShutdownReply reply;
+      (void)r.stub->Shutdown(&ctx, req, &reply);
+    }
+  }
+
+private:
+  struct Remote {
+    TaskRef task;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<rpc::Worker::Stub> stub;
+    rpc::TowerReply reply;
+    std::future<grpc::Status> pending;
+  };
+  PsDriver &ps_;
+  Links &links_;
+  std::vector<Remote> remotes_;
+};
+
+int fail(const std::string &self, const Status &s, int code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "dtf-run: error: %s: %s\n", self.c_str(),
+               s.message().c_str());
+  return code;
+}
+
+} // namespace
+
+int runWorker(const plan::Plan &plan, const plan::Placement &placement,
+              int replica, const train::TrainOptions &base,
+              const TaskConfig &config) {
+  const Roster &roster = config.roster;
+  const std::string self = roster.workers[replica].name;
+  const bool chief = replica == 0;
+  const plan::Training &t = plan.training();
+  const bool inGraph = t.replication() == "in_graph";
+  const bool sync = t.update() == "sync" && !inGraph;
+  const int numWorkers = int(roster.workers.size());
+  if (sync && t.replicas_to_aggregate() > numWorkers)
+    return fail(self,
+                errorStatus("the plan aggregates ", t.replicas_to_aggregate(),
+                            " replicas per update, but the cluster has ",
+                            numWorkers, " worker", numWorkers == 1 ? "" : "s",
+                            "; add workers or lower replicas_to_aggregate"),
+                2);
+
+  Links links(config, self);
+  PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief);
+  train::TrainOptions options = base;
+  options.taskName = self;
+  options.evaluate = chief;
+  options.seedOffset = uint64_t(replica);
+  options.shardIndex = size_t(replica);
+  options.shardCount = size_t(numWorkers);
+  if (inGraph) {
+    const int64_t batch = base.batch > 0 ? base.batch : t.batch();
+    options.batch = std::max<int64_t>(batch / numWorkers, 1);
+  }
+  std::unique_ptr<InGraphDriver> client;
+  options.driver = &ps;
+  if (inGraph && chief) {
+    client = std::make_unique<InGraphDriver>(ps, links);
+    options.driver = client.get();
+  }
+
+  std::unique_ptr<train::Trainer> trainer;
+  train::FailureKind kind = train::FailureKind::kNone;
+  Status s = train::Trainer::create(plan, options, &trainer, &kind);
+  if (!s.isOk())
+    return fail(self, s, kind == train::FailureKind::kUsage ? 2 : 4);
+  ps.bind(&trainer->variables());
+
+  s = ps.connect();
+  if (s.isOk())
+    s = ps.initializeOrWait(chief);
+  if (!s.isOk())
+    return fail(self, s, 6);
+
+  if (inGraph && !chief) {
+    // Serve towers until the client says the job is done.
+    TowerService service(*trainer, links);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(listenAddress(roster.workers[replica].address),
+                             grpc::InsecureServerCredentials(), &port);
+    builder.SetMaxReceiveMessageSize(-1);
+    builder.SetMaxSendMessageSize(-1);
+    builder.RegisterService(&service);
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (!server || port == 0)
+      return fail(self,
+                  errorStatus("cannot listen on ",
+                              roster.workers[replica].address,
+                              " (is the port in use by another process?)"),
+                  4);
+    links.say("serving in-graph towers on " + roster.workers[replica].address +
+              " for " + roster.workers[0].name);
+    while (!service.shutdown() && !(config.stop && config.stop->load()))
+      std::this_thread::sleep_for(milliseconds(100));
+    links.say("ran " + std::to_string(service.towers()) + " towers; done");
+    server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
+    return config.stop && config.stop->load() ? 130 : 0;
+  }
+  if (client) {
+    s = client->connect();
+    if (!s.isOk())
+      return fail(self, s, 6);
+  }
+
+  train::TrainReport report;
+  s = trainer->run(&report, &kind);
+  if (!s.isOk()) {
+    if (client)
+      client->shutdownTowers();
+    return fail(self, s, kind == train::FailureKind::kRuntime ? 5 : 4);
+  }
+  if (sync && ps.stale() > 0 && !options.quiet)
+    links.say(std::to_string(ps.stale()) +
+              " of this worker's gradients arrived after their update and "
+              "were dropped (stale)");
+  int workersDone = 0;
+  s = ps.done(&workersDone);
+  if (!s.isOk())
+    return fail(self, s, 6);
+  if (chief) {
+    if (client)
+      client->shutdownTowers();
+    // The ps tasks stop when every worker is done (between-graph), so that
+    // none of them loses its ps mid-step.
+    const int expected = inGraph ? 1 : numWorkers;
+    const Clock::time_point start = Clock::now();
+    double lastSaid = -100;
+    while (workersDone < expected && !(config.stop && config.stop->load())) {
+      const double waited = secondsSince(start);
+      if (waited > config.syncTimeoutSeconds) {
+        links.say("gave up waiting for the other workers to finish");
+        break;
+      }
+      if (waited - lastSaid >= 5) {
+        links.say("waiting for " + std::to_string(expected - workersDone) +
+                  " more worker(s) to finish");
+        lastSaid = waited;
+      }
+      std::this_thread::sleep_for(milliseconds(200));
+      s = ps.done(&workersDone);
+      if (!s.isOk())
+        break;
+    }
+    ps.shutdownAll("training finished");
+  }
+  return report.interrupted ? 130 : 0;
+}
+
+} // namespace dtf::dist

@@ -1,0 +1,390 @@
+// The train_step cut at its updates (worker_step / ps_update), and the replica
+// device setter over a plan's variables.
+#include "runtime/plan/Partition.h"
+
+#include "runtime/core/DeviceName.h"
+#include "runtime/plan/PlanReader.h"
+#include "runtime/plan/PlanTypes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <unordered_map>
+
+namespace dtf::plan {
+namespace {
+
+std::string shortOpName(const std::string &name) {
+  return name.rfind("dtf.", 0) == 0 ? name.substr(4) : name;
+}
+
+int64_t elementBytes(int dtype) {
+  switch (dtype) {
+  case F16:
+  case BF16:
+    return 2;
+  case I64:
+    return 8;
+  case BOOL:
+    return 1;
+  default:
+    return 4;
+  }
+}
+
+int64_t bytesOf(const Variable &v) {
+  int64_t n = 1;
+  for (int64_t d : v.type().shape().dims())
+    n *= std::max<int64_t>(d, 0);
+  return n * elementBytes(v.type().dtype());
+}
+
+} // namespace
+
+int localOperands(const Op &op) {
+  int n = updatedOperands(op);
+  if (op.name() == "dtf.moving_average_update")
+    ++n;
+  return n;
+}
+
+std::string updatedVariable(const Program &program, int opIndex) {
+  const Op &op = program.ops(opIndex);
+  if (updatedOperands(op) == 0 || op.inputs_size() == 0)
+    return "";
+  for (int i = opIndex - 1; i >= 0; --i) {
+    const Op &def = program.ops(i);
+    for (int32_t out : def.outputs())
+      if (out == op.inputs(0))
+        return def.name() == "dtf.read_variable" ? def.attrs().at("name").s()
+                                                 : "";
+  }
+  return "";
+}
+
+Status partitionTrainStep(Plan *plan) {
+  const Program &train = plan->train_step();
+  const int numOps = train.ops_size();
+  std::unordered_map<int32_t, int> definedBy;
+  for (int i = 0; i < numOps; ++i)
+    for (int32_t out : train.ops(i).outputs())
+      definedBy[out] = i;
+
+  // Values the worker needs besides the updates' local operands.
+  std::set<int32_t> usedOnWorker;
+  std::vector<bool> isUpdate(numOps, false);
+  for (int i = 0; i < numOps; ++i) {
+    const Op &op = train.ops(i);
+    const int local = localOperands(op);
+    isUpdate[i] = updatedOperands(op) > 0;
+    for (int k = isUpdate[i] ? local : 0; k < op.inputs_size(); ++k)
+      usedOnWorker.insert(op.inputs(k));
+  }
+  for (const Fetch &f : train.fetches())
+    usedOnWorker.insert(f.value());
+
+  Program worker;
+  worker.set_name("worker_step");
+  Program ps;
+  ps.set_name("ps_update");
+  std::set<int32_t> workerValues, psValues;
+  std::unordered_map<int32_t, const Value *> valueById;
+  for (const Value &v : train.values())
+    valueById[v.id()] = &v;
+  auto declare = [&](Program &p, std::set<int32_t> &declared, int32_t id) {
+    if (declared.insert(id).second)
+      *p.add_values() = *valueById.at(id);
+  };
+
+  for (int i = 0; i < numOps; ++i) {
+    const Op &op = train.ops(i);
+    if (isUpdate[i])
+      continue;
+    if (op.name() == "dtf.read_variable" && !usedOnWorker.count(op.outputs(0)))
+      continue; // read only by updates: the ps reads it
+    for (int32_t out : op.outputs())
+      declare(worker, workerValues, out);
+    *worker.add_ops() = op;
+  }
+  *worker.mutable_feeds() = train.feeds();
+  *worker.mutable_fetches() = train.fetches();
+
+  // The updates, in program order, each with its local reads (a read may
+  // serve several updates, the moving average after its optimizer update).
+  std::set<int> psReads;
+  std::set<int32_t> sent;
+  for (int i = 0; i < numOps; ++i) {
+    if (!isUpdate[i])
+      continue;
+    const Op &op = train.ops(i);
+    const std::string variable = updatedVariable(train, i);
+    if (variable.empty())
+      return errorStatus("train_step: ", describeOp(train, i),
+                         " updates a value that is not a variable read");
+    const int local = localOperands(op);
+    for (int k = 0; k < op.inputs_size(); ++k) {
+      const int32_t in = op.inputs(k);
+      if (k < local) {
+        auto it = definedBy.find(in);
+        if (it == definedBy.end() ||
+            train.ops(it->second).name() != "dtf.read_variable")
+          return errorStatus("train_step: ", describeOp(train, i),
+                             " takes input ", k,
+                             " from an op that is not a variable read");
+        if (psReads.insert(it->second).second) {
+          declare(ps, psValues, in);
+          *ps.add_ops() = train.ops(it->second);
+        }
+        continue;
+      }
+      if (!sent.insert(in).second)
+        continue;
+      std::string key = variable + ":";
+      const bool isGrad = op.name().rfind("dtf.apply_", 0) == 0 && k == local;
+      key += isGrad ? std::string("grad")
+                    : shortOpName(op.name()) + ":" + std::to_string(k);
+      Transfer send;
+      send.set_key(key);
+      send.set_value(in);
+      send.set_to("ps");
+      send.set_variable(variable);
+      *worker.add_sends() = send;
+      declare(ps, psValues, in);
+      Transfer recv = send;
+      recv.clear_to();
+      *ps.add_recvs() = recv;
+    }
+    *ps.add_ops() = op;
+  }
+  // The reads must come before the updates that take them; ops were appended
+  // read-then-update per update, which keeps program order per variable.
+  *plan->mutable_worker_step() = std::move(worker);
+  *plan->mutable_ps_update() = std::move(ps);
+  return Status::ok();
+}
+
+int64_t Placement::bytesOn(int ps) const {
+  int64_t total = 0;
+  for (const PlacedShard &s : shards)
+    if (s.ps == ps)
+      total += s.bytes;
+  return total;
+}
+
+double Placement::imbalance() const {
+  if (numPs == 0)
+    return 1.0;
+  int64_t most = 0, least = INT64_MAX;
+  for (int ps = 0; ps < numPs; ++ps) {
+    most = std::max(most, bytesOn(ps));
+    least = std::min(least, bytesOn(ps));
+  }
+  return least == 0 ? (most == 0 ? 1.0 : INFINITY)
+                    : double(most) / double(least);
+}
+
+std::vector<std::string> Placement::variablesOn(const Plan &plan,
+                                                int ps) const {
+  std::vector<std::string> out;
+  for (const Variable &v : plan.variables()) {
+    auto it = psOf.find(v.name());
+    if (it != psOf.end() && it->second == ps)
+      out.push_back(v.name());
+  }
+  return out;
+}
+
+Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,
+                      Placement *out) {
+  Placement placement;
+  placement.strategy = !strategy.empty()           ? strategy
+                       : !plan.ps_strategy().empty() ? plan.ps_strategy()
+                                                     : "round_robin";
+  if (placement.strategy != "round_robin" && placement.strategy != "greedy")
+    return errorStatus("the ps strategy is round_robin or greedy, not '",
+                       printable(placement.strategy), "'");
+  placement.numPs = numPs;
+  std::unordered_map<std::string, int64_t> slotBytes;
+  for (const Variable &v : plan.variables())
+    if (!v.slot_of().empty())
+      slotBytes[v.slot_of()] += bytesOf(v);
+
+  std::vector<int64_t> load(std::max(numPs, 0), 0);
+  int next = 0;
+  for (const Variable &v : plan.variables()) {
+    if (!v.slot_of().empty())
+      continue;
+    const std::string &name = v.name();
+    const int shards = int(std::max<int64_t>(v.partitions(), 1));
+    const int64_t total = bytesOf(v) + slotBytes[name];
+    const int64_t rows =
+        v.type().shape().dims_size() ? v.type().shape().dims(0) : 1;
+    std::optional<int> pinnedPs;
+    bool onWorker = false;
+    if (!v.device().empty()) {
+      DeviceNameParse parsed = parseDeviceName(v.device());
+      if (parsed.name && parsed.name->job == "ps") {
+        int task = parsed.name->task.value_or(0);
+        if (task >= numPs)
+          return errorStatus("variable '", printable(name), "' is placed on ",
+                             v.device(), ", but the cluster has ", numPs,
+                             " ps task", numPs == 1 ? "" : "s",
+                             " (/job:ps/task:0 to /job:ps/task:", numPs - 1,
+                             "); add ps tasks or change its `on` scope");
+        pinnedPs = task;
+      } else if (parsed.name && parsed.name->job) {
+        onWorker = true;
+      }
+    }
+    const bool isStep = v.role() == "global_step";
+    if (isStep)
+      pinnedPs = 0; // as TensorFlow's replica_device_setter
+    int64_t offset = 0;
+    for (int k = 0; k < shards; ++k) {
+      // Rows split as evenly as they go, the first ones one row larger.
+      const int64_t shardRows = rows / shards + (k < rows % shards ? 1 : 0);
+      PlacedShard shard;
+      shard.variable = name;
+      shard.shard = k;
+      shard.shards = shards;
+      shard.rows = shardRows;
+      shard.rowOffset = offset;
+      offset += shardRows;
+      shard.bytes = rows ? total * shardRows / rows : total;
+      shard.pinned = (pinnedPs.has_value() && !isStep) || onWorker;
+      if (numPs > 0 && !onWorker) {
+        if (pinnedPs)
+          shard.ps = *pinnedPs;
+        else if (placement.strategy == "greedy")
+          shard.ps = int(std::min_element(load.begin(), load.end()) -
+                         load.begin());
+        else
+          shard.ps = next++ % numPs;
+        load[shard.ps] += shard.bytes;
+      }
+      if (k == 0)
+        placement.psOf[name] = shard.ps;
+      placement.shards.push_back(shard);
+    }
+  }
+  for (const Variable &v : plan.variables())
+    if (!v.slot_of().empty()) {
+      auto it = placement.psOf.find(v.slot_of());
+      placement.psOf[v.name()] = it == placement.psOf.end() ? 0 : it->second;
+    }
+  *out = std::move(placement);
+  return Status::ok();
+}
+
+Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
+                    Program *out) {
+  const Program &all = plan.ps_update();
+  Program p;
+  p.set_name("ps_update (ps " + std::to_string(ps) + ")");
+  std::unordered_map<int32_t, const Value *> valueById;
+  for (const Value &v : all.values())
+    valueById[v.id()] = &v;
+  std::unordered_map<int32_t, int> definedBy;
+  for (int i = 0; i < all.ops_size(); ++i)
+    for (int32_t o : all.ops(i).outputs())
+      definedBy[o] = i;
+  std::set<int> keep;
+  for (int i = 0; i < all.ops_size(); ++i) {
+    const Op &op = all.ops(i);
+    if (updatedOperands(op) == 0)
+      continue;
+    const std::string var = updatedVariable(all, i);
+    auto it = placement.psOf.find(var);
+    if (it == placement.psOf.end())
+      return errorStatus("ps_update: ", describeOp(all, i),
+                         " updates '", printable(var),
+                         "', which the placement does not know");
+    if (it->second != ps)
+      continue;
+    keep.insert(i);
+    for (int k = 0; k < localOperands(op) && k < op.inputs_size(); ++k) {
+      auto d = definedBy.find(op.inputs(k));
+      if (d != definedBy.end())
+        keep.insert(d->second);
+    }
+  }
+  std::set<int32_t> used, declared;
+  for (int i : keep) {
+    for (int32_t in : all.ops(i).inputs())
+      used.insert(in);
+    for (int32_t o : all.ops(i).outputs())
+      used.insert(o);
+  }
+  for (const Value &v : all.values())
+    if (used.count(v.id()) && declared.insert(v.id()).second)
+      *p.add_values() = v;
+  for (int i : keep)
+    *p.add_ops() = all.ops(i);
+  for (const Transfer &recv : all.recvs())
+    if (used.count(recv.value())) {
+      *p.add_recvs() = recv;
+      Feed *f = p.add_feeds();
+      f->set_name(recv.key());
+      f->set_value(recv.value());
+    }
+  *out = std::move(p);
+  return Status::ok();
+}
+
+std::vector<std::string> pulledFrom(const Plan &plan,
+                                    const Placement &placement, int ps) {
+  std::set<std::string> read;
+  for (const Op &op : plan.worker_step().ops())
+    if (op.name() == "dtf.read_variable")
+      read.insert(op.attrs().at("name").s());
+  std::vector<std::string> out;
+  for (const Variable &v : plan.variables()) {
+    auto it = placement.psOf.find(v.name());
+    if (read.count(v.name()) && it != placement.psOf.end() && it->second == ps)
+      out.push_back(v.name());
+  }
+  return out;
+}
+
+namespace {
+std::string humanBytes(int64_t bytes) {
+  char buf[64];
+  if (bytes >= (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
+  else if (bytes >= (1 << 10))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / double(1 << 10));
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", (long long)bytes);
+  return buf;
+}
+} // namespace
+
+std::string placementReport(const Placement &placement) {
+  std::string os = "placement over " + std::to_string(placement.numPs) +
+                   " ps task" + (placement.numPs == 1 ? "" : "s") + " (" +
+                   placement.strategy + "; bytes include optimizer slots)\n";
+  for (int ps = 0; ps < placement.numPs; ++ps) {
+    os += "  /job:ps/task:" + std::to_string(ps) + "  " +
+          humanBytes(placement.bytesOn(ps)) + "\n";
+    for (const PlacedShard &s : placement.shards) {
+      if (s.ps != ps)
+        continue;
+      os += "    " + s.variable;
+      if (s.shards > 1)
+        os += " (shard " + std::to_string(s.shard) + " of " +
+              std::to_string(s.shards) + ")";
+      os += "  " + humanBytes(s.bytes) + (s.pinned ? "  [pinned by on]" : "") +
+            "\n";
+    }
+  }
+  for (const PlacedShard &s : placement.shards)
+    if (s.ps < 0)
+      os += "  on a worker: " + s.variable + "  " + humanBytes(s.bytes) + "\n";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "  imbalance (largest / smallest): %.2f\n",
+                placement.imbalance());
+  return os + buf;
+}
+
+} // namespace dtf::plan

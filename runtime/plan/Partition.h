@@ -1,0 +1,90 @@
+// Partitioning a train_step for ps/worker training, and binding a plan's
+// symbolic placement to a real number of ps tasks. No MLIR: dtfc partitions
+// when it writes a plan, dtf-run binds when it starts a task, and both give
+// the same answer on every task.
+#pragma once
+
+#include "runtime/core/Status.h"
+
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtf::plan {
+
+/// Splits plan->train_step() into plan->worker_step() and plan->ps_update()
+/// (see proto/plan.proto). The cut runs at the updates: every op that updates
+/// a variable in place (the optimizers' apply ops, assign_add, moving-average
+/// updates) goes to ps_update with the variable reads it updates or averages;
+/// everything else stays on the worker, which sends each other operand of an
+/// update under a rendezvous key. A value several updates take (a learning
+/// rate) is sent once.
+Status partitionTrainStep(Plan *plan);
+
+/// The leading inputs of an update op that live on its ps (the variable, its
+/// slots; a moving average's variable): updatedOperands plus one for
+/// dtf.moving_average_update.
+int localOperands(const Op &op);
+
+/// The variable an update op updates (its first input's dtf.read_variable),
+/// or "" for an op that updates nothing.
+std::string updatedVariable(const Program &program, int opIndex);
+
+/// One variable (or one axis-0 shard of a partitioned one) on its ps.
+struct PlacedShard {
+  std::string variable; // "conv1/kernel"
+  int shard = 0;        // 0 unless the variable is partitioned
+  int shards = 1;
+  int64_t rows = 0;     // axis-0 rows of this shard (1 for a scalar)
+  int64_t rowOffset = 0;
+  int64_t bytes = 0;    // the shard with its optimizer slots
+  int ps = -1;          // -1: not on a ps (pinned to a worker)
+  bool pinned = false;  // placed by an `on` scope, not by the setter
+};
+
+/// The replica device setter's answer for one ps count.
+struct Placement {
+  std::string strategy; // round_robin or greedy
+  int numPs = 0;
+  std::vector<PlacedShard> shards;
+  /// Every variable (slots and moving averages too) to the ps of its first
+  /// shard; -1 for variables on a worker.
+  std::map<std::string, int> psOf;
+
+  int64_t bytesOn(int ps) const;
+  /// Largest over smallest bytes per ps (1 when balanced).
+  double imbalance() const;
+  /// The variables (slots included) held by `ps`, in declaration order.
+  std::vector<std::string> variablesOn(const Plan &plan, int ps) const;
+};
+
+/// Places the model variables of `plan` over `numPs` ps tasks: explicit `on`
+/// scopes (Variable.device "/job:ps/task:K") win; otherwise round_robin in
+/// declaration order or greedy (each to the ps with the fewest bytes so far,
+/// TensorFlow's GreedyLoadBalancingStrategy); slots and moving averages stay
+/// with their variable; the global step goes to ps 0, as with TensorFlow's
+/// replica_device_setter; partitioned variables are split along axis 0.
+/// `strategy` "" takes the plan's (round_robin when it has none). A variable
+/// pinned to a ps task that the cluster lacks is an error that names both.
+Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,
+                      Placement *out);
+
+/// The program ps task `ps` runs for each (aggregated) push: the updates of
+/// the variables `placement` gives it, with their local reads, and its recvs
+/// as feeds named by their keys. Empty (no ops) for a ps with no variables.
+Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
+                    Program *out);
+
+/// The variables the worker_step reads that `ps` holds (what a worker pulls
+/// from it), in declaration order.
+std::vector<std::string> pulledFrom(const Plan &plan,
+                                    const Placement &placement, int ps);
+
+/// dtfc --placement-report: per ps its variables and bytes, and the
+/// imbalance.
+std::string placementReport(const Placement &placement);
+
+} // namespace dtf::plan

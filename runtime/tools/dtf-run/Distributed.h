@@ -1,0 +1,25 @@
+// dtf-run as one task of a ps/worker cluster (--job/--task or TF_CONFIG).
+#pragma once
+
+#include "runtime/cluster/RunMode.h"
+#include "runtime/train/Trainer.h"
+
+#include "plan.pb.h"
+
+#include <atomic>
+#include <string>
+
+namespace dtfrun {
+
+struct DistributedFlags {
+  double connectTimeoutSeconds = 15;
+  double syncTimeoutSeconds = 120;
+};
+
+/// Runs the task `choice.task` of `choice.cluster` and returns the exit code.
+int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
+            const dtf::cluster::RunChoice &choice,
+            const dtf::train::TrainOptions &options,
+            const DistributedFlags &flags, const std::atomic<bool> *stop);
+
+} // namespace dtfrun
