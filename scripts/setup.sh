@@ -11,6 +11,8 @@ PACKAGES=(
   clang-19 libclang-rt-19-dev libfuzzer-19-dev
   # grammar: ANTLR4 tool and C++ runtime
   antlr4 libantlr4-runtime-dev default-jre-headless
+  # cluster specs (cluster.json, TF_CONFIG)
+  nlohmann-json3-dev
   # RPC
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # kernels

@@ -1,0 +1,714 @@
+// Launcher: fork/exec of the local tasks, one poll loop over their output,
+// their exits, the signals and the deadlines.
+#include "runtime/cluster/Launcher.h"
+
+#include "runtime/cluster/LineBuffer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace dtf::cluster {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The signal handler's only work: a byte with the signal number on a pipe
+// that the poll loop reads.
+int gSignalPipe[2] = {-1, -1};
+
+extern "C" void onLauncherSignal(int signal) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(signal);
+  ssize_t ignored = write(gSignalPipe[1], &byte, 1);
+  (void)ignored;
+  errno = saved;
+}
+
+// Installs the handlers for the launcher's lifetime and puts the previous
+// ones back.
+class SignalScope {
+public:
+  bool install() {
+    if (pipe2(gSignalPipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      return false;
+    struct sigaction action = {};
+    action.sa_handler = onLauncherSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    for (int s : {SIGINT, SIGTERM})
+      sigaction(s, &action, &previous_[s]);
+    action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &action, &previous_[SIGCHLD]);
+    installed_ = true;
+    return true;
+  }
+  ~SignalScope() {
+    if (!installed_)
+      return;
+    for (auto &[s, action] : previous_)
+      sigaction(s, &action, nullptr);
+    close(gSignalPipe[0]);
+    close(gSignalPipe[1]);
+    gSignalPipe[0] = gSignalPipe[1] = -1;
+  }
+
+private:
+  bool installed_ = false;
+  std::map<int, struct sigaction> previous_;
+};
+
+std::string signalName(int signal) {
+  const char *name = sigabbrev_np(signal);
+  const char *what = strsignal(signal);
+  return strCat("signal ", signal, name ? strCat(" (SIG", name, ")") : "",
+                what && !name ? strCat(" (", what, ")") : "");
+}
+
+std::string describeExit(int status) {
+  if (WIFEXITED(status))
+    return strCat("exited (code ", WEXITSTATUS(status), ")");
+  if (WIFSIGNALED(status))
+    return strCat("killed by ", signalName(WTERMSIG(status)),
+                  WCOREDUMP(status) ? ", core dumped" : "");
+  return "ended";
+}
+
+bool succeeded(int status) {
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The launcher's exit code for a task that ended the job: its own code, or
+// the shell's 128 + signal.
+int exitCodeOf(int status) {
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status) == 0 ? 1 : WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string seconds(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0)
+    return strCat(d.count() / 1000, " s");
+  return strCat(d.count(), " ms");
+}
+
+struct Task {
+  TaskId id;
+  TaskRole role = TaskRole::kWorker;
+  std::string prefix; // "worker.1 | "
+  enum class State {
+    kWaiting,   // to be started at startAt
+    kRunning,
+    kSucceeded, // exited 0
+    kDone,      // ended while the job stopped, or failed past restarting
+  } state = State::kWaiting;
+  pid_t pid = -1;
+  int fds[2] = {-1, -1}; // the read ends of its stdout and stderr
+  LineBuffer lines[2];
+  int restarts = 0; // DTF_RESTART_COUNT of its next start
+  Clock::time_point startAt;
+};
+
+enum class StopReason {
+  kNone,
+  kCompleted,   // every awaited task exited 0: stop the ps
+  kFailed,      // a failure the policy does not restart
+  kRestartJob,  // a failure that restarts every task
+  kInterrupted, // Ctrl-C or SIGTERM to the launcher
+};
+
+class Launcher {
+public:
+  Launcher(const ClusterSpec &cluster, const LaunchOptions &options)
+      : cluster_(cluster), options_(options) {}
+
+  int run();
+
+private:
+  void say(const std::string &line) {
+    std::fprintf(options_.err, "[launcher] %s\n", line.c_str());
+    std::fflush(options_.err);
+  }
+  void printLine(Task &task, int stream, std::string_view line) {
+    std::FILE *to = stream == 0 ? options_.out : options_.err;
+    std::fwrite(task.prefix.data(), 1, task.prefix.size(), to);
+    std::fwrite(line.data(), 1, line.size(), to);
+    std::fputc('\n', to);
+    std::fflush(to);
+  }
+
+  bool start(Task &task);
+  void readOutput(Task &task, int stream, bool untilEnd);
+  void closeOutput(Task &task);
+  void reap();
+  void onExit(Task &task, int status);
+  void onFailure(Task &task, int status);
+  void stopJob(StopReason reason, int signal,
+               std::chrono::milliseconds grace, int exitCode);
+  void onSignal(int signal);
+  void killAll();
+  bool anyRunning() const;
+  void afterStopped();
+  int pollTimeoutMs() const;
+
+  const ClusterSpec &cluster_;
+  const LaunchOptions &options_;
+  std::vector<Task> tasks_;
+  StopReason stopping_ = StopReason::kNone;
+  Clock::time_point stopDeadline_;
+  bool killed_ = false;
+  int exitCode_ = 0;
+  int jobRestarts_ = 0;
+  bool finished_ = false;
+};
+
+bool Launcher::start(Task &task) {
+  // Everything the child needs is built before fork: between fork and exec
+  // only async-signal-safe calls are allowed.
+  std::vector<std::string> args;
+  args.push_back(options_.program);
+  args.insert(args.end(), options_.passThroughArgs.begin(),
+              options_.passThroughArgs.end());
+  if (!options_.clusterFile.empty()) {
+    args.push_back("--cluster");
+    args.push_back(options_.clusterFile);
+  }
+  args.push_back("--job");
+  args.push_back(task.id.job);
+  args.push_back("--task");
+  args.push_back(std::to_string(task.id.index));
+  std::vector<char *> argv;
+  for (std::string &a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  std::vector<std::string> env;
+  const std::string restartKey = std::string(kRestartCountEnv) + "=";
+  const std::string taskKey = std::string(kTaskEnv) + "=";
+  for (char **e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, restartKey.c_str(), restartKey.size()) != 0 &&
+        std::strncmp(*e, taskKey.c_str(), taskKey.size()) != 0)
+      env.push_back(*e);
+  }
+  env.push_back(restartKey + std::to_string(task.restarts));
+  env.push_back(taskKey + task.id.str());
+  std::vector<char *> envp;
+  for (std::string &e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  int out[2], err[2], execError[2];
+  if (pipe2(out, O_CLOEXEC) != 0)
+    return false;
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return false;
+  }
+  if (pipe2(execError, O_CLOEXEC) != 0) {
+    for (int fd : {out[0], out[1], err[0], err[1]})
+      close(fd);
+    return false;
+  }
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1], execError[0], execError[1]})
+      close(fd);
+    say(strCat("cannot start ", task.id.str(), ": fork: ", std::strerror(e)));
+    return false;
+  }
+  if (pid == 0) {
+    // Its own process group: the terminal's Ctrl-C reaches only the
+    // launcher, which forwards it once, and a stop reaches the task's own
+    // children too. PDEATHSIG: the task dies with the launcher, even by
+    // SIGKILL.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(kLauncherCannotStart);
+    int devNull = open("/dev/null", O_RDONLY);
+    if (devNull >= 0)
+      dup2(devNull, 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    struct sigaction byDefault = {};
+    byDefault.sa_handler = SIG_DFL;
+    sigemptyset(&byDefault.sa_mask);
+    for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE})
+      sigaction(s, &byDefault, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(argv[0], argv.data(), envp.data());
+    const int e = errno;
+    ssize_t ignored = write(execError[1], &e, sizeof e);
+    (void)ignored;
+    _exit(kLauncherCannotStart);
+  }
+  setpgid(pid, pid); // also here, so that a stop right away finds the group
+  close(out[1]);
+  close(err[1]);
+  close(execError[1]);
+  int childErrno = 0;
+  ssize_t n;
+  do {
+    n = read(execError[0], &childErrno, sizeof childErrno);
+  } while (n < 0 && errno == EINTR);
+  close(execError[0]);
+  if (n == ssize_t(sizeof childErrno)) {
+    waitpid(pid, nullptr, 0);
+    close(out[0]);
+    close(err[0]);
+    say(strCat("cannot start ", task.id.str(), ": ", options_.program, ": ",
+               std::strerror(childErrno)));
+    return false;
+  }
+  task.pid = pid;
+  task.fds[0] = out[0];
+  task.fds[1] = err[0];
+  for (int fd : task.fds)
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  task.state = Task::State::kRunning;
+  say(strCat(task.id.str(), " started (pid ", pid,
+             task.restarts ? strCat(", restart ", task.restarts) : "", ")"));
+  return true;
+}
+
+void Launcher::readOutput(Task &task, int stream, bool untilEnd) {
+  int &fd = task.fds[stream];
+  char buffer[16384];
+  auto emit = [&](std::string_view line) { printLine(task, stream, line); };
+  while (fd >= 0) {
+    ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      task.lines[stream].append(buffer, size_t(n), emit);
+      if (!untilEnd && size_t(n) < sizeof buffer)
+        return;
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && errno == EAGAIN && !untilEnd)
+      return;
+    // End of output (or, once the task has exited, nothing more now: what a
+    // leftover grandchild might still write is not the task's).
+    task.lines[stream].finish(emit);
+    close(fd);
+    fd = -1;
+  }
+}
+
+void Launcher::closeOutput(Task &task) {
+  for (int stream = 0; stream < 2; ++stream)
+    readOutput(task, stream, /*untilEnd=*/true);
+}
+
+void Launcher::reap() {
+  for (Task &task : tasks_) {
+    if (task.pid <= 0)
+      continue;
+    int status = 0;
+    pid_t r = waitpid(task.pid, &status, WNOHANG);
+    if (r != task.pid)
+      continue;
+    // Its last lines come before the news of its exit.
+    closeOutput(task);
+    // Whatever it left behind in its process group goes with it.
+    kill(-task.pid, SIGKILL);
+    task.pid = -1;
+    onExit(task, status);
+  }
+}
+
+void Launcher::onExit(Task &task, int status) {
+  say(strCat(task.id.str(), " ", describeExit(status)));
+  if (stopping_ != StopReason::kNone) {
+    // Stopped on purpose: neither a failure nor a reason to restart.
+    task.state = Task::State::kDone;
+    return;
+  }
+  if (!succeeded(status)) {
+    onFailure(task, status);
+    return;
+  }
+  task.state = Task::State::kSucceeded;
+  bool anyAwaited = false, allAwaitedDone = true, allDone = true;
+  for (const Task &t : tasks_) {
+    const bool done = t.state == Task::State::kSucceeded;
+    allDone = allDone && done;
+    if (options_.policy.forRole(t.role).awaited) {
+      anyAwaited = true;
+      allAwaitedDone = allAwaitedDone && done;
+    }
+  }
+  if (allDone) {
+    finished_ = true;
+    return;
+  }
+  if (anyAwaited && allAwaitedDone) {
+    std::string rest;
+    for (const Task &t : tasks_) {
+      if (t.state != Task::State::kSucceeded)
+        rest += (rest.empty() ? "" : ", ") + t.id.str();
+    }
+    say(strCat("every worker finished; stopping ", rest));
+    stopJob(StopReason::kCompleted, SIGTERM, options_.stopGrace, 0);
+  }
+}
+
+void Launcher::onFailure(Task &task, int status) {
+  const RestartPolicy &policy = options_.policy;
+  const RolePolicy &rule = policy.forRole(task.role);
+  const std::string what =
+      task.role == TaskRole::kChief ? "the chief (" + task.id.str() + ")"
+                                    : task.id.str();
+  if (rule.onFailure != FailureAction::kStopJob && WIFEXITED(status) &&
+      policy.permanentExitCodes.count(WEXITSTATUS(status))) {
+    task.state = Task::State::kDone;
+    say(strCat(what, " failed with exit code ", WEXITSTATUS(status),
+               ", which a restart does not fix; stopping the job"));
+    stopJob(StopReason::kFailed, SIGTERM, options_.stopGrace,
+            exitCodeOf(status));
+    return;
+  }
+  if (rule.onFailure == FailureAction::kStopJob) {
+    task.state = Task::State::kDone;
+    say(strCat(what, " failed; stopping the job"));
+    stopJob(StopReason::kFailed, SIGTERM, options_.stopGrace,
+            exitCodeOf(status));
+    return;
+  }
+  const bool job = rule.onFailure == FailureAction::kRestartJob;
+  const int used = job ? jobRestarts_ : task.restarts;
+  if (used >= policy.maxRestarts) {
+    task.state = Task::State::kDone;
+    say(policy.maxRestarts == 0
+            ? strCat(what, " failed and restarts are off (--max-restarts 0); "
+                           "stopping the job")
+            : strCat(what, " failed after ", used, " restart",
+                     used == 1 ? "" : "s", " (the limit, --max-restarts ",
+                     policy.maxRestarts, "); stopping the job"));
+    stopJob(StopReason::kFailed, SIGTERM, options_.stopGrace,
+            exitCodeOf(status));
+    return;
+  }
+  if (job) {
+    ++jobRestarts_;
+    task.state = Task::State::kDone;
+    say(strCat(what, " failed; restarting the job (restart ", jobRestarts_,
+               " of ", policy.maxRestarts, ")"));
+    stopJob(StopReason::kRestartJob, SIGTERM, options_.stopGrace, 0);
+    return;
+  }
+  ++task.restarts;
+  task.state = Task::State::kWaiting;
+  task.startAt = Clock::now() + policy.restartDelay;
+  say(strCat("restarting ", task.id.str(), " (restart ", task.restarts, " of ",
+             policy.maxRestarts, ")"));
+}
+
+void Launcher::stopJob(StopReason reason, int signal,
+                       std::chrono::milliseconds grace, int exitCode) {
+  stopping_ = reason;
+  exitCode_ = exitCode;
+  stopDeadline_ = Clock::now() + grace;
+  for (Task &task : tasks_) {
+    if (task.state == Task::State::kWaiting)
+      task.state = Task::State::kDone;
+    if (task.pid > 0 && kill(-task.pid, signal) != 0)
+      kill(task.pid, signal);
+  }
+}
+
+void Launcher::killAll() {
+  for (Task &task : tasks_) {
+    if (task.pid > 0 && kill(-task.pid, SIGKILL) != 0)
+      kill(task.pid, SIGKILL);
+  }
+  killed_ = true;
+}
+
+void Launcher::onSignal(int signal) {
+  if (signal == SIGCHLD)
+    return; // reap() runs after every wake-up
+  const int code = 128 + signal;
+  if (stopping_ == StopReason::kNone || stopping_ == StopReason::kRestartJob) {
+    say(strCat(signal == SIGINT ? "interrupted" : "terminated",
+               "; stopping every task after its current step (Ctrl-C again "
+               "to kill them at once)"));
+    // dtf-run stops after its step on SIGINT, whatever the launcher got.
+    stopJob(StopReason::kInterrupted, SIGINT, options_.interruptGrace, code);
+    return;
+  }
+  if (!killed_) {
+    say("killing every task");
+    killAll();
+  }
+  if (stopping_ == StopReason::kInterrupted || exitCode_ == 0)
+    exitCode_ = code;
+}
+
+bool Launcher::anyRunning() const {
+  return std::any_of(tasks_.begin(), tasks_.end(),
+                     [](const Task &t) { return t.pid > 0; });
+}
+
+// Every task has ended after a stop: the job is over, or starts again.
+void Launcher::afterStopped() {
+  if (stopping_ != StopReason::kRestartJob) {
+    finished_ = true;
+    return;
+  }
+  stopping_ = StopReason::kNone;
+  killed_ = false;
+  for (Task &task : tasks_) {
+    task.restarts = std::max(task.restarts, jobRestarts_);
+    task.state = Task::State::kWaiting;
+    task.startAt = Clock::now() + options_.policy.restartDelay;
+  }
+}
+
+int Launcher::pollTimeoutMs() const {
+  // A wake-up at least this often covers a SIGCHLD lost to a full pipe.
+  auto next = Clock::now() + std::chrono::milliseconds(250);
+  if (stopping_ != StopReason::kNone && !killed_)
+    next = std::min(next, stopDeadline_);
+  for (const Task &t : tasks_) {
+    if (t.state == Task::State::kWaiting)
+      next = std::min(next, t.startAt);
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                next - Clock::now())
+                .count();
+  return int(std::max<long long>(0, ms + 1));
+}
+
+int Launcher::run() {
+  // The tasks of this machine, and a check that no two of them would
+  // listen on one port (localhost:2222 and myhost:2222).
+  std::map<int, std::string> ports;
+  size_t width = 0;
+  for (const TaskId &id : cluster_.allTasks()) {
+    if (!cluster_.isLocal(id))
+      continue;
+    HostPort hp;
+    if (parseHostPort(cluster_.address(id), "", &hp).isOk()) {
+      auto [prior, inserted] = ports.emplace(hp.port, id.str());
+      if (!inserted) {
+        say(strCat("error: ", cluster_.source(), ": ", prior->second, " and ",
+                   id.str(), " would both listen on port ", hp.port,
+                   " of this machine; give them different ports"));
+        return kLauncherUsageError;
+      }
+    }
+    Task task;
+    task.id = id;
+    task.role = roleOf(cluster_, id);
+    width = std::max(width, id.str().size());
+    tasks_.push_back(std::move(task));
+  }
+  const size_t total = cluster_.allTasks().size();
+  if (tasks_.empty()) {
+    say(strCat("error: ", cluster_.source(),
+               ": no task of the cluster is on this machine; on each machine "
+               "of the cluster run dtf-run with --job and --task instead"));
+    return kLauncherUsageError;
+  }
+  for (Task &task : tasks_) {
+    task.prefix = task.id.str();
+    task.prefix.resize(width, ' ');
+    task.prefix += " | ";
+  }
+  if (tasks_.size() < total) {
+    std::string remote;
+    for (const TaskId &id : cluster_.allTasks()) {
+      if (!cluster_.isLocal(id))
+        remote += (remote.empty() ? "" : ", ") + id.str();
+    }
+    say(strCat("starting ", tasks_.size(), " of the ", total, " tasks of ",
+               cluster_.source(), "; start the others (", remote,
+               ") on their machines with --job and --task"));
+  }
+
+  SignalScope signals;
+  if (!signals.install()) {
+    say(strCat("error: cannot create a pipe: ", std::strerror(errno)));
+    return kLauncherCannotStart;
+  }
+  for (Task &task : tasks_) {
+    if (!start(task)) {
+      task.state = Task::State::kDone;
+      stopJob(StopReason::kFailed, SIGTERM, options_.stopGrace,
+              kLauncherCannotStart);
+      break;
+    }
+  }
+
+  while (!finished_) {
+    if (stopping_ != StopReason::kNone && !anyRunning()) {
+      afterStopped();
+      continue;
+    }
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Task *, int>> owners;
+    fds.push_back({gSignalPipe[0], POLLIN, 0});
+    owners.push_back({nullptr, 0});
+    for (Task &task : tasks_) {
+      for (int stream = 0; stream < 2; ++stream) {
+        if (task.fds[stream] >= 0) {
+          fds.push_back({task.fds[stream], POLLIN, 0});
+          owners.push_back({&task, stream});
+        }
+      }
+    }
+    int ready = poll(fds.data(), fds.size(), pollTimeoutMs());
+    if (ready < 0 && errno != EINTR) {
+      say(strCat("error: poll: ", std::strerror(errno)));
+      killAll();
+      exitCode_ = 1;
+      break;
+    }
+    for (size_t i = 1; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents)
+        readOutput(*owners[i].first, owners[i].second, /*untilEnd=*/false);
+    }
+    if (ready > 0 && fds[0].revents) {
+      unsigned char byte;
+      while (read(gSignalPipe[0], &byte, 1) == 1)
+        onSignal(byte);
+    }
+    reap();
+    const auto now = Clock::now();
+    if (stopping_ != StopReason::kNone && !killed_ && now >= stopDeadline_ &&
+        anyRunning()) {
+      std::string late;
+      for (const Task &t : tasks_) {
+        if (t.pid > 0)
+          late += (late.empty() ? "" : ", ") + t.id.str();
+      }
+      const auto grace = stopping_ == StopReason::kInterrupted
+                             ? options_.interruptGrace
+                             : options_.stopGrace;
+      say(strCat(late, " did not stop within ", seconds(grace),
+                 "; killing"));
+      killAll();
+    }
+    if (stopping_ == StopReason::kNone) {
+      for (Task &task : tasks_) {
+        if (task.state == Task::State::kWaiting && now >= task.startAt &&
+            !start(task)) {
+          task.state = Task::State::kDone;
+          stopJob(StopReason::kFailed, SIGTERM, options_.stopGrace,
+                  kLauncherCannotStart);
+        }
+      }
+    }
+  }
+  // Nothing is left running (the loop ends only then, or after SIGKILL).
+  for (Task &task : tasks_) {
+    if (task.pid > 0) {
+      kill(-task.pid, SIGKILL);
+      waitpid(task.pid, nullptr, 0);
+      closeOutput(task);
+    }
+  }
+  if (exitCode_ == 0)
+    say("the job finished");
+  else if (stopping_ == StopReason::kInterrupted)
+    say(strCat("stopped (exit code ", exitCode_, ")"));
+  else
+    say(strCat("the job failed (exit code ", exitCode_, ")"));
+  return exitCode_;
+}
+
+} // namespace
+
+TaskRole roleOf(const ClusterSpec &cluster, const TaskId &task) {
+  if (cluster.isChief(task))
+    return TaskRole::kChief;
+  return task.job == kPsJob ? TaskRole::kPs : TaskRole::kWorker;
+}
+
+const char *roleName(TaskRole role) {
+  switch (role) {
+  case TaskRole::kChief:
+    return "chief";
+  case TaskRole::kWorker:
+    return "worker";
+  case TaskRole::kPs:
+    return "ps";
+  }
+  return "worker";
+}
+
+const RolePolicy &RestartPolicy::forRole(TaskRole role) const {
+  switch (role) {
+  case TaskRole::kChief:
+    return chief;
+  case TaskRole::kPs:
+    return ps;
+  case TaskRole::kWorker:
+    break;
+  }
+  return worker;
+}
+
+int runLauncher(const ClusterSpec &cluster, const LaunchOptions &options) {
+  Launcher launcher(cluster, options);
+  return launcher.run();
+}
+
+Status parseLauncherArguments(const std::vector<std::string> &args,
+                              LaunchOptions *options) {
+  options->passThroughArgs.clear();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string &arg = args[i];
+    std::string name = arg, value;
+    bool hasValue = false;
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      hasValue = true;
+    }
+    const bool clusterOption =
+        name == "--cluster" || name == "--job" || name == "--task";
+    if (!clusterOption && name != "--max-restarts") {
+      options->passThroughArgs.push_back(arg);
+      continue;
+    }
+    if (!hasValue) {
+      if (i + 1 >= args.size())
+        return errorStatus(name, " needs a value");
+      value = args[++i];
+    }
+    if (clusterOption)
+      continue;
+    const bool digits =
+        !value.empty() && value.size() <= 4 &&
+        std::all_of(value.begin(), value.end(),
+                    [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits)
+      return errorStatus("--max-restarts expects a number of restarts per "
+                         "task (0 to 9999), got '",
+                         value, "'");
+    options->policy.maxRestarts = std::stoi(value);
+  }
+  return Status::ok();
+}
+
+} // namespace dtf::cluster

@@ -1,0 +1,16 @@
+// Launch: dtf-run's launcher mode (--cluster without --job), kept apart from
+// main so that the ps/worker runtime and the launcher evolve separately.
+#pragma once
+
+#include "runtime/cluster/RunMode.h"
+
+namespace dtf::run {
+
+/// Starts and supervises the local tasks of choice.cluster, each running
+/// this dtf-run with the user's arguments (argv minus --cluster, --job,
+/// --task and --max-restarts) plus --cluster FILE --job J --task I. Returns
+/// dtf-run's exit code: 0, 130 after Ctrl-C, 2 for a usage error, else the
+/// code of the task that ended the job.
+int runLauncherMode(const cluster::RunChoice &choice, int argc, char **argv);
+
+} // namespace dtf::run
