@@ -232,7 +232,7 @@ public:
 
   std::string summary() {
     std::lock_guard<std::mutex> lock(mu_);
-    std::string s = name_ + ": " + std::to_string(version_) + " updates applied";
+    std::string s = std::to_string(version_) + " updates applied";
     if (sync_)
       s += " (each averaging " + std::to_string(replicas_) +
            " gradients), " + std::to_string(stale_) +
@@ -241,7 +241,8 @@ public:
   }
 
   void log(const std::string &line) {
-    std::fprintf(config_.out, "%s: %s\n", name_.c_str(), line.c_str());
+    // Under the launcher every line already carries the task's name.
+    std::fprintf(config_.out, "%s\n", line.c_str());
     std::fflush(config_.out);
   }
 

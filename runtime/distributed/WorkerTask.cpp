@@ -48,7 +48,8 @@ public:
   const TaskConfig &config() const { return config_; }
 
   void say(const std::string &line) const {
-    std::fprintf(config_.out, "%s: %s\n", self_.c_str(), line.c_str());
+    // Under the launcher every line already carries the task's name.
+    std::fprintf(config_.out, "%s\n", line.c_str());
     std::fflush(config_.out);
   }
 
@@ -423,7 +424,8 @@ private:
 /// worker, the towers' sends averaged and pushed once.
 class InGraphDriver : public train::StepDriver {
 public:
-  InGraphDriver(PsDriver &ps, Links &links) : ps_(ps), links_(links) {
+  InGraphDriver(PsDriver &ps, Links &links, int64_t steps)
+      : ps_(ps), links_(links), steps_(steps) {
     const Roster &roster = links.config().roster;
     for (size_t i = 1; i < roster.workers.size(); ++i) {
       Remote r;
@@ -446,6 +448,8 @@ public:
 
   Status beforeStep(int64_t *globalStep, bool *done) override {
     DTF_RETURN_IF_ERROR(ps_.beforeStep(globalStep, done));
+    if (*done || *globalStep >= steps_)
+      return Status::ok();
     // The other towers run while this one does.
     for (Remote &r : remotes_) {
       r.reply = rpc::TowerReply();
@@ -532,6 +536,7 @@ private:
   };
   PsDriver &ps_;
   Links &links_;
+  int64_t steps_;
   std::vector<Remote> remotes_;
 };
 
@@ -565,7 +570,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   Links links(config, self);
   PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief);
   train::TrainOptions options = base;
-  options.taskName = self;
+  options.taskName = std::getenv("DTF_RESTART_COUNT") ? "" : self;
   options.evaluate = chief;
   options.seedOffset = uint64_t(replica);
   options.shardIndex = size_t(replica);
@@ -577,7 +582,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   std::unique_ptr<InGraphDriver> client;
   options.driver = &ps;
   if (inGraph && chief) {
-    client = std::make_unique<InGraphDriver>(ps, links);
+    client = std::make_unique<InGraphDriver>(
+        ps, links, base.steps >= 0 ? base.steps : t.steps());
     options.driver = client.get();
   }
 

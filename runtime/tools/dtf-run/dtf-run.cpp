@@ -2,6 +2,10 @@
 // cluster.
 #include "dtf/Version.h"
 
+#include "Distributed.h"
+
+#include "Launch.h"
+#include "runtime/cluster/RunMode.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/train/Trainer.h"
 
@@ -38,8 +42,16 @@ options:
   --profile        time every op of the train_step and print, on stderr at
                    the end, the time per step by op kind and the slowest ops
   --cluster FILE   cluster spec: {"ps": ["host:port", ...], "worker": [...]}
+                   (TensorFlow's ClusterSpec, or a whole TF_CONFIG); without
+                   --job, starts and supervises every task on this machine
   --job NAME       the job of the task to run (ps, worker or chief)
   --task N         the index of the task to run within its job
+  --max-restarts N the launcher restarts a failed task up to N times (3)
+  --connect-timeout S  seconds a task waits for another to answer before it
+                   names it and exits (15)
+  --sync-timeout S seconds a sync worker waits for the other replicas'
+                   gradients, or for the chief, before it names them and
+                   exits (120)
   --help           print this help and exit
   --version        print the version and exit
 
@@ -152,7 +164,8 @@ int exitCodeOf(dtf::train::FailureKind kind) {
 
 int main(int argc, char **argv) {
   std::string plan;
-  std::string distributedFlag;
+  dtf::cluster::ClusterFlags clusterFlags;
+  dtfrun::DistributedFlags distributedFlags;
   dtf::train::TrainOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -182,7 +195,9 @@ int main(int argc, char **argv) {
       continue;
     }
     const bool takesValue = arg == "--cluster" || arg == "--job" ||
-                            arg == "--model-dir" ||
+                            arg == "--model-dir" || arg == "--max-restarts" ||
+                            arg == "--connect-timeout" ||
+                            arg == "--sync-timeout" ||
                             arg == "--task" || arg == "--steps" ||
                             arg == "--log-every" || arg == "--threads";
     if (takesValue) {
@@ -202,9 +217,32 @@ int main(int argc, char **argv) {
         options.modelDir = value;
         continue;
       }
-      if (arg == "--cluster" || arg == "--job" || arg == "--task") {
-        if (distributedFlag.empty())
-          distributedFlag = arg;
+      if (arg == "--cluster") {
+        clusterFlags.cluster = value;
+        continue;
+      }
+      if (arg == "--job") {
+        clusterFlags.job = value;
+        continue;
+      }
+      if (arg == "--task") {
+        clusterFlags.task = value;
+        continue;
+      }
+      if (arg == "--max-restarts")
+        continue; // the launcher reads it
+      if (arg == "--connect-timeout" || arg == "--sync-timeout") {
+        char *end = nullptr;
+        double seconds = std::strtod(value, &end);
+        if (!*value || *end || !(seconds > 0) || seconds > 1e6) {
+          std::fprintf(stderr,
+                       "dtf-run: error: %s expects seconds (> 0), got '%s'\n",
+                       arg.c_str(), value);
+          return kUsageError;
+        }
+        (arg == "--connect-timeout" ? distributedFlags.connectTimeoutSeconds
+                                    : distributedFlags.syncTimeoutSeconds) =
+            seconds;
         continue;
       }
       long long n = parseCount(value);
@@ -241,14 +279,25 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "dtf-run: error: no plan given\n%s", kUsage);
     return kUsageError;
   }
-  if (!distributedFlag.empty()) {
-    std::fprintf(stderr,
-                 "dtf-run: error: %s: distributed execution is not built yet "
-                 "(no ps/worker runtime in this dtf-run); run 'dtf-run %s' "
-                 "without --cluster, --job or --task to train on this "
-                 "machine\n",
-                 distributedFlag.c_str(), plan.c_str());
-    return kNotAvailable;
+  dtf::cluster::RunChoice choice;
+  {
+    dtf::Status s =
+        dtf::cluster::chooseRunMode(clusterFlags, std::getenv("TF_CONFIG"), &choice);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
+      return kUsageError;
+    }
+  }
+  if (choice.mode == dtf::cluster::RunMode::kLauncher) {
+    // Check the plan before starting anything.
+    google::protobuf::SetLogHandler(nullptr);
+    dtf::plan::Plan parsed;
+    dtf::Status s = dtf::plan::readPlanFile(plan, &parsed);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
+      return kIoError;
+    }
+    return dtf::run::runLauncherMode(choice, argc, argv);
   }
 
   preferPassiveOpenMpWaits(argv);
@@ -266,7 +315,11 @@ int main(int argc, char **argv) {
   }
 
   std::signal(SIGINT, onInterrupt);
+  std::signal(SIGTERM, onInterrupt);
   options.stop = &gStop;
+  if (choice.mode == dtf::cluster::RunMode::kTask)
+    return dtfrun::runTask(plan, parsed, choice, options, distributedFlags,
+                           &gStop);
   dtf::train::TrainReport report;
   dtf::train::FailureKind kind = dtf::train::FailureKind::kNone;
   s = dtf::train::train(parsed, options, &report, &kind);
