@@ -102,7 +102,8 @@ uint64_t get64(const char *p) {
 // Reads fields from a metadata block, remembering when it ran past the end.
 class Cursor {
 public:
-  Cursor(const std::string &bytes) : p_(bytes.data()), end_(p_ + bytes.size()) {}
+  Cursor(const std::string &bytes)
+      : p_(bytes.data()), end_(p_ + bytes.size()) {}
   bool take(size_t n, const char **out) {
     if (size_t(end_ - p_) < n) {
       bad_ = true;
@@ -160,8 +161,8 @@ private:
 };
 
 Status fsyncDir(const std::string &dir) {
-  Fd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY |
-                                                   O_CLOEXEC));
+  Fd fd(::open(dir.empty() ? "." : dir.c_str(),
+               O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0)
     return errorStatus(sysError("cannot open the directory", dir));
   if (::fsync(fd.get()) != 0 && errno != EINVAL)
@@ -202,10 +203,10 @@ public:
     std::unique_ptr<AtomicFile> f(new AtomicFile());
     f->dir_ = dir;
     f->path_ = joinPath(dir, name);
-    f->temp_ = joinPath(dir, strCat(".", name, ".tmp-", ::getpid(), "-",
-                                    counter.fetch_add(1)));
-    int fd = ::open(f->temp_.c_str(),
-                    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    f->temp_ = joinPath(
+        dir, strCat(".", name, ".tmp-", ::getpid(), "-", counter.fetch_add(1)));
+    int fd =
+        ::open(f->temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
       return errorStatus(sysError("cannot create", f->temp_));
     f->fd_ = fd;
@@ -370,10 +371,10 @@ Status checkSaved(const SavedTensor &t, int64_t *rowCount) {
                        shapeString(t.fullShape));
   const bool scalar = t.fullShape.empty();
   *rowCount = scalar ? 1 : (v.rank() == 0 ? -1 : v.dim(0));
-  bool fits = scalar ? v.rank() == 0 && t.rowOffset == 0
-                     : v.rank() == int(t.fullShape.size()) &&
-                           t.rowOffset >= 0 &&
-                           t.rowOffset + *rowCount <= t.fullShape[0];
+  bool fits = scalar
+                  ? v.rank() == 0 && t.rowOffset == 0
+                  : v.rank() == int(t.fullShape.size()) && t.rowOffset >= 0 &&
+                        t.rowOffset + *rowCount <= t.fullShape[0];
   for (int i = 1; fits && i < v.rank(); ++i)
     fits = v.dim(i) == t.fullShape[size_t(i)];
   if (!fits)
@@ -394,14 +395,13 @@ struct Record {
 // Reads a data file's header and the metadata of every record (skipping the
 // tensors' bytes) and checks its footer. `file` gets the size and footer CRC.
 Status scanDataFile(const std::string &path, int64_t step, int shard,
-                    int numShards, std::vector<Record> *records,
-                    File *file) {
+                    int numShards, std::vector<Record> *records, File *file) {
   Fd fd;
   uint64_t size = 0;
   DTF_RETURN_IF_ERROR(openForRead(path, &fd, &size));
   if (size < kHeaderSize + kFooterSize)
-    return errorStatus("checkpoint data file ", path, " is truncated (",
-                       size, " bytes)");
+    return errorStatus("checkpoint data file ", path, " is truncated (", size,
+                       " bytes)");
   char h[kHeaderSize];
   DTF_RETURN_IF_ERROR(preadAll(fd.get(), path, 0, h, kHeaderSize));
   if (std::memcmp(h, kDataMagic, 8) != 0)
@@ -411,8 +411,7 @@ Status scanDataFile(const std::string &path, int64_t step, int shard,
                        " is damaged: the CRC32C of its header does not match");
   if (get32(h + 8) != kDataVersion)
     return errorStatus("checkpoint data file ", path, " has format version ",
-                       get32(h + 8), "; this dtf reads version ",
-                       kDataVersion);
+                       get32(h + 8), "; this dtf reads version ", kDataVersion);
   const uint32_t fShard = get32(h + 12), fShards = get32(h + 16),
                  count = get32(h + 20);
   const int64_t fStep = int64_t(get64(h + 24));
@@ -426,8 +425,9 @@ Status scanDataFile(const std::string &path, int64_t step, int shard,
   for (uint32_t i = 0; i < count; ++i) {
     char sz[4];
     if (offset + 4 > end)
-      return errorStatus("checkpoint data file ", path, " is truncated: ",
-                         count, " tensors announced, ", i, " found");
+      return errorStatus("checkpoint data file ", path,
+                         " is truncated: ", count, " tensors announced, ", i,
+                         " found");
     DTF_RETURN_IF_ERROR(preadAll(fd.get(), path, offset, sz, 4));
     const uint32_t metaSize = get32(sz);
     if (metaSize > 4 * kMaxNameBytes || offset + 8 + metaSize > end)
@@ -447,8 +447,8 @@ Status scanDataFile(const std::string &path, int64_t step, int shard,
     const uint32_t nameSize = c.u32();
     const char *name = nullptr;
     if (nameSize > kMaxNameBytes || !c.take(nameSize, &name))
-      return errorStatus("checkpoint data file ", path,
-                         ": bad name in tensor ", i);
+      return errorStatus("checkpoint data file ", path, ": bad name in tensor ",
+                         i);
     r.info.name.assign(name, nameSize);
     const uint8_t code = c.u8();
     const uint32_t rank = c.u32();
@@ -475,9 +475,8 @@ Status scanDataFile(const std::string &path, int64_t step, int shard,
       return errorStatus("checkpoint data file ", path,
                          " is truncated in tensor '", r.info.name, "'");
     char crc[4];
-    DTF_RETURN_IF_ERROR(preadAll(fd.get(), path,
-                                 r.slice.dataOffset + r.slice.byteSize, crc,
-                                 4));
+    DTF_RETURN_IF_ERROR(preadAll(
+        fd.get(), path, r.slice.dataOffset + r.slice.byteSize, crc, 4));
     r.slice.crc = get32(crc);
     offset = r.slice.dataOffset + r.slice.byteSize + 4;
     records->push_back(std::move(r));
@@ -587,16 +586,15 @@ std::string encodeIndex(const Index &index) {
     os << "file " << k << " " << index.files[k].name << " "
        << index.files[k].size << " " << hex32(index.files[k].crc) << "\n";
   for (const auto &[name, e] : index.entries) {
-    os << "tensor " << escapeName(name) << " " << dtypeName(e.info.dtype)
-       << " " << shapeString(e.info.shape) << "\n";
+    os << "tensor " << escapeName(name) << " " << dtypeName(e.info.dtype) << " "
+       << shapeString(e.info.shape) << "\n";
     for (const Slice &s : e.slices)
-      os << "slice " << s.file << " " << s.rowOffset << " " << s.rowCount
-         << " " << s.dataOffset << " " << s.byteSize << " " << hex32(s.crc)
-         << "\n";
+      os << "slice " << s.file << " " << s.rowOffset << " " << s.rowCount << " "
+         << s.dataOffset << " " << s.byteSize << " " << hex32(s.crc) << "\n";
   }
   std::string body = os.str();
-  body += "end " + hex32(crc32c::mask(crc32c::value(body.data(), body.size()))) +
-          "\n";
+  body += "end " +
+          hex32(crc32c::mask(crc32c::value(body.data(), body.size()))) + "\n";
   return body;
 }
 
@@ -613,10 +611,9 @@ bool parseHex32(const std::string &s, uint32_t *v) {
 
 // Checks that the slices of `e` (sorted here) cover its rows exactly once.
 Status checkCoverage(Entry *e, const std::string &where) {
-  std::sort(e->slices.begin(), e->slices.end(),
-            [](const Slice &a, const Slice &b) {
-              return a.rowOffset < b.rowOffset;
-            });
+  std::sort(
+      e->slices.begin(), e->slices.end(),
+      [](const Slice &a, const Slice &b) { return a.rowOffset < b.rowOffset; });
   int64_t next = 0;
   for (const Slice &s : e->slices) {
     if (s.rowOffset != next)
@@ -705,8 +702,8 @@ Status parseIndex(const std::string &path, int64_t step, Index *index) {
     } else if (kw == "slice") {
       Slice s;
       std::string crc;
-      ls >> s.file >> s.rowOffset >> s.rowCount >> s.dataOffset >>
-          s.byteSize >> crc;
+      ls >> s.file >> s.rowOffset >> s.rowCount >> s.dataOffset >> s.byteSize >>
+          crc;
       int64_t perRow = 0;
       if (!ls || !current || s.file < 0 ||
           size_t(s.file) >= index->files.size() || !parseHex32(crc, &s.crc) ||
@@ -791,8 +788,8 @@ std::string indexPath(const std::string &dir, int64_t step) {
 
 std::string dataPath(const std::string &dir, int64_t step, int shard,
                      int numShards) {
-  return joinPath(dir, strCat(checkpointName(step), ".data-", shard, "-of-",
-                              numShards));
+  return joinPath(
+      dir, strCat(checkpointName(step), ".data-", shard, "-of-", numShards));
 }
 
 Status writeShard(const std::string &dir, int64_t step, int shard,
@@ -803,8 +800,9 @@ Status writeShard(const std::string &dir, int64_t step, int shard,
   DTF_RETURN_IF_ERROR(makeDirs(dir));
   struct stat st;
   if (::stat(indexPath(dir, step).c_str(), &st) == 0)
-    return errorStatus("checkpoint ", checkpointName(step), " already exists in ",
-                       dir, "; a finished checkpoint is not rewritten");
+    return errorStatus("checkpoint ", checkpointName(step),
+                       " already exists in ", dir,
+                       "; a finished checkpoint is not rewritten");
   std::set<std::string> names;
   std::vector<int64_t> rowCounts;
   for (const SavedTensor &t : tensors) {
@@ -872,11 +870,11 @@ Status writeIndex(const std::string &dir, int64_t step, int numShards,
       if (fresh)
         e.info = r.info;
       else if (e.info.dtype != r.info.dtype || e.info.shape != r.info.shape)
-        return errorStatus(
-            "cannot write the index of ", checkpointName(step), ": tensor '",
-            r.info.name, "' is ", dtypeName(e.info.dtype),
-            shapeString(e.info.shape), " in one shard and ",
-            dtypeName(r.info.dtype), shapeString(r.info.shape), " in ", path);
+        return errorStatus("cannot write the index of ", checkpointName(step),
+                           ": tensor '", r.info.name, "' is ",
+                           dtypeName(e.info.dtype), shapeString(e.info.shape),
+                           " in one shard and ", dtypeName(r.info.dtype),
+                           shapeString(r.info.shape), " in ", path);
       e.slices.push_back(r.slice);
     }
   }
@@ -972,8 +970,8 @@ Status listCheckpoints(const std::string &dir, std::vector<int64_t> *steps,
     if (st.isOk())
       steps->push_back(s);
     else if (skipped)
-      skipped->push_back(strCat(checkpointName(s), " is incomplete: ",
-                                st.message()));
+      skipped->push_back(
+          strCat(checkpointName(s), " is incomplete: ", st.message()));
   }
   if (skipped && !withData.empty() && !withIndex.empty())
     for (int64_t s : withData)
@@ -1037,13 +1035,11 @@ struct CheckpointReader::Impl {
           preadAll(fd.get(), path, s.dataOffset, p, s.byteSize));
       const uint32_t crc = crc32c::value(p, s.byteSize);
       if (crc != crc32c::unmask(s.crc))
-        return errorStatus("checkpoint data file ", path,
-                           " is damaged: tensor '", e.info.name, "' (rows ",
-                           s.rowOffset, "..", s.rowOffset + s.rowCount,
-                           " of ", dtypeName(e.info.dtype),
-                           shapeString(e.info.shape), ") has CRC32C ",
-                           hex32(crc), ", but ", hex32(crc32c::unmask(s.crc)),
-                           " was saved");
+        return errorStatus(
+            "checkpoint data file ", path, " is damaged: tensor '", e.info.name,
+            "' (rows ", s.rowOffset, "..", s.rowOffset + s.rowCount, " of ",
+            dtypeName(e.info.dtype), shapeString(e.info.shape), ") has CRC32C ",
+            hex32(crc), ", but ", hex32(crc32c::unmask(s.crc)), " was saved");
       if (!inPlace)
         std::memcpy(dst + uint64_t(lo - begin) * rowBytes,
                     p + uint64_t(lo - s.rowOffset) * rowBytes,
@@ -1106,8 +1102,8 @@ Status CheckpointReader::readRows(const std::string &name, int64_t begin,
     return errorStatus("out of memory reading tensor '", name, "' (",
                        dtypeName(e->info.dtype), shapeString(shape), ")");
   if (t.defined())
-    DTF_RETURN_IF_ERROR(impl_->readRowsInto(*e, begin, end,
-                                            static_cast<char *>(t.rawData())));
+    DTF_RETURN_IF_ERROR(
+        impl_->readRowsInto(*e, begin, end, static_cast<char *>(t.rawData())));
   *out = std::move(t);
   return Status::ok();
 }
@@ -1169,9 +1165,8 @@ Status moveCheckpointsAside(const std::string &dir, std::string *movedTo) {
   }
   for (const std::string &n : moving)
     if (::rename(joinPath(dir, n).c_str(), joinPath(target, n).c_str()) != 0)
-      return errorStatus(sysError(strCat("cannot move ", joinPath(dir, n),
-                                         " to"),
-                                  target));
+      return errorStatus(
+          sysError(strCat("cannot move ", joinPath(dir, n), " to"), target));
   DTF_RETURN_IF_ERROR(fsyncDir(target));
   DTF_RETURN_IF_ERROR(fsyncDir(dir));
   *movedTo = target;

@@ -37,8 +37,8 @@ class CheckpointTest : public ::testing::Test {
 protected:
   void SetUp() override {
     const char *tmp = std::getenv("TMPDIR");
-    std::string base = std::string(tmp && *tmp ? tmp : "/tmp") +
-                       "/dtf-ckpt-test-XXXXXX";
+    std::string base =
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/dtf-ckpt-test-XXXXXX";
     ASSERT_NE(::mkdtemp(base.data()), nullptr);
     dir_ = base;
   }
@@ -136,8 +136,9 @@ TEST_F(CheckpointTest, RoundTripOfEveryDType) {
     ASSERT_TRUE(loaded.count(name)) << name;
     EXPECT_TRUE(sameBytes(loaded[name], t)) << name;
   }
-  EXPECT_EQ(files(), (std::vector<std::string>{"checkpoint", "ckpt-42.data-0-of-1",
-                                               "ckpt-42.index"}));
+  EXPECT_EQ(files(),
+            (std::vector<std::string>{"checkpoint", "ckpt-42.data-0-of-1",
+                                      "ckpt-42.index"}));
   EXPECT_NE(readFile(dir_ + "/checkpoint").find("latest ckpt-42"),
             std::string::npos);
 }
@@ -159,10 +160,9 @@ TEST_F(CheckpointTest, VariableSplitAcrossTwoShardsReadsBackWhole) {
   int64_t latest = 0;
   ASSERT_OK(findLatest(dir_, &latest));
   EXPECT_EQ(latest, -1);
-  ASSERT_OK(writeShard(dir_, 7, 1, 2,
-                         {{"w", {10, 3}, 4, &w1},
-                          SavedTensor::whole("bias", bias)})
-                  );
+  ASSERT_OK(
+      writeShard(dir_, 7, 1, 2,
+                 {{"w", {10, 3}, 4, &w1}, SavedTensor::whole("bias", bias)}));
   Status s = writeIndex(dir_, 7, 2, 0);
   ASSERT_OK(s);
   ASSERT_OK(findLatest(dir_, &latest));
@@ -219,8 +219,7 @@ TEST_F(CheckpointTest, RestoreOntoADifferentShardCount) {
   // And saved again from 2 shards, read back the same.
   ASSERT_OK(writeShard(dir_, 200, 0, 2, {{"w", {9, 2}, 0, &a}}));
   ASSERT_OK(writeShard(dir_, 200, 1, 2,
-                         {{"w", {9, 2}, 5, &b}, SavedTensor::whole("v", v)})
-                  );
+                       {{"w", {9, 2}, 5, &b}, SavedTensor::whole("v", v)}));
   ASSERT_OK(writeIndex(dir_, 200, 2, 0));
   ASSERT_OK(readCheckpoint(dir_, 200, &all));
   EXPECT_TRUE(sameBytes(all["w"], w));
@@ -264,11 +263,10 @@ TEST_F(CheckpointTest, FlippedByteNamesTheTensorAndTheFile) {
   Tensor a = iota({64}, 0), kernel = Tensor::allocate(DType::F32, {16, 16});
   for (int64_t i = 0; i < kernel.numElements(); ++i)
     kernel.data<float>()[i] = 1.25f;
-  ASSERT_OK(saveCheckpoint(dir_, 10, {SavedTensor::whole("a", a),
-                                        SavedTensor::whole("dense/kernel",
-                                                           kernel)},
-                             0)
-                  );
+  ASSERT_OK(saveCheckpoint(
+      dir_, 10,
+      {SavedTensor::whole("a", a), SavedTensor::whole("dense/kernel", kernel)},
+      0));
   const std::string path = dir_ + "/ckpt-10.data-0-of-1";
   std::string bytes = readFile(path);
   float pattern[4] = {1.25f, 1.25f, 1.25f, 1.25f};
@@ -360,16 +358,14 @@ TEST_F(CheckpointTest, MissingDataFileIsNotAComplete) {
 TEST_F(CheckpointTest, KeepDeletesOnlyTheOldest) {
   Tensor a = iota({16});
   for (int64_t step = 100; step <= 500; step += 100)
-    ASSERT_OK(
-        saveCheckpoint(dir_, step, {SavedTensor::whole("a", a)}, 3));
+    ASSERT_OK(saveCheckpoint(dir_, step, {SavedTensor::whole("a", a)}, 3));
   std::vector<int64_t> steps;
   ASSERT_OK(listCheckpoints(dir_, &steps));
   EXPECT_EQ(steps, (std::vector<int64_t>{300, 400, 500}));
-  EXPECT_EQ(files(),
-            (std::vector<std::string>{
-                "checkpoint", "ckpt-300.data-0-of-1", "ckpt-300.index",
-                "ckpt-400.data-0-of-1", "ckpt-400.index",
-                "ckpt-500.data-0-of-1", "ckpt-500.index"}));
+  EXPECT_EQ(files(), (std::vector<std::string>{
+                         "checkpoint", "ckpt-300.data-0-of-1", "ckpt-300.index",
+                         "ckpt-400.data-0-of-1", "ckpt-400.index",
+                         "ckpt-500.data-0-of-1", "ckpt-500.index"}));
   EXPECT_EQ(readFile(dir_ + "/checkpoint"),
             "latest ckpt-500\nkept ckpt-300\nkept ckpt-400\nkept ckpt-500\n");
   // keep 0 keeps all.
@@ -491,8 +487,7 @@ TEST_F(CheckpointTest, WriterKilledMidWriteLeavesThePreviousOneLoadable) {
   // finished index.
   Tensor a = iota({4});
   ASSERT_OK(saveCheckpoint(dir_, nextStep + 1000000,
-                             {SavedTensor::whole("a", a)}, 1)
-                  );
+                           {SavedTensor::whole("a", a)}, 1));
   for (const std::string &f : files())
     EXPECT_EQ(f.find(".tmp-"), std::string::npos) << f;
   std::vector<int64_t> steps;

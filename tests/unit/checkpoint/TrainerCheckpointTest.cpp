@@ -36,8 +36,8 @@ class TrainerCheckpointTest : public ::testing::Test {
 protected:
   void SetUp() override {
     const char *tmp = std::getenv("TMPDIR");
-    std::string base = std::string(tmp && *tmp ? tmp : "/tmp") +
-                       "/dtf-trainer-ckpt-XXXXXX";
+    std::string base =
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/dtf-trainer-ckpt-XXXXXX";
     ASSERT_NE(::mkdtemp(base.data()), nullptr);
     dir_ = base;
     LogisticRegressionOptions lo;
@@ -192,9 +192,7 @@ TEST_F(TrainerCheckpointTest, DamagedCheckpointStopsTheRunNamingTheTensor) {
 TEST_F(TrainerCheckpointTest, CheckpointOfAnotherModelIsRefused) {
   Tensor other = Tensor::zeros(DType::F32, {3});
   ASSERT_OK(checkpoint::saveCheckpoint(
-                  dir_, 10, {checkpoint::SavedTensor::whole("other", other)},
-                  0)
-                  );
+      dir_, 10, {checkpoint::SavedTensor::whole("other", other)}, 0));
   TrainReport r;
   FailureKind kind = FailureKind::kNone;
   Status s = run(20, true, &r, nullptr, nullptr, nullptr, &kind);
