@@ -1,6 +1,7 @@
 // The single-machine training loop: steps, progress, evaluation, final line.
 #include "runtime/train/Trainer.h"
 
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
@@ -51,6 +52,53 @@ bool lacksKernel(const plan::Program &program, const KernelRegistry &kernels) {
   }
   return false;
 }
+
+// --- Checkpoint policy -------------------------------------------------------
+
+// When to save: the plan's `checkpoint every N steps|s|min keep K`; without
+// one (but with a model dir) only at the end, keeping 5. The end of training
+// and Ctrl-C always save (Trainer::run).
+class CheckpointSchedule {
+public:
+  CheckpointSchedule(const plan::Training &t, bool enabled,
+                     int64_t startStep)
+      : enabled_(enabled), lastStep_(startStep), lastTime_(Clock::now()) {
+    keep_ = t.checkpoint_keep() > 0 ? int(t.checkpoint_keep()) : 5;
+    const double every = t.checkpoint_every();
+    if (every <= 0)
+      return;
+    if (t.checkpoint_unit() == "s")
+      everySeconds_ = every;
+    else if (t.checkpoint_unit() == "min")
+      everySeconds_ = every * 60;
+    else
+      everySteps_ = std::max<int64_t>(1, int64_t(every));
+  }
+  bool enabled() const { return enabled_; }
+  int keep() const { return keep_; }
+  // True when the step just done should be saved.
+  bool due(int64_t done) const {
+    if (!enabled_ || done <= lastStep_)
+      return false;
+    if (everySteps_ > 0)
+      return done % everySteps_ == 0;
+    return everySeconds_ > 0 && secondsSince(lastTime_) >= everySeconds_;
+  }
+  // True when `step` has not been saved (nor restored) yet.
+  bool unsaved(int64_t step) const { return enabled_ && step > lastStep_; }
+  void saved(int64_t step) {
+    lastStep_ = step;
+    lastTime_ = Clock::now();
+  }
+
+private:
+  bool enabled_;
+  int keep_ = 5;
+  int64_t everySteps_ = 0;
+  double everySeconds_ = 0;
+  int64_t lastStep_;
+  Clock::time_point lastTime_;
+};
 
 } // namespace
 
@@ -260,6 +308,100 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     std::fprintf(stderr, "dtf-run: warning: the plan has an eval source but "
                          "no eval program; skipping evaluation\n");
   }
+  return restoreLatestCheckpoint(kind);
+}
+
+// --- Checkpoints ---------------------------------------------------------------
+
+Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
+  const std::string &dir = options_.modelDir;
+  if (dir.empty())
+    return Status::ok();
+  if (options_.fresh) {
+    std::string movedTo;
+    Status s = checkpoint::moveCheckpointsAside(dir, &movedTo);
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kData);
+      return errorStatus("--fresh: ", s.message());
+    }
+    if (!movedTo.empty())
+      checkpointNote_ = "--fresh: moved the checkpoints of the previous run "
+                        "to " + movedTo;
+    return Status::ok();
+  }
+  int64_t step = -1;
+  std::vector<std::string> skipped;
+  Status s = checkpoint::findLatest(dir, &step, &skipped);
+  for (const std::string &why : skipped)
+    std::fprintf(stderr, "dtf-run: warning: %s: %s\n", dir.c_str(),
+                 why.c_str());
+  if (s.isOk() && step < 0)
+    return Status::ok();
+  std::unique_ptr<checkpoint::CheckpointReader> reader;
+  if (s.isOk())
+    s = checkpoint::CheckpointReader::open(dir, step, &reader);
+  // Every variable of the model comes from the checkpoint, in place (the
+  // executors point at the variables' buffers).
+  for (const std::string &name : variables_.names()) {
+    if (!s.isOk())
+      break;
+    if (!reader->find(name))
+      s = errorStatus(
+          "checkpoint ", checkpoint::checkpointName(step), " in ", dir,
+          " has no variable '", name,
+          "': it was saved by a different model; train in another "
+          "--model-dir, or pass --fresh to start over here");
+    else
+      s = reader->readInto(name, variables_.find(name));
+  }
+  if (!s.isOk()) {
+    setKind(kind, FailureKind::kData);
+    // Point at an older whole checkpoint when there is one.
+    std::vector<int64_t> steps;
+    std::string hint;
+    if (step >= 0 && checkpoint::listCheckpoints(dir, &steps).isOk())
+      for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+        if (*it < step) {
+          hint = strCat("; the previous checkpoint, ",
+                        checkpoint::checkpointName(*it),
+                        ", is complete: move ", dir, "/",
+                        checkpoint::checkpointName(step),
+                        ".* aside to restore from it, or pass --fresh to "
+                        "start over");
+          break;
+        }
+    return errorStatus("cannot restore from ", dir, ": ", s.message(), hint);
+  }
+  for (const checkpoint::TensorInfo &t : reader->tensors())
+    if (!variables_.find(t.name))
+      std::fprintf(stderr,
+                   "dtf-run: warning: %s: checkpoint %s has a variable '%s' "
+                   "that the model lacks; ignored\n",
+                   dir.c_str(), checkpoint::checkpointName(step).c_str(),
+                   t.name.c_str());
+  startStep_ = step;
+  restoredStep_ = step;
+  checkpointNote_ = strCat("restored checkpoint ",
+                           checkpoint::checkpointName(step), " from ", dir,
+                           "; continuing at step ", step);
+  return Status::ok();
+}
+
+Status Trainer::saveCheckpoint(int64_t step, TrainReport *report,
+                               FailureKind *kind) {
+  std::vector<checkpoint::SavedTensor> tensors;
+  for (const std::string &name : variables_.names())
+    tensors.push_back(
+        checkpoint::SavedTensor::whole(name, *variables_.find(name)));
+  const CheckpointSchedule schedule(training_, true, 0);
+  Status s = checkpoint::saveCheckpoint(options_.modelDir, step, tensors,
+                                        schedule.keep());
+  if (!s.isOk()) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("cannot save a checkpoint at step ", step, ": ",
+                       s.message());
+  }
+  report->checkpoints.push_back(step);
   return Status::ok();
 }
 
@@ -343,7 +485,8 @@ Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
   return Status::ok();
 }
 
-data::Expected<std::unique_ptr<data::BatchIterator>> Trainer::makeTrainBatches() {
+data::Expected<std::unique_ptr<data::BatchIterator>>
+Trainer::makeTrainBatches(int64_t *skipBatches) {
   data::BatchOptions o;
   o.batchSize = size_t(batch_);
   o.shuffle = true;
@@ -353,12 +496,24 @@ data::Expected<std::unique_ptr<data::BatchIterator>> Trainer::makeTrainBatches()
   o.dropRemainder = trainFeeder_->fixedBatch() != 0;
   o.shardCount = std::max<size_t>(options_.shardCount, 1);
   o.shardIndex = options_.shardIndex;
+  // A restored run goes on with the batches an uninterrupted one would have
+  // had: an epoch's order depends only on the seed and its number.
+  *skipBatches = 0;
+  const size_t examples = trainData_->size() / o.shardCount;
+  const int64_t batchesPerEpoch =
+      int64_t(o.dropRemainder ? examples / o.batchSize
+                              : (examples + o.batchSize - 1) / o.batchSize);
+  if (startStep_ > 0 && batchesPerEpoch > 0 && startStep_ < steps_) {
+    o.firstEpoch = uint64_t(startStep_ / batchesPerEpoch);
+    *skipBatches = startStep_ % batchesPerEpoch;
+  }
   return data::BatchIterator::create(trainData_, o);
 }
 
 Status Trainer::runTowerStep(int64_t *globalStep, int64_t *examples) {
   if (!towerBatches_) {
-    auto it = makeTrainBatches();
+    int64_t skip = 0;
+    auto it = makeTrainBatches(&skip);
     if (!it)
       return errorStatus("data: ", it.error());
     towerBatches_ = std::move(*it);
@@ -388,13 +543,26 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   ProgressWriter writer(options_.out, options_.interactive);
   if (!options_.quiet)
     writer.line(describe());
+  if (!options_.quiet && !checkpointNote_.empty())
+    writer.line(checkpointNote_);
+  report->restoredStep = restoredStep_;
+  CheckpointSchedule checkpoints(training_, !options_.modelDir.empty(),
+                                 startStep_);
 
   const Clock::time_point start = Clock::now();
-  auto it = makeTrainBatches();
+  int64_t skipBatches = 0;
+  auto it = makeTrainBatches(&skipBatches);
   if (!it) {
     setKind(kind, FailureKind::kData);
     return errorStatus("data: ", it.error());
   }
+  for (int64_t i = 0; i < skipBatches; ++i)
+    if (!(*it)->next()) {
+      setKind(kind, FailureKind::kData);
+      auto err = (*it)->error();
+      return errorStatus("data: ",
+                         err ? err->message() : std::string("no more batches"));
+    }
 
   const int numFetches = numMetrics_;
   std::vector<double> sums(numFetches, 0.0);
@@ -432,10 +600,10 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     return Status::ok();
   };
 
-  int64_t step = 0;
+  int64_t step = startStep_;
   // With a driver the job's global step (from the ps) counts, not this
   // process's steps: several workers advance it.
-  int64_t globalStep = 0;
+  int64_t globalStep = startStep_;
   for (;; ++step) {
     if (options_.stop && options_.stop->load()) {
       report->interrupted = true;
@@ -489,7 +657,8 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
                                         : done % logEvery_ == 0 || done == steps_;
     const bool evalNow =
         eval_ && evalEvery_ > 0 && done % evalEvery_ == 0 && done != steps_;
-    if (logNow || evalNow) {
+    const bool saveNow = checkpoints.due(done) && done != steps_;
+    if (logNow || evalNow || saveNow) {
       const double dt = secondsSince(intervalStart);
       intervalSeconds += dt;
       trainSeconds += dt;
@@ -501,13 +670,19 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       report->progress.push_back({done, lastTrain});
       const double rate =
           intervalSeconds > 0 ? intervalExamples / intervalSeconds : 0;
-      const double eta = trainSeconds / double(done) * double(steps_ - done);
+      const double eta =
+          trainSeconds / double(done - startStep_) * double(steps_ - done);
       if (!options_.quiet)
         writer.progress(progressLine(done, steps_, lastTrain, rate, eta));
       std::fill(sums.begin(), sums.end(), 0.0);
       intervalSteps = 0;
       intervalExamples = 0;
       intervalSeconds = 0;
+    }
+    if (saveNow) {
+      DTF_RETURN_IF_ERROR(saveCheckpoint(done, report, kind));
+      checkpoints.saved(done);
+      intervalStart = Clock::now();
     }
     if (evalNow) {
       DTF_RETURN_IF_ERROR(runEval(done));
@@ -525,6 +700,11 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       lastTrain[k].value = sums[k] / double(intervalSteps);
   }
   report->steps = step;
+  // The end of training and Ctrl-C save too (unless this step is saved).
+  if (checkpoints.unsaved(step)) {
+    DTF_RETURN_IF_ERROR(saveCheckpoint(step, report, kind));
+    checkpoints.saved(step);
+  }
   if (eval_ && !report->interrupted)
     DTF_RETURN_IF_ERROR(runEval(options_.driver ? globalStep : step));
   if (!report->finalFromEval || report->interrupted) {

@@ -71,6 +71,10 @@ struct TrainOptions {
   /// The run's directory (dtf-run --model-dir): checkpoints, summaries
   /// (TensorBoard event files) and the training log go there; "" writes none.
   std::string modelDir;
+  /// With a modelDir that holds checkpoints: start from the initializers
+  /// anyway, after moving the old checkpoints into modelDir/previous-run-K
+  /// (never deleting them). Without: restore the latest and continue.
+  bool fresh = false;
   /// Redraw progress in place: 1 yes, 0 no, -1 when `out` is a terminal.
   int interactive = -1;
   /// Set (by a SIGINT handler) to stop after the current step.
@@ -116,6 +120,10 @@ struct TrainReport {
   /// Every progress report (step, means over its interval) and evaluation.
   std::vector<std::pair<int64_t, std::vector<Metric>>> progress;
   std::vector<std::pair<int64_t, std::vector<Metric>>> evals;
+  /// The step of the checkpoint the run continued from, or -1.
+  int64_t restoredStep = -1;
+  /// The steps of the checkpoints this run saved, in order.
+  std::vector<int64_t> checkpoints;
 };
 
 /// Loads a plan for training: initializes its variables, builds the
@@ -155,7 +163,11 @@ private:
   Trainer() = default;
   Status setUp(const plan::Plan &plan, FailureKind *kind);
   Status feedLearningRate(exec::Executor &e, int64_t step);
-  data::Expected<std::unique_ptr<data::BatchIterator>> makeTrainBatches();
+  data::Expected<std::unique_ptr<data::BatchIterator>>
+  makeTrainBatches(int64_t *skipBatches);
+  // Checkpoints (options_.modelDir): restore at set-up, save during run().
+  Status restoreLatestCheckpoint(FailureKind *kind);
+  Status saveCheckpoint(int64_t step, TrainReport *report, FailureKind *kind);
 
   TrainOptions options_;
   plan::Training training_;
@@ -172,6 +184,11 @@ private:
   std::unique_ptr<exec::Executor> train_, eval_;
   std::shared_ptr<const data::Dataset> trainData_, evalData_;
   std::unique_ptr<BatchFeeder> trainFeeder_, evalFeeder_;
+  // Checkpoints: the step training starts from (the restored one, else 0)
+  // and what restoreLatestCheckpoint did, for run() to print.
+  int64_t startStep_ = 0;
+  int64_t restoredStep_ = -1;
+  std::string checkpointNote_;
 };
 
 /// Trainer::create and run in one call.

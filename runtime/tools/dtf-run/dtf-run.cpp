@@ -37,7 +37,12 @@ options:
   --threads N      threads within each op, for dtf's kernels and oneDNN's
                    (default: the plan's intra_op_threads, else every core)
   --model-dir DIR  the run's directory: checkpoints, TensorBoard summaries
-                   and the training log (default: none written)
+                   and the training log (default: none written); a run
+                   whose DIR holds a checkpoint restores the latest and
+                   continues from its step
+  --fresh          with --model-dir: start from the initializers even when
+                   DIR holds checkpoints; they are moved, never deleted, to
+                   DIR/previous-run-K (the first K free)
   --quiet          print only the final line (and errors)
   --profile        time every op of the train_step and print, on stderr at
                    the end, the time per step by op kind and the slowest ops
@@ -83,6 +88,22 @@ the plan's learning-rate schedule at each step instead of data.
 
 Ctrl-C stops after the current step and prints the final line.
 
+Checkpoints (with --model-dir DIR): saved to DIR as the plan's train block
+says (`checkpoint every 1000 steps keep 5`, or every N s or min), always at
+the end of training and on Ctrl-C; without a checkpoint policy in the plan,
+only at the end, keeping 5. A checkpoint is DIR/ckpt-STEP.index with its
+DIR/ckpt-STEP.data-K-of-N files (docs/checkpoint-format.md); each file is
+written under a temporary name, fsynced and renamed, so a crash leaves the
+previous checkpoint whole. At start, dtf-run restores every variable (model,
+optimizer slots, global step, moving averages) from the latest complete
+checkpoint in DIR and continues at its step with the data where it left off:
+
+  restored checkpoint ckpt-3000 from DIR; continuing at step 3000
+
+A run whose step count is already reached trains nothing and only evaluates.
+A damaged checkpoint stops the run with an error naming the file and the
+tensor (and the previous complete checkpoint, if any).
+
 environment:
   OMP_WAIT_POLICY  oneDNN's OpenMP threads; dtf-run sets it to passive when
                    unset, so that idle OpenMP threads do not spin on the cores
@@ -94,7 +115,8 @@ exit codes:
   3    not available in this build (distributed execution, an op without a
        CPU kernel)
   4    I/O: the plan or a data source is missing, unreadable, malformed or
-       does not fit the model's inputs
+       does not fit the model's inputs; a checkpoint cannot be restored
+       (damaged, or of another model) or saved
   5    runtime error in a kernel during a step
   130  interrupted (Ctrl-C)
 )";
@@ -194,6 +216,10 @@ int main(int argc, char **argv) {
       options.profile = true;
       continue;
     }
+    if (arg == "--fresh") {
+      options.fresh = true;
+      continue;
+    }
     const bool takesValue = arg == "--cluster" || arg == "--job" ||
                             arg == "--model-dir" || arg == "--max-restarts" ||
                             arg == "--connect-timeout" ||
@@ -277,6 +303,11 @@ int main(int argc, char **argv) {
   }
   if (plan.empty()) {
     std::fprintf(stderr, "dtf-run: error: no plan given\n%s", kUsage);
+    return kUsageError;
+  }
+  if (options.fresh && options.modelDir.empty()) {
+    std::fprintf(stderr, "dtf-run: error: --fresh needs --model-dir DIR (the "
+                         "directory whose checkpoints to set aside)\n");
     return kUsageError;
   }
   dtf::cluster::RunChoice choice;
