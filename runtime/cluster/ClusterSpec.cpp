@@ -198,7 +198,8 @@ Status checkJobs(const std::map<std::string, std::vector<std::string>> &jobs,
       if (isLoopbackName(host))
         host = "localhost";
       const std::string key = host + ":" + std::to_string(hp.port);
-      auto [prior, inserted] = seen.emplace(key, std::make_pair(where, address));
+      auto [prior, inserted] =
+          seen.emplace(key, std::make_pair(where, address));
       if (inserted)
         continue;
       const auto &[priorWhere, priorAddress] = prior->second;
@@ -235,8 +236,7 @@ Status readJobs(const json &cluster, const std::string &source,
       const json &a = value[i];
       if (!a.is_string())
         return errorStatus(source, ": ", job, "[", i,
-                           "] must be a \"host:port\" string, got ",
-                           a.dump());
+                           "] must be a \"host:port\" string, got ", a.dump());
       addresses.push_back(a.get<std::string>());
     }
   }
@@ -267,16 +267,15 @@ Status readTask(const json &task, const std::string &source,
   }
   const std::string job = type->get<std::string>();
   if (!isKnownJob(job))
-    return errorStatus(source, ": task type '", job, "': ",
-                       unknownJobMessage(job));
+    return errorStatus(source, ": task type '", job,
+                       "': ", unknownJobMessage(job));
   auto it = jobs.find(job);
   if (it == jobs.end())
     return errorStatus(source, ": task type '", job,
                        "' is not a job of the cluster");
   if (i >= (long long)it->second.size())
-    return errorStatus(source, ": task index ", i,
-                       " is out of range: job '", job, "' has ",
-                       it->second.size(), " task",
+    return errorStatus(source, ": task index ", i, " is out of range: job '",
+                       job, "' has ", it->second.size(), " task",
                        it->second.size() == 1 ? "" : "s", " (indices 0 to ",
                        it->second.size() - 1, ")");
   out->job = job;
@@ -284,7 +283,8 @@ Status readTask(const json &task, const std::string &source,
   return Status::ok();
 }
 
-std::string jobNames(const std::map<std::string, std::vector<std::string>> &jobs) {
+std::string
+jobNames(const std::map<std::string, std::vector<std::string>> &jobs) {
   std::string names;
   for (const auto &[job, addresses] : jobs)
     names += (names.empty() ? "" : ", ") + job;
@@ -314,7 +314,8 @@ const LocalHost &LocalHost::current() {
         const int family = a->ifa_addr->sa_family;
         const void *bytes = nullptr;
         if (family == AF_INET)
-          bytes = &reinterpret_cast<struct sockaddr_in *>(a->ifa_addr)->sin_addr;
+          bytes =
+              &reinterpret_cast<struct sockaddr_in *>(a->ifa_addr)->sin_addr;
         else if (family == AF_INET6)
           bytes =
               &reinterpret_cast<struct sockaddr_in6 *>(a->ifa_addr)->sin6_addr;
@@ -456,8 +457,8 @@ Status ClusterSpec::parseJson(const std::string &text,
                        ": invalid JSON: ", parseErrorDetail(e.what()));
   }
   if (!duplicateKey.empty())
-    return errorStatus(sourceName, ": key '", duplicateKey,
-                       "' is given twice", duplicateDepth <= 1 ? "" : " in one object",
+    return errorStatus(sourceName, ": key '", duplicateKey, "' is given twice",
+                       duplicateDepth <= 1 ? "" : " in one object",
                        "; merge the two");
 
   std::map<std::string, std::vector<std::string>> jobs;
@@ -475,8 +476,9 @@ Status ClusterSpec::parseJson(const std::string &text,
       return errorStatus(sourceName,
                          ": has a 'task' but no 'cluster'; TF_CONFIG's form "
                          "is {\"cluster\": ",
-                         kExample, ", \"task\": {\"type\": \"worker\", "
-                                   "\"index\": 0}}");
+                         kExample,
+                         ", \"task\": {\"type\": \"worker\", "
+                         "\"index\": 0}}");
     DTF_RETURN_IF_ERROR(readJobs(root["cluster"], sourceName, &jobs));
     if (root.contains("task")) {
       TaskId id;
@@ -496,13 +498,13 @@ Status ClusterSpec::parseFile(const std::string &path, ClusterSpec *out,
                               std::optional<TaskId> *task) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    return errorStatus(path, ": cannot open the cluster file: ",
-                       std::strerror(errno));
+    return errorStatus(
+        path, ": cannot open the cluster file: ", std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad())
-    return errorStatus(path, ": cannot read the cluster file: ",
-                       std::strerror(errno));
+    return errorStatus(
+        path, ": cannot read the cluster file: ", std::strerror(errno));
   return parseJson(text.str(), path, out, task);
 }
 
@@ -512,8 +514,8 @@ Status ClusterSpec::fromEnvironment(ClusterSpec *out,
   *found = false;
   if (task)
     task->reset();
-  if (!value || std::string(value).find_first_not_of(" \t\r\n") ==
-                    std::string::npos)
+  if (!value ||
+      std::string(value).find_first_not_of(" \t\r\n") == std::string::npos)
     return Status::ok();
   *found = true;
   return parseJson(value, "TF_CONFIG", out, task);
@@ -577,10 +579,9 @@ Status ClusterSpec::checkTask(const TaskId &task,
                        "' (its jobs: ", jobNames(jobs_), ")");
   const int n = int(it->second.size());
   if (task.index < 0 || task.index >= n)
-    return errorStatus(origin, ": task ", task.index,
-                       " is out of range: job '", task.job, "' of ", source_,
-                       " has ", n, " task", n == 1 ? "" : "s",
-                       " (indices 0 to ", n - 1, ")");
+    return errorStatus(origin, ": task ", task.index, " is out of range: job '",
+                       task.job, "' of ", source_, " has ", n, " task",
+                       n == 1 ? "" : "s", " (indices 0 to ", n - 1, ")");
   return Status::ok();
 }
 
@@ -590,9 +591,8 @@ Status ClusterSpec::checkJobSize(const std::string &job, int needed,
   if (n >= needed)
     return Status::ok();
   return errorStatus(what, " but ", source_, " has ", n, " '", job, "' task",
-                     n == 1 ? "" : "s", "; add ", needed - n,
-                     " more to its '", job,
-                     "' list or compile the plan for ", n);
+                     n == 1 ? "" : "s", "; add ", needed - n, " more to its '",
+                     job, "' list or compile the plan for ", n);
 }
 
 } // namespace dtf::cluster

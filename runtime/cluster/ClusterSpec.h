@@ -114,8 +114,9 @@ public:
 
   /// Builds a spec in code (tests, the embedded default); addresses are
   /// checked as in a file.
-  static Status fromJobs(const std::map<std::string, std::vector<std::string>> &jobs,
-                         const std::string &sourceName, ClusterSpec *out);
+  static Status
+  fromJobs(const std::map<std::string, std::vector<std::string>> &jobs,
+           const std::string &sourceName, ClusterSpec *out);
 
 private:
   std::string source_;

@@ -109,7 +109,7 @@ struct Task {
   TaskRole role = TaskRole::kWorker;
   std::string prefix; // "worker.1 | "
   enum class State {
-    kWaiting,   // to be started at startAt
+    kWaiting, // to be started at startAt
     kRunning,
     kSucceeded, // exited 0
     kDone,      // ended while the job stopped, or failed past restarting
@@ -155,8 +155,8 @@ private:
   void reap();
   void onExit(Task &task, int status);
   void onFailure(Task &task, int status);
-  void stopJob(StopReason reason, int signal,
-               std::chrono::milliseconds grace, int exitCode);
+  void stopJob(StopReason reason, int signal, std::chrono::milliseconds grace,
+               int exitCode);
   void onSignal(int signal);
   void killAll();
   bool anyRunning() const;
@@ -373,9 +373,9 @@ void Launcher::onExit(Task &task, int status) {
 void Launcher::onFailure(Task &task, int status) {
   const RestartPolicy &policy = options_.policy;
   const RolePolicy &rule = policy.forRole(task.role);
-  const std::string what =
-      task.role == TaskRole::kChief ? "the chief (" + task.id.str() + ")"
-                                    : task.id.str();
+  const std::string what = task.role == TaskRole::kChief
+                               ? "the chief (" + task.id.str() + ")"
+                               : task.id.str();
   if (rule.onFailure != FailureAction::kStopJob && WIFEXITED(status) &&
       policy.permanentExitCodes.count(WEXITSTATUS(status))) {
     task.state = Task::State::kDone;
@@ -491,9 +491,9 @@ int Launcher::pollTimeoutMs() const {
     if (t.state == Task::State::kWaiting)
       next = std::min(next, t.startAt);
   }
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                next - Clock::now())
-                .count();
+  auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now())
+          .count();
   return int(std::max<long long>(0, ms + 1));
 }
 
@@ -603,8 +603,7 @@ int Launcher::run() {
       const auto grace = stopping_ == StopReason::kInterrupted
                              ? options_.interruptGrace
                              : options_.stopGrace;
-      say(strCat(late, " did not stop within ", seconds(grace),
-                 "; killing"));
+      say(strCat(late, " did not stop within ", seconds(grace), "; killing"));
       killAll();
     }
     if (stopping_ == StopReason::kNone) {
@@ -698,10 +697,10 @@ Status parseLauncherArguments(const std::vector<std::string> &args,
     }
     if (clusterOption)
       continue;
-    const bool digits =
-        !value.empty() && value.size() <= 4 &&
-        std::all_of(value.begin(), value.end(),
-                    [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits = !value.empty() && value.size() <= 4 &&
+                        std::all_of(value.begin(), value.end(), [](char c) {
+                          return c >= '0' && c <= '9';
+                        });
     if (!digits)
       return errorStatus("--max-restarts expects a number of restarts per "
                          "task (0 to 9999), got '",

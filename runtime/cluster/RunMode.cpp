@@ -10,10 +10,9 @@ namespace {
 Status taskFromFlags(const ClusterFlags &flags, TaskId *task,
                      std::string *origin) {
   const std::string &text = *flags.task;
-  const bool digits =
-      !text.empty() && text.size() <= 9 &&
-      std::all_of(text.begin(), text.end(),
-                  [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits = !text.empty() && text.size() <= 9 &&
+                      std::all_of(text.begin(), text.end(),
+                                  [](char c) { return c >= '0' && c <= '9'; });
   if (!digits)
     return errorStatus("--task expects a task index (0, 1, ...), got '", text,
                        "'");
@@ -83,7 +82,8 @@ Status chooseRunMode(const ClusterFlags &flags, const char *tfConfig,
     choice->mode = RunMode::kLauncher;
     return Status::ok();
   }
-  DTF_RETURN_IF_ERROR(choice->cluster.checkTask(choice->task, choice->taskOrigin));
+  DTF_RETURN_IF_ERROR(
+      choice->cluster.checkTask(choice->task, choice->taskOrigin));
   choice->mode = RunMode::kTask;
   return Status::ok();
 }

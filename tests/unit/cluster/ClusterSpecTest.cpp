@@ -41,17 +41,18 @@ TEST(ClusterSpec, ParsesJobsInOrder) {
   for (const TaskId &t : spec.allTasks())
     names.push_back(t.str());
   EXPECT_EQ(names, (std::vector<std::string>{"chief.0", "ps.0", "worker.0",
-                                              "worker.1"}));
+                                             "worker.1"}));
   EXPECT_EQ(TaskId({"worker", 1}).deviceName(), "/job:worker/task:1");
 }
 
 TEST(ClusterSpec, ChiefIsTheChiefJobElseWorkerZero) {
   ClusterSpec withChief, without;
-  ASSERT_TRUE(ClusterSpec::parseJson(
-                  R"({"chief": ["c:1"], "worker": ["w:2"]})", "a", &withChief)
+  ASSERT_TRUE(ClusterSpec::parseJson(R"({"chief": ["c:1"], "worker": ["w:2"]})",
+                                     "a", &withChief)
                   .isOk());
   ASSERT_TRUE(ClusterSpec::parseJson(R"({"ps": ["p:1"], "worker": ["w:2",
-                  "w:3"]})", "b", &without)
+                  "w:3"]})",
+                                     "b", &without)
                   .isOk());
   EXPECT_EQ(withChief.chief().str(), "chief.0");
   EXPECT_FALSE(withChief.isChief({"worker", 0}));
@@ -62,7 +63,8 @@ TEST(ClusterSpec, ChiefIsTheChiefJobElseWorkerZero) {
 
 TEST(ClusterSpec, SyntaxErrorHasLineAndColumn) {
   // The stray comma is on line 3, column 20.
-  std::string m = errorOf("{\n  \"ps\": [\"a:1\"],\n  \"worker\": [\"b:2\",]\n}");
+  std::string m =
+      errorOf("{\n  \"ps\": [\"a:1\"],\n  \"worker\": [\"b:2\",]\n}");
   EXPECT_THAT(m, HasSubstr("c.json:3:20: invalid JSON: "));
   EXPECT_THAT(m, HasSubstr("syntax error"));
   EXPECT_EQ(m.find("json.exception"), std::string::npos) << m;
@@ -81,7 +83,8 @@ TEST(ClusterSpec, SyntaxErrorAtTheEnd) {
 }
 
 TEST(ClusterSpec, EmptyFile) {
-  EXPECT_THAT(errorOf("  \n"), HasSubstr("c.json: is empty; expected a cluster"));
+  EXPECT_THAT(errorOf("  \n"),
+              HasSubstr("c.json: is empty; expected a cluster"));
 }
 
 TEST(ClusterSpec, NotAnObject) {
@@ -268,9 +271,9 @@ TEST(ClusterSpec, FromEnvironment) {
 
 TEST(ClusterSpec, CheckTask) {
   ClusterSpec spec;
-  ASSERT_TRUE(ClusterSpec::parseJson(R"({"worker": ["a:1", "a:2"]})", "c.json",
-                                     &spec)
-                  .isOk());
+  ASSERT_TRUE(
+      ClusterSpec::parseJson(R"({"worker": ["a:1", "a:2"]})", "c.json", &spec)
+          .isOk());
   EXPECT_TRUE(spec.checkTask({"worker", 1}, "--job worker --task 1").isOk());
   EXPECT_THAT(spec.checkTask({"worker", 2}, "--job worker --task 2").message(),
               HasSubstr("--job worker --task 2: task 2 is out of range: job "
@@ -288,8 +291,9 @@ TEST(ClusterSpec, CheckJobSize) {
                                      "c.json", &spec)
                   .isOk());
   EXPECT_TRUE(spec.checkJobSize("ps", 1, "plan.bin needs 1 ps").isOk());
-  EXPECT_EQ(spec.checkJobSize("ps", 3, "plan.bin places variables on 3 ps "
-                                       "tasks")
+  EXPECT_EQ(spec.checkJobSize("ps", 3,
+                              "plan.bin places variables on 3 ps "
+                              "tasks")
                 .message(),
             "plan.bin places variables on 3 ps tasks but c.json has 1 'ps' "
             "task; add 2 more to its 'ps' list or compile the plan for 1");
@@ -297,13 +301,13 @@ TEST(ClusterSpec, CheckJobSize) {
 
 TEST(ClusterSpec, FromJobs) {
   ClusterSpec spec;
-  EXPECT_TRUE(ClusterSpec::fromJobs({{"worker", {"localhost:1"}}}, "default",
-                                    &spec)
-                  .isOk());
-  EXPECT_THAT(ClusterSpec::fromJobs({{"worker", {"localhost"}}}, "default",
-                                    &spec)
-                  .message(),
-              HasSubstr("default: worker[0]: address 'localhost' has no port"));
+  EXPECT_TRUE(
+      ClusterSpec::fromJobs({{"worker", {"localhost:1"}}}, "default", &spec)
+          .isOk());
+  EXPECT_THAT(
+      ClusterSpec::fromJobs({{"worker", {"localhost"}}}, "default", &spec)
+          .message(),
+      HasSubstr("default: worker[0]: address 'localhost' has no port"));
 }
 
 TEST(IsLocalHost, LoopbackAndThisMachine) {
@@ -337,11 +341,11 @@ TEST(IsLocalHost, TheRealMachine) {
   ASSERT_FALSE(me.hostname.empty());
   EXPECT_TRUE(isLocalHost(me.hostname, me));
   ClusterSpec spec;
-  ASSERT_TRUE(ClusterSpec::parseJson(
-                  "{\"worker\": [\"" + me.hostname +
-                      ":1\", \"localhost:2\", \"far.invalid:3\"]}",
-                  "c.json", &spec)
-                  .isOk());
+  ASSERT_TRUE(
+      ClusterSpec::parseJson("{\"worker\": [\"" + me.hostname +
+                                 ":1\", \"localhost:2\", \"far.invalid:3\"]}",
+                             "c.json", &spec)
+          .isOk());
   EXPECT_TRUE(spec.isLocal({"worker", 0}));
   EXPECT_TRUE(spec.isLocal({"worker", 1}));
   EXPECT_FALSE(spec.isLocal({"worker", 2}));
@@ -469,9 +473,9 @@ TEST_F(RunModeTest, TfConfig) {
 
   EXPECT_THAT(chooseRunMode({}, R"({"worker": ["w:1"]})", &c).message(),
               HasSubstr("TF_CONFIG has a cluster but no task"));
-  EXPECT_THAT(chooseRunMode({}, R"({"worker": ["w:1"], "ps": []})", &c)
-                  .message(),
-              HasSubstr("TF_CONFIG: job 'ps' has no tasks"));
+  EXPECT_THAT(
+      chooseRunMode({}, R"({"worker": ["w:1"], "ps": []})", &c).message(),
+      HasSubstr("TF_CONFIG: job 'ps' has no tasks"));
 }
 
 } // namespace

@@ -1,7 +1,8 @@
 // A stand-in for dtf-run in the launcher tests: behaves as its --behave
 // options say for the --job/--task it is started as.
 //
-//   fake-task [--behave TASK=WHAT]... [--mark DIR] [other args] --job J --task I
+//   fake-task [--behave TASK=WHAT]... [--mark DIR] [other args] --job J --task
+//   I
 //
 // WHAT:
 //   ok                  print a line on stdout and one on stderr, exit 0
@@ -13,6 +14,7 @@
 //   partial             split writes and carriage-return redraws, then exit 0
 //   interrupt-parent=N  once N tasks serve (they mark DIR/TASK.serving, with
 //                       --mark DIR), send SIGINT to the launcher; serve
+//   terminate-parent=N  the same with SIGTERM
 //   ignore-term         serve, ignoring SIGTERM
 //   slow                serve for 300 ms, then ok
 //   pidfile=DIR         write DIR/TASK.pid, then serve
@@ -22,10 +24,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fstream>
 #include <string>
 #include <sys/resource.h>
-#include <dirent.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -96,8 +98,8 @@ int main(int argc, char **argv) {
   }
 
   const char *restart = std::getenv("DTF_RESTART_COUNT");
-  if (what == "crash" || (what == "crash-once" && restart &&
-                          std::string(restart) == "0")) {
+  if (what == "crash" ||
+      (what == "crash-once" && restart && std::string(restart) == "0")) {
     say("about to crash");
     struct rlimit none = {0, 0};
     setrlimit(RLIMIT_CORE, &none);
@@ -120,10 +122,12 @@ int main(int argc, char **argv) {
     std::signal(SIGTERM, SIG_IGN);
     return serve(0, name);
   }
-  if (what.rfind("interrupt-parent=", 0) == 0) {
+  if (what.rfind("interrupt-parent=", 0) == 0 ||
+      what.rfind("terminate-parent=", 0) == 0) {
     // Once N tasks (this one too) serve, with their SIGINT handlers set.
     const int n = std::atoi(what.c_str() + 17);
-    std::thread([n] {
+    const int signal = what[0] == 'i' ? SIGINT : SIGTERM;
+    std::thread([n, signal] {
       for (int tries = 0; tries < 1000; ++tries) {
         int serving = 0;
         if (DIR *d = opendir(gMarkDir.c_str())) {
@@ -135,7 +139,7 @@ int main(int argc, char **argv) {
           break;
         usleep(10000);
       }
-      kill(getppid(), SIGINT);
+      kill(getppid(), signal);
     }).detach();
     return serve(0, name);
   }

@@ -36,8 +36,7 @@ size_t count(const std::string &text, const std::string &what) {
 // Position of `what` in `text`, failing the test when it is missing.
 size_t positionOf(const std::string &text, const std::string &what) {
   size_t at = text.find(what);
-  EXPECT_NE(at, std::string::npos) << "missing '" << what << "' in:\n"
-                                   << text;
+  EXPECT_NE(at, std::string::npos) << "missing '" << what << "' in:\n" << text;
   return at;
 }
 
@@ -113,9 +112,8 @@ TEST_F(LauncherTest, PrefixesEveryLineAndStopsThePsWhenWorkersFinish) {
                                   "DTF_TASK=worker.0 args=plan.bin --steps 7"));
   EXPECT_THAT(r.output, HasSubstr("worker.1 | note from worker.1\n"));
   // The pass-through arguments, then the task's cluster options.
-  EXPECT_THAT(r.output,
-              HasSubstr("args=plan.bin --steps 7 --cluster " + dir_ +
-                        "/c.json --job worker --task 1\n"));
+  EXPECT_THAT(r.output, HasSubstr("args=plan.bin --steps 7 --cluster " + dir_ +
+                                  "/c.json --job worker --task 1\n"));
   // Every line is a task's or the launcher's.
   std::istringstream lines(r.output);
   for (std::string line; std::getline(lines, line);) {
@@ -183,8 +181,8 @@ TEST_F(LauncherTest, CrashedWorkerIsRestartedOnceAndTheJobSucceeds) {
   EXPECT_EQ(r.code, 0) << r.output;
   const size_t crash = positionOf(
       r.output, "[launcher] worker.1 killed by signal 11 (SIGSEGV)\n");
-  const size_t restart = positionOf(
-      r.output, "[launcher] restarting worker.1 (restart 1 of 3)\n");
+  const size_t restart =
+      positionOf(r.output, "[launcher] restarting worker.1 (restart 1 of 3)\n");
   EXPECT_LT(crash, restart);
   EXPECT_GT(positionOf(r.output, "worker.1 | hello from worker.1 restart=1 "),
             restart);
@@ -229,8 +227,8 @@ TEST_F(LauncherTest, NoRestartsWhenTheLimitIsZero) {
 }
 
 TEST_F(LauncherTest, AFailedPsIsRestarted) {
-  Result r = run(kPsTwoWorkers, {"ps.0=crash-once", "worker.0=slow",
-                                 "worker.1=slow"});
+  Result r =
+      run(kPsTwoWorkers, {"ps.0=crash-once", "worker.0=slow", "worker.1=slow"});
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("restarting ps.0 (restart 1 of 3)"));
   EXPECT_THAT(r.output, HasSubstr("every worker finished; stopping ps.0"));
@@ -255,12 +253,12 @@ TEST_F(LauncherTest, ChiefFailureCanRestartTheWholeJob) {
 }
 
 TEST_F(LauncherTest, CtrlCIsForwardedAndExits130) {
-  Result r = run(kPsTwoWorkers,
-                 {"worker.0=interrupt-parent=3", "worker.1=serve"},
-                 [&](LaunchOptions &o) {
-                   o.passThroughArgs.push_back("--mark");
-                   o.passThroughArgs.push_back(dir_);
-                 });
+  Result r =
+      run(kPsTwoWorkers, {"worker.0=interrupt-parent=3", "worker.1=serve"},
+          [&](LaunchOptions &o) {
+            o.passThroughArgs.push_back("--mark");
+            o.passThroughArgs.push_back(dir_);
+          });
   EXPECT_EQ(r.code, 130) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[launcher] interrupted; stopping every "
                                   "task after its current step"));
@@ -271,6 +269,20 @@ TEST_F(LauncherTest, CtrlCIsForwardedAndExits130) {
   EXPECT_EQ(count(r.output, "exited (code 130)"), 3u);
   EXPECT_THAT(r.output, Not(HasSubstr("restarting")));
   EXPECT_THAT(r.output, HasSubstr("[launcher] stopped (exit code 130)"));
+}
+
+TEST_F(LauncherTest, SigtermStopsTheTasksLikeCtrlCAndExits143) {
+  Result r =
+      run(kPsTwoWorkers, {"worker.0=terminate-parent=3", "worker.1=serve"},
+          [&](LaunchOptions &o) {
+            o.passThroughArgs.push_back("--mark");
+            o.passThroughArgs.push_back(dir_);
+          });
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[launcher] terminated; stopping every "
+                                  "task after its current step"));
+  // dtf-run stops after its step on SIGINT, so that is what the tasks get.
+  EXPECT_EQ(count(r.output, "| stopping after step\n"), 3u);
 }
 
 TEST_F(LauncherTest, ATaskThatIgnoresSigtermIsKilledAfterTheGrace) {
@@ -285,9 +297,8 @@ TEST_F(LauncherTest, ATaskThatIgnoresSigtermIsKilledAfterTheGrace) {
 }
 
 TEST_F(LauncherTest, AProgramThatCannotStart) {
-  Result r = run(kPsTwoWorkers, {}, [](LaunchOptions &o) {
-    o.program = "/nonexistent/dtf-run";
-  });
+  Result r = run(kPsTwoWorkers, {},
+                 [](LaunchOptions &o) { o.program = "/nonexistent/dtf-run"; });
   EXPECT_EQ(r.code, kLauncherCannotStart) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[launcher] cannot start ps.0: "
                                   "/nonexistent/dtf-run: No such file or "
@@ -308,17 +319,17 @@ TEST_F(LauncherTest, OnlyTheLocalTasksStart) {
                      "far-away.invalid:3"]})",
                  {});
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("[launcher] starting 1 of the 3 tasks of " +
-                                  dir_ +
-                                  "/c.json; start the others (ps.0, "
-                                  "worker.1) on their machines"));
+  EXPECT_THAT(r.output,
+              HasSubstr("[launcher] starting 1 of the 3 tasks of " + dir_ +
+                        "/c.json; start the others (ps.0, "
+                        "worker.1) on their machines"));
   EXPECT_THAT(r.output, HasSubstr("worker.0 | hello from worker.0"));
   EXPECT_THAT(r.output, Not(HasSubstr("ps.0 started")));
 }
 
 TEST_F(LauncherTest, TwoLocalTasksOnOnePort) {
-  Result r = run(R"({"ps": ["127.0.0.2:2222"], "worker": ["localhost:2222"]})",
-                 {});
+  Result r =
+      run(R"({"ps": ["127.0.0.2:2222"], "worker": ["localhost:2222"]})", {});
   EXPECT_EQ(r.code, kLauncherUsageError);
   EXPECT_THAT(r.output, HasSubstr("ps.0 and worker.0 would both listen on "
                                   "port 2222 of this machine"));
@@ -328,9 +339,9 @@ TEST_F(LauncherTest, TwoLocalTasksOnOnePort) {
 TEST_F(LauncherTest, NoTaskOutlivesTheLauncher) {
   ClusterSpec cluster;
   ASSERT_TRUE(ClusterSpec::parseJson(kPsTwoWorkers, "c.json", &cluster).isOk());
-  LaunchOptions options = optionsFor({"ps.0=pidfile=" + dir_,
-                                      "worker.0=pidfile=" + dir_,
-                                      "worker.1=pidfile=" + dir_});
+  LaunchOptions options =
+      optionsFor({"ps.0=pidfile=" + dir_, "worker.0=pidfile=" + dir_,
+                  "worker.1=pidfile=" + dir_});
   std::FILE *sink = std::fopen("/dev/null", "w");
   ASSERT_NE(sink, nullptr);
   options.out = options.err = sink;
@@ -381,26 +392,28 @@ TEST_F(LauncherTest, NoTaskOutlivesTheLauncher) {
 
 TEST(ParseLauncherArguments, DropsTheClusterOptions) {
   LaunchOptions o;
-  Status s = parseLauncherArguments(
-      {"plan.bin", "--cluster", "c.json", "--steps", "5", "--job=worker",
-       "--task", "1", "--max-restarts=7", "--quiet"},
-      &o);
+  Status s = parseLauncherArguments({"plan.bin", "--cluster", "c.json",
+                                     "--steps", "5", "--job=worker", "--task",
+                                     "1", "--max-restarts=7", "--quiet"},
+                                    &o);
   ASSERT_TRUE(s.isOk()) << s.message();
   EXPECT_EQ(o.passThroughArgs,
             (std::vector<std::string>{"plan.bin", "--steps", "5", "--quiet"}));
   EXPECT_EQ(o.policy.maxRestarts, 7);
   EXPECT_EQ(RestartPolicy().maxRestarts, 3);
 
-  EXPECT_THAT(parseLauncherArguments({"p", "--max-restarts", "x"}, &o).message(),
-              HasSubstr("--max-restarts expects a number of restarts per task "
-                        "(0 to 9999), got 'x'"));
+  EXPECT_THAT(
+      parseLauncherArguments({"p", "--max-restarts", "x"}, &o).message(),
+      HasSubstr("--max-restarts expects a number of restarts per task "
+                "(0 to 9999), got 'x'"));
   EXPECT_THAT(parseLauncherArguments({"p", "--cluster"}, &o).message(),
               HasSubstr("--cluster needs a value"));
 }
 
 TEST(RestartPolicy, DefaultsFollowTheFaultToleranceRules) {
   RestartPolicy p;
-  EXPECT_EQ(p.forRole(TaskRole::kWorker).onFailure, FailureAction::kRestartTask);
+  EXPECT_EQ(p.forRole(TaskRole::kWorker).onFailure,
+            FailureAction::kRestartTask);
   EXPECT_EQ(p.forRole(TaskRole::kPs).onFailure, FailureAction::kRestartTask);
   EXPECT_EQ(p.forRole(TaskRole::kChief).onFailure, FailureAction::kStopJob);
   EXPECT_TRUE(p.forRole(TaskRole::kChief).awaited);
