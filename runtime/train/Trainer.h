@@ -30,7 +30,8 @@ enum class FailureKind {
   kPlan,
   /// The plan needs what this build lacks (an op with no CPU kernel).
   kUnavailable,
-  /// A data source is missing, malformed, or does not fit the inputs.
+  /// A data source is missing, malformed, or does not fit the inputs; or the
+  /// run's directory (--model-dir) cannot be written.
   kData,
   /// A kernel failed during a step.
   kRuntime,
@@ -54,6 +55,10 @@ struct TrainOptions {
   /// The run's directory (dtf-run --model-dir): checkpoints, summaries
   /// (TensorBoard event files) and the training log go there; "" writes none.
   std::string modelDir;
+  /// This task's name in the run's directory: scalars go to
+  /// `<modelDir>/<summaryTask>/`, the log to `<modelDir>/<summaryTask>.log`
+  /// ("worker.0"... in a cluster); evaluations go to `<modelDir>/eval/`.
+  std::string summaryTask = "train";
   /// Redraw progress in place: 1 yes, 0 no, -1 when `out` is a terminal.
   int interactive = -1;
   /// Set (by a SIGINT handler) to stop after the current step.

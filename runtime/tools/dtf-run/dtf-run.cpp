@@ -33,7 +33,8 @@ options:
   --threads N      threads within each op, for dtf's kernels and oneDNN's
                    (default: the plan's intra_op_threads, else every core)
   --model-dir DIR  the run's directory: checkpoints, TensorBoard summaries
-                   and the training log (default: none written)
+                   (DIR/train/, DIR/eval/) and the training log (DIR/train.log)
+                   (default: none written)
   --quiet          print only the final line (and errors)
   --profile        time every op of the train_step and print, on stderr at
                    the end, the time per step by op kind and the slowest ops
