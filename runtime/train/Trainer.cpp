@@ -4,6 +4,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/plan/PlanReader.h"
+#include "runtime/summary/RunSummaries.h"
 #include "runtime/plan/PlanTypes.h"
 #include "runtime/train/Initializers.h"
 
@@ -99,6 +100,78 @@ private:
   int64_t lastStep_;
   Clock::time_point lastTime_;
 };
+
+// --- Summaries: TensorBoard scalars and the training log (--model-dir) ---
+
+// Opens the summaries of a run with a model directory; null without one.
+Status openSummaries(const TrainOptions &options,
+                     const plan::Training &training,
+                     const exec::Executor &train, int numMetrics,
+                     std::unique_ptr<summary::RunSummaries> *out,
+                     FailureKind *kind) {
+  out->reset();
+  if (options.modelDir.empty())
+    return Status::ok();
+  summary::RunSummariesOptions o;
+  o.modelDir = options.modelDir;
+  o.task = options.summaryTask.empty() ? "train" : options.summaryTask;
+  std::vector<std::string> fetches;
+  for (int k = 0; k < numMetrics; ++k)
+    fetches.push_back(train.fetchInfo(k).name);
+  Status s = summary::RunSummaries::open(
+      o, summary::SummaryPolicy::fromPlan(training), fetches, out);
+  if (!s.isOk()) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("--model-dir: ", s.message());
+  }
+  for (const std::string &name : (*out)->missingNames())
+    if (!options.quiet)
+      std::fprintf(stderr,
+                   "dtf-run: warning: the summary value '%s' is not a fetch "
+                   "of the train_step; it is not written\n",
+                   name.c_str());
+  return Status::ok();
+}
+
+// The learning rate the plan's schedule gave the step before global step
+// `done` (a plan that computes it in the graph from global_step follows the
+// same schedule); NaN without an optimizer.
+double summaryLearningRate(const plan::Training &training, int64_t done) {
+  if (!training.has_optimizer() || training.optimizer().kind().empty())
+    return std::nan("");
+  return scheduledLearningRate(training.optimizer().learning_rate(),
+                               std::max<int64_t>(0, done - 1));
+}
+
+// After each step: adds it to the summary interval and writes the scalars
+// when the policy says so, and after the last step.
+Status summarizeStep(summary::RunSummaries &summaries, exec::Executor &train,
+                     int numMetrics, const plan::Training &training,
+                     int64_t done, bool last,
+                     double examples, double seconds, FailureKind *kind) {
+  std::vector<double> values(static_cast<size_t>(numMetrics));
+  for (int k = 0; k < numMetrics; ++k)
+    values[size_t(k)] = meanValue(train.fetch(k));
+  summaries.addStep(values, examples, seconds);
+  if (!last && !summaries.due(done))
+    return Status::ok();
+  Status s = summaries.write(done, summaryLearningRate(training, done));
+  if (!s.isOk())
+    setKind(kind, FailureKind::kData);
+  return s;
+}
+
+// A line of the training log; a write error fails the run, as TensorFlow's
+// does, rather than leaving a silently partial log.
+Status logLine(summary::RunSummaries *summaries, const std::string &line,
+               FailureKind *kind) {
+  if (!summaries)
+    return Status::ok();
+  Status s = summaries->log(line);
+  if (!s.isOk())
+    setKind(kind, FailureKind::kData);
+  return s;
+}
 
 } // namespace
 
@@ -543,6 +616,10 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   ProgressWriter writer(options_.out, options_.interactive);
   if (!options_.quiet)
     writer.line(describe());
+  std::unique_ptr<summary::RunSummaries> summaries;
+  DTF_RETURN_IF_ERROR(openSummaries(options_, training_, *train_, numMetrics_,
+                                    &summaries, kind));
+  DTF_RETURN_IF_ERROR(logLine(summaries.get(), describe(), kind));
   if (!options_.quiet && !checkpointNote_.empty())
     writer.line(checkpointNote_);
   report->restoredStep = restoredStep_;
@@ -597,6 +674,18 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     report->finalFromEval = true;
     if (!options_.quiet)
       writer.line(evalLine(step, metrics));
+    if (summaries) {
+      std::vector<summary::Scalar> scalars;
+      for (const Metric &m : metrics)
+        scalars.push_back({m.name, m.value});
+      Status w = summaries->writeEval(step, scalars);
+      if (!w.isOk()) {
+        setKind(kind, FailureKind::kData);
+        return w;
+      }
+      DTF_RETURN_IF_ERROR(
+          logLine(summaries.get(), evalLine(step, metrics), kind));
+    }
     return Status::ok();
   };
 
@@ -623,6 +712,7 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
         break;
       globalStep = step;
     }
+    const Clock::time_point stepStart = Clock::now();
     std::optional<data::Batch> batch = (*it)->next();
     if (!batch) {
       setKind(kind, FailureKind::kData);
@@ -653,6 +743,11 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     totalExamples += double(batch->size());
 
     const int64_t done = globalStep + 1;
+    if (summaries)
+      DTF_RETURN_IF_ERROR(summarizeStep(*summaries, *train_, numMetrics_,
+                                        training_, done, done == steps_,
+                                        double(batch->size()),
+                                        secondsSince(stepStart), kind));
     const bool logNow = options_.driver ? (step + 1) % logEvery_ == 0
                                         : done % logEvery_ == 0 || done == steps_;
     const bool evalNow =
@@ -674,6 +769,9 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
           trainSeconds / double(done - startStep_) * double(steps_ - done);
       if (!options_.quiet)
         writer.progress(progressLine(done, steps_, lastTrain, rate, eta));
+      DTF_RETURN_IF_ERROR(
+          logLine(summaries.get(),
+                  progressLine(done, steps_, lastTrain, rate, eta), kind));
       std::fill(sums.begin(), sums.end(), 0.0);
       intervalSteps = 0;
       intervalExamples = 0;
@@ -720,6 +818,19 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     std::fputs(profileReport(train_->profile(), report->steps).c_str(), stderr);
   }
   writer.line(report->finalLine);
+  if (summaries) {
+    // An interrupted run's last partial interval, then the final line.
+    const int64_t last = options_.driver ? globalStep : step;
+    Status s = summaries->write(last, summaryLearningRate(training_, last));
+    if (s.isOk())
+      s = logLine(summaries.get(), report->finalLine, kind);
+    if (s.isOk())
+      s = summaries->close();
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kData);
+      return s;
+    }
+  }
   return Status::ok();
 }
 

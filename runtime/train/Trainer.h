@@ -30,7 +30,8 @@ enum class FailureKind {
   kPlan,
   /// The plan needs what this build lacks (an op with no CPU kernel).
   kUnavailable,
-  /// A data source is missing, malformed, or does not fit the inputs.
+  /// A data source is missing, malformed, or does not fit the inputs; or the
+  /// run's directory (--model-dir) cannot be written.
   kData,
   /// A kernel failed during a step.
   kRuntime,
@@ -75,6 +76,10 @@ struct TrainOptions {
   /// anyway, after moving the old checkpoints into modelDir/previous-run-K
   /// (never deleting them). Without: restore the latest and continue.
   bool fresh = false;
+  /// This task's name in the run's directory: scalars go to
+  /// `<modelDir>/<summaryTask>/`, the log to `<modelDir>/<summaryTask>.log`
+  /// ("worker.0"... in a cluster); evaluations go to `<modelDir>/eval/`.
+  std::string summaryTask = "train";
   /// Redraw progress in place: 1 yes, 0 no, -1 when `out` is a terminal.
   int interactive = -1;
   /// Set (by a SIGINT handler) to stop after the current step.

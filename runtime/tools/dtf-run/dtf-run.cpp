@@ -37,9 +37,9 @@ options:
   --threads N      threads within each op, for dtf's kernels and oneDNN's
                    (default: the plan's intra_op_threads, else every core)
   --model-dir DIR  the run's directory: checkpoints, TensorBoard summaries
-                   and the training log (default: none written); a run
-                   whose DIR holds a checkpoint restores the latest and
-                   continues from its step
+                   (DIR/train/, DIR/eval/) and the training log (DIR/train.log)
+                   (default: none written); a run whose DIR holds a
+                   checkpoint restores the latest and continues from its step
   --fresh          with --model-dir: start from the initializers even when
                    DIR holds checkpoints; they are moved, never deleted, to
                    DIR/previous-run-K (the first K free)
