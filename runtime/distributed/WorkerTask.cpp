@@ -571,6 +571,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief);
   train::TrainOptions options = base;
   options.taskName = std::getenv("DTF_RESTART_COUNT") ? "" : self;
+  options.summaryTask = self; // one directory (and log) per task
   options.evaluate = chief;
   options.seedOffset = uint64_t(replica);
   options.shardIndex = size_t(replica);

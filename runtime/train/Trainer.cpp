@@ -381,7 +381,9 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     std::fprintf(stderr, "dtf-run: warning: the plan has an eval source but "
                          "no eval program; skipping evaluation\n");
   }
-  return restoreLatestCheckpoint(kind);
+  // In a cluster the ps tasks hold the variables; a worker's copies are
+  // not what a checkpoint keeps.
+  return options_.driver ? Status::ok() : restoreLatestCheckpoint(kind);
 }
 
 // --- Checkpoints ---------------------------------------------------------------
@@ -623,7 +625,8 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   if (!options_.quiet && !checkpointNote_.empty())
     writer.line(checkpointNote_);
   report->restoredStep = restoredStep_;
-  CheckpointSchedule checkpoints(training_, !options_.modelDir.empty(),
+  CheckpointSchedule checkpoints(training_,
+                                 !options_.modelDir.empty() && !options_.driver,
                                  startStep_);
 
   const Clock::time_point start = Clock::now();

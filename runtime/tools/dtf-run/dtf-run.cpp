@@ -112,12 +112,14 @@ environment:
 exit codes:
   0    trained
   2    usage error (bad option, no plan, no step count)
-  3    not available in this build (distributed execution, an op without a
-       CPU kernel)
+  3    not available in this build (an op without a CPU kernel)
   4    I/O: the plan or a data source is missing, unreadable, malformed or
        does not fit the model's inputs; a checkpoint cannot be restored
        (damaged, or of another model) or saved
   5    runtime error in a kernel during a step
+  6    cluster: another task could not be reached within --connect-timeout,
+       was lost, or did not answer within --sync-timeout (the message names
+       it and its address)
   130  interrupted (Ctrl-C)
 )";
 

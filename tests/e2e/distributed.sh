@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# End to end, in real processes on 127.0.0.1 with free ports picked now: dtfc
+# compiles the MLP (and the in-graph logistic regression), dtf-run launches a
+# ps/worker cluster and supervises it. Each mode must train (the chief's loss
+# falls, its test accuracy ends well above chance, every task exits 0); the
+# sync runs must show every applied update averaging exactly
+# replicas_to_aggregate gradients computed at the current version; a worker
+# with no ps must say which task and address it cannot reach, within seconds.
+# usage: distributed.sh BIN_DIR WORK_DIR
+set -euo pipefail
+bin=$1 work=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+data=/usr/share/datasets/fashion-mnist
+if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
+  echo "e2e: Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)" >&2
+  exit 1
+fi
+rm -rf "$work" && mkdir -p "$work"
+
+# A cluster file with free loopback ports: cluster NAME PS WORKERS
+cluster() {
+  python3 - "$work/$1.json" "$2" "$3" <<'PY'
+import json, socket, sys
+path, ps, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+socks, ports = [], []
+for _ in range(ps + workers):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s); ports.append(s.getsockname()[1])
+addr = [f"127.0.0.1:{p}" for p in ports]
+json.dump({"ps": addr[:ps], "worker": addr[ps:]}, open(path, "w"))
+PY
+}
+
+# The MLP for CI: fewer steps; the update mode and ps strategy as given.
+mlp() { # mlp NAME UPDATE [STRATEGY]
+  sed -e 's/steps = 10000/steps = 300/' -e 's/every = 2000/every = 300/' \
+      -e "s/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = $2/" \
+      -e "s/placement replicate /placement replicate(ps = ${3:-round_robin}) /" \
+      "$root/models/mlp.dtf" > "$work/$1.dtf"
+  "$bin/dtfc" "$work/$1.dtf" -o "$work/$1.plan"
+}
+
+failures=0
+check() { # check NAME CLUSTER PLAN [extra python checks...]
+  local name=$1 clusterFile=$2 plan=$3
+  mkdir -p "$work/$name-dir"
+  echo "== $name: dtf-run $(basename "$plan") --cluster $(basename "$clusterFile")"
+  if ! timeout 300 "$bin/dtf-run" "$plan" --cluster "$clusterFile" --log-every 25 \
+        --model-dir "$work/$name-dir" > "$work/$name.log" 2>&1; then
+    echo "e2e: $name: the job failed:" >&2; tail -30 "$work/$name.log" >&2
+    failures=$((failures + 1)); return
+  fi
+  if ! python3 - "$work/$name.log" "$work/$name-dir" "${@:4}" <<'PY'
+import glob, re, sys
+log = open(sys.argv[1]).read().splitlines()
+run_dir, extra = sys.argv[2], sys.argv[3:]
+chief = [l.split("|", 1)[1].strip() for l in log if l.startswith("worker.0")]
+losses = [float(m.group(1)) for l in chief if l.startswith("step ")
+          for m in [re.search(r"loss ([0-9.eE+-]+)", l)] if m]
+final = [l for l in chief if l.startswith("final:")]
+bad = []
+if len(losses) < 2 or not losses[-1] < 0.85 * losses[0]:
+    bad.append(f"the chief's loss did not fall by 15%: {losses}")
+acc = re.search(r"accuracy=([0-9.]+)", final[-1]) if final else None
+if not acc or float(acc.group(1)) < 0.5:
+    bad.append(f"final accuracy not above 0.5 (chance 0.1): {final}")
+if not any("the job finished" in l for l in log):
+    bad.append("the launcher did not report the job finished")
+for e in extra:
+    kind, _, arg = e.partition("=")
+    if kind == "sync":  # every update averaged exactly N fresh gradients
+        n = int(arg)
+        traces = sorted(glob.glob(run_dir + "/ps.*.sync.log"))
+        if not traces:
+            bad.append("no ps.*.sync.log")
+        for t in traces:
+            lines = open(t).read().splitlines()
+            if len(lines) < 300:
+                bad.append(f"{t}: {len(lines)} updates, expected >= 300")
+            for i, l in enumerate(lines):
+                m = re.match(r"update (\d+) averaged (\d+) gradients computed at (\d+): (.*)", l)
+                if not m or int(m.group(1)) != i + 1 or int(m.group(2)) != n \
+                   or int(m.group(3)) != i or len(set(m.group(4).split())) != n:
+                    bad.append(f"{t}:{i+1}: {l}")
+                    break
+    elif kind == "holds":  # every ps holds some variable
+        for ps in arg.split(","):
+            held = [l for l in log if l.startswith(ps) and "holds" in l]
+            if not held or "no variables" in held[0]:
+                bad.append(f"{ps} holds no variables: {held}")
+    elif kind == "stale":  # some gradients were dropped as stale (backup worker)
+        if not any("stale gradients dropped" in l and not " 0 stale" in l for l in log):
+            bad.append("no stale gradient was dropped with a backup worker")
+    elif kind == "towers":
+        if not any("towers; done" in l for l in log if l.startswith("worker.1")):
+            bad.append("worker.1 ran no in-graph towers")
+if bad:
+    print("\n".join(bad)); sys.exit(1)
+print(f"   ok: loss {losses[0]:.3f} -> {losses[-1]:.3f}, {final[-1]}")
+PY
+  then
+    echo "e2e: $name failed; its log:" >&2; tail -40 "$work/$name.log" >&2
+    failures=$((failures + 1))
+  fi
+}
+
+cluster c1x2 1 2
+cluster c1x3 1 3
+cluster c2x2 2 2
+mlp async async
+mlp sync "sync(replicas_to_aggregate = 2)"
+mlp backup "sync(replicas_to_aggregate = 2, total_num_replicas = 3)"
+mlp rr async round_robin
+mlp greedy async greedy
+sed -e 's/steps = 2000/steps = 300/' -e 's/every = 500/every = 300/' \
+  "$root/models/logistic_regression.dtf" > "$work/ingraph.dtf"
+"$bin/dtfc" "$work/ingraph.dtf" -o "$work/ingraph.plan"
+
+check async "$work/c1x2.json" "$work/async.plan"
+check sync "$work/c1x2.json" "$work/sync.plan" sync=2
+check backup "$work/c1x3.json" "$work/backup.plan" sync=2 stale
+check ingraph "$work/c1x2.json" "$work/ingraph.plan" towers
+check ps2-round-robin "$work/c2x2.json" "$work/rr.plan" holds=ps.0,ps.1
+check ps2-greedy "$work/c2x2.json" "$work/greedy.plan" holds=ps.0,ps.1
+
+# A worker whose ps is not there names it and its address within seconds.
+echo "== unreachable ps"
+start=$(date +%s)
+set +e
+timeout 60 "$bin/dtf-run" "$work/async.plan" --cluster "$work/c1x2.json" --job worker --task 1 \
+  --connect-timeout 2 > "$work/unreachable.log" 2>&1
+code=$?
+set -e
+elapsed=$(( $(date +%s) - start ))
+ps_addr=$(python3 -c "import json;print(json.load(open('$work/c1x2.json'))['ps'][0])")
+if [ "$code" -eq 0 ] || [ "$code" -eq 124 ] || [ "$elapsed" -gt 10 ] || \
+   ! grep -q "cannot reach ps.0 at $ps_addr" "$work/unreachable.log"; then
+  echo "e2e: unreachable ps: exit $code after ${elapsed}s:" >&2; cat "$work/unreachable.log" >&2
+  failures=$((failures + 1))
+else
+  echo "   ok: exit $code after ${elapsed}s: $(grep -o 'cannot reach.*' "$work/unreachable.log" | head -1 | cut -c1-80)"
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "e2e: $failures distributed check(s) failed" >&2
+  exit 1
+fi
+echo "e2e: every distributed mode trained"
