@@ -4,6 +4,7 @@
 #include "compiler/frontend/MLIRGen.h"
 #include "compiler/frontend/Parser.h"
 #include "compiler/plan/PlanEmitter.h"
+#include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Partition.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
@@ -73,6 +74,11 @@ cl::opt<bool> placementReport(
     cl::init(false), cl::cat(category));
 cl::opt<int> numPs("ps", cl::desc("Number of ps tasks for --placement-report (default 2)"),
                    cl::init(2), cl::cat(category));
+cl::opt<std::string> clusterFile(
+    "cluster",
+    cl::desc("Pin the placement to this cluster (cluster.json, TensorFlow's "
+             "ClusterSpec shape) instead of leaving it for dtf-run to bind"),
+    cl::value_desc("cluster.json"), cl::init(""), cl::cat(category));
 cl::opt<std::string> psStrategy(
     "ps-strategy",
     cl::desc("round_robin or greedy for --placement-report (default: the model's)"),
@@ -179,6 +185,43 @@ int main(int argc, char **argv) {
   if (mlir::failed(mlir::dtf::emitPlan(*module, filename, plan))) {
     diagnostics.printSummary();
     return kCompileError;
+  }
+  if (!clusterFile.empty()) {
+    // Bind the symbolic placement now: every variable names its ps task, and
+    // dtf-run refuses a cluster of another size.
+    ::dtf::cluster::ClusterSpec spec;
+    ::dtf::Status parsed = ::dtf::cluster::ClusterSpec::parseFile(clusterFile, &spec);
+    if (!parsed.isOk()) {
+      llvm::errs() << "dtfc: error: " << parsed.message() << "\n";
+      return kUsageError;
+    }
+    const int workers = spec.numWorkers() + spec.numTasks(::dtf::cluster::kChiefJob);
+    if (spec.numPs() < 1) {
+      llvm::errs() << "dtfc: error: " << clusterFile
+                   << " has no ps job: ps/worker training needs at least one ps task\n";
+      return kCompileError;
+    }
+    const ::dtf::plan::Training &t = plan.training();
+    if (t.update() == "sync" && t.replicas_to_aggregate() > workers) {
+      llvm::errs() << "dtfc: error: the model aggregates " << t.replicas_to_aggregate()
+                   << " replicas per update, but " << clusterFile << " has " << workers
+                   << " worker task" << (workers == 1 ? "" : "s") << "\n";
+      return kCompileError;
+    }
+    ::dtf::plan::Placement placement;
+    ::dtf::Status placed = ::dtf::plan::placeVariables(plan, spec.numPs(), "", &placement);
+    if (!placed.isOk()) {
+      llvm::errs() << "dtfc: error: " << clusterFile << ": " << placed.message() << "\n";
+      return kCompileError;
+    }
+    for (::dtf::plan::Variable &v : *plan.mutable_variables()) {
+      auto it = placement.psOf.find(v.name());
+      if (it != placement.psOf.end() && it->second >= 0)
+        v.set_device("/job:ps/task:" + std::to_string(it->second));
+    }
+    plan.set_bound_ps_tasks(spec.numPs());
+    plan.set_bound_worker_tasks(workers);
+    numPs = spec.numPs();
   }
   if (placementReport) {
     if (numPs < 1) {
