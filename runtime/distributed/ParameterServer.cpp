@@ -1,5 +1,6 @@
 #include "runtime/distributed/ParameterServer.h"
 
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/distributed/Wire.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
@@ -49,6 +50,8 @@ public:
     // lives elsewhere (it never does: averages stay with their variable).
     DTF_RETURN_IF_ERROR(train::initializeVariables(
         mine, uint64_t(plan_.training().seed()), &variables_));
+    DTF_RETURN_IF_ERROR(train::initializeVariables(
+        mine, uint64_t(plan_.training().seed()), &initial_));
     for (const plan::Variable &v : mine.variables()) {
       names_.push_back(v.name());
       if (v.role() == "global_step")
@@ -81,9 +84,17 @@ public:
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
     std::lock_guard<std::mutex> lock(mu_);
-    if (initialized_) {
+    if (initialized_ && !req->force()) {
       reply->set_already(true);
+      reply->set_incarnation(incarnation_);
       return grpc::Status::OK;
+    }
+    if (req->values_size() == 0 && initialized_) {
+      // Back to the plan's initializers (no checkpoint yet).
+      for (const std::string &n : names_)
+        if (const Tensor *t = initial_.find(n))
+          std::memcpy(variables_.find(n)->rawData(), t->rawData(),
+                      t->byteSize());
     }
     for (const rpc::WireTensor &w : req->values()) {
       Tensor *t = variables_.find(w.name());
@@ -96,7 +107,12 @@ public:
     }
     version_ = req->version();
     initialized_ = true;
-    log("initialized by " + req->caller().task() +
+    ++incarnation_;
+    sums_.clear();
+    contributors_.clear();
+    reply->set_incarnation(incarnation_);
+    log(std::string(req->force() ? "re-initialized" : "initialized") +
+        " by " + req->caller().task() +
         (req->values_size() ? " from a checkpoint at step " +
                                   std::to_string(req->version())
                             : std::string(" (the plan's initializers)")));
@@ -115,12 +131,15 @@ public:
     const auto until =
         std::chrono::system_clock::now() +
         std::chrono::milliseconds(std::max(req->wait_ms(), 0));
-    while (version_ < req->min_version() && !shutdown_ && !ctx->IsCancelled() &&
+    const bool sameIncarnation = req->incarnation() == incarnation_;
+    while (sameIncarnation && version_ < req->min_version() && !shutdown_ &&
+           !ctx->IsCancelled() &&
            std::chrono::system_clock::now() < until &&
            std::chrono::system_clock::now() < ctx->deadline())
       cv_.wait_until(lock, std::min(until, ctx->deadline()));
     reply->set_version(version_);
-    if (version_ < req->min_version()) {
+    reply->set_incarnation(incarnation_);
+    if (sameIncarnation && version_ < req->min_version()) {
       reply->set_ready(false);
       reply->set_waiting_for(waitingFor());
       return grpc::Status::OK;
@@ -159,6 +178,11 @@ public:
       return fail(grpc::StatusCode::FAILED_PRECONDITION,
                   name_ + " is not initialized yet");
     if (!sync_) {
+      if (req->incarnation() != incarnation_) {
+        reply->set_stale(true); // computed before a restore
+        reply->set_version(version_);
+        return grpc::Status::OK;
+      }
       Status s = apply(values);
       if (!s.isOk())
         return fail(grpc::StatusCode::INTERNAL, s.message());
@@ -166,8 +190,9 @@ public:
       reply->set_version(version_);
       return grpc::Status::OK;
     }
-    // Sync: gradients computed at an older version are stale.
-    if (req->version() != version_) {
+    // Sync: gradients computed at an older version (or before a restore)
+    // are stale.
+    if (req->version() != version_ || req->incarnation() != incarnation_) {
       ++stale_;
       reply->set_stale(true);
       reply->set_version(version_);
@@ -199,9 +224,21 @@ public:
     return grpc::Status::OK;
   }
 
-  grpc::Status Save(grpc::ServerContext *, const rpc::SaveRequest *,
-                    rpc::SaveReply *) override {
-    return fail(grpc::StatusCode::UNIMPLEMENTED, "checkpoints: not yet");
+  grpc::Status Save(grpc::ServerContext *, const rpc::SaveRequest *req,
+                    rpc::SaveReply *reply) override {
+    if (auto bad = checkCaller(req->caller()); !bad.ok())
+      return bad;
+    // The variables as they are between two updates.
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<checkpoint::SavedTensor> tensors;
+    for (const std::string &n : names_)
+      tensors.push_back(checkpoint::SavedTensor::whole(n, *variables_.find(n)));
+    Status s = checkpoint::writeShard(req->dir(), req->step(), req->shard(),
+                                      req->num_shards(), tensors);
+    if (!s.isOk())
+      return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
+    reply->set_tensors(int64_t(tensors.size()));
+    return grpc::Status::OK;
   }
 
   grpc::Status WorkerDone(grpc::ServerContext *, const rpc::DoneRequest *req,
@@ -260,6 +297,7 @@ private:
     reply->set_task(name_);
     reply->set_plan_fingerprint(config_.planFingerprint);
     reply->set_initialized(initialized_);
+    reply->set_incarnation(incarnation_);
     reply->set_version(version_);
     int64_t step = -1;
     if (holdsStep_)
@@ -355,7 +393,9 @@ private:
   exec::VariableStore variables_;
   std::unique_ptr<exec::Executor> update_;
   bool initialized_ = false;
+  int64_t incarnation_ = 0;
   int64_t version_ = 0;
+  exec::VariableStore initial_; // the initializers' values, for a reset
   std::vector<Tensor> sums_;
   std::vector<std::string> contributors_;
   int64_t stale_ = 0;

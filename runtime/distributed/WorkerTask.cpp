@@ -1,5 +1,6 @@
 #include "runtime/distributed/WorkerTask.h"
 
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/distributed/Wire.h"
 #include "runtime/plan/PlanTypes.h"
 
@@ -31,6 +32,7 @@ struct PsLink {
   std::vector<std::string> keys; // the sends it takes
   int64_t pulledVersion = 0;
   int64_t pushedAt = -1; // sync: the version the last accepted push was for
+  int64_t incarnation = -1; // of the ps state the pulled values belong to
 };
 
 class Links {
@@ -91,9 +93,20 @@ Status rpcError(const std::string &what, const TaskRef &task,
   if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
       status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
       status.error_code() == grpc::StatusCode::INTERNAL)
-    return errorStatus(what, " ", task.name, ": ", status.error_message());
-  return errorStatus("lost ", task.name, " at ", task.address, " during ",
-                     what, " (", describe(status), ")");
+    return errorStatus(what, " on ", task.name, " failed: ",
+                       status.error_message());
+  return errorStatus("lost ", task.name, " at ", task.address, " (", what,
+                     " failed: ", describe(status), ")");
+}
+
+// A lost or restarted ps: worth waiting for (the launcher restarts it and
+// the chief restores the last checkpoint), not a reason to stop.
+bool recoverable(const grpc::Status &status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         status.error_code() == grpc::StatusCode::CANCELLED ||
+         (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+          status.error_message().find("not initialized") != std::string::npos);
 }
 
 /// Pulls and pushes for one worker (or tower).
@@ -122,7 +135,11 @@ public:
     for (const plan::Variable &v : plan.variables())
       if (v.role() == "moving_average")
         averages_.push_back(v.name());
+    for (size_t k = 0; k < ps_.size(); ++k)
+      heldBy_.push_back(placement.variablesOn(plan, int(k)));
   }
+
+  void setChief(bool chief) { chief_ = chief; }
 
   void bind(exec::VariableStore *store) { store_ = store; }
   std::vector<PsLink> &ps() { return ps_; }
@@ -137,55 +154,214 @@ public:
     return links_.connect(channels, tasks);
   }
 
-  /// The chief: initializes every ps that is not yet. Others: wait for it.
+  /// The chief: initializes every ps that is not yet (from the latest
+  /// checkpoint in the model dir when there is one). Others: wait for it.
   Status initializeOrWait(bool chief) {
     const std::string chiefName = links_.config().roster.workers[0].name;
-    for (PsLink &l : ps_) {
-      const Clock::time_point start = Clock::now();
-      double lastSaid = -100;
-      for (;;) {
-        grpc::ClientContext ctx;
-        setDeadline(&ctx, kCallTimeout);
-        rpc::StatusRequest req;
-        *req.mutable_caller() = links_.caller();
+    const Clock::time_point start = Clock::now();
+    double lastSaid = -100;
+    for (;;) {
+      bool allReady = true;
+      for (PsLink &l : ps_) {
         rpc::StatusReply reply;
-        grpc::Status st = l.stub->GetStatus(&ctx, req, &reply);
-        if (!st.ok())
-          return rpcError("status of", l.task, st);
-        if (reply.plan_fingerprint() != links_.config().planFingerprint)
-          return errorStatus(l.task.name, " at ", l.task.address,
-                             " runs a different plan than this task (",
-                             links_.config().planPath,
-                             "); every task of a job must run the same "
-                             "plan.bin");
+        DTF_RETURN_IF_ERROR(status(l, &reply));
         if (reply.initialized())
-          break;
+          continue;
+        allReady = false;
         if (chief) {
-          grpc::ClientContext ictx;
-          setDeadline(&ictx, kCallTimeout);
-          rpc::InitializeRequest ireq;
-          *ireq.mutable_caller() = links_.caller();
-          rpc::InitializeReply ireply;
-          st = l.stub->Initialize(&ictx, ireq, &ireply);
-          if (!st.ok())
-            return rpcError("initializing", l.task, st);
+          DTF_RETURN_IF_ERROR(restoreAll(/*force=*/false));
           break;
         }
-        const double waited = secondsSince(start);
-        if (waited - lastSaid >= 5) {
-          links_.say("waiting for the chief (" + chiefName +
-                     ") to initialize the variables on " + l.task.name);
-          lastSaid = waited;
+      }
+      if (allReady)
+        return Status::ok();
+      if (chief)
+        continue;
+      const double waited = secondsSince(start);
+      if (waited - lastSaid >= 5) {
+        links_.say("waiting for the chief (" + chiefName +
+                   ") to initialize the variables on the ps tasks");
+        lastSaid = waited;
+      }
+      if (waited > links_.config().syncTimeoutSeconds)
+        return errorStatus("the chief (", chiefName,
+                           ") did not initialize the ps tasks within ",
+                           links_.config().syncTimeoutSeconds, " s");
+      if (links_.config().stop && links_.config().stop->load())
+        return errorStatus("interrupted");
+      std::this_thread::sleep_for(milliseconds(200));
+    }
+  }
+
+  Status status(PsLink &l, rpc::StatusReply *reply) {
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, milliseconds(5000));
+    rpc::StatusRequest req;
+    *req.mutable_caller() = links_.caller();
+    grpc::Status st = l.stub->GetStatus(&ctx, req, reply);
+    if (!st.ok())
+      return rpcError("a status call", l.task, st);
+    if (reply->plan_fingerprint() != links_.config().planFingerprint)
+      return errorStatus(l.task.name, " at ", l.task.address,
+                         " runs a different plan than this task (",
+                         links_.config().planPath,
+                         "); every task of a job must run the same plan.bin");
+    return Status::ok();
+  }
+
+  /// The chief: (re)initializes every ps, from the latest checkpoint of the
+  /// model dir when there is one, else from the plan's initializers. With
+  /// force, also the ones that are initialized (after a ps was lost, all go
+  /// back to the same checkpoint).
+  Status restoreAll(bool force) {
+    const std::string &dir = links_.config().modelDir;
+    int64_t step = -1;
+    std::unique_ptr<checkpoint::CheckpointReader> reader;
+    if (!dir.empty()) {
+      std::vector<std::string> skipped;
+      DTF_RETURN_IF_ERROR(checkpoint::findLatest(dir, &step, &skipped));
+      for (const std::string &why : skipped)
+        links_.say("warning: skipping an incomplete checkpoint: " + why);
+      if (step >= 0)
+        DTF_RETURN_IF_ERROR(checkpoint::CheckpointReader::open(dir, step, &reader));
+    }
+    int64_t globalStep = 0;
+    for (size_t k = 0; k < ps_.size(); ++k) {
+      PsLink &l = ps_[k];
+      rpc::InitializeRequest req;
+      *req.mutable_caller() = links_.caller();
+      req.set_force(force);
+      if (reader) {
+        for (const std::string &name : heldBy_[k]) {
+          if (!reader->find(name))
+            return errorStatus("the checkpoint ", checkpoint::checkpointName(step),
+                               " in ", dir, " has no variable '", name,
+                               "' (is it another model's? --fresh sets it aside)");
+          Tensor t;
+          DTF_RETURN_IF_ERROR(reader->read(name, &t));
+          if (name == "global_step" && t.dtype() == DType::I64 &&
+              t.numElements() == 1)
+            globalStep = t.data<int64_t>()[0];
+          toWire(name, t, req.add_values());
         }
-        if (waited > links_.config().syncTimeoutSeconds)
-          return errorStatus("the chief (", chiefName,
-                             ") did not initialize ", l.task.name, " within ",
-                             links_.config().syncTimeoutSeconds, " s");
-        if (links_.config().stop && links_.config().stop->load())
-          return errorStatus("interrupted");
-        std::this_thread::sleep_for(milliseconds(200));
+      }
+      req.set_version(reader ? step : 0);
+      grpc::ClientContext ctx;
+      setDeadline(&ctx, kCallTimeout);
+      rpc::InitializeReply reply;
+      grpc::Status st = l.stub->Initialize(&ctx, req, &reply);
+      if (!st.ok())
+        return rpcError("initializing", l.task, st);
+    }
+    lastSaved_ = reader ? step : -1;
+    if (reader)
+      links_.say("restored checkpoint " + checkpoint::checkpointName(step) +
+                 " from " + dir + " onto " + std::to_string(ps_.size()) +
+                 " ps task" + (ps_.size() == 1 ? "" : "s") +
+                 "; continuing at step " + std::to_string(globalStep));
+    else if (force)
+      links_.say("no checkpoint yet: every ps starts again from the plan's "
+                 "initializers");
+    return Status::ok();
+  }
+
+  /// After a lost ps (or one that lost its state): waits until every ps
+  /// answers again; the chief then sets them all back to the last
+  /// checkpoint, the others wait until that happened.
+  Status recover(bool chief, const Status &why) {
+    links_.say(why.message() + "; waiting for the ps tasks to come back " +
+               "(the launcher restarts a lost one)");
+    const Clock::time_point start = Clock::now();
+    double lastSaid = 0;
+    for (;;) {
+      if (links_.config().stop && links_.config().stop->load())
+        return errorStatus("interrupted");
+      bool allUp = true, anyFresh = false;
+      std::string down;
+      for (PsLink &l : ps_) {
+        rpc::StatusReply reply;
+        if (!status(l, &reply).isOk()) {
+          allUp = false;
+          down = l.task.name + " at " + l.task.address;
+          continue;
+        }
+        if (!reply.initialized())
+          anyFresh = true;
+      }
+      if (allUp && chief && anyFresh) {
+        DTF_RETURN_IF_ERROR(restoreAll(/*force=*/true));
+        return Status::ok();
+      }
+      if (allUp && !anyFresh) {
+        links_.say("every ps answers again; going on");
+        return Status::ok();
+      }
+      const double waited = secondsSince(start);
+      if (waited > links_.config().syncTimeoutSeconds)
+        return errorStatus("gave up after ", int(waited), " s waiting for ",
+                           down.empty() ? std::string("the chief to restore the ps tasks")
+                                        : down);
+      if (waited - lastSaid >= 5) {
+        links_.say("still waiting for " +
+                   (down.empty() ? std::string("the chief to restore the ps tasks")
+                                 : down));
+        lastSaid = waited;
+      }
+      std::this_thread::sleep_for(milliseconds(300));
+    }
+  }
+
+  /// The chief's checkpoint policy (the plan's `checkpoint every ...`).
+  void setCheckpointPolicy(const plan::Training &t) {
+    keep_ = t.checkpoint_keep() > 0 ? int(t.checkpoint_keep()) : 5;
+    const double every = t.checkpoint_every();
+    if (every > 0) {
+      if (t.checkpoint_unit() == "s")
+        everySeconds_ = every;
+      else if (t.checkpoint_unit() == "min")
+        everySeconds_ = every * 60;
+      else
+        everySteps_ = std::max<int64_t>(1, int64_t(every));
+    }
+    lastSaveTime_ = Clock::now();
+  }
+  bool checkpointDue(int64_t step) const {
+    if (links_.config().modelDir.empty() || step <= lastSaved_)
+      return false;
+    if (everySteps_ > 0)
+      return step / everySteps_ > std::max<int64_t>(lastSaved_, 0) / everySteps_;
+    return everySeconds_ > 0 && secondsSince(lastSaveTime_) >= everySeconds_;
+  }
+
+  /// The chief: every ps writes its shard of the checkpoint of `step`, then
+  /// the chief writes the index (a checkpoint exists only once it does).
+  Status save(int64_t step) {
+    const std::string &dir = links_.config().modelDir;
+    if (dir.empty() || step <= lastSaved_)
+      return Status::ok();
+    for (size_t k = 0; k < ps_.size(); ++k) {
+      rpc::SaveRequest req;
+      *req.mutable_caller() = links_.caller();
+      req.set_dir(dir);
+      req.set_step(step);
+      req.set_shard(int(k));
+      req.set_num_shards(int(ps_.size()));
+      grpc::ClientContext ctx;
+      setDeadline(&ctx, kCallTimeout);
+      rpc::SaveReply reply;
+      grpc::Status st = ps_[k].stub->Save(&ctx, req, &reply);
+      if (!st.ok()) {
+        lastRecoverable_ = recoverable(st);
+        return rpcError("saving a checkpoint", ps_[k].task, st);
       }
     }
+    DTF_RETURN_IF_ERROR(
+        checkpoint::writeIndex(dir, step, int(ps_.size()), keep_));
+    lastSaved_ = step;
+    lastSaveTime_ = Clock::now();
+    links_.say("saved checkpoint " + checkpoint::checkpointName(step) + " in " +
+               dir + " (" + std::to_string(ps_.size()) + " shard" +
+               (ps_.size() == 1 ? "" : "s") + ")");
     return Status::ok();
   }
 
@@ -207,12 +383,23 @@ public:
               req.add_names(n);
         req.set_min_version(want);
         req.set_wait_ms(1000);
+        req.set_incarnation(l.incarnation);
         grpc::ClientContext ctx;
         setDeadline(&ctx, kCallTimeout);
         rpc::PullReply reply;
         grpc::Status st = l.stub->Pull(&ctx, req, &reply);
-        if (!st.ok())
-          return rpcError("a pull from", l.task, st);
+        if (!st.ok()) {
+          lastRecoverable_ = recoverable(st);
+          return rpcError("a pull", l.task, st);
+        }
+        if (reply.incarnation() != l.incarnation) {
+          // Restored (or first seen): what this worker pushed before no
+          // longer counts.
+          l.incarnation = reply.incarnation();
+          l.pushedAt = -1;
+          if (!reply.ready())
+            continue;
+        }
         if (reply.ready()) {
           for (const rpc::WireTensor &w : reply.values()) {
             Tensor *t = store_->find(w.name());
@@ -248,7 +435,13 @@ public:
 
   Status beforeStep(int64_t *globalStep, bool *done) override {
     *done = false;
-    return pull(nullptr, globalStep);
+    for (;;) {
+      lastRecoverable_ = false;
+      Status s = pull(nullptr, globalStep);
+      if (s.isOk() || !lastRecoverable_)
+        return s;
+      DTF_RETURN_IF_ERROR(recover(chief_, s));
+    }
   }
 
   /// Pushes the sends, `value(key)` giving each one's tensor.
@@ -259,6 +452,7 @@ public:
       rpc::PushRequest req;
       *req.mutable_caller() = links_.caller();
       req.set_version(l.pulledVersion);
+      req.set_incarnation(l.incarnation);
       for (const std::string &k : l.keys) {
         const Tensor *t = value(k);
         if (!t)
@@ -269,8 +463,10 @@ public:
       setDeadline(&ctx, kCallTimeout);
       rpc::PushReply reply;
       grpc::Status st = l.stub->Push(&ctx, req, &reply);
-      if (!st.ok())
-        return rpcError("a push to", l.task, st);
+      if (!st.ok()) {
+        lastRecoverable_ = recoverable(st);
+        return rpcError("a push", l.task, st);
+      }
       if (reply.stale())
         ++stale_;
       else
@@ -287,10 +483,37 @@ public:
     if (sendIndex_.empty())
       for (int i = firstSend; i < e.numFetches(); ++i)
         sendIndex_[e.fetchInfo(i).name] = i;
-    return pushAll([&](const std::string &k) -> const Tensor * {
+    return pushAndSave([&](const std::string &k) -> const Tensor * {
       auto it = sendIndex_.find(k);
       return it == sendIndex_.end() ? nullptr : &e.fetch(it->second);
     });
+  }
+
+  /// Pushes (a lost ps: this step's update is dropped, the pull of the next
+  /// step waits for the restore), then the chief saves when due.
+  template <typename ValueOf> Status pushAndSave(ValueOf value) {
+    lastRecoverable_ = false;
+    Status s = pushAll(value);
+    if (!s.isOk()) {
+      if (!lastRecoverable_)
+        return s;
+      return recover(chief_, s);
+    }
+    const int64_t step = lastStep() + 1;
+    if (chief_ && checkpointDue(step)) {
+      lastRecoverable_ = false;
+      s = save(step);
+      if (!s.isOk() && lastRecoverable_)
+        return recover(chief_, s);
+      return s;
+    }
+    return Status::ok();
+  }
+
+  /// The global step of the last pull.
+  int64_t lastStep() const {
+    const Tensor *t = store_ ? store_->find("global_step") : nullptr;
+    return t ? t->data<int64_t>()[0] : 0;
   }
 
   Status beforeEval() override {
@@ -316,7 +539,7 @@ public:
     rpc::DoneReply reply;
     grpc::Status st = ps_[0].stub->WorkerDone(&ctx, req, &reply);
     if (!st.ok())
-      return rpcError("telling it this worker is done:", ps_[0].task, st);
+      return rpcError("reporting this worker done", ps_[0].task, st);
     *workersDone = reply.workers_done();
     return Status::ok();
   }
@@ -349,6 +572,14 @@ private:
   Links &links_;
   bool sync_;
   bool push_;
+  bool chief_ = false;
+  bool lastRecoverable_ = false;
+  std::vector<std::vector<std::string>> heldBy_;
+  int64_t lastSaved_ = -1;
+  int keep_ = 5;
+  int64_t everySteps_ = 0;
+  double everySeconds_ = 0;
+  Clock::time_point lastSaveTime_ = Clock::now();
   exec::VariableStore *store_ = nullptr;
   std::vector<PsLink> ps_;
   std::vector<std::string> averages_;
@@ -506,7 +737,7 @@ public:
         for (int64_t j = 0; j < t.numElements(); ++j)
           a[j] = float(a[j] / towers);
       }
-    return ps_.pushAll([&](const std::string &k) -> const Tensor * {
+    return ps_.pushAndSave([&](const std::string &k) -> const Tensor * {
       auto it = sums.find(k);
       return it == sums.end() ? nullptr : &it->second;
     });
@@ -594,6 +825,20 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   if (!s.isOk())
     return fail(self, s, kind == train::FailureKind::kUsage ? 2 : 4);
   ps.bind(&trainer->variables());
+  ps.setChief(chief);
+  if (chief) {
+    ps.setCheckpointPolicy(t);
+    if (config.modelDir.empty())
+      links.say("no --model-dir: this job writes no checkpoints");
+    else if (base.fresh) {
+      std::string moved;
+      s = checkpoint::moveCheckpointsAside(config.modelDir, &moved);
+      if (!s.isOk())
+        return fail(self, s, 4);
+      if (!moved.empty())
+        links.say("--fresh: moved the earlier checkpoints to " + moved);
+    }
+  }
 
   s = ps.connect();
   if (s.isOk())
@@ -639,6 +884,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
       client->shutdownTowers();
     return fail(self, s, kind == train::FailureKind::kRuntime ? 5 : 4);
   }
+  if (report.interrupted)
+    return 130;
   if (sync && ps.stale() > 0 && !options.quiet)
     links.say(std::to_string(ps.stale()) +
               " of this worker's gradients arrived after their update and "
@@ -670,6 +917,14 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
       s = ps.done(&workersDone);
       if (!s.isOk())
         break;
+    }
+    // The last checkpoint, of the state every worker's updates reached.
+    s = ps.beforeEval(); // a plain pull: no wait for a sync update
+    if (s.isOk())
+      s = ps.save(ps.lastStep());
+    if (!s.isOk()) {
+      ps.shutdownAll("the final checkpoint failed");
+      return fail(self, s, 4);
     }
     ps.shutdownAll("training finished");
   }

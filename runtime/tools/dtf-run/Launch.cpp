@@ -22,6 +22,9 @@ int runLauncherMode(const cluster::RunChoice &choice, int argc, char **argv) {
   ssize_t n = readlink("/proc/self/exe", self, PATH_MAX);
   options.program = n > 0 ? std::string(self, size_t(n)) : argv[0];
   options.clusterFile = choice.clusterFile;
+  // A dead chief takes the job down cleanly and the launcher starts it all
+  // again: the chief restores the last checkpoint onto fresh ps tasks.
+  options.policy.chief.onFailure = cluster::FailureAction::kRestartJob;
   return cluster::runLauncher(choice.cluster, options);
 }
 
