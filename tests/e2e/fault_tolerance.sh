@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Failures in real processes on 127.0.0.1: a 1 ps + 2 worker async job trains
+# the MLP with a checkpoint every 100 steps while this script kill -9s a
+# worker, then the ps, then the chief. The launcher restarts each (a dead
+# chief restarts the whole job); the run must finish all its steps, every
+# restore must start from the last checkpoint saved before its failure (no
+# more lost than the steps since), and the model must evaluate as well as an
+# uninterrupted run of the same job (within noise).
+# usage: fault_tolerance.sh BIN_DIR WORK_DIR
+set -euo pipefail
+bin=$1 work=$2
+root=$(cd "$(dirname "$0")/../.." && pwd)
+data=/usr/share/datasets/fashion-mnist
+if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
+  echo "e2e: Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)" >&2
+  exit 1
+fi
+rm -rf "$work" && mkdir -p "$work"
+steps=2400
+sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
+    -e 's/checkpoint every 5 min keep 3/checkpoint every 100 steps keep 3/' \
+    -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/' \
+    "$root/models/mlp.dtf" > "$work/ft.dtf"
+"$bin/dtfc" "$work/ft.dtf" -o "$work/ft.plan"
+
+cluster() {
+  python3 - "$1" <<'PY'
+import json, socket, sys
+socks, ports = [], []
+for _ in range(3):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s); ports.append(s.getsockname()[1])
+addr = [f"127.0.0.1:{p}" for p in ports]
+json.dump({"ps": addr[:1], "worker": addr[1:]}, open(sys.argv[1], "w"))
+PY
+}
+
+accuracy() { sed -n 's/^worker.0 *| eval .*accuracy \([0-9.]*\).*/\1/p' "$1" | tail -1; }
+
+echo "== uninterrupted"
+cluster "$work/c0.json"
+timeout 600 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c0.json" --log-every 100 \
+  --model-dir "$work/clean" > "$work/clean.log" 2>&1 || {
+  echo "e2e: the uninterrupted run failed:" >&2; tail -30 "$work/clean.log" >&2; exit 1; }
+clean=$(accuracy "$work/clean.log")
+echo "   test accuracy $clean"
+
+echo "== kill -9 worker.1, then ps.0, then the chief (worker.0)"
+cluster "$work/c1.json"
+log="$work/faulty.log"
+timeout 900 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c1.json" --log-every 100 \
+  --model-dir "$work/faulty" > "$log" 2>&1 &
+launcher=$!
+# The pid the launcher last started for a task.
+pid_of() { sed -n "s/^\[launcher\] $1 started (pid \([0-9]*\).*/\1/p" "$log" | tail -1; }
+# Waits until the chief's progress reaches a global step.
+wait_step() {
+  for _ in $(seq 1 600); do
+    local s
+    s=$(sed -n 's/^worker.0 *| step \([0-9]*\)\/.*/\1/p' "$log" | tail -1)
+    if [ -n "$s" ] && [ "$s" -ge "$1" ]; then return 0; fi
+    kill -0 "$launcher" 2>/dev/null || return 1
+    sleep 0.2
+  done
+  return 1
+}
+kills=0
+for victim in "worker.1:500" "ps.0:1100" "worker.0:1700"; do
+  task=${victim%%:*} at=${victim##*:}
+  if wait_step "$at"; then
+    pid=$(pid_of "$task")
+    echo "   step >= $at: kill -9 $task (pid $pid)"
+    kill -9 "$pid" && kills=$((kills + 1))
+  fi
+done
+set +e
+wait "$launcher"
+code=$?
+set -e
+python3 - "$log" "$code" "$kills" "$clean" "$steps" <<'PY'
+import re, sys
+log = open(sys.argv[1]).read().splitlines()
+code, kills, clean, steps = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+bad = []
+if code != 0:
+    bad.append(f"the launcher exited {code}")
+if kills != 3:
+    bad.append(f"only {kills} of 3 kills happened (the job ended early?)")
+for task in ["worker.1", "ps.0", "worker.0"]:
+    if not any(re.match(rf"\[launcher\] {re.escape(task)} killed by signal 9", l) for l in log):
+        bad.append(f"the launcher did not see {task} killed")
+if not any("restarting the job" in l for l in log):
+    bad.append("the chief's death did not restart the job")
+# Every restore starts at the last checkpoint saved before it.
+last_saved, restores = None, 0
+for l in log:
+    m = re.search(r"saved checkpoint ckpt-(\d+)", l)
+    if m:
+        last_saved = int(m.group(1))
+    m = re.search(r"restored checkpoint ckpt-(\d+)", l)
+    if m:
+        restores += 1
+        if last_saved is None or int(m.group(1)) != last_saved:
+            bad.append(f"restored ckpt-{m.group(1)}, but the last one saved was ckpt-{last_saved}")
+if restores < 2:
+    bad.append(f"{restores} restores, expected one after the ps and one after the chief")
+evals = [l for l in log if re.match(r"worker.0 *\| eval  step (\d+)", l)]
+m = re.search(r"eval  step (\d+) .*accuracy ([0-9.]+)", evals[-1]) if evals else None
+if not m or int(m.group(1)) < steps:
+    bad.append(f"the job did not finish its {steps} steps: {evals[-1:] }")
+elif float(m.group(2)) < clean - 0.03:
+    bad.append(f"test accuracy {m.group(2)} after the failures, {clean} without")
+if bad:
+    print("e2e: fault tolerance:\n  " + "\n  ".join(bad), file=sys.stderr); sys.exit(1)
+print(f"   ok: {restores} restores from the last checkpoint; test accuracy {m.group(2)} (uninterrupted {clean})")
+PY
+
+echo "== the same run directory continued on 2 ps tasks (a checkpoint restored onto another ps count)"
+python3 - "$work/c2.json" <<'PY'
+import json, socket, sys
+socks, ports = [], []
+for _ in range(4):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s); ports.append(s.getsockname()[1])
+addr = [f"127.0.0.1:{p}" for p in ports]
+json.dump({"ps": addr[:2], "worker": addr[2:]}, open(sys.argv[1], "w"))
+PY
+more=$((steps + 200))
+timeout 600 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c2.json" --log-every 100 \
+  --steps "$more" --model-dir "$work/faulty" > "$work/resharded.log" 2>&1 || {
+  echo "e2e: the continued run failed:" >&2; tail -30 "$work/resharded.log" >&2; exit 1; }
+grep -q "restored checkpoint ckpt-[0-9]* from .* onto 2 ps tasks" "$work/resharded.log" || {
+  echo "e2e: no restore onto 2 ps tasks:" >&2; grep -i "restor\|error" "$work/resharded.log" >&2; exit 1; }
+last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$work/resharded.log" | tail -1)
+acc=$(accuracy "$work/resharded.log")
+if [ -z "$last" ] || [ "$last" -lt "$more" ]; then
+  echo "e2e: the continued run ended at step '$last', not $more" >&2; exit 1
+fi
+echo "   ok: $(grep -o 'restored checkpoint.*' "$work/resharded.log" | head -1); test accuracy $acc at step $last"
