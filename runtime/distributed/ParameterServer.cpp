@@ -9,6 +9,7 @@
 #include "runtime/train/Initializers.h"
 #include "runtime/train/Trainer.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -350,13 +351,11 @@ private:
   std::string waitingFor() const {
     std::string s = std::to_string(contributors_.size()) + " of " +
                     std::to_string(replicas_) + " gradients for update " +
-                    std::to_string(version_ + 1);
-    if (!contributors_.empty()) {
-      s += " (have:";
-      for (const std::string &c : contributors_)
-        s += " " + c;
-      s += ")";
-    }
+                    std::to_string(version_ + 1) + "; not yet from:";
+    for (const TaskRef &w : config_.roster.workers)
+      if (std::find(contributors_.begin(), contributors_.end(), w.name) ==
+          contributors_.end())
+        s += " " + w.name;
     return s;
   }
 

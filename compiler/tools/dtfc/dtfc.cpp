@@ -6,6 +6,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Partition.h"
+#include "runtime/plan/PlanDot.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -53,7 +54,7 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::TrainMLIR, "train-mlir",
                           "the training step: after dtf-autodiff and dtf-optimize"),
                clEnumValN(Emit::Dot, "dot",
-                          "the training and evaluation programs as a Graphviz graph"),
+                          "each task's program (worker_step, ps_update) as a Graphviz graph"),
                clEnumValN(Emit::PlanText, "plan-text", "the plan, as readable text"),
                clEnumValN(Emit::Plan, "plan", "the training plan (default)")),
     cl::init(Emit::Plan), cl::cat(category));
@@ -174,13 +175,6 @@ int main(int argc, char **argv) {
   }
   if (emit == Emit::TrainMLIR)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
-  if (emit == Emit::Dot)
-    return writeOutput([&](llvm::raw_ostream &os) {
-      // MLIR's op-graph printer: one cluster per function, edges for values.
-      mlir::PassManager dot(&context);
-      dot.addPass(mlir::createPrintOpGraphPass(os));
-      (void)dot.run(*module);
-    });
   ::dtf::plan::Plan plan;
   if (mlir::failed(mlir::dtf::emitPlan(*module, filename, plan))) {
     diagnostics.printSummary();
@@ -247,6 +241,22 @@ int main(int argc, char **argv) {
     return kOk;
   }
 
+  if (emit == Emit::Dot) {
+    // Each task's program; per ps task when the placement is bound
+    // (--cluster) or asked for (--ps N).
+    ::dtf::plan::Placement placement;
+    const bool perPs = plan.bound_ps_tasks() > 0 || numPs.getNumOccurrences() > 0;
+    if (perPs) {
+      ::dtf::Status placed = ::dtf::plan::placeVariables(plan, numPs, "", &placement);
+      if (!placed.isOk()) {
+        llvm::errs() << "dtfc: error: " << placed.message() << "\n";
+        return kCompileError;
+      }
+    }
+    return writeOutput([&](llvm::raw_ostream &os) {
+      os << ::dtf::plan::planToDot(plan, perPs ? &placement : nullptr);
+    });
+  }
   if (emit == Emit::PlanText)
     return writeOutput([&](llvm::raw_ostream &os) {
       std::string text;
