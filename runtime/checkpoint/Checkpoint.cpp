@@ -803,12 +803,14 @@ Status writeShard(const std::string &dir, int64_t step, int shard,
     return errorStatus("checkpoint ", checkpointName(step),
                        " already exists in ", dir,
                        "; a finished checkpoint is not rewritten");
-  std::set<std::string> names;
+  // A ps may hold several shards of one partitioned variable: a name may
+  // repeat with other rows.
+  std::set<std::pair<std::string, int64_t>> names;
   std::vector<int64_t> rowCounts;
   for (const SavedTensor &t : tensors) {
     int64_t rows = 0;
     DTF_RETURN_IF_ERROR(checkSaved(t, &rows));
-    if (!names.insert(t.name).second)
+    if (!names.insert({t.name, t.rowOffset}).second)
       return errorStatus("checkpoint shard ", shard, " of step ", step,
                          " has tensor '", t.name, "' twice");
     rowCounts.push_back(rows);

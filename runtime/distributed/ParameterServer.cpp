@@ -38,24 +38,42 @@ public:
   }
 
   Status setUp() {
-    // This ps's variables, initialized from the plan (the chief may replace
-    // them with a checkpoint's values in Initialize).
+    // This ps's variables (or shards), initialized from the plan: the whole
+    // variable is initialized as on one machine, then its rows cut out, so
+    // that any placement starts from the same values. The chief may replace
+    // them with a checkpoint's in Initialize.
+    held_ = plan::heldBy(plan_, placement_, index_);
     plan::Plan mine = plan_;
     mine.clear_variables();
-    for (const plan::Variable &v : plan_.variables()) {
-      auto it = placement_.psOf.find(v.name());
-      if (it != placement_.psOf.end() && it->second == index_)
-        *mine.add_variables() = v;
-    }
-    // Moving averages start as their variable: keep the variable too when it
-    // lives elsewhere (it never does: averages stay with their variable).
+    for (const plan::Variable &v : plan_.variables())
+      for (const plan::HeldTensor &h : held_)
+        if (h.variable == v.name()) {
+          *mine.add_variables() = v;
+          break;
+        }
+    exec::VariableStore whole;
     DTF_RETURN_IF_ERROR(train::initializeVariables(
-        mine, uint64_t(plan_.training().seed()), &variables_));
-    DTF_RETURN_IF_ERROR(train::initializeVariables(
-        mine, uint64_t(plan_.training().seed()), &initial_));
-    for (const plan::Variable &v : mine.variables()) {
-      names_.push_back(v.name());
-      if (v.role() == "global_step")
+        mine, uint64_t(plan_.training().seed()), &whole));
+    for (const plan::HeldTensor &h : held_) {
+      const Tensor *t = whole.find(h.variable);
+      std::vector<int64_t> dims = t->shape();
+      if (h.partitioned)
+        dims[0] = h.rows;
+      Tensor part = Tensor::allocate(t->dtype(), dims);
+      const size_t rowBytes =
+          t->shape().empty() || t->shape()[0] == 0
+              ? t->byteSize()
+              : t->byteSize() / size_t(t->shape()[0]);
+      std::memcpy(part.rawData(),
+                  static_cast<const char *>(t->rawData()) +
+                      size_t(h.rowOffset) * rowBytes,
+                  part.byteSize());
+      Tensor copy = Tensor::allocate(part.dtype(), part.shape());
+      std::memcpy(copy.rawData(), part.rawData(), part.byteSize());
+      DTF_RETURN_IF_ERROR(variables_.add(h.name, std::move(part)));
+      DTF_RETURN_IF_ERROR(initial_.add(h.name, std::move(copy)));
+      names_.push_back(h.name);
+      if (h.variable == "global_step")
         holdsStep_ = true;
     }
     plan::Program program;
@@ -232,8 +250,9 @@ public:
     // The variables as they are between two updates.
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<checkpoint::SavedTensor> tensors;
-    for (const std::string &n : names_)
-      tensors.push_back(checkpoint::SavedTensor::whole(n, *variables_.find(n)));
+    for (const plan::HeldTensor &h : held_)
+      tensors.push_back({h.variable, h.fullDims, h.rowOffset,
+                         variables_.find(h.name)});
     Status s = checkpoint::writeShard(req->dir(), req->step(), req->shard(),
                                       req->num_shards(), tensors);
     if (!s.isOk())
@@ -384,6 +403,7 @@ private:
   bool sync_ = false;
   int64_t replicas_ = 1;
   bool holdsStep_ = false;
+  std::vector<plan::HeldTensor> held_;
   std::vector<std::string> names_;
   std::vector<std::string> keys_;
 
@@ -432,8 +452,8 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
     return 4;
   }
   std::string held;
-  for (const std::string &v : placement.variablesOn(plan, index))
-    held += (held.empty() ? "" : ", ") + v;
+  for (const plan::HeldTensor &h : plan::heldBy(plan, placement, index))
+    held += (held.empty() ? "" : ", ") + h.name;
   service.log("serving on " + address + "; holds " +
               (held.empty() ? std::string("no variables") : held));
   std::string reason = service.waitForShutdown();

@@ -69,6 +69,38 @@ Status copyFromWire(const rpc::WireTensor &w, Tensor *dst) {
   return Status::ok();
 }
 
+Status copyRowsFromWire(const rpc::WireTensor &w, Tensor *dst,
+                        int64_t rowOffset) {
+  if (dst->rank() == 0)
+    return copyFromWire(w, dst);
+  std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+  std::vector<int64_t> rest(dst->shape().begin() + 1, dst->shape().end());
+  const size_t rowBytes = dst->shape()[0] == 0
+                              ? 0
+                              : dst->byteSize() / size_t(dst->shape()[0]);
+  if (dims.empty() || std::vector<int64_t>(dims.begin() + 1, dims.end()) != rest ||
+      rowOffset < 0 || rowOffset + dims[0] > dst->shape()[0] ||
+      w.data().size() != size_t(dims[0]) * rowBytes)
+    return errorStatus("shard '", plan::printable(w.name()), "' arrived as ",
+                       plan::typeString(dst->dtype(), dims), " (",
+                       w.data().size(), " bytes) for rows from ", rowOffset,
+                       " of ", dst->describe());
+  std::memcpy(static_cast<char *>(dst->rawData()) + size_t(rowOffset) * rowBytes,
+              w.data().data(), w.data().size());
+  return Status::ok();
+}
+
+Tensor rowsOf(const Tensor &t, int64_t rowOffset, int64_t rows) {
+  std::vector<int64_t> dims = t.shape();
+  if (dims.empty())
+    return Tensor::view(t.dtype(), dims, const_cast<void *>(t.rawData()));
+  const size_t rowBytes = dims[0] == 0 ? 0 : t.byteSize() / size_t(dims[0]);
+  dims[0] = rows;
+  return Tensor::view(t.dtype(), dims,
+                      static_cast<char *>(const_cast<void *>(t.rawData())) +
+                          size_t(rowOffset) * rowBytes);
+}
+
 uint64_t fingerprint(const std::string &bytes) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : bytes) {

@@ -28,6 +28,14 @@ Status fromWire(const rpc::WireTensor &w, Tensor *out);
 /// aliases); its dtype and dims must be dst's.
 Status copyFromWire(const rpc::WireTensor &w, Tensor *dst);
 
+/// Copies a wire tensor holding rows [rowOffset, rowOffset + rows) of `dst`
+/// (a shard of a partitioned variable) into those rows.
+Status copyRowsFromWire(const rpc::WireTensor &w, Tensor *dst,
+                        int64_t rowOffset);
+
+/// A view of rows [rowOffset, rowOffset + rows) of `t` (no copy).
+Tensor rowsOf(const Tensor &t, int64_t rowOffset, int64_t rows);
+
 /// FNV-1a of the plan's bytes: every task of a job must run the same plan.
 uint64_t fingerprint(const std::string &bytes);
 

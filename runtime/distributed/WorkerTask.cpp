@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 
@@ -28,8 +29,9 @@ struct PsLink {
   TaskRef task;
   std::unique_ptr<rpc::ParameterServer::Stub> stub;
   std::shared_ptr<grpc::Channel> channel;
-  std::vector<std::string> pull; // variables pulled from it each step
-  std::vector<std::string> keys; // the sends it takes
+  std::vector<plan::HeldTensor> pull;     // pulled from it each step
+  std::vector<plan::HeldTensor> evalPull; // and before an evaluation
+  std::vector<plan::Transfer> keys;       // the sends it takes
   int64_t pulledVersion = 0;
   int64_t pushedAt = -1; // sync: the version the last accepted push was for
   int64_t incarnation = -1; // of the ps state the pulled values belong to
@@ -116,27 +118,38 @@ public:
            Links &links, bool sync, bool push)
       : plan_(plan), links_(links), sync_(sync), push_(push) {
     const Roster &roster = links.config().roster;
+    std::set<std::string> averages;
     for (size_t k = 0; k < roster.ps.size(); ++k) {
       PsLink l;
       l.task = roster.ps[k];
       l.channel = makeChannel(l.task.address);
       l.stub = rpc::ParameterServer::NewStub(l.channel);
-      l.pull = plan::pulledFrom(plan, placement, int(k));
-      auto step = placement.psOf.find("global_step");
-      if (step != placement.psOf.end() && step->second == int(k) &&
-          std::find(l.pull.begin(), l.pull.end(), "global_step") == l.pull.end())
-        l.pull.push_back("global_step");
+      // What the worker_step reads (and the global step, which says when
+      // the job is done); the eval program's moving averages on demand.
+      std::set<std::string> read;
+      for (const plan::Op &op : plan.worker_step().ops())
+        if (op.name() == "dtf.read_variable")
+          read.insert(op.attrs().at("name").s());
+      for (const plan::Variable &v : plan.variables()) {
+        if (v.role() == "global_step")
+          read.insert(v.name());
+        if (v.role() == "moving_average")
+          averages.insert(v.name());
+      }
+      for (const plan::HeldTensor &h : plan::heldBy(plan, placement, int(k))) {
+        if (read.count(h.variable))
+          l.pull.push_back(h);
+        else if (averages.count(h.variable))
+          l.evalPull.push_back(h);
+      }
       plan::Program p;
       if (plan::psProgramFor(plan, placement, int(k), &p).isOk())
         for (const plan::Transfer &r : p.recvs())
-          l.keys.push_back(r.key());
+          l.keys.push_back(r);
       ps_.push_back(std::move(l));
     }
-    for (const plan::Variable &v : plan.variables())
-      if (v.role() == "moving_average")
-        averages_.push_back(v.name());
     for (size_t k = 0; k < ps_.size(); ++k)
-      heldBy_.push_back(placement.variablesOn(plan, int(k)));
+      heldBy_.push_back(plan::heldBy(plan, placement, int(k)));
   }
 
   void setChief(bool chief) { chief_ = chief; }
@@ -232,17 +245,21 @@ public:
       *req.mutable_caller() = links_.caller();
       req.set_force(force);
       if (reader) {
-        for (const std::string &name : heldBy_[k]) {
-          if (!reader->find(name))
+        for (const plan::HeldTensor &h : heldBy_[k]) {
+          if (!reader->find(h.variable))
             return errorStatus("the checkpoint ", checkpoint::checkpointName(step),
-                               " in ", dir, " has no variable '", name,
+                               " in ", dir, " has no variable '", h.variable,
                                "' (is it another model's? --fresh sets it aside)");
           Tensor t;
-          DTF_RETURN_IF_ERROR(reader->read(name, &t));
-          if (name == "global_step" && t.dtype() == DType::I64 &&
+          DTF_RETURN_IF_ERROR(
+              h.partitioned
+                  ? reader->readRows(h.variable, h.rowOffset,
+                                     h.rowOffset + h.rows, &t)
+                  : reader->read(h.variable, &t));
+          if (h.variable == "global_step" && t.dtype() == DType::I64 &&
               t.numElements() == 1)
             globalStep = t.data<int64_t>()[0];
-          toWire(name, t, req.add_values());
+          toWire(h.name, t, req.add_values());
         }
       }
       req.set_version(reader ? step : 0);
@@ -365,24 +382,28 @@ public:
     return Status::ok();
   }
 
-  Status pull(const std::vector<std::string> *extra, int64_t *globalStep) {
+  Status pull(bool forEval, int64_t *globalStep) {
     for (PsLink &l : ps_) {
-      if (l.pull.empty() && !extra)
+      if (l.pull.empty() && !(forEval && !l.evalPull.empty()))
         continue;
       const int64_t want = sync_ && l.pushedAt >= 0 ? l.pushedAt + 1 : 0;
       const Clock::time_point start = Clock::now();
       double lastSaid = 0;
+      std::map<std::string, const plan::HeldTensor *> byName;
+      rpc::PullRequest req;
+      *req.mutable_caller() = links_.caller();
+      for (const plan::HeldTensor &h : l.pull) {
+        req.add_names(h.name);
+        byName[h.name] = &h;
+      }
+      if (forEval)
+        for (const plan::HeldTensor &h : l.evalPull) {
+          req.add_names(h.name);
+          byName[h.name] = &h;
+        }
+      req.set_min_version(want);
+      req.set_wait_ms(1000);
       for (;;) {
-        rpc::PullRequest req;
-        *req.mutable_caller() = links_.caller();
-        for (const std::string &n : l.pull)
-          req.add_names(n);
-        if (extra)
-          for (const std::string &n : *extra)
-            if (placementHas(l, n))
-              req.add_names(n);
-        req.set_min_version(want);
-        req.set_wait_ms(1000);
         req.set_incarnation(l.incarnation);
         grpc::ClientContext ctx;
         setDeadline(&ctx, kCallTimeout);
@@ -397,17 +418,23 @@ public:
           // longer counts.
           l.incarnation = reply.incarnation();
           l.pushedAt = -1;
+          req.set_min_version(0);
           if (!reply.ready())
             continue;
         }
         if (reply.ready()) {
           for (const rpc::WireTensor &w : reply.values()) {
-            Tensor *t = store_->find(w.name());
+            auto h = byName.find(w.name());
+            Tensor *t = h == byName.end() ? nullptr
+                                          : store_->find(h->second->variable);
             if (!t)
-              return errorStatus(l.task.name, " sent variable '",
+              return errorStatus(l.task.name, " sent '",
                                  plan::printable(w.name()),
-                                 "', which this task does not have");
-            DTF_RETURN_IF_ERROR(copyFromWire(w, t));
+                                 "', which this task did not ask for");
+            DTF_RETURN_IF_ERROR(
+                h->second->partitioned
+                    ? copyRowsFromWire(w, t, h->second->rowOffset)
+                    : copyFromWire(w, t));
           }
           l.pulledVersion = reply.version();
           break;
@@ -437,7 +464,7 @@ public:
     *done = false;
     for (;;) {
       lastRecoverable_ = false;
-      Status s = pull(nullptr, globalStep);
+      Status s = pull(/*forEval=*/false, globalStep);
       if (s.isOk() || !lastRecoverable_)
         return s;
       DTF_RETURN_IF_ERROR(recover(chief_, s));
@@ -453,11 +480,18 @@ public:
       *req.mutable_caller() = links_.caller();
       req.set_version(l.pulledVersion);
       req.set_incarnation(l.incarnation);
-      for (const std::string &k : l.keys) {
-        const Tensor *t = value(k);
+      for (const plan::Transfer &r : l.keys) {
+        // A shard's recv takes its rows of the worker's whole send.
+        const std::string &key = r.key();
+        const std::string base =
+            r.rows() > 0 ? key.substr(0, key.rfind("/part_")) : key;
+        const Tensor *t = value(base);
         if (!t)
-          return errorStatus("the step made no value for '", k, "'");
-        toWire(k, *t, req.add_values());
+          return errorStatus("the step made no value for '", base, "'");
+        if (r.rows() > 0)
+          toWire(key, rowsOf(*t, r.row_offset(), r.rows()), req.add_values());
+        else
+          toWire(key, *t, req.add_values());
       }
       grpc::ClientContext ctx;
       setDeadline(&ctx, kCallTimeout);
@@ -521,7 +555,7 @@ public:
     // The eval program reads the moving averages, which no step pulls.
     const bool wasSync = sync_;
     sync_ = false;
-    Status s = pull(&averages_, &step);
+    Status s = pull(/*forEval=*/true, &step);
     sync_ = wasSync;
     return s;
   }
@@ -559,22 +593,13 @@ public:
   int64_t stale() const { return stale_; }
 
 private:
-  // Averages live with their variable, on the ps that serves it.
-  bool placementHas(const PsLink &l, const std::string &name) const {
-    for (const plan::Variable &v : plan_.variables())
-      if (v.name() == name)
-        return std::find(l.pull.begin(), l.pull.end(), v.slot_of()) !=
-               l.pull.end();
-    return false;
-  }
-
   const plan::Plan &plan_;
   Links &links_;
   bool sync_;
   bool push_;
   bool chief_ = false;
   bool lastRecoverable_ = false;
-  std::vector<std::vector<std::string>> heldBy_;
+  std::vector<std::vector<plan::HeldTensor>> heldBy_;
   int64_t lastSaved_ = -1;
   int keep_ = 5;
   int64_t everySteps_ = 0;
@@ -582,7 +607,6 @@ private:
   Clock::time_point lastSaveTime_ = Clock::now();
   exec::VariableStore *store_ = nullptr;
   std::vector<PsLink> ps_;
-  std::vector<std::string> averages_;
   std::map<std::string, int> sendIndex_;
   int64_t stale_ = 0;
 };

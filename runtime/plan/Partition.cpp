@@ -184,13 +184,53 @@ double Placement::imbalance() const {
                     : double(most) / double(least);
 }
 
+std::vector<PlacedShard> Placement::shardsOf(const Plan &plan,
+                                             const std::string &variable) const {
+  std::string owner = variable;
+  for (const Variable &v : plan.variables())
+    if (v.name() == variable && !v.slot_of().empty())
+      owner = v.slot_of();
+  std::vector<PlacedShard> out;
+  for (const PlacedShard &s : shards)
+    if (s.variable == owner) {
+      out.push_back(s);
+      out.back().variable = variable;
+    }
+  return out;
+}
+
 std::vector<std::string> Placement::variablesOn(const Plan &plan,
                                                 int ps) const {
   std::vector<std::string> out;
+  for (const Variable &v : plan.variables())
+    for (const PlacedShard &s : shardsOf(plan, v.name()))
+      if (s.ps == ps) {
+        out.push_back(v.name());
+        break;
+      }
+  return out;
+}
+
+std::vector<HeldTensor> heldBy(const Plan &plan, const Placement &placement,
+                               int ps) {
+  std::vector<HeldTensor> out;
   for (const Variable &v : plan.variables()) {
-    auto it = psOf.find(v.name());
-    if (it != psOf.end() && it->second == ps)
-      out.push_back(v.name());
+    std::vector<PlacedShard> shards = placement.shardsOf(plan, v.name());
+    std::vector<int64_t> dims(v.type().shape().dims().begin(),
+                              v.type().shape().dims().end());
+    for (const PlacedShard &s : shards) {
+      if (s.ps != ps)
+        continue;
+      HeldTensor h;
+      h.variable = v.name();
+      h.fullDims = dims;
+      h.partitioned = s.shards > 1;
+      h.name = h.partitioned ? v.name() + "/part_" + std::to_string(s.shard)
+                             : v.name();
+      h.rowOffset = h.partitioned ? s.rowOffset : 0;
+      h.rows = h.partitioned ? s.rows : (dims.empty() ? 1 : dims[0]);
+      out.push_back(h);
+    }
   }
   return out;
 }
@@ -221,7 +261,6 @@ Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,
     const int64_t rows =
         v.type().shape().dims_size() ? v.type().shape().dims(0) : 1;
     std::optional<int> pinnedPs;
-    bool onWorker = false;
     if (!v.device().empty()) {
       DeviceNameParse parsed = parseDeviceName(v.device());
       if (parsed.name && parsed.name->job == "ps") {
@@ -233,9 +272,10 @@ Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,
                              " (/job:ps/task:0 to /job:ps/task:", numPs - 1,
                              "); add ps tasks or change its `on` scope");
         pinnedPs = task;
-      } else if (parsed.name && parsed.name->job) {
-        onWorker = true;
       }
+      // An `on` scope naming a worker job says where the variable's ops
+      // run; the variable itself is shared by the replicas, so the setter
+      // still puts it on a ps.
     }
     const bool isStep = v.role() == "global_step";
     if (isStep)
@@ -252,8 +292,8 @@ Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,
       shard.rowOffset = offset;
       offset += shardRows;
       shard.bytes = rows ? total * shardRows / rows : total;
-      shard.pinned = (pinnedPs.has_value() && !isStep) || onWorker;
-      if (numPs > 0 && !onWorker) {
+      shard.pinned = pinnedPs.has_value() && !isStep;
+      if (numPs > 0) {
         if (pinnedPs)
           shard.ps = *pinnedPs;
         else if (placement.strategy == "greedy")
@@ -283,68 +323,113 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
   Program p;
   p.set_name("ps_update (ps " + std::to_string(ps) + ")");
   std::unordered_map<int32_t, const Value *> valueById;
-  for (const Value &v : all.values())
+  int32_t nextId = 0;
+  for (const Value &v : all.values()) {
     valueById[v.id()] = &v;
+    nextId = std::max(nextId, v.id() + 1);
+  }
   std::unordered_map<int32_t, int> definedBy;
   for (int i = 0; i < all.ops_size(); ++i)
     for (int32_t o : all.ops(i).outputs())
       definedBy[o] = i;
-  std::set<int> keep;
+  std::unordered_map<int32_t, const Transfer *> recvOf;
+  for (const Transfer &r : all.recvs())
+    recvOf[r.value()] = &r;
+  std::unordered_map<std::string, std::vector<int64_t>> varDims;
+  for (const Variable &v : plan.variables())
+    varDims[v.name()] = {v.type().shape().dims().begin(),
+                         v.type().shape().dims().end()};
+
+  std::set<int32_t> declared;
+  auto declare = [&](const Value &v) {
+    if (declared.insert(v.id()).second)
+      *p.add_values() = v;
+  };
+  std::set<std::string> recvKeys;
+  std::set<int32_t> emittedReads;
   for (int i = 0; i < all.ops_size(); ++i) {
     const Op &op = all.ops(i);
     if (updatedOperands(op) == 0)
       continue;
     const std::string var = updatedVariable(all, i);
-    auto it = placement.psOf.find(var);
-    if (it == placement.psOf.end())
-      return errorStatus("ps_update: ", describeOp(all, i),
-                         " updates '", printable(var),
+    std::vector<PlacedShard> shards = placement.shardsOf(plan, var);
+    if (shards.empty())
+      return errorStatus("ps_update: ", describeOp(all, i), " updates '",
+                         printable(var),
                          "', which the placement does not know");
-    if (it->second != ps)
-      continue;
-    keep.insert(i);
-    for (int k = 0; k < localOperands(op) && k < op.inputs_size(); ++k) {
-      auto d = definedBy.find(op.inputs(k));
-      if (d != definedBy.end())
-        keep.insert(d->second);
+    const std::vector<int64_t> &full = varDims[var];
+    for (const PlacedShard &shard : shards) {
+      if (shard.ps != ps)
+        continue;
+      const bool part = shard.shards > 1;
+      const std::string suffix =
+          part ? "/part_" + std::to_string(shard.shard) : std::string();
+      // A value of the variable's shape becomes the shard's rows.
+      auto shardValue = [&](int32_t id) -> int32_t {
+        if (!part)
+          return id;
+        Value v = *valueById.at(id);
+        std::vector<int64_t> dims(v.type().shape().dims().begin(),
+                                  v.type().shape().dims().end());
+        if (dims != full || dims.empty())
+          return id;
+        v.set_id(nextId++);
+        v.mutable_type()->mutable_shape()->set_dims(0, shard.rows);
+        declare(v);
+        return v.id();
+      };
+      Op copy = op;
+      copy.clear_inputs();
+      const int local = localOperands(op);
+      for (int k = 0; k < op.inputs_size(); ++k) {
+        const int32_t in = op.inputs(k);
+        if (k < local) {
+          auto d = definedBy.find(in);
+          if (d == definedBy.end())
+            return errorStatus("ps_update: ", describeOp(all, i), " input ",
+                               k, " is not a variable read");
+          Op read = all.ops(d->second);
+          const std::string name = read.attrs().at("name").s();
+          (*read.mutable_attrs())["name"].set_s(name + suffix);
+          const int32_t id = shardValue(in);
+          copy.add_inputs(id);
+          if (!part) {
+            declare(*valueById.at(in));
+            if (!emittedReads.insert(id).second)
+              continue; // one read serves several updates
+          }
+          read.set_outputs(0, id);
+          *p.add_ops() = read;
+          continue;
+        }
+        auto r = recvOf.find(in);
+        if (r == recvOf.end()) {
+          copy.add_inputs(in);
+          continue;
+        }
+        const int32_t id = shardValue(in);
+        if (id == in)
+          declare(*valueById.at(in));
+        Transfer recv = *r->second;
+        if (id != in) {
+          recv.set_key(recv.key() + suffix);
+          recv.set_value(id);
+          recv.set_row_offset(shard.rowOffset);
+          recv.set_rows(shard.rows);
+        }
+        if (recvKeys.insert(recv.key()).second) {
+          *p.add_recvs() = recv;
+          Feed *f = p.add_feeds();
+          f->set_name(recv.key());
+          f->set_value(recv.value());
+        }
+        copy.add_inputs(id);
+      }
+      *p.add_ops() = copy;
     }
   }
-  std::set<int32_t> used, declared;
-  for (int i : keep) {
-    for (int32_t in : all.ops(i).inputs())
-      used.insert(in);
-    for (int32_t o : all.ops(i).outputs())
-      used.insert(o);
-  }
-  for (const Value &v : all.values())
-    if (used.count(v.id()) && declared.insert(v.id()).second)
-      *p.add_values() = v;
-  for (int i : keep)
-    *p.add_ops() = all.ops(i);
-  for (const Transfer &recv : all.recvs())
-    if (used.count(recv.value())) {
-      *p.add_recvs() = recv;
-      Feed *f = p.add_feeds();
-      f->set_name(recv.key());
-      f->set_value(recv.value());
-    }
   *out = std::move(p);
   return Status::ok();
-}
-
-std::vector<std::string> pulledFrom(const Plan &plan,
-                                    const Placement &placement, int ps) {
-  std::set<std::string> read;
-  for (const Op &op : plan.worker_step().ops())
-    if (op.name() == "dtf.read_variable")
-      read.insert(op.attrs().at("name").s());
-  std::vector<std::string> out;
-  for (const Variable &v : plan.variables()) {
-    auto it = placement.psOf.find(v.name());
-    if (read.count(v.name()) && it != placement.psOf.end() && it->second == ps)
-      out.push_back(v.name());
-  }
-  return out;
 }
 
 namespace {

@@ -57,8 +57,13 @@ struct Placement {
   int64_t bytesOn(int ps) const;
   /// Largest over smallest bytes per ps (1 when balanced).
   double imbalance() const;
-  /// The variables (slots included) held by `ps`, in declaration order.
+  /// The variables (slots included) held by `ps`, in declaration order; a
+  /// partitioned one is listed when `ps` holds any shard of it.
   std::vector<std::string> variablesOn(const Plan &plan, int ps) const;
+  /// The shards of `variable` (a slot or moving average: its owner's, under
+  /// its own name), or empty for an unknown one.
+  std::vector<PlacedShard> shardsOf(const Plan &plan,
+                                    const std::string &variable) const;
 };
 
 /// Places the model variables of `plan` over `numPs` ps tasks: explicit `on`
@@ -66,22 +71,41 @@ struct Placement {
 /// declaration order or greedy (each to the ps with the fewest bytes so far,
 /// TensorFlow's GreedyLoadBalancingStrategy); slots and moving averages stay
 /// with their variable; the global step goes to ps 0, as with TensorFlow's
-/// replica_device_setter; partitioned variables are split along axis 0.
+/// replica_device_setter; partitioned variables are split along axis 0. An
+/// `on` scope that names a worker job does not keep a variable off the ps
+/// tasks: the replicas share every variable.
 /// `strategy` "" takes the plan's (round_robin when it has none). A variable
 /// pinned to a ps task that the cluster lacks is an error that names both.
 Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,
                       Placement *out);
 
+/// One tensor a ps task holds: a whole variable (slots included) or one
+/// axis-0 shard of a partitioned one, named "<variable>/part_<k>" as
+/// TensorFlow's partitioned variables are.
+struct HeldTensor {
+  std::string name;     // what the ps calls it: "emb" or "emb/part_1"
+  std::string variable; // the plan's variable: "emb"
+  std::vector<int64_t> fullDims;
+  int64_t rowOffset = 0;
+  int64_t rows = 0;     // of this shard; fullDims[0] (or 1) when whole
+  bool partitioned = false;
+};
+
+/// What ps task `ps` holds, in declaration order (a variable's shards in
+/// shard order).
+std::vector<HeldTensor> heldBy(const Plan &plan, const Placement &placement,
+                               int ps);
+
 /// The program ps task `ps` runs for each (aggregated) push: the updates of
-/// the variables `placement` gives it, with their local reads, and its recvs
-/// as feeds named by their keys. Empty (no ops) for a ps with no variables.
+/// what `placement` gives it, with their local reads, and its recvs as feeds
+/// named by their keys. The update of a partitioned variable runs once per
+/// shard it holds, over that shard's rows (all updates are elementwise): its
+/// reads name the shard, and its recvs of values shaped like the variable
+/// take the shard's rows ("emb:grad/part_1", with row_offset and rows); other
+/// operands (a learning rate) are received whole. Empty (no ops) for a ps
+/// with no variables.
 Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
                     Program *out);
-
-/// The variables the worker_step reads that `ps` holds (what a worker pulls
-/// from it), in declaration order.
-std::vector<std::string> pulledFrom(const Plan &plan,
-                                    const Placement &placement, int ps);
 
 /// dtfc --placement-report: per ps its variables and bytes, and the
 /// imbalance.

@@ -90,6 +90,11 @@ for e in extra:
     elif kind == "stale":  # some gradients were dropped as stale (backup worker)
         if not any("stale gradients dropped" in l and not " 0 stale" in l for l in log):
             bad.append("no stale gradient was dropped with a backup worker")
+    elif kind == "parts":  # W's shards are spread over both ps
+        holds = " ".join(l for l in log if "holds" in l)
+        for k in range(3):
+            if f"W/part_{k}" not in holds:
+                bad.append(f"no ps holds W/part_{k}: {holds}")
     elif kind == "towers":
         if not any("towers; done" in l for l in log if l.startswith("worker.1")):
             bad.append("worker.1 ran no in-graph towers")
@@ -115,12 +120,48 @@ sed -e 's/steps = 2000/steps = 300/' -e 's/every = 500/every = 300/' \
   "$root/models/logistic_regression.dtf" > "$work/ingraph.dtf"
 "$bin/dtfc" "$work/ingraph.dtf" -o "$work/ingraph.plan"
 
+# Softmax regression whose weights are split into 3 shards over 2 ps tasks.
+cat > "$work/parts.dtf" <<'DTF'
+model parts {
+  input x: f32[B, 784]
+  input y: i32[B]
+  placement replicate(ps = round_robin)
+  var W: f32[784, 10] = zeros, partitions = 3
+  var b: f32[10] = zeros
+  graph {
+    logits = x @ W + b
+    loss = mean(sparse_softmax_cross_entropy(logits, y))
+    accuracy = mean(cast(argmax(logits, 1) == y, to = f32))
+  }
+  train {
+    optimizer = adagrad(learning_rate = 0.1)
+    update = async
+    batch = 100
+    steps = 300
+    data = idx("/usr/share/datasets/fashion-mnist", split = train)
+    eval = idx("/usr/share/datasets/fashion-mnist", split = test), every = 300
+    metrics = [loss, accuracy]
+    checkpoint every 100 steps keep 2
+  }
+}
+DTF
+"$bin/dtfc" "$work/parts.dtf" -o "$work/parts.plan"
+
 check async "$work/c1x2.json" "$work/async.plan"
 check sync "$work/c1x2.json" "$work/sync.plan" sync=2
 check backup "$work/c1x3.json" "$work/backup.plan" sync=2 stale
 check ingraph "$work/c1x2.json" "$work/ingraph.plan" towers
 check ps2-round-robin "$work/c2x2.json" "$work/rr.plan" holds=ps.0,ps.1
 check ps2-greedy "$work/c2x2.json" "$work/greedy.plan" holds=ps.0,ps.1
+check partitioned "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts
+# The shards' checkpoint restores on one machine, whole.
+if ! "$bin/dtf-run" "$work/parts.plan" --steps 310 --model-dir "$work/partitioned-dir" \
+      > "$work/parts-local.log" 2>&1 || ! grep -q "restored checkpoint ckpt-3" "$work/parts-local.log"; then
+  echo "e2e: the partitioned checkpoint did not restore on one machine:" >&2
+  tail -5 "$work/parts-local.log" >&2; failures=$((failures + 1))
+else
+  echo "   ok: $(grep -o 'restored checkpoint.*' "$work/parts-local.log")"
+fi
 
 # A worker whose ps is not there names it and its address within seconds.
 echo "== unreachable ps"
