@@ -2,8 +2,7 @@
 # Distributed training throughput of the seed CNN (models/mnist_cnn.dtf) on
 # one machine: every ps and worker task a separate process on 127.0.0.1,
 # asynchronous between-graph replication, batch 50 per worker and step, in
-# TensorFlow's classic tf.compat.v1 ps/worker runtime and (once it exists) in
-# dtf's, beside the machine's loopback TCP bandwidth. Prints a table and
+# TensorFlow's classic tf.compat.v1 ps/worker runtime and in dtf's, beside the machine's loopback TCP bandwidth. Prints a table and
 # writes it to results/distributed.md.
 #
 #   usage: bench/distributed.sh [options]
@@ -105,17 +104,14 @@ print("- TensorFlow %d ps + %d workers: threads %s; peak RSS per task (MB) %s; w
   done
 fi
 
-# dtf's own runtime: dtf-run launching and supervising all local tasks.
-# TODO(lead): fill in once `dtf-run plan.bin --cluster cluster.json` trains.
-# The intended run, per cluster shape: compile the seed model without its eval
-# source, write cluster.json with free loopback ports, run
-#   /usr/bin/time -f %M dtf-run cnn.plan --cluster cluster.json \
-#       --steps $(( (warmup + steps) * workers )) --log-every ... --threads 1
-# (steps count globally over all workers, see models/mnist_cnn.dtf) and take
-# the timed images/s leaving out the warm-up (as throughput.sh does from the
-# progress lines) and the peak RSS summed over the tasks (dtf-run's children:
-# /usr/bin/time's %M is only the largest single process, so dtf-run should
-# report its tasks' RSS, or this script reads them from /proc while it runs).
+# dtf's own runtime: dtf-run launching and supervising all local tasks
+# (`dtf-run plan.bin --cluster cluster.json`). Its steps count globally over
+# all workers; each worker's final line gives its examples_per_sec over all of
+# its steps, the warm-up included (dtf-run has no option to leave it out), so
+# dtf's figure here is, if anything, low. Workers get 1 intra-op thread each,
+# as TensorFlow's do. Peak RSS: the launcher prints each task's pid; VmHWM
+# (the process's own peak RSS) is sampled from /proc every 0.1 s and the last
+# value seen for each task is summed.
 if want dtf; then
   if [[ -x $build/bin/dtfc && -x $build/bin/dtf-run ]]; then
     grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
@@ -124,26 +120,51 @@ if want dtf; then
     for c in ${clusters//,/ }; do
       ps=${c%x*} workers=${c#*x}
       echo "== dtf, $ps ps + $workers workers"
-      ports=($(python3 -c '
+      read -r -a ports < <(python3 -c '
 import socket, sys
 ss = [socket.socket() for _ in range(int(sys.argv[1]))]
 for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' $((ps + workers))))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' $((ps + workers)))
       python3 -c '
 import json, sys
 ps, ports = int(sys.argv[1]), sys.argv[2:]
 print(json.dumps({"ps": ["127.0.0.1:" + p for p in ports[:ps]],
                   "worker": ["127.0.0.1:" + p for p in ports[ps:]]}))' "$ps" "${ports[@]}" > "$work/cluster.json"
-      if "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
-           --steps $(((warmup + steps) * workers)) --quiet > "$work/dtf.$c.out" 2>&1; then
-        # TODO(lead): parse the timed rate and the tasks' RSS here.
-        row="| dtf | $ps ps + $workers workers | ? | ? | ? | ? |"
-        notes+=("- dtf $ps ps + $workers workers: $(tail -1 "$work/dtf.$c.out")")
+      o=$work/dtf.$c.out
+      "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
+        --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) \
+        --threads 1 > "$o" 2>&1 &
+      launcher=$!
+      declare -A hwm=()
+      while kill -0 "$launcher" 2>/dev/null; do
+        while read -r task pid; do
+          v=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+          [[ -n $v ]] && hwm[$task]=$v
+        done < <(sed -n 's/^\[launcher\] \([a-z]*\.[0-9]*\) started (pid \([0-9]*\)).*/\1 \2/p' "$o")
+        sleep 0.1
+      done
+      if wait "$launcher"; then
+        row=$(python3 - "$o" "$ps" "$workers" "${hwm[@]}" <<'PYEOF'
+import re, sys
+out, ps, workers, rss = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+rates = [float(m.group(1)) for m in re.finditer(
+    r"^worker\.\d+ +\| final: .*examples_per_sec=([0-9.]+)", open(out).read(), re.M)]
+if len(rates) != workers:
+    sys.exit("distributed.sh: dtf-run printed %d final lines for %d workers" % (len(rates), workers))
+total = sum(int(k) for k in rss) / 1024.0
+print("| dtf | %d ps + %d workers | %.0f | | %s | %.0f |" % (
+    ps, workers, sum(rates), " / ".join("%.0f" % r for r in rates), total))
+PYEOF
+) || die "could not read dtf's figures from $o"
+        per=""
+        for t in "${!hwm[@]}"; do per+="${per:+, }$t $((hwm[$t] / 1024))"; done
+        notes+=("- dtf $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s includes the warm-up; $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
       else
-        echo "   dtf-run --cluster failed: $(tail -1 "$work/dtf.$c.out")"
-        row="| dtf | $ps ps + $workers workers | not yet | | | |"
-        notes+=("- dtf $ps ps + $workers workers: dtf-run --cluster: $(tail -1 "$work/dtf.$c.out")")
+        echo "   dtf-run --cluster failed: $(tail -1 "$o")"
+        row="| dtf | $ps ps + $workers workers | failed | | | |"
+        notes+=("- dtf $ps ps + $workers workers: dtf-run --cluster failed: $(grep -v '^\[launcher\]' "$o" | tail -1)")
       fi
+      unset hwm
       echo "   $row"
       rows+=("$row")
     done

@@ -16,6 +16,10 @@
 #     --only LIST     comma-separated subset of dtf,torch,tf (default all)
 #     --out FILE      results file (default bench/results/throughput.md;
 #                     "-" writes none)
+#     --omp-passive   run every framework with OMP_WAIT_POLICY=passive (dtf-run
+#                     sets it for itself anyway; PyTorch's OpenMP threads spin
+#                     by default, which costs it a factor of 3 to 5 when other
+#                     processes load the cores; on an idle machine leave it out)
 #
 #   environment:
 #     DTF_BENCH_VENV  the peers' virtualenv, made on first use and reused
@@ -42,7 +46,7 @@ out=$root/bench/results/throughput.md
 cmdline="bench/throughput.sh${*:+ $*}"
 
 die() { echo "throughput.sh: $*" >&2; exit 2; }
-posint() { [[ $2 =~ ^[0-9]+$ ]] && (($2 > 0)) || die "$1 needs a positive integer, got '$2'"; }
+posint() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 needs a positive integer, got '$2'"; }
 while (($#)); do
   case $1 in
     --build) build=${2:?--build needs a directory}; shift 2 ;;
@@ -52,6 +56,7 @@ while (($#)); do
     --repeat) posint --repeat "${2-}"; repeat=$2; shift 2 ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
+    --omp-passive) export OMP_WAIT_POLICY=passive; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -129,7 +134,7 @@ run() {
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "== seed CNN, batch 50, $threads threads, $warmup warm-up + $steps timed steps, $repeat run(s) each (load $load_before)"
+echo "== seed CNN, batch 50, $threads threads, $warmup warm-up + $steps timed steps, $repeat run(s) each (load $load_before${OMP_WAIT_POLICY:+, OMP_WAIT_POLICY=$OMP_WAIT_POLICY})"
 for ((i = 1; i <= repeat; ++i)); do
   for fw in dtf torch tf; do
     want "$fw" && run "$fw" "$i"
@@ -208,6 +213,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "[0, 1], shuffled every epoch. $warmup warm-up steps, then $steps timed steps;"
   echo "$threads threads for each framework; $repeat run(s) of each, interleaved."
   echo "Peak RSS: /usr/bin/time's maximum resident set size of the process."
+  echo "OMP_WAIT_POLICY: ${OMP_WAIT_POLICY:-unset (dtf-run makes it passive for itself)}."
   echo
   echo "$table"
   echo

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the benchmark scripts: makes (once) and reuses the peers'
 # virtualenv with PyTorch and TensorFlow from PyPI, outside the repository.
 #
