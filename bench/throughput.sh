@@ -213,6 +213,10 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "[0, 1], shuffled every epoch. $warmup warm-up steps, then $steps timed steps;"
   echo "$threads threads for each framework; $repeat run(s) of each, interleaved."
   echo "Peak RSS: /usr/bin/time's maximum resident set size of the process."
+  if awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+    echo "**The machine was busy with other work (load above half its cores): these"
+    echo "figures are noisy; rerun on an idle machine before quoting them.**"
+  fi
   echo "OMP_WAIT_POLICY: ${OMP_WAIT_POLICY:-unset (dtf-run makes it passive for itself)}."
   echo
   echo "$table"
