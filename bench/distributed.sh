@@ -68,6 +68,7 @@ trap 'rm -rf "$work"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 rows=()
 notes=()
+failed=0  # a failed run is reported in its row; the script then exits 1
 
 # Loopback TCP bandwidth: what any runtime here can move between its tasks.
 bw="not measured"
@@ -83,9 +84,16 @@ if want tf; then
   for c in ${clusters//,/ }; do
     ps=${c%x*} workers=${c#*x}
     echo "== TensorFlow, $ps ps + $workers workers"
-    json=$("$bench_py" "$root/bench/peers/tf_ps_worker.py" --ps "$ps" --workers "$workers" \
-             --warmup "$warmup" --steps "$steps" --data "$data") ||
-      die "tf_ps_worker.py --ps $ps --workers $workers failed"
+    if ! json=$("$bench_py" "$root/bench/peers/tf_ps_worker.py" --ps "$ps" --workers "$workers" \
+                  --warmup "$warmup" --steps "$steps" --data "$data" 2> "$work/tf.$c.err"); then
+      why=$(grep '^tf_ps_worker:' "$work/tf.$c.err" | head -1)
+      echo "   failed: ${why:-see its stderr below}"
+      [[ -n $why ]] || tail -5 "$work/tf.$c.err"
+      rows+=("| TensorFlow | $ps ps + $workers workers | failed | | | |")
+      notes+=("- TensorFlow $ps ps + $workers workers: failed: ${why:-$(tail -1 "$work/tf.$c.err")}")
+      failed=1
+      continue
+    fi
     echo "$json" > "$work/tf.$c.json"
     row=$(python3 -c '
 import json, sys
@@ -162,6 +170,7 @@ PYEOF
       else
         echo "   dtf-run --cluster failed: $(tail -1 "$o")"
         row="| dtf | $ps ps + $workers workers | failed | | | |"
+        failed=1
         notes+=("- dtf $ps ps + $workers workers: dtf-run --cluster failed: $(grep -v '^\[launcher\]' "$o" | tail -1)")
       fi
       unset hwm
@@ -183,7 +192,7 @@ echo "loopback TCP: $bw"
 echo "$table"
 printf '%s\n' "${notes[@]}"
 
-[[ $out == - ]] && exit 0
+[[ $out == - ]] && exit $failed
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 {
   echo "# Seed CNN, distributed on one machine: TensorFlow's ps/worker runtime and dtf's"
@@ -191,6 +200,10 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
   echo "Machine: $(nproc) cores ($cpu); load average (1, 5, 15 min) $load_before before,"
   echo "$load_after after. Every task is a process on 127.0.0.1; all share the cores."
+  if awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+    echo "**The machine was busy with other work (load above half its cores): these"
+    echo "figures are noisy; rerun on an idle machine before quoting them.**"
+  fi
   echo
   echo "Model: models/mnist_cnn.dtf (1,625,606 parameters, 6.5 MB of float32), Adam 1e-4,"
   echo "asynchronous between-graph replication, batch 50 per worker and step,"
@@ -206,3 +219,4 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 } > "$out"
 echo
 echo "written to ${out#"$root"/}"
+exit $failed
