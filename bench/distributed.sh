@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Distributed training throughput of the seed CNN (models/mnist_cnn.dtf) on
+# one machine: every ps and worker task a separate process on 127.0.0.1,
+# asynchronous between-graph replication, batch 50 per worker and step, in
+# TensorFlow's classic tf.compat.v1 ps/worker runtime and in dtf's, beside the machine's loopback TCP bandwidth. Prints a table and
+# writes it to results/distributed.md.
+#
+#   usage: bench/distributed.sh [options]
+#     --build DIR     dtf build directory with bin/dtfc and bin/dtf-run
+#                     (default: ./build of this checkout)
+#     --warmup N      untimed steps per worker (default 50)
+#     --steps N       timed steps per worker (default 300)
+#     --clusters L    comma-separated PSxWORKERS shapes (default 1x2,2x2)
+#     --only LIST     comma-separated subset of bw,tf,dtf (default all)
+#     --out FILE      results file (default bench/results/distributed.md;
+#                     "-" writes none)
+#
+#   environment: DTF_BENCH_VENV, DTF_BENCH_TORCH, DTF_BENCH_TF (see
+#   bench/venv.sh), DTF_BENCH_DATA (default /usr/share/datasets/fashion-mnist)
+#
+# images/s is the sum over the workers of each worker's rate over its timed
+# steps; "span" is all workers' timed images over the time from the first
+# worker's first timed step to the last worker's last. Peak RSS is the sum
+# over all tasks of each process's maximum resident set size.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build
+warmup=50
+steps=300
+clusters=1x2,2x2
+only=bw,tf,dtf
+out=$root/bench/results/distributed.md
+cmdline="bench/distributed.sh${*:+ $*}"
+
+die() { echo "distributed.sh: $*" >&2; exit 2; }
+while (($#)); do
+  case $1 in
+    --build) build=${2:?--build needs a directory}; shift 2 ;;
+    --warmup) [[ ${2-} =~ ^[0-9]+$ ]] || die "--warmup needs a count, got '${2-}'"; warmup=$2; shift 2 ;;
+    --steps) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--steps needs a positive count, got '${2-}'"; steps=$2; shift 2 ;;
+    --clusters) clusters=${2:?--clusters needs a list}; shift 2 ;;
+    --only) only=${2:?--only needs a list}; shift 2 ;;
+    --out) out=${2:?--out needs a file}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+for f in ${only//,/ }; do
+  case $f in bw|tf|dtf) ;; *) die "--only: unknown part '$f' (bw, tf, dtf)" ;; esac
+done
+for c in ${clusters//,/ }; do
+  [[ $c =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || die "--clusters: '$c' is not PSxWORKERS (e.g. 2x2)"
+done
+want() { [[ ",$only," == *",$1,"* ]]; }
+data=${DTF_BENCH_DATA:-/usr/share/datasets/fashion-mnist}
+[[ -e $data/train-images-idx3-ubyte.gz || -e $data/train-images-idx3-ubyte ]] ||
+  die "$data: no Fashion-MNIST train-images-idx3-ubyte[.gz] (set DTF_BENCH_DATA)"
+
+# shellcheck source=bench/venv.sh
+source "$root/bench/venv.sh"
+if want tf; then
+  bench_venv || exit 2
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+rows=()
+notes=()
+failed=0  # a failed run is reported in its row; the script then exits 1
+
+# Loopback TCP bandwidth: what any runtime here can move between its tasks.
+bw="not measured"
+if want bw; then
+  echo "== loopback TCP bandwidth (256 MB, best of 3)"
+  bwjson=$(python3 "$root/bench/peers/loopback_bw.py" --mb 256 --repeat 3)
+  bw=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%d MB/s (%.1f Gbit/s; runs %s MB/s)" % (r["best_MBps"], r["best_Gbps"], r["runs_MBps"]))' "$bwjson")
+  echo "   $bw"
+fi
+
+# TensorFlow's own ps/worker runtime.
+if want tf; then
+  for c in ${clusters//,/ }; do
+    ps=${c%x*} workers=${c#*x}
+    echo "== TensorFlow, $ps ps + $workers workers"
+    if ! json=$("$bench_py" "$root/bench/peers/tf_ps_worker.py" --ps "$ps" --workers "$workers" \
+                  --warmup "$warmup" --steps "$steps" --data "$data" 2> "$work/tf.$c.err"); then
+      why=$(grep '^tf_ps_worker:' "$work/tf.$c.err" | head -1)
+      echo "   failed: ${why:-see its stderr below}"
+      [[ -n $why ]] || tail -5 "$work/tf.$c.err"
+      rows+=("| TensorFlow | $ps ps + $workers workers | failed | | | |")
+      notes+=("- TensorFlow $ps ps + $workers workers: failed: ${why:-$(tail -1 "$work/tf.$c.err")}")
+      failed=1
+      continue
+    fi
+    echo "$json" > "$work/tf.$c.json"
+    row=$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+print("| %s | %d ps + %d workers | %.0f | %.0f | %s | %.0f |" % (
+    r["framework"], r["ps"], r["workers"], r["images_per_sec_sum"],
+    r["images_per_sec_span"], " / ".join("%.0f" % x for x in r["per_worker"]),
+    r["peak_rss_mb_total"]))' "$json")
+    echo "   $row"
+    rows+=("$row")
+    notes+=("$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+print("- TensorFlow %d ps + %d workers: threads %s; peak RSS per task (MB) %s; worker loss over the last 50 timed steps %s" % (
+    r["ps"], r["workers"], r["threads"], r["peak_rss_mb"], r["loss_last_50"]))' "$json")")
+  done
+fi
+
+# dtf's own runtime: dtf-run launching and supervising all local tasks
+# (`dtf-run plan.bin --cluster cluster.json`). Its steps count globally over
+# all workers; each worker's final line gives its examples_per_sec over all of
+# its steps, the warm-up included (dtf-run has no option to leave it out), so
+# dtf's figure here is, if anything, low. Workers get 1 intra-op thread each,
+# as TensorFlow's do. Peak RSS: the launcher prints each task's pid; VmHWM
+# (the process's own peak RSS) is sampled from /proc every 0.1 s and the last
+# value seen for each task is summed.
+if want dtf; then
+  if [[ -x $build/bin/dtfc && -x $build/bin/dtf-run ]]; then
+    grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
+      sed "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#" > "$work/cnn.dtf"
+    "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
+    for c in ${clusters//,/ }; do
+      ps=${c%x*} workers=${c#*x}
+      echo "== dtf, $ps ps + $workers workers"
+      read -r -a ports < <(python3 -c '
+import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' $((ps + workers)))
+      python3 -c '
+import json, sys
+ps, ports = int(sys.argv[1]), sys.argv[2:]
+print(json.dumps({"ps": ["127.0.0.1:" + p for p in ports[:ps]],
+                  "worker": ["127.0.0.1:" + p for p in ports[ps:]]}))' "$ps" "${ports[@]}" > "$work/cluster.json"
+      o=$work/dtf.$c.out
+      "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
+        --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) \
+        --threads 1 > "$o" 2>&1 &
+      launcher=$!
+      declare -A hwm=()
+      while kill -0 "$launcher" 2>/dev/null; do
+        while read -r task pid; do
+          v=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+          [[ -n $v ]] && hwm[$task]=$v
+        done < <(sed -n 's/^\[launcher\] \([a-z]*\.[0-9]*\) started (pid \([0-9]*\)).*/\1 \2/p' "$o")
+        sleep 0.1
+      done
+      if wait "$launcher"; then
+        row=$(python3 - "$o" "$ps" "$workers" "${hwm[@]}" <<'PYEOF'
+import re, sys
+out, ps, workers, rss = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+rates = [float(m.group(1)) for m in re.finditer(
+    r"^worker\.\d+ +\| final: .*examples_per_sec=([0-9.]+)", open(out).read(), re.M)]
+if len(rates) != workers:
+    sys.exit("distributed.sh: dtf-run printed %d final lines for %d workers" % (len(rates), workers))
+total = sum(int(k) for k in rss) / 1024.0
+print("| dtf | %d ps + %d workers | %.0f | | %s | %.0f |" % (
+    ps, workers, sum(rates), " / ".join("%.0f" % r for r in rates), total))
+PYEOF
+) || die "could not read dtf's figures from $o"
+        per=""
+        for t in "${!hwm[@]}"; do per+="${per:+, }$t $((hwm[$t] / 1024))"; done
+        notes+=("- dtf $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s includes the warm-up; $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
+      else
+        echo "   dtf-run --cluster failed: $(tail -1 "$o")"
+        row="| dtf | $ps ps + $workers workers | failed | | | |"
+        failed=1
+        notes+=("- dtf $ps ps + $workers workers: dtf-run --cluster failed: $(grep -v '^\[launcher\]' "$o" | tail -1)")
+      fi
+      unset hwm
+      echo "   $row"
+      rows+=("$row")
+    done
+  else
+    echo "== dtf: $build/bin/dtf-run not built; skipped"
+    notes+=("- dtf: not run ($build/bin/dtf-run not built)")
+  fi
+fi
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+table="| framework | cluster | images/s (sum over workers) | images/s (span) | per worker | peak RSS MB (all tasks) |
+| --- | --- | ---: | ---: | --- | ---: |"
+for r in "${rows[@]}"; do table+=$'\n'"$r"; done
+echo
+echo "loopback TCP: $bw"
+echo "$table"
+printf '%s\n' "${notes[@]}"
+
+[[ $out == - ]] && exit $failed
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+{
+  echo "# Seed CNN, distributed on one machine: TensorFlow's ps/worker runtime and dtf's"
+  echo
+  echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
+  echo "Machine: $(nproc) cores ($cpu); load average (1, 5, 15 min) $load_before before,"
+  echo "$load_after after. Every task is a process on 127.0.0.1; all share the cores."
+  if awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
+    echo "**The machine was busy with other work (load above half its cores): these"
+    echo "figures are noisy; rerun on an idle machine before quoting them.**"
+  fi
+  echo
+  echo "Model: models/mnist_cnn.dtf (1,625,606 parameters, 6.5 MB of float32), Adam 1e-4,"
+  echo "asynchronous between-graph replication, batch 50 per worker and step,"
+  echo "variables round robin over the ps tasks; $warmup warm-up + $steps timed steps per worker."
+  echo "Each step a worker pulls every variable and pushes every gradient:"
+  echo "about 13 MB of traffic, so at 1,000 images/s (20 steps/s) about 260 MB/s."
+  echo
+  echo "Loopback TCP bandwidth (one connection, Python sockets, 256 MB): $bw."
+  echo
+  echo "$table"
+  echo
+  printf '%s\n' "${notes[@]}"
+} > "$out"
+echo
+echo "written to ${out#"$root"/}"
+exit $failed
