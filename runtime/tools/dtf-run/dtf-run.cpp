@@ -11,6 +11,8 @@
 
 #include <google/protobuf/stubs/logging.h>
 
+#include <malloc.h>
+
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -187,6 +189,12 @@ int exitCodeOf(dtf::train::FailureKind kind) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // Tensors of a step and the messages that carry variables and gradients
+  // between tasks are megabytes each, made and freed every step: keep them
+  // on the heap for reuse instead of mapping and unmapping (and faulting in)
+  // fresh pages each time.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   std::string plan;
   dtf::cluster::ClusterFlags clusterFlags;
   dtfrun::DistributedFlags distributedFlags;
