@@ -1,6 +1,7 @@
 #include "runtime/distributed/ParameterServer.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
@@ -26,7 +27,13 @@ grpc::Status fail(grpc::StatusCode code, const std::string &message) {
   return grpc::Status(code, message);
 }
 
-class PsService final : public rpc::ParameterServer::Service {
+// Pull and Push carry tensors as raw byte buffers (TensorMessage.h); the
+// other calls are plain protobuf.
+using PsBase = rpc::ParameterServer::WithRawCallbackMethod_Pull<
+    rpc::ParameterServer::WithRawCallbackMethod_Push<
+        rpc::ParameterServer::Service>>;
+
+class PsService final : public PsBase {
 public:
   PsService(const plan::Plan &plan, const plan::Placement &placement, int index,
             const TaskConfig &config)
@@ -139,10 +146,28 @@ public:
     return grpc::Status::OK;
   }
 
-  grpc::Status Pull(grpc::ServerContext *ctx, const rpc::PullRequest *req,
-                    rpc::PullReply *reply) override {
+  grpc::ServerUnaryReactor *Pull(grpc::CallbackServerContext *ctx,
+                                 const grpc::ByteBuffer *request,
+                                 grpc::ByteBuffer *response) override {
+    grpc::ServerUnaryReactor *reactor = ctx->DefaultReactor();
+    rpc::PullRequest req;
+    if (!parseMessage(*request, &req)) {
+      reactor->Finish(fail(grpc::StatusCode::INVALID_ARGUMENT,
+                           name_ + ": a malformed pull request"));
+      return reactor;
+    }
+    reactor->Finish(pull(ctx, &req, response));
+    return reactor;
+  }
+
+  // The variables as they are between two updates, copied once into the
+  // reply under the lock.
+  grpc::Status pull(grpc::ServerContextBase *ctx, const rpc::PullRequest *req,
+                    grpc::ByteBuffer *response) {
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
+    rpc::PullReply replyMessage;
+    rpc::PullReply *reply = &replyMessage;
     std::unique_lock<std::mutex> lock(mu_);
     if (!initialized_)
       return fail(grpc::StatusCode::FAILED_PRECONDITION,
@@ -161,21 +186,45 @@ public:
     if (sameIncarnation && version_ < req->min_version()) {
       reply->set_ready(false);
       reply->set_waiting_for(waitingFor());
+      *response = packTensors(*reply, {}, true);
       return grpc::Status::OK;
     }
     reply->set_ready(true);
+    std::vector<const Tensor *> payload;
     for (const std::string &n : req->names()) {
       const Tensor *t = variables_.find(n);
       if (!t)
         return fail(grpc::StatusCode::NOT_FOUND,
                     name_ + " does not hold variable '" + n + "'");
-      toWire(n, *t, reply->add_values());
+      describeTensor(n, *t, reply->add_values());
+      payload.push_back(t);
     }
+    *response = packTensors(*reply, payload, /*copy=*/true);
     return grpc::Status::OK;
   }
 
-  grpc::Status Push(grpc::ServerContext *, const rpc::PushRequest *req,
-                    rpc::PushReply *reply) override {
+  grpc::ServerUnaryReactor *Push(grpc::CallbackServerContext *ctx,
+                                 const grpc::ByteBuffer *request,
+                                 grpc::ByteBuffer *response) override {
+    grpc::ServerUnaryReactor *reactor = ctx->DefaultReactor();
+    rpc::PushReply reply;
+    grpc::Status st = push(*request, &reply);
+    if (st.ok())
+      *response = serializeMessage(reply);
+    reactor->Finish(st);
+    return reactor;
+  }
+
+  // Each pushed tensor is read from the message straight into a tensor of
+  // its own, then applied (async) or summed (sync).
+  grpc::Status push(const grpc::ByteBuffer &request, rpc::PushReply *reply) {
+    rpc::PushRequest message;
+    const rpc::PushRequest *req = &message;
+    TensorReader reader;
+    Status opened = reader.open(request, &message);
+    if (!opened.isOk())
+      return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  name_ + ": a push that is " + opened.message());
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
     std::vector<Tensor> values(keys_.size());
@@ -184,9 +233,18 @@ public:
       if (k < 0)
         return fail(grpc::StatusCode::INVALID_ARGUMENT,
                     name_ + " takes no value under key '" + w.name() + "'");
-      Status s = fromWire(w, &values[k]);
+      DType dtype = DType::F32;
+      Status s = plan::toDType(w.dtype(), &dtype);
+      std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+      const int64_t n = s.isOk() ? plan::staticElements(dims, int64_t(1) << 40) : -1;
+      if (n < 0 || size_t(n) * dtypeSize(dtype) != w.size())
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + ": pushed value '" + w.name() + "' does not fit its size");
+      values[k] = Tensor::allocate(dtype, dims);
+      s = reader.read(values[k].rawData(), w.size());
       if (!s.isOk())
-        return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + ": a push that is " + s.message());
     }
     for (size_t k = 0; k < keys_.size(); ++k)
       if (!values[k].defined())

@@ -1,6 +1,7 @@
 #include "runtime/distributed/WorkerTask.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
 #include "runtime/plan/PlanTypes.h"
 
@@ -28,6 +29,7 @@ constexpr milliseconds kCallTimeout{30000};
 struct PsLink {
   TaskRef task;
   std::unique_ptr<rpc::ParameterServer::Stub> stub;
+  std::unique_ptr<grpc::GenericStub> raw; // Pull and Push: tensors as bytes
   std::shared_ptr<grpc::Channel> channel;
   std::vector<plan::HeldTensor> pull;     // pulled from it each step
   std::vector<plan::HeldTensor> evalPull; // and before an evaluation
@@ -124,6 +126,7 @@ public:
       l.task = roster.ps[k];
       l.channel = makeChannel(l.task.address);
       l.stub = rpc::ParameterServer::NewStub(l.channel);
+      l.raw = std::make_unique<grpc::GenericStub>(l.channel);
       // What the worker_step reads (and the global step, which says when
       // the job is done); the eval program's moving averages on demand.
       std::set<std::string> read;
@@ -408,11 +411,18 @@ public:
         grpc::ClientContext ctx;
         setDeadline(&ctx, kCallTimeout);
         rpc::PullReply reply;
-        grpc::Status st = l.stub->Pull(&ctx, req, &reply);
+        grpc::ByteBuffer response;
+        grpc::Status st =
+            rawCall(*l.raw, &ctx, kPullMethod, serializeMessage(req), &response);
         if (!st.ok()) {
           lastRecoverable_ = recoverable(st);
           return rpcError("a pull", l.task, st);
         }
+        TensorReader reader;
+        Status opened = reader.open(response, &reply);
+        if (!opened.isOk())
+          return errorStatus(l.task.name, " answered a pull with ",
+                             opened.message());
         if (reply.incarnation() != l.incarnation) {
           // Restored (or first seen): what this worker pushed before no
           // longer counts.
@@ -431,10 +441,18 @@ public:
               return errorStatus(l.task.name, " sent '",
                                  plan::printable(w.name()),
                                  "', which this task did not ask for");
-            DTF_RETURN_IF_ERROR(
-                h->second->partitioned
-                    ? copyRowsFromWire(w, t, h->second->rowOffset)
-                    : copyFromWire(w, t));
+            // Straight into the variable (or its shard's rows).
+            Tensor dst = h->second->partitioned
+                             ? rowsOf(*t, h->second->rowOffset, h->second->rows)
+                             : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1);
+            std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+            DType dtype = DType::F32;
+            if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != dst.dtype() ||
+                dims != dst.shape() || w.size() != dst.byteSize())
+              return errorStatus(l.task.name, " sent '",
+                                 plan::printable(w.name()), "' (", w.size(),
+                                 " bytes) for ", dst.describe());
+            DTF_RETURN_IF_ERROR(reader.read(dst.rawData(), w.size()));
           }
           l.pulledVersion = reply.version();
           break;
@@ -480,6 +498,9 @@ public:
       *req.mutable_caller() = links_.caller();
       req.set_version(l.pulledVersion);
       req.set_incarnation(l.incarnation);
+      // Sent from the step's own outputs (or views of their rows): no copy.
+      std::vector<Tensor> views;
+      views.reserve(l.keys.size());
       for (const plan::Transfer &r : l.keys) {
         // A shard's recv takes its rows of the worker's whole send.
         const std::string &key = r.key();
@@ -488,19 +509,26 @@ public:
         const Tensor *t = value(base);
         if (!t)
           return errorStatus("the step made no value for '", base, "'");
-        if (r.rows() > 0)
-          toWire(key, rowsOf(*t, r.row_offset(), r.rows()), req.add_values());
-        else
-          toWire(key, *t, req.add_values());
+        views.push_back(r.rows() > 0 ? rowsOf(*t, r.row_offset(), r.rows())
+                                     : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1));
+        describeTensor(key, views.back(), req.add_values());
       }
+      std::vector<const Tensor *> payload;
+      for (const Tensor &v : views)
+        payload.push_back(&v);
       grpc::ClientContext ctx;
       setDeadline(&ctx, kCallTimeout);
-      rpc::PushReply reply;
-      grpc::Status st = l.stub->Push(&ctx, req, &reply);
+      grpc::ByteBuffer response;
+      grpc::Status st = rawCall(*l.raw, &ctx, kPushMethod,
+                                packTensors(req, payload, /*copy=*/false),
+                                &response);
       if (!st.ok()) {
         lastRecoverable_ = recoverable(st);
         return rpcError("a push", l.task, st);
       }
+      rpc::PushReply reply;
+      if (!parseMessage(response, &reply))
+        return errorStatus(l.task.name, " answered a push with a malformed reply");
       if (reply.stale())
         ++stale_;
       else
