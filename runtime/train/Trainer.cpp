@@ -312,8 +312,20 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   if (interOp <= 0)
     interOp = kDefaultInterOpThreads;
   interOpThreads_ = interOp;
-  if (interOp > 1)
-    interOpPool_ = std::make_unique<ThreadPool>(interOp);
+  if (interOp > 1) {
+    // OpenMP's thread count is per thread, and a new thread starts from the
+    // default: oneDNN's kernels must see the count set above on every
+    // inter-op thread, or they split (and sum) their work differently there
+    // and the results would depend on the schedule.
+    const int ompThreads = options_.threads > 0 ||
+                                   plan.session().intra_op_threads() > 0
+                               ? threads
+                               : 0;
+    interOpPool_ = std::make_unique<ThreadPool>(interOp, [ompThreads] {
+      if (ompThreads > 0)
+        setOpenMpThreads(ompThreads);
+    });
+  }
 
   const uint64_t seed = uint64_t(training_.seed()) + options_.seedOffset;
   Status s = initializeVariables(plan, uint64_t(training_.seed()), &variables_);

@@ -75,13 +75,18 @@ bool sameBits(const Tensor &a, const Tensor &b) {
 // Runs `steps` steps of `p` sequentially and with a 2-thread (or `threads`)
 // inter-op pool on the same feeds, and expects every fetch of every step and
 // every variable at the end to be bit-identical.
+// With `intraOp`, both use it too: a kernel on an inter-op worker thread runs
+// its parallel-for inline, in one chunk, and must compute the same bits.
 void expectSameAsSequential(const plan::Plan &p, int64_t batch, int classes,
-                            int steps, int threads = 2) {
+                            int steps, int threads = 2,
+                            ThreadPool *intraOp = nullptr) {
   ThreadPool pool(threads);
   Loaded seq, par;
-  Status s = load(p, &seq);
+  ExecutorOptions so, po = withPool(&pool);
+  so.intraOpPool = po.intraOpPool = intraOp;
+  Status s = load(p, &seq, so);
   ASSERT_TRUE(s.isOk()) << s.message();
-  s = load(p, &par, withPool(&pool));
+  s = load(p, &par, po);
   ASSERT_TRUE(s.isOk()) << s.message();
   EXPECT_FALSE(seq.executor->runsConcurrently());
   ASSERT_TRUE(par.executor->runsConcurrently());
@@ -237,6 +242,8 @@ TEST(InterOp, TrainStepsOfSmallModelsGiveTheSequentialResultBitForBit) {
   lo.classes = 10;
   expectSameAsSequential(logisticRegressionPlan(lo), 64, 10, 30);
   expectSameAsSequential(mlpPlan(32, 64, 10), 64, 10, 30);
+  ThreadPool intraOp(2);
+  expectSameAsSequential(mlpPlan(64, 256, 10), 256, 10, 20, 2, &intraOp);
 }
 
 TEST(InterOp, UpdatesWaitForEarlierReadersOfTheirVariable) {
