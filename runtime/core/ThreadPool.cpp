@@ -10,12 +10,17 @@ namespace {
 thread_local bool tInsideWorker = false;
 } // namespace
 
-ThreadPool::ThreadPool(int numThreads) {
+ThreadPool::ThreadPool(int numThreads,
+                       const std::function<void()> &onWorkerStart) {
   if (numThreads < 1)
     numThreads = std::max(1u, std::thread::hardware_concurrency());
   workers_.reserve(numThreads - 1);
   for (int i = 1; i < numThreads; ++i)
-    workers_.emplace_back([this] { workerLoop(); });
+    workers_.emplace_back([this, onWorkerStart] {
+      if (onWorkerStart)
+        onWorkerStart();
+      workerLoop();
+    });
 }
 
 ThreadPool::~ThreadPool() {

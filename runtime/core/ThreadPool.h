@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -41,8 +42,12 @@ private:
 class ThreadPool {
 public:
   /// `numThreads` counts the calling thread: ThreadPool(2) starts one worker.
-  /// Values below 1 mean std::thread::hardware_concurrency().
-  explicit ThreadPool(int numThreads);
+  /// Values below 1 mean std::thread::hardware_concurrency(). Each worker
+  /// calls `onWorkerStart` (when given) before its first job: per-thread
+  /// settings such as OpenMP's thread count, which a new thread does not
+  /// inherit.
+  explicit ThreadPool(int numThreads,
+                      const std::function<void()> &onWorkerStart = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;

@@ -90,6 +90,9 @@ public:
       exec::ExecutorOptions o;
       o.seed = uint64_t(plan_.training().seed());
       o.programName = name_ + ": ps_update";
+      exec::applySessionOptions(plan_, &o);
+      o.device = "/job:ps/replica:0/task:" + std::to_string(index_) +
+                 "/device:CPU:0";
       DTF_RETURN_IF_ERROR(exec::Executor::create(
           program, variables_, train::cpuKernelRegistry(), o, &update_));
       for (const plan::Transfer &r : program.recvs())

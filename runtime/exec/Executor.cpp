@@ -1,11 +1,15 @@
 // Executor: loading a program into kernel contexts and running it each step.
 #include "runtime/exec/Executor.h"
 
+#include "runtime/core/DeviceName.h"
+#include "runtime/core/ThreadPool.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
@@ -17,8 +21,19 @@ struct Executor::Node {
   NodeKind kind = NodeKind::kKernel;
   KernelFn fn = nullptr;
   std::unique_ptr<KernelContext> ctx;
-  // The plan's output values (dense indices) of this op.
+  // The plan's input and output values (dense indices) of this op.
+  std::vector<int> inputs;
   std::vector<int> outputs;
+  // How many leading inputs it updates in place (plan::updatedOperands).
+  int updated = 0;
+  // Whether an output may share an input's buffer (reshape; an update's
+  // output 0 is its variable): the schedule then treats readers of the
+  // output as readers of the input's variable.
+  bool mayAlias = false;
+  // The inter-op schedule: the nodes that wait for this one, and how many
+  // this one waits for.
+  std::vector<int> successors;
+  int numPredecessors = 0;
   // dtf.assign_add: the variable and the value added.
   Tensor *var = nullptr;
   const Tensor *addend = nullptr;
@@ -97,6 +112,20 @@ Status assignAdd(Tensor &var, const Tensor &value) {
   }
 }
 
+// True when `device` names a device a dtf-run process does not have: a GPU
+// (there are no GPU kernels in this build), or a CPU other than CPU:0. Job,
+// replica and task parts say which task runs the op, which the cluster
+// placement settles before the executor sees the program.
+bool lacksDevice(const std::string &device) {
+  DeviceNameParse parsed = parseDeviceName(device);
+  if (!parsed.name)
+    return true; // dtfc checks the spelling; an unreadable name is no device
+  const DeviceName &d = *parsed.name;
+  if (d.type == DeviceType::GPU)
+    return true;
+  return d.type == DeviceType::CPU && d.index && *d.index != 0;
+}
+
 } // namespace
 
 Status toKernelAttr(const plan::AttrValue &value, AttrValue *out) {
@@ -129,6 +158,31 @@ Status toKernelAttr(const plan::AttrValue &value, AttrValue *out) {
   return errorStatus("has no value");
 }
 
+// The run-time state of a concurrent step, under `mutex`. Sized at load so
+// that a step allocates nothing.
+struct Executor::Schedule {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<int> ready;   // nodes whose predecessors are done
+  std::vector<int> pending; // per node: predecessors not yet done
+  size_t remaining = 0;     // nodes not yet done this step
+  int running = 0;
+  int waiting = 0;
+  bool failed = false;
+  Status error; // the first error of the step
+  uint64_t step = 0;
+};
+
+void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options) {
+  options->softPlacement = plan.session().soft_placement();
+  options->logDevicePlacement = plan.session().log_device_placement();
+  options->variableDevices.clear();
+  for (const plan::Variable &v : plan.variables())
+    if (!v.device().empty())
+      options->variableDevices.emplace(v.name(), v.device());
+}
+
+Executor::Executor() : schedule_(std::make_unique<Schedule>()) {}
 Executor::~Executor() = default;
 
 Status Executor::create(const plan::Program &program, VariableStore &variables,
@@ -146,6 +200,7 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
                        const KernelRegistry &kernels) {
   const std::string &what = options_.programName;
   DTF_RETURN_IF_ERROR(plan::validateProgram(program, what));
+  DTF_RETURN_IF_ERROR(place(program));
 
   const int numValues = program.values_size();
   std::unordered_map<int32_t, int> index;
@@ -154,6 +209,8 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
   valueDTypes_.resize(numValues);
   valueDims_.resize(numValues);
   valueIds_.resize(numValues);
+  valueVariable_.assign(numValues, -1);
+  std::unordered_map<const Tensor *, int> variableIndex;
   for (int v = 0; v < numValues; ++v) {
     const plan::Value &value = program.values(v);
     index.emplace(value.id(), v);
@@ -228,6 +285,8 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
                     var->describe(), ", but the plan reads it as ",
                     plan::typeString(valueDTypes_[v], valueDims_[v]));
       slots_[v] = var; // an alias: updates in place are seen by every reader
+      valueVariable_[v] =
+          variableIndex.emplace(var, int(variableIndex.size())).first->second;
       continue;
     }
 
@@ -236,8 +295,12 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
     node.location = op.location().empty() ? strCat(what, " op #", i)
                                           : plan::printable(op.location());
     node.opName = plan::printable(op.name());
+    for (int32_t id : op.inputs())
+      node.inputs.push_back(index.at(id));
     for (int32_t id : op.outputs())
       node.outputs.push_back(index.at(id));
+    node.updated = plan::updatedOperands(op);
+    node.mayAlias = op.name() == "dtf.reshape" || node.updated > 0;
     if (op.name() == "dtf.assign_add") {
       node.kind = NodeKind::kAssignAdd;
       node.var = slots_[index.at(op.inputs(0))];
@@ -308,7 +371,158 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
     int v = index.at(fetch.value());
     fetches_.push_back({infoOf(fetch.name(), v), v});
   }
+  numVariables_ = static_cast<int>(variableIndex.size());
+  planSchedule();
   return Status::ok();
+}
+
+Status Executor::place(const plan::Program &program) {
+  const std::string &what = options_.programName;
+  std::string log;
+  int moved = 0;
+  std::string firstMoved;
+  for (int i = 0; i < program.ops_size(); ++i) {
+    const plan::Op &op = program.ops(i);
+    // The device this op asks for that this process lacks, and why.
+    std::string lacking, because;
+    if (!op.device().empty() && lacksDevice(op.device())) {
+      lacking = op.device();
+    } else if (op.name() == "dtf.read_variable") {
+      auto name = op.attrs().find("name");
+      if (name != op.attrs().end()) {
+        auto it = options_.variableDevices.find(name->second.s());
+        if (it != options_.variableDevices.end() && lacksDevice(it->second)) {
+          lacking = it->second;
+          because = strCat(" (its variable '", plan::printable(it->first),
+                           "' is)");
+        }
+      }
+    }
+    if (!lacking.empty()) {
+      if (!options_.softPlacement)
+        return errorStatus(
+            what, ": ", plan::describeOp(program, i), " is placed on ",
+            plan::printable(lacking), because,
+            ", a device this process does not have (this dtf-run runs every "
+            "op on ",
+            options_.device,
+            "); to run such ops on the CPU instead, add `session = "
+            "session(soft_placement = true)` to the model's train block");
+      if (moved++ == 0)
+        firstMoved = strCat(plan::describeOp(program, i), " on ",
+                            plan::printable(lacking));
+    }
+    if (options_.logDevicePlacement) {
+      const std::string name =
+          op.name().empty() ? "(unnamed op)" : plan::printable(op.name());
+      const std::string where = op.location().empty()
+                                    ? strCat("op #", i)
+                                    : plan::printable(op.location());
+      log += strCat(name, " (", where, "): ", options_.device,
+                    lacking.empty() ? ""
+                                    : strCat(" (placed on ",
+                                             plan::printable(lacking),
+                                             ": soft placement)"),
+                    "\n");
+    }
+  }
+  if (options_.log && moved > 0)
+    std::fprintf(options_.log,
+                 "%s: soft placement: %d op%s placed on a device this process "
+                 "lacks run on %s (first: %s)\n",
+                 what.c_str(), moved, moved == 1 ? "" : "s",
+                 options_.device.c_str(), firstMoved.c_str());
+  if (options_.log && options_.logDevicePlacement) {
+    std::fprintf(options_.log, "%s: device placement (%d ops):\n%s",
+                 what.c_str(), program.ops_size(), log.c_str());
+    std::fflush(options_.log);
+  }
+  return Status::ok();
+}
+
+// Resources are variables (0..numVariables_-1) and the values the nodes
+// produce (numVariables_ + dense index). Walking the nodes in program order,
+// each node waits for the last writer of every resource it reads or writes,
+// and a writer also for every reader since the previous write: program order
+// per resource, which is all that any result depends on.
+void Executor::planSchedule() {
+  const int numNodes = static_cast<int>(nodes_.size());
+  const int numValues = static_cast<int>(slots_.size());
+  const int numResources = numVariables_ + numValues;
+  // The resources whose buffers a value may share.
+  std::vector<std::vector<int>> roots(numValues);
+  for (int v = 0; v < numValues; ++v)
+    if (valueVariable_[v] >= 0)
+      roots[v].push_back(valueVariable_[v]);
+  std::vector<int> lastWriter(numResources, -1);
+  std::vector<std::vector<int>> readers(numResources);
+  std::vector<std::vector<int>> preds(numNodes);
+  std::vector<int> reads, writes;
+  for (int n = 0; n < numNodes; ++n) {
+    Node &node = nodes_[n];
+    reads.clear();
+    writes.clear();
+    for (int v : node.inputs)
+      reads.insert(reads.end(), roots[v].begin(), roots[v].end());
+    for (int k = 0; k < node.updated && k < int(node.inputs.size()); ++k)
+      for (int r : roots[node.inputs[k]])
+        writes.push_back(r);
+    for (int v : node.outputs) {
+      writes.push_back(numVariables_ + v);
+      roots[v].assign(1, numVariables_ + v);
+      if (node.mayAlias)
+        roots[v].insert(roots[v].end(), reads.begin(), reads.end());
+      std::sort(roots[v].begin(), roots[v].end());
+      roots[v].erase(std::unique(roots[v].begin(), roots[v].end()),
+                     roots[v].end());
+    }
+    std::vector<int> &p = preds[n];
+    for (int r : reads) {
+      if (lastWriter[r] >= 0)
+        p.push_back(lastWriter[r]);
+      readers[r].push_back(n);
+    }
+    for (int r : writes) {
+      if (lastWriter[r] >= 0)
+        p.push_back(lastWriter[r]);
+      for (int m : readers[r])
+        if (m != n)
+          p.push_back(m);
+      readers[r].clear();
+      lastWriter[r] = n;
+    }
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+  }
+
+  // A program where every node waits for the one before it is a chain:
+  // nothing could overlap, so it runs on the sequential path.
+  bool chain = true;
+  for (int n = 0; n < numNodes; ++n) {
+    nodes_[n].successors.clear();
+    nodes_[n].numPredecessors = static_cast<int>(preds[n].size());
+    if (n > 0 && !std::binary_search(preds[n].begin(), preds[n].end(), n - 1))
+      chain = false;
+  }
+  for (int n = 0; n < numNodes; ++n)
+    for (int m : preds[n])
+      nodes_[m].successors.push_back(n);
+  concurrent_ = options_.interOpPool &&
+                options_.interOpPool->numThreads() > 1 && !chain;
+  Schedule &s = *schedule_;
+  s.ready.clear();
+  s.ready.reserve(numNodes);
+  s.pending.assign(numNodes, 0);
+}
+
+std::vector<int> Executor::dependencies(int i) const {
+  std::vector<int> out;
+  for (int m = 0; m < i; ++m) {
+    const std::vector<int> &succ = nodes_[m].successors;
+    if (std::find(succ.begin(), succ.end(), i) != succ.end())
+      out.push_back(m);
+  }
+  return out;
 }
 
 int Executor::numRunOps() const { return static_cast<int>(nodes_.size()); }
@@ -404,36 +618,131 @@ Status Executor::run(uint64_t step) {
     for (Tensor &t : nodes_[n].ctx->outputs())
       t = Tensor();
 
-  // The ops run in plan order on this thread. An inter-op pool would go
-  // here: the plan order is a valid schedule, and ready sets could be formed
-  // from each op's input values (slots_) at load time.
-  using Clock = std::chrono::steady_clock;
+  // The first step runs in program order even with an inter-op pool: it is
+  // where the outputs that alias an input show themselves (and where the
+  // buffers are made).
+  if (concurrent_ && ranOnce_)
+    return runConcurrently(step);
+  ranOnce_ = true;
+  bool replan = false;
   for (size_t n = 0; n < nodes_.size(); ++n) {
-    Node &node = nodes_[n];
-    Clock::time_point start;
-    if (options_.profile)
-      start = Clock::now();
-    Status s = runNode(node, step);
-    if (options_.profile) {
-      node.seconds +=
-          std::chrono::duration<double>(Clock::now() - start).count();
-      ++node.calls;
-    }
-    if (!s.isOk())
-      return s;
-    if (!node.aliasesInput && node.kind == NodeKind::kKernel) {
-      KernelContext &ctx = *node.ctx;
-      for (const Tensor &o : ctx.outputs()) {
-        if (!o.defined())
-          continue;
-        for (int i = 0; i < ctx.numInputs() && !node.aliasesInput; ++i)
-          node.aliasesInput = o.rawData() == ctx.input(i).rawData();
-      }
-      if (node.aliasesInput)
-        releaseBeforeRun_.push_back(static_cast<int>(n));
+    DTF_RETURN_IF_ERROR(timedRunNode(nodes_[n], step));
+    replan |= noteAliasing(static_cast<int>(n));
+  }
+  if (replan)
+    planSchedule();
+  return Status::ok();
+}
+
+Status Executor::timedRunNode(Node &node, uint64_t step) {
+  if (!options_.profile)
+    return runNode(node, step);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Status s = runNode(node, step);
+  node.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+  ++node.calls;
+  return s;
+}
+
+bool Executor::noteAliasing(int n) {
+  Node &node = nodes_[n];
+  if (node.aliasesInput || node.kind != NodeKind::kKernel)
+    return false;
+  KernelContext &ctx = *node.ctx;
+  for (const Tensor &o : ctx.outputs()) {
+    if (!o.defined())
+      continue;
+    for (int i = 0; i < ctx.numInputs() && !node.aliasesInput; ++i)
+      node.aliasesInput = o.rawData() == ctx.input(i).rawData();
+  }
+  if (!node.aliasesInput)
+    return false;
+  releaseBeforeRun_.push_back(n);
+  // A kernel that aliases though the schedule did not expect it: its
+  // readers must follow the updates of its input's variable from now on.
+  if (node.mayAlias)
+    return false;
+  node.mayAlias = true;
+  return true;
+}
+
+Status Executor::runConcurrently(uint64_t step) {
+  Schedule &s = *schedule_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.step = step;
+    s.failed = false;
+    s.error = Status::ok();
+    s.running = 0;
+    s.remaining = nodes_.size();
+    s.ready.clear();
+    // Pushed in reverse so that the stack hands out the roots in program
+    // order.
+    for (size_t n = nodes_.size(); n-- > 0;) {
+      s.pending[n] = nodes_[n].numPredecessors;
+      if (s.pending[n] == 0)
+        s.ready.push_back(static_cast<int>(n));
     }
   }
+  ThreadPool &pool = *options_.interOpPool;
+  // One chunk per thread, each taking ready nodes until the step is done.
+  // A chunk that finds the pool busy runs on this thread, where it finds the
+  // work already done: one participant alone always finishes a step.
+  pool.parallelFor(pool.numThreads(), 1, [this](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      participate(*schedule_);
+  });
+  if (s.failed)
+    return s.error;
+  bool replan = false;
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    replan |= noteAliasing(static_cast<int>(n));
+  if (replan)
+    planSchedule();
   return Status::ok();
+}
+
+void Executor::participate(Schedule &s) {
+  std::unique_lock<std::mutex> lock(s.mutex);
+  for (;;) {
+    // Done: every node ran, or one failed and those in flight have finished.
+    auto done = [&] {
+      return s.remaining == 0 || (s.failed && s.running == 0);
+    };
+    while (!done() && (s.ready.empty() || s.failed)) {
+      ++s.waiting;
+      s.cv.wait(lock);
+      --s.waiting;
+    }
+    if (done())
+      break;
+    const int n = s.ready.back();
+    s.ready.pop_back();
+    ++s.running;
+    lock.unlock();
+    Status st = timedRunNode(nodes_[n], s.step);
+    lock.lock();
+    --s.running;
+    --s.remaining;
+    if (!st.isOk() && !s.failed) {
+      s.failed = true; // the first error wins; no new node starts
+      s.error = std::move(st);
+    }
+    if (!s.failed)
+      for (int m : nodes_[n].successors)
+        if (--s.pending[m] == 0)
+          s.ready.push_back(m);
+    // This thread takes one ready node next; the others are for waiting
+    // threads. At the end every waiter must leave.
+    if (s.waiting > 0) {
+      if (done())
+        s.cv.notify_all();
+      else if (!s.failed)
+        for (size_t k = 1; k < s.ready.size() && int(k) <= s.waiting; ++k)
+          s.cv.notify_one();
+    }
+  }
 }
 
 Status Executor::runNode(Node &node, uint64_t step) {

@@ -10,7 +10,10 @@
 #include "plan.pb.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,17 +25,46 @@ class ThreadPool;
 
 namespace dtf::exec {
 
+/// The one device of a single-machine dtf-run process, as
+/// log_device_placement names it (TensorFlow's spelling).
+inline constexpr const char *kLocalCpuDevice =
+    "/job:localhost/replica:0/task:0/device:CPU:0";
+
 struct ExecutorOptions {
   /// The intra-op pool handed to every kernel; null runs each kernel on the
   /// calling thread.
   ThreadPool *intraOpPool = nullptr;
+  /// Inter-op parallelism: with a pool of more than one thread, ops whose
+  /// dependencies are done run concurrently on its threads and the caller's.
+  /// Null or one thread: the ops run in program order on the calling thread.
+  /// Must not be the intra-op pool. Kernels running on its worker threads
+  /// run their parallel-fors inline (ThreadPool's nesting rule), so the two
+  /// pools never wait on each other.
+  ThreadPool *interOpPool = nullptr;
   /// The run's seed (Training.seed), given to random ops with the step.
   uint64_t seed = 0;
   /// How messages name the program: "train_step", "plan.bin: eval".
   std::string programName = "program";
   /// Time every op (two clock reads per op and step); see profile().
   bool profile = false;
+
+  /// Placement (SessionOptions; see applySessionOptions). An op placed on a
+  /// device this process lacks (a GPU: this build has CPU kernels only), by
+  /// its own device or its variable's, fails the load unless softPlacement,
+  /// which runs it on `device` with a one-line note to `log`.
+  bool softPlacement = false;
+  /// Print each op of the program and its device to `log` once, at load.
+  bool logDevicePlacement = false;
+  /// The full name of the device the ops run on.
+  std::string device = kLocalCpuDevice;
+  /// Variable name -> Variable.device ("" or absent: not pinned).
+  std::map<std::string, std::string, std::less<>> variableDevices;
+  std::FILE *log = stderr;
 };
+
+/// Copies the plan's SessionOptions placement flags (soft_placement,
+/// log_device_placement) and its variables' devices into `options`.
+void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options);
 
 /// The time one op of a program took over all runs (with options.profile).
 struct OpProfile {
@@ -50,7 +82,8 @@ struct TensorSlotInfo {
   std::vector<int64_t> dims;
 };
 
-/// Runs the ops of one plan::Program in their order, every step.
+/// Runs the ops of one plan::Program every step: in program order, or, with
+/// an inter-op pool, each op as soon as the ops it depends on are done.
 ///
 /// At load (create) it checks the program's structure, that every op has a
 /// kernel (all missing ones are named at once, with their locations), and
@@ -61,6 +94,14 @@ struct TensorSlotInfo {
 /// (KernelContext::allocateOutput), and outputs that alias an input (reshape,
 /// an optimizer's updated variable) are let go before the next step so that
 /// the buffer they share has one owner again.
+///
+/// Dependencies (for the inter-op schedule, computed at load): an op follows
+/// the producers of its inputs; and, per variable, the ops that read it
+/// (through dtf.read_variable's value or an alias of it, a reshape of it say)
+/// and the ops that update it in place (plan::updatedOperands) keep their
+/// program order: a read before an update sees the old value, one after it
+/// the new value, and updates of one variable do not overlap. Every
+/// schedule therefore computes what the sequential one does, bit for bit.
 ///
 /// Not thread-safe: one caller feeds, runs and fetches.
 class Executor {
@@ -111,8 +152,16 @@ public:
   int numRunOps() const;
 
   /// Per op, in program order: time spent over all runs so far (empty
-  /// unless options.profile).
+  /// unless options.profile). With inter-op threads, ops overlap, so the
+  /// times add up to more than the steps took.
   std::vector<OpProfile> profile() const;
+
+  /// True when steps after the first run ops concurrently: an inter-op pool
+  /// of more than one thread and a program whose dependencies leave two ops
+  /// free to overlap somewhere (a chain runs sequentially either way).
+  bool runsConcurrently() const { return concurrent_; }
+  /// The run ops (numRunOps() order) that op `i` waits for; for tests.
+  std::vector<int> dependencies(int i) const;
 
 private:
   struct Node;
@@ -121,11 +170,21 @@ private:
     int value = -1; // dense value index
   };
 
-  Executor() = default;
+  struct Schedule;
+
+  Executor();
   Status build(const plan::Program &program, VariableStore &variables,
                const KernelRegistry &kernels);
+  Status place(const plan::Program &program);
+  void planSchedule();
   Status runNode(Node &node, uint64_t step);
+  Status timedRunNode(Node &node, uint64_t step);
   Status checkOutputs(const Node &node) const;
+  // Records whether node n's outputs share an input's buffer; true when it
+  // does though the schedule did not expect it.
+  bool noteAliasing(int n);
+  Status runConcurrently(uint64_t step);
+  void participate(Schedule &s);
 
   ExecutorOptions options_;
   // Per dense value index: where the value lives, and its declared type.
@@ -140,6 +199,14 @@ private:
   std::vector<Node> nodes_;
   // Nodes whose outputs alias an input, let go at the start of each step.
   std::vector<int> releaseBeforeRun_;
+  // Per dense value: the variable (numbered in order of first read) that
+  // dtf.read_variable aliases it to, or -1.
+  std::vector<int> valueVariable_;
+  int numVariables_ = 0;
+  // The inter-op schedule: dependencies per node, and the run-time state.
+  std::unique_ptr<Schedule> schedule_;
+  bool concurrent_ = false;
+  bool ranOnce_ = false;
 };
 
 /// Converts a plan attribute to the kernel's form; a tensor attribute (only

@@ -21,6 +21,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The CPU of a cluster task ("worker.1"), as log_device_placement names it:
+// /job:worker/replica:0/task:1/device:CPU:0.
+std::string taskDevice(const std::string &task) {
+  const std::string::size_type dot = task.rfind('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == task.size())
+    return exec::kLocalCpuDevice;
+  return "/job:" + task.substr(0, dot) + "/replica:0/task:" +
+         task.substr(dot + 1) + "/device:CPU:0";
+}
+
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -296,6 +306,26 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   threads_ = threads;
   if (threads > 1)
     pool_ = std::make_unique<ThreadPool>(threads);
+  int interOp = options_.interOpThreads > 0
+                    ? options_.interOpThreads
+                    : plan.session().inter_op_threads();
+  if (interOp <= 0)
+    interOp = kDefaultInterOpThreads;
+  interOpThreads_ = interOp;
+  if (interOp > 1) {
+    // OpenMP's thread count is per thread, and a new thread starts from the
+    // default: oneDNN's kernels must see the count set above on every
+    // inter-op thread, or they split (and sum) their work differently there
+    // and the results would depend on the schedule.
+    const int ompThreads = options_.threads > 0 ||
+                                   plan.session().intra_op_threads() > 0
+                               ? threads
+                               : 0;
+    interOpPool_ = std::make_unique<ThreadPool>(interOp, [ompThreads] {
+      if (ompThreads > 0)
+        setOpenMpThreads(ompThreads);
+    });
+  }
 
   const uint64_t seed = uint64_t(training_.seed()) + options_.seedOffset;
   Status s = initializeVariables(plan, uint64_t(training_.seed()), &variables_);
@@ -324,6 +354,10 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
                    std::unique_ptr<exec::Executor> *out) -> Status {
     exec::ExecutorOptions o;
     o.intraOpPool = pool_.get();
+    o.interOpPool = interOpPool_.get();
+    exec::applySessionOptions(plan, &o);
+    if (options_.driver)
+      o.device = taskDevice(options_.summaryTask);
     o.seed = seed;
     o.programName = name;
     o.profile = options_.profile && std::string(name) != "eval";
@@ -487,6 +521,10 @@ std::string Trainer::describe() const {
                   std::to_string(steps_) + " steps, batch " +
                   std::to_string(batch_) + ", " + std::to_string(threads_) +
                   (threads_ == 1 ? " thread" : " threads") +
+                  (interOpThreads_ > 1
+                       ? " (" + std::to_string(interOpThreads_) +
+                             " inter-op)"
+                       : std::string()) +
                   "\n  data: " + trainData_->description() + " (" +
                   trainFeeder_->describe() + ")";
   if (eval_) {

@@ -54,6 +54,13 @@ public:
   virtual Status beforeEval() { return Status::ok(); }
 };
 
+/// The inter-op threads when neither dtf-run --inter-op-threads nor the plan's
+/// session sets them: 1 (program order). Measured on 2 cores (bench/results/
+/// inter-op.md), a second inter-op thread did not speed up the seed CNN: its
+/// ops are mostly a chain, and the large ones already use the intra-op
+/// threads, so extra threads only compete for the same cores.
+constexpr int kDefaultInterOpThreads = 1;
+
 struct TrainOptions {
   /// Steps to train; < 0: Training.steps.
   int64_t steps = -1;
@@ -63,6 +70,11 @@ struct TrainOptions {
   /// Intra-op threads (also oneDNN's OpenMP threads); <= 0:
   /// SessionOptions.intra_op_threads, else every core.
   int threads = 0;
+  /// Inter-op threads: ops of a step that do not depend on each other run
+  /// concurrently on this many threads (the caller's included); 1 runs them
+  /// in program order. <= 0: SessionOptions.inter_op_threads, and when that
+  /// is 0 too, kDefaultInterOpThreads.
+  int interOpThreads = 0;
   /// Only the final line (and errors).
   bool quiet = false;
   /// Time every op of the train_step and print where the time went to
@@ -182,9 +194,13 @@ private:
   int64_t logEvery_ = 100;
   int64_t evalEvery_ = 0;
   int threads_ = 1;
+  int interOpThreads_ = 1;
   int numMetrics_ = 0;
   std::unique_ptr<data::BatchIterator> towerBatches_;
   std::unique_ptr<ThreadPool> pool_;
+  // Separate from pool_: a kernel's parallel-for on the intra-op pool never
+  // waits for an inter-op thread (ThreadPool runs nested work inline).
+  std::unique_ptr<ThreadPool> interOpPool_;
   exec::VariableStore variables_;
   std::unique_ptr<exec::Executor> train_, eval_;
   std::shared_ptr<const data::Dataset> trainData_, evalData_;

@@ -38,6 +38,9 @@ options:
                    policy when it counts steps, else 100)
   --threads N      threads within each op, for dtf's kernels and oneDNN's
                    (default: the plan's intra_op_threads, else every core)
+  --inter-op-threads N  ops of a step that do not depend on each other run
+                   concurrently on N threads; 1 runs them in order
+                   (default: the plan's inter_op_threads, else 1)
   --model-dir DIR  the run's directory: checkpoints, TensorBoard summaries
                    (DIR/train/, DIR/eval/) and the training log (DIR/train.log)
                    (default: none written); a run whose DIR holds a
@@ -235,7 +238,8 @@ int main(int argc, char **argv) {
                             arg == "--connect-timeout" ||
                             arg == "--sync-timeout" ||
                             arg == "--task" || arg == "--steps" ||
-                            arg == "--log-every" || arg == "--threads";
+                            arg == "--log-every" || arg == "--threads" ||
+                            arg == "--inter-op-threads";
     if (takesValue) {
       if (!value) {
         if (i + 1 >= argc) {
@@ -283,7 +287,8 @@ int main(int argc, char **argv) {
       }
       long long n = parseCount(value);
       if (n < 0 || (arg != "--steps" && n == 0) ||
-          (arg == "--threads" && n > 4096)) {
+          ((arg == "--threads" || arg == "--inter-op-threads") &&
+           n > 4096)) {
         std::fprintf(
             stderr, "dtf-run: error: %s expects a %s integer, got '%s'\n",
             arg.c_str(), arg == "--steps" ? "non-negative" : "positive", value);
@@ -293,6 +298,8 @@ int main(int argc, char **argv) {
         options.steps = n;
       else if (arg == "--log-every")
         options.logEvery = n;
+      else if (arg == "--inter-op-threads")
+        options.interOpThreads = int(n);
       else
         options.threads = int(n);
       continue;
