@@ -543,7 +543,19 @@ std::string ClusterSpec::address(const TaskId &task) const {
   return it->second[task.index];
 }
 
+Status ClusterSpec::setChief(const TaskId &task) {
+  if ((task.job != kWorkerJob && task.job != kChiefJob) || task.index < 0 ||
+      task.index >= numTasks(task.job))
+    return errorStatus("--chief ", task.str(), ": ", source_, " has no such ",
+                       "worker (the chief role goes to a task of the worker ",
+                       "or chief job, e.g. worker.1)");
+  chief_ = task;
+  return Status::ok();
+}
+
 TaskId ClusterSpec::chief() const {
+  if (chief_)
+    return *chief_;
   if (hasJob(kChiefJob))
     return TaskId{kChiefJob, 0};
   return TaskId{kWorkerJob, 0};

@@ -96,6 +96,9 @@ public:
   /// when there is a chief job, else worker:0.
   TaskId chief() const;
   bool isChief(const TaskId &task) const { return task == chief(); }
+  /// Moves the chief role to `task` (dtf-run --chief), a task of the chief
+  /// or worker job; an error naming it otherwise.
+  Status setChief(const TaskId &task);
   /// Every task, chief first, then ps, then workers, each in index order.
   std::vector<TaskId> allTasks() const;
   /// True when the task's host is this machine (see isLocalHost).
@@ -121,6 +124,7 @@ public:
 private:
   std::string source_;
   std::map<std::string, std::vector<std::string>> jobs_;
+  std::optional<TaskId> chief_;
 };
 
 } // namespace dtf::cluster

@@ -163,8 +163,9 @@ private:
   void afterStopped();
   int pollTimeoutMs() const;
 
-  const ClusterSpec &cluster_;
+  ClusterSpec cluster_; // a copy: failover moves its chief
   const LaunchOptions &options_;
+  std::string chiefArg_; // --chief for every task after a failover
   std::vector<Task> tasks_;
   StopReason stopping_ = StopReason::kNone;
   Clock::time_point stopDeadline_;
@@ -184,6 +185,10 @@ bool Launcher::start(Task &task) {
   if (!options_.clusterFile.empty()) {
     args.push_back("--cluster");
     args.push_back(options_.clusterFile);
+  }
+  if (!chiefArg_.empty()) {
+    args.push_back("--chief");
+    args.push_back(chiefArg_);
   }
   args.push_back("--job");
   args.push_back(task.id.job);
@@ -405,6 +410,31 @@ void Launcher::onFailure(Task &task, int status) {
     stopJob(StopReason::kFailed, SIGTERM, options_.stopGrace,
             exitCodeOf(status));
     return;
+  }
+  if (job && task.role == TaskRole::kChief && options_.chiefFailover) {
+    // The next worker after the failed chief (in cluster order) takes over.
+    std::vector<TaskId> workers;
+    for (const TaskId &id : cluster_.allTasks())
+      if (id.job == kWorkerJob || id.job == kChiefJob)
+        workers.push_back(id);
+    size_t at = 0;
+    while (at < workers.size() && workers[at] != task.id)
+      ++at;
+    if (workers.size() > 1) {
+      const TaskId next = workers[(at + 1) % workers.size()];
+      if (cluster_.setChief(next).isOk()) {
+        chiefArg_ = next.str();
+        for (Task &t : tasks_)
+          t.role = roleOf(cluster_, t.id);
+        ++jobRestarts_;
+        task.state = Task::State::kDone;
+        say(strCat(what, " failed; moving the chief role to ", next.str(),
+                   " and restarting the job (restart ", jobRestarts_, " of ",
+                   policy.maxRestarts, ")"));
+        stopJob(StopReason::kRestartJob, SIGTERM, options_.stopGrace, 0);
+        return;
+      }
+    }
   }
   if (job) {
     ++jobRestarts_;
@@ -686,6 +716,10 @@ Status parseLauncherArguments(const std::vector<std::string> &args,
     }
     const bool clusterOption =
         name == "--cluster" || name == "--job" || name == "--task";
+    if (name == "--chief-failover") {
+      options->chiefFailover = true;
+      continue;
+    }
     if (!clusterOption && name != "--max-restarts") {
       options->passThroughArgs.push_back(arg);
       continue;

@@ -69,6 +69,10 @@ struct LaunchOptions {
   std::vector<std::string> passThroughArgs;
   std::string clusterFile;
   RestartPolicy policy;
+  /// When the chief fails, move the chief role to the next worker (every
+  /// task restarts with --chief NEXT) instead of restarting it
+  /// (dtf-run --chief-failover).
+  bool chiefFailover = false;
   /// SIGTERM to a task, then SIGKILL after this: the ps at the end, every
   /// task when the job stops on a failure.
   std::chrono::milliseconds stopGrace{10000};
@@ -97,8 +101,9 @@ int runLauncher(const ClusterSpec &cluster, const LaunchOptions &options);
 
 /// Splits dtf-run's arguments (without argv[0]) for the launcher: the
 /// cluster options (--cluster, --job, --task, in both --x v and --x=v form)
-/// are dropped, --max-restarts N sets options->policy.maxRestarts, the rest
-/// becomes options->passThroughArgs.
+/// are dropped, --max-restarts N sets options->policy.maxRestarts,
+/// --chief-failover sets options->chiefFailover, the rest becomes
+/// options->passThroughArgs.
 Status parseLauncherArguments(const std::vector<std::string> &args,
                               LaunchOptions *options);
 

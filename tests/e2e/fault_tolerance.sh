@@ -135,3 +135,28 @@ if [ -z "$last" ] || [ "$last" -lt "$more" ]; then
   echo "e2e: the continued run ended at step '$last', not $more" >&2; exit 1
 fi
 echo "   ok: $(grep -o 'restored checkpoint.*' "$work/resharded.log" | head -1); test accuracy $acc at step $last"
+
+echo "== --chief-failover: kill -9 the chief; the chief role moves to worker.1"
+cluster "$work/c3.json"
+log="$work/failover.log"
+timeout 900 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c3.json" --log-every 100 \
+  --steps 1200 --chief-failover --model-dir "$work/failover" > "$log" 2>&1 &
+launcher=$!
+if wait_step 600; then
+  pid=$(pid_of worker.0)
+  echo "   step >= 600: kill -9 the chief worker.0 (pid $pid)"
+  kill -9 "$pid"
+fi
+set +e
+wait "$launcher"
+code=$?
+set -e
+moved=$(grep -c "moving the chief role to worker.1" "$log" || true)
+restored=$(grep -o "^worker.1 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
+last=$(sed -n 's/^worker.1 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
+if [ "$code" -ne 0 ] || [ "$moved" -lt 1 ] || [ -z "$restored" ] || [ -z "$last" ] || [ "$last" -lt 1200 ]; then
+  echo "e2e: chief failover: exit $code, moved '$moved', restored '$restored', last eval step '$last':" >&2
+  grep -E "launcher|restor|error|eval" "$log" | tail -20 >&2
+  exit 1
+fi
+echo "   ok: worker.1 took over as chief, ${restored#*| }, evaluated at step $last"

@@ -35,14 +35,17 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
     TaskId t{dtf::cluster::kPsJob, i};
     config.roster.ps.push_back({t.str(), spec.address(t)});
   }
-  for (int i = 0; i < spec.numTasks(dtf::cluster::kChiefJob); ++i) {
-    TaskId t{dtf::cluster::kChiefJob, i};
-    config.roster.workers.push_back({t.str(), spec.address(t)});
-  }
-  for (int i = 0; i < spec.numWorkers(); ++i) {
-    TaskId t{dtf::cluster::kWorkerJob, i};
-    config.roster.workers.push_back({t.str(), spec.address(t)});
-  }
+  // Workers in replica order: the chief first (chief.0, worker.0, or the
+  // one --chief names), then the others in cluster order.
+  const TaskId chief = spec.chief();
+  if (spec.numTasks(chief.job) > chief.index)
+    config.roster.workers.push_back({chief.str(), spec.address(chief)});
+  for (const char *job : {dtf::cluster::kChiefJob, dtf::cluster::kWorkerJob})
+    for (int i = 0; i < spec.numTasks(job); ++i) {
+      TaskId t{job, i};
+      if (t != chief)
+        config.roster.workers.push_back({t.str(), spec.address(t)});
+    }
   if (config.roster.ps.empty())
     return usage(spec.source() +
                  " has no ps job: ps/worker training needs at least one "
@@ -80,13 +83,14 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
 
   if (task.job == dtf::cluster::kPsJob)
     return dtf::dist::runParameterServer(plan, placement, task.index, config);
-  int replica = task.index;
-  if (task.job == dtf::cluster::kWorkerJob)
-    replica += spec.numTasks(dtf::cluster::kChiefJob);
-  else if (task.job != dtf::cluster::kChiefJob)
+  if (task.job != dtf::cluster::kChiefJob && task.job != dtf::cluster::kWorkerJob)
     return usage("a " + task.job +
                  " task has nothing to do in ps/worker training (jobs: chief, "
                  "ps, worker)");
+  int replica = 0;
+  while (replica < int(config.roster.workers.size()) &&
+         config.roster.workers[replica].name != task.str())
+    ++replica;
   return dtf::dist::runWorker(plan, placement, replica, options, config);
 }
 

@@ -57,6 +57,13 @@ options:
   --job NAME       the job of the task to run (ps, worker or chief)
   --task N         the index of the task to run within its job
   --max-restarts N the launcher restarts a failed task up to N times (3)
+  --chief TASK     the worker that takes the chief's duties (initializing and
+                   restoring the ps, checkpoints, evaluation), e.g. worker.1
+                   (default: chief.0, else worker.0)
+  --chief-failover when the chief fails, the launcher moves the chief role to
+                   the next worker and restarts the job from the last
+                   checkpoint (default: it restarts the job with the same
+                   chief)
   --connect-timeout S  seconds a task waits for another to answer before it
                    names it and exits (15)
   --sync-timeout S seconds a sync worker waits for the other replicas'
@@ -201,6 +208,7 @@ int main(int argc, char **argv) {
   std::string plan;
   dtf::cluster::ClusterFlags clusterFlags;
   dtfrun::DistributedFlags distributedFlags;
+  std::string chiefFlag;
   dtf::train::TrainOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -229,12 +237,15 @@ int main(int argc, char **argv) {
       options.profile = true;
       continue;
     }
+    if (arg == "--chief-failover")
+      continue; // the launcher reads it
     if (arg == "--fresh") {
       options.fresh = true;
       continue;
     }
     const bool takesValue = arg == "--cluster" || arg == "--job" ||
                             arg == "--model-dir" || arg == "--max-restarts" ||
+                            arg == "--chief" ||
                             arg == "--connect-timeout" ||
                             arg == "--sync-timeout" ||
                             arg == "--task" || arg == "--steps" ||
@@ -271,6 +282,10 @@ int main(int argc, char **argv) {
       }
       if (arg == "--max-restarts")
         continue; // the launcher reads it
+      if (arg == "--chief") {
+        chiefFlag = value;
+        continue;
+      }
       if (arg == "--connect-timeout" || arg == "--sync-timeout") {
         char *end = nullptr;
         double seconds = std::strtod(value, &end);
@@ -331,6 +346,27 @@ int main(int argc, char **argv) {
   {
     dtf::Status s =
         dtf::cluster::chooseRunMode(clusterFlags, std::getenv("TF_CONFIG"), &choice);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
+      return kUsageError;
+    }
+  }
+  if (!chiefFlag.empty()) {
+    // "worker.1" (as dtf-run names tasks) or "worker:1".
+    const size_t dot = chiefFlag.find_first_of(".:");
+    long long index = dot == std::string::npos
+                          ? -1
+                          : parseCount(chiefFlag.c_str() + dot + 1);
+    if (choice.mode == dtf::cluster::RunMode::kLocal) {
+      std::fprintf(stderr, "dtf-run: error: --chief needs a cluster "
+                           "(--cluster FILE or TF_CONFIG)\n");
+      return kUsageError;
+    }
+    dtf::Status s =
+        index < 0 ? dtf::errorStatus("--chief expects a task such as worker.1, "
+                                     "not '", chiefFlag, "'")
+                  : choice.cluster.setChief(
+                        {chiefFlag.substr(0, dot), int(index)});
     if (!s.isOk()) {
       std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
       return kUsageError;

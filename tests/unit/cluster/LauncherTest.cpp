@@ -252,6 +252,37 @@ TEST_F(LauncherTest, ChiefFailureCanRestartTheWholeJob) {
             restart);
 }
 
+TEST_F(LauncherTest, ChiefFailoverMovesTheChiefRoleToTheNextWorker) {
+  Result r = run(kPsTwoWorkers, {"worker.0=crash-once", "worker.1=slow"},
+                 [](LaunchOptions &o) {
+                   o.policy.chief.onFailure = FailureAction::kRestartJob;
+                   o.chiefFailover = true;
+                 });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output,
+              HasSubstr("[launcher] the chief (worker.0) failed; moving the "
+                        "chief role to worker.1 and restarting the job "
+                        "(restart 1 of 3)\n"));
+  // Every task of the restarted job is told who the chief is.
+  EXPECT_THAT(r.output, HasSubstr("hello from worker.0 restart=1"));
+  EXPECT_GE(count(r.output, "--chief worker.1"), 2u) << r.output;
+}
+
+TEST(ClusterSpecChief, SetChiefTakesAWorkerOnly) {
+  ClusterSpec spec;
+  ASSERT_TRUE(ClusterSpec::parseJson(
+                  R"({"ps": ["h:1"], "worker": ["h:2", "h:3"]})", "c.json", &spec)
+                  .isOk());
+  EXPECT_EQ(spec.chief().str(), "worker.0");
+  ASSERT_TRUE(spec.setChief({"worker", 1}).isOk());
+  EXPECT_EQ(spec.chief().str(), "worker.1");
+  EXPECT_TRUE(spec.isChief({"worker", 1}));
+  Status s = spec.setChief({"ps", 0});
+  ASSERT_FALSE(s.isOk());
+  EXPECT_THAT(s.message(), HasSubstr("--chief ps.0: c.json has no such worker"));
+  EXPECT_FALSE(spec.setChief({"worker", 2}).isOk());
+}
+
 TEST_F(LauncherTest, CtrlCIsForwardedAndExits130) {
   Result r =
       run(kPsTwoWorkers, {"worker.0=interrupt-parent=3", "worker.1=serve"},
