@@ -1,4 +1,5 @@
 #include "runtime/distributed/TensorMessage.h"
+#include "runtime/distributed/Wire.h"
 
 #include "runtime/plan/PlanTypes.h"
 
@@ -10,15 +11,7 @@ namespace dtf::dist {
 void describeTensor(const std::string &name, const Tensor &t,
                     rpc::WireTensor *w) {
   w->set_name(name);
-  int d = plan::F32;
-  switch (t.dtype()) {
-  case DType::F32: d = plan::F32; break;
-  case DType::F16: d = plan::F16; break;
-  case DType::BF16: d = plan::BF16; break;
-  case DType::I32: d = plan::I32; break;
-  case DType::I64: d = plan::I64; break;
-  case DType::Bool: d = plan::BOOL; break;
-  }
+  const int d = planDTypeOf(t.dtype());
   w->set_dtype(plan::DType(d));
   w->clear_dims();
   for (int64_t x : t.shape())

@@ -5,8 +5,6 @@
 #include <cstring>
 
 namespace dtf::dist {
-namespace {
-
 int planDTypeOf(DType d) {
   switch (d) {
   case DType::F32:
@@ -24,8 +22,6 @@ int planDTypeOf(DType d) {
   }
   return plan::DTYPE_UNSPECIFIED;
 }
-
-} // namespace
 
 void toWire(const std::string &name, const Tensor &t, rpc::WireTensor *out) {
   out->set_name(name);

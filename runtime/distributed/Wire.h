@@ -16,6 +16,9 @@
 
 namespace dtf::dist {
 
+/// The plan's DType number of a runtime dtype.
+int planDTypeOf(DType d);
+
 /// Writes `t` into `out` under `name` (one copy of its bytes, into the
 /// message that gRPC then serializes).
 void toWire(const std::string &name, const Tensor &t, rpc::WireTensor *out);
