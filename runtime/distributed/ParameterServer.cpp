@@ -278,6 +278,15 @@ public:
       reply->set_version(version_);
       return grpc::Status::OK;
     }
+    // One gradient per replica and update: a restarted worker that pushes
+    // again for the update its dead self already joined is dropped.
+    if (std::find(contributors_.begin(), contributors_.end(),
+                  req->caller().task()) != contributors_.end()) {
+      ++stale_;
+      reply->set_stale(true);
+      reply->set_version(version_);
+      return grpc::Status::OK;
+    }
     if (sums_.empty()) {
       sums_ = std::move(values);
       contributors_.clear();
