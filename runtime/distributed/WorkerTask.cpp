@@ -534,7 +534,11 @@ public:
       else
         l.pushedAt = l.pulledVersion;
       if (sync_ && reply.stale())
-        l.pushedAt = reply.version() - 1; // wait for the current update
+        // Computed at an older version: the current update is open, join
+        // it. At the current one (this replica already joined it, before a
+        // restart): wait for it to complete.
+        l.pushedAt = reply.version() == l.pulledVersion ? l.pulledVersion
+                                                        : reply.version() - 1;
     }
     return Status::ok();
   }
