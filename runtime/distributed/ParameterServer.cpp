@@ -178,15 +178,15 @@ public:
     const auto until =
         std::chrono::system_clock::now() +
         std::chrono::milliseconds(std::max(req->wait_ms(), 0));
-    const bool sameIncarnation = req->incarnation() == incarnation_;
-    while (sameIncarnation && version_ < req->min_version() && !shutdown_ &&
+    while (req->incarnation() == incarnation_ &&
+           version_ < req->min_version() && !shutdown_ &&
            !ctx->IsCancelled() &&
            std::chrono::system_clock::now() < until &&
            std::chrono::system_clock::now() < ctx->deadline())
       cv_.wait_until(lock, std::min(until, ctx->deadline()));
     reply->set_version(version_);
     reply->set_incarnation(incarnation_);
-    if (sameIncarnation && version_ < req->min_version()) {
+    if (req->incarnation() == incarnation_ && version_ < req->min_version()) {
       reply->set_ready(false);
       reply->set_waiting_for(waitingFor());
       *response = packTensors(*reply, {}, true);
@@ -317,12 +317,21 @@ public:
                     rpc::SaveReply *reply) override {
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
-    // The variables as they are between two updates.
-    std::lock_guard<std::mutex> lock(mu_);
+    // The variables as they are between two updates, copied under the lock
+    // and written after it, so that pulls and pushes go on meanwhile.
+    std::vector<Tensor> copies;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const plan::HeldTensor &h : held_) {
+        const Tensor &t = *variables_.find(h.name);
+        copies.push_back(Tensor::allocate(t.dtype(), t.shape()));
+        std::memcpy(copies.back().rawData(), t.rawData(), t.byteSize());
+      }
+    }
     std::vector<checkpoint::SavedTensor> tensors;
-    for (const plan::HeldTensor &h : held_)
-      tensors.push_back({h.variable, h.fullDims, h.rowOffset,
-                         variables_.find(h.name)});
+    for (size_t i = 0; i < held_.size(); ++i)
+      tensors.push_back({held_[i].variable, held_[i].fullDims,
+                         held_[i].rowOffset, &copies[i]});
     Status s = checkpoint::writeShard(req->dir(), req->step(), req->shard(),
                                       req->num_shards(), tensors);
     if (!s.isOk())
@@ -333,6 +342,8 @@ public:
 
   grpc::Status WorkerDone(grpc::ServerContext *, const rpc::DoneRequest *req,
                           rpc::DoneReply *reply) override {
+    if (auto bad = checkCaller(req->caller()); !bad.ok())
+      return bad;
     std::lock_guard<std::mutex> lock(mu_);
     done_.insert(req->caller().task());
     reply->set_workers_done(int(done_.size()));
@@ -342,6 +353,8 @@ public:
 
   grpc::Status Shutdown(grpc::ServerContext *, const rpc::ShutdownRequest *req,
                         rpc::ShutdownReply *) override {
+    if (auto bad = checkCaller(req->caller()); !bad.ok())
+      return bad;
     std::lock_guard<std::mutex> lock(mu_);
     shutdown_ = true;
     shutdownReason_ = req->caller().task() + ": " + req->reason();
@@ -482,7 +495,13 @@ private:
   exec::VariableStore variables_;
   std::unique_ptr<exec::Executor> update_;
   bool initialized_ = false;
-  int64_t incarnation_ = 0;
+  // Unique per process: a restarted ps never reuses an incarnation its
+  // dead predecessor handed out, so stale state is always recognized.
+  int64_t incarnation_ =
+      int64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count()) &
+      ((int64_t(1) << 52) - 1);
   int64_t version_ = 0;
   exec::VariableStore initial_; // the initializers' values, for a reset
   std::vector<Tensor> sums_;
@@ -512,6 +531,9 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
                            grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(-1);
   builder.SetMaxSendMessageSize(-1);
+  // gRPC lets two servers share a port by default (SO_REUSEPORT): a second
+  // job on the same cluster file would silently split the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {

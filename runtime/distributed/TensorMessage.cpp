@@ -49,6 +49,12 @@ Status TensorReader::open(const grpc::ByteBuffer &buffer,
     return errorStatus("an unreadable message");
   uint32_t size = 0;
   DTF_RETURN_IF_ERROR(read(&size, 4));
+  size_t left = 0;
+  for (size_t i = slice_; i < slices_.size(); ++i)
+    left += slices_[i].size() - (i == slice_ ? offset_ : 0);
+  if (size > left)
+    return errorStatus("a message whose header (", size,
+                       " bytes) is longer than the message");
   std::string head(size, '\0');
   DTF_RETURN_IF_ERROR(read(head.data(), size));
   if (!header->ParseFromString(head))

@@ -241,7 +241,15 @@ public:
       if (step >= 0)
         DTF_RETURN_IF_ERROR(checkpoint::CheckpointReader::open(dir, step, &reader));
     }
-    int64_t globalStep = 0;
+    // Every ps starts at the stored global step (its updates so far in sync
+    // mode), whatever step the checkpoint is named for.
+    int64_t globalStep = reader ? step : 0;
+    if (reader && reader->find("global_step")) {
+      Tensor t;
+      if (reader->read("global_step", &t).isOk() && t.dtype() == DType::I64 &&
+          t.numElements() == 1)
+        globalStep = t.data<int64_t>()[0];
+    }
     for (size_t k = 0; k < ps_.size(); ++k) {
       PsLink &l = ps_[k];
       rpc::InitializeRequest req;
@@ -259,13 +267,10 @@ public:
                   ? reader->readRows(h.variable, h.rowOffset,
                                      h.rowOffset + h.rows, &t)
                   : reader->read(h.variable, &t));
-          if (h.variable == "global_step" && t.dtype() == DType::I64 &&
-              t.numElements() == 1)
-            globalStep = t.data<int64_t>()[0];
           toWire(h.name, t, req.add_values());
         }
       }
-      req.set_version(reader ? step : 0);
+      req.set_version(globalStep);
       grpc::ClientContext ctx;
       setDeadline(&ctx, kCallTimeout);
       rpc::InitializeReply reply;
@@ -308,12 +313,17 @@ public:
         if (!reply.initialized())
           anyFresh = true;
       }
-      if (allUp && chief && anyFresh) {
-        DTF_RETURN_IF_ERROR(restoreAll(/*force=*/true));
-        return Status::ok();
-      }
-      if (allUp && !anyFresh) {
-        links_.say("every ps answers again; going on");
+      // The chief restores a ps that lost its state; the others wait for it.
+      if (allUp && (chief || !anyFresh)) {
+        if (chief && anyFresh)
+          DTF_RETURN_IF_ERROR(restoreAll(/*force=*/true));
+        else
+          links_.say("every ps answers again; going on");
+        // What was pulled and pushed before belongs to the old state.
+        for (PsLink &l : ps_) {
+          l.incarnation = -1;
+          l.pushedAt = -1;
+        }
         return Status::ok();
       }
       const double waited = secondsSince(start);
@@ -911,6 +921,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
                              grpc::InsecureServerCredentials(), &port);
     builder.SetMaxReceiveMessageSize(-1);
     builder.SetMaxSendMessageSize(-1);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.RegisterService(&service);
     std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
     if (!server || port == 0)
@@ -980,7 +991,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
       s = ps.save(ps.lastStep());
     if (!s.isOk()) {
       ps.shutdownAll("the final checkpoint failed");
-      return fail(self, s, 4);
+      return fail(self, s, 6);
     }
     ps.shutdownAll("training finished");
   }

@@ -160,3 +160,33 @@ if [ "$code" -ne 0 ] || [ "$moved" -lt 1 ] || [ -z "$restored" ] || [ -z "$last"
   exit 1
 fi
 echo "   ok: worker.1 took over as chief, ${restored#*| }, evaluated at step $last"
+
+echo "== sync (2 of 2 replicas): kill -9 the ps; every worker waits, the chief restores, all go on"
+sed -e "s/steps = 10000/steps = 900/" -e "s/every = 2000/every = 900/" \
+    -e 's/checkpoint every 5 min keep 3/checkpoint every 100 steps keep 3/' \
+    -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = sync(replicas_to_aggregate = 2)/' \
+    "$root/models/mlp.dtf" > "$work/sync.dtf"
+"$bin/dtfc" "$work/sync.dtf" -o "$work/sync.plan"
+cluster "$work/c4.json"
+log="$work/sync-ps.log"
+timeout 900 "$bin/dtf-run" "$work/sync.plan" --cluster "$work/c4.json" --log-every 100 \
+  --model-dir "$work/sync" > "$log" 2>&1 &
+launcher=$!
+if wait_step 400; then
+  pid=$(pid_of ps.0)
+  echo "   step >= 400: kill -9 ps.0 (pid $pid)"
+  kill -9 "$pid"
+fi
+set +e
+wait "$launcher"
+code=$?
+set -e
+restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
+last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
+if [ "$code" -ne 0 ] || [ -z "$restored" ] || [ -z "$last" ] || [ "$last" -lt 900 ] || \
+   grep -q "restarting the job" "$log"; then
+  echo "e2e: sync ps failure: exit $code, restored '$restored', last eval step '$last':" >&2
+  grep -E "launcher|restor|error|eval|waiting|gave up" "$log" | tail -20 >&2
+  exit 1
+fi
+echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last"
