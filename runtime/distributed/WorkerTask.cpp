@@ -932,8 +932,37 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
                   4);
     links.say("serving in-graph towers on " + roster.workers[replica].address +
               " for " + roster.workers[0].name);
-    while (!service.shutdown() && !(config.stop && config.stop->load()))
+    // No silent wait: say so when the client stops asking, and give up
+    // after --sync-timeout without a tower (the chief is gone).
+    int64_t seen = -1;
+    Clock::time_point lastTower = Clock::now();
+    double lastSaid = 0;
+    while (!service.shutdown() && !(config.stop && config.stop->load())) {
       std::this_thread::sleep_for(milliseconds(100));
+      const int64_t towers = service.towers();
+      if (towers != seen) {
+        seen = towers;
+        lastTower = Clock::now();
+        lastSaid = 0;
+        continue;
+      }
+      const double idle = secondsSince(lastTower);
+      if (idle - lastSaid >= 30) {
+        links.say("no tower asked of this worker for " +
+                  std::to_string(int(idle)) + " s; waiting for " +
+                  roster.workers[0].name);
+        lastSaid = idle;
+      }
+      if (idle > config.syncTimeoutSeconds) {
+        server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
+        return fail(self,
+                    errorStatus("the in-graph client ", roster.workers[0].name,
+                                " at ", roster.workers[0].address,
+                                " asked for no tower in ", int(idle),
+                                " s (--sync-timeout); giving up"),
+                    6);
+      }
+    }
     links.say("ran " + std::to_string(service.towers()) + " towers; done");
     server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
     return config.stop && config.stop->load() ? 130 : 0;
