@@ -415,7 +415,9 @@ public:
           byName[h.name] = &h;
         }
       req.set_min_version(want);
-      req.set_wait_ms(1000);
+      // Short waits: the ps waits inside a gRPC callback thread, which a
+      // push needs too; the loop below repeats and reports.
+      req.set_wait_ms(200);
       for (;;) {
         req.set_incarnation(l.incarnation);
         grpc::ClientContext ctx;
