@@ -4,6 +4,7 @@
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
 #include "runtime/plan/PlanTypes.h"
+#include "runtime/train/CheckpointSchedule.h"
 
 #include <cmath>
 #include <cstring>
@@ -278,7 +279,7 @@ public:
       if (!st.ok())
         return rpcError("initializing", l.task, st);
     }
-    lastSaved_ = reader ? step : -1;
+    schedule_.saved(reader ? step : -1);
     if (reader)
       links_.say("restored checkpoint " + checkpoint::checkpointName(step) +
                  " from " + dir + " onto " + std::to_string(ps_.size()) +
@@ -343,31 +344,16 @@ public:
 
   /// The chief's checkpoint policy (the plan's `checkpoint every ...`).
   void setCheckpointPolicy(const plan::Training &t) {
-    keep_ = t.checkpoint_keep() > 0 ? int(t.checkpoint_keep()) : 5;
-    const double every = t.checkpoint_every();
-    if (every > 0) {
-      if (t.checkpoint_unit() == "s")
-        everySeconds_ = every;
-      else if (t.checkpoint_unit() == "min")
-        everySeconds_ = every * 60;
-      else
-        everySteps_ = std::max<int64_t>(1, int64_t(every));
-    }
-    lastSaveTime_ = Clock::now();
+    schedule_ = train::CheckpointSchedule(
+        t, !links_.config().modelDir.empty(), -1);
   }
-  bool checkpointDue(int64_t step) const {
-    if (links_.config().modelDir.empty() || step <= lastSaved_)
-      return false;
-    if (everySteps_ > 0)
-      return step / everySteps_ > std::max<int64_t>(lastSaved_, 0) / everySteps_;
-    return everySeconds_ > 0 && secondsSince(lastSaveTime_) >= everySeconds_;
-  }
+  bool checkpointDue(int64_t step) const { return schedule_.due(step); }
 
   /// The chief: every ps writes its shard of the checkpoint of `step`, then
   /// the chief writes the index (a checkpoint exists only once it does).
   Status save(int64_t step) {
     const std::string &dir = links_.config().modelDir;
-    if (dir.empty() || step <= lastSaved_)
+    if (!schedule_.unsaved(step))
       return Status::ok();
     for (size_t k = 0; k < ps_.size(); ++k) {
       rpc::SaveRequest req;
@@ -386,9 +372,8 @@ public:
       }
     }
     DTF_RETURN_IF_ERROR(
-        checkpoint::writeIndex(dir, step, int(ps_.size()), keep_));
-    lastSaved_ = step;
-    lastSaveTime_ = Clock::now();
+        checkpoint::writeIndex(dir, step, int(ps_.size()), schedule_.keep()));
+    schedule_.saved(step);
     links_.say("saved checkpoint " + checkpoint::checkpointName(step) + " in " +
                dir + " (" + std::to_string(ps_.size()) + " shard" +
                (ps_.size() == 1 ? "" : "s") + ")");
@@ -644,11 +629,7 @@ private:
   bool chief_ = false;
   bool lastRecoverable_ = false;
   std::vector<std::vector<plan::HeldTensor>> heldBy_;
-  int64_t lastSaved_ = -1;
-  int keep_ = 5;
-  int64_t everySteps_ = 0;
-  double everySeconds_ = 0;
-  Clock::time_point lastSaveTime_ = Clock::now();
+  train::CheckpointSchedule schedule_{plan::Training(), false, -1};
   exec::VariableStore *store_ = nullptr;
   std::vector<PsLink> ps_;
   std::map<std::string, int> sendIndex_;

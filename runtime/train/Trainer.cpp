@@ -6,6 +6,7 @@
 #include "runtime/plan/PlanReader.h"
 #include "runtime/summary/RunSummaries.h"
 #include "runtime/plan/PlanTypes.h"
+#include "runtime/train/CheckpointSchedule.h"
 #include "runtime/train/Initializers.h"
 
 #include <dlfcn.h>
@@ -64,52 +65,6 @@ bool lacksKernel(const plan::Program &program, const KernelRegistry &kernels) {
   return false;
 }
 
-// --- Checkpoint policy -------------------------------------------------------
-
-// When to save: the plan's `checkpoint every N steps|s|min keep K`; without
-// one (but with a model dir) only at the end, keeping 5. The end of training
-// and Ctrl-C always save (Trainer::run).
-class CheckpointSchedule {
-public:
-  CheckpointSchedule(const plan::Training &t, bool enabled,
-                     int64_t startStep)
-      : enabled_(enabled), lastStep_(startStep), lastTime_(Clock::now()) {
-    keep_ = t.checkpoint_keep() > 0 ? int(t.checkpoint_keep()) : 5;
-    const double every = t.checkpoint_every();
-    if (every <= 0)
-      return;
-    if (t.checkpoint_unit() == "s")
-      everySeconds_ = every;
-    else if (t.checkpoint_unit() == "min")
-      everySeconds_ = every * 60;
-    else
-      everySteps_ = std::max<int64_t>(1, int64_t(every));
-  }
-  bool enabled() const { return enabled_; }
-  int keep() const { return keep_; }
-  // True when the step just done should be saved.
-  bool due(int64_t done) const {
-    if (!enabled_ || done <= lastStep_)
-      return false;
-    if (everySteps_ > 0)
-      return done % everySteps_ == 0;
-    return everySeconds_ > 0 && secondsSince(lastTime_) >= everySeconds_;
-  }
-  // True when `step` has not been saved (nor restored) yet.
-  bool unsaved(int64_t step) const { return enabled_ && step > lastStep_; }
-  void saved(int64_t step) {
-    lastStep_ = step;
-    lastTime_ = Clock::now();
-  }
-
-private:
-  bool enabled_;
-  int keep_ = 5;
-  int64_t everySteps_ = 0;
-  double everySeconds_ = 0;
-  int64_t lastStep_;
-  Clock::time_point lastTime_;
-};
 
 // --- Summaries: TensorBoard scalars and the training log (--model-dir) ---
 

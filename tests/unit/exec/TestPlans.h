@@ -5,6 +5,7 @@
 #include "plan.pb.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -81,5 +82,26 @@ plan::Plan logisticRegressionPlan(const LogisticRegressionOptions &o = {});
 
 /// The location of the train_step's sparse_softmax_cross_entropy op.
 constexpr const char *kXentLocation = "lr.dtf:7:10";
+
+// What a run printed, from a temporary file.
+class Capture {
+public:
+  Capture() : f_(std::tmpfile()) {}
+  ~Capture() { std::fclose(f_); }
+  std::FILE *file() { return f_; }
+  std::string text() {
+    std::fflush(f_);
+    std::rewind(f_);
+    std::string s;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f_)) > 0)
+      s.append(buf, n);
+    return s;
+  }
+
+private:
+  std::FILE *f_;
+};
 
 } // namespace dtf::testing

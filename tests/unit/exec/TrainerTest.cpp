@@ -29,26 +29,7 @@ using train::Metric;
 using train::TrainOptions;
 using train::TrainReport;
 
-// What the trainer printed, from a temporary file.
-class Capture {
-public:
-  Capture() : f_(std::tmpfile()) {}
-  ~Capture() { std::fclose(f_); }
-  std::FILE *file() { return f_; }
-  std::string text() {
-    std::fflush(f_);
-    std::rewind(f_);
-    std::string s;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f_)) > 0)
-      s.append(buf, n);
-    return s;
-  }
-
-private:
-  std::FILE *f_;
-};
+using testing::Capture;
 
 std::vector<std::string> lines(const std::string &text) {
   std::vector<std::string> out;
