@@ -1,5 +1,6 @@
 // Executor: loading a program into kernel contexts and running it each step.
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/Rendezvous.h"
 
 #include "runtime/core/DeviceName.h"
 #include "runtime/core/ThreadPool.h"
@@ -15,7 +16,7 @@
 
 namespace dtf::exec {
 
-enum class NodeKind : uint8_t { kAssignAdd, kKernel };
+enum class NodeKind : uint8_t { kAssignAdd, kKernel, kSend, kRecv };
 
 struct Executor::Node {
   NodeKind kind = NodeKind::kKernel;
@@ -34,6 +35,9 @@ struct Executor::Node {
   // this one waits for.
   std::vector<int> successors;
   int numPredecessors = 0;
+  // dtf.send and dtf.recv: the rendezvous key and the other stage.
+  std::string key;
+  int peer = -1;
   // dtf.assign_add: the variable and the value added.
   Tensor *var = nullptr;
   const Tensor *addend = nullptr;
@@ -317,6 +321,36 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
       continue;
     }
 
+    if (op.name() == "dtf.send" || op.name() == "dtf.recv") {
+      const bool send = op.name() == "dtf.send";
+      auto key = op.attrs().find("key");
+      auto peer = op.attrs().find("peer");
+      if (key == op.attrs().end() || peer == op.attrs().end() ||
+          op.inputs_size() != (send ? 1 : 0) ||
+          op.outputs_size() != (send ? 0 : 1))
+        return fail("a ", op.name(), " takes a key and a peer, and ",
+                    send ? "one input and no result" : "no input and one result");
+      if (!options_.rendezvous)
+        return fail("this program is one stage of a model-parallel replica; it "
+                    "runs only in a cluster, with its other stages");
+      node.kind = send ? NodeKind::kSend : NodeKind::kRecv;
+      node.key = key->second.s();
+      node.peer = int(peer->second.i());
+      node.ctx = std::make_unique<KernelContext>();
+      node.ctx->setOpName(op.name());
+      if (send) {
+        node.ctx->setInputs({slots_[index.at(op.inputs(0))]});
+      } else {
+        node.ctx->outputs().reserve(1 + kSpareOutputs);
+        node.ctx->setNumOutputs(1);
+        slots_[node.outputs[0]] = &node.ctx->outputs()[0];
+        node.outputsBase = node.ctx->outputs().data();
+      }
+      hasRecv_ |= !send;
+      nodes_.push_back(std::move(node));
+      continue;
+    }
+
     node.kind = NodeKind::kKernel;
     node.fn = kernels.lookup(op.name());
     if (!node.fn) {
@@ -507,8 +541,10 @@ void Executor::planSchedule() {
   for (int n = 0; n < numNodes; ++n)
     for (int m : preds[n])
       nodes_[m].successors.push_back(n);
+  // A stage with recvs runs in program order: that order is what makes the
+  // stages of a replica deadlock-free.
   concurrent_ = options_.interOpPool &&
-                options_.interOpPool->numThreads() > 1 && !chain;
+                options_.interOpPool->numThreads() > 1 && !chain && !hasRecv_;
   Schedule &s = *schedule_;
   s.ready.clear();
   s.ready.reserve(numNodes);
@@ -751,6 +787,20 @@ Status Executor::runNode(Node &node, uint64_t step) {
     if (!s.isOk())
       return errorStatus(node.where, ": ", s.message());
     return Status::ok();
+  }
+  if (node.kind == NodeKind::kSend) {
+    Status s = options_.rendezvous->send(node.key, node.peer, step,
+                                         node.ctx->input(0));
+    if (!s.isOk())
+      return errorStatus(node.where, ": ", s.message());
+    return Status::ok();
+  }
+  if (node.kind == NodeKind::kRecv) {
+    Status s = options_.rendezvous->recv(node.key, node.peer, step,
+                                         &node.ctx->outputs()[0]);
+    if (!s.isOk())
+      return errorStatus(node.where, ": ", s.message());
+    return checkOutputs(node);
   }
   KernelContext &ctx = *node.ctx;
   ctx.setStep(step, options_.seed);

@@ -25,6 +25,8 @@ class ThreadPool;
 
 namespace dtf::exec {
 
+class Rendezvous;
+
 /// The one device of a single-machine dtf-run process, as
 /// log_device_placement names it (TensorFlow's spelling).
 inline constexpr const char *kLocalCpuDevice =
@@ -60,6 +62,11 @@ struct ExecutorOptions {
   /// Variable name -> Variable.device ("" or absent: not pinned).
   std::map<std::string, std::string, std::less<>> variableDevices;
   std::FILE *log = stderr;
+  /// Where the program's dtf.send and dtf.recv ops (a stage of a
+  /// model-parallel replica) meet the other stages; a program with such ops
+  /// fails to load without one. Such a program runs in program order, which
+  /// is what keeps the stages from deadlocking (plan::stageProgramFor).
+  Rendezvous *rendezvous = nullptr;
 };
 
 /// Copies the plan's SessionOptions placement flags (soft_placement,
@@ -206,6 +213,7 @@ private:
   // The inter-op schedule: dependencies per node, and the run-time state.
   std::unique_ptr<Schedule> schedule_;
   bool concurrent_ = false;
+  bool hasRecv_ = false; // a dtf.recv: run in program order
   bool ranOnce_ = false;
 };
 

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <map>
+#include <type_traits>
 #include <unordered_map>
 
 namespace dtf::plan {
@@ -444,6 +446,155 @@ std::string humanBytes(int64_t bytes) {
   return buf;
 }
 } // namespace
+
+int stageOf(const Op &op) {
+  if (op.name() == "dtf.input")
+    return 0;
+  if (op.name() == "dtf.constant" || op.name() == "dtf.read_variable")
+    return -1;
+  if (op.device().empty())
+    return 0;
+  DeviceNameParse parsed = parseDeviceName(op.device());
+  if (!parsed.name || !parsed.name->task)
+    return 0;
+  const std::optional<std::string> &job = parsed.name->job;
+  if (job && *job == "chief")
+    return 0;
+  if (job && *job != "worker")
+    return 0; // compute placed on a ps runs on the worker, as before
+  return *parsed.name->task;
+}
+
+int replicaSpan(const Plan &plan) {
+  int span = 1;
+  for (const Op &op : plan.worker_step().ops())
+    span = std::max(span, stageOf(op) + 1);
+  return span;
+}
+
+Status stageProgramFor(const Plan &plan, int stage, Program *out) {
+  const Program &worker = plan.worker_step();
+  const int span = replicaSpan(plan);
+  if (stage < 0 || stage >= span)
+    return errorStatus("the worker_step has no stage ", stage, " (its replica "
+                       "spans ", span, " worker task", span == 1 ? "" : "s",
+                       ")");
+  const int numOps = worker.ops_size();
+  std::unordered_map<int32_t, int> definedBy;
+  for (int i = 0; i < numOps; ++i)
+    for (int32_t out : worker.ops(i).outputs())
+      definedBy[out] = i;
+  std::unordered_map<int32_t, const Value *> valueById;
+  for (const Value &v : worker.values())
+    valueById[v.id()] = &v;
+
+  // Where each op runs; repeated ops run on every stage that uses them.
+  std::vector<int> stageOfOp(numOps);
+  std::vector<std::set<int>> usersOf(numOps); // of repeated ops
+  for (int i = 0; i < numOps; ++i)
+    stageOfOp[i] = stageOf(worker.ops(i));
+  auto use = [&](int32_t value, int at,
+                 std::map<int32_t, std::set<int>> &needs) {
+    auto it = definedBy.find(value);
+    if (it == definedBy.end())
+      return; // a feed: stage 0's
+    const int def = it->second;
+    if (stageOfOp[def] < 0)
+      usersOf[def].insert(at);
+    else if (stageOfOp[def] != at)
+      needs[value].insert(at);
+  };
+  // Values made on one stage and used on others: value -> stages using it.
+  std::map<int32_t, std::set<int>> needs;
+  for (int i = 0; i < numOps; ++i)
+    if (stageOfOp[i] >= 0)
+      for (int32_t in : worker.ops(i).inputs())
+        use(in, stageOfOp[i], needs);
+  for (const Fetch &f : worker.fetches())
+    use(f.value(), 0, needs);
+  for (const Transfer &t : worker.sends())
+    use(t.value(), 0, needs);
+
+  auto keyOf = [](int32_t value, int from, int to) {
+    return "v" + std::to_string(value) + ":" + std::to_string(from) + "->" +
+           std::to_string(to);
+  };
+  auto attr = [](Op &op, const char *name, auto value) {
+    plan::AttrValue a;
+    if constexpr (std::is_same_v<decltype(value), int>)
+      a.set_i(value);
+    else
+      a.set_s(value);
+    (*op.mutable_attrs())[name] = a;
+  };
+
+  Program p;
+  p.set_name(stage == 0 && span == 1 ? "worker_step"
+                                     : "worker_step stage " +
+                                           std::to_string(stage));
+  std::set<int32_t> declared, received;
+  auto declare = [&](int32_t id) {
+    if (declared.insert(id).second)
+      *p.add_values() = *valueById.at(id);
+  };
+  auto recv = [&](int32_t value) {
+    auto it = definedBy.find(value);
+    if (it == definedBy.end() || received.count(value))
+      return;
+    const int from = stageOfOp[it->second];
+    if (from < 0 || from == stage)
+      return;
+    received.insert(value);
+    declare(value);
+    Op *r = p.add_ops();
+    r->set_name("dtf.recv");
+    r->add_outputs(value);
+    r->set_location(worker.ops(it->second).location());
+    attr(*r, "key", keyOf(value, from, stage));
+    attr(*r, "peer", from);
+  };
+  if (stage == 0)
+    for (const Feed &f : worker.feeds())
+      declare(f.value());
+  for (int i = 0; i < numOps; ++i) {
+    const Op &op = worker.ops(i);
+    const bool here = stageOfOp[i] == stage ||
+                      (stageOfOp[i] < 0 && usersOf[i].count(stage));
+    if (!here)
+      continue;
+    for (int32_t in : op.inputs())
+      recv(in);
+    for (int32_t o : op.outputs())
+      declare(o);
+    *p.add_ops() = op;
+    if (stageOfOp[i] < 0)
+      continue;
+    for (int32_t o : op.outputs()) {
+      auto it = needs.find(o);
+      if (it == needs.end())
+        continue;
+      for (int to : it->second) {
+        Op *s = p.add_ops();
+        s->set_name("dtf.send");
+        s->add_inputs(o);
+        s->set_location(op.location());
+        attr(*s, "key", keyOf(o, stage, to));
+        attr(*s, "peer", to);
+      }
+    }
+  }
+  if (stage == 0) {
+    for (const Fetch &f : worker.fetches())
+      recv(f.value());
+    for (const Transfer &t : worker.sends())
+      recv(t.value());
+    *p.mutable_feeds() = worker.feeds();
+    *p.mutable_fetches() = worker.fetches();
+    *p.mutable_sends() = worker.sends();
+  }
+  *out = std::move(p);
+  return Status::ok();
+}
 
 std::string placementReport(const Placement &placement) {
   std::string os = "placement over " + std::to_string(placement.numPs) +

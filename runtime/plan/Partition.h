@@ -107,6 +107,35 @@ std::vector<HeldTensor> heldBy(const Plan &plan, const Placement &placement,
 Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
                     Program *out);
 
+/// Model parallelism across tasks. An op of the worker_step placed on
+/// "/job:worker/task:K" (by an `on` block, or as the gradient of such an op)
+/// runs on task K of its replica, which then spans several worker tasks: its
+/// stages. Task indices are relative to the replica: a cluster of W workers
+/// runs W / span replicas, worker w being stage w % span of replica
+/// w / span; with W == span this is TensorFlow's absolute placement. Inputs
+/// are fed, and metrics, sends to the ps and unplaced ops run, on stage 0;
+/// constants and variable reads are repeated on every stage that uses them.
+///
+/// The number of worker tasks one replica spans: 1 + the largest task index
+/// of a worker (or chief) device among the worker_step's ops; 1 when none
+/// names one.
+int replicaSpan(const Plan &plan);
+
+/// The stage of one op under that rule: the task of its worker device, 0
+/// for a chief device or none; -1 for ops that every stage using them
+/// repeats (constants, variable reads).
+int stageOf(const Op &op);
+
+/// The program stage `stage` of a replica runs: its ops of the worker_step in
+/// program order, with a dtf.send after each op whose result another stage
+/// uses and a dtf.recv before the first op of this stage that uses a value
+/// made elsewhere (attributes: `key`, and `peer`, the other stage). Each
+/// transfer's key, "v<value>:<from>-><to>", is unique per step. Stage 0 keeps
+/// the feeds, fetches and sends to the ps. Every stage follows the
+/// worker_step's order, so a recv never waits for a send that itself waits:
+/// the stages cannot deadlock.
+Status stageProgramFor(const Plan &plan, int stage, Program *out);
+
 /// dtfc --placement-report: per ps its variables and bytes, and the
 /// imbalance.
 std::string placementReport(const Placement &placement);

@@ -110,8 +110,17 @@ GradientBuilder::run(Block &block, Value loss) {
         it->second = b.create<AddOp>(loc, it->second, dy);
       continue;
     }
+    // The gradient of an op runs where the op does (TensorFlow's
+    // colocate_gradients_with_ops): a model-parallel stage computes the
+    // backward pass of its own forward ops.
+    Operation *before = block.getTerminator()->getPrevNode();
     if (failed(backward(&op, dy)))
       return failure();
+    if (auto device = op.getAttrOfType<StringAttr>("dtf.device"))
+      for (Operation *g = before ? before->getNextNode() : &block.front();
+           g && g != block.getTerminator(); g = g->getNextNode())
+        if (!g->hasAttr("dtf.device"))
+          g->setAttr("dtf.device", device);
   }
   // Reads come first in the forward order: give gradients in that order.
   llvm::MapVector<StringAttr, Value> ordered;

@@ -3,6 +3,7 @@
 // together must do exactly what the train_step does, for whole and for
 // partitioned variables.
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/Rendezvous.h"
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/train/Initializers.h"
@@ -13,6 +14,8 @@
 
 #include <cstring>
 #include <map>
+#include <set>
+#include <thread>
 
 namespace dtf::plan {
 namespace {
@@ -222,6 +225,153 @@ TEST(Partition, APinnedPsTaskTheClusterLacksIsRefused) {
             "change its `on` scope");
   ASSERT_TRUE(placeVariables(p, 3, "", &placement).isOk());
   EXPECT_EQ(placement.psOf.at("b"), 2);
+}
+
+// --- Model parallelism: the worker_step split into stages ----------------------
+
+// Places worker_step op i (not inputs, constants or reads) on worker task
+// stageFor(i).
+template <typename F> Plan stagedPlan(int64_t features, F stageFor) {
+  Plan p = cutPlan(features, 1);
+  Program *w = p.mutable_worker_step();
+  for (int i = 0; i < w->ops_size(); ++i) {
+    const int stage = stageFor(i);
+    if (stage > 0)
+      w->mutable_ops(i)->set_device("/job:worker/task:" + std::to_string(stage));
+  }
+  return p;
+}
+
+// Runs the worker_step whole, then split into its stages (stage k on its own
+// thread, all meeting in one LocalRendezvous), for `steps` steps on the same
+// batch; the fetches and sends of both must be the same bits every step.
+void expectStagesDoWhatTheWorkerStepDoes(const Plan &p, int64_t features,
+                                         int steps) {
+  Program whole = p.worker_step();
+  for (const Transfer &send : whole.sends()) {
+    Fetch *f = whole.add_fetches();
+    f->set_name(send.key());
+    f->set_value(send.value());
+  }
+  VariableStore wholeVars;
+  ASSERT_TRUE(train::initializeVariables(p, 1, &wholeVars).isOk());
+  std::unique_ptr<Executor> ref;
+  ASSERT_TRUE(Executor::create(whole, wholeVars, train::cpuKernelRegistry(),
+                               {}, &ref)
+                  .isOk());
+
+  const int span = replicaSpan(p);
+  std::vector<exec::RendezvousTable> tables(span);
+  std::vector<exec::RendezvousTable *> tablePtrs;
+  for (exec::RendezvousTable &t : tables)
+    tablePtrs.push_back(&t);
+  std::vector<std::unique_ptr<exec::LocalRendezvous>> rendezvous;
+  std::vector<VariableStore> vars(span);
+  std::vector<std::unique_ptr<Executor>> stages(span);
+  for (int k = 0; k < span; ++k) {
+    Program program;
+    Status s = stageProgramFor(p, k, &program);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    ASSERT_TRUE(validateProgram(program, program.name()).isOk())
+        << validateProgram(program, program.name()).message();
+    if (k == 0)
+      for (const Transfer &send : program.sends()) {
+        Fetch *f = program.add_fetches();
+        f->set_name(send.key());
+        f->set_value(send.value());
+      }
+    ASSERT_TRUE(train::initializeVariables(p, 1, &vars[k]).isOk());
+    rendezvous.push_back(
+        std::make_unique<exec::LocalRendezvous>(tablePtrs, k, 10.0));
+    exec::ExecutorOptions o;
+    o.rendezvous = rendezvous.back().get();
+    s = Executor::create(program, vars[k], train::cpuKernelRegistry(), o,
+                         &stages[k]);
+    ASSERT_TRUE(s.isOk()) << s.message();
+  }
+  for (int step = 0; step < steps; ++step) {
+    feedBatch(*ref, features);
+    ASSERT_TRUE(ref->run(uint64_t(step)).isOk());
+    feedBatch(*stages[0], features);
+    std::vector<Status> results(span, Status::ok());
+    std::vector<std::thread> threads;
+    for (int k = 1; k < span; ++k)
+      threads.emplace_back(
+          [&, k] { results[k] = stages[k]->run(uint64_t(step)); });
+    results[0] = stages[0]->run(uint64_t(step));
+    for (std::thread &t : threads)
+      t.join();
+    for (int k = 0; k < span; ++k)
+      ASSERT_TRUE(results[k].isOk()) << "stage " << k << ": " << results[k].message();
+    ASSERT_EQ(ref->numFetches(), stages[0]->numFetches());
+    for (int i = 0; i < ref->numFetches(); ++i) {
+      const Tensor &a = ref->fetch(i), &b = stages[0]->fetch(i);
+      ASSERT_EQ(ref->fetchInfo(i).name, stages[0]->fetchInfo(i).name);
+      ASSERT_EQ(a.shape(), b.shape()) << ref->fetchInfo(i).name;
+      EXPECT_EQ(std::memcmp(a.rawData(), b.rawData(), a.byteSize()), 0)
+          << "step " << step << ": " << ref->fetchInfo(i).name;
+    }
+    for (const exec::RendezvousTable &t : tables)
+      EXPECT_EQ(t.size(), 0u) << "a transfer nobody received";
+  }
+}
+
+TEST(Partition, AReplicaSpansTheWorkerTasksItsOpsName) {
+  EXPECT_EQ(replicaSpan(cutPlan(4, 1)), 1);
+  Plan p = stagedPlan(4, [](int i) { return i % 3; });
+  EXPECT_EQ(replicaSpan(p), 3);
+  Op op;
+  op.set_name("dtf.matmul");
+  op.set_device("/job:worker/task:2/gpu:0");
+  EXPECT_EQ(stageOf(op), 2);
+  op.set_device("/job:chief/task:0");
+  EXPECT_EQ(stageOf(op), 0);
+  op.set_device("/gpu:0");
+  EXPECT_EQ(stageOf(op), 0);
+  op.set_name("dtf.read_variable");
+  EXPECT_EQ(stageOf(op), -1);
+  Program none;
+  EXPECT_FALSE(stageProgramFor(p, 3, &none).isOk());
+}
+
+TEST(Partition, StagesKeepFeedsFetchesAndPsSendsOnStageZero) {
+  Plan p = stagedPlan(4, [](int i) { return i % 2; });
+  Program s0, s1;
+  ASSERT_TRUE(stageProgramFor(p, 0, &s0).isOk());
+  ASSERT_TRUE(stageProgramFor(p, 1, &s1).isOk());
+  EXPECT_EQ(s0.feeds_size(), p.worker_step().feeds_size());
+  EXPECT_EQ(s0.sends_size(), p.worker_step().sends_size());
+  EXPECT_EQ(s0.fetches_size(), p.worker_step().fetches_size());
+  EXPECT_EQ(s1.feeds_size() + s1.sends_size() + s1.fetches_size(), 0);
+  // Every send has its recv on the other side, under the same key.
+  std::multiset<std::string> sent, received;
+  for (const Program *prog : {&s0, &s1})
+    for (const Op &op : prog->ops()) {
+      if (op.name() == "dtf.send")
+        sent.insert(op.attrs().at("key").s());
+      if (op.name() == "dtf.recv")
+        received.insert(op.attrs().at("key").s());
+    }
+  EXPECT_FALSE(sent.empty());
+  EXPECT_EQ(sent, received);
+  for (const Op &op : s1.ops())
+    EXPECT_NE(op.name(), "dtf.input") << "only stage 0 is fed";
+}
+
+TEST(Partition, TwoStagesDoWhatTheWorkerStepDoes) {
+  // Forward on task 1, loss and backward on task 0, and the other way round.
+  expectStagesDoWhatTheWorkerStepDoes(
+      stagedPlan(5, [](int i) { return i < 6 ? 1 : 0; }), 5, 3);
+  expectStagesDoWhatTheWorkerStepDoes(
+      stagedPlan(5, [](int i) { return i < 6 ? 0 : 1; }), 5, 3);
+}
+
+TEST(Partition, ThreeStagesPassingEveryValueAroundDoNotDeadlock) {
+  // Each op on another task than the last: a transfer on nearly every edge.
+  expectStagesDoWhatTheWorkerStepDoes(
+      stagedPlan(5, [](int i) { return i % 3; }), 5, 3);
+  expectStagesDoWhatTheWorkerStepDoes(
+      stagedPlan(5, [](int i) { return (i * 7 + 1) % 3; }), 5, 2);
 }
 
 } // namespace
