@@ -62,5 +62,6 @@ bool parseMessage(const grpc::ByteBuffer &buffer,
 /// The full method names of the raw calls.
 inline constexpr const char *kPullMethod = "/dtf.rpc.ParameterServer/Pull";
 inline constexpr const char *kPushMethod = "/dtf.rpc.ParameterServer/Push";
+inline constexpr const char *kTransferMethod = "/dtf.rpc.Worker/Transfer";
 
 } // namespace dtf::dist

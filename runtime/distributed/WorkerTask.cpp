@@ -1,13 +1,19 @@
 #include "runtime/distributed/WorkerTask.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/core/ThreadPool.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
+#include "runtime/exec/Rendezvous.h"
 #include "runtime/plan/PlanTypes.h"
 #include "runtime/train/CheckpointSchedule.h"
 
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <random>
 #include <future>
 #include <map>
 #include <set>
@@ -117,8 +123,11 @@ bool recoverable(const grpc::Status &status) {
 /// Pulls and pushes for one worker (or tower).
 class PsDriver : public train::StepDriver {
 public:
+  /// `reads`: the program whose variable reads each step pulls (a stage of
+  /// a model-parallel replica); null: the worker_step.
   PsDriver(const plan::Plan &plan, const plan::Placement &placement,
-           Links &links, bool sync, bool push)
+           Links &links, bool sync, bool push,
+           const plan::Program *reads = nullptr)
       : plan_(plan), links_(links), sync_(sync), push_(push) {
     const Roster &roster = links.config().roster;
     std::set<std::string> averages;
@@ -131,7 +140,7 @@ public:
       // What the worker_step reads (and the global step, which says when
       // the job is done); the eval program's moving averages on demand.
       std::set<std::string> read;
-      for (const plan::Op &op : plan.worker_step().ops())
+      for (const plan::Op &op : (reads ? *reads : plan.worker_step()).ops())
         if (op.name() == "dtf.read_variable")
           read.insert(op.attrs().at("name").s());
       for (const plan::Variable &v : plan.variables()) {
@@ -140,6 +149,11 @@ public:
         if (v.role() == "moving_average")
           averages.insert(v.name());
       }
+      // An evaluation also needs what only other stages read each step.
+      for (const plan::Op &op : plan.eval().ops())
+        if (op.name() == "dtf.read_variable" &&
+            !read.count(op.attrs().at("name").s()))
+          averages.insert(op.attrs().at("name").s());
       for (const plan::HeldTensor &h : plan::heldBy(plan, placement, int(k))) {
         if (read.count(h.variable))
           l.pull.push_back(h);
@@ -157,6 +171,8 @@ public:
   }
 
   void setChief(bool chief) { chief_ = chief; }
+  /// Per ps: the least version the next pulls take.
+  void setMinVersions(std::vector<int64_t> v) { minVersions_ = std::move(v); }
 
   void bind(exec::VariableStore *store) { store_ = store; }
   std::vector<PsLink> &ps() { return ps_; }
@@ -384,7 +400,10 @@ public:
     for (PsLink &l : ps_) {
       if (l.pull.empty() && !(forEval && !l.evalPull.empty()))
         continue;
-      const int64_t want = sync_ && l.pushedAt >= 0 ? l.pushedAt + 1 : 0;
+      int64_t want = sync_ && l.pushedAt >= 0 ? l.pushedAt + 1 : 0;
+      // A later stage of a model-parallel replica reads what stage 0 read.
+      if (size_t k = size_t(&l - ps_.data()); k < minVersions_.size())
+        want = std::max(want, minVersions_[k]);
       const Clock::time_point start = Clock::now();
       double lastSaid = 0;
       std::map<std::string, const plan::HeldTensor *> byName;
@@ -633,6 +652,7 @@ private:
   exec::VariableStore *store_ = nullptr;
   std::vector<PsLink> ps_;
   std::map<std::string, int> sendIndex_;
+  std::vector<int64_t> minVersions_;
   int64_t stale_ = 0;
 };
 
@@ -827,6 +847,472 @@ int fail(const std::string &self, const Status &s, int code) {
   return code;
 }
 
+// ---------------------------------------------------------------------------
+// Model parallelism: the stages of one replica on several worker tasks.
+
+/// What a stage's Worker service receives: BeginStep from stage 0, and the
+/// tensors other stages send it (into its rendezvous table).
+using StageBase = rpc::Worker::WithRawCallbackMethod_Transfer<rpc::Worker::Service>;
+
+class StageService final : public StageBase {
+public:
+  StageService(Links &links, exec::RendezvousTable &table)
+      : links_(links), table_(table) {}
+
+  grpc::Status GetStatus(grpc::ServerContext *, const rpc::StatusRequest *,
+                         rpc::StatusReply *reply) override {
+    reply->set_task(links_.self());
+    reply->set_plan_fingerprint(links_.config().planFingerprint);
+    reply->set_initialized(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status BeginStep(grpc::ServerContext *, const rpc::BeginStepRequest *req,
+                         rpc::BeginStepReply *) override {
+    if (auto bad = checkCaller(req->caller()); !bad.ok())
+      return bad;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (req->run() != run_) {
+        // Stage 0 restarted: what its earlier run sent is void, and a step
+        // of it that this stage is in is abandoned.
+        run_ = req->run();
+        table_.dropBefore(UINT64_MAX);
+        abandoned_ = true;
+      }
+      begins_.push_back(*req);
+    }
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  grpc::ServerUnaryReactor *Transfer(grpc::CallbackServerContext *ctx,
+                                     const grpc::ByteBuffer *request,
+                                     grpc::ByteBuffer *response) override {
+    grpc::ServerUnaryReactor *reactor = ctx->DefaultReactor();
+    grpc::Status st = transfer(*request);
+    if (st.ok())
+      *response = serializeMessage(rpc::TransferReply());
+    reactor->Finish(st);
+    return reactor;
+  }
+
+  grpc::Status Shutdown(grpc::ServerContext *, const rpc::ShutdownRequest *,
+                        rpc::ShutdownReply *) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+    cv_.notify_all();
+    return grpc::Status::OK;
+  }
+
+  /// Waits up to `timeout` for stage 0's next BeginStep.
+  bool nextBegin(rpc::BeginStepRequest *out, milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout,
+                      [&] { return !begins_.empty() || shutdown_; }))
+      return false;
+    if (begins_.empty())
+      return false;
+    *out = begins_.front();
+    begins_.pop_front();
+    abandoned_ = false;
+    return true;
+  }
+  bool shutdown() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return shutdown_;
+  }
+  /// Stage 0: its own run, which the transfers sent to it carry.
+  void setRun(uint64_t run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_ = run;
+  }
+  /// True once stage 0 restarted during the current step.
+  bool abandoned() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return abandoned_;
+  }
+
+private:
+  grpc::Status checkCaller(const rpc::Caller &caller) const {
+    if (caller.plan_fingerprint() != links_.config().planFingerprint)
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          caller.task() + " runs a different plan than " +
+                              links_.self());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status transfer(const grpc::ByteBuffer &request) {
+    rpc::TransferRequest req;
+    TensorReader reader;
+    Status opened = reader.open(request, &req);
+    if (!opened.isOk())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          links_.self() + ": a transfer that is " +
+                              opened.message());
+    if (auto bad = checkCaller(req.caller()); !bad.ok())
+      return bad;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (req.run() != run_)
+        return grpc::Status::OK; // from a run of stage 0 that is over
+    }
+    const rpc::WireTensor &w = req.value();
+    DType dtype = DType::F32;
+    Status s = plan::toDType(w.dtype(), &dtype);
+    std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+    const int64_t n =
+        s.isOk() ? plan::staticElements(dims, int64_t(1) << 40) : -1;
+    if (n < 0 || size_t(n) * dtypeSize(dtype) != w.size())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          links_.self() + ": transferred value '" +
+                              plan::printable(w.name()) +
+                              "' does not fit its size");
+    Tensor t = Tensor::allocate(dtype, dims);
+    if (!t.defined())
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          links_.self() + ": out of memory for '" +
+                              plan::printable(w.name()) + "'");
+    s = reader.read(t.rawData(), w.size());
+    if (!s.isOk())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          links_.self() + ": " + s.message());
+    table_.put(w.name(), uint64_t(req.step()), std::move(t));
+    return grpc::Status::OK;
+  }
+
+  Links &links_;
+  exec::RendezvousTable &table_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<rpc::BeginStepRequest> begins_;
+  uint64_t run_ = 0;
+  bool abandoned_ = false;
+  bool shutdown_ = false;
+};
+
+/// Starts a stage's Worker service on its address.
+Status serveStage(StageService &service, const TaskRef &task,
+                  std::unique_ptr<grpc::Server> *out) {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listenAddress(task.address),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(&service);
+  *out = builder.BuildAndStart();
+  if (!*out || port == 0)
+    return errorStatus("cannot listen on ", task.address,
+                       " (is the port in use by another process?)");
+  return Status::ok();
+}
+
+/// The other stages of this task's replica, and the rendezvous the
+/// executor's dtf.send and dtf.recv ops use: a send is a Transfer call to
+/// the receiving stage; a recv waits in this stage's table.
+class StageLinks final : public exec::Rendezvous {
+public:
+  StageLinks(Links &links, exec::RendezvousTable &table, int replica,
+             int stage, int span)
+      : links_(links), table_(table), stage_(stage) {
+    const Roster &roster = links.config().roster;
+    for (int k = 0; k < span; ++k) {
+      Peer p;
+      p.task = roster.workers[size_t(replica * span + k)];
+      if (k != stage) {
+        p.channel = makeChannel(p.task.address);
+        p.stub = rpc::Worker::NewStub(p.channel);
+        p.raw = std::make_unique<grpc::GenericStub>(p.channel);
+      }
+      peers_.push_back(std::move(p));
+    }
+  }
+
+  /// Waits until every other stage answers.
+  Status connect() {
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    std::vector<TaskRef> tasks;
+    for (Peer &p : peers_)
+      if (p.channel) {
+        channels.push_back(p.channel);
+        tasks.push_back(p.task);
+      }
+    return links_.connect(channels, tasks);
+  }
+
+  /// The run (stage 0's process) and step that transfers belong to.
+  void setStep(uint64_t run, int64_t step) {
+    run_ = run;
+    step_ = step;
+  }
+  /// Stops a waiting recv (stage 0 restarted, or stop asked).
+  void setAbandoned(std::function<bool()> abandoned) {
+    abandoned_ = std::move(abandoned);
+  }
+
+  Status send(const std::string &key, int peer, uint64_t,
+              const Tensor &value) override {
+    if (peer < 0 || size_t(peer) >= peers_.size() || peer == stage_)
+      return errorStatus("a send of '", key, "' to stage ", peer,
+                         ", which this replica does not have");
+    Peer &p = peers_[size_t(peer)];
+    rpc::TransferRequest req;
+    *req.mutable_caller() = links_.caller();
+    req.set_run(run_);
+    req.set_step(step_);
+    describeTensor(key, value, req.mutable_value());
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, kCallTimeout);
+    grpc::ByteBuffer response;
+    // Synchronous: the tensor's memory stays as it is until the call ends.
+    grpc::Status st = rawCall(*p.raw, &ctx, kTransferMethod,
+                              packTensors(req, {&value}, /*copy=*/false),
+                              &response);
+    if (!st.ok())
+      return rpcError("sending '" + key + "'", p.task, st);
+    return Status::ok();
+  }
+
+  Status recv(const std::string &key, int peer, uint64_t,
+              Tensor *out) override {
+    const TaskRef &from = peers_[size_t(std::clamp<int>(
+        peer, 0, int(peers_.size()) - 1))].task;
+    double lastSaid = 0;
+    return table_.take(
+        key, uint64_t(step_), out, milliseconds(200),
+        [&](double waited, Status *why) {
+          if (links_.config().stop && links_.config().stop->load()) {
+            *why = errorStatus("interrupted");
+            return false;
+          }
+          if (abandoned_ && abandoned_()) {
+            *why = errorStatus("step ", step_, " abandoned: ",
+                               peers_[0].task.name, " started again");
+            return false;
+          }
+          if (waited > links_.config().syncTimeoutSeconds) {
+            *why = errorStatus("gave up after ", int(waited), " s waiting for ",
+                               from.name, " at ", from.address, " to send '",
+                               key, "' of step ", step_,
+                               " (--sync-timeout sets the wait)");
+            return false;
+          }
+          if (waited - lastSaid >= 5) {
+            links_.say("waiting for " + from.name + " to send '" + key +
+                       "' of step " + std::to_string(step_));
+            lastSaid = waited;
+          }
+          return true;
+        });
+  }
+
+  /// Stage 0: starts step `step` on every other stage (or ends them).
+  Status begin(int64_t step, bool done, const std::vector<int64_t> &versions) {
+    for (Peer &p : peers_) {
+      if (!p.stub)
+        continue;
+      rpc::BeginStepRequest req;
+      *req.mutable_caller() = links_.caller();
+      req.set_run(run_);
+      req.set_step(step);
+      req.set_done(done);
+      for (int64_t v : versions)
+        req.add_min_versions(v);
+      grpc::ClientContext ctx;
+      setDeadline(&ctx, kCallTimeout);
+      rpc::BeginStepReply reply;
+      grpc::Status st = p.stub->BeginStep(&ctx, req, &reply);
+      if (!st.ok())
+        return rpcError(done ? "ending the job" : "starting a step", p.task,
+                        st);
+    }
+    return Status::ok();
+  }
+
+  const TaskRef &task(int stage) const { return peers_[size_t(stage)].task; }
+
+private:
+  struct Peer {
+    TaskRef task;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<rpc::Worker::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> raw;
+  };
+  Links &links_;
+  exec::RendezvousTable &table_;
+  int stage_;
+  std::vector<Peer> peers_;
+  uint64_t run_ = 0;
+  int64_t step_ = 0;
+  std::function<bool()> abandoned_;
+};
+
+/// Stage 0 of a model-parallel replica: pulls, starts the step on the other
+/// stages (with the versions it pulled), runs its part, pushes.
+class StageLeadDriver : public train::StepDriver {
+public:
+  StageLeadDriver(PsDriver &ps, StageLinks &stages, uint64_t run,
+                  int64_t steps)
+      : ps_(ps), stages_(stages), run_(run), steps_(steps) {}
+
+  Status beforeStep(int64_t *globalStep, bool *done) override {
+    DTF_RETURN_IF_ERROR(ps_.beforeStep(globalStep, done));
+    if (*done || *globalStep >= steps_)
+      return Status::ok(); // the trainer runs no step
+    std::vector<int64_t> versions;
+    for (const PsLink &l : ps_.ps())
+      versions.push_back(l.pulledVersion);
+    stages_.setStep(run_, *globalStep);
+    return stages_.begin(*globalStep, false, versions);
+  }
+  Status afterStep(exec::Executor &e, int firstSend) override {
+    return ps_.afterStep(e, firstSend);
+  }
+  Status beforeEval() override { return ps_.beforeEval(); }
+
+private:
+  PsDriver &ps_;
+  StageLinks &stages_;
+  uint64_t run_;
+  int64_t steps_;
+};
+
+/// A later stage of a model-parallel replica: runs its part of each step
+/// stage 0 starts, until stage 0 says the job is done.
+int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
+                  const plan::Program &program, int replica, int stage,
+                  int span, const train::TrainOptions &base,
+                  const TaskConfig &config, bool sync);
+
+int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
+                  const plan::Program &program, int replica, int stage,
+                  int span, const train::TrainOptions &base,
+                  const TaskConfig &config, bool sync) {
+  const Roster &roster = config.roster;
+  const TaskRef &me = roster.workers[size_t(replica * span + stage)];
+  const std::string &self = me.name;
+  const std::string &lead = roster.workers[size_t(replica * span)].name;
+  Links links(config, self);
+
+  // The variables this stage reads (the ps holds them; pulled each step).
+  exec::VariableStore store;
+  std::set<std::string> reads;
+  for (const plan::Op &op : program.ops())
+    if (op.name() == "dtf.read_variable")
+      reads.insert(op.attrs().at("name").s());
+  for (const plan::Variable &v : plan.variables()) {
+    if (!reads.count(v.name()) && v.role() != "global_step")
+      continue;
+    DType dtype = DType::F32;
+    Status s = plan::toDType(v.type().dtype(), &dtype);
+    Tensor t = s.isOk() ? Tensor::allocate(dtype, plan::dimsOf(v.type().shape()))
+                        : Tensor();
+    if (!t.defined())
+      return fail(self, errorStatus("cannot hold variable '", v.name(), "'"), 4);
+    std::memset(t.rawData(), 0, t.byteSize());
+    (void)store.add(v.name(), std::move(t));
+  }
+  PsDriver ps(plan, placement, links, sync, /*push=*/false, &program);
+  ps.bind(&store);
+
+  exec::RendezvousTable table;
+  StageService service(links, table);
+  std::unique_ptr<grpc::Server> server;
+  Status s = serveStage(service, me, &server);
+  if (!s.isOk())
+    return fail(self, s, 4);
+  StageLinks stages(links, table, replica, stage, span);
+  stages.setAbandoned([&] { return service.abandoned() || service.shutdown(); });
+
+  int threads = base.threads > 0 ? base.threads : plan.session().intra_op_threads();
+  if (threads > 0)
+    train::setOpenMpThreadCount(threads);
+  else
+    threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::unique_ptr<ThreadPool> pool;
+  if (threads > 1)
+    pool = std::make_unique<ThreadPool>(threads);
+  exec::ExecutorOptions o;
+  o.intraOpPool = pool.get();
+  exec::applySessionOptions(plan, &o);
+  o.seed = uint64_t(plan.training().seed()) + uint64_t(replica);
+  o.programName = program.name();
+  o.rendezvous = &stages;
+  std::unique_ptr<exec::Executor> executor;
+  s = exec::Executor::create(program, store, train::cpuKernelRegistry(), o,
+                             &executor);
+  if (!s.isOk())
+    return fail(self, s, 4);
+
+  s = ps.connect();
+  if (s.isOk())
+    s = ps.initializeOrWait(/*chief=*/false);
+  if (!s.isOk())
+    return fail(self, s, 6);
+  links.say("stage " + std::to_string(stage) + " of replica " +
+            std::to_string(replica) + " (" +
+            std::to_string(executor->numRunOps()) + " ops each step); " +
+            lead + " starts the steps");
+
+  int64_t steps = 0;
+  Clock::time_point lastBegin = Clock::now();
+  double lastSaid = 0;
+  for (;;) {
+    rpc::BeginStepRequest begin;
+    if (!service.nextBegin(&begin, milliseconds(500))) {
+      if (config.stop && config.stop->load())
+        return 130;
+      if (service.shutdown())
+        break;
+      const double idle = secondsSince(lastBegin);
+      if (idle - lastSaid >= 30) {
+        links.say("no step from " + lead + " for " + std::to_string(int(idle)) +
+                  " s; waiting");
+        lastSaid = idle;
+      }
+      if (idle > config.syncTimeoutSeconds)
+        return fail(self,
+                    errorStatus(lead, " at ",
+                                roster.workers[size_t(replica * span)].address,
+                                " started no step in ", int(idle),
+                                " s (--sync-timeout); giving up"),
+                    6);
+      continue;
+    }
+    lastBegin = Clock::now();
+    lastSaid = 0;
+    if (begin.done())
+      break;
+    stages.setStep(begin.run(), begin.step());
+    ps.setMinVersions(std::vector<int64_t>(begin.min_versions().begin(),
+                                           begin.min_versions().end()));
+    int64_t globalStep = 0;
+    bool done = false;
+    s = ps.beforeStep(&globalStep, &done);
+    if (s.isOk())
+      s = executor->run(uint64_t(begin.step()));
+    if (!s.isOk()) {
+      if (service.abandoned()) {
+        links.say(s.message() + "; waiting for its next step");
+        continue;
+      }
+      return fail(self, s, config.stop && config.stop->load() ? 130 : 5);
+    }
+    ++steps;
+  }
+  links.say("ran " + std::to_string(steps) + " steps as stage " +
+            std::to_string(stage) + " of replica " + std::to_string(replica));
+  int workersDone = 0;
+  s = ps.done(&workersDone);
+  server->Shutdown(std::chrono::system_clock::now() + milliseconds(500));
+  if (!s.isOk())
+    return fail(self, s, 6);
+  return 0;
+}
+
+
 } // namespace
 
 int runWorker(const plan::Plan &plan, const plan::Placement &placement,
@@ -839,29 +1325,65 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   const bool inGraph = t.replication() == "in_graph";
   const bool sync = t.update() == "sync" && !inGraph;
   const int numWorkers = int(roster.workers.size());
-  if (sync && t.replicas_to_aggregate() > numWorkers)
-    return fail(self,
-                errorStatus("the plan aggregates ", t.replicas_to_aggregate(),
-                            " replicas per update, but the cluster has ",
-                            numWorkers, " worker", numWorkers == 1 ? "" : "s",
-                            "; add workers or lower replicas_to_aggregate"),
-                2);
+  // Model parallelism: a replica spans `span` worker tasks, its stages.
+  const int span = plan::replicaSpan(plan);
+  int numReplicas = 1;
+  if (Status s = plan::replicasFor(plan, numWorkers, &numReplicas); !s.isOk())
+    return fail(self, s, 2);
+  const int stage = replica % span;
+  const int group = replica / span; // the replica this task is a stage of
+  plan::Program stageProgram;
+  if (span > 1) {
+    Status split = plan::stageProgramFor(plan, stage, &stageProgram);
+    if (!split.isOk())
+      return fail(self, split, 4);
+    if (stage > 0)
+      return runLaterStage(plan, placement, stageProgram, group, stage, span,
+                           base, config, sync);
+  }
 
   Links links(config, self);
-  PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief);
+  PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief,
+              span > 1 ? &stageProgram : nullptr);
   train::TrainOptions options = base;
   options.taskName = std::getenv("DTF_RESTART_COUNT") ? "" : self;
   options.summaryTask = self; // one directory (and log) per task
   options.evaluate = chief;
-  options.seedOffset = uint64_t(replica);
-  options.shardIndex = size_t(replica);
-  options.shardCount = size_t(numWorkers);
+  options.seedOffset = uint64_t(group);
+  options.shardIndex = size_t(group);
+  options.shardCount = size_t(numReplicas);
   if (inGraph) {
     const int64_t batch = base.batch > 0 ? base.batch : t.batch();
     options.batch = std::max<int64_t>(batch / numWorkers, 1);
   }
   std::unique_ptr<InGraphDriver> client;
   options.driver = &ps;
+  // Stage 0 of a model-parallel replica: serves the transfers sent to it,
+  // and starts each step on the other stages.
+  exec::RendezvousTable table;
+  std::unique_ptr<StageService> stageService;
+  std::unique_ptr<grpc::Server> stageServer;
+  std::unique_ptr<StageLinks> stages;
+  std::unique_ptr<StageLeadDriver> lead;
+  if (span > 1) {
+    stageService = std::make_unique<StageService>(links, table);
+    Status served = serveStage(*stageService, roster.workers[replica], &stageServer);
+    if (!served.isOk())
+      return fail(self, served, 4);
+    stages = std::make_unique<StageLinks>(links, table, group, 0, span);
+    stages->setAbandoned([&] {
+      return config.stop && config.stop->load();
+    });
+    std::random_device entropy;
+    const uint64_t run = (uint64_t(entropy()) << 32) ^ entropy() ^ 1;
+    lead = std::make_unique<StageLeadDriver>(
+        ps, *stages, run, base.steps >= 0 ? base.steps : t.steps());
+    stageService->setRun(run);
+    stages->setStep(run, 0);
+    options.driver = lead.get();
+    options.workerProgram = &stageProgram;
+    options.rendezvous = stages.get();
+  }
   if (inGraph && chief) {
     client = std::make_unique<InGraphDriver>(
         ps, links, base.steps >= 0 ? base.steps : t.steps());
@@ -955,9 +1477,21 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     if (!s.isOk())
       return fail(self, s, 6);
   }
+  if (stages) {
+    s = stages->connect();
+    if (!s.isOk())
+      return fail(self, s, 6);
+    std::string others;
+    for (int k = 1; k < span; ++k)
+      others += (k > 1 ? ", " : "") + stages->task(k).name;
+    links.say("stage 0 of replica " + std::to_string(group) + ", with " +
+              others);
+  }
 
   train::TrainReport report;
   s = trainer->run(&report, &kind);
+  if (stages) // the other stages stop with this one
+    (void)stages->begin(0, /*done=*/true, {});
   if (!s.isOk()) {
     if (client)
       client->shutdownTowers();

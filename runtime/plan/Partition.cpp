@@ -472,6 +472,38 @@ int replicaSpan(const Plan &plan) {
   return span;
 }
 
+Status replicasFor(const Plan &plan, int numWorkers, int *replicas) {
+  const Training &t = plan.training();
+  const int span = replicaSpan(plan);
+  auto workers = [](int n) {
+    return std::to_string(n) + " worker" + (n == 1 ? "" : "s");
+  };
+  if (span > 1 && t.replication() == "in_graph")
+    return errorStatus("the plan places ops on ", span,
+                       " worker tasks (model parallelism), which needs "
+                       "between_graph replication; in in_graph replication "
+                       "each tower runs on one worker");
+  if (numWorkers < 1 || numWorkers % span != 0)
+    return errorStatus("a replica of this plan spans ", span,
+                       " worker tasks (its ops are placed up to "
+                       "/job:worker/task:",
+                       span - 1, "), but the cluster has ", workers(numWorkers),
+                       "; give it a multiple of ", span);
+  *replicas = numWorkers / span;
+  if (t.update() == "sync" && t.replication() != "in_graph" &&
+      t.replicas_to_aggregate() > *replicas)
+    return errorStatus(
+        "the plan aggregates ", t.replicas_to_aggregate(),
+        " replicas per update, but the cluster has ",
+        span > 1 ? std::to_string(*replicas) + " replica" +
+                       (*replicas == 1 ? "" : "s") + " (" +
+                       workers(numWorkers) + ", " + std::to_string(span) +
+                       " per replica)"
+                 : workers(numWorkers),
+        "; add workers or lower replicas_to_aggregate");
+  return Status::ok();
+}
+
 Status stageProgramFor(const Plan &plan, int stage, Program *out) {
   const Program &worker = plan.worker_step();
   const int span = replicaSpan(plan);

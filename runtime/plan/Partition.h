@@ -121,6 +121,12 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
 /// names one.
 int replicaSpan(const Plan &plan);
 
+/// The replicas a cluster of `numWorkers` worker tasks trains: numWorkers /
+/// replicaSpan. An error when the span does not divide the workers, when a
+/// span over 1 meets in_graph replication, or when a sync plan aggregates
+/// more replicas than there are.
+Status replicasFor(const Plan &plan, int numWorkers, int *replicas);
+
 /// The stage of one op under that rule: the task of its worker device, 0
 /// for a chief device or none; -1 for ops that every stage using them
 /// repeats (constants, variable reads).

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 namespace dtf::plan {
 namespace {
@@ -73,10 +74,43 @@ emitProgram(const Program &p, const std::string &prefix,
 std::string planToDot(const Plan &plan, const Placement *placement) {
   std::string out = "digraph plan {\n  compound = true;\n  node [shape = box, "
                     "fontsize = 10];\n";
-  const Program &worker = plan.worker_step();
-  auto workerProducer =
-      emitProgram(worker, "worker", "worker_step (every worker; in-graph: each tower)",
-                  nullptr, out);
+  // The worker side: the worker_step, or with model parallelism each stage
+  // of a replica, its sends dashed to the other stages' recvs.
+  const int span = replicaSpan(plan);
+  std::vector<Program> stages(1, plan.worker_step());
+  std::vector<std::string> prefixes(1, "worker");
+  if (span > 1) {
+    stages.assign(size_t(span), Program());
+    prefixes.clear();
+    for (int k = 0; k < span; ++k) {
+      if (!stageProgramFor(plan, k, &stages[size_t(k)]).isOk())
+        return "digraph plan {}\n";
+      prefixes.push_back("stage" + std::to_string(k));
+    }
+  }
+  std::unordered_map<int32_t, std::string> workerProducer;
+  std::map<std::string, std::string> sendNode, recvNode;
+  for (size_t k = 0; k < stages.size(); ++k) {
+    auto producer = emitProgram(
+        stages[k], prefixes[k],
+        span > 1 ? "worker_step stage " + std::to_string(k) +
+                       " (task " + std::to_string(k) + " of each replica)"
+                 : std::string("worker_step (every worker; in-graph: each tower)"),
+        nullptr, out);
+    if (k == 0)
+      workerProducer = producer; // sends to the ps leave from stage 0
+    for (int i = 0; i < stages[k].ops_size(); ++i) {
+      const Op &op = stages[k].ops(i);
+      if (op.name() == "dtf.send" || op.name() == "dtf.recv")
+        (op.name() == "dtf.send" ? sendNode : recvNode)[op.attrs().at("key").s()] =
+            prefixes[k] + "_" + std::to_string(i);
+    }
+  }
+  for (const auto &[key, from] : sendNode)
+    if (auto to = recvNode.find(key); to != recvNode.end())
+      out += "  " + from + " -> " + to->second + " [style = dashed, color = blue, label = " +
+             quote(key) + ", fontsize = 8];\n";
+  const Program &worker = stages[0];
   // The ps side: one cluster per ps task when bound, else one for all.
   const Program &ps = plan.ps_update();
   const int numPs = placement && placement->numPs > 0 ? placement->numPs : 1;
@@ -128,14 +162,15 @@ std::string planToDot(const Plan &plan, const Placement *placement) {
       const Op &op = ps.ops(i);
       if (op.name() != "dtf.read_variable")
         continue;
-      for (int j = 0; j < worker.ops_size(); ++j) {
-        const Op &w = worker.ops(j);
-        if (w.name() == "dtf.read_variable" &&
-            w.attrs().at("name").s() == op.attrs().at("name").s())
-          out += "  " + prefix + "_" + std::to_string(i) + " -> worker_" +
-                 std::to_string(j) +
-                 " [style = dotted, label = \"pull\", fontsize = 8];\n";
-      }
+      for (size_t k = 0; k < stages.size(); ++k)
+        for (int j = 0; j < stages[k].ops_size(); ++j) {
+          const Op &w = stages[k].ops(j);
+          if (w.name() == "dtf.read_variable" &&
+              w.attrs().at("name").s() == op.attrs().at("name").s())
+            out += "  " + prefix + "_" + std::to_string(i) + " -> " +
+                   prefixes[k] + "_" + std::to_string(j) +
+                   " [style = dotted, label = \"pull\", fontsize = 8];\n";
+        }
     }
   }
   return out + "}\n";

@@ -57,7 +57,7 @@ bool lacksKernel(const plan::Program &program, const KernelRegistry &kernels) {
   for (const plan::Op &op : program.ops()) {
     const std::string &n = op.name();
     if (n == "dtf.input" || n == "dtf.constant" || n == "dtf.read_variable" ||
-        n == "dtf.assign_add")
+        n == "dtf.assign_add" || n == "dtf.send" || n == "dtf.recv")
       continue;
     if (!kernels.lookup(n))
       return true;
@@ -139,6 +139,8 @@ Status logLine(summary::RunSummaries *summaries, const std::string &line,
 }
 
 } // namespace
+
+void setOpenMpThreadCount(int n) { setOpenMpThreads(n); }
 
 const KernelRegistry &cpuKernelRegistry() {
   static const KernelRegistry *registry = [] {
@@ -315,6 +317,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
       o.device = taskDevice(options_.summaryTask);
     o.seed = seed;
     o.programName = name;
+    o.rendezvous = options_.rendezvous;
     o.profile = options_.profile && std::string(name) != "eval";
     Status st = exec::Executor::create(program, variables_, kernels, o, out);
     if (!st.isOk())
@@ -331,9 +334,10 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
                          plan.format_version(),
                          "); compile it again with this version's dtfc");
     }
-    plan::Program worker = plan.worker_step();
+    plan::Program worker =
+        options_.workerProgram ? *options_.workerProgram : plan.worker_step();
     numMetrics_ = worker.fetches_size();
-    for (const plan::Transfer &send : plan.worker_step().sends()) {
+    for (const plan::Transfer &send : worker.sends()) {
       plan::Fetch *f = worker.add_fetches();
       f->set_name(send.key());
       f->set_value(send.value());

@@ -99,6 +99,11 @@ struct TrainOptions {
   /// Distributed training (ps/worker): the loop runs the plan's worker_step
   /// and the driver moves variables and updates; null: train_step alone.
   StepDriver *driver = nullptr;
+  /// With a driver: the program to run instead of the plan's worker_step
+  /// (stage 0 of a model-parallel replica), and where its dtf.send and
+  /// dtf.recv ops meet the other stages.
+  const plan::Program *workerProgram = nullptr;
+  exec::Rendezvous *rendezvous = nullptr;
   /// Examples per step instead of the plan's batch (an in-graph tower's
   /// share); 0: the plan's.
   int64_t batch = 0;
@@ -218,6 +223,9 @@ Status train(const plan::Plan &plan, const TrainOptions &options,
 
 /// The registry of every CPU kernel, made once.
 const KernelRegistry &cpuKernelRegistry();
+
+/// Sets oneDNN's OpenMP thread count (when OpenMP is loaded at all).
+void setOpenMpThreadCount(int n);
 
 /// The report of --profile: the train_step's time by op kind and its
 /// slowest ops.

@@ -6,6 +6,8 @@
 # sync runs must show every applied update averaging exactly
 # replicas_to_aggregate gradients computed at the current version; a worker
 # with no ps must say which task and address it cannot reach, within seconds.
+# A model-parallel replica spans two worker tasks; its later stage must run
+# every step.
 # usage: distributed.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1 work=$2
@@ -95,6 +97,12 @@ for e in extra:
         for k in range(3):
             if f"W/part_{k}" not in holds:
                 bad.append(f"no ps holds W/part_{k}: {holds}")
+    elif kind == "stages":  # model parallelism: these workers ran stage 1
+        for w in arg.split(","):
+            ran = [l for l in log if l.startswith(w) and "steps as stage 1" in l]
+            m = re.search(r"ran (\d+) steps", ran[-1]) if ran else None
+            if not m or int(m.group(1)) < 100:
+                bad.append(f"{w} ran no steps as stage 1 of its replica: {ran}")
     elif kind == "towers":
         if not any("towers; done" in l for l in log if l.startswith("worker.1")):
             bad.append("worker.1 ran no in-graph towers")
@@ -111,6 +119,7 @@ PY
 cluster c1x2 1 2
 cluster c1x3 1 3
 cluster c2x2 2 2
+cluster c1x4 1 4
 mlp async async
 mlp sync "sync(replicas_to_aggregate = 2)"
 mlp backup "sync(replicas_to_aggregate = 2, total_num_replicas = 3)"
@@ -147,6 +156,14 @@ model parts {
 DTF
 "$bin/dtfc" "$work/parts.dtf" -o "$work/parts.plan"
 
+# Model parallelism: the MLP cut in two across worker tasks.
+sed -e 's/steps = 2000/steps = 300/' -e 's/every = 1000/every = 300/' \
+  "$root/models/model_parallel.dtf" > "$work/staged.dtf"
+"$bin/dtfc" "$work/staged.dtf" -o "$work/staged.plan"
+sed -e 's/update = async/update = sync(replicas_to_aggregate = 2)/' \
+  "$work/staged.dtf" > "$work/staged-sync.dtf"
+"$bin/dtfc" "$work/staged-sync.dtf" -o "$work/staged-sync.plan"
+
 check async "$work/c1x2.json" "$work/async.plan"
 check sync "$work/c1x2.json" "$work/sync.plan" sync=2
 check backup "$work/c1x3.json" "$work/backup.plan" sync=2 stale
@@ -154,6 +171,10 @@ check ingraph "$work/c1x2.json" "$work/ingraph.plan" towers
 check ps2-round-robin "$work/c2x2.json" "$work/rr.plan" holds=ps.0,ps.1
 check ps2-greedy "$work/c2x2.json" "$work/greedy.plan" holds=ps.0,ps.1
 check partitioned "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts
+# One replica on 2 workers; then 2 replicas of 2 workers each, in sync: the
+# ps averages the gradients of the replicas' stage 0 (worker.0, worker.2).
+check model-parallel "$work/c1x2.json" "$work/staged.plan" stages=worker.1
+check model-parallel-sync "$work/c1x4.json" "$work/staged-sync.plan" sync=2 stages=worker.1,worker.3
 # The shards' checkpoint restores on one machine, whole.
 if ! "$bin/dtf-run" "$work/parts.plan" --steps 310 --model-dir "$work/partitioned-dir" \
       > "$work/parts-local.log" 2>&1 || ! grep -q "restored checkpoint ckpt-3" "$work/parts-local.log"; then

@@ -195,11 +195,9 @@ int main(int argc, char **argv) {
                    << " has no ps job: ps/worker training needs at least one ps task\n";
       return kCompileError;
     }
-    const ::dtf::plan::Training &t = plan.training();
-    if (t.update() == "sync" && t.replicas_to_aggregate() > workers) {
-      llvm::errs() << "dtfc: error: the model aggregates " << t.replicas_to_aggregate()
-                   << " replicas per update, but " << clusterFile << " has " << workers
-                   << " worker task" << (workers == 1 ? "" : "s") << "\n";
+    int replicas = 0;
+    if (::dtf::Status s = ::dtf::plan::replicasFor(plan, workers, &replicas); !s.isOk()) {
+      llvm::errs() << "dtfc: error: " << clusterFile << ": " << s.message() << "\n";
       return kCompileError;
     }
     ::dtf::plan::Placement placement;
