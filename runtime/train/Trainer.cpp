@@ -650,7 +650,10 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   for (int k = 0; k < numFetches; ++k)
     lastTrain.push_back({train_->fetchInfo(k).name, std::nan("")});
   if (options_.driver && !options_.quiet)
-    writer.line("  program: worker_step (" + std::to_string(train_->numRunOps()) +
+    writer.line("  program: " +
+                (options_.workerProgram ? options_.workerProgram->name()
+                                        : std::string("worker_step")) +
+                " (" + std::to_string(train_->numRunOps()) +
                 " ops), " + std::to_string(train_->numFetches() - numMetrics_) +
                 " sends per step");
   Clock::time_point intervalStart = Clock::now();
