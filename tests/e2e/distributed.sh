@@ -5,7 +5,8 @@
 # falls, its test accuracy ends well above chance, every task exits 0); the
 # sync runs must show every applied update averaging exactly
 # replicas_to_aggregate gradients computed at the current version; a worker
-# with no ps must say which task and address it cannot reach, within seconds.
+# with no ps must say which task and address it cannot reach, within seconds;
+# a sync run with --chunk-bytes 4096 moves its tensors in streams of chunks.
 # usage: distributed.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1 work=$2
@@ -40,12 +41,13 @@ mlp() { # mlp NAME UPDATE [STRATEGY]
 }
 
 failures=0
+runflags=()  # extra dtf-run flags for the next check
 check() { # check NAME CLUSTER PLAN [extra python checks...]
   local name=$1 clusterFile=$2 plan=$3
   mkdir -p "$work/$name-dir"
-  echo "== $name: dtf-run $(basename "$plan") --cluster $(basename "$clusterFile")"
+  echo "== $name: dtf-run $(basename "$plan") --cluster $(basename "$clusterFile") ${runflags[*]}"
   if ! timeout 300 "$bin/dtf-run" "$plan" --cluster "$clusterFile" --log-every 25 \
-        --model-dir "$work/$name-dir" > "$work/$name.log" 2>&1; then
+        --model-dir "$work/$name-dir" "${runflags[@]}" > "$work/$name.log" 2>&1; then
     echo "e2e: $name: the job failed:" >&2; tail -30 "$work/$name.log" >&2
     failures=$((failures + 1)); return
   fi
@@ -95,6 +97,12 @@ for e in extra:
         for k in range(3):
             if f"W/part_{k}" not in holds:
                 bad.append(f"no ps holds W/part_{k}: {holds}")
+    elif kind == "streamed":  # pulls and pushes went in streams of chunks
+        lines = [l for l in log if "pushes streamed in chunks of " + arg + " bytes" in l]
+        counts = [re.search(r"(\d+) pulls and (\d+) pushes streamed", l) for l in lines]
+        if not counts or not any(int(m.group(1)) >= 300 and int(m.group(2)) >= 300
+                                 for m in counts if m):
+            bad.append(f"no ps streamed >= 300 pulls and pushes in {arg}-byte chunks: {lines}")
     elif kind == "towers":
         if not any("towers; done" in l for l in log if l.startswith("worker.1")):
             bad.append("worker.1 ran no in-graph towers")
@@ -154,6 +162,12 @@ check ingraph "$work/c1x2.json" "$work/ingraph.plan" towers
 check ps2-round-robin "$work/c2x2.json" "$work/rr.plan" holds=ps.0,ps.1
 check ps2-greedy "$work/c2x2.json" "$work/greedy.plan" holds=ps.0,ps.1
 check partitioned "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts
+# Every pull, push and initialization larger than 4 KiB (W: 784x128 f32,
+# 401 KB) crosses in a stream of 4 KiB chunks; sync mode, so that every
+# update must still average exactly 2 complete gradients, over 2 ps tasks.
+runflags=(--chunk-bytes 4096)
+check sync-streamed "$work/c2x2.json" "$work/sync.plan" sync=2 holds=ps.0,ps.1 streamed=4096
+runflags=()
 # The shards' checkpoint restores on one machine, whole.
 if ! "$bin/dtf-run" "$work/parts.plan" --steps 310 --model-dir "$work/partitioned-dir" \
       > "$work/parts-local.log" 2>&1 || ! grep -q "restored checkpoint ckpt-3" "$work/parts-local.log"; then
