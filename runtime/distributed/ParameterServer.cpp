@@ -433,6 +433,7 @@ public:
   grpc::ServerReadReactor<grpc::ByteBuffer> *
   InitializeStream(grpc::CallbackServerContext *ctx,
                    grpc::ByteBuffer *response) override {
+    ++streamedInits_;
     return new InitializeReader(this, ctx, response);
   }
 
@@ -672,10 +673,11 @@ public:
       s += " (each averaging " + std::to_string(replicas_) +
            " gradients), " + std::to_string(stale_) +
            " stale gradients dropped";
-    if (streamedPulls_ + streamedPushes_ > 0)
-      s += "; " + std::to_string(streamedPulls_) + " pulls and " +
-           std::to_string(streamedPushes_) + " pushes streamed in chunks of " +
-           std::to_string(config_.chunkBytes) + " bytes";
+    if (streamedPulls_ + streamedPushes_ + streamedInits_ > 0)
+      s += "; streamed in chunks of " + std::to_string(config_.chunkBytes) +
+           " bytes: " + std::to_string(streamedPulls_) + " pulls, " +
+           std::to_string(streamedPushes_) + " pushes, " +
+           std::to_string(streamedInits_) + " initializations";
     return s;
   }
 
@@ -807,7 +809,7 @@ private:
   std::vector<Tensor> sums_;
   std::vector<std::string> contributors_;
   int64_t stale_ = 0;
-  std::atomic<int64_t> streamedPulls_{0}, streamedPushes_{0};
+  std::atomic<int64_t> streamedPulls_{0}, streamedPushes_{0}, streamedInits_{0};
   std::set<std::string> done_;
   bool shutdown_ = false;
   std::string shutdownReason_;

@@ -98,8 +98,8 @@ for e in extra:
             if f"W/part_{k}" not in holds:
                 bad.append(f"no ps holds W/part_{k}: {holds}")
     elif kind == "streamed":  # pulls and pushes went in streams of chunks
-        lines = [l for l in log if "pushes streamed in chunks of " + arg + " bytes" in l]
-        counts = [re.search(r"(\d+) pulls and (\d+) pushes streamed", l) for l in lines]
+        lines = [l for l in log if "streamed in chunks of " + arg + " bytes" in l]
+        counts = [re.search(r"(\d+) pulls, (\d+) pushes", l) for l in lines]
         if not counts or not any(int(m.group(1)) >= 300 and int(m.group(2)) >= 300
                                  for m in counts if m):
             bad.append(f"no ps streamed >= 300 pulls and pushes in {arg}-byte chunks: {lines}")
