@@ -38,8 +38,12 @@ bench=$build/bin/dtf-transfer-bench
 [[ -x $bench ]] || die "$bench is not built (ninja -C $build dtf-transfer-bench)"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 table=$("$bench" --mb "$mb" --repeat "$repeat" --chunk-bytes "$chunk")
+# A transfer of one chunk or less: one message or a stream of one chunk
+# (why dtf-run streams only what is larger than a chunk).
+small=$("$bench" --mb 1 --repeat 30 --chunk-bytes "$chunk")
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "$table"
+echo "$small"
 [[ $out == - ]] && exit 0
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 {
@@ -61,5 +65,13 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "Loopback TCP: the same bytes through one socket into a buffer. MB = 10^6 bytes."
   echo
   echo "$table"
+  echo
+  echo "A transfer that fits one chunk (1 MB), as one message and as a stream of one"
+  echo "chunk (\`dtf-transfer-bench --mb 1 --repeat 30 --chunk-bytes $chunk\`): the"
+  echo "stream's extra round trips (the request, then the chunks, then the status,"
+  echo "each waited for) make it slower, so dtf-run streams only transfers larger"
+  echo "than one chunk:"
+  echo
+  echo "$small"
 } > "$out"
 echo "written to ${out#"$root"/}"

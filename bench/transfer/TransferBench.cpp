@@ -144,10 +144,12 @@ struct Figures {
   double pull = 1e9, push = 1e9, streamPull = 1e9, streamPush = 1e9, tcp = 1e9;
 };
 
+// Exits at once: the ps thread of the measurement is still running.
 int fail(const std::string &what, const grpc::Status &st) {
   std::fprintf(stderr, "dtf-transfer-bench: %s failed: %s\n", what.c_str(),
                dist::describe(st).c_str());
-  return 1;
+  std::fflush(stderr);
+  std::_Exit(1);
 }
 
 // One size: a ps in this process, `repeat` rounds of each transfer, best of.
@@ -175,8 +177,10 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, Figures *f) {
   auto channel = dist::makeChannel(address);
   auto stub = rpc::ParameterServer::NewStub(channel);
   grpc::GenericStub raw(channel);
+  // The ps initializes its variable (and a copy for resets) first: seconds
+  // for gigabytes.
   channel->WaitForConnected(std::chrono::system_clock::now() +
-                            std::chrono::seconds(10));
+                            std::chrono::seconds(300));
   rpc::Caller caller;
   caller.set_task("worker.0");
   caller.set_plan_fingerprint(42);

@@ -5,7 +5,8 @@
 # chief restarts the whole job); the run must finish all its steps, every
 # restore must start from the last checkpoint saved before its failure (no
 # more lost than the steps since), and the model must evaluate as well as an
-# uninterrupted run of the same job (within noise). The faulty runs move
+# uninterrupted run of the same job (within noise). The run with three kills
+# and the sync run whose ps is killed move
 # their tensors in 4 KiB chunks (--chunk-bytes 4096), so the kills cut
 # streams and the restores go through InitializeStream.
 # usage: fault_tolerance.sh BIN_DIR WORK_DIR
