@@ -77,13 +77,13 @@ if want bw; then
   bwjson=$(python3 "$root/bench/peers/loopback_bw.py" --mb 256 --repeat 3)
   bw=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%d MB/s (%.1f Gbit/s; runs %s MB/s)" % (r["best_MBps"], r["best_Gbps"], r["runs_MBps"]))' "$bwjson")
   echo "   $bw"
-  echo "== dtf push/pull of one 256 MB tensor through the ps service (best of 5)"
+  echo "== dtf push/pull of one 256 MB tensor through the ps service, one message and streamed (best of 5)"
   if [[ -x $build/bin/dtf-transfer-bench ]]; then
     transfer=$("$build/bin/dtf-transfer-bench" --mb 256 --repeat 5)
   else
     transfer="not measured ($build/bin/dtf-transfer-bench is not built)"
   fi
-  echo "   $transfer"
+  echo "$transfer" | sed 's/^/   /'
 fi
 
 # TensorFlow's own ps/worker runtime.
@@ -196,7 +196,8 @@ table="| framework | cluster | images/s (sum over workers) | images/s (span) | p
 for r in "${rows[@]}"; do table+=$'\n'"$r"; done
 echo
 echo "loopback TCP: $bw"
-echo "dtf pull/push: ${transfer:-not measured}"
+echo "dtf pull/push:"
+echo "${transfer:-not measured}"
 echo "$table"
 printf '%s\n' "${notes[@]}"
 
@@ -221,7 +222,9 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo
   echo "Loopback TCP bandwidth (one connection, Python sockets, 256 MB): $bw."
   echo ""
-  echo "dtf's pull and push of one 256 MB f32 tensor through the ps service (gRPC, the raw tensor messages dtf-run uses; \`dtf-transfer-bench --mb 256 --repeat 5\`, a ps in the same process on loopback): ${transfer:-not measured}."
+  echo "dtf's pull and push of one 256 MB f32 tensor through the ps service (gRPC, the raw tensor messages and streams dtf-run uses; \`dtf-transfer-bench --mb 256 --repeat 5\`, a ps in the same process on loopback; larger sizes in results/transfer.md):"
+  echo
+  echo "${transfer:-not measured}"
   echo
   echo "$table"
   echo

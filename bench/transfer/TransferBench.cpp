@@ -1,10 +1,15 @@
-// dtf-transfer-bench: how fast a large tensor crosses between tasks. Starts a
-// ps task in this process on a free loopback port, holding one f32 variable
-// of the given size, and times a worker's Pull of it and Push of its
-// gradient through the same gRPC services dtf-run uses (bench/distributed.sh
-// prints it beside raw loopback TCP).
+// dtf-transfer-bench: how fast a large tensor crosses between tasks. For each
+// size, starts a ps task in this process on a free loopback port, holding
+// one f32 variable of that size, and times a worker's pull of it and push of
+// its gradient through the same gRPC services dtf-run uses: as one message
+// (Pull, Push) and as a stream of chunks (PullStream, PushStream), beside a
+// plain loopback TCP connection moving the same bytes into a buffer
+// (bench/distributed.sh prints it).
 //
-//   dtf-transfer-bench [--mb 256] [--repeat 5]
+//   dtf-transfer-bench [--mb 256,1024] [--repeat 5] [--chunk-bytes 4194304]
+//
+// One message cannot carry 2 GiB or more (gRPC's limit): sizes from 2048 MB
+// up are measured streamed only.
 #include "runtime/distributed/ParameterServer.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
@@ -23,6 +28,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 using namespace dtf;
 
@@ -91,32 +97,65 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  // As dtf-run: large buffers stay on the heap for reuse.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  int64_t mb = 256;
-  int repeat = 5;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "--mb" || a == "--repeat") && i + 1 < argc) {
-      long v = std::strtol(argv[++i], nullptr, 10);
-      if (v <= 0 || v > 4096) {
-        std::fprintf(stderr, "dtf-transfer-bench: %s expects 1..4096\n", a.c_str());
-        return 2;
-      }
-      if (a == "--mb")
-        mb = v;
-      else
-        repeat = int(v);
-      continue;
-    }
-    std::fprintf(stderr, "usage: dtf-transfer-bench [--mb 256] [--repeat 5]\n");
-    return a == "--help" || a == "-h" ? 0 : 2;
+// Loopback TCP: `bytes` from one buffer through one connection into another,
+// 4 MiB per send (what any runtime here can move between its tasks).
+double tcpSeconds(size_t bytes) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  if (bind(listener, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
+      listen(listener, 1) != 0 ||
+      getsockname(listener, reinterpret_cast<sockaddr *>(&a), &n) != 0) {
+    close(listener);
+    return -1;
   }
+  std::vector<char> src(bytes, 1), dst(bytes);
+  auto t0 = std::chrono::steady_clock::now();
+  std::thread sender([&] {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0)
+      for (size_t off = 0; off < bytes;) {
+        ssize_t w = send(fd, src.data() + off,
+                         std::min<size_t>(bytes - off, size_t(4) << 20), 0);
+        if (w <= 0)
+          break;
+        off += size_t(w);
+      }
+    close(fd);
+  });
+  int fd = accept(listener, nullptr, nullptr);
+  size_t got = 0;
+  while (fd >= 0 && got < bytes) {
+    ssize_t r = recv(fd, dst.data() + got, bytes - got, 0);
+    if (r <= 0)
+      break;
+    got += size_t(r);
+  }
+  const double s = secondsSince(t0);
+  sender.join();
+  close(fd);
+  close(listener);
+  return got == bytes ? s : -1;
+}
+
+struct Figures {
+  double pull = 1e9, push = 1e9, streamPull = 1e9, streamPush = 1e9, tcp = 1e9;
+};
+
+// Exits at once: the ps thread of the measurement is still running.
+int fail(const std::string &what, const grpc::Status &st) {
+  std::fprintf(stderr, "dtf-transfer-bench: %s failed: %s\n", what.c_str(),
+               dist::describe(st).c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+// One size: a ps in this process, `repeat` rounds of each transfer, best of.
+int measure(int64_t mb, int repeat, size_t chunkBytes, Figures *f) {
   const int64_t elements = mb * (1 << 20) / 4;
+  const bool single = mb < 2048; // one message: below 2 GiB
   plan::Plan p = transferPlan(elements);
   plan::Placement placement;
   Status s = plan::placeVariables(p, 1, "round_robin", &placement);
@@ -130,6 +169,7 @@ int main(int argc, char **argv) {
   config.roster.workers.push_back({"worker.0", "127.0.0.1:1"});
   config.planPath = "transfer";
   config.planFingerprint = 42;
+  config.chunkBytes = chunkBytes;
   std::FILE *quiet = std::fopen("/dev/null", "w");
   config.out = quiet;
   std::thread ps([&] { dist::runParameterServer(p, placement, 0, config); });
@@ -137,62 +177,99 @@ int main(int argc, char **argv) {
   auto channel = dist::makeChannel(address);
   auto stub = rpc::ParameterServer::NewStub(channel);
   grpc::GenericStub raw(channel);
+  // The ps initializes its variable (and a copy for resets) first: seconds
+  // for gigabytes.
   channel->WaitForConnected(std::chrono::system_clock::now() +
-                            std::chrono::seconds(10));
+                            std::chrono::seconds(300));
   rpc::Caller caller;
   caller.set_task("worker.0");
   caller.set_plan_fingerprint(42);
+  int64_t incarnation = 0;
   {
     grpc::ClientContext ctx;
     rpc::InitializeRequest req;
     *req.mutable_caller() = caller;
     rpc::InitializeReply reply;
     grpc::Status st = stub->Initialize(&ctx, req, &reply);
-    if (!st.ok()) {
-      std::fprintf(stderr, "dtf-transfer-bench: %s\n", dist::describe(st).c_str());
-      return 1;
-    }
+    if (!st.ok())
+      return fail("initializing", st);
+    incarnation = reply.incarnation();
   }
+  // The pulled values double as the pushed gradient (one buffer less: the
+  // 2.5 GB case has to fit beside the ps's own copies).
   Tensor local = Tensor::zeros(DType::F32, {elements});
-  Tensor grad = Tensor::zeros(DType::F32, {elements});
   Tensor lr = Tensor::zeros(DType::F32, {});
-  double bestPull = 1e9, bestPush = 1e9;
+  rpc::PullRequest pullReq;
+  *pullReq.mutable_caller() = caller;
+  pullReq.add_names("big");
+  rpc::PushRequest pushReq;
+  *pushReq.mutable_caller() = caller;
+  pushReq.set_incarnation(incarnation);
+  dist::describeTensor("big:grad", local, pushReq.add_values());
+  dist::describeTensor("big:apply_sgd:2", lr, pushReq.add_values());
+  auto deadline = [&](grpc::ClientContext *ctx) {
+    dist::setDeadline(ctx, std::chrono::milliseconds(60000 + mb * 100));
+  };
   for (int r = 0; r < repeat; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    grpc::ClientContext ctx;
-    rpc::PullRequest req;
-    *req.mutable_caller() = caller;
-    req.add_names("big");
-    rpc::PullReply reply;
-    grpc::ByteBuffer response;
-    grpc::Status st = dist::rawCall(raw, &ctx, dist::kPullMethod,
-                                    dist::serializeMessage(req), &response);
-    dist::TensorReader reader;
-    if (!st.ok() || !reader.open(response, &reply).isOk() ||
-        reply.values_size() != 1 ||
-        reply.values(0).size() != local.byteSize() ||
-        !reader.read(local.rawData(), local.byteSize()).isOk()) {
-      std::fprintf(stderr, "dtf-transfer-bench: pull failed: %s\n",
-                   dist::describe(st).c_str());
-      return 1;
-    }
-    bestPull = std::min(bestPull, secondsSince(t0));
+    for (bool stream : {false, true}) {
+      if (!stream && !single)
+        continue;
+      // Pull, straight into `local`.
+      auto t0 = std::chrono::steady_clock::now();
+      grpc::ClientContext ctx;
+      deadline(&ctx);
+      rpc::PullReply reply;
+      dist::ChunkReader reader(&reply,
+                               [&](std::vector<dist::PayloadTarget> *targets) {
+                                 if (reply.values_size() != 1 ||
+                                     reply.values(0).size() != local.byteSize())
+                                   return errorStatus("an unexpected reply");
+                                 targets->push_back(
+                                     {local.rawData(), local.byteSize()});
+                                 return Status::ok();
+                               });
+      Status refused = Status::ok();
+      grpc::Status st;
+      if (stream) {
+        st = dist::receiveStream(raw, &ctx, dist::kPullStreamMethod,
+                                 dist::serializeMessage(pullReq), &reader,
+                                 &refused);
+      } else {
+        grpc::ByteBuffer response;
+        st = dist::rawCall(raw, &ctx, dist::kPullMethod,
+                           dist::serializeMessage(pullReq), &response);
+        if (st.ok())
+          refused = reader.add(response);
+      }
+      if (st.ok() && refused.isOk())
+        refused = reader.finish();
+      if (!st.ok() || !refused.isOk())
+        return fail(std::string(stream ? "a streamed" : "a") + " pull" +
+                        (refused.isOk() ? "" : " (" + refused.message() + ")"),
+                    st);
+      double &pull = stream ? f->streamPull : f->pull;
+      pull = std::min(pull, secondsSince(t0));
 
-    t0 = std::chrono::steady_clock::now();
-    grpc::ClientContext pctx;
-    rpc::PushRequest push;
-    *push.mutable_caller() = caller;
-    dist::describeTensor("big:grad", grad, push.add_values());
-    dist::describeTensor("big:apply_sgd:2", lr, push.add_values());
-    grpc::ByteBuffer pushed;
-    st = dist::rawCall(raw, &pctx, dist::kPushMethod,
-                       dist::packTensors(push, {&grad, &lr}, false), &pushed);
-    if (!st.ok()) {
-      std::fprintf(stderr, "dtf-transfer-bench: push failed: %s\n",
-                   dist::describe(st).c_str());
-      return 1;
+      // Push, from `local`'s memory.
+      t0 = std::chrono::steady_clock::now();
+      grpc::ClientContext pctx;
+      deadline(&pctx);
+      grpc::ByteBuffer pushed;
+      pushReq.set_version(reply.version());
+      st = stream ? dist::sendStream(raw, &pctx, dist::kPushStreamMethod,
+                                     dist::packChunks(pushReq, {&local, &lr},
+                                                      chunkBytes),
+                                     &pushed)
+                  : dist::rawCall(raw, &pctx, dist::kPushMethod,
+                                  dist::packTensors(pushReq, {&local, &lr}, false),
+                                  &pushed);
+      rpc::PushReply pushReply;
+      if (!st.ok() || !dist::parseMessage(pushed, &pushReply) ||
+          !pushReply.applied())
+        return fail(std::string(stream ? "a streamed" : "a") + " push", st);
+      double &push = stream ? f->streamPush : f->push;
+      push = std::min(push, secondsSince(t0));
     }
-    bestPush = std::min(bestPush, secondsSince(t0));
   }
   {
     grpc::ClientContext ctx;
@@ -202,10 +279,97 @@ int main(int argc, char **argv) {
     (void)stub->Shutdown(&ctx, req, &reply);
   }
   ps.join();
-  const double bytes = double(elements) * 4 / 1e6;
-  std::printf("tensor %lld MB: pull %.0f MB/s (%.3f s), push %.0f MB/s "
-              "(%.3f s, the ps applies sgd), best of %d\n",
-              (long long)mb, bytes / bestPull, bestPull, bytes / bestPush,
-              bestPush, repeat);
+  std::fclose(quiet);
+  local = Tensor();
+  for (int r = 0; r < repeat; ++r) {
+    const double t = tcpSeconds(size_t(elements) * 4);
+    if (t > 0)
+      f->tcp = std::min(f->tcp, t);
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // As dtf-run: large buffers stay on the heap for reuse.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  std::vector<int64_t> sizes = {256, 1024};
+  int repeat = 5;
+  size_t chunkBytes = dist::kDefaultChunkBytes;
+  auto usage = [] {
+    std::fprintf(stderr, "usage: dtf-transfer-bench [--mb 256,1024] "
+                         "[--repeat 5] [--chunk-bytes 4194304]\n");
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      usage();
+      return 0;
+    }
+    if (i + 1 >= argc) {
+      usage();
+      return 2;
+    }
+    std::string v = argv[++i];
+    char *end = nullptr;
+    if (a == "--mb") {
+      sizes.clear();
+      for (const char *q = v.c_str(); *q;) {
+        long mb = std::strtol(q, &end, 10);
+        if (end == q || mb <= 0 || mb > 8192 || (*end && *end != ',')) {
+          std::fprintf(stderr, "dtf-transfer-bench: --mb expects sizes "
+                               "1..8192 separated by commas, got '%s'\n",
+                       v.c_str());
+          return 2;
+        }
+        sizes.push_back(mb);
+        q = *end ? end + 1 : end;
+      }
+    } else if (a == "--repeat" || a == "--chunk-bytes") {
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      const long long lo = a == "--repeat" ? 1 : 4096;
+      const long long hi = a == "--repeat" ? 100 : (1ll << 30);
+      if (v.empty() || *end || n < lo || n > hi) {
+        std::fprintf(stderr, "dtf-transfer-bench: %s expects %lld..%lld, got '%s'\n",
+                     a.c_str(), lo, hi, v.c_str());
+        return 2;
+      }
+      if (a == "--repeat")
+        repeat = int(n);
+      else
+        chunkBytes = size_t(n);
+    } else {
+      usage();
+      return 2;
+    }
+  }
+  std::printf("| tensor | pull, one message | pull, streamed | push, one message "
+              "| push, streamed | loopback TCP |\n"
+              "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::fflush(stdout);
+  for (int64_t mb : sizes) {
+    Figures f;
+    if (int code = measure(mb, repeat, chunkBytes, &f))
+      return code;
+    const double bytes = double(mb) * (1 << 20) / 1e6;
+    auto cell = [&](double seconds) {
+      if (seconds >= 1e9)
+        return std::string("n/a (2 GiB message limit)");
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.0f MB/s (%.3f s)", bytes / seconds,
+                    seconds);
+      return std::string(buf);
+    };
+    std::printf("| %lld MB | %s | %s | %s | %s | %s |\n", (long long)mb,
+                cell(f.pull).c_str(), cell(f.streamPull).c_str(),
+                cell(f.push).c_str(), cell(f.streamPush).c_str(),
+                cell(f.tcp).c_str());
+    std::fflush(stdout);
+  }
+  std::printf("best of %d; chunks of %zu bytes; a push includes the ps "
+              "applying sgd to the variable\n",
+              repeat, chunkBytes);
   return 0;
 }

@@ -35,6 +35,9 @@ struct TaskConfig {
   /// How long a sync-mode worker waits for the other replicas' gradients
   /// before it names them and gives up (dtf-run --sync-timeout).
   double syncTimeoutSeconds = 120;
+  /// Transfers larger than this go in a stream of chunks of this size
+  /// (dtf-run --chunk-bytes; the default is kDefaultChunkBytes, 4 MiB).
+  size_t chunkBytes = size_t(4) << 20;
   const std::atomic<bool> *stop = nullptr;
   std::FILE *out = stdout;
 };

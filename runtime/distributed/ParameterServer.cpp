@@ -11,8 +11,10 @@
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -27,11 +29,30 @@ grpc::Status fail(grpc::StatusCode code, const std::string &message) {
   return grpc::Status(code, message);
 }
 
-// Pull and Push carry tensors as raw byte buffers (TensorMessage.h); the
-// other calls are plain protobuf.
+// Pull and Push carry tensors as raw byte buffers (TensorMessage.h), and
+// so do their streams and InitializeStream; the other calls are plain
+// protobuf.
 using PsBase = rpc::ParameterServer::WithRawCallbackMethod_Pull<
     rpc::ParameterServer::WithRawCallbackMethod_Push<
-        rpc::ParameterServer::Service>>;
+        rpc::ParameterServer::WithRawCallbackMethod_PullStream<
+            rpc::ParameterServer::WithRawCallbackMethod_PushStream<
+                rpc::ParameterServer::WithRawCallbackMethod_InitializeStream<
+                    rpc::ParameterServer::Service>>>>>;
+
+// A refusal as a dtf Status for ChunkReader, its gRPC status kept aside (a
+// caller from another plan is FAILED_PRECONDITION, not a malformed stream).
+struct Refusal {
+  grpc::Status status;
+  Status note(grpc::Status st) {
+    status = std::move(st);
+    return status.ok() ? Status::ok() : errorStatus(status.error_message());
+  }
+  // The refusal, else `code` with `prefix` and the reader's message.
+  grpc::Status orElse(grpc::StatusCode code, const std::string &prefix,
+                      const Status &s) const {
+    return !status.ok() ? status : grpc::Status(code, prefix + s.message());
+  }
+};
 
 class PsService final : public PsBase {
 public:
@@ -95,8 +116,16 @@ public:
                  "/device:CPU:0";
       DTF_RETURN_IF_ERROR(exec::Executor::create(
           program, variables_, train::cpuKernelRegistry(), o, &update_));
-      for (const plan::Transfer &r : program.recvs())
+      for (const plan::Transfer &r : program.recvs()) {
         keys_.push_back(r.key());
+        // What the update takes under the key: a push must fit it before
+        // anything is allocated for it.
+        plan::TensorType type;
+        for (const plan::Value &v : program.values())
+          if (v.id() == r.value())
+            type = v.type();
+        expected_.push_back(type);
+      }
     }
     return Status::ok();
   }
@@ -112,6 +141,15 @@ public:
                           rpc::InitializeReply *reply) override {
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
+    return initialize(*req, nullptr, reply);
+  }
+
+  // The values (a checkpoint's) either in the request's `data` or, from a
+  // stream, in `staged` (one per value, checked to fit its variable).
+  grpc::Status initialize(const rpc::InitializeRequest &request,
+                          const std::vector<Tensor> *staged,
+                          rpc::InitializeReply *reply) {
+    const rpc::InitializeRequest *req = &request;
     std::lock_guard<std::mutex> lock(mu_);
     if (initialized_ && !req->force()) {
       reply->set_already(true);
@@ -125,11 +163,17 @@ public:
           std::memcpy(variables_.find(n)->rawData(), t->rawData(),
                       t->byteSize());
     }
-    for (const rpc::WireTensor &w : req->values()) {
+    for (int i = 0; i < req->values_size(); ++i) {
+      const rpc::WireTensor &w = req->values(i);
       Tensor *t = variables_.find(w.name());
       if (!t)
         return fail(grpc::StatusCode::INVALID_ARGUMENT,
                     name_ + " does not hold variable '" + w.name() + "'");
+      if (staged) {
+        std::memcpy(t->rawData(), (*staged)[size_t(i)].rawData(),
+                    t->byteSize());
+        continue;
+      }
       Status s = copyFromWire(w, t);
       if (!s.isOk())
         return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
@@ -159,14 +203,20 @@ public:
                            name_ + ": a malformed pull request"));
       return reactor;
     }
-    reactor->Finish(pull(ctx, &req, response));
+    reactor->Finish(pull(ctx, &req,
+                         [&](const rpc::PullReply &reply,
+                             const std::vector<const Tensor *> &payload) {
+                           *response = packTensors(reply, payload, /*copy=*/true);
+                         }));
     return reactor;
   }
 
-  // The variables as they are between two updates, copied once into the
-  // reply under the lock.
+  // The reply to a pull: its header and the variables, which `emit` copies
+  // under the lock (the values between two updates).
+  using PullEmit = std::function<void(const rpc::PullReply &,
+                                      const std::vector<const Tensor *> &)>;
   grpc::Status pull(grpc::ServerContextBase *ctx, const rpc::PullRequest *req,
-                    grpc::ByteBuffer *response) {
+                    const PullEmit &emit) {
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
     rpc::PullReply replyMessage;
@@ -189,7 +239,7 @@ public:
     if (req->incarnation() == incarnation_ && version_ < req->min_version()) {
       reply->set_ready(false);
       reply->set_waiting_for(waitingFor());
-      *response = packTensors(*reply, {}, true);
+      emit(*reply, {});
       return grpc::Status::OK;
     }
     reply->set_ready(true);
@@ -202,7 +252,219 @@ public:
       describeTensor(n, *t, reply->add_values());
       payload.push_back(t);
     }
-    *response = packTensors(*reply, payload, /*copy=*/true);
+    emit(*reply, payload);
+    return grpc::Status::OK;
+  }
+
+  /// A pull reply in chunks: the variables copied once under the lock into
+  /// a snapshot the chunks point at, which lives until the call is done.
+  class PullWriter final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+  public:
+    void snapshot(const rpc::PullReply &reply,
+                  const std::vector<const Tensor *> &payload,
+                  size_t chunkBytes) {
+      std::vector<const Tensor *> copies;
+      for (const Tensor *t : payload) {
+        snapshot_.push_back(Tensor::allocate(t->dtype(), t->shape()));
+        std::memcpy(snapshot_.back().rawData(), t->rawData(), t->byteSize());
+      }
+      for (const Tensor &t : snapshot_)
+        copies.push_back(&t);
+      chunks_ = packChunks(reply, copies, chunkBytes);
+    }
+    void start(const grpc::Status &status) {
+      if (!status.ok() || chunks_.empty())
+        Finish(status);
+      else
+        StartWrite(&chunks_[0]);
+    }
+    void OnWriteDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                            "the pull stream broke"));
+        return;
+      }
+      chunks_[next_].Clear();
+      if (++next_ < chunks_.size())
+        StartWrite(&chunks_[next_]);
+      else
+        Finish(grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+  private:
+    std::vector<Tensor> snapshot_;
+    std::vector<grpc::ByteBuffer> chunks_;
+    size_t next_ = 0;
+  };
+
+  grpc::ServerWriteReactor<grpc::ByteBuffer> *
+  PullStream(grpc::CallbackServerContext *ctx,
+             const grpc::ByteBuffer *request) override {
+    auto *writer = new PullWriter;
+    ++streamedPulls_;
+    rpc::PullRequest req;
+    if (!parseMessage(*request, &req)) {
+      writer->start(fail(grpc::StatusCode::INVALID_ARGUMENT,
+                         name_ + ": a malformed pull request"));
+      return writer;
+    }
+    writer->start(pull(ctx, &req,
+                       [&](const rpc::PullReply &reply,
+                           const std::vector<const Tensor *> &payload) {
+                         writer->snapshot(reply, payload, config_.chunkBytes);
+                       }));
+    return writer;
+  }
+
+  /// A push in chunks, each copied straight into the tensor its header
+  /// allocated for it; applied (or summed) only once the stream is
+  /// complete: a broken stream changes nothing.
+  class PushReader final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+  public:
+    PushReader(PsService *ps, grpc::CallbackServerContext *ctx,
+               grpc::ByteBuffer *response)
+        : ps_(ps), ctx_(ctx), response_(response),
+          reader_(&req_, [this](std::vector<PayloadTarget> *targets) {
+            return refusal_.note(ps_->preparePush(req_, &values_, targets));
+          }) {
+      StartRead(&chunk_);
+    }
+    void OnReadDone(bool ok) override {
+      const std::string what = ps_->name_ + ": refused a push stream: ";
+      if (ok) {
+        Status s = reader_.add(chunk_);
+        chunk_.Clear();
+        if (s.isOk())
+          StartRead(&chunk_);
+        else
+          Finish(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what, s));
+        return;
+      }
+      if (ctx_->IsCancelled()) {
+        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+                            ps_->name_ + ": the push stream was cancelled "
+                                         "(nothing applied)"));
+        return;
+      }
+      Status s = reader_.finish();
+      if (!s.isOk()) {
+        Finish(fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    what + "incomplete (nothing applied): " + s.message()));
+        return;
+      }
+      rpc::PushReply reply;
+      grpc::Status st = ps_->applyPush(req_, values_, &reply);
+      if (st.ok())
+        *response_ = serializeMessage(reply);
+      Finish(st);
+    }
+    void OnDone() override { delete this; }
+
+  private:
+    PsService *ps_;
+    grpc::CallbackServerContext *ctx_;
+    grpc::ByteBuffer *response_;
+    rpc::PushRequest req_;
+    std::vector<Tensor> values_;
+    Refusal refusal_;
+    ChunkReader reader_;
+    grpc::ByteBuffer chunk_;
+  };
+
+  grpc::ServerReadReactor<grpc::ByteBuffer> *
+  PushStream(grpc::CallbackServerContext *ctx,
+             grpc::ByteBuffer *response) override {
+    ++streamedPushes_;
+    return new PushReader(this, ctx, response);
+  }
+
+  /// The chief's initial values in chunks, staged in tensors of the
+  /// variables' own shapes and copied in under the lock once complete.
+  class InitializeReader final
+      : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+  public:
+    InitializeReader(PsService *ps, grpc::CallbackServerContext *ctx,
+                     grpc::ByteBuffer *response)
+        : ps_(ps), ctx_(ctx), response_(response),
+          reader_(&req_, [this](std::vector<PayloadTarget> *targets) {
+            return refusal_.note(ps_->prepareInitialize(req_, &staged_, targets));
+          }) {
+      StartRead(&chunk_);
+    }
+    void OnReadDone(bool ok) override {
+      const std::string what = ps_->name_ + ": refused an initialization stream: ";
+      if (ok) {
+        Status s = reader_.add(chunk_);
+        chunk_.Clear();
+        if (s.isOk())
+          StartRead(&chunk_);
+        else
+          Finish(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what, s));
+        return;
+      }
+      Status s = reader_.finish();
+      if (ctx_->IsCancelled() || !s.isOk()) {
+        Finish(fail(ctx_->IsCancelled() ? grpc::StatusCode::CANCELLED
+                                        : grpc::StatusCode::INVALID_ARGUMENT,
+                    what + "incomplete (nothing changed)" +
+                        (s.isOk() ? std::string() : ": " + s.message())));
+        return;
+      }
+      rpc::InitializeReply reply;
+      grpc::Status st = ps_->initialize(req_, &staged_, &reply);
+      if (st.ok())
+        *response_ = serializeMessage(reply);
+      Finish(st);
+    }
+    void OnDone() override { delete this; }
+
+  private:
+    PsService *ps_;
+    grpc::CallbackServerContext *ctx_;
+    grpc::ByteBuffer *response_;
+    rpc::InitializeRequest req_;
+    std::vector<Tensor> staged_;
+    Refusal refusal_;
+    ChunkReader reader_;
+    grpc::ByteBuffer chunk_;
+  };
+
+  grpc::ServerReadReactor<grpc::ByteBuffer> *
+  InitializeStream(grpc::CallbackServerContext *ctx,
+                   grpc::ByteBuffer *response) override {
+    ++streamedInits_;
+    return new InitializeReader(this, ctx, response);
+  }
+
+  // Each value must be one of this ps's variables, of its type; the staging
+  // tensors are the variables' own size (the set of variables is fixed
+  // after setUp, so no lock is needed to look them up).
+  grpc::Status prepareInitialize(const rpc::InitializeRequest &req,
+                                 std::vector<Tensor> *staged,
+                                 std::vector<PayloadTarget> *targets) {
+    if (auto bad = checkCaller(req.caller()); !bad.ok())
+      return bad;
+    for (const rpc::WireTensor &w : req.values()) {
+      const Tensor *t = variables_.find(w.name());
+      if (!t)
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + " does not hold variable '" +
+                        plan::printable(w.name()) + "'");
+      DType dtype = DType::F32;
+      Status s = plan::toDType(w.dtype(), &dtype);
+      std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+      if (!s.isOk() || dtype != t->dtype() || dims != t->shape() ||
+          w.size() != t->byteSize())
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    "variable '" + plan::printable(w.name()) + "' arrived as " +
+                        (s.isOk() ? plan::typeString(dtype, dims)
+                                  : std::string("an unknown dtype")) +
+                        " (" + std::to_string(w.size()) + " bytes), but " +
+                        name_ + " holds it as " + t->describe());
+      staged->push_back(Tensor::allocate(t->dtype(), t->shape()));
+      targets->push_back({staged->back().rawData(), t->byteSize()});
+    }
     return grpc::Status::OK;
   }
 
@@ -218,41 +480,75 @@ public:
     return reactor;
   }
 
-  // Each pushed tensor is read from the message straight into a tensor of
-  // its own, then applied (async) or summed (sync).
+  // A whole push in one message: the same reader as a stream's, one chunk.
   grpc::Status push(const grpc::ByteBuffer &request, rpc::PushReply *reply) {
-    rpc::PushRequest message;
-    const rpc::PushRequest *req = &message;
-    TensorReader reader;
-    Status opened = reader.open(request, &message);
-    if (!opened.isOk())
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": a push that is " + opened.message());
-    if (auto bad = checkCaller(req->caller()); !bad.ok())
+    rpc::PushRequest req;
+    std::vector<Tensor> values;
+    Refusal refusal;
+    ChunkReader reader(&req, [&](std::vector<PayloadTarget> *targets) {
+      return refusal.note(preparePush(req, &values, targets));
+    });
+    Status s = reader.add(request);
+    if (s.isOk())
+      s = reader.finish();
+    if (!s.isOk())
+      return refusal.orElse(grpc::StatusCode::INVALID_ARGUMENT,
+                            name_ + ": refused a push: ", s);
+    return applyPush(req, values, reply);
+  }
+
+  // The tensors a push's header announces, one per key of the update, each
+  // checked to be what the update takes before it is allocated; `targets`
+  // gets where their bytes go.
+  grpc::Status preparePush(const rpc::PushRequest &req,
+                           std::vector<Tensor> *values,
+                           std::vector<PayloadTarget> *targets) {
+    if (auto bad = checkCaller(req.caller()); !bad.ok())
       return bad;
-    std::vector<Tensor> values(keys_.size());
-    for (const rpc::WireTensor &w : req->values()) {
+    values->assign(keys_.size(), Tensor());
+    for (const rpc::WireTensor &w : req.values()) {
       int k = keyIndex(w.name());
       if (k < 0)
         return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                    name_ + " takes no value under key '" + w.name() + "'");
+                    name_ + " takes no value under key '" +
+                        plan::printable(w.name()) + "'");
+      if ((*values)[size_t(k)].defined())
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + ": a push carries '" + plan::printable(w.name()) +
+                        "' twice");
       DType dtype = DType::F32;
       Status s = plan::toDType(w.dtype(), &dtype);
       std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
       const int64_t n = s.isOk() ? plan::staticElements(dims, int64_t(1) << 40) : -1;
       if (n < 0 || size_t(n) * dtypeSize(dtype) != w.size())
         return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                    name_ + ": pushed value '" + w.name() + "' does not fit its size");
-      values[k] = Tensor::allocate(dtype, dims);
-      s = reader.read(values[k].rawData(), w.size());
-      if (!s.isOk())
+                    name_ + ": pushed value '" + plan::printable(w.name()) +
+                        "' does not fit its size");
+      const plan::TensorType &want = expected_[size_t(k)];
+      DType wantType = DType::F32;
+      if (want.dtype() != plan::DTYPE_UNSPECIFIED &&
+          (!plan::toDType(want.dtype(), &wantType).isOk() ||
+           wantType != dtype ||
+           !plan::shapeFits(plan::dimsOf(want.shape()), dims)))
         return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                    name_ + ": a push that is " + s.message());
+                    name_ + ": pushed value '" + plan::printable(w.name()) +
+                        "' is " + plan::typeString(dtype, dims) +
+                        ", but the update takes " +
+                        plan::typeString(wantType, plan::dimsOf(want.shape())));
+      (*values)[size_t(k)] = Tensor::allocate(dtype, dims);
+      targets->push_back({(*values)[size_t(k)].rawData(), w.size()});
     }
     for (size_t k = 0; k < keys_.size(); ++k)
-      if (!values[k].defined())
+      if (!(*values)[k].defined())
         return fail(grpc::StatusCode::INVALID_ARGUMENT,
                     "a push to " + name_ + " lacks '" + keys_[k] + "'");
+    return grpc::Status::OK;
+  }
+
+  // A complete push, applied (async) or summed (sync).
+  grpc::Status applyPush(const rpc::PushRequest &request,
+                         std::vector<Tensor> &values, rpc::PushReply *reply) {
+    const rpc::PushRequest *req = &request;
     std::lock_guard<std::mutex> lock(mu_);
     if (!initialized_)
       return fail(grpc::StatusCode::FAILED_PRECONDITION,
@@ -377,6 +673,11 @@ public:
       s += " (each averaging " + std::to_string(replicas_) +
            " gradients), " + std::to_string(stale_) +
            " stale gradients dropped";
+    if (streamedPulls_ + streamedPushes_ + streamedInits_ > 0)
+      s += "; streamed in chunks of " + std::to_string(config_.chunkBytes) +
+           " bytes: " + std::to_string(streamedPulls_) + " pulls, " +
+           std::to_string(streamedPushes_) + " pushes, " +
+           std::to_string(streamedInits_) + " initializations";
     return s;
   }
 
@@ -489,6 +790,7 @@ private:
   std::vector<plan::HeldTensor> held_;
   std::vector<std::string> names_;
   std::vector<std::string> keys_;
+  std::vector<plan::TensorType> expected_; // what the update takes per key
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -507,6 +809,7 @@ private:
   std::vector<Tensor> sums_;
   std::vector<std::string> contributors_;
   int64_t stale_ = 0;
+  std::atomic<int64_t> streamedPulls_{0}, streamedPushes_{0}, streamedInits_{0};
   std::set<std::string> done_;
   bool shutdown_ = false;
   std::string shutdownReason_;

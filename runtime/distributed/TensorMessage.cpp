@@ -3,6 +3,7 @@
 
 #include "runtime/plan/PlanTypes.h"
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
@@ -113,6 +114,226 @@ bool parseMessage(const grpc::ByteBuffer &buffer,
   if (!buffer.DumpToSingleSlice(&slice).ok())
     return false;
   return m->ParseFromArray(slice.begin(), int(slice.size()));
+}
+
+} // namespace dtf::dist
+
+namespace dtf::dist {
+
+std::vector<grpc::ByteBuffer>
+packChunks(const google::protobuf::MessageLite &header,
+           const std::vector<const Tensor *> &payloads, size_t chunkBytes) {
+  chunkBytes = std::max<size_t>(chunkBytes, 1);
+  std::string head(4, '\0');
+  const uint32_t size = uint32_t(header.ByteSizeLong());
+  std::memcpy(head.data(), &size, 4); // little-endian on every target
+  header.AppendToString(&head);
+  std::vector<grpc::ByteBuffer> chunks;
+  std::vector<grpc::Slice> slices;
+  size_t fill = 0;
+  // Cuts [p, p + n) into the chunks; the header is copied (it is a local),
+  // payloads are referenced where they lie.
+  auto put = [&](const char *p, size_t n, bool copy) {
+    while (n > 0) {
+      const size_t len = std::min(n, chunkBytes - fill);
+      if (copy)
+        slices.emplace_back(p, len);
+      else
+        slices.emplace_back(const_cast<char *>(p), len,
+                            grpc::Slice::STATIC_SLICE);
+      p += len;
+      n -= len;
+      fill += len;
+      if (fill == chunkBytes) {
+        chunks.emplace_back(slices.data(), slices.size());
+        slices.clear();
+        fill = 0;
+      }
+    }
+  };
+  put(head.data(), head.size(), /*copy=*/true);
+  for (const Tensor *t : payloads)
+    put(static_cast<const char *>(t->rawData()), t->byteSize(), false);
+  if (!slices.empty())
+    chunks.emplace_back(slices.data(), slices.size());
+  return chunks;
+}
+
+ChunkReader::ChunkReader(google::protobuf::MessageLite *header,
+                         OnHeader onHeader)
+    : header_(header), onHeader_(std::move(onHeader)) {}
+
+Status ChunkReader::add(const grpc::ByteBuffer &chunk) {
+  std::vector<grpc::Slice> slices;
+  if (!chunk.Dump(&slices).ok())
+    return errorStatus("an unreadable chunk");
+  for (const grpc::Slice &s : slices)
+    DTF_RETURN_IF_ERROR(
+        take(reinterpret_cast<const char *>(s.begin()), s.size()));
+  return Status::ok();
+}
+
+Status ChunkReader::take(const char *p, size_t n) {
+  for (;;) {
+    if (!sized_) {
+      if (n == 0)
+        return Status::ok();
+      const size_t want = std::min(n, 4 - head_.size());
+      head_.append(p, want);
+      p += want;
+      n -= want;
+      bytes_ += want;
+      if (head_.size() < 4)
+        continue;
+      std::memcpy(&headerSize_, head_.data(), 4);
+      if (headerSize_ > kMaxHeaderBytes)
+        return errorStatus("a header of ", headerSize_,
+                           " bytes (at most ", kMaxHeaderBytes,
+                           " are taken): not a dtf tensor message");
+      head_.clear();
+      sized_ = true;
+      continue;
+    }
+    if (!headerDone_) {
+      const size_t want = std::min<size_t>(n, headerSize_ - head_.size());
+      head_.append(p, want);
+      p += want;
+      n -= want;
+      bytes_ += want;
+      if (head_.size() < headerSize_)
+        return Status::ok();
+      if (!header_->ParseFromString(head_))
+        return errorStatus("a malformed header (", headerSize_, " bytes)");
+      std::string().swap(head_);
+      headerDone_ = true;
+      targets_.clear();
+      DTF_RETURN_IF_ERROR(onHeader_(&targets_));
+      for (const PayloadTarget &t : targets_)
+        payloadTotal_ += t.size;
+      continue;
+    }
+    if (n == 0)
+      return Status::ok();
+    if (payload_ == payloadTotal_)
+      return errorStatus(n, " bytes more than the ", payloadTotal_,
+                         " payload bytes its header announces");
+    while (targets_[target_].size == offset_) {
+      ++target_;
+      offset_ = 0;
+    }
+    PayloadTarget &t = targets_[target_];
+    const size_t len = std::min(n, t.size - offset_);
+    if (t.data)
+      std::memcpy(static_cast<char *>(t.data) + offset_, p, len);
+    p += len;
+    n -= len;
+    offset_ += len;
+    payload_ += len;
+    bytes_ += len;
+  }
+}
+
+Status ChunkReader::finish() const {
+  if (!headerDone_)
+    return errorStatus("it ended inside its header (after ", bytes_,
+                       " bytes)");
+  if (payload_ < payloadTotal_)
+    return errorStatus("it ended after ", payload_, " of the ",
+                       payloadTotal_, " payload bytes its header announces");
+  return Status::ok();
+}
+
+RawStream::RawStream(grpc::GenericStub &stub, grpc::ClientContext *ctx,
+                     const std::string &method)
+    : ctx_(ctx) {
+  call_ = stub.PrepareCall(ctx, method, &cq_);
+  call_->StartCall(this);
+  started_ = wait();
+}
+
+RawStream::~RawStream() {
+  if (!finished_) {
+    ctx_->TryCancel();
+    (void)finish();
+  }
+  cq_.Shutdown();
+  void *tag = nullptr;
+  bool ok = false;
+  while (cq_.Next(&tag, &ok)) {
+  }
+}
+
+bool RawStream::wait() {
+  void *tag = nullptr;
+  bool ok = false;
+  return cq_.Next(&tag, &ok) && ok;
+}
+
+bool RawStream::write(const grpc::ByteBuffer &chunk) {
+  if (!started_)
+    return false;
+  call_->Write(chunk, this);
+  return wait();
+}
+
+bool RawStream::writesDone() {
+  if (!started_)
+    return false;
+  call_->WritesDone(this);
+  return wait();
+}
+
+bool RawStream::read(grpc::ByteBuffer *chunk) {
+  if (!started_)
+    return false;
+  call_->Read(chunk, this);
+  return wait();
+}
+
+grpc::Status RawStream::finish() {
+  grpc::Status status;
+  call_->Finish(&status, this);
+  (void)wait();
+  finished_ = true;
+  return status;
+}
+
+grpc::Status sendStream(grpc::GenericStub &stub, grpc::ClientContext *ctx,
+                        const std::string &method,
+                        const std::vector<grpc::ByteBuffer> &chunks,
+                        grpc::ByteBuffer *response) {
+  RawStream call(stub, ctx, method);
+  bool ok = true;
+  for (const grpc::ByteBuffer &c : chunks)
+    if (!(ok = call.write(c)))
+      break;
+  // A refusal ends the call early: its status says why.
+  const bool answered = ok && call.writesDone() && call.read(response);
+  grpc::Status status = call.finish();
+  if (status.ok() && !answered)
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        "the stream ended without a reply");
+  return status;
+}
+
+grpc::Status receiveStream(grpc::GenericStub &stub, grpc::ClientContext *ctx,
+                           const std::string &method,
+                           const grpc::ByteBuffer &request, ChunkReader *reader,
+                           Status *refused) {
+  *refused = Status::ok();
+  RawStream call(stub, ctx, method);
+  if (call.write(request) && call.writesDone()) {
+    grpc::ByteBuffer chunk;
+    while (call.read(&chunk)) {
+      *refused = reader->add(chunk);
+      chunk.Clear();
+      if (!refused->isOk()) {
+        ctx->TryCancel();
+        break;
+      }
+    }
+  }
+  return call.finish();
 }
 
 } // namespace dtf::dist

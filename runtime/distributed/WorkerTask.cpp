@@ -33,6 +33,12 @@ double secondsSince(Clock::time_point t) {
 // An RPC deadline for calls that do not wait on purpose.
 constexpr milliseconds kCallTimeout{30000};
 
+// A transfer's deadline: the ordinary one plus a second per 20 MB, so that
+// a gigabyte on a slow link is not cut off but a stuck call still ends.
+milliseconds transferTimeout(uint64_t bytes) {
+  return kCallTimeout + milliseconds(int64_t(bytes / 20000));
+}
+
 struct PsLink {
   TaskRef task;
   std::unique_ptr<rpc::ParameterServer::Stub> stub;
@@ -272,6 +278,7 @@ public:
       rpc::InitializeRequest req;
       *req.mutable_caller() = links_.caller();
       req.set_force(force);
+      std::vector<Tensor> values;
       if (reader) {
         for (const plan::HeldTensor &h : heldBy_[k]) {
           if (!reader->find(h.variable))
@@ -284,14 +291,35 @@ public:
                   ? reader->readRows(h.variable, h.rowOffset,
                                      h.rowOffset + h.rows, &t)
                   : reader->read(h.variable, &t));
-          toWire(h.name, t, req.add_values());
+          describeTensor(h.name, t, req.add_values());
+          values.push_back(std::move(t));
         }
       }
       req.set_version(globalStep);
+      uint64_t bytes = 0;
+      for (const Tensor &t : values)
+        bytes += t.byteSize();
       grpc::ClientContext ctx;
-      setDeadline(&ctx, kCallTimeout);
+      setDeadline(&ctx, transferTimeout(bytes));
       rpc::InitializeReply reply;
-      grpc::Status st = l.stub->Initialize(&ctx, req, &reply);
+      grpc::Status st;
+      const size_t chunk = links_.config().chunkBytes;
+      if (bytes > chunk) {
+        // In chunks from the read tensors: no 2 GiB message limit.
+        std::vector<const Tensor *> payload;
+        for (const Tensor &t : values)
+          payload.push_back(&t);
+        grpc::ByteBuffer response;
+        st = sendStream(*l.raw, &ctx, kInitializeStreamMethod,
+                        packChunks(req, payload, chunk), &response);
+        if (st.ok() && !parseMessage(response, &reply))
+          return errorStatus(l.task.name,
+                             " answered an initialization with a malformed reply");
+      } else {
+        for (int i = 0; i < req.values_size(); ++i)
+          toWire(req.values(i).name(), values[size_t(i)], req.mutable_values(i));
+        st = l.stub->Initialize(&ctx, req, &reply);
+      }
       if (!st.ok())
         return rpcError("initializing", l.task, st);
     }
@@ -422,23 +450,64 @@ public:
       // Short waits: the ps waits inside a gRPC callback thread, which a
       // push needs too; the loop below repeats and reports.
       req.set_wait_ms(200);
+      // What the reply carries when ready: a stream when that is more than
+      // one chunk.
+      uint64_t bytes = 0;
+      for (const auto &entry : byName)
+        if (const plan::HeldTensor *h = entry.second;
+            const Tensor *t = store_->find(h->variable))
+          bytes += h->partitioned ? rowsOf(*t, h->rowOffset, h->rows).byteSize()
+                                  : t->byteSize();
+      const bool stream = bytes > links_.config().chunkBytes;
       for (;;) {
         req.set_incarnation(l.incarnation);
         grpc::ClientContext ctx;
-        setDeadline(&ctx, kCallTimeout);
+        setDeadline(&ctx, transferTimeout(bytes));
         rpc::PullReply reply;
-        grpc::ByteBuffer response;
-        grpc::Status st =
-            rawCall(*l.raw, &ctx, kPullMethod, serializeMessage(req), &response);
+        // Each value straight into the variable (or its shard's rows), as
+        // its bytes arrive.
+        ChunkReader reader(&reply, [&](std::vector<PayloadTarget> *targets) {
+          for (const rpc::WireTensor &w : reply.values()) {
+            auto h = byName.find(w.name());
+            Tensor *t = h == byName.end() ? nullptr
+                                          : store_->find(h->second->variable);
+            if (!t)
+              return errorStatus("'", plan::printable(w.name()),
+                                 "', which this task did not ask for");
+            Tensor dst = h->second->partitioned
+                             ? rowsOf(*t, h->second->rowOffset, h->second->rows)
+                             : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1);
+            std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+            DType dtype = DType::F32;
+            if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != dst.dtype() ||
+                dims != dst.shape() || w.size() != dst.byteSize())
+              return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
+                                 " bytes) for ", dst.describe());
+            targets->push_back({dst.rawData(), w.size()});
+          }
+          return Status::ok();
+        });
+        Status refused = Status::ok();
+        grpc::Status st;
+        if (stream) {
+          st = receiveStream(*l.raw, &ctx, kPullStreamMethod,
+                             serializeMessage(req), &reader, &refused);
+        } else {
+          grpc::ByteBuffer response;
+          st = rawCall(*l.raw, &ctx, kPullMethod, serializeMessage(req),
+                       &response);
+          if (st.ok())
+            refused = reader.add(response);
+        }
+        if (refused.isOk() && st.ok())
+          refused = reader.finish();
+        if (!refused.isOk())
+          return errorStatus(l.task.name, " answered a pull with ",
+                             refused.message());
         if (!st.ok()) {
           lastRecoverable_ = recoverable(st);
           return rpcError("a pull", l.task, st);
         }
-        TensorReader reader;
-        Status opened = reader.open(response, &reply);
-        if (!opened.isOk())
-          return errorStatus(l.task.name, " answered a pull with ",
-                             opened.message());
         if (reply.incarnation() != l.incarnation) {
           // Restored (or first seen): what this worker pushed before no
           // longer counts.
@@ -449,27 +518,7 @@ public:
             continue;
         }
         if (reply.ready()) {
-          for (const rpc::WireTensor &w : reply.values()) {
-            auto h = byName.find(w.name());
-            Tensor *t = h == byName.end() ? nullptr
-                                          : store_->find(h->second->variable);
-            if (!t)
-              return errorStatus(l.task.name, " sent '",
-                                 plan::printable(w.name()),
-                                 "', which this task did not ask for");
-            // Straight into the variable (or its shard's rows).
-            Tensor dst = h->second->partitioned
-                             ? rowsOf(*t, h->second->rowOffset, h->second->rows)
-                             : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1);
-            std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
-            DType dtype = DType::F32;
-            if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != dst.dtype() ||
-                dims != dst.shape() || w.size() != dst.byteSize())
-              return errorStatus(l.task.name, " sent '",
-                                 plan::printable(w.name()), "' (", w.size(),
-                                 " bytes) for ", dst.describe());
-            DTF_RETURN_IF_ERROR(reader.read(dst.rawData(), w.size()));
-          }
+          // The values are in place already (the reader put them there).
           l.pulledVersion = reply.version();
           break;
         }
@@ -530,14 +579,23 @@ public:
         describeTensor(key, views.back(), req.add_values());
       }
       std::vector<const Tensor *> payload;
-      for (const Tensor &v : views)
+      uint64_t bytes = 0;
+      for (const Tensor &v : views) {
         payload.push_back(&v);
+        bytes += v.byteSize();
+      }
       grpc::ClientContext ctx;
-      setDeadline(&ctx, kCallTimeout);
+      setDeadline(&ctx, transferTimeout(bytes));
       grpc::ByteBuffer response;
-      grpc::Status st = rawCall(*l.raw, &ctx, kPushMethod,
-                                packTensors(req, payload, /*copy=*/false),
-                                &response);
+      // More than one chunk: a stream, which the ps applies only once it is
+      // complete.
+      const size_t chunk = links_.config().chunkBytes;
+      grpc::Status st =
+          bytes > chunk
+              ? sendStream(*l.raw, &ctx, kPushStreamMethod,
+                           packChunks(req, payload, chunk), &response)
+              : rawCall(*l.raw, &ctx, kPushMethod,
+                        packTensors(req, payload, /*copy=*/false), &response);
       if (!st.ok()) {
         lastRecoverable_ = recoverable(st);
         return rpcError("a push", l.task, st);

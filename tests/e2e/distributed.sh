@@ -5,7 +5,8 @@
 # falls, its test accuracy ends well above chance, every task exits 0); the
 # sync runs must show every applied update averaging exactly
 # replicas_to_aggregate gradients computed at the current version; a worker
-# with no ps must say which task and address it cannot reach, within seconds.
+# with no ps must say which task and address it cannot reach, within seconds;
+# a sync run with --chunk-bytes 4096 moves its tensors in streams of chunks.
 # A model-parallel replica spans two worker tasks; its later stage must run
 # every step.
 # usage: distributed.sh BIN_DIR WORK_DIR
@@ -42,12 +43,13 @@ mlp() { # mlp NAME UPDATE [STRATEGY]
 }
 
 failures=0
+runflags=()  # extra dtf-run flags for the next check
 check() { # check NAME CLUSTER PLAN [extra python checks...]
   local name=$1 clusterFile=$2 plan=$3
   mkdir -p "$work/$name-dir"
-  echo "== $name: dtf-run $(basename "$plan") --cluster $(basename "$clusterFile")"
+  echo "== $name: dtf-run $(basename "$plan") --cluster $(basename "$clusterFile") ${runflags[*]}"
   if ! timeout 300 "$bin/dtf-run" "$plan" --cluster "$clusterFile" --log-every 25 \
-        --model-dir "$work/$name-dir" > "$work/$name.log" 2>&1; then
+        --model-dir "$work/$name-dir" "${runflags[@]}" > "$work/$name.log" 2>&1; then
     echo "e2e: $name: the job failed:" >&2; tail -30 "$work/$name.log" >&2
     failures=$((failures + 1)); return
   fi
@@ -103,6 +105,12 @@ for e in extra:
             m = re.search(r"ran (\d+) steps", ran[-1]) if ran else None
             if not m or int(m.group(1)) < 100:
                 bad.append(f"{w} ran no steps as stage 1 of its replica: {ran}")
+    elif kind == "streamed":  # pulls and pushes went in streams of chunks
+        lines = [l for l in log if "streamed in chunks of " + arg + " bytes" in l]
+        counts = [re.search(r"(\d+) pulls, (\d+) pushes", l) for l in lines]
+        if not counts or not any(int(m.group(1)) >= 300 and int(m.group(2)) >= 300
+                                 for m in counts if m):
+            bad.append(f"no ps streamed >= 300 pulls and pushes in {arg}-byte chunks: {lines}")
     elif kind == "towers":
         if not any("towers; done" in l for l in log if l.startswith("worker.1")):
             bad.append("worker.1 ran no in-graph towers")
@@ -175,6 +183,13 @@ check partitioned "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts
 # ps averages the gradients of the replicas' stage 0 (worker.0, worker.2).
 check model-parallel "$work/c1x2.json" "$work/staged.plan" stages=worker.1
 check model-parallel-sync "$work/c1x4.json" "$work/staged-sync.plan" sync=2 stages=worker.1,worker.3
+
+# Every pull, push and initialization larger than 4 KiB (W: 784x128 f32,
+# 401 KB) crosses in a stream of 4 KiB chunks; sync mode, so that every
+# update must still average exactly 2 complete gradients, over 2 ps tasks.
+runflags=(--chunk-bytes 4096)
+check sync-streamed "$work/c2x2.json" "$work/sync.plan" sync=2 holds=ps.0,ps.1 streamed=4096
+runflags=()
 # The shards' checkpoint restores on one machine, whole.
 if ! "$bin/dtf-run" "$work/parts.plan" --steps 310 --model-dir "$work/partitioned-dir" \
       > "$work/parts-local.log" 2>&1 || ! grep -q "restored checkpoint ckpt-3" "$work/parts-local.log"; then

@@ -5,7 +5,10 @@
 # chief restarts the whole job); the run must finish all its steps, every
 # restore must start from the last checkpoint saved before its failure (no
 # more lost than the steps since), and the model must evaluate as well as an
-# uninterrupted run of the same job (within noise).
+# uninterrupted run of the same job (within noise). The run with three kills
+# and the sync run whose ps is killed move
+# their tensors in 4 KiB chunks (--chunk-bytes 4096), so the kills cut
+# streams and the restores go through InitializeStream.
 # usage: fault_tolerance.sh BIN_DIR WORK_DIR
 set -euo pipefail
 bin=$1 work=$2
@@ -47,8 +50,10 @@ echo "   test accuracy $clean"
 echo "== kill -9 worker.1, then ps.0, then the chief (worker.0)"
 cluster "$work/c1.json"
 log="$work/faulty.log"
+# In 4 KiB chunks: every pull, push and restore larger than that is a
+# stream, cut off by each kill (the clean run above used single messages).
 timeout 900 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c1.json" --log-every 100 \
-  --model-dir "$work/faulty" > "$log" 2>&1 &
+  --chunk-bytes 4096 --model-dir "$work/faulty" > "$log" 2>&1 &
 launcher=$!
 # The pid the launcher last started for a task.
 pid_of() { sed -n "s/^\[launcher\] $1 started (pid \([0-9]*\).*/\1/p" "$log" | tail -1; }
@@ -170,7 +175,7 @@ sed -e "s/steps = 10000/steps = 900/" -e "s/every = 2000/every = 900/" \
 cluster "$work/c4.json"
 log="$work/sync-ps.log"
 timeout 900 "$bin/dtf-run" "$work/sync.plan" --cluster "$work/c4.json" --log-every 100 \
-  --model-dir "$work/sync" > "$log" 2>&1 &
+  --chunk-bytes 4096 --model-dir "$work/sync" > "$log" 2>&1 &
 launcher=$!
 if wait_step 400; then
   pid=$(pid_of ps.0)
@@ -183,10 +188,13 @@ code=$?
 set -e
 restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
 last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
+# The restarted ps took the checkpoint, and the pulls and pushes after it, as
+# streams (its final line counts them).
+streamed=$(grep -o "^ps.0 *| .*streamed in chunks of 4096 bytes: [1-9][0-9]* pulls, [1-9][0-9]* pushes, [1-9][0-9]* initializations" "$log" | tail -1 || true)
 if [ "$code" -ne 0 ] || [ -z "$restored" ] || [ -z "$last" ] || [ "$last" -lt 900 ] || \
-   grep -q "restarting the job" "$log"; then
-  echo "e2e: sync ps failure: exit $code, restored '$restored', last eval step '$last':" >&2
+   [ -z "$streamed" ] || grep -q "restarting the job" "$log"; then
+  echo "e2e: sync ps failure: exit $code, restored '$restored', last eval step '$last', streamed '$streamed':" >&2
   grep -E "launcher|restor|error|eval|waiting|gave up" "$log" | tail -20 >&2
   exit 1
 fi
-echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last"
+echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last; ${streamed#*; }"

@@ -78,6 +78,7 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
   config.modelDir = options.modelDir;
   config.connectTimeoutSeconds = flags.connectTimeoutSeconds;
   config.syncTimeoutSeconds = flags.syncTimeoutSeconds;
+  config.chunkBytes = flags.chunkBytes;
   config.stop = stop;
   config.out = options.out;
 

@@ -14,6 +14,7 @@ namespace dtfrun {
 struct DistributedFlags {
   double connectTimeoutSeconds = 15;
   double syncTimeoutSeconds = 120;
+  size_t chunkBytes = size_t(4) << 20; // --chunk-bytes
 };
 
 /// Runs the task `choice.task` of `choice.cluster` and returns the exit code.

@@ -69,6 +69,11 @@ options:
   --sync-timeout S seconds a sync worker waits for the other replicas'
                    gradients, or for the chief, before it names them and
                    exits (120)
+  --chunk-bytes N  pulls, pushes and initial values larger than N bytes
+                   cross between tasks in a stream of N-byte chunks (no
+                   message size limit; the receiver copies each chunk into
+                   place as the next arrives); smaller ones in one message
+                   (default 4194304, 4 MiB)
   --help           print this help and exit
   --version        print the version and exit
 
@@ -248,6 +253,7 @@ int main(int argc, char **argv) {
                             arg == "--chief" ||
                             arg == "--connect-timeout" ||
                             arg == "--sync-timeout" ||
+                            arg == "--chunk-bytes" ||
                             arg == "--task" || arg == "--steps" ||
                             arg == "--log-every" || arg == "--threads" ||
                             arg == "--inter-op-threads";
@@ -301,6 +307,18 @@ int main(int argc, char **argv) {
         continue;
       }
       long long n = parseCount(value);
+      if (arg == "--chunk-bytes") {
+        // At least a page: smaller chunks only multiply the calls.
+        if (n < 4096 || n > (1ll << 30)) {
+          std::fprintf(stderr,
+                       "dtf-run: error: --chunk-bytes expects bytes from 4096 "
+                       "to 1073741824, got '%s'\n",
+                       value);
+          return kUsageError;
+        }
+        distributedFlags.chunkBytes = size_t(n);
+        continue;
+      }
       if (n < 0 || (arg != "--steps" && n == 0) ||
           ((arg == "--threads" || arg == "--inter-op-threads") &&
            n > 4096)) {

@@ -1,0 +1,332 @@
+// A ps task in this process (runParameterServer on a loopback port) holding
+// one f32 variable of 1000 elements, driven over gRPC the way workers do,
+// with chunks of a few hundred bytes: initial values, pulls and pushes in
+// streams arrive whole; a truncated or cancelled push stream, or one whose
+// header asks for a huge tensor, changes nothing and says why.
+#include "runtime/distributed/ParameterServer.h"
+#include "runtime/distributed/TensorMessage.h"
+#include "runtime/distributed/Wire.h"
+#include "runtime/plan/Partition.h"
+#include "runtime/plan/PlanReader.h"
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+namespace dtf::dist {
+namespace {
+
+constexpr int64_t kElements = 1000;
+constexpr size_t kChunk = 300; // bytes: a value crosses several chunks
+
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+  socklen_t n = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
+  int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+// var big: f32[kElements], updated by sgd from the pushed gradient and
+// learning rate.
+plan::Plan sgdPlan() {
+  plan::Plan p;
+  p.set_format_version(plan::kPlanFormatVersion);
+  p.set_model("stream");
+  plan::Variable *v = p.add_variables();
+  v->set_name("big");
+  v->mutable_type()->set_dtype(plan::F32);
+  v->mutable_type()->mutable_shape()->add_dims(kElements);
+  v->mutable_initializer()->set_kind("zeros");
+  v->set_trainable(true);
+  v->set_partitions(1);
+  v->set_role("model");
+  plan::Program *t = p.mutable_train_step();
+  auto value = [&](int id, std::vector<int64_t> dims) {
+    plan::Value *val = t->add_values();
+    val->set_id(id);
+    val->mutable_type()->set_dtype(plan::F32);
+    for (int64_t d : dims)
+      val->mutable_type()->mutable_shape()->add_dims(d);
+  };
+  value(0, {kElements});
+  value(1, {kElements});
+  value(2, {});
+  auto op = [&](const char *name, std::vector<int> in, std::vector<int> out) {
+    plan::Op *o = t->add_ops();
+    o->set_name(name);
+    for (int i : in)
+      o->add_inputs(i);
+    for (int i : out)
+      o->add_outputs(i);
+    return o;
+  };
+  (*op("dtf.read_variable", {}, {0})->mutable_attrs())["name"].set_s("big");
+  (*op("dtf.input", {}, {1})->mutable_attrs())["name"].set_s("g");
+  (*op("dtf.input", {}, {2})->mutable_attrs())["name"].set_s("lr");
+  op("dtf.apply_sgd", {0, 1, 2}, {});
+  p.mutable_training()->set_seed(1);
+  EXPECT_TRUE(plan::partitionTrainStep(&p).isOk());
+  return p;
+}
+
+class PsStream : public ::testing::Test {
+protected:
+  void SetUp() override {
+    plan_ = sgdPlan();
+    ASSERT_TRUE(plan::placeVariables(plan_, 1, "round_robin", &placement_).isOk());
+    const std::string address = "127.0.0.1:" + std::to_string(freePort());
+    config_.roster.ps.push_back({"ps.0", address});
+    config_.roster.workers.push_back({"worker.0", "127.0.0.1:1"});
+    config_.planPath = "stream.plan";
+    config_.planFingerprint = 42;
+    config_.chunkBytes = kChunk;
+    quiet_ = std::fopen("/dev/null", "w");
+    config_.out = quiet_;
+    ps_ = std::thread(
+        [this] { code_ = runParameterServer(plan_, placement_, 0, config_); });
+    channel_ = makeChannel(address);
+    stub_ = rpc::ParameterServer::NewStub(channel_);
+    raw_ = std::make_unique<grpc::GenericStub>(channel_);
+    ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                           std::chrono::seconds(20)));
+    caller_.set_task("worker.0");
+    caller_.set_plan_fingerprint(42);
+  }
+  void TearDown() override {
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(5000));
+    rpc::ShutdownRequest req;
+    *req.mutable_caller() = caller_;
+    rpc::ShutdownReply reply;
+    (void)stub_->Shutdown(&ctx, req, &reply);
+    if (ps_.joinable())
+      ps_.join();
+    EXPECT_EQ(code_, 0);
+    std::fclose(quiet_);
+  }
+
+  int64_t version() {
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(5000));
+    rpc::StatusRequest req;
+    rpc::StatusReply reply;
+    EXPECT_TRUE(stub_->GetStatus(&ctx, req, &reply).ok());
+    incarnation_ = reply.incarnation();
+    return reply.version();
+  }
+
+  // The variable through PullStream.
+  Tensor pull(size_t *chunks = nullptr) {
+    rpc::PullRequest req;
+    *req.mutable_caller() = caller_;
+    req.add_names("big");
+    rpc::PullReply reply;
+    Tensor out = Tensor::zeros(DType::F32, {kElements});
+    ChunkReader reader(&reply, [&](std::vector<PayloadTarget> *targets) {
+      EXPECT_EQ(reply.values_size(), 1);
+      for (const rpc::WireTensor &w : reply.values()) {
+        EXPECT_EQ(w.size(), out.byteSize());
+        targets->push_back({out.rawData(), out.byteSize()});
+      }
+      return Status::ok();
+    });
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(10000));
+    Status refused = Status::ok();
+    grpc::Status st = receiveStream(*raw_, &ctx, kPullStreamMethod,
+                                    serializeMessage(req), &reader, &refused);
+    EXPECT_TRUE(st.ok()) << describe(st);
+    EXPECT_TRUE(refused.isOk()) << refused.message();
+    EXPECT_TRUE(reader.finish().isOk()) << reader.finish().message();
+    EXPECT_TRUE(reply.ready());
+    if (chunks)
+      *chunks = size_t(reader.bytes() + kChunk - 1) / kChunk;
+    return out;
+  }
+
+  // A push of (grad, lr), in chunks; `keep` of them sent (all by default).
+  std::vector<grpc::ByteBuffer> pushChunks(float grad, float lr,
+                                           int64_t gradElements = kElements) {
+    grad_ = Tensor::zeros(DType::F32, {gradElements});
+    for (int64_t i = 0; i < gradElements; ++i)
+      grad_.data<float>()[i] = grad;
+    lr_ = Tensor::zeros(DType::F32, {});
+    lr_.data<float>()[0] = lr;
+    rpc::PushRequest req;
+    *req.mutable_caller() = caller_;
+    req.set_version(version());
+    req.set_incarnation(incarnation_); // else stale: from before a restore
+    describeTensor("big:grad", grad_, req.add_values());
+    describeTensor("big:apply_sgd:2", lr_, req.add_values());
+    return packChunks(req, {&grad_, &lr_}, kChunk);
+  }
+
+  grpc::Status push(const std::vector<grpc::ByteBuffer> &chunks,
+                    rpc::PushReply *reply) {
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(10000));
+    grpc::ByteBuffer response;
+    grpc::Status st =
+        sendStream(*raw_, &ctx, kPushStreamMethod, chunks, &response);
+    if (st.ok()) {
+      EXPECT_TRUE(parseMessage(response, reply));
+    }
+    return st;
+  }
+
+  // Initial values of `value` for the whole variable, streamed.
+  grpc::Status initialize(float value) {
+    Tensor t = Tensor::zeros(DType::F32, {kElements});
+    for (int64_t i = 0; i < kElements; ++i)
+      t.data<float>()[i] = value;
+    rpc::InitializeRequest req;
+    *req.mutable_caller() = caller_;
+    req.set_force(true);
+    describeTensor("big", t, req.add_values());
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(10000));
+    grpc::ByteBuffer response;
+    return sendStream(*raw_, &ctx, kInitializeStreamMethod,
+                      packChunks(req, {&t}, kChunk), &response);
+  }
+
+  plan::Plan plan_;
+  plan::Placement placement_;
+  TaskConfig config_;
+  std::FILE *quiet_ = nullptr;
+  std::thread ps_;
+  int code_ = -1;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<rpc::ParameterServer::Stub> stub_;
+  std::unique_ptr<grpc::GenericStub> raw_;
+  rpc::Caller caller_;
+  Tensor grad_, lr_;
+  int64_t incarnation_ = -1;
+};
+
+TEST_F(PsStream, InitializePullAndPushInChunks) {
+  grpc::Status st = initialize(1.0f);
+  ASSERT_TRUE(st.ok()) << describe(st);
+  size_t chunks = 0;
+  Tensor v = pull(&chunks);
+  EXPECT_GE(chunks, 4000 / kChunk);
+  for (int64_t i = 0; i < kElements; ++i)
+    ASSERT_EQ(v.data<float>()[i], 1.0f) << i;
+  rpc::PushReply reply;
+  std::vector<grpc::ByteBuffer> c = pushChunks(1.0f, 0.25f);
+  EXPECT_GT(c.size(), 10u);
+  st = push(c, &reply);
+  ASSERT_TRUE(st.ok()) << describe(st);
+  EXPECT_TRUE(reply.applied());
+  EXPECT_EQ(reply.version(), 1);
+  v = pull();
+  for (int64_t i = 0; i < kElements; ++i)
+    ASSERT_EQ(v.data<float>()[i], 0.75f) << i;
+}
+
+TEST_F(PsStream, TruncatedPushAppliesNothing) {
+  ASSERT_TRUE(initialize(1.0f).ok());
+  std::vector<grpc::ByteBuffer> c = pushChunks(1.0f, 0.5f);
+  c.pop_back();
+  rpc::PushReply reply;
+  grpc::Status st = push(c, &reply);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("ps.0: refused a push stream: incomplete "
+                                    "(nothing applied): it ended after"),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(version(), 0);
+  Tensor v = pull();
+  EXPECT_EQ(v.data<float>()[0], 1.0f);
+  // The next complete push goes through.
+  ASSERT_TRUE(push(pushChunks(1.0f, 0.5f), &reply).ok());
+  EXPECT_EQ(version(), 1);
+  EXPECT_EQ(pull().data<float>()[kElements - 1], 0.5f);
+}
+
+TEST_F(PsStream, CancelledPushAppliesNothing) {
+  ASSERT_TRUE(initialize(1.0f).ok());
+  std::vector<grpc::ByteBuffer> c = pushChunks(1.0f, 0.5f);
+  {
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(10000));
+    RawStream call(*raw_, &ctx, kPushStreamMethod);
+    for (size_t i = 0; i < c.size() / 2; ++i)
+      ASSERT_TRUE(call.write(c[i]));
+    ctx.TryCancel(); // the worker died mid-push
+    EXPECT_EQ(call.finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The ps may see the cancellation a moment later.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(version(), 0);
+  EXPECT_EQ(pull().data<float>()[0], 1.0f);
+}
+
+TEST_F(PsStream, HugeOrWrongTensorIsRefusedBeforeAllocation) {
+  ASSERT_TRUE(initialize(1.0f).ok());
+  // The header announces a 4 TB gradient; only a few bytes follow. Refused
+  // from the header (the test would run out of memory otherwise).
+  rpc::PushRequest req;
+  *req.mutable_caller() = caller_;
+  Tensor small = Tensor::zeros(DType::F32, {4});
+  describeTensor("big:grad", small, req.add_values());
+  req.mutable_values(0)->set_dims(0, int64_t(1) << 40);
+  req.mutable_values(0)->set_size(uint64_t(4) << 40);
+  Tensor lr = Tensor::zeros(DType::F32, {});
+  describeTensor("big:apply_sgd:2", lr, req.add_values());
+  rpc::PushReply reply;
+  grpc::Status st = push(packChunks(req, {&small, &lr}, kChunk), &reply);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("'big:grad' is f32[1099511627776], but the "
+                                    "update takes f32[1000]"),
+            std::string::npos)
+      << st.error_message();
+  // Sized right but not what the update takes (a 2000-element gradient).
+  st = push(pushChunks(1.0f, 0.5f, 2 * kElements), &reply);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error_message().find("but the update takes f32[1000]"),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(version(), 0);
+  // Another plan's caller: FAILED_PRECONDITION, as for a single message.
+  caller_.set_plan_fingerprint(7);
+  st = push(pushChunks(1.0f, 0.5f), &reply);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << describe(st);
+  caller_.set_plan_fingerprint(42);
+}
+
+TEST_F(PsStream, InitializeWithTheWrongTypeChangesNothing) {
+  ASSERT_TRUE(initialize(2.0f).ok());
+  Tensor t = Tensor::zeros(DType::F32, {kElements + 1});
+  rpc::InitializeRequest req;
+  *req.mutable_caller() = caller_;
+  req.set_force(true);
+  describeTensor("big", t, req.add_values());
+  grpc::ClientContext ctx;
+  setDeadline(&ctx, std::chrono::milliseconds(10000));
+  grpc::ByteBuffer response;
+  grpc::Status st = sendStream(*raw_, &ctx, kInitializeStreamMethod,
+                               packChunks(req, {&t}, kChunk), &response);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error_message().find("variable 'big' arrived as f32[1001]"),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(pull().data<float>()[0], 2.0f);
+}
+
+} // namespace
+} // namespace dtf::dist
