@@ -515,8 +515,7 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
       int64_t count = 0;
       DTF_RETURN_IF_ERROR(perExample(labelFeed, &count));
       DType d = executor.feedInfo(labelFeed).dtype;
-      if (count != 1 ||
-          (d != DType::F32 && d != DType::F64 && !isInteger(d)))
+      if (count != 1 || (d != DType::F32 && d != DType::F64 && !isInteger(d)))
         return errorStatus("input '", executor.feedInfo(labelFeed).name,
                            "' takes the labels, so it needs one f32, f64, "
                            "i32 or i64 value per example");

@@ -282,7 +282,8 @@ Status floatUnary(KernelContext &ctx, const char *name, F f,
   DTF_RETURN_IF_ERROR(requireFloat(name, "an operand", ctx.input(0)));
   return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return runUnary<T>(ctx, [&](T v) -> T { return f(v); }, grain);
+    return runUnary<T>(
+        ctx, [&](T v) -> T { return f(v); }, grain);
   });
 }
 
@@ -298,8 +299,8 @@ Status sqrtKernel(KernelContext &ctx) {
 }
 Status rsqrtKernel(KernelContext &ctx) {
   return floatUnary(
-      ctx, "dtf.rsqrt",
-      [](auto v) { return decltype(v)(1) / std::sqrt(v); }, kCheapGrain);
+      ctx, "dtf.rsqrt", [](auto v) { return decltype(v)(1) / std::sqrt(v); },
+      kCheapGrain);
 }
 Status sigmoidKernel(KernelContext &ctx) {
   return floatUnary(ctx, "dtf.sigmoid", [](auto v) {

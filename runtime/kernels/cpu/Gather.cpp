@@ -88,8 +88,7 @@ Status gatherGradKernel(KernelContext &ctx) {
     return dispatchFloat(name, dy.dtype(), [&](auto ftag) -> Status {
       using T = typename decltype(ftag)::type;
       Tensor *out;
-      DTF_RETURN_IF_ERROR(
-          ctx.allocateOutput(0, dy.dtype(), paramsShape, &out));
+      DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, dy.dtype(), paramsShape, &out));
       T *po = out->data<T>();
       std::memset(po, 0, out->byteSize());
       const T *pdy = dy.data<T>();

@@ -70,8 +70,9 @@ Status resolveOutDType(const KernelContext &ctx, const char *op, int i,
     std::string name = ctx.getString("out_dtype");
     std::optional<DType> d = parseDType(name);
     if (!d)
-      return errorStatus(op, ": out_dtype '", name,
-                         "' is not a dtype (f32, f64, f16, bf16, i32, i64 or bool)");
+      return errorStatus(
+          op, ": out_dtype '", name,
+          "' is not a dtype (f32, f64, f16, bf16, i32, i64 or bool)");
     *out = *d;
     return Status::ok();
   }

@@ -57,8 +57,7 @@ void forEachLane(const Lanes &l, ThreadPool *pool, F &&f) {
 
 // max(x) and sum(exp(x - max)) over one lane.
 template <bool Contig, typename T>
-inline void maxAndSum(const T *x, int64_t n, int64_t s, T *maxOut,
-                      T *sumOut) {
+inline void maxAndSum(const T *x, int64_t n, int64_t s, T *maxOut, T *sumOut) {
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < n; ++i)
     m = std::max(m, x[AT(i)]);
@@ -228,7 +227,8 @@ Status softmaxCrossEntropyKernel(KernelContext &ctx) {
     DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, logits.dtype(), lossShape, &out));
     const T *px = logits.data<T>(), *pl = labels.data<T>();
     T *po = out->data<T>();
-    parallelFor(ctx.threadPool(), rows, std::max<int64_t>(1, kExpensiveGrain / c),
+    parallelFor(ctx.threadPool(), rows,
+                std::max<int64_t>(1, kExpensiveGrain / c),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t r = lo; r < hi; ++r) {
                     const T *x = px + r * c, *y = pl + r * c;
@@ -260,7 +260,8 @@ Status sparseSoftmaxCrossEntropyKernel(KernelContext &ctx) {
     DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, logits.dtype(), lossShape, &out));
     const T *px = logits.data<T>();
     T *po = out->data<T>();
-    parallelFor(ctx.threadPool(), rows, std::max<int64_t>(1, kExpensiveGrain / c),
+    parallelFor(ctx.threadPool(), rows,
+                std::max<int64_t>(1, kExpensiveGrain / c),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t r = lo; r < hi; ++r) {
                     const T *x = px + r * c;
@@ -294,10 +295,12 @@ Status crossEntropyGrad(KernelContext &ctx, const char *name, bool sparse) {
   return dispatchFloat(name, logits.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     Tensor *out;
-    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, logits.dtype(), logits.shape(), &out));
+    DTF_RETURN_IF_ERROR(
+        ctx.allocateOutput(0, logits.dtype(), logits.shape(), &out));
     const T *px = logits.data<T>(), *pg = dloss.data<T>();
     T *pd = out->data<T>();
-    parallelFor(ctx.threadPool(), rows, std::max<int64_t>(1, kExpensiveGrain / c),
+    parallelFor(ctx.threadPool(), rows,
+                std::max<int64_t>(1, kExpensiveGrain / c),
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t r = lo; r < hi; ++r) {
                     const T *x = px + r * c;

@@ -11,12 +11,8 @@ namespace dtf::cpu {
 namespace {
 
 // Integers accumulate unsigned, so overflow wraps; doubles as they are.
-template <typename T> struct GemmAcc {
-  using type = std::make_unsigned_t<T>;
-};
-template <> struct GemmAcc<double> {
-  using type = double;
-};
+template <typename T> struct GemmAcc { using type = std::make_unsigned_t<T>; };
+template <> struct GemmAcc<double> { using type = double; };
 
 // C[M,N] = op(A) op(B) for integers (wrapping on overflow) and doubles: the
 // reference loop, for the dtypes oneDNN has no gemm for. Rows of C are

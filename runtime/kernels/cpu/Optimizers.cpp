@@ -169,7 +169,7 @@ Status applyAdamKernel(KernelContext &ctx) {
   return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     const T lrT = T(lr * std::sqrt(1.0 - std::pow(beta2, t)) /
-                            (1.0 - std::pow(beta1, t)));
+                    (1.0 - std::pow(beta1, t)));
     const T b1 = T(beta1), b2 = T(beta2), eps = T(epsilon);
     T *var = mut<T>(ctx, 0), *m = mut<T>(ctx, 1), *v = mut<T>(ctx, 2);
     const T *g = ctx.input(3).data<T>();
@@ -236,8 +236,7 @@ Status applyRmspropKernel(KernelContext &ctx) {
     T *var = mut<T>(ctx, 0), *ms = mut<T>(ctx, 1), *mom = mut<T>(ctx, 2);
     T *mg = centered ? mut<T>(ctx, 3) : nullptr;
     const T *g = ctx.input(gradIndex).data<T>();
-    const T a = T(lr), r = T(rho), mu = T(momentum),
-                eps = T(epsilon);
+    const T a = T(lr), r = T(rho), mu = T(momentum), eps = T(epsilon);
     forEachElement(ctx, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         ms[i] += (g[i] * g[i] - ms[i]) * (T(1) - r);

@@ -44,9 +44,9 @@ Status dropoutLike(KernelContext &ctx, const char *name) {
     const uint64_t key =
         streamKey(ctx.seed(), uint64_t(ctx.getInt("seed", 0)), ctx.step());
     // The mask is the same for f32 and f64 (compared in float), so an f64
-      // model drops the same elements as its f32 twin.
-      const float r = float(rate);
-      const T scale = T(1.0 / (1.0 - rate));
+    // model drops the same elements as its f32 twin.
+    const float r = float(rate);
+    const T scale = T(1.0 / (1.0 - rate));
     const T *px = x.data<T>();
     T *po = out->data<T>();
     parallelFor(ctx.threadPool(), x.numElements(), kExpensiveGrain,

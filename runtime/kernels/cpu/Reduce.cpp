@@ -371,7 +371,8 @@ Status reduceGradKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(keepDimsShape(ctx, name, x, dy, &reduced, &keep));
   return dispatchFloat(name, dy.dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    Tensor dyKeep = dy.reshaped(keep), target = shapeOnly(dy.dtype(), x.shape());
+    Tensor dyKeep = dy.reshaped(keep),
+           target = shapeOnly(dy.dtype(), x.shape());
     BroadcastPlan plan;
     DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&dyKeep, &target}, &plan));
     Tensor *dx;
@@ -410,15 +411,17 @@ Status maxReduceGradKernel(KernelContext &ctx) {
     BroadcastPlan plan;
     DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&x, &yKeep}, &plan));
     const T *px = x.data<T>(), *py = y.data<T>();
-    plan.forEachSegment(
-        0, plan.numElements(), [&](int64_t o, const int64_t *offs, int64_t len) {
-          const int64_t sy = plan.innerStride(1);
-          for (int64_t i = 0; i < len; ++i)
-            pdx[o + i] = px[offs[0] + i] == py[offs[1] + i * sy] ? T(1) : T(0);
-        });
+    plan.forEachSegment(0, plan.numElements(),
+                        [&](int64_t o, const int64_t *offs, int64_t len) {
+                          const int64_t sy = plan.innerStride(1);
+                          for (int64_t i = 0; i < len; ++i)
+                            pdx[o + i] = px[offs[0] + i] == py[offs[1] + i * sy]
+                                             ? T(1)
+                                             : T(0);
+                        });
     Tensor counts = Tensor::allocate(dy.dtype(), keep);
-    reduceInto<T>(pdx, x.shape(), reduced, counts.data<T>(),
-                      ReduceKind::Sum, ctx.threadPool());
+    reduceInto<T>(pdx, x.shape(), reduced, counts.data<T>(), ReduceKind::Sum,
+                  ctx.threadPool());
     // Pass 2: dx *= dy / counts.
     T *pc = counts.data<T>();
     const T *pdy = dy.data<T>();
