@@ -105,7 +105,7 @@ SUMMARY : 'summary' ;
 EVERY : 'every' ;
 KEEP : 'keep' ;
 
-DTYPE : 'f32' | 'f16' | 'bf16' | 'i32' | 'i64' | 'bool' ;
+DTYPE : 'f32' | 'f64' | 'f16' | 'bf16' | 'i32' | 'i64' | 'bool' ;
 
 ID : [a-zA-Z_] [a-zA-Z_0-9]* ;
 FLOAT : [0-9]+ '.' [0-9]* EXPONENT? | '.' [0-9]+ EXPONENT? | [0-9]+ EXPONENT ;

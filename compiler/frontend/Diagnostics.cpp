@@ -58,7 +58,7 @@ std::string mlir::dtf::rewriteTypesInMessage(StringRef message) {
   out += message.substr(pos).str();
   // Element types that MLIR quotes, as in "got 'f32' and 'i1'".
   static const std::regex quotedDtype(
-      "(got|and|to|is|not|of) '(f32|f16|bf16|i32|i64|i1)'");
+      "(got|and|to|is|not|of) '(f32|f64|f16|bf16|i32|i64|i1)'");
   out = std::regex_replace(out, quotedDtype, "$1 $2");
   static const std::regex boolType("(got|and|to|is|not|of) i1\\b");
   return std::regex_replace(out, boolType, "$1 bool");

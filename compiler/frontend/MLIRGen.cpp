@@ -473,6 +473,7 @@ RankedTensorType ModelGen::buildType(const ast::TensorTypeSpec &spec,
 Type ModelGen::dtypeFromName(StringRef name) {
   return llvm::StringSwitch<Type>(name)
       .Case("f32", builder.getF32Type())
+      .Case("f64", builder.getF64Type())
       .Case("f16", builder.getF16Type())
       .Case("bf16", builder.getBF16Type())
       .Case("i32", builder.getI32Type())
@@ -1055,7 +1056,7 @@ std::optional<Type> ModelGen::dtypeValue(const ast::Expr *expr, StringRef what) 
   if (auto *d = dyn_cast<ast::DTypeExpr>(expr))
     return dtypeFromName(d->name);
   error(expr->getLoc()) << what
-                        << " must be a dtype: f32, f16, bf16, i32, i64 or bool";
+                        << " must be a dtype: f32, f64, f16, bf16, i32, i64 or bool";
   return std::nullopt;
 }
 
@@ -1413,7 +1414,7 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       return nullptr;
     if (dtype->isInteger(1)) {
       error(resolve(args.get("dtype"))->getLoc())
-          << "one_hot gives numbers: dtype is f32, f16, bf16, i32 or i64";
+          << "one_hot gives numbers: dtype is f32, f64, f16, bf16, i32 or i64";
       return nullptr;
     }
     if (!xt.getElementType().isInteger(32) && !xt.getElementType().isInteger(64)) {

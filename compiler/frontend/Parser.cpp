@@ -64,7 +64,7 @@ std::string describeTokenType(const antlr4::dfa::Vocabulary &vocabulary, size_t 
   case DtfLexer::STRING:
     return "a string";
   case DtfLexer::DTYPE:
-    return "a dtype (f32, f16, bf16, i32, i64, bool)";
+    return "a dtype (f32, f64, f16, bf16, i32, i64, bool)";
   default:
     return vocabulary.getDisplayName(type);
   }

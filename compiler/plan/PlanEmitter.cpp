@@ -18,6 +18,8 @@ namespace {
 pb::DType dtypeOf(Type t) {
   if (t.isF32())
     return pb::F32;
+  if (t.isF64())
+    return pb::F64;
   if (t.isF16())
     return pb::F16;
   if (t.isBF16())
@@ -34,6 +36,8 @@ pb::DType dtypeOf(Type t) {
 const char *dtypeName(Type t) {
   if (t.isF32())
     return "f32";
+  if (t.isF64())
+    return "f64";
   if (t.isF16())
     return "f16";
   if (t.isBF16())
@@ -75,6 +79,9 @@ bool fillTensor(ElementsAttr value, pb::TensorValue *out) {
     return false;
   if (element.isF32()) {
     for (float v : dense.getValues<float>())
+      bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
+  } else if (element.isF64()) {
+    for (double v : dense.getValues<double>())
       bytes.append(reinterpret_cast<const char *>(&v), sizeof v);
   } else if (element.isInteger(1)) {
     for (bool v : dense.getValues<bool>())

@@ -51,7 +51,8 @@ constexpr uint32_t kMaxNameBytes = 1 << 16;
 
 // Stable codes for the file format (DType's order is not a promise).
 constexpr DType kDTypeCodes[] = {DType::F32, DType::F16, DType::BF16,
-                                 DType::I32, DType::I64, DType::Bool};
+                                 DType::I32, DType::I64, DType::Bool,
+                                 DType::F64};
 
 uint8_t dtypeCode(DType t) {
   for (uint8_t i = 0; i < std::size(kDTypeCodes); ++i)

@@ -15,6 +15,7 @@ size_t dtypeSize(DType dtype) {
   case DType::BF16:
     return 2;
   case DType::I64:
+  case DType::F64:
     return 8;
   case DType::Bool:
     return 1;
@@ -26,6 +27,8 @@ const char *dtypeName(DType dtype) {
   switch (dtype) {
   case DType::F32:
     return "f32";
+  case DType::F64:
+    return "f64";
   case DType::F16:
     return "f16";
   case DType::BF16:
@@ -43,6 +46,8 @@ const char *dtypeName(DType dtype) {
 std::optional<DType> parseDType(std::string_view name) {
   if (name == "f32")
     return DType::F32;
+  if (name == "f64")
+    return DType::F64;
   if (name == "f16")
     return DType::F16;
   if (name == "bf16")
@@ -57,7 +62,8 @@ std::optional<DType> parseDType(std::string_view name) {
 }
 
 bool isFloatingPoint(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
+         dtype == DType::BF16;
 }
 
 int64_t numElementsOf(const std::vector<int64_t> &shape) {

@@ -14,20 +14,22 @@
 namespace dtf {
 
 /// Element types of the runtime; the names are the model language's.
-enum class DType : uint8_t { F32, F16, BF16, I32, I64, Bool };
+enum class DType : uint8_t { F32, F16, BF16, I32, I64, Bool, F64 };
 
 /// Bytes per element (Bool is one byte).
 size_t dtypeSize(DType dtype);
-/// "f32", "f16", "bf16", "i32", "i64" or "bool".
+/// "f32", "f64", "f16", "bf16", "i32", "i64" or "bool".
 const char *dtypeName(DType dtype);
 /// The inverse of dtypeName; also accepts MLIR's "i1" for bool.
 std::optional<DType> parseDType(std::string_view name);
 bool isFloatingPoint(DType dtype);
 
-/// The DType of a C++ element type: float, int32_t, int64_t or bool.
+/// The DType of a C++ element type: float, double, int32_t, int64_t or bool.
 template <typename T> constexpr DType dtypeOf() {
   if constexpr (std::is_same_v<T, float>)
     return DType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
   else if constexpr (std::is_same_v<T, int32_t>)
     return DType::I32;
   else if constexpr (std::is_same_v<T, int64_t>)

@@ -719,18 +719,29 @@ private:
     return -1;
   }
 
+  template <typename T> static void addInto(Tensor &sum, const Tensor &t) {
+    T *a = sum.data<T>();
+    const T *b = t.data<T>();
+    for (int64_t i = 0; i < sum.numElements(); ++i)
+      a[i] += b[i];
+  }
   static void accumulate(Tensor &sum, const Tensor &t) {
-    if (sum.dtype() == DType::F32 && t.dtype() == DType::F32 &&
-        sum.numElements() == t.numElements()) {
-      float *a = sum.data<float>();
-      const float *b = t.data<float>();
-      for (int64_t i = 0; i < sum.numElements(); ++i)
-        a[i] += b[i];
-    }
+    if (sum.dtype() != t.dtype() || sum.numElements() != t.numElements())
+      return;
+    if (t.dtype() == DType::F32)
+      addInto<float>(sum, t);
+    else if (t.dtype() == DType::F64)
+      addInto<double>(sum, t);
     // Integer operands (assign_add's 1) are the same from every replica:
     // the first one's stands.
   }
   static void scale(Tensor &t, double f) {
+    if (t.dtype() == DType::F64) {
+      double *a = t.data<double>();
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        a[i] *= f;
+      return;
+    }
     if (t.dtype() != DType::F32)
       return;
     float *a = t.data<float>();

@@ -9,6 +9,8 @@ int planDTypeOf(DType d) {
   switch (d) {
   case DType::F32:
     return plan::F32;
+  case DType::F64:
+    return plan::F64;
   case DType::F16:
     return plan::F16;
   case DType::BF16:

@@ -853,6 +853,12 @@ public:
           const float *b = t.data<float>();
           for (int64_t j = 0; j < t.numElements(); ++j)
             a[j] += b[j];
+        } else if (t.dtype() == DType::F64 &&
+                   it->second.dtype() == DType::F64) {
+          double *a = it->second.data<double>();
+          const double *b = t.data<double>();
+          for (int64_t j = 0; j < t.numElements(); ++j)
+            a[j] += b[j];
         }
       }
     }
@@ -863,6 +869,10 @@ public:
         float *a = t.data<float>();
         for (int64_t j = 0; j < t.numElements(); ++j)
           a[j] = float(a[j] / towers);
+      } else if (t.dtype() == DType::F64) {
+        double *a = t.data<double>();
+        for (int64_t j = 0; j < t.numElements(); ++j)
+          a[j] /= towers;
       }
     return ps_.pushAndSave([&](const std::string &k) -> const Tensor * {
       auto it = sums.find(k);

@@ -103,6 +103,9 @@ Status assignAdd(Tensor &var, const Tensor &value) {
   case DType::F32:
     addInPlace<float>(var, value);
     return Status::ok();
+  case DType::F64:
+    addInPlace<double>(var, value);
+    return Status::ok();
   case DType::I32:
     addInPlace<int32_t>(var, value);
     return Status::ok();
@@ -110,7 +113,7 @@ Status assignAdd(Tensor &var, const Tensor &value) {
     addInPlace<int64_t>(var, value);
     return Status::ok();
   default:
-    return errorStatus("dtf.assign_add supports f32, i32 and i64 variables, "
+    return errorStatus("dtf.assign_add supports f32, f64, i32 and i64 variables, "
                        "got ",
                        var.describe());
   }

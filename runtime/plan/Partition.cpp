@@ -27,6 +27,7 @@ int64_t elementBytes(int dtype) {
   case BF16:
     return 2;
   case I64:
+  case F64:
     return 8;
   case BOOL:
     return 1;

@@ -10,6 +10,9 @@ Status toDType(int planDType, ::dtf::DType *out) {
   case F32:
     *out = ::dtf::DType::F32;
     return Status::ok();
+  case F64:
+    *out = ::dtf::DType::F64;
+    return Status::ok();
   case F16:
     *out = ::dtf::DType::F16;
     return Status::ok();

@@ -97,8 +97,8 @@ std::vector<PlanInput> planInputs(const plan::Program &program) {
 }
 
 bool isFloatType(const plan::TensorType &t) {
-  return t.dtype() == plan::F32 || t.dtype() == plan::F16 ||
-         t.dtype() == plan::BF16;
+  return t.dtype() == plan::F32 || t.dtype() == plan::F64 ||
+         t.dtype() == plan::F16 || t.dtype() == plan::BF16;
 }
 
 bool isIntegerType(const plan::TensorType &t) {
@@ -515,20 +515,22 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
       int64_t count = 0;
       DTF_RETURN_IF_ERROR(perExample(labelFeed, &count));
       DType d = executor.feedInfo(labelFeed).dtype;
-      if (count != 1 || (d != DType::F32 && !isInteger(d)))
+      if (count != 1 || (d != DType::F32 && d != DType::F64 && !isInteger(d)))
         return errorStatus("input '", executor.feedInfo(labelFeed).name,
-                           "' takes the labels, so it needs one f32, i32 "
-                           "or i64 value per example");
+                           "' takes the labels, so it needs one f32, f64, "
+                           "i32 or i64 value per example");
       f->bindings_.push_back({labelFeed, FeedBinding::Source::kLabels, 0, 1});
     }
   }
   for (const FeedBinding &b : f->bindings_) {
     DType d = executor.feedInfo(b.feed).dtype;
-    if (d != DType::F32 && !isInteger(d) &&
+    // The data are f32 (pixels / 255, csv numbers); an f64 input gets them
+    // converted exactly. f16 and bf16 inputs have no CPU kernels to feed.
+    if (d != DType::F32 && d != DType::F64 && !isInteger(d) &&
         !(d == DType::Bool && b.source == FeedBinding::Source::kFeatures))
       return errorStatus("input '", executor.feedInfo(b.feed).name, "' is ",
                          dtypeName(d),
-                         "; dtf-run feeds data to f32, i32, i64 and bool "
+                         "; dtf-run feeds data to f32, f64, i32, i64 and bool "
                          "inputs");
   }
   *out = std::move(f);
@@ -553,6 +555,9 @@ Status BatchFeeder::feed(const data::Batch &batch) {
       case DType::I64:
         copyLabels(batch, t->data<int64_t>());
         break;
+      case DType::F64:
+        copyLabels(batch, t->data<double>());
+        break;
       default:
         copyLabels(batch, t->data<float>());
         break;
@@ -567,6 +572,10 @@ Status BatchFeeder::feed(const data::Batch &batch) {
       else
         copyColumns(batch, exampleElements_, b.offset, b.count,
                     t->data<float>());
+      break;
+    case DType::F64:
+      copyColumns(batch, exampleElements_, b.offset, b.count,
+                  t->data<double>());
       break;
     case DType::I32:
       copyColumns(batch, exampleElements_, b.offset, b.count,

@@ -78,6 +78,9 @@ Status fillConstant(Tensor &t, double value, const std::string &where) {
   case DType::F32:
     fill<float>(t, float(value));
     return Status::ok();
+  case DType::F64:
+    fill<double>(t, value);
+    return Status::ok();
   case DType::I32:
     fill<int32_t>(t, int32_t(value));
     return Status::ok();
@@ -130,6 +133,56 @@ uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var) {
   return splitMix(state);
 }
 
+// The random initializers for a float element type T (float or double): the
+// numbers are drawn in double and rounded once to T.
+template <typename T>
+Status fillRandom(const plan::Variable &var, uint64_t runSeed,
+                  const std::vector<int64_t> &shape, const std::string &where,
+                  Tensor &t) {
+  const plan::Initializer &init = var.initializer();
+  const std::string &kind = init.kind();
+  Stream stream(variableSeed(runSeed, var));
+  T *p = t.data<T>();
+  const int64_t n = t.numElements();
+  double fanIn = 1, fanOut = 1;
+  computeFans(shape, &fanIn, &fanOut);
+  if (kind == "uniform" || kind == "glorot_uniform") {
+    double lo = param(init, "minval", 0.0), hi = param(init, "maxval", 1.0);
+    if (kind == "glorot_uniform") {
+      const double limit = std::sqrt(6.0 * param(init, "scale", 1.0) /
+                                     std::max(1.0, fanIn + fanOut));
+      lo = -limit;
+      hi = limit;
+    }
+    if (!(hi >= lo))
+      return errorStatus(where, ": uniform needs minval <= maxval, got ", lo,
+                         " and ", hi);
+    for (int64_t i = 0; i < n; ++i) {
+      T x = T(lo + (hi - lo) * stream.uniform());
+      // Rounding to T may reach hi; keep the interval half-open.
+      p[i] = x < T(hi) || lo == hi ? x : std::nextafter(T(hi), T(lo));
+    }
+  } else if (kind == "normal" || kind == "truncated_normal") {
+    const double mean = param(init, "mean", 0.0),
+                 stddev = param(init, "stddev", 1.0);
+    if (!(stddev >= 0))
+      return errorStatus(where, ": stddev must be >= 0, got ", stddev);
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = T(mean + stddev * (kind == "normal" ? stream.normal()
+                                                 : stream.truncatedNormal()));
+  } else if (kind == "he_normal") {
+    const double stddev =
+        std::sqrt(2.0 * param(init, "scale", 1.0) / std::max(1.0, fanIn)) /
+        kTruncatedStddev;
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = T(stddev * stream.truncatedNormal());
+  } else {
+    return errorStatus(where, " has an unknown initializer '",
+                       plan::printable(kind), "'");
+  }
+  return Status::ok();
+}
+
 Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
                           Tensor *out) {
   const std::string where =
@@ -165,51 +218,14 @@ Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
     return Status::ok();
   }
 
-  if (dtype != DType::F32)
+  if (dtype == DType::F32)
+    DTF_RETURN_IF_ERROR(fillRandom<float>(var, runSeed, shape, where, t));
+  else if (dtype == DType::F64)
+    DTF_RETURN_IF_ERROR(fillRandom<double>(var, runSeed, shape, where, t));
+  else
     return errorStatus(where, " of type ", plan::typeString(var.type()),
                        " cannot use the random initializer '", kind,
-                       "': random initializers need f32");
-  Stream stream(variableSeed(runSeed, var));
-  float *p = t.data<float>();
-  const int64_t n = t.numElements();
-  double fanIn = 1, fanOut = 1;
-  computeFans(shape, &fanIn, &fanOut);
-  if (kind == "uniform" || kind == "glorot_uniform") {
-    double lo = param(init, "minval", 0.0), hi = param(init, "maxval", 1.0);
-    if (kind == "glorot_uniform") {
-      const double limit = std::sqrt(6.0 * param(init, "scale", 1.0) /
-                                     std::max(1.0, fanIn + fanOut));
-      lo = -limit;
-      hi = limit;
-    }
-    if (!(hi >= lo))
-      return errorStatus(where, ": uniform needs minval <= maxval, got ", lo,
-                         " and ", hi);
-    for (int64_t i = 0; i < n; ++i) {
-      float x = float(lo + (hi - lo) * stream.uniform());
-      // Rounding to f32 may reach hi; keep the interval half-open.
-      p[i] =
-          x < float(hi) || lo == hi ? x : std::nextafter(float(hi), float(lo));
-    }
-  } else if (kind == "normal" || kind == "truncated_normal") {
-    const double mean = param(init, "mean", 0.0),
-                 stddev = param(init, "stddev", 1.0);
-    if (!(stddev >= 0))
-      return errorStatus(where, ": stddev must be >= 0, got ", stddev);
-    for (int64_t i = 0; i < n; ++i)
-      p[i] =
-          float(mean + stddev * (kind == "normal" ? stream.normal()
-                                                  : stream.truncatedNormal()));
-  } else if (kind == "he_normal") {
-    const double stddev =
-        std::sqrt(2.0 * param(init, "scale", 1.0) / std::max(1.0, fanIn)) /
-        kTruncatedStddev;
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = float(stddev * stream.truncatedNormal());
-  } else {
-    return errorStatus(where, " has an unknown initializer '",
-                       plan::printable(kind), "'");
-  }
+                       "': random initializers need f32 or f64");
   *out = std::move(t);
   return Status::ok();
 }

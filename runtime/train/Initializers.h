@@ -34,8 +34,9 @@ uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var);
 ///   glorot_uniform: uniform in +-sqrt(6 / (fan_in + fan_out));
 ///   he_normal: truncated normal, stddev sqrt(2 / fan_in) / .8796... (the
 ///     stddev of a unit normal truncated at 2, as TensorFlow's he_normal).
-/// An empty kind is zeros. Random kinds need f32; zeros, ones and constant
-/// also fill i32, i64 and bool variables.
+/// An empty kind is zeros. Random kinds need f32 or f64 (drawn in double and
+/// rounded once); zeros, ones and constant also fill i32, i64 and bool
+/// variables.
 Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
                           Tensor *out);
 

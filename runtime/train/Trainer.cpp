@@ -161,6 +161,10 @@ double meanValue(const Tensor &t) {
     for (int64_t i = 0; i < n; ++i)
       sum += t.data<float>()[i];
     break;
+  case DType::F64:
+    for (int64_t i = 0; i < n; ++i)
+      sum += t.data<double>()[i];
+    break;
   case DType::I32:
     for (int64_t i = 0; i < n; ++i)
       sum += t.data<int32_t>()[i];
@@ -501,11 +505,17 @@ Status Trainer::feedLearningRate(exec::Executor &e, int64_t step) {
     return Status::ok();
   Tensor *t = nullptr;
   DTF_RETURN_IF_ERROR(e.prepareFeed(i, 1, &t));
-  if (t->numElements() != 1 || t->dtype() != DType::F32)
-    return errorStatus("the learning_rate input must be an f32 scalar, not ",
-                       t->describe());
-  t->data<float>()[0] =
-      float(scheduledLearningRate(training_.optimizer().learning_rate(), step));
+  if (t->numElements() != 1 ||
+      (t->dtype() != DType::F32 && t->dtype() != DType::F64))
+    return errorStatus(
+        "the learning_rate input must be an f32 or f64 scalar, not ",
+        t->describe());
+  const double lr =
+      scheduledLearningRate(training_.optimizer().learning_rate(), step);
+  if (t->dtype() == DType::F64)
+    t->data<double>()[0] = lr;
+  else
+    t->data<float>()[0] = float(lr);
   return Status::ok();
 }
 

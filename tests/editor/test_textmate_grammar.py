@@ -75,6 +75,7 @@ CASES = [
     Case("  input ids: i64[B, «seq»]", "variable.other.dimension.dtf"),
     Case("  input m: «bool»[B]", "storage.type.dtype.dtf"),
     Case("  var e: «bf16»[10, 4]", "storage.type.dtype.dtf"),
+    Case("  var d: «f64»[10, 4]", "storage.type.dtype.dtf"),
     Case("    y = cast(x, to = «f16»)", "storage.type.dtype.dtf"),
     Case("    y = «B»", "variable.other.dtf", absent=["constant"]),
     # Device strings.

@@ -24,8 +24,8 @@ def Dtf_Dialect : Dialect {
     networks (elementwise math with broadcasting, matmul, conv2d, pooling,
     shape ops, reductions, softmax and cross-entropy, gather, dropout).
 
-    Tensors are builtin ranked tensors of f32, f16, bf16, i32, i64 or i1. The
-    symbolic batch dimension `B` of the model language is a dynamic dimension
+    Tensors are builtin ranked tensors of f32, f64, f16, bf16, i32, i64 or i1.
+    The symbolic batch dimension `B` of the model language is a dynamic dimension
     (`?`): `f32[B, 784]` is `tensor<?x784xf32>`. Every op infers its result
     type from its operands and attributes, and its verifier rejects operands
     whose shapes or dtypes do not fit, with a message that says what was
@@ -50,13 +50,13 @@ def Dtf_Dialect : Dialect {
 // Type constraints
 //===----------------------------------------------------------------------===//
 
-def Dtf_FloatElement : AnyTypeOf<[F32, F16, BF16], "floating-point (f32, f16 or bf16)">;
+def Dtf_FloatElement : AnyTypeOf<[F32, F64, F16, BF16], "floating-point (f32, f64, f16 or bf16)">;
 def Dtf_IntElement : AnyTypeOf<[I32, I64], "integer (i32 or i64)">;
 
-def Dtf_Tensor : RankedTensorOf<[F32, F16, BF16, I32, I64, I1]>;
-def Dtf_FloatTensor : RankedTensorOf<[F32, F16, BF16]>;
+def Dtf_Tensor : RankedTensorOf<[F32, F64, F16, BF16, I32, I64, I1]>;
+def Dtf_FloatTensor : RankedTensorOf<[F32, F64, F16, BF16]>;
 def Dtf_IntTensor : RankedTensorOf<[I32, I64]>;
-def Dtf_NumericTensor : RankedTensorOf<[F32, F16, BF16, I32, I64]>;
+def Dtf_NumericTensor : RankedTensorOf<[F32, F64, F16, BF16, I32, I64]>;
 def Dtf_BoolTensor : RankedTensorOf<[I1]>;
 
 def Dtf_Pair : ConfinedAttr<DenseI64ArrayAttr, [DenseArrayCount<2>]>;

@@ -31,10 +31,12 @@ public:
   LogicalResult run(DictionaryAttr settings);
 
 private:
-  Value scalarF32(double v) {
-    auto type = RankedTensorType::get({}, b.getF32Type());
-    return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
+  /// A scalar of the hyperparameters' float type (floatType).
+  Value scalarFloat(double v) {
+    return b.create<ConstantOp>(loc,
+                                DenseElementsAttr::get(floatScalar(), b.getFloatAttr(floatType, v)));
   }
+  RankedTensorType floatScalar() { return RankedTensorType::get({}, floatType); }
   Value scalarI64(int64_t v) {
     auto type = RankedTensorType::get({}, b.getI64Type());
     return b.create<ConstantOp>(loc, DenseElementsAttr::get(type, b.getI64IntegerAttr(v)));
@@ -71,14 +73,18 @@ private:
   OpBuilder &b;
   SymbolTable symbols;
   Location loc = UnknownLoc::get(b.getContext());
+  /// The element type of the learning rate and the other computed scalars:
+  /// the first gradient's (f64 for an f64 model, as TensorFlow casts the
+  /// learning rate to the variable's dtype), f32 when there is none.
+  Type floatType = b.getF32Type();
 };
 
-/// The learning rate of this step, as an f32 scalar: a constant or a schedule
-/// of the global step.
+/// The learning rate of this step, as a scalar of floatType: a constant or a
+/// schedule of the global step.
 Value UpdateBuilder::learningRate(Attribute spec, Value step) {
   auto schedule = dyn_cast_or_null<DictionaryAttr>(spec);
   if (!schedule)
-    return scalarF32(valueOf(spec, 0.001));
+    return scalarFloat(valueOf(spec, 0.001));
   StringRef kind = schedule.getAs<StringAttr>("kind").getValue();
   if (kind == "exponential_decay") {
     // lr * rate ^ (step / decay_steps), the exponent an integer with staircase.
@@ -87,24 +93,24 @@ Value UpdateBuilder::learningRate(Attribute spec, Value step) {
     double rate = number(schedule, "decay_rate", 1.0);
     auto staircase = schedule.getAs<BoolAttr>("staircase");
     Value exponent;
-    auto f32 = RankedTensorType::get({}, b.getF32Type());
+    auto scalar = floatScalar();
     if (staircase && staircase.getValue())
-      exponent = b.create<CastOp>(loc, f32, b.create<DivOp>(loc, step, scalarI64(decaySteps)));
+      exponent = b.create<CastOp>(loc, scalar, b.create<DivOp>(loc, step, scalarI64(decaySteps)));
     else
-      exponent = b.create<DivOp>(loc, b.create<CastOp>(loc, f32, step),
-                                 scalarF32(static_cast<double>(decaySteps)));
-    return b.create<MulOp>(loc, scalarF32(lr),
-                           b.create<PowOp>(loc, scalarF32(rate), exponent));
+      exponent = b.create<DivOp>(loc, b.create<CastOp>(loc, scalar, step),
+                                 scalarFloat(static_cast<double>(decaySteps)));
+    return b.create<MulOp>(loc, scalarFloat(lr),
+                           b.create<PowOp>(loc, scalarFloat(rate), exponent));
   }
   // piecewise_constant: values[i] once step >= boundaries[i - 1].
   auto boundaries = schedule.getAs<ArrayAttr>("boundaries");
   auto values = schedule.getAs<ArrayAttr>("values");
   auto valueAt = [&](unsigned i) { return valueOf(values[i], 0.0); };
-  Value lr = scalarF32(valueAt(0));
+  Value lr = scalarFloat(valueAt(0));
   for (unsigned i = 0; i < boundaries.size(); ++i) {
     Value past = b.create<CompareOp>(loc, ComparePredicate::ge, step,
                                      scalarI64(cast<IntegerAttr>(boundaries[i]).getInt()));
-    lr = b.create<SelectOp>(loc, past, scalarF32(valueAt(i + 1)), lr);
+    lr = b.create<SelectOp>(loc, past, scalarFloat(valueAt(i + 1)), lr);
   }
   return lr;
 }
@@ -145,6 +151,10 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
   Value step = b.create<ReadVariableOp>(loc, RankedTensorType::get({}, b.getI64Type()),
                                         FlatSymbolRefAttr::get(b.getContext(), "global_step"));
 
+  if (!grads.empty())
+    if (auto element = dyn_cast<FloatType>(
+            cast<RankedTensorType>(grads.front().second.getType()).getElementType()))
+      floatType = element;
   auto optimizer = settings ? settings.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
   StringRef kind = optimizer ? optimizer.getAs<StringAttr>("kind").getValue() : "sgd";
   Value lr = learningRate(optimizer ? optimizer.get("learning_rate") : Attribute(), step);
@@ -203,11 +213,10 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
   if (auto decay = settings ? settings.getAs<FloatAttr>("moving_average") : FloatAttr()) {
     // min(decay, (1 + step) / (10 + step)): TensorFlow's num_updates.
     loc = ret.getLoc();
-    auto f32 = RankedTensorType::get({}, b.getF32Type());
-    Value stepF = b.create<CastOp>(loc, f32, step);
-    Value ratio = b.create<DivOp>(loc, b.create<AddOp>(loc, stepF, scalarF32(1.0)),
-                                  b.create<AddOp>(loc, stepF, scalarF32(10.0)));
-    Value stepDecay = b.create<MinimumOp>(loc, scalarF32(decay.getValueAsDouble()), ratio);
+    Value stepF = b.create<CastOp>(loc, floatScalar(), step);
+    Value ratio = b.create<DivOp>(loc, b.create<AddOp>(loc, stepF, scalarFloat(1.0)),
+                                  b.create<AddOp>(loc, stepF, scalarFloat(10.0)));
+    Value stepDecay = b.create<MinimumOp>(loc, scalarFloat(decay.getValueAsDouble()), ratio);
     for (auto &[var, g] : grads) {
       auto avg = slot(var, "ExponentialMovingAverage", var.getInitializer());
       // The runtime starts an average at its variable's first value.

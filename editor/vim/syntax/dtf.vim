@@ -23,7 +23,7 @@ syn keyword dtfKeyword     var nextgroup=dtfVarName skipwhite
 syn keyword dtfKeyword     on nextgroup=dtfOnDevice skipwhite skipempty
 syn keyword dtfKeyword     as shares nextgroup=dtfLayerName skipwhite
 syn keyword dtfStatement   return
-syn keyword dtfType        f32 f16 bf16 i32 i64 bool
+syn keyword dtfType        f32 f64 f16 bf16 i32 i64 bool
 syn keyword dtfBoolean     true false
 syn keyword dtfNone        none
 
@@ -62,7 +62,7 @@ syn match dtfKwarg         contained containedin=dtfParens "\<\h\w*\ze\s*=\%([^=
 syn match dtfTrailingKwarg ",\s*\zs\h\w*\ze\s*=\%([^=]\|$\)"
 
 " f32[B, 784]: the dims after a dtype.
-syn region dtfShape        matchgroup=dtfShapeBracket start="\%(\<\%(f32\|f16\|bf16\|i32\|i64\|bool\)\s*\)\@<=\[" end="\]" contains=dtfBatch,dtfDim,dtfDimName,dtfLineComment,dtfBlockComment
+syn region dtfShape        matchgroup=dtfShapeBracket start="\%(\<\%(f32\|f64\|f16\|bf16\|i32\|i64\|bool\)\s*\)\@<=\[" end="\]" contains=dtfBatch,dtfDim,dtfDimName,dtfLineComment,dtfBlockComment
 syn match dtfBatch         contained "\<B\>"
 syn match dtfDim           contained "\<\d\+\>"
 syn match dtfDimName       contained "\<\%(B\>\)\@!\h\w*\>"

@@ -1,6 +1,8 @@
-// 2-D convolution (NHWC input, HWIO filter) and its two gradients, on oneDNN.
+// 2-D convolution (NHWC input, HWIO filter) and its two gradients: f32 on
+// oneDNN, f64 with reference loops (oneDNN has no f64 convolution on CPU).
 #include "runtime/kernels/cpu/OneDnn.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -105,21 +107,131 @@ PrimitiveCache<PlannedPrimitive> &convCache() {
   return cache;
 }
 
+// The f64 reference loops, over the same geometry as the oneDNN primitives:
+// input row iy = oy * sh - padTop + ky * dh (likewise for columns). Speed
+// does not matter much here; each loop splits work that writes disjoint
+// outputs over the pool.
+template <typename T>
+void refConvForward(const Window2D &w, const T *x, const T *f, T *y,
+                    ThreadPool *pool) {
+  const int64_t rows = w.n * w.oh;
+  parallelFor(pool, rows, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t n = r / w.oh, oy = r % w.oh;
+      for (int64_t ox = 0; ox < w.ow; ++ox) {
+        T *out = y + ((n * w.oh + oy) * w.ow + ox) * w.oc;
+        std::fill(out, out + w.oc, T(0));
+        for (int64_t ky = 0; ky < w.kh; ++ky) {
+          const int64_t iy = oy * w.sh - w.padTop + ky * w.dh;
+          if (iy < 0 || iy >= w.ih)
+            continue;
+          for (int64_t kx = 0; kx < w.kw; ++kx) {
+            const int64_t ix = ox * w.sw - w.padLeft + kx * w.dw;
+            if (ix < 0 || ix >= w.iw)
+              continue;
+            const T *in = x + ((n * w.ih + iy) * w.iw + ix) * w.c;
+            const T *fk = f + (ky * w.kw + kx) * w.c * w.oc;
+            for (int64_t c = 0; c < w.c; ++c) {
+              const T v = in[c];
+              const T *fc = fk + c * w.oc;
+              for (int64_t o = 0; o < w.oc; ++o)
+                out[o] += v * fc[o];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void refConvBackpropInput(const Window2D &w, const T *dy, const T *f, T *dx,
+                          ThreadPool *pool) {
+  // Images are independent: each thread zeroes and fills its own.
+  const int64_t image = w.ih * w.iw * w.c;
+  parallelFor(pool, w.n, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) {
+      T *dxn = dx + n * image;
+      std::fill(dxn, dxn + image, T(0));
+      for (int64_t oy = 0; oy < w.oh; ++oy)
+        for (int64_t ox = 0; ox < w.ow; ++ox) {
+          const T *g = dy + ((n * w.oh + oy) * w.ow + ox) * w.oc;
+          for (int64_t ky = 0; ky < w.kh; ++ky) {
+            const int64_t iy = oy * w.sh - w.padTop + ky * w.dh;
+            if (iy < 0 || iy >= w.ih)
+              continue;
+            for (int64_t kx = 0; kx < w.kw; ++kx) {
+              const int64_t ix = ox * w.sw - w.padLeft + kx * w.dw;
+              if (ix < 0 || ix >= w.iw)
+                continue;
+              T *d = dxn + (iy * w.iw + ix) * w.c;
+              const T *fk = f + (ky * w.kw + kx) * w.c * w.oc;
+              for (int64_t c = 0; c < w.c; ++c) {
+                const T *fc = fk + c * w.oc;
+                T acc = 0;
+                for (int64_t o = 0; o < w.oc; ++o)
+                  acc += g[o] * fc[o];
+                d[c] += acc;
+              }
+            }
+          }
+        }
+    }
+  });
+}
+
+template <typename T>
+void refConvBackpropFilter(const Window2D &w, const T *x, const T *dy, T *df,
+                           ThreadPool *pool) {
+  // Each (ky, kx) tap owns its [C, OC] block of the filter gradient.
+  parallelFor(pool, w.kh * w.kw, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t tap = lo; tap < hi; ++tap) {
+      const int64_t ky = tap / w.kw, kx = tap % w.kw;
+      T *dk = df + tap * w.c * w.oc;
+      std::fill(dk, dk + w.c * w.oc, T(0));
+      for (int64_t n = 0; n < w.n; ++n)
+        for (int64_t oy = 0; oy < w.oh; ++oy) {
+          const int64_t iy = oy * w.sh - w.padTop + ky * w.dh;
+          if (iy < 0 || iy >= w.ih)
+            continue;
+          for (int64_t ox = 0; ox < w.ow; ++ox) {
+            const int64_t ix = ox * w.sw - w.padLeft + kx * w.dw;
+            if (ix < 0 || ix >= w.iw)
+              continue;
+            const T *in = x + ((n * w.ih + iy) * w.iw + ix) * w.c;
+            const T *g = dy + ((n * w.oh + oy) * w.ow + ox) * w.oc;
+            for (int64_t c = 0; c < w.c; ++c) {
+              const T v = in[c];
+              T *dc = dk + c * w.oc;
+              for (int64_t o = 0; o < w.oc; ++o)
+                dc[o] += v * g[o];
+            }
+          }
+        }
+    }
+  });
+}
+
 Status conv2dKernel(KernelContext &ctx) {
   const char *name = "dtf.conv2d";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &x = ctx.input(0), &f = ctx.input(1);
-  DTF_RETURN_IF_ERROR(requireF32(name, "an input", x));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, f));
   Window2D w;
   DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), f.shape(), &w));
   Tensor *out;
   DTF_RETURN_IF_ERROR(
-      ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.oc}, &out));
+      ctx.allocateOutput(0, x.dtype(), {w.n, w.oh, w.ow, w.oc}, &out));
   if (out->numElements() == 0)
     return Status::ok();
   if (x.numElements() == 0 || f.numElements() == 0) {
     std::memset(out->rawData(), 0, out->byteSize());
+    return Status::ok();
+  }
+  if (x.dtype() == DType::F64) {
+    refConvForward(w, x.data<double>(), f.data<double>(), out->data<double>(),
+                   ctx.threadPool());
     return Status::ok();
   }
   return guardDnnl(name, [&] {
@@ -160,7 +272,7 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
   const char *name = "dtf.conv2d_backprop_input";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &f = ctx.input(1);
-  DTF_RETURN_IF_ERROR(requireF32(name, "dy", dy));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   DTF_RETURN_IF_ERROR(requireSameDType(name, dy, f));
   if (dy.rank() != 4)
     return errorStatus(name, " expects dy of rank 4, got ", dy.describe());
@@ -171,11 +283,16 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(convGeometry(ctx, name, inputShape, f.shape(), &w));
   DTF_RETURN_IF_ERROR(checkDy(name, w, dy));
   Tensor *dx;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, inputShape, &dx));
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, dy.dtype(), inputShape, &dx));
   if (dx->numElements() == 0)
     return Status::ok();
   if (dy.numElements() == 0 || f.numElements() == 0) {
     std::memset(dx->rawData(), 0, dx->byteSize());
+    return Status::ok();
+  }
+  if (dy.dtype() == DType::F64) {
+    refConvBackpropInput(w, dy.data<double>(), f.data<double>(),
+                         dx->data<double>(), ctx.threadPool());
     return Status::ok();
   }
   return guardDnnl(name, [&] {
@@ -202,7 +319,7 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
   const char *name = "dtf.conv2d_backprop_filter";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &x = ctx.input(0), &dy = ctx.input(1);
-  DTF_RETURN_IF_ERROR(requireF32(name, "an input", x));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, dy));
   if (!ctx.hasAttr("filter_shape"))
     return errorStatus(name, " needs the filter_shape attribute");
@@ -216,11 +333,16 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), filterShape, &w));
   DTF_RETURN_IF_ERROR(checkDy(name, w, dy));
   Tensor *df;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, filterShape, &df));
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), filterShape, &df));
   if (df->numElements() == 0)
     return Status::ok();
   if (dy.numElements() == 0 || x.numElements() == 0) {
     std::memset(df->rawData(), 0, df->byteSize());
+    return Status::ok();
+  }
+  if (x.dtype() == DType::F64) {
+    refConvBackpropFilter(w, x.data<double>(), dy.data<double>(),
+                          df->data<double>(), ctx.threadPool());
     return Status::ok();
   }
   return guardDnnl(name, [&] {

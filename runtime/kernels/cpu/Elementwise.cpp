@@ -59,7 +59,7 @@ struct MinimumOp {
   }
 };
 struct PowOp {
-  float operator()(float a, float b) const { return std::pow(a, b); }
+  template <typename T> T operator()(T a, T b) const { return std::pow(a, b); }
 };
 
 template <typename T, typename R, typename Op>
@@ -156,8 +156,11 @@ Status powKernel(KernelContext &ctx) {
   const char *name = "dtf.pow";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   DTF_RETURN_IF_ERROR(requireSameDType(name, ctx.input(0), ctx.input(1)));
-  DTF_RETURN_IF_ERROR(requireF32(name, "operands", ctx.input(0)));
-  return runBinary<float, float>(ctx, name, PowOp{}, kExpensiveGrain);
+  DTF_RETURN_IF_ERROR(requireFloat(name, "operands", ctx.input(0)));
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return runBinary<T, T>(ctx, name, PowOp{}, kExpensiveGrain);
+  });
 }
 
 template <typename Pred> struct CompareOp {
@@ -271,35 +274,42 @@ Status reluKernel(KernelContext &ctx) {
   });
 }
 
+// `f` is a generic lambda, instantiated for float and double.
 template <typename F>
 Status floatUnary(KernelContext &ctx, const char *name, F f,
                   int64_t grain = kExpensiveGrain) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
-  DTF_RETURN_IF_ERROR(requireF32(name, "an operand", ctx.input(0)));
-  return runUnary<float>(ctx, f, grain);
+  DTF_RETURN_IF_ERROR(requireFloat(name, "an operand", ctx.input(0)));
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return runUnary<T>(
+        ctx, [&](T v) -> T { return f(v); }, grain);
+  });
 }
 
 Status expKernel(KernelContext &ctx) {
-  return floatUnary(ctx, "dtf.exp", [](float v) { return std::exp(v); });
+  return floatUnary(ctx, "dtf.exp", [](auto v) { return std::exp(v); });
 }
 Status logKernel(KernelContext &ctx) {
-  return floatUnary(ctx, "dtf.log", [](float v) { return std::log(v); });
+  return floatUnary(ctx, "dtf.log", [](auto v) { return std::log(v); });
 }
 Status sqrtKernel(KernelContext &ctx) {
   return floatUnary(
-      ctx, "dtf.sqrt", [](float v) { return std::sqrt(v); }, kCheapGrain);
+      ctx, "dtf.sqrt", [](auto v) { return std::sqrt(v); }, kCheapGrain);
 }
 Status rsqrtKernel(KernelContext &ctx) {
   return floatUnary(
-      ctx, "dtf.rsqrt", [](float v) { return 1.0f / std::sqrt(v); },
+      ctx, "dtf.rsqrt", [](auto v) { return decltype(v)(1) / std::sqrt(v); },
       kCheapGrain);
 }
 Status sigmoidKernel(KernelContext &ctx) {
-  return floatUnary(ctx, "dtf.sigmoid",
-                    [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+  return floatUnary(ctx, "dtf.sigmoid", [](auto v) {
+    using T = decltype(v);
+    return T(1) / (T(1) + std::exp(-v));
+  });
 }
 Status tanhKernel(KernelContext &ctx) {
-  return floatUnary(ctx, "dtf.tanh", [](float v) { return std::tanh(v); });
+  return floatUnary(ctx, "dtf.tanh", [](auto v) { return std::tanh(v); });
 }
 
 // Float to integer conversion saturates and maps NaN to 0 (C++ leaves both
@@ -309,8 +319,8 @@ template <typename From, typename To> inline To convert(From v) {
     return v != From(0);
   } else if constexpr (std::is_floating_point_v<From> &&
                        std::is_integral_v<To>) {
-    constexpr float lo = static_cast<float>(std::numeric_limits<To>::min());
-    constexpr float hi = -lo; // 2^31 or 2^63, exactly representable
+    constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());
+    constexpr From hi = -lo; // 2^31 or 2^63, exactly representable
     if (!(v == v))
       return 0;
     if (v >= hi)
@@ -347,40 +357,47 @@ Status castKernel(KernelContext &ctx) {
   });
 }
 
-// Gradients of activations: out = f(dy, v) with dy and v of one shape.
+// Gradients of activations: out = f(dy, v) with dy and v of one shape; `f`
+// is a generic lambda, instantiated for float and double.
 template <typename F>
 Status activationGrad(KernelContext &ctx, const char *name, const char *vName,
                       F f) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &v = ctx.input(1);
-  DTF_RETURN_IF_ERROR(requireF32(name, "dy", dy));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   DTF_RETURN_IF_ERROR(requireSameDType(name, dy, v));
   DTF_RETURN_IF_ERROR(requireSameShape(name, "dy", dy, vName, v));
-  Tensor *out;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, dy.shape(), &out));
-  const float *pdy = dy.data<float>(), *pv = v.data<float>();
-  float *po = out->data<float>();
-  parallelFor(ctx.threadPool(), dy.numElements(), kCheapGrain,
-              [&](int64_t lo, int64_t hi) {
-                for (int64_t i = lo; i < hi; ++i)
-                  po[i] = f(pdy[i], pv[i]);
-              });
-  return Status::ok();
+  return dispatchFloat(name, dy.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, dy.dtype(), dy.shape(), &out));
+    const T *pdy = dy.data<T>(), *pv = v.data<T>();
+    T *po = out->data<T>();
+    parallelFor(ctx.threadPool(), dy.numElements(), kCheapGrain,
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t i = lo; i < hi; ++i)
+                    po[i] = f(pdy[i], pv[i]);
+                });
+    return Status::ok();
+  });
 }
 
 // d relu / dx is 1 for x > 0 and 0 elsewhere (0 at x = 0, as TensorFlow).
 Status reluGradKernel(KernelContext &ctx) {
-  return activationGrad(ctx, "dtf.relu_grad", "x",
-                        [](float dy, float x) { return x > 0.0f ? dy : 0.0f; });
+  return activationGrad(ctx, "dtf.relu_grad", "x", [](auto dy, auto x) {
+    return x > decltype(x)(0) ? dy : decltype(dy)(0);
+  });
 }
 // In terms of the forward result y: sigmoid' = y (1 - y), tanh' = 1 - y^2.
 Status sigmoidGradKernel(KernelContext &ctx) {
-  return activationGrad(ctx, "dtf.sigmoid_grad", "y",
-                        [](float dy, float y) { return dy * y * (1.0f - y); });
+  return activationGrad(ctx, "dtf.sigmoid_grad", "y", [](auto dy, auto y) {
+    return dy * y * (decltype(y)(1) - y);
+  });
 }
 Status tanhGradKernel(KernelContext &ctx) {
-  return activationGrad(ctx, "dtf.tanh_grad", "y",
-                        [](float dy, float y) { return dy * (1.0f - y * y); });
+  return activationGrad(ctx, "dtf.tanh_grad", "y", [](auto dy, auto y) {
+    return dy * (decltype(y)(1) - y * y);
+  });
 }
 
 } // namespace

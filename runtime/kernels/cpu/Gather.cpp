@@ -61,7 +61,7 @@ Status gatherGradKernel(KernelContext &ctx) {
   const char *name = "dtf.gather_grad";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &indices = ctx.input(1);
-  DTF_RETURN_IF_ERROR(requireF32(name, "dy", dy));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   if (!ctx.hasAttr("params_shape"))
     return errorStatus(name, " needs the params_shape attribute");
   std::vector<int64_t> paramsShape = ctx.getInts("params_shape");
@@ -85,25 +85,28 @@ Status gatherGradKernel(KernelContext &ctx) {
     const I *idx = indices.data<I>();
     const int64_t count = indices.numElements();
     DTF_RETURN_IF_ERROR(checkIndices(name, idx, count, rows));
-    Tensor *out;
-    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, paramsShape, &out));
-    float *po = out->data<float>();
-    std::memset(po, 0, out->byteSize());
-    const float *pdy = dy.data<float>();
-    // Threads take disjoint column ranges of every row, so no two add to the
-    // same element.
-    parallelFor(
-        ctx.threadPool(), rowSize,
-        std::max<int64_t>(16, kCheapGrain / std::max<int64_t>(count, 1)),
-        [&](int64_t lo, int64_t hi) {
-          for (int64_t i = 0; i < count; ++i) {
-            float *row = po + idx[i] * rowSize;
-            const float *g = pdy + i * rowSize;
-            for (int64_t j = lo; j < hi; ++j)
-              row[j] += g[j];
-          }
-        });
-    return Status::ok();
+    return dispatchFloat(name, dy.dtype(), [&](auto ftag) -> Status {
+      using T = typename decltype(ftag)::type;
+      Tensor *out;
+      DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, dy.dtype(), paramsShape, &out));
+      T *po = out->data<T>();
+      std::memset(po, 0, out->byteSize());
+      const T *pdy = dy.data<T>();
+      // Threads take disjoint column ranges of every row, so no two add to
+      // the same element.
+      parallelFor(
+          ctx.threadPool(), rowSize,
+          std::max<int64_t>(16, kCheapGrain / std::max<int64_t>(count, 1)),
+          [&](int64_t lo, int64_t hi) {
+            for (int64_t i = 0; i < count; ++i) {
+              T *row = po + idx[i] * rowSize;
+              const T *g = pdy + i * rowSize;
+              for (int64_t j = lo; j < hi; ++j)
+                row[j] += g[j];
+            }
+          });
+      return Status::ok();
+    });
   });
 }
 

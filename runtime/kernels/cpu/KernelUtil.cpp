@@ -31,8 +31,8 @@ Status checkNumInputs(const KernelContext &ctx, const char *op, int min,
   return errorStatus(op, " expects ", min, " to ", max, " inputs, got ", n);
 }
 
-Status requireF32(const char *op, const char *what, const Tensor &t) {
-  if (t.dtype() == DType::F32)
+Status requireFloat(const char *op, const char *what, const Tensor &t) {
+  if (t.dtype() == DType::F32 || t.dtype() == DType::F64)
     return Status::ok();
   if (t.dtype() == DType::F16 || t.dtype() == DType::BF16)
     return unsupportedDType(op, t.dtype());
@@ -70,8 +70,9 @@ Status resolveOutDType(const KernelContext &ctx, const char *op, int i,
     std::string name = ctx.getString("out_dtype");
     std::optional<DType> d = parseDType(name);
     if (!d)
-      return errorStatus(op, ": out_dtype '", name,
-                         "' is not a dtype (f32, f16, bf16, i32, i64 or bool)");
+      return errorStatus(
+          op, ": out_dtype '", name,
+          "' is not a dtype (f32, f64, f16, bf16, i32, i64 or bool)");
     *out = *d;
     return Status::ok();
   }

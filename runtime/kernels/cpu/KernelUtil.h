@@ -26,12 +26,27 @@ template <typename T> struct TypeTag { using type = T; };
 /// "f16 tensors are not supported on CPU yet" or "does not take i32 tensors".
 Status unsupportedDType(const char *op, DType dtype);
 
-/// Calls f(TypeTag<T>{}) for T in {float, int32_t, int64_t}.
+/// Calls f(TypeTag<T>{}) for the float dtypes with CPU kernels: T in
+/// {float, double}. f16 and bf16 get unsupportedDType's message.
+template <typename F> Status dispatchFloat(const char *op, DType dtype, F &&f) {
+  switch (dtype) {
+  case DType::F32:
+    return f(TypeTag<float>{});
+  case DType::F64:
+    return f(TypeTag<double>{});
+  default:
+    return unsupportedDType(op, dtype);
+  }
+}
+
+/// Calls f(TypeTag<T>{}) for T in {float, double, int32_t, int64_t}.
 template <typename F>
 Status dispatchNumeric(const char *op, DType dtype, F &&f) {
   switch (dtype) {
   case DType::F32:
     return f(TypeTag<float>{});
+  case DType::F64:
+    return f(TypeTag<double>{});
   case DType::I32:
     return f(TypeTag<int32_t>{});
   case DType::I64:
@@ -64,8 +79,8 @@ template <typename F> Status dispatchIndex(const char *op, DType dtype, F &&f) {
 /// "dtf.add expects 2 inputs, got 1".
 Status checkNumInputs(const KernelContext &ctx, const char *op, int min,
                       int max = -1);
-/// Fails unless `t` is f32 (the one float dtype with CPU kernels).
-Status requireF32(const char *op, const char *what, const Tensor &t);
+/// Fails unless `t` is f32 or f64 (the float dtypes with CPU kernels).
+Status requireFloat(const char *op, const char *what, const Tensor &t);
 /// Fails unless the two tensors have the same dtype.
 Status requireSameDType(const char *op, const Tensor &a, const Tensor &b);
 /// Fails unless the two tensors have the same shape.

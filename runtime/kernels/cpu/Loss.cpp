@@ -56,13 +56,12 @@ void forEachLane(const Lanes &l, ThreadPool *pool, F &&f) {
 #define AT(i) (Contig ? (i) : (i)*s)
 
 // max(x) and sum(exp(x - max)) over one lane.
-template <bool Contig>
-inline void maxAndSum(const float *x, int64_t n, int64_t s, float *maxOut,
-                      float *sumOut) {
-  float m = -std::numeric_limits<float>::infinity();
+template <bool Contig, typename T>
+inline void maxAndSum(const T *x, int64_t n, int64_t s, T *maxOut, T *sumOut) {
+  T m = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < n; ++i)
     m = std::max(m, x[AT(i)]);
-  float sum = 0.0f;
+  T sum = T(0);
   for (int64_t i = 0; i < n; ++i)
     sum += std::exp(x[AT(i)] - m);
   *maxOut = m;
@@ -72,41 +71,44 @@ inline void maxAndSum(const float *x, int64_t n, int64_t s, float *maxOut,
 Status softmaxLike(KernelContext &ctx, const char *name, bool log) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
-  DTF_RETURN_IF_ERROR(requireF32(name, "logits", x));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "logits", x));
   Lanes l;
   DTF_RETURN_IF_ERROR(lanesOf(ctx, name, x, &l));
-  Tensor *out;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &out));
-  const float *px = x.data<float>();
-  float *py = out->data<float>();
-  const int64_t n = l.n;
-  forEachLane(l, ctx.threadPool(), [&](auto contig, int64_t base, int64_t s) {
-    constexpr bool Contig = decltype(contig)::value;
-    const float *xl = px + base;
-    float *yl = py + base;
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < n; ++i)
-      m = std::max(m, xl[AT(i)]);
-    if (log) {
-      float sum = 0.0f;
+  return dispatchFloat(name, x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &out));
+    const T *px = x.data<T>();
+    T *py = out->data<T>();
+    const int64_t n = l.n;
+    forEachLane(l, ctx.threadPool(), [&](auto contig, int64_t base, int64_t s) {
+      constexpr bool Contig = decltype(contig)::value;
+      const T *xl = px + base;
+      T *yl = py + base;
+      T m = -std::numeric_limits<T>::infinity();
       for (int64_t i = 0; i < n; ++i)
-        sum += std::exp(xl[AT(i)] - m);
-      const float lse = m + std::log(sum);
-      for (int64_t i = 0; i < n; ++i)
-        yl[AT(i)] = xl[AT(i)] - lse;
-    } else {
-      float sum = 0.0f;
-      for (int64_t i = 0; i < n; ++i) {
-        float e = std::exp(xl[AT(i)] - m);
-        yl[AT(i)] = e;
-        sum += e;
+        m = std::max(m, xl[AT(i)]);
+      if (log) {
+        T sum = T(0);
+        for (int64_t i = 0; i < n; ++i)
+          sum += std::exp(xl[AT(i)] - m);
+        const T lse = m + std::log(sum);
+        for (int64_t i = 0; i < n; ++i)
+          yl[AT(i)] = xl[AT(i)] - lse;
+      } else {
+        T sum = T(0);
+        for (int64_t i = 0; i < n; ++i) {
+          T e = std::exp(xl[AT(i)] - m);
+          yl[AT(i)] = e;
+          sum += e;
+        }
+        const T inv = T(1) / sum;
+        for (int64_t i = 0; i < n; ++i)
+          yl[AT(i)] *= inv;
       }
-      const float inv = 1.0f / sum;
-      for (int64_t i = 0; i < n; ++i)
-        yl[AT(i)] *= inv;
-    }
+    });
+    return Status::ok();
   });
-  return Status::ok();
 }
 
 Status softmaxKernel(KernelContext &ctx) {
@@ -121,34 +123,37 @@ Status logSoftmaxKernel(KernelContext &ctx) {
 Status softmaxLikeGrad(KernelContext &ctx, const char *name, bool log) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &y = ctx.input(1);
-  DTF_RETURN_IF_ERROR(requireF32(name, "dy", dy));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   DTF_RETURN_IF_ERROR(requireSameDType(name, dy, y));
   DTF_RETURN_IF_ERROR(requireSameShape(name, "dy", dy, "y", y));
   Lanes l;
   DTF_RETURN_IF_ERROR(lanesOf(ctx, name, y, &l));
-  Tensor *out;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, y.shape(), &out));
-  const float *pdy = dy.data<float>(), *py = y.data<float>();
-  float *pdx = out->data<float>();
-  const int64_t n = l.n;
-  forEachLane(l, ctx.threadPool(), [&](auto contig, int64_t base, int64_t s) {
-    constexpr bool Contig = decltype(contig)::value;
-    const float *g = pdy + base, *yl = py + base;
-    float *dx = pdx + base;
-    float acc = 0.0f;
-    if (log) {
-      for (int64_t i = 0; i < n; ++i)
-        acc += g[AT(i)];
-      for (int64_t i = 0; i < n; ++i)
-        dx[AT(i)] = g[AT(i)] - std::exp(yl[AT(i)]) * acc;
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        acc += g[AT(i)] * yl[AT(i)];
-      for (int64_t i = 0; i < n; ++i)
-        dx[AT(i)] = yl[AT(i)] * (g[AT(i)] - acc);
-    }
+  return dispatchFloat(name, dy.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, dy.dtype(), y.shape(), &out));
+    const T *pdy = dy.data<T>(), *py = y.data<T>();
+    T *pdx = out->data<T>();
+    const int64_t n = l.n;
+    forEachLane(l, ctx.threadPool(), [&](auto contig, int64_t base, int64_t s) {
+      constexpr bool Contig = decltype(contig)::value;
+      const T *g = pdy + base, *yl = py + base;
+      T *dx = pdx + base;
+      T acc = T(0);
+      if (log) {
+        for (int64_t i = 0; i < n; ++i)
+          acc += g[AT(i)];
+        for (int64_t i = 0; i < n; ++i)
+          dx[AT(i)] = g[AT(i)] - std::exp(yl[AT(i)]) * acc;
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          acc += g[AT(i)] * yl[AT(i)];
+        for (int64_t i = 0; i < n; ++i)
+          dx[AT(i)] = yl[AT(i)] * (g[AT(i)] - acc);
+      }
+    });
+    return Status::ok();
   });
-  return Status::ok();
 }
 
 Status softmaxGradKernel(KernelContext &ctx) {
@@ -161,7 +166,7 @@ Status logSoftmaxGradKernel(KernelContext &ctx) {
 // logits [..., C] as rows of C classes; the loss has shape [...].
 Status lossRows(const char *name, const Tensor &logits, int64_t *rows,
                 int64_t *classes, std::vector<int64_t> *lossShape) {
-  DTF_RETURN_IF_ERROR(requireF32(name, "logits", logits));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "logits", logits));
   if (logits.rank() == 0)
     return errorStatus(name,
                        " expects logits [..., classes] of rank 1 or more, got ",
@@ -216,24 +221,28 @@ Status softmaxCrossEntropyKernel(KernelContext &ctx) {
   std::vector<int64_t> lossShape;
   DTF_RETURN_IF_ERROR(lossRows(name, logits, &rows, &c, &lossShape));
   DTF_RETURN_IF_ERROR(checkDenseLabels(name, logits, labels));
-  Tensor *out;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, lossShape, &out));
-  const float *px = logits.data<float>(), *pl = labels.data<float>();
-  float *po = out->data<float>();
-  parallelFor(ctx.threadPool(), rows, std::max<int64_t>(1, kExpensiveGrain / c),
-              [&](int64_t lo, int64_t hi) {
-                for (int64_t r = lo; r < hi; ++r) {
-                  const float *x = px + r * c, *y = pl + r * c;
-                  float m = 0, sum = 0;
-                  maxAndSum<true>(x, c, 1, &m, &sum);
-                  const float lse = m + std::log(sum);
-                  float loss = 0.0f;
-                  for (int64_t i = 0; i < c; ++i)
-                    loss += y[i] * (lse - x[i]);
-                  po[r] = loss;
-                }
-              });
-  return Status::ok();
+  return dispatchFloat(name, logits.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, logits.dtype(), lossShape, &out));
+    const T *px = logits.data<T>(), *pl = labels.data<T>();
+    T *po = out->data<T>();
+    parallelFor(ctx.threadPool(), rows,
+                std::max<int64_t>(1, kExpensiveGrain / c),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    const T *x = px + r * c, *y = pl + r * c;
+                    T m = 0, sum = 0;
+                    maxAndSum<true>(x, c, 1, &m, &sum);
+                    const T lse = m + std::log(sum);
+                    T loss = T(0);
+                    for (int64_t i = 0; i < c; ++i)
+                      loss += y[i] * (lse - x[i]);
+                    po[r] = loss;
+                  }
+                });
+    return Status::ok();
+  });
 }
 
 // loss = logsumexp(x) - x_label.
@@ -245,20 +254,24 @@ Status sparseSoftmaxCrossEntropyKernel(KernelContext &ctx) {
   std::vector<int64_t> lossShape;
   DTF_RETURN_IF_ERROR(lossRows(name, logits, &rows, &c, &lossShape));
   DTF_RETURN_IF_ERROR(checkSparseLabels(name, labels, lossShape, c));
-  Tensor *out;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, lossShape, &out));
-  const float *px = logits.data<float>();
-  float *po = out->data<float>();
-  parallelFor(ctx.threadPool(), rows, std::max<int64_t>(1, kExpensiveGrain / c),
-              [&](int64_t lo, int64_t hi) {
-                for (int64_t r = lo; r < hi; ++r) {
-                  const float *x = px + r * c;
-                  float m = 0, sum = 0;
-                  maxAndSum<true>(x, c, 1, &m, &sum);
-                  po[r] = m + std::log(sum) - x[labelAt(labels, r)];
-                }
-              });
-  return Status::ok();
+  return dispatchFloat(name, logits.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, logits.dtype(), lossShape, &out));
+    const T *px = logits.data<T>();
+    T *po = out->data<T>();
+    parallelFor(ctx.threadPool(), rows,
+                std::max<int64_t>(1, kExpensiveGrain / c),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    const T *x = px + r * c;
+                    T m = 0, sum = 0;
+                    maxAndSum<true>(x, c, 1, &m, &sum);
+                    po[r] = m + std::log(sum) - x[labelAt(labels, r)];
+                  }
+                });
+    return Status::ok();
+  });
 }
 
 // dlogits = dloss[..., None] * (softmax(logits) - target), where target is
@@ -279,30 +292,35 @@ Status crossEntropyGrad(KernelContext &ctx, const char *name, bool sparse) {
     DTF_RETURN_IF_ERROR(checkSparseLabels(name, labels, lossShape, c));
   else
     DTF_RETURN_IF_ERROR(checkDenseLabels(name, logits, labels));
-  Tensor *out;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, logits.shape(), &out));
-  const float *px = logits.data<float>(), *pg = dloss.data<float>();
-  float *pd = out->data<float>();
-  parallelFor(ctx.threadPool(), rows, std::max<int64_t>(1, kExpensiveGrain / c),
-              [&](int64_t lo, int64_t hi) {
-                for (int64_t r = lo; r < hi; ++r) {
-                  const float *x = px + r * c;
-                  float *d = pd + r * c;
-                  float m = 0, sum = 0;
-                  maxAndSum<true>(x, c, 1, &m, &sum);
-                  const float scale = pg[r] / sum;
-                  for (int64_t i = 0; i < c; ++i)
-                    d[i] = std::exp(x[i] - m) * scale;
-                  if (sparse) {
-                    d[labelAt(labels, r)] -= pg[r];
-                  } else {
-                    const float *y = labels.data<float>() + r * c;
+  return dispatchFloat(name, logits.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(
+        ctx.allocateOutput(0, logits.dtype(), logits.shape(), &out));
+    const T *px = logits.data<T>(), *pg = dloss.data<T>();
+    T *pd = out->data<T>();
+    parallelFor(ctx.threadPool(), rows,
+                std::max<int64_t>(1, kExpensiveGrain / c),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t r = lo; r < hi; ++r) {
+                    const T *x = px + r * c;
+                    T *d = pd + r * c;
+                    T m = 0, sum = 0;
+                    maxAndSum<true>(x, c, 1, &m, &sum);
+                    const T scale = pg[r] / sum;
                     for (int64_t i = 0; i < c; ++i)
-                      d[i] -= pg[r] * y[i];
+                      d[i] = std::exp(x[i] - m) * scale;
+                    if (sparse) {
+                      d[labelAt(labels, r)] -= pg[r];
+                    } else {
+                      const T *y = labels.data<T>() + r * c;
+                      for (int64_t i = 0; i < c; ++i)
+                        d[i] -= pg[r] * y[i];
+                    }
                   }
-                }
-              });
-  return Status::ok();
+                });
+    return Status::ok();
+  });
 }
 
 Status softmaxCrossEntropyGradKernel(KernelContext &ctx) {

@@ -1,4 +1,5 @@
-// Matrix products: f32 through oneDNN's sgemm, i32/i64 with plain loops.
+// Matrix products: f32 through oneDNN's sgemm; f64 (oneDNN has no dgemm
+// on CPU), i32 and i64 with plain loops.
 #include "runtime/kernels/cpu/KernelUtil.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -9,12 +10,17 @@
 namespace dtf::cpu {
 namespace {
 
-// C[M,N] = op(A) op(B) for integers, wrapping on overflow. Rows of C are
+// Integers accumulate unsigned, so overflow wraps; doubles as they are.
+template <typename T> struct GemmAcc { using type = std::make_unsigned_t<T>; };
+template <> struct GemmAcc<double> { using type = double; };
+
+// C[M,N] = op(A) op(B) for integers (wrapping on overflow) and doubles: the
+// reference loop, for the dtypes oneDNN has no gemm for. Rows of C are
 // independent, so they are split over the pool.
 template <typename T>
-void intGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
-             int64_t lda, const T *b, int64_t ldb, T *c, ThreadPool *pool) {
-  using U = std::make_unsigned_t<T>;
+void loopGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
+              int64_t lda, const T *b, int64_t ldb, T *c, ThreadPool *pool) {
+  using U = typename GemmAcc<T>::type;
   parallelFor(pool, m,
               std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(1, n * k)),
               [&](int64_t lo, int64_t hi) {
@@ -94,7 +100,7 @@ Status matmulKernel(KernelContext &ctx) {
           return errorStatus(name, ": oneDNN sgemm failed (status ", int(s),
                              ") on ", a.describe(), " x ", b.describe());
       } else {
-        intGemm(ta, tb, gemmM, n, k, ai, lda, bi, ldb, ci, ctx.threadPool());
+        loopGemm(ta, tb, gemmM, n, k, ai, lda, bi, ldb, ci, ctx.threadPool());
       }
     }
     return Status::ok();

@@ -29,6 +29,9 @@ Status hyper(const KernelContext &ctx, const char *name, int index,
     case DType::F32:
       *out = t.data<float>()[0];
       return Status::ok();
+    case DType::F64:
+      *out = t.data<double>()[0];
+      return Status::ok();
     case DType::I32:
       *out = t.data<int32_t>()[0];
       return Status::ok();
@@ -37,7 +40,7 @@ Status hyper(const KernelContext &ctx, const char *name, int index,
       return Status::ok();
     default:
       return errorStatus(name, " expects input ", index, " (", attr,
-                         ") to be f32, i32 or i64, got ", t.describe());
+                         ") to be f32, f64, i32 or i64, got ", t.describe());
     }
   }
   if (ctx.hasAttr(attr)) {
@@ -54,7 +57,7 @@ Status hyper(const KernelContext &ctx, const char *name, int index,
   return Status::ok();
 }
 
-// The variable, its slots and the gradient: f32, all of one shape.
+// The variable, its slots and the gradient: f32 or f64, all of one type.
 Status checkOperands(const KernelContext &ctx, const char *name,
                      std::initializer_list<const char *> names) {
   const int n = static_cast<int>(names.size());
@@ -62,13 +65,13 @@ Status checkOperands(const KernelContext &ctx, const char *name,
     return errorStatus(name, " expects at least ", n, " inputs, got ",
                        ctx.numInputs());
   const Tensor &var = ctx.input(0);
-  DTF_RETURN_IF_ERROR(requireF32(name, "a variable", var));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "a variable", var));
   int i = 0;
   for (const char *what : names) {
     const Tensor &t = ctx.input(i++);
     if (!t.defined())
       return errorStatus(name, ": ", what, " has no value");
-    if (t.dtype() != DType::F32 || t.shape() != var.shape())
+    if (t.dtype() != var.dtype() || t.shape() != var.shape())
       return errorStatus(name, " expects ", what, " of the variable's type ",
                          var.describe(), ", got ", t.describe());
   }
@@ -85,8 +88,8 @@ template <typename F> void forEachElement(KernelContext &ctx, F &&f) {
   parallelFor(ctx.threadPool(), ctx.input(0).numElements(), kCheapGrain, f);
 }
 
-float *mut(KernelContext &ctx, int i) {
-  return ctx.mutableInput(i).data<float>();
+template <typename T> T *mut(KernelContext &ctx, int i) {
+  return ctx.mutableInput(i).data<T>();
 }
 
 // var -= lr * grad.
@@ -95,15 +98,18 @@ Status applySgdKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"var", "grad"}));
   double lr = 0;
   DTF_RETURN_IF_ERROR(hyper(ctx, name, 2, "learning_rate", std::nullopt, &lr));
-  float *var = mut(ctx, 0);
-  const float *g = ctx.input(1).data<float>();
-  const float a = float(lr);
-  forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      var[i] -= a * g[i];
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T *var = mut<T>(ctx, 0);
+    const T *g = ctx.input(1).data<T>();
+    const T a = T(lr);
+    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        var[i] -= a * g[i];
+    });
+    aliasVariable(ctx);
+    return Status::ok();
   });
-  aliasVariable(ctx);
-  return Status::ok();
 }
 
 // accum = accum * momentum + grad; var -= lr * accum, or with use_nesterov
@@ -116,24 +122,27 @@ Status applyMomentumKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(
       hyper(ctx, name, -1, "momentum", std::nullopt, &momentum));
   const bool nesterov = ctx.getBool("use_nesterov");
-  float *var = mut(ctx, 0), *accum = mut(ctx, 1);
-  const float *g = ctx.input(2).data<float>();
-  const float a = float(lr), mu = float(momentum);
-  forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-    if (nesterov) {
-      for (int64_t i = lo; i < hi; ++i) {
-        accum[i] = accum[i] * mu + g[i];
-        var[i] -= g[i] * a + accum[i] * mu * a;
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T *var = mut<T>(ctx, 0), *accum = mut<T>(ctx, 1);
+    const T *g = ctx.input(2).data<T>();
+    const T a = T(lr), mu = T(momentum);
+    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
+      if (nesterov) {
+        for (int64_t i = lo; i < hi; ++i) {
+          accum[i] = accum[i] * mu + g[i];
+          var[i] -= g[i] * a + accum[i] * mu * a;
+        }
+      } else {
+        for (int64_t i = lo; i < hi; ++i) {
+          accum[i] = accum[i] * mu + g[i];
+          var[i] -= accum[i] * a;
+        }
       }
-    } else {
-      for (int64_t i = lo; i < hi; ++i) {
-        accum[i] = accum[i] * mu + g[i];
-        var[i] -= accum[i] * a;
-      }
-    }
+    });
+    aliasVariable(ctx);
+    return Status::ok();
   });
-  aliasVariable(ctx);
-  return Status::ok();
 }
 
 // With t = step + 1 (`step` counts the updates before this one: the global
@@ -157,21 +166,24 @@ Status applyAdamKernel(KernelContext &ctx) {
     return errorStatus(name, " expects step >= 0 (updates so far), got ", step);
   const bool nesterov = ctx.getBool("use_nesterov");
   const double t = step + 1.0;
-  const float lrT = float(lr * std::sqrt(1.0 - std::pow(beta2, t)) /
-                          (1.0 - std::pow(beta1, t)));
-  const float b1 = float(beta1), b2 = float(beta2), eps = float(epsilon);
-  float *var = mut(ctx, 0), *m = mut(ctx, 1), *v = mut(ctx, 2);
-  const float *g = ctx.input(3).data<float>();
-  forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      m[i] += (g[i] - m[i]) * (1.0f - b1);
-      v[i] += (g[i] * g[i] - v[i]) * (1.0f - b2);
-      const float num = nesterov ? m[i] * b1 + (1.0f - b1) * g[i] : m[i];
-      var[i] -= lrT * num / (std::sqrt(v[i]) + eps);
-    }
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    const T lrT = T(lr * std::sqrt(1.0 - std::pow(beta2, t)) /
+                    (1.0 - std::pow(beta1, t)));
+    const T b1 = T(beta1), b2 = T(beta2), eps = T(epsilon);
+    T *var = mut<T>(ctx, 0), *m = mut<T>(ctx, 1), *v = mut<T>(ctx, 2);
+    const T *g = ctx.input(3).data<T>();
+    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        m[i] += (g[i] - m[i]) * (T(1) - b1);
+        v[i] += (g[i] * g[i] - v[i]) * (T(1) - b2);
+        const T num = nesterov ? m[i] * b1 + (T(1) - b1) * g[i] : m[i];
+        var[i] -= lrT * num / (std::sqrt(v[i]) + eps);
+      }
+    });
+    aliasVariable(ctx);
+    return Status::ok();
   });
-  aliasVariable(ctx);
-  return Status::ok();
 }
 
 // accum += grad^2; var -= lr * grad / (sqrt(accum) + epsilon). epsilon
@@ -182,17 +194,20 @@ Status applyAdagradKernel(KernelContext &ctx) {
   double lr = 0, epsilon = 0;
   DTF_RETURN_IF_ERROR(hyper(ctx, name, 3, "learning_rate", std::nullopt, &lr));
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "epsilon", 0.0, &epsilon));
-  float *var = mut(ctx, 0), *accum = mut(ctx, 1);
-  const float *g = ctx.input(2).data<float>();
-  const float a = float(lr), eps = float(epsilon);
-  forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      accum[i] += g[i] * g[i];
-      var[i] -= a * g[i] / (std::sqrt(accum[i]) + eps);
-    }
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T *var = mut<T>(ctx, 0), *accum = mut<T>(ctx, 1);
+    const T *g = ctx.input(2).data<T>();
+    const T a = T(lr), eps = T(epsilon);
+    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        accum[i] += g[i] * g[i];
+        var[i] -= a * g[i] / (std::sqrt(accum[i]) + eps);
+      }
+    });
+    aliasVariable(ctx);
+    return Status::ok();
   });
-  aliasVariable(ctx);
-  return Status::ok();
 }
 
 // ms += (grad^2 - ms) * (1 - rho)
@@ -216,25 +231,27 @@ Status applyRmspropKernel(KernelContext &ctx) {
       hyper(ctx, name, -1, "rho", ctx.getFloat("decay", 0.9), &rho));
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "momentum", 0.0, &momentum));
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "epsilon", 1e-10, &epsilon));
-  float *var = mut(ctx, 0), *ms = mut(ctx, 1), *mom = mut(ctx, 2);
-  float *mg = centered ? mut(ctx, 3) : nullptr;
-  const float *g = ctx.input(gradIndex).data<float>();
-  const float a = float(lr), r = float(rho), mu = float(momentum),
-              eps = float(epsilon);
-  forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      ms[i] += (g[i] * g[i] - ms[i]) * (1.0f - r);
-      float denom = ms[i] + eps;
-      if (centered) {
-        mg[i] += (g[i] - mg[i]) * (1.0f - r);
-        denom = ms[i] - mg[i] * mg[i] + eps;
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T *var = mut<T>(ctx, 0), *ms = mut<T>(ctx, 1), *mom = mut<T>(ctx, 2);
+    T *mg = centered ? mut<T>(ctx, 3) : nullptr;
+    const T *g = ctx.input(gradIndex).data<T>();
+    const T a = T(lr), r = T(rho), mu = T(momentum), eps = T(epsilon);
+    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        ms[i] += (g[i] * g[i] - ms[i]) * (T(1) - r);
+        T denom = ms[i] + eps;
+        if (centered) {
+          mg[i] += (g[i] - mg[i]) * (T(1) - r);
+          denom = ms[i] - mg[i] * mg[i] + eps;
+        }
+        mom[i] = mom[i] * mu + a * g[i] / std::sqrt(denom);
+        var[i] -= mom[i];
       }
-      mom[i] = mom[i] * mu + a * g[i] / std::sqrt(denom);
-      var[i] -= mom[i];
-    }
+    });
+    aliasVariable(ctx);
+    return Status::ok();
   });
-  aliasVariable(ctx);
-  return Status::ok();
 }
 
 // Outputs 0..N-1 are the N gradients scaled by clip_norm / max(norm,
@@ -252,33 +269,42 @@ Status globalNormClipKernel(KernelContext &ctx) {
   double sumSq = 0.0;
   for (int k = 0; k < n; ++k) {
     const Tensor &g = ctx.input(k);
-    DTF_RETURN_IF_ERROR(requireF32(name, "gradients", g));
-    const float *p = g.data<float>();
-    double acc[8] = {};
-    int64_t i = 0, count = g.numElements();
-    for (; i + 8 <= count; i += 8)
-      for (int j = 0; j < 8; ++j)
-        acc[j] += double(p[i + j]) * p[i + j];
-    for (; i < count; ++i)
-      acc[0] += double(p[i]) * p[i];
-    for (double a : acc)
-      sumSq += a;
+    DTF_RETURN_IF_ERROR(requireFloat(name, "gradients", g));
+    DTF_RETURN_IF_ERROR(dispatchFloat(name, g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T *p = g.data<T>();
+      double acc[8] = {};
+      int64_t i = 0, count = g.numElements();
+      for (; i + 8 <= count; i += 8)
+        for (int j = 0; j < 8; ++j)
+          acc[j] += double(p[i + j]) * p[i + j];
+      for (; i < count; ++i)
+        acc[0] += double(p[i]) * p[i];
+      for (double a : acc)
+        sumSq += a;
+      return Status::ok();
+    }));
   }
   const double norm = std::sqrt(sumSq);
-  const float scale = std::isfinite(norm)
-                          ? float(clip / std::max(norm, clip))
-                          : std::numeric_limits<float>::quiet_NaN();
+  const double scale = std::isfinite(norm)
+                           ? clip / std::max(norm, clip)
+                           : std::numeric_limits<double>::quiet_NaN();
   for (int k = 0; k < n; ++k) {
     const Tensor &g = ctx.input(k);
-    Tensor *out;
-    DTF_RETURN_IF_ERROR(ctx.allocateOutput(k, DType::F32, g.shape(), &out));
-    const float *p = g.data<float>();
-    float *q = out->data<float>();
-    parallelFor(ctx.threadPool(), g.numElements(), kCheapGrain,
-                [&](int64_t lo, int64_t hi) {
-                  for (int64_t i = lo; i < hi; ++i)
-                    q[i] = p[i] * scale;
-                });
+    DTF_RETURN_IF_ERROR(dispatchFloat(name, g.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      Tensor *out;
+      DTF_RETURN_IF_ERROR(ctx.allocateOutput(k, g.dtype(), g.shape(), &out));
+      const T *p = g.data<T>();
+      T *q = out->data<T>();
+      const T s = T(scale);
+      parallelFor(ctx.threadPool(), g.numElements(), kCheapGrain,
+                  [&](int64_t lo, int64_t hi) {
+                    for (int64_t i = lo; i < hi; ++i)
+                      q[i] = p[i] * s;
+                  });
+      return Status::ok();
+    }));
   }
   Tensor *normOut;
   DTF_RETURN_IF_ERROR(ctx.allocateOutput(n, DType::F32, {}, &normOut));
@@ -293,15 +319,18 @@ Status movingAverageUpdateKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"avg", "var"}));
   double decay = 0;
   DTF_RETURN_IF_ERROR(hyper(ctx, name, 2, "decay", std::nullopt, &decay));
-  float *avg = mut(ctx, 0);
-  const float *v = ctx.input(1).data<float>();
-  const float oneMinus = float(1.0 - decay);
-  forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      avg[i] -= (avg[i] - v[i]) * oneMinus;
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T *avg = mut<T>(ctx, 0);
+    const T *v = ctx.input(1).data<T>();
+    const T oneMinus = T(1.0 - decay);
+    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        avg[i] -= (avg[i] - v[i]) * oneMinus;
+    });
+    aliasVariable(ctx);
+    return Status::ok();
   });
-  aliasVariable(ctx);
-  return Status::ok();
 }
 
 } // namespace

@@ -1,7 +1,9 @@
 // Max and average pooling over NHWC windows and their gradients: oneDNN
-// except for max_pool_grad (see there).
+// for f32 except for max_pool_grad (see there); f64 with reference loops
+// (oneDNN has no f64 pooling on CPU).
 #include "runtime/kernels/cpu/OneDnn.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -19,7 +21,7 @@ enum PoolKind : int64_t {
 
 Status poolGeometry(const KernelContext &ctx, const char *op, const Tensor &x,
                     Window2D *w) {
-  DTF_RETURN_IF_ERROR(requireF32(op, "an input", x));
+  DTF_RETURN_IF_ERROR(requireFloat(op, "an input", x));
   int64_t kh = 1, kw = 1;
   DTF_RETURN_IF_ERROR(getPair(ctx, op, "window", 1, &kh, &kw));
   DTF_RETURN_IF_ERROR(makeWindow2D(ctx, op, x.shape(), kh, kw, false, w));
@@ -66,6 +68,84 @@ Status checkPoolDy(const char *name, const Window2D &w, const Tensor &x,
   return Status::ok();
 }
 
+// Calls fn(pos) for the input offsets (in elements, channel 0) of output
+// (oy, ox)'s window that fall inside the image, in row-major window order.
+template <typename F>
+void forWindow(const Window2D &w, int64_t oy, int64_t ox, F &&fn) {
+  for (int64_t ky = 0; ky < w.kh; ++ky) {
+    const int64_t iy = oy * w.sh - w.padTop + ky;
+    if (iy < 0 || iy >= w.ih)
+      continue;
+    for (int64_t kx = 0; kx < w.kw; ++kx) {
+      const int64_t ix = ox * w.sw - w.padLeft + kx;
+      if (ix < 0 || ix >= w.iw)
+        continue;
+      fn((iy * w.iw + ix) * w.c);
+    }
+  }
+}
+
+// The f64 reference forward pass: the window's maximum, or its mean over
+// the positions inside the image (padding excluded, as oneDNN's
+// pooling_avg_exclude_padding and TensorFlow).
+template <typename T>
+void refPoolForward(const Window2D &w, bool isMax, const T *x, T *y,
+                    ThreadPool *pool) {
+  const int64_t c = w.c, image = w.ih * w.iw * c;
+  parallelFor(pool, w.n * w.oh, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t n = r / w.oh, oy = r % w.oh;
+      const T *xn = x + n * image;
+      for (int64_t ox = 0; ox < w.ow; ++ox) {
+        T *out = y + ((n * w.oh + oy) * w.ow + ox) * c;
+        int64_t count = 0;
+        forWindow(w, oy, ox, [&](int64_t pos) {
+          const T *v = xn + pos;
+          for (int64_t q = 0; q < c; ++q) {
+            if (count == 0)
+              out[q] = v[q];
+            else if (isMax)
+              out[q] = v[q] > out[q] || v[q] != v[q] ? v[q] : out[q];
+            else
+              out[q] += v[q];
+          }
+          ++count;
+        });
+        if (count == 0)
+          std::fill(out, out + c, T(0));
+        else if (!isMax)
+          for (int64_t q = 0; q < c; ++q)
+            out[q] /= T(count);
+      }
+    }
+  });
+}
+
+// The f64 avg_pool_grad: each dy spreads evenly over its window's positions
+// inside the image.
+template <typename T>
+void refAvgPoolGrad(const Window2D &w, const T *dy, T *dx, ThreadPool *pool) {
+  const int64_t c = w.c, image = w.ih * w.iw * c;
+  parallelFor(pool, w.n, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) {
+      T *dxn = dx + n * image;
+      std::fill(dxn, dxn + image, T(0));
+      for (int64_t oy = 0; oy < w.oh; ++oy)
+        for (int64_t ox = 0; ox < w.ow; ++ox) {
+          int64_t count = 0;
+          forWindow(w, oy, ox, [&](int64_t) { ++count; });
+          if (count == 0)
+            continue;
+          const T *g = dy + ((n * w.oh + oy) * w.ow + ox) * c;
+          forWindow(w, oy, ox, [&](int64_t pos) {
+            for (int64_t q = 0; q < c; ++q)
+              dxn[pos + q] += g[q] / T(count);
+          });
+        }
+    }
+  });
+}
+
 Status poolForward(KernelContext &ctx, const char *name, bool isMax) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
@@ -73,9 +153,14 @@ Status poolForward(KernelContext &ctx, const char *name, bool isMax) {
   DTF_RETURN_IF_ERROR(poolGeometry(ctx, name, x, &w));
   Tensor *out;
   DTF_RETURN_IF_ERROR(
-      ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.c}, &out));
+      ctx.allocateOutput(0, x.dtype(), {w.n, w.oh, w.ow, w.c}, &out));
   if (out->numElements() == 0)
     return Status::ok();
+  if (x.dtype() == DType::F64) {
+    refPoolForward(w, isMax, x.data<double>(), out->data<double>(),
+                   ctx.threadPool());
+    return Status::ok();
+  }
   static PrimitiveCache<dnnl::pooling_forward> cache;
   return guardDnnl(name, [&] {
     PoolDescs d = poolDescs(w);
@@ -110,11 +195,15 @@ Status avgPoolGradKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(poolGeometry(ctx, name, x, &w));
   DTF_RETURN_IF_ERROR(checkPoolDy(name, w, x, dy));
   Tensor *dx;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &dx));
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &dx));
   if (dx->numElements() == 0)
     return Status::ok();
   if (dy.numElements() == 0) {
     std::memset(dx->rawData(), 0, dx->byteSize());
+    return Status::ok();
+  }
+  if (x.dtype() == DType::F64) {
+    refAvgPoolGrad(w, dy.data<double>(), dx->data<double>(), ctx.threadPool());
     return Status::ok();
   }
   static PrimitiveCache<dnnl::pooling_backward> cache;
@@ -144,6 +233,10 @@ Status avgPoolGradKernel(KernelContext &ctx) {
 // oneDNN: oneDNN 2.6 needs a forward pass with a workspace for this, and in
 // NHWC that pass alone costs four times an inference forward pass, while
 // finding the maximum again vectorizes over the channels.
+template <typename T>
+void maxPoolGrad(const Window2D &w, const T *px, const T *pdy, T *pdx,
+                 ThreadPool *pool);
+
 Status maxPoolGradKernel(KernelContext &ctx) {
   const char *name = "dtf.max_pool_grad";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
@@ -152,22 +245,30 @@ Status maxPoolGradKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(poolGeometry(ctx, name, x, &w));
   DTF_RETURN_IF_ERROR(checkPoolDy(name, w, x, dy));
   Tensor *dx;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &dx));
-  const float *px = x.data<float>(), *pdy = dy.data<float>();
-  float *pdx = dx->data<float>();
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &dx));
+  return dispatchFloat(name, x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    maxPoolGrad(w, x.data<T>(), dy.data<T>(), dx->data<T>(), ctx.threadPool());
+    return Status::ok();
+  });
+}
+
+template <typename T>
+void maxPoolGrad(const Window2D &w, const T *px, const T *pdy, T *pdx,
+                 ThreadPool *pool) {
   const int64_t c = w.c, image = w.ih * w.iw * c;
   // Images are independent: each thread zeroes and fills its own.
-  parallelFor(ctx.threadPool(), w.n, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> best(c);
+  parallelFor(pool, w.n, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> best(c);
     std::vector<int32_t> at(c);
     for (int64_t n = lo; n < hi; ++n) {
-      const float *xn = px + n * image;
-      float *dxn = pdx + n * image;
-      std::memset(dxn, 0, size_t(image) * sizeof(float));
+      const T *xn = px + n * image;
+      T *dxn = pdx + n * image;
+      std::memset(dxn, 0, size_t(image) * sizeof(T));
       for (int64_t oy = 0; oy < w.oh; ++oy)
         for (int64_t ox = 0; ox < w.ow; ++ox) {
           std::fill(best.begin(), best.end(),
-                    -std::numeric_limits<float>::infinity());
+                    -std::numeric_limits<T>::infinity());
           std::fill(at.begin(), at.end(), -1);
           for (int64_t ky = 0; ky < w.kh; ++ky) {
             const int64_t iy = oy * w.sh - w.padTop + ky;
@@ -178,8 +279,8 @@ Status maxPoolGradKernel(KernelContext &ctx) {
               if (ix < 0 || ix >= w.iw)
                 continue;
               const int32_t pos = int32_t((iy * w.iw + ix) * c);
-              const float *v = xn + pos;
-              float *b = best.data();
+              const T *v = xn + pos;
+              T *b = best.data();
               int32_t *a = at.data();
               for (int64_t q = 0; q < c; ++q) {
                 const bool more = v[q] > b[q] || a[q] < 0;
@@ -188,14 +289,13 @@ Status maxPoolGradKernel(KernelContext &ctx) {
               }
             }
           }
-          const float *g = pdy + ((n * w.oh + oy) * w.ow + ox) * c;
+          const T *g = pdy + ((n * w.oh + oy) * w.ow + ox) * c;
           for (int64_t q = 0; q < c; ++q)
             if (at[q] >= 0)
               dxn[at[q] + q] += g[q];
         }
     }
   });
-  return Status::ok();
 }
 
 } // namespace

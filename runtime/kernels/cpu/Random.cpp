@@ -31,25 +31,31 @@ inline float uniformAt(uint64_t key, int64_t i) {
 Status dropoutLike(KernelContext &ctx, const char *name) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
-  DTF_RETURN_IF_ERROR(requireF32(name, "an input", x));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   if (!ctx.hasAttr("rate"))
     return errorStatus(name, " needs the rate attribute");
   const double rate = ctx.getFloat("rate");
   if (!(rate >= 0.0 && rate < 1.0))
     return errorStatus(name, " expects a rate in [0, 1), got ", rate);
-  Tensor *out;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &out));
-  const uint64_t key =
-      streamKey(ctx.seed(), uint64_t(ctx.getInt("seed", 0)), ctx.step());
-  const float r = float(rate), scale = float(1.0 / (1.0 - rate));
-  const float *px = x.data<float>();
-  float *po = out->data<float>();
-  parallelFor(ctx.threadPool(), x.numElements(), kExpensiveGrain,
-              [&](int64_t lo, int64_t hi) {
-                for (int64_t i = lo; i < hi; ++i)
-                  po[i] = uniformAt(key, i) >= r ? px[i] * scale : 0.0f;
-              });
-  return Status::ok();
+  return dispatchFloat(name, x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &out));
+    const uint64_t key =
+        streamKey(ctx.seed(), uint64_t(ctx.getInt("seed", 0)), ctx.step());
+    // The mask is the same for f32 and f64 (compared in float), so an f64
+    // model drops the same elements as its f32 twin.
+    const float r = float(rate);
+    const T scale = T(1.0 / (1.0 - rate));
+    const T *px = x.data<T>();
+    T *po = out->data<T>();
+    parallelFor(ctx.threadPool(), x.numElements(), kExpensiveGrain,
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t i = lo; i < hi; ++i)
+                    po[i] = uniformAt(key, i) >= r ? px[i] * scale : T(0);
+                });
+    return Status::ok();
+  });
 }
 
 Status dropoutKernel(KernelContext &ctx) {

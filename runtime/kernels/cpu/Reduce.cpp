@@ -187,6 +187,9 @@ void reduceInto(const T *in, const std::vector<int64_t> &shape,
 template void reduceInto<float>(const float *, const std::vector<int64_t> &,
                                 const std::vector<bool> &, float *, ReduceKind,
                                 ThreadPool *);
+template void reduceInto<double>(const double *, const std::vector<int64_t> &,
+                                 const std::vector<bool> &, double *,
+                                 ReduceKind, ThreadPool *);
 template void reduceInto<int32_t>(const int32_t *, const std::vector<int64_t> &,
                                   const std::vector<bool> &, int32_t *,
                                   ReduceKind, ThreadPool *);
@@ -362,23 +365,27 @@ Status reduceGradKernel(KernelContext &ctx) {
   const char *name = "dtf.reduce_grad";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &x = ctx.input(1);
-  DTF_RETURN_IF_ERROR(requireF32(name, "dy", dy));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   std::vector<bool> reduced;
   std::vector<int64_t> keep;
   DTF_RETURN_IF_ERROR(keepDimsShape(ctx, name, x, dy, &reduced, &keep));
-  Tensor dyKeep = dy.reshaped(keep), target = shapeOnly(DType::F32, x.shape());
-  BroadcastPlan plan;
-  DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&dyKeep, &target}, &plan));
-  Tensor *dx;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &dx));
-  float *pdx = dx->data<float>();
-  broadcastCopy(plan, dy.data<float>(), pdx, ctx.threadPool());
-  if (ctx.getBool("mean")) {
-    const float scale = 1.0f / float(reducedCount(x.shape(), reduced));
-    for (int64_t i = 0; i < dx->numElements(); ++i)
-      pdx[i] *= scale;
-  }
-  return Status::ok();
+  return dispatchFloat(name, dy.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor dyKeep = dy.reshaped(keep),
+           target = shapeOnly(dy.dtype(), x.shape());
+    BroadcastPlan plan;
+    DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&dyKeep, &target}, &plan));
+    Tensor *dx;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, dy.dtype(), x.shape(), &dx));
+    T *pdx = dx->data<T>();
+    broadcastCopy(plan, dy.data<T>(), pdx, ctx.threadPool());
+    if (ctx.getBool("mean")) {
+      const T scale = T(1) / T(reducedCount(x.shape(), reduced));
+      for (int64_t i = 0; i < dx->numElements(); ++i)
+        pdx[i] *= scale;
+    }
+    return Status::ok();
+  });
 }
 
 // The gradient of max: dy goes to the elements equal to the maximum, split
@@ -387,45 +394,50 @@ Status maxReduceGradKernel(KernelContext &ctx) {
   const char *name = "dtf.max_reduce_grad";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 3));
   const Tensor &dy = ctx.input(0), &x = ctx.input(1), &y = ctx.input(2);
-  DTF_RETURN_IF_ERROR(requireF32(name, "dy", dy));
+  DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   DTF_RETURN_IF_ERROR(requireSameDType(name, dy, x));
   DTF_RETURN_IF_ERROR(requireSameShape(name, "dy", dy, "y", y));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, y));
   std::vector<bool> reduced;
   std::vector<int64_t> keep;
   DTF_RETURN_IF_ERROR(keepDimsShape(ctx, name, x, dy, &reduced, &keep));
-  Tensor dyKeep = dy.reshaped(keep), yKeep = y.reshaped(keep);
-  Tensor *dx;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &dx));
-  float *pdx = dx->data<float>();
-  // Pass 1: dx = (x == y) as 0/1; counts = the ties per output.
-  BroadcastPlan plan;
-  DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&x, &yKeep}, &plan));
-  const float *px = x.data<float>(), *py = y.data<float>();
-  plan.forEachSegment(
-      0, plan.numElements(), [&](int64_t o, const int64_t *offs, int64_t len) {
-        const int64_t sy = plan.innerStride(1);
-        for (int64_t i = 0; i < len; ++i)
-          pdx[o + i] = px[offs[0] + i] == py[offs[1] + i * sy] ? 1.0f : 0.0f;
-      });
-  Tensor counts = Tensor::allocate(DType::F32, keep);
-  reduceInto<float>(pdx, x.shape(), reduced, counts.data<float>(),
-                    ReduceKind::Sum, ctx.threadPool());
-  // Pass 2: dx *= dy / counts.
-  float *pc = counts.data<float>();
-  const float *pdy = dy.data<float>();
-  for (int64_t i = 0; i < counts.numElements(); ++i)
-    pc[i] = pc[i] > 0.0f ? pdy[i] / pc[i] : 0.0f;
-  Tensor dxT = *dx;
-  BroadcastPlan plan2;
-  DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&dxT, &counts}, &plan2));
-  plan2.forEachSegment(0, plan2.numElements(),
-                       [&](int64_t o, const int64_t *offs, int64_t len) {
-                         const int64_t sc = plan2.innerStride(1);
-                         for (int64_t i = 0; i < len; ++i)
-                           pdx[o + i] *= pc[offs[1] + i * sc];
-                       });
-  return Status::ok();
+  return dispatchFloat(name, dy.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor dyKeep = dy.reshaped(keep), yKeep = y.reshaped(keep);
+    Tensor *dx;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, dy.dtype(), x.shape(), &dx));
+    T *pdx = dx->data<T>();
+    // Pass 1: dx = (x == y) as 0/1; counts = the ties per output.
+    BroadcastPlan plan;
+    DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&x, &yKeep}, &plan));
+    const T *px = x.data<T>(), *py = y.data<T>();
+    plan.forEachSegment(0, plan.numElements(),
+                        [&](int64_t o, const int64_t *offs, int64_t len) {
+                          const int64_t sy = plan.innerStride(1);
+                          for (int64_t i = 0; i < len; ++i)
+                            pdx[o + i] = px[offs[0] + i] == py[offs[1] + i * sy]
+                                             ? T(1)
+                                             : T(0);
+                        });
+    Tensor counts = Tensor::allocate(dy.dtype(), keep);
+    reduceInto<T>(pdx, x.shape(), reduced, counts.data<T>(), ReduceKind::Sum,
+                  ctx.threadPool());
+    // Pass 2: dx *= dy / counts.
+    T *pc = counts.data<T>();
+    const T *pdy = dy.data<T>();
+    for (int64_t i = 0; i < counts.numElements(); ++i)
+      pc[i] = pc[i] > T(0) ? pdy[i] / pc[i] : T(0);
+    Tensor dxT = *dx;
+    BroadcastPlan plan2;
+    DTF_RETURN_IF_ERROR(BroadcastPlan::make(name, {&dxT, &counts}, &plan2));
+    plan2.forEachSegment(0, plan2.numElements(),
+                         [&](int64_t o, const int64_t *offs, int64_t len) {
+                           const int64_t sc = plan2.innerStride(1);
+                           for (int64_t i = 0; i < len; ++i)
+                             pdx[o + i] *= pc[offs[1] + i * sc];
+                         });
+    return Status::ok();
+  });
 }
 
 } // namespace

@@ -282,13 +282,15 @@ Status sliceGradKernel(KernelContext &ctx) {
   std::vector<int64_t> begin = ctx.getInts("begin");
   if (dy.dtype() != x.dtype() || dy.rank() != x.rank() ||
       static_cast<int>(begin.size()) != x.rank())
-    return errorStatus(name, " expects dy and x of one dtype and rank and a begin per "
-                             "dimension, got ",
-                       dy.describe(), ", ", x.describe(), " and begin ", shapeString(begin));
+    return errorStatus(
+        name,
+        " expects dy and x of one dtype and rank and a begin per "
+        "dimension, got ",
+        dy.describe(), ", ", x.describe(), " and begin ", shapeString(begin));
   for (int d = 0; d < x.rank(); ++d)
     if (begin[d] < 0 || begin[d] + dy.dim(d) > x.dim(d))
-      return errorStatus(name, ": a block ", dy.describe(), " at ", shapeString(begin),
-                         " does not fit in ", x.describe());
+      return errorStatus(name, ": a block ", dy.describe(), " at ",
+                         shapeString(begin), " does not fit in ", x.describe());
   Tensor *out = nullptr;
   DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &out));
   const size_t elementSize = dtypeSize(x.dtype());

@@ -93,15 +93,17 @@ metrics when the plan has an eval set, else the last training means;
 examples_per_sec leaves evaluation time out.
 
 Feeding: idx and synthetic data feed the images (as f32, pixel / 255,
-reshaped to the input's shape, batch first) to the first floating-point input
-and the labels (converted to i32 or i64) to the first integer input. A csv
+converted for an f64 input; reshaped to the input's shape, batch first) to
+the first floating-point input and the labels (converted to i32 or i64) to
+the first integer input. A csv
 source feeds its label column to the last input and its other columns, left
 to right, to the inputs before it, each taking as many columns as one of its
 examples holds. Synthetic data feeds learnable features and labels to a
 model with one floating-point input and labels; to any other it feeds random
 examples (normal floats, integer ids below the table they index) and labels
-to the input the loss reads. An f32 scalar input named `learning_rate` takes
-the plan's learning-rate schedule at each step instead of data.
+to the input the loss reads. An f32 or f64 scalar input named
+`learning_rate` takes the plan's learning-rate schedule at each step instead
+of data.
 
 Ctrl-C stops after the current step and prints the final line.
 

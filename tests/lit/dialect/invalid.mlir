@@ -124,7 +124,7 @@ func.func @select_condition_not_bool(%c: tensor<4xf32>, %t: tensor<4xf32>, %f: t
 //===----------------------------------------------------------------------===//
 
 func.func @exp_int(%x: tensor<4xi32>) {
-  // expected-error @+1 {{'dtf.exp' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'dtf.exp' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
   %0 = dtf.exp %x : tensor<4xi32>
   return
 }
@@ -132,7 +132,7 @@ func.func @exp_int(%x: tensor<4xi32>) {
 // -----
 
 func.func @log_int(%x: tensor<4xi32>) {
-  // expected-error @+1 {{'dtf.log' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'dtf.log' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
   %0 = dtf.log %x : tensor<4xi32>
   return
 }
@@ -140,7 +140,7 @@ func.func @log_int(%x: tensor<4xi32>) {
 // -----
 
 func.func @sqrt_int(%x: tensor<4xi32>) {
-  // expected-error @+1 {{'dtf.sqrt' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'dtf.sqrt' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
   %0 = dtf.sqrt %x : tensor<4xi32>
   return
 }
@@ -148,7 +148,7 @@ func.func @sqrt_int(%x: tensor<4xi32>) {
 // -----
 
 func.func @rsqrt_int(%x: tensor<4xi32>) {
-  // expected-error @+1 {{'dtf.rsqrt' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'dtf.rsqrt' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
   %0 = dtf.rsqrt %x : tensor<4xi32>
   return
 }
@@ -156,7 +156,7 @@ func.func @rsqrt_int(%x: tensor<4xi32>) {
 // -----
 
 func.func @sigmoid_int(%x: tensor<4xi32>) {
-  // expected-error @+1 {{'dtf.sigmoid' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'dtf.sigmoid' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
   %0 = dtf.sigmoid %x : tensor<4xi32>
   return
 }
@@ -164,7 +164,7 @@ func.func @sigmoid_int(%x: tensor<4xi32>) {
 // -----
 
 func.func @tanh_int(%x: tensor<4xi32>) {
-  // expected-error @+1 {{'dtf.tanh' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'dtf.tanh' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
   %0 = dtf.tanh %x : tensor<4xi32>
   return
 }
@@ -172,7 +172,7 @@ func.func @tanh_int(%x: tensor<4xi32>) {
 // -----
 
 func.func @relu_bool(%x: tensor<4xi1>) {
-  // expected-error @+1 {{'dtf.relu' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<4xi1>'}}
+  // expected-error @+1 {{'dtf.relu' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer values, but got 'tensor<4xi1>'}}
   %0 = dtf.relu %x : tensor<4xi1>
   return
 }
@@ -588,7 +588,7 @@ func.func @log_softmax_axis_out_of_range(%x: tensor<?x10xf32>) {
 // -----
 
 func.func @softmax_int(%x: tensor<?x10xi32>) {
-  // expected-error @+1 {{'dtf.softmax' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<?x10xi32>'}}
+  // expected-error @+1 {{'dtf.softmax' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values, but got 'tensor<?x10xi32>'}}
   %0 = dtf.softmax %x axis 1 : tensor<?x10xi32>
   return
 }
@@ -684,7 +684,7 @@ func.func @dropout_rate_negative(%x: tensor<?x500xf32>) {
 // -----
 
 func.func @dropout_int(%x: tensor<4xi32>) {
-  // expected-error @+1 {{'dtf.dropout' op operand #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
+  // expected-error @+1 {{'dtf.dropout' op operand #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
   %0 = dtf.dropout %x rate 0.5 : tensor<4xi32>
   return
 }
@@ -814,7 +814,7 @@ func.func @constant_dynamic_type() {
 // -----
 
 func.func @constant_unsupported_dtype() {
-  // expected-error @+1 {{'dtf.constant' op result #0 must be ranked tensor of 32-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<4xi8>'}}
+  // expected-error @+1 {{'dtf.constant' op result #0 must be ranked tensor of 32-bit float or 64-bit float or 16-bit float or bfloat16 type or 32-bit signless integer or 64-bit signless integer or 1-bit signless integer values, but got 'tensor<4xi8>'}}
   %0 = dtf.constant dense<1> : tensor<4xi8>
   return
 }

@@ -119,6 +119,10 @@ TEST_F(CheckpointTest, RoundTripOfEveryDType) {
   std::memcpy(bf.rawData(), b, 4);
   saved["weird name with spaces%"] = bf;
   saved["empty"] = Tensor::zeros(DType::F32, {0, 3});
+  Tensor f64 = Tensor::allocate(DType::F64, {2, 3});
+  for (int i = 0; i < 6; ++i)
+    f64.data<double>()[i] = 0.1 * i - 1e-300; // not representable in f32
+  saved["double/kernel"] = f64;
 
   std::vector<SavedTensor> tensors;
   for (const auto &[name, t] : saved)
@@ -136,6 +140,9 @@ TEST_F(CheckpointTest, RoundTripOfEveryDType) {
     ASSERT_TRUE(loaded.count(name)) << name;
     EXPECT_TRUE(sameBytes(loaded[name], t)) << name;
   }
+  EXPECT_EQ(loaded["double/kernel"].describe(), "f64[2,3]");
+  EXPECT_NE(readFile(dir_ + "/ckpt-42.index").find("tensor double/kernel f64 [2,3]"),
+            std::string::npos);
   EXPECT_EQ(files(),
             (std::vector<std::string>{"checkpoint", "ckpt-42.data-0-of-1",
                                       "ckpt-42.index"}));

@@ -103,6 +103,27 @@ TEST(Initializers, ConstantNeedsAValueAndRandomNeedsFloats) {
       << s.message();
 }
 
+// f64 variables draw from the same stream as f32 ones and round once, to
+// double: each value is its f32 twin's before that twin's rounding.
+TEST(Initializers, F64DrawsTheSameNumbersUnrounded) {
+  for (const char *kind : {"truncated_normal", "glorot_uniform", "he_normal",
+                           "uniform", "normal"}) {
+    SCOPED_TRACE(kind);
+    Tensor a = init(variable("w", {40, 30}, kind));
+    Tensor b = init(variable("w", {40, 30}, kind, {}, plan::F64));
+    ASSERT_EQ(b.describe(), "f64[40,30]");
+    bool someDiffer = false;
+    for (int64_t i = 0; i < a.numElements(); ++i) {
+      const double d = b.data<double>()[i];
+      EXPECT_EQ(float(d), a.data<float>()[i]) << i;
+      someDiffer = someDiffer || double(float(d)) != d;
+    }
+    EXPECT_TRUE(someDiffer) << "the f64 values are all f32 numbers";
+  }
+  Tensor c = init(variable("c", {3}, "constant", {{"value", 0.1}}, plan::F64));
+  EXPECT_EQ(c.data<double>()[2], 0.1);
+}
+
 TEST(Initializers, UniformStaysInItsInterval) {
   Tensor t = init(
       variable("u", {100000}, "uniform", {{"minval", -3.0}, {"maxval", 5.0}}));

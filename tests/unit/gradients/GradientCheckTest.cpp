@@ -2,8 +2,12 @@
 // differences: each case compiles a small model with dtfc's own front end and
 // passes, runs one SGD step with learning rate 1 through the runtime's
 // executor (so the update is exactly the gradient), and compares it with
-// (L(w + eps) - L(w - eps)) / 2 eps from the evaluation program. The kernels
-// are float32, so eps and the tolerance are chosen for float32.
+// (L(w + eps) - L(w - eps)) / 2 eps from the evaluation program.
+//
+// The case texts write the float type as $T, so every case runs twice: in
+// float64 (suite F64: eps 1e-6 and a tight tolerance, the check of the rules
+// themselves, as TensorFlow's gradient tests run in float64) and in float32
+// (suite F32: the f32 kernels, with eps and tolerance chosen for float32).
 #include "compiler/Registration.h"
 #include "compiler/frontend/MLIRGen.h"
 #include "compiler/frontend/Parser.h"
@@ -11,13 +15,16 @@
 #include "dialects/Dtf/Transforms/Passes.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/kernels/CpuKernels.h"
+#include "runtime/plan/PlanTypes.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <random>
 
@@ -25,17 +32,36 @@ namespace {
 
 struct Case {
   const char *name;
-  const char *inputs;  // input declarations
+  const char *inputs;  // input declarations, the float type written $T
   const char *var;     // the type of the trainable variable `w` ("": none)
   const char *loss;    // the graph, defining `loss`
   double lo = -1.0, hi = 1.0; // w and float inputs drawn from [lo, hi)
   const char *checked = "w";  // the variable whose gradient is checked
-  double eps = 1e-2;          // smaller where a kink (relu) is near
+  double eps32 = 1e-2;        // float32's eps: smaller where a kink (relu) is near
 };
 
 void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
 
-class Gradient : public ::testing::TestWithParam<Case> {};
+/// How one precision checks: the dtype that replaces $T, the step, and the
+/// tolerance |analytic - numeric| <= abs + rel * |numeric|.
+struct Precision {
+  const char *dtype;
+  double eps;
+  double abs, rel;
+};
+
+// float64: the truncation error of the central difference is about
+// eps^2 |L'''| and the rounding error about 1e-16 |L| / eps, both near 1e-10
+// for these losses; 1e-7 leaves room and still catches a wrong rule.
+constexpr double kEps64 = 1e-6;
+constexpr double kTol64 = 1e-7;
+
+/// `text` with every $T replaced by `dtype`.
+std::string substitute(std::string text, const char *dtype) {
+  for (size_t at = text.find("$T"); at != std::string::npos; at = text.find("$T", at))
+    text.replace(at, 2, dtype);
+  return text;
+}
 
 /// Compiles `source` to a plan, reporting any diagnostic as a failure.
 bool compile(const std::string &source, dtf::plan::Plan &plan, std::string &error) {
@@ -62,38 +88,32 @@ bool compile(const std::string &source, dtf::plan::Plan &plan, std::string &erro
   return mlir::succeeded(mlir::dtf::emitPlan(*module, "case.dtf", plan));
 }
 
-dtf::DType dtypeOf(dtf::plan::DType t) {
-  switch (t) {
-  case dtf::plan::I32:
-    return dtf::DType::I32;
-  case dtf::plan::I64:
-    return dtf::DType::I64;
-  case dtf::plan::BOOL:
-    return dtf::DType::Bool;
-  default:
-    return dtf::DType::F32;
-  }
-}
-
-TEST_P(Gradient, MatchesFiniteDifferences) {
-  const Case &c = GetParam();
-  std::string source = std::string("model g {\n") + c.inputs + "\n" +
-                       (*c.var ? std::string("  var w: ") + c.var + " = zeros\n" : "") +
-                       "  graph {\n" + c.loss +
-                       "\n  }\n  train { optimizer = sgd(1.0) }\n}\n";
+/// Compiles case `c` with T as its float type, takes the gradient of `loss`
+/// for variable `c.checked` from one SGD step and compares every element
+/// with central differences.
+template <typename T> void checkGradient(const Case &c, const Precision &p) {
+  std::string source = substitute(
+      std::string("model g {\n") + c.inputs + "\n" +
+          (*c.var ? std::string("  var w: ") + c.var + " = zeros\n" : "") + "  graph {\n" +
+          c.loss + "\n  }\n  train { optimizer = sgd(1.0) }\n}\n",
+      p.dtype);
   dtf::plan::Plan plan;
   std::string error;
   ASSERT_TRUE(compile(source, plan, error)) << error << "\n" << source;
 
   std::mt19937 rng(1234);
-  std::uniform_real_distribution<float> draw(float(c.lo), float(c.hi));
+  std::uniform_real_distribution<T> draw(T(c.lo), T(c.hi));
   dtf::exec::VariableStore variables;
   for (const auto &v : plan.variables()) {
     std::vector<int64_t> shape(v.type().shape().dims().begin(), v.type().shape().dims().end());
-    dtf::Tensor t = dtf::Tensor::zeros(dtypeOf(v.type().dtype()), shape);
-    if (v.name() == c.checked)
+    dtf::DType dtype = dtf::DType::F32;
+    ASSERT_TRUE(dtf::plan::toDType(v.type().dtype(), &dtype).isOk()) << v.name();
+    dtf::Tensor t = dtf::Tensor::zeros(dtype, shape);
+    if (v.name() == c.checked) {
+      ASSERT_EQ(dtype, dtf::dtypeOf<T>()) << v.name() << " is not " << p.dtype;
       for (int64_t i = 0; i < t.numElements(); ++i)
-        t.data<float>()[i] = draw(rng);
+        t.data<T>()[i] = draw(rng);
+    }
     ASSERT_TRUE(variables.add(v.name(), t).isOk());
   }
   dtf::KernelRegistry kernels;
@@ -114,7 +134,10 @@ TEST_P(Gradient, MatchesFiniteDifferences) {
       ASSERT_TRUE(e->prepareFeed(i, batch, &t).isOk());
       for (int64_t k = 0; k < t->numElements(); ++k) {
         if (t->dtype() == dtf::DType::F32)
-          t->data<float>()[k] = std::uniform_real_distribution<float>(float(c.lo), float(c.hi))(feedRng);
+          t->data<float>()[k] =
+              std::uniform_real_distribution<float>(float(c.lo), float(c.hi))(feedRng);
+        else if (t->dtype() == dtf::DType::F64)
+          t->data<double>()[k] = std::uniform_real_distribution<double>(c.lo, c.hi)(feedRng);
         else if (t->dtype() == dtf::DType::I32)
           t->data<int32_t>()[k] = int32_t(feedRng() % 3);
         else if (t->dtype() == dtf::DType::I64)
@@ -124,11 +147,14 @@ TEST_P(Gradient, MatchesFiniteDifferences) {
   }
   dtf::Tensor *w = variables.find(c.checked);
   ASSERT_NE(w, nullptr);
-  std::vector<float> w0(w->data<float>(), w->data<float>() + w->numElements());
+  T *pw = w->data<T>();
+  std::vector<T> w0(pw, pw + w->numElements());
   auto lossAt = [&]() {
     auto s = eval->run(0);
     EXPECT_TRUE(s.isOk()) << s.message();
-    return double(eval->fetch(eval->findFetch("loss")).data<float>()[0]);
+    const dtf::Tensor &loss = eval->fetch(eval->findFetch("loss"));
+    EXPECT_EQ(loss.dtype(), dtf::dtypeOf<T>()) << "the loss is " << loss.describe();
+    return double(loss.data<T>()[0]);
   };
 
   // One SGD step with learning rate 1: w1 = w0 - gradient. The step updates
@@ -143,89 +169,115 @@ TEST_P(Gradient, MatchesFiniteDifferences) {
   ASSERT_TRUE(s.isOk()) << s.message();
   std::vector<double> analytic(w0.size());
   for (size_t i = 0; i < w0.size(); ++i)
-    analytic[i] = double(w0[i]) - double(w->data<float>()[i]);
+    analytic[i] = double(w0[i]) - double(pw[i]);
   for (auto &[name, bytes] : before)
     std::copy(bytes.begin(), bytes.end(), static_cast<char *>(variables.find(name)->rawData()));
 
-  const double eps = c.eps;
+  double worst = 0; // max |analytic - numeric| / max(1, |numeric|)
   for (size_t i = 0; i < w0.size(); ++i) {
-    w->data<float>()[i] = w0[i] + float(eps);
-    double up = lossAt();
-    w->data<float>()[i] = w0[i] - float(eps);
-    double down = lossAt();
-    w->data<float>()[i] = w0[i];
-    double numeric = (up - down) / (2 * eps);
-    EXPECT_NEAR(analytic[i], numeric, 2e-2 + 2e-2 * std::abs(numeric))
-        << c.name << ": d loss / d w[" << i << "]";
+    const T wUp = w0[i] + T(p.eps), wDown = w0[i] - T(p.eps);
+    pw[i] = wUp;
+    const double up = lossAt();
+    pw[i] = wDown;
+    const double down = lossAt();
+    pw[i] = w0[i];
+    // Divided by the step actually taken, after rounding w0 +- eps to T.
+    const double numeric = (up - down) / (double(wUp) - double(wDown));
+    const double diff = std::abs(analytic[i] - numeric);
+    worst = std::max(worst, diff / std::max(1.0, std::abs(numeric)));
+    EXPECT_LE(diff, p.abs + p.rel * std::abs(numeric))
+        << p.dtype << " gradient of case '" << c.name << "': d loss / d " << c.checked << "[" << i
+        << "]: analytic " << analytic[i] << " vs numeric " << numeric << " (|difference| " << diff
+        << ")";
   }
+  std::printf("[ gradient ] %s %s: %zu elements, max |analytic - numeric| / max(1, |numeric|) "
+              "= %.3g\n",
+              p.dtype, c.name, w0.size(), worst);
+}
+
+class F64 : public ::testing::TestWithParam<Case> {};
+class F32 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(F64, GradientMatchesFiniteDifferences) {
+  checkGradient<double>(GetParam(), {"f64", kEps64, kTol64, kTol64});
+}
+
+// float32: rounding in the loss (about 1e-7 |L| / eps) dominates.
+TEST_P(F32, GradientMatchesFiniteDifferences) {
+  const Case &c = GetParam();
+  checkGradient<float>(c, {"f32", c.eps32, 2e-2, 2e-2});
 }
 
 const Case kCases[] = {
-    {"add_broadcast", "  input x: f32[B, 3]", "f32[3]", "    loss = sum((x + w) * (x + w))"},
-    {"sub", "  input x: f32[B, 3]", "f32[3]", "    loss = sum((x - w) * (x - w) * x)"},
-    {"mul_broadcast", "  input x: f32[B, 2, 3]", "f32[2, 1]", "    loss = sum(x * w * x * w)"},
-    {"div", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(x / w + w / (x + 3))", 0.5, 1.5},
-    {"maximum", "  input x: f32[B, 4]", "f32[4]", "    loss = sum(maximum(x, w) * x)"},
-    {"minimum", "  input x: f32[B, 4]", "f32[4]", "    loss = sum(minimum(w, x) * x)"},
-    {"pow", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(pow(w, x) + pow(x + 1, w))", 0.5, 1.5},
-    {"neg", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(-w * x)"},
-    {"exp", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(exp(w) * x)"},
-    {"log", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(log(w) * x)", 0.5, 1.5},
-    {"sqrt", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(sqrt(w) * x)", 0.5, 1.5},
-    {"rsqrt", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(rsqrt(w) * x)", 0.5, 1.5},
-    {"relu", "  input x: f32[B, 5]", "f32[5]", "    loss = sum(relu(w * x) * x)", -1.0, 1.0, "w", 1e-3},
-    {"sigmoid", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(sigmoid(w * x) * x)"},
-    {"tanh", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(tanh(w * x) * x)"},
-    {"select", "  input x: f32[B, 4]", "f32[4]", "    loss = sum(select(x > 0, w * w, w * 3) * x)"},
-    {"cast", "  input x: f32[B, 3]", "f32[3]", "    loss = sum(cast(w, to = f32) * x)"},
-    {"matmul", "  input x: f32[B, 3]", "f32[3, 2]", "    loss = sum(matmul(x, w) * matmul(x, w))"},
-    {"matmul_transpose_a", "  input x: f32[B, 3]", "f32[3, 2]",
+    {"add_broadcast", "  input x: $T[B, 3]", "$T[3]", "    loss = sum((x + w) * (x + w))"},
+    {"sub", "  input x: $T[B, 3]", "$T[3]", "    loss = sum((x - w) * (x - w) * x)"},
+    {"mul_broadcast", "  input x: $T[B, 2, 3]", "$T[2, 1]", "    loss = sum(x * w * x * w)"},
+    {"div", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(x / w + w / (x + 3))", 0.5, 1.5},
+    {"maximum", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(maximum(x, w) * x)"},
+    {"minimum", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(minimum(w, x) * x)"},
+    {"pow", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(pow(w, x) + pow(x + 1, w))", 0.5, 1.5},
+    {"neg", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(-w * x)"},
+    {"exp", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(exp(w) * x)"},
+    {"log", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(log(w) * x)", 0.5, 1.5},
+    {"sqrt", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(sqrt(w) * x)", 0.5, 1.5},
+    {"rsqrt", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(rsqrt(w) * x)", 0.5, 1.5},
+    {"relu", "  input x: $T[B, 5]", "$T[5]", "    loss = sum(relu(w * x) * x)", -1.0, 1.0, "w", 1e-3},
+    {"sigmoid", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(sigmoid(w * x) * x)"},
+    {"tanh", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(tanh(w * x) * x)"},
+    {"select", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(select(x > 0, w * w, w * 3) * x)"},
+    {"cast", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(cast(w, to = $T) * x)"},
+    {"cast_through_f64", "  input x: $T[B, 3]", "$T[3]",
+     "    loss = sum(cast(cast(w, to = f64) * cast(x, to = f64), to = $T))"},
+    {"matmul", "  input x: $T[B, 3]", "$T[3, 2]", "    loss = sum(matmul(x, w) * matmul(x, w))"},
+    {"matmul_odd", "  input x: $T[B, 7]", "$T[7, 5]",
+     "    p = matmul(x, w)\n    loss = sum(p * p * p)"},
+    {"matmul_transpose_a", "  input x: $T[B, 3]", "$T[3, 2]",
      "    p = matmul(w, w, transpose_a = true)\n    loss = sum(p * p * 0.5) + sum(x)"},
-    {"matmul_transpose_b", "  input x: f32[B, 3]", "f32[2, 3]",
+    {"matmul_transpose_b", "  input x: $T[B, 3]", "$T[2, 3]",
      "    p = matmul(x, w, transpose_b = true)\n    loss = sum(p * p)"},
-    {"matmul_transpose_both", "  input x: f32[B, 3]", "f32[3, 3]",
+    {"matmul_transpose_both", "  input x: $T[B, 3]", "$T[3, 3]",
      "    p = matmul(w, w, transpose_a = true, transpose_b = true)\n    loss = sum(p * p)"},
-    {"conv2d_filter", "  input x: f32[B, 5, 5, 2]", "",
+    {"conv2d_filter", "  input x: $T[B, 5, 5, 2]", "",
      "    c = conv2d(x, filters = 2, kernel = 3, padding = valid, use_bias = false) as c\n"
      "    loss = sum(c * c)",
      -1.0, 1.0, "c/kernel"},
-    {"conv2d_input_same_stride", "  input x: f32[B, 6, 6, 1]", "f32[6, 6, 1]",
+    {"conv2d_input_same_stride", "  input x: $T[B, 6, 6, 1]", "$T[6, 6, 1]",
      "    c = conv2d(x * w, filters = 2, kernel = 3, strides = 2, use_bias = false) as c\n"
      "    loss = sum(c * c)"},
-    {"conv2d_dilation", "  input x: f32[B, 7, 7, 1]", "",
+    {"conv2d_dilation", "  input x: $T[B, 7, 7, 1]", "",
      "    c = conv2d(x, filters = 1, kernel = 3, dilation = 2, padding = valid, use_bias = false) as c\n"
      "    loss = sum(c * c)",
      -1.0, 1.0, "c/kernel"},
-    {"dense_bias", "  input x: f32[B, 3]", "",
+    {"dense_bias", "  input x: $T[B, 3]", "",
      "    d = dense(x, units = 2, activation = tanh) as d\n    loss = sum(d * d)",
      -1.0, 1.0, "d/bias"},
-    {"max_pool", "  input x: f32[B, 4, 4, 1]", "f32[4, 4, 1]",
+    {"max_pool", "  input x: $T[B, 4, 4, 1]", "$T[4, 4, 1]",
      "    p = max_pool(x * w, size = 2)\n    loss = sum(p * p)"},
-    {"avg_pool", "  input x: f32[B, 4, 4, 1]", "f32[4, 4, 1]",
+    {"avg_pool", "  input x: $T[B, 4, 4, 1]", "$T[4, 4, 1]",
      "    p = avg_pool(x * w, size = 2, padding = same, strides = 1)\n    loss = sum(p * p)"},
-    {"reshape", "  input x: f32[B, 6]", "f32[2, 3]", "    loss = sum(reshape(w, [3, 2]) * reshape(w, [3, 2]) * 2)"},
-    {"transpose", "  input x: f32[B, 3]", "f32[2, 3]", "    loss = sum(matmul(x, transpose(w, [1, 0]) @ w))"},
-    {"broadcast_to", "  input x: f32[B, 4]", "f32[4]", "    loss = sum(broadcast_to(w, [3, 4]) * broadcast_to(w, [3, 4]))"},
-    {"slice", "  input x: f32[B, 3]", "f32[4, 5]",
+    {"reshape", "  input x: $T[B, 6]", "$T[2, 3]", "    loss = sum(reshape(w, [3, 2]) * reshape(w, [3, 2]) * 2)"},
+    {"transpose", "  input x: $T[B, 3]", "$T[2, 3]", "    loss = sum(matmul(x, transpose(w, [1, 0]) @ w))"},
+    {"broadcast_to", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(broadcast_to(w, [3, 4]) * broadcast_to(w, [3, 4]))"},
+    {"slice", "  input x: $T[B, 3]", "$T[4, 5]",
      "    s = slice(w, begin = [1, 2], size = [2, -1])\n    loss = sum(s * s * 3) + sum(x)"},
-    {"concat", "  input x: f32[B, 3]", "f32[3]", "    c = concat([w, w * w], axis = 0)\n    loss = sum(c * c)"},
-    {"sum_axis", "  input x: f32[B, 3]", "f32[2, 3]", "    s = sum(w * w, axis = 1)\n    loss = sum(s * s)"},
-    {"mean_keep_dims", "  input x: f32[B, 3]", "f32[2, 3]", "    m = mean(w, axis = 0, keep_dims = true)\n    loss = sum(m * m * x)"},
-    {"max_reduce", "  input x: f32[B, 3]", "f32[2, 3]", "    m = max(w, axis = 1)\n    loss = sum(m * m)"},
-    {"softmax", "  input x: f32[B, 4]", "f32[4]", "    loss = sum(softmax(x * w) * x)"},
-    {"log_softmax", "  input x: f32[B, 4]", "f32[4]", "    loss = sum(log_softmax(x * w) * x)"},
-    {"softmax_cross_entropy", "  input x: f32[B, 3]", "f32[3]",
+    {"concat", "  input x: $T[B, 3]", "$T[3]", "    c = concat([w, w * w], axis = 0)\n    loss = sum(c * c)"},
+    {"sum_axis", "  input x: $T[B, 3]", "$T[2, 3]", "    s = sum(w * w, axis = 1)\n    loss = sum(s * s)"},
+    {"mean_keep_dims", "  input x: $T[B, 3]", "$T[2, 3]", "    m = mean(w, axis = 0, keep_dims = true)\n    loss = sum(m * m * x)"},
+    {"max_reduce", "  input x: $T[B, 3]", "$T[2, 3]", "    m = max(w, axis = 1)\n    loss = sum(m * m)"},
+    {"softmax", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(softmax(x * w) * x)"},
+    {"log_softmax", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(log_softmax(x * w) * x)"},
+    {"softmax_cross_entropy", "  input x: $T[B, 3]", "$T[3]",
      "    loss = mean(softmax_cross_entropy(x * w, softmax(x)))"},
-    {"sparse_softmax_cross_entropy", "  input x: f32[B, 3]\n  input y: i32[B]", "f32[3, 3]",
+    {"sparse_softmax_cross_entropy", "  input x: $T[B, 3]\n  input y: i32[B]", "$T[3, 3]",
      "    loss = mean(sparse_softmax_cross_entropy(x @ w, y))"},
-    {"gather", "  input ids: i32[B, 2]", "f32[3, 2]", "    e = gather(w, ids)\n    loss = sum(e * e)"},
-    {"dense_layer_chain", "  input x: f32[B, 3]", "f32[3, 4]",
+    {"gather", "  input ids: i32[B, 2]", "$T[3, 2]", "    e = gather(w, ids)\n    loss = sum(e * e)"},
+    {"dense_layer_chain", "  input x: $T[B, 3]", "$T[3, 4]",
      "    h = relu(x @ w)\n    loss = mean(sparse_softmax_cross_entropy(h, cast(argmax(x, 1), to = i32)))"},
 };
 
-INSTANTIATE_TEST_SUITE_P(Rules, Gradient, ::testing::ValuesIn(kCases),
-                         [](const ::testing::TestParamInfo<Case> &info) {
-                           return std::string(info.param.name);
-                         });
+std::string caseName(const ::testing::TestParamInfo<Case> &info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Rules, F64, ::testing::ValuesIn(kCases), caseName);
+INSTANTIATE_TEST_SUITE_P(Rules, F32, ::testing::ValuesIn(kCases), caseName);
 
 } // namespace

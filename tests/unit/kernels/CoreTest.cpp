@@ -48,11 +48,15 @@ TEST(Tensor, ViewDoesNotOwnAndReshapeShares) {
 }
 
 TEST(Tensor, DTypeNamesRoundTrip) {
-  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64,
-                  DType::Bool})
+  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32,
+                  DType::I64, DType::Bool})
     EXPECT_EQ(parseDType(dtypeName(d)), d) << dtypeName(d);
   EXPECT_EQ(parseDType("i1"), DType::Bool);
-  EXPECT_FALSE(parseDType("f64").has_value());
+  EXPECT_FALSE(parseDType("f128").has_value());
+  EXPECT_STREQ(dtypeName(DType::F64), "f64");
+  EXPECT_EQ(dtypeSize(DType::F64), 8u);
+  EXPECT_TRUE(isFloatingPoint(DType::F64));
+  EXPECT_EQ(dtypeOf<double>(), DType::F64);
   EXPECT_EQ(dtypeSize(DType::BF16), 2u);
   EXPECT_EQ(dtypeSize(DType::I64), 8u);
   EXPECT_EQ(dtypeSize(DType::Bool), 1u);

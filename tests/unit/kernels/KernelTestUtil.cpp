@@ -44,6 +44,9 @@ Tensor tensorOf(DType dtype, const Shape &shape, const Values &values) {
     case DType::F32:
       t.data<float>()[i] = float(values[i]);
       break;
+    case DType::F64:
+      t.data<double>()[i] = values[i];
+      break;
     case DType::I32:
       t.data<int32_t>()[i] = int32_t(values[i]);
       break;
@@ -66,6 +69,9 @@ Values valuesOf(const Tensor &t) {
     switch (t.dtype()) {
     case DType::F32:
       v[i] = t.data<float>()[i];
+      break;
+    case DType::F64:
+      v[i] = t.data<double>()[i];
       break;
     case DType::I32:
       v[i] = t.data<int32_t>()[i];

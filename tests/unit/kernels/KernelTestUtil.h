@@ -69,6 +69,9 @@ Tensor tensorOf(DType dtype, const Shape &shape, const Values &values);
 inline Tensor f32(const Shape &shape, const Values &values) {
   return tensorOf(DType::F32, shape, values);
 }
+inline Tensor f64(const Shape &shape, const Values &values) {
+  return tensorOf(DType::F64, shape, values);
+}
 /// Every element as a double.
 Values valuesOf(const Tensor &t);
 
