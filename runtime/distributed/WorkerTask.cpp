@@ -1059,8 +1059,9 @@ private:
   bool shutdown_ = false;
 };
 
-/// Starts a stage's Worker service on its address.
-Status serveStage(StageService &service, const TaskRef &task,
+/// Starts a worker's Worker service (a stage's, or an in-graph tower's) on
+/// its address.
+Status serveWorker(grpc::Service &service, const TaskRef &task,
                   std::unique_ptr<grpc::Server> *out) {
   grpc::ServerBuilder builder;
   int port = 0;
@@ -1288,7 +1289,7 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
   exec::RendezvousTable table;
   StageService service(links, table);
   std::unique_ptr<grpc::Server> server;
-  Status s = serveStage(service, me, &server);
+  Status s = serveWorker(service, me, &server);
   if (!s.isOk())
     return fail(self, s, 4);
   StageLinks stages(links, table, replica, stage, span);
@@ -1435,7 +1436,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   std::unique_ptr<StageLeadDriver> lead;
   if (span > 1) {
     stageService = std::make_unique<StageService>(links, table);
-    Status served = serveStage(*stageService, roster.workers[replica], &stageServer);
+    Status served = serveWorker(*stageService, roster.workers[replica], &stageServer);
     if (!served.isOk())
       return fail(self, served, 4);
     stages = std::make_unique<StageLinks>(links, table, group, 0, span);
@@ -1488,21 +1489,10 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   if (inGraph && !chief) {
     // Serve towers until the client says the job is done.
     TowerService service(*trainer, links);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort(listenAddress(roster.workers[replica].address),
-                             grpc::InsecureServerCredentials(), &port);
-    builder.SetMaxReceiveMessageSize(-1);
-    builder.SetMaxSendMessageSize(-1);
-    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    builder.RegisterService(&service);
-    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-    if (!server || port == 0)
-      return fail(self,
-                  errorStatus("cannot listen on ",
-                              roster.workers[replica].address,
-                              " (is the port in use by another process?)"),
-                  4);
+    std::unique_ptr<grpc::Server> server;
+    s = serveWorker(service, roster.workers[replica], &server);
+    if (!s.isOk())
+      return fail(self, s, 4);
     links.say("serving in-graph towers on " + roster.workers[replica].address +
               " for " + roster.workers[0].name);
     // No silent wait: say so when the client stops asking, and give up
