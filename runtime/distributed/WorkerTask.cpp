@@ -924,14 +924,16 @@ using StageBase = rpc::Worker::WithRawCallbackMethod_Transfer<rpc::Worker::Servi
 
 class StageService final : public StageBase {
 public:
-  StageService(Links &links, exec::RendezvousTable &table)
-      : links_(links), table_(table) {}
+  /// `incarnation`: this process's, so that the other stages see a restart.
+  StageService(Links &links, exec::RendezvousTable &table, int64_t incarnation)
+      : links_(links), table_(table), incarnation_(incarnation) {}
 
   grpc::Status GetStatus(grpc::ServerContext *, const rpc::StatusRequest *,
                          rpc::StatusReply *reply) override {
     reply->set_task(links_.self());
     reply->set_plan_fingerprint(links_.config().planFingerprint);
     reply->set_initialized(true);
+    reply->set_incarnation(incarnation_);
     return grpc::Status::OK;
   }
 
@@ -1051,6 +1053,7 @@ private:
 
   Links &links_;
   exec::RendezvousTable &table_;
+  const int64_t incarnation_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<rpc::BeginStepRequest> begins_;
@@ -1099,7 +1102,7 @@ public:
     }
   }
 
-  /// Waits until every other stage answers.
+  /// Waits until every other stage answers, and notes which process each is.
   Status connect() {
     std::vector<std::shared_ptr<grpc::Channel>> channels;
     std::vector<TaskRef> tasks;
@@ -1108,7 +1111,21 @@ public:
         channels.push_back(p.channel);
         tasks.push_back(p.task);
       }
-    return links_.connect(channels, tasks);
+    DTF_RETURN_IF_ERROR(links_.connect(channels, tasks));
+    for (Peer &p : peers_)
+      if (p.stub) {
+        rpc::StatusReply reply;
+        grpc::Status st = status(p, &reply);
+        if (!st.ok())
+          return rpcError("a status call", p.task, st);
+        if (reply.plan_fingerprint() != links_.config().planFingerprint)
+          return errorStatus(p.task.name, " at ", p.task.address,
+                             " runs a different plan than this task (",
+                             links_.config().planPath,
+                             "); every task of a job must run the same plan.bin");
+        p.incarnation = reply.incarnation();
+      }
+    return Status::ok();
   }
 
   /// The run (stage 0's process) and step that transfers belong to.
@@ -1139,16 +1156,19 @@ public:
     grpc::Status st = rawCall(*p.raw, &ctx, kTransferMethod,
                               packTensors(req, {&value}, /*copy=*/false),
                               &response);
-    if (!st.ok())
+    if (!st.ok()) {
+      lostPeer_ = st.error_code() == grpc::StatusCode::UNAVAILABLE;
       return rpcError("sending '" + key + "'", p.task, st);
+    }
     return Status::ok();
   }
 
   Status recv(const std::string &key, int peer, uint64_t,
               Tensor *out) override {
-    const TaskRef &from = peers_[size_t(std::clamp<int>(
-        peer, 0, int(peers_.size()) - 1))].task;
-    double lastSaid = 0;
+    Peer &sender = peers_[size_t(std::clamp<int>(peer, 0, int(peers_.size()) - 1))];
+    const TaskRef &from = sender.task;
+    double lastSaid = 0, lastChecked = 0;
+    lostPeer_ = false;
     return table_.take(
         key, uint64_t(step_), out, milliseconds(200),
         [&](double waited, Status *why) {
@@ -1168,6 +1188,30 @@ public:
                                " (--sync-timeout sets the wait)");
             return false;
           }
+          // A sender that died does not make its receiver wait out the
+          // timeout: ask it every second whether it is still there.
+          if (sender.stub && waited - lastChecked >= 1) {
+            lastChecked = waited;
+            rpc::StatusReply reply;
+            grpc::Status st = status(sender, &reply);
+            if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+              lostPeer_ = true;
+              *why = rpcError("waiting for '" + key + "' of step " +
+                                  std::to_string(step_),
+                              from, st);
+              return false;
+            }
+            if (st.ok() && sender.incarnation != 0 &&
+                reply.incarnation() != sender.incarnation) {
+              // Restarted: what it would have sent is lost with it.
+              lostPeer_ = true;
+              sender.incarnation = reply.incarnation();
+              *why = errorStatus(from.name, " at ", from.address,
+                                 " started again while this task waited "
+                                 "for '", key, "' of step ", step_);
+              return false;
+            }
+          }
           if (waited - lastSaid >= 5) {
             links_.say("waiting for " + from.name + " to send '" + key +
                        "' of step " + std::to_string(step_));
@@ -1176,6 +1220,9 @@ public:
           return true;
         });
   }
+
+  /// True when the last recv or send failed because its peer is gone.
+  bool lostPeer() const { return lostPeer_; }
 
   /// Stage 0: starts step `step` on every other stage (or ends them).
   Status begin(int64_t step, bool done, const std::vector<int64_t> &versions) {
@@ -1208,7 +1255,16 @@ private:
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<rpc::Worker::Stub> stub;
     std::unique_ptr<grpc::GenericStub> raw;
+    int64_t incarnation = 0; // of its process, as connect() found it
   };
+
+  grpc::Status status(Peer &p, rpc::StatusReply *reply) {
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, milliseconds(2000));
+    rpc::StatusRequest req;
+    *req.mutable_caller() = links_.caller();
+    return p.stub->GetStatus(&ctx, req, reply);
+  }
   Links &links_;
   exec::RendezvousTable &table_;
   int stage_;
@@ -1216,6 +1272,7 @@ private:
   uint64_t run_ = 0;
   int64_t step_ = 0;
   std::function<bool()> abandoned_;
+  bool lostPeer_ = false;
 };
 
 /// Stage 0 of a model-parallel replica: pulls, starts the step on the other
@@ -1287,7 +1344,9 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
   ps.bind(&store);
 
   exec::RendezvousTable table;
-  StageService service(links, table);
+  std::random_device entropy;
+  StageService service(links, table,
+                       int64_t((uint64_t(entropy()) << 31) ^ entropy()) | 1);
   std::unique_ptr<grpc::Server> server;
   Status s = serveWorker(service, me, &server);
   if (!s.isOk())
@@ -1316,6 +1375,8 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
     return fail(self, s, 4);
 
   s = ps.connect();
+  if (s.isOk())
+    s = stages.connect();
   if (s.isOk())
     s = ps.initializeOrWait(/*chief=*/false);
   if (!s.isOk())
@@ -1363,8 +1424,11 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
     if (s.isOk())
       s = executor->run(uint64_t(begin.step()));
     if (!s.isOk()) {
-      if (service.abandoned()) {
-        links.say(s.message() + "; waiting for its next step");
+      // Stage 0 started again, or a stage of this replica is gone (the
+      // launcher restarts it, and stage 0 starts the step again).
+      if (service.abandoned() || stages.lostPeer()) {
+        links.say(s.message() + "; waiting for " + lead + "'s next step");
+        lastBegin = Clock::now();
         continue;
       }
       return fail(self, s, config.stop && config.stop->load() ? 130 : 5);
@@ -1435,7 +1499,10 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   std::unique_ptr<StageLinks> stages;
   std::unique_ptr<StageLeadDriver> lead;
   if (span > 1) {
-    stageService = std::make_unique<StageService>(links, table);
+    std::random_device entropy;
+    const uint64_t run = (uint64_t(entropy()) << 32) ^ entropy() ^ 1;
+    stageService = std::make_unique<StageService>(links, table,
+                                                  int64_t(run >> 1) | 1);
     Status served = serveWorker(*stageService, roster.workers[replica], &stageServer);
     if (!served.isOk())
       return fail(self, served, 4);
@@ -1443,8 +1510,6 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     stages->setAbandoned([&] {
       return config.stop && config.stop->load();
     });
-    std::random_device entropy;
-    const uint64_t run = (uint64_t(entropy()) << 32) ^ entropy() ^ 1;
     lead = std::make_unique<StageLeadDriver>(
         ps, *stages, run, base.steps >= 0 ? base.steps : t.steps());
     stageService->setRun(run);

@@ -198,3 +198,39 @@ if [ "$code" -ne 0 ] || [ -z "$restored" ] || [ -z "$last" ] || [ "$last" -lt 90
   exit 1
 fi
 echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last; ${streamed#*; }"
+
+echo "== model parallelism (one replica on 2 workers): kill -9 its stage 1 (worker.1)"
+sed -e "s/steps = 2000/steps = 900/" -e "s/every = 1000/every = 900/" \
+    -e 's/checkpoint every 500 steps keep 2/checkpoint every 100 steps keep 3/' \
+    "$root/models/model_parallel.dtf" > "$work/staged.dtf"
+"$bin/dtfc" "$work/staged.dtf" -o "$work/staged.plan"
+cluster "$work/c5.json"
+log="$work/staged.log"
+timeout 900 "$bin/dtf-run" "$work/staged.plan" --cluster "$work/c5.json" --log-every 100 \
+  --model-dir "$work/staged" > "$log" 2>&1 &
+launcher=$!
+killed_at=""
+if wait_step 400; then
+  pid=$(pid_of worker.1)
+  echo "   step >= 400: kill -9 worker.1 (pid $pid)"
+  kill -9 "$pid"
+  killed_at=$(date +%s)
+fi
+set +e
+wait "$launcher"
+code=$?
+set -e
+# The chief names the lost stage within seconds (not --sync-timeout), the
+# job restarts from the last checkpoint, and every stage finishes.
+lost=$(grep -m1 -o "^worker.0 *| dtf-run: error: .*\(lost worker.1\|worker.1 at [0-9.:]* started again\).*" "$log" | cut -c1-160 || true)
+restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
+last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
+ran=$(grep -c "^worker.1 *| ran [0-9]* steps as stage 1" "$log" || true)
+if [ "$code" -ne 0 ] || [ -z "$killed_at" ] || [ -z "$lost" ] || [ -z "$restored" ] || \
+   [ -z "$last" ] || [ "$last" -lt 900 ] || [ "$ran" -lt 1 ]; then
+  echo "e2e: model-parallel stage failure: exit $code, lost '$lost', restored '$restored', last eval step '$last', stage-1 ends $ran:" >&2
+  grep -E "launcher|restor|error|eval|waiting|gave up" "$log" | tail -20 >&2
+  exit 1
+fi
+echo "   ok: ${lost#*error: }"
+echo "   ok: ${restored#*| }; evaluated at step $last"
