@@ -317,44 +317,55 @@ public:
     return writer;
   }
 
-  /// A push in chunks, each copied straight into the tensor its header
-  /// allocated for it; applied (or summed) only once the stream is
-  /// complete: a broken stream changes nothing.
-  class PushReader final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+  /// A stream of chunks from a worker (a push; the chief's initial values):
+  /// each chunk is copied straight into the tensors `prepare` allocated from
+  /// the header, and `complete` runs only once the stream ended whole, so a
+  /// broken or cancelled stream changes nothing.
+  template <typename Request, typename Reply>
+  class StreamReader final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   public:
-    PushReader(PsService *ps, grpc::CallbackServerContext *ctx,
-               grpc::ByteBuffer *response)
+    using Prepare = grpc::Status (PsService::*)(const Request &,
+                                                std::vector<Tensor> *,
+                                                std::vector<PayloadTarget> *);
+    using Complete = std::function<grpc::Status(
+        const Request &, std::vector<Tensor> &, Reply *)>;
+
+    /// `what`: "a push stream"; `unchanged`: "nothing applied".
+    StreamReader(PsService *ps, grpc::CallbackServerContext *ctx,
+                 grpc::ByteBuffer *response, const std::string &what,
+                 std::string unchanged, Prepare prepare, Complete complete)
         : ps_(ps), ctx_(ctx), response_(response),
-          reader_(&req_, [this](std::vector<PayloadTarget> *targets) {
-            return refusal_.note(ps_->preparePush(req_, &values_, targets));
+          what_(ps->name_ + ": refused " + what + ": "),
+          unchanged_(std::move(unchanged)), complete_(std::move(complete)),
+          reader_(&req_, [this, prepare](std::vector<PayloadTarget> *targets) {
+            return refusal_.note((ps_->*prepare)(req_, &values_, targets));
           }) {
       StartRead(&chunk_);
     }
     void OnReadDone(bool ok) override {
-      const std::string what = ps_->name_ + ": refused a push stream: ";
       if (ok) {
         Status s = reader_.add(chunk_);
         chunk_.Clear();
         if (s.isOk())
           StartRead(&chunk_);
         else
-          Finish(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what, s));
+          Finish(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what_, s));
         return;
       }
       if (ctx_->IsCancelled()) {
         Finish(grpc::Status(grpc::StatusCode::CANCELLED,
-                            ps_->name_ + ": the push stream was cancelled "
-                                         "(nothing applied)"));
+                            what_ + "the stream was cancelled (" + unchanged_ +
+                                ")"));
         return;
       }
       Status s = reader_.finish();
       if (!s.isOk()) {
         Finish(fail(grpc::StatusCode::INVALID_ARGUMENT,
-                    what + "incomplete (nothing applied): " + s.message()));
+                    what_ + "incomplete (" + unchanged_ + "): " + s.message()));
         return;
       }
-      rpc::PushReply reply;
-      grpc::Status st = ps_->applyPush(req_, values_, &reply);
+      Reply reply;
+      grpc::Status st = complete_(req_, values_, &reply);
       if (st.ok())
         *response_ = serializeMessage(reply);
       Finish(st);
@@ -365,7 +376,9 @@ public:
     PsService *ps_;
     grpc::CallbackServerContext *ctx_;
     grpc::ByteBuffer *response_;
-    rpc::PushRequest req_;
+    const std::string what_, unchanged_;
+    Complete complete_;
+    Request req_;
     std::vector<Tensor> values_;
     Refusal refusal_;
     ChunkReader reader_;
@@ -376,65 +389,26 @@ public:
   PushStream(grpc::CallbackServerContext *ctx,
              grpc::ByteBuffer *response) override {
     ++streamedPushes_;
-    return new PushReader(this, ctx, response);
+    return new StreamReader<rpc::PushRequest, rpc::PushReply>(
+        this, ctx, response, "a push stream", "nothing applied",
+        &PsService::preparePush,
+        [this](const rpc::PushRequest &req, std::vector<Tensor> &values,
+               rpc::PushReply *reply) { return applyPush(req, values, reply); });
   }
 
-  /// The chief's initial values in chunks, staged in tensors of the
-  /// variables' own shapes and copied in under the lock once complete.
-  class InitializeReader final
-      : public grpc::ServerReadReactor<grpc::ByteBuffer> {
-  public:
-    InitializeReader(PsService *ps, grpc::CallbackServerContext *ctx,
-                     grpc::ByteBuffer *response)
-        : ps_(ps), ctx_(ctx), response_(response),
-          reader_(&req_, [this](std::vector<PayloadTarget> *targets) {
-            return refusal_.note(ps_->prepareInitialize(req_, &staged_, targets));
-          }) {
-      StartRead(&chunk_);
-    }
-    void OnReadDone(bool ok) override {
-      const std::string what = ps_->name_ + ": refused an initialization stream: ";
-      if (ok) {
-        Status s = reader_.add(chunk_);
-        chunk_.Clear();
-        if (s.isOk())
-          StartRead(&chunk_);
-        else
-          Finish(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what, s));
-        return;
-      }
-      Status s = reader_.finish();
-      if (ctx_->IsCancelled() || !s.isOk()) {
-        Finish(fail(ctx_->IsCancelled() ? grpc::StatusCode::CANCELLED
-                                        : grpc::StatusCode::INVALID_ARGUMENT,
-                    what + "incomplete (nothing changed)" +
-                        (s.isOk() ? std::string() : ": " + s.message())));
-        return;
-      }
-      rpc::InitializeReply reply;
-      grpc::Status st = ps_->initialize(req_, &staged_, &reply);
-      if (st.ok())
-        *response_ = serializeMessage(reply);
-      Finish(st);
-    }
-    void OnDone() override { delete this; }
-
-  private:
-    PsService *ps_;
-    grpc::CallbackServerContext *ctx_;
-    grpc::ByteBuffer *response_;
-    rpc::InitializeRequest req_;
-    std::vector<Tensor> staged_;
-    Refusal refusal_;
-    ChunkReader reader_;
-    grpc::ByteBuffer chunk_;
-  };
-
+  /// The chief's initial values, staged in tensors of the variables' own
+  /// shapes and copied in under the lock once complete.
   grpc::ServerReadReactor<grpc::ByteBuffer> *
   InitializeStream(grpc::CallbackServerContext *ctx,
                    grpc::ByteBuffer *response) override {
     ++streamedInits_;
-    return new InitializeReader(this, ctx, response);
+    return new StreamReader<rpc::InitializeRequest, rpc::InitializeReply>(
+        this, ctx, response, "an initialization stream", "nothing changed",
+        &PsService::prepareInitialize,
+        [this](const rpc::InitializeRequest &req, std::vector<Tensor> &staged,
+               rpc::InitializeReply *reply) {
+          return initialize(req, &staged, reply);
+        });
   }
 
   // Each value must be one of this ps's variables, of its type; the staging
