@@ -548,11 +548,17 @@ public:
     for (;;) {
       lastRecoverable_ = false;
       Status s = pull(/*forEval=*/false, globalStep);
-      if (s.isOk() || !lastRecoverable_)
+      if (s.isOk() || !lastRecoverable_ || !recoverInPlace_)
         return s;
       DTF_RETURN_IF_ERROR(recover(chief_, s));
     }
   }
+
+  /// An in-graph tower does not wait for a lost ps itself: its client (the
+  /// chief) drops the step and recovers.
+  void setRecoverInPlace(bool recover) { recoverInPlace_ = recover; }
+  /// The last pull, push or save failed because a ps is gone or restarted.
+  bool lastRecoverable() const { return lastRecoverable_; }
 
   /// Pushes the sends, `value(key)` giving each one's tensor.
   template <typename ValueOf> Status pushAll(ValueOf value) {
@@ -705,6 +711,7 @@ private:
   bool push_;
   bool chief_ = false;
   bool lastRecoverable_ = false;
+  bool recoverInPlace_ = true;
   std::vector<std::vector<plan::HeldTensor>> heldBy_;
   train::CheckpointSchedule schedule_{plan::Training(), false, -1};
   exec::VariableStore *store_ = nullptr;
@@ -720,8 +727,8 @@ private:
 /// A worker that serves towers to the in-graph client.
 class TowerService final : public rpc::Worker::Service {
 public:
-  TowerService(train::Trainer &trainer, Links &links)
-      : trainer_(trainer), links_(links) {}
+  TowerService(train::Trainer &trainer, Links &links, PsDriver &ps)
+      : trainer_(trainer), links_(links), ps_(ps) {}
 
   grpc::Status GetStatus(grpc::ServerContext *, const rpc::StatusRequest *,
                          rpc::StatusReply *reply) override {
@@ -741,7 +748,10 @@ public:
     int64_t step = 0, examples = 0;
     Status s = trainer_.runTowerStep(&step, &examples);
     if (!s.isOk())
-      return grpc::Status(grpc::StatusCode::INTERNAL,
+      // A lost ps is the client's to recover (ABORTED); anything else
+      // is this tower's failure.
+      return grpc::Status(ps_.lastRecoverable() ? grpc::StatusCode::ABORTED
+                                                : grpc::StatusCode::INTERNAL,
                           links_.self() + ": " + s.message());
     exec::Executor &e = trainer_.trainExecutor();
     reply->set_version(step);
@@ -773,6 +783,7 @@ public:
 private:
   train::Trainer &trainer_;
   Links &links_;
+  PsDriver &ps_;
   std::mutex mu_;
   bool shutdown_ = false;
   int64_t towers_ = 0;
@@ -832,8 +843,13 @@ public:
       sums[e.fetchInfo(i).name] = std::move(copy);
     }
     Status failed = Status::ok();
+    std::string lostPs; // a tower that lost a ps: the step is dropped
     for (Remote &r : remotes_) {
       grpc::Status st = r.pending.get();
+      if (st.error_code() == grpc::StatusCode::ABORTED) {
+        lostPs = st.error_message();
+        continue;
+      }
       if (!st.ok()) {
         if (failed.isOk())
           failed = errorStatus("tower on ", r.task.name, " at ", r.task.address,
@@ -863,6 +879,11 @@ public:
       }
     }
     DTF_RETURN_IF_ERROR(failed);
+    if (!lostPs.empty()) {
+      links_.say(lostPs + "; this step's update is dropped, and the next "
+                          "pull waits for the ps tasks to come back");
+      return Status::ok();
+    }
     const double towers = double(remotes_.size() + 1);
     for (auto &[key, t] : sums)
       if (t.dtype() == DType::F32) {
@@ -1478,6 +1499,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   Links links(config, self);
   PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief,
               span > 1 ? &stageProgram : nullptr);
+  ps.setRecoverInPlace(!inGraph || chief);
   train::TrainOptions options = base;
   options.taskName = std::getenv("DTF_RESTART_COUNT") ? "" : self;
   options.summaryTask = self; // one directory (and log) per task
@@ -1553,7 +1575,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
 
   if (inGraph && !chief) {
     // Serve towers until the client says the job is done.
-    TowerService service(*trainer, links);
+    TowerService service(*trainer, links, ps);
     std::unique_ptr<grpc::Server> server;
     s = serveWorker(service, roster.workers[replica], &server);
     if (!s.isOk())

@@ -234,3 +234,33 @@ if [ "$code" -ne 0 ] || [ -z "$killed_at" ] || [ -z "$lost" ] || [ -z "$restored
 fi
 echo "   ok: ${lost#*error: }"
 echo "   ok: ${restored#*| }; evaluated at step $last"
+
+echo "== in-graph replication: kill -9 the ps; the client drops the step, restores, and goes on"
+sed -e "s/steps = 2000/steps = 4000/" -e "s/every = 500/every = 4000/" \
+    -e 's/checkpoint every 1000 steps keep 2/checkpoint every 200 steps keep 3/' \
+    "$root/models/logistic_regression.dtf" > "$work/ingraph.dtf"
+"$bin/dtfc" "$work/ingraph.dtf" -o "$work/ingraph.plan"
+cluster "$work/c6.json"
+log="$work/ingraph.log"
+timeout 900 "$bin/dtf-run" "$work/ingraph.plan" --cluster "$work/c6.json" --log-every 100 \
+  --model-dir "$work/ingraph" > "$log" 2>&1 &
+launcher=$!
+killed=""
+if wait_step 1500; then
+  pid=$(pid_of ps.0)
+  echo "   step >= 1500: kill -9 ps.0 (pid $pid)"
+  kill -9 "$pid" && killed=yes
+fi
+set +e
+wait "$launcher"
+code=$?
+set -e
+restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
+last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
+if [ "$code" -ne 0 ] || [ -z "$killed" ] || [ -z "$restored" ] || [ -z "$last" ] || \
+   [ "$last" -lt 4000 ] || grep -q "restarting the job" "$log"; then
+  echo "e2e: in-graph ps failure: exit $code, restored '$restored', last eval step '$last':" >&2
+  grep -E "launcher|restor|error|eval|waiting|gave up|dropped" "$log" | tail -20 >&2
+  exit 1
+fi
+echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last"
