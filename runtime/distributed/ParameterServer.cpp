@@ -5,6 +5,7 @@
 #include "runtime/distributed/Wire.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
+#include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 #include "runtime/train/Initializers.h"
@@ -66,6 +67,7 @@ public:
   }
 
   Status setUp() {
+    parker_ = std::thread([this] { parkLoop(); });
     // This ps's variables (or shards), initialized from the plan: the whole
     // variable is initialized as on one machine, then its rows cut out, so
     // that any placement starts from the same values. The chief may replace
@@ -203,11 +205,12 @@ public:
                            name_ + ": a malformed pull request"));
       return reactor;
     }
-    reactor->Finish(pull(ctx, &req,
-                         [&](const rpc::PullReply &reply,
-                             const std::vector<const Tensor *> &payload) {
-                           *response = packTensors(reply, payload, /*copy=*/true);
-                         }));
+    startPull(ctx, std::move(req),
+              [response](const rpc::PullReply &reply,
+                         const std::vector<const Tensor *> &payload) {
+                *response = packTensors(reply, payload, /*copy=*/true);
+              },
+              [reactor](const grpc::Status &st) { reactor->Finish(st); });
     return reactor;
   }
 
@@ -215,25 +218,45 @@ public:
   // under the lock (the values between two updates).
   using PullEmit = std::function<void(const rpc::PullReply &,
                                       const std::vector<const Tensor *> &)>;
-  grpc::Status pull(grpc::ServerContextBase *ctx, const rpc::PullRequest *req,
-                    const PullEmit &emit) {
-    if (auto bad = checkCaller(req->caller()); !bad.ok())
-      return bad;
+  using PullFinish = std::function<void(const grpc::Status &)>;
+
+  /// Answers a pull now, or, when it asks for a version this ps has not
+  /// reached yet, parks it until the version is there, its wait ends or the
+  /// call is cancelled: no gRPC callback thread waits (a push needs one).
+  void startPull(grpc::CallbackServerContext *ctx, rpc::PullRequest req,
+                 PullEmit emit, PullFinish finish) {
+    grpc::Status st = checkCaller(req.caller());
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (mustWait(req) && req.wait_ms() > 0 && !parkerStop_) {
+        const auto until =
+            std::min(ctx->deadline(),
+                     std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(req.wait_ms()));
+        parked_.push_back(
+            {ctx, std::move(req), std::move(emit), std::move(finish), until});
+        return;
+      }
+      st = answerPull(req, emit);
+    }
+    finish(st);
+  }
+
+  // Whether a pull must wait for an update (mu_ held).
+  bool mustWait(const rpc::PullRequest &req) const {
+    return initialized_ && !shutdown_ && req.incarnation() == incarnation_ &&
+           version_ < req.min_version();
+  }
+
+  // The reply to a pull as things are (mu_ held): not ready while it must
+  // wait, else the variables, which `emit` copies.
+  grpc::Status answerPull(const rpc::PullRequest &request, const PullEmit &emit) {
+    const rpc::PullRequest *req = &request;
     rpc::PullReply replyMessage;
     rpc::PullReply *reply = &replyMessage;
-    std::unique_lock<std::mutex> lock(mu_);
     if (!initialized_)
       return fail(grpc::StatusCode::FAILED_PRECONDITION,
                   name_ + " is not initialized yet (the chief does it)");
-    const auto until =
-        std::chrono::system_clock::now() +
-        std::chrono::milliseconds(std::max(req->wait_ms(), 0));
-    while (req->incarnation() == incarnation_ &&
-           version_ < req->min_version() && !shutdown_ &&
-           !ctx->IsCancelled() &&
-           std::chrono::system_clock::now() < until &&
-           std::chrono::system_clock::now() < ctx->deadline())
-      cv_.wait_until(lock, std::min(until, ctx->deadline()));
     reply->set_version(version_);
     reply->set_incarnation(incarnation_);
     if (req->incarnation() == incarnation_ && version_ < req->min_version()) {
@@ -255,6 +278,69 @@ public:
     emit(*reply, payload);
     return grpc::Status::OK;
   }
+
+  // The parked pulls' thread: every change of state (cv_) and every 20 ms,
+  // answers those that need not wait any longer.
+  void parkLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!parkerStop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      releaseParked(lock, /*all=*/false);
+    }
+  }
+  void releaseParked(std::unique_lock<std::mutex> &lock, bool all) {
+    std::vector<std::pair<PullFinish, grpc::Status>> answered;
+    const auto now = std::chrono::system_clock::now();
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      const bool cancelled = it->ctx->IsCancelled();
+      if (!all && !cancelled && mustWait(it->req) && now < it->until) {
+        ++it;
+        continue;
+      }
+      answered.emplace_back(
+          std::move(it->finish),
+          cancelled ? grpc::Status(grpc::StatusCode::CANCELLED,
+                                   "the pull was cancelled")
+                    : answerPull(it->req, it->emit));
+      it = parked_.erase(it);
+    }
+    if (answered.empty())
+      return;
+    lock.unlock(); // Finish may run callbacks of its own
+    for (auto &[finish, st] : answered)
+      finish(st);
+    lock.lock();
+  }
+
+public:
+  /// Answers every parked pull and stops parking new ones (before the
+  /// server shuts down, which waits for every call to finish).
+  void stopParking() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      parkerStop_ = true;
+    }
+    cv_.notify_all();
+    if (parker_.joinable())
+      parker_.join();
+    std::unique_lock<std::mutex> lock(mu_);
+    releaseParked(lock, /*all=*/true);
+  }
+  ~PsService() override { stopParking(); }
+
+private:
+  struct ParkedPull {
+    grpc::CallbackServerContext *ctx;
+    rpc::PullRequest req;
+    PullEmit emit;
+    PullFinish finish;
+    std::chrono::system_clock::time_point until;
+  };
+  std::vector<ParkedPull> parked_;
+  bool parkerStop_ = false;
+  std::thread parker_;
+
+public:
 
   /// A pull reply in chunks: the variables copied once under the lock into
   /// a snapshot the chunks point at, which lives until the call is done.
@@ -309,11 +395,13 @@ public:
                          name_ + ": a malformed pull request"));
       return writer;
     }
-    writer->start(pull(ctx, &req,
-                       [&](const rpc::PullReply &reply,
-                           const std::vector<const Tensor *> &payload) {
-                         writer->snapshot(reply, payload, config_.chunkBytes);
-                       }));
+    startPull(ctx, std::move(req),
+              [writer, chunk = config_.chunkBytes](
+                  const rpc::PullReply &reply,
+                  const std::vector<const Tensor *> &payload) {
+                writer->snapshot(reply, payload, chunk);
+              },
+              [writer](const grpc::Status &st) { writer->start(st); });
     return writer;
   }
 
@@ -740,10 +828,14 @@ private:
     std::string s = std::to_string(contributors_.size()) + " of " +
                     std::to_string(replicas_) + " gradients for update " +
                     std::to_string(version_ + 1) + "; not yet from:";
-    for (const TaskRef &w : config_.roster.workers)
+    // Only stage 0 of a model-parallel replica pushes.
+    const size_t span = size_t(plan::replicaSpan(plan_));
+    for (size_t i = 0; i < config_.roster.workers.size(); i += span) {
+      const TaskRef &w = config_.roster.workers[i];
       if (std::find(contributors_.begin(), contributors_.end(), w.name) ==
           contributors_.end())
         s += " " + w.name;
+    }
     return s;
   }
 
@@ -837,6 +929,7 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
   service.log("serving on " + address + "; holds " +
               (held.empty() ? std::string("no variables") : held));
   std::string reason = service.waitForShutdown();
+  service.stopParking();
   service.log(service.summary());
   service.log("shutting down (" + reason + ")");
   server->Shutdown(std::chrono::system_clock::now() +

@@ -447,9 +447,10 @@ public:
           byName[h.name] = &h;
         }
       req.set_min_version(want);
-      // Short waits: the ps waits inside a gRPC callback thread, which a
-      // push needs too; the loop below repeats and reports.
-      req.set_wait_ms(200);
+      // The ps parks a pull that must wait (no thread of its waits) and
+      // answers it when the update is applied or after this long; the loop
+      // below repeats and reports.
+      req.set_wait_ms(1000);
       // What the reply carries when ready: a stream when that is more than
       // one chunk.
       uint64_t bytes = 0;
