@@ -59,6 +59,8 @@ data=${DTF_BENCH_DATA:-/usr/share/datasets/fashion-mnist}
 
 # shellcheck source=bench/venv.sh
 source "$root/bench/venv.sh"
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 if want tf; then
   bench_venv || exit 2
 fi
@@ -135,31 +137,11 @@ if want dtf; then
     for c in ${clusters//,/ }; do
       ps=${c%x*} workers=${c#*x}
       echo "== dtf, $ps ps + $workers workers"
-      read -r -a ports < <(python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' $((ps + workers)))
-      python3 -c '
-import json, sys
-ps, ports = int(sys.argv[1]), sys.argv[2:]
-print(json.dumps({"ps": ["127.0.0.1:" + p for p in ports[:ps]],
-                  "worker": ["127.0.0.1:" + p for p in ports[ps:]]}))' "$ps" "${ports[@]}" > "$work/cluster.json"
+      bench_cluster_json "$ps" "$workers" > "$work/cluster.json"
       o=$work/dtf.$c.out
-      "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
-        --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) \
-        --threads 1 > "$o" 2>&1 &
-      launcher=$!
-      declare -A hwm=()
-      while kill -0 "$launcher" 2>/dev/null; do
-        while read -r task pid; do
-          v=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-          [[ -n $v ]] && hwm[$task]=$v
-        done < <(sed -n 's/^\[launcher\] \([a-z]*\.[0-9]*\) started (pid \([0-9]*\)).*/\1 \2/p' "$o")
-        sleep 0.1
-      done
-      if wait "$launcher"; then
-        row=$(python3 - "$o" "$ps" "$workers" "${hwm[@]}" <<'PYEOF'
+      if bench_dtf_cluster "$o" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
+           --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) --threads 1; then
+        row=$(python3 - "$o" "$ps" "$workers" "${bench_hwm[@]}" <<'PYEOF'
 import re, sys
 out, ps, workers, rss = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 rates = [float(m.group(1)) for m in re.finditer(
@@ -172,7 +154,7 @@ print("| dtf | %d ps + %d workers | %.0f | | %s | %.0f |" % (
 PYEOF
 ) || die "could not read dtf's figures from $o"
         per=""
-        for t in "${!hwm[@]}"; do per+="${per:+, }$t $((hwm[$t] / 1024))"; done
+        for t in "${!bench_hwm[@]}"; do per+="${per:+, }$t $((bench_hwm[$t] / 1024))"; done
         notes+=("- dtf $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s includes the warm-up; $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
       else
         echo "   dtf-run --cluster failed: $(tail -1 "$o")"
@@ -180,7 +162,6 @@ PYEOF
         failed=1
         notes+=("- dtf $ps ps + $workers workers: dtf-run --cluster failed: $(grep -v '^\[launcher\]' "$o" | tail -1)")
       fi
-      unset hwm
       echo "   $row"
       rows+=("$row")
     done

@@ -1,0 +1,63 @@
+# shellcheck shell=bash
+# Sourced by the benchmark scripts that run dtf on local clusters
+# (distributed.sh, model_parallel.sh): free ports, the cluster spec, and a
+# dtf-run launcher whose tasks' peak RSS is sampled while it runs.
+
+# bench_free_ports N: prints N free loopback ports, space-separated.
+bench_free_ports() {
+  python3 -c '
+import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
+}
+
+# bench_cluster_json PS WORKERS: prints a cluster spec of PS ps tasks and
+# WORKERS workers on free loopback ports.
+bench_cluster_json() {
+  local -a ports
+  read -r -a ports < <(bench_free_ports $(($1 + $2)))
+  python3 -c '
+import json, sys
+ps, ports = int(sys.argv[1]), sys.argv[2:]
+print(json.dumps({"ps": ["127.0.0.1:" + p for p in ports[:ps]],
+                  "worker": ["127.0.0.1:" + p for p in ports[ps:]]}))' "$1" "${ports[@]}"
+}
+
+# bench_dtf_cluster OUT DTF-RUN-ARGS...: runs `DTF-RUN-ARGS` (a dtf-run that
+# launches and supervises local tasks) with its output in OUT, and returns its
+# status. Peak RSS: the launcher prints each task's pid; VmHWM (the process's
+# own peak RSS) is sampled from /proc every 0.1 s, and the last value seen for
+# each task is left in the associative array bench_hwm (task -> KB).
+# shellcheck disable=SC2034  # bench_hwm is read by the caller
+bench_dtf_cluster() {
+  local out=$1 launcher task pid v
+  shift
+  "$@" > "$out" 2>&1 &
+  launcher=$!
+  declare -gA bench_hwm=()
+  while kill -0 "$launcher" 2>/dev/null; do
+    while read -r task pid; do
+      v=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+      [[ -n $v ]] && bench_hwm[$task]=$v
+    done < <(sed -n 's/^\[launcher\] \([a-z]*\.[0-9]*\) started (pid \([0-9]*\)).*/\1 \2/p' "$out")
+    sleep 0.1
+  done
+  wait "$launcher"
+}
+
+# bench_gcd A B
+bench_gcd() { local a=$1 b=$2 t; while ((b)); do t=$((a % b)); a=$b; b=$t; done; echo "$a"; }
+
+# bench_dtf_timed_rate FILE WARMUP [TASK]: dtf-run prints img/s per logging
+# interval; with equal intervals (--log-every gcd(warmup, steps)) the timed
+# rate is the harmonic mean of the rates of the intervals after the warm-up.
+# TASK (e.g. worker.0) reads that task's lines of a cluster's output.
+bench_dtf_timed_rate() {
+  awk -v w="$2" -v task="${3-}" '
+    task != "" { if ($1 != task || $2 != "|") next; $1 = ""; $2 = ""; $0 = $0 }
+    $1 == "step" && $2 ~ /^[0-9]+\/[0-9]+$/ { split($2, s, "/");
+      for (k = 3; k < NF; ++k) if ($(k + 1) == "img/s") r = $k;
+      if (s[1] > w) { n++; inv += 1 / r } }
+    END { if (n) printf "%.1f", n / inv }' "$1"
+}
