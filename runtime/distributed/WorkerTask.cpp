@@ -1151,15 +1151,21 @@ public:
   }
 
   /// The run (stage 0's process) and step that transfers belong to.
-  void setStep(uint64_t run, int64_t step) {
+  /// Starts a step: the previous step's sends must have arrived.
+  Status setStep(uint64_t run, int64_t step) {
+    DTF_RETURN_IF_ERROR(drainSends());
     run_ = run;
     step_ = step;
+    return Status::ok();
   }
   /// Stops a waiting recv (stage 0 restarted, or stop asked).
   void setAbandoned(std::function<bool()> abandoned) {
     abandoned_ = std::move(abandoned);
   }
 
+  /// Sends without waiting for the call: the value is copied into the
+  /// request (small next to the step's work), so the stage goes on while it
+  /// travels; drainSends() collects the calls' results.
   Status send(const std::string &key, int peer, uint64_t,
               const Tensor &value) override {
     if (peer < 0 || size_t(peer) >= peers_.size() || peer == stage_)
@@ -1171,19 +1177,45 @@ public:
     req.set_run(run_);
     req.set_step(step_);
     describeTensor(key, value, req.mutable_value());
-    grpc::ClientContext ctx;
-    setDeadline(&ctx, kCallTimeout);
-    grpc::ByteBuffer response;
-    // Synchronous: the tensor's memory stays as it is until the call ends.
-    grpc::Status st = rawCall(*p.raw, &ctx, kTransferMethod,
-                              packTensors(req, {&value}, /*copy=*/false),
-                              &response);
-    if (!st.ok()) {
-      lostPeer_ = st.error_code() == grpc::StatusCode::UNAVAILABLE;
-      return rpcError("sending '" + key + "'", p.task, st);
+    auto call = std::make_unique<PendingSend>();
+    setDeadline(&call->ctx, kCallTimeout);
+    call->request = packTensors(req, {&value}, /*copy=*/true);
+    PendingSend *c = call.get();
+    {
+      std::lock_guard<std::mutex> lock(sendMu_);
+      if (!sendFailed_.isOk())
+        return sendFailed_;
+      ++inFlight_;
+      sends_.push_back(std::move(call));
     }
+    p.raw->UnaryCall(&c->ctx, kTransferMethod, grpc::StubOptions(),
+                     &c->request, &c->response,
+                     [this, key, task = p.task](grpc::Status st) {
+                       std::lock_guard<std::mutex> lock(sendMu_);
+                       if (!st.ok() && sendFailed_.isOk()) {
+                         sendFailed_ = rpcError("sending '" + key + "'", task, st);
+                         sendLost_ = st.error_code() ==
+                                     grpc::StatusCode::UNAVAILABLE;
+                       }
+                       --inFlight_;
+                       sendCv_.notify_all();
+                     });
     return Status::ok();
   }
+
+  /// Waits for every send still on its way; the first that failed.
+  Status drainSends() {
+    std::unique_lock<std::mutex> lock(sendMu_);
+    sendCv_.wait(lock, [&] { return inFlight_ == 0; });
+    sends_.clear();
+    Status s = sendFailed_;
+    if (!s.isOk())
+      lostPeer_ = sendLost_;
+    sendFailed_ = Status::ok();
+    sendLost_ = false;
+    return s;
+  }
+  ~StageLinks() override { (void)drainSends(); }
 
   Status recv(const std::string &key, int peer, uint64_t,
               Tensor *out) override {
@@ -1202,6 +1234,14 @@ public:
             *why = errorStatus("step ", step_, " abandoned: ",
                                peers_[0].task.name, " started again");
             return false;
+          }
+          {
+            std::lock_guard<std::mutex> lock(sendMu_);
+            if (!sendFailed_.isOk()) {
+              *why = sendFailed_;
+              lostPeer_ = sendLost_;
+              return false;
+            }
           }
           if (waited > links_.config().syncTimeoutSeconds) {
             *why = errorStatus("gave up after ", int(waited), " s waiting for ",
@@ -1279,6 +1319,10 @@ private:
     std::unique_ptr<grpc::GenericStub> raw;
     int64_t incarnation = 0; // of its process, as connect() found it
   };
+  struct PendingSend {
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer request, response;
+  };
 
   grpc::Status status(Peer &p, rpc::StatusReply *reply) {
     grpc::ClientContext ctx;
@@ -1295,6 +1339,13 @@ private:
   int64_t step_ = 0;
   std::function<bool()> abandoned_;
   bool lostPeer_ = false;
+  // The sends on their way (this step's), and the first that failed.
+  std::mutex sendMu_;
+  std::condition_variable sendCv_;
+  int inFlight_ = 0;
+  std::vector<std::unique_ptr<PendingSend>> sends_;
+  Status sendFailed_ = Status::ok();
+  bool sendLost_ = false;
 };
 
 /// Stage 0 of a model-parallel replica: pulls, starts the step on the other
@@ -1312,7 +1363,7 @@ public:
     std::vector<int64_t> versions;
     for (const PsLink &l : ps_.ps())
       versions.push_back(l.pulledVersion);
-    stages_.setStep(run_, *globalStep);
+    DTF_RETURN_IF_ERROR(stages_.setStep(run_, *globalStep));
     return stages_.begin(*globalStep, false, versions);
   }
   Status afterStep(exec::Executor &e, int firstSend) override {
@@ -1437,7 +1488,10 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
     lastSaid = 0;
     if (begin.done())
       break;
-    stages.setStep(begin.run(), begin.step());
+    s = stages.setStep(begin.run(), begin.step());
+    if (!s.isOk()) {
+      links.say(s.message() + " (in the step before); going on");
+    }
     ps.setMinVersions(std::vector<int64_t>(begin.min_versions().begin(),
                                            begin.min_versions().end()));
     int64_t globalStep = 0;
@@ -1457,6 +1511,7 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
     }
     ++steps;
   }
+  (void)stages.drainSends();
   links.say("ran " + std::to_string(steps) + " steps as stage " +
             std::to_string(stage) + " of replica " + std::to_string(replica));
   int workersDone = 0;
@@ -1536,7 +1591,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     lead = std::make_unique<StageLeadDriver>(
         ps, *stages, run, base.steps >= 0 ? base.steps : t.steps());
     stageService->setRun(run);
-    stages->setStep(run, 0);
+    (void)stages->setStep(run, 0);
     options.driver = lead.get();
     options.workerProgram = &stageProgram;
     options.rendezvous = stages.get();
