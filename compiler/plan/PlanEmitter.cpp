@@ -413,6 +413,6 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
   // The cut for ps/worker training: worker_step and ps_update.
   ::dtf::Status partitioned = ::dtf::plan::partitionTrainStep(&plan);
   if (!partitioned.isOk())
-    return module.emitError() << partitioned.message();
+    return mlir::emitError(module.getLoc()) << partitioned.message();
   return success();
 }

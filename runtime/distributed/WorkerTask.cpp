@@ -177,6 +177,7 @@ public:
   }
 
   void setChief(bool chief) { chief_ = chief; }
+  void say(const std::string &line) const { links_.say(line); }
   /// Per ps: the least version the next pulls take.
   void setMinVersions(std::vector<int64_t> v) { minVersions_ = std::move(v); }
 
@@ -947,8 +948,22 @@ using StageBase = rpc::Worker::WithRawCallbackMethod_Transfer<rpc::Worker::Servi
 class StageService final : public StageBase {
 public:
   /// `incarnation`: this process's, so that the other stages see a restart.
-  StageService(Links &links, exec::RendezvousTable &table, int64_t incarnation)
-      : links_(links), table_(table), incarnation_(incarnation) {}
+  /// `incarnation`: this process's, so that the other stages see a restart;
+  /// `program`: the stage's, whose recvs say which keys it takes.
+  StageService(Links &links, exec::RendezvousTable &table, int64_t incarnation,
+               const plan::Program &program)
+      : links_(links), table_(table), incarnation_(incarnation) {
+    for (const plan::Op &op : program.ops())
+      if (op.name() == "dtf.recv")
+        keys_.insert(op.attrs().at("key").s());
+  }
+
+  /// This stage lost a ps in step `sequence`: stage 0 asks, and drops it.
+  void setFailure(uint64_t sequence, const std::string &why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    failedSequence_ = sequence;
+    failure_ = why;
+  }
 
   grpc::Status GetStatus(grpc::ServerContext *, const rpc::StatusRequest *,
                          rpc::StatusReply *reply) override {
@@ -956,6 +971,11 @@ public:
     reply->set_plan_fingerprint(links_.config().planFingerprint);
     reply->set_initialized(true);
     reply->set_incarnation(incarnation_);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.empty()) {
+      reply->set_failed_sequence(failedSequence_);
+      reply->set_step_failure(failure_);
+    }
     return grpc::Status::OK;
   }
 
@@ -1019,6 +1039,15 @@ public:
     std::lock_guard<std::mutex> lock(mu_);
     run_ = run;
   }
+  /// True when stage 0 already started a step after `sequence` (it dropped
+  /// that one).
+  bool hasBeginAfter(uint64_t sequence) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const rpc::BeginStepRequest &b : begins_)
+      if (b.sequence() > sequence || b.done())
+        return true;
+    return false;
+  }
   /// True once stage 0 restarted during the current step.
   bool abandoned() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1050,6 +1079,17 @@ private:
         return grpc::Status::OK; // from a run of stage 0 that is over
     }
     const rpc::WireTensor &w = req.value();
+    if (!keys_.count(w.name()))
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          links_.self() + " receives nothing under '" +
+                              plan::printable(w.name()) + "' (from " +
+                              req.caller().task() + ")");
+    if (w.size() > request.Length())
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          links_.self() + ": transferred value '" +
+                              plan::printable(w.name()) + "' announces " +
+                              std::to_string(w.size()) + " bytes, more than "
+                              "the message holds");
     DType dtype = DType::F32;
     Status s = plan::toDType(w.dtype(), &dtype);
     std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
@@ -1069,13 +1109,16 @@ private:
     if (!s.isOk())
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           links_.self() + ": " + s.message());
-    table_.put(w.name(), uint64_t(req.step()), std::move(t));
+    table_.put(w.name(), req.sequence(), std::move(t));
     return grpc::Status::OK;
   }
 
   Links &links_;
   exec::RendezvousTable &table_;
   const int64_t incarnation_;
+  std::set<std::string> keys_;
+  uint64_t failedSequence_ = 0;
+  std::string failure_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<rpc::BeginStepRequest> begins_;
@@ -1151,13 +1194,23 @@ public:
   }
 
   /// The run (stage 0's process) and step that transfers belong to.
-  /// Starts a step: the previous step's sends must have arrived.
-  Status setStep(uint64_t run, int64_t step) {
-    DTF_RETURN_IF_ERROR(drainSends());
+  /// Starts step `sequence` of stage 0's run `run` (global step `step`):
+  /// the previous step's sends must have arrived, and what was left of a
+  /// dropped step is let go.
+  Status setStep(uint64_t run, uint64_t sequence, int64_t step) {
+    Status drained = drainSends();
     run_ = run;
+    sequence_ = sequence;
     step_ = step;
-    return Status::ok();
+    lostPeer_ = false;
+    stepDropped_ = false;
+    table_.dropBefore(sequence);
+    return drained;
   }
+  uint64_t sequence() const { return sequence_; }
+  /// True when the last recv failed because a stage could not run the step
+  /// (it lost a ps): the step is dropped, not the job.
+  bool stepDropped() const { return stepDropped_; }
   /// Stops a waiting recv (stage 0 restarted, or stop asked).
   void setAbandoned(std::function<bool()> abandoned) {
     abandoned_ = std::move(abandoned);
@@ -1175,7 +1228,7 @@ public:
     rpc::TransferRequest req;
     *req.mutable_caller() = links_.caller();
     req.set_run(run_);
-    req.set_step(step_);
+    req.set_sequence(sequence_);
     describeTensor(key, value, req.mutable_value());
     auto call = std::make_unique<PendingSend>();
     setDeadline(&call->ctx, kCallTimeout);
@@ -1219,12 +1272,15 @@ public:
 
   Status recv(const std::string &key, int peer, uint64_t,
               Tensor *out) override {
-    Peer &sender = peers_[size_t(std::clamp<int>(peer, 0, int(peers_.size()) - 1))];
+    if (peer < 0 || size_t(peer) >= peers_.size() || peer == stage_)
+      return errorStatus("a recv of '", key, "' from stage ", peer,
+                         ", which this replica does not have");
+    Peer &sender = peers_[size_t(peer)];
     const TaskRef &from = sender.task;
     double lastSaid = 0, lastChecked = 0;
     lostPeer_ = false;
     return table_.take(
-        key, uint64_t(step_), out, milliseconds(200),
+        key, sequence_, out, milliseconds(200),
         [&](double waited, Status *why) {
           if (links_.config().stop && links_.config().stop->load()) {
             *why = errorStatus("interrupted");
@@ -1263,6 +1319,13 @@ public:
                               from, st);
               return false;
             }
+            if (st.ok() && !reply.step_failure().empty() &&
+                reply.failed_sequence() == sequence_) {
+              stepDropped_ = true;
+              *why = errorStatus(from.name, " could not run step ", step_ + 1,
+                                 ": ", reply.step_failure());
+              return false;
+            }
             if (st.ok() && sender.incarnation != 0 &&
                 reply.incarnation() != sender.incarnation) {
               // Restarted: what it would have sent is lost with it.
@@ -1286,15 +1349,18 @@ public:
   /// True when the last recv or send failed because its peer is gone.
   bool lostPeer() const { return lostPeer_; }
 
-  /// Stage 0: starts step `step` on every other stage (or ends them).
-  Status begin(int64_t step, bool done, const std::vector<int64_t> &versions) {
+  /// Stage 0: starts the step set by setStep on every other stage (or ends
+  /// them); every stage is told, the first failure returned.
+  Status begin(bool done, const std::vector<int64_t> &versions) {
+    Status first = Status::ok();
     for (Peer &p : peers_) {
       if (!p.stub)
         continue;
       rpc::BeginStepRequest req;
       *req.mutable_caller() = links_.caller();
       req.set_run(run_);
-      req.set_step(step);
+      req.set_sequence(sequence_);
+      req.set_step(step_);
       req.set_done(done);
       for (int64_t v : versions)
         req.add_min_versions(v);
@@ -1302,11 +1368,10 @@ public:
       setDeadline(&ctx, kCallTimeout);
       rpc::BeginStepReply reply;
       grpc::Status st = p.stub->BeginStep(&ctx, req, &reply);
-      if (!st.ok())
-        return rpcError(done ? "ending the job" : "starting a step", p.task,
-                        st);
+      if (!st.ok() && first.isOk())
+        first = rpcError(done ? "ending the job" : "starting a step", p.task, st);
     }
-    return Status::ok();
+    return first;
   }
 
   const TaskRef &task(int stage) const { return peers_[size_t(stage)].task; }
@@ -1336,9 +1401,11 @@ private:
   int stage_;
   std::vector<Peer> peers_;
   uint64_t run_ = 0;
+  uint64_t sequence_ = 0;
   int64_t step_ = 0;
   std::function<bool()> abandoned_;
   bool lostPeer_ = false;
+  bool stepDropped_ = false;
   // The sends on their way (this step's), and the first that failed.
   std::mutex sendMu_;
   std::condition_variable sendCv_;
@@ -1363,8 +1430,15 @@ public:
     std::vector<int64_t> versions;
     for (const PsLink &l : ps_.ps())
       versions.push_back(l.pulledVersion);
-    DTF_RETURN_IF_ERROR(stages_.setStep(run_, *globalStep));
-    return stages_.begin(*globalStep, false, versions);
+    DTF_RETURN_IF_ERROR(stages_.setStep(run_, ++sequence_, *globalStep));
+    return stages_.begin(/*done=*/false, versions);
+  }
+  bool dropStep(const Status &failure) override {
+    if (!stages_.stepDropped())
+      return false;
+    ps_.say(failure.message() + "; step dropped, going on once the ps tasks "
+                                "are back");
+    return true;
   }
   Status afterStep(exec::Executor &e, int firstSend) override {
     return ps_.afterStep(e, firstSend);
@@ -1376,6 +1450,7 @@ private:
   StageLinks &stages_;
   uint64_t run_;
   int64_t steps_;
+  uint64_t sequence_ = 0;
 };
 
 /// A later stage of a model-parallel replica: runs its part of each step
@@ -1415,17 +1490,23 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
   }
   PsDriver ps(plan, placement, links, sync, /*push=*/false, &program);
   ps.bind(&store);
+  // A lost ps fails the step here; stage 0 drops it and recovers.
+  ps.setRecoverInPlace(false);
 
   exec::RendezvousTable table;
   std::random_device entropy;
   StageService service(links, table,
-                       int64_t((uint64_t(entropy()) << 31) ^ entropy()) | 1);
+                       int64_t((uint64_t(entropy()) << 31) ^ entropy()) | 1,
+                       program);
   std::unique_ptr<grpc::Server> server;
   Status s = serveWorker(service, me, &server);
   if (!s.isOk())
     return fail(self, s, 4);
   StageLinks stages(links, table, replica, stage, span);
-  stages.setAbandoned([&] { return service.abandoned() || service.shutdown(); });
+  stages.setAbandoned([&] {
+    return service.abandoned() || service.shutdown() ||
+           service.hasBeginAfter(stages.sequence());
+  });
 
   int threads = base.threads > 0 ? base.threads : plan.session().intra_op_threads();
   if (threads > 0)
@@ -1488,21 +1569,26 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
     lastSaid = 0;
     if (begin.done())
       break;
-    s = stages.setStep(begin.run(), begin.step());
-    if (!s.isOk()) {
+    s = stages.setStep(begin.run(), begin.sequence(), begin.step());
+    if (!s.isOk())
       links.say(s.message() + " (in the step before); going on");
-    }
     ps.setMinVersions(std::vector<int64_t>(begin.min_versions().begin(),
                                            begin.min_versions().end()));
     int64_t globalStep = 0;
     bool done = false;
     s = ps.beforeStep(&globalStep, &done);
+    const bool lostPs = !s.isOk() && ps.lastRecoverable();
     if (s.isOk())
       s = executor->run(uint64_t(begin.step()));
     if (!s.isOk()) {
-      // Stage 0 started again, or a stage of this replica is gone (the
-      // launcher restarts it, and stage 0 starts the step again).
-      if (service.abandoned() || stages.lostPeer()) {
+      // A lost ps, or a stage that could not run the step: the step is
+      // dropped (stage 0 is told, and recovers); stage 0 started again or
+      // went on, or a stage of this replica is gone (the launcher restarts
+      // it): wait for stage 0's next step.
+      if (lostPs || stages.stepDropped())
+        service.setFailure(begin.sequence(), s.message());
+      if (lostPs || stages.stepDropped() || service.abandoned() ||
+          stages.lostPeer() || service.hasBeginAfter(begin.sequence())) {
         links.say(s.message() + "; waiting for " + lead + "'s next step");
         lastBegin = Clock::now();
         continue;
@@ -1579,8 +1665,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   if (span > 1) {
     std::random_device entropy;
     const uint64_t run = (uint64_t(entropy()) << 32) ^ entropy() ^ 1;
-    stageService = std::make_unique<StageService>(links, table,
-                                                  int64_t(run >> 1) | 1);
+    stageService = std::make_unique<StageService>(
+        links, table, int64_t(run >> 1) | 1, stageProgram);
     Status served = serveWorker(*stageService, roster.workers[replica], &stageServer);
     if (!served.isOk())
       return fail(self, served, 4);
@@ -1591,7 +1677,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     lead = std::make_unique<StageLeadDriver>(
         ps, *stages, run, base.steps >= 0 ? base.steps : t.steps());
     stageService->setRun(run);
-    (void)stages->setStep(run, 0);
+    (void)stages->setStep(run, 0, 0);
     options.driver = lead.get();
     options.workerProgram = &stageProgram;
     options.rendezvous = stages.get();
@@ -1692,7 +1778,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   train::TrainReport report;
   s = trainer->run(&report, &kind);
   if (stages) // the other stages stop with this one
-    (void)stages->begin(0, /*done=*/true, {});
+    (void)stages->begin(/*done=*/true, {});
   if (!s.isOk()) {
     if (client)
       client->shutdownTowers();

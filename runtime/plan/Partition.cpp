@@ -164,7 +164,7 @@ Status partitionTrainStep(Plan *plan) {
   // read-then-update per update, which keeps program order per variable.
   *plan->mutable_worker_step() = std::move(worker);
   *plan->mutable_ps_update() = std::move(ps);
-  return Status::ok();
+  return checkReplicaSpan(*plan);
 }
 
 int64_t Placement::bytesOn(int ps) const {
@@ -466,6 +466,18 @@ int stageOf(const Op &op) {
   return *parsed.name->task;
 }
 
+Status checkReplicaSpan(const Plan &plan) {
+  const Program &worker = plan.worker_step();
+  for (int i = 0; i < worker.ops_size(); ++i)
+    if (stageOf(worker.ops(i)) >= kMaxReplicaSpan)
+      return errorStatus(describeOp(worker, i), " is placed on ",
+                         printable(worker.ops(i).device()),
+                         ": a replica spans at most ", kMaxReplicaSpan,
+                         " worker tasks (/job:worker/task:0 to /job:worker/task:",
+                         kMaxReplicaSpan - 1, ")");
+  return Status::ok();
+}
+
 int replicaSpan(const Plan &plan) {
   int span = 1;
   for (const Op &op : plan.worker_step().ops())
@@ -474,6 +486,7 @@ int replicaSpan(const Plan &plan) {
 }
 
 Status replicasFor(const Plan &plan, int numWorkers, int *replicas) {
+  DTF_RETURN_IF_ERROR(checkReplicaSpan(plan));
   const Training &t = plan.training();
   const int span = replicaSpan(plan);
   auto workers = [](int n) {
@@ -507,6 +520,7 @@ Status replicasFor(const Plan &plan, int numWorkers, int *replicas) {
 
 Status stageProgramFor(const Plan &plan, int stage, Program *out) {
   const Program &worker = plan.worker_step();
+  DTF_RETURN_IF_ERROR(checkReplicaSpan(plan));
   const int span = replicaSpan(plan);
   if (stage < 0 || stage >= span)
     return errorStatus("the worker_step has no stage ", stage, " (its replica "

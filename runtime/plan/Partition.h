@@ -116,6 +116,11 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
 /// are fed, and metrics, sends to the ps and unplaced ops run, on stage 0;
 /// constants and variable reads are repeated on every stage that uses them.
 ///
+/// The most worker tasks one replica may span.
+inline constexpr int kMaxReplicaSpan = 1024;
+/// An error naming the first op placed beyond that.
+Status checkReplicaSpan(const Plan &plan);
+
 /// The number of worker tasks one replica spans: 1 + the largest task index
 /// of a worker (or chief) device among the worker_step's ops; 1 when none
 /// names one.

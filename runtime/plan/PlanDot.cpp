@@ -76,7 +76,7 @@ std::string planToDot(const Plan &plan, const Placement *placement) {
                     "fontsize = 10];\n";
   // The worker side: the worker_step, or with model parallelism each stage
   // of a replica, its sends dashed to the other stages' recvs.
-  const int span = replicaSpan(plan);
+  const int span = checkReplicaSpan(plan).isOk() ? replicaSpan(plan) : 1;
   std::vector<Program> stages(1, plan.worker_step());
   std::vector<std::string> prefixes(1, "worker");
   if (span > 1) {

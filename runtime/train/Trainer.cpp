@@ -738,6 +738,8 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       s = feedLearningRate(*train_, globalStep);
     if (s.isOk())
       s = train_->run(uint64_t(globalStep));
+    if (!s.isOk() && options_.driver && options_.driver->dropStep(s))
+      continue;
     if (!s.isOk()) {
       setKind(kind, FailureKind::kRuntime);
       return errorStatus("step ", globalStep + 1, ": ", s.message());

@@ -52,6 +52,12 @@ public:
   virtual Status afterStep(exec::Executor &executor, int firstSend) = 0;
   /// Before an evaluation: the variables the eval program reads.
   virtual Status beforeEval() { return Status::ok(); }
+  /// A step whose run failed with `failure`: true drops it (no afterStep)
+  /// and goes on with the next, whose beforeStep recovers; false fails.
+  virtual bool dropStep(const Status &failure) {
+    (void)failure;
+    return false;
+  }
 };
 
 /// The inter-op threads when neither dtf-run --inter-op-threads nor the plan's

@@ -235,6 +235,32 @@ fi
 echo "   ok: ${lost#*error: }"
 echo "   ok: ${restored#*| }; evaluated at step $last"
 
+echo "== model parallelism: kill -9 the ps; whichever stage notices, the replica recovers in place"
+cluster "$work/c7.json"
+log="$work/staged-ps.log"
+timeout 900 "$bin/dtf-run" "$work/staged.plan" --cluster "$work/c7.json" --log-every 100 \
+  --model-dir "$work/staged-ps" > "$log" 2>&1 &
+launcher=$!
+killed=""
+if wait_step 400; then
+  pid=$(pid_of ps.0)
+  echo "   step >= 400: kill -9 ps.0 (pid $pid)"
+  kill -9 "$pid" && killed=yes
+fi
+set +e
+wait "$launcher"
+code=$?
+set -e
+restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
+last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
+if [ "$code" -ne 0 ] || [ -z "$killed" ] || [ -z "$restored" ] || [ -z "$last" ] || \
+   [ "$last" -lt 900 ] || grep -q "restarting the job" "$log"; then
+  echo "e2e: model-parallel ps failure: exit $code, restored '$restored', last eval step '$last':" >&2
+  grep -E "launcher|restor|error|eval|waiting|gave up|dropped" "$log" | tail -20 >&2
+  exit 1
+fi
+echo "   ok: ${restored#*| }; no job restart; evaluated at step $last$(grep -q 'step dropped' "$log" && echo '; a stage-1 pull noticed first and stage 0 dropped the step')"
+
 echo "== in-graph replication: kill -9 the ps; the client drops the step, restores, and goes on"
 sed -e "s/steps = 2000/steps = 4000/" -e "s/every = 500/every = 4000/" \
     -e 's/checkpoint every 1000 steps keep 2/checkpoint every 200 steps keep 3/' \

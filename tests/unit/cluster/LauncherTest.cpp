@@ -317,9 +317,14 @@ TEST_F(LauncherTest, SigtermStopsTheTasksLikeCtrlCAndExits143) {
 }
 
 TEST_F(LauncherTest, ATaskThatIgnoresSigtermIsKilledAfterTheGrace) {
-  Result r = run(kPsTwoWorkers, {"ps.0=ignore-term"}, [](LaunchOptions &o) {
-    o.stopGrace = std::chrono::milliseconds(300);
-  });
+  // The workers take 300 ms, so that the ps has set SIGTERM aside before the
+  // launcher stops it (at once, on a loaded machine, it could still be
+  // starting and die of SIGTERM).
+  Result r = run(kPsTwoWorkers,
+                 {"ps.0=ignore-term", "worker.0=slow", "worker.1=slow"},
+                 [](LaunchOptions &o) {
+                   o.stopGrace = std::chrono::milliseconds(300);
+                 });
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("[launcher] ps.0 did not stop within 300 "
                                   "ms; killing\n"));
