@@ -64,6 +64,7 @@ public:
     const plan::Training &t = plan.training();
     sync_ = t.update() == "sync" && t.replication() != "in_graph";
     replicas_ = sync_ ? std::max<int64_t>(t.replicas_to_aggregate(), 1) : 1;
+    span_ = size_t(std::max(plan::replicaSpan(plan), 1));
   }
 
   Status setUp() {
@@ -829,7 +830,7 @@ private:
                     std::to_string(replicas_) + " gradients for update " +
                     std::to_string(version_ + 1) + "; not yet from:";
     // Only stage 0 of a model-parallel replica pushes.
-    const size_t span = size_t(plan::replicaSpan(plan_));
+    const size_t span = span_;
     for (size_t i = 0; i < config_.roster.workers.size(); i += span) {
       const TaskRef &w = config_.roster.workers[i];
       if (std::find(contributors_.begin(), contributors_.end(), w.name) ==
@@ -871,6 +872,7 @@ private:
 
   std::mutex mu_;
   std::condition_variable cv_;
+  size_t span_ = 1; // workers per replica: only each replica's first pushes
   exec::VariableStore variables_;
   std::unique_ptr<exec::Executor> update_;
   bool initialized_ = false;

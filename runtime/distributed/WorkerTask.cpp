@@ -795,8 +795,7 @@ private:
 /// worker, the towers' sends averaged and pushed once.
 class InGraphDriver : public train::StepDriver {
 public:
-  InGraphDriver(PsDriver &ps, Links &links, int64_t steps)
-      : ps_(ps), links_(links), steps_(steps) {
+  InGraphDriver(PsDriver &ps, Links &links) : ps_(ps), links_(links) {
     const Roster &roster = links.config().roster;
     for (size_t i = 1; i < roster.workers.size(); ++i) {
       Remote r;
@@ -818,13 +817,13 @@ public:
   }
 
   Status beforeStep(int64_t *globalStep, bool *done) override {
-    DTF_RETURN_IF_ERROR(ps_.beforeStep(globalStep, done));
-    if (*done || *globalStep >= steps_)
-      return Status::ok();
+    return ps_.beforeStep(globalStep, done);
+  }
+  Status startStep(int64_t globalStep) override {
     // The other towers run while this one does.
     for (Remote &r : remotes_) {
       r.reply = rpc::TowerReply();
-      r.pending = std::async(std::launch::async, [this, &r, step = *globalStep] {
+      r.pending = std::async(std::launch::async, [this, &r, step = globalStep] {
         rpc::TowerRequest req;
         *req.mutable_caller() = links_.caller();
         req.set_step(step);
@@ -927,7 +926,6 @@ private:
   };
   PsDriver &ps_;
   Links &links_;
-  int64_t steps_;
   std::vector<Remote> remotes_;
 };
 
@@ -1419,18 +1417,17 @@ private:
 /// stages (with the versions it pulled), runs its part, pushes.
 class StageLeadDriver : public train::StepDriver {
 public:
-  StageLeadDriver(PsDriver &ps, StageLinks &stages, uint64_t run,
-                  int64_t steps)
-      : ps_(ps), stages_(stages), run_(run), steps_(steps) {}
+  StageLeadDriver(PsDriver &ps, StageLinks &stages, uint64_t run)
+      : ps_(ps), stages_(stages), run_(run) {}
 
   Status beforeStep(int64_t *globalStep, bool *done) override {
-    DTF_RETURN_IF_ERROR(ps_.beforeStep(globalStep, done));
-    if (*done || *globalStep >= steps_)
-      return Status::ok(); // the trainer runs no step
+    return ps_.beforeStep(globalStep, done);
+  }
+  Status startStep(int64_t globalStep) override {
     std::vector<int64_t> versions;
     for (const PsLink &l : ps_.ps())
       versions.push_back(l.pulledVersion);
-    DTF_RETURN_IF_ERROR(stages_.setStep(run_, ++sequence_, *globalStep));
+    DTF_RETURN_IF_ERROR(stages_.setStep(run_, ++sequence_, globalStep));
     return stages_.begin(/*done=*/false, versions);
   }
   bool dropStep(const Status &failure) override {
@@ -1449,7 +1446,6 @@ private:
   PsDriver &ps_;
   StageLinks &stages_;
   uint64_t run_;
-  int64_t steps_;
   uint64_t sequence_ = 0;
 };
 
@@ -1674,8 +1670,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     stages->setAbandoned([&] {
       return config.stop && config.stop->load();
     });
-    lead = std::make_unique<StageLeadDriver>(
-        ps, *stages, run, base.steps >= 0 ? base.steps : t.steps());
+    lead = std::make_unique<StageLeadDriver>(ps, *stages, run);
     stageService->setRun(run);
     (void)stages->setStep(run, 0, 0);
     options.driver = lead.get();
@@ -1683,8 +1678,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     options.rendezvous = stages.get();
   }
   if (inGraph && chief) {
-    client = std::make_unique<InGraphDriver>(
-        ps, links, base.steps >= 0 ? base.steps : t.steps());
+    client = std::make_unique<InGraphDriver>(ps, links);
     options.driver = client.get();
   }
 

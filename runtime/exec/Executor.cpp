@@ -799,11 +799,19 @@ Status Executor::runNode(Node &node, uint64_t step) {
     return Status::ok();
   }
   if (node.kind == NodeKind::kRecv) {
-    Status s = options_.rendezvous->recv(node.key, node.peer, step,
-                                         &node.ctx->outputs()[0]);
+    Tensor &t = node.ctx->outputs()[0];
+    Status s = options_.rendezvous->recv(node.key, node.peer, step, &t);
     if (!s.isOk())
       return errorStatus(node.where, ": ", s.message());
-    return checkOutputs(node);
+    const int v = node.outputs[0];
+    if (!t.defined() || t.dtype() != valueDTypes_[v] ||
+        !plan::shapeFits(valueDims_[v], t.shape()))
+      return errorStatus(node.where, ": stage ", node.peer, " sent ",
+                         t.defined() ? t.describe() : std::string("nothing"),
+                         " under '", node.key, "', but the plan declares ",
+                         plan::typeString(valueDTypes_[v], valueDims_[v]),
+                         " (do both tasks run the same plan.bin?)");
+    return Status::ok();
   }
   KernelContext &ctx = *node.ctx;
   ctx.setStep(step, options_.seed);

@@ -720,6 +720,11 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       }
       if (jobDone || globalStep >= steps_)
         break;
+      s = options_.driver->startStep(globalStep);
+      if (!s.isOk()) {
+        setKind(kind, FailureKind::kRuntime);
+        return s;
+      }
     } else {
       if (step >= steps_)
         break;

@@ -52,6 +52,12 @@ public:
   virtual Status afterStep(exec::Executor &executor, int firstSend) = 0;
   /// Before an evaluation: the variables the eval program reads.
   virtual Status beforeEval() { return Status::ok(); }
+  /// The trainer will run a step at `globalStep` (called after beforeStep
+  /// when the job is not done).
+  virtual Status startStep(int64_t globalStep) {
+    (void)globalStep;
+    return Status::ok();
+  }
   /// A step whose run failed with `failure`: true drops it (no afterStep)
   /// and goes on with the next, whose beforeStep recovers; false fails.
   virtual bool dropStep(const Status &failure) {
