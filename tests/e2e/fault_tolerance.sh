@@ -199,66 +199,61 @@ if [ "$code" -ne 0 ] || [ -z "$restored" ] || [ -z "$last" ] || [ "$last" -lt 90
 fi
 echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last; ${streamed#*; }"
 
-echo "== model parallelism (one replica on 2 workers): kill -9 its stage 1 (worker.1)"
+# kill_during NAME PLAN VICTIM STEP: runs PLAN on a fresh 1 ps + 2 worker
+# cluster (log in $work/NAME.log, model dir $work/NAME) and kill -9s VICTIM
+# once the chief reaches STEP; sets code, killed, restored (the chief's first
+# restore) and last (its last eval step).
+kill_during() {
+  cluster "$work/$1.json"
+  log="$work/$1.log"
+  timeout 900 "$bin/dtf-run" "$2" --cluster "$work/$1.json" --log-every 100 \
+    --model-dir "$work/$1" > "$log" 2>&1 &
+  launcher=$!
+  killed=""
+  if wait_step "$4"; then
+    pid=$(pid_of "$3")
+    echo "   step >= $4: kill -9 $3 (pid $pid)"
+    kill -9 "$pid" && killed=yes
+  fi
+  set +e
+  wait "$launcher"
+  code=$?
+  set -e
+  restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
+  last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
+}
+# finished_without_restart STEPS: the job ended well, restored, and was not restarted.
+finished_without_restart() {
+  [ "$code" -eq 0 ] && [ -n "$killed" ] && [ -n "$restored" ] && [ -n "$last" ] && \
+    [ "$last" -ge "$1" ] && ! grep -q "restarting the job" "$log"
+}
+explain() {
+  echo "e2e: $1: exit $code, restored '$restored', last eval step '$last':" >&2
+  grep -E "launcher|restor|error|eval|waiting|gave up|dropped" "$log" | tail -20 >&2
+  exit 1
+}
+
 sed -e "s/steps = 2000/steps = 900/" -e "s/every = 1000/every = 900/" \
     -e 's/checkpoint every 500 steps keep 2/checkpoint every 100 steps keep 3/' \
     "$root/models/model_parallel.dtf" > "$work/staged.dtf"
 "$bin/dtfc" "$work/staged.dtf" -o "$work/staged.plan"
-cluster "$work/c5.json"
-log="$work/staged.log"
-timeout 900 "$bin/dtf-run" "$work/staged.plan" --cluster "$work/c5.json" --log-every 100 \
-  --model-dir "$work/staged" > "$log" 2>&1 &
-launcher=$!
-killed_at=""
-if wait_step 400; then
-  pid=$(pid_of worker.1)
-  echo "   step >= 400: kill -9 worker.1 (pid $pid)"
-  kill -9 "$pid"
-  killed_at=$(date +%s)
-fi
-set +e
-wait "$launcher"
-code=$?
-set -e
+
+echo "== model parallelism (one replica on 2 workers): kill -9 its stage 1 (worker.1)"
+kill_during staged "$work/staged.plan" worker.1 400
 # The chief names the lost stage within seconds (not --sync-timeout), the
 # job restarts from the last checkpoint, and every stage finishes.
 lost=$(grep -m1 -o "^worker.0 *| dtf-run: error: .*\(lost worker.1\|worker.1 at [0-9.:]* started again\).*" "$log" | cut -c1-160 || true)
-restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
-last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
 ran=$(grep -c "^worker.1 *| ran [0-9]* steps as stage 1" "$log" || true)
-if [ "$code" -ne 0 ] || [ -z "$killed_at" ] || [ -z "$lost" ] || [ -z "$restored" ] || \
+if [ "$code" -ne 0 ] || [ -z "$killed" ] || [ -z "$lost" ] || [ -z "$restored" ] || \
    [ -z "$last" ] || [ "$last" -lt 900 ] || [ "$ran" -lt 1 ]; then
-  echo "e2e: model-parallel stage failure: exit $code, lost '$lost', restored '$restored', last eval step '$last', stage-1 ends $ran:" >&2
-  grep -E "launcher|restor|error|eval|waiting|gave up" "$log" | tail -20 >&2
-  exit 1
+  explain "model-parallel stage failure (lost '$lost', stage-1 ends $ran)"
 fi
 echo "   ok: ${lost#*error: }"
 echo "   ok: ${restored#*| }; evaluated at step $last"
 
 echo "== model parallelism: kill -9 the ps; whichever stage notices, the replica recovers in place"
-cluster "$work/c7.json"
-log="$work/staged-ps.log"
-timeout 900 "$bin/dtf-run" "$work/staged.plan" --cluster "$work/c7.json" --log-every 100 \
-  --model-dir "$work/staged-ps" > "$log" 2>&1 &
-launcher=$!
-killed=""
-if wait_step 400; then
-  pid=$(pid_of ps.0)
-  echo "   step >= 400: kill -9 ps.0 (pid $pid)"
-  kill -9 "$pid" && killed=yes
-fi
-set +e
-wait "$launcher"
-code=$?
-set -e
-restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
-last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
-if [ "$code" -ne 0 ] || [ -z "$killed" ] || [ -z "$restored" ] || [ -z "$last" ] || \
-   [ "$last" -lt 900 ] || grep -q "restarting the job" "$log"; then
-  echo "e2e: model-parallel ps failure: exit $code, restored '$restored', last eval step '$last':" >&2
-  grep -E "launcher|restor|error|eval|waiting|gave up|dropped" "$log" | tail -20 >&2
-  exit 1
-fi
+kill_during staged-ps "$work/staged.plan" ps.0 400
+finished_without_restart 900 || explain "model-parallel ps failure"
 echo "   ok: ${restored#*| }; no job restart; evaluated at step $last$(grep -q 'step dropped' "$log" && echo '; a stage-1 pull noticed first and stage 0 dropped the step')"
 
 echo "== in-graph replication: kill -9 the ps; the client drops the step, restores, and goes on"
@@ -266,27 +261,6 @@ sed -e "s/steps = 2000/steps = 4000/" -e "s/every = 500/every = 4000/" \
     -e 's/checkpoint every 1000 steps keep 2/checkpoint every 200 steps keep 3/' \
     "$root/models/logistic_regression.dtf" > "$work/ingraph.dtf"
 "$bin/dtfc" "$work/ingraph.dtf" -o "$work/ingraph.plan"
-cluster "$work/c6.json"
-log="$work/ingraph.log"
-timeout 900 "$bin/dtf-run" "$work/ingraph.plan" --cluster "$work/c6.json" --log-every 100 \
-  --model-dir "$work/ingraph" > "$log" 2>&1 &
-launcher=$!
-killed=""
-if wait_step 1500; then
-  pid=$(pid_of ps.0)
-  echo "   step >= 1500: kill -9 ps.0 (pid $pid)"
-  kill -9 "$pid" && killed=yes
-fi
-set +e
-wait "$launcher"
-code=$?
-set -e
-restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
-last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
-if [ "$code" -ne 0 ] || [ -z "$killed" ] || [ -z "$restored" ] || [ -z "$last" ] || \
-   [ "$last" -lt 4000 ] || grep -q "restarting the job" "$log"; then
-  echo "e2e: in-graph ps failure: exit $code, restored '$restored', last eval step '$last':" >&2
-  grep -E "launcher|restor|error|eval|waiting|gave up|dropped" "$log" | tail -20 >&2
-  exit 1
-fi
+kill_during ingraph "$work/ingraph.plan" ps.0 1500
+finished_without_restart 4000 || explain "in-graph ps failure"
 echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last"
