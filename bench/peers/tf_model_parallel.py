@@ -27,7 +27,6 @@ as dtf runs unplaced computations on stage 0.
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fmnist  # noqa: E402
-from tf_ps_worker import free_ports, reap  # noqa: E402
+from tf_ps_worker import free_ports, reap, stop_all  # noqa: E402
 
 STAGE0 = "/job:worker/task:0"
 STAGE1 = "/job:worker/task:1"
@@ -179,17 +178,7 @@ def launch(a):
         result = json.loads(out.strip().splitlines()[-1])
     finally:
         # The ps and worker 1 serve until stopped (server.join()).
-        for job, t, p in procs:
-            if p.returncode is None:
-                os.kill(p.pid, signal.SIGTERM)
-        for job, t, p in procs:
-            if p.returncode is None:
-                r = reap(p, time.time() + 10)
-                if r is None:
-                    os.kill(p.pid, signal.SIGKILL)
-                    r = reap(p, time.time() + 10)
-                if r is not None:
-                    rss[f"{job}:{t}"] = r[1] / 1024.0
+        stop_all(procs, rss)
     return spec, result, rss
 
 

@@ -158,6 +158,23 @@ def reap(p, block_until):
         time.sleep(0.05)
 
 
+def stop_all(procs, rss):
+    """Stops the tasks of procs [(job, task, Popen)] still running (SIGTERM,
+    then SIGKILL after 10 s) and records each one's peak RSS in MB in rss
+    under "job:task"."""
+    for job, t, p in procs:
+        if p.returncode is None:
+            os.kill(p.pid, signal.SIGTERM)
+    for job, t, p in procs:
+        if p.returncode is None:
+            r = reap(p, time.time() + 10)
+            if r is None:
+                os.kill(p.pid, signal.SIGKILL)
+                r = reap(p, time.time() + 10)
+            if r is not None:
+                rss[f"{job}:{t}"] = r[1] / 1024.0
+
+
 def launch(a):
     ports = free_ports(a.ps + a.workers)
     spec = {"ps": [f"127.0.0.1:{p}" for p in ports[:a.ps]],
@@ -192,17 +209,7 @@ def launch(a):
     finally:
         # The ps tasks serve until stopped (server.join()); so do workers
         # left over after an error.
-        for job, t, p in procs:
-            if p.returncode is None:
-                os.kill(p.pid, signal.SIGTERM)
-        for job, t, p in procs:
-            if p.returncode is None:
-                r = reap(p, time.time() + 10)
-                if r is None:
-                    os.kill(p.pid, signal.SIGKILL)
-                    r = reap(p, time.time() + 10)
-                if r is not None:
-                    rss[f"{job}:{t}"] = r[1] / 1024.0
+        stop_all(procs, rss)
     return spec, results, rss
 
 
