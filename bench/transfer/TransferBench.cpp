@@ -15,6 +15,7 @@
 #include "runtime/distributed/Wire.h"
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanReader.h"
+#include "tests/support/OneVariablePs.h"
 
 #include <malloc.h>
 #include <netinet/in.h>
@@ -33,64 +34,6 @@
 using namespace dtf;
 
 namespace {
-
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
-  int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-plan::Plan transferPlan(int64_t elements) {
-  plan::Plan p;
-  p.set_format_version(plan::kPlanFormatVersion);
-  p.set_model("transfer");
-  plan::Variable *v = p.add_variables();
-  v->set_name("big");
-  v->mutable_type()->set_dtype(plan::F32);
-  v->mutable_type()->mutable_shape()->add_dims(elements);
-  v->mutable_initializer()->set_kind("zeros");
-  v->set_trainable(true);
-  v->set_partitions(1);
-  v->set_role("model");
-  plan::Program *t = p.mutable_train_step();
-  auto value = [&](int id, std::vector<int64_t> dims) {
-    plan::Value *val = t->add_values();
-    val->set_id(id);
-    val->mutable_type()->set_dtype(plan::F32);
-    for (int64_t d : dims)
-      val->mutable_type()->mutable_shape()->add_dims(d);
-  };
-  value(0, {elements});
-  value(1, {elements});
-  value(2, {});
-  plan::Op *read = t->add_ops();
-  read->set_name("dtf.read_variable");
-  read->add_outputs(0);
-  (*read->mutable_attrs())["name"].set_s("big");
-  plan::Op *grad = t->add_ops();
-  grad->set_name("dtf.input");
-  grad->add_outputs(1);
-  (*grad->mutable_attrs())["name"].set_s("g");
-  plan::Op *lr = t->add_ops();
-  lr->set_name("dtf.input");
-  lr->add_outputs(2);
-  (*lr->mutable_attrs())["name"].set_s("lr");
-  plan::Op *apply = t->add_ops();
-  apply->set_name("dtf.apply_sgd");
-  apply->add_inputs(0);
-  apply->add_inputs(1);
-  apply->add_inputs(2);
-  p.mutable_training()->set_seed(1);
-  (void)plan::partitionTrainStep(&p);
-  return p;
-}
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
@@ -156,7 +99,7 @@ int fail(const std::string &what, const grpc::Status &st) {
 int measure(int64_t mb, int repeat, size_t chunkBytes, Figures *f) {
   const int64_t elements = mb * (1 << 20) / 4;
   const bool single = mb < 2048; // one message: below 2 GiB
-  plan::Plan p = transferPlan(elements);
+  plan::Plan p = testing::oneVariableSgdPlan(elements, "transfer");
   plan::Placement placement;
   Status s = plan::placeVariables(p, 1, "round_robin", &placement);
   if (!s.isOk()) {
@@ -164,7 +107,7 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, Figures *f) {
     return 1;
   }
   dist::TaskConfig config;
-  const std::string address = "127.0.0.1:" + std::to_string(freePort());
+  const std::string address = "127.0.0.1:" + std::to_string(testing::freeLoopbackPort());
   config.roster.ps.push_back({"ps.0", address});
   config.roster.workers.push_back({"worker.0", "127.0.0.1:1"});
   config.planPath = "transfer";

@@ -8,12 +8,9 @@
 #include "runtime/distributed/Wire.h"
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanReader.h"
+#include "tests/support/OneVariablePs.h"
 
 #include <gtest/gtest.h>
-
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <thread>
@@ -24,68 +21,12 @@ namespace {
 constexpr int64_t kElements = 1000;
 constexpr size_t kChunk = 300; // bytes: a value crosses several chunks
 
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-  socklen_t n = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr *>(&a), &n);
-  int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-// var big: f32[kElements], updated by sgd from the pushed gradient and
-// learning rate.
-plan::Plan sgdPlan() {
-  plan::Plan p;
-  p.set_format_version(plan::kPlanFormatVersion);
-  p.set_model("stream");
-  plan::Variable *v = p.add_variables();
-  v->set_name("big");
-  v->mutable_type()->set_dtype(plan::F32);
-  v->mutable_type()->mutable_shape()->add_dims(kElements);
-  v->mutable_initializer()->set_kind("zeros");
-  v->set_trainable(true);
-  v->set_partitions(1);
-  v->set_role("model");
-  plan::Program *t = p.mutable_train_step();
-  auto value = [&](int id, std::vector<int64_t> dims) {
-    plan::Value *val = t->add_values();
-    val->set_id(id);
-    val->mutable_type()->set_dtype(plan::F32);
-    for (int64_t d : dims)
-      val->mutable_type()->mutable_shape()->add_dims(d);
-  };
-  value(0, {kElements});
-  value(1, {kElements});
-  value(2, {});
-  auto op = [&](const char *name, std::vector<int> in, std::vector<int> out) {
-    plan::Op *o = t->add_ops();
-    o->set_name(name);
-    for (int i : in)
-      o->add_inputs(i);
-    for (int i : out)
-      o->add_outputs(i);
-    return o;
-  };
-  (*op("dtf.read_variable", {}, {0})->mutable_attrs())["name"].set_s("big");
-  (*op("dtf.input", {}, {1})->mutable_attrs())["name"].set_s("g");
-  (*op("dtf.input", {}, {2})->mutable_attrs())["name"].set_s("lr");
-  op("dtf.apply_sgd", {0, 1, 2}, {});
-  p.mutable_training()->set_seed(1);
-  EXPECT_TRUE(plan::partitionTrainStep(&p).isOk());
-  return p;
-}
-
 class PsStream : public ::testing::Test {
 protected:
   void SetUp() override {
-    plan_ = sgdPlan();
+    plan_ = testing::oneVariableSgdPlan(kElements, "stream");
     ASSERT_TRUE(plan::placeVariables(plan_, 1, "round_robin", &placement_).isOk());
-    const std::string address = "127.0.0.1:" + std::to_string(freePort());
+    const std::string address = "127.0.0.1:" + std::to_string(testing::freeLoopbackPort());
     config_.roster.ps.push_back({"ps.0", address});
     config_.roster.workers.push_back({"worker.0", "127.0.0.1:1"});
     config_.planPath = "stream.plan";
