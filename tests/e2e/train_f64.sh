@@ -26,32 +26,7 @@ grep -q 'dtype: F64' "$work/f64.plan.txt" || fail "the plan has no F64 value"
 "$bin/dtf-run" "$work/f64.plan" --log-every 10 --threads 2 --model-dir "$work/model" \
   > "$work/train.log" 2>&1 || { tail -20 "$work/train.log" >&2; fail "dtf-run failed"; }
 cat "$work/train.log"
-python3 - "$work/train.log" <<'PY'
-import re, sys
-log = open(sys.argv[1]).read().splitlines()
-losses = [float(m.group(1)) for line in log if line.startswith("step ")
-          for m in [re.search(r"loss ([0-9.eE+-]+)", line)] if m]
-final = [l for l in log if l.startswith("final:")]
-failures = []
-if len(losses) < 2:
-    failures.append("fewer than two progress lines with a loss")
-elif not losses[-1] < 0.8 * losses[0]:
-    failures.append("the loss did not fall by 20%%: %s" % losses)
-if not final:
-    failures.append("no final: line")
-else:
-    fields = dict(kv.split("=", 1) for kv in final[-1][len("final:"):].split())
-    acc = float(fields.get("accuracy", "nan"))
-    if not acc > 0.5:
-        failures.append("test accuracy %s after 50 steps: want > 0.5" % acc)
-    if int(fields.get("steps", 0)) != 50:
-        failures.append("ran %s steps, not 50" % fields.get("steps"))
-for f in failures:
-    print("e2e: FAIL: " + f)
-print("e2e: f64 loss %s -> %s; %s" % (losses[0] if losses else "?", losses[-1] if losses else "?",
-                                      final[-1] if final else "no final line"))
-sys.exit(1 if failures else 0)
-PY
+python3 "$root/tests/e2e/check_training.py" "$work/train.log" 50 0.5 f64
 # The checkpoint's index names the variables with their dtype (docs/checkpoint-format.md).
 index="$work/model/ckpt-50.index"
 [ -f "$index" ] || fail "no ckpt-50.index (have: $(ls "$work/model"))"
