@@ -76,8 +76,7 @@ failed=0  # a failed run is reported in its row; the script then exits 1
 bw="not measured"
 if want bw; then
   echo "== loopback TCP bandwidth (256 MB, best of 3)"
-  bwjson=$(python3 "$root/bench/peers/loopback_bw.py" --mb 256 --repeat 3)
-  bw=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%d MB/s (%.1f Gbit/s; runs %s MB/s)" % (r["best_MBps"], r["best_Gbps"], r["runs_MBps"]))' "$bwjson")
+  bw=$(bench_loopback_bw)
   echo "   $bw"
   echo "== dtf push/pull of one 256 MB tensor through the ps service, one message and streamed (best of 5)"
   if [[ -x $build/bin/dtf-transfer-bench ]]; then

@@ -61,3 +61,13 @@ bench_dtf_timed_rate() {
       if (s[1] > w) { n++; inv += 1 / r } }
     END { if (n) printf "%.1f", n / inv }' "$1"
 }
+
+# bench_loopback_bw: loopback TCP bandwidth (256 MB, best of 3) as one line,
+# "N MB/s (G Gbit/s; runs [...] MB/s)": what any runtime here can move
+# between its tasks.
+bench_loopback_bw() {
+  local root json
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  json=$(python3 "$root/bench/peers/loopback_bw.py" --mb 256 --repeat 3) || return 1
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%d MB/s (%.1f Gbit/s; runs %s MB/s)" % (r["best_MBps"], r["best_Gbps"], r["runs_MBps"]))' "$json"
+}

@@ -109,8 +109,7 @@ fi
 bw="not measured"
 if want bw; then
   echo "== loopback TCP bandwidth (256 MB, best of 3)"
-  bwjson=$(python3 "$root/bench/peers/loopback_bw.py" --mb 256 --repeat 3)
-  bw=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%d MB/s (%.1f Gbit/s; runs %s MB/s)" % (r["best_MBps"], r["best_Gbps"], r["runs_MBps"]))' "$bwjson")
+  bw=$(bench_loopback_bw)
   echo "   $bw"
 fi
 
