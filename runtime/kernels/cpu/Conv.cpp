@@ -111,6 +111,23 @@ PrimitiveCache<PlannedPrimitive> &convCache() {
 // input row iy = oy * sh - padTop + ky * dh (likewise for columns). Speed
 // does not matter much here; each loop splits work that writes disjoint
 // outputs over the pool.
+// Calls fn(tap, iy, ix) for each filter tap (ky * kw + kx) of output
+// position (oy, ox) whose input position lies inside the image (taps on the
+// padding contribute nothing).
+template <typename F>
+void forEachTap(const Window2D &w, int64_t oy, int64_t ox, F &&fn) {
+  for (int64_t ky = 0; ky < w.kh; ++ky) {
+    const int64_t iy = oy * w.sh - w.padTop + ky * w.dh;
+    if (iy < 0 || iy >= w.ih)
+      continue;
+    for (int64_t kx = 0; kx < w.kw; ++kx) {
+      const int64_t ix = ox * w.sw - w.padLeft + kx * w.dw;
+      if (ix >= 0 && ix < w.iw)
+        fn(ky * w.kw + kx, iy, ix);
+    }
+  }
+}
+
 template <typename T>
 void refConvForward(const Window2D &w, const T *x, const T *f, T *y,
                     ThreadPool *pool) {
@@ -121,24 +138,16 @@ void refConvForward(const Window2D &w, const T *x, const T *f, T *y,
       for (int64_t ox = 0; ox < w.ow; ++ox) {
         T *out = y + ((n * w.oh + oy) * w.ow + ox) * w.oc;
         std::fill(out, out + w.oc, T(0));
-        for (int64_t ky = 0; ky < w.kh; ++ky) {
-          const int64_t iy = oy * w.sh - w.padTop + ky * w.dh;
-          if (iy < 0 || iy >= w.ih)
-            continue;
-          for (int64_t kx = 0; kx < w.kw; ++kx) {
-            const int64_t ix = ox * w.sw - w.padLeft + kx * w.dw;
-            if (ix < 0 || ix >= w.iw)
-              continue;
-            const T *in = x + ((n * w.ih + iy) * w.iw + ix) * w.c;
-            const T *fk = f + (ky * w.kw + kx) * w.c * w.oc;
-            for (int64_t c = 0; c < w.c; ++c) {
-              const T v = in[c];
-              const T *fc = fk + c * w.oc;
-              for (int64_t o = 0; o < w.oc; ++o)
-                out[o] += v * fc[o];
-            }
+        forEachTap(w, oy, ox, [&](int64_t tap, int64_t iy, int64_t ix) {
+          const T *in = x + ((n * w.ih + iy) * w.iw + ix) * w.c;
+          const T *fk = f + tap * w.c * w.oc;
+          for (int64_t c = 0; c < w.c; ++c) {
+            const T v = in[c];
+            const T *fc = fk + c * w.oc;
+            for (int64_t o = 0; o < w.oc; ++o)
+              out[o] += v * fc[o];
           }
-        }
+        });
       }
     }
   });
@@ -156,25 +165,17 @@ void refConvBackpropInput(const Window2D &w, const T *dy, const T *f, T *dx,
       for (int64_t oy = 0; oy < w.oh; ++oy)
         for (int64_t ox = 0; ox < w.ow; ++ox) {
           const T *g = dy + ((n * w.oh + oy) * w.ow + ox) * w.oc;
-          for (int64_t ky = 0; ky < w.kh; ++ky) {
-            const int64_t iy = oy * w.sh - w.padTop + ky * w.dh;
-            if (iy < 0 || iy >= w.ih)
-              continue;
-            for (int64_t kx = 0; kx < w.kw; ++kx) {
-              const int64_t ix = ox * w.sw - w.padLeft + kx * w.dw;
-              if (ix < 0 || ix >= w.iw)
-                continue;
-              T *d = dxn + (iy * w.iw + ix) * w.c;
-              const T *fk = f + (ky * w.kw + kx) * w.c * w.oc;
-              for (int64_t c = 0; c < w.c; ++c) {
-                const T *fc = fk + c * w.oc;
-                T acc = 0;
-                for (int64_t o = 0; o < w.oc; ++o)
-                  acc += g[o] * fc[o];
-                d[c] += acc;
-              }
+          forEachTap(w, oy, ox, [&](int64_t tap, int64_t iy, int64_t ix) {
+            T *d = dxn + (iy * w.iw + ix) * w.c;
+            const T *fk = f + tap * w.c * w.oc;
+            for (int64_t c = 0; c < w.c; ++c) {
+              const T *fc = fk + c * w.oc;
+              T acc = 0;
+              for (int64_t o = 0; o < w.oc; ++o)
+                acc += g[o] * fc[o];
+              d[c] += acc;
             }
-          }
+          });
         }
     }
   });
