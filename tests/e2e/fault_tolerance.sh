@@ -40,9 +40,12 @@ PY
 accuracy() { sed -n 's/^worker.0 *| eval .*accuracy \([0-9.]*\).*/\1/p' "$1" | tail -1; }
 
 echo "== uninterrupted"
+# With the same 4 KiB chunks as the run with failures below, so that the two
+# differ only by the failures (chunks make each step slower, and an async
+# job's accuracy depends on how stale its gradients are).
 cluster "$work/c0.json"
 timeout 600 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c0.json" --log-every 100 \
-  --model-dir "$work/clean" > "$work/clean.log" 2>&1 || {
+  --chunk-bytes 4096 --model-dir "$work/clean" > "$work/clean.log" 2>&1 || {
   echo "e2e: the uninterrupted run failed:" >&2; tail -30 "$work/clean.log" >&2; exit 1; }
 clean=$(accuracy "$work/clean.log")
 echo "   test accuracy $clean"
@@ -51,7 +54,7 @@ echo "== kill -9 worker.1, then ps.0, then the chief (worker.0)"
 cluster "$work/c1.json"
 log="$work/faulty.log"
 # In 4 KiB chunks: every pull, push and restore larger than that is a
-# stream, cut off by each kill (the clean run above used single messages).
+# stream, cut off by each kill.
 timeout 900 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c1.json" --log-every 100 \
   --chunk-bytes 4096 --model-dir "$work/faulty" > "$log" 2>&1 &
 launcher=$!
@@ -141,73 +144,15 @@ if [ -z "$last" ] || [ "$last" -lt "$more" ]; then
 fi
 echo "   ok: $(grep -o 'restored checkpoint.*' "$work/resharded.log" | head -1); test accuracy $acc at step $last"
 
-echo "== --chief-failover: kill -9 the chief; the chief role moves to worker.1"
-cluster "$work/c3.json"
-log="$work/failover.log"
-timeout 900 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c3.json" --log-every 100 \
-  --steps 1200 --chief-failover --model-dir "$work/failover" > "$log" 2>&1 &
-launcher=$!
-if wait_step 600; then
-  pid=$(pid_of worker.0)
-  echo "   step >= 600: kill -9 the chief worker.0 (pid $pid)"
-  kill -9 "$pid"
-fi
-set +e
-wait "$launcher"
-code=$?
-set -e
-moved=$(grep -c "moving the chief role to worker.1" "$log" || true)
-restored=$(grep -o "^worker.1 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
-last=$(sed -n 's/^worker.1 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
-if [ "$code" -ne 0 ] || [ "$moved" -lt 1 ] || [ -z "$restored" ] || [ -z "$last" ] || [ "$last" -lt 1200 ]; then
-  echo "e2e: chief failover: exit $code, moved '$moved', restored '$restored', last eval step '$last':" >&2
-  grep -E "launcher|restor|error|eval" "$log" | tail -20 >&2
-  exit 1
-fi
-echo "   ok: worker.1 took over as chief, ${restored#*| }, evaluated at step $last"
-
-echo "== sync (2 of 2 replicas): kill -9 the ps; every worker waits, the chief restores, all go on"
-sed -e "s/steps = 10000/steps = 900/" -e "s/every = 2000/every = 900/" \
-    -e 's/checkpoint every 5 min keep 3/checkpoint every 100 steps keep 3/' \
-    -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = sync(replicas_to_aggregate = 2)/' \
-    "$root/models/mlp.dtf" > "$work/sync.dtf"
-"$bin/dtfc" "$work/sync.dtf" -o "$work/sync.plan"
-cluster "$work/c4.json"
-log="$work/sync-ps.log"
-timeout 900 "$bin/dtf-run" "$work/sync.plan" --cluster "$work/c4.json" --log-every 100 \
-  --chunk-bytes 4096 --model-dir "$work/sync" > "$log" 2>&1 &
-launcher=$!
-if wait_step 400; then
-  pid=$(pid_of ps.0)
-  echo "   step >= 400: kill -9 ps.0 (pid $pid)"
-  kill -9 "$pid"
-fi
-set +e
-wait "$launcher"
-code=$?
-set -e
-restored=$(grep -o "^worker.0 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
-last=$(sed -n 's/^worker.0 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
-# The restarted ps took the checkpoint, and the pulls and pushes after it, as
-# streams (its final line counts them).
-streamed=$(grep -o "^ps.0 *| .*streamed in chunks of 4096 bytes: [1-9][0-9]* pulls, [1-9][0-9]* pushes, [1-9][0-9]* initializations" "$log" | tail -1 || true)
-if [ "$code" -ne 0 ] || [ -z "$restored" ] || [ -z "$last" ] || [ "$last" -lt 900 ] || \
-   [ -z "$streamed" ] || grep -q "restarting the job" "$log"; then
-  echo "e2e: sync ps failure: exit $code, restored '$restored', last eval step '$last', streamed '$streamed':" >&2
-  grep -E "launcher|restor|error|eval|waiting|gave up" "$log" | tail -20 >&2
-  exit 1
-fi
-echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last; ${streamed#*; }"
-
-# kill_during NAME PLAN VICTIM STEP: runs PLAN on a fresh 1 ps + 2 worker
-# cluster (log in $work/NAME.log, model dir $work/NAME) and kill -9s VICTIM
-# once the chief reaches STEP; sets code, killed, restored (the chief's first
-# restore) and last (its last eval step).
+# kill_during NAME PLAN VICTIM STEP [FLAGS...]: runs PLAN (with dtf-run
+# FLAGS) on a fresh 1 ps + 2 worker cluster (log in $work/NAME.log, model dir
+# $work/NAME) and kill -9s VICTIM once worker.0 reaches STEP; sets code,
+# killed, restored (worker.0's first restore) and last (its last eval step).
 kill_during() {
   cluster "$work/$1.json"
   log="$work/$1.log"
   timeout 900 "$bin/dtf-run" "$2" --cluster "$work/$1.json" --log-every 100 \
-    --model-dir "$work/$1" > "$log" 2>&1 &
+    --model-dir "$work/$1" "${@:5}" > "$log" 2>&1 &
   launcher=$!
   killed=""
   if wait_step "$4"; then
@@ -232,6 +177,35 @@ explain() {
   grep -E "launcher|restor|error|eval|waiting|gave up|dropped" "$log" | tail -20 >&2
   exit 1
 }
+
+echo "== --chief-failover: kill -9 the chief; the chief role moves to worker.1"
+kill_during failover "$work/ft.plan" worker.0 600 --steps 1200 --chief-failover
+moved=$(grep -c "moving the chief role to worker.1" "$log" || true)
+restored=$(grep -o "^worker.1 *| restored checkpoint ckpt-[0-9]*" "$log" | head -1 || true)
+last=$(sed -n 's/^worker.1 *| eval  step \([0-9]*\).*/\1/p' "$log" | tail -1)
+if [ "$code" -ne 0 ] || [ "$moved" -lt 1 ] || [ -z "$restored" ] || [ -z "$last" ] || [ "$last" -lt 1200 ]; then
+  echo "e2e: chief failover: exit $code, moved '$moved', restored '$restored', last eval step '$last':" >&2
+  grep -E "launcher|restor|error|eval" "$log" | tail -20 >&2
+  exit 1
+fi
+echo "   ok: worker.1 took over as chief, ${restored#*| }, evaluated at step $last"
+
+echo "== sync (2 of 2 replicas): kill -9 the ps; every worker waits, the chief restores, all go on"
+sed -e "s/steps = 10000/steps = 900/" -e "s/every = 2000/every = 900/" \
+    -e 's/checkpoint every 5 min keep 3/checkpoint every 100 steps keep 3/' \
+    -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = sync(replicas_to_aggregate = 2)/' \
+    "$root/models/mlp.dtf" > "$work/sync.dtf"
+"$bin/dtfc" "$work/sync.dtf" -o "$work/sync.plan"
+kill_during sync-ps "$work/sync.plan" ps.0 400 --chunk-bytes 4096
+# The restarted ps took the checkpoint, and the pulls and pushes after it, as
+# streams (its final line counts them).
+streamed=$(grep -o "^ps.0 *| .*streamed in chunks of 4096 bytes: [1-9][0-9]* pulls, [1-9][0-9]* pushes, [1-9][0-9]* initializations" "$log" | tail -1 || true)
+if ! finished_without_restart 900 || [ -z "$streamed" ]; then
+  echo "e2e: sync ps failure: exit $code, restored '$restored', last eval step '$last', streamed '$streamed':" >&2
+  grep -E "launcher|restor|error|eval|waiting|gave up" "$log" | tail -20 >&2
+  exit 1
+fi
+echo "   ok: ${restored#*| }; the job went on without a restart and evaluated at step $last; ${streamed#*; }"
 
 sed -e "s/steps = 2000/steps = 900/" -e "s/every = 1000/every = 900/" \
     -e 's/checkpoint every 500 steps keep 2/checkpoint every 100 steps keep 3/' \
