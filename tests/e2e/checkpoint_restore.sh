@@ -7,15 +7,8 @@
 # byte in a data file is reported with the tensor's name (exit 4), and --fresh
 # moves the checkpoints aside and starts at step 0.
 # usage: checkpoint_restore.sh BIN_DIR WORK_DIR
-set -euo pipefail
-bin=$1 work=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-data=/usr/share/datasets/fashion-mnist
-if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
-  echo "e2e: Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)" >&2
-  exit 1
-fi
-fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 rm -rf "$work"
 mkdir -p "$work"
 sed -e 's/steps = 10000/steps = 300/' -e 's/every = 2000/every = 300/' \

@@ -10,14 +10,8 @@
 # A model-parallel replica spans two worker tasks; its later stage must run
 # every step.
 # usage: distributed.sh BIN_DIR WORK_DIR
-set -euo pipefail
-bin=$1 work=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-data=/usr/share/datasets/fashion-mnist
-if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
-  echo "e2e: Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)" >&2
-  exit 1
-fi
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 rm -rf "$work" && mkdir -p "$work"
 
 # A cluster file with free loopback ports: cluster NAME PS WORKERS

@@ -10,14 +10,8 @@
 # their tensors in 4 KiB chunks (--chunk-bytes 4096), so the kills cut
 # streams and the restores go through InitializeStream.
 # usage: fault_tolerance.sh BIN_DIR WORK_DIR
-set -euo pipefail
-bin=$1 work=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-data=/usr/share/datasets/fashion-mnist
-if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
-  echo "e2e: Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)" >&2
-  exit 1
-fi
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 rm -rf "$work" && mkdir -p "$work"
 steps=2400
 sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \

@@ -6,15 +6,8 @@
 # second run must restore it. Then one ps and two workers train it in-graph on
 # 127.0.0.1, so the f64 variables and gradients cross the wire.
 # usage: train_f64.sh BIN_DIR WORK_DIR
-set -euo pipefail
-bin=$1 work=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-data=/usr/share/datasets/fashion-mnist
-if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
-  echo "e2e: Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)" >&2
-  exit 1
-fi
-fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 rm -rf "$work" && mkdir -p "$work"
 model="$root/tests/e2e/logistic_regression_f64.dtf"
 "$bin/dtfc" "$model" -o "$work/f64.plan"

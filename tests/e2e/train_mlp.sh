@@ -3,14 +3,8 @@
 # trains it for a few hundred steps on Fashion-MNIST, and the run must show the
 # loss falling and a test accuracy well above chance (0.1).
 # usage: train_mlp.sh BIN_DIR WORK_DIR
-set -euo pipefail
-bin=$1 work=$2
-root=$(cd "$(dirname "$0")/../.." && pwd)
-data=/usr/share/datasets/fashion-mnist
-if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
-  echo "e2e: Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)" >&2
-  exit 1
-fi
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
 mkdir -p "$work"
 # Fewer steps and a closer eval than the model file's, for CI.
 sed -e 's/steps = 10000/steps = 300/' -e 's/every = 2000/every = 300/' \
