@@ -1,0 +1,380 @@
+// The front end's layers (dense, conv2d, embedding, ...) and network calls:
+// how they name, create or share their variables.
+#include "compiler/frontend/ModelGen.h"
+
+#include "compiler/frontend/Builtins.h"
+#include "compiler/frontend/Diagnostics.h"
+#include "compiler/frontend/Parser.h"
+#include "dialects/Dtf/IR/DtfDialect.h"
+#include "dialects/Dtf/IR/ShapeInference.h"
+#include "runtime/core/DeviceName.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace mlir::dtf::frontend {
+
+std::optional<LayerName> ModelGen::layerNameFor(const ast::CallExpr &call,
+                                                StringRef kind) {
+  switch (call.naming) {
+  case ast::CallExpr::Naming::None: {
+    // dense_1, dense_2, ...: skipping names that `as` already took.
+    std::string full;
+    do {
+      unsigned n = ++autoCounters[prefix + kind.str()];
+      full = prefix + kind.str() + "_" + std::to_string(n);
+    } while (!sharing && layerNames.count(full));
+    if (!sharing)
+      layerNames.try_emplace(full, call.getLoc(), kind.str());
+    return LayerName{full, sharing};
+  }
+  case ast::CallExpr::Naming::As: {
+    std::string full = prefix + call.layerName;
+    if (sharing)
+      return LayerName{full, true};
+    auto [it, inserted] =
+        layerNames.try_emplace(full, call.layerLoc, kind.str());
+    if (inserted)
+      indexDefinition(
+          call.layerName, FrontendIndex::Kind::Layer, call.layerLoc,
+          call.callee + " " +
+              (findNetwork(call.callee) ? "network call" : "layer") +
+              ", variables " + full + "/...");
+    if (!inserted) {
+      auto diag = error(call.layerLoc)
+                  << "the name '" << full
+                  << "' is already used by another layer; write `shares "
+                  << call.layerName
+                  << "` to reuse its variables, or choose another name";
+      diag.attachNote(loc(it->second.first))
+          << "'" << full << "' is named here";
+      return std::nullopt;
+    }
+    return LayerName{full, false};
+  }
+  case ast::CallExpr::Naming::Shares: {
+    std::string full = prefix + call.layerName;
+    if (!layerNames.count(full) && !sharing) {
+      auto diag = error(call.layerLoc)
+                  << "shares '" << call.layerName
+                  << "', but no earlier layer or network call is named '"
+                  << call.layerName << "'";
+      std::vector<std::string> names;
+      for (const auto &entry : layerNames)
+        names.push_back(entry.first().str());
+      if (auto s = closestName(full, names))
+        diag << "; did you mean '" << *s << "'?";
+      return std::nullopt;
+    }
+    if (auto it = layerNames.find(full); it != layerNames.end()) {
+      indexReference(call.layerLoc, call.layerName.size(), it->second.first);
+      if (it->second.second != kind) {
+        auto diag = error(call.layerLoc)
+                    << "shares '" << call.layerName << "', which is a "
+                    << it->second.second << ", not a " << kind;
+        diag.attachNote(loc(it->second.first))
+            << "'" << full << "' is named here";
+        return std::nullopt;
+      }
+    }
+    return LayerName{full, true};
+  }
+  }
+  return std::nullopt;
+}
+
+Value ModelGen::layerVariable(const LayerName &layer, StringRef leaf,
+                              RankedTensorType type, InitializerAttr init,
+                              ast::Loc at, std::optional<int64_t> partitions) {
+  std::string symbol = layer.full + "/" + leaf.str();
+  if (!layer.share) {
+    if (!createVariable(symbol, type, init, /*trainable=*/true, at, partitions))
+      return nullptr;
+    return readVariable(symbol, at);
+  }
+  auto it = variables.find(symbol);
+  if (it == variables.end()) {
+    error(at) << "cannot share '" << layer.full << "': it has no variable '"
+              << symbol << "'";
+    return nullptr;
+  }
+  if (it->second.first.getType() != type) {
+    auto diag = error(at) << "cannot share '" << symbol << "': it is "
+                          << formatType(it->second.first.getType())
+                          << ", but this call needs " << formatType(type);
+    diag.attachNote(loc(it->second.second))
+        << "'" << symbol << "' is created here";
+    return nullptr;
+  }
+  return readVariable(symbol, at);
+}
+
+Value ModelGen::applyActivation(Value x, StringRef activation, ast::Loc at) {
+  Location l = loc(at);
+  if (activation == "relu")
+    return builder.create<ReluOp>(l, x);
+  if (activation == "sigmoid")
+    return builder.create<SigmoidOp>(l, x);
+  if (activation == "tanh")
+    return builder.create<TanhOp>(l, x);
+  if (activation == "softmax")
+    return builder.create<SoftmaxOp>(l, x, -1);
+  return x;
+}
+
+Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
+                         const BoundArgs &args) {
+  StringRef name = spec.name;
+  ast::Loc at = call.getLoc();
+  Location l = loc(at);
+  static const StringRef activations[] = {"none",    "linear", "relu",
+                                          "sigmoid", "tanh",   "softmax"};
+  Value x = tensorArg(args, spec.params.front());
+  if (!x)
+    return nullptr;
+  auto xt = cast<RankedTensorType>(x.getType());
+  std::optional<LayerName> layer = layerNameFor(call, name);
+  if (!layer)
+    return nullptr;
+
+  if (name == "embedding") {
+    std::optional<int64_t> vocab = intArg(args, "vocab", 0, 1, kMaxDimSize);
+    std::optional<int64_t> dim = intArg(args, "dim", 0, 1, kMaxDimSize);
+    std::optional<int64_t> partitions =
+        args.get("partitions") ? intArg(args, "partitions", 1, 1, kMaxDimSize)
+                               : std::optional<int64_t>(1);
+    std::optional<InitializerAttr> init;
+    if (args.get("initializer"))
+      init = buildInitializer(args.get("initializer"), at, "normal");
+    else
+      init =
+          InitializerAttr::get(context, InitKind::normal,
+                               builder.getDictionaryAttr(builder.getNamedAttr(
+                                   "stddev", builder.getF64FloatAttr(0.05))));
+    if (!vocab || !dim || !partitions || !init)
+      return nullptr;
+    if (*partitions > *vocab) {
+      error(resolve(args.get("partitions"))->getLoc())
+          << "partitions (" << *partitions << ") cannot exceed vocab ("
+          << *vocab << ")";
+      return nullptr;
+    }
+    if (!xt.getElementType().isInteger(32) &&
+        !xt.getElementType().isInteger(64)) {
+      auto diag = error(at) << "embedding needs integer ids (i32 or i64), got "
+                            << formatType(xt);
+      noteOrigin(diag, args.get("ids"), x);
+      return nullptr;
+    }
+    auto tableType =
+        RankedTensorType::get({*vocab, *dim}, builder.getF32Type());
+    Value table = layerVariable(*layer, "embeddings", tableType, *init, at,
+                                *partitions > 1 ? partitions : std::nullopt);
+    if (!table)
+      return nullptr;
+    return builder.create<GatherOp>(
+        l, *inferGather(tableType, xt, [] { return InFlightDiagnostic(); }),
+        table, x);
+  }
+
+  std::optional<std::string> activation =
+      symbolArg(args, "activation", activations, "none");
+  std::optional<bool> useBias = boolArg(args, "use_bias", true);
+  std::optional<InitializerAttr> kernelInit =
+      buildInitializer(args.get("kernel_initializer"), at, "glorot_uniform");
+  std::optional<InitializerAttr> biasInit =
+      buildInitializer(args.get("bias_initializer"), at, "zeros");
+  if (!activation || !useBias || !kernelInit || !biasInit)
+    return nullptr;
+  if (!isa<FloatType>(xt.getElementType())) {
+    auto diag = error(at) << name << " needs a floating-point input, got "
+                          << formatType(xt) << " (cast it first)";
+    noteOrigin(diag, args.get("x"), x);
+    return nullptr;
+  }
+  Type element = xt.getElementType();
+  Value y;
+  int64_t units;
+  if (name == "dense") {
+    std::optional<int64_t> u = intArg(args, "units", 0, 1, kMaxDimSize);
+    if (!u)
+      return nullptr;
+    units = *u;
+    if (xt.getRank() != 2 || ShapedType::isDynamic(xt.getDimSize(1))) {
+      auto diag = error(at) << "dense needs an input [batch, features] with a "
+                               "known number of features, got "
+                            << formatType(xt) << " (flatten it first)";
+      noteOrigin(diag, args.get("x"), x);
+      return nullptr;
+    }
+    auto kernelType = RankedTensorType::get({xt.getDimSize(1), units}, element);
+    Value kernel = layerVariable(*layer, "kernel", kernelType, *kernelInit, at);
+    if (!kernel)
+      return nullptr;
+    y = builder.create<MatmulOp>(
+        l, RankedTensorType::get({xt.getDimSize(0), units}, element), x, kernel,
+        false, false);
+  } else { // conv2d
+    std::optional<int64_t> filters = intArg(args, "filters", 0, 1, kMaxDimSize);
+    std::optional<SmallVector<int64_t>> kernelSize = pairArg(args, "kernel", 0);
+    std::optional<SmallVector<int64_t>> strides = pairArg(args, "strides", 1);
+    std::optional<SmallVector<int64_t>> dilation = pairArg(args, "dilation", 1);
+    std::optional<std::string> padding =
+        symbolArg(args, "padding", {"same", "valid"}, "same");
+    if (!filters || !kernelSize || !strides || !dilation || !padding)
+      return nullptr;
+    units = *filters;
+    if (xt.getRank() != 4 || ShapedType::isDynamic(xt.getDimSize(3))) {
+      auto diag = error(at)
+                  << "conv2d needs an NHWC input [batch, height, "
+                     "width, channels] with known channels, got "
+                  << formatType(xt)
+                  << " (reshape it, as in reshape(x, [-1, 28, 28, 1]))";
+      noteOrigin(diag, args.get("x"), x);
+      return nullptr;
+    }
+    auto kernelType = RankedTensorType::get(
+        {(*kernelSize)[0], (*kernelSize)[1], xt.getDimSize(3), units}, element);
+    Value kernel = layerVariable(*layer, "kernel", kernelType, *kernelInit, at);
+    if (!kernel)
+      return nullptr;
+    Padding pad = *padding == "same" ? Padding::same : Padding::valid;
+    std::pair<const ast::Expr *, Value> operands[] = {{args.get("x"), x}};
+    y = buildChecked<Conv2DOp>(
+        at, operands,
+        [&](EmitErrorFn emit) {
+          return inferConv2D(xt, kernelType, *strides, *dilation, pad, emit);
+        },
+        x, kernel, pad, *strides, *dilation);
+    if (!y)
+      return nullptr;
+  }
+  if (*useBias) {
+    auto biasType = RankedTensorType::get({units}, element);
+    Value bias = layerVariable(*layer, "bias", biasType, *biasInit, at);
+    if (!bias)
+      return nullptr;
+    y = builder.create<AddOp>(l, y.getType(), y, bias);
+  }
+  return applyActivation(y, *activation, at);
+}
+
+Value ModelGen::genNetworkCall(const ast::CallExpr &call,
+                               const ast::Network &network) {
+  if (llvm::is_contained(networkStack, &network) ||
+      networkStack.size() >= kMaxNetworkDepth) {
+    error(call.getLoc()) << "network '" << network.name
+                         << "' calls itself; networks cannot be recursive";
+    return nullptr;
+  }
+  // An unnamed call may not create variables: which ones it uses must be
+  // said with `as` (new) or `shares` (existing).
+  std::optional<LayerName> instance;
+  if (call.naming == ast::CallExpr::Naming::None)
+    instance =
+        LayerName{prefix + network.name + "." +
+                      std::to_string(++autoCounters["network." + network.name]),
+                  false};
+  else
+    instance = layerNameFor(call, network.name);
+  if (!instance)
+    return nullptr;
+
+  // Bind arguments to parameters, like a builtin's.
+  std::vector<StringRef> params;
+  for (const ast::Param &p : network.params)
+    params.push_back(p.name);
+  BuiltinSpec spec{network.name, BuiltinKind::Op, params, 0, "network"};
+  auto emit = [&](ast::Loc l) { return error(l); };
+  std::optional<BoundArgs> args =
+      bindArguments(spec, call.args, call.getLoc(), emit);
+  if (!args)
+    return nullptr;
+  Scope scope;
+  scope.isBarrier = true;
+  bool ok = true;
+  for (const ast::Param &p : network.params) {
+    const ast::Expr *arg = args->get(p.name);
+    if (!arg)
+      arg = p.defaultValue.get();
+    if (!arg) {
+      auto diag = error(call.getLoc()) << "network '" << network.name
+                                       << "' needs '" << p.name << "'";
+      diag.attachNote(loc(p.loc)) << "parameter declared here";
+      ok = false;
+      continue;
+    }
+    const ast::Expr *resolved = resolve(arg);
+    bool literal = isNumberLiteral(*resolved) || isa<ast::BoolExpr>(resolved) ||
+                   isa<ast::StringExpr>(resolved) ||
+                   isa<ast::DTypeExpr>(resolved) ||
+                   isa<ast::ListExpr>(resolved) ||
+                   (isa<ast::NameExpr>(resolved) &&
+                    !lookup(cast<ast::NameExpr>(resolved)->name));
+    if (literal) {
+      scope.bindings[p.name] = {
+          Binding::Kind::Literal, nullptr, "", resolved, p.loc, "parameter",
+          scopes.size()};
+      continue;
+    }
+    Value v = genExpr(*arg);
+    if (!v) {
+      ok = false;
+      continue;
+    }
+    scope.bindings[p.name] = {Binding::Kind::Value, v, "", nullptr, p.loc,
+                              "parameter"};
+  }
+  if (!ok)
+    return nullptr;
+
+  std::string savedPrefix = prefix;
+  bool savedSharing = sharing;
+  const ast::CallExpr *savedUnnamed = unnamedNetworkCall;
+  unnamedNetworkCall =
+      call.naming == ast::CallExpr::Naming::None
+          ? &call
+          : (sharing || call.naming != ast::CallExpr::Naming::None
+                 ? nullptr
+                 : unnamedNetworkCall);
+  llvm::StringMap<unsigned> savedCounters = std::move(autoCounters);
+  std::vector<Value> savedReturned = std::move(returned);
+  autoCounters.clear();
+  returned.clear();
+  prefix = instance->full + "/";
+  sharing = instance->share;
+  scopes.push_back(std::move(scope));
+  networkStack.push_back(&network);
+  unsigned errorsBefore = errors;
+  for (const ast::StmtPtr &stmt : network.body)
+    genStmt(*stmt);
+  networkStack.pop_back();
+  scopes.pop_back();
+  prefix = savedPrefix;
+  sharing = savedSharing;
+  unnamedNetworkCall = savedUnnamed;
+  autoCounters = std::move(savedCounters);
+  std::vector<Value> results = std::move(returned);
+  returned = std::move(savedReturned);
+
+  if (errors != errorsBefore)
+    return nullptr;
+  if (results.size() != 1) {
+    auto diag = error(call.getLoc()) << "network '" << network.name
+                                     << "' must end with one `return`";
+    diag.attachNote(loc(network.loc)) << "network defined here";
+    return nullptr;
+  }
+  return results.front();
+}
+
+} // namespace mlir::dtf::frontend

@@ -1,0 +1,564 @@
+// The front end's train block: optimizer, schedules, replication and update
+// modes, data, evaluation, checkpoints and summaries, as module attributes.
+#include "compiler/frontend/ModelGen.h"
+
+#include "compiler/frontend/Builtins.h"
+#include "compiler/frontend/Diagnostics.h"
+#include "compiler/frontend/Parser.h"
+#include "dialects/Dtf/IR/DtfDialect.h"
+#include "dialects/Dtf/IR/ShapeInference.h"
+#include "runtime/core/DeviceName.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace mlir::dtf::frontend {
+
+Attribute ModelGen::literalAttr(const ast::Expr *expr, StringRef what) {
+  expr = resolve(expr);
+  if (auto *n = dyn_cast<ast::NumberExpr>(expr))
+    return n->isInteger ? Attribute(builder.getI64IntegerAttr(
+                              static_cast<int64_t>(n->value)))
+                        : Attribute(builder.getF64FloatAttr(n->value));
+  if (isa<ast::NegExpr>(expr)) {
+    std::optional<double> v = numberValue(expr, what);
+    return v ? builder.getF64FloatAttr(*v) : Attribute();
+  }
+  if (auto *b = dyn_cast<ast::BoolExpr>(expr))
+    return builder.getBoolAttr(b->value);
+  if (auto *s = dyn_cast<ast::StringExpr>(expr))
+    return builder.getStringAttr(s->value);
+  if (auto *n = dyn_cast<ast::NameExpr>(expr))
+    return builder.getStringAttr(n->name);
+  if (auto *l = dyn_cast<ast::ListExpr>(expr)) {
+    SmallVector<Attribute> items;
+    for (const ast::ExprPtr &item : l->items) {
+      Attribute a = literalAttr(item.get(), what);
+      if (!a)
+        return nullptr;
+      items.push_back(a);
+    }
+    return builder.getArrayAttr(items);
+  }
+  if (isa<ast::CallExpr>(expr))
+    return configCall(expr, BuiltinKind::Schedule, what);
+  error(expr->getLoc()) << what
+                        << " must be a number, a bool, a string, a "
+                           "name or a list";
+  return nullptr;
+}
+
+Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
+  // What each parameter of the training calls takes.
+  enum class Rule {
+    Positive,
+    Fraction,
+    NonNegative,
+    Bool,
+    Count,
+    Threads,
+    Text,
+    Ints,
+    Numbers,
+    LearningRate,
+    Any
+  };
+  Rule rule =
+      llvm::StringSwitch<Rule>(param)
+          .Cases("epsilon", "clip_norm", "decay_rate", Rule::Positive)
+          .Cases("initial_accumulator_value", "learning_rate",
+                 Rule::LearningRate)
+          .Cases("beta1", "beta2", "decay", "momentum", Rule::Fraction)
+          .Cases("use_nesterov", "staircase", "soft_placement",
+                 "log_device_placement", "header", Rule::Bool)
+          .Cases("decay_steps", "examples", "replicas_to_aggregate",
+                 "total_num_replicas", Rule::Count)
+          .Cases("inter_op_threads", "intra_op_threads", "seed", Rule::Threads)
+          .Cases("path", "label", Rule::Text)
+          .Case("boundaries", Rule::Ints)
+          .Case("values", Rule::Numbers)
+          .Default(Rule::Any);
+  if (param == "initial_accumulator_value")
+    rule = Rule::NonNegative;
+  const ast::Expr *resolved = resolve(expr);
+  auto number = [&](auto check, StringRef what) -> Attribute {
+    std::optional<double> v = numberValue(resolved, param);
+    if (!v)
+      return nullptr;
+    if (!check(*v)) {
+      std::ostringstream shown;
+      shown << *v; // 6 significant digits: 0.5, -1, 1e-08
+      error(resolved->getLoc())
+          << param << " must be " << what << ", got " << shown.str();
+      return nullptr;
+    }
+    return builder.getF64FloatAttr(*v);
+  };
+  auto integer = [&](int64_t min) -> Attribute {
+    std::optional<int64_t> v = intValue(resolved, param);
+    if (!v)
+      return nullptr;
+    if (*v < min) {
+      error(resolved->getLoc())
+          << param << " must be at least " << min << ", got " << *v;
+      return nullptr;
+    }
+    return builder.getI64IntegerAttr(*v);
+  };
+  switch (rule) {
+  case Rule::LearningRate:
+    if (isa<ast::CallExpr>(resolved))
+      return configCall(resolved, BuiltinKind::Schedule,
+                        "learning-rate schedule");
+    return number([](double v) { return v > 0; }, "positive");
+  case Rule::Positive:
+    return number([](double v) { return v > 0; }, "positive");
+  case Rule::NonNegative:
+    return number([](double v) { return v >= 0; }, "zero or more");
+  case Rule::Fraction:
+    return number([](double v) { return v >= 0 && v < 1; }, "in [0, 1)");
+  case Rule::Count:
+    return integer(1);
+  case Rule::Threads:
+    return integer(0);
+  case Rule::Bool:
+    if (auto *b = dyn_cast<ast::BoolExpr>(resolved))
+      return builder.getBoolAttr(b->value);
+    error(resolved->getLoc()) << param << " must be true or false";
+    return nullptr;
+  case Rule::Text:
+    if (auto *str = dyn_cast<ast::StringExpr>(resolved))
+      return builder.getStringAttr(str->value);
+    if (param == "label" && isa<ast::NumberExpr>(resolved))
+      return integer(0);
+    error(resolved->getLoc()) << param << " must be a string, as in \"...\"";
+    return nullptr;
+  case Rule::Ints:
+  case Rule::Numbers: {
+    auto *list = dyn_cast<ast::ListExpr>(resolved);
+    if (!list) {
+      error(resolved->getLoc()) << param << " must be a list";
+      return nullptr;
+    }
+    SmallVector<Attribute> items;
+    for (const ast::ExprPtr &item : list->items) {
+      if (rule == Rule::Ints) {
+        std::optional<int64_t> v = intValue(item.get(), param);
+        if (!v)
+          return nullptr;
+        if (!items.empty() && *v <= cast<IntegerAttr>(items.back()).getInt()) {
+          error(item->getLoc()) << param << " must increase";
+          return nullptr;
+        }
+        items.push_back(builder.getI64IntegerAttr(*v));
+      } else {
+        std::optional<double> v = numberValue(item.get(), param);
+        if (!v)
+          return nullptr;
+        items.push_back(builder.getF64FloatAttr(*v));
+      }
+    }
+    return builder.getArrayAttr(items);
+  }
+  case Rule::Any:
+    return literalAttr(expr, param);
+  }
+  return nullptr;
+}
+
+Attribute ModelGen::configCall(const ast::Expr *expr, BuiltinKind kind,
+                               StringRef what) {
+  expr = resolve(expr);
+  StringRef callee;
+  const std::vector<ast::Arg> *args = nullptr;
+  static const std::vector<ast::Arg> none;
+  if (auto *call = dyn_cast<ast::CallExpr>(expr)) {
+    callee = call->callee;
+    args = &call->args;
+  } else if (auto *name = dyn_cast<ast::NameExpr>(expr)) {
+    callee = name->name;
+    args = &none;
+  } else {
+    error(expr->getLoc()) << what << " must be a call such as "
+                          << builtinsOfKind(kind).front()->name << "(...)";
+    return nullptr;
+  }
+  const BuiltinSpec *spec = lookupBuiltin(callee, kind);
+  if (!spec) {
+    std::vector<std::string> names;
+    for (const BuiltinSpec *s : builtinsOfKind(kind))
+      names.push_back(s->name.str());
+    auto diag = error(expr->getLoc())
+                << "unknown " << what << " '" << callee << "'";
+    if (auto s = closestName(callee, names))
+      diag << "; did you mean '" << *s << "'?";
+    else
+      diag << " (use " << llvm::join(names, ", ") << ")";
+    return nullptr;
+  }
+  auto emit = [&](ast::Loc l) { return error(l); };
+  std::optional<BoundArgs> bound =
+      bindArguments(*spec, *args, expr->getLoc(), emit);
+  if (!bound)
+    return nullptr;
+  NamedAttrList attrs;
+  attrs.append("kind", builder.getStringAttr(spec->name));
+  for (StringRef param : spec->params) {
+    const ast::Expr *value = bound->get(param);
+    if (!value)
+      continue;
+    Attribute attr = checkedSetting(value, param);
+    if (!attr)
+      return nullptr;
+    attrs.append(param, attr);
+  }
+  // Checks across parameters.
+  if (spec->name == "piecewise_constant") {
+    auto boundaries = dyn_cast_or_null<ArrayAttr>(attrs.get("boundaries"));
+    auto values = dyn_cast_or_null<ArrayAttr>(attrs.get("values"));
+    if (boundaries && values && values.size() != boundaries.size() + 1) {
+      error(expr->getLoc()) << "piecewise_constant needs one more value than "
+                               "boundaries, got "
+                            << boundaries.size() << " boundaries and "
+                            << values.size() << " values";
+      return nullptr;
+    }
+  }
+  return attrs.getDictionary(context);
+}
+
+Value ModelGen::graphValue(StringRef name, ast::Loc at, StringRef what) {
+  const Binding *b = lookup(name);
+  if (b && b->kind == Binding::Kind::Poisoned)
+    return nullptr;
+  if (!b || b->kind == Binding::Kind::Literal) {
+    auto diag = error(at) << what << " '" << name
+                          << "' is not a value of the graph";
+    if (auto s = closestName(name, namesInScope()))
+      diag << "; did you mean '" << *s << "'?";
+    return nullptr;
+  }
+  Value v = b->kind == Binding::Kind::Variable ? readVariable(b->symbol, at)
+                                               : b->value;
+  if (!v)
+    return nullptr;
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() != 0) {
+    auto diag = error(at) << what << " '" << name
+                          << "' must be a scalar, but it is "
+                          << formatType(type) << "; reduce it, as in mean(...)";
+    diag.attachNote(loc(b->loc)) << "'" << name << "' is defined here";
+    return nullptr;
+  }
+  return v;
+}
+
+void ModelGen::genTrain(
+    SmallVectorImpl<std::pair<std::string, Value>> &outputs) {
+  if (model.trainBlocks.empty())
+    return;
+  for (size_t i = 1; i < model.trainBlocks.size(); ++i) {
+    auto diag = error(model.trainBlocks[i]) << "a model has one train block";
+    diag.attachNote(loc(model.trainBlocks[0])) << "the first one is here";
+  }
+  NamedAttrList settings;
+  llvm::StringMap<ast::Loc> seen;
+  auto addOutput = [&](StringRef name, Value v) {
+    for (auto &[n, value] : outputs)
+      if (n == name)
+        return;
+    outputs.push_back({name.str(), v});
+  };
+  std::optional<std::pair<std::string, ast::Loc>> lossName;
+  static const StringRef keys[] = {
+      "loss",        "metrics", "optimizer", "clip_gradients", "moving_average",
+      "replication", "update",  "batch",     "steps",          "seed",
+      "data",        "eval",    "session"};
+  const ast::TrainItem *sync = nullptr;
+
+  for (const ast::TrainItem &item : model.train) {
+    std::string key = item.kind == ast::TrainItem::Kind::Setting ? item.key
+                      : item.kind == ast::TrainItem::Kind::Checkpoint
+                          ? "checkpoint"
+                          : "summary";
+    auto [it, inserted] = seen.try_emplace(key, item.loc);
+    if (!inserted) {
+      auto diag = error(item.loc) << "'" << key << "' is set twice";
+      diag.attachNote(loc(it->second)) << "first set here";
+      continue;
+    }
+    if (item.kind == ast::TrainItem::Kind::Checkpoint ||
+        item.kind == ast::TrainItem::Kind::Summary) {
+      bool checkpoint = item.kind == ast::TrainItem::Kind::Checkpoint;
+      static const StringRef checkpointUnits[] = {"s", "min", "steps"};
+      static const StringRef summaryUnits[] = {"steps", "s", "min"};
+      ArrayRef<StringRef> units = checkpoint
+                                      ? ArrayRef<StringRef>(checkpointUnits)
+                                      : ArrayRef<StringRef>(summaryUnits);
+      if (!llvm::is_contained(units, item.unit)) {
+        error(item.unitLoc) << "unknown unit '" << item.unit << "' (use "
+                            << llvm::join(units, ", ") << ")";
+        continue;
+      }
+      if (!(item.every > 0) || !std::isfinite(item.every)) {
+        error(item.everyLoc)
+            << key << " interval must be a positive number of reasonable size";
+        continue;
+      }
+      NamedAttrList policy;
+      policy.append("every", builder.getF64FloatAttr(item.every));
+      policy.append("unit", builder.getStringAttr(item.unit));
+      if (item.keep) {
+        if (*item.keep < 1) {
+          error(item.keepLoc) << "keep must be at least 1";
+          continue;
+        }
+        policy.append("keep", builder.getI64IntegerAttr(*item.keep));
+      }
+      if (!checkpoint) {
+        SmallVector<Attribute> names;
+        for (auto &[name, at] : item.names) {
+          if (Value v = graphValue(name, at, "summary value")) {
+            addOutput(name, v);
+            names.push_back(builder.getStringAttr(name));
+          }
+        }
+        policy.append("values", builder.getArrayAttr(names));
+      }
+      settings.append(key, policy.getDictionary(context));
+      continue;
+    }
+
+    const ast::Expr *value = item.value.get();
+    if (!llvm::is_contained(keys, StringRef(key))) {
+      auto diag = error(item.loc) << "unknown training setting '" << key << "'";
+      std::vector<std::string> names(std::begin(keys), std::end(keys));
+      names.push_back("checkpoint");
+      names.push_back("summary");
+      if (auto s = closestName(key, names))
+        diag << "; did you mean '" << *s << "'?";
+      continue;
+    }
+    if (key != "eval" && !item.extra.empty()) {
+      error(item.extra.front().keyLoc) << "'" << key << "' takes one value";
+      continue;
+    }
+    Attribute attr;
+    if (key == "loss") {
+      auto *name = dyn_cast<ast::NameExpr>(value);
+      if (!name) {
+        error(value->getLoc())
+            << "loss names a graph value, as in `loss = xent`";
+        continue;
+      }
+      lossName = {name->name, name->getLoc()};
+      continue;
+    } else if (key == "metrics") {
+      auto *list = dyn_cast<ast::ListExpr>(value);
+      if (!list) {
+        error(value->getLoc()) << "metrics is a list of graph values, as in "
+                                  "[loss, accuracy]";
+        continue;
+      }
+      SmallVector<Attribute> names;
+      for (const ast::ExprPtr &e : list->items) {
+        auto *name = dyn_cast<ast::NameExpr>(e.get());
+        if (!name) {
+          error(e->getLoc()) << "metrics lists names of graph values";
+          continue;
+        }
+        if (Value v = graphValue(name->name, name->getLoc(), "metric")) {
+          addOutput(name->name, v);
+          names.push_back(builder.getStringAttr(name->name));
+        }
+      }
+      attr = builder.getArrayAttr(names);
+    } else if (key == "optimizer") {
+      attr = configCall(value, BuiltinKind::Optimizer, "optimizer");
+    } else if (key == "clip_gradients") {
+      attr = configCall(value, BuiltinKind::Config, "clip_gradients");
+      if (attr &&
+          cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
+              "global_norm") {
+        error(value->getLoc()) << "clip_gradients takes global_norm(N)";
+        attr = nullptr;
+      }
+    } else if (key == "moving_average") {
+      std::optional<double> decay = numberValue(value, "moving_average");
+      if (decay && !(*decay > 0 && *decay < 1)) {
+        error(value->getLoc())
+            << "moving_average is a decay in (0, 1), as in 0.999";
+        decay.reset();
+      }
+      if (decay)
+        attr = builder.getF64FloatAttr(*decay);
+    } else if (key == "replication") {
+      if (auto s =
+              symbolValue(value, "replication", {"between_graph", "in_graph"}))
+        attr = builder.getStringAttr(*s);
+    } else if (key == "update") {
+      auto *name = dyn_cast<ast::NameExpr>(resolve(value));
+      auto *call = dyn_cast<ast::CallExpr>(resolve(value));
+      if (name && name->name == "async") {
+        attr = builder.getDictionaryAttr(
+            builder.getNamedAttr("kind", builder.getStringAttr("async")));
+      } else if ((name && name->name != "sync") ||
+                 (call && call->callee != "sync")) {
+        StringRef written =
+            name ? StringRef(name->name) : StringRef(call->callee);
+        auto diag = error(value->getLoc())
+                    << "update is async or sync(replicas_to_aggregate = N, "
+                       "total_num_replicas = M), not '"
+                    << written << "'";
+        if (auto s = closestName(written, {"async", "sync"}))
+          diag << "; did you mean '" << *s << "'?";
+      } else if (call || name) {
+        attr = configCall(value, BuiltinKind::Config, "update");
+        if (attr &&
+            cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
+                "sync") {
+          error(value->getLoc())
+              << "update is async or sync(replicas_to_aggregate "
+                 "= N, total_num_replicas = M)";
+          attr = nullptr;
+        }
+        sync = &item;
+      } else {
+        error(value->getLoc()) << "update is async or sync(...)";
+      }
+    } else if (key == "batch" || key == "steps" || key == "seed") {
+      if (std::optional<int64_t> n = intValue(value, key)) {
+        if (*n < (key == "seed" ? 0 : 1))
+          error(value->getLoc())
+              << key << " must be "
+              << (key == "seed" ? "non-negative" : "positive");
+        else
+          attr = builder.getI64IntegerAttr(*n);
+      }
+    } else if (key == "data" || key == "eval") {
+      attr = configCall(value, BuiltinKind::Data, "data source");
+      if (attr) {
+        auto dict = cast<DictionaryAttr>(attr);
+        NamedAttrList data(dict);
+        StringRef kindName = dict.getAs<StringAttr>("kind").getValue();
+        auto *call = dyn_cast<ast::CallExpr>(resolve(value));
+        if (kindName != "synthetic" && !dict.get("path")) {
+          error(value->getLoc()) << kindName << " needs a path";
+          continue;
+        }
+        if (auto path = dict.getAs<StringAttr>("path")) {
+          if (options.checkDataPaths &&
+              !llvm::sys::fs::exists(path.getValue())) {
+            const ast::Expr *pathExpr = call && !call->args.empty()
+                                            ? call->args.front().value.get()
+                                            : value;
+            emitWarning(loc(pathExpr->getLoc()))
+                << "data path '" << path.getValue()
+                << "' does not exist on this machine; training will need it";
+          }
+        }
+        if (auto split = dict.get("split")) {
+          auto s = dyn_cast<StringAttr>(split);
+          if (!s || (s.getValue() != "train" && s.getValue() != "test")) {
+            error(value->getLoc()) << "split is train or test";
+            continue;
+          }
+        }
+        for (const ast::Arg &extra : item.extra) {
+          if (extra.key != "every") {
+            error(extra.keyLoc) << "eval takes `every = N` (steps) after the "
+                                   "data source, not '"
+                                << extra.key << "'";
+            continue;
+          }
+          if (std::optional<int64_t> every =
+                  intValue(extra.value.get(), "every")) {
+            if (*every < 1)
+              error(extra.value->getLoc()) << "every must be positive";
+            else
+              data.append("every", builder.getI64IntegerAttr(*every));
+          }
+        }
+        attr = data.getDictionary(context);
+      }
+    } else if (key == "session") {
+      attr = configCall(value, BuiltinKind::Config, "session");
+      if (attr &&
+          cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
+              "session") {
+        error(value->getLoc()) << "session takes session(soft_placement = "
+                                  "true, inter_op_threads = 2, ...)";
+        attr = nullptr;
+      }
+    }
+    if (attr)
+      settings.append(key, attr);
+  }
+
+  // SyncReplicasOptimizer: aggregating more gradients than there are replicas
+  // would wait forever.
+  if (sync) {
+    if (auto dict = dyn_cast_or_null<DictionaryAttr>(settings.get("update"))) {
+      auto aggregate = dict.getAs<IntegerAttr>("replicas_to_aggregate");
+      auto total = dict.getAs<IntegerAttr>("total_num_replicas");
+      auto *call = dyn_cast<ast::CallExpr>(resolve(sync->value.get()));
+      auto argLoc = [&](StringRef name) {
+        if (call)
+          for (const ast::Arg &a : call->args)
+            if (a.key == name)
+              return a.keyLoc;
+        return sync->value->getLoc();
+      };
+      if ((dict.get("replicas_to_aggregate") && !aggregate) ||
+          (dict.get("total_num_replicas") && !total))
+        error(sync->value->getLoc()) << "sync takes integer replica counts";
+      else if ((aggregate && aggregate.getInt() < 1) ||
+               (total && total.getInt() < 1))
+        error(sync->value->getLoc()) << "replica counts must be at least 1";
+      else if (aggregate && total && aggregate.getInt() > total.getInt()) {
+        auto diag = error(argLoc("replicas_to_aggregate"))
+                    << "replicas_to_aggregate (" << aggregate.getInt()
+                    << ") exceeds total_num_replicas (" << total.getInt()
+                    << "): each step would wait for gradients that never come";
+        diag.attachNote(loc(argLoc("total_num_replicas")))
+            << "total_num_replicas is set here";
+      }
+    }
+  }
+
+  // The loss: named in the train block, or the graph value called `loss`.
+  Value loss;
+  if (lossName) {
+    loss = graphValue(lossName->first, lossName->second, "loss");
+  } else if (lookup("loss")) {
+    loss = graphValue("loss", model.trainBlocks.front(), "loss");
+    lossName = {"loss", model.trainBlocks.front()};
+  } else {
+    error(model.trainBlocks.front())
+        << "the train block has no loss: define `loss = ...` in the graph, "
+           "or write `loss = NAME` in the train block";
+  }
+  if (loss) {
+    if (!isa<FloatType>(
+            cast<RankedTensorType>(loss.getType()).getElementType()))
+      error(lossName->second) << "the loss must be floating-point, got "
+                              << formatType(loss.getType());
+    // The loss is the first result; a metric of the same name is the same.
+    llvm::erase_if(outputs,
+                   [&](auto &o) { return o.first == lossName->first; });
+    outputs.insert(outputs.begin(), {lossName->first, loss});
+    settings.append("loss", builder.getStringAttr(lossName->first));
+  }
+  module->setAttr("dtf.train", settings.getDictionary(context));
+}
+
+} // namespace mlir::dtf::frontend
