@@ -7,7 +7,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${DTF_BUILD_DIR:-$root/build}
 
-"$root/scripts/build.sh"
+# Only what the main job runs: dtfc and dtf-run (not the tests or the fuzz
+# configuration, which ./scripts/test.sh builds).
+DTF_BUILD_TARGETS="dtfc dtf-run" "$root/scripts/build.sh"
 mkdir -p "$build/runs"
 "$build/bin/dtfc" "$root/models/mnist_cnn.dtf" -o "$build/runs/mnist_cnn.plan"
 echo "dtfc: wrote $build/runs/mnist_cnn.plan"
