@@ -64,10 +64,10 @@ const std::vector<BuiltinSpec> &catalogue() {
       {"he_normal", K::Initializer, {"seed"}, 0, "He normal"},
       // Optimizers.
       {"sgd", K::Optimizer, {"learning_rate"}, 1, "gradient descent"},
-      {"momentum", K::Optimizer, {"learning_rate", "momentum", "use_nesterov"}, 1, "momentum"},
-      {"adam", K::Optimizer, {"learning_rate", "beta1", "beta2", "epsilon"}, 0, "Adam"},
+      {"momentum", K::Optimizer, {"learning_rate", "momentum", "use_nesterov", "lazy"}, 1, "momentum"},
+      {"adam", K::Optimizer, {"learning_rate", "beta1", "beta2", "epsilon", "lazy"}, 0, "Adam"},
       {"adagrad", K::Optimizer, {"learning_rate", "initial_accumulator_value"}, 1, "Adagrad"},
-      {"rmsprop", K::Optimizer, {"learning_rate", "decay", "momentum", "epsilon"}, 1, "RMSProp"},
+      {"rmsprop", K::Optimizer, {"learning_rate", "decay", "momentum", "epsilon", "lazy"}, 1, "RMSProp"},
       // Learning-rate schedules.
       {"exponential_decay", K::Schedule, {"learning_rate", "decay_steps", "decay_rate", "staircase"}, 3,
        "learning_rate * decay_rate ^ (step / decay_steps)"},

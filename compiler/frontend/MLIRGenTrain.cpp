@@ -78,7 +78,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
           .Cases("initial_accumulator_value", "learning_rate",
                  Rule::LearningRate)
           .Cases("beta1", "beta2", "decay", "momentum", Rule::Fraction)
-          .Cases("use_nesterov", "staircase", "soft_placement",
+          .Cases("use_nesterov", "lazy", "staircase", "soft_placement",
                  "log_device_placement", "header", Rule::Bool)
           .Cases("decay_steps", "examples", "replicas_to_aggregate",
                  "total_num_replicas", Rule::Count)

@@ -212,6 +212,13 @@ LogicalResult ProgramEmitter::run() {
         .Case([&](ApplyAdamOp o) { symbolOperands = {o.getVar(), o.getM(), o.getV()}; })
         .Case([&](ApplyAdagradOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
         .Case([&](ApplyRmspropOp o) { symbolOperands = {o.getVar(), o.getMs(), o.getMom()}; })
+        .Case([&](SparseApplySgdOp o) { symbolOperands = {o.getVar()}; })
+        .Case([&](SparseApplyMomentumOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
+        .Case([&](SparseApplyAdamOp o) { symbolOperands = {o.getVar(), o.getM(), o.getV()}; })
+        .Case([&](SparseApplyAdagradOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
+        .Case([&](SparseApplyRmspropOp o) {
+          symbolOperands = {o.getVar(), o.getMs(), o.getMom()};
+        })
         .Case([&](AssignAddOp o) { symbolOperands = {o.getVar()}; })
         .Case([&](MovingAverageUpdateOp o) { symbolOperands = {o.getAvg(), o.getVar()}; });
     std::vector<int32_t> symbolIds;

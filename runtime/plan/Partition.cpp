@@ -43,6 +43,103 @@ int64_t bytesOf(const Variable &v) {
   return n * elementBytes(v.type().dtype());
 }
 
+// A sparse update's fixed inputs (the variable, its slots, lr and Adam's
+// step) before its (indices, rows) pairs, and the dense op it stands for.
+struct SparseForm {
+  const char *dense;
+  int fixed;      // inputs before the pairs
+  int gradAt;     // where the dense op takes its gradient
+  bool lazyMatters; // the dense op must skip absent rows to match
+};
+
+const SparseForm *sparseForm(const std::string &name) {
+  static const std::map<std::string, SparseForm, std::less<>> forms = {
+      {"dtf.sparse_apply_sgd", {"dtf.apply_sgd", 2, 1, false}},
+      {"dtf.sparse_apply_momentum", {"dtf.apply_momentum", 3, 2, true}},
+      {"dtf.sparse_apply_adam", {"dtf.apply_adam", 5, 3, true}},
+      {"dtf.sparse_apply_adagrad", {"dtf.apply_adagrad", 3, 2, false}},
+      {"dtf.sparse_apply_rmsprop", {"dtf.apply_rmsprop", 4, 3, true}},
+  };
+  auto it = forms.find(name);
+  return it == forms.end() ? nullptr : &it->second;
+}
+
+// The cut sends dense gradients: each sparse update becomes, on the worker,
+// dtf.gather_grad of its pairs (summed), and on the ps the dense update,
+// told with `lazy` to leave the rows whose gradient is all zero untouched,
+// so that the slots of absent rows do not decay there either.
+Status densifySparseUpdates(Program *train) {
+  int32_t nextId = 0;
+  std::unordered_map<int32_t, int> valueIndex;
+  for (int v = 0; v < train->values_size(); ++v) {
+    nextId = std::max(nextId, train->values(v).id() + 1);
+    valueIndex[train->values(v).id()] = v;
+  }
+  google::protobuf::RepeatedPtrField<Op> ops;
+  for (int i = 0; i < train->ops_size(); ++i) {
+    const Op &op = train->ops(i);
+    const SparseForm *form = sparseForm(op.name());
+    if (!form) {
+      *ops.Add() = op;
+      continue;
+    }
+    const int pairs = op.inputs_size() - form->fixed;
+    if (pairs < 2 || pairs % 2 != 0 || !valueIndex.count(op.inputs(0)))
+      return errorStatus("train_step: ", describeOp(*train, i),
+                         " takes its variable, ", form->fixed - 1,
+                         " other inputs and pairs of (indices, rows); the "
+                         "plan gives it ",
+                         op.inputs_size(), " inputs");
+    const TensorType varType =
+        train->values(valueIndex.at(op.inputs(0))).type();
+    AttrValue paramsShape;
+    for (int64_t d : varType.shape().dims())
+      paramsShape.mutable_ints()->add_values(d);
+    auto newValue = [&] {
+      Value *v = train->add_values();
+      v->set_id(nextId++);
+      *v->mutable_type() = varType;
+      return v->id();
+    };
+    int32_t grad = -1;
+    for (int k = form->fixed; k + 1 < op.inputs_size(); k += 2) {
+      Op *scatter = ops.Add();
+      scatter->set_name("dtf.gather_grad");
+      scatter->add_inputs(op.inputs(k + 1)); // rows: the gather's dy
+      scatter->add_inputs(op.inputs(k));     // indices
+      scatter->add_outputs(newValue());
+      (*scatter->mutable_attrs())["params_shape"] = paramsShape;
+      scatter->set_device(op.device());
+      scatter->set_location(op.location());
+      if (grad >= 0) {
+        Op *add = ops.Add();
+        add->set_name("dtf.add");
+        add->add_inputs(grad);
+        add->add_inputs(scatter->outputs(0));
+        add->add_outputs(newValue());
+        add->set_device(op.device());
+        add->set_location(op.location());
+        grad = add->outputs(0);
+      } else {
+        grad = scatter->outputs(0);
+      }
+    }
+    Op *dense = ops.Add();
+    *dense = op;
+    dense->set_name(form->dense);
+    dense->clear_inputs();
+    for (int k = 0; k < form->fixed; ++k) {
+      if (k == form->gradAt)
+        dense->add_inputs(grad);
+      dense->add_inputs(op.inputs(k));
+    }
+    if (form->lazyMatters)
+      (*dense->mutable_attrs())["lazy"].set_b(true);
+  }
+  *train->mutable_ops() = std::move(ops);
+  return Status::ok();
+}
+
 } // namespace
 
 int localOperands(const Op &op) {
@@ -67,7 +164,8 @@ std::string updatedVariable(const Program &program, int opIndex) {
 }
 
 Status partitionTrainStep(Plan *plan) {
-  const Program &train = plan->train_step();
+  Program train = plan->train_step();
+  DTF_RETURN_IF_ERROR(densifySparseUpdates(&train));
   const int numOps = train.ops_size();
   std::unordered_map<int32_t, int> definedBy;
   for (int i = 0; i < numOps; ++i)

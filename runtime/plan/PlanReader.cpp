@@ -79,12 +79,14 @@ Status checkArity(const Program &program, int i, const std::string &what,
 
 int updatedOperands(const Op &op) {
   const std::string &n = op.name();
-  if (n == "dtf.apply_sgd" || n == "dtf.assign_add" ||
-      n == "dtf.moving_average_update")
+  if (n == "dtf.apply_sgd" || n == "dtf.sparse_apply_sgd" ||
+      n == "dtf.assign_add" || n == "dtf.moving_average_update")
     return 1;
-  if (n == "dtf.apply_momentum" || n == "dtf.apply_adagrad")
+  if (n == "dtf.apply_momentum" || n == "dtf.apply_adagrad" ||
+      n == "dtf.sparse_apply_momentum" || n == "dtf.sparse_apply_adagrad")
     return 2;
-  if (n == "dtf.apply_adam")
+  if (n == "dtf.apply_adam" || n == "dtf.sparse_apply_adam" ||
+      n == "dtf.sparse_apply_rmsprop")
     return 3;
   if (n == "dtf.apply_rmsprop") {
     auto it = op.attrs().find("centered");

@@ -425,3 +425,58 @@ LogicalResult DropoutOp::verify() {
     return emitOpError() << "needs a rate in [0, 1), got " << rate;
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Sparse updates
+//===----------------------------------------------------------------------===//
+
+/// Pairs (indices, rows): integer ids, and rows shaped as the ids followed by
+/// the variable's row shape (when the variable can be found), of lr's dtype.
+static LogicalResult verifySparseSlices(Operation *op, FlatSymbolRefAttr var,
+                                        Value lr, OperandRange slices) {
+  if (slices.empty() || slices.size() % 2 != 0)
+    return op->emitOpError() << "expects pairs of (indices, rows), got "
+                             << slices.size() << " slice operands";
+  auto variable =
+      SymbolTable::lookupNearestSymbolFrom<VariableOp>(op, var.getAttr());
+  Type element = cast<RankedTensorType>(lr.getType()).getElementType();
+  for (unsigned i = 0; i < slices.size(); i += 2) {
+    auto ids = cast<RankedTensorType>(slices[i].getType());
+    auto rows = cast<RankedTensorType>(slices[i + 1].getType());
+    if (!ids.getElementType().isInteger(32) &&
+        !ids.getElementType().isInteger(64))
+      return op->emitOpError() << "expects integer indices in slice " << i / 2
+                               << ", got " << ids;
+    if (rows.getElementType() != element)
+      return op->emitOpError() << "expects rows of the learning rate's dtype "
+                               << element << " in slice " << i / 2 << ", got "
+                               << rows;
+    if (!variable)
+      continue;
+    auto varType = cast<RankedTensorType>(variable.getType());
+    SmallVector<int64_t> expected(ids.getShape());
+    llvm::append_range(expected, varType.getShape().drop_front());
+    if (varType.getRank() < 1 || rows.getShape() != ArrayRef(expected))
+      return op->emitOpError()
+             << "expects rows shaped as the indices " << ids
+             << " followed by the row shape of " << varType << ", got "
+             << rows;
+  }
+  return success();
+}
+
+LogicalResult SparseApplySgdOp::verify() {
+  return verifySparseSlices(*this, getVarAttr(), getLr(), getSlices());
+}
+LogicalResult SparseApplyMomentumOp::verify() {
+  return verifySparseSlices(*this, getVarAttr(), getLr(), getSlices());
+}
+LogicalResult SparseApplyAdamOp::verify() {
+  return verifySparseSlices(*this, getVarAttr(), getLr(), getSlices());
+}
+LogicalResult SparseApplyAdagradOp::verify() {
+  return verifySparseSlices(*this, getVarAttr(), getLr(), getSlices());
+}
+LogicalResult SparseApplyRmspropOp::verify() {
+  return verifySparseSlices(*this, getVarAttr(), getLr(), getSlices());
+}

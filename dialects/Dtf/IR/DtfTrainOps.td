@@ -230,6 +230,71 @@ def Dtf_ApplyRmspropOp : Dtf_UpdateOp<"apply_rmsprop",
                        "type($grad) `,` type($lr)";
 }
 
+//===----------------------------------------------------------------------===//
+// Sparse updates: the gradient of a variable that is only gathered, as the
+// rows it picked (TensorFlow's IndexedSlices)
+//===----------------------------------------------------------------------===//
+
+class Dtf_SparseUpdateOp<string mnemonic, string what>
+    : Dtf_UpdateOp<mnemonic, what> {
+  let description = [{
+    `slices` are pairs (indices, rows): integer ids of the variable's rows
+    and, for each id, that row's gradient (rows have the shape of indices
+    followed by the variable's row shape, as the `dy` of `dtf.gather`).
+    Several pairs (a variable gathered more than once) and duplicate ids are
+    summed per row before the update, and only the rows present are touched;
+    the other rows and their slots keep their values. An id outside
+    [0, rows) is an error. dtf-optimize makes these ops from a gradient that
+    is one `dtf.gather_grad` or a sum of them.
+  }];
+  let hasVerifier = 1;
+}
+
+def Dtf_SparseApplySgdOp : Dtf_SparseUpdateOp<"sparse_apply_sgd",
+    "gradient descent on the rows present: var[i] -= lr * grad[i]"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, Dtf_FloatTensor:$lr,
+                       Variadic<Dtf_NumericTensor>:$slices);
+  let assemblyFormat = "$var `,` $lr `,` $slices attr-dict `:` type($lr) `,` type($slices)";
+}
+
+def Dtf_SparseApplyMomentumOp : Dtf_SparseUpdateOp<"sparse_apply_momentum",
+    "momentum on the rows present (SparseApplyMomentum)"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
+                       Dtf_FloatTensor:$lr, Variadic<Dtf_NumericTensor>:$slices,
+                       F64Attr:$momentum, UnitAttr:$use_nesterov);
+  let assemblyFormat = "$var `,` $accum `,` $lr `,` $slices `momentum` $momentum "
+                       "(`nesterov` $use_nesterov^)? attr-dict `:` type($lr) `,` type($slices)";
+}
+
+def Dtf_SparseApplyAdamOp : Dtf_SparseUpdateOp<"sparse_apply_adam",
+    "lazy Adam: m, v and var of the rows present (LazyAdam, SparseAdam)"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$m,
+                       FlatSymbolRefAttr:$v, Dtf_FloatTensor:$lr,
+                       Dtf_NumericTensor:$step, Variadic<Dtf_NumericTensor>:$slices,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon);
+  let assemblyFormat = "$var `,` $m `,` $v `,` $lr `,` $step `,` $slices `beta1` $beta1 "
+                       "`beta2` $beta2 `epsilon` $epsilon attr-dict `:` type($lr) "
+                       "`,` type($step) `,` type($slices)";
+}
+
+def Dtf_SparseApplyAdagradOp : Dtf_SparseUpdateOp<"sparse_apply_adagrad",
+    "Adagrad on the rows present (SparseApplyAdagrad)"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
+                       Dtf_FloatTensor:$lr, Variadic<Dtf_NumericTensor>:$slices);
+  let assemblyFormat = "$var `,` $accum `,` $lr `,` $slices attr-dict `:` type($lr) `,` type($slices)";
+}
+
+def Dtf_SparseApplyRmspropOp : Dtf_SparseUpdateOp<"sparse_apply_rmsprop",
+    "RMSProp on the rows present (SparseApplyRMSProp)"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$ms,
+                       FlatSymbolRefAttr:$mom, Dtf_FloatTensor:$lr,
+                       Variadic<Dtf_NumericTensor>:$slices, F64Attr:$decay,
+                       F64Attr:$momentum, F64Attr:$epsilon);
+  let assemblyFormat = "$var `,` $ms `,` $mom `,` $lr `,` $slices `decay` $decay "
+                       "`momentum` $momentum `epsilon` $epsilon attr-dict `:` "
+                       "type($lr) `,` type($slices)";
+}
+
 def Dtf_MovingAverageUpdateOp : Dtf_UpdateOp<"moving_average_update",
     "avg -= (1 - decay) * (avg - var)"> {
   let description = [{

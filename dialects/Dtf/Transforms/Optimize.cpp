@@ -23,6 +23,30 @@ double number(DictionaryAttr dict, StringRef key, double fallback) {
   return dict ? valueOf(dict.get(key), fallback) : fallback;
 }
 
+/// Appends the (indices, rows) pairs of a gradient made only of
+/// dtf.gather_grad ops, summed by same-type dtf.add ops, each used only
+/// there (a variable that is only gathered); false for any other gradient.
+/// `made` receives those ops, which the sparse update leaves unused.
+bool gatherSlices(Value g, SmallVectorImpl<Value> &slices,
+                  SmallVectorImpl<Operation *> &made) {
+  Operation *def = g.getDefiningOp();
+  if (!def || !g.hasOneUse())
+    return false;
+  if (auto grad = dyn_cast<GatherGradOp>(def)) {
+    slices.push_back(grad.getIndices());
+    slices.push_back(grad.getDy());
+    made.push_back(def);
+    return true;
+  }
+  auto add = dyn_cast<AddOp>(def);
+  if (!add || add.getLhs().getType() != g.getType() ||
+      add.getRhs().getType() != g.getType())
+    return false;
+  made.push_back(def);
+  return gatherSlices(add.getLhs(), slices, made) &&
+         gatherSlices(add.getRhs(), slices, made);
+}
+
 class UpdateBuilder {
 public:
   UpdateBuilder(ModuleOp module, func::FuncOp train, OpBuilder &b)
@@ -174,36 +198,66 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
       entry.second = clipped.getResult(i);
   }
 
+  // A variable that is only gathered (an embedding table) gets a sparse
+  // update of the rows its gathers picked, unless clipping needs its dense
+  // gradient or the optimizer is told to update every row (lazy = false:
+  // Adam's and momentum's slots then decay on every row, as TensorFlow 1's
+  // dense optimizers do).
+  auto lazyAttr = optimizer ? optimizer.getAs<BoolAttr>("lazy") : BoolAttr();
+  const bool lazy = !lazyAttr || lazyAttr.getValue();
+  const bool sparseAllowed =
+      !clip && (kind == "sgd" || kind == "adagrad" || lazy);
+  SmallVector<Operation *> unused; // dense gradients a sparse update replaced
   for (auto &[var, g] : grads) {
     auto name = FlatSymbolRefAttr::get(var.getSymNameAttr());
     loc = var.getLoc();
+    SmallVector<Value> slices;
+    SmallVector<Operation *> made;
+    const bool sparse = sparseAllowed && gatherSlices(g, slices, made);
+    if (sparse)
+      llvm::append_range(unused, made);
     if (kind == "sgd") {
-      b.create<ApplySgdOp>(loc, name, g, lr);
+      if (sparse)
+        b.create<SparseApplySgdOp>(loc, name, lr, slices);
+      else
+        b.create<ApplySgdOp>(loc, name, g, lr);
     } else if (kind == "momentum") {
       auto accum = slot(var, "Momentum", zerosInit());
-      auto nesterov = optimizer.getAs<BoolAttr>("use_nesterov");
-      b.create<ApplyMomentumOp>(loc, name, accum, g, lr,
-                                b.getF64FloatAttr(number(optimizer, "momentum", 0.9)),
-                                nesterov && nesterov.getValue() ? b.getUnitAttr() : UnitAttr());
+      auto momentum = b.getF64FloatAttr(number(optimizer, "momentum", 0.9));
+      auto useNesterov = optimizer.getAs<BoolAttr>("use_nesterov");
+      UnitAttr nesterov = useNesterov && useNesterov.getValue() ? b.getUnitAttr() : UnitAttr();
+      if (sparse)
+        b.create<SparseApplyMomentumOp>(loc, name, accum, lr, slices, momentum, nesterov);
+      else
+        b.create<ApplyMomentumOp>(loc, name, accum, g, lr, momentum, nesterov);
     } else if (kind == "adam") {
       auto m = slot(var, "Adam", zerosInit());
       auto v = slot(var, "Adam_1", zerosInit());
-      b.create<ApplyAdamOp>(loc, name, m, v, g, lr, step,
-                            b.getF64FloatAttr(number(optimizer, "beta1", 0.9)),
-                            b.getF64FloatAttr(number(optimizer, "beta2", 0.999)),
-                            b.getF64FloatAttr(number(optimizer, "epsilon", 1e-8)));
+      auto beta1 = b.getF64FloatAttr(number(optimizer, "beta1", 0.9));
+      auto beta2 = b.getF64FloatAttr(number(optimizer, "beta2", 0.999));
+      auto epsilon = b.getF64FloatAttr(number(optimizer, "epsilon", 1e-8));
+      if (sparse)
+        b.create<SparseApplyAdamOp>(loc, name, m, v, lr, step, slices, beta1, beta2, epsilon);
+      else
+        b.create<ApplyAdamOp>(loc, name, m, v, g, lr, step, beta1, beta2, epsilon);
     } else if (kind == "adagrad") {
       auto accum = slot(var, "Adagrad",
                         constantInit(number(optimizer, "initial_accumulator_value", 0.1)));
-      b.create<ApplyAdagradOp>(loc, name, accum, g, lr);
+      if (sparse)
+        b.create<SparseApplyAdagradOp>(loc, name, accum, lr, slices);
+      else
+        b.create<ApplyAdagradOp>(loc, name, accum, g, lr);
     } else if (kind == "rmsprop") {
       // TensorFlow 1 starts the mean square at one.
       auto ms = slot(var, "RMSProp", constantInit(1.0));
       auto mom = slot(var, "RMSProp_1", zerosInit());
-      b.create<ApplyRmspropOp>(loc, name, ms, mom, g, lr,
-                               b.getF64FloatAttr(number(optimizer, "decay", 0.9)),
-                               b.getF64FloatAttr(number(optimizer, "momentum", 0.0)),
-                               b.getF64FloatAttr(number(optimizer, "epsilon", 1e-10)));
+      auto decay = b.getF64FloatAttr(number(optimizer, "decay", 0.9));
+      auto momentum = b.getF64FloatAttr(number(optimizer, "momentum", 0.0));
+      auto epsilon = b.getF64FloatAttr(number(optimizer, "epsilon", 1e-10));
+      if (sparse)
+        b.create<SparseApplyRmspropOp>(loc, name, ms, mom, lr, slices, decay, momentum, epsilon);
+      else
+        b.create<ApplyRmspropOp>(loc, name, ms, mom, g, lr, decay, momentum, epsilon);
     } else {
       return train.emitError() << "unknown optimizer '" << kind << "'";
     }
@@ -231,6 +285,10 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
   b.create<AssignAddOp>(loc, FlatSymbolRefAttr::get(b.getContext(), "global_step"), scalarI64(1));
   b.create<func::ReturnOp>(ret.getLoc(), fetches);
   ret.erase();
+  // Users before producers: each is unused once the ones after it are gone.
+  for (Operation *op : unused)
+    if (op->use_empty())
+      op->erase();
   SmallVector<Type> types;
   for (Value v : fetches)
     types.push_back(v.getType());

@@ -9,9 +9,12 @@
 // when the executor asked for an output.
 #include "runtime/kernels/cpu/KernelUtil.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
+#include <vector>
 
 namespace dtf::cpu {
 namespace {
@@ -59,7 +62,7 @@ Status hyper(const KernelContext &ctx, const char *name, int index,
 
 // The variable, its slots and the gradient: f32 or f64, all of one type.
 Status checkOperands(const KernelContext &ctx, const char *name,
-                     std::initializer_list<const char *> names) {
+                     const std::vector<const char *> &names) {
   const int n = static_cast<int>(names.size());
   if (ctx.numInputs() < n)
     return errorStatus(name, " expects at least ", n, " inputs, got ",
@@ -92,54 +95,193 @@ template <typename T> T *mut(KernelContext &ctx, int i) {
   return ctx.mutableInput(i).data<T>();
 }
 
-// var -= lr * grad.
-Status applySgdKernel(KernelContext &ctx) {
-  const char *name = "dtf.apply_sgd";
-  DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"var", "grad"}));
+// The gradient of a dense update (`grad`, the variable's shape) or of a
+// sparse one (pairs of indices and rows from input `first` on), and how an
+// update rule visits the variable: rule(i, g) updates element i with its
+// gradient g.
+//
+// Dense: every element; with the `lazy` attribute (the ps side of a sparse
+// update, whose gradient travels dense) only the rows whose gradient is not
+// all zero. Sparse: the rows present, each once, with the rows of duplicate
+// ids summed first (in order within a pair, then pair by pair, so that the
+// sum is the one dtf.gather_grad and dtf.add would make).
+struct SparseRows {
+  std::vector<int64_t> ids;       // unique, ascending
+  std::vector<unsigned char> sum; // ids.size() rows of T
+};
+
+template <typename T>
+Status sumSparseRows(const KernelContext &ctx, const char *name, int first,
+                     SparseRows *out) {
+  const Tensor &var = ctx.input(0);
+  if (var.rank() < 1)
+    return errorStatus(name, " expects a variable with rows, got ",
+                       var.describe());
+  const int64_t rows = var.dim(0);
+  const int64_t width = var.numElements() / std::max<int64_t>(rows, 1);
+  if (ctx.numInputs() <= first || (ctx.numInputs() - first) % 2 != 0)
+    return errorStatus(name, " expects pairs of (indices, rows) from input ",
+                       first, ", got ", ctx.numInputs() - first, " inputs");
+  struct Entry {
+    int64_t id;
+    int pair;
+    const T *row;
+  };
+  std::vector<Entry> entries;
+  for (int k = first; k < ctx.numInputs(); k += 2) {
+    const Tensor &indices = ctx.input(k), &values = ctx.input(k + 1);
+    std::vector<int64_t> expected = indices.shape();
+    expected.insert(expected.end(), var.shape().begin() + 1, var.shape().end());
+    if (values.dtype() != var.dtype() || values.shape() != expected)
+      return errorStatus(name, " expects rows of type ", dtypeName(var.dtype()),
+                         shapeString(expected),
+                         " (the indices' shape, then a row's) in input ",
+                         k + 1, ", got ", values.describe());
+    DTF_RETURN_IF_ERROR(
+        dispatchIndex(name, indices.dtype(), [&](auto tag) -> Status {
+          using I = typename decltype(tag)::type;
+          const I *idx = indices.data<I>();
+          const T *v = values.data<T>();
+          for (int64_t i = 0; i < indices.numElements(); ++i) {
+            if (idx[i] < 0 || idx[i] >= rows)
+              return errorStatus(name, ": index ", int64_t(idx[i]),
+                                 " at position ", i, " of input ", k,
+                                 " is outside [0, ", rows, ")");
+            entries.push_back({int64_t(idx[i]), k, v + i * width});
+          }
+          return Status::ok();
+        }));
+  }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry &x, const Entry &y) { return x.id < y.id; });
+  std::vector<T> sum, partial(size_t(width), T(0));
+  for (size_t e = 0; e < entries.size();) {
+    const int64_t id = entries[e].id;
+    const size_t base = sum.size();
+    sum.resize(base + size_t(width), T(0));
+    T *acc = sum.data() + base;
+    bool firstPair = true;
+    while (e < entries.size() && entries[e].id == id) {
+      const int pair = entries[e].pair;
+      std::fill(partial.begin(), partial.end(), T(0));
+      for (; e < entries.size() && entries[e].id == id &&
+             entries[e].pair == pair;
+           ++e)
+        for (int64_t j = 0; j < width; ++j)
+          partial[size_t(j)] += entries[e].row[j];
+      for (int64_t j = 0; j < width; ++j)
+        acc[j] = firstPair ? partial[size_t(j)] : acc[j] + partial[size_t(j)];
+      firstPair = false;
+    }
+    out->ids.push_back(id);
+  }
+  out->sum.resize(sum.size() * sizeof(T));
+  std::memcpy(out->sum.data(), sum.data(), out->sum.size());
+  return Status::ok();
+}
+
+template <typename T, typename Rule>
+Status visitGradient(KernelContext &ctx, const char *name, bool sparse,
+                     int gradIndex, int firstPair, Rule &&rule) {
+  const Tensor &var = ctx.input(0);
+  const int64_t n = var.numElements();
+  const int64_t rows = var.rank() ? var.dim(0) : 1;
+  const int64_t width = n / std::max<int64_t>(rows, 1);
+  if (sparse) {
+    SparseRows present;
+    DTF_RETURN_IF_ERROR(sumSparseRows<T>(ctx, name, firstPair, &present));
+    const T *sum = reinterpret_cast<const T *>(present.sum.data());
+    parallelFor(ctx.threadPool(), int64_t(present.ids.size()),
+                std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(width, 1)),
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t u = lo; u < hi; ++u) {
+                    const int64_t at = present.ids[size_t(u)] * width;
+                    for (int64_t j = 0; j < width; ++j)
+                      rule(at + j, sum[u * width + j]);
+                  }
+                });
+    return Status::ok();
+  }
+  const T *g = ctx.input(gradIndex).data<T>();
+  if (!ctx.getBool("lazy") || var.rank() == 0) {
+    parallelFor(ctx.threadPool(), n, kCheapGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        rule(i, g[i]);
+    });
+    return Status::ok();
+  }
+  parallelFor(ctx.threadPool(), rows,
+              std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(width, 1)),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t r = lo; r < hi; ++r) {
+                  const T *gr = g + r * width;
+                  if (std::all_of(gr, gr + width, [](T x) { return x == T(0); }))
+                    continue;
+                  for (int64_t j = 0; j < width; ++j)
+                    rule(r * width + j, gr[j]);
+                }
+              });
+  return Status::ok();
+}
+
+// The operands of an update: dense ones take the variable, its slots and
+// the gradient (all of one type); sparse ones the variable and its slots,
+// with the pairs checked when the rows are summed.
+Status checkUpdateOperands(const KernelContext &ctx, const char *name,
+                           bool sparse, std::vector<const char *> names) {
+  if (!sparse)
+    names.push_back("grad");
+  return checkOperands(ctx, name, names);
+}
+
+// var -= lr * grad. Inputs: var, grad, lr (sparse: var, lr, pairs).
+Status applySgd(KernelContext &ctx, bool sparse) {
+  const char *name = sparse ? "dtf.sparse_apply_sgd" : "dtf.apply_sgd";
+  DTF_RETURN_IF_ERROR(checkUpdateOperands(ctx, name, sparse, {"var"}));
   double lr = 0;
-  DTF_RETURN_IF_ERROR(hyper(ctx, name, 2, "learning_rate", std::nullopt, &lr));
+  DTF_RETURN_IF_ERROR(
+      hyper(ctx, name, sparse ? 1 : 2, "learning_rate", std::nullopt, &lr));
   return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     T *var = mut<T>(ctx, 0);
-    const T *g = ctx.input(1).data<T>();
     const T a = T(lr);
-    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        var[i] -= a * g[i];
-    });
+    DTF_RETURN_IF_ERROR(visitGradient<T>(ctx, name, sparse, 1, 2,
+                                         [&](int64_t i, T g) { var[i] -= a * g; }));
     aliasVariable(ctx);
     return Status::ok();
   });
 }
 
 // accum = accum * momentum + grad; var -= lr * accum, or with use_nesterov
-// var -= lr * grad + lr * momentum * accum.
-Status applyMomentumKernel(KernelContext &ctx) {
-  const char *name = "dtf.apply_momentum";
-  DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"var", "accum", "grad"}));
+// var -= lr * grad + lr * momentum * accum. Inputs: var, accum, grad, lr
+// (sparse: var, accum, lr, pairs).
+Status applyMomentum(KernelContext &ctx, bool sparse) {
+  const char *name =
+      sparse ? "dtf.sparse_apply_momentum" : "dtf.apply_momentum";
+  DTF_RETURN_IF_ERROR(
+      checkUpdateOperands(ctx, name, sparse, {"var", "accum"}));
   double lr = 0, momentum = 0;
-  DTF_RETURN_IF_ERROR(hyper(ctx, name, 3, "learning_rate", std::nullopt, &lr));
+  DTF_RETURN_IF_ERROR(
+      hyper(ctx, name, sparse ? 2 : 3, "learning_rate", std::nullopt, &lr));
   DTF_RETURN_IF_ERROR(
       hyper(ctx, name, -1, "momentum", std::nullopt, &momentum));
   const bool nesterov = ctx.getBool("use_nesterov");
   return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     T *var = mut<T>(ctx, 0), *accum = mut<T>(ctx, 1);
-    const T *g = ctx.input(2).data<T>();
     const T a = T(lr), mu = T(momentum);
-    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-      if (nesterov) {
-        for (int64_t i = lo; i < hi; ++i) {
-          accum[i] = accum[i] * mu + g[i];
-          var[i] -= g[i] * a + accum[i] * mu * a;
-        }
-      } else {
-        for (int64_t i = lo; i < hi; ++i) {
-          accum[i] = accum[i] * mu + g[i];
-          var[i] -= accum[i] * a;
-        }
-      }
-    });
+    Status s = nesterov
+                   ? visitGradient<T>(ctx, name, sparse, 2, 3,
+                                      [&](int64_t i, T g) {
+                                        accum[i] = accum[i] * mu + g;
+                                        var[i] -= g * a + accum[i] * mu * a;
+                                      })
+                   : visitGradient<T>(ctx, name, sparse, 2, 3,
+                                      [&](int64_t i, T g) {
+                                        accum[i] = accum[i] * mu + g;
+                                        var[i] -= accum[i] * a;
+                                      });
+    DTF_RETURN_IF_ERROR(s);
     aliasVariable(ctx);
     return Status::ok();
   });
@@ -152,16 +294,20 @@ Status applyMomentumKernel(KernelContext &ctx) {
 //   var -= lr_t * m / (sqrt(v) + epsilon)
 // or with use_nesterov var -= lr_t * (m * beta1 + (1 - beta1) * grad) /
 // (sqrt(v) + epsilon). The powers are computed in double rather than kept as
-// f32 slots.
-Status applyAdamKernel(KernelContext &ctx) {
-  const char *name = "dtf.apply_adam";
-  DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"var", "m", "v", "grad"}));
+// f32 slots. Inputs: var, m, v, grad, lr, step (sparse: var, m, v, lr, step,
+// pairs: lazy Adam, the rows present only).
+Status applyAdam(KernelContext &ctx, bool sparse) {
+  const char *name = sparse ? "dtf.sparse_apply_adam" : "dtf.apply_adam";
+  DTF_RETURN_IF_ERROR(
+      checkUpdateOperands(ctx, name, sparse, {"var", "m", "v"}));
+  const int lrAt = sparse ? 3 : 4;
   double lr = 0, beta1 = 0, beta2 = 0, epsilon = 0, step = 0;
-  DTF_RETURN_IF_ERROR(hyper(ctx, name, 4, "learning_rate", std::nullopt, &lr));
+  DTF_RETURN_IF_ERROR(hyper(ctx, name, lrAt, "learning_rate", std::nullopt, &lr));
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "beta1", 0.9, &beta1));
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "beta2", 0.999, &beta2));
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "epsilon", 1e-8, &epsilon));
-  DTF_RETURN_IF_ERROR(hyper(ctx, name, 5, "step", double(ctx.step()), &step));
+  DTF_RETURN_IF_ERROR(
+      hyper(ctx, name, lrAt + 1, "step", double(ctx.step()), &step));
   if (step < 0)
     return errorStatus(name, " expects step >= 0 (updates so far), got ", step);
   const bool nesterov = ctx.getBool("use_nesterov");
@@ -172,39 +318,38 @@ Status applyAdamKernel(KernelContext &ctx) {
                     (1.0 - std::pow(beta1, t)));
     const T b1 = T(beta1), b2 = T(beta2), eps = T(epsilon);
     T *var = mut<T>(ctx, 0), *m = mut<T>(ctx, 1), *v = mut<T>(ctx, 2);
-    const T *g = ctx.input(3).data<T>();
-    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        m[i] += (g[i] - m[i]) * (T(1) - b1);
-        v[i] += (g[i] * g[i] - v[i]) * (T(1) - b2);
-        const T num = nesterov ? m[i] * b1 + (T(1) - b1) * g[i] : m[i];
-        var[i] -= lrT * num / (std::sqrt(v[i]) + eps);
-      }
-    });
+    DTF_RETURN_IF_ERROR(
+        visitGradient<T>(ctx, name, sparse, 3, 5, [&](int64_t i, T g) {
+          m[i] += (g - m[i]) * (T(1) - b1);
+          v[i] += (g * g - v[i]) * (T(1) - b2);
+          const T num = nesterov ? m[i] * b1 + (T(1) - b1) * g : m[i];
+          var[i] -= lrT * num / (std::sqrt(v[i]) + eps);
+        }));
     aliasVariable(ctx);
     return Status::ok();
   });
 }
 
 // accum += grad^2; var -= lr * grad / (sqrt(accum) + epsilon). epsilon
-// defaults to 0, which is ApplyAdagrad (TF1's AdagradOptimizer).
-Status applyAdagradKernel(KernelContext &ctx) {
-  const char *name = "dtf.apply_adagrad";
-  DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"var", "accum", "grad"}));
+// defaults to 0, which is ApplyAdagrad (TF1's AdagradOptimizer). Inputs:
+// var, accum, grad, lr (sparse: var, accum, lr, pairs).
+Status applyAdagrad(KernelContext &ctx, bool sparse) {
+  const char *name = sparse ? "dtf.sparse_apply_adagrad" : "dtf.apply_adagrad";
+  DTF_RETURN_IF_ERROR(
+      checkUpdateOperands(ctx, name, sparse, {"var", "accum"}));
   double lr = 0, epsilon = 0;
-  DTF_RETURN_IF_ERROR(hyper(ctx, name, 3, "learning_rate", std::nullopt, &lr));
+  DTF_RETURN_IF_ERROR(
+      hyper(ctx, name, sparse ? 2 : 3, "learning_rate", std::nullopt, &lr));
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "epsilon", 0.0, &epsilon));
   return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     T *var = mut<T>(ctx, 0), *accum = mut<T>(ctx, 1);
-    const T *g = ctx.input(2).data<T>();
     const T a = T(lr), eps = T(epsilon);
-    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        accum[i] += g[i] * g[i];
-        var[i] -= a * g[i] / (std::sqrt(accum[i]) + eps);
-      }
-    });
+    DTF_RETURN_IF_ERROR(
+        visitGradient<T>(ctx, name, sparse, 2, 3, [&](int64_t i, T g) {
+          accum[i] += g * g;
+          var[i] -= a * g / (std::sqrt(accum[i]) + eps);
+        }));
     aliasVariable(ctx);
     return Status::ok();
   });
@@ -215,18 +360,20 @@ Status applyAdagradKernel(KernelContext &ctx) {
 // With `centered` (inputs var, ms, mom, mg, grad): mg += (grad - mg) * (1 -
 // rho) and the denominator is sqrt(ms - mg^2 + epsilon). rho (alias decay)
 // defaults to 0.9, momentum to 0, epsilon to 1e-10 (TF1's RMSPropOptimizer).
-Status applyRmspropKernel(KernelContext &ctx) {
-  const char *name = "dtf.apply_rmsprop";
-  const bool centered = ctx.getBool("centered");
+// Sparse (not centered): var, ms, mom, lr, pairs.
+Status applyRmsprop(KernelContext &ctx, bool sparse) {
+  const char *name = sparse ? "dtf.sparse_apply_rmsprop" : "dtf.apply_rmsprop";
+  const bool centered = !sparse && ctx.getBool("centered");
   if (centered)
     DTF_RETURN_IF_ERROR(
-        checkOperands(ctx, name, {"var", "ms", "mom", "mg", "grad"}));
+        checkUpdateOperands(ctx, name, false, {"var", "ms", "mom", "mg"}));
   else
-    DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"var", "ms", "mom", "grad"}));
+    DTF_RETURN_IF_ERROR(
+        checkUpdateOperands(ctx, name, sparse, {"var", "ms", "mom"}));
   const int gradIndex = centered ? 4 : 3;
   double lr = 0, rho = 0, momentum = 0, epsilon = 0;
-  DTF_RETURN_IF_ERROR(
-      hyper(ctx, name, gradIndex + 1, "learning_rate", std::nullopt, &lr));
+  DTF_RETURN_IF_ERROR(hyper(ctx, name, sparse ? 3 : gradIndex + 1,
+                            "learning_rate", std::nullopt, &lr));
   DTF_RETURN_IF_ERROR(
       hyper(ctx, name, -1, "rho", ctx.getFloat("decay", 0.9), &rho));
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "momentum", 0.0, &momentum));
@@ -235,20 +382,18 @@ Status applyRmspropKernel(KernelContext &ctx) {
     using T = typename decltype(tag)::type;
     T *var = mut<T>(ctx, 0), *ms = mut<T>(ctx, 1), *mom = mut<T>(ctx, 2);
     T *mg = centered ? mut<T>(ctx, 3) : nullptr;
-    const T *g = ctx.input(gradIndex).data<T>();
     const T a = T(lr), r = T(rho), mu = T(momentum), eps = T(epsilon);
-    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        ms[i] += (g[i] * g[i] - ms[i]) * (T(1) - r);
-        T denom = ms[i] + eps;
-        if (centered) {
-          mg[i] += (g[i] - mg[i]) * (T(1) - r);
-          denom = ms[i] - mg[i] * mg[i] + eps;
-        }
-        mom[i] = mom[i] * mu + a * g[i] / std::sqrt(denom);
-        var[i] -= mom[i];
-      }
-    });
+    DTF_RETURN_IF_ERROR(visitGradient<T>(
+        ctx, name, sparse, gradIndex, 4, [&](int64_t i, T g) {
+          ms[i] += (g * g - ms[i]) * (T(1) - r);
+          T denom = ms[i] + eps;
+          if (centered) {
+            mg[i] += (g - mg[i]) * (T(1) - r);
+            denom = ms[i] - mg[i] * mg[i] + eps;
+          }
+          mom[i] = mom[i] * mu + a * g / std::sqrt(denom);
+          var[i] -= mom[i];
+        }));
     aliasVariable(ctx);
     return Status::ok();
   });
@@ -333,14 +478,25 @@ Status movingAverageUpdateKernel(KernelContext &ctx) {
   });
 }
 
+template <Status (*Apply)(KernelContext &, bool), bool Sparse>
+Status kernelOf(KernelContext &ctx) {
+  return Apply(ctx, Sparse);
+}
+
 } // namespace
 
 void registerOptimizerKernels(KernelRegistry &registry) {
-  registry.add("dtf.apply_sgd", applySgdKernel);
-  registry.add("dtf.apply_momentum", applyMomentumKernel);
-  registry.add("dtf.apply_adam", applyAdamKernel);
-  registry.add("dtf.apply_adagrad", applyAdagradKernel);
-  registry.add("dtf.apply_rmsprop", applyRmspropKernel);
+  // Each optimizer's dense and sparse forms share one update rule.
+  registry.add("dtf.apply_sgd", kernelOf<applySgd, false>);
+  registry.add("dtf.sparse_apply_sgd", kernelOf<applySgd, true>);
+  registry.add("dtf.apply_momentum", kernelOf<applyMomentum, false>);
+  registry.add("dtf.sparse_apply_momentum", kernelOf<applyMomentum, true>);
+  registry.add("dtf.apply_adam", kernelOf<applyAdam, false>);
+  registry.add("dtf.sparse_apply_adam", kernelOf<applyAdam, true>);
+  registry.add("dtf.apply_adagrad", kernelOf<applyAdagrad, false>);
+  registry.add("dtf.sparse_apply_adagrad", kernelOf<applyAdagrad, true>);
+  registry.add("dtf.apply_rmsprop", kernelOf<applyRmsprop, false>);
+  registry.add("dtf.sparse_apply_rmsprop", kernelOf<applyRmsprop, true>);
   registry.add("dtf.global_norm_clip", globalNormClipKernel);
   registry.add("dtf.moving_average_update", movingAverageUpdateKernel);
 }

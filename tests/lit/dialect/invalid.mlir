@@ -907,3 +907,39 @@ dtf.variable @wide_seed : tensor<10xf32> = #dtf.init<normal, {seed = 12345678901
 
 // expected-error @+1 {{'dtf.variable' op @int_half: constant 5.000000e-01 does not fit the variable's dtype 'i32'}}
 dtf.variable @int_half : tensor<10xi32> = #dtf.init<constant, {value = 0.5 : f64}>
+
+// -----
+
+dtf.variable @table : tensor<10x4xf32> = #dtf.init<zeros> {trainable}
+func.func @sparse_odd_slices(%lr: tensor<f32>, %ids: tensor<3xi64>) {
+  // expected-error @+1 {{'dtf.sparse_apply_sgd' op expects pairs of (indices, rows), got 1 slice operands}}
+  dtf.sparse_apply_sgd @table, %lr, %ids : tensor<f32>, tensor<3xi64>
+  return
+}
+
+// -----
+
+dtf.variable @table : tensor<10x4xf32> = #dtf.init<zeros> {trainable}
+func.func @sparse_float_ids(%lr: tensor<f32>, %ids: tensor<3xf32>, %rows: tensor<3x4xf32>) {
+  // expected-error @+1 {{'dtf.sparse_apply_sgd' op expects integer indices in slice 0, got 'tensor<3xf32>'}}
+  dtf.sparse_apply_sgd @table, %lr, %ids, %rows : tensor<f32>, tensor<3xf32>, tensor<3x4xf32>
+  return
+}
+
+// -----
+
+dtf.variable @table : tensor<10x4xf32> = #dtf.init<zeros> {trainable}
+func.func @sparse_row_shape(%lr: tensor<f32>, %ids: tensor<?x2xi64>, %rows: tensor<?x2x5xf32>) {
+  // expected-error @+1 {{'dtf.sparse_apply_adagrad' op expects rows shaped as the indices 'tensor<?x2xi64>' followed by the row shape of 'tensor<10x4xf32>', got 'tensor<?x2x5xf32>'}}
+  dtf.sparse_apply_adagrad @table, @acc, %lr, %ids, %rows : tensor<f32>, tensor<?x2xi64>, tensor<?x2x5xf32>
+  return
+}
+
+// -----
+
+dtf.variable @table : tensor<10x4xf64> = #dtf.init<zeros> {trainable}
+func.func @sparse_row_dtype(%lr: tensor<f64>, %ids: tensor<2xi32>, %rows: tensor<2x4xf32>) {
+  // expected-error @+1 {{'dtf.sparse_apply_sgd' op expects rows of the learning rate's dtype 'f64' in slice 0, got 'tensor<2x4xf32>'}}
+  dtf.sparse_apply_sgd @table, %lr, %ids, %rows : tensor<f64>, tensor<2xi32>, tensor<2x4xf32>
+  return
+}
