@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Sourced by the e2e scripts with their arguments (BIN_DIR WORK_DIR): sets
 # bin, work, root and data (Fashion-MNIST, which scripts/setup.sh installs;
-# its absence fails the test, naming the package), and fail().
+# its absence fails the test, naming the package), fail() and cluster_json().
 set -euo pipefail
 bin=$1 work=$2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -11,3 +11,17 @@ if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
   exit 1
 fi
 fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+
+# cluster_json FILE NUM_PS NUM_WORKERS: writes a cluster file whose tasks
+# listen on free ports of 127.0.0.1.
+cluster_json() {
+  python3 - "$@" <<'PY'
+import json, socket, sys
+path, nps, nworkers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+socks, addr = [], []
+for _ in range(nps + nworkers):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+    addr.append(f"127.0.0.1:{s.getsockname()[1]}")
+json.dump({"ps": addr[:nps], "worker": addr[nps:]}, open(path, "w"))
+PY
+}

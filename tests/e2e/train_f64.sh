@@ -32,14 +32,7 @@ grep -qx "restored checkpoint ckpt-50 from $work/model; continuing at step 50" "
 grep -q '^final: steps=60 ' "$work/restored.log" || fail "the restored run did not reach step 60"
 
 # One ps, two in-graph towers: f64 tensors on the wire and f64 tower sums.
-python3 - "$work/cluster.json" <<'PY'
-import json, socket, sys
-socks, ports = [], []
-for _ in range(3):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s); ports.append(s.getsockname()[1])
-addr = [f"127.0.0.1:{p}" for p in ports]
-json.dump({"ps": addr[:1], "worker": addr[1:]}, open(sys.argv[1], "w"))
-PY
+cluster_json "$work/cluster.json" 1 2
 timeout 300 "$bin/dtf-run" "$work/f64.plan" --cluster "$work/cluster.json" --log-every 10 \
   --model-dir "$work/cluster-model" > "$work/cluster.log" 2>&1 ||
   { tail -30 "$work/cluster.log" >&2; fail "the cluster run failed"; }
