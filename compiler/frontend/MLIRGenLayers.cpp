@@ -209,20 +209,24 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
     if (!u)
       return nullptr;
     units = *u;
-    if (xt.getRank() != 2 || ShapedType::isDynamic(xt.getDimSize(1))) {
-      auto diag = error(at) << "dense needs an input [batch, features] with a "
-                               "known number of features, got "
-                            << formatType(xt) << " (flatten it first)";
+    // Over the last axis, as Keras' Dense: [..., features] -> [..., units],
+    // one kernel shared by every leading position (tokens, time steps).
+    if (xt.getRank() < 2 || ShapedType::isDynamic(xt.getShape().back())) {
+      auto diag = error(at) << "dense needs an input [batch, ..., features] "
+                               "with a known number of features, got "
+                            << formatType(xt);
       noteOrigin(diag, args.get("x"), x);
       return nullptr;
     }
-    auto kernelType = RankedTensorType::get({xt.getDimSize(1), units}, element);
+    auto kernelType =
+        RankedTensorType::get({xt.getShape().back(), units}, element);
     Value kernel = layerVariable(*layer, "kernel", kernelType, *kernelInit, at);
     if (!kernel)
       return nullptr;
-    y = builder.create<MatmulOp>(
-        l, RankedTensorType::get({xt.getDimSize(0), units}, element), x, kernel,
-        false, false);
+    SmallVector<int64_t> outShape(xt.getShape().drop_back());
+    outShape.push_back(units);
+    y = builder.create<MatmulOp>(l, RankedTensorType::get(outShape, element),
+                                 x, kernel, false, false);
   } else { // conv2d
     std::optional<int64_t> filters = intArg(args, "filters", 0, 1, kMaxDimSize);
     std::optional<SmallVector<int64_t>> kernelSize = pairArg(args, "kernel", 0);

@@ -87,26 +87,23 @@ FailureOr<RankedTensorType> inferMatmul(RankedTensorType a, RankedTensorType b,
                 << " and " << b;
     return failure();
   }
-  if (a.getRank() != b.getRank()) {
-    emitError() << "matmul expects operands of the same rank, got " << a
+  // The batch dimensions (all but the last two) broadcast as NumPy's
+  // matmul does (TensorFlow's BatchMatMulV2): [B, T, K] @ [K, N] shares the
+  // matrix over B and T.
+  ArrayRef<int64_t> sa = a.getShape(), sb = b.getShape();
+  const int64_t ra = a.getRank(), rb = b.getRank();
+  FailureOr<SmallVector<int64_t>> batch =
+      broadcastShapes(sa.drop_back(2), sb.drop_back(2));
+  if (failed(batch)) {
+    emitError() << "matmul expects batch dimensions that broadcast, got " << a
                 << " and " << b;
     return failure();
   }
-  int64_t rank = a.getRank();
-  ArrayRef<int64_t> sa = a.getShape(), sb = b.getShape();
-  SmallVector<int64_t> out;
-  for (int64_t i = 0; i < rank - 2; ++i) {
-    if (sa[i] != sb[i]) {
-      emitError() << "matmul expects equal batch dimensions, got " << a
-                  << " and " << b;
-      return failure();
-    }
-    out.push_back(isDynamic(sa[i]) ? sb[i] : sa[i]);
-  }
-  int64_t m = transposeA ? sa[rank - 1] : sa[rank - 2];
-  int64_t ka = transposeA ? sa[rank - 2] : sa[rank - 1];
-  int64_t kb = transposeB ? sb[rank - 1] : sb[rank - 2];
-  int64_t n = transposeB ? sb[rank - 2] : sb[rank - 1];
+  SmallVector<int64_t> out(*batch);
+  int64_t m = transposeA ? sa[ra - 1] : sa[ra - 2];
+  int64_t ka = transposeA ? sa[ra - 2] : sa[ra - 1];
+  int64_t kb = transposeB ? sb[rb - 1] : sb[rb - 2];
+  int64_t n = transposeB ? sb[rb - 2] : sb[rb - 1];
   if (ka != kb) {
     emitError() << "matmul expects inner dimensions to match, got " << a
                 << (transposeA ? " (transposed)" : "") << " and " << b

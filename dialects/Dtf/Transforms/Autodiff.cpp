@@ -243,18 +243,38 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
       .Case([&](MatmulOp o) {
         Value a = o.getA(), m = o.getB();
         bool ta = o.getTransposeA(), tb = o.getTransposeB();
-        // With C = op(A) op(B): dA and dB in the layout of A and B.
+        // With C = op(A) op(B): dA and dB in the layout of A and B, summed
+        // over the batch dimensions that broadcasting shared.
         if (needs(a)) {
           Value g = !ta ? b.create<MatmulOp>(loc, dy, m, false, !tb)
                   : !tb ? b.create<MatmulOp>(loc, m, dy, false, true)
                         : b.create<MatmulOp>(loc, m, dy, true, true);
-          unary(a, g);
+          unary(a, unbroadcast(g, a));
         }
         if (needs(m)) {
-          Value g = !tb ? b.create<MatmulOp>(loc, a, dy, !ta, false)
-                  : !ta ? b.create<MatmulOp>(loc, dy, a, true, false)
-                        : b.create<MatmulOp>(loc, dy, a, true, true);
-          unary(m, g);
+          auto at = typeOf(a), mt = typeOf(m);
+          Value g;
+          if (mt.getRank() == 2 && at.getRank() > 2 && !ta && !tb) {
+            // [..., K] @ [K, N] (a dense layer over the last axis): dB is
+            // one [rows, K]^T [rows, N] product over every leading row.
+            const int64_t k = at.getShape().back();
+            const int64_t n = mt.getShape().back();
+            auto flat = [&](Value v, int64_t cols) -> Value {
+              int64_t rows = 1;
+              for (int64_t d : typeOf(v).getShape().drop_back())
+                rows = ShapedType::isDynamic(d) || ShapedType::isDynamic(rows)
+                           ? ShapedType::kDynamic
+                           : rows * d;
+              return b.create<ReshapeOp>(
+                  loc, RankedTensorType::get({rows, cols}, typeOf(v).getElementType()), v);
+            };
+            g = b.create<MatmulOp>(loc, flat(a, k), flat(dy, n), true, false);
+          } else {
+            g = !tb ? b.create<MatmulOp>(loc, a, dy, !ta, false)
+                : !ta ? b.create<MatmulOp>(loc, dy, a, true, false)
+                      : b.create<MatmulOp>(loc, dy, a, true, true);
+          }
+          unary(m, unbroadcast(g, m));
         }
         return success();
       })

@@ -4,8 +4,10 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace dtf::cpu {
 namespace {
@@ -58,18 +60,46 @@ Status matmulKernel(KernelContext &ctx) {
     return errorStatus(name, " expects inner dimensions to match, got ",
                        a.describe(), ta ? " (transposed)" : "", " and ",
                        b.describe(), tb ? " (transposed)" : "");
-  // Batch dimensions: equal, or absent on one side (that operand is shared).
+  // Batch dimensions (all but the last two) broadcast as NumPy's matmul:
+  // aligned at the right, a missing or size-1 dimension shared.
   std::vector<int64_t> aBatch(a.shape().begin(), a.shape().end() - 2);
   std::vector<int64_t> bBatch(b.shape().begin(), b.shape().end() - 2);
-  if (!aBatch.empty() && !bBatch.empty() && aBatch != bBatch)
-    return errorStatus(name, " expects equal batch dimensions, got ",
-                       a.describe(), " and ", b.describe());
-  std::vector<int64_t> outShape = aBatch.empty() ? bBatch : aBatch;
+  const size_t batchRank = std::max(aBatch.size(), bBatch.size());
+  std::vector<int64_t> outShape(batchRank);
+  for (size_t i = 0; i < batchRank; ++i) {
+    const size_t pa = batchRank - aBatch.size(), pb = batchRank - bBatch.size();
+    const int64_t da = i < pa ? 1 : aBatch[i - pa];
+    const int64_t db = i < pb ? 1 : bBatch[i - pb];
+    if (da != db && da != 1 && db != 1)
+      return errorStatus(name, " expects batch dimensions that broadcast, got ",
+                         a.describe(), " and ", b.describe());
+    outShape[i] = da == 1 ? db : da;
+  }
   const int64_t batch = numElementsOf(outShape);
+  // Each output matrix's operands: the offsets (in matrices) into a and b.
+  std::vector<int64_t> aAt(size_t(batch), 0), bAt(size_t(batch), 0);
+  for (int64_t i = 0; i < batch; ++i) {
+    int64_t rest = i, strideA = 1, strideB = 1;
+    for (size_t d = batchRank; d-- > 0;) {
+      const int64_t idx = rest % outShape[d];
+      rest /= outShape[d];
+      const size_t pa = batchRank - aBatch.size(), pb = batchRank - bBatch.size();
+      if (d >= pa) {
+        const int64_t da = aBatch[d - pa];
+        aAt[size_t(i)] += (da == 1 ? 0 : idx) * strideA;
+        strideA *= da;
+      }
+      if (d >= pb) {
+        const int64_t db = bBatch[d - pb];
+        bAt[size_t(i)] += (db == 1 ? 0 : idx) * strideB;
+        strideB *= db;
+      }
+    }
+  }
+  const bool bShared = numElementsOf(bBatch) == 1;
+  const bool aWhole = numElementsOf(aBatch) == batch;
   outShape.push_back(m);
   outShape.push_back(n);
-  const int64_t aStride = aBatch.empty() ? 0 : m * k,
-                bStride = bBatch.empty() ? 0 : k * n;
   const int64_t lda = a.dim(-1), ldb = b.dim(-1);
 
   return dispatchNumeric(name, a.dtype(), [&](auto tag) -> Status {
@@ -86,12 +116,12 @@ Status matmulKernel(KernelContext &ctx) {
     }
     // [B, M, K] x [K, N] is one [B*M, K] x [K, N] product.
     int64_t gemmBatch = batch, gemmM = m;
-    if (bStride == 0 && aStride != 0 && !ta) {
+    if (bShared && aWhole && !ta) {
       gemmM = batch * m;
       gemmBatch = 1;
     }
     for (int64_t i = 0; i < gemmBatch; ++i) {
-      const T *ai = pa + i * aStride, *bi = pb + i * bStride;
+      const T *ai = pa + aAt[size_t(i)] * m * k, *bi = pb + bAt[size_t(i)] * k * n;
       T *ci = pc + i * m * n;
       if constexpr (std::is_same_v<T, float>) {
         dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', gemmM, n,

@@ -218,17 +218,8 @@ func.func @matmul_rank1(%a: tensor<784xf32>, %b: tensor<784x10xf32>) {
 
 // -----
 
-func.func @matmul_rank_mismatch(%a: tensor<8x4x5xf32>, %b: tensor<5x6xf32>) {
-  // expected-error @+2 {{matmul expects operands of the same rank, got 'tensor<8x4x5xf32>' and 'tensor<5x6xf32>'}}
-  // expected-error @+1 {{failed to infer returned types}}
-  %0 = dtf.matmul %a, %b : (tensor<8x4x5xf32>, tensor<5x6xf32>) -> tensor<8x4x6xf32>
-  return
-}
-
-// -----
-
 func.func @matmul_batch_mismatch(%a: tensor<8x4x5xf32>, %b: tensor<7x5x6xf32>) {
-  // expected-error @+2 {{matmul expects equal batch dimensions, got 'tensor<8x4x5xf32>' and 'tensor<7x5x6xf32>'}}
+  // expected-error @+2 {{matmul expects batch dimensions that broadcast, got 'tensor<8x4x5xf32>' and 'tensor<7x5x6xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}
   %0 = dtf.matmul %a, %b : (tensor<8x4x5xf32>, tensor<7x5x6xf32>) -> tensor<8x4x6xf32>
   return

@@ -95,6 +95,11 @@ func.func @linear_and_conv(%x: tensor<?x784xf32>, %w: tensor<784x500xf32>, %dy: 
   %0 = dtf.matmul %x, %w : (tensor<?x784xf32>, tensor<784x500xf32>) -> tensor<?x500xf32>
   // CHECK: dtf.matmul %{{.*}}, %{{.*}} transpose_a : (tensor<?x784xf32>, tensor<?x500xf32>) -> tensor<784x500xf32>
   %1 = dtf.matmul %x, %dy transpose_a : (tensor<?x784xf32>, tensor<?x500xf32>) -> tensor<784x500xf32>
+  // Batch dimensions broadcast: one matrix shared over B and 16 patches.
+  // CHECK: dtf.matmul %{{.*}}, %{{.*}} : (tensor<?x16x49xf32>, tensor<49x64xf32>) -> tensor<?x16x64xf32>
+  %tok = dtf.reshape %x : tensor<?x784xf32> -> tensor<?x16x49xf32>
+  %proj = dtf.constant dense<0.5> : tensor<49x64xf32>
+  %bm = dtf.matmul %tok, %proj : (tensor<?x16x49xf32>, tensor<49x64xf32>) -> tensor<?x16x64xf32>
   // CHECK: dtf.matmul %{{.*}}, %{{.*}} transpose_b : (tensor<?x500xf32>, tensor<784x500xf32>) -> tensor<?x784xf32>
   %2 = dtf.matmul %dy, %w transpose_b : (tensor<?x500xf32>, tensor<784x500xf32>) -> tensor<?x784xf32>
   // CHECK: dtf.matmul %{{.*}}, %{{.*}} : (tensor<4x2x3xf16>, tensor<4x3x5xf16>) -> tensor<4x2x5xf16>

@@ -237,6 +237,21 @@ const Case kCases[] = {
      "    p = matmul(x, w, transpose_b = true)\n    loss = sum(p * p)"},
     {"matmul_transpose_both", "  input x: $T[B, 3]", "$T[3, 3]",
      "    p = matmul(w, w, transpose_a = true, transpose_b = true)\n    loss = sum(p * p)"},
+    // Batch dimensions that broadcast (NumPy's matmul): the gradient of the
+    // shared operand sums over them.
+    {"matmul_batch_shared_rhs", "  input x: $T[B, 3, 4]", "$T[4, 2]",
+     "    p = x @ w\n    loss = sum(p * p)"},
+    {"matmul_batch_shared_lhs", "  input x: $T[B, 4, 2]", "$T[3, 4]",
+     "    p = w @ x\n    loss = sum(p * p * p)"},
+    {"matmul_batch_ones", "  input x: $T[B, 1, 3, 4]", "$T[2, 4, 5]",
+     "    p = x @ w\n    loss = sum(p * p)"},
+    {"matmul_batch_var_lhs", "  input x: $T[B, 1, 4, 2]", "$T[2, 3, 4]",
+     "    p = matmul(w, x)\n    loss = sum(p * p)"},
+    {"matmul_batch_transposed", "  input x: $T[B, 4, 3]", "$T[2, 4]",
+     "    p = matmul(x, w, transpose_a = true, transpose_b = true)\n    loss = sum(p * p)"},
+    {"dense_tokens", "  input x: $T[B, 3, 4]", "",
+     "    d = dense(x, units = 2, activation = tanh) as d\n    loss = sum(d * d)",
+     -1.0, 1.0, "d/kernel"},
     {"conv2d_filter", "  input x: $T[B, 5, 5, 2]", "",
      "    c = conv2d(x, filters = 2, kernel = 3, padding = valid, use_bias = false) as c\n"
      "    loss = sum(c * c)",

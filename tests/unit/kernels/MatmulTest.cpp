@@ -92,6 +92,33 @@ TEST(Matmul, BatchedRankThreeAndSharedOperands) {
   }
 }
 
+// Batch dimensions broadcast as NumPy's matmul: [2, 1, 3, 4] x [3, 4, 5]
+// is [2, 3, 3, 5], each output matrix the product of the matrices its batch
+// index picks (size 1 and missing dimensions shared).
+TEST(Matmul, BatchDimensionsBroadcast) {
+  Rng rng;
+  const Shape as = {2, 1, 3, 4}, bs = {3, 4, 5};
+  Values a = rng.uniform(2 * 3 * 4), b = rng.uniform(3 * 4 * 5);
+  for (bool pooled : {false, true}) {
+    KernelRun run("dtf.matmul");
+    run.in(f32(as, a)).in(f32(bs, b));
+    if (pooled)
+      run.pool();
+    ASSERT_EQ(errorOf(run), "");
+    Values expected(2 * 3 * 3 * 5);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t r = 0; r < 3; ++r)
+          for (int64_t c = 0; c < 5; ++c) {
+            double sum = 0;
+            for (int64_t q = 0; q < 4; ++q)
+              sum += a[size_t((i * 3 + r) * 4 + q)] * b[size_t((j * 4 + q) * 5 + c)];
+            expected[size_t(((i * 3 + j) * 3 + r) * 5 + c)] = sum;
+          }
+    EXPECT_TRUE(near(run.out(), {2, 3, 3, 5}, expected, 1e-5, 1e-5));
+  }
+}
+
 TEST(Matmul, IntegersExactly) {
   Rng rng;
   for (DType dtype : {DType::I32, DType::I64})
@@ -132,8 +159,9 @@ TEST(Matmul, MismatchesAreErrors) {
             "f32[3,5] (transposed) and f32[5,7]");
   KernelRun batch("dtf.matmul");
   batch.in(f32({2, 3, 5}, Values(30))).in(f32({3, 5, 2}, Values(30)));
-  EXPECT_EQ(errorOf(batch), "dtf.matmul expects equal batch dimensions, got "
-                            "f32[2,3,5] and f32[3,5,2]");
+  EXPECT_EQ(errorOf(batch),
+            "dtf.matmul expects batch dimensions that broadcast, got "
+            "f32[2,3,5] and f32[3,5,2]");
   KernelRun rank("dtf.matmul");
   rank.in(f32({5}, Values(5))).in(f32({5, 2}, Values(10)));
   EXPECT_EQ(
