@@ -19,6 +19,8 @@ const std::vector<BuiltinSpec> &catalogue() {
        "2-D convolution layer over NHWC input"},
       {"embedding", K::Layer, {"ids", "vocab", "dim", "initializer", "partitions"}, 3,
        "embedding lookup in a [vocab, dim] table"},
+      {"layer_norm", K::Layer, {"x", "epsilon", "center", "scale"}, 1,
+       "layer normalization over the last axis: (x - mean) / sqrt(variance + epsilon) * gamma + beta"},
       // Ops.
       {"matmul", K::Op, {"a", "b", "transpose_a", "transpose_b"}, 2, "matrix product"},
       {"relu", K::Op, {"x"}, 1, "max(x, 0)"},

@@ -37,9 +37,30 @@ RankedTensorType ModelGen::buildType(const ast::TensorTypeSpec &spec,
       continue;
     }
     if (dim.symbol != "B") {
+      // A network's parameter sizes a dimension: checked at each call.
+      const Binding *param = lookup(dim.symbol);
+      if (param && param->kind == Binding::Kind::Literal) {
+        const ast::Expr *arg = resolve(param->literal);
+        auto *n = dyn_cast_or_null<ast::NumberExpr>(arg);
+        if (n && n->isInteger && n->value >= 1 && n->value <= kMaxDimSize) {
+          shape.push_back(static_cast<int64_t>(n->value));
+          continue;
+        }
+        auto diag = error(dim.loc)
+                    << "dimension '" << dim.symbol
+                    << "' must be a whole number between 1 and " << kMaxDimSize;
+        if (n)
+          diag << ", got " << n->text;
+        if (arg)
+          diag.attachNote(loc(arg->getLoc()))
+              << "'" << dim.symbol << "' is given here";
+        ok = false;
+        shape.push_back(1);
+        continue;
+      }
       error(dim.loc) << "unknown dimension '" << dim.symbol
-                     << "': sizes are numbers, and the batch dimension is "
-                        "written B";
+                     << "': sizes are numbers, a network's parameters, and "
+                        "the batch dimension is written B";
       ok = false;
     } else if (!allowBatch) {
       error(dim.loc) << "a variable has no batch dimension; give every size "

@@ -131,6 +131,70 @@ Value ModelGen::applyActivation(Value x, StringRef activation, ast::Loc at) {
   return x;
 }
 
+/// layer_norm(x, epsilon, center, scale): over the last axis of each
+/// position, (x - mean) / sqrt(variance + epsilon), then * gamma + beta
+/// (Keras' LayerNormalization; variables NAME/gamma, ones, and NAME/beta,
+/// zeros). Built from mean, sub, mul, rsqrt and add, whose gradients the
+/// autodiff already has.
+Value ModelGen::genLayerNorm(Value x, const LayerName &layer,
+                             const BoundArgs &args, ast::Loc at) {
+  Location l = loc(at);
+  auto xt = cast<RankedTensorType>(x.getType());
+  std::optional<double> epsilon = numberArg(args, "epsilon", 1e-5);
+  std::optional<bool> center = boolArg(args, "center", true);
+  std::optional<bool> scale = boolArg(args, "scale", true);
+  if (!epsilon || !center || !scale)
+    return nullptr;
+  if (!(*epsilon > 0)) {
+    const ast::Expr *given = resolve(args.get("epsilon"));
+    auto *number = dyn_cast_or_null<ast::NumberExpr>(given);
+    error(given ? given->getLoc() : at)
+        << "layer_norm needs epsilon > 0, got "
+        << (number ? number->text : std::to_string(*epsilon));
+    return nullptr;
+  }
+  if (!isa<FloatType>(xt.getElementType()) || xt.getRank() < 1 ||
+      ShapedType::isDynamic(xt.getShape().back())) {
+    auto diag = error(at) << "layer_norm needs a floating-point input with a "
+                             "known last axis, got "
+                          << formatType(xt);
+    noteOrigin(diag, args.get("x"), x);
+    return nullptr;
+  }
+  Type element = xt.getElementType();
+  auto lastAxis = builder.getDenseI64ArrayAttr({-1});
+  Value mean = builder.create<MeanOp>(l, x, lastAxis, builder.getUnitAttr());
+  Value centered = builder.create<SubOp>(l, x, mean);
+  Value variance = builder.create<MeanOp>(
+      l, builder.create<MulOp>(l, centered, centered), lastAxis,
+      builder.getUnitAttr());
+  auto scalarType = RankedTensorType::get({}, element);
+  Value eps = builder.create<ConstantOp>(
+      l, DenseElementsAttr::get(scalarType,
+                                builder.getFloatAttr(element, *epsilon)));
+  Value y = builder.create<MulOp>(
+      l, centered,
+      builder.create<RsqrtOp>(l, builder.create<AddOp>(l, variance, eps)));
+  auto paramType = RankedTensorType::get({xt.getShape().back()}, element);
+  if (*scale) {
+    Value gamma = layerVariable(
+        layer, "gamma", paramType,
+        InitializerAttr::get(context, InitKind::ones, DictionaryAttr()), at);
+    if (!gamma)
+      return nullptr;
+    y = builder.create<MulOp>(l, y, gamma);
+  }
+  if (*center) {
+    Value beta = layerVariable(
+        layer, "beta", paramType,
+        InitializerAttr::get(context, InitKind::zeros, DictionaryAttr()), at);
+    if (!beta)
+      return nullptr;
+    y = builder.create<AddOp>(l, y, beta);
+  }
+  return y;
+}
+
 Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
                          const BoundArgs &args) {
   StringRef name = spec.name;
@@ -185,6 +249,9 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
         l, *inferGather(tableType, xt, [] { return InFlightDiagnostic(); }),
         table, x);
   }
+
+  if (name == "layer_norm")
+    return genLayerNorm(x, *layer, args, at);
 
   std::optional<std::string> activation =
       symbolArg(args, "activation", activations, "none");

@@ -245,6 +245,8 @@ private:
                             std::optional<int64_t> partitions);
   Value readVariable(StringRef symbol, ast::Loc at);
   Value applyActivation(Value x, StringRef activation, ast::Loc at);
+  Value genLayerNorm(Value x, const LayerName &layer, const BoundArgs &args,
+                     ast::Loc at);
 
   //===--------------------------------------------------------------------===//
   // Placement and training

@@ -252,6 +252,14 @@ const Case kCases[] = {
     {"dense_tokens", "  input x: $T[B, 3, 4]", "",
      "    d = dense(x, units = 2, activation = tanh) as d\n    loss = sum(d * d)",
      -1.0, 1.0, "d/kernel"},
+    // layer_norm: through the statistics (the input scaled by w), and its
+    // own scale.
+    {"layer_norm_input", "  input x: $T[B, 3, 4]", "$T[4]",
+     "    n = layer_norm(x * w, center = false, scale = false) as n\n    loss = sum(n * x)",
+     0.5, 1.5},
+    {"layer_norm_gamma", "  input x: $T[B, 5]", "",
+     "    n = layer_norm(x, epsilon = 0.001) as n\n    loss = sum(n * n * x)",
+     -1.0, 1.0, "n/gamma"},
     {"conv2d_filter", "  input x: $T[B, 5, 5, 2]", "",
      "    c = conv2d(x, filters = 2, kernel = 3, padding = valid, use_bias = false) as c\n"
      "    loss = sum(c * c)",
