@@ -19,6 +19,12 @@ const std::vector<BuiltinSpec> &catalogue() {
        "2-D convolution layer over NHWC input"},
       {"embedding", K::Layer, {"ids", "vocab", "dim", "initializer", "partitions"}, 3,
        "embedding lookup in a [vocab, dim] table"},
+      {"multi_head_attention", K::Layer, {"query", "value", "heads", "key_dim", "mask"}, 4,
+       "multi-head scaled dot-product attention of query [B, Tq, E] over value [B, Tv, E']"},
+      {"lstm", K::Layer, {"x", "units", "return_sequences"}, 2,
+       "LSTM over axis 1 of [B, T, F]: the last output [B, units], or every output [B, T, units]"},
+      {"gru", K::Layer, {"x", "units", "return_sequences"}, 2,
+       "GRU over axis 1 of [B, T, F]: the last output [B, units], or every output [B, T, units]"},
       {"layer_norm", K::Layer, {"x", "epsilon", "center", "scale"}, 1,
        "layer normalization over the last axis: (x - mean) / sqrt(variance + epsilon) * gamma + beta"},
       // Ops.

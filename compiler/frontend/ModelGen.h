@@ -247,6 +247,10 @@ private:
   Value applyActivation(Value x, StringRef activation, ast::Loc at);
   Value genLayerNorm(Value x, const LayerName &layer, const BoundArgs &args,
                      ast::Loc at);
+  Value genAttention(Value query, const LayerName &layer, const BoundArgs &args,
+                     ast::Loc at);
+  Value genRecurrent(StringRef name, Value x, const LayerName &layer,
+                     const BoundArgs &args, ast::Loc at);
 
   //===--------------------------------------------------------------------===//
   // Placement and training
