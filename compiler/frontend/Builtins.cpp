@@ -25,6 +25,8 @@ const std::vector<BuiltinSpec> &catalogue() {
        "LSTM over axis 1 of [B, T, F]: the last output [B, units], or every output [B, T, units]"},
       {"gru", K::Layer, {"x", "units", "return_sequences"}, 2,
        "GRU over axis 1 of [B, T, F]: the last output [B, units], or every output [B, T, units]"},
+      {"batch_norm", K::Layer, {"x", "momentum", "epsilon", "center", "scale"}, 1,
+       "batch normalization over every axis but the last, with moving statistics for evaluation"},
       {"layer_norm", K::Layer, {"x", "epsilon", "center", "scale"}, 1,
        "layer normalization over the last axis: (x - mean) / sqrt(variance + epsilon) * gamma + beta"},
       // Ops.

@@ -23,6 +23,17 @@
 
 namespace mlir::dtf::frontend {
 
+namespace {
+/// A setting's value as the user wrote it (the number's text), for errors.
+std::string asWritten(const ast::Expr *given, double value) {
+  if (auto *number = dyn_cast_or_null<ast::NumberExpr>(given))
+    return number->text;
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+} // namespace
+
 std::optional<LayerName> ModelGen::layerNameFor(const ast::CallExpr &call,
                                                 StringRef kind) {
   switch (call.naming) {
@@ -94,10 +105,11 @@ std::optional<LayerName> ModelGen::layerNameFor(const ast::CallExpr &call,
 
 Value ModelGen::layerVariable(const LayerName &layer, StringRef leaf,
                               RankedTensorType type, InitializerAttr init,
-                              ast::Loc at, std::optional<int64_t> partitions) {
+                              ast::Loc at, std::optional<int64_t> partitions,
+                              bool trainable) {
   std::string symbol = layer.full + "/" + leaf.str();
   if (!layer.share) {
-    if (!createVariable(symbol, type, init, /*trainable=*/true, at, partitions))
+    if (!createVariable(symbol, type, init, trainable, at, partitions))
       return nullptr;
     return readVariable(symbol, at);
   }
@@ -147,10 +159,8 @@ Value ModelGen::genLayerNorm(Value x, const LayerName &layer,
     return nullptr;
   if (!(*epsilon > 0)) {
     const ast::Expr *given = resolve(args.get("epsilon"));
-    auto *number = dyn_cast_or_null<ast::NumberExpr>(given);
     error(given ? given->getLoc() : at)
-        << "layer_norm needs epsilon > 0, got "
-        << (number ? number->text : std::to_string(*epsilon));
+        << "layer_norm needs epsilon > 0, got " << asWritten(given, *epsilon);
     return nullptr;
   }
   if (!isa<FloatType>(xt.getElementType()) || xt.getRank() < 1 ||
@@ -433,6 +443,93 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
   return builder.create<ConcatOp>(l, outputs, builder.getI64IntegerAttr(1));
 }
 
+/// batch_norm(x, momentum, epsilon, center, scale): Keras'
+/// BatchNormalization over every axis but the last. The training step
+/// normalizes with the batch's mean and (biased) variance and moves
+/// NAME/moving_mean and NAME/moving_variance (non-trainable; zeros and ones)
+/// toward them with dtf.assign_moving_average; evaluation normalizes with
+/// the moving statistics (dtf.if_training picks). Then * gamma + beta.
+Value ModelGen::genBatchNorm(Value x, const LayerName &layer,
+                             const BoundArgs &args, ast::Loc at) {
+  Location l = loc(at);
+  auto xt = cast<RankedTensorType>(x.getType());
+  std::optional<double> momentum = numberArg(args, "momentum", 0.99);
+  std::optional<double> epsilon = numberArg(args, "epsilon", 0.001);
+  std::optional<bool> center = boolArg(args, "center", true);
+  std::optional<bool> scale = boolArg(args, "scale", true);
+  if (!momentum || !epsilon || !center || !scale)
+    return nullptr;
+  auto refuse = [&](StringRef param, StringRef rule, double value) {
+    const ast::Expr *e = resolve(args.get(param));
+    error(e ? e->getLoc() : at) << "batch_norm needs " << rule << ", got "
+                                << asWritten(e, value);
+    return nullptr;
+  };
+  if (!(*momentum >= 0 && *momentum < 1))
+    return refuse("momentum", "0 <= momentum < 1", *momentum);
+  if (!(*epsilon > 0))
+    return refuse("epsilon", "epsilon > 0", *epsilon);
+  if (!isa<FloatType>(xt.getElementType()) || xt.getRank() < 2 ||
+      ShapedType::isDynamic(xt.getShape().back())) {
+    auto diag = error(at) << "batch_norm needs a floating-point input [batch, "
+                             "..., channels] with known channels, got "
+                          << formatType(xt);
+    noteOrigin(diag, args.get("x"), x);
+    return nullptr;
+  }
+  Type element = xt.getElementType();
+  const int64_t channels = xt.getShape().back();
+  auto paramType = RankedTensorType::get({channels}, element);
+  auto init = [&](InitKind kind) {
+    return InitializerAttr::get(context, kind, DictionaryAttr());
+  };
+  Value movingMean = layerVariable(layer, "moving_mean", paramType,
+                                   init(InitKind::zeros), at, std::nullopt,
+                                   /*trainable=*/false);
+  Value movingVariance = layerVariable(layer, "moving_variance", paramType,
+                                       init(InitKind::ones), at, std::nullopt,
+                                       /*trainable=*/false);
+  if (!movingMean || !movingVariance)
+    return nullptr;
+  SmallVector<int64_t> axes;
+  for (int64_t i = 0; i + 1 < xt.getRank(); ++i)
+    axes.push_back(i);
+  auto axesAttr = builder.getDenseI64ArrayAttr(axes);
+  Value batchMean = builder.create<MeanOp>(l, x, axesAttr, UnitAttr());
+  Value centeredBatch = builder.create<SubOp>(l, x, batchMean);
+  Value batchVariance = builder.create<MeanOp>(
+      l, builder.create<MulOp>(l, centeredBatch, centeredBatch), axesAttr,
+      UnitAttr());
+  auto momentumAttr = builder.getF64FloatAttr(*momentum);
+  builder.create<AssignMovingAverageOp>(
+      l, FlatSymbolRefAttr::get(context, layer.full + "/moving_mean"),
+      batchMean, momentumAttr);
+  builder.create<AssignMovingAverageOp>(
+      l, FlatSymbolRefAttr::get(context, layer.full + "/moving_variance"),
+      batchVariance, momentumAttr);
+  Value mean = builder.create<IfTrainingOp>(l, batchMean, movingMean);
+  Value variance = builder.create<IfTrainingOp>(l, batchVariance, movingVariance);
+  Value eps = builder.create<ConstantOp>(
+      l, DenseElementsAttr::get(RankedTensorType::get({}, element),
+                                builder.getFloatAttr(element, *epsilon)));
+  Value y = builder.create<MulOp>(
+      l, builder.create<SubOp>(l, x, mean),
+      builder.create<RsqrtOp>(l, builder.create<AddOp>(l, variance, eps)));
+  if (*scale) {
+    Value gamma = layerVariable(layer, "gamma", paramType, init(InitKind::ones), at);
+    if (!gamma)
+      return nullptr;
+    y = builder.create<MulOp>(l, y, gamma);
+  }
+  if (*center) {
+    Value beta = layerVariable(layer, "beta", paramType, init(InitKind::zeros), at);
+    if (!beta)
+      return nullptr;
+    y = builder.create<AddOp>(l, y, beta);
+  }
+  return y;
+}
+
 Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
                          const BoundArgs &args) {
   StringRef name = spec.name;
@@ -490,6 +587,8 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
 
   if (name == "layer_norm")
     return genLayerNorm(x, *layer, args, at);
+  if (name == "batch_norm")
+    return genBatchNorm(x, *layer, args, at);
   if (name == "multi_head_attention")
     return genAttention(x, *layer, args, at);
   if (name == "lstm" || name == "gru")

@@ -239,13 +239,16 @@ private:
   /// The variable `symbol`: created, or (when sharing) looked up and checked.
   Value layerVariable(const LayerName &layer, StringRef leaf,
                       RankedTensorType type, InitializerAttr init, ast::Loc at,
-                      std::optional<int64_t> partitions = {});
+                      std::optional<int64_t> partitions = {},
+                      bool trainable = true);
   VariableOp createVariable(StringRef symbol, RankedTensorType type,
                             InitializerAttr init, bool trainable, ast::Loc at,
                             std::optional<int64_t> partitions);
   Value readVariable(StringRef symbol, ast::Loc at);
   Value applyActivation(Value x, StringRef activation, ast::Loc at);
   Value genLayerNorm(Value x, const LayerName &layer, const BoundArgs &args,
+                     ast::Loc at);
+  Value genBatchNorm(Value x, const LayerName &layer, const BoundArgs &args,
                      ast::Loc at);
   Value genAttention(Value query, const LayerName &layer, const BoundArgs &args,
                      ast::Loc at);

@@ -220,6 +220,7 @@ LogicalResult ProgramEmitter::run() {
           symbolOperands = {o.getVar(), o.getMs(), o.getMom()};
         })
         .Case([&](AssignAddOp o) { symbolOperands = {o.getVar()}; })
+        .Case([&](AssignMovingAverageOp o) { symbolOperands = {o.getVar()}; })
         .Case([&](MovingAverageUpdateOp o) { symbolOperands = {o.getAvg(), o.getVar()}; });
     std::vector<int32_t> symbolIds;
     for (StringRef s : symbolOperands)

@@ -80,7 +80,8 @@ Status checkArity(const Program &program, int i, const std::string &what,
 int updatedOperands(const Op &op) {
   const std::string &n = op.name();
   if (n == "dtf.apply_sgd" || n == "dtf.sparse_apply_sgd" ||
-      n == "dtf.assign_add" || n == "dtf.moving_average_update")
+      n == "dtf.assign_add" || n == "dtf.moving_average_update" ||
+      n == "dtf.assign_moving_average")
     return 1;
   if (n == "dtf.apply_momentum" || n == "dtf.apply_adagrad" ||
       n == "dtf.sparse_apply_momentum" || n == "dtf.sparse_apply_adagrad")

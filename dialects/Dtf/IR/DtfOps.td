@@ -400,6 +400,23 @@ def Dtf_SumOp : Dtf_ReduceOp<"sum", "sum">;
 def Dtf_MeanOp : Dtf_ReduceOp<"mean", "mean">;
 def Dtf_MaxOp : Dtf_ReduceOp<"max", "maximum">;
 
+def Dtf_IfTrainingOp : Dtf_Op<"if_training",
+    [Pure, AllTypesMatch<["training", "evaluation", "output"]>]> {
+  let summary = "one value in the training step, another in evaluation";
+  let description = [{
+    dtf-autodiff replaces it by `training` in @train_step and by `evaluation`
+    in @eval: batch_norm normalizes with the batch's statistics while training
+    and with the moving ones in evaluation.
+
+    ```mlir
+    %m = dtf.if_training %batch_mean, %moving_mean : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$training, Dtf_Tensor:$evaluation);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$training `,` $evaluation attr-dict `:` type($output)";
+}
+
 def Dtf_ArgmaxOp : Dtf_Op<"argmax", [Pure]> {
   let summary = "the index of the largest element along an axis";
   let description = [{

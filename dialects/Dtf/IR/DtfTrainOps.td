@@ -295,6 +295,23 @@ def Dtf_SparseApplyRmspropOp : Dtf_SparseUpdateOp<"sparse_apply_rmsprop",
                        "type($lr) `,` type($slices)";
 }
 
+def Dtf_AssignMovingAverageOp : Dtf_UpdateOp<"assign_moving_average",
+    "var -= (1 - momentum) * (var - value): a moving statistic"> {
+  let description = [{
+    Keeps a non-trainable variable as the moving average of a value the
+    training step computes, as batch_norm's moving mean and variance:
+    `var = var * momentum + value * (1 - momentum)`. Only the training step
+    has it (dtf-autodiff drops it from @eval).
+
+    ```mlir
+    dtf.assign_moving_average @"bn/moving_mean", %mean momentum 9.900000e-01 : tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$var, Dtf_FloatTensor:$value,
+                       F64Attr:$momentum);
+  let assemblyFormat = "$var `,` $value `momentum` $momentum attr-dict `:` type($value)";
+}
+
 def Dtf_MovingAverageUpdateOp : Dtf_UpdateOp<"moving_average_update",
     "avg -= (1 - decay) * (avg - var)"> {
   let description = [{

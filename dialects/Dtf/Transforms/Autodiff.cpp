@@ -442,11 +442,21 @@ struct AutodiffPass : public mlir::dtf::impl::DtfAutodiffBase<AutodiffPass> {
       d.getResult().replaceAllUsesWith(d.getX());
       d.erase();
     });
+    // Evaluation takes the moving statistics and does not update them.
+    eval.walk([](IfTrainingOp o) {
+      o.getResult().replaceAllUsesWith(o.getEvaluation());
+      o.erase();
+    });
+    eval.walk([](AssignMovingAverageOp o) { o.erase(); });
     symbols.insert(eval);
 
     // @train_step: the forward function, then its gradients.
     auto train = cast<func::FuncOp>(b.clone(*model));
     train.setSymName("train_step");
+    train.walk([](IfTrainingOp o) {
+      o.getResult().replaceAllUsesWith(o.getTraining());
+      o.erase();
+    });
     symbols.insert(train);
     Block &block = train.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());

@@ -478,6 +478,27 @@ Status movingAverageUpdateKernel(KernelContext &ctx) {
   });
 }
 
+// var -= (var - value) * (1 - momentum): a moving statistic of a value the
+// step computed (batch_norm's moving mean and variance). Inputs: var, value.
+Status assignMovingAverageKernel(KernelContext &ctx) {
+  const char *name = "dtf.assign_moving_average";
+  DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"var", "value"}));
+  double momentum = 0;
+  DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "momentum", std::nullopt, &momentum));
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T *var = mut<T>(ctx, 0);
+    const T *value = ctx.input(1).data<T>();
+    const T oneMinus = T(1.0 - momentum);
+    forEachElement(ctx, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        var[i] -= (var[i] - value[i]) * oneMinus;
+    });
+    aliasVariable(ctx);
+    return Status::ok();
+  });
+}
+
 template <Status (*Apply)(KernelContext &, bool), bool Sparse>
 Status kernelOf(KernelContext &ctx) {
   return Apply(ctx, Sparse);
@@ -499,6 +520,7 @@ void registerOptimizerKernels(KernelRegistry &registry) {
   registry.add("dtf.sparse_apply_rmsprop", kernelOf<applyRmsprop, true>);
   registry.add("dtf.global_norm_clip", globalNormClipKernel);
   registry.add("dtf.moving_average_update", movingAverageUpdateKernel);
+  registry.add("dtf.assign_moving_average", assignMovingAverageKernel);
 }
 
 } // namespace dtf::cpu

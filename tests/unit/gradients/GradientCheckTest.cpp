@@ -38,6 +38,9 @@ struct Case {
   double lo = -1.0, hi = 1.0; // w and float inputs drawn from [lo, hi)
   const char *checked = "w";  // the variable whose gradient is checked
   double eps32 = 1e-2;        // float32's eps: smaller where a kink (relu) is near
+  // The loss of the training step rather than of evaluation (batch_norm
+  // normalizes with the batch's statistics only while training).
+  bool trainingLoss = false;
 };
 
 void PrintTo(const Case &c, std::ostream *os) { *os << c.name; }
@@ -149,17 +152,26 @@ template <typename T> void checkGradient(const Case &c, const Precision &p) {
   ASSERT_NE(w, nullptr);
   T *pw = w->data<T>();
   std::vector<T> w0(pw, pw + w->numElements());
+  std::map<std::string, std::vector<char>> before;
+  auto restore = [&] {
+    for (auto &[name, bytes] : before)
+      std::copy(bytes.begin(), bytes.end(),
+                static_cast<char *>(variables.find(name)->rawData()));
+  };
   auto lossAt = [&]() {
-    auto s = eval->run(0);
+    dtf::exec::Executor *e = c.trainingLoss ? train.get() : eval.get();
+    auto s = e->run(0);
     EXPECT_TRUE(s.isOk()) << s.message();
-    const dtf::Tensor &loss = eval->fetch(eval->findFetch("loss"));
+    const dtf::Tensor &loss = e->fetch(e->findFetch("loss"));
     EXPECT_EQ(loss.dtype(), dtf::dtypeOf<T>()) << "the loss is " << loss.describe();
-    return double(loss.data<T>()[0]);
+    const double value = double(loss.data<T>()[0]);
+    if (c.trainingLoss) // the step updated the variables: put them back
+      restore();
+    return value;
   };
 
   // One SGD step with learning rate 1: w1 = w0 - gradient. The step updates
   // every trainable variable: all are put back afterwards.
-  std::map<std::string, std::vector<char>> before;
   for (const std::string &name : variables.names()) {
     const dtf::Tensor *t = variables.find(name);
     const char *bytes = static_cast<const char *>(t->rawData());
@@ -170,8 +182,7 @@ template <typename T> void checkGradient(const Case &c, const Precision &p) {
   std::vector<double> analytic(w0.size());
   for (size_t i = 0; i < w0.size(); ++i)
     analytic[i] = double(w0[i]) - double(pw[i]);
-  for (auto &[name, bytes] : before)
-    std::copy(bytes.begin(), bytes.end(), static_cast<char *>(variables.find(name)->rawData()));
+  restore();
 
   double worst = 0; // max |analytic - numeric| / max(1, |numeric|)
   for (size_t i = 0; i < w0.size(); ++i) {
@@ -287,6 +298,14 @@ const Case kCases[] = {
     {"gru_recurrent_bias", "  input x: $T[B, 3, 2]", "",
      "    h = gru(x, 2, return_sequences = true) as rnn\n    loss = sum(h * h * h)",
      -1.0, 1.0, "rnn/recurrent_bias"},
+    // batch_norm while training: through the batch's mean and variance (the
+    // input scaled by w), and its gamma.
+    {"batch_norm_input", "  input x: $T[B, 2, 3]", "$T[3]",
+     "    n = batch_norm(x * w, center = false, scale = false) as bn\n    loss = sum(n * x)",
+     0.5, 1.5, "w", 1e-2, true},
+    {"batch_norm_gamma", "  input x: $T[B, 4]", "",
+     "    n = batch_norm(x, epsilon = 0.01) as bn\n    loss = sum(n * n * x)",
+     -1.0, 1.0, "bn/gamma", 1e-2, true},
     {"conv2d_filter", "  input x: $T[B, 5, 5, 2]", "",
      "    c = conv2d(x, filters = 2, kernel = 3, padding = valid, use_bias = false) as c\n"
      "    loss = sum(c * c)",
@@ -329,5 +348,82 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) { return info.p
 
 INSTANTIATE_TEST_SUITE_P(Rules, F64, ::testing::ValuesIn(kCases), caseName);
 INSTANTIATE_TEST_SUITE_P(Rules, F32, ::testing::ValuesIn(kCases), caseName);
+
+// batch_norm's two behaviours: the training step normalizes with the
+// batch's statistics (the sum of a normalized batch is 0) and moves the
+// moving mean and variance toward them; evaluation normalizes with the
+// moving statistics, which the test computes itself from the same batches.
+TEST(BatchNorm, TrainingUsesTheBatchEvaluationTheMovingStatistics) {
+  const char *source = "model bn {\n"
+                       "  input x: f32[B, 3]\n"
+                       "  graph {\n"
+                       "    n = batch_norm(x, momentum = 0.9, epsilon = 0.001, center = false) as bn\n"
+                       "    loss = sum(n)\n"
+                       "  }\n"
+                       "  train { optimizer = sgd(0.001) }\n"
+                       "}\n";
+  dtf::plan::Plan plan;
+  std::string error;
+  ASSERT_TRUE(compile(source, plan, error)) << error;
+  dtf::exec::VariableStore variables;
+  for (const auto &v : plan.variables()) {
+    std::vector<int64_t> shape(v.type().shape().dims().begin(), v.type().shape().dims().end());
+    dtf::DType dtype = dtf::DType::F32;
+    ASSERT_TRUE(dtf::plan::toDType(v.type().dtype(), &dtype).isOk());
+    dtf::Tensor t = dtf::Tensor::zeros(dtype, shape);
+    const bool ones = v.name() == "bn/moving_variance" || v.name() == "bn/gamma";
+    for (int64_t i = 0; ones && i < t.numElements(); ++i)
+      t.data<float>()[i] = 1.0f;
+    ASSERT_TRUE(variables.add(v.name(), t).isOk()) << v.name();
+  }
+  ASSERT_NE(variables.find("bn/moving_mean"), nullptr);
+  dtf::KernelRegistry kernels;
+  dtf::registerCpuKernels(kernels);
+  std::unique_ptr<dtf::exec::Executor> train, eval;
+  dtf::exec::ExecutorOptions options;
+  ASSERT_TRUE(dtf::exec::Executor::create(plan.train_step(), variables, kernels, options, &train).isOk());
+  ASSERT_TRUE(dtf::exec::Executor::create(plan.eval(), variables, kernels, options, &eval).isOk());
+
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> draw(-2.0f, 5.0f);
+  auto feed = [&](dtf::exec::Executor &e, std::vector<float> &rows) {
+    dtf::Tensor *t = nullptr;
+    ASSERT_TRUE(e.prepareFeed(0, 4, &t).isOk());
+    rows.resize(12);
+    for (int k = 0; k < 12; ++k)
+      t->data<float>()[k] = rows[size_t(k)] = draw(rng);
+  };
+  double mean[3] = {0, 0, 0}, var[3] = {1, 1, 1};
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> x;
+    feed(*train, x);
+    ASSERT_TRUE(train->run(uint64_t(step)).isOk());
+    // Normalized with its own statistics, a batch sums to zero.
+    EXPECT_NEAR(train->fetch(0).data<float>()[0], 0.0, 1e-4);
+    for (int c = 0; c < 3; ++c) {
+      double m = 0, v = 0;
+      for (int r = 0; r < 4; ++r)
+        m += x[size_t(r * 3 + c)] / 4.0;
+      for (int r = 0; r < 4; ++r)
+        v += (x[size_t(r * 3 + c)] - m) * (x[size_t(r * 3 + c)] - m) / 4.0;
+      mean[c] = mean[c] * 0.9 + m * 0.1;
+      var[c] = var[c] * 0.9 + v * 0.1;
+      EXPECT_NEAR(variables.find("bn/moving_mean")->data<float>()[c], mean[c], 1e-5);
+      EXPECT_NEAR(variables.find("bn/moving_variance")->data<float>()[c], var[c], 1e-4);
+    }
+  }
+  std::vector<float> x;
+  feed(*eval, x);
+  ASSERT_TRUE(eval->run(0).isOk());
+  double expected = 0;
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 3; ++c)
+      expected += variables.find("bn/gamma")->data<float>()[c] *
+                  (x[size_t(r * 3 + c)] - mean[c]) / std::sqrt(var[c] + 0.001);
+  const double evalLoss = eval->fetch(0).data<float>()[0];
+  EXPECT_NEAR(evalLoss, expected, 1e-3 * std::max(1.0, std::abs(expected)));
+  // Not the batch's own statistics, which would give 0.
+  EXPECT_GT(std::abs(evalLoss), 1.0);
+}
 
 } // namespace

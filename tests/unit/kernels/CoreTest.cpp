@@ -199,7 +199,8 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       // optimizers
       "dtf.apply_sgd", "dtf.apply_momentum", "dtf.apply_adam",
       "dtf.apply_adagrad", "dtf.apply_rmsprop", "dtf.global_norm_clip",
-      "dtf.moving_average_update", "dtf.sparse_apply_sgd",
+      "dtf.moving_average_update", "dtf.assign_moving_average",
+      "dtf.sparse_apply_sgd",
       "dtf.sparse_apply_momentum", "dtf.sparse_apply_adam",
       "dtf.sparse_apply_adagrad", "dtf.sparse_apply_rmsprop"};
   for (const std::string &op : expected)

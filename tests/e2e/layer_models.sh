@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The layer models of models/ train on Fashion-MNIST: the vision transformer
+# (multi_head_attention, layer_norm, dense over patches, batched matmul),
+# the LSTM over image rows and the residual CNN with batch_norm (evaluated
+# with its moving statistics), 400 steps each in one process, must lower
+# their loss by 20% and evaluate well above chance. Then 1 ps + 2 workers
+# train the transformer and the residual CNN (its moving statistics updated
+# on the ps) and every task ends with 0.
+# usage: layer_models.sh BIN_DIR WORK_DIR
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
+rm -rf "$work" && mkdir -p "$work"
+for m in transformer:0.72 lstm:0.72 resnet:0.68; do
+  name=${m%:*} floor=${m#*:}
+  "$bin/dtfc" "$root/models/$name.dtf" -o "$work/$name.plan"
+  "$bin/dtf-run" "$work/$name.plan" --steps 400 --log-every 100 --threads 2 > "$work/$name.log" 2>&1 ||
+    { tail -20 "$work/$name.log" >&2; fail "dtf-run of models/$name.dtf failed"; }
+  python3 "$root/tests/e2e/check_training.py" "$work/$name.log" 400 "$floor" "$name"
+done
+
+for m in transformer:200 resnet:60; do
+  name=${m%:*} steps=${m#*:}
+  cluster_json "$work/$name.json" 1 2
+  timeout 300 "$bin/dtf-run" "$work/$name.plan" --cluster "$work/$name.json" --steps "$steps" \
+    --log-every 20 --threads 1 > "$work/$name-cluster.log" 2>&1 ||
+    { tail -30 "$work/$name-cluster.log" >&2; fail "the $name cluster run failed"; }
+  grep -q 'the job finished' "$work/$name-cluster.log" || fail "$name: the launcher did not report the job finished"
+  for w in worker.0 worker.1; do
+    grep -q "^$w *| final: steps=" "$work/$name-cluster.log" ||
+      fail "$name: $w did not finish: $(grep final "$work/$name-cluster.log")"
+  done
+done
+echo "e2e: layer models OK"
