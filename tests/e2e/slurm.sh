@@ -22,9 +22,7 @@ for tool in munged mungekey slurmctld slurmd srun sinfo unshare; do
 done
 
 # Into a mount namespace of our own, where /etc/hosts can name the nodes.
-if [ -z "${DTF_SLURM_NAMESPACE:-}" ]; then
-  exec env DTF_SLURM_NAMESPACE=1 unshare --mount --propagation private -- "$0" "$@"
-fi
+enter_private_mounts "$@"
 
 rm -rf "$work" && mkdir -p "$work"/{state,log,spool/n1,spool/n2,spool/n3,model1,model2}
 pids=()
@@ -39,31 +37,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-{ cat /etc/hosts; printf '127.0.1.1 n1\n127.0.1.2 n2\n127.0.1.3 n3\n'; } > "$work/hosts"
-mount --bind "$work/hosts" /etc/hosts || fail "slurm: cannot bind-mount a hosts file in a private mount namespace"
+private_hosts "$work/hosts" "127.0.1.1 n1" "127.0.1.2 n2" "127.0.1.3 n3"
 
 # Free ports on loopback: the controller, one per node, and srun's reserved
 # port range (MpiParams=ports).
-read -r ctld p1 p2 p3 resv < <(python3 - <<'PY'
-import socket
-def free_block(n, start):
-    for base in range(start, 60000 - n, n + 7):
-        socks = []
-        try:
-            for p in range(base, base + n):
-                for host in ("127.0.0.1", "127.0.1.1", "127.0.1.2", "127.0.1.3"):
-                    s = socket.socket(); s.bind((host, p)); socks.append(s)
-            return base
-        except OSError:
-            pass
-        finally:
-            for s in socks: s.close()
-    raise SystemExit("no free ports")
-b = free_block(4, 21000); r = free_block(32, b + 40)
-print(b, b + 1, b + 2, b + 3, r)
-PY
-)
-
+nodes=(127.0.0.1 127.0.1.1 127.0.1.2 127.0.1.3)
+ctld=$(free_ports 4 21000 "${nodes[@]}")
+p1=$((ctld + 1)) p2=$((ctld + 2)) p3=$((ctld + 3))
+resv=$(free_ports 32 $((ctld + 4)) "${nodes[@]}")
 mungekey -c -f -k "$work/munge.key"
 munged -F -f --socket="$work/munge.sock" --key-file="$work/munge.key" \
   --log-file="$work/log/munged.log" --pid-file="$work/munged.pid" \
