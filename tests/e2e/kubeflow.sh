@@ -17,7 +17,7 @@ build=$3
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "e2e: kubeflow: SKIPPED: the pods' DNS names need a private /etc/hosts (a mount namespace), which needs root" >&2
-  exit 0
+  exit 77 # ctest: skipped
 fi
 enter_private_mounts "$@"
 rm -rf "$work" && mkdir -p "$work/model"
