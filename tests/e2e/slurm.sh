@@ -5,7 +5,8 @@
 # workers, one task per node. A worker task is killed with SIGKILL mid-run:
 # the chief must still finish, the ps must stop when it does, and the step
 # must end by itself. A second step lays 3 tasks over 2 nodes with -m cyclic
-# and trains to the end, every task exiting 0.
+# and trains to the end, every task exiting 0; then deploy/slurm/train.sbatch
+# runs through sbatch.
 # Runs as root in a private mount namespace whose /etc/hosts names n1..n3
 # (nothing outside the namespace changes); every daemon is stopped at exit.
 # usage: slurm.sh BIN_DIR WORK_DIR
@@ -178,4 +179,17 @@ grep -q "^1: final:" "$work/step2.log" ||
 grep -q "^2: worker.1: training" "$work/step2.log" ||
   { tail -20 "$work/step2.log" >&2; fail "slurm: step 2: worker.1 (rank 2, n1's second task) did not train"; }
 echo "   ok: -m cyclic step trained 120 steps (ps on n1:$port), every task exited 0"
+
+# Step 3: the example batch script of deploy/ as it is, on the 3 nodes here.
+echo "== slurm: sbatch --wait -N3 deploy/slurm/train.sbatch"
+if ! timeout 180 sbatch --wait -N3 --ntasks-per-node=1 --time=10 --output="$work/sbatch.out" \
+     --export="ALL,DTF_RUN=$bin/dtf-run,PLAN=$work/mlp.plan,MODEL_DIR=$work/model3" \
+     "$root/deploy/slurm/train.sbatch" > "$work/sbatch.log" 2>&1; then
+  cat "$work/sbatch.log" "$work/sbatch.out" >&2 || true
+  squeue -o '%i %T %r' >&2 || true
+  fail "slurm: deploy/slurm/train.sbatch failed"
+fi
+grep -q "^dtf-train: done" "$work/sbatch.out" && grep -q "^1: final:" "$work/sbatch.out" ||
+  { tail -20 "$work/sbatch.out" >&2; fail "slurm: the batch script's step did not finish"; }
+echo "   ok: deploy/slurm/train.sbatch trained on n[1-3] and exited 0"
 echo "slurm: PASS"
