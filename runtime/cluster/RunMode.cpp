@@ -37,8 +37,8 @@ Status chooseRunMode(const ClusterFlags &flags, const char *tfConfig,
         env ? env : [](const char *name) -> const char * {
       return std::getenv(name);
     };
-    DTF_RETURN_IF_ERROR(clusterFromSlurm(read, flags.slurm, &choice->cluster,
-                                         &choice->task));
+    DTF_RETURN_IF_ERROR(
+        clusterFromSlurm(read, flags.slurm, &choice->cluster, &choice->task));
     choice->taskOrigin = "the Slurm rank";
     choice->mode = RunMode::kTask;
     return Status::ok();

@@ -51,7 +51,8 @@ Status expandRanges(const std::string &ranges, const std::string &where,
     const std::string item = ranges.substr(start, comma - start);
     const size_t dash = item.find('-');
     const std::string lo = item.substr(0, dash);
-    const std::string hi = dash == std::string::npos ? lo : item.substr(dash + 1);
+    const std::string hi =
+        dash == std::string::npos ? lo : item.substr(dash + 1);
     if (!allDigits(lo) || !allDigits(hi))
       return errorStatus(where, ": '", item,
                          "' is not a number or a range like 1-4");
@@ -125,9 +126,8 @@ const char *stepOrJob(const EnvironmentReader &env, const char *step,
 Status readInt(const EnvironmentReader &env, const char *name, int *out) {
   const char *v = env(name);
   if (!v)
-    return errorStatus(name,
-                       " is not set: --cluster slurm runs as a task of a "
-                       "Slurm job step; start every task with srun");
+    return errorStatus(name, " is not set: --cluster slurm runs as a task of a "
+                             "Slurm job step; start every task with srun");
   if (!allDigits(v))
     return errorStatus(name, " is '", v, "', not a task number");
   *out = std::stoi(v);
@@ -168,8 +168,7 @@ Status expandTasksPerNode(const std::string &text, std::vector<int> *out) {
       repeat = item.substr(paren + 2, item.size() - paren - 3);
     }
     if (!allDigits(count) || !allDigits(repeat))
-      return errorStatus(where, ": '", item,
-                         "' is not N or N(xK), e.g. 3(x2)");
+      return errorStatus(where, ": '", item, "' is not N or N(xK), e.g. 3(x2)");
     const int n = std::stoi(count), k = std::stoi(repeat);
     if ((long long)out->size() + k > kMaxItems)
       return errorStatus(where, ": too many nodes");
@@ -181,8 +180,7 @@ Status expandTasksPerNode(const std::string &text, std::vector<int> *out) {
 Status expandPortList(const std::string &text, std::vector<int> *out) {
   out->clear();
   std::vector<std::string> items;
-  DTF_RETURN_IF_ERROR(
-      expandRanges(text, "port list '" + text + "'", &items));
+  DTF_RETURN_IF_ERROR(expandRanges(text, "port list '" + text + "'", &items));
   for (const std::string &p : items) {
     const int port = std::stoi(p);
     if (port < 1 || port > 65535)
@@ -223,8 +221,8 @@ Status clusterFromSlurm(const EnvironmentReader &env,
   int rank = 0;
   DTF_RETURN_IF_ERROR(readInt(env, "SLURM_PROCID", &rank));
   std::string listName, perNodeName, countName;
-  const char *list = stepOrJob(env, "SLURM_STEP_NODELIST",
-                               "SLURM_JOB_NODELIST", &listName);
+  const char *list =
+      stepOrJob(env, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", &listName);
   const char *perNode = stepOrJob(env, "SLURM_STEP_TASKS_PER_NODE",
                                   "SLURM_TASKS_PER_NODE", &perNodeName);
   const char *count =
@@ -258,9 +256,8 @@ Status clusterFromSlurm(const EnvironmentReader &env,
 
   // Slurm's layout of ranks over nodes. -m block fills each node in list
   // order; -m cyclic deals one rank to each node with a slot left, in turn.
-  std::string distribution = env("SLURM_DISTRIBUTION")
-                                 ? env("SLURM_DISTRIBUTION")
-                                 : "block";
+  std::string distribution =
+      env("SLURM_DISTRIBUTION") ? env("SLURM_DISTRIBUTION") : "block";
   distribution = distribution.substr(0, distribution.find_first_of(":,"));
   if (distribution != "block" && distribution != "cyclic")
     return errorStatus(
@@ -291,9 +288,9 @@ Status clusterFromSlurm(const EnvironmentReader &env,
   if ((nodeName && nodes[size_t(myNode)] != nodeName) || localId != mySlot)
     return errorStatus(
         "Slurm put rank ", rank, " on ", nodeName ? nodeName : "?",
-        " as its task ", localId, ", but -m ", distribution, " over ",
-        listName, " '", list, "' with ", perNodeName, " '", perNode,
-        "' puts it on ", nodes[size_t(myNode)], " as task ", mySlot,
+        " as its task ", localId, ", but -m ", distribution, " over ", listName,
+        " '", list, "' with ", perNodeName, " '", perNode, "' puts it on ",
+        nodes[size_t(myNode)], " as task ", mySlot,
         "; srun laid the step out in a way --cluster slurm cannot follow "
         "(use -m block or -m cyclic, without --arbitrary or a hostfile)");
 
@@ -304,10 +301,10 @@ Status clusterFromSlurm(const EnvironmentReader &env,
       return errorStatus("SLURM_STEP_RESV_PORTS: ", s.message());
     const int most = *std::max_element(slots.begin(), slots.end());
     if (int(ports.size()) < most)
-      return errorStatus("SLURM_STEP_RESV_PORTS '", resv, "' has ",
-                         ports.size(), " port(s) but a node runs ", most,
-                         " tasks; reserve one per task (srun --resv-ports=",
-                         most, ")");
+      return errorStatus(
+          "SLURM_STEP_RESV_PORTS '", resv, "' has ", ports.size(),
+          " port(s) but a node runs ", most,
+          " tasks; reserve one per task (srun --resv-ports=", most, ")");
   } else {
     const int most = *std::max_element(slots.begin(), slots.end());
     if (options.portBase < 1 || options.portBase + most - 1 > 65535)
@@ -327,8 +324,8 @@ Status clusterFromSlurm(const EnvironmentReader &env,
       workersListed = true;
     if (next + n > total)
       return errorStatus("--slurm-jobs asks for ", next + n,
-                         " tasks but the Slurm step has ", total,
-                         " (srun -n", total, ")");
+                         " tasks but the Slurm step has ", total, " (srun -n",
+                         total, ")");
     for (int k = 0; k < n; ++k, ++next) {
       if (rank == next)
         *task = TaskId{job, k};

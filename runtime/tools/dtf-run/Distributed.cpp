@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <netdb.h>
 #include <sstream>
@@ -31,8 +31,7 @@ waitForNames(const std::vector<std::pair<std::string, std::string>> &tasks,
              std::FILE *out) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline =
-      Clock::now() +
-      std::chrono::milliseconds(int64_t(timeoutSeconds * 1000));
+      Clock::now() + std::chrono::milliseconds(int64_t(timeoutSeconds * 1000));
   for (const auto &[name, address] : tasks) {
     dtf::cluster::HostPort hp;
     if (!dtf::cluster::parseHostPort(address, name, &hp).isOk())
@@ -48,8 +47,8 @@ waitForNames(const std::vector<std::pair<std::string, std::string>> &tasks,
         freeaddrinfo(found);
       if (rc == 0)
         break;
-      const std::string why = rc == EAI_SYSTEM ? std::strerror(errno)
-                                               : gai_strerror(rc);
+      const std::string why =
+          rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc);
       if (stop && stop->load())
         return dtf::errorStatus("interrupted");
       const double left =

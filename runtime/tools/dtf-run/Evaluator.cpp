@@ -16,8 +16,8 @@
 namespace dtfrun {
 namespace {
 
-using dtf::Status;
 using dtf::errorStatus;
+using dtf::Status;
 using dtf::strCat;
 
 constexpr int kUsage = 2, kIo = 4, kRuntime = 5, kCluster = 6,
@@ -68,8 +68,8 @@ int runEvaluator(const dtf::plan::Plan &plan,
   dtf::train::FailureKind kind = dtf::train::FailureKind::kNone;
   Status s = dtf::train::Trainer::create(plan, options, &trainer, &kind);
   if (!s.isOk())
-    return fail(s.message(), kind == dtf::train::FailureKind::kUsage ? kUsage
-                                                                      : kIo);
+    return fail(s.message(),
+                kind == dtf::train::FailureKind::kUsage ? kUsage : kIo);
   if (!trainer->evalExecutor())
     return fail("the plan has no eval set (`eval = ...` in its train "
                 "block): there is nothing to evaluate",
@@ -89,8 +89,8 @@ int runEvaluator(const dtf::plan::Plan &plan,
     std::fflush(base.out);
     (void)log->line(line);
   };
-  say(strCat("evaluator: following the checkpoints in ", dir,
-             " until step ", lastStep));
+  say(strCat("evaluator: following the checkpoints in ", dir, " until step ",
+             lastStep));
 
   using Clock = std::chrono::steady_clock;
   Clock::time_point lastNew = Clock::now();

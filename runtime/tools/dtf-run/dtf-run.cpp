@@ -349,9 +349,9 @@ int main(int argc, char **argv) {
                        arg.c_str(), value);
           return kUsageError;
         }
-        (arg == "--connect-timeout"   ? distributedFlags.connectTimeoutSeconds
-         : arg == "--sync-timeout" ? distributedFlags.syncTimeoutSeconds
-                                   : evaluatorFlags.idleTimeoutSeconds) =
+        (arg == "--connect-timeout" ? distributedFlags.connectTimeoutSeconds
+         : arg == "--sync-timeout"  ? distributedFlags.syncTimeoutSeconds
+                                    : evaluatorFlags.idleTimeoutSeconds) =
             seconds;
         continue;
       }
@@ -473,9 +473,9 @@ int main(int argc, char **argv) {
     return dtfrun::cloudExitCode(
         choice, dtfrun::runEvaluator(parsed, options, evaluatorFlags, &gStop));
   if (choice.mode == dtf::cluster::RunMode::kTask)
-    return dtfrun::cloudExitCode(
-        choice, dtfrun::runTask(plan, parsed, choice, options,
-                                distributedFlags, &gStop));
+    return dtfrun::cloudExitCode(choice,
+                                 dtfrun::runTask(plan, parsed, choice, options,
+                                                 distributedFlags, &gStop));
   dtf::train::TrainReport report;
   dtf::train::FailureKind kind = dtf::train::FailureKind::kNone;
   s = dtf::train::train(parsed, options, &report, &kind);

@@ -107,7 +107,8 @@ TEST(ClusterSpec, EmptyJob) {
 TEST(ClusterSpec, UnknownJobSuggestsTheKnownOne) {
   std::string m = errorOf(R"({"wroker": ["a:1"]})");
   EXPECT_THAT(m, HasSubstr("c.json: unknown job 'wroker' (did you mean "
-                           "'worker'?); the jobs are chief (or master), ps, worker and evaluator"));
+                           "'worker'?); the jobs are chief (or master), ps, "
+                           "worker and evaluator"));
   m = errorOf(R"({"worker": ["a:1"], "mastr": ["b:1"]})");
   EXPECT_THAT(m, HasSubstr("unknown job 'mastr'; the jobs are"));
 }

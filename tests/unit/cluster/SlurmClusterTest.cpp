@@ -1,7 +1,7 @@
 // Tests of --cluster slurm: host lists, tasks per node, ports, and the
 // cluster a task derives from the variables srun sets.
-#include "runtime/cluster/RunMode.h"
 #include "runtime/cluster/SlurmCluster.h"
+#include "runtime/cluster/RunMode.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -35,7 +35,8 @@ TEST(SlurmHostList, ExpandsRangesInTheListsOrder) {
   EXPECT_THAT(hosts("n[9-11]"), ElementsAre("n9", "n10", "n11"));
   EXPECT_THAT(hosts("n[08-10]"), ElementsAre("n08", "n09", "n10"));
   EXPECT_THAT(hosts("n[1,3-4,7]"), ElementsAre("n1", "n3", "n4", "n7"));
-  EXPECT_THAT(hosts("r[1-2]n[1-2]"), ElementsAre("r1n1", "r1n2", "r2n1", "r2n2"));
+  EXPECT_THAT(hosts("r[1-2]n[1-2]"),
+              ElementsAre("r1n1", "r1n2", "r2n1", "r2n2"));
   EXPECT_THAT(hosts("a-[1-2].cl,b"), ElementsAre("a-1.cl", "a-2.cl", "b"));
 }
 
@@ -43,8 +44,10 @@ TEST(SlurmHostList, BadListsAreNamed) {
   EXPECT_THAT(hostError(""), HasSubstr("the host list is empty"));
   EXPECT_THAT(hostError("n[1-2"), HasSubstr("'[' without ']'"));
   EXPECT_THAT(hostError("n1-2]"), HasSubstr("unbalanced brackets"));
-  EXPECT_THAT(hostError("n[3-1]"), HasSubstr("range '3-1' ends before it starts"));
-  EXPECT_THAT(hostError("n[a-b]"), HasSubstr("'a-b' is not a number or a range"));
+  EXPECT_THAT(hostError("n[3-1]"),
+              HasSubstr("range '3-1' ends before it starts"));
+  EXPECT_THAT(hostError("n[a-b]"),
+              HasSubstr("'a-b' is not a number or a range"));
   EXPECT_THAT(hostError("n1,,n2"), HasSubstr("empty host name"));
   EXPECT_THAT(hostError("n[1-99999999]"), HasSubstr("too long"));
 }
@@ -155,10 +158,10 @@ TEST(SlurmCluster, ReservedPortsAndTheJobsVariables) {
   EXPECT_EQ(spec.address({"worker", 1}), "a:13002");
   EXPECT_EQ(task, (TaskId{"worker", 0}));
   env.vars["SLURM_STEP_RESV_PORTS"] = "13000";
-  EXPECT_THAT(clusterFromSlurm(env.reader(), SlurmOptions(), &spec, &task)
-                  .message(),
-              HasSubstr("has 1 port(s) but a node runs 3 tasks; reserve one "
-                        "per task (srun --resv-ports=3)"));
+  EXPECT_THAT(
+      clusterFromSlurm(env.reader(), SlurmOptions(), &spec, &task).message(),
+      HasSubstr("has 1 port(s) but a node runs 3 tasks; reserve one "
+                "per task (srun --resv-ports=3)"));
 }
 
 TEST(SlurmCluster, RefusesALayoutItCannotFollow) {
