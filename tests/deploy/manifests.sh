@@ -13,17 +13,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mkdir -p "$1"
 venv=$(cd "$1" && pwd)/deploy-venv
-if ! cmp -s "$here/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
-  echo "deploy test: installing $(grep -v '^#' "$here/requirements.txt" | xargs) into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"; then
-    echo "deploy test: error: could not install kubernetes-validate from PyPI into $venv" >&2
-    rm -rf "$venv"
-    exit 1
-  fi
-  cp "$here/requirements.txt" "$venv/requirements.txt"
-fi
+# shellcheck source=tests/support/python_venv.sh
+source "$root/tests/support/python_venv.sh"
+python_venv "$venv" "$here/requirements.txt" "deploy test" || exit 1
 bash -n "$root/deploy/slurm/train.sbatch"
 "$2" --help > "$venv/dtf-run-help.txt"
 exec "$venv/bin/python" "$here/check_manifests.py" "$root/deploy/kubernetes" "$venv/dtf-run-help.txt"

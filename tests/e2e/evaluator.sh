@@ -13,11 +13,7 @@ rm -rf "$work" && mkdir -p "$work"
 base=$(free_ports 4 24000)
 printf '{"ps": ["127.0.0.1:%d"], "worker": ["127.0.0.1:%d", "127.0.0.1:%d"], "evaluator": ["127.0.0.1:%d"]}\n' \
   "$base" $((base + 1)) $((base + 2)) $((base + 3)) > "$work/cluster.json"
-sed -e 's/steps = 10000/steps = 1500/' -e 's/every = 2000/every = 1500/' \
-    -e "s/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/" \
-    -e 's/checkpoint every 5 min keep 3/checkpoint every 100 steps keep 3/' \
-    "$root/models/mlp.dtf" > "$work/mlp.dtf"
-"$bin/dtfc" "$work/mlp.dtf" -o "$work/mlp.plan"
+mlp_plan mlp 1500 1500 100
 
 echo "== dtf-run --cluster (1 ps, 2 workers, an evaluator)"
 timeout 300 "$bin/dtf-run" "$work/mlp.plan" --cluster "$work/cluster.json" \

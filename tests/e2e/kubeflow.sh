@@ -33,11 +33,7 @@ tf_config() { # TYPE
     "$chief" "$evaluator" "$ps" "$worker" "$1"
 }
 
-sed -e 's/steps = 10000/steps = 2000/' -e 's/every = 2000/every = 1000/' \
-    -e "s/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/" \
-    -e 's/checkpoint every 5 min keep 3/checkpoint every 250 steps keep 3/' \
-    "$root/models/mlp.dtf" > "$work/mlp.dtf"
-"$bin/dtfc" "$work/mlp.dtf" -o "$work/mlp.plan"
+mlp_plan mlp 2000 1000 250
 
 declare -A pids
 start() { # TYPE

@@ -66,3 +66,15 @@ else:
     raise SystemExit("no free ports")
 PY
 }
+
+# mlp_plan NAME STEPS EVAL_EVERY [CHECKPOINT_EVERY]: models/mlp.dtf with async
+# updates, STEPS steps, an evaluation every EVAL_EVERY steps (and a
+# checkpoint every CHECKPOINT_EVERY steps), compiled to $work/NAME.plan.
+mlp_plan() {
+  local checkpoint=()
+  [ $# -lt 4 ] || checkpoint=(-e "s/checkpoint every 5 min keep 3/checkpoint every $4 steps keep 3/")
+  sed -e "s/steps = 10000/steps = $2/" -e "s/every = 2000/every = $3/" \
+      -e "s/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/" \
+      "${checkpoint[@]}" "$root/models/mlp.dtf" > "$work/$1.dtf"
+  "$bin/dtfc" "$work/$1.dtf" -o "$work/$1.plan"
+}

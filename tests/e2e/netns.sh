@@ -80,11 +80,7 @@ echo "netns: hosts ps ${addr[ps]}, w0 ${addr[w0]}, w1 ${addr[w1]} on a 1 Gbit/s 
 printf '{"ps": ["%s:2222"], "worker": ["%s:2222", "%s:2222"]}\n' \
   "${addr[ps]}" "${addr[w0]}" "${addr[w1]}" > "$work/cluster.json"
 steps=2400
-sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
-    -e "s/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/" \
-    -e 's/checkpoint every 5 min keep 3/checkpoint every 100 steps keep 3/' \
-    "$root/models/mlp.dtf" > "$work/mlp.dtf"
-"$bin/dtfc" "$work/mlp.dtf" -o "$work/mlp.plan"
+mlp_plan mlp "$steps" "$steps" 100
 
 for h in "${hosts[@]}"; do
   setsid ip netns exec "$tag-$h" timeout 600 "$bin/dtf-run" "$work/mlp.plan" \

@@ -102,10 +102,7 @@ if [ $ready -ne 1 ]; then
 fi
 echo "slurm: munged, slurmctld and slurmd n1..n3 up (controller port $ctld)"
 
-sed -e 's/steps = 10000/steps = 300/' -e 's/every = 2000/every = 300/' \
-    -e "s/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/" \
-    "$root/models/mlp.dtf" > "$work/mlp.dtf"
-"$bin/dtfc" "$work/mlp.dtf" -o "$work/mlp.plan"
+mlp_plan mlp 300 300
 
 # Step 1: one task per node, ports reserved by srun; rank 0 is the ps, rank 1
 # the chief (worker.0), rank 2 worker.1, which is killed once it has trained
