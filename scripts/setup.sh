@@ -23,6 +23,9 @@ PACKAGES=(
   dataset-fashion-mnist
   # editor tests run the Vim files in both editors
   vim neovim
+  # deployment tests: a real Slurm (tests/e2e/slurm.sh); ip, tc and the bridge
+  # of the network-namespace test (tests/e2e/netns.sh)
+  slurmctld slurmd slurm-client munge iproute2
 )
 
 missing=()

@@ -22,8 +22,11 @@ namespace {
 
 using nlohmann::json;
 
-const char *const kJobs[] = {kChiefJob, kPsJob, kWorkerJob};
-constexpr const char *kJobList = "chief, ps and worker";
+const char *const kJobs[] = {kChiefJob, kPsJob, kWorkerJob, kEvaluatorJob};
+constexpr const char *kJobList = "chief (or master), ps, worker and evaluator";
+// Kubeflow's training operator names the chief's replica type "Master" in
+// older TFJobs and writes it lower case.
+constexpr const char *kMasterJob = "master";
 constexpr const char *kExample =
     R"({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})";
 
@@ -59,9 +62,6 @@ size_t editDistance(const std::string &a, const std::string &b) {
 
 // "unknown job 'wroker' (did you mean 'worker'?); the jobs are ..."
 std::string unknownJobMessage(const std::string &job) {
-  if (job == "evaluator")
-    return "job 'evaluator' is not supported: dtf evaluates in the chief "
-           "(remove it; the jobs are chief, ps and worker)";
   std::string message = "unknown job '" + job + "'";
   const std::string l = lower(job);
   for (const char *known : kJobs) {
@@ -176,6 +176,11 @@ Status checkJobs(const std::map<std::string, std::vector<std::string>> &jobs,
     return errorStatus(source, ": job 'chief' has ", chief->second.size(),
                        " tasks; a cluster has at most one chief (make the "
                        "others workers)");
+  auto evaluator = jobs.find(kEvaluatorJob);
+  if (evaluator != jobs.end() && evaluator->second.size() > 1)
+    return errorStatus(source, ": job 'evaluator' has ",
+                       evaluator->second.size(),
+                       " tasks; a cluster has at most one evaluator");
 
   // Every address well formed, and no two tasks on one address. Loopback
   // spellings (localhost, 127.0.0.1, ::1) are the same machine.
@@ -223,7 +228,12 @@ Status readJobs(const json &cluster, const std::string &source,
                        ": expected a JSON object mapping job names to lists "
                        "of \"host:port\" addresses, e.g. ",
                        kExample, "; got ", jsonKind(cluster));
-  for (const auto &[job, value] : cluster.items()) {
+  if (cluster.contains(kMasterJob) && cluster.contains(kChiefJob))
+    return errorStatus(source,
+                       ": has both 'master' and 'chief'; they are the same "
+                       "job (Kubeflow's name and TensorFlow's), give one");
+  for (const auto &[name, value] : cluster.items()) {
+    const std::string job = name == kMasterJob ? kChiefJob : name;
     if (!isKnownJob(job))
       return errorStatus(source, ": ", unknownJobMessage(job));
     if (!value.is_array())
@@ -265,7 +275,9 @@ Status readTask(const json &task, const std::string &source,
                          index->dump());
     i = index->get<long long>();
   }
-  const std::string job = type->get<std::string>();
+  std::string job = type->get<std::string>();
+  if (job == kMasterJob)
+    job = kChiefJob;
   if (!isKnownJob(job))
     return errorStatus(source, ": task type '", job,
                        "': ", unknownJobMessage(job));
@@ -462,6 +474,7 @@ Status ClusterSpec::parseJson(const std::string &text,
                        "; merge the two");
 
   std::map<std::string, std::vector<std::string>> jobs;
+  std::string environment;
   if (root.is_object() && (root.contains("cluster") || root.contains("task"))) {
     // TF_CONFIG's full form.
     for (const auto &[key, value] : root.items()) {
@@ -480,6 +493,14 @@ Status ClusterSpec::parseJson(const std::string &text,
                          ", \"task\": {\"type\": \"worker\", "
                          "\"index\": 0}}");
     DTF_RETURN_IF_ERROR(readJobs(root["cluster"], sourceName, &jobs));
+    if (root.contains("environment")) {
+      if (!root["environment"].is_string())
+        return errorStatus(sourceName,
+                           ": 'environment' must be a string such as "
+                           "\"cloud\", got ",
+                           jsonKind(root["environment"]));
+      environment = root["environment"].get<std::string>();
+    }
     if (root.contains("task")) {
       TaskId id;
       DTF_RETURN_IF_ERROR(readTask(root["task"], sourceName, jobs, &id));
@@ -490,6 +511,7 @@ Status ClusterSpec::parseJson(const std::string &text,
     DTF_RETURN_IF_ERROR(readJobs(root, sourceName, &jobs));
   }
   out->source_ = sourceName;
+  out->environment_ = environment;
   out->jobs_ = std::move(jobs);
   return Status::ok();
 }

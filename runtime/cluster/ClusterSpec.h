@@ -11,11 +11,13 @@
 
 namespace dtf::cluster {
 
-/// The jobs a cluster may hold. `evaluator` (TensorFlow's side-car job) is
-/// rejected with its own message: dtf evaluates in the chief.
+/// The jobs a cluster may hold. `evaluator` (TensorFlow's side-car job, at
+/// most one task) is not part of training: it evaluates the checkpoints the
+/// job writes. Kubeflow's `master` is read as `chief`.
 inline constexpr const char *kChiefJob = "chief";
 inline constexpr const char *kPsJob = "ps";
 inline constexpr const char *kWorkerJob = "worker";
+inline constexpr const char *kEvaluatorJob = "evaluator";
 
 /// One task of a cluster: a job name and an index within it.
 struct TaskId {
@@ -83,6 +85,9 @@ public:
 
   /// Where the spec came from ("cluster.json", "TF_CONFIG"), for messages.
   const std::string &source() const { return source_; }
+  /// TF_CONFIG's "environment" ("cloud" as Kubeflow writes it); "" when
+  /// absent.
+  const std::string &environment() const { return environment_; }
 
   bool hasJob(const std::string &job) const { return jobs_.count(job) != 0; }
   /// 0 for a job the cluster does not have.
@@ -99,7 +104,8 @@ public:
   /// Moves the chief role to `task` (dtf-run --chief), a task of the chief
   /// or worker job; an error naming it otherwise.
   Status setChief(const TaskId &task);
-  /// Every task, chief first, then ps, then workers, each in index order.
+  /// Every task, chief first, then ps, then workers, then the evaluator, each
+  /// in index order.
   std::vector<TaskId> allTasks() const;
   /// True when the task's host is this machine (see isLocalHost).
   bool isLocal(const TaskId &task) const;
@@ -123,6 +129,7 @@ public:
 
 private:
   std::string source_;
+  std::string environment_;
   std::map<std::string, std::vector<std::string>> jobs_;
   std::optional<TaskId> chief_;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 namespace dtf::cluster {
 namespace {
@@ -25,8 +26,23 @@ Status taskFromFlags(const ClusterFlags &flags, TaskId *task,
 } // namespace
 
 Status chooseRunMode(const ClusterFlags &flags, const char *tfConfig,
-                     RunChoice *choice) {
+                     RunChoice *choice, const EnvironmentReader &env) {
   *choice = RunChoice();
+  if (flags.cluster && *flags.cluster == kSlurmCluster) {
+    if (flags.job)
+      return errorStatus("--cluster slurm takes each task's job from its "
+                         "Slurm rank (--slurm-jobs); leave out --job and "
+                         "--task");
+    const EnvironmentReader read =
+        env ? env : [](const char *name) -> const char * {
+      return std::getenv(name);
+    };
+    DTF_RETURN_IF_ERROR(
+        clusterFromSlurm(read, flags.slurm, &choice->cluster, &choice->task));
+    choice->taskOrigin = "the Slurm rank";
+    choice->mode = RunMode::kTask;
+    return Status::ok();
+  }
   if (flags.job && !flags.task)
     return errorStatus("--job ", *flags.job,
                        " needs --task N, the task's index within the job");

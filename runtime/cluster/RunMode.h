@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runtime/cluster/ClusterSpec.h"
+#include "runtime/cluster/SlurmCluster.h"
 
 #include <optional>
 #include <string>
@@ -19,7 +20,13 @@ struct ClusterFlags {
   std::optional<std::string> cluster; // --cluster FILE
   std::optional<std::string> job;     // --job NAME
   std::optional<std::string> task;    // --task N, as typed
+  /// --slurm-jobs and --slurm-port-base, for --cluster slurm.
+  SlurmOptions slurm;
 };
+
+/// `--cluster slurm`: the cluster is the Slurm job step this process is a
+/// task of (a file named slurm is given as ./slurm).
+inline constexpr const char *kSlurmCluster = "slurm";
 
 struct RunChoice {
   RunMode mode = RunMode::kLocal;
@@ -33,6 +40,8 @@ struct RunChoice {
 
 /// Decides the mode. `tfConfig` is the TF_CONFIG variable's value (nullptr
 /// when unset), which counts only when --cluster is not given:
+///   --cluster slurm             -> kTask (the Slurm step's cluster and this
+///                                  task's rank; see clusterFromSlurm)
 ///   --cluster F                 -> kLauncher (kTask when F is a full TF_CONFIG
 ///                                  with a task)
 ///   --cluster F --job J --task I -> kTask (J, I checked against F)
@@ -42,6 +51,7 @@ struct RunChoice {
 /// with no cluster, TF_CONFIG without a task and no --job, and every error
 /// of the cluster file or TF_CONFIG.
 Status chooseRunMode(const ClusterFlags &flags, const char *tfConfig,
-                     RunChoice *choice);
+                     RunChoice *choice,
+                     const EnvironmentReader &env = EnvironmentReader());
 
 } // namespace dtf::cluster

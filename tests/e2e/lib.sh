@@ -25,3 +25,56 @@ for _ in range(nps + nworkers):
 json.dump({"ps": addr[:nps], "worker": addr[nps:]}, open(path, "w"))
 PY
 }
+
+# Root only: runs the calling script again (with the same arguments) in a
+# mount namespace of its own, where private_hosts can replace /etc/hosts
+# without touching the machine's.
+enter_private_mounts() {
+  if [ -z "${DTF_E2E_PRIVATE_MOUNTS:-}" ]; then
+    exec env DTF_E2E_PRIVATE_MOUNTS=1 unshare --mount --propagation private -- "$0" "$@"
+  fi
+}
+
+# private_hosts FILE LINE...: FILE becomes /etc/hosts (after
+# enter_private_mounts): the machine's lines and LINE... ("127.0.1.1 n1").
+# Lines appended to FILE later are seen at once (glibc reads it per lookup).
+private_hosts() {
+  local file=$1
+  shift
+  { cat /etc/hosts; printf '%s\n' "$@"; } > "$file"
+  mount --bind "$file" /etc/hosts || fail "cannot bind-mount $file over /etc/hosts in a private mount namespace"
+}
+
+# free_ports N FROM [HOST...]: the first of N consecutive ports from FROM up
+# that are free on every HOST (default 127.0.0.1).
+free_ports() {
+  python3 - "$@" <<'PY'
+import socket, sys
+n, start, hosts = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:] or ["127.0.0.1"]
+for base in range(start, 60000 - n, n + 7):
+    socks = []
+    try:
+        for p in range(base, base + n):
+            for host in hosts:
+                s = socket.socket(); s.bind((host, p)); socks.append(s)
+        print(base); break
+    except OSError:
+        pass
+    finally:
+        for s in socks: s.close()
+else:
+    raise SystemExit("no free ports")
+PY
+}
+
+# mlp_plan NAME STEPS EVAL_EVERY [CHECKPOINT_EVERY]: models/mlp.dtf with async
+# updates, STEPS steps, an evaluation every EVAL_EVERY steps (and a
+# checkpoint every CHECKPOINT_EVERY steps), compiled to $work/NAME.plan.
+mlp_plan() {
+  local checkpoint=()
+  [ $# -lt 4 ] || checkpoint=(-e "s/checkpoint every 5 min keep 3/checkpoint every $4 steps keep 3/")
+  sed -e "s/steps = 10000/steps = $2/" -e "s/every = 2000/every = $3/" \
+      -e "s/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/" \
+      "${checkpoint[@]}" "$root/models/mlp.dtf" > "$work/$1.dtf"
+  "$bin/dtfc" "$work/$1.dtf" -o "$work/$1.plan"
+}

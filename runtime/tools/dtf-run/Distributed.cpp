@@ -5,11 +5,73 @@
 #include "runtime/distributed/WorkerTask.h"
 #include "runtime/plan/Partition.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <netdb.h>
 #include <sstream>
+#include <sys/socket.h>
+#include <thread>
 
 namespace dtfrun {
+
+int cloudExitCode(const dtf::cluster::RunChoice &choice, int code) {
+  constexpr int kCluster = 6, kClusterRetryable = 166;
+  return choice.cluster.environment() == "cloud" && code == kCluster
+             ? kClusterRetryable
+             : code;
+}
+
+dtf::Status
+waitForNames(const std::vector<std::pair<std::string, std::string>> &tasks,
+             double timeoutSeconds, const std::atomic<bool> *stop,
+             std::FILE *out) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::milliseconds(int64_t(timeoutSeconds * 1000));
+  for (const auto &[name, address] : tasks) {
+    dtf::cluster::HostPort hp;
+    if (!dtf::cluster::parseHostPort(address, name, &hp).isOk())
+      continue; // the cluster's own checks name it
+    double backoff = 0.25;
+    for (;;) {
+      struct addrinfo hints = {};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      struct addrinfo *found = nullptr;
+      const int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &found);
+      if (found)
+        freeaddrinfo(found);
+      if (rc == 0)
+        break;
+      const std::string why =
+          rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc);
+      if (stop && stop->load())
+        return dtf::errorStatus("interrupted");
+      const double left =
+          std::chrono::duration<double>(deadline - Clock::now()).count();
+      if (left <= 0)
+        return dtf::errorStatus(
+            "cannot reach ", name, ": its host name '", hp.host,
+            "' did not resolve within ", timeoutSeconds, " s (", why,
+            "); is its pod or host up, and is the name in the cluster "
+            "right? (--connect-timeout sets the wait)");
+      const double wait = std::min(backoff, left);
+      std::fprintf(out,
+                   "waiting for %s: its host name '%s' does not resolve yet "
+                   "(%s); trying again in %.2g s\n",
+                   name.c_str(), hp.host.c_str(), why.c_str(), wait);
+      std::fflush(out);
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(int64_t(wait * 1000)));
+      backoff = std::min(backoff * 2, 8.0);
+    }
+  }
+  return dtf::Status::ok();
+}
 
 using dtf::cluster::ClusterSpec;
 using dtf::cluster::TaskId;
@@ -82,6 +144,19 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
   config.stop = stop;
   config.out = options.out;
 
+  if (task.job != dtf::cluster::kPsJob) {
+    // A worker needs the ps tasks; a name that does not resolve yet is a
+    // peer that is not up yet, not a wrong cluster.
+    std::vector<std::pair<std::string, std::string>> peers;
+    for (const dtf::dist::TaskRef &ps : config.roster.ps)
+      peers.emplace_back(ps.name, ps.address);
+    s = waitForNames(peers, flags.connectTimeoutSeconds, stop, options.out);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "dtf-run: error: %s: %s\n", task.str().c_str(),
+                   s.message().c_str());
+      return s.message() == "interrupted" ? 130 : 6;
+    }
+  }
   if (task.job == dtf::cluster::kPsJob)
     return dtf::dist::runParameterServer(plan, placement, task.index, config);
   if (task.job != dtf::cluster::kChiefJob && task.job != dtf::cluster::kWorkerJob)

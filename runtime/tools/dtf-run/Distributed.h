@@ -7,7 +7,10 @@
 #include "plan.pb.h"
 
 #include <atomic>
+#include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dtfrun {
 
@@ -22,5 +25,21 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
             const dtf::cluster::RunChoice &choice,
             const dtf::train::TrainOptions &options,
             const DistributedFlags &flags, const std::atomic<bool> *stop);
+
+/// The exit code `code` as the task's process returns it: under a TF_CONFIG
+/// whose environment is "cloud" (Kubeflow), the cluster failure 6 becomes
+/// 166, a code that Kubernetes' `restartPolicy: ExitCode` retries; every
+/// other code is kept.
+int cloudExitCode(const dtf::cluster::RunChoice &choice, int code);
+
+/// Waits until every host name in `tasks` resolves (pods start in any
+/// order, and a peer's DNS name appears only once its pod runs), retrying
+/// with backoff up to `timeoutSeconds` and naming the task and the name
+/// while it waits. Numeric addresses pass at once. An error naming the
+/// first name that never resolved.
+dtf::Status waitForNames(const std::vector<std::pair<std::string, std::string>>
+                             &tasks, // (name, host:port)
+                         double timeoutSeconds, const std::atomic<bool> *stop,
+                         std::FILE *out);
 
 } // namespace dtfrun

@@ -3,6 +3,7 @@
 #include "dtf/Version.h"
 
 #include "Distributed.h"
+#include "Evaluator.h"
 
 #include "Launch.h"
 #include "runtime/cluster/RunMode.h"
@@ -54,7 +55,19 @@ options:
   --cluster FILE   cluster spec: {"ps": ["host:port", ...], "worker": [...]}
                    (TensorFlow's ClusterSpec, or a whole TF_CONFIG); without
                    --job, starts and supervises every task on this machine
-  --job NAME       the job of the task to run (ps, worker or chief)
+  --cluster slurm  the cluster is the Slurm job step this process is a task
+                   of (srun dtf-run plan.bin --cluster slurm ...): ranks go
+                   to the jobs of --slurm-jobs in order, workers take the
+                   rest; hosts are the step's nodes, ports the step's
+                   reserved ports (srun --resv-ports) or --slurm-port-base
+                   plus the task's slot on its node (docs/deploy.md)
+  --slurm-jobs LIST  with --cluster slurm: JOB=COUNT,... in rank order, of
+                   ps, chief and evaluator (default ps=1)
+  --slurm-port-base P  with --cluster slurm and no reserved ports: the first
+                   task of each node listens on P, the next on P+1 (2222)
+  --job NAME       the job of the task to run (ps, worker, chief, or
+                   evaluator: follows --model-dir's checkpoints and
+                   evaluates each new one, see docs/deploy.md)
   --task N         the index of the task to run within its job
   --max-restarts N the launcher restarts a failed task up to N times (3)
   --chief TASK     the worker that takes the chief's duties (initializing and
@@ -69,6 +82,8 @@ options:
   --sync-timeout S seconds a sync worker waits for the other replicas'
                    gradients, or for the chief, before it names them and
                    exits (120)
+  --evaluator-idle-timeout S  the evaluator gives up (exit 6) when no new
+                   checkpoint appears for S seconds (3600)
   --chunk-bytes N  pulls, pushes and initial values larger than N bytes
                    cross between tasks in a stream of N-byte chunks (no
                    message size limit; the receiver copies each chunk into
@@ -140,6 +155,11 @@ exit codes:
        was lost, or did not answer within --sync-timeout (the message names
        it and its address)
   130  interrupted (Ctrl-C)
+
+  Under a TF_CONFIG whose "environment" is "cloud" (as Kubeflow's training
+  operator writes it), exit code 6 becomes 166, so that Kubernetes'
+  `restartPolicy: ExitCode` restarts the pod (codes 128 to 255 are
+  retryable; 1 to 127, the usage, build, I/O and kernel errors, are not).
 )";
 
 // Exit codes, distinct per kind of failure.
@@ -215,6 +235,7 @@ int main(int argc, char **argv) {
   std::string plan;
   dtf::cluster::ClusterFlags clusterFlags;
   dtfrun::DistributedFlags distributedFlags;
+  dtfrun::EvaluatorFlags evaluatorFlags;
   std::string chiefFlag;
   dtf::train::TrainOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -256,6 +277,9 @@ int main(int argc, char **argv) {
                             arg == "--connect-timeout" ||
                             arg == "--sync-timeout" ||
                             arg == "--chunk-bytes" ||
+                            arg == "--slurm-jobs" ||
+                            arg == "--slurm-port-base" ||
+                            arg == "--evaluator-idle-timeout" ||
                             arg == "--task" || arg == "--steps" ||
                             arg == "--log-every" || arg == "--threads" ||
                             arg == "--inter-op-threads";
@@ -284,6 +308,27 @@ int main(int argc, char **argv) {
         clusterFlags.job = value;
         continue;
       }
+      if (arg == "--slurm-jobs") {
+        dtf::Status s =
+            dtf::cluster::SlurmJobs::parse(value, &clusterFlags.slurm.jobs);
+        if (!s.isOk()) {
+          std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
+          return kUsageError;
+        }
+        continue;
+      }
+      if (arg == "--slurm-port-base") {
+        const long long port = parseCount(value);
+        if (port < 1 || port > 65535) {
+          std::fprintf(stderr,
+                       "dtf-run: error: --slurm-port-base expects a port "
+                       "(1 to 65535), got '%s'\n",
+                       value);
+          return kUsageError;
+        }
+        clusterFlags.slurm.portBase = int(port);
+        continue;
+      }
       if (arg == "--task") {
         clusterFlags.task = value;
         continue;
@@ -294,7 +339,8 @@ int main(int argc, char **argv) {
         chiefFlag = value;
         continue;
       }
-      if (arg == "--connect-timeout" || arg == "--sync-timeout") {
+      if (arg == "--connect-timeout" || arg == "--sync-timeout" ||
+          arg == "--evaluator-idle-timeout") {
         char *end = nullptr;
         double seconds = std::strtod(value, &end);
         if (!*value || *end || !(seconds > 0) || seconds > 1e6) {
@@ -304,7 +350,8 @@ int main(int argc, char **argv) {
           return kUsageError;
         }
         (arg == "--connect-timeout" ? distributedFlags.connectTimeoutSeconds
-                                    : distributedFlags.syncTimeoutSeconds) =
+         : arg == "--sync-timeout"  ? distributedFlags.syncTimeoutSeconds
+                                    : evaluatorFlags.idleTimeoutSeconds) =
             seconds;
         continue;
       }
@@ -421,9 +468,14 @@ int main(int argc, char **argv) {
   std::signal(SIGINT, onInterrupt);
   std::signal(SIGTERM, onInterrupt);
   options.stop = &gStop;
+  if (choice.mode == dtf::cluster::RunMode::kTask &&
+      choice.task.job == dtf::cluster::kEvaluatorJob)
+    return dtfrun::cloudExitCode(
+        choice, dtfrun::runEvaluator(parsed, options, evaluatorFlags, &gStop));
   if (choice.mode == dtf::cluster::RunMode::kTask)
-    return dtfrun::runTask(plan, parsed, choice, options, distributedFlags,
-                           &gStop);
+    return dtfrun::cloudExitCode(choice,
+                                 dtfrun::runTask(plan, parsed, choice, options,
+                                                 distributedFlags, &gStop));
   dtf::train::TrainReport report;
   dtf::train::FailureKind kind = dtf::train::FailureKind::kNone;
   s = dtf::train::train(parsed, options, &report, &kind);

@@ -107,15 +107,53 @@ TEST(ClusterSpec, EmptyJob) {
 TEST(ClusterSpec, UnknownJobSuggestsTheKnownOne) {
   std::string m = errorOf(R"({"wroker": ["a:1"]})");
   EXPECT_THAT(m, HasSubstr("c.json: unknown job 'wroker' (did you mean "
-                           "'worker'?); the jobs are chief, ps and worker"));
-  m = errorOf(R"({"worker": ["a:1"], "master": ["b:1"]})");
-  EXPECT_THAT(m, HasSubstr("unknown job 'master'; the jobs are"));
+                           "'worker'?); the jobs are chief (or master), ps, "
+                           "worker and evaluator"));
+  m = errorOf(R"({"worker": ["a:1"], "mastr": ["b:1"]})");
+  EXPECT_THAT(m, HasSubstr("unknown job 'mastr'; the jobs are"));
 }
 
-TEST(ClusterSpec, EvaluatorIsRejectedWithItsReason) {
-  EXPECT_THAT(errorOf(R"({"worker": ["a:1"], "evaluator": ["b:1"]})"),
-              HasSubstr("c.json: job 'evaluator' is not supported: dtf "
-                        "evaluates in the chief"));
+TEST(ClusterSpec, EvaluatorIsAJobOutsideTraining) {
+  ClusterSpec spec;
+  Status s = ClusterSpec::parseJson(
+      R"({"worker": ["a:1"], "ps": ["p:1"], "evaluator": ["e:1"]})", "c.json",
+      &spec);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(spec.numTasks("evaluator"), 1);
+  EXPECT_EQ(spec.allTasks().back(), (TaskId{"evaluator", 0}));
+  EXPECT_EQ(spec.chief(), (TaskId{"worker", 0}));
+  EXPECT_THAT(
+      errorOf(R"({"worker": ["a:1"], "evaluator": ["b:1", "c:1"]})"),
+      HasSubstr("c.json: job 'evaluator' has 2 tasks; a cluster has at most "
+                "one evaluator"));
+}
+
+// TF_CONFIG as Kubeflow's training operator writes it for a TFJob with a
+// Master (older TFJobs), ps, workers and an evaluator.
+TEST(ClusterSpec, ReadsKubeflowTfConfig) {
+  const std::string tfConfig = R"({"cluster":{
+      "master":["mnist-master-0.default.svc:2222"],
+      "ps":["mnist-ps-0.default.svc:2222"],
+      "worker":["mnist-worker-0.default.svc:2222",
+                "mnist-worker-1.default.svc:2222"],
+      "evaluator":["mnist-evaluator-0.default.svc:2222"]},
+    "task":{"type":"master","index":0},"environment":"cloud"})";
+  ClusterSpec spec;
+  std::optional<TaskId> task;
+  Status s = ClusterSpec::parseJson(tfConfig, "TF_CONFIG", &spec, &task);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_TRUE(task.has_value());
+  EXPECT_EQ(*task, (TaskId{"chief", 0}));
+  EXPECT_EQ(spec.chief(), (TaskId{"chief", 0}));
+  EXPECT_EQ(spec.address({"chief", 0}), "mnist-master-0.default.svc:2222");
+  EXPECT_EQ(spec.environment(), "cloud");
+  EXPECT_EQ(spec.numWorkers(), 2);
+  EXPECT_THAT(errorOf(R"({"cluster": {"worker": ["a:1"], "master": ["b:1"],
+                                      "chief": ["c:1"]}})"),
+              HasSubstr("has both 'master' and 'chief'"));
+  EXPECT_THAT(errorOf(R"({"cluster": {"worker": ["a:1"]},
+                          "environment": 3})"),
+              HasSubstr("'environment' must be a string"));
 }
 
 TEST(ClusterSpec, JobMustBeAListOfStrings) {
