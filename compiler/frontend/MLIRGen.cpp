@@ -206,6 +206,37 @@ void ModelGen::genStmt(const ast::Stmt &stmt) {
       });
 }
 
+void ModelGen::checkBatchFactors(Operation *op) {
+  if (isa<ReshapeOp>(op)) // it sets its own
+    return;
+  auto rows = [](int64_t f) {
+    return f == 1 ? std::string("B") : "B * " + std::to_string(f);
+  };
+  int64_t factor = 0;
+  for (Value v : op->getOperands()) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || t.hasStaticShape())
+      continue;
+    const int64_t f = batchFactor(v);
+    if (factor == 0) {
+      factor = f;
+    } else if (f != factor) {
+      ++errors;
+      emitError(op->getLoc())
+          << op->getName().stripDialect() << " combines a batch of "
+          << rows(factor) << " rows with one of " << rows(f)
+          << " rows: a reshape merged the batch with other axes; reshape it "
+             "back to one row per example first";
+      return;
+    }
+  }
+  if (factor > 1)
+    for (Value r : op->getResults())
+      if (auto t = dyn_cast<RankedTensorType>(r.getType());
+          t && !t.hasStaticShape())
+        batchFactors[r] = factor;
+}
+
 } // namespace mlir::dtf::frontend
 
 using namespace mlir;

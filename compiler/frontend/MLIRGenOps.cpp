@@ -189,6 +189,7 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       }
     }
     SmallVector<int64_t> target(*shape);
+    int64_t mergedFactor = 1; // rows per example after the reshape
     if (inferred >= 0) {
       // -1 takes what is left; with a batch dimension it stays symbolic.
       int64_t rest = 1;
@@ -196,21 +197,25 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
         if (static_cast<int>(i) != inferred)
           rest *= d;
       if (!xt.hasStaticShape()) {
-        // The only unknown size is the batch: -1 stands for it, first, and
-        // the other sizes hold one example's elements exactly.
-        int64_t perExample = 1;
+        // The only unknown size is the batch: -1 stands for it, first. The
+        // other sizes may merge it with other axes ([B, 16, 49] -> [-1, 49]:
+        // 16 rows per example) or split it back ([-1, 16, 64]); the rows
+        // per example must stay a whole number.
+        int64_t perExample = batchFactor(x);
         for (int64_t d : xt.getShape())
           if (!ShapedType::isDynamic(d))
             perExample *= d;
-        if (inferred != 0 || rest != perExample) {
+        if (inferred != 0 || rest == 0 || perExample % rest != 0) {
           auto diag = error(shapeLoc)
-                      << "reshape of a batch keeps the batch first: write -1 "
-                         "first and sizes that hold the "
+                      << "reshape of a batch keeps the batch first and "
+                         "whole: write -1 first and sizes whose product "
+                         "divides the "
                       << perExample << " elements of one example, as in "
                       << "reshape(x, [-1, " << perExample << "])";
           noteOrigin(diag, args.get("x"), x);
           return nullptr;
         }
+        mergedFactor = perExample / rest;
       }
       if (xt.hasStaticShape()) {
         int64_t count = xt.getNumElements();
@@ -231,8 +236,8 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
     }
     auto type = RankedTensorType::get(target, xt.getElementType());
     std::pair<const ast::Expr *, Value> operands[] = {{args.get("x"), x}};
-    if (name == "reshape")
-      return buildChecked<ReshapeOp>(
+    if (name == "reshape") {
+      Value y = buildChecked<ReshapeOp>(
           at, operands,
           [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {
             if (failed(verifyReshape(xt, type, emit)))
@@ -240,6 +245,10 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
             return type;
           },
           x);
+      if (y && mergedFactor > 1)
+        batchFactors[y] = mergedFactor;
+      return y;
+    }
     return buildChecked<BroadcastToOp>(
         at, operands,
         [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {

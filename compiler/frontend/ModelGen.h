@@ -16,6 +16,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,15 +40,19 @@ struct Binding {
   size_t callerScopes = 0; // Literal: the scopes seen at the call
 };
 
-/// Tags every op created inside `on "..."` scopes with its device.
+/// Tags every op created inside `on "..."` scopes with its device, and tells
+/// `inserted` (the batch-factor check) of each.
 struct DeviceTagger : OpBuilder::Listener {
   void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
     if (!devices.empty())
       op->setAttr("dtf.device",
                   StringAttr::get(op->getContext(), devices.back().toString()));
+    if (inserted)
+      inserted(op);
   }
   /// Innermost last; each already completed with the ones around it.
   std::vector<::dtf::DeviceName> devices;
+  std::function<void(Operation *)> inserted;
 };
 
 /// The dtype of a tensor type as the language writes it.
@@ -82,6 +87,7 @@ public:
       : context(context), file(file), model(model), options(options),
         builder(context) {
     builder.setListener(&deviceTagger);
+    deviceTagger.inserted = [this](Operation *op) { checkBatchFactors(op); };
   }
 
   OwningOpRef<ModuleOp> run();
@@ -288,6 +294,14 @@ private:
   DeviceTagger deviceTagger;
   std::vector<const ast::Network *> networkStack;
   std::vector<Value> returned; // values of the innermost network's return
+  /// A value whose batch dimension holds several rows per example (a
+  /// reshape merged the batch with other axes, [B, 16, 49] -> [-1, 49]):
+  /// how many. Absent: one, the batch B itself.
+  llvm::DenseMap<Value, int64_t> batchFactors;
+  int64_t batchFactor(Value v) const { return batchFactors.lookup(v) ? batchFactors.lookup(v) : 1; }
+  /// Every new op: its results take the batch factor of its operands, which
+  /// must agree (B * 16 rows never meet B rows elementwise).
+  void checkBatchFactors(Operation *op);
 };
 
 } // namespace mlir::dtf::frontend
