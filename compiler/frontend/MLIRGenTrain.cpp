@@ -57,6 +57,53 @@ Attribute ModelGen::literalAttr(const ast::Expr *expr, StringRef what) {
   return nullptr;
 }
 
+bool ModelGen::checkTFRecordArgs(DictionaryAttr dict,
+                                 const ast::CallExpr *call) {
+  auto argLoc = [&](StringRef name) {
+    if (call)
+      for (const ast::Arg &a : call->args)
+        if (a.key == name)
+          return a.value->getLoc();
+    return call ? call->getLoc() : ast::Loc{};
+  };
+  auto symbol = [&](StringRef name, std::initializer_list<StringRef> allowed,
+                    StringRef form) {
+    Attribute a = dict.get(name);
+    if (!a)
+      return true;
+    auto s = dyn_cast<StringAttr>(a);
+    if (s && llvm::is_contained(allowed, s.getValue()))
+      return true;
+    error(argLoc(name)) << name << " is " << form;
+    return false;
+  };
+  bool ok = symbol("compression", {"none", "gzip"}, "none or gzip");
+  ok &= symbol("on_corrupt", {"fail", "skip"}, "fail or skip");
+  if (Attribute a = dict.get("features")) {
+    auto list = dyn_cast<ArrayAttr>(a);
+    bool good = bool(list);
+    if (list)
+      for (Attribute item : list) {
+        auto s = dyn_cast<StringAttr>(item);
+        if (!s) {
+          good = false;
+          break;
+        }
+        auto [input, feature] = s.getValue().split('=');
+        if (input.trim().empty() || feature.trim().empty() ||
+            !s.getValue().contains('='))
+          good = false;
+      }
+    if (!good) {
+      error(argLoc("features"))
+          << "features maps inputs to the records' feature names: a list of "
+             "\"INPUT=FEATURE\" strings, as in [\"x=image\", \"y=label\"]";
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
   // What each parameter of the training calls takes.
   enum class Rule {
@@ -473,6 +520,8 @@ void ModelGen::genTrain(
             continue;
           }
         }
+        if (kindName == "tfrecord" && !checkTFRecordArgs(dict, call))
+          continue;
         for (const ast::Arg &extra : item.extra) {
           if (extra.key != "every") {
             error(extra.keyLoc) << "eval takes `every = N` (steps) after the "

@@ -5,6 +5,7 @@
 #include "Distributed.h"
 
 #include "Launch.h"
+#include "Predict.h"
 #include "runtime/cluster/RunMode.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/train/Trainer.h"
@@ -31,6 +32,7 @@ Trains the model in PLAN (a plan.bin written by dtfc).
   dtf-run plan.bin                          train on this machine (embedded default)
   dtf-run plan.bin --cluster cluster.json   start and supervise the local tasks
   dtf-run plan.bin --cluster cluster.json --job worker --task 1   run one task
+  dtf-run plan.bin --predict eval --model-dir DIR -o out.csv      predict
 
 options:
   --steps N        train N steps instead of the plan's count (0: only evaluate)
@@ -74,6 +76,15 @@ options:
                    message size limit; the receiver copies each chunk into
                    place as the next arrives); smaller ones in one message
                    (default 4194304, 4 MiB)
+  --predict DATA   instead of training, write the model's outputs (its
+                   logits, else its last value) for every example of DATA,
+                   in order, from the latest checkpoint in --model-dir, to
+                   -o FILE (.csv: a header and one line per example; .npy: a
+                   NumPy array [examples, ...]). DATA is eval or data (the
+                   plan's sources), idx:DIR (its test split), csv:FILE or
+                   tfrecord:PATTERN (with the plan's tfrecord settings;
+                   gzip when the pattern ends in .gz)
+  -o, --output FILE  where --predict writes
   --help           print this help and exit
   --version        print the version and exit
 
@@ -216,6 +227,7 @@ int main(int argc, char **argv) {
   dtf::cluster::ClusterFlags clusterFlags;
   dtfrun::DistributedFlags distributedFlags;
   std::string chiefFlag;
+  dtfrun::PredictFlags predict;
   dtf::train::TrainOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -258,7 +270,9 @@ int main(int argc, char **argv) {
                             arg == "--chunk-bytes" ||
                             arg == "--task" || arg == "--steps" ||
                             arg == "--log-every" || arg == "--threads" ||
-                            arg == "--inter-op-threads";
+                            arg == "--inter-op-threads" ||
+                            arg == "--predict" || arg == "--output" ||
+                            arg == "-o";
     if (takesValue) {
       if (!value) {
         if (i + 1 >= argc) {
@@ -274,6 +288,15 @@ int main(int argc, char **argv) {
           return kUsageError;
         }
         options.modelDir = value;
+        continue;
+      }
+      if (arg == "--predict" || arg == "--output" || arg == "-o") {
+        if (!*value) {
+          std::fprintf(stderr, "dtf-run: error: %s needs a value\n",
+                       arg.c_str());
+          return kUsageError;
+        }
+        (arg == "--predict" ? predict.source : predict.output) = value;
         continue;
       }
       if (arg == "--cluster") {
@@ -361,6 +384,30 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "dtf-run: error: --fresh needs --model-dir DIR (the "
                          "directory whose checkpoints to set aside)\n");
     return kUsageError;
+  }
+  if (!predict.source.empty() || !predict.output.empty()) {
+    if (predict.source.empty() || predict.output.empty() ||
+        options.modelDir.empty()) {
+      std::fprintf(stderr, "dtf-run: error: --predict DATA needs -o FILE "
+                           "(.csv or .npy) and --model-dir DIR (the "
+                           "checkpoints to predict with)\n");
+      return kUsageError;
+    }
+    if (clusterFlags.cluster || clusterFlags.job) {
+      std::fprintf(stderr, "dtf-run: error: --predict runs on this machine; "
+                           "leave out --cluster and --job\n");
+      return kUsageError;
+    }
+    google::protobuf::SetLogHandler(nullptr);
+    dtf::plan::Plan parsed;
+    dtf::Status s = dtf::plan::readPlanFile(plan, &parsed);
+    if (!s.isOk()) {
+      std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
+      return kIoError;
+    }
+    predict.modelDir = options.modelDir;
+    predict.threads = options.threads;
+    return dtfrun::runPredict(parsed, predict);
   }
   dtf::cluster::RunChoice choice;
   {
