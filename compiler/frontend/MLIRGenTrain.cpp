@@ -19,6 +19,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <glob.h>
 #include <sstream>
 
 namespace mlir::dtf::frontend {
@@ -503,14 +504,27 @@ void ModelGen::genTrain(
           continue;
         }
         if (auto path = dict.getAs<StringAttr>("path")) {
-          if (options.checkDataPaths &&
-              !llvm::sys::fs::exists(path.getValue())) {
+          // tfrecord's path is a glob: it must match a file.
+          auto exists = [&](StringRef p) {
+            if (kindName != "tfrecord")
+              return llvm::sys::fs::exists(p);
+            glob_t g{};
+            const bool found = ::glob(p.str().c_str(), 0, nullptr, &g) == 0 &&
+                               g.gl_pathc > 0;
+            globfree(&g);
+            return found;
+          };
+          if (options.checkDataPaths && !exists(path.getValue())) {
             const ast::Expr *pathExpr = call && !call->args.empty()
                                             ? call->args.front().value.get()
                                             : value;
             emitWarning(loc(pathExpr->getLoc()))
                 << "data path '" << path.getValue()
-                << "' does not exist on this machine; training will need it";
+                << (kindName == "tfrecord"
+                        ? "' matches no file on this machine; training will "
+                          "need some"
+                        : "' does not exist on this machine; training will "
+                          "need it");
           }
         }
         if (auto split = dict.get("split")) {

@@ -362,17 +362,18 @@ Status openTFRecord(const plan::Plan &plan, const plan::DataSource &src,
     auto it = renamed.find(in.name);
     o.columns.push_back(
         {in.name, it != renamed.end() ? it->second : in.name, n});
-    named.named.emplace_back(in.name, n);
+    named.named.push_back({in.name, o.columns.back().feature, n});
   }
   data::TFRecordReport report;
   data::Expected<data::InMemoryDataset> d = data::readTFRecords(o, &report);
   if (!d)
     return errorStatus(d.error());
   for (const std::string &w : report.warnings)
-    std::fprintf(stderr, "warning: %s\n", w.c_str());
+    std::fprintf(stderr, "dtf-run: warning: %s\n", w.c_str());
   if (report.corruptSkipped > 0)
-    std::fprintf(stderr, "warning: %s: %zu corrupt records skipped\n",
-                 src.path().c_str(), report.corruptSkipped);
+    std::fprintf(stderr, "dtf-run: warning: %s: skipped %zu corrupt record%s\n",
+                 src.path().c_str(), report.corruptSkipped,
+                 report.corruptSkipped == 1 ? "" : "s");
   *out = std::make_shared<data::InMemoryDataset>(std::move(d).value());
   *layout = std::move(named);
   if (shardedByFile)
@@ -523,12 +524,14 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
     for (int i : feeds) {
       const std::string &name = executor.feedInfo(i).name;
       int64_t offset = 0, columns = -1;
-      for (const auto &[input, n] : layout.named) {
-        if (input == name) {
-          columns = n;
+      std::string feature;
+      for (const FeedLayout::NamedColumn &c : layout.named) {
+        if (c.input == name) {
+          columns = c.count;
+          feature = c.feature;
           break;
         }
-        offset += n;
+        offset += c.count;
       }
       if (columns < 0)
         return errorStatus("input '", name, "' gets no data from ", source);
@@ -538,7 +541,8 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
         return errorStatus("input '", name, "' holds ", count,
                            " values per example, but ", source, " has ",
                            columns, " for it");
-      f->bindings_.push_back({i, FeedBinding::Source::kFeatures, offset, count});
+      f->bindings_.push_back({i, FeedBinding::Source::kFeatures, offset,
+                              count, "feature '" + feature + "'"});
     }
   } else if (layout.kind == FeedLayout::Kind::kFeaturesAndLabels) {
     int featureFeed = -1, labelFeed = -1;
@@ -571,7 +575,7 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
                          shapeString(dataset.exampleShape()), ")");
     }
     f->bindings_.push_back(
-        {featureFeed, FeedBinding::Source::kFeatures, 0, count});
+        {featureFeed, FeedBinding::Source::kFeatures, 0, count, {}});
     if (labelFeed >= 0) {
       DTF_RETURN_IF_ERROR(perExample(labelFeed, &count));
       if (count != 1)
@@ -579,7 +583,8 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
                            "' takes the labels, so it needs one value per "
                            "example, not ",
                            count);
-      f->bindings_.push_back({labelFeed, FeedBinding::Source::kLabels, 0, 1});
+      f->bindings_.push_back(
+          {labelFeed, FeedBinding::Source::kLabels, 0, 1, {}});
     }
   } else {
     // The label's feed: named by the layout, else the last one.
@@ -603,7 +608,7 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
       int64_t count = 0;
       DTF_RETURN_IF_ERROR(perExample(i, &count));
       f->bindings_.push_back(
-          {i, FeedBinding::Source::kFeatures, offset, count});
+          {i, FeedBinding::Source::kFeatures, offset, count, {}});
       offset += count;
     }
     if (offset != f->exampleElements_)
@@ -623,7 +628,8 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
         return errorStatus("input '", executor.feedInfo(labelFeed).name,
                            "' takes the labels, so it needs one f32, f64, "
                            "i32 or i64 value per example");
-      f->bindings_.push_back({labelFeed, FeedBinding::Source::kLabels, 0, 1});
+      f->bindings_.push_back(
+          {labelFeed, FeedBinding::Source::kLabels, 0, 1, {}});
     }
   }
   for (const FeedBinding &b : f->bindings_) {
@@ -703,7 +709,9 @@ std::string BatchFeeder::describe() const {
     if (!s.empty())
       s += ", ";
     s += executor_->feedInfo(b.feed).name + " <- ";
-    if (b.source == FeedBinding::Source::kLabels)
+    if (!b.what.empty())
+      s += b.what;
+    else if (b.source == FeedBinding::Source::kLabels)
       s += "labels";
     else if (b.offset == 0 && b.count == exampleElements_)
       s += "features";

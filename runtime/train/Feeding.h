@@ -36,8 +36,13 @@ struct FeedLayout {
   std::string labelInput;
   /// kColumns: false when no feed takes the labels.
   bool hasLabels = true;
-  /// kNamed: (input, values per example) of each column, in order.
-  std::vector<std::pair<std::string, int64_t>> named;
+  /// kNamed: each column's input, the feature it comes from and its values
+  /// per example, in column order.
+  struct NamedColumn {
+    std::string input, feature;
+    int64_t count = 0;
+  };
+  std::vector<NamedColumn> named;
 
   static FeedLayout featuresAndLabels() { return {}; }
   /// The model language's rule for csv: the label column to the last input.
@@ -112,6 +117,9 @@ struct FeedBinding {
   /// Features: the first column and the number of columns per example.
   int64_t offset = 0;
   int64_t count = 0;
+  /// What the start-up line calls the data ("feature 'image'"); empty: the
+  /// columns.
+  std::string what;
 };
 
 /// Copies each batch of a dataset into an executor's feeds.

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# TFRecord files written by TensorFlow itself (tensorflow-cpu from PyPI in a
+# virtualenv under the build tree) feed dtf-run: 4 plain training shards, 2
+# gzip evaluation shards whose features the model renames, a corrupt record
+# (fatal by default, naming the file and offset; skipped with on_corrupt =
+# skip), and dtf-run --predict over the gzip shards.
+# usage: tfrecord.sh BUILD_DIR
+set -euo pipefail
+if [ $# -ne 1 ]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=$(cd "$1" && pwd)
+bin=$build/bin
+data=/usr/share/datasets/fashion-mnist
+fail() { echo "tfrecord test: FAIL: $*" >&2; exit 1; }
+[ -f "$data/train-images-idx3-ubyte.gz" ] ||
+  fail "Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)"
+# shellcheck source=tests/interop/venv.sh
+source "$here/venv.sh" "$build"
+
+work=$build/interop-tfrecord
+rm -rf "$work"
+mkdir -p "$work"
+"$python" "$here/write_tfrecords.py" "$data" "$work/records" 2> "$work/tf.log" ||
+  { cat "$work/tf.log" >&2; fail "TensorFlow could not write the records"; }
+
+# 1. Train on the plain shards, evaluate on the gzip ones.
+sed "s#@DIR@#$work/records#g" "$here/tfrecord_mlp.dtf.in" > "$work/model.dtf"
+"$bin/dtfc" "$work/model.dtf" -o "$work/model.bin"
+"$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" --log-every 50 > "$work/train.log" 2>&1 ||
+  { cat "$work/train.log" >&2; fail "dtf-run failed on the TFRecord files"; }
+cat "$work/train.log"
+grep -q "data: tfrecord:$work/records/train-\*.tfrecord (x <- feature 'x', y <- feature 'y')" "$work/train.log" ||
+  fail "the start-up line does not show the features fed by name"
+grep -q "y <- feature 'label'" "$work/train.log" || fail "the eval source's features were not renamed"
+python3 "$here/../e2e/check_training.py" "$work/train.log" 300 0.7
+
+# 2. --predict over the gzip shards: 2000 rows of logits in file order.
+"$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" \
+  --predict "tfrecord:$work/records/test-*.tfrecord.gz" -o "$work/pred.npy"
+"$python" "$here/check_predictions.py" "$work/pred.npy" "$work/records/test-labels.npy" 0.7
+"$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" --predict eval -o "$work/pred.csv" > /dev/null
+[ "$(wc -l < "$work/pred.csv")" = 2001 ] || fail "--predict eval wrote $(wc -l < "$work/pred.csv") lines, want 2001"
+
+# 3. A corrupt record: fatal by default, with the file and its offset.
+offset=$(cat "$work/records/corrupt.offset")
+sed -e "s#@DIR@/train-\*.tfrecord#$work/records/corrupt.tfrecord#" -e "s#@DIR@#$work/records#g" \
+  -e "s/steps = 300/steps = 20/" "$here/tfrecord_mlp.dtf.in" > "$work/corrupt.dtf"
+"$bin/dtfc" "$work/corrupt.dtf" -o "$work/corrupt.bin"
+rc=0
+"$bin/dtf-run" "$work/corrupt.bin" > "$work/corrupt.log" 2>&1 || rc=$?
+cat "$work/corrupt.log"
+[ "$rc" = 4 ] || fail "a corrupt record made dtf-run exit $rc, want 4"
+grep -q "corrupt.tfrecord: offset $offset: data CRC mismatch" "$work/corrupt.log" ||
+  fail "the error does not name corrupt.tfrecord at offset $offset"
+
+# ... skipped with on_corrupt = skip: the other 9 records train.
+sed -i 's#corrupt.tfrecord")#corrupt.tfrecord", on_corrupt = skip)#' "$work/corrupt.dtf"
+"$bin/dtfc" "$work/corrupt.dtf" -o "$work/skip.bin"
+"$bin/dtf-run" "$work/skip.bin" > "$work/skip.log" 2>&1 ||
+  { cat "$work/skip.log" >&2; fail "dtf-run failed with on_corrupt = skip"; }
+cat "$work/skip.log"
+grep -q "corrupt.tfrecord: offset $offset: data CRC mismatch.*record skipped" "$work/skip.log" ||
+  fail "no warning names the skipped record"
+grep -q "corrupt.tfrecord: skipped 1 corrupt record$" "$work/skip.log" || fail "the skipped record was not counted"
+
+# 4. The wrong compression is named.
+sed -e "s#compression = gzip#compression = none#" -e "s#@DIR@#$work/records#g" \
+  "$here/tfrecord_mlp.dtf.in" > "$work/nogzip.dtf"
+"$bin/dtfc" "$work/nogzip.dtf" -o "$work/nogzip.bin"
+rc=0
+"$bin/dtf-run" "$work/nogzip.bin" --steps 0 > "$work/nogzip.log" 2>&1 || rc=$?
+[ "$rc" = 4 ] && grep -q "test-00000-of-00002.tfrecord.gz: is gzip-compressed; add compression = gzip" "$work/nogzip.log" ||
+  { cat "$work/nogzip.log" >&2; fail "a gzip file read as plain was not named (exit $rc)"; }
+echo "tfrecord test: ok"
