@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Every model in models/ that dtf-export can translate: a short training run
+# with dtf-run --model-dir, dtf-run --predict on its test split (Fashion-MNIST's
+# test set; for the embedding model, random ids that TensorFlow writes as a
+# TFRecord file), dtf-export, and onnxruntime (PyPI, a virtualenv under the
+# build tree) on the same examples: the argmax must agree on >= 99.9% and the
+# logits within 1e-3. A model with an op dtf-export lacks is reported and
+# skipped; the MLP and the seed CNN must export.
+# usage: onnx_export.sh BUILD_DIR
+set -euo pipefail
+if [ $# -ne 1 ]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$(cd "$1" && pwd)
+bin=$build/bin
+fail() { echo "onnx export test: FAIL: $*" >&2; exit 1; }
+[ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] ||
+  fail "Fashion-MNIST is not installed (scripts/setup.sh installs dataset-fashion-mnist)"
+# shellcheck source=tests/interop/venv.sh
+source "$here/venv.sh" "$build"
+
+work=$build/interop-onnx
+rm -rf "$work"
+mkdir -p "$work"
+exported=()
+for model in "$root"/models/*.dtf; do
+  name=$(basename "$model" .dtf)
+  dir=$work/$name
+  mkdir -p "$dir"
+  case $name in
+    mnist_cnn) steps=60 ;;  # about 1,000 images/s on 2 cores
+    *) steps=200 ;;
+  esac
+  "$bin/dtfc" "$model" -o "$dir/plan.bin"
+  "$bin/dtf-run" "$dir/plan.bin" --steps "$steps" --model-dir "$dir/run" --quiet > "$dir/train.log" 2>&1 ||
+    { cat "$dir/train.log" >&2; fail "$name: dtf-run could not train it"; }
+  rc=0
+  "$bin/dtf-export" "$dir/plan.bin" --model-dir "$dir/run" -o "$dir/model.onnx" > "$dir/export.log" 2>&1 || rc=$?
+  cat "$dir/export.log"
+  if [ "$rc" = 3 ]; then
+    echo "onnx export test: $name is not exportable (an op without a translation, named above); skipped"
+    continue
+  fi
+  [ "$rc" = 0 ] || fail "$name: dtf-export exited $rc"
+  if [ "$name" = embedding ]; then
+    "$python" "$here/write_embedding_data.py" "$dir/test.tfrecord" "$dir/test.npz" 2> "$dir/tf.log" ||
+      { cat "$dir/tf.log" >&2; fail "TensorFlow could not write the embedding test data"; }
+    source_arg=tfrecord:$dir/test.tfrecord data=$dir/test.npz
+  else
+    source_arg=eval data=fashion-mnist-test
+  fi
+  "$bin/dtf-run" "$dir/plan.bin" --model-dir "$dir/run" --predict "$source_arg" -o "$dir/pred.npy"
+  "$python" "$here/compare_onnx.py" "$dir/model.onnx" "$dir/pred.npy" "$data" ||
+    fail "$name: onnxruntime's outputs differ from dtf-run --predict's"
+  exported+=("$name")
+done
+echo "onnx export test: exported and compared: ${exported[*]}"
+
+# An op without a translation is named with its place, and the exit code is 3.
+dir=$work/unsupported
+mkdir -p "$dir"
+"$bin/dtfc" "$here/unsupported.dtf" -o "$dir/plan.bin"
+"$bin/dtf-run" "$dir/plan.bin" --model-dir "$dir/run" --quiet > /dev/null
+rc=0
+"$bin/dtf-export" "$dir/plan.bin" --model-dir "$dir/run" -o "$dir/model.onnx" 2> "$dir/export.log" || rc=$?
+cat "$dir/export.log"
+[ "$rc" = 3 ] || fail "an unsupported op made dtf-export exit $rc, want 3"
+grep -q "unsupported.dtf:8:20: dtf.one_hot has no ONNX translation" "$dir/export.log" ||
+  fail "the unsupported op is not named with its place"
+[ ! -e "$dir/model.onnx" ] || fail "a model was written although an op has no translation"
+for must in mlp mnist_cnn; do
+  [[ " ${exported[*]} " == *" $must "* ]] || fail "$must was not exported"
+done
+echo "onnx export test: ok"
