@@ -509,8 +509,8 @@ void ModelGen::genTrain(
             if (kindName != "tfrecord")
               return llvm::sys::fs::exists(p);
             glob_t g{};
-            const bool found = ::glob(p.str().c_str(), 0, nullptr, &g) == 0 &&
-                               g.gl_pathc > 0;
+            const bool found =
+                ::glob(p.str().c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0;
             globfree(&g);
             return found;
           };

@@ -148,7 +148,8 @@ std::string readFile(const std::string &path, const TFRecordOptions &o,
       return "";
     // A problem that makes the rest of the file unreadable.
     auto endOfFile = [&](const std::string &what) -> std::string {
-      std::string msg = path + ": offset " + std::to_string(offset) + ": " + what;
+      std::string msg =
+          path + ": offset " + std::to_string(offset) + ": " + what;
       if (!o.skipCorrupt)
         return msg + " (on_corrupt = skip skips it)";
       report.warnings.push_back(msg + "; the rest of the file is skipped");

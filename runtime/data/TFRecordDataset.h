@@ -40,10 +40,10 @@ struct TFRecordOptions {
 
 /// What reading found besides the examples.
 struct TFRecordReport {
-  size_t files = 0;         // files matched
-  size_t filesRead = 0;     // files this shard read
+  size_t files = 0;     // files matched
+  size_t filesRead = 0; // files this shard read
   bool shardedByFile = false;
-  size_t records = 0;       // examples read
+  size_t records = 0; // examples read
   size_t corruptSkipped = 0;
   /// One line per skipped corruption: "FILE: offset N: ...".
   std::vector<std::string> warnings;

@@ -327,7 +327,8 @@ Status openTFRecord(const plan::Plan &plan, const plan::DataSource &src,
     for (const PlanInput &in : inputs)
       known |= in.name == input;
     if (!known)
-      return errorStatus(src.path(), ": features maps '", plan::printable(input),
+      return errorStatus(src.path(), ": features maps '",
+                         plan::printable(input),
                          "', which is not an input of the model");
     renamed[input] = f.substr(eq + 1);
   }
@@ -541,8 +542,8 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
         return errorStatus("input '", name, "' holds ", count,
                            " values per example, but ", source, " has ",
                            columns, " for it");
-      f->bindings_.push_back({i, FeedBinding::Source::kFeatures, offset,
-                              count, "feature '" + feature + "'"});
+      f->bindings_.push_back({i, FeedBinding::Source::kFeatures, offset, count,
+                              "feature '" + feature + "'"});
     }
   } else if (layout.kind == FeedLayout::Kind::kFeaturesAndLabels) {
     int featureFeed = -1, labelFeed = -1;

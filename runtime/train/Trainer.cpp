@@ -303,9 +303,9 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     data.eval = options_.evalData;
     data.evalLayout = options_.evalLayout;
   } else {
-    s = openPlanData(plan, &data,
-                     {options_.shardIndex,
-                      std::max<size_t>(options_.shardCount, 1)});
+    s = openPlanData(
+        plan, &data,
+        {options_.shardIndex, std::max<size_t>(options_.shardCount, 1)});
     if (!s.isOk()) {
       setKind(kind, FailureKind::kData);
       return s;

@@ -60,14 +60,13 @@ std::string text(const plan::Op &op, const char *name) {
 }
 
 const char *kUnary[][2] = {
-    {"dtf.relu", "Relu"},       {"dtf.sigmoid", "Sigmoid"},
-    {"dtf.tanh", "Tanh"},       {"dtf.exp", "Exp"},
-    {"dtf.log", "Log"},         {"dtf.sqrt", "Sqrt"},
-    {"dtf.neg", "Neg"},         {"dtf.dropout", "Identity"},
+    {"dtf.relu", "Relu"}, {"dtf.sigmoid", "Sigmoid"},  {"dtf.tanh", "Tanh"},
+    {"dtf.exp", "Exp"},   {"dtf.log", "Log"},          {"dtf.sqrt", "Sqrt"},
+    {"dtf.neg", "Neg"},   {"dtf.dropout", "Identity"},
 };
 const char *kBinary[][2] = {
-    {"dtf.add", "Add"},     {"dtf.sub", "Sub"},     {"dtf.mul", "Mul"},
-    {"dtf.div", "Div"},     {"dtf.maximum", "Max"}, {"dtf.minimum", "Min"},
+    {"dtf.add", "Add"}, {"dtf.sub", "Sub"},     {"dtf.mul", "Mul"},
+    {"dtf.div", "Div"}, {"dtf.maximum", "Max"}, {"dtf.minimum", "Min"},
     {"dtf.pow", "Pow"},
 };
 const char *kReduce[][2] = {
@@ -76,7 +75,7 @@ const char *kReduce[][2] = {
     {"dtf.max", "ReduceMax"},
 };
 const char *kCompare[][2] = {
-    {"eq", "Equal"}, {"lt", "Less"},          {"le", "LessOrEqual"},
+    {"eq", "Equal"},   {"lt", "Less"},           {"le", "LessOrEqual"},
     {"gt", "Greater"}, {"ge", "GreaterOrEqual"},
 };
 
@@ -91,8 +90,8 @@ public:
 
   Status run(std::vector<std::string> *unsupported) {
     if (program_.fetches_size() != 1)
-      return errorStatus("the program to export has ",
-                         program_.fetches_size(), " outputs, not one");
+      return errorStatus("the program to export has ", program_.fetches_size(),
+                         " outputs, not one");
     const plan::Fetch &fetch = program_.fetches(0);
     names_[fetch.value()] = fetch.name();
     for (const plan::Op &op : program_.ops()) {
@@ -100,18 +99,18 @@ public:
       if (!s.isOk()) {
         if (s.message() != kUnsupported)
           return s;
-        unsupported->push_back(
-            (op.location().empty() ? std::string("(no location)")
-                                   : op.location()) +
-            ": " + op.name());
+        unsupported->push_back((op.location().empty()
+                                    ? std::string("(no location)")
+                                    : op.location()) +
+                               ": " + op.name());
       }
     }
     if (!unsupported->empty())
       return errorStatus(unsupported->size(), " op",
                          unsupported->size() == 1 ? "" : "s",
                          " of the model have no ONNX translation");
-    DTF_RETURN_IF_ERROR(valueInfo(fetch.value(), fetch.name(),
-                                  graph_->add_output()));
+    DTF_RETURN_IF_ERROR(
+        valueInfo(fetch.value(), fetch.name(), graph_->add_output()));
     return Status::ok();
   }
 
@@ -326,11 +325,10 @@ private:
           setInts(n, "kernel_shape", {f[0], f[1]});
         std::vector<int64_t> strides = ints(op, "strides");
         std::vector<int64_t> dilations = ints(op, "dilations");
-        setInts(n, "strides", strides.size() == 2 ? strides
-                                                  : std::vector<int64_t>{1, 1});
-        setInts(n, "dilations", dilations.size() == 2
-                                    ? dilations
-                                    : std::vector<int64_t>{1, 1});
+        setInts(n, "strides",
+                strides.size() == 2 ? strides : std::vector<int64_t>{1, 1});
+        setInts(n, "dilations",
+                dilations.size() == 2 ? dilations : std::vector<int64_t>{1, 1});
       });
       return Status::ok();
     }
@@ -402,8 +400,8 @@ private:
         return Status::ok();
       }
     if (kind == "dtf.softmax" || kind == "dtf.log_softmax") {
-      setInt(node(op, kind == "dtf.softmax" ? "Softmax" : "LogSoftmax",
-                  {in(0)}, {out()}),
+      setInt(node(op, kind == "dtf.softmax" ? "Softmax" : "LogSoftmax", {in(0)},
+                  {out()}),
              "axis", intOr(op, "axis", -1));
       return Status::ok();
     }

@@ -17,7 +17,8 @@
 
 namespace {
 
-constexpr const char *kUsage = R"(usage: dtf-export PLAN --model-dir DIR -o model.onnx
+constexpr const char *kUsage =
+    R"(usage: dtf-export PLAN --model-dir DIR -o model.onnx
 
 Writes the evaluation graph of PLAN (a plan.bin written by dtfc) with the
 weights of the latest checkpoint in DIR (a dtf-run --model-dir run) as an
@@ -99,8 +100,7 @@ int main(int argc, char **argv) {
     planPath = arg;
   }
   if (planPath.empty() || modelDir.empty() || output.empty()) {
-    std::fprintf(stderr,
-                 "dtf-export: error: %s\n%s",
+    std::fprintf(stderr, "dtf-export: error: %s\n%s",
                  planPath.empty() ? "no plan given"
                  : modelDir.empty()
                      ? "--model-dir DIR is needed (the trained weights)"
@@ -128,8 +128,9 @@ int main(int argc, char **argv) {
   int64_t step = -1;
   s = dtf::checkpoint::findLatest(modelDir, &step);
   if (s.isOk() && step < 0)
-    s = dtf::errorStatus(modelDir, " holds no checkpoint: train with "
-                                   "dtf-run --model-dir ",
+    s = dtf::errorStatus(modelDir,
+                         " holds no checkpoint: train with "
+                         "dtf-run --model-dir ",
                          modelDir, " first");
   std::unique_ptr<dtf::checkpoint::CheckpointReader> reader;
   if (s.isOk())
@@ -138,10 +139,10 @@ int main(int argc, char **argv) {
     return fail(4, s);
   auto read = [&](const std::string &name, dtf::Tensor *out) {
     if (!reader->find(name))
-      return dtf::errorStatus(
-          "checkpoint ", dtf::checkpoint::checkpointName(step), " in ",
-          modelDir, " has no variable '", name,
-          "': it was saved by a different model");
+      return dtf::errorStatus("checkpoint ",
+                              dtf::checkpoint::checkpointName(step), " in ",
+                              modelDir, " has no variable '", name,
+                              "': it was saved by a different model");
     return reader->read(name, out);
   };
 
@@ -151,8 +152,7 @@ int main(int argc, char **argv) {
                                    &unsupported);
   if (!unsupported.empty()) {
     for (const std::string &u : unsupported)
-      std::fprintf(stderr,
-                   "dtf-export: error: %s has no ONNX translation\n",
+      std::fprintf(stderr, "dtf-export: error: %s has no ONNX translation\n",
                    u.c_str());
     std::fprintf(stderr, "dtf-export: the ops it translates: %s\n",
                  dtf::onnxexport::supportedOps().c_str());
@@ -162,14 +162,13 @@ int main(int argc, char **argv) {
     return fail(4, s);
   model.set_producer_version(DTF_VERSION_STRING);
   model.set_doc_string("dtf model " + plan.model() + " from " + planPath +
-                       ", weights of " +
-                       dtf::checkpoint::checkpointName(step) + " in " +
-                       modelDir);
+                       ", weights of " + dtf::checkpoint::checkpointName(step) +
+                       " in " + modelDir);
   {
     std::ofstream f(output, std::ios::binary | std::ios::trunc);
     if (!f || !model.SerializeToOstream(&f) || !f.flush())
-      return fail(4, dtf::errorStatus(output, ": cannot write: ",
-                                      std::strerror(errno)));
+      return fail(4, dtf::errorStatus(
+                         output, ": cannot write: ", std::strerror(errno)));
   }
   std::printf("wrote %s: %s, %d nodes, %d initializers, weights of %s in "
               "%s; input%s",

@@ -19,8 +19,8 @@
 namespace dtfrun {
 namespace {
 
-using dtf::Status;
 using dtf::errorStatus;
+using dtf::Status;
 
 bool endsWith(const std::string &s, const std::string &suffix) {
   return s.size() >= suffix.size() &&
@@ -122,8 +122,7 @@ public:
       std::fwrite(header.data(), 1, header.size(), f_);
     } else {
       for (int64_t k = 0; k < rowElements_; ++k)
-        std::fprintf(f_, "%s%s_%lld", k ? "," : "", name.c_str(),
-                     (long long)k);
+        std::fprintf(f_, "%s%s_%lld", k ? "," : "", name.c_str(), (long long)k);
       std::fputc('\n', f_);
     }
     return Status::ok();
@@ -170,9 +169,9 @@ public:
 
   Status close() {
     if (npy_) {
-      const char *descr = dtype_ == dtf::DType::F64   ? "<f8"
-                          : dtype_ == dtf::DType::I32 ? "<i4"
-                          : dtype_ == dtf::DType::I64 ? "<i8"
+      const char *descr = dtype_ == dtf::DType::F64    ? "<f8"
+                          : dtype_ == dtf::DType::I32  ? "<i4"
+                          : dtype_ == dtf::DType::I64  ? "<i8"
                           : dtype_ == dtf::DType::Bool ? "|b1"
                                                        : "<f4";
       std::string shape = std::to_string(rows_) + ",";
@@ -261,9 +260,8 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
   o.log = devNull ? devNull : stderr;
   o.programName = "eval (" + output.name + ")";
   std::unique_ptr<dtf::exec::Executor> executor;
-  s = dtf::exec::Executor::create(program, variables,
-                                  dtf::train::cpuKernelRegistry(), o,
-                                  &executor);
+  s = dtf::exec::Executor::create(
+      program, variables, dtf::train::cpuKernelRegistry(), o, &executor);
   if (!s.isOk()) {
     if (devNull)
       std::fclose(devNull);

@@ -76,7 +76,8 @@ TEST(TFRecordDataset, ReadsShardsInNameOrderIntoColumns) {
   EXPECT_EQ(report.records, 5u);
   for (size_t i = 0; i < 5; ++i) {
     Example e = d->example(i);
-    EXPECT_EQ(e.features, std::vector<float>({float(i), -float(i), float(i % 3)}))
+    EXPECT_EQ(e.features,
+              std::vector<float>({float(i), -float(i), float(i % 3)}))
         << "example " << i;
   }
 }
@@ -151,10 +152,10 @@ TEST(TFRecordDataset, TruncatedAndBadLengthCrcEndTheFile) {
   bytes.resize(bytes.size() - 5);
   writeRaw(dir.file("t.tfrecord"), bytes);
   const size_t second = (bytes.size() + 5) / 2;
-  EXPECT_NE(readError(xy(dir.file("t.tfrecord")))
-                .find(": offset " + std::to_string(second) +
-                      ": truncated record"),
-            std::string::npos);
+  EXPECT_NE(
+      readError(xy(dir.file("t.tfrecord")))
+          .find(": offset " + std::to_string(second) + ": truncated record"),
+      std::string::npos);
   Bytes bad = records(0, 1);
   bad[9] ^= 1; // the length's CRC
   writeRaw(dir.file("l.tfrecord"), bad);
