@@ -312,10 +312,12 @@ Status openSynthetic(const plan::Plan &plan, const plan::DataSource &src,
   return Status::ok();
 }
 
-Status openTFRecord(const plan::Plan &plan, const plan::DataSource &src,
-                    DataShard shard, std::shared_ptr<const data::Dataset> *out,
+Status openTFRecord(const plan::Plan &plan, const plan::Program &program,
+                    const plan::DataSource &src, DataShard shard,
+                    std::shared_ptr<const data::Dataset> *out,
                     FeedLayout *layout, bool *shardedByFile) {
-  const std::vector<PlanInput> inputs = planInputs(plan.train_step());
+  const std::vector<PlanInput> inputs = planInputs(program);
+  const std::vector<PlanInput> modelInputs = planInputs(plan.train_step());
   std::map<std::string, std::string> renamed;
   for (const std::string &f : src.features()) {
     const size_t eq = f.find('=');
@@ -324,7 +326,7 @@ Status openTFRecord(const plan::Plan &plan, const plan::DataSource &src,
                          plan::printable(f), "' is not INPUT=FEATURE");
     const std::string input = f.substr(0, eq);
     bool known = false;
-    for (const PlanInput &in : inputs)
+    for (const PlanInput &in : modelInputs)
       known |= in.name == input;
     if (!known)
       return errorStatus(src.path(), ": features maps '",
@@ -385,11 +387,13 @@ Status openTFRecord(const plan::Plan &plan, const plan::DataSource &src,
 Status openSource(const plan::Plan &plan, const plan::DataSource &src,
                   const char *role, std::shared_ptr<const data::Dataset> *out,
                   FeedLayout *layout, DataShard shard = {},
-                  bool *shardedByFile = nullptr) {
+                  bool *shardedByFile = nullptr,
+                  const plan::Program *program = nullptr) {
   const std::string &kind = src.kind();
   *layout = FeedLayout::featuresAndLabels();
   if (kind == "tfrecord")
-    return openTFRecord(plan, src, shard, out, layout, shardedByFile);
+    return openTFRecord(plan, program ? *program : plan.train_step(), src,
+                        shard, out, layout, shardedByFile);
   if (kind == "idx") {
     std::string split =
         src.split().empty()
@@ -451,10 +455,10 @@ template <typename T> void copyLabels(const data::Batch &batch, T *out) {
 } // namespace
 
 Status openPlanSource(const plan::Plan &plan, const plan::DataSource &source,
-                      const char *role,
+                      const char *role, const plan::Program &program,
                       std::shared_ptr<const data::Dataset> *out,
                       FeedLayout *layout) {
-  return openSource(plan, source, role, out, layout);
+  return openSource(plan, source, role, out, layout, {}, nullptr, &program);
 }
 
 Status openPlanData(const plan::Plan &plan, PlanData *out, DataShard shard) {

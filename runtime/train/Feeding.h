@@ -102,9 +102,11 @@ Status openPlanData(const plan::Plan &plan, PlanData *out,
                     DataShard shard = {});
 
 /// Opens one data source of the plan as openPlanData does (`role` "data" or
-/// "eval" picks the default split of idx): for dtf-run --predict.
+/// "eval" picks the default split of idx): for dtf-run --predict. A tfrecord
+/// source reads the features of `program`'s inputs only (so records without
+/// labels do for a program that does not read them).
 Status openPlanSource(const plan::Plan &plan, const plan::DataSource &source,
-                      const char *role,
+                      const char *role, const plan::Program &program,
                       std::shared_ptr<const data::Dataset> *out,
                       FeedLayout *layout);
 

@@ -3,7 +3,7 @@
 # virtualenv under the build tree) feed dtf-run: 4 plain training shards, 2
 # gzip evaluation shards whose features the model renames, a corrupt record
 # (fatal by default, naming the file and offset; skipped with on_corrupt =
-# skip), and dtf-run --predict over the gzip shards.
+# skip), and dtf-run --predict over the gzip shards and unlabeled records.
 # usage: tfrecord.sh BUILD_DIR
 set -euo pipefail
 if [ $# -ne 1 ]; then
@@ -43,6 +43,13 @@ python3 "$here/../e2e/check_training.py" "$work/train.log" 300 0.7
 "$python" "$here/check_predictions.py" "$work/pred.npy" "$work/records/test-labels.npy" 0.7
 "$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" --predict eval -o "$work/pred.csv" > /dev/null
 [ "$(wc -l < "$work/pred.csv")" = 2001 ] || fail "--predict eval wrote $(wc -l < "$work/pred.csv") lines, want 2001"
+
+# ... and over records without labels (the logits do not need them): the same
+# logits as for the first 100 labelled examples.
+"$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" \
+  --predict "tfrecord:$work/records/unlabeled.tfrecord" -o "$work/unlabeled.csv" > /dev/null
+[ "$(sed -n '2,101p' "$work/pred.csv")" = "$(sed -n '2,101p' "$work/unlabeled.csv")" ] ||
+  fail "the logits of unlabeled records differ from those of the same images with labels"
 
 # 3. A corrupt record: fatal by default, with the file and its offset.
 offset=$(cat "$work/records/corrupt.offset")

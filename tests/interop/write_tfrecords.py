@@ -5,6 +5,7 @@ TensorFlow itself, for tfrecord.sh:
                                  pixels / 255) and y (int64_list, the class)
   test-0000K-of-00002.tfrecord.gz  2 gzip shards, the same under the names
                                  image and label (the model maps them)
+  unlabeled.tfrecord             the first 100 test images, no labels
   corrupt.tfrecord               10 records, one byte of record 3's data
                                  flipped; corrupt.offset holds its offset
 
@@ -53,6 +54,12 @@ for k in range(2):
           test_x[k * 1000:(k + 1) * 1000], test_y[k * 1000:(k + 1) * 1000],
           "image", "label", tf.io.TFRecordOptions(compression_type="GZIP"))
 np.save(os.path.join(out, "test-labels.npy"), test_y.astype(np.int64))
+# Images without labels, as data to predict arrives.
+with tf.io.TFRecordWriter(os.path.join(out, "unlabeled.tfrecord")) as w:
+    for p in test_x[:100]:
+        w.write(tf.train.Example(features=tf.train.Features(feature={
+            "image": tf.train.Feature(float_list=tf.train.FloatList(
+                value=(p.reshape(-1) / 255.0).astype(np.float32)))})).SerializeToString())
 
 corrupt = os.path.join(out, "corrupt.tfrecord")
 write(corrupt, train_x[:10], train_y[:10], "x", "y")

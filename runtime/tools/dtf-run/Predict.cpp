@@ -55,16 +55,18 @@ Status sourceOf(const dtf::plan::Plan &plan, const std::string &text,
   if (kind == "csv")
     out->set_header(true);
   if (kind == "tfrecord") {
-    // The plan's tfrecord settings (feature names, on_corrupt) carry over.
+    // The plan's tfrecord feature names and on_corrupt carry over; the
+    // compression follows the file names.
     for (const dtf::plan::DataSource *s : {&t.eval(), &t.data()})
       if (s->kind() == "tfrecord") {
         *out->mutable_features() = s->features();
         out->set_skip_corrupt(s->skip_corrupt());
-        out->set_compression(s->compression());
         break;
       }
-    if (endsWith(out->path(), ".gz") || endsWith(out->path(), ".gzip"))
-      out->set_compression("gzip");
+    out->set_compression(endsWith(out->path(), ".gz") ||
+                                 endsWith(out->path(), ".gzip")
+                             ? "gzip"
+                             : "none");
   }
   return Status::ok();
 }
@@ -242,7 +244,8 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
 
   std::shared_ptr<const dtf::data::Dataset> data;
   dtf::train::FeedLayout layout;
-  s = dtf::train::openPlanSource(plan, src, role, &data, &layout);
+  s = dtf::train::openPlanSource(plan, src, role, program, &data,
+                                     &layout);
   if (!s.isOk())
     return fail(4, s);
 

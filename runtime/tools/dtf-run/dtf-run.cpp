@@ -82,8 +82,9 @@ options:
                    -o FILE (.csv: a header and one line per example; .npy: a
                    NumPy array [examples, ...]). DATA is eval or data (the
                    plan's sources), idx:DIR (its test split), csv:FILE or
-                   tfrecord:PATTERN (with the plan's tfrecord settings;
-                   gzip when the pattern ends in .gz)
+                   tfrecord:PATTERN (with the features and on_corrupt
+                   of the plan's tfrecord source; gzip when the pattern
+                   ends in .gz or .gzip)
   -o, --output FILE  where --predict writes
   --help           print this help and exit
   --version        print the version and exit
