@@ -59,6 +59,15 @@ for model in "$root"/models/*.dtf; do
 done
 echo "onnx export test: exported and compared: ${exported[*]}"
 
+# docs/interop.md's serving example, on the exported seed CNN.
+if [ -f "$work/mnist_cnn/model.onnx" ]; then
+  cp "$work/mnist_cnn/model.onnx" "$work/mnist_cnn/cnn.onnx"
+  served=$(cd "$work/mnist_cnn" && "$python" "$here/serve_example.py") ||
+    fail "docs/interop.md's serving example failed"
+  echo "serving example: $served"
+  [[ "$served" =~ ^\[[0-9\ ]+\]$ ]] || fail "the serving example printed '$served', not 8 classes"
+fi
+
 # An op without a translation is named with its place, and the exit code is 3.
 dir=$work/unsupported
 mkdir -p "$dir"

@@ -113,7 +113,9 @@ to right, to the inputs before it, each taking as many columns as one of its
 examples holds. Synthetic data feeds learnable features and labels to a
 model with one floating-point input and labels; to any other it feeds random
 examples (normal floats, integer ids below the table they index) and labels
-to the input the loss reads. An f32 or f64 scalar input named
+to the input the loss reads. A tfrecord source feeds each input the
+feature of its name (or the one its `features` renames give), labels
+included. An f32 or f64 scalar input named
 `learning_rate` takes the plan's learning-rate schedule at each step instead
 of data.
 
