@@ -3,7 +3,8 @@
 # virtualenv under the build tree) feed dtf-run: 4 plain training shards, 2
 # gzip evaluation shards whose features the model renames, a corrupt record
 # (fatal by default, naming the file and offset; skipped with on_corrupt =
-# skip), and dtf-run --predict over the gzip shards and unlabeled records.
+# skip), dtf-run --predict over the gzip shards and unlabeled records, and a
+# 1 ps + 2 worker cluster whose workers each read their own files.
 # usage: tfrecord.sh BUILD_DIR
 set -euo pipefail
 if [ $# -ne 1 ]; then
@@ -81,4 +82,18 @@ rc=0
 "$bin/dtf-run" "$work/nogzip.bin" --steps 0 > "$work/nogzip.log" 2>&1 || rc=$?
 [ "$rc" = 4 ] && grep -q "test-00000-of-00002.tfrecord.gz: is gzip-compressed; add compression = gzip" "$work/nogzip.log" ||
   { cat "$work/nogzip.log" >&2; fail "a gzip file read as plain was not named (exit $rc)"; }
+# 5. Between-graph replication on 1 ps + 2 workers (127.0.0.1): with 4 files,
+# each worker reads its own 2.
+# shellcheck source=tests/e2e/lib.sh
+source "$here/../e2e/lib.sh" "$bin" "$work"
+cluster_json "$work/cluster.json" 1 2
+sed -e "s#@DIR@#$work/records#g" -e "s/steps = 300/steps = 40/" "$here/tfrecord_mlp.dtf.in" > "$work/cluster.dtf"
+"$bin/dtfc" "$work/cluster.dtf" -o "$work/cluster.bin"
+timeout 300 "$bin/dtf-run" "$work/cluster.bin" --cluster "$work/cluster.json" > "$work/cluster.log" 2>&1 ||
+  { cat "$work/cluster.log" >&2; fail "the cluster run on TFRecord files failed"; }
+grep "data:\|final:" "$work/cluster.log"
+for k in 0 1; do
+  grep -q "worker.$k |   data: tfrecord:$work/records/train-\*.tfrecord (files $k mod 2)" "$work/cluster.log" ||
+    fail "worker $k did not read only its files"
+done
 echo "tfrecord test: ok"
