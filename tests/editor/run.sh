@@ -14,18 +14,9 @@ mkdir -p "$1"
 build=$(cd "$1" && pwd)
 venv=$build/editor-venv
 
-# (Re)create the venv when it is missing or requirements.txt changed since.
-if ! cmp -s "$here/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
-  echo "editor tests: installing $(grep -v '^#' "$here/requirements.txt" | xargs) into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"; then
-    echo "editor tests: error: could not install the Python packages from PyPI" >&2
-    rm -rf "$venv"
-    exit 1
-  fi
-  cp "$here/requirements.txt" "$venv/requirements.txt"
-fi
+# shellcheck source=tests/support/venv.sh
+source "$here/../support/venv.sh"
+ensure_venv "$venv" "$here/requirements.txt" "editor tests"
 
 # The TextMate engine and pytest write caches in the working directory: not the source tree.
 work=$build/editor-tests

@@ -19,18 +19,9 @@ build=$(cd "$1" && pwd)
 dtf_run=$2 plan_source=$3
 venv=$build/summaries-venv
 
-# (Re)create the venv when it is missing or requirements.txt changed since.
-if ! cmp -s "$here/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
-  echo "summaries test: installing $(grep -v '^#' "$here/requirements.txt" | xargs) into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  if ! "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"; then
-    echo "summaries test: error: could not install TensorBoard from PyPI into $venv" >&2
-    rm -rf "$venv"
-    exit 1
-  fi
-  cp "$here/requirements.txt" "$venv/requirements.txt"
-fi
+# shellcheck source=tests/support/venv.sh
+source "$here/../support/venv.sh"
+ensure_venv "$venv" "$here/requirements.txt" "summaries test"
 
 work=$build/summaries-test
 rm -rf "$work"

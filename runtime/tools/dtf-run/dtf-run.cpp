@@ -401,16 +401,8 @@ int main(int argc, char **argv) {
                            "leave out --cluster and --job\n");
       return kUsageError;
     }
-    google::protobuf::SetLogHandler(nullptr);
-    dtf::plan::Plan parsed;
-    dtf::Status s = dtf::plan::readPlanFile(plan, &parsed);
-    if (!s.isOk()) {
-      std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
-      return kIoError;
-    }
     predict.modelDir = options.modelDir;
     predict.threads = options.threads;
-    return dtfrun::runPredict(parsed, predict);
   }
   dtf::cluster::RunChoice choice;
   {
@@ -442,6 +434,8 @@ int main(int argc, char **argv) {
       return kUsageError;
     }
   }
+  if (!predict.source.empty())
+    choice.mode = dtf::cluster::RunMode::kLocal; // whatever TF_CONFIG says
   if (choice.mode == dtf::cluster::RunMode::kLauncher) {
     // Check the plan before starting anything.
     google::protobuf::SetLogHandler(nullptr);
@@ -468,6 +462,8 @@ int main(int argc, char **argv) {
     return kIoError;
   }
 
+  if (!predict.source.empty())
+    return dtfrun::runPredict(parsed, predict);
   std::signal(SIGINT, onInterrupt);
   std::signal(SIGTERM, onInterrupt);
   options.stop = &gStop;
