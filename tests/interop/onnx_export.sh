@@ -7,24 +7,9 @@
 # logits within 1e-3. A model with an op dtf-export lacks is reported and
 # skipped; the MLP and the seed CNN must export.
 # usage: onnx_export.sh BUILD_DIR
-set -euo pipefail
-if [ $# -ne 1 ]; then
-  echo "usage: $0 BUILD_DIR" >&2
-  exit 2
-fi
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-root=$(cd "$here/../.." && pwd)
-build=$(cd "$1" && pwd)
-bin=$build/bin
-fail() { echo "onnx export test: FAIL: $*" >&2; exit 1; }
-[ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ] ||
-  fail "Fashion-MNIST is not installed (scripts/setup.sh installs dataset-fashion-mnist)"
-# shellcheck source=tests/interop/venv.sh
-source "$here/venv.sh" "$build"
+# shellcheck source=tests/interop/lib.sh
+source "$(dirname "$0")/lib.sh" onnx "$@"
 
-work=$build/interop-onnx
-rm -rf "$work"
-mkdir -p "$work"
 exported=()
 for model in "$root"/models/*.dtf; do
   name=$(basename "$model" .dtf)

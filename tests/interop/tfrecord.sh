@@ -6,24 +6,9 @@
 # skip), dtf-run --predict over the gzip shards and unlabeled records, and a
 # 1 ps + 2 worker cluster whose workers each read their own files.
 # usage: tfrecord.sh BUILD_DIR
-set -euo pipefail
-if [ $# -ne 1 ]; then
-  echo "usage: $0 BUILD_DIR" >&2
-  exit 2
-fi
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=$(cd "$1" && pwd)
-bin=$build/bin
-data=/usr/share/datasets/fashion-mnist
-fail() { echo "tfrecord test: FAIL: $*" >&2; exit 1; }
-[ -f "$data/train-images-idx3-ubyte.gz" ] ||
-  fail "Fashion-MNIST is not installed at $data (scripts/setup.sh installs dataset-fashion-mnist)"
-# shellcheck source=tests/interop/venv.sh
-source "$here/venv.sh" "$build"
+# shellcheck source=tests/interop/lib.sh
+source "$(dirname "$0")/lib.sh" tfrecord "$@"
 
-work=$build/interop-tfrecord
-rm -rf "$work"
-mkdir -p "$work"
 "$python" "$here/write_tfrecords.py" "$data" "$work/records" 2> "$work/tf.log" ||
   { cat "$work/tf.log" >&2; fail "TensorFlow could not write the records"; }
 
