@@ -30,6 +30,11 @@ python3 "$here/../e2e/check_training.py" "$work/train.log" 300 0.7
 "$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" --predict eval -o "$work/pred.csv" > /dev/null
 [ "$(wc -l < "$work/pred.csv")" = 2001 ] || fail "--predict eval wrote $(wc -l < "$work/pred.csv") lines, want 2001"
 
+rc=0
+"$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" --predict eval -o "$work/pred.txt" 2> "$work/badout.log" || rc=$?
+[ "$rc" = 2 ] && grep -q "pred.txt: the output is a .csv or .npy file" "$work/badout.log" ||
+  fail "an output that is neither .csv nor .npy was not refused with exit code 2 (got $rc)"
+
 # ... and over records without labels (the logits do not need them): the same
 # logits as for the first 100 labelled examples.
 "$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" \

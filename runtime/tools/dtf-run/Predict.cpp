@@ -224,6 +224,9 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
     std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
     return code;
   };
+  if (!endsWith(flags.output, ".csv") && !endsWith(flags.output, ".npy"))
+    return fail(2, errorStatus("-o ", flags.output,
+                               ": the output is a .csv or .npy file"));
   dtf::plan::DataSource src;
   const char *role = "eval";
   Status s = sourceOf(plan, flags.source, &src, &role);
