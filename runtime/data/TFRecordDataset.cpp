@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 namespace dtf::data {
@@ -19,6 +20,13 @@ namespace {
 
 uint32_t maskedCrc(const void *data, size_t n) {
   return crc32c::mask(crc32c::value(data, n));
+}
+
+int64_t perRecord(const TFRecordOptions &o) {
+  int64_t n = 0;
+  for (const TFRecordColumn &c : o.columns)
+    n += c.count;
+  return n;
 }
 
 std::string hex32(uint32_t v) {
@@ -119,7 +127,8 @@ std::string appendFeature(const tensorflow::Example &ex,
 // Reads one file's records into `features`. Returns an error message naming
 // the file, or "".
 std::string readFile(const std::string &path, const TFRecordOptions &o,
-                     std::vector<float> &features, TFRecordReport &report) {
+                     uint64_t plainBytesLeft, std::vector<float> &features,
+                     TFRecordReport &report) {
   std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
   if (!f)
     return path + ": cannot open: " + std::strerror(errno);
@@ -197,6 +206,14 @@ std::string readFile(const std::string &path, const TFRecordOptions &o,
       continue;
     }
     const size_t before = features.size();
+    if (before == 0 && !o.gzip) {
+      // Records of one source are about the same size: room for all of them
+      // at once, rather than a vector that doubles (twice the data at its
+      // peak).
+      const uint64_t records = plainBytesLeft / (16 + length);
+      features.reserve(size_t(std::min<uint64_t>(records + 1, 1u << 28)) *
+                       size_t(perRecord(o)));
+    }
     for (const TFRecordColumn &c : o.columns) {
       std::string why = appendFeature(ex, c, features);
       if (!why.empty()) {
@@ -246,9 +263,16 @@ Expected<InMemoryDataset> readTFRecords(const TFRecordOptions &o,
   }
   report.filesRead = files.size();
 
+  // The bytes of the files, for a first guess at the number of records.
+  uint64_t plainBytes = 0;
+  for (const std::string &path : files) {
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    plainBytes += ec ? 0 : uint64_t(size);
+  }
   std::vector<float> features;
   for (const std::string &path : files) {
-    std::string err = readFile(path, o, features, report);
+    std::string err = readFile(path, o, plainBytes, features, report);
     if (!err.empty())
       return Error(err);
   }
