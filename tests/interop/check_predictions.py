@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks dtf-run --predict's output for the TFRecord test shards against the
-labels: one row of 10 logits per example, in file order, mostly right.
+labels: one row of 10 logits per example, in file order, mostly right, and as
+often right as the evaluation at the end of training said (the same
+checkpoint on the same examples).
 
-usage: check_predictions.py PREDICTIONS.npy LABELS.npy MIN_ACCURACY"""
+usage: check_predictions.py PREDICTIONS.npy LABELS.npy MIN_ACCURACY EVAL_ACCURACY"""
 import sys
 
 import numpy as np
@@ -14,3 +16,5 @@ acc = float((pred.argmax(1) == labels).mean())
 print("tfrecord test: --predict accuracy %.4f on %d TensorFlow-written examples" % (acc, len(labels)))
 if not acc > floor:
     sys.exit("tfrecord test: FAIL: accuracy %.4f, want > %s" % (acc, floor))
+if abs(acc - float(sys.argv[4])) > 1e-4:
+    sys.exit("tfrecord test: FAIL: --predict's accuracy %.4f, the evaluation's %s" % (acc, sys.argv[4]))

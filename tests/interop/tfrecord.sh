@@ -26,7 +26,8 @@ python3 "$here/../e2e/check_training.py" "$work/train.log" 300 0.7
 # 2. --predict over the gzip shards: 2000 rows of logits in file order.
 "$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" \
   --predict "tfrecord:$work/records/test-*.tfrecord.gz" -o "$work/pred.npy"
-"$python" "$here/check_predictions.py" "$work/pred.npy" "$work/records/test-labels.npy" 0.7
+eval_accuracy=$(sed -n 's/^final:.* accuracy=\([0-9.]*\).*/\1/p' "$work/train.log")
+"$python" "$here/check_predictions.py" "$work/pred.npy" "$work/records/test-labels.npy" 0.7 "$eval_accuracy"
 "$bin/dtf-run" "$work/model.bin" --model-dir "$work/run" --predict eval -o "$work/pred.csv" > /dev/null
 [ "$(wc -l < "$work/pred.csv")" = 2001 ] || fail "--predict eval wrote $(wc -l < "$work/pred.csv") lines, want 2001"
 
