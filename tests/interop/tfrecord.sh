@@ -43,6 +43,21 @@ rc=0
 [ "$(sed -n '2,101p' "$work/pred.csv")" = "$(sed -n '2,101p' "$work/unlabeled.csv")" ] ||
   fail "the logits of unlabeled records differ from those of the same images with labels"
 
+# ... and for a model whose inputs take batches of exactly 64: the last
+# batch is padded, and every example still gets its row (the 36 of the last
+# of 100 unlabeled ones, the same as where they sit in full batches).
+sed -e "s#@DIR@#$work/records#g" -e 's/f32\[B, 784\]/f32[64, 784]/' -e 's/i32\[B\]/i32[64]/' \
+  -e 's/batch = 50/batch = 64/' -e 's/steps = 300/steps = 20/' "$here/tfrecord_mlp.dtf.in" > "$work/fixed.dtf"
+"$bin/dtfc" "$work/fixed.dtf" -o "$work/fixed.bin"
+"$bin/dtf-run" "$work/fixed.bin" --model-dir "$work/fixed" --quiet > /dev/null
+"$bin/dtf-run" "$work/fixed.bin" --model-dir "$work/fixed" \
+  --predict "tfrecord:$work/records/unlabeled.tfrecord" -o "$work/fixed-unlabeled.csv" > /dev/null
+"$bin/dtf-run" "$work/fixed.bin" --model-dir "$work/fixed" --predict eval -o "$work/fixed-eval.csv" > /dev/null
+[ "$(wc -l < "$work/fixed-unlabeled.csv")" = 101 ] && [ "$(wc -l < "$work/fixed-eval.csv")" = 2001 ] ||
+  fail "a fixed-batch model did not get a row for every example"
+[ "$(sed -n '2,101p' "$work/fixed-eval.csv")" = "$(sed -n '2,101p' "$work/fixed-unlabeled.csv")" ] ||
+  fail "the padded last batch changed the logits of its real examples"
+
 # 3. A corrupt record: fatal by default, with the file and its offset.
 offset=$(cat "$work/records/corrupt.offset")
 sed -e "s#@DIR@/train-\*.tfrecord#$work/records/corrupt.tfrecord#" -e "s#@DIR@#$work/records#g" \

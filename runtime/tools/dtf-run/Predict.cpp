@@ -130,12 +130,14 @@ public:
     return Status::ok();
   }
 
+  /// The first `rows` rows of `t` (a padded last batch holds more).
   Status write(const dtf::Tensor &t, int64_t rows) {
-    if (t.numElements() != rows * rowElements_)
+    if (t.numElements() < rows * rowElements_)
       return errorStatus("the output ", t.describe(), " does not hold ", rows,
                          " rows of ", rowElements_, " values");
     if (npy_) {
-      std::fwrite(t.rawData(), 1, t.byteSize(), f_);
+      std::fwrite(t.rawData(), 1,
+                  size_t(rows * rowElements_) * dtf::dtypeSize(t.dtype()), f_);
     } else {
       for (int64_t r = 0; r < rows; ++r) {
         for (int64_t k = 0; k < rowElements_; ++k) {
@@ -286,14 +288,15 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
   bo.shuffle = false;
   bo.numEpochs = 1;
   bo.prefetch = 2;
-  bo.dropRemainder = feeder->fixedBatch() != 0;
+  bo.dropRemainder = false;
   auto it = dtf::data::BatchIterator::create(data, bo);
   if (!it)
     return fail(4, errorStatus(it.error()));
 
   const int fetch = executor->findFetch(output.name);
   const dtf::exec::TensorSlotInfo &info = executor->fetchInfo(fetch);
-  if (info.dims.empty() || info.dims[0] >= 0)
+  if (info.dims.empty() ||
+      (info.dims[0] >= 0 && info.dims[0] != feeder->fixedBatch()))
     return fail(4, errorStatus("the model's ", output.name, " (",
                                dtf::plan::typeString(info.dtype, info.dims),
                                ") has no batch dimension first"));
@@ -304,12 +307,22 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
   if (!s.isOk())
     return fail(4, s);
   while (std::optional<dtf::data::Batch> batch = (*it)->next()) {
+    const size_t rows = batch->size();
+    if (feeder->fixedBatch() && rows < size_t(feeder->fixedBatch())) {
+      // Inputs of a fixed batch size: the last batch padded with zeros, and
+      // only its real rows written.
+      const size_t n = size_t(feeder->fixedBatch());
+      batch->features.resize(batch->features.size() / rows * n, 0.0f);
+      batch->labels.resize(n, 0);
+      if (!batch->featureShape.empty())
+        batch->featureShape[0] = int64_t(n);
+    }
     s = feeder->feed(*batch);
     if (s.isOk())
       s = executor->run(uint64_t(step));
     if (!s.isOk())
       return fail(5, s);
-    s = writer.write(executor->fetch(fetch), int64_t(batch->size()));
+    s = writer.write(executor->fetch(fetch), int64_t(rows));
     if (!s.isOk())
       return fail(4, s);
   }
@@ -326,12 +339,6 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
               dtf::checkpoint::checkpointName(step).c_str(),
               flags.modelDir.c_str(), output.name.c_str(),
               flags.output.c_str());
-  if (feeder->fixedBatch() && size_t(writer.rows()) < data->size())
-    std::fprintf(stderr,
-                 "dtf-run: warning: the model's inputs take batches of "
-                 "%lld, so the last %zu examples were left out\n",
-                 (long long)feeder->fixedBatch(),
-                 data->size() - size_t(writer.rows()));
   return 0;
 }
 
