@@ -86,6 +86,8 @@ const std::vector<BuiltinSpec> &catalogue() {
       {"idx", K::Data, {"path", "split"}, 1, "MNIST-format IDX files (gzip or raw) in a directory"},
       {"csv", K::Data, {"path", "label", "header"}, 1, "a CSV file of features and a label column"},
       {"synthetic", K::Data, {"examples", "seed"}, 0, "random data shaped like the inputs"},
+      {"tfrecord", K::Data, {"path", "compression", "on_corrupt", "features"}, 1,
+       "TFRecord files of tf.train.Example matched by a glob; features go to the inputs of the same name"},
       // Other settings written as calls.
       {"sync", K::Config, {"replicas_to_aggregate", "total_num_replicas"}, 0, "SyncReplicasOptimizer"},
       {"global_norm", K::Config, {"clip_norm"}, 1, "clip gradients by global norm"},

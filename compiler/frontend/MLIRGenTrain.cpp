@@ -19,6 +19,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <glob.h>
 #include <sstream>
 
 namespace mlir::dtf::frontend {
@@ -55,6 +56,53 @@ Attribute ModelGen::literalAttr(const ast::Expr *expr, StringRef what) {
                         << " must be a number, a bool, a string, a "
                            "name or a list";
   return nullptr;
+}
+
+bool ModelGen::checkTFRecordArgs(DictionaryAttr dict,
+                                 const ast::CallExpr *call) {
+  auto argLoc = [&](StringRef name) {
+    if (call)
+      for (const ast::Arg &a : call->args)
+        if (a.key == name)
+          return a.value->getLoc();
+    return call ? call->getLoc() : ast::Loc{};
+  };
+  auto symbol = [&](StringRef name, std::initializer_list<StringRef> allowed,
+                    StringRef form) {
+    Attribute a = dict.get(name);
+    if (!a)
+      return true;
+    auto s = dyn_cast<StringAttr>(a);
+    if (s && llvm::is_contained(allowed, s.getValue()))
+      return true;
+    error(argLoc(name)) << name << " is " << form;
+    return false;
+  };
+  bool ok = symbol("compression", {"none", "gzip"}, "none or gzip");
+  ok &= symbol("on_corrupt", {"fail", "skip"}, "fail or skip");
+  if (Attribute a = dict.get("features")) {
+    auto list = dyn_cast<ArrayAttr>(a);
+    bool good = bool(list);
+    if (list)
+      for (Attribute item : list) {
+        auto s = dyn_cast<StringAttr>(item);
+        if (!s) {
+          good = false;
+          break;
+        }
+        auto [input, feature] = s.getValue().split('=');
+        if (input.trim().empty() || feature.trim().empty() ||
+            !s.getValue().contains('='))
+          good = false;
+      }
+    if (!good) {
+      error(argLoc("features"))
+          << "features maps inputs to the records' feature names: a list of "
+             "\"INPUT=FEATURE\" strings, as in [\"x=image\", \"y=label\"]";
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
@@ -456,14 +504,27 @@ void ModelGen::genTrain(
           continue;
         }
         if (auto path = dict.getAs<StringAttr>("path")) {
-          if (options.checkDataPaths &&
-              !llvm::sys::fs::exists(path.getValue())) {
+          // tfrecord's path is a glob: it must match a file.
+          auto exists = [&](StringRef p) {
+            if (kindName != "tfrecord")
+              return llvm::sys::fs::exists(p);
+            glob_t g{};
+            const bool found =
+                ::glob(p.str().c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0;
+            globfree(&g);
+            return found;
+          };
+          if (options.checkDataPaths && !exists(path.getValue())) {
             const ast::Expr *pathExpr = call && !call->args.empty()
                                             ? call->args.front().value.get()
                                             : value;
             emitWarning(loc(pathExpr->getLoc()))
                 << "data path '" << path.getValue()
-                << "' does not exist on this machine; training will need it";
+                << (kindName == "tfrecord"
+                        ? "' matches no file on this machine; training will "
+                          "need some"
+                        : "' does not exist on this machine; training will "
+                          "need it");
           }
         }
         if (auto split = dict.get("split")) {
@@ -473,6 +534,8 @@ void ModelGen::genTrain(
             continue;
           }
         }
+        if (kindName == "tfrecord" && !checkTFRecordArgs(dict, call))
+          continue;
         for (const ast::Arg &extra : item.extra) {
           if (extra.key != "every") {
             error(extra.keyLoc) << "eval takes `every = N` (steps) after the "

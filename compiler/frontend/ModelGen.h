@@ -271,6 +271,8 @@ private:
   Attribute literalAttr(const ast::Expr *expr, StringRef what);
   /// A parameter of a training call, checked for what it must hold.
   Attribute checkedSetting(const ast::Expr *expr, StringRef param);
+  /// tfrecord's compression, on_corrupt and features; false after an error.
+  bool checkTFRecordArgs(DictionaryAttr dict, const ast::CallExpr *call);
   Value graphValue(StringRef name, ast::Loc at, StringRef what);
 
   MLIRContext *context;

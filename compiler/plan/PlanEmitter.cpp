@@ -300,6 +300,14 @@ void fillData(DictionaryAttr d, pb::DataSource *out) {
   out->set_examples(static_cast<int64_t>(numberOr(d.get("examples"))));
   out->set_seed(static_cast<int64_t>(numberOr(d.get("seed"))));
   out->set_every(static_cast<int64_t>(numberOr(d.get("every"))));
+  if (out->kind() == "tfrecord") {
+    std::string compression = stringOf(d.get("compression"));
+    out->set_compression(compression.empty() ? "none" : compression);
+    out->set_skip_corrupt(stringOf(d.get("on_corrupt")) == "skip");
+    if (auto features = d.getAs<ArrayAttr>("features"))
+      for (Attribute f : features)
+        out->add_features(stringOf(f));
+  }
 }
 
 void fillTraining(DictionaryAttr t, pb::Plan &plan) {

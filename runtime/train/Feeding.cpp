@@ -5,10 +5,13 @@
 #include "runtime/data/IdxDataset.h"
 #include "runtime/data/Random.h"
 #include "runtime/data/SyntheticDataset.h"
+#include "runtime/data/TFRecordDataset.h"
 #include "runtime/plan/PlanTypes.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <type_traits>
 
 namespace dtf::train {
@@ -309,11 +312,88 @@ Status openSynthetic(const plan::Plan &plan, const plan::DataSource &src,
   return Status::ok();
 }
 
+Status openTFRecord(const plan::Plan &plan, const plan::Program &program,
+                    const plan::DataSource &src, DataShard shard,
+                    std::shared_ptr<const data::Dataset> *out,
+                    FeedLayout *layout, bool *shardedByFile) {
+  const std::vector<PlanInput> inputs = planInputs(program);
+  const std::vector<PlanInput> modelInputs = planInputs(plan.train_step());
+  std::map<std::string, std::string> renamed;
+  for (const std::string &f : src.features()) {
+    const size_t eq = f.find('=');
+    if (eq == std::string::npos)
+      return errorStatus(src.path(), ": the features entry '",
+                         plan::printable(f), "' is not INPUT=FEATURE");
+    const std::string input = f.substr(0, eq);
+    bool known = false;
+    for (const PlanInput &in : modelInputs)
+      known |= in.name == input;
+    if (!known)
+      return errorStatus(src.path(), ": features maps '",
+                         plan::printable(input),
+                         "', which is not an input of the model");
+    renamed[input] = f.substr(eq + 1);
+  }
+  data::TFRecordOptions o;
+  o.pattern = src.path();
+  if (src.compression() != "gzip" && src.compression() != "none" &&
+      !src.compression().empty())
+    return errorStatus(src.path(), ": unknown compression '",
+                       plan::printable(src.compression()), "' (none or gzip)");
+  o.gzip = src.compression() == "gzip";
+  o.skipCorrupt = src.skip_corrupt();
+  o.shardIndex = shard.index;
+  o.shardCount = shard.count;
+  FeedLayout named;
+  named.kind = FeedLayout::Kind::kNamed;
+  named.hasLabels = false;
+  for (const PlanInput &in : inputs) {
+    std::vector<int64_t> dims = plan::dimsOf(in.type->shape());
+    int64_t n = 1;
+    for (size_t d = 1; d < dims.size(); ++d) {
+      if (dims[d] < 0)
+        return errorStatus("input '", in.name, "' of type ",
+                           plan::typeString(*in.type),
+                           ": a tfrecord source feeds batches along dimension "
+                           "0, and every other dimension must be a number");
+      n *= dims[d];
+    }
+    if (dims.empty())
+      return errorStatus("input '", in.name,
+                         "' is a scalar, so it cannot take a batch of ",
+                         src.path());
+    auto it = renamed.find(in.name);
+    o.columns.push_back(
+        {in.name, it != renamed.end() ? it->second : in.name, n});
+    named.named.push_back({in.name, o.columns.back().feature, n});
+  }
+  data::TFRecordReport report;
+  data::Expected<data::InMemoryDataset> d = data::readTFRecords(o, &report);
+  if (!d)
+    return errorStatus(d.error());
+  for (const std::string &w : report.warnings)
+    std::fprintf(stderr, "dtf-run: warning: %s\n", w.c_str());
+  if (report.corruptSkipped > 0)
+    std::fprintf(stderr, "dtf-run: warning: %s: skipped %zu corrupt record%s\n",
+                 src.path().c_str(), report.corruptSkipped,
+                 report.corruptSkipped == 1 ? "" : "s");
+  *out = std::make_shared<data::InMemoryDataset>(std::move(d).value());
+  *layout = std::move(named);
+  if (shardedByFile)
+    *shardedByFile = report.shardedByFile;
+  return Status::ok();
+}
+
 Status openSource(const plan::Plan &plan, const plan::DataSource &src,
                   const char *role, std::shared_ptr<const data::Dataset> *out,
-                  FeedLayout *layout) {
+                  FeedLayout *layout, DataShard shard = {},
+                  bool *shardedByFile = nullptr,
+                  const plan::Program *program = nullptr) {
   const std::string &kind = src.kind();
   *layout = FeedLayout::featuresAndLabels();
+  if (kind == "tfrecord")
+    return openTFRecord(plan, program ? *program : plan.train_step(), src,
+                        shard, out, layout, shardedByFile);
   if (kind == "idx") {
     std::string split =
         src.split().empty()
@@ -346,9 +426,10 @@ Status openSource(const plan::Plan &plan, const plan::DataSource &src,
   }
   if (kind.empty())
     return errorStatus("the plan names no ", role,
-                       " source (idx, csv or synthetic)");
+                       " source (idx, csv, tfrecord or synthetic)");
   return errorStatus("the ", role, " source has an unknown kind '",
-                     plan::printable(kind), "' (idx, csv or synthetic)");
+                     plan::printable(kind),
+                     "' (idx, csv, tfrecord or synthetic)");
 }
 
 template <typename T>
@@ -373,10 +454,18 @@ template <typename T> void copyLabels(const data::Batch &batch, T *out) {
 
 } // namespace
 
-Status openPlanData(const plan::Plan &plan, PlanData *out) {
+Status openPlanSource(const plan::Plan &plan, const plan::DataSource &source,
+                      const char *role, const plan::Program &program,
+                      std::shared_ptr<const data::Dataset> *out,
+                      FeedLayout *layout) {
+  return openSource(plan, source, role, out, layout, {}, nullptr, &program);
+}
+
+Status openPlanData(const plan::Plan &plan, PlanData *out, DataShard shard) {
   const plan::Training &t = plan.training();
-  DTF_RETURN_IF_ERROR(
-      openSource(plan, t.data(), "data", &out->train, &out->trainLayout));
+  DTF_RETURN_IF_ERROR(openSource(plan, t.data(), "data", &out->train,
+                                 &out->trainLayout, shard,
+                                 &out->trainShardedByFile));
   if (!t.has_eval() || t.eval().kind().empty())
     return Status::ok();
   const plan::DataSource &e = t.eval();
@@ -436,7 +525,31 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
     return Status::ok();
   };
 
-  if (layout.kind == FeedLayout::Kind::kFeaturesAndLabels) {
+  if (layout.kind == FeedLayout::Kind::kNamed) {
+    for (int i : feeds) {
+      const std::string &name = executor.feedInfo(i).name;
+      int64_t offset = 0, columns = -1;
+      std::string feature;
+      for (const FeedLayout::NamedColumn &c : layout.named) {
+        if (c.input == name) {
+          columns = c.count;
+          feature = c.feature;
+          break;
+        }
+        offset += c.count;
+      }
+      if (columns < 0)
+        return errorStatus("input '", name, "' gets no data from ", source);
+      int64_t count = 0;
+      DTF_RETURN_IF_ERROR(perExample(i, &count));
+      if (count != columns)
+        return errorStatus("input '", name, "' holds ", count,
+                           " values per example, but ", source, " has ",
+                           columns, " for it");
+      f->bindings_.push_back({i, FeedBinding::Source::kFeatures, offset, count,
+                              "feature '" + feature + "'"});
+    }
+  } else if (layout.kind == FeedLayout::Kind::kFeaturesAndLabels) {
     int featureFeed = -1, labelFeed = -1;
     for (int i : feeds) {
       DType d = executor.feedInfo(i).dtype;
@@ -467,7 +580,7 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
                          shapeString(dataset.exampleShape()), ")");
     }
     f->bindings_.push_back(
-        {featureFeed, FeedBinding::Source::kFeatures, 0, count});
+        {featureFeed, FeedBinding::Source::kFeatures, 0, count, {}});
     if (labelFeed >= 0) {
       DTF_RETURN_IF_ERROR(perExample(labelFeed, &count));
       if (count != 1)
@@ -475,7 +588,8 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
                            "' takes the labels, so it needs one value per "
                            "example, not ",
                            count);
-      f->bindings_.push_back({labelFeed, FeedBinding::Source::kLabels, 0, 1});
+      f->bindings_.push_back(
+          {labelFeed, FeedBinding::Source::kLabels, 0, 1, {}});
     }
   } else {
     // The label's feed: named by the layout, else the last one.
@@ -499,7 +613,7 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
       int64_t count = 0;
       DTF_RETURN_IF_ERROR(perExample(i, &count));
       f->bindings_.push_back(
-          {i, FeedBinding::Source::kFeatures, offset, count});
+          {i, FeedBinding::Source::kFeatures, offset, count, {}});
       offset += count;
     }
     if (offset != f->exampleElements_)
@@ -519,7 +633,8 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
         return errorStatus("input '", executor.feedInfo(labelFeed).name,
                            "' takes the labels, so it needs one f32, f64, "
                            "i32 or i64 value per example");
-      f->bindings_.push_back({labelFeed, FeedBinding::Source::kLabels, 0, 1});
+      f->bindings_.push_back(
+          {labelFeed, FeedBinding::Source::kLabels, 0, 1, {}});
     }
   }
   for (const FeedBinding &b : f->bindings_) {
@@ -599,7 +714,9 @@ std::string BatchFeeder::describe() const {
     if (!s.empty())
       s += ", ";
     s += executor_->feedInfo(b.feed).name + " <- ";
-    if (b.source == FeedBinding::Source::kLabels)
+    if (!b.what.empty())
+      s += b.what;
+    else if (b.source == FeedBinding::Source::kLabels)
       s += "labels";
     else if (b.offset == 0 && b.count == exampleElements_)
       s += "features";

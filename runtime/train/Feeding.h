@@ -27,21 +27,31 @@ struct FeedLayout {
     /// columns left to right to the other feeds in order, each taking as many
     /// columns as one of its examples holds.
     kColumns,
+    /// tfrecord: the dataset's columns are named after inputs (`named`, in
+    /// column order); each feed takes its own column, whatever the feed order.
+    kNamed,
   };
   Kind kind = Kind::kFeaturesAndLabels;
   /// kColumns: the feed that takes the labels; empty: the last feed.
   std::string labelInput;
   /// kColumns: false when no feed takes the labels.
   bool hasLabels = true;
+  /// kNamed: each column's input, the feature it comes from and its values
+  /// per example, in column order.
+  struct NamedColumn {
+    std::string input, feature;
+    int64_t count = 0;
+  };
+  std::vector<NamedColumn> named;
 
   static FeedLayout featuresAndLabels() { return {}; }
   /// The model language's rule for csv: the label column to the last input.
-  static FeedLayout csv() { return {Kind::kColumns, "", true}; }
+  static FeedLayout csv() { return {Kind::kColumns, "", true, {}}; }
   static FeedLayout columns(std::string labelInput) {
-    return {Kind::kColumns, std::move(labelInput), true};
+    return {Kind::kColumns, std::move(labelInput), true, {}};
   }
   static FeedLayout columnsWithoutLabels() {
-    return {Kind::kColumns, "", false};
+    return {Kind::kColumns, "", false, {}};
   }
 };
 
@@ -57,6 +67,15 @@ struct PlanData {
   std::shared_ptr<const data::Dataset> eval;
   FeedLayout trainLayout;
   FeedLayout evalLayout;
+  /// The train source read only this worker's files (tfrecord with at least
+  /// as many files as workers): the batches need no further sharding.
+  bool trainShardedByFile = false;
+};
+
+/// Which part of the training data a worker reads: worker `index` of `count`.
+struct DataShard {
+  size_t index = 0;
+  size_t count = 1;
 };
 
 /// Opens Training.data and Training.eval:
@@ -73,8 +92,23 @@ struct PlanData {
 ///     below the rows of the table they gather from (or a one_hot's depth),
 ///     bools at random. A synthetic eval set with the train set's seed holds
 ///     further examples of the same task, not seen in training.
+///   tfrecord: readTFRecords(path glob) with the plan's compression and
+///     on_corrupt; one column per input of the train_step, from the feature
+///     of the input's name (or the one `features` maps it to), holding the
+///     input's values per example; the training files sharded by `shard`
+///     when there are at least as many files as workers.
 /// Errors name the source and what is wrong with it.
-Status openPlanData(const plan::Plan &plan, PlanData *out);
+Status openPlanData(const plan::Plan &plan, PlanData *out,
+                    DataShard shard = {});
+
+/// Opens one data source of the plan as openPlanData does (`role` "data" or
+/// "eval" picks the default split of idx): for dtf-run --predict. A tfrecord
+/// source reads the features of `program`'s inputs only (so records without
+/// labels do for a program that does not read them).
+Status openPlanSource(const plan::Plan &plan, const plan::DataSource &source,
+                      const char *role, const plan::Program &program,
+                      std::shared_ptr<const data::Dataset> *out,
+                      FeedLayout *layout);
 
 /// The element type and layout of one example of a feed: its declared dims
 /// after the batch.
@@ -85,6 +119,9 @@ struct FeedBinding {
   /// Features: the first column and the number of columns per example.
   int64_t offset = 0;
   int64_t count = 0;
+  /// What the start-up line calls the data ("feature 'image'"); empty: the
+  /// columns.
+  std::string what;
 };
 
 /// Copies each batch of a dataset into an executor's feeds.

@@ -303,7 +303,9 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     data.eval = options_.evalData;
     data.evalLayout = options_.evalLayout;
   } else {
-    s = openPlanData(plan, &data);
+    s = openPlanData(
+        plan, &data,
+        {options_.shardIndex, std::max<size_t>(options_.shardCount, 1)});
     if (!s.isOk()) {
       setKind(kind, FailureKind::kData);
       return s;
@@ -357,6 +359,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     return errorStatus("train_step: ", s.message());
   }
   trainData_ = data.train;
+  trainShardedByFile_ = data.trainShardedByFile;
   if (trainFeeder_->fixedBatch() && trainFeeder_->fixedBatch() != batch_) {
     setKind(kind, FailureKind::kPlan);
     return errorStatus("train_step: the inputs take batches of ",
@@ -576,8 +579,9 @@ Trainer::makeTrainBatches(int64_t *skipBatches) {
   o.numEpochs = 0; // repeat; the step count ends training
   o.prefetch = 2;
   o.dropRemainder = trainFeeder_->fixedBatch() != 0;
-  o.shardCount = std::max<size_t>(options_.shardCount, 1);
-  o.shardIndex = options_.shardIndex;
+  o.shardCount =
+      trainShardedByFile_ ? 1 : std::max<size_t>(options_.shardCount, 1);
+  o.shardIndex = trainShardedByFile_ ? 0 : options_.shardIndex;
   // A restored run goes on with the batches an uninterrupted one would have
   // had: an epoch's order depends only on the seed and its number.
   *skipBatches = 0;

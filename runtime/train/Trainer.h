@@ -221,6 +221,7 @@ private:
   exec::VariableStore variables_;
   std::unique_ptr<exec::Executor> train_, eval_;
   std::shared_ptr<const data::Dataset> trainData_, evalData_;
+  bool trainShardedByFile_ = false;
   std::unique_ptr<BatchFeeder> trainFeeder_, evalFeeder_;
   // Checkpoints: the step training starts from (the restored one, else 0)
   // and what restoreLatestCheckpoint did, for run() to print.

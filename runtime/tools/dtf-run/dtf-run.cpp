@@ -6,6 +6,7 @@
 #include "Evaluator.h"
 
 #include "Launch.h"
+#include "Predict.h"
 #include "runtime/cluster/RunMode.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/train/Trainer.h"
@@ -32,6 +33,7 @@ Trains the model in PLAN (a plan.bin written by dtfc).
   dtf-run plan.bin                          train on this machine (embedded default)
   dtf-run plan.bin --cluster cluster.json   start and supervise the local tasks
   dtf-run plan.bin --cluster cluster.json --job worker --task 1   run one task
+  dtf-run plan.bin --predict eval --model-dir DIR -o out.csv      predict
 
 options:
   --steps N        train N steps instead of the plan's count (0: only evaluate)
@@ -89,6 +91,16 @@ options:
                    message size limit; the receiver copies each chunk into
                    place as the next arrives); smaller ones in one message
                    (default 4194304, 4 MiB)
+  --predict DATA   instead of training, write the model's outputs (its
+                   logits, else its last value) for every example of DATA,
+                   in order, from the latest checkpoint in --model-dir, to
+                   -o FILE (.csv: a header and one line per example; .npy: a
+                   NumPy array [examples, ...]). DATA is eval or data (the
+                   plan's sources), idx:DIR (its test split), csv:FILE or
+                   tfrecord:PATTERN (with the features and on_corrupt
+                   of the plan's tfrecord source; gzip when the pattern
+                   ends in .gz or .gzip)
+  -o, --output FILE  where --predict writes
   --help           print this help and exit
   --version        print the version and exit
 
@@ -116,7 +128,9 @@ to right, to the inputs before it, each taking as many columns as one of its
 examples holds. Synthetic data feeds learnable features and labels to a
 model with one floating-point input and labels; to any other it feeds random
 examples (normal floats, integer ids below the table they index) and labels
-to the input the loss reads. An f32 or f64 scalar input named
+to the input the loss reads. A tfrecord source feeds each input the
+feature of its name (or the one its `features` renames give), labels
+included. An f32 or f64 scalar input named
 `learning_rate` takes the plan's learning-rate schedule at each step instead
 of data.
 
@@ -237,6 +251,7 @@ int main(int argc, char **argv) {
   dtfrun::DistributedFlags distributedFlags;
   dtfrun::EvaluatorFlags evaluatorFlags;
   std::string chiefFlag;
+  dtfrun::PredictFlags predict;
   dtf::train::TrainOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -282,7 +297,9 @@ int main(int argc, char **argv) {
                             arg == "--evaluator-idle-timeout" ||
                             arg == "--task" || arg == "--steps" ||
                             arg == "--log-every" || arg == "--threads" ||
-                            arg == "--inter-op-threads";
+                            arg == "--inter-op-threads" ||
+                            arg == "--predict" || arg == "--output" ||
+                            arg == "-o";
     if (takesValue) {
       if (!value) {
         if (i + 1 >= argc) {
@@ -298,6 +315,15 @@ int main(int argc, char **argv) {
           return kUsageError;
         }
         options.modelDir = value;
+        continue;
+      }
+      if (arg == "--predict" || arg == "--output" || arg == "-o") {
+        if (!*value) {
+          std::fprintf(stderr, "dtf-run: error: %s needs a value\n",
+                       arg.c_str());
+          return kUsageError;
+        }
+        (arg == "--predict" ? predict.source : predict.output) = value;
         continue;
       }
       if (arg == "--cluster") {
@@ -409,6 +435,22 @@ int main(int argc, char **argv) {
                          "directory whose checkpoints to set aside)\n");
     return kUsageError;
   }
+  if (!predict.source.empty() || !predict.output.empty()) {
+    if (predict.source.empty() || predict.output.empty() ||
+        options.modelDir.empty()) {
+      std::fprintf(stderr, "dtf-run: error: --predict DATA needs -o FILE "
+                           "(.csv or .npy) and --model-dir DIR (the "
+                           "checkpoints to predict with)\n");
+      return kUsageError;
+    }
+    if (clusterFlags.cluster || clusterFlags.job) {
+      std::fprintf(stderr, "dtf-run: error: --predict runs on this machine; "
+                           "leave out --cluster and --job\n");
+      return kUsageError;
+    }
+    predict.modelDir = options.modelDir;
+    predict.threads = options.threads;
+  }
   dtf::cluster::RunChoice choice;
   {
     dtf::Status s =
@@ -439,6 +481,8 @@ int main(int argc, char **argv) {
       return kUsageError;
     }
   }
+  if (!predict.source.empty())
+    choice.mode = dtf::cluster::RunMode::kLocal; // whatever TF_CONFIG says
   if (choice.mode == dtf::cluster::RunMode::kLauncher) {
     // Check the plan before starting anything.
     google::protobuf::SetLogHandler(nullptr);
@@ -465,6 +509,8 @@ int main(int argc, char **argv) {
     return kIoError;
   }
 
+  if (!predict.source.empty())
+    return dtfrun::runPredict(parsed, predict);
   std::signal(SIGINT, onInterrupt);
   std::signal(SIGTERM, onInterrupt);
   options.stop = &gStop;

@@ -1,0 +1,65 @@
+// Finding a model's output and cutting the program that computes it.
+#include "runtime/plan/ModelOutput.h"
+
+#include <set>
+
+namespace dtf::plan {
+
+Status findModelOutput(const Program &eval, ModelOutput *out) {
+  if (eval.ops_size() == 0)
+    return errorStatus("the plan has no eval program (compile it again with "
+                       "this version's dtfc)");
+  for (const Op &op : eval.ops())
+    if ((op.name() == "dtf.sparse_softmax_cross_entropy" ||
+         op.name() == "dtf.softmax_cross_entropy") &&
+        op.inputs_size() >= 1) {
+      *out = {op.inputs(0), "logits"};
+      return Status::ok();
+    }
+  std::set<int32_t> read;
+  for (const Op &op : eval.ops())
+    read.insert(op.inputs().begin(), op.inputs().end());
+  for (int i = eval.ops_size() - 1; i >= 0; --i) {
+    const Op &op = eval.ops(i);
+    if (op.name() == "dtf.input" || op.name() == "dtf.read_variable" ||
+        op.name() == "dtf.constant" || op.outputs_size() != 1)
+      continue;
+    if (!read.count(op.outputs(0))) {
+      *out = {op.outputs(0), "output"};
+      return Status::ok();
+    }
+  }
+  return errorStatus("the eval program computes no value from its inputs");
+}
+
+Program inferenceProgram(const Program &program, const ModelOutput &output) {
+  std::set<int32_t> needed = {output.value};
+  std::vector<bool> keep(size_t(program.ops_size()), false);
+  for (int i = program.ops_size() - 1; i >= 0; --i) {
+    const Op &op = program.ops(i);
+    bool used = false;
+    for (int32_t v : op.outputs())
+      used |= needed.count(v) > 0;
+    if (!used)
+      continue;
+    keep[size_t(i)] = true;
+    needed.insert(op.inputs().begin(), op.inputs().end());
+  }
+  Program out;
+  out.set_name(program.name() + ":" + output.name);
+  for (const Value &v : program.values())
+    if (needed.count(v.id()))
+      *out.add_values() = v;
+  for (int i = 0; i < program.ops_size(); ++i)
+    if (keep[size_t(i)])
+      *out.add_ops() = program.ops(i);
+  for (const Feed &f : program.feeds())
+    if (needed.count(f.value()))
+      *out.add_feeds() = f;
+  Fetch *fetch = out.add_fetches();
+  fetch->set_name(output.name);
+  fetch->set_value(output.value);
+  return out;
+}
+
+} // namespace dtf::plan

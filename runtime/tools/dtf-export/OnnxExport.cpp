@@ -1,0 +1,486 @@
+// dtf ops to ONNX (opset 13) nodes, one translation per op kind.
+#include "OnnxExport.h"
+
+#include "runtime/plan/PlanTypes.h"
+
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace dtf::onnxexport {
+namespace {
+
+int onnxType(int planDType) {
+  switch (planDType) {
+  case plan::F32:
+    return onnx::TensorProto::FLOAT;
+  case plan::F64:
+    return onnx::TensorProto::DOUBLE;
+  case plan::F16:
+    return onnx::TensorProto::FLOAT16;
+  case plan::BF16:
+    return onnx::TensorProto::BFLOAT16;
+  case plan::I32:
+    return onnx::TensorProto::INT32;
+  case plan::I64:
+    return onnx::TensorProto::INT64;
+  case plan::BOOL:
+    return onnx::TensorProto::BOOL;
+  default:
+    return onnx::TensorProto::UNDEFINED;
+  }
+}
+
+const plan::AttrValue *attr(const plan::Op &op, const char *name) {
+  auto it = op.attrs().find(name);
+  return it == op.attrs().end() ? nullptr : &it->second;
+}
+
+std::vector<int64_t> ints(const plan::Op &op, const char *name) {
+  const plan::AttrValue *a = attr(op, name);
+  if (!a || !a->has_ints())
+    return {};
+  return {a->ints().values().begin(), a->ints().values().end()};
+}
+
+int64_t intOr(const plan::Op &op, const char *name, int64_t fallback) {
+  const plan::AttrValue *a = attr(op, name);
+  return a && a->value_case() == plan::AttrValue::kI ? a->i() : fallback;
+}
+
+bool flag(const plan::Op &op, const char *name) {
+  const plan::AttrValue *a = attr(op, name);
+  return a && a->value_case() == plan::AttrValue::kB && a->b();
+}
+
+std::string text(const plan::Op &op, const char *name) {
+  const plan::AttrValue *a = attr(op, name);
+  return a && a->value_case() == plan::AttrValue::kS ? a->s() : "";
+}
+
+const char *kUnary[][2] = {
+    {"dtf.relu", "Relu"}, {"dtf.sigmoid", "Sigmoid"},  {"dtf.tanh", "Tanh"},
+    {"dtf.exp", "Exp"},   {"dtf.log", "Log"},          {"dtf.sqrt", "Sqrt"},
+    {"dtf.neg", "Neg"},   {"dtf.dropout", "Identity"},
+};
+const char *kBinary[][2] = {
+    {"dtf.add", "Add"}, {"dtf.sub", "Sub"},     {"dtf.mul", "Mul"},
+    {"dtf.div", "Div"}, {"dtf.maximum", "Max"}, {"dtf.minimum", "Min"},
+    {"dtf.pow", "Pow"},
+};
+const char *kReduce[][2] = {
+    {"dtf.sum", "ReduceSum"},
+    {"dtf.mean", "ReduceMean"},
+    {"dtf.max", "ReduceMax"},
+};
+const char *kCompare[][2] = {
+    {"eq", "Equal"},   {"lt", "Less"},           {"le", "LessOrEqual"},
+    {"gt", "Greater"}, {"ge", "GreaterOrEqual"},
+};
+
+class Translator {
+public:
+  Translator(const plan::Program &program, const VariableSource &read,
+             onnx::GraphProto *graph)
+      : program_(program), read_(read), graph_(graph) {
+    for (const plan::Value &v : program.values())
+      types_[v.id()] = &v.type();
+  }
+
+  Status run(std::vector<std::string> *unsupported) {
+    if (program_.fetches_size() != 1)
+      return errorStatus("the program to export has ", program_.fetches_size(),
+                         " outputs, not one");
+    const plan::Fetch &fetch = program_.fetches(0);
+    names_[fetch.value()] = fetch.name();
+    for (const plan::Op &op : program_.ops()) {
+      Status s = translate(op);
+      if (!s.isOk()) {
+        if (s.message() != kUnsupported)
+          return s;
+        unsupported->push_back((op.location().empty()
+                                    ? std::string("(no location)")
+                                    : op.location()) +
+                               ": " + op.name());
+      }
+    }
+    if (!unsupported->empty())
+      return errorStatus(unsupported->size(), " op",
+                         unsupported->size() == 1 ? "" : "s",
+                         " of the model have no ONNX translation");
+    DTF_RETURN_IF_ERROR(
+        valueInfo(fetch.value(), fetch.name(), graph_->add_output()));
+    return Status::ok();
+  }
+
+private:
+  static constexpr const char *kUnsupported = "unsupported";
+
+  std::string name(int32_t id) {
+    auto it = names_.find(id);
+    if (it != names_.end())
+      return it->second;
+    return names_[id] = "v" + std::to_string(id);
+  }
+  std::string fresh(const std::string &stem) {
+    return stem + "_" + std::to_string(++counter_);
+  }
+  const plan::TensorType &type(int32_t id) { return *types_.at(id); }
+  std::vector<int64_t> dims(int32_t id) {
+    return plan::dimsOf(type(id).shape());
+  }
+
+  Status valueInfo(int32_t id, const std::string &name,
+                   onnx::ValueInfoProto *out) {
+    out->set_name(name);
+    onnx::TypeProto::Tensor *t = out->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnxType(type(id).dtype()));
+    onnx::TensorShapeProto *shape = t->mutable_shape();
+    for (int64_t d : dims(id)) {
+      if (d < 0)
+        shape->add_dim()->set_dim_param("batch");
+      else
+        shape->add_dim()->set_dim_value(d);
+    }
+    return Status::ok();
+  }
+
+  onnx::NodeProto *node(const plan::Op &src, const std::string &opType,
+                        std::vector<std::string> inputs,
+                        std::vector<std::string> outputs) {
+    onnx::NodeProto *n = graph_->add_node();
+    n->set_op_type(opType);
+    n->set_name(fresh(opType));
+    n->set_doc_string(src.name() + " at " + src.location());
+    for (std::string &i : inputs)
+      n->add_input(std::move(i));
+    for (std::string &o : outputs)
+      n->add_output(std::move(o));
+    return n;
+  }
+
+  static void setInt(onnx::NodeProto *n, const char *name, int64_t v) {
+    onnx::AttributeProto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void setInts(onnx::NodeProto *n, const char *name,
+                      const std::vector<int64_t> &v) {
+    onnx::AttributeProto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v)
+      a->add_ints(x);
+  }
+  static void setString(onnx::NodeProto *n, const char *name,
+                        const std::string &v) {
+    onnx::AttributeProto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
+
+  // An int64 vector as an initializer; returns its name.
+  std::string int64Constant(const std::string &stem,
+                            const std::vector<int64_t> &values) {
+    onnx::TensorProto *t = graph_->add_initializer();
+    t->set_name(fresh(stem));
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(values.size()));
+    t->set_raw_data(std::string(reinterpret_cast<const char *>(values.data()),
+                                values.size() * sizeof(int64_t)));
+    return t->name();
+  }
+
+  Status tensorInitializer(const std::string &name, const Tensor &value) {
+    onnx::TensorProto *t = graph_->add_initializer();
+    t->set_name(name);
+    int planType = 0;
+    switch (value.dtype()) {
+    case DType::F32:
+      planType = plan::F32;
+      break;
+    case DType::F64:
+      planType = plan::F64;
+      break;
+    case DType::I32:
+      planType = plan::I32;
+      break;
+    case DType::I64:
+      planType = plan::I64;
+      break;
+    case DType::Bool:
+      planType = plan::BOOL;
+      break;
+    default:
+      return errorStatus("variable '", name, "' is ", value.describe(),
+                         ", a type ONNX initializers here do not take");
+    }
+    t->set_data_type(onnxType(planType));
+    for (int64_t d : value.shape())
+      t->add_dims(d);
+    t->set_raw_data(std::string(static_cast<const char *>(value.rawData()),
+                                value.byteSize()));
+    return Status::ok();
+  }
+
+  // NHWC -> NCHW, the ONNX op, NCHW -> NHWC.
+  void nchw(const plan::Op &op, const std::string &opType,
+            std::vector<std::string> extraInputs,
+            const std::function<void(onnx::NodeProto *)> &setAttrs) {
+    const std::string in = fresh("nchw");
+    setInts(node(op, "Transpose", {name(op.inputs(0))}, {in}), "perm",
+            {0, 3, 1, 2});
+    const std::string out = fresh("nchw");
+    extraInputs.insert(extraInputs.begin(), in);
+    onnx::NodeProto *n = node(op, opType, extraInputs, {out});
+    setAttrs(n);
+    setInts(node(op, "Transpose", {out}, {name(op.outputs(0))}), "perm",
+            {0, 2, 3, 1});
+  }
+
+  static std::string autoPad(const plan::Op &op) {
+    return text(op, "padding") == "same" ? "SAME_UPPER" : "VALID";
+  }
+
+  Status translate(const plan::Op &op) {
+    const std::string &kind = op.name();
+    auto in = [&](int k) { return name(op.inputs(k)); };
+    auto out = [&]() { return name(op.outputs(0)); };
+    if (kind == "dtf.input") {
+      names_[op.outputs(0)] = text(op, "name");
+      return valueInfo(op.outputs(0), text(op, "name"), graph_->add_input());
+    }
+    if (kind == "dtf.read_variable") {
+      const std::string var = text(op, "name");
+      if (!initialized_.count(var)) {
+        Tensor value;
+        DTF_RETURN_IF_ERROR(read_(var, &value));
+        DTF_RETURN_IF_ERROR(tensorInitializer(var, value));
+        initialized_.insert(var);
+      }
+      if (names_.count(op.outputs(0)))
+        node(op, "Identity", {var}, {out()});
+      else
+        names_[op.outputs(0)] = var;
+      return Status::ok();
+    }
+    if (kind == "dtf.constant") {
+      const plan::AttrValue *v = attr(op, "value");
+      if (!v || !v->has_tensor())
+        return errorStatus(op.location(), ": dtf.constant has no value");
+      Tensor value;
+      DTF_RETURN_IF_ERROR(plan::tensorFromValue(v->tensor(), &value));
+      const std::string c = fresh("constant");
+      DTF_RETURN_IF_ERROR(tensorInitializer(c, value));
+      node(op, "Identity", {c}, {out()});
+      return Status::ok();
+    }
+    for (const auto &u : kUnary)
+      if (kind == u[0]) {
+        node(op, u[1], {in(0)}, {out()});
+        return Status::ok();
+      }
+    for (const auto &b : kBinary)
+      if (kind == b[0]) {
+        node(op, b[1], {in(0), in(1)}, {out()});
+        return Status::ok();
+      }
+    if (kind == "dtf.rsqrt") {
+      const std::string root = fresh("sqrt");
+      node(op, "Sqrt", {in(0)}, {root});
+      node(op, "Reciprocal", {root}, {out()});
+      return Status::ok();
+    }
+    if (kind == "dtf.matmul") {
+      std::string a = in(0), b = in(1);
+      auto transposed = [&](int k, std::string v) {
+        const size_t rank = dims(op.inputs(k)).size();
+        std::vector<int64_t> perm;
+        for (size_t i = 0; i < rank; ++i)
+          perm.push_back(int64_t(i));
+        if (rank >= 2)
+          std::swap(perm[rank - 1], perm[rank - 2]);
+        const std::string t = fresh("transposed");
+        setInts(node(op, "Transpose", {std::move(v)}, {t}), "perm", perm);
+        return t;
+      };
+      if (flag(op, "transpose_a"))
+        a = transposed(0, a);
+      if (flag(op, "transpose_b"))
+        b = transposed(1, b);
+      node(op, "MatMul", {a, b}, {out()});
+      return Status::ok();
+    }
+    if (kind == "dtf.conv2d") {
+      // The filter HWIO -> OIHW.
+      const std::string filter = fresh("oihw");
+      setInts(node(op, "Transpose", {in(1)}, {filter}), "perm", {3, 2, 0, 1});
+      const std::vector<int64_t> f = dims(op.inputs(1));
+      nchw(op, "Conv", {filter}, [&](onnx::NodeProto *n) {
+        setString(n, "auto_pad", autoPad(op));
+        if (f.size() == 4)
+          setInts(n, "kernel_shape", {f[0], f[1]});
+        std::vector<int64_t> strides = ints(op, "strides");
+        std::vector<int64_t> dilations = ints(op, "dilations");
+        setInts(n, "strides",
+                strides.size() == 2 ? strides : std::vector<int64_t>{1, 1});
+        setInts(n, "dilations",
+                dilations.size() == 2 ? dilations : std::vector<int64_t>{1, 1});
+      });
+      return Status::ok();
+    }
+    if (kind == "dtf.max_pool" || kind == "dtf.avg_pool") {
+      nchw(op, kind == "dtf.max_pool" ? "MaxPool" : "AveragePool", {},
+           [&](onnx::NodeProto *n) {
+             setString(n, "auto_pad", autoPad(op));
+             setInts(n, "kernel_shape", ints(op, "window"));
+             setInts(n, "strides", ints(op, "strides"));
+           });
+      return Status::ok();
+    }
+    if (kind == "dtf.reshape" || kind == "dtf.flatten") {
+      // The result's own type: static dims, and -1 for the batch.
+      std::vector<int64_t> shape = dims(op.outputs(0));
+      int free = 0;
+      for (int64_t d : shape)
+        free += d < 0;
+      if (free > 1)
+        return errorStatus(op.location(), ": ", kind,
+                           " to a shape with more than one unknown dimension");
+      node(op, "Reshape", {in(0), int64Constant("shape", shape)}, {out()});
+      return Status::ok();
+    }
+    if (kind == "dtf.transpose") {
+      setInts(node(op, "Transpose", {in(0)}, {out()}), "perm",
+              ints(op, "permutation"));
+      return Status::ok();
+    }
+    if (kind == "dtf.concat") {
+      std::vector<std::string> inputs;
+      for (int k = 0; k < op.inputs_size(); ++k)
+        inputs.push_back(in(k));
+      setInt(node(op, "Concat", inputs, {out()}), "axis", intOr(op, "axis", 0));
+      return Status::ok();
+    }
+    if (kind == "dtf.gather") {
+      setInt(node(op, "Gather", {in(0), in(1)}, {out()}), "axis", 0);
+      return Status::ok();
+    }
+    if (kind == "dtf.slice") {
+      std::vector<int64_t> begin = ints(op, "begin"), size = ints(op, "size");
+      std::vector<int64_t> ends, axes;
+      for (size_t i = 0; i < begin.size(); ++i) {
+        ends.push_back(i < size.size() && size[i] >= 0
+                           ? begin[i] + size[i]
+                           : std::numeric_limits<int64_t>::max());
+        axes.push_back(int64_t(i));
+      }
+      node(op, "Slice",
+           {in(0), int64Constant("starts", begin), int64Constant("ends", ends),
+            int64Constant("axes", axes)},
+           {out()});
+      return Status::ok();
+    }
+    for (const auto &r : kReduce)
+      if (kind == r[0]) {
+        std::vector<int64_t> axes = ints(op, "axes");
+        if (axes.empty())
+          for (size_t i = 0; i < dims(op.inputs(0)).size(); ++i)
+            axes.push_back(int64_t(i));
+        onnx::NodeProto *n =
+            kind == "dtf.sum"
+                ? node(op, r[1], {in(0), int64Constant("axes", axes)}, {out()})
+                : node(op, r[1], {in(0)}, {out()});
+        if (kind != "dtf.sum")
+          setInts(n, "axes", axes);
+        setInt(n, "keepdims", flag(op, "keep_dims") ? 1 : 0);
+        return Status::ok();
+      }
+    if (kind == "dtf.softmax" || kind == "dtf.log_softmax") {
+      setInt(node(op, kind == "dtf.softmax" ? "Softmax" : "LogSoftmax", {in(0)},
+                  {out()}),
+             "axis", intOr(op, "axis", -1));
+      return Status::ok();
+    }
+    if (kind == "dtf.argmax") {
+      const int target = onnxType(type(op.outputs(0)).dtype());
+      const std::string index =
+          target == onnx::TensorProto::INT64 ? out() : fresh("argmax");
+      onnx::NodeProto *n = node(op, "ArgMax", {in(0)}, {index});
+      setInt(n, "axis", intOr(op, "axis", 0));
+      setInt(n, "keepdims", 0);
+      if (index != out())
+        setInt(node(op, "Cast", {index}, {out()}), "to", target);
+      return Status::ok();
+    }
+    if (kind == "dtf.cast") {
+      setInt(node(op, "Cast", {in(0)}, {out()}), "to",
+             onnxType(type(op.outputs(0)).dtype()));
+      return Status::ok();
+    }
+    if (kind == "dtf.compare") {
+      const std::string predicate = text(op, "predicate");
+      if (predicate == "ne") {
+        const std::string eq = fresh("equal");
+        node(op, "Equal", {in(0), in(1)}, {eq});
+        node(op, "Not", {eq}, {out()});
+        return Status::ok();
+      }
+      for (const auto &c : kCompare)
+        if (predicate == c[0]) {
+          node(op, c[1], {in(0), in(1)}, {out()});
+          return Status::ok();
+        }
+      return Status::error(kUnsupported);
+    }
+    if (kind == "dtf.select") {
+      node(op, "Where", {in(0), in(1), in(2)}, {out()});
+      return Status::ok();
+    }
+    return Status::error(kUnsupported);
+  }
+
+  const plan::Program &program_;
+  const VariableSource &read_;
+  onnx::GraphProto *graph_;
+  std::map<int32_t, const plan::TensorType *> types_;
+  std::map<int32_t, std::string> names_;
+  std::set<std::string> initialized_;
+  int counter_ = 0;
+};
+
+} // namespace
+
+std::string supportedOps() {
+  std::string s = "input, read_variable, constant, rsqrt, matmul, conv2d, "
+                  "max_pool, avg_pool, reshape, flatten, transpose, concat, "
+                  "gather, slice, softmax, log_softmax, argmax, cast, "
+                  "compare, select";
+  for (const auto &u : kUnary)
+    s += std::string(", ") + (u[0] + 4);
+  for (const auto &b : kBinary)
+    s += std::string(", ") + (b[0] + 4);
+  for (const auto &r : kReduce)
+    s += std::string(", ") + (r[0] + 4);
+  return s;
+}
+
+Status exportModel(const plan::Program &program, const VariableSource &read,
+                   const std::string &modelName, onnx::ModelProto *out,
+                   std::vector<std::string> *unsupported) {
+  out->set_ir_version(7); // the IR of opset 13
+  out->set_producer_name("dtf-export");
+  out->set_model_version(1);
+  onnx::OperatorSetIdProto *opset = out->add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kOpset);
+  onnx::GraphProto *graph = out->mutable_graph();
+  graph->set_name(modelName);
+  Translator t(program, read, graph);
+  return t.run(unsupported);
+}
+
+} // namespace dtf::onnxexport

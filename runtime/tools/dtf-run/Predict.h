@@ -1,0 +1,24 @@
+// dtf-run --predict: the model's outputs for every example of a data source,
+// from the latest checkpoint.
+#pragma once
+
+#include "plan.pb.h"
+
+#include <string>
+
+namespace dtfrun {
+
+struct PredictFlags {
+  /// eval, data, or KIND:PATH (idx:DIR, csv:FILE, tfrecord:PATTERN).
+  std::string source;
+  std::string modelDir;
+  /// .csv or .npy.
+  std::string output;
+  int threads = 0;
+};
+
+/// Runs the prediction and returns dtf-run's exit code (0, 2 usage, 3 op
+/// without a kernel, 4 I/O, data or checkpoint, 5 a kernel failed).
+int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags);
+
+} // namespace dtfrun
