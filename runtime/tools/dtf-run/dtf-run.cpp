@@ -31,6 +31,7 @@ Trains the model in PLAN (a plan.bin written by dtfc).
   dtf-run plan.bin                          train on this machine (embedded default)
   dtf-run plan.bin --cluster cluster.json   start and supervise the local tasks
   dtf-run plan.bin --cluster cluster.json --job worker --task 1   run one task
+  dtf-run certs --cluster cluster.json --out DIR   make the cluster's TLS certificates
 
 options:
   --steps N        train N steps instead of the plan's count (0: only evaluate)
@@ -74,6 +75,17 @@ options:
                    message size limit; the receiver copies each chunk into
                    place as the next arrives); smaller ones in one message
                    (default 4194304, 4 MiB)
+  --tls-dir DIR    the TLS certificates of a task started alone: DIR/ca.pem
+                   and DIR/TASK.pem, DIR/TASK.key, as `dtf-run certs` writes
+                   them (default: $DTF_TLS_DIR). The tasks talk mutual TLS
+                   and accept only peers whose certificate, signed by that
+                   CA, names a task of the cluster; the launcher makes a new
+                   CA and certificates for the tasks it starts. Without it a
+                   task refuses to start (docs/security.md)
+  --insecure       plaintext between the tasks, with no authentication: any
+                   process that reaches a port can call it (warns)
+  --bind HOST:PORT where a task started alone listens (default: its address
+                   in the cluster file; never every interface)
   --help           print this help and exit
   --version        print the version and exit
 
@@ -217,6 +229,8 @@ int main(int argc, char **argv) {
   dtfrun::DistributedFlags distributedFlags;
   std::string chiefFlag;
   dtf::train::TrainOptions options;
+  if (argc > 1 && std::strcmp(argv[1], "certs") == 0)
+    return dtfrun::runCertsCommand(argc, argv);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     const char *value = nullptr;
@@ -246,6 +260,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--chief-failover")
       continue; // the launcher reads it
+    if (arg == "--insecure") {
+      distributedFlags.insecure = true;
+      continue;
+    }
     if (arg == "--fresh") {
       options.fresh = true;
       continue;
@@ -255,7 +273,8 @@ int main(int argc, char **argv) {
                             arg == "--chief" ||
                             arg == "--connect-timeout" ||
                             arg == "--sync-timeout" ||
-                            arg == "--chunk-bytes" ||
+                            arg == "--chunk-bytes" || arg == "--tls-dir" ||
+                            arg == "--bind" ||
                             arg == "--task" || arg == "--steps" ||
                             arg == "--log-every" || arg == "--threads" ||
                             arg == "--inter-op-threads";
@@ -278,6 +297,16 @@ int main(int argc, char **argv) {
       }
       if (arg == "--cluster") {
         clusterFlags.cluster = value;
+        continue;
+      }
+      if (arg == "--tls-dir" || arg == "--bind") {
+        if (!*value) {
+          std::fprintf(stderr, "dtf-run: error: %s needs a value\n",
+                       arg.c_str());
+          return kUsageError;
+        }
+        (arg == "--tls-dir" ? distributedFlags.tlsDir : distributedFlags.bind) =
+            value;
         continue;
       }
       if (arg == "--job") {
@@ -391,6 +420,21 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
       return kUsageError;
     }
+  }
+  if (choice.mode != dtf::cluster::RunMode::kTask &&
+      (!distributedFlags.bind.empty() || !distributedFlags.tlsDir.empty() ||
+       distributedFlags.insecure) &&
+      (choice.mode == dtf::cluster::RunMode::kLocal ||
+       !distributedFlags.bind.empty())) {
+    std::fprintf(stderr,
+                 "dtf-run: error: %s\n",
+                 choice.mode == dtf::cluster::RunMode::kLocal
+                     ? "--tls-dir, --insecure and --bind need a cluster "
+                       "(--cluster FILE or TF_CONFIG)"
+                     : "--bind is for one task (--job/--task): the tasks "
+                       "the launcher starts each listen on their own "
+                       "address in the cluster file");
+    return kUsageError;
   }
   if (choice.mode == dtf::cluster::RunMode::kLauncher) {
     // Check the plan before starting anything.
