@@ -11,3 +11,17 @@ if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
   exit 1
 fi
 fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+
+# A cluster file of PS ps and WORKERS worker tasks on free loopback ports:
+# loopback_cluster FILE PS WORKERS
+loopback_cluster() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, socket, sys
+path, ps, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+socks, ports = [], []
+for _ in range(ps + workers):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s); ports.append(s.getsockname()[1])
+addr = [f"127.0.0.1:{p}" for p in ports]
+json.dump({"ps": addr[:ps], "worker": addr[ps:]}, open(path, "w"))
+PY
+}
