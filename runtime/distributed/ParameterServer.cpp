@@ -372,6 +372,9 @@ public:
     while (!parkerStop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(20));
       releaseParked(lock, /*all=*/false);
+      lock.unlock(); // a cancelled stream may end (and lock mu_) at once
+      cutStalledStreams();
+      lock.lock();
     }
   }
   void releaseParked(std::unique_lock<std::mutex> &lock, bool all) {
@@ -401,6 +404,60 @@ public:
   }
 
 public:
+  /// Registers a stream (keyed by its context) of the caller: at most
+  /// kMaxStreamsPerPeer per caller and kMaxStreams in all, since each holds
+  /// a header and a chunk in memory.
+  grpc::Status openStream(grpc::CallbackServerContext *ctx) {
+    const std::string peer =
+        transport().tls ? peerTask(*ctx) : std::string(ctx->peer());
+    std::lock_guard<std::recursive_mutex> lock(streamsMu_);
+    if (streams_.size() >= kMaxStreams || streamsBy_[peer] >= kMaxStreamsPerPeer)
+      return fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                  name_ + ": too many open streams" +
+                      (transport().tls ? " from " + peer : std::string()));
+    ++streamsBy_[peer];
+    streams_[ctx] = {peer, Clock::now()};
+    return grpc::Status::OK;
+  }
+  void streamMoved(grpc::CallbackServerContext *ctx) {
+    std::lock_guard<std::recursive_mutex> lock(streamsMu_);
+    auto it = streams_.find(ctx);
+    if (it != streams_.end())
+      it->second.moved = Clock::now();
+  }
+  void closeStream(grpc::CallbackServerContext *ctx) {
+    std::lock_guard<std::recursive_mutex> lock(streamsMu_);
+    auto it = streams_.find(ctx);
+    if (it == streams_.end())
+      return;
+    if (--streamsBy_[it->second.peer] <= 0)
+      streamsBy_.erase(it->second.peer);
+    streams_.erase(it);
+  }
+  /// Cancels the streams that moved no chunk for --stall-timeout: a caller
+  /// that stops sending (or reading) mid-stream holds memory for nothing.
+  /// Under the lock, so that no stream ends (and its context goes) meanwhile;
+  /// the lock is recursive because a cancel may end the call at once.
+  void cutStalledStreams() {
+    const auto limit = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(config_.stallTimeoutSeconds));
+    std::lock_guard<std::recursive_mutex> lock(streamsMu_);
+    std::vector<grpc::CallbackServerContext *> stalled;
+    for (auto &[ctx, stream] : streams_)
+      if (Clock::now() - stream.moved > limit && !stream.cut)
+        stalled.push_back(ctx);
+    for (grpc::CallbackServerContext *ctx : stalled) {
+      auto it = streams_.find(ctx);
+      if (it == streams_.end())
+        continue;
+      it->second.cut = true;
+      log("cut a stream of " + it->second.peer + " that moved nothing for " +
+          std::to_string(int(config_.stallTimeoutSeconds)) +
+          " s (--stall-timeout)");
+      ctx->TryCancel();
+    }
+  }
+
   /// Answers every parked pull and stops parking new ones (before the
   /// server shuts down, which waits for every call to finish).
   void stopParking() {
@@ -429,6 +486,16 @@ private:
   static constexpr int kMaxParkedPerPeer = 16;
   std::vector<ParkedPull> parked_;
   std::map<std::string, int> parkedBy_;
+  struct OpenStream {
+    std::string peer;
+    Clock::time_point moved;
+    bool cut = false;
+  };
+  static constexpr size_t kMaxStreams = 64;
+  static constexpr int kMaxStreamsPerPeer = 8;
+  std::recursive_mutex streamsMu_;
+  std::map<grpc::CallbackServerContext *, OpenStream> streams_;
+  std::map<std::string, int> streamsBy_;
   bool parkerStop_ = false;
   std::thread parker_;
 
@@ -438,6 +505,8 @@ public:
   /// a snapshot the chunks point at, which lives until the call is done.
   class PullWriter final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   public:
+    PullWriter(PsService *ps, grpc::CallbackServerContext *ctx)
+        : ps_(ps), ctx_(ctx) {}
     void snapshot(const rpc::PullReply &reply,
                   const std::vector<const Tensor *> &payload,
                   size_t chunkBytes) {
@@ -463,14 +532,20 @@ public:
         return;
       }
       chunks_[next_].Clear();
+      ps_->streamMoved(ctx_);
       if (++next_ < chunks_.size())
         StartWrite(&chunks_[next_]);
       else
         Finish(grpc::Status::OK);
     }
-    void OnDone() override { delete this; }
+    void OnDone() override {
+      ps_->closeStream(ctx_);
+      delete this;
+    }
 
   private:
+    PsService *ps_;
+    grpc::CallbackServerContext *ctx_;
     std::vector<Tensor> snapshot_;
     std::vector<grpc::ByteBuffer> chunks_;
     size_t next_ = 0;
@@ -479,7 +554,11 @@ public:
   grpc::ServerWriteReactor<grpc::ByteBuffer> *
   PullStream(grpc::CallbackServerContext *ctx,
              const grpc::ByteBuffer *request) override {
-    auto *writer = new PullWriter;
+    auto *writer = new PullWriter(this, ctx);
+    if (grpc::Status st = openStream(ctx); !st.ok()) {
+      writer->start(st);
+      return writer;
+    }
     ++streamedPulls_;
     rpc::PullRequest req;
     if (!parseMessage(*request, &req)) {
@@ -524,6 +603,7 @@ public:
     }
     void OnReadDone(bool ok) override {
       if (ok) {
+        ps_->streamMoved(ctx_);
         Status s = reader_.add(chunk_);
         chunk_.Clear();
         if (s.isOk())
@@ -550,7 +630,10 @@ public:
         *response_ = serializeMessage(reply);
       Finish(st);
     }
-    void OnDone() override { delete this; }
+    void OnDone() override {
+      ps_->closeStream(ctx_);
+      delete this;
+    }
 
   private:
     PsService *ps_;
@@ -570,6 +653,8 @@ public:
              grpc::ByteBuffer *response) override {
     std::string who;
     if (auto bad = admit(*ctx, Role::kPusher, "push", &who); !bad.ok())
+      return new Refused(bad);
+    if (auto bad = openStream(ctx); !bad.ok())
       return new Refused(bad);
     ++streamedPushes_;
     return new StreamReader<rpc::PushRequest, rpc::PushReply>(
@@ -595,6 +680,8 @@ public:
                    grpc::ByteBuffer *response) override {
     std::string who;
     if (auto bad = admit(*ctx, Role::kChief, "initialize it", &who); !bad.ok())
+      return new Refused(bad);
+    if (auto bad = openStream(ctx); !bad.ok())
       return new Refused(bad);
     ++streamedInits_;
     return new StreamReader<rpc::InitializeRequest, rpc::InitializeReply>(

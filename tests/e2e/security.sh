@@ -9,7 +9,9 @@
 # gradients claiming to be worker.0 (refused, naming worker.1: the identity
 # is the certificate's), a push moving the global step by 2,000,000, a pull
 # naming one variable 400 times and 40 pulls waiting at once (all but 16
-# refused). The chief's own certificate may not save outside the model
+# refused), and 20 push streams that stall inside a 1 MiB header (8 taken,
+# then cut after --stall-timeout; the others refused at once). The chief's
+# own certificate may not save outside the model
 # directory. The ps must listen only on its cluster address (127.0.0.1, not
 # 127.0.0.2), a task without certificates must refuse to start and say how
 # to make them, and the job must train to the end with a finite loss.
@@ -45,7 +47,7 @@ fi
 echo "== the job, attacked while it trains"
 log="$work/job.log"
 timeout 600 "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --tls-dir "$work/certs" \
-  --log-every 500 --model-dir "$work/model" > "$log" 2>&1 &
+  --log-every 500 --model-dir "$work/model" --stall-timeout 3 > "$log" 2>&1 &
 job=$!
 touch "$log"
 for _ in $(seq 1 300); do
@@ -81,6 +83,7 @@ attack "push-step: refused INVALID_ARGUMENT: .*global step advances by 1" push-s
 attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names 400 variables" pull-repeat "${w1[@]}" --count 400
 attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names .* twice" pull-repeat "${w1[@]}" --count 2
 attack "park: 24 of 40 pulls refused RESOURCE_EXHAUSTED" park "${w1[@]}" --count 40
+attack "streams: 12 refused RESOURCE_EXHAUSTED, 8 cut, 0 other, of 20" streams "${w1[@]}" --count 20 --hold 6
 
 echo "== the ps listens on its cluster address only"
 if python3 - "$port" <<'PY'
@@ -115,6 +118,7 @@ applied=$(sed -n 's/^ps.0 *| \([0-9]*\) updates applied.*/\1/p' "$log" | tail -1
 [ "${applied:-0}" -ge "$steps" ] && [ "$applied" -lt $((steps + 10)) ] ||
   bad "ps.0 applied ${applied:-no} updates for $steps steps"
 grep -q "^ps.0 *| refused: " "$log" || bad "ps.0 logged no refusal"
+grep -q "^ps.0 *| cut a stream of worker.1 that moved nothing for 3 s" "$log" || bad "ps.0 logged no stalled stream cut"
 echo "   ps.0's log: $(grep -m1 '^ps.0 *| refused: ' "$log" | cut -c1-140)"
 
 [ "$failures" -eq 0 ] || { echo "e2e: $failures security check(s) failed" >&2; exit 1; }

@@ -30,7 +30,7 @@ namespace {
 constexpr const char *kUsage = R"(usage: dtf-intruder ATTACK --target HOST:PORT [options]
 
 attacks: status, shutdown, initialize, save, push-nan, push-step, pull-repeat,
-         park (many waiting pulls at once)
+         park (many waiting pulls at once), streams (stalled push streams)
 credentials (default: plaintext):
   --ca FILE         TLS, verifying the server with this CA, no client certificate
   --cert FILE --key FILE   and this client certificate
@@ -39,7 +39,9 @@ options:
   --plan FILE       the job's plan (its fingerprint; push and pull shapes)
   --claim TASK      the task the request says it comes from (worker.0)
   --dir DIR         save: where to ask the ps to write
-  --count N         pull-repeat: how often the name repeats; park: pulls (40)
+  --count N         pull-repeat: how often the name repeats; park: pulls (40);
+                    streams: streams (20)
+  --hold S          streams: how long to hold them before finishing (5)
 )";
 
 std::string readFile(const std::string &path) {
@@ -236,6 +238,39 @@ int main(int argc, char **argv) {
         std::printf("%s: %s\n", attack.c_str(), outcome(st).c_str());
       return 0;
     }
+  } else if (attack == "streams") {
+    // Push streams that send the start of a 1 MiB header and then nothing:
+    // the ps takes a bounded number from one caller, refuses the others,
+    // and cuts the ones it took once they stall (--stall-timeout).
+    const int count = opt.count("--count") ? std::stoi(opt["--count"]) : 20;
+    const int hold = opt.count("--hold") ? std::stoi(opt["--hold"]) : 5;
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    std::vector<std::unique_ptr<dist::RawStream>> streams;
+    std::string head(4 + 1000, 'x');
+    const uint32_t size = uint32_t(1) << 20;
+    std::memcpy(head.data(), &size, 4);
+    for (int i = 0; i < count; ++i) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+      dist::setDeadline(contexts.back().get(),
+                        std::chrono::milliseconds(1000 * (hold + 10)));
+      streams.push_back(std::make_unique<dist::RawStream>(
+          raw, contexts.back().get(), dist::kPushStreamMethod));
+      grpc::Slice slice(head);
+      grpc::ByteBuffer chunk(&slice, 1);
+      (void)streams.back()->write(chunk);
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(hold));
+    int exhausted = 0, cut = 0, other = 0;
+    for (auto &stream : streams) {
+      grpc::Status s = stream->finish();
+      ++(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? exhausted
+         : s.error_code() == grpc::StatusCode::CANCELLED        ? cut
+                                                                 : other);
+    }
+    std::printf("streams: %d refused RESOURCE_EXHAUSTED, %d cut, %d other, "
+                "of %d\n",
+                exhausted, cut, other, count);
+    return 0;
   } else {
     std::fprintf(stderr, "dtf-intruder: unknown attack '%s'\n%s",
                  attack.c_str(), kUsage);

@@ -82,6 +82,7 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
   config.connectTimeoutSeconds = flags.connectTimeoutSeconds;
   config.syncTimeoutSeconds = flags.syncTimeoutSeconds;
   config.chunkBytes = flags.chunkBytes;
+  config.stallTimeoutSeconds = flags.stallTimeoutSeconds;
   config.stop = stop;
   config.out = options.out;
 

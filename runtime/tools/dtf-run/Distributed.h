@@ -14,6 +14,7 @@ namespace dtfrun {
 struct DistributedFlags {
   double connectTimeoutSeconds = 15;
   double syncTimeoutSeconds = 120;
+  double stallTimeoutSeconds = 30;     // --stall-timeout
   size_t chunkBytes = size_t(4) << 20; // --chunk-bytes
   std::string tlsDir;                  // --tls-dir (else $DTF_TLS_DIR)
   bool insecure = false;               // --insecure: plaintext, no identity

@@ -70,6 +70,8 @@ options:
   --sync-timeout S seconds a sync worker waits for the other replicas'
                    gradients, or for the chief, before it names them and
                    exits (120)
+  --stall-timeout S  a ps cuts a stream of chunks that moves nothing for S
+                   seconds (30)
   --chunk-bytes N  pulls, pushes and initial values larger than N bytes
                    cross between tasks in a stream of N-byte chunks (no
                    message size limit; the receiver copies each chunk into
@@ -273,6 +275,7 @@ int main(int argc, char **argv) {
                             arg == "--chief" ||
                             arg == "--connect-timeout" ||
                             arg == "--sync-timeout" ||
+                            arg == "--stall-timeout" ||
                             arg == "--chunk-bytes" || arg == "--tls-dir" ||
                             arg == "--bind" ||
                             arg == "--task" || arg == "--steps" ||
@@ -323,7 +326,8 @@ int main(int argc, char **argv) {
         chiefFlag = value;
         continue;
       }
-      if (arg == "--connect-timeout" || arg == "--sync-timeout") {
+      if (arg == "--connect-timeout" || arg == "--sync-timeout" ||
+          arg == "--stall-timeout") {
         char *end = nullptr;
         double seconds = std::strtod(value, &end);
         if (!*value || *end || !(seconds > 0) || seconds > 1e6) {
@@ -333,7 +337,8 @@ int main(int argc, char **argv) {
           return kUsageError;
         }
         (arg == "--connect-timeout" ? distributedFlags.connectTimeoutSeconds
-                                    : distributedFlags.syncTimeoutSeconds) =
+         : arg == "--sync-timeout"  ? distributedFlags.syncTimeoutSeconds
+                                    : distributedFlags.stallTimeoutSeconds) =
             seconds;
         continue;
       }
