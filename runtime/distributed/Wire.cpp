@@ -170,6 +170,30 @@ std::string peerTask(const grpc::ServerContextBase &ctx) {
                         : std::string();
 }
 
+grpc::Status admitTask(const grpc::ServerContextBase &ctx, std::string *who) {
+  who->clear();
+  if (!transport().tls)
+    return grpc::Status::OK;
+  *who = peerTask(ctx);
+  for (const auto &entry : transport().taskAt)
+    if (!who->empty() && entry.second == *who)
+      return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "refused: not a task of this job");
+}
+
+grpc::Status admitOnly(const grpc::ServerContextBase &ctx,
+                       const std::string &allowed, const std::string &self,
+                       const std::string &what) {
+  std::string who;
+  grpc::Status st = admitTask(ctx, &who);
+  if (!st.ok() || who.empty() || who == allowed)
+    return st;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      self + ": " + who + " may not " + what + " (only " +
+                          allowed + " may)");
+}
+
 void addListeningPort(grpc::ServerBuilder *builder, const std::string &address,
                       int *port) {
   builder->AddListeningPort(listenAddress(address), serverCredentials(), port);

@@ -74,6 +74,17 @@ std::shared_ptr<grpc::ServerCredentials> serverCredentials();
 /// when the transport is plaintext or the peer presented no name.
 std::string peerTask(const grpc::ServerContextBase &ctx);
 
+/// Lets in a task of this job only: under TLS the caller's certificate must
+/// name one of the tasks (*who gets its name); a refusal says nothing about
+/// the job. With --insecure anyone is let in and *who is "".
+grpc::Status admitTask(const grpc::ServerContextBase &ctx, std::string *who);
+
+/// Lets in only the task `allowed` (the chief, say): a task of the job that
+/// is not is told so by `self` ("worker.1: only worker.0 may run a tower").
+grpc::Status admitOnly(const grpc::ServerContextBase &ctx,
+                       const std::string &allowed, const std::string &self,
+                       const std::string &what);
+
 /// Adds the listening port of a task whose cluster address is `address`
 /// (or --bind's) with serverCredentials(), and the settings every server
 /// of dtf shares; *port gets the bound port after BuildAndStart.
