@@ -73,6 +73,8 @@ attack "status: refused UNAVAILABLE" status --ca "$work/certs/ca.pem"
 attack "status: refused UNAVAILABLE" status --ca "$work/certs/ca.pem" \
   --cert "$work/other/worker.1.pem" --key "$work/other/worker.1.key"
 attack "status: accepted" status "${w1[@]}"
+# A client checks the server's name too: ps.0's certificate is not worker.0's.
+attack "status: refused UNAVAILABLE" status "${w1[@]}" --server-name worker.0
 attack "shutdown: refused PERMISSION_DENIED: .*worker.1 may not shut it down .*only the chief" shutdown "${w1[@]}"
 attack "initialize: refused PERMISSION_DENIED: .*only the chief" initialize "${w1[@]}"
 attack "save: refused PERMISSION_DENIED: .*only the chief" save "${w1[@]}" --dir "$work/model"
@@ -98,6 +100,19 @@ sys.exit(1)
 PY
 then echo "   ok: 127.0.0.1:$port answers, 127.0.0.2:$port does not"
 else bad "ps.0 answers on 127.0.0.2:$port: it listens on every interface"; fi
+
+echo "== a plaintext (--insecure) task cannot join the TLS job"
+set +e
+timeout 60 "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --job worker --task 1 \
+  --insecure --connect-timeout 2 > "$work/insecure.log" 2>&1
+code=$?
+set -e
+if [ "$code" -ne 6 ] || ! grep -q "warning: worker.1: --insecure: plaintext" "$work/insecure.log" ||
+   ! grep -q "cannot reach ps.0" "$work/insecure.log"; then
+  bad "an --insecure task: exit $code: $(cat "$work/insecure.log")"
+else
+  echo "   ok: exit 6, warned: $(grep -o 'cannot reach ps.0 at [0-9.:]*' "$work/insecure.log")"
+fi
 
 grep -q "the job finished" "$log" && bad "the job ended before the attacks did (make it longer)"
 set +e
