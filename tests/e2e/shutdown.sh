@@ -20,7 +20,9 @@ failures=0
 for round in $(seq 1 "$rounds"); do
   loopback_cluster "$work/c$round.json" 1 2
   log="$work/round$round.log"
-  timeout 300 "$bin/dtf-run" "$work/stop.plan" --cluster "$work/c$round.json" --log-every 20 \
+  # Not under timeout(1), which would pass the signal on to the launcher's
+  # process group a second time (a second Ctrl-C kills at once).
+  "$bin/dtf-run" "$work/stop.plan" --cluster "$work/c$round.json" --log-every 20 \
     > "$log" 2>&1 &
   job=$!
   for _ in $(seq 1 600); do
@@ -31,6 +33,8 @@ for round in $(seq 1 "$rounds"); do
   sleep "0.$(( (round * 37) % 10 ))"
   if [ $((round % 2)) -eq 1 ]; then sig=TERM want=143; else sig=INT want=130; fi
   kill -s "$sig" "$job"
+  for _ in $(seq 1 900); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2>/dev/null && { kill -9 "$job"; echo "e2e: round $round: the launcher did not stop within 90 s" >&2; }
   set +e
   wait "$job"
   code=$?
