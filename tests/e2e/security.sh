@@ -44,6 +44,39 @@ else
   echo "   ok: exit 2: $(cut -c1-100 "$work/notls.log")"
 fi
 
+set +e
+"$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --job worker --task 1 \
+  --tls-dir "$work/nowhere" > "$work/nodir.log" 2>&1
+code=$?
+set -e
+if [ "$code" -ne 4 ] || ! grep -q "cannot read $work/nowhere/ca.pem.*dtf-run certs" "$work/nodir.log"; then
+  bad "a task with a missing --tls-dir: exit $code: $(cat "$work/nodir.log")"
+else
+  echo "   ok: exit 4: $(cut -c1-100 "$work/nodir.log")"
+fi
+
+echo "== --bind: a ps started alone listens where it is told, only there"
+loopback_cluster "$work/b.json" 1 1
+bport=$(python3 -c "import json;print(json.load(open('$work/b.json'))['ps'][0].split(':')[1])")
+"$bin/dtf-run" certs --cluster "$work/b.json" --out "$work/bcerts" > /dev/null
+"$bin/dtf-run" "$work/sec.plan" --cluster "$work/b.json" --job ps --task 0 \
+  --tls-dir "$work/bcerts" --bind "127.0.0.3:$bport" > "$work/bind.log" 2>&1 &
+bps=$!
+for _ in $(seq 1 100); do grep -q "serving on" "$work/bind.log" && break; sleep 0.1; done
+if grep -q "serving on 127.0.0.3:$bport (mutual TLS)" "$work/bind.log" && python3 - "$bport" <<'PY'
+import socket, sys
+port = int(sys.argv[1])
+socket.create_connection(("127.0.0.3", port), timeout=2).close()
+try:
+    socket.create_connection(("127.0.0.1", port), timeout=2).close()
+except OSError:
+    sys.exit(0)
+sys.exit(1)
+PY
+then echo "   ok: 127.0.0.3:$bport answers, 127.0.0.1:$bport does not"
+else bad "--bind 127.0.0.3:$bport: $(cat "$work/bind.log")"; fi
+kill -INT "$bps"; wait "$bps" || true
+
 echo "== the job, attacked while it trains"
 log="$work/job.log"
 timeout 600 "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --tls-dir "$work/certs" \
