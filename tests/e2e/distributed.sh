@@ -15,17 +15,7 @@ source "$(dirname "$0")/lib.sh" "$@"
 rm -rf "$work" && mkdir -p "$work"
 
 # A cluster file with free loopback ports: cluster NAME PS WORKERS
-cluster() {
-  python3 - "$work/$1.json" "$2" "$3" <<'PY'
-import json, socket, sys
-path, ps, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-socks, ports = [], []
-for _ in range(ps + workers):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s); ports.append(s.getsockname()[1])
-addr = [f"127.0.0.1:{p}" for p in ports]
-json.dump({"ps": addr[:ps], "worker": addr[ps:]}, open(path, "w"))
-PY
-}
+cluster() { loopback_cluster "$work/$1.json" "$2" "$3"; }
 
 # The MLP for CI: fewer steps; the update mode and ps strategy as given.
 mlp() { # mlp NAME UPDATE [STRATEGY]

@@ -31,6 +31,19 @@ ps=$(python3 -c "import json;print(json.load(open('$work/c.json'))['ps'][0])")
 port=${ps##*:}
 failures=0
 bad() { echo "e2e: FAIL: $*" >&2; failures=$((failures + 1)); }
+# answers_only HOST OTHER PORT: HOST:PORT takes a connection, OTHER:PORT not.
+answers_only() {
+  python3 - "$@" <<'PY'
+import socket, sys
+host, other, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+socket.create_connection((host, port), timeout=2).close()
+try:
+    socket.create_connection((other, port), timeout=2).close()
+except OSError:
+    sys.exit(0)
+sys.exit(1)
+PY
+}
 
 echo "== a task without certificates refuses to start"
 set +e
@@ -63,17 +76,8 @@ bport=$(python3 -c "import json;print(json.load(open('$work/b.json'))['ps'][0].s
   --tls-dir "$work/bcerts" --bind "127.0.0.3:$bport" > "$work/bind.log" 2>&1 &
 bps=$!
 for _ in $(seq 1 100); do grep -q "serving on" "$work/bind.log" && break; sleep 0.1; done
-if grep -q "serving on 127.0.0.3:$bport (mutual TLS)" "$work/bind.log" && python3 - "$bport" <<'PY'
-import socket, sys
-port = int(sys.argv[1])
-socket.create_connection(("127.0.0.3", port), timeout=2).close()
-try:
-    socket.create_connection(("127.0.0.1", port), timeout=2).close()
-except OSError:
-    sys.exit(0)
-sys.exit(1)
-PY
-then echo "   ok: 127.0.0.3:$bport answers, 127.0.0.1:$bport does not"
+if grep -q "serving on 127.0.0.3:$bport (mutual TLS)" "$work/bind.log" &&
+   answers_only 127.0.0.3 127.0.0.1 "$bport"; then echo "   ok: 127.0.0.3:$bport answers, 127.0.0.1:$bport does not"
 else bad "--bind 127.0.0.3:$bport: $(cat "$work/bind.log")"; fi
 kill -INT "$bps"; wait "$bps" || true
 
@@ -121,17 +125,7 @@ attack "park: 24 of 40 pulls refused RESOURCE_EXHAUSTED" park "${w1[@]}" --count
 attack "streams: 12 refused RESOURCE_EXHAUSTED, 8 cut, 0 other, of 20" streams "${w1[@]}" --count 20 --hold 6
 
 echo "== the ps listens on its cluster address only"
-if python3 - "$port" <<'PY'
-import socket, sys
-port = int(sys.argv[1])
-socket.create_connection(("127.0.0.1", port), timeout=2).close()
-try:
-    socket.create_connection(("127.0.0.2", port), timeout=2).close()
-except OSError:
-    sys.exit(0)
-sys.exit(1)
-PY
-then echo "   ok: 127.0.0.1:$port answers, 127.0.0.2:$port does not"
+if answers_only 127.0.0.1 127.0.0.2 "$port"; then echo "   ok: 127.0.0.1:$port answers, 127.0.0.2:$port does not"
 else bad "ps.0 answers on 127.0.0.2:$port: it listens on every interface"; fi
 
 echo "== a plaintext (--insecure) task cannot join the TLS job"
