@@ -71,11 +71,11 @@ Status makeCert(EVP_PKEY *key, const std::string &cn, X509 *issuer,
   X509_set_pubkey(cert.get(), key);
   X509_NAME *name = X509_get_subject_name(cert.get());
   X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char *>("dtf"),
-                             -1, -1, 0);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char *>(cn.c_str()),
-                             -1, -1, 0);
+                             reinterpret_cast<const unsigned char *>("dtf"), -1,
+                             -1, 0);
+  X509_NAME_add_entry_by_txt(
+      name, "CN", MBSTRING_ASC,
+      reinterpret_cast<const unsigned char *>(cn.c_str()), -1, -1, 0);
   X509 *signer = issuer ? issuer : cert.get();
   X509_set_issuer_name(cert.get(), X509_get_subject_name(signer));
   for (const auto &[nid, value] : extensions)
@@ -154,13 +154,13 @@ Status writeClusterCertificates(const ClusterSpec &cluster,
   if (!caKey)
     return errorStatus(opensslError("cannot make the CA's key"));
   Cert ca;
-  DTF_RETURN_IF_ERROR(makeCert(
-      caKey.get(), "dtf cluster CA (" + cluster.source() + ")", nullptr,
-      caKey.get(), days,
-      {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
-       {NID_key_usage, "critical,keyCertSign,cRLSign"},
-       {NID_subject_key_identifier, "hash"}},
-      &ca));
+  DTF_RETURN_IF_ERROR(
+      makeCert(caKey.get(), "dtf cluster CA (" + cluster.source() + ")",
+               nullptr, caKey.get(), days,
+               {{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
+                {NID_key_usage, "critical,keyCertSign,cRLSign"},
+                {NID_subject_key_identifier, "hash"}},
+               &ca));
   for (const TaskId &task : cluster.allTasks()) {
     HostPort hp;
     DTF_RETURN_IF_ERROR(
@@ -172,14 +172,14 @@ Status writeClusterCertificates(const ClusterSpec &cluster,
                       std::to_string(task.index) + ",DNS:" + task.str() +
                       (isIpAddress(hp.host) ? ",IP:" : ",DNS:") + hp.host;
     Cert cert;
-    DTF_RETURN_IF_ERROR(makeCert(
-        key.get(), task.str(), ca.get(), caKey.get(), days,
-        {{NID_basic_constraints, "critical,CA:FALSE"},
-         {NID_key_usage, "critical,digitalSignature,keyAgreement"},
-         {NID_ext_key_usage, "serverAuth,clientAuth"},
-         {NID_authority_key_identifier, "keyid"},
-         {NID_subject_alt_name, san}},
-        &cert));
+    DTF_RETURN_IF_ERROR(
+        makeCert(key.get(), task.str(), ca.get(), caKey.get(), days,
+                 {{NID_basic_constraints, "critical,CA:FALSE"},
+                  {NID_key_usage, "critical,digitalSignature,keyAgreement"},
+                  {NID_ext_key_usage, "serverAuth,clientAuth"},
+                  {NID_authority_key_identifier, "keyid"},
+                  {NID_subject_alt_name, san}},
+                 &cert));
     DTF_RETURN_IF_ERROR(
         writeFile(dir + "/" + keyFileOf(task), keyPem(key.get()), 0600));
     DTF_RETURN_IF_ERROR(

@@ -15,8 +15,8 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -240,11 +240,11 @@ public:
     sums_.clear();
     contributors_.clear();
     reply->set_incarnation(incarnation_);
-    log(std::string(req->force() ? "re-initialized" : "initialized") +
-        " by " + who +
-        (req->values_size() ? " from a checkpoint at step " +
-                                  std::to_string(req->version())
-                            : std::string(" (the plan's initializers)")));
+    log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
+        who +
+        (req->values_size()
+             ? " from a checkpoint at step " + std::to_string(req->version())
+             : std::string(" (the plan's initializers)")));
     cv_.notify_all();
     return grpc::Status::OK;
   }
@@ -296,10 +296,9 @@ public:
           st = fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
                     name_ + ": too many waiting pulls from " + peer);
         } else {
-          const auto until =
-              std::min(ctx->deadline(),
-                       std::chrono::system_clock::now() +
-                           std::chrono::milliseconds(req.wait_ms()));
+          const auto until = std::min(
+              ctx->deadline(), std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(req.wait_ms()));
           ++parkedBy_[peer];
           parked_.push_back({ctx, std::move(req), std::move(emit),
                              std::move(finish), until, std::move(peer)});
@@ -411,7 +410,8 @@ public:
     const std::string peer =
         transport().tls ? peerTask(*ctx) : std::string(ctx->peer());
     std::lock_guard<std::recursive_mutex> lock(streamsMu_);
-    if (streams_.size() >= kMaxStreams || streamsBy_[peer] >= kMaxStreamsPerPeer)
+    if (streams_.size() >= kMaxStreams ||
+        streamsBy_[peer] >= kMaxStreamsPerPeer)
       return fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
                   name_ + ": too many open streams" +
                       (transport().tls ? " from " + peer : std::string()));
@@ -1054,12 +1054,15 @@ private:
           bad = (t.dtype() == DType::I64 ? t.data<int64_t>()[i]
                                          : int64_t(t.data<int32_t>()[i])) != 1;
         if (bad) {
-          refusal("a push from " + who + " moves the global step by other "
-                  "than 1 under '" + keys_[k] + "'");
+          refusal("a push from " + who +
+                  " moves the global step by other "
+                  "than 1 under '" +
+                  keys_[k] + "'");
           return fail(grpc::StatusCode::INVALID_ARGUMENT,
                       name_ + " refused the push of " + who +
                           ": the global step advances by 1 per update, "
-                          "not by what '" + keys_[k] + "' holds (nothing applied)");
+                          "not by what '" +
+                          keys_[k] + "' holds (nothing applied)");
         }
         continue;
       }
@@ -1264,8 +1267,7 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
     held += (held.empty() ? "" : ", ") + h.name;
   service.log("serving on " + listenAddress(address) +
               (transport().tls ? " (mutual TLS)" : " (plaintext, --insecure)") +
-              "; holds " +
-              (held.empty() ? std::string("no variables") : held));
+              "; holds " + (held.empty() ? std::string("no variables") : held));
   std::string reason = service.waitForShutdown();
   service.stopParking();
   service.log(service.summary());

@@ -215,8 +215,8 @@ std::shared_ptr<grpc::Channel> makeChannel(const std::string &address) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   const Transport &t = transport();
   if (!t.tls)
-    return grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args);
+    return grpc::CreateCustomChannel(address,
+                                     grpc::InsecureChannelCredentials(), args);
   // The server must present the certificate of the task the cluster file
   // puts at this address (its DNS name "ps.0"), whatever host it is on.
   auto named = t.taskAt.find(address);

@@ -141,9 +141,9 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
       client->shutdownTowers();
     // Stopped (Ctrl-C, SIGTERM) while its ps went away: an interruption.
     return fail(self, s,
-                config.stop && config.stop->load()           ? 130
+                config.stop && config.stop->load()     ? 130
                 : kind == train::FailureKind::kRuntime ? 5
-                                                             : 4);
+                                                       : 4);
   }
   if (report.interrupted)
     return 130;

@@ -27,7 +27,8 @@ using namespace dtf;
 
 namespace {
 
-constexpr const char *kUsage = R"(usage: dtf-intruder ATTACK --target HOST:PORT [options]
+constexpr const char *kUsage =
+    R"(usage: dtf-intruder ATTACK --target HOST:PORT [options]
 
 attacks: status, shutdown, initialize, save, push-nan, push-step, pull-repeat,
          park (many waiting pulls at once), streams (stalled push streams)
@@ -149,8 +150,7 @@ int main(int argc, char **argv) {
     plan::Program program;
     if (!plan::placeVariables(plan, 1, "", &placement).isOk() ||
         !plan::psProgramFor(plan, placement, 0, &program).isOk()) {
-      std::fprintf(stderr, "dtf-intruder: %s: no ps program\n",
-                   attack.c_str());
+      std::fprintf(stderr, "dtf-intruder: %s: no ps program\n", attack.c_str());
       return 2;
     }
     rpc::PushRequest req;
@@ -225,8 +225,9 @@ int main(int argc, char **argv) {
           grpc::ClientContext ctx;
           context(&ctx);
           grpc::ByteBuffer response;
-          grpc::Status s = dist::rawCall(raw, &ctx, dist::kPullMethod,
-                                         dist::serializeMessage(req), &response);
+          grpc::Status s =
+              dist::rawCall(raw, &ctx, dist::kPullMethod,
+                            dist::serializeMessage(req), &response);
           ++(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? exhausted
                                                                     : other);
         });
@@ -265,7 +266,7 @@ int main(int argc, char **argv) {
       grpc::Status s = stream->finish();
       ++(s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ? exhausted
          : s.error_code() == grpc::StatusCode::CANCELLED        ? cut
-                                                                 : other);
+                                                                : other);
     }
     std::printf("streams: %d refused RESOURCE_EXHAUSTED, %d cut, %d other, "
                 "of %d\n",

@@ -431,8 +431,7 @@ int main(int argc, char **argv) {
        distributedFlags.insecure) &&
       (choice.mode == dtf::cluster::RunMode::kLocal ||
        !distributedFlags.bind.empty())) {
-    std::fprintf(stderr,
-                 "dtf-run: error: %s\n",
+    std::fprintf(stderr, "dtf-run: error: %s\n",
                  choice.mode == dtf::cluster::RunMode::kLocal
                      ? "--tls-dir, --insecure and --bind need a cluster "
                        "(--cluster FILE or TF_CONFIG)"

@@ -53,8 +53,8 @@ std::string subjectAltNames(X509 *c) {
   for (int i = 0; names && i < sk_GENERAL_NAME_num(names); ++i) {
     const GENERAL_NAME *n = sk_GENERAL_NAME_value(names, i);
     if (n->type == GEN_DNS || n->type == GEN_URI) {
-      const ASN1_IA5STRING *s = n->type == GEN_DNS ? n->d.dNSName
-                                                   : n->d.uniformResourceIdentifier;
+      const ASN1_IA5STRING *s =
+          n->type == GEN_DNS ? n->d.dNSName : n->d.uniformResourceIdentifier;
       out += std::string(n->type == GEN_DNS ? "DNS:" : "URI:") +
              std::string(reinterpret_cast<const char *>(s->data),
                          size_t(s->length)) +
