@@ -521,13 +521,13 @@ public:
     }
     void start(const grpc::Status &status) {
       if (!status.ok() || chunks_.empty())
-        Finish(status);
+        end(status);
       else
         StartWrite(&chunks_[0]);
     }
     void OnWriteDone(bool ok) override {
       if (!ok) {
-        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+        end(grpc::Status(grpc::StatusCode::CANCELLED,
                             "the pull stream broke"));
         return;
       }
@@ -536,7 +536,7 @@ public:
       if (++next_ < chunks_.size())
         StartWrite(&chunks_[next_]);
       else
-        Finish(grpc::Status::OK);
+        end(grpc::Status::OK);
     }
     void OnDone() override {
       ps_->closeStream(ctx_);
@@ -544,6 +544,12 @@ public:
     }
 
   private:
+    // The stream stops counting against its caller when this ps ends it,
+    // before the caller can see the end: gRPC runs OnDone later.
+    void end(const grpc::Status &status) {
+      ps_->closeStream(ctx_);
+      Finish(status);
+    }
     PsService *ps_;
     grpc::CallbackServerContext *ctx_;
     std::vector<Tensor> snapshot_;
@@ -609,18 +615,18 @@ public:
         if (s.isOk())
           StartRead(&chunk_);
         else
-          Finish(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what_, s));
+          end(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what_, s));
         return;
       }
       if (ctx_->IsCancelled()) {
-        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+        end(grpc::Status(grpc::StatusCode::CANCELLED,
                             what_ + "the stream was cancelled (" + unchanged_ +
                                 ")"));
         return;
       }
       Status s = reader_.finish();
       if (!s.isOk()) {
-        Finish(fail(grpc::StatusCode::INVALID_ARGUMENT,
+        end(fail(grpc::StatusCode::INVALID_ARGUMENT,
                     what_ + "incomplete (" + unchanged_ + "): " + s.message()));
         return;
       }
@@ -628,7 +634,7 @@ public:
       grpc::Status st = complete_(req_, values_, &reply);
       if (st.ok())
         *response_ = serializeMessage(reply);
-      Finish(st);
+      end(st);
     }
     void OnDone() override {
       ps_->closeStream(ctx_);
@@ -636,6 +642,10 @@ public:
     }
 
   private:
+    void end(const grpc::Status &status) {
+      ps_->closeStream(ctx_);
+      Finish(status);
+    }
     PsService *ps_;
     grpc::CallbackServerContext *ctx_;
     grpc::ByteBuffer *response_;
