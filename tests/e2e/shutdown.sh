@@ -20,13 +20,14 @@ failures=0
 for round in $(seq 1 "$rounds"); do
   loopback_cluster "$work/c$round.json" 1 2
   log="$work/round$round.log"
+  : > "$log"
   # Not under timeout(1), which would pass the signal on to the launcher's
   # process group a second time (a second Ctrl-C kills at once).
   "$bin/dtf-run" "$work/stop.plan" --cluster "$work/c$round.json" --log-every 20 \
     > "$log" 2>&1 &
   job=$!
   for _ in $(seq 1 600); do
-    [ "$(grep -c '^worker\.[01] *| step ' "$log")" -ge 4 ] && break
+    [ "$(grep -c '^worker\.[01] *| step ' "$log" || true)" -ge 4 ] && break
     sleep 0.1
   done
   # A different moment within the step each round.
