@@ -19,7 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <pthread.h>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 namespace {
@@ -168,10 +170,38 @@ enum ExitCode {
 
 std::atomic<bool> gStop{false};
 
-extern "C" void onInterrupt(int) {
-  gStop.store(true);
-  // A second Ctrl-C ends the process at once.
-  std::signal(SIGINT, SIG_DFL);
+extern "C" void onInterrupt(int) { gStop.store(true); }
+
+// Ctrl-C and SIGTERM are taken by one thread that waits for them: they are
+// blocked in every other thread (threads started later inherit the mask), so
+// that no signal handler runs on a thread in the middle of a kernel. The
+// first sets the stop flag; a second Ctrl-C ends the process at once. (The
+// handler stays as the disposition, so that a signal reaching a thread that
+// a library started unblocked still only sets the flag.)
+void watchInterrupts() {
+  std::signal(SIGINT, onInterrupt);
+  std::signal(SIGTERM, onInterrupt);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    bool first = true;
+    while (sigwait(&set, &sig) == 0) {
+      gStop.store(true);
+      if (!first && sig == SIGINT) {
+        std::signal(SIGINT, SIG_DFL);
+        sigset_t interrupt;
+        sigemptyset(&interrupt);
+        sigaddset(&interrupt, SIGINT);
+        pthread_sigmask(SIG_UNBLOCK, &interrupt, nullptr);
+        raise(SIGINT);
+      }
+      first = false;
+    }
+  }).detach();
 }
 
 // A non-negative integer option value, or -1.
@@ -466,8 +496,7 @@ int main(int argc, char **argv) {
     return kIoError;
   }
 
-  std::signal(SIGINT, onInterrupt);
-  std::signal(SIGTERM, onInterrupt);
+  watchInterrupts();
   options.stop = &gStop;
   if (choice.mode == dtf::cluster::RunMode::kTask)
     return dtfrun::runTask(plan, parsed, choice, options, distributedFlags,
