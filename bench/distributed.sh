@@ -133,36 +133,43 @@ if want dtf; then
     grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
       sed "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#" > "$work/cnn.dtf"
     "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
+    # Each cluster twice: with the launcher's default mutual TLS between the
+    # tasks, and in plaintext (--insecure), to show what TLS costs.
     for c in ${clusters//,/ }; do
+     for sec in tls insecure; do
       ps=${c%x*} workers=${c#*x}
-      echo "== dtf, $ps ps + $workers workers"
+      label="dtf (mutual TLS)" secflags=()
+      [[ $sec == insecure ]] && label="dtf (--insecure)" secflags=(--insecure)
+      echo "== $label, $ps ps + $workers workers"
       bench_cluster_json "$ps" "$workers" > "$work/cluster.json"
-      o=$work/dtf.$c.out
+      o=$work/dtf.$c.$sec.out
       if bench_dtf_cluster "$o" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
-           --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) --threads 1; then
-        row=$(python3 - "$o" "$ps" "$workers" "${bench_hwm[@]}" <<'PYEOF'
+           --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) --threads 1 \
+           "${secflags[@]}"; then
+        row=$(python3 - "$o" "$ps" "$workers" "$label" "${bench_hwm[@]}" <<'PYEOF'
 import re, sys
-out, ps, workers, rss = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+out, ps, workers, label, rss = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
 rates = [float(m.group(1)) for m in re.finditer(
     r"^worker\.\d+ +\| final: .*examples_per_sec=([0-9.]+)", open(out).read(), re.M)]
 if len(rates) != workers:
     sys.exit("distributed.sh: dtf-run printed %d final lines for %d workers" % (len(rates), workers))
 total = sum(int(k) for k in rss) / 1024.0
-print("| dtf | %d ps + %d workers | %.0f | | %s | %.0f |" % (
-    ps, workers, sum(rates), " / ".join("%.0f" % r for r in rates), total))
+print("| %s | %d ps + %d workers | %.0f | | %s | %.0f |" % (
+    label, ps, workers, sum(rates), " / ".join("%.0f" % r for r in rates), total))
 PYEOF
 ) || die "could not read dtf's figures from $o"
         per=""
         for t in "${!bench_hwm[@]}"; do per+="${per:+, }$t $((bench_hwm[$t] / 1024))"; done
-        notes+=("- dtf $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s includes the warm-up; $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
+        notes+=("- $label $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s includes the warm-up; $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
       else
         echo "   dtf-run --cluster failed: $(tail -1 "$o")"
-        row="| dtf | $ps ps + $workers workers | failed | | | |"
+        row="| $label | $ps ps + $workers workers | failed | | | |"
         failed=1
-        notes+=("- dtf $ps ps + $workers workers: dtf-run --cluster failed: $(grep -v '^\[launcher\]' "$o" | tail -1)")
+        notes+=("- $label $ps ps + $workers workers: dtf-run --cluster failed: $(grep -v '^\[launcher\]' "$o" | tail -1)")
       fi
       echo "   $row"
       rows+=("$row")
+     done
     done
   else
     echo "== dtf: $build/bin/dtf-run not built; skipped"

@@ -15,6 +15,8 @@ PACKAGES=(
   nlohmann-json3-dev
   # RPC
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # TLS between the tasks: the launcher makes a CA and certificates (OpenSSL)
+  libssl-dev
   # kernels
   libdnnl-dev libopenblas-dev
   # tests and benchmarks

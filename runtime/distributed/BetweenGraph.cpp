@@ -22,9 +22,7 @@ PsDriver::PsDriver(const plan::Plan &plan, const plan::Placement &placement,
   for (size_t k = 0; k < roster.ps.size(); ++k) {
     PsLink l;
     l.task = roster.ps[k];
-    l.channel = makeChannel(l.task.address);
-    l.stub = rpc::ParameterServer::NewStub(l.channel);
-    l.raw = std::make_unique<grpc::GenericStub>(l.channel);
+    l.connectAgain();
     // What the worker_step reads (and the global step, which says when
     // the job is done); the eval program's moving averages on demand.
     std::set<std::string> read;
@@ -220,6 +218,7 @@ Status PsDriver::recover(bool chief, const Status &why) {
       if (!status(l, &reply).isOk()) {
         allUp = false;
         down = l.task.name + " at " + l.task.address;
+        l.connectAgain();
         continue;
       }
       if (!reply.initialized())

@@ -38,6 +38,9 @@ struct TaskConfig {
   /// Transfers larger than this go in a stream of chunks of this size
   /// (dtf-run --chunk-bytes; the default is kDefaultChunkBytes, 4 MiB).
   size_t chunkBytes = size_t(4) << 20;
+  /// A stream that moves no chunk for this long is cut by the ps
+  /// (dtf-run --stall-timeout).
+  double stallTimeoutSeconds = 30;
   const std::atomic<bool> *stop = nullptr;
   std::FILE *out = stdout;
 };

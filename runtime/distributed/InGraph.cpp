@@ -11,9 +11,13 @@
 
 namespace dtf::dist {
 
-grpc::Status TowerService::RunTower(grpc::ServerContext *,
+grpc::Status TowerService::RunTower(grpc::ServerContext *ctx,
                                     const rpc::TowerRequest *req,
                                     rpc::TowerReply *reply) {
+  if (auto bad = admitOnly(*ctx, links_.config().roster.workers[0].name,
+                           links_.self(), "run a tower");
+      !bad.ok())
+    return bad;
   if (req->caller().plan_fingerprint() != links_.config().planFingerprint)
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         req->caller().task() + " runs a different plan than " +

@@ -16,19 +16,27 @@ public:
   TowerService(train::Trainer &trainer, Links &links, PsDriver &ps)
       : trainer_(trainer), links_(links), ps_(ps) {}
 
-  grpc::Status GetStatus(grpc::ServerContext *, const rpc::StatusRequest *,
+  grpc::Status GetStatus(grpc::ServerContext *ctx, const rpc::StatusRequest *,
                          rpc::StatusReply *reply) override {
+    std::string who;
+    if (auto bad = admitTask(*ctx, &who); !bad.ok())
+      return bad;
     reply->set_task(links_.self());
     reply->set_plan_fingerprint(links_.config().planFingerprint);
     reply->set_initialized(true);
     return grpc::Status::OK;
   }
 
-  grpc::Status RunTower(grpc::ServerContext *, const rpc::TowerRequest *req,
+  grpc::Status RunTower(grpc::ServerContext *ctx, const rpc::TowerRequest *req,
                         rpc::TowerReply *reply) override;
 
-  grpc::Status Shutdown(grpc::ServerContext *, const rpc::ShutdownRequest *,
+  // Only the in-graph client (the chief) runs towers and stops them.
+  grpc::Status Shutdown(grpc::ServerContext *ctx, const rpc::ShutdownRequest *,
                         rpc::ShutdownReply *) override {
+    if (auto bad = admitOnly(*ctx, links_.config().roster.workers[0].name,
+                             links_.self(), "stop its towers");
+        !bad.ok())
+      return bad;
     std::lock_guard<std::mutex> lock(mu_);
     shutdown_ = true;
     return grpc::Status::OK;

@@ -12,9 +12,13 @@
 
 namespace dtf::dist {
 
-grpc::Status StageService::GetStatus(grpc::ServerContext *,
+// Only the tasks of this job reach a stage (their certificates say so).
+grpc::Status StageService::GetStatus(grpc::ServerContext *ctx,
                                      const rpc::StatusRequest *,
                                      rpc::StatusReply *reply) {
+  std::string who;
+  if (auto bad = admitTask(*ctx, &who); !bad.ok())
+    return bad;
   reply->set_task(links_.self());
   reply->set_plan_fingerprint(links_.config().planFingerprint);
   reply->set_initialized(true);
@@ -27,9 +31,12 @@ grpc::Status StageService::GetStatus(grpc::ServerContext *,
   return grpc::Status::OK;
 }
 
-grpc::Status StageService::BeginStep(grpc::ServerContext *,
+grpc::Status StageService::BeginStep(grpc::ServerContext *ctx,
                                      const rpc::BeginStepRequest *req,
                                      rpc::BeginStepReply *) {
+  std::string who;
+  if (auto bad = admitTask(*ctx, &who); !bad.ok())
+    return bad;
   if (auto bad = checkCaller(req->caller()); !bad.ok())
     return bad;
   {
@@ -52,7 +59,10 @@ StageService::Transfer(grpc::CallbackServerContext *ctx,
                        const grpc::ByteBuffer *request,
                        grpc::ByteBuffer *response) {
   grpc::ServerUnaryReactor *reactor = ctx->DefaultReactor();
-  grpc::Status st = transfer(*request);
+  std::string who;
+  grpc::Status st = admitTask(*ctx, &who);
+  if (st.ok())
+    st = transfer(*request);
   if (st.ok())
     *response = serializeMessage(rpc::TransferReply());
   reactor->Finish(st);

@@ -51,8 +51,11 @@ public:
                                      const grpc::ByteBuffer *request,
                                      grpc::ByteBuffer *response) override;
 
-  grpc::Status Shutdown(grpc::ServerContext *, const rpc::ShutdownRequest *,
+  grpc::Status Shutdown(grpc::ServerContext *ctx, const rpc::ShutdownRequest *,
                         rpc::ShutdownReply *) override {
+    std::string who;
+    if (auto bad = admitTask(*ctx, &who); !bad.ok())
+      return bad;
     std::lock_guard<std::mutex> lock(mu_);
     shutdown_ = true;
     cv_.notify_all();

@@ -13,7 +13,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
+#include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -54,6 +57,28 @@ struct Refusal {
     return !status.ok() ? status : grpc::Status(code, prefix + s.message());
   }
 };
+
+// Whether the recv'd value `value` is what the ps's update adds to the
+// global step (the operand of an assign_add to the global_step variable).
+bool feedsGlobalStep(const plan::Plan &plan, const plan::Program &program,
+                     int32_t value) {
+  std::set<std::string> steps;
+  for (const plan::Variable &v : plan.variables())
+    if (v.role() == "global_step")
+      steps.insert(v.name());
+  std::set<int32_t> stepReads;
+  for (const plan::Op &op : program.ops())
+    if (op.name() == "dtf.read_variable" && op.outputs_size() == 1) {
+      auto name = op.attrs().find("name");
+      if (name != op.attrs().end() && steps.count(name->second.s()))
+        stepReads.insert(op.outputs(0));
+    }
+  for (const plan::Op &op : program.ops())
+    if (op.name() == "dtf.assign_add" && op.inputs_size() == 2 &&
+        stepReads.count(op.inputs(0)) && op.inputs(1) == value)
+      return true;
+  return false;
+}
 
 class PsService final : public PsBase {
 public:
@@ -128,36 +153,64 @@ public:
           if (v.id() == r.value())
             type = v.type();
         expected_.push_back(type);
+        stepKey_.push_back(feedsGlobalStep(plan_, program, r.value()));
       }
     }
     return Status::ok();
   }
 
-  grpc::Status GetStatus(grpc::ServerContext *, const rpc::StatusRequest *,
+  grpc::Status GetStatus(grpc::ServerContext *ctx, const rpc::StatusRequest *,
                          rpc::StatusReply *reply) override {
+    std::string who;
+    if (auto bad = admit(*ctx, Role::kMember, "ask for its status", &who);
+        !bad.ok())
+      return bad;
     std::lock_guard<std::mutex> lock(mu_);
     fillStatus(reply);
     return grpc::Status::OK;
   }
 
-  grpc::Status Initialize(grpc::ServerContext *, const rpc::InitializeRequest *req,
+  grpc::Status Initialize(grpc::ServerContext *ctx,
+                          const rpc::InitializeRequest *req,
                           rpc::InitializeReply *reply) override {
+    std::string who;
+    if (auto bad = admit(*ctx, Role::kChief, "initialize it", &who); !bad.ok())
+      return bad;
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
-    return initialize(*req, nullptr, reply);
+    return initialize(*req, nullptr, reply, named(who, req->caller()));
   }
 
   // The values (a checkpoint's) either in the request's `data` or, from a
   // stream, in `staged` (one per value, checked to fit its variable).
   grpc::Status initialize(const rpc::InitializeRequest &request,
                           const std::vector<Tensor> *staged,
-                          rpc::InitializeReply *reply) {
+                          rpc::InitializeReply *reply, const std::string &who) {
     const rpc::InitializeRequest *req = &request;
     std::lock_guard<std::mutex> lock(mu_);
     if (initialized_ && !req->force()) {
       reply->set_already(true);
       reply->set_incarnation(incarnation_);
       return grpc::Status::OK;
+    }
+    // All or nothing: every value is checked before any variable changes.
+    for (int i = 0; i < req->values_size(); ++i) {
+      const rpc::WireTensor &w = req->values(i);
+      const Tensor *t = variables_.find(w.name());
+      if (!t)
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + " does not hold variable '" +
+                        plan::printable(w.name()) + "' (nothing changed)");
+      if (staged)
+        continue; // checked against the variable as the stream arrived
+      DType dtype = DType::F32;
+      std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+      if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != t->dtype() ||
+          dims != t->shape() || w.data().size() != t->byteSize())
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    "variable '" + plan::printable(w.name()) +
+                        "' does not fit " + t->describe() + " on " + name_ +
+                        " (nothing changed)");
     }
     if (req->values_size() == 0 && initialized_) {
       // Back to the plan's initializers (no checkpoint yet).
@@ -187,11 +240,11 @@ public:
     sums_.clear();
     contributors_.clear();
     reply->set_incarnation(incarnation_);
-    log(std::string(req->force() ? "re-initialized" : "initialized") +
-        " by " + req->caller().task() +
-        (req->values_size() ? " from a checkpoint at step " +
-                                  std::to_string(req->version())
-                            : std::string(" (the plan's initializers)")));
+    log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
+        who +
+        (req->values_size()
+             ? " from a checkpoint at step " + std::to_string(req->version())
+             : std::string(" (the plan's initializers)")));
     cv_.notify_all();
     return grpc::Status::OK;
   }
@@ -226,21 +279,52 @@ public:
   /// call is cancelled: no gRPC callback thread waits (a push needs one).
   void startPull(grpc::CallbackServerContext *ctx, rpc::PullRequest req,
                  PullEmit emit, PullFinish finish) {
-    grpc::Status st = checkCaller(req.caller());
+    std::string who;
+    grpc::Status st = admit(*ctx, Role::kMember, "pull", &who);
+    if (st.ok())
+      st = checkCaller(req.caller());
+    if (st.ok())
+      st = checkPullNames(req);
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
+      std::string peer = named(who, req.caller());
       if (mustWait(req) && req.wait_ms() > 0 && !parkerStop_) {
-        const auto until =
-            std::min(ctx->deadline(),
-                     std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(req.wait_ms()));
-        parked_.push_back(
-            {ctx, std::move(req), std::move(emit), std::move(finish), until});
-        return;
+        // A bounded number of waiting pulls, in all and per caller: a
+        // worker has one at a time per ps.
+        if (parked_.size() >= kMaxParked ||
+            parkedBy_[peer] >= kMaxParkedPerPeer) {
+          st = fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                    name_ + ": too many waiting pulls from " + peer);
+        } else {
+          const auto until = std::min(
+              ctx->deadline(), std::chrono::system_clock::now() +
+                                   std::chrono::milliseconds(req.wait_ms()));
+          ++parkedBy_[peer];
+          parked_.push_back({ctx, std::move(req), std::move(emit),
+                             std::move(finish), until, std::move(peer)});
+          return;
+        }
+      } else {
+        st = answerPull(req, emit);
       }
-      st = answerPull(req, emit);
     }
     finish(st);
+  }
+
+  // A pull names each variable once: a name repeated would multiply the
+  // reply (a few bytes of request for megabytes of answer).
+  grpc::Status checkPullNames(const rpc::PullRequest &req) const {
+    if (size_t(req.names_size()) > names_.size())
+      return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  name_ + ": a pull names " + std::to_string(req.names_size()) +
+                      " variables; it holds " + std::to_string(names_.size()));
+    std::set<std::string> seen;
+    for (const std::string &n : req.names())
+      if (!seen.insert(n).second)
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + ": a pull names '" + plan::printable(n) +
+                        "' twice");
+    return grpc::Status::OK;
   }
 
   // Whether a pull must wait for an update (mu_ held).
@@ -287,6 +371,9 @@ public:
     while (!parkerStop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(20));
       releaseParked(lock, /*all=*/false);
+      lock.unlock(); // a cancelled stream may end (and lock mu_) at once
+      cutStalledStreams();
+      lock.lock();
     }
   }
   void releaseParked(std::unique_lock<std::mutex> &lock, bool all) {
@@ -298,6 +385,8 @@ public:
         ++it;
         continue;
       }
+      if (--parkedBy_[it->peer] <= 0)
+        parkedBy_.erase(it->peer);
       answered.emplace_back(
           std::move(it->finish),
           cancelled ? grpc::Status(grpc::StatusCode::CANCELLED,
@@ -314,6 +403,61 @@ public:
   }
 
 public:
+  /// Registers a stream (keyed by its context) of the caller: at most
+  /// kMaxStreamsPerPeer per caller and kMaxStreams in all, since each holds
+  /// a header and a chunk in memory.
+  grpc::Status openStream(grpc::CallbackServerContext *ctx) {
+    const std::string peer =
+        transport().tls ? peerTask(*ctx) : std::string(ctx->peer());
+    std::lock_guard<std::recursive_mutex> lock(streamsMu_);
+    if (streams_.size() >= kMaxStreams ||
+        streamsBy_[peer] >= kMaxStreamsPerPeer)
+      return fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                  name_ + ": too many open streams" +
+                      (transport().tls ? " from " + peer : std::string()));
+    ++streamsBy_[peer];
+    streams_[ctx] = {peer, Clock::now()};
+    return grpc::Status::OK;
+  }
+  void streamMoved(grpc::CallbackServerContext *ctx) {
+    std::lock_guard<std::recursive_mutex> lock(streamsMu_);
+    auto it = streams_.find(ctx);
+    if (it != streams_.end())
+      it->second.moved = Clock::now();
+  }
+  void closeStream(grpc::CallbackServerContext *ctx) {
+    std::lock_guard<std::recursive_mutex> lock(streamsMu_);
+    auto it = streams_.find(ctx);
+    if (it == streams_.end())
+      return;
+    if (--streamsBy_[it->second.peer] <= 0)
+      streamsBy_.erase(it->second.peer);
+    streams_.erase(it);
+  }
+  /// Cancels the streams that moved no chunk for --stall-timeout: a caller
+  /// that stops sending (or reading) mid-stream holds memory for nothing.
+  /// Under the lock, so that no stream ends (and its context goes) meanwhile;
+  /// the lock is recursive because a cancel may end the call at once.
+  void cutStalledStreams() {
+    const auto limit = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(config_.stallTimeoutSeconds));
+    std::lock_guard<std::recursive_mutex> lock(streamsMu_);
+    std::vector<grpc::CallbackServerContext *> stalled;
+    for (auto &[ctx, stream] : streams_)
+      if (Clock::now() - stream.moved > limit && !stream.cut)
+        stalled.push_back(ctx);
+    for (grpc::CallbackServerContext *ctx : stalled) {
+      auto it = streams_.find(ctx);
+      if (it == streams_.end())
+        continue;
+      it->second.cut = true;
+      log("cut a stream of " + it->second.peer + " that moved nothing for " +
+          std::to_string(int(config_.stallTimeoutSeconds)) +
+          " s (--stall-timeout)");
+      ctx->TryCancel();
+    }
+  }
+
   /// Answers every parked pull and stops parking new ones (before the
   /// server shuts down, which waits for every call to finish).
   void stopParking() {
@@ -336,8 +480,22 @@ private:
     PullEmit emit;
     PullFinish finish;
     std::chrono::system_clock::time_point until;
+    std::string peer;
   };
+  static constexpr size_t kMaxParked = 1024;
+  static constexpr int kMaxParkedPerPeer = 16;
   std::vector<ParkedPull> parked_;
+  std::map<std::string, int> parkedBy_;
+  struct OpenStream {
+    std::string peer;
+    Clock::time_point moved;
+    bool cut = false;
+  };
+  static constexpr size_t kMaxStreams = 64;
+  static constexpr int kMaxStreamsPerPeer = 8;
+  std::recursive_mutex streamsMu_;
+  std::map<grpc::CallbackServerContext *, OpenStream> streams_;
+  std::map<std::string, int> streamsBy_;
   bool parkerStop_ = false;
   std::thread parker_;
 
@@ -347,6 +505,8 @@ public:
   /// a snapshot the chunks point at, which lives until the call is done.
   class PullWriter final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   public:
+    PullWriter(PsService *ps, grpc::CallbackServerContext *ctx)
+        : ps_(ps), ctx_(ctx) {}
     void snapshot(const rpc::PullReply &reply,
                   const std::vector<const Tensor *> &payload,
                   size_t chunkBytes) {
@@ -361,25 +521,37 @@ public:
     }
     void start(const grpc::Status &status) {
       if (!status.ok() || chunks_.empty())
-        Finish(status);
+        end(status);
       else
         StartWrite(&chunks_[0]);
     }
     void OnWriteDone(bool ok) override {
       if (!ok) {
-        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+        end(grpc::Status(grpc::StatusCode::CANCELLED,
                             "the pull stream broke"));
         return;
       }
       chunks_[next_].Clear();
+      ps_->streamMoved(ctx_);
       if (++next_ < chunks_.size())
         StartWrite(&chunks_[next_]);
       else
-        Finish(grpc::Status::OK);
+        end(grpc::Status::OK);
     }
-    void OnDone() override { delete this; }
+    void OnDone() override {
+      ps_->closeStream(ctx_);
+      delete this;
+    }
 
   private:
+    // The stream stops counting against its caller when this ps ends it,
+    // before the caller can see the end: gRPC runs OnDone later.
+    void end(const grpc::Status &status) {
+      ps_->closeStream(ctx_);
+      Finish(status);
+    }
+    PsService *ps_;
+    grpc::CallbackServerContext *ctx_;
     std::vector<Tensor> snapshot_;
     std::vector<grpc::ByteBuffer> chunks_;
     size_t next_ = 0;
@@ -388,7 +560,11 @@ public:
   grpc::ServerWriteReactor<grpc::ByteBuffer> *
   PullStream(grpc::CallbackServerContext *ctx,
              const grpc::ByteBuffer *request) override {
-    auto *writer = new PullWriter;
+    auto *writer = new PullWriter(this, ctx);
+    if (grpc::Status st = openStream(ctx); !st.ok()) {
+      writer->start(st);
+      return writer;
+    }
     ++streamedPulls_;
     rpc::PullRequest req;
     if (!parseMessage(*request, &req)) {
@@ -433,23 +609,24 @@ public:
     }
     void OnReadDone(bool ok) override {
       if (ok) {
+        ps_->streamMoved(ctx_);
         Status s = reader_.add(chunk_);
         chunk_.Clear();
         if (s.isOk())
           StartRead(&chunk_);
         else
-          Finish(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what_, s));
+          end(refusal_.orElse(grpc::StatusCode::INVALID_ARGUMENT, what_, s));
         return;
       }
       if (ctx_->IsCancelled()) {
-        Finish(grpc::Status(grpc::StatusCode::CANCELLED,
+        end(grpc::Status(grpc::StatusCode::CANCELLED,
                             what_ + "the stream was cancelled (" + unchanged_ +
                                 ")"));
         return;
       }
       Status s = reader_.finish();
       if (!s.isOk()) {
-        Finish(fail(grpc::StatusCode::INVALID_ARGUMENT,
+        end(fail(grpc::StatusCode::INVALID_ARGUMENT,
                     what_ + "incomplete (" + unchanged_ + "): " + s.message()));
         return;
       }
@@ -457,11 +634,18 @@ public:
       grpc::Status st = complete_(req_, values_, &reply);
       if (st.ok())
         *response_ = serializeMessage(reply);
-      Finish(st);
+      end(st);
     }
-    void OnDone() override { delete this; }
+    void OnDone() override {
+      ps_->closeStream(ctx_);
+      delete this;
+    }
 
   private:
+    void end(const grpc::Status &status) {
+      ps_->closeStream(ctx_);
+      Finish(status);
+    }
     PsService *ps_;
     grpc::CallbackServerContext *ctx_;
     grpc::ByteBuffer *response_;
@@ -477,26 +661,45 @@ public:
   grpc::ServerReadReactor<grpc::ByteBuffer> *
   PushStream(grpc::CallbackServerContext *ctx,
              grpc::ByteBuffer *response) override {
+    std::string who;
+    if (auto bad = admit(*ctx, Role::kPusher, "push", &who); !bad.ok())
+      return new Refused(bad);
+    if (auto bad = openStream(ctx); !bad.ok())
+      return new Refused(bad);
     ++streamedPushes_;
     return new StreamReader<rpc::PushRequest, rpc::PushReply>(
         this, ctx, response, "a push stream", "nothing applied",
         &PsService::preparePush,
-        [this](const rpc::PushRequest &req, std::vector<Tensor> &values,
-               rpc::PushReply *reply) { return applyPush(req, values, reply); });
+        [this, who](const rpc::PushRequest &req, std::vector<Tensor> &values,
+                    rpc::PushReply *reply) {
+          return applyPush(req, values, reply, named(who, req.caller()));
+        });
   }
+
+  /// A stream refused before its first byte is read.
+  class Refused final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+  public:
+    explicit Refused(const grpc::Status &status) { Finish(status); }
+    void OnDone() override { delete this; }
+  };
 
   /// The chief's initial values, staged in tensors of the variables' own
   /// shapes and copied in under the lock once complete.
   grpc::ServerReadReactor<grpc::ByteBuffer> *
   InitializeStream(grpc::CallbackServerContext *ctx,
                    grpc::ByteBuffer *response) override {
+    std::string who;
+    if (auto bad = admit(*ctx, Role::kChief, "initialize it", &who); !bad.ok())
+      return new Refused(bad);
+    if (auto bad = openStream(ctx); !bad.ok())
+      return new Refused(bad);
     ++streamedInits_;
     return new StreamReader<rpc::InitializeRequest, rpc::InitializeReply>(
         this, ctx, response, "an initialization stream", "nothing changed",
         &PsService::prepareInitialize,
-        [this](const rpc::InitializeRequest &req, std::vector<Tensor> &staged,
-               rpc::InitializeReply *reply) {
-          return initialize(req, &staged, reply);
+        [this, who](const rpc::InitializeRequest &req,
+                    std::vector<Tensor> &staged, rpc::InitializeReply *reply) {
+          return initialize(req, &staged, reply, named(who, req.caller()));
         });
   }
 
@@ -536,7 +739,10 @@ public:
                                  grpc::ByteBuffer *response) override {
     grpc::ServerUnaryReactor *reactor = ctx->DefaultReactor();
     rpc::PushReply reply;
-    grpc::Status st = push(*request, &reply);
+    std::string who;
+    grpc::Status st = admit(*ctx, Role::kPusher, "push", &who);
+    if (st.ok())
+      st = push(*request, &reply, who);
     if (st.ok())
       *response = serializeMessage(reply);
     reactor->Finish(st);
@@ -544,7 +750,8 @@ public:
   }
 
   // A whole push in one message: the same reader as a stream's, one chunk.
-  grpc::Status push(const grpc::ByteBuffer &request, rpc::PushReply *reply) {
+  grpc::Status push(const grpc::ByteBuffer &request, rpc::PushReply *reply,
+                    const std::string &who) {
     rpc::PushRequest req;
     std::vector<Tensor> values;
     Refusal refusal;
@@ -557,7 +764,7 @@ public:
     if (!s.isOk())
       return refusal.orElse(grpc::StatusCode::INVALID_ARGUMENT,
                             name_ + ": refused a push: ", s);
-    return applyPush(req, values, reply);
+    return applyPush(req, values, reply, named(who, req.caller()));
   }
 
   // The tensors a push's header announces, one per key of the update, each
@@ -610,8 +817,11 @@ public:
 
   // A complete push, applied (async) or summed (sync).
   grpc::Status applyPush(const rpc::PushRequest &request,
-                         std::vector<Tensor> &values, rpc::PushReply *reply) {
+                         std::vector<Tensor> &values, rpc::PushReply *reply,
+                         const std::string &who) {
     const rpc::PushRequest *req = &request;
+    if (auto bad = checkPushValues(values, who); !bad.ok())
+      return bad;
     std::lock_guard<std::mutex> lock(mu_);
     if (!initialized_)
       return fail(grpc::StatusCode::FAILED_PRECONDITION,
@@ -639,8 +849,8 @@ public:
     }
     // One gradient per replica and update: a restarted worker that pushes
     // again for the update its dead self already joined is dropped.
-    if (std::find(contributors_.begin(), contributors_.end(),
-                  req->caller().task()) != contributors_.end()) {
+    if (std::find(contributors_.begin(), contributors_.end(), who) !=
+        contributors_.end()) {
       ++stale_;
       reply->set_stale(true);
       reply->set_version(version_);
@@ -653,7 +863,7 @@ public:
       for (size_t k = 0; k < keys_.size(); ++k)
         accumulate(sums_[k], values[k]);
     }
-    contributors_.push_back(req->caller().task());
+    contributors_.push_back(who);
     if (int64_t(contributors_.size()) < replicas_) {
       reply->set_version(version_);
       return grpc::Status::OK;
@@ -672,9 +882,15 @@ public:
     return grpc::Status::OK;
   }
 
-  grpc::Status Save(grpc::ServerContext *, const rpc::SaveRequest *req,
+  grpc::Status Save(grpc::ServerContext *ctx, const rpc::SaveRequest *req,
                     rpc::SaveReply *reply) override {
+    std::string who;
+    if (auto bad = admit(*ctx, Role::kChief, "save a checkpoint", &who);
+        !bad.ok())
+      return bad;
     if (auto bad = checkCaller(req->caller()); !bad.ok())
+      return bad;
+    if (auto bad = checkSaveDir(req->dir()); !bad.ok())
       return bad;
     // The variables as they are between two updates, copied under the lock
     // and written after it, so that pulls and pushes go on meanwhile.
@@ -699,24 +915,33 @@ public:
     return grpc::Status::OK;
   }
 
-  grpc::Status WorkerDone(grpc::ServerContext *, const rpc::DoneRequest *req,
+  grpc::Status WorkerDone(grpc::ServerContext *ctx, const rpc::DoneRequest *req,
                           rpc::DoneReply *reply) override {
+    std::string who;
+    if (auto bad = admit(*ctx, Role::kWorker, "report a worker done", &who);
+        !bad.ok())
+      return bad;
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
     std::lock_guard<std::mutex> lock(mu_);
-    done_.insert(req->caller().task());
+    done_.insert(named(who, req->caller()));
     reply->set_workers_done(int(done_.size()));
     cv_.notify_all();
     return grpc::Status::OK;
   }
 
-  grpc::Status Shutdown(grpc::ServerContext *, const rpc::ShutdownRequest *req,
+  grpc::Status Shutdown(grpc::ServerContext *ctx,
+                        const rpc::ShutdownRequest *req,
                         rpc::ShutdownReply *) override {
+    std::string who;
+    if (auto bad = admit(*ctx, Role::kChief, "shut it down", &who); !bad.ok())
+      return bad;
     if (auto bad = checkCaller(req->caller()); !bad.ok())
       return bad;
     std::lock_guard<std::mutex> lock(mu_);
     shutdown_ = true;
-    shutdownReason_ = req->caller().task() + ": " + req->reason();
+    shutdownReason_ =
+        named(who, req->caller()) + ": " + plan::printable(req->reason());
     cv_.notify_all();
     return grpc::Status::OK;
   }
@@ -751,12 +976,134 @@ public:
   }
 
 private:
+  // Who may make which calls: any task of the job (status, pulls), a
+  // worker (done), a worker that pushes (stage 0 of its replica), the chief
+  // (initialize, save, shut down).
+  enum class Role { kMember, kWorker, kPusher, kChief };
+
+  /// The caller's task as its certificate names it (the request's own
+  /// `caller.task` is never believed under TLS), and whether it may `what`.
+  /// A caller that is no task of this job learns nothing from the refusal;
+  /// a task of the job that oversteps its role is named, here and in the
+  /// ps's log. With --insecure there is no identity: *who is "" and every
+  /// caller is let in (docs/security.md).
+  grpc::Status admit(const grpc::ServerContextBase &ctx, Role role,
+                     const char *what, std::string *who) {
+    if (!transport().tls)
+      return grpc::Status::OK;
+    *who = peerTask(ctx);
+    const Roster &r = config_.roster;
+    int worker = -1;
+    bool member = false;
+    for (size_t i = 0; i < r.workers.size(); ++i)
+      if (r.workers[i].name == *who)
+        worker = int(i);
+    for (const TaskRef &p : r.ps)
+      member = member || p.name == *who;
+    if (who->empty() || (worker < 0 && !member))
+      return fail(grpc::StatusCode::PERMISSION_DENIED,
+                  "refused: not a task of this job");
+    const bool allowed =
+        role == Role::kMember || (role == Role::kWorker && worker >= 0) ||
+        (role == Role::kPusher && worker >= 0 && size_t(worker) % span_ == 0) ||
+        (role == Role::kChief && worker == 0);
+    if (allowed)
+      return grpc::Status::OK;
+    const std::string why =
+        role == Role::kChief ? "only the chief (" + r.workers[0].name + ") may"
+                             : "only a worker that pushes may";
+    refusal(*who + " may not " + what + ": " + why);
+    return fail(grpc::StatusCode::PERMISSION_DENIED,
+                name_ + ": " + *who + " may not " + what + " (" + why + ")");
+  }
+
+  /// A refusal of a task of this job in the ps's log: at most one line a
+  /// second, with how many were refused meanwhile.
+  void refusal(const std::string &line) {
+    std::lock_guard<std::mutex> lock(logMu_);
+    ++refusals_;
+    const auto now = Clock::now();
+    if (now - lastRefusalLog_ < std::chrono::seconds(1))
+      return;
+    lastRefusalLog_ = now;
+    log("refused: " + line + " (" + std::to_string(refusals_) +
+        " refused calls so far)");
+  }
+
+  /// The caller's name: its certificate's, else (--insecure) its claim.
+  static std::string named(const std::string &who, const rpc::Caller &caller) {
+    return who.empty() ? plan::printable(caller.task()) : who;
+  }
+
   grpc::Status checkCaller(const rpc::Caller &caller) {
     if (caller.plan_fingerprint() != config_.planFingerprint)
       return fail(grpc::StatusCode::FAILED_PRECONDITION,
-                  caller.task() + " runs a different plan than " + name_ +
-                      " (" + config_.planPath +
-                      "); every task of a job must run the same plan.bin");
+                  plan::printable(caller.task()) +
+                      " runs a different plan than " + name_ +
+                      "; every task of a job must run the same plan.bin");
+    return grpc::Status::OK;
+  }
+
+  /// A push's gradients must be finite, and its integer operands (the
+  /// global step's increment) 1: one update advances the step by one.
+  grpc::Status checkPushValues(const std::vector<Tensor> &values,
+                               const std::string &who) {
+    for (size_t k = 0; k < values.size() && k < keys_.size(); ++k) {
+      const Tensor &t = values[k];
+      bool bad = false;
+      if (t.dtype() == DType::F32) {
+        const float *a = t.data<float>();
+        for (int64_t i = 0; i < t.numElements() && !bad; ++i)
+          bad = !std::isfinite(a[i]);
+      } else if (t.dtype() == DType::F64) {
+        const double *a = t.data<double>();
+        for (int64_t i = 0; i < t.numElements() && !bad; ++i)
+          bad = !std::isfinite(a[i]);
+      } else if (stepKey_[k]) {
+        for (int64_t i = 0; i < t.numElements() && !bad; ++i)
+          bad = (t.dtype() == DType::I64 ? t.data<int64_t>()[i]
+                                         : int64_t(t.data<int32_t>()[i])) != 1;
+        if (bad) {
+          refusal("a push from " + who +
+                  " moves the global step by other "
+                  "than 1 under '" +
+                  keys_[k] + "'");
+          return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                      name_ + " refused the push of " + who +
+                          ": the global step advances by 1 per update, "
+                          "not by what '" +
+                          keys_[k] + "' holds (nothing applied)");
+        }
+        continue;
+      }
+      if (bad) {
+        refusal("a push from " + who + " holds non-finite values in '" +
+                keys_[k] + "'");
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + " refused the push of " + who + ": '" + keys_[k] +
+                        "' holds non-finite values (NaN or Inf; nothing "
+                        "applied)");
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  /// A checkpoint goes into the job's model directory (--model-dir of this
+  /// ps), nowhere else.
+  grpc::Status checkSaveDir(const std::string &dir) {
+    if (config_.modelDir.empty())
+      return fail(grpc::StatusCode::FAILED_PRECONDITION,
+                  name_ + " was started without --model-dir: it saves no "
+                          "checkpoints");
+    char *mine = ::realpath(config_.modelDir.c_str(), nullptr);
+    char *theirs = ::realpath(dir.c_str(), nullptr);
+    const bool same = mine && theirs && std::string(mine) == theirs;
+    std::free(mine);
+    std::free(theirs);
+    if (!same)
+      return fail(grpc::StatusCode::PERMISSION_DENIED,
+                  name_ + " saves checkpoints only into its --model-dir " +
+                      config_.modelDir + ", not into " + plan::printable(dir));
     return grpc::Status::OK;
   }
 
@@ -869,6 +1216,10 @@ private:
   std::vector<std::string> names_;
   std::vector<std::string> keys_;
   std::vector<plan::TensorType> expected_; // what the update takes per key
+  std::vector<bool> stepKey_; // the key feeds the global step's increment
+  std::mutex logMu_;
+  int64_t refusals_ = 0;
+  Clock::time_point lastRefusalLog_{};
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -909,27 +1260,24 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
   const std::string &address = config.roster.ps[index].address;
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listenAddress(address),
-                           grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(-1);
-  builder.SetMaxSendMessageSize(-1);
-  // gRPC lets two servers share a port by default (SO_REUSEPORT): a second
-  // job on the same cluster file would silently split the connections.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  addListeningPort(&builder, address, &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr,
                  "dtf-run: error: %s cannot listen on %s (is the port in use "
-                 "by another process?)\n",
-                 config.roster.ps[index].name.c_str(), address.c_str());
+                 "by another process, or is the address not one of this "
+                 "machine's?)\n",
+                 config.roster.ps[index].name.c_str(),
+                 listenAddress(address).c_str());
     return 4;
   }
   std::string held;
   for (const plan::HeldTensor &h : plan::heldBy(plan, placement, index))
     held += (held.empty() ? "" : ", ") + h.name;
-  service.log("serving on " + address + "; holds " +
-              (held.empty() ? std::string("no variables") : held));
+  service.log("serving on " + listenAddress(address) +
+              (transport().tls ? " (mutual TLS)" : " (plaintext, --insecure)") +
+              "; holds " + (held.empty() ? std::string("no variables") : held));
   std::string reason = service.waitForShutdown();
   service.stopParking();
   service.log(service.summary());

@@ -82,8 +82,10 @@ inline constexpr const char *kInitializeStreamMethod =
 /// The chunk size when none is set (dtf-run --chunk-bytes).
 inline constexpr size_t kDefaultChunkBytes = size_t(4) << 20;
 /// A header longer than this is refused before anything is allocated for
-/// it (a header lists names and dims: kilobytes).
-inline constexpr size_t kMaxHeaderBytes = size_t(64) << 20;
+/// it (a header lists names and dims: kilobytes; 1 MiB holds some 10,000
+/// tensors' names). With the ps's bound on open streams, this bounds the
+/// header bytes it holds in flight.
+inline constexpr size_t kMaxHeaderBytes = size_t(1) << 20;
 
 /// The packed message in chunks of at most `chunkBytes` (> 0) each: the
 /// first starts with the header, payloads are cut wherever a chunk ends.

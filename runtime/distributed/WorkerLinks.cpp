@@ -68,16 +68,13 @@ Status serveWorker(grpc::Service &service, const TaskRef &task,
                    std::unique_ptr<grpc::Server> *out) {
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listenAddress(task.address),
-                           grpc::InsecureServerCredentials(), &port);
-  builder.SetMaxReceiveMessageSize(-1);
-  builder.SetMaxSendMessageSize(-1);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  addListeningPort(&builder, task.address, &port);
   builder.RegisterService(&service);
   *out = builder.BuildAndStart();
   if (!*out || port == 0)
-    return errorStatus("cannot listen on ", task.address,
-                       " (is the port in use by another process?)");
+    return errorStatus("cannot listen on ", listenAddress(task.address),
+                       " (is the port in use by another process, or is the "
+                       "address not one of this machine's?)");
   return Status::ok();
 }
 

@@ -43,6 +43,15 @@ struct PsLink {
   int64_t pulledVersion = 0;
   int64_t pushedAt = -1;    // sync: the version the last accepted push was for
   int64_t incarnation = -1; // of the ps state the pulled values belong to
+
+  /// A new channel (and stubs) to the ps: gRPC 1.51's TLS channel to a ps
+  /// that was killed and restarted kept failing its connection attempts
+  /// ("tcp handshaker shutdown") while a new channel connected at once.
+  void connectAgain() {
+    channel = makeChannel(task.address);
+    stub = rpc::ParameterServer::NewStub(channel);
+    raw = std::make_unique<grpc::GenericStub>(channel);
+  }
 };
 
 /// This task's name and configuration, and the wait for its peers.

@@ -139,7 +139,11 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   if (!s.isOk()) {
     if (client)
       client->shutdownTowers();
-    return fail(self, s, kind == train::FailureKind::kRuntime ? 5 : 4);
+    // Stopped (Ctrl-C, SIGTERM) while its ps went away: an interruption.
+    return fail(self, s,
+                config.stop && config.stop->load()     ? 130
+                : kind == train::FailureKind::kRuntime ? 5
+                                                       : 4);
   }
   if (report.interrupted)
     return 130;

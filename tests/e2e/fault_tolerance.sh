@@ -20,16 +20,7 @@ sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
     "$root/models/mlp.dtf" > "$work/ft.dtf"
 "$bin/dtfc" "$work/ft.dtf" -o "$work/ft.plan"
 
-cluster() {
-  python3 - "$1" <<'PY'
-import json, socket, sys
-socks, ports = [], []
-for _ in range(3):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s); ports.append(s.getsockname()[1])
-addr = [f"127.0.0.1:{p}" for p in ports]
-json.dump({"ps": addr[:1], "worker": addr[1:]}, open(sys.argv[1], "w"))
-PY
-}
+cluster() { cluster_json "$1" 1 2; }
 
 accuracy() { sed -n 's/^worker.0 *| eval .*accuracy \([0-9.]*\).*/\1/p' "$1" | tail -1; }
 

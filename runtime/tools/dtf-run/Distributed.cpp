@@ -1,5 +1,6 @@
 #include "Distributed.h"
 
+#include "runtime/cluster/Certificates.h"
 #include "runtime/distributed/ParameterServer.h"
 #include "runtime/distributed/Wire.h"
 #include "runtime/distributed/WorkerTask.h"
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <netdb.h>
@@ -141,6 +143,7 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
   config.connectTimeoutSeconds = flags.connectTimeoutSeconds;
   config.syncTimeoutSeconds = flags.syncTimeoutSeconds;
   config.chunkBytes = flags.chunkBytes;
+  config.stallTimeoutSeconds = flags.stallTimeoutSeconds;
   config.stop = stop;
   config.out = options.out;
 
@@ -157,6 +160,41 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
       return s.message() == "interrupted" ? 130 : 6;
     }
   }
+  // Mutual TLS with the cluster's CA unless --insecure: every peer must
+  // show a certificate naming a task of this cluster.
+  dtf::dist::Transport transport;
+  for (const TaskId &t : spec.allTasks())
+    transport.taskAt[spec.address(t)] = t.str();
+  transport.bind = flags.bind;
+  if (flags.insecure) {
+    std::fprintf(stderr,
+                 "dtf-run: warning: %s: --insecure: plaintext between the "
+                 "tasks, and any process that reaches this task's port can "
+                 "call it as any task (docs/security.md)\n",
+                 task.str().c_str());
+  } else {
+    std::string dir = flags.tlsDir;
+    if (dir.empty())
+      if (const char *env = std::getenv(dtf::cluster::kTlsDirEnv))
+        dir = env;
+    if (dir.empty())
+      return usage("no TLS certificates: give --tls-dir DIR (or set " +
+                   std::string(dtf::cluster::kTlsDirEnv) +
+                   "), where DIR holds what `dtf-run certs --cluster " +
+                   (choice.clusterFile.empty() ? std::string("FILE")
+                                               : choice.clusterFile) +
+                   " --out DIR` made; or --insecure for plaintext without "
+                   "authentication");
+    dtf::Status loaded =
+        dtf::dist::loadTlsMaterial(dir, task.str(), &transport);
+    if (!loaded.isOk()) {
+      std::fprintf(stderr, "dtf-run: error: %s: %s\n", task.str().c_str(),
+                   loaded.message().c_str());
+      return 4;
+    }
+  }
+  dtf::dist::setTransport(std::move(transport));
+
   if (task.job == dtf::cluster::kPsJob)
     return dtf::dist::runParameterServer(plan, placement, task.index, config);
   if (task.job != dtf::cluster::kChiefJob && task.job != dtf::cluster::kWorkerJob)
@@ -168,6 +206,77 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
          config.roster.workers[replica].name != task.str())
     ++replica;
   return dtf::dist::runWorker(plan, placement, replica, options, config);
+}
+
+int runCertsCommand(int argc, char **argv) {
+  std::string clusterFile, out;
+  long days = 365;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf(
+          "usage: dtf-run certs --cluster FILE --out DIR [--days N]\n\n"
+          "Makes a new certificate authority for the cluster in FILE and, "
+          "signed by it,\na certificate and key for every task: DIR/ca.pem, "
+          "DIR/ca.key and, per task,\nDIR/TASK.pem and DIR/TASK.key "
+          "(\"worker.1.pem\"). Give each machine ca.pem and\nits own "
+          "tasks' files (never ca.key), and start each task with --tls-dir "
+          "DIR\n(or DTF_TLS_DIR=DIR). See docs/security.md.\n\n"
+          "  --cluster FILE  the cluster spec (or a whole TF_CONFIG)\n"
+          "  --out DIR       where to write (created 0700; keys are 0600)\n"
+          "  --days N        how long the certificates are valid (365)\n");
+      return 0;
+    }
+    if (arg != "--cluster" && arg != "--out" && arg != "--days") {
+      std::fprintf(stderr,
+                   "dtf-run: error: certs: unknown option '%s' (see dtf-run "
+                   "certs --help)\n",
+                   arg.c_str());
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "dtf-run: error: certs: %s needs a value\n",
+                   arg.c_str());
+      return 2;
+    }
+    const char *value = argv[++i];
+    if (arg == "--cluster")
+      clusterFile = value;
+    else if (arg == "--out")
+      out = value;
+    else {
+      char *end = nullptr;
+      days = std::strtol(value, &end, 10);
+      if (!*value || *end || days < 1 || days > 36500) {
+        std::fprintf(stderr,
+                     "dtf-run: error: certs: --days expects 1 to 36500, got "
+                     "'%s'\n",
+                     value);
+        return 2;
+      }
+    }
+  }
+  if (clusterFile.empty() || out.empty()) {
+    std::fprintf(stderr, "dtf-run: error: certs needs --cluster FILE and "
+                         "--out DIR (see dtf-run certs --help)\n");
+    return 2;
+  }
+  ClusterSpec spec;
+  dtf::Status s = ClusterSpec::parseFile(clusterFile, &spec);
+  if (!s.isOk()) {
+    std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
+    return 2;
+  }
+  s = dtf::cluster::writeClusterCertificates(spec, out, /*keepCaKey=*/true,
+                                             int(days));
+  if (!s.isOk()) {
+    std::fprintf(stderr, "dtf-run: error: certs: %s\n", s.message().c_str());
+    return 4;
+  }
+  std::printf("wrote a new CA and certificates for %zu tasks into %s "
+              "(valid %ld days)\n",
+              spec.allTasks().size(), out.c_str(), days);
+  return 0;
 }
 
 } // namespace dtfrun

@@ -21,7 +21,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <pthread.h>
 #include <string>
+#include <thread>
 #include <unistd.h>
 
 namespace {
@@ -34,6 +36,7 @@ Trains the model in PLAN (a plan.bin written by dtfc).
   dtf-run plan.bin --cluster cluster.json   start and supervise the local tasks
   dtf-run plan.bin --cluster cluster.json --job worker --task 1   run one task
   dtf-run plan.bin --predict eval --model-dir DIR -o out.csv      predict
+  dtf-run certs --cluster cluster.json --out DIR   make the cluster's TLS certificates
 
 options:
   --steps N        train N steps instead of the plan's count (0: only evaluate)
@@ -86,6 +89,8 @@ options:
                    exits (120)
   --evaluator-idle-timeout S  the evaluator gives up (exit 6) when no new
                    checkpoint appears for S seconds (3600)
+  --stall-timeout S  a ps cuts a stream of chunks that moves nothing for S
+                   seconds (30)
   --chunk-bytes N  pulls, pushes and initial values larger than N bytes
                    cross between tasks in a stream of N-byte chunks (no
                    message size limit; the receiver copies each chunk into
@@ -101,6 +106,17 @@ options:
                    of the plan's tfrecord source; gzip when the pattern
                    ends in .gz or .gzip)
   -o, --output FILE  where --predict writes
+  --tls-dir DIR    the TLS certificates of a task started alone: DIR/ca.pem
+                   and DIR/TASK.pem, DIR/TASK.key, as `dtf-run certs` writes
+                   them (default: $DTF_TLS_DIR). The tasks talk mutual TLS
+                   and accept only peers whose certificate, signed by that
+                   CA, names a task of the cluster; the launcher makes a new
+                   CA and certificates for the tasks it starts. Without it a
+                   task refuses to start (docs/security.md)
+  --insecure       plaintext between the tasks, with no authentication: any
+                   process that reaches a port can call it (warns)
+  --bind HOST:PORT where a task started alone listens (default: its address
+                   in the cluster file; never every interface)
   --help           print this help and exit
   --version        print the version and exit
 
@@ -188,10 +204,38 @@ enum ExitCode {
 
 std::atomic<bool> gStop{false};
 
-extern "C" void onInterrupt(int) {
-  gStop.store(true);
-  // A second Ctrl-C ends the process at once.
-  std::signal(SIGINT, SIG_DFL);
+extern "C" void onInterrupt(int) { gStop.store(true); }
+
+// Ctrl-C and SIGTERM are taken by one thread that waits for them: they are
+// blocked in every other thread (threads started later inherit the mask), so
+// that no signal handler runs on a thread in the middle of a kernel. The
+// first sets the stop flag; a second Ctrl-C ends the process at once. (The
+// handler stays as the disposition, so that a signal reaching a thread that
+// a library started unblocked still only sets the flag.)
+void watchInterrupts() {
+  std::signal(SIGINT, onInterrupt);
+  std::signal(SIGTERM, onInterrupt);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    bool first = true;
+    while (sigwait(&set, &sig) == 0) {
+      gStop.store(true);
+      if (!first && sig == SIGINT) {
+        std::signal(SIGINT, SIG_DFL);
+        sigset_t interrupt;
+        sigemptyset(&interrupt);
+        sigaddset(&interrupt, SIGINT);
+        pthread_sigmask(SIG_UNBLOCK, &interrupt, nullptr);
+        raise(SIGINT);
+      }
+      first = false;
+    }
+  }).detach();
 }
 
 // A non-negative integer option value, or -1.
@@ -253,6 +297,8 @@ int main(int argc, char **argv) {
   std::string chiefFlag;
   dtfrun::PredictFlags predict;
   dtf::train::TrainOptions options;
+  if (argc > 1 && std::strcmp(argv[1], "certs") == 0)
+    return dtfrun::runCertsCommand(argc, argv);
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     const char *value = nullptr;
@@ -282,6 +328,10 @@ int main(int argc, char **argv) {
     }
     if (arg == "--chief-failover")
       continue; // the launcher reads it
+    if (arg == "--insecure") {
+      distributedFlags.insecure = true;
+      continue;
+    }
     if (arg == "--fresh") {
       options.fresh = true;
       continue;
@@ -295,6 +345,9 @@ int main(int argc, char **argv) {
                             arg == "--slurm-jobs" ||
                             arg == "--slurm-port-base" ||
                             arg == "--evaluator-idle-timeout" ||
+                            arg == "--stall-timeout" ||
+                            arg == "--chunk-bytes" || arg == "--tls-dir" ||
+                            arg == "--bind" ||
                             arg == "--task" || arg == "--steps" ||
                             arg == "--log-every" || arg == "--threads" ||
                             arg == "--inter-op-threads" ||
@@ -328,6 +381,16 @@ int main(int argc, char **argv) {
       }
       if (arg == "--cluster") {
         clusterFlags.cluster = value;
+        continue;
+      }
+      if (arg == "--tls-dir" || arg == "--bind") {
+        if (!*value) {
+          std::fprintf(stderr, "dtf-run: error: %s needs a value\n",
+                       arg.c_str());
+          return kUsageError;
+        }
+        (arg == "--tls-dir" ? distributedFlags.tlsDir : distributedFlags.bind) =
+            value;
         continue;
       }
       if (arg == "--job") {
@@ -366,7 +429,7 @@ int main(int argc, char **argv) {
         continue;
       }
       if (arg == "--connect-timeout" || arg == "--sync-timeout" ||
-          arg == "--evaluator-idle-timeout") {
+          arg == "--evaluator-idle-timeout" || arg == "--stall-timeout") {
         char *end = nullptr;
         double seconds = std::strtod(value, &end);
         if (!*value || *end || !(seconds > 0) || seconds > 1e6) {
@@ -377,6 +440,7 @@ int main(int argc, char **argv) {
         }
         (arg == "--connect-timeout" ? distributedFlags.connectTimeoutSeconds
          : arg == "--sync-timeout"  ? distributedFlags.syncTimeoutSeconds
+         : arg == "--stall-timeout" ? distributedFlags.stallTimeoutSeconds
                                     : evaluatorFlags.idleTimeoutSeconds) =
             seconds;
         continue;
@@ -483,6 +547,20 @@ int main(int argc, char **argv) {
   }
   if (!predict.source.empty())
     choice.mode = dtf::cluster::RunMode::kLocal; // whatever TF_CONFIG says
+  if (choice.mode != dtf::cluster::RunMode::kTask &&
+      (!distributedFlags.bind.empty() || !distributedFlags.tlsDir.empty() ||
+       distributedFlags.insecure) &&
+      (choice.mode == dtf::cluster::RunMode::kLocal ||
+       !distributedFlags.bind.empty())) {
+    std::fprintf(stderr, "dtf-run: error: %s\n",
+                 choice.mode == dtf::cluster::RunMode::kLocal
+                     ? "--tls-dir, --insecure and --bind need a cluster "
+                       "(--cluster FILE or TF_CONFIG)"
+                     : "--bind is for one task (--job/--task): the tasks "
+                       "the launcher starts each listen on their own "
+                       "address in the cluster file");
+    return kUsageError;
+  }
   if (choice.mode == dtf::cluster::RunMode::kLauncher) {
     // Check the plan before starting anything.
     google::protobuf::SetLogHandler(nullptr);
@@ -511,8 +589,7 @@ int main(int argc, char **argv) {
 
   if (!predict.source.empty())
     return dtfrun::runPredict(parsed, predict);
-  std::signal(SIGINT, onInterrupt);
-  std::signal(SIGTERM, onInterrupt);
+  watchInterrupts();
   options.stop = &gStop;
   if (choice.mode == dtf::cluster::RunMode::kTask &&
       choice.task.job == dtf::cluster::kEvaluatorJob)

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Attacks on a running 1 ps + 2 worker job, in real processes on 127.0.0.1
+# with real TLS (docs/security.md). The job runs with certificates from
+# `dtf-run certs`; while it trains, dtf-intruder calls its ps: in plaintext,
+# with TLS but no client certificate, with a certificate of another CA (each
+# must be cut off in the handshake), and with worker.1's own certificate
+# (which must be let in for GetStatus, so that the refusals are not a broken
+# client): the chief-only calls (Shutdown, Initialize, Save), a push of NaN
+# gradients claiming to be worker.0 (refused, naming worker.1: the identity
+# is the certificate's), a push moving the global step by 2,000,000, a pull
+# naming one variable 400 times and 40 pulls waiting at once (all but 16
+# refused), and 20 push streams that stall inside a 1 MiB header (8 taken,
+# then cut after --stall-timeout; the others refused at once). The chief's
+# own certificate may not save outside the model
+# directory. The ps must listen only on its cluster address (127.0.0.1, not
+# 127.0.0.2), a task without certificates must refuse to start and say how
+# to make them, and the job must train to the end with a finite loss.
+# usage: security.sh BIN_DIR WORK_DIR
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
+rm -rf "$work" && mkdir -p "$work"
+steps=6000
+sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
+    -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/' \
+    "$root/models/mlp.dtf" > "$work/sec.dtf"
+"$bin/dtfc" "$work/sec.dtf" -o "$work/sec.plan"
+cluster_json "$work/c.json" 1 2
+"$bin/dtf-run" certs --cluster "$work/c.json" --out "$work/certs" > /dev/null
+"$bin/dtf-run" certs --cluster "$work/c.json" --out "$work/other" > /dev/null
+ps=$(python3 -c "import json;print(json.load(open('$work/c.json'))['ps'][0])")
+port=${ps##*:}
+failures=0
+bad() { echo "e2e: FAIL: $*" >&2; failures=$((failures + 1)); }
+# answers_only HOST OTHER PORT: HOST:PORT takes a connection, OTHER:PORT not.
+answers_only() {
+  python3 - "$@" <<'PY'
+import socket, sys
+host, other, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+socket.create_connection((host, port), timeout=2).close()
+try:
+    socket.create_connection((other, port), timeout=2).close()
+except OSError:
+    sys.exit(0)
+sys.exit(1)
+PY
+}
+
+echo "== a task without certificates refuses to start"
+set +e
+env -u DTF_TLS_DIR "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --job worker --task 1 \
+  > "$work/notls.log" 2>&1
+code=$?
+set -e
+if [ "$code" -ne 2 ] || ! grep -q "no TLS certificates.*dtf-run certs" "$work/notls.log"; then
+  bad "a task without TLS material: exit $code: $(cat "$work/notls.log")"
+else
+  echo "   ok: exit 2: $(cut -c1-100 "$work/notls.log")"
+fi
+
+set +e
+"$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --job worker --task 1 \
+  --tls-dir "$work/nowhere" > "$work/nodir.log" 2>&1
+code=$?
+set -e
+if [ "$code" -ne 4 ] || ! grep -q "cannot read $work/nowhere/ca.pem.*dtf-run certs" "$work/nodir.log"; then
+  bad "a task with a missing --tls-dir: exit $code: $(cat "$work/nodir.log")"
+else
+  echo "   ok: exit 4: $(cut -c1-100 "$work/nodir.log")"
+fi
+
+echo "== --bind: a ps started alone listens where it is told, only there"
+cluster_json "$work/b.json" 1 1
+bport=$(python3 -c "import json;print(json.load(open('$work/b.json'))['ps'][0].split(':')[1])")
+"$bin/dtf-run" certs --cluster "$work/b.json" --out "$work/bcerts" > /dev/null
+"$bin/dtf-run" "$work/sec.plan" --cluster "$work/b.json" --job ps --task 0 \
+  --tls-dir "$work/bcerts" --bind "127.0.0.3:$bport" > "$work/bind.log" 2>&1 &
+bps=$!
+for _ in $(seq 1 100); do grep -q "serving on" "$work/bind.log" && break; sleep 0.1; done
+if grep -q "serving on 127.0.0.3:$bport (mutual TLS)" "$work/bind.log" &&
+   answers_only 127.0.0.3 127.0.0.1 "$bport"; then echo "   ok: 127.0.0.3:$bport answers, 127.0.0.1:$bport does not"
+else bad "--bind 127.0.0.3:$bport: $(cat "$work/bind.log")"; fi
+kill -INT "$bps"; wait "$bps" || true
+
+echo "== the job, attacked while it trains"
+log="$work/job.log"
+timeout 600 "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --tls-dir "$work/certs" \
+  --log-every 500 --model-dir "$work/model" --stall-timeout 3 > "$log" 2>&1 &
+job=$!
+touch "$log"
+for _ in $(seq 1 300); do
+  grep -q "^ps.0 .*initialized by worker.0" "$log" && break
+  sleep 0.1
+done
+grep -q "^ps.0 .*initialized by worker.0" "$log" || fail "the job did not start: $(tail -20 "$log")"
+
+attack() { # attack EXPECTED ATTACK [intruder options...]: EXPECTED is a regex
+  local expected=$1 name=$2; shift 2
+  local out
+  out=$("$bin/dtf-intruder" "$name" --target "$ps" --plan "$work/sec.plan" "$@" 2>&1)
+  if ! grep -Eq "$expected" <<<"$out"; then
+    bad "$name $*: expected /$expected/, got: $out"
+  else
+    echo "   ok: $(cut -c1-150 <<<"$out")"
+  fi
+}
+w1=(--ca "$work/certs/ca.pem" --cert "$work/certs/worker.1.pem" --key "$work/certs/worker.1.key")
+chief=(--ca "$work/certs/ca.pem" --cert "$work/certs/worker.0.pem" --key "$work/certs/worker.0.key")
+attack "status: refused UNAVAILABLE" status
+attack "status: refused UNAVAILABLE" status --ca "$work/certs/ca.pem"
+attack "status: refused UNAVAILABLE" status --ca "$work/certs/ca.pem" \
+  --cert "$work/other/worker.1.pem" --key "$work/other/worker.1.key"
+attack "status: accepted" status "${w1[@]}"
+# A client checks the server's name too: ps.0's certificate is not worker.0's.
+attack "status: refused UNAVAILABLE" status "${w1[@]}" --server-name worker.0
+attack "shutdown: refused PERMISSION_DENIED: .*worker.1 may not shut it down .*only the chief" shutdown "${w1[@]}"
+attack "initialize: refused PERMISSION_DENIED: .*only the chief" initialize "${w1[@]}"
+attack "save: refused PERMISSION_DENIED: .*only the chief" save "${w1[@]}" --dir "$work/model"
+attack "save: refused PERMISSION_DENIED: .*only into its --model-dir" save "${chief[@]}" --dir "$work"
+attack "push-nan: refused INVALID_ARGUMENT: ps.0 refused the push of worker.1: .*non-finite" \
+  push-nan "${w1[@]}" --claim worker.0
+attack "push-step: refused INVALID_ARGUMENT: .*global step advances by 1" push-step "${w1[@]}"
+attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names 400 variables" pull-repeat "${w1[@]}" --count 400
+attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names .* twice" pull-repeat "${w1[@]}" --count 2
+attack "park: 24 of 40 pulls refused RESOURCE_EXHAUSTED" park "${w1[@]}" --count 40
+attack "streams: 12 refused RESOURCE_EXHAUSTED, 8 cut, 0 other, of 20" streams "${w1[@]}" --count 20 --hold 6
+
+echo "== the ps listens on its cluster address only"
+if answers_only 127.0.0.1 127.0.0.2 "$port"; then echo "   ok: 127.0.0.1:$port answers, 127.0.0.2:$port does not"
+else bad "ps.0 answers on 127.0.0.2:$port: it listens on every interface"; fi
+
+echo "== a plaintext (--insecure) task cannot join the TLS job"
+set +e
+timeout 60 "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --job worker --task 1 \
+  --insecure --connect-timeout 2 > "$work/insecure.log" 2>&1
+code=$?
+set -e
+if [ "$code" -ne 6 ] || ! grep -q "warning: worker.1: --insecure: plaintext" "$work/insecure.log" ||
+   ! grep -q "cannot reach ps.0" "$work/insecure.log"; then
+  bad "an --insecure task: exit $code: $(cat "$work/insecure.log")"
+else
+  echo "   ok: exit 6, warned: $(grep -o 'cannot reach ps.0 at [0-9.:]*' "$work/insecure.log")"
+fi
+
+grep -q "the job finished" "$log" && bad "the job ended before the attacks did (make it longer)"
+set +e
+wait "$job"
+code=$?
+set -e
+if [ "$code" -ne 0 ]; then
+  bad "the attacked job failed (exit $code):"; tail -30 "$log" >&2
+fi
+final=$(grep "^worker.0 *| final:" "$log" || true)
+if ! python3 - "$final" <<'PY'
+import math, re, sys
+m = re.search(r"loss=([^ ]+) accuracy=([^ ]+)", sys.argv[1])
+sys.exit(0 if m and math.isfinite(float(m.group(1))) and float(m.group(2)) > 0.75 else 1)
+PY
+then bad "the attacked job did not train: '$final'"; else echo "   ok: $final"; fi
+applied=$(sed -n 's/^ps.0 *| \([0-9]*\) updates applied.*/\1/p' "$log" | tail -1)
+[ "${applied:-0}" -ge "$steps" ] && [ "$applied" -lt $((steps + 10)) ] ||
+  bad "ps.0 applied ${applied:-no} updates for $steps steps"
+grep -q "^ps.0 *| refused: " "$log" || bad "ps.0 logged no refusal"
+grep -q "^ps.0 *| cut a stream of worker.1 that moved nothing for 3 s" "$log" || bad "ps.0 logged no stalled stream cut"
+echo "   ps.0's log: $(grep -m1 '^ps.0 *| refused: ' "$log" | cut -c1-140)"
+
+[ "$failures" -eq 0 ] || { echo "e2e: $failures security check(s) failed" >&2; exit 1; }
+echo "e2e: every attack was refused and the job trained"
