@@ -81,10 +81,13 @@ printf '{"ps": ["%s:2222"], "worker": ["%s:2222", "%s:2222"]}\n' \
   "${addr[ps]}" "${addr[w0]}" "${addr[w1]}" > "$work/cluster.json"
 steps=2400
 mlp_plan mlp "$steps" "$steps" 100
+# One CA for the three hosts (each launcher would otherwise make its own).
+"$bin/dtf-run" certs --cluster "$work/cluster.json" --out "$work/tls" > /dev/null ||
+  fail "netns: dtf-run certs failed"
 
 for h in "${hosts[@]}"; do
   setsid ip netns exec "$tag-$h" timeout 600 "$bin/dtf-run" "$work/mlp.plan" \
-    --cluster "$work/cluster.json" --model-dir "$work/model" --log-every 100 \
+    --cluster "$work/cluster.json" --tls-dir "$work/tls" --model-dir "$work/model" --log-every 100 \
     --connect-timeout 60 > "$work/$h.log" 2>&1 &
   launchers+=($!)
 done

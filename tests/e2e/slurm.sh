@@ -103,13 +103,19 @@ fi
 echo "slurm: munged, slurmctld and slurmd n1..n3 up (controller port $ctld)"
 
 mlp_plan mlp 300 300
+# TLS material for the tasks Slurm will start (ps.0, worker.0, worker.1): a
+# certificate names a task, and peers are checked by that name, so the hosts
+# and ports here need not be the ones Slurm picks.
+printf '{"ps": ["n1:1"], "worker": ["n2:1", "n3:1"]}\n' > "$work/names.json"
+"$bin/dtf-run" certs --cluster "$work/names.json" --out "$work/tls" > /dev/null ||
+  fail "slurm: dtf-run certs failed"
 
 # Step 1: one task per node, ports reserved by srun; rank 0 is the ps, rank 1
 # the chief (worker.0), rank 2 worker.1, which is killed once it has trained
 # 500 of the 3000 steps.
 echo "== slurm: srun -N3 -n3 --resv-ports=1 dtf-run --cluster slurm (worker.1 killed mid-run)"
 timeout 240 srun -N3 -n3 --resv-ports=1 --label --overcommit \
-  "$bin/dtf-run" "$work/mlp.plan" --cluster slurm --model-dir "$work/model1" \
+  "$bin/dtf-run" "$work/mlp.plan" --cluster slurm --tls-dir "$work/tls" --model-dir "$work/model1" \
   --steps 3000 --log-every 100 --sync-timeout 15 --connect-timeout 60 > "$work/step1.log" 2>&1 &
 srun_pid=$!
 killed=""
@@ -162,7 +168,7 @@ PY
 # the ps listens on one of them.
 echo "== slurm: srun -N2 -n3 -m cyclic dtf-run --cluster slurm"
 if ! timeout 240 srun -N2 -n3 -m cyclic --label --overcommit \
-     "$bin/dtf-run" "$work/mlp.plan" --cluster slurm \
+     "$bin/dtf-run" "$work/mlp.plan" --cluster slurm --tls-dir "$work/tls" \
      --model-dir "$work/model2" --steps 120 --log-every 40 --connect-timeout 60 \
      > "$work/step2.log" 2>&1; then
   tail -30 "$work/step2.log" >&2
@@ -180,7 +186,7 @@ echo "   ok: -m cyclic step trained 120 steps (ps on n1:$port), every task exite
 # Step 3: the example batch script of deploy/ as it is, on the 3 nodes here.
 echo "== slurm: sbatch --wait -N3 deploy/slurm/train.sbatch"
 if ! timeout 180 sbatch --wait -N3 --ntasks-per-node=1 --time=10 --output="$work/sbatch.out" \
-     --export="ALL,DTF_RUN=$bin/dtf-run,PLAN=$work/mlp.plan,MODEL_DIR=$work/model3" \
+     --export="ALL,DTF_RUN=$bin/dtf-run,PLAN=$work/mlp.plan,MODEL_DIR=$work/model3,TLS_DIR=$work/tls" \
      "$root/deploy/slurm/train.sbatch" > "$work/sbatch.log" 2>&1; then
   cat "$work/sbatch.log" "$work/sbatch.out" >&2 || true
   squeue -o '%i %T %r' >&2 || true
