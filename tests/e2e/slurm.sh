@@ -174,7 +174,7 @@ if ! timeout 240 srun -N2 -n3 -m cyclic --label --overcommit \
   tail -30 "$work/step2.log" >&2
   fail "slurm: the -m cyclic step failed (every task must exit 0)"
 fi
-port=$(sed -n 's/^0: serving on n1:\([0-9]*\);.*/\1/p' "$work/step2.log")
+port=$(sed -n 's/^0: serving on n1:\([0-9]*\)[ ;].*/\1/p' "$work/step2.log")
 [ -n "$port" ] && [ "$port" -ge "$resv" ] && [ "$port" -le $((resv + 31)) ] ||
   { tail -20 "$work/step2.log" >&2; fail "slurm: step 2: the ps did not serve on n1 at a port srun reserved ($resv-$((resv + 31)))"; }
 grep -q "^1: final:" "$work/step2.log" ||
