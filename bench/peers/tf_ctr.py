@@ -7,23 +7,15 @@ update is sparse, as in dtf.
 
 Prints one JSON line: examples_per_sec over the timed steps only.
 """
-import argparse
-import json
 import os
-import resource
-import time
+
+import ctr_common
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rows", type=int, default=2000000)
-    a = ap.parse_args()
+    a = ctr_common.parse_args()
 
     import numpy as np
     import tensorflow as tf
@@ -31,9 +23,8 @@ def main():
     tf1.disable_eager_execution()
 
     rng = np.random.default_rng(1)
-    examples = 100000
-    ids_all = rng.integers(0, a.rows, (examples, 26), dtype=np.int64)
-    y_all = rng.integers(0, 2, (examples,), dtype=np.int32)
+    ids_all = rng.integers(0, a.rows, (ctr_common.EXAMPLES, 26), dtype=np.int64)
+    y_all = rng.integers(0, 2, (ctr_common.EXAMPLES,), dtype=np.int32)
 
     ids = tf1.placeholder(tf.int64, [None, 26])
     y = tf1.placeholder(tf.int32, [None])
@@ -41,8 +32,14 @@ def main():
         "table", [a.rows, 32], initializer=tf1.random_normal_initializer(stddev=0.05),
         partitioner=tf1.fixed_size_partitioner(4))
     feats = tf1.reshape(tf1.nn.embedding_lookup(table, ids), [-1, 26 * 32])
-    h = tf1.layers.dense(feats, 64, activation=tf.nn.relu)
-    logits = tf1.layers.dense(h, 2)
+    # tf.compat.v1.layers is gone with Keras 3: the dense layers by hand.
+    glorot = tf1.glorot_uniform_initializer()
+    w1 = tf1.get_variable("hidden/kernel", [26 * 32, 64], initializer=glorot)
+    b1 = tf1.get_variable("hidden/bias", [64], initializer=tf1.zeros_initializer())
+    w2 = tf1.get_variable("click/kernel", [64, 2], initializer=glorot)
+    b2 = tf1.get_variable("click/bias", [2], initializer=tf1.zeros_initializer())
+    h = tf1.nn.relu(tf1.matmul(feats, w1) + b1)
+    logits = tf1.matmul(h, w2) + b2
     loss = tf1.reduce_mean(tf1.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
     train = tf1.train.AdagradOptimizer(0.05).minimize(loss)
     config = tf1.ConfigProto(intra_op_parallelism_threads=a.threads,
@@ -51,21 +48,11 @@ def main():
         sess.run(tf1.global_variables_initializer())
 
         def step(i):
-            lo = (i * a.batch) % (examples - a.batch)
-            _, l = sess.run([train, loss], {ids: ids_all[lo:lo + a.batch], y: y_all[lo:lo + a.batch]})
+            lo, hi = ctr_common.window(i, a.batch)
+            _, l = sess.run([train, loss], {ids: ids_all[lo:hi], y: y_all[lo:hi]})
             return float(l)
 
-        for i in range(a.warmup):
-            step(i)
-        t0 = time.perf_counter()
-        losses = [step(a.warmup + i) for i in range(a.steps)]
-        dt = time.perf_counter() - t0
-    print(json.dumps({
-        "framework": "TensorFlow " + tf.__version__,
-        "examples_per_sec": a.steps * a.batch / dt,
-        "loss_last": sum(losses[-20:]) / len(losses[-20:]),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-    }))
+        ctr_common.run_timed(step, a, "TensorFlow " + tf.__version__)
 
 
 if __name__ == "__main__":

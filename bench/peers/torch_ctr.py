@@ -6,20 +6,11 @@ Adagrad (lr 0.05, initial accumulator 0.1 as TensorFlow's and dtf's), batch
 
 Prints one JSON line: examples_per_sec over the timed steps only.
 """
-import argparse
-import json
-import resource
-import time
+import ctr_common
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--warmup", type=int, default=20)
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rows", type=int, default=2000000)
-    a = ap.parse_args()
+    a = ctr_common.parse_args()
 
     import torch
     import torch.nn as nn
@@ -34,13 +25,12 @@ def main():
     # Sparse gradients need their own optimizer instance; Adagrad takes both.
     opt = torch.optim.Adagrad(list(emb.parameters()) + dense_params, lr=0.05,
                               initial_accumulator_value=0.1)
-    examples = 100000
-    ids_all = torch.randint(0, a.rows, (examples, 26))
-    y_all = torch.randint(0, 2, (examples,))
+    ids_all = torch.randint(0, a.rows, (ctr_common.EXAMPLES, 26))
+    y_all = torch.randint(0, 2, (ctr_common.EXAMPLES,))
 
     def step(i):
-        lo = (i * a.batch) % (examples - a.batch)
-        ids, y = ids_all[lo:lo + a.batch], y_all[lo:lo + a.batch]
+        lo, hi = ctr_common.window(i, a.batch)
+        ids, y = ids_all[lo:hi], y_all[lo:hi]
         opt.zero_grad(set_to_none=True)
         h = F.relu(hidden(emb(ids).flatten(1)))
         loss = F.cross_entropy(out(h), y)
@@ -48,17 +38,7 @@ def main():
         opt.step()
         return float(loss)
 
-    for i in range(a.warmup):
-        step(i)
-    t0 = time.perf_counter()
-    losses = [step(a.warmup + i) for i in range(a.steps)]
-    dt = time.perf_counter() - t0
-    print(json.dumps({
-        "framework": "PyTorch " + torch.__version__,
-        "examples_per_sec": a.steps * a.batch / dt,
-        "loss_last": sum(losses[-20:]) / len(losses[-20:]),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-    }))
+    ctr_common.run_timed(step, a, "PyTorch " + torch.__version__)
 
 
 if __name__ == "__main__":
