@@ -1,0 +1,149 @@
+"""PyTorch twins of the layer models of models/ for bench/layer_models.sh:
+resnet.dtf (conv 3x3 without bias, BatchNorm with momentum 0.1 in PyTorch's
+convention = dtf's 0.9, eps 1e-3, two residual blocks, global average pool),
+transformer.dtf (7x7 patches, a linear embedding plus a learned position,
+two post-norm encoder blocks of 4-head attention with key_dim 16 and a
+128-unit feed-forward layer, LayerNorm eps 1e-5, mean over patches) and
+lstm.dtf (an LSTM of 64 units over the 28 rows, the last output). Same
+optimizer (Adam), learning rates, batch (64) and data as dtf; Keras'
+initializers (glorot uniform kernels, zero biases).
+
+Prints one JSON line: images_per_sec over the timed steps, and the test
+accuracy after training (evaluation mode: BatchNorm's moving statistics).
+"""
+import argparse
+import json
+import time
+
+import fmnist
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=["resnet", "transformer", "lstm"])
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--data", default=fmnist.DEFAULT_DIR)
+    a = ap.parse_args()
+
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+
+    def keras_init(module):
+        for m in module.modules():
+            if isinstance(m, (nn.Linear, nn.Conv2d)):
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+    def bn(c):
+        return nn.BatchNorm2d(c, eps=1e-3, momentum=0.1)
+
+    class Residual(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.c1, self.b1 = nn.Conv2d(c, c, 3, padding=1, bias=False), bn(c)
+            self.c2, self.b2 = nn.Conv2d(c, c, 3, padding=1, bias=False), bn(c)
+
+        def forward(self, x):
+            h = F.relu(self.b1(self.c1(x)))
+            return F.relu(self.b2(self.c2(h)) + x)
+
+    class ResNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.s1, self.sb1 = nn.Conv2d(1, 16, 3, padding=1, bias=False), bn(16)
+            self.r1 = Residual(16)
+            self.s2, self.sb2 = nn.Conv2d(16, 32, 3, padding=1, bias=False), bn(32)
+            self.r2 = Residual(32)
+            self.out = nn.Linear(32, 10)
+
+        def forward(self, x):
+            h = x.view(-1, 1, 28, 28)
+            h = self.r1(F.relu(self.sb1(self.s1(h))))
+            h = F.max_pool2d(h, 2)
+            h = self.r2(F.relu(self.sb2(self.s2(h))))
+            h = F.max_pool2d(h, 2)
+            return self.out(h.mean(dim=(2, 3)))
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.att = nn.MultiheadAttention(64, 4, batch_first=True, kdim=64, vdim=64)
+            self.n1, self.n2 = nn.LayerNorm(64, eps=1e-5), nn.LayerNorm(64, eps=1e-5)
+            self.ff1, self.ff2 = nn.Linear(64, 128), nn.Linear(128, 64)
+
+        def forward(self, x):
+            h = self.n1(x + self.att(x, x, x, need_weights=False)[0])
+            return self.n2(h + self.ff2(F.relu(self.ff1(h))))
+
+    class Transformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Linear(49, 64)
+            self.position = nn.Parameter(torch.randn(16, 64) * 0.02)
+            self.b1, self.b2 = Encoder(), Encoder()
+            self.out = nn.Linear(64, 10)
+
+        def forward(self, x):
+            p = x.view(-1, 4, 7, 4, 7).permute(0, 1, 3, 2, 4).reshape(-1, 16, 49)
+            h = self.b2(self.b1(self.embed(p) + self.position))
+            return self.out(h.mean(dim=1))
+
+    class LSTM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(28, 64, batch_first=True)
+            self.out = nn.Linear(64, 10)
+
+        def forward(self, x):
+            y, _ = self.rnn(x.view(-1, 28, 28))
+            return self.out(y[:, -1])
+
+    model, lr = {"resnet": (ResNet, 0.002), "transformer": (Transformer, 0.001),
+                 "lstm": (LSTM, 0.002)}[a.model]
+    model = model()
+    keras_init(model)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    x_np, y_np = fmnist.load_train(a.data)
+    xt_np, yt_np = fmnist.load_train(a.data, split="test")
+    order = fmnist.batches(len(x_np), a.batch, seed=1)
+
+    def step():
+        idx = next(order)
+        xb = torch.from_numpy(fmnist.to_float(x_np[idx]))
+        yb = torch.from_numpy(y_np[idx])
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        opt.step()
+
+    model.train()
+    for _ in range(a.warmup):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(a.steps - a.warmup):
+        step()
+    dt = time.perf_counter() - t0
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, len(xt_np), 500):
+            xb = torch.from_numpy(fmnist.to_float(xt_np[i:i + 500]))
+            correct += int((model(xb).argmax(1).numpy() == yt_np[i:i + 500]).sum())
+    print(json.dumps({
+        "framework": "PyTorch " + torch.__version__,
+        "images_per_sec": (a.steps - a.warmup) * a.batch / dt,
+        "test_accuracy": correct / len(xt_np),
+        "rss_mb": fmnist.rss_mb(),
+    }))
+
+
+if __name__ == "__main__":
+    main()
