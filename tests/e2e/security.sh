@@ -19,7 +19,9 @@
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
 rm -rf "$work" && mkdir -p "$work"
-steps=6000
+# Long enough that the attacks (a minute or more on a loaded machine) end
+# before the job does: 6000 steps once finished first (CI's run was loaded).
+steps=20000
 sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
     -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/' \
     "$root/models/mlp.dtf" > "$work/sec.dtf"
