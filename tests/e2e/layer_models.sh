@@ -5,7 +5,8 @@
 # with its moving statistics), 400 steps each in one process, must lower
 # their loss by 20% and evaluate well above chance. Then 1 ps + 2 workers
 # train the transformer and the residual CNN (its moving statistics updated
-# on the ps) and every task ends with 0.
+# on the ps) and every task ends with 0. The residual CNN's checkpoint holds
+# its moving statistics and restores.
 # usage: layer_models.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -17,6 +18,20 @@ for m in transformer:0.72 lstm:0.72 resnet:0.68; do
     { tail -20 "$work/$name.log" >&2; fail "dtf-run of models/$name.dtf failed"; }
   python3 "$root/tests/e2e/check_training.py" "$work/$name.log" 400 "$floor" "$name"
 done
+
+# Checkpoints keep batch norm's moving statistics (non-trainable) and every
+# new layer's variables, and a second run restores them and goes on.
+"$bin/dtf-run" "$work/resnet.plan" --steps 100 --log-every 50 --threads 2 --model-dir "$work/ckpt" \
+  > "$work/ckpt1.log" 2>&1 || { tail -20 "$work/ckpt1.log" >&2; fail "the resnet run with --model-dir failed"; }
+for v in 'block1/bn1/moving_mean' 'block1/bn1/moving_variance' 'block1/bn1/gamma' 'stem1/conv/kernel'; do
+  grep -aq "^tensor $v " "$work/ckpt/ckpt-100.index" || fail "ckpt-100 does not hold $v: $(grep -a '^tensor' "$work/ckpt/ckpt-100.index" | head -5)"
+done
+"$bin/dtf-run" "$work/resnet.plan" --steps 150 --log-every 50 --threads 2 --model-dir "$work/ckpt" \
+  > "$work/ckpt2.log" 2>&1 || { tail -20 "$work/ckpt2.log" >&2; fail "the restored resnet run failed"; }
+grep -qx "restored checkpoint ckpt-100 from $work/ckpt; continuing at step 100" "$work/ckpt2.log" ||
+  fail "the second run did not restore ckpt-100: $(head -3 "$work/ckpt2.log")"
+grep -q '^final: steps=150 ' "$work/ckpt2.log" || fail "the restored run did not reach step 150"
+echo "   ok: ckpt-100 holds the moving statistics; restored and trained to 150"
 
 for m in transformer:200 resnet:60; do
   name=${m%:*} steps=${m#*:}
