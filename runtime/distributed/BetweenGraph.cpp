@@ -57,13 +57,7 @@ PsDriver::PsDriver(const plan::Plan &plan, const plan::Placement &placement,
 }
 
 Status PsDriver::connect() {
-  std::vector<std::shared_ptr<grpc::Channel>> channels;
-  std::vector<TaskRef> tasks;
-  for (PsLink &l : ps_) {
-    channels.push_back(l.channel);
-    tasks.push_back(l.task);
-  }
-  return links_.connect(channels, tasks);
+  return links_.connectPeers(ps_);
 }
 
 Status PsDriver::initializeOrWait(bool chief) {

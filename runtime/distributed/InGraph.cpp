@@ -54,13 +54,7 @@ InGraphDriver::InGraphDriver(PsDriver &ps, Links &links)
 }
 
 Status InGraphDriver::connect() {
-  std::vector<std::shared_ptr<grpc::Channel>> channels;
-  std::vector<TaskRef> tasks;
-  for (Remote &r : remotes_) {
-    channels.push_back(r.channel);
-    tasks.push_back(r.task);
-  }
-  return links_.connect(channels, tasks);
+  return links_.connectPeers(remotes_);
 }
 
 Status InGraphDriver::startStep(int64_t globalStep) {

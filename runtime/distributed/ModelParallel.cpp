@@ -127,11 +127,8 @@ grpc::Status StageService::transfer(const grpc::ByteBuffer &request) {
                             " bytes, more than "
                             "the message holds");
   DType dtype = DType::F32;
-  Status s = plan::toDType(w.dtype(), &dtype);
-  std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
-  const int64_t n =
-      s.isOk() ? plan::staticElements(dims, int64_t(1) << 40) : -1;
-  if (n < 0 || size_t(n) * dtypeSize(dtype) != w.size())
+  std::vector<int64_t> dims;
+  if (!declaredType(w, w.size(), &dtype, &dims))
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         links_.self() + ": transferred value '" +
                             plan::printable(w.name()) +
@@ -141,7 +138,7 @@ grpc::Status StageService::transfer(const grpc::ByteBuffer &request) {
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         links_.self() + ": out of memory for '" +
                             plan::printable(w.name()) + "'");
-  s = reader.read(t.rawData(), w.size());
+  Status s = reader.read(t.rawData(), w.size());
   if (!s.isOk())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         links_.self() + ": " + s.message());
@@ -165,14 +162,7 @@ StageLinks::StageLinks(Links &links, exec::RendezvousTable &table, int replica,
 }
 
 Status StageLinks::connect() {
-  std::vector<std::shared_ptr<grpc::Channel>> channels;
-  std::vector<TaskRef> tasks;
-  for (Peer &p : peers_)
-    if (p.channel) {
-      channels.push_back(p.channel);
-      tasks.push_back(p.task);
-    }
-  DTF_RETURN_IF_ERROR(links_.connect(channels, tasks));
+  DTF_RETURN_IF_ERROR(links_.connectPeers(peers_));
   for (Peer &p : peers_)
     if (p.stub) {
       rpc::StatusReply reply;

@@ -497,11 +497,8 @@ grpc::Status PsService::preparePush(const rpc::PushRequest &req,
                   name_ + ": a push carries '" + plan::printable(w.name()) +
                       "' twice");
     DType dtype = DType::F32;
-    Status s = plan::toDType(w.dtype(), &dtype);
-    std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
-    const int64_t n =
-        s.isOk() ? plan::staticElements(dims, int64_t(1) << 40) : -1;
-    if (n < 0 || size_t(n) * dtypeSize(dtype) != w.size())
+    std::vector<int64_t> dims;
+    if (!declaredType(w, w.size(), &dtype, &dims))
       return fail(grpc::StatusCode::INVALID_ARGUMENT,
                   name_ + ": pushed value '" + plan::printable(w.name()) +
                       "' does not fit its size");

@@ -34,14 +34,22 @@ void toWire(const std::string &name, const Tensor &t, rpc::WireTensor *out) {
   out->set_data(static_cast<const char *>(t.rawData()), t.byteSize());
 }
 
+bool declaredType(const rpc::WireTensor &w, size_t bytes, DType *dtype,
+                  std::vector<int64_t> *dims) {
+  dims->assign(w.dims().begin(), w.dims().end());
+  if (!plan::toDType(w.dtype(), dtype).isOk())
+    return false;
+  const int64_t n = plan::staticElements(*dims, int64_t(1) << 40);
+  return n >= 0 && size_t(n) * dtypeSize(*dtype) == bytes;
+}
+
 Status fromWire(const rpc::WireTensor &w, Tensor *out) {
   DType dtype = DType::F32;
   Status s = plan::toDType(w.dtype(), &dtype);
   if (!s.isOk())
     return errorStatus("tensor '", plan::printable(w.name()), "': ", s.message());
-  std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
-  int64_t n = plan::staticElements(dims, int64_t(1) << 40);
-  if (n < 0 || size_t(n) * dtypeSize(dtype) != w.data().size())
+  std::vector<int64_t> dims;
+  if (!declaredType(w, w.data().size(), &dtype, &dims))
     return errorStatus("tensor '", plan::printable(w.name()), "' of type ",
                        plan::typeString(dtype, dims), " carries ",
                        w.data().size(), " bytes");

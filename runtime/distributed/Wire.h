@@ -28,6 +28,11 @@ void toWire(const std::string &name, const Tensor &t, rpc::WireTensor *out);
 /// dtype is unknown or the byte count does not match its dims.
 Status fromWire(const rpc::WireTensor &w, Tensor *out);
 
+/// The dtype and dims `w` declares, when they are valid and hold exactly
+/// `bytes` bytes (its payload, inline or raw); false otherwise.
+bool declaredType(const rpc::WireTensor &w, size_t bytes, DType *dtype,
+                  std::vector<int64_t> *dims);
+
 /// Copies a wire tensor into `dst` in place (a variable the executor
 /// aliases); its dtype and dims must be dst's.
 Status copyFromWire(const rpc::WireTensor &w, Tensor *dst);

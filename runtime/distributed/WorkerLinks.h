@@ -79,6 +79,18 @@ public:
   /// the first that does not within the connect timeout.
   Status connect(const std::vector<std::shared_ptr<grpc::Channel>> &channels,
                  const std::vector<TaskRef> &tasks) const;
+  /// The same for peers that each have a `channel` and a `task` (those
+  /// without a channel, such as this task itself, are skipped).
+  template <typename Peers> Status connectPeers(const Peers &peers) const {
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    std::vector<TaskRef> tasks;
+    for (const auto &p : peers)
+      if (p.channel) {
+        channels.push_back(p.channel);
+        tasks.push_back(p.task);
+      }
+    return connect(channels, tasks);
+  }
 
 private:
   const TaskConfig &config_;
