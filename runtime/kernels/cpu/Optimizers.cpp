@@ -105,14 +105,14 @@ template <typename T> T *mut(KernelContext &ctx, int i) {
 // all zero. Sparse: the rows present, each once, with the rows of duplicate
 // ids summed first (in order within a pair, then pair by pair, so that the
 // sum is the one dtf.gather_grad and dtf.add would make).
-struct SparseRows {
-  std::vector<int64_t> ids;       // unique, ascending
-  std::vector<unsigned char> sum; // ids.size() rows of T
+template <typename T> struct SparseRows {
+  std::vector<int64_t> ids; // unique, ascending
+  std::vector<T> sum;       // ids.size() rows, each row's gradient summed
 };
 
 template <typename T>
 Status sumSparseRows(const KernelContext &ctx, const char *name, int first,
-                     SparseRows *out) {
+                     SparseRows<T> *out) {
   const Tensor &var = ctx.input(0);
   if (var.rank() < 1)
     return errorStatus(name, " expects a variable with rows, got ",
@@ -154,7 +154,7 @@ Status sumSparseRows(const KernelContext &ctx, const char *name, int first,
   }
   std::stable_sort(entries.begin(), entries.end(),
                    [](const Entry &x, const Entry &y) { return x.id < y.id; });
-  std::vector<T> sum, partial(size_t(width), T(0));
+  std::vector<T> &sum = out->sum, partial(size_t(width), T(0));
   for (size_t e = 0; e < entries.size();) {
     const int64_t id = entries[e].id;
     const size_t base = sum.size();
@@ -175,8 +175,6 @@ Status sumSparseRows(const KernelContext &ctx, const char *name, int first,
     }
     out->ids.push_back(id);
   }
-  out->sum.resize(sum.size() * sizeof(T));
-  std::memcpy(out->sum.data(), sum.data(), out->sum.size());
   return Status::ok();
 }
 
@@ -188,9 +186,9 @@ Status visitGradient(KernelContext &ctx, const char *name, bool sparse,
   const int64_t rows = var.rank() ? var.dim(0) : 1;
   const int64_t width = n / std::max<int64_t>(rows, 1);
   if (sparse) {
-    SparseRows present;
+    SparseRows<T> present;
     DTF_RETURN_IF_ERROR(sumSparseRows<T>(ctx, name, firstPair, &present));
-    const T *sum = reinterpret_cast<const T *>(present.sum.data());
+    const T *sum = present.sum.data();
     parallelFor(ctx.threadPool(), int64_t(present.ids.size()),
                 std::max<int64_t>(1, kCheapGrain / std::max<int64_t>(width, 1)),
                 [&](int64_t lo, int64_t hi) {
