@@ -7,6 +7,7 @@
 #include "runtime/plan/PlanTypes.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -54,6 +55,181 @@ PsDriver::PsDriver(const plan::Plan &plan, const plan::Placement &placement,
   }
   for (size_t k = 0; k < ps_.size(); ++k)
     heldBy_.push_back(plan::heldBy(plan, placement, int(k)));
+  // The tables the worker_step looks up on the ps, and who holds them.
+  for (const plan::Op &op : (reads ? *reads : plan.worker_step()).ops()) {
+    if (op.name() != "dtf.ps_gather" || !op.attrs().count("variable"))
+      continue;
+    const std::string &name = op.attrs().at("variable").s();
+    for (const plan::Variable &v : plan.variables()) {
+      if (v.name() != name || v.type().shape().dims_size() < 1)
+        continue;
+      Table t;
+      t.shards = placement.shardsOf(plan, name);
+      t.rows = v.type().shape().dims(0);
+      t.rowDims.assign(v.type().shape().dims().begin() + 1,
+                       v.type().shape().dims().end());
+      (void)plan::toDType(v.type().dtype(), &t.dtype);
+      for (const plan::PlacedShard &sh : t.shards)
+        if (sh.ps >= 0 && size_t(sh.ps) < ps_.size())
+          ps_[size_t(sh.ps)].servesLookups = true;
+      tables_[name] = std::move(t);
+    }
+  }
+}
+
+namespace {
+// The ids of a tensor of any integer type as int64.
+Status idsOf(const Tensor &ids, std::vector<int64_t> *out) {
+  const int64_t n = ids.numElements();
+  out->resize(size_t(n));
+  if (ids.dtype() == DType::I64)
+    std::memcpy(out->data(), ids.rawData(), size_t(n) * sizeof(int64_t));
+  else if (ids.dtype() == DType::I32)
+    for (int64_t i = 0; i < n; ++i)
+      (*out)[size_t(i)] = ids.data<int32_t>()[i];
+  else
+    return errorStatus("ids of type ", ids.describe(),
+                       "; an embedding takes int32 or int64 ids");
+  return Status::ok();
+}
+} // namespace
+
+Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
+                        Tensor *out) {
+  auto found = tables_.find(variable);
+  if (found == tables_.end())
+    return errorStatus("'", plan::printable(variable),
+                       "' is not a table this task looks up on the ps");
+  const Table &table = found->second;
+  std::vector<int64_t> all;
+  DTF_RETURN_IF_ERROR(idsOf(ids, &all));
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] < 0 || all[i] >= table.rows)
+      return errorStatus("id ", all[i], " at position ", i, " is outside [0, ",
+                         table.rows, ") of '", plan::printable(variable), "'");
+  std::vector<int64_t> unique = all;
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  std::vector<int64_t> dims = ids.shape();
+  dims.insert(dims.end(), table.rowDims.begin(), table.rowDims.end());
+  if (!out->defined() || out->shape() != dims || out->dtype() != table.dtype)
+    *out = Tensor::allocate(table.dtype, dims);
+  size_t rowBytes = dtypeSize(table.dtype);
+  for (int64_t d : table.rowDims)
+    rowBytes *= size_t(d);
+  std::vector<char> rows(unique.size() * rowBytes);
+  for (const plan::PlacedShard &shard : table.shards) {
+    // The unique ids are ascending: a shard's are one run of them.
+    const auto lo = std::lower_bound(unique.begin(), unique.end(),
+                                     shard.rowOffset);
+    const auto hi = std::lower_bound(lo, unique.end(),
+                                     shard.rowOffset + shard.rows);
+    if (lo == hi)
+      continue;
+    if (shard.ps < 0 || size_t(shard.ps) >= ps_.size())
+      return errorStatus("no ps holds rows ", shard.rowOffset, " to ",
+                         shard.rowOffset + shard.rows, " of '",
+                         plan::printable(variable), "'");
+    PsLink &l = ps_[size_t(shard.ps)];
+    rpc::LookupRequest req;
+    *req.mutable_caller() = links_.caller();
+    req.set_name(shard.shards > 1
+                     ? variable + "/part_" + std::to_string(shard.shard)
+                     : variable);
+    std::string *bytes = req.mutable_ids();
+    bytes->resize(size_t(hi - lo) * sizeof(int64_t));
+    int64_t *rel = reinterpret_cast<int64_t *>(bytes->data());
+    for (auto it = lo; it != hi; ++it)
+      *rel++ = *it - shard.rowOffset;
+    const size_t want = size_t(hi - lo) * rowBytes;
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, transferTimeout(want));
+    rpc::LookupReply reply;
+    grpc::Status st = l.stub->Lookup(&ctx, req, &reply);
+    if (!st.ok()) {
+      lastRecoverable_ = recoverable(st);
+      lookupFailed_ = true;
+      return rpcError("a lookup of " + req.name(), l.task, st);
+    }
+    if (reply.rows().size() != want)
+      return errorStatus(l.task.name, " answered a lookup of ", hi - lo,
+                         " rows of ", req.name(), " with ", reply.rows().size(),
+                         " bytes instead of ", want);
+    std::memcpy(rows.data() + size_t(lo - unique.begin()) * rowBytes,
+                reply.rows().data(), want);
+  }
+  char *dst = static_cast<char *>(out->rawData());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const size_t at = size_t(
+        std::lower_bound(unique.begin(), unique.end(), all[i]) -
+        unique.begin());
+    std::memcpy(dst + i * rowBytes, rows.data() + at * rowBytes, rowBytes);
+  }
+  return Status::ok();
+}
+
+bool PsDriver::dropStep(const Status &failure) {
+  if (!lookupFailed_)
+    return false;
+  lookupFailed_ = false;
+  if (!lastRecoverable_ || !recoverInPlace_)
+    return false;
+  links_.say(failure.message() + "; step dropped, going on once the ps tasks "
+                                 "are back");
+  return true;
+}
+
+Status PsDriver::sumSparse(const plan::Transfer &send, const ValueOf &value,
+                           SparseSum *out) const {
+  const std::string &key = send.key();
+  const std::string base = key.substr(0, key.rfind("/part_"));
+  const Tensor *ids = value(base);
+  const Tensor *rows = value(base + "#rows");
+  if (!ids || !rows)
+    return errorStatus("the step made no sparse gradient for '", base, "'");
+  std::vector<int64_t> all;
+  DTF_RETURN_IF_ERROR(idsOf(*ids, &all));
+  const int64_t n = int64_t(all.size());
+  if (rows->dtype() != DType::F32 && rows->dtype() != DType::F64)
+    return errorStatus("the rows of '", base, "' are ", rows->describe());
+  const int64_t width = n ? rows->numElements() / n : 0;
+  if (width * n != rows->numElements())
+    return errorStatus("the rows of '", base, "' (", rows->describe(),
+                       ") do not match its ", n, " ids");
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    order[size_t(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return all[size_t(a)] < all[size_t(b)];
+  });
+  out->ids.clear();
+  for (int64_t i : order)
+    if (out->ids.empty() || out->ids.back() != all[size_t(i)])
+      out->ids.push_back(all[size_t(i)]);
+  std::vector<int64_t> dims = {int64_t(out->ids.size())};
+  dims.insert(dims.end(), rows->shape().begin() + ids->rank(),
+              rows->shape().end());
+  out->rows = Tensor::allocate(rows->dtype(), dims);
+  auto sum = [&](auto tag) {
+    using T = decltype(tag);
+    const T *src = rows->data<T>();
+    T *dst = out->rows.data<T>();
+    std::fill(dst, dst + out->rows.numElements(), T(0));
+    int64_t u = -1, last = -1;
+    for (int64_t i : order) {
+      if (u < 0 || all[size_t(i)] != last) {
+        ++u;
+        last = all[size_t(i)];
+      }
+      for (int64_t j = 0; j < width; ++j)
+        dst[u * width + j] += src[i * width + j];
+    }
+  };
+  if (rows->dtype() == DType::F32)
+    sum(float());
+  else
+    sum(double());
+  return Status::ok();
 }
 
 Status PsDriver::connect() {
@@ -279,7 +455,10 @@ Status PsDriver::save(int64_t step) {
 
 Status PsDriver::pull(bool forEval, int64_t *globalStep) {
   for (PsLink &l : ps_) {
-    if (l.pull.empty() && !(forEval && !l.evalPull.empty()))
+    // A ps that only serves lookups is asked too: in sync mode the pull
+    // waits for the update the rows must reflect.
+    if (l.pull.empty() && !(forEval && !l.evalPull.empty()) &&
+        !l.servesLookups)
       continue;
     int64_t want = sync_ && l.pushedAt >= 0 ? l.pushedAt + 1 : 0;
     // A later stage of a model-parallel replica reads what stage 0 read.
@@ -409,6 +588,8 @@ Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
 }
 
 Status PsDriver::pushAll(const ValueOf &value) {
+  // Each sparse gradient summed per unique id once, then cut per shard.
+  std::map<std::string, SparseSum> sparse;
   for (PsLink &l : ps_) {
     if (l.keys.empty())
       continue;
@@ -418,10 +599,35 @@ Status PsDriver::pushAll(const ValueOf &value) {
     req.set_incarnation(l.incarnation);
     // Sent from the step's own outputs (or views of their rows): no copy.
     std::vector<Tensor> views;
-    views.reserve(l.keys.size());
+    views.reserve(2 * l.keys.size());
     for (const plan::Transfer &r : l.keys) {
-      // A shard's recv takes its rows of the worker's whole send.
       const std::string &key = r.key();
+      if (r.sparse()) {
+        // The shard's ids (relative to its first row) and their rows.
+        const std::string base = key.substr(0, key.rfind("/part_"));
+        auto it = sparse.find(base);
+        if (it == sparse.end()) {
+          SparseSum sum;
+          DTF_RETURN_IF_ERROR(sumSparse(r, value, &sum));
+          it = sparse.emplace(base, std::move(sum)).first;
+        }
+        const SparseSum &sum = it->second;
+        const auto lo = std::lower_bound(sum.ids.begin(), sum.ids.end(),
+                                         r.row_offset());
+        const auto hi =
+            std::lower_bound(lo, sum.ids.end(), r.row_offset() + r.rows());
+        Tensor ids = Tensor::allocate(DType::I64, {int64_t(hi - lo)});
+        int64_t *rel = ids.data<int64_t>();
+        for (auto id = lo; id != hi; ++id)
+          *rel++ = *id - r.row_offset();
+        views.push_back(std::move(ids));
+        describeTensor(key, views.back(), req.add_values());
+        views.push_back(rowsOf(sum.rows, int64_t(lo - sum.ids.begin()),
+                               int64_t(hi - lo)));
+        describeTensor(key + "#rows", views.back(), req.add_values());
+        continue;
+      }
+      // A shard's recv takes its rows of the worker's whole send.
       const std::string base =
           r.rows() > 0 ? key.substr(0, key.rfind("/part_")) : key;
       const Tensor *t = value(base);

@@ -8,6 +8,7 @@
 
 #include "runtime/distributed/WorkerLinks.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/Rendezvous.h"
 #include "runtime/train/CheckpointSchedule.h"
 #include "runtime/train/Trainer.h"
 
@@ -21,7 +22,7 @@
 namespace dtf::dist {
 
 /// Pulls and pushes for one worker (or tower).
-class PsDriver : public train::StepDriver {
+class PsDriver : public train::StepDriver, public exec::RowLookup {
 public:
   /// `reads`: the program whose variable reads each step pulls (a stage of
   /// a model-parallel replica); null: the worker_step.
@@ -97,6 +98,13 @@ public:
 
   Status beforeEval() override;
 
+  /// A dtf.ps_gather: the rows of the step's unique ids, each from the ps
+  /// that holds it (one call per shard that holds any).
+  Status lookup(const std::string &variable, const Tensor &ids,
+                Tensor *out) override;
+  /// A step whose lookup lost its ps is dropped; the next pull recovers.
+  bool dropStep(const Status &failure) override;
+
   /// Tells ps 0 this worker is done; returns how many are.
   Status done(int *workersDone);
 
@@ -119,6 +127,22 @@ private:
   std::map<std::string, int> sendIndex_;
   std::vector<int64_t> minVersions_;
   int64_t stale_ = 0;
+  // The tables looked up on the ps: their shards (ps, rows) and row shape.
+  struct Table {
+    std::vector<plan::PlacedShard> shards;
+    int64_t rows = 0;
+    std::vector<int64_t> rowDims;
+    DType dtype = DType::F32;
+  };
+  std::map<std::string, Table> tables_;
+  bool lookupFailed_ = false;
+  // A step's sparse gradient, its rows summed per unique id (ascending).
+  struct SparseSum {
+    std::vector<int64_t> ids;
+    Tensor rows;
+  };
+  Status sumSparse(const plan::Transfer &send, const ValueOf &value,
+                   SparseSum *out) const;
 };
 
 } // namespace dtf::dist

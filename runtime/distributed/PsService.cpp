@@ -85,16 +85,29 @@ Status PsService::setUp() {
         "/job:ps/replica:0/task:" + std::to_string(index_) + "/device:CPU:0";
     DTF_RETURN_IF_ERROR(exec::Executor::create(
         program, variables_, train::cpuKernelRegistry(), o, &update_));
+    auto typeOf = [&](int32_t id) {
+      plan::TensorType type;
+      for (const plan::Value &v : program.values())
+        if (v.id() == id)
+          type = v.type();
+      return type;
+    };
     for (const plan::Transfer &r : program.recvs()) {
       keys_.push_back(r.key());
       // What the update takes under the key: a push must fit it before
       // anything is allocated for it.
-      plan::TensorType type;
-      for (const plan::Value &v : program.values())
-        if (v.id() == r.value())
-          type = v.type();
-      expected_.push_back(type);
-      stepKey_.push_back(feedsGlobalStep(plan_, program, r.value()));
+      expected_.push_back(typeOf(r.value()));
+      stepKey_.push_back(!r.sparse() &&
+                         feedsGlobalStep(plan_, program, r.value()));
+      concat_.push_back(r.sparse());
+      idRows_.push_back(r.sparse() ? r.rows() : -1);
+      if (r.sparse()) { // its rows follow its ids
+        keys_.push_back(r.key() + "#rows");
+        expected_.push_back(typeOf(r.rows_value()));
+        stepKey_.push_back(false);
+        concat_.push_back(true);
+        idRows_.push_back(-1);
+      }
     }
   }
   return Status::ok();
@@ -280,6 +293,7 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
                   name_ + " does not hold variable '" + n + "'");
     describeTensor(n, *t, reply->add_values());
     payload.push_back(t);
+    payloadOut_ += t->byteSize();
   }
   emit(*reply, payload);
   return grpc::Status::OK;
@@ -529,6 +543,8 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
   const rpc::PushRequest *req = &request;
   if (auto bad = checkPushValues(values, who); !bad.ok())
     return bad;
+  for (const Tensor &v : values)
+    payloadIn_ += v.byteSize();
   std::lock_guard<std::mutex> lock(mu_);
   if (!initialized_)
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
@@ -568,7 +584,10 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
     contributors_.clear();
   } else {
     for (size_t k = 0; k < keys_.size(); ++k)
-      accumulate(sums_[k], values[k]);
+      if (concat_[k])
+        sums_[k] = concatRows(sums_[k], values[k]);
+      else
+        accumulate(sums_[k], values[k]);
   }
   contributors_.push_back(who);
   if (int64_t(contributors_.size()) < replicas_) {
@@ -666,6 +685,12 @@ std::string PsService::summary() {
          " bytes: " + std::to_string(streamedPulls_) + " pulls, " +
          std::to_string(streamedPushes_) + " pushes, " +
          std::to_string(streamedInits_) + " initializations";
+  s += "; tensor bytes received " + std::to_string(payloadIn_.load()) +
+       ", sent " + std::to_string(payloadOut_.load());
+  if (lookups_ > 0 || sparseRowsPushed_ > 0)
+    s += "; embedding rows: " + std::to_string(rowsLookedUp_.load()) +
+         " looked up in " + std::to_string(lookups_.load()) + " lookups, " +
+         std::to_string(sparseRowsPushed_.load()) + " updated";
   return s;
 }
 
@@ -723,6 +748,25 @@ grpc::Status PsService::checkPushValues(const std::vector<Tensor> &values,
                                         const std::string &who) {
   for (size_t k = 0; k < values.size() && k < keys_.size(); ++k) {
     const Tensor &t = values[k];
+    if (idRows_[k] >= 0) {
+      // A sparse gradient: ids inside this shard, one row each.
+      const Tensor &rows = values[k + 1];
+      if (t.dtype() != DType::I64 || t.rank() != 1 || rows.rank() < 1 ||
+          rows.dim(0) != t.dim(0))
+        return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                    name_ + ": the sparse gradient '" + keys_[k] + "' from " +
+                        who + " has " + rows.describe() + " for ids " +
+                        t.describe());
+      const int64_t *id = t.data<int64_t>();
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        if (id[i] < 0 || id[i] >= idRows_[k])
+          return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                      name_ + ": the sparse gradient '" + keys_[k] + "' from " +
+                          who + " has id " + std::to_string(id[i]) +
+                          ", outside [0, " + std::to_string(idRows_[k]) + ")");
+      sparseRowsPushed_ += uint64_t(t.numElements());
+      continue;
+    }
     bool bad = false;
     if (t.dtype() == DType::F32) {
       const float *a = t.data<float>();
@@ -791,6 +835,79 @@ void PsService::fillStatus(rpc::StatusReply *reply) {
   reply->set_global_step(step);
   for (const std::string &n : names_)
     reply->add_variables(n);
+  reply->set_payload_bytes_in(payloadIn_.load());
+  reply->set_payload_bytes_out(payloadOut_.load());
+  reply->set_rows_looked_up(rowsLookedUp_.load());
+  reply->set_sparse_rows_pushed(sparseRowsPushed_.load());
+}
+
+grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
+                               const rpc::LookupRequest *req,
+                               rpc::LookupReply *reply) {
+  std::string who;
+  if (auto bad = admit(*ctx, Role::kMember, "look up rows", &who); !bad.ok())
+    return bad;
+  if (auto bad = checkCaller(req->caller()); !bad.ok())
+    return bad;
+  if (req->ids().size() % sizeof(int64_t) != 0)
+    return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                name_ + ": a lookup's ids are " +
+                    std::to_string(req->ids().size()) +
+                    " bytes, not a whole number of int64s");
+  const size_t n = req->ids().size() / sizeof(int64_t);
+  std::vector<int64_t> ids(n);
+  if (n)
+    std::memcpy(ids.data(), req->ids().data(), req->ids().size());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!initialized_)
+    return fail(grpc::StatusCode::FAILED_PRECONDITION,
+                name_ + " is not initialized yet (the chief does it)");
+  const Tensor *t = variables_.find(req->name());
+  if (!t || t->rank() < 1)
+    return fail(grpc::StatusCode::NOT_FOUND,
+                name_ + " holds no table '" + plan::printable(req->name()) +
+                    "'");
+  const int64_t rows = t->dim(0);
+  const size_t rowBytes = rows ? t->byteSize() / size_t(rows) : 0;
+  // The reply is at most the table: a lookup cannot ask for more bytes
+  // than the ps holds (repeated ids are each answered, up to that bound).
+  if (n > size_t(std::max<int64_t>(rows, 1)))
+    return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                name_ + ": a lookup of " + std::to_string(n) + " ids in '" +
+                    plan::printable(req->name()) + "', which has " +
+                    std::to_string(rows) + " rows");
+  std::string *out = reply->mutable_rows();
+  out->resize(n * rowBytes);
+  const char *src = static_cast<const char *>(t->rawData());
+  for (size_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= rows)
+      return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  name_ + ": id " + std::to_string(ids[i]) + " at position " +
+                      std::to_string(i) + " is outside [0, " +
+                      std::to_string(rows) + ") of '" +
+                      plan::printable(req->name()) + "'");
+    std::memcpy(out->data() + i * rowBytes, src + size_t(ids[i]) * rowBytes,
+                rowBytes);
+  }
+  reply->set_version(version_);
+  payloadOut_ += out->size();
+  rowsLookedUp_ += n;
+  ++lookups_;
+  return grpc::Status::OK;
+}
+
+Tensor PsService::concatRows(const Tensor &a, const Tensor &b) {
+  std::vector<int64_t> dims = a.shape();
+  if (dims.empty() || a.dtype() != b.dtype() || b.rank() != a.rank())
+    return a;
+  dims[0] += b.shape()[0];
+  Tensor out = Tensor::allocate(a.dtype(), dims);
+  if (a.byteSize())
+    std::memcpy(out.rawData(), a.rawData(), a.byteSize());
+  if (b.byteSize())
+    std::memcpy(static_cast<char *>(out.rawData()) + a.byteSize(),
+                b.rawData(), b.byteSize());
+  return out;
 }
 
 void PsService::accumulate(Tensor &sum, const Tensor &t) {

@@ -88,6 +88,10 @@ public:
                           const std::vector<Tensor> *staged,
                           rpc::InitializeReply *reply, const std::string &who);
 
+  /// The rows of an embedding table (or shard) at the caller's ids.
+  grpc::Status Lookup(grpc::ServerContext *ctx, const rpc::LookupRequest *req,
+                      rpc::LookupReply *reply) override;
+
   grpc::ServerUnaryReactor *Pull(grpc::CallbackServerContext *ctx,
                                  const grpc::ByteBuffer *request,
                                  grpc::ByteBuffer *response) override;
@@ -444,6 +448,8 @@ private:
       a[i] += b[i];
   }
   static void accumulate(Tensor &sum, const Tensor &t);
+  /// Sync mode, a sparse key: the replicas' ids (or rows) one after another.
+  static Tensor concatRows(const Tensor &a, const Tensor &b);
   static void scale(Tensor &t, double f);
 
   Status apply(std::vector<Tensor> &values);
@@ -465,6 +471,10 @@ private:
   std::vector<std::string> keys_;
   std::vector<plan::TensorType> expected_; // what the update takes per key
   std::vector<bool> stepKey_; // the key feeds the global step's increment
+  // Sparse gradients: a key whose values replicas concatenate (ids, rows)
+  // rather than sum; for an ids key, the rows of the shard its ids index.
+  std::vector<bool> concat_;
+  std::vector<int64_t> idRows_;
   std::mutex logMu_;
   int64_t refusals_ = 0;
   Clock::time_point lastRefusalLog_{};
@@ -488,6 +498,10 @@ private:
   std::vector<std::string> contributors_;
   int64_t stale_ = 0;
   std::atomic<int64_t> streamedPulls_{0}, streamedPushes_{0}, streamedInits_{0};
+  // Tensor bytes taken by pushes and given by pulls and lookups; embedding
+  // rows served and pushed (GetStatus, and the summary at exit).
+  std::atomic<uint64_t> payloadIn_{0}, payloadOut_{0}, rowsLookedUp_{0},
+      sparseRowsPushed_{0}, lookups_{0};
   std::set<std::string> done_;
   bool shutdown_ = false;
   std::string shutdownReason_;

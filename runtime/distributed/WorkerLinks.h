@@ -40,6 +40,7 @@ struct PsLink {
   std::vector<plan::HeldTensor> pull;     // pulled from it each step
   std::vector<plan::HeldTensor> evalPull; // and before an evaluation
   std::vector<plan::Transfer> keys;       // the sends it takes
+  bool servesLookups = false;             // holds rows a dtf.ps_gather reads
   int64_t pulledVersion = 0;
   int64_t pushedAt = -1;    // sync: the version the last accepted push was for
   int64_t incarnation = -1; // of the ps state the pulled values belong to

@@ -57,6 +57,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   }
   std::unique_ptr<InGraphDriver> client;
   options.driver = &ps;
+  options.rowLookup = &ps;
   // Stage 0 of a model-parallel replica: serves the transfers sent to it,
   // and starts each step on the other stages.
   exec::RendezvousTable table;

@@ -16,7 +16,7 @@
 
 namespace dtf::exec {
 
-enum class NodeKind : uint8_t { kAssignAdd, kKernel, kSend, kRecv };
+enum class NodeKind : uint8_t { kAssignAdd, kKernel, kSend, kRecv, kLookup };
 
 struct Executor::Node {
   NodeKind kind = NodeKind::kKernel;
@@ -350,6 +350,29 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
         node.outputsBase = node.ctx->outputs().data();
       }
       hasRecv_ |= !send;
+      nodes_.push_back(std::move(node));
+      continue;
+    }
+
+    if (op.name() == "dtf.ps_gather") {
+      auto variable = op.attrs().find("variable");
+      if (variable == op.attrs().end() || op.inputs_size() != 1 ||
+          op.outputs_size() != 1)
+        return fail("a dtf.ps_gather takes a variable, one input (the ids) "
+                    "and one result");
+      if (!options_.rowLookup)
+        return fail("this program looks up rows of '",
+                    plan::printable(variable->second.s()),
+                    "' on its ps; it runs only in a between-graph cluster");
+      node.kind = NodeKind::kLookup;
+      node.key = variable->second.s();
+      node.ctx = std::make_unique<KernelContext>();
+      node.ctx->setOpName(op.name());
+      node.ctx->setInputs({slots_[index.at(op.inputs(0))]});
+      node.ctx->outputs().reserve(1 + kSpareOutputs);
+      node.ctx->setNumOutputs(1);
+      slots_[node.outputs[0]] = &node.ctx->outputs()[0];
+      node.outputsBase = node.ctx->outputs().data();
       nodes_.push_back(std::move(node));
       continue;
     }
@@ -812,6 +835,13 @@ Status Executor::runNode(Node &node, uint64_t step) {
                          plan::typeString(valueDTypes_[v], valueDims_[v]),
                          " (do both tasks run the same plan.bin?)");
     return Status::ok();
+  }
+  if (node.kind == NodeKind::kLookup) {
+    Status s = options_.rowLookup->lookup(node.key, node.ctx->input(0),
+                                          &node.ctx->outputs()[0]);
+    if (!s.isOk())
+      return errorStatus(node.where, ": ", s.message());
+    return checkOutputs(node);
   }
   KernelContext &ctx = *node.ctx;
   ctx.setStep(step, options_.seed);

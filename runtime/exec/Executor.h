@@ -26,6 +26,7 @@ class ThreadPool;
 namespace dtf::exec {
 
 class Rendezvous;
+class RowLookup;
 
 /// The one device of a single-machine dtf-run process, as
 /// log_device_placement names it (TensorFlow's spelling).
@@ -67,6 +68,10 @@ struct ExecutorOptions {
   /// fails to load without one. Such a program runs in program order, which
   /// is what keeps the stages from deadlocking (plan::stageProgramFor).
   Rendezvous *rendezvous = nullptr;
+  /// Where the program's dtf.ps_gather ops get their rows (between-graph
+  /// training with tables looked up on the ps); a program with such ops
+  /// fails to load without one.
+  RowLookup *rowLookup = nullptr;
 };
 
 /// Copies the plan's SessionOptions placement flags (soft_placement,

@@ -30,6 +30,17 @@ public:
                       Tensor *out) = 0;
 };
 
+/// Where a dtf.ps_gather (an embedding table looked up on its ps, see
+/// plan::partitionTrainStep) gets its rows: lookup() fills `out` with the
+/// rows of `variable` at `ids` (any integer tensor; out: ids' shape, then a
+/// row's), asking only for the unique ids.
+class RowLookup {
+public:
+  virtual ~RowLookup() = default;
+  virtual Status lookup(const std::string &variable, const Tensor &ids,
+                        Tensor *out) = 0;
+};
+
 /// The tensors that arrived for this stage, by key and step: a thread-safe
 /// mailbox. put() from the sender (an RPC handler, or another thread),
 /// take() from the recv.

@@ -68,7 +68,8 @@ const SparseForm *sparseForm(const std::string &name) {
 // dtf.gather_grad of its pairs (summed), and on the ps the dense update,
 // told with `lazy` to leave the rows whose gradient is all zero untouched,
 // so that the slots of absent rows do not decay there either.
-Status densifySparseUpdates(Program *train) {
+Status densifySparseUpdates(Program *train,
+                             const std::map<int32_t, std::string> &remote) {
   int32_t nextId = 0;
   std::unordered_map<int32_t, int> valueIndex;
   for (int v = 0; v < train->values_size(); ++v) {
@@ -79,7 +80,7 @@ Status densifySparseUpdates(Program *train) {
   for (int i = 0; i < train->ops_size(); ++i) {
     const Op &op = train->ops(i);
     const SparseForm *form = sparseForm(op.name());
-    if (!form) {
+    if (!form || (op.inputs_size() > 0 && remote.count(op.inputs(0)))) {
       *ops.Add() = op;
       continue;
     }
@@ -140,6 +141,50 @@ Status densifySparseUpdates(Program *train) {
   return Status::ok();
 }
 
+// The embedding tables of a between-graph step that a worker looks up on
+// the ps: a variable read whose every use is the table operand of a
+// dtf.gather or the variable of a sparse update (and which no fetch takes).
+// Read value id -> variable.
+std::map<int32_t, std::string> remoteTables(const Program &train) {
+  std::map<int32_t, std::vector<std::pair<const Op *, int>>> uses;
+  for (const Op &op : train.ops())
+    for (int k = 0; k < op.inputs_size(); ++k)
+      uses[op.inputs(k)].push_back({&op, k});
+  std::set<int32_t> fetched;
+  for (const Fetch &f : train.fetches())
+    fetched.insert(f.value());
+  // Per variable (it may be read more than once): its reads, and whether
+  // every use qualifies.
+  struct Uses {
+    std::vector<int32_t> reads;
+    bool onlyRows = true, sparseUpdate = false, gathered = false;
+  };
+  std::map<std::string, Uses> byName;
+  for (const Op &op : train.ops()) {
+    if (op.name() != "dtf.read_variable" || op.outputs_size() != 1 ||
+        !op.attrs().count("name"))
+      continue;
+    Uses &u = byName[op.attrs().at("name").s()];
+    u.reads.push_back(op.outputs(0));
+    if (fetched.count(op.outputs(0)))
+      u.onlyRows = false;
+    for (const auto &[user, k] : uses[op.outputs(0)]) {
+      if (user->name() == "dtf.gather" && k == 0 && user->inputs_size() == 2)
+        u.gathered = true;
+      else if (sparseForm(user->name()) && k == 0)
+        u.sparseUpdate = true;
+      else
+        u.onlyRows = false;
+    }
+  }
+  std::map<int32_t, std::string> out;
+  for (const auto &[name, u] : byName)
+    if (u.onlyRows && u.sparseUpdate && u.gathered)
+      for (int32_t read : u.reads)
+        out[read] = name;
+  return out;
+}
+
 } // namespace
 
 int localOperands(const Op &op) {
@@ -163,9 +208,25 @@ std::string updatedVariable(const Program &program, int opIndex) {
   return "";
 }
 
-Status partitionTrainStep(Plan *plan) {
+Status partitionTrainStep(Plan *plan, bool remoteLookups) {
   Program train = plan->train_step();
-  DTF_RETURN_IF_ERROR(densifySparseUpdates(&train));
+  const std::map<int32_t, std::string> remote =
+      remoteLookups ? remoteTables(train) : std::map<int32_t, std::string>();
+  DTF_RETURN_IF_ERROR(densifySparseUpdates(&train, remote));
+  // A gather of a table looked up on the ps: the worker asks the ps for the
+  // rows of its ids (dtf.ps_gather) and never reads the table itself.
+  for (Op &op : *train.mutable_ops()) {
+    if (op.name() != "dtf.gather" || op.inputs_size() != 2)
+      continue;
+    auto table = remote.find(op.inputs(0));
+    if (table == remote.end())
+      continue;
+    op.set_name("dtf.ps_gather");
+    const int32_t ids = op.inputs(1);
+    op.clear_inputs();
+    op.add_inputs(ids);
+    (*op.mutable_attrs())["variable"].set_s(table->second);
+  }
   const int numOps = train.ops_size();
   std::unordered_map<int32_t, int> definedBy;
   for (int i = 0; i < numOps; ++i)
@@ -197,6 +258,20 @@ Status partitionTrainStep(Plan *plan) {
     if (declared.insert(id).second)
       *p.add_values() = *valueById.at(id);
   };
+  // A sparse gradient's ids and rows as the ps receives them: int64 ids
+  // (relative to its shard) and their rows, as many as the step's unique ids.
+  auto declareSparse = [&](int32_t id, bool ids, const TensorType &var) {
+    if (!psValues.insert(id).second)
+      return;
+    Value *v = ps.add_values();
+    v->set_id(id);
+    v->mutable_type()->set_dtype(ids ? I64 : var.dtype());
+    Shape *shape = v->mutable_type()->mutable_shape();
+    shape->add_dims(-1);
+    if (!ids)
+      for (int d = 1; d < var.shape().dims_size(); ++d)
+        shape->add_dims(var.shape().dims(d));
+  };
 
   for (int i = 0; i < numOps; ++i) {
     const Op &op = train.ops(i);
@@ -224,8 +299,29 @@ Status partitionTrainStep(Plan *plan) {
       return errorStatus("train_step: ", describeOp(train, i),
                          " updates a value that is not a variable read");
     const int local = localOperands(op);
+    const SparseForm *form = sparseForm(op.name());
     for (int k = 0; k < op.inputs_size(); ++k) {
       const int32_t in = op.inputs(k);
+      if (form && k >= form->fixed && k + 1 < op.inputs_size()) {
+        // An (ids, rows) pair of a table looked up on the ps.
+        Transfer send;
+        send.set_key(variable + ":grad:" +
+                     std::to_string((k - form->fixed) / 2));
+        send.set_value(in);
+        send.set_rows_value(op.inputs(k + 1));
+        send.set_sparse(true);
+        send.set_to("ps");
+        send.set_variable(variable);
+        *worker.add_sends() = send;
+        const TensorType &varType = valueById.at(op.inputs(0))->type();
+        declareSparse(in, true, varType);
+        declareSparse(op.inputs(k + 1), false, varType);
+        Transfer recv = send;
+        recv.clear_to();
+        *ps.add_recvs() = recv;
+        ++k;
+        continue;
+      }
       if (k < local) {
         auto it = definedBy.find(in);
         if (it == definedBy.end() ||
@@ -504,6 +600,49 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
           continue;
         }
         auto r = recvOf.find(in);
+        if (r != recvOf.end() && r->second->sparse() &&
+            k + 1 < op.inputs_size()) {
+          // A sparse gradient: this shard's ids (relative to its first
+          // row) and their rows, fed under the key and key#rows.
+          const Transfer &sent = *r->second;
+          int32_t ids = in, rows = sent.rows_value();
+          if (!valueById.count(rows))
+            return errorStatus("ps_update: ", describeOp(all, i),
+                               " takes rows (value ", rows,
+                               ") that the program does not declare");
+          Transfer recv = sent;
+          if (part) {
+            Value v = *valueById.at(in);
+            v.set_id(nextId++);
+            declare(v);
+            ids = v.id();
+            v = *valueById.at(rows);
+            v.set_id(nextId++);
+            declare(v);
+            rows = v.id();
+            recv.set_key(sent.key() + suffix);
+            recv.set_value(ids);
+            recv.set_rows_value(rows);
+          } else {
+            declare(*valueById.at(ids));
+            declare(*valueById.at(rows));
+          }
+          recv.set_row_offset(shard.rowOffset);
+          recv.set_rows(shard.rows);
+          if (recvKeys.insert(recv.key()).second) {
+            *p.add_recvs() = recv;
+            Feed *f = p.add_feeds();
+            f->set_name(recv.key());
+            f->set_value(ids);
+            f = p.add_feeds();
+            f->set_name(recv.key() + "#rows");
+            f->set_value(rows);
+          }
+          copy.add_inputs(ids);
+          copy.add_inputs(rows);
+          ++k;
+          continue;
+        }
         if (r == recvOf.end()) {
           copy.add_inputs(in);
           continue;

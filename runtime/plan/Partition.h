@@ -22,7 +22,17 @@ namespace dtf::plan {
 /// everything else stays on the worker, which sends each other operand of an
 /// update under a rendezvous key. A value several updates take (a learning
 /// rate) is sent once.
-Status partitionTrainStep(Plan *plan);
+///
+/// With `remoteLookups` (between-graph training), an embedding table whose
+/// every use is a dtf.gather of its rows and a sparse update is looked up on
+/// its ps instead: the worker_step's gathers become dtf.ps_gather (attribute
+/// `variable`; the worker fetches the rows of the step's unique ids from the
+/// shards that hold them), the worker never reads the table, and each
+/// (ids, rows) pair of the sparse update is one sparse Transfer
+/// ("emb:grad:0", rows_value) that the ps's dtf.sparse_apply_* takes as it
+/// is. Without it (dtfc's plans; in-graph and model-parallel training) sparse
+/// updates become dense ones, as documented at densifySparseUpdates.
+Status partitionTrainStep(Plan *plan, bool remoteLookups = false);
 
 /// The leading inputs of an update op that live on its ps (the variable, its
 /// slots; a moving average's variable): updatedOperands plus one for

@@ -324,6 +324,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     o.seed = seed;
     o.programName = name;
     o.rendezvous = options_.rendezvous;
+    o.rowLookup = options_.rowLookup;
     o.profile = options_.profile && std::string(name) != "eval";
     Status st = exec::Executor::create(program, variables_, kernels, o, out);
     if (!st.isOk())
@@ -347,6 +348,11 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
       plan::Fetch *f = worker.add_fetches();
       f->set_name(send.key());
       f->set_value(send.value());
+      if (send.sparse()) { // its ids, then its rows
+        f = worker.add_fetches();
+        f->set_name(send.key() + "#rows");
+        f->set_value(send.rows_value());
+      }
     }
     DTF_RETURN_IF_ERROR(build(worker, "worker_step", &train_));
   } else {

@@ -116,6 +116,9 @@ struct TrainOptions {
   /// dtf.recv ops meet the other stages.
   const plan::Program *workerProgram = nullptr;
   exec::Rendezvous *rendezvous = nullptr;
+  /// Where the worker_step's dtf.ps_gather ops get their rows (the ps
+  /// driver, between-graph).
+  exec::RowLookup *rowLookup = nullptr;
   /// Examples per step instead of the plan's batch (an in-graph tower's
   /// share); 0: the plan's.
   int64_t batch = 0;

@@ -78,7 +78,7 @@ waitForNames(const std::vector<std::pair<std::string, std::string>> &tasks,
 using dtf::cluster::ClusterSpec;
 using dtf::cluster::TaskId;
 
-int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
+int runTask(const std::string &planPath, const dtf::plan::Plan &compiled,
             const dtf::cluster::RunChoice &choice,
             const dtf::train::TrainOptions &options,
             const DistributedFlags &flags, const std::atomic<bool> *stop) {
@@ -89,6 +89,25 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
                  message.c_str());
     return 2;
   };
+  // Between-graph training looks its embedding tables up on the ps (only
+  // the rows of a step's ids travel; plan::partitionTrainStep): every task
+  // cuts the train_step again the same way. In-graph and model-parallel
+  // training keep dtfc's cut, which sends dense gradients.
+  // DTF_EMBEDDING_LOOKUPS=pull keeps the dense cut (for comparisons).
+  dtf::plan::Plan plan = compiled;
+  const char *lookups = std::getenv("DTF_EMBEDDING_LOOKUPS");
+  if (lookups && std::string(lookups) != "ps" && std::string(lookups) != "pull")
+    return usage(std::string("DTF_EMBEDDING_LOOKUPS is ps (the default: an "
+                             "embedding table's rows are looked up on its ps) "
+                             "or pull (every step pulls whole tables), not '") +
+                 lookups + "'");
+  if ((!lookups || std::string(lookups) == "ps") &&
+      plan.training().replication() != "in_graph" &&
+      dtf::plan::replicaSpan(plan) == 1 && plan.worker_step().ops_size() > 0) {
+    dtf::Status cut = dtf::plan::partitionTrainStep(&plan, true);
+    if (!cut.isOk())
+      return usage(planPath + ": " + cut.message());
+  }
   if (plan.worker_step().ops_size() == 0)
     return usage(planPath + " has no worker_step (plan format " +
                  std::to_string(plan.format_version()) +
