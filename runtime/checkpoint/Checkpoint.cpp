@@ -1136,6 +1136,30 @@ Status CheckpointReader::readInto(const std::string &name, Tensor *dst) const {
                              static_cast<char *>(dst->rawData()));
 }
 
+Status CheckpointReader::readRowsInto(const std::string &name, int64_t begin,
+                                      Tensor *dst) const {
+  Status s;
+  const Entry *e = impl_->entry(name, &s);
+  if (!e)
+    return s;
+  const TensorInfo &info = e->info;
+  std::vector<int64_t> shape = info.shape;
+  const int64_t rows = dst->defined() ? (dst->rank() ? dst->dim(0) : 1) : 0;
+  if (!shape.empty())
+    shape[0] = rows;
+  if (!dst->defined() || dst->dtype() != info.dtype ||
+      dst->shape() != shape || begin < 0 ||
+      begin + rows > rowsOf(info.shape))
+    return errorStatus("checkpoint ", checkpointName(impl_->step), " in ",
+                       impl_->dir, ": tensor '", name, "' is ",
+                       dtypeName(info.dtype), shapeString(info.shape),
+                       "; it has no rows ", begin, "..", begin + rows,
+                       " of the model's ",
+                       dst->defined() ? dst->describe() : "undefined");
+  return impl_->readRowsInto(*e, begin, begin + rows,
+                             static_cast<char *>(dst->rawData()));
+}
+
 Status readCheckpoint(const std::string &dir, int64_t step,
                       std::map<std::string, Tensor> *out) {
   std::unique_ptr<CheckpointReader> reader;

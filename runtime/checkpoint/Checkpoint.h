@@ -131,6 +131,11 @@ public:
   /// As read(), into `dst`, which must have the variable's dtype and shape
   /// (a variable restored in place, whose buffer an executor points to).
   Status readInto(const std::string &name, Tensor *dst) const;
+  /// Rows [begin, begin + dst's rows) of `name`, straight into `dst` (of the
+  /// tensor's type, with that many rows): a ps restores its shard of a large
+  /// table without a second copy.
+  Status readRowsInto(const std::string &name, int64_t begin,
+                      Tensor *dst) const;
 
   struct Impl;
 

@@ -317,7 +317,22 @@ Status PsDriver::restoreAll(bool force) {
     *req.mutable_caller() = links_.caller();
     req.set_force(force);
     std::vector<Tensor> values;
-    if (reader) {
+    // A ps whose share is large reads it from the checkpoint itself (its
+    // --model-dir is this one, which every task sees), straight into its
+    // variables: neither this task nor the ps holds a second copy.
+    uint64_t share = 0;
+    if (reader)
+      for (const plan::HeldTensor &h : heldBy_[k])
+        if (const checkpoint::TensorInfo *info = reader->find(h.variable)) {
+          uint64_t n = dtypeSize(info->dtype) * uint64_t(h.rows);
+          for (size_t d = 1; d < info->shape.size(); ++d)
+            n *= uint64_t(info->shape[d]);
+          share += n;
+        }
+    if (reader && share >= kRestoreOnPsBytes) {
+      req.set_restore(true);
+      req.set_restore_step(step);
+    } else if (reader) {
       for (const plan::HeldTensor &h : heldBy_[k]) {
         if (!reader->find(h.variable))
           return errorStatus(

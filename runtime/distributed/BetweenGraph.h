@@ -21,6 +21,11 @@
 
 namespace dtf::dist {
 
+/// A ps whose share of a checkpoint is at least this large restores it by
+/// reading the checkpoint itself (InitializeRequest.restore) rather than
+/// receiving it from the chief.
+inline constexpr uint64_t kRestoreOnPsBytes = uint64_t(64) << 20;
+
 /// Pulls and pushes for one worker (or tower).
 class PsDriver : public train::StepDriver, public exec::RowLookup {
 public:

@@ -37,39 +37,15 @@ PsService::PsService(const plan::Plan &plan, const plan::Placement &placement,
 
 Status PsService::setUp() {
   parker_ = std::thread([this] { parkLoop(); });
-  // This ps's variables (or shards), initialized from the plan: the whole
-  // variable is initialized as on one machine, then its rows cut out, so
-  // that any placement starts from the same values. The chief may replace
-  // them with a checkpoint's in Initialize.
+  // This ps's variables (or shards), initialized from the plan: each shard
+  // holds the rows the whole variable would have on one machine (so that
+  // any placement starts from the same values), made without the whole in
+  // memory. The chief may replace them with a checkpoint's in Initialize.
   held_ = plan::heldBy(plan_, placement_, index_);
-  plan::Plan mine = plan_;
-  mine.clear_variables();
-  for (const plan::Variable &v : plan_.variables())
-    for (const plan::HeldTensor &h : held_)
-      if (h.variable == v.name()) {
-        *mine.add_variables() = v;
-        break;
-      }
-  exec::VariableStore whole;
-  DTF_RETURN_IF_ERROR(train::initializeVariables(
-      mine, uint64_t(plan_.training().seed()), &whole));
   for (const plan::HeldTensor &h : held_) {
-    const Tensor *t = whole.find(h.variable);
-    std::vector<int64_t> dims = t->shape();
-    if (h.partitioned)
-      dims[0] = h.rows;
-    Tensor part = Tensor::allocate(t->dtype(), dims);
-    const size_t rowBytes = t->shape().empty() || t->shape()[0] == 0
-                                ? t->byteSize()
-                                : t->byteSize() / size_t(t->shape()[0]);
-    std::memcpy(part.rawData(),
-                static_cast<const char *>(t->rawData()) +
-                    size_t(h.rowOffset) * rowBytes,
-                part.byteSize());
-    Tensor copy = Tensor::allocate(part.dtype(), part.shape());
-    std::memcpy(copy.rawData(), part.rawData(), part.byteSize());
+    Tensor part;
+    DTF_RETURN_IF_ERROR(initialShard(h, &part));
     DTF_RETURN_IF_ERROR(variables_.add(h.name, std::move(part)));
-    DTF_RETURN_IF_ERROR(initial_.add(h.name, std::move(copy)));
     names_.push_back(h.name);
     if (h.variable == "global_step")
       holdsStep_ = true;
@@ -113,6 +89,56 @@ Status PsService::setUp() {
   return Status::ok();
 }
 
+grpc::Status PsService::restoreInPlace(int64_t step) {
+  if (config_.modelDir.empty())
+    return fail(grpc::StatusCode::FAILED_PRECONDITION,
+                name_ + " was started without --model-dir: it cannot read "
+                        "a checkpoint itself");
+  std::unique_ptr<checkpoint::CheckpointReader> reader;
+  Status s = checkpoint::CheckpointReader::open(config_.modelDir, step, &reader);
+  // Everything is checked before any variable changes.
+  for (const plan::HeldTensor &h : held_) {
+    if (!s.isOk())
+      break;
+    const checkpoint::TensorInfo *info = reader->find(h.variable);
+    const Tensor *t = variables_.find(h.name);
+    if (!info || !t || info->shape != h.fullDims || info->dtype != t->dtype())
+      s = errorStatus("checkpoint ", checkpoint::checkpointName(step),
+                      " has no variable '", h.variable, "' of ",
+                      t ? dtypeName(t->dtype()) : "its", " ",
+                      shapeString(h.fullDims));
+  }
+  if (!s.isOk())
+    return fail(grpc::StatusCode::FAILED_PRECONDITION,
+                name_ + ": " + s.message() + " (nothing changed)");
+  for (const plan::HeldTensor &h : held_) {
+    s = reader->readRowsInto(h.variable, h.rowOffset, variables_.find(h.name));
+    if (!s.isOk()) {
+      // Half restored: not usable until the chief initializes it again.
+      initialized_ = false;
+      return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
+    }
+  }
+  return grpc::Status::OK;
+}
+
+Status PsService::initialShard(const plan::HeldTensor &h, Tensor *out) const {
+  // A moving average starts at its variable's first value.
+  const plan::Variable *var = nullptr;
+  for (const plan::Variable &v : plan_.variables())
+    if (v.name() == h.variable)
+      var = &v;
+  if (var && var->role() == "moving_average" && !var->slot_of().empty())
+    for (const plan::Variable &v : plan_.variables())
+      if (v.name() == var->slot_of())
+        var = &v;
+  if (!var)
+    return errorStatus("the plan does not declare '",
+                       plan::printable(h.variable), "'");
+  return train::initializeRows(*var, uint64_t(plan_.training().seed()),
+                               h.rowOffset, h.partitioned ? h.rows : -1, out);
+}
+
 grpc::Status PsService::GetStatus(grpc::ServerContext *ctx,
                                   const rpc::StatusRequest *,
                                   rpc::StatusReply *reply) {
@@ -141,7 +167,8 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
                                    rpc::InitializeReply *reply,
                                    const std::string &who) {
   const rpc::InitializeRequest *req = &request;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  waitWhileSaving(lock); // a checkpoint reads the variables in place
   if (initialized_ && !req->force()) {
     reply->set_already(true);
     reply->set_incarnation(incarnation_);
@@ -165,11 +192,21 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
                   "variable '" + plan::printable(w.name()) + "' does not fit " +
                       t->describe() + " on " + name_ + " (nothing changed)");
   }
-  if (req->values_size() == 0 && initialized_) {
-    // Back to the plan's initializers (no checkpoint yet).
-    for (const std::string &n : names_)
-      if (const Tensor *t = initial_.find(n))
-        std::memcpy(variables_.find(n)->rawData(), t->rawData(), t->byteSize());
+  if (req->restore()) {
+    if (auto bad = restoreInPlace(req->restore_step()); !bad.ok())
+      return bad;
+  } else if (req->values_size() == 0 && initialized_) {
+    // Back to the plan's initializers (no checkpoint yet), made again.
+    for (const plan::HeldTensor &h : held_) {
+      Tensor t;
+      Status made = initialShard(h, &t);
+      Tensor *v = variables_.find(h.name);
+      if (!made.isOk() || !v || v->byteSize() != t.byteSize())
+        return fail(grpc::StatusCode::INTERNAL,
+                    name_ + ": cannot reset '" + h.name + "': " +
+                        made.message());
+      std::memcpy(v->rawData(), t.rawData(), t.byteSize());
+    }
   }
   for (int i = 0; i < req->values_size(); ++i) {
     const rpc::WireTensor &w = req->values(i);
@@ -193,7 +230,10 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   reply->set_incarnation(incarnation_);
   log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
       who +
-      (req->values_size()
+      (req->restore() ? " from checkpoint " +
+                            checkpoint::checkpointName(req->restore_step()) +
+                            ", read by this ps from " + config_.modelDir
+       : req->values_size()
            ? " from a checkpoint at step " + std::to_string(req->version())
            : std::string(" (the plan's initializers)")));
   cv_.notify_all();
@@ -545,7 +585,8 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
     return bad;
   for (const Tensor &v : values)
     payloadIn_ += v.byteSize();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  waitWhileSaving(lock); // a checkpoint reads the variables in place
   if (!initialized_)
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
                 name_ + " is not initialized yet");
@@ -619,23 +660,25 @@ grpc::Status PsService::Save(grpc::ServerContext *ctx,
     return bad;
   if (auto bad = checkSaveDir(req->dir()); !bad.ok())
     return bad;
-  // The variables as they are between two updates, copied under the lock
-  // and written after it, so that pulls and pushes go on meanwhile.
-  std::vector<Tensor> copies;
+  // The variables as they are between two updates, written from where
+  // they are (no second copy of a large table): updates and restores wait
+  // until the shard is written, pulls and lookups (which only read) go on.
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const plan::HeldTensor &h : held_) {
-      const Tensor &t = *variables_.find(h.name);
-      copies.push_back(Tensor::allocate(t.dtype(), t.shape()));
-      std::memcpy(copies.back().rawData(), t.rawData(), t.byteSize());
-    }
+    std::unique_lock<std::mutex> lock(mu_);
+    waitWhileSaving(lock); // one checkpoint at a time
+    saving_ = true;
   }
   std::vector<checkpoint::SavedTensor> tensors;
-  for (size_t i = 0; i < held_.size(); ++i)
+  for (const plan::HeldTensor &h : held_)
     tensors.push_back(
-        {held_[i].variable, held_[i].fullDims, held_[i].rowOffset, &copies[i]});
+        {h.variable, h.fullDims, h.rowOffset, variables_.find(h.name)});
   Status s = checkpoint::writeShard(req->dir(), req->step(), req->shard(),
                                     req->num_shards(), tensors);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    saving_ = false;
+  }
+  cv_.notify_all();
   if (!s.isOk())
     return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
   reply->set_tensors(int64_t(tensors.size()));

@@ -88,6 +88,13 @@ public:
                           const std::vector<Tensor> *staged,
                           rpc::InitializeReply *reply, const std::string &who);
 
+  /// The plan's initial value of a tensor this ps holds (rows of a shard
+  /// made without the whole variable).
+  Status initialShard(const plan::HeldTensor &h, Tensor *out) const;
+  /// Initialize(restore): every tensor this ps holds read from checkpoint
+  /// `step` in its --model-dir, straight into its variables (mu_ held).
+  grpc::Status restoreInPlace(int64_t step);
+
   /// The rows of an embedding table (or shard) at the caller's ids.
   grpc::Status Lookup(grpc::ServerContext *ctx, const rpc::LookupRequest *req,
                       rpc::LookupReply *reply) override;
@@ -483,6 +490,12 @@ private:
   std::condition_variable cv_;
   size_t span_ = 1; // workers per replica: only each replica's first pushes
   exec::VariableStore variables_;
+  // A checkpoint is being written from the variables themselves: nothing
+  // may change them until it is done.
+  bool saving_ = false;
+  void waitWhileSaving(std::unique_lock<std::mutex> &lock) {
+    cv_.wait(lock, [this] { return !saving_; });
+  }
   std::unique_ptr<exec::Executor> update_;
   bool initialized_ = false;
   // Unique per process: a restarted ps never reuses an incarnation its
@@ -493,7 +506,6 @@ private:
                   .count()) &
       ((int64_t(1) << 52) - 1);
   int64_t version_ = 0;
-  exec::VariableStore initial_; // the initializers' values, for a reset
   std::vector<Tensor> sums_;
   std::vector<std::string> contributors_;
   int64_t stale_ = 0;

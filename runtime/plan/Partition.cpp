@@ -185,6 +185,62 @@ std::map<int32_t, std::string> remoteTables(const Program &train) {
   return out;
 }
 
+// The gathers of `program` whose table is a read of one of `remote`'s
+// variables become dtf.ps_gather, for each variable that the program only
+// gathers (and updates sparsely).
+void lookUpRowsOnPs(Program *program,
+                    const std::map<int32_t, std::string> &remote) {
+  std::set<std::string> tables;
+  for (const auto &entry : remote)
+    tables.insert(entry.second);
+  std::map<int32_t, std::string> reads;
+  for (const Op &op : program->ops())
+    if (op.name() == "dtf.read_variable" && op.outputs_size() == 1 &&
+        op.attrs().count("name") && tables.count(op.attrs().at("name").s()))
+      reads[op.outputs(0)] = op.attrs().at("name").s();
+  for (const Fetch &f : program->fetches())
+    if (auto it = reads.find(f.value()); it != reads.end())
+      tables.erase(it->second);
+  for (const Op &op : program->ops())
+    for (int k = 0; k < op.inputs_size(); ++k)
+      if (auto it = reads.find(op.inputs(k)); it != reads.end())
+        if ((op.name() != "dtf.gather" || op.inputs_size() != 2 || k != 0) &&
+            !(sparseForm(op.name()) && k == 0))
+          tables.erase(it->second);
+  for (Op &op : *program->mutable_ops()) {
+    if (op.name() != "dtf.gather" || op.inputs_size() != 2)
+      continue;
+    auto table = reads.find(op.inputs(0));
+    if (table == reads.end() || !tables.count(table->second))
+      continue;
+    op.set_name("dtf.ps_gather");
+    const int32_t ids = op.inputs(1);
+    op.clear_inputs();
+    op.add_inputs(ids);
+    (*op.mutable_attrs())["variable"].set_s(table->second);
+  }
+  // The reads of those tables that nothing else takes (a sparse update's
+  // stays) are gone with their values: no task reads the table whole.
+  std::set<int32_t> used;
+  for (const Op &op : program->ops())
+    used.insert(op.inputs().begin(), op.inputs().end());
+  std::set<int32_t> dead;
+  for (const auto &[value, name] : reads)
+    if (tables.count(name) && !used.count(value))
+      dead.insert(value);
+  google::protobuf::RepeatedPtrField<Op> ops;
+  for (const Op &op : program->ops())
+    if (!(op.name() == "dtf.read_variable" && op.outputs_size() == 1 &&
+          dead.count(op.outputs(0))))
+      *ops.Add() = op;
+  *program->mutable_ops() = std::move(ops);
+  google::protobuf::RepeatedPtrField<Value> values;
+  for (const Value &v : program->values())
+    if (!dead.count(v.id()))
+      *values.Add() = v;
+  *program->mutable_values() = std::move(values);
+}
+
 } // namespace
 
 int localOperands(const Op &op) {
@@ -215,18 +271,8 @@ Status partitionTrainStep(Plan *plan, bool remoteLookups) {
   DTF_RETURN_IF_ERROR(densifySparseUpdates(&train, remote));
   // A gather of a table looked up on the ps: the worker asks the ps for the
   // rows of its ids (dtf.ps_gather) and never reads the table itself.
-  for (Op &op : *train.mutable_ops()) {
-    if (op.name() != "dtf.gather" || op.inputs_size() != 2)
-      continue;
-    auto table = remote.find(op.inputs(0));
-    if (table == remote.end())
-      continue;
-    op.set_name("dtf.ps_gather");
-    const int32_t ids = op.inputs(1);
-    op.clear_inputs();
-    op.add_inputs(ids);
-    (*op.mutable_attrs())["variable"].set_s(table->second);
-  }
+  if (!remote.empty())
+    lookUpRowsOnPs(&train, remote);
   const int numOps = train.ops_size();
   std::unordered_map<int32_t, int> definedBy;
   for (int i = 0; i < numOps; ++i)
@@ -354,6 +400,10 @@ Status partitionTrainStep(Plan *plan, bool remoteLookups) {
     }
     *ps.add_ops() = op;
   }
+  // The evaluation looks the same tables up (when it only gathers them too),
+  // so no task but their ps ever holds them whole.
+  if (!remote.empty())
+    lookUpRowsOnPs(plan->mutable_eval(), remote);
   // The reads must come before the updates that take them; ops were appended
   // read-then-update per update, which keeps program order per variable.
   *plan->mutable_worker_step() = std::move(worker);

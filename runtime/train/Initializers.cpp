@@ -135,15 +135,18 @@ uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var) {
 
 // The random initializers for a float element type T (float or double): the
 // numbers are drawn in double and rounded once to T.
+// Draws the variable's values in order (the stream is sequential; the
+// truncated kinds redraw) and keeps elements [begin, begin + t's size) of
+// the whole variable in t: a shard without the whole in memory.
 template <typename T>
 Status fillRandom(const plan::Variable &var, uint64_t runSeed,
                   const std::vector<int64_t> &shape, const std::string &where,
-                  Tensor &t) {
+                  Tensor &t, int64_t begin) {
   const plan::Initializer &init = var.initializer();
   const std::string &kind = init.kind();
   Stream stream(variableSeed(runSeed, var));
-  T *p = t.data<T>();
-  const int64_t n = t.numElements();
+  T *p = t.data<T>() - begin; // written only at [begin, n)
+  const int64_t n = begin + t.numElements();
   double fanIn = 1, fanOut = 1;
   computeFans(shape, &fanIn, &fanOut);
   if (kind == "uniform" || kind == "glorot_uniform") {
@@ -160,22 +163,29 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
     for (int64_t i = 0; i < n; ++i) {
       T x = T(lo + (hi - lo) * stream.uniform());
       // Rounding to T may reach hi; keep the interval half-open.
-      p[i] = x < T(hi) || lo == hi ? x : std::nextafter(T(hi), T(lo));
+      if (i >= begin)
+        p[i] = x < T(hi) || lo == hi ? x : std::nextafter(T(hi), T(lo));
     }
   } else if (kind == "normal" || kind == "truncated_normal") {
     const double mean = param(init, "mean", 0.0),
                  stddev = param(init, "stddev", 1.0);
     if (!(stddev >= 0))
       return errorStatus(where, ": stddev must be >= 0, got ", stddev);
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = T(mean + stddev * (kind == "normal" ? stream.normal()
-                                                 : stream.truncatedNormal()));
+    for (int64_t i = 0; i < n; ++i) {
+      const T x = T(mean + stddev * (kind == "normal" ? stream.normal()
+                                                      : stream.truncatedNormal()));
+      if (i >= begin)
+        p[i] = x;
+    }
   } else if (kind == "he_normal") {
     const double stddev =
         std::sqrt(2.0 * param(init, "scale", 1.0) / std::max(1.0, fanIn)) /
         kTruncatedStddev;
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = T(stddev * stream.truncatedNormal());
+    for (int64_t i = 0; i < n; ++i) {
+      const T x = T(stddev * stream.truncatedNormal());
+      if (i >= begin)
+        p[i] = x;
+    }
   } else {
     return errorStatus(where, " has an unknown initializer '",
                        plan::printable(kind), "'");
@@ -185,6 +195,11 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
 
 Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
                           Tensor *out) {
+  return initializeRows(var, runSeed, 0, -1, out);
+}
+
+Status initializeRows(const plan::Variable &var, uint64_t runSeed,
+                      int64_t rowOffset, int64_t rows, Tensor *out) {
   const std::string where =
       strCat("variable '", plan::printable(var.name()), "'");
   DType dtype = DType::F32;
@@ -196,7 +211,19 @@ Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
     if (d < 0)
       return errorStatus(where, " needs a static shape, got ",
                          plan::typeString(var.type()));
-  Tensor t = Tensor::allocate(dtype, shape);
+  std::vector<int64_t> part = shape;
+  int64_t begin = 0;
+  if (rows >= 0 && !shape.empty()) {
+    if (rowOffset < 0 || rowOffset > shape[0] || rows > shape[0] - rowOffset)
+      return errorStatus(where, " has ", shape[0], " rows, not rows ",
+                         rowOffset, " to ", rowOffset + rows);
+    part[0] = rows;
+    int64_t width = 1;
+    for (size_t d = 1; d < shape.size(); ++d)
+      width *= shape[d];
+    begin = rowOffset * width;
+  }
+  Tensor t = Tensor::allocate(dtype, part);
   if (!t.defined())
     return errorStatus("out of memory for ", where, " of type ",
                        plan::typeString(var.type()));
@@ -219,9 +246,11 @@ Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
   }
 
   if (dtype == DType::F32)
-    DTF_RETURN_IF_ERROR(fillRandom<float>(var, runSeed, shape, where, t));
+    DTF_RETURN_IF_ERROR(
+        fillRandom<float>(var, runSeed, shape, where, t, begin));
   else if (dtype == DType::F64)
-    DTF_RETURN_IF_ERROR(fillRandom<double>(var, runSeed, shape, where, t));
+    DTF_RETURN_IF_ERROR(
+        fillRandom<double>(var, runSeed, shape, where, t, begin));
   else
     return errorStatus(where, " of type ", plan::typeString(var.type()),
                        " cannot use the random initializer '", kind,

@@ -40,6 +40,14 @@ uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var);
 Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
                           Tensor *out);
 
+/// Rows [rowOffset, rowOffset + rows) of what initializeVariable makes (all
+/// of it when rows < 0), without the rest in memory: a ps initializes its
+/// shard of a large table so. The random kinds still draw every value
+/// before the last row (their stream is sequential), so that every
+/// placement starts from the same values.
+Status initializeRows(const plan::Variable &var, uint64_t runSeed,
+                      int64_t rowOffset, int64_t rows, Tensor *out);
+
 /// Creates every variable of `plan` in `store` (which must not hold them
 /// yet). A variable of role "moving_average" starts as a copy of the first
 /// value of the variable it averages (`slot_of`). Errors name the variable.

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <map>
 #include <thread>
 
@@ -289,7 +290,28 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   }
 
   const uint64_t seed = uint64_t(training_.seed()) + options_.seedOffset;
-  Status s = initializeVariables(plan, uint64_t(training_.seed()), &variables_);
+  // A worker holds only what its programs read (and the global step): an
+  // embedding table looked up on the ps is never allocated here.
+  plan::Plan held;
+  if (options_.driver) {
+    held = plan;
+    std::set<std::string> read;
+    for (const plan::Program *p :
+         {options_.workerProgram ? options_.workerProgram : &plan.worker_step(),
+          &plan.eval()})
+      for (const plan::Op &op : p->ops())
+        if (op.name() == "dtf.read_variable" && op.attrs().count("name"))
+          read.insert(op.attrs().at("name").s());
+    for (const plan::Variable &v : plan.variables())
+      if (read.count(v.name()) && v.role() == "moving_average")
+        read.insert(v.slot_of()); // an average starts at its variable
+    held.clear_variables();
+    for (const plan::Variable &v : plan.variables())
+      if (read.count(v.name()) || v.role() == "global_step")
+        *held.add_variables() = v;
+  }
+  Status s = initializeVariables(options_.driver ? held : plan,
+                                 uint64_t(training_.seed()), &variables_);
   if (!s.isOk()) {
     setKind(kind, FailureKind::kPlan);
     return s;

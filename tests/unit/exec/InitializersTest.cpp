@@ -207,6 +207,33 @@ TEST(Initializers, DeterministicFromSeedAndName) {
   EXPECT_EQ(train::variableSeed(5, w), train::variableSeed(6, w));
 }
 
+// A ps makes its shard of a table without the whole: the rows must be the
+// whole variable's rows, for every kind (the truncated ones redraw).
+TEST(Initializers, RowsOfAShardAreTheWholeVariablesRows) {
+  for (const char *kind : {"uniform", "normal", "truncated_normal", "he_normal",
+                           "glorot_uniform", "constant", "zeros"}) {
+    plan::Variable v = variable("emb", {101, 7}, kind, {{"value", 0.5}});
+    const Tensor whole = init(v);
+    for (auto [begin, rows] : {std::pair<int64_t, int64_t>{0, 34},
+                               {34, 33}, {67, 34}, {100, 1}, {5, 0}}) {
+      Tensor part;
+      Status s = train::initializeRows(v, 42, begin, rows, &part);
+      ASSERT_TRUE(s.isOk()) << kind << ": " << s.message();
+      ASSERT_EQ(part.shape(), (std::vector<int64_t>{rows, 7})) << kind;
+      for (int64_t i = 0; i < rows * 7; ++i)
+        ASSERT_EQ(part.data<float>()[i], whole.data<float>()[begin * 7 + i])
+            << kind << " rows " << begin << ".." << begin + rows << " at " << i;
+    }
+  }
+  Tensor part;
+  Status s = train::initializeRows(variable("emb", {10, 2}, "normal"), 1, 8, 3,
+                                   &part);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("has 10 rows, not rows 8 to 11"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(Initializers, InitializeVariablesFillsTheStore) {
   plan::Plan p = logisticRegressionPlan();
   addVariable(&p, "W/Adam", plan::F32, {4, 3}, "", "slot");
