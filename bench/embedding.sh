@@ -1,29 +1,34 @@
 #!/usr/bin/env bash
-# Large embeddings in one process, side by side in one invocation: the CTR
-# model of models/ctr.dtf (2,000,000 x 32 f32 table in 4 shards, 26 ids per
-# example, dense 64 relu, dense 2, Adagrad 0.05, batch 256, synthetic data)
-# in dtf with its sparse table update, in dtf forced onto the dense update
-# (a clip norm too large to clip, which needs the whole gradient: what every
-# dtf plan did before sparse updates), in PyTorch (sparse nn.Embedding +
-# Adagrad) and in TensorFlow (tf.compat.v1, partitioned variable,
-# embedding_lookup, AdagradOptimizer). Prints a table of examples/s and peak
-# RSS, as ratios to dtf, and writes it with the machine, the load and the
-# command to results/embedding.md.
+# Large embeddings side by side in one invocation: the CTR model of
+# models/ctr.dtf (2,000,000 x 32 f32 table in 4 shards, 26 ids per example,
+# dense 64 relu, dense 2, Adagrad 0.05, batch 256, synthetic data).
+# In one process: dtf with its sparse table update, dtf forced onto the dense
+# update (a clip norm too large to clip, which needs the whole gradient: what
+# every dtf plan did before sparse updates), PyTorch (sparse nn.Embedding +
+# Adagrad) and TensorFlow (tf.compat.v1, partitioned variable,
+# embedding_lookup, AdagradOptimizer).
+# On 2 ps + 2 workers (127.0.0.1, one thread per task, async): dtf
+# (bench/peers/dtf_cluster.py: the table looked up on the ps) and
+# TensorFlow's tf.compat.v1 ps/worker training (bench/peers/tf_ctr_cluster.py:
+# replica_device_setter, the lookups on the ps), each in a network namespace
+# of its own (unshare -n, as root) so that the loopback's byte counter gives
+# the bytes per global step; peak RSS per task.
+# Prints the tables, as ratios to dtf, and writes them with the machine, the
+# load and the command to results/embedding.md.
 #
 #   usage: bench/embedding.sh [options]
 #     --build DIR     dtf build directory (default: ./build of this checkout)
 #     --warmup N      untimed steps first (default 20)
 #     --steps N       timed steps (default 200)
 #     --threads N     threads for each framework (default 2)
-#     --only LIST     comma-separated subset of dtf,dtf-dense,torch,tf
-#                     (default all)
+#     --only LIST     comma-separated subset of dtf,dtf-dense,torch,tf,
+#                     dtf-cluster,tf-cluster (default all)
+#     --cluster-steps N  timed steps per worker in the cluster runs (default 200)
 #     --out FILE      results file (default bench/results/embedding.md; "-": none)
 #
 #   environment: DTF_BENCH_VENV, DTF_BENCH_TORCH, DTF_BENCH_TF as in
 #   bench/throughput.sh (bench/venv.sh makes the peers' virtualenv).
 #
-# Not measured here yet: the ps/worker cluster (issue 15: its gradient
-# still travels dense, so a 2 ps + 2 worker run moves the whole table).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +36,8 @@ build=$root/build
 warmup=20
 steps=200
 threads=2
-only=dtf,dtf-dense,torch,tf
+only=dtf,dtf-dense,torch,tf,dtf-cluster,tf-cluster
+cluster_steps=200
 out=$root/bench/results/embedding.md
 cmdline="bench/embedding.sh${*:+ $*}"
 
@@ -44,13 +50,14 @@ while (($#)); do
     --steps) posint --steps "${2-}"; steps=$2; shift 2 ;;
     --threads) posint --threads "${2-}"; threads=$2; shift 2 ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
+    --cluster-steps) posint --cluster-steps "${2-}"; cluster_steps=$2; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 for f in ${only//,/ }; do
-  case $f in dtf|dtf-dense|torch|tf) ;; *) die "--only: unknown framework '$f'" ;; esac
+  case $f in dtf|dtf-dense|torch|tf|dtf-cluster|tf-cluster) ;; *) die "--only: unknown framework '$f'" ;; esac
 done
 want() { [[ ",$only," == *",$1,"* ]]; }
 [[ -x /usr/bin/time ]] || die "/usr/bin/time is missing (apt-get install time)"
@@ -59,7 +66,7 @@ for b in dtfc dtf-run; do
 done
 # shellcheck source=bench/venv.sh
 source "$root/bench/venv.sh"
-if want torch || want tf; then
+if want torch || want tf || want tf-cluster; then
   bench_venv || exit 2
 fi
 py=${bench_py:-python3}
@@ -106,8 +113,58 @@ echo "== CTR model (2M x 32 table, 26 ids, batch 256), $threads threads, $warmup
 for fw in dtf dtf-dense torch tf; do
   want "$fw" && run "$fw"
 done
+
+# The cluster runs: each in a network namespace of its own when this runs as
+# root (the loopback then counts its bytes only); otherwise bytes are not
+# measured and the table says so.
+netns=() private=()
+if unshare -n true 2>/dev/null; then
+  netns=(unshare -n) private=(--private-net)
+else
+  echo "   (not root: no private network namespace, so bytes per step are not measured)"
+fi
+cluster_run() {
+  local fw=$1 o=$work/$1.json
+  local -a cmd
+  case $fw in
+    dtf-cluster) cmd=(python3 "$root/bench/peers/dtf_cluster.py" --dtf-run "$build/bin/dtf-run"
+                      --plan "$work/sparse.plan" --warmup "$warmup" --steps "$cluster_steps" "${private[@]}") ;;
+    tf-cluster) cmd=("$py" "$root/bench/peers/tf_ctr_cluster.py" --warmup "$warmup"
+                     --steps "$cluster_steps" "${private[@]}") ;;
+  esac
+  "${netns[@]}" "${cmd[@]}" > "$o" 2> "$o.err" || { cat "$o" "$o.err" >&2; die "$fw failed: ${cmd[*]}"; }
+  python3 -c 'import json,sys; r = json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("   %-11s %9.1f examples/s, %s bytes per global step, peak RSS %s" % (sys.argv[2], r["examples_per_sec"], "not measured" if r["bytes_per_step"] is None else "%.0f" % r["bytes_per_step"], r["peak_rss_mb"]))' "$o" "$fw"
+}
+if want dtf-cluster || want tf-cluster; then
+  echo "== the same model on 2 ps + 2 workers (127.0.0.1, 1 thread per task, async), $warmup warm-up + $cluster_steps timed steps per worker"
+  for fw in dtf-cluster tf-cluster; do
+    want "$fw" && cluster_run "$fw"
+  done
+fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
+cluster_table=$(python3 - "$work" <<'PY'
+import json, os, sys
+work = sys.argv[1]
+runs = {}
+for fw in ("dtf-cluster", "tf-cluster"):
+    path = os.path.join(work, fw + ".json")
+    if os.path.exists(path):
+        runs[fw] = json.loads(open(path).read().splitlines()[-1])
+if not runs:
+    sys.exit(0)
+names = {"dtf-cluster": "dtf, table looked up on the ps", "tf-cluster": "TensorFlow tf.compat.v1 ps/worker"}
+print("| 2 ps + 2 workers | examples/s (sum) | bytes per global step | peak RSS MB per task | dtf examples/s ÷ this |")
+print("| --- | ---: | ---: | --- | ---: |")
+for fw, r in runs.items():
+    b = "not measured" if r["bytes_per_step"] is None else f"{r['bytes_per_step'] / 1e6:.2f} MB"
+    tasks = ", ".join(f"{k} {v}" for k, v in sorted(r["peak_rss_mb"].items()))
+    ratio = "%.2f" % (runs["dtf-cluster"]["examples_per_sec"] / r["examples_per_sec"]) if "dtf-cluster" in runs else "-"
+    print(f"| {names[fw]} | {r['examples_per_sec']:.0f} | {b} | {tasks} | {ratio} |")
+PY
+)
+
+touch "$work/runs"
 table=$(python3 - "$work/runs" <<'PY'
 import sys
 runs = {}
@@ -129,16 +186,23 @@ for fw in ("dtf", "dtf-dense", "torch", "tf"):
     print(f"| {names[fw]} | {r:.0f} | {m:.0f} | {ratio} | {mem} |")
 PY
 )
-echo
-echo "$table"
+[[ -s $work/runs ]] || table=""
+[[ -n $table ]] && { echo; echo "$table"; }
+[[ -n $cluster_table ]] && { echo; echo "$cluster_table"; }
 [[ $out == - ]] && exit 0
 {
-  echo "# Large embeddings in one process (bench/embedding.sh)"
+  echo "# Large embeddings (bench/embedding.sh)"
   echo
   echo "Command: \`$cmdline\`, $(date -u +%Y-%m-%d) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load average before $load_before, after $load_after."
   echo
   echo "$table"
   echo
-  echo "One run each. The model is models/ctr.dtf; the peers are bench/peers/torch_ctr.py and tf_ctr.py."
+  if [[ -n $cluster_table ]]; then
+    echo "$cluster_table"
+    echo
+    echo "Bytes per global step: what the loopback interface of the run's own network namespace carried (TCP/IP headers included) over the timed steps, divided by the global steps in them; peak RSS sampled from /proc every 50 ms (bench/peers/task_watch.py)."
+    echo
+  fi
+  echo "One run each. The model is models/ctr.dtf; the peers are bench/peers/torch_ctr.py, tf_ctr.py and tf_ctr_cluster.py; dtf's cluster runs through bench/peers/dtf_cluster.py."
 } > "$out"
 echo "wrote $out"

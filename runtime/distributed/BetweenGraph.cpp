@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -118,6 +120,16 @@ Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
   for (int64_t d : table.rowDims)
     rowBytes *= size_t(d);
   std::vector<char> rows(unique.size() * rowBytes);
+  // One call per shard that holds any of the ids, all in flight at once.
+  struct Call {
+    PsLink *link = nullptr;
+    size_t first = 0, count = 0; // of the unique ids
+    rpc::LookupRequest req;
+    rpc::LookupReply reply;
+    grpc::ClientContext ctx;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
   for (const plan::PlacedShard &shard : table.shards) {
     // The unique ids are ascending: a shard's are one run of them.
     const auto lo = std::lower_bound(unique.begin(), unique.end(),
@@ -130,33 +142,53 @@ Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
       return errorStatus("no ps holds rows ", shard.rowOffset, " to ",
                          shard.rowOffset + shard.rows, " of '",
                          plan::printable(variable), "'");
-    PsLink &l = ps_[size_t(shard.ps)];
-    rpc::LookupRequest req;
-    *req.mutable_caller() = links_.caller();
-    req.set_name(shard.shards > 1
-                     ? variable + "/part_" + std::to_string(shard.shard)
-                     : variable);
-    std::string *bytes = req.mutable_ids();
-    bytes->resize(size_t(hi - lo) * sizeof(int64_t));
+    auto call = std::make_unique<Call>();
+    call->link = &ps_[size_t(shard.ps)];
+    call->first = size_t(lo - unique.begin());
+    call->count = size_t(hi - lo);
+    *call->req.mutable_caller() = links_.caller();
+    call->req.set_name(shard.shards > 1 ? variable + "/part_" +
+                                              std::to_string(shard.shard)
+                                        : variable);
+    std::string *bytes = call->req.mutable_ids();
+    bytes->resize(call->count * sizeof(int64_t));
     int64_t *rel = reinterpret_cast<int64_t *>(bytes->data());
     for (auto it = lo; it != hi; ++it)
       *rel++ = *it - shard.rowOffset;
-    const size_t want = size_t(hi - lo) * rowBytes;
-    grpc::ClientContext ctx;
-    setDeadline(&ctx, transferTimeout(want));
-    rpc::LookupReply reply;
-    grpc::Status st = l.stub->Lookup(&ctx, req, &reply);
-    if (!st.ok()) {
-      lastRecoverable_ = recoverable(st);
+    setDeadline(&call->ctx, transferTimeout(call->count * rowBytes));
+    calls.push_back(std::move(call));
+  }
+  std::mutex mu;
+  std::condition_variable done;
+  size_t pending = calls.size();
+  for (auto &call : calls)
+    call->link->stub->async()->Lookup(
+        &call->ctx, &call->req, &call->reply,
+        [&, c = call.get()](grpc::Status st) {
+          std::lock_guard<std::mutex> lock(mu);
+          c->status = std::move(st);
+          if (--pending == 0)
+            done.notify_one();
+        });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    done.wait(lock, [&] { return pending == 0; });
+  }
+  for (auto &call : calls) {
+    if (!call->status.ok()) {
+      lastRecoverable_ = recoverable(call->status);
       lookupFailed_ = true;
-      return rpcError("a lookup of " + req.name(), l.task, st);
+      return rpcError("a lookup of " + call->req.name(), call->link->task,
+                      call->status);
     }
-    if (reply.rows().size() != want)
-      return errorStatus(l.task.name, " answered a lookup of ", hi - lo,
-                         " rows of ", req.name(), " with ", reply.rows().size(),
-                         " bytes instead of ", want);
-    std::memcpy(rows.data() + size_t(lo - unique.begin()) * rowBytes,
-                reply.rows().data(), want);
+    const size_t want = call->count * rowBytes;
+    if (call->reply.rows().size() != want)
+      return errorStatus(call->link->task.name, " answered a lookup of ",
+                         call->count, " rows of ", call->req.name(), " with ",
+                         call->reply.rows().size(), " bytes instead of ",
+                         want);
+    std::memcpy(rows.data() + call->first * rowBytes,
+                call->reply.rows().data(), want);
   }
   char *dst = static_cast<char *>(out->rawData());
   for (size_t i = 0; i < all.size(); ++i) {
@@ -603,11 +635,29 @@ Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
 }
 
 Status PsDriver::pushAll(const ValueOf &value) {
-  // Each sparse gradient summed per unique id once, then cut per shard.
+  // Each sparse gradient summed per unique id once (then cut per shard).
   std::map<std::string, SparseSum> sparse;
+  std::vector<PsLink *> targets;
   for (PsLink &l : ps_) {
     if (l.keys.empty())
       continue;
+    targets.push_back(&l);
+    for (const plan::Transfer &r : l.keys) {
+      const std::string base = r.key().substr(0, r.key().rfind("/part_"));
+      if (!r.sparse() || sparse.count(base))
+        continue;
+      SparseSum sum;
+      DTF_RETURN_IF_ERROR(sumSparse(r, value, &sum));
+      sparse.emplace(base, std::move(sum));
+    }
+  }
+  struct Outcome {
+    Status status = Status::ok();
+    bool recoverable = false;
+    bool stale = false;
+  };
+  std::vector<Outcome> outcomes(targets.size());
+  auto pushTo = [&](PsLink &l, Outcome &out) -> Status {
     rpc::PushRequest req;
     *req.mutable_caller() = links_.caller();
     req.set_version(l.pulledVersion);
@@ -619,14 +669,8 @@ Status PsDriver::pushAll(const ValueOf &value) {
       const std::string &key = r.key();
       if (r.sparse()) {
         // The shard's ids (relative to its first row) and their rows.
-        const std::string base = key.substr(0, key.rfind("/part_"));
-        auto it = sparse.find(base);
-        if (it == sparse.end()) {
-          SparseSum sum;
-          DTF_RETURN_IF_ERROR(sumSparse(r, value, &sum));
-          it = sparse.emplace(base, std::move(sum)).first;
-        }
-        const SparseSum &sum = it->second;
+        const SparseSum &sum =
+            sparse.at(key.substr(0, key.rfind("/part_")));
         const auto lo = std::lower_bound(sum.ids.begin(), sum.ids.end(),
                                          r.row_offset());
         const auto hi =
@@ -671,16 +715,15 @@ Status PsDriver::pushAll(const ValueOf &value) {
             : rawCall(*l.raw, &ctx, kPushMethod,
                       packTensors(req, payload, /*copy=*/false), &response);
     if (!st.ok()) {
-      lastRecoverable_ = recoverable(st);
+      out.recoverable = recoverable(st);
       return rpcError("a push", l.task, st);
     }
     rpc::PushReply reply;
     if (!parseMessage(response, &reply))
       return errorStatus(l.task.name,
                          " answered a push with a malformed reply");
-    if (reply.stale())
-      ++stale_;
-    else
+    out.stale = reply.stale();
+    if (!reply.stale())
       l.pushedAt = l.pulledVersion;
     if (sync_ && reply.stale())
       // Computed at an older version: the current update is open, join
@@ -688,6 +731,25 @@ Status PsDriver::pushAll(const ValueOf &value) {
       // restart): wait for it to complete.
       l.pushedAt = reply.version() == l.pulledVersion ? l.pulledVersion
                                                       : reply.version() - 1;
+    return Status::ok();
+  };
+  // Every ps at once: a push waits for its ps to apply it.
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < targets.size(); ++i)
+    others.emplace_back([&, i] {
+      outcomes[i].status = pushTo(*targets[i], outcomes[i]);
+    });
+  if (!targets.empty())
+    outcomes[0].status = pushTo(*targets[0], outcomes[0]);
+  for (std::thread &t : others)
+    t.join();
+  for (const Outcome &o : outcomes) {
+    if (o.stale)
+      ++stale_;
+    if (!o.status.isOk()) {
+      lastRecoverable_ = o.recoverable;
+      return o.status;
+    }
   }
   return Status::ok();
 }
