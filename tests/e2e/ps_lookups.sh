@@ -10,6 +10,8 @@
 #   2. 2 ps + 2 workers, sync over both replicas, the table in two shards
 #      gathered twice per step: the same checkpoint bytes as the pull run
 #      (each update averages both replicas' rows, by id).
+#   3. In-graph replication (1 ps + 2 workers) keeps the dense way and
+#      trains the same model.
 # usage: ps_lookups.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -89,4 +91,10 @@ run pull2 "$work/sync.plan" "$work/c2.json" DTF_EMBEDDING_LOOKUPS=pull
 grep -q 'embedding rows: [1-9][0-9]* looked up' "$work/lookup2.log" || fail "lookup2: no rows looked up"
 ! grep -q 'embedding rows' "$work/pull2.log" || fail "pull2 looked rows up"
 same_checkpoint lookup2 pull2 40
+sed -e 's/^    batch = 32/    replication = in_graph\n    batch = 32/' "$model" > "$work/ig.dtf"
+"$bin/dtfc" "$work/ig.dtf" -o "$work/ig.plan"
+cluster_json "$work/c3.json" 1 2
+run ingraph "$work/ig.plan" "$work/c3.json"
+grep -q '^worker.0 *| final: steps=50 ' "$work/ingraph.log" || fail "in-graph: the chief did not train 50 steps"
+! grep -q 'embedding rows' "$work/ingraph.log" || fail "in-graph looked rows up on the ps"
 echo "e2e: ps lookups OK"

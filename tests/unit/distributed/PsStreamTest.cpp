@@ -176,6 +176,60 @@ TEST_F(PsStream, InitializePullAndPushInChunks) {
     ASSERT_EQ(v.data<float>()[i], 0.75f) << i;
 }
 
+// Lookup (an embedding's rows, here the 1-element rows of "big"): the rows
+// at the ids, in their order; a lookup out of bounds, larger than the
+// table, malformed or of an unknown tensor is refused and answers nothing.
+TEST_F(PsStream, LookupAnswersRowsAndRefusesWhatIsOutOfBounds) {
+  ASSERT_TRUE(initialize(0.0f).ok());
+  rpc::PushReply pushed;
+  ASSERT_TRUE(push(pushChunks(-1.0f, 2.0f), &pushed).ok()); // every row 2
+  auto lookup = [&](const std::string &name, std::vector<int64_t> ids,
+                    rpc::LookupReply *reply, size_t extraBytes = 0) {
+    rpc::LookupRequest req;
+    *req.mutable_caller() = caller_;
+    req.set_name(name);
+    std::string bytes(reinterpret_cast<const char *>(ids.data()),
+                      ids.size() * sizeof(int64_t));
+    bytes.append(extraBytes, '\0');
+    req.set_ids(bytes);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(5000));
+    return stub_->Lookup(&ctx, req, reply);
+  };
+  rpc::LookupReply reply;
+  grpc::Status st = lookup("big", {999, 3, 3}, &reply);
+  ASSERT_TRUE(st.ok()) << describe(st);
+  ASSERT_EQ(reply.rows().size(), 3 * sizeof(float));
+  const float *rows = reinterpret_cast<const float *>(reply.rows().data());
+  EXPECT_EQ(rows[0], 2.0f);
+  EXPECT_EQ(rows[2], 2.0f);
+  EXPECT_EQ(reply.version(), 1);
+  struct Bad {
+    std::string name;
+    std::vector<int64_t> ids;
+    size_t extra;
+    grpc::StatusCode code;
+    const char *says;
+  };
+  for (const Bad &bad : std::vector<Bad>{
+           {"big", {0, 1000}, 0, grpc::StatusCode::INVALID_ARGUMENT,
+            "id 1000 at position 1 is outside [0, 1000)"},
+           {"big", {-1}, 0, grpc::StatusCode::INVALID_ARGUMENT,
+            "id -1 at position 0"},
+           {"big", std::vector<int64_t>(1001, 0), 0,
+            grpc::StatusCode::INVALID_ARGUMENT, "a lookup of 1001 ids"},
+           {"big", {1}, 3, grpc::StatusCode::INVALID_ARGUMENT,
+            "not a whole number of int64s"},
+           {"nope", {1}, 0, grpc::StatusCode::NOT_FOUND,
+            "holds no table 'nope'"}}) {
+    rpc::LookupReply r;
+    st = lookup(bad.name, bad.ids, &r, bad.extra);
+    EXPECT_EQ(st.error_code(), bad.code) << bad.says;
+    EXPECT_NE(st.error_message().find(bad.says), std::string::npos)
+        << st.error_message();
+  }
+}
+
 TEST_F(PsStream, TruncatedPushAppliesNothing) {
   ASSERT_TRUE(initialize(1.0f).ok());
   std::vector<grpc::ByteBuffer> c = pushChunks(1.0f, 0.5f);

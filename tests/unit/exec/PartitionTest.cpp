@@ -211,6 +211,94 @@ TEST(Partition, ShardsOfAPartitionedVariableUpdateTheirRows) {
   expectSame(trainStepResult(p, 7), cutResult(p, 3, 7));
 }
 
+// A table only gathered and updated sparsely (`emb`), and one also fetched
+// (`other`): with remote lookups the first is looked up on the ps and its
+// gradient sent as (ids, rows); the second keeps the dense way.
+Plan embeddingPlan() {
+  Plan p;
+  p.set_format_version(kPlanFormatVersion);
+  testing::addVariable(&p, "emb", F32, {10, 4}, "zeros");
+  testing::addVariable(&p, "other", F32, {6, 4}, "zeros");
+  for (Variable &v : *p.mutable_variables())
+    if (v.name() == "emb")
+      v.set_partitions(2);
+  testing::ProgramBuilder b(p.mutable_train_step());
+  const int ids = b.input("ids", I64, {-1, 3});
+  const int emb = b.readVariable("emb", F32, {10, 4});
+  const int rows = b.compute("dtf.gather", {emb, ids}, F32, {-1, 3, 4});
+  const int other = b.readVariable("other", F32, {6, 4});
+  const int rows2 = b.compute("dtf.gather", {other, ids}, F32, {-1, 3, 4});
+  const int sum = b.compute("dtf.add", {rows, rows2}, F32, {-1, 3, 4});
+  const int loss = b.compute("dtf.sum", {sum}, F32, {});
+  b.fetch("loss", loss);
+  b.fetch("other", other);
+  const int lr = b.constantF32({}, {0.1f});
+  const int emb2 = b.readVariable("emb", F32, {10, 4});
+  b.op("dtf.sparse_apply_sgd", {emb2, lr, ids, sum}, {});
+  const int other2 = b.readVariable("other", F32, {6, 4});
+  b.op("dtf.sparse_apply_sgd", {other2, lr, ids, sum}, {});
+  return p;
+}
+
+TEST(Partition, RemoteLookupsGatherTablesOnThePsAndSendRows) {
+  Plan p = embeddingPlan();
+  ASSERT_TRUE(partitionTrainStep(&p, /*remoteLookups=*/true).isOk());
+  std::vector<std::string> reads, lookups;
+  for (const Op &op : p.worker_step().ops()) {
+    if (op.name() == "dtf.read_variable")
+      reads.push_back(op.attrs().at("name").s());
+    if (op.name() == "dtf.ps_gather") {
+      lookups.push_back(op.attrs().at("variable").s());
+      EXPECT_EQ(op.inputs_size(), 1);
+    }
+  }
+  EXPECT_EQ(lookups, std::vector<std::string>{"emb"});
+  EXPECT_EQ(reads, std::vector<std::string>{"other"}); // fetched: pulled whole
+  int sparse = 0;
+  for (const Transfer &t : p.worker_step().sends())
+    if (t.sparse()) {
+      ++sparse;
+      EXPECT_EQ(t.key(), "emb:grad:0");
+      EXPECT_EQ(t.variable(), "emb");
+      EXPECT_NE(t.rows_value(), t.value());
+    }
+  EXPECT_EQ(sparse, 1);
+  // `other` keeps the dense update on the ps, from a dense gradient.
+  std::set<std::string> psOps;
+  for (const Op &op : p.ps_update().ops())
+    psOps.insert(op.name());
+  EXPECT_TRUE(psOps.count("dtf.sparse_apply_sgd"));
+  EXPECT_TRUE(psOps.count("dtf.apply_sgd"));
+
+  // Per shard of `emb` (two ps): its ids and rows fed under key and key#rows,
+  // with the shard's rows recorded for the worker's routing.
+  Placement placement;
+  ASSERT_TRUE(placeVariables(p, 2, "round_robin", &placement).isOk());
+  for (int ps = 0; ps < 2; ++ps) {
+    Program program;
+    ASSERT_TRUE(psProgramFor(p, placement, ps, &program).isOk());
+    std::set<std::string> feeds;
+    for (const Feed &f : program.feeds())
+      feeds.insert(f.name());
+    const std::string key = "emb:grad:0/part_" + std::to_string(ps);
+    for (const Transfer &r : program.recvs())
+      if (r.sparse()) {
+        EXPECT_EQ(r.key(), key);
+        EXPECT_EQ(r.row_offset(), 5 * ps);
+        EXPECT_EQ(r.rows(), 5);
+        EXPECT_TRUE(feeds.count(key) && feeds.count(key + "#rows")) << key;
+      }
+  }
+
+  // Without remote lookups (dtfc's cut) both tables are read on the worker.
+  Plan dense = embeddingPlan();
+  ASSERT_TRUE(partitionTrainStep(&dense).isOk());
+  for (const Op &op : dense.worker_step().ops())
+    EXPECT_NE(op.name(), "dtf.ps_gather");
+  for (const Transfer &t : dense.worker_step().sends())
+    EXPECT_FALSE(t.sparse());
+}
+
 TEST(Partition, APinnedPsTaskTheClusterLacksIsRefused) {
   Plan p = cutPlan(4, 1);
   for (Variable &v : *p.mutable_variables())
