@@ -8,7 +8,8 @@
 # Adagrad) and TensorFlow (tf.compat.v1, partitioned variable,
 # embedding_lookup, AdagradOptimizer).
 # On 2 ps + 2 workers (127.0.0.1, one thread per task, async): dtf
-# (bench/peers/dtf_cluster.py: the table looked up on the ps) and
+# (bench/peers/dtf_cluster.py: the table looked up on the ps) with its
+# default mutual TLS and with --insecure (plaintext, as TensorFlow's), and
 # TensorFlow's tf.compat.v1 ps/worker training (bench/peers/tf_ctr_cluster.py:
 # replica_device_setter, the lookups on the ps), each in a network namespace
 # of its own (unshare -n, as root) so that the loopback's byte counter gives
@@ -22,7 +23,7 @@
 #     --steps N       timed steps (default 200)
 #     --threads N     threads for each framework (default 2)
 #     --only LIST     comma-separated subset of dtf,dtf-dense,torch,tf,
-#                     dtf-cluster,tf-cluster (default all)
+#                     dtf-cluster,dtf-cluster-plain,tf-cluster (default all)
 #     --cluster-steps N  timed steps per worker in the cluster runs (default 200)
 #     --out FILE      results file (default bench/results/embedding.md; "-": none)
 #
@@ -36,7 +37,7 @@ build=$root/build
 warmup=20
 steps=200
 threads=2
-only=dtf,dtf-dense,torch,tf,dtf-cluster,tf-cluster
+only=dtf,dtf-dense,torch,tf,dtf-cluster,dtf-cluster-plain,tf-cluster
 cluster_steps=200
 out=$root/bench/results/embedding.md
 cmdline="bench/embedding.sh${*:+ $*}"
@@ -57,7 +58,7 @@ while (($#)); do
   esac
 done
 for f in ${only//,/ }; do
-  case $f in dtf|dtf-dense|torch|tf|dtf-cluster|tf-cluster) ;; *) die "--only: unknown framework '$f'" ;; esac
+  case $f in dtf|dtf-dense|torch|tf|dtf-cluster|dtf-cluster-plain|tf-cluster) ;; *) die "--only: unknown framework '$f'" ;; esac
 done
 want() { [[ ",$only," == *",$1,"* ]]; }
 [[ -x /usr/bin/time ]] || die "/usr/bin/time is missing (apt-get install time)"
@@ -127,17 +128,19 @@ cluster_run() {
   local fw=$1 o=$work/$1.json
   local -a cmd
   case $fw in
-    dtf-cluster) cmd=(python3 "$root/bench/peers/dtf_cluster.py" --dtf-run "$build/bin/dtf-run"
-                      --plan "$work/sparse.plan" --warmup "$warmup" --steps "$cluster_steps" "${private[@]}") ;;
+    dtf-cluster|dtf-cluster-plain)
+      cmd=(python3 "$root/bench/peers/dtf_cluster.py" --dtf-run "$build/bin/dtf-run"
+           --plan "$work/sparse.plan" --warmup "$warmup" --steps "$cluster_steps" "${private[@]}")
+      [[ $fw == dtf-cluster-plain ]] && cmd+=(--insecure) ;;
     tf-cluster) cmd=("$py" "$root/bench/peers/tf_ctr_cluster.py" --warmup "$warmup"
                      --steps "$cluster_steps" "${private[@]}") ;;
   esac
   "${netns[@]}" "${cmd[@]}" > "$o" 2> "$o.err" || { cat "$o" "$o.err" >&2; die "$fw failed: ${cmd[*]}"; }
   python3 -c 'import json,sys; r = json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("   %-11s %9.1f examples/s, %s bytes per global step, peak RSS %s" % (sys.argv[2], r["examples_per_sec"], "not measured" if r["bytes_per_step"] is None else "%.0f" % r["bytes_per_step"], r["peak_rss_mb"]))' "$o" "$fw"
 }
-if want dtf-cluster || want tf-cluster; then
+if want dtf-cluster || want dtf-cluster-plain || want tf-cluster; then
   echo "== the same model on 2 ps + 2 workers (127.0.0.1, 1 thread per task, async), $warmup warm-up + $cluster_steps timed steps per worker"
-  for fw in dtf-cluster tf-cluster; do
+  for fw in dtf-cluster dtf-cluster-plain tf-cluster; do
     want "$fw" && cluster_run "$fw"
   done
 fi
@@ -147,19 +150,22 @@ cluster_table=$(python3 - "$work" <<'PY'
 import json, os, sys
 work = sys.argv[1]
 runs = {}
-for fw in ("dtf-cluster", "tf-cluster"):
+for fw in ("dtf-cluster", "dtf-cluster-plain", "tf-cluster"):
     path = os.path.join(work, fw + ".json")
     if os.path.exists(path):
         runs[fw] = json.loads(open(path).read().splitlines()[-1])
 if not runs:
     sys.exit(0)
-names = {"dtf-cluster": "dtf, table looked up on the ps", "tf-cluster": "TensorFlow tf.compat.v1 ps/worker"}
-print("| 2 ps + 2 workers | examples/s (sum) | bytes per global step | peak RSS MB per task | dtf examples/s ÷ this |")
+names = {"dtf-cluster": "dtf, table looked up on the ps, mutual TLS (the default)",
+         "dtf-cluster-plain": "dtf, the same with --insecure (plaintext)",
+         "tf-cluster": "TensorFlow tf.compat.v1 ps/worker (plaintext)"}
+print("| 2 ps + 2 workers | examples/s (sum) | bytes per global step | peak RSS MB per task | dtf (TLS / plaintext) examples/s ÷ this |")
 print("| --- | ---: | ---: | --- | ---: |")
 for fw, r in runs.items():
     b = "not measured" if r["bytes_per_step"] is None else f"{r['bytes_per_step'] / 1e6:.2f} MB"
     tasks = ", ".join(f"{k} {v}" for k, v in sorted(r["peak_rss_mb"].items()))
-    ratio = "%.2f" % (runs["dtf-cluster"]["examples_per_sec"] / r["examples_per_sec"]) if "dtf-cluster" in runs else "-"
+    ratio = " / ".join("%.2f" % (runs[d]["examples_per_sec"] / r["examples_per_sec"])
+                       for d in ("dtf-cluster", "dtf-cluster-plain") if d in runs) or "-"
     print(f"| {names[fw]} | {r['examples_per_sec']:.0f} | {b} | {tasks} | {ratio} |")
 PY
 )

@@ -1,7 +1,7 @@
 """dtf's own ps/worker run of a plan for bench/embedding.sh, measured like
 tf_ctr_cluster.py: `dtf-run PLAN --cluster` on 127.0.0.1 (the launcher starts
 and supervises the tasks), the workers' examples/s over the steps after the
-warm-up, the bytes the ps tasks moved per global step in that window and
+warm-up, the bytes sent over the loopback per global step in that window and
 every task's peak RSS (task_watch.py), and the ps tasks' own count of tensor
 bytes per update.
 
@@ -31,6 +31,8 @@ def main():
     ap.add_argument("--steps", type=int, default=200, help="timed steps per worker")
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--insecure", action="store_true",
+                    help="plaintext between the tasks (as TensorFlow's), not mutual TLS")
     ap.add_argument("--private-net", action="store_true",
                     help="runs under unshare -n: bring lo up and count its bytes")
     a = ap.parse_args()
@@ -49,9 +51,9 @@ def main():
            "--threads", str(a.threads), "--log-every", "10",
            # A ps draws its shards' initial rows before it answers (seconds
            # for a large table on a loaded machine).
-           "--connect-timeout", "300"]
+           "--connect-timeout", "300"] + (["--insecure"] if a.insecure else [])
     watch = task_watch.TaskWatch()
-    stamps = []  # (time, global step) of the chief's progress lines
+    stamps = []  # (time, global step, loopback bytes) at the chief's progress lines
     lines = []
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in p.stdout:
@@ -62,7 +64,7 @@ def main():
             watch.watch(m.group(1), int(m.group(2)))
         m = re.match(r"worker\.0 *\| step (\d+)/", line)
         if m:
-            stamps.append((now, int(m.group(1))))
+            stamps.append((now, int(m.group(1)), task_watch.lo_bytes()))
     code = p.wait()
     os.unlink(cluster.name)
     if code != 0:
@@ -70,9 +72,9 @@ def main():
     timed = [s for s in stamps if s[1] >= a.warmup]
     if len(timed) < 2:
         sys.exit("dtf_cluster: too few progress lines:\n" + "\n".join(lines[-30:]))
-    (t0, s0), (t1, s1) = timed[0], timed[-1]
+    (t0, s0, lo0), (t1, s1, lo1) = timed[0], timed[-1]
     rate = (s1 - s0) * a.batch / (t1 - t0)
-    moved = watch.lo_between(t0, t1) if private else None
+    moved = lo1 - lo0
     payload, updates = 0, 0
     for l in lines:
         m = re.search(r"ps\.\d+ *\| (\d+) updates applied.*tensor bytes received (\d+), sent (\d+)", l)
@@ -82,7 +84,7 @@ def main():
     loss = [float(m.group(1)) for l in lines for m in [re.search(r"final: steps=\d+ loss=([0-9.]+)", l)] if m]
     peaks = {k: round(watch.peak_mb(k)) for k in sorted(watch.samples)}
     print(json.dumps({
-        "framework": "dtf",
+        "framework": "dtf" + (" (plaintext)" if a.insecure else " (mutual TLS)"),
         "examples_per_sec": rate,
         "bytes_per_step": moved / max(s1 - s0, 1) if private else None,
         "payload_bytes_per_update": payload / max(updates, 1),

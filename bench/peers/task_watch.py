@@ -1,7 +1,8 @@
 """Watches a cluster run from outside, the same way for every framework
 (bench/embedding.sh): each task's peak resident memory (VmHWM, sampled every
 50 ms until it exits), and the bytes sent over the loopback interface
-(/sys/class/net/lo/statistics/tx_bytes, TCP/IP headers included). The run
+(its transmitted bytes in /proc/net/dev, TCP/IP headers included), read
+when the timed steps start and end. The run
 must have a network namespace of its own (embedding.sh starts it under
 `unshare -n` and passes --private-net), so that lo carries its traffic
 only; own_loopback() brings lo up there."""
@@ -11,7 +12,6 @@ import threading
 import time
 
 
-LO = "/sys/class/net/lo/statistics/tx_bytes"
 
 
 def own_loopback(private):
@@ -23,9 +23,15 @@ def own_loopback(private):
     return private
 
 
-def _lo_bytes():
-    with open(LO) as f:
-        return int(f.read())
+def lo_bytes():
+    """Bytes sent over the loopback interface of this network namespace so
+    far (/proc/net/dev is per namespace; /sys/class/net is the machine's)."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            name, _, counters = line.partition(":")
+            if name.strip() == "lo":
+                return int(counters.split()[8])
+    raise SystemExit("task_watch: no lo in /proc/net/dev")
 
 
 def _read(pid):
@@ -38,22 +44,12 @@ def _read(pid):
 
 class TaskWatch:
     """watch(name, pid) starts sampling a task's peak memory (samples[name]:
-    [(time, peak_kb)]); the loopback's bytes are sampled from the start;
-    lo_between(t0, t1) gives the bytes sent between two times (from the
-    samples nearest them)."""
+    [(time, peak_kb)])."""
 
     def __init__(self, every=0.05):
         self.samples = {}
-        self._lo = []
         self._every = every
         self._lock = threading.Lock()
-
-        def lo_loop():
-            while True:
-                with self._lock:
-                    self._lo.append((time.time(), _lo_bytes()))
-                time.sleep(self._every)
-        threading.Thread(target=lo_loop, daemon=True).start()
 
     def watch(self, name, pid):
         def loop():
@@ -70,10 +66,3 @@ class TaskWatch:
         with self._lock:
             s = self.samples.get(name, [])
             return max((x[1] for x in s), default=0) / 1024.0
-
-    def lo_between(self, t0, t1):
-        with self._lock:
-            s = list(self._lo)
-        def at(t):
-            return min(s, key=lambda x: abs(x[0] - t))[1]
-        return at(t1) - at(t0)

@@ -9,7 +9,7 @@ IndexedSlices gradient there; async; every task a process on 127.0.0.1.
   python tf_ctr_cluster.py --ps 2 --workers 2 [--warmup 20 --steps 200]
 
 prints one JSON line: the sum of the workers' examples/s over their timed
-steps, the bytes the ps tasks moved per global step over the timed window
+steps, the bytes sent over the loopback per global step in worker 0's timed window
 (task_watch.py), and every task's peak RSS.
 """
 import argparse
@@ -84,10 +84,10 @@ def run_task(a):
 
         for i in range(a.warmup):
             step(i)
-        t0 = time.time()
+        t0, lo0 = time.time(), task_watch.lo_bytes()
         losses = [step(a.warmup + i) for i in range(a.steps)]
-        t1 = time.time()
-    print(json.dumps({"task": a.task, "t0": t0, "t1": t1,
+        t1, lo1 = time.time(), task_watch.lo_bytes()
+    print(json.dumps({"task": a.task, "t0": t0, "t1": t1, "lo": lo1 - lo0,
                       "examples_per_sec": a.steps * a.batch / (t1 - t0),
                       "loss_last": sum(losses[-20:]) / len(losses[-20:]),
                       "tensorflow": tf.__version__}), flush=True)
@@ -138,11 +138,12 @@ def main():
             if r[0] != 0:
                 raise SystemExit(f"tf_ctr_cluster: worker {t} exited with {r[0]}\n{out}")
             results.append(json.loads(out.strip().splitlines()[-1]))
-        t0 = max(r["t0"] for r in results)
-        t1 = min(r["t1"] for r in results)
-        moved = watch.lo_between(t0, t1) if private else None
+        # Worker 0's timed window: the bytes every task sent in it, over
+        # the global steps all workers made in it.
+        w0 = next(r for r in results if r["task"] == 0)
         rate = sum(r["examples_per_sec"] for r in results)
-        global_steps = rate / a.batch * (t1 - t0)
+        global_steps = rate / a.batch * (w0["t1"] - w0["t0"])
+        moved = w0["lo"]
     finally:
         stop_all(procs, rss)
     peaks = {f"{job}.{t}": round(watch.peak_mb(f"{job}.{t}")) for job, t, _ in procs}
