@@ -6,7 +6,6 @@ when the timed steps start and end. The run
 must have a network namespace of its own (embedding.sh starts it under
 `unshare -n` and passes --private-net), so that lo carries its traffic
 only; own_loopback() brings lo up there."""
-import os
 import subprocess
 import threading
 import time

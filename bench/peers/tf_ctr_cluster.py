@@ -23,7 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import ctr_common  # noqa: E402
 import task_watch  # noqa: E402
-from tf_ps_worker import free_ports, reap, stop_all  # noqa: E402
+import tf_ctr  # noqa: E402
+from tf_ps_worker import free_ports, initialize_or_wait, reap, stop_all  # noqa: E402
 
 
 def run_task(a):
@@ -47,36 +48,14 @@ def run_task(a):
     device = v1.train.replica_device_setter(
         worker_device=f"/job:worker/task:{a.task}", cluster=cluster)
     with v1.device(device):
-        ids = v1.placeholder(tf.int64, [None, 26])
-        y = v1.placeholder(tf.int32, [None])
-        table = v1.get_variable(
-            "table", [a.rows, 32], initializer=v1.random_normal_initializer(stddev=0.05),
-            partitioner=v1.fixed_size_partitioner(4))
-        feats = v1.reshape(v1.nn.embedding_lookup(table, ids), [-1, 26 * 32])
-        glorot = v1.glorot_uniform_initializer()
-        w1 = v1.get_variable("hidden/kernel", [26 * 32, 64], initializer=glorot)
-        b1 = v1.get_variable("hidden/bias", [64], initializer=v1.zeros_initializer())
-        w2 = v1.get_variable("click/kernel", [64, 2], initializer=glorot)
-        b2 = v1.get_variable("click/bias", [2], initializer=v1.zeros_initializer())
-        h = v1.nn.relu(v1.matmul(feats, w1) + b1)
-        logits = v1.matmul(h, w2) + b2
-        loss = v1.reduce_mean(
-            v1.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        train = v1.train.AdagradOptimizer(0.05).minimize(loss)
+        ids, y, loss, train = tf_ctr.build(tf, a.rows)
         init = v1.global_variables_initializer()
         uninit = v1.report_uninitialized_variables() if a.task else None
     sess_config = v1.ConfigProto(
         intra_op_parallelism_threads=a.threads, inter_op_parallelism_threads=a.threads,
         device_filters=["/job:ps", f"/job:worker/task:{a.task}"])
     with v1.Session(server.target, config=sess_config) as sess:
-        if a.task == 0:
-            sess.run(init)
-        else:
-            deadline = time.time() + 300
-            while len(sess.run(uninit)) > 0:
-                if time.time() > deadline:
-                    sys.exit(f"worker {a.task}: variables still uninitialized after 300 s")
-                time.sleep(0.2)
+        initialize_or_wait(sess, a.task, init, uninit, 300)
 
         def step(i):
             lo, hi = ctr_common.window(i, a.batch)

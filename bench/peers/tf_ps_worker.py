@@ -74,6 +74,19 @@ def build_model(tf, x, y):
         tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
 
 
+def initialize_or_wait(sess, task, init, uninit, seconds):
+    """Worker 0 (the chief) initializes the variables on the ps tasks; the
+    others wait until it has (at most `seconds`)."""
+    if task == 0:
+        sess.run(init)
+        return
+    deadline = time.time() + seconds
+    while len(sess.run(uninit)) > 0:
+        if time.time() > deadline:
+            sys.exit(f"worker {task}: variables still uninitialized after {seconds} s")
+        time.sleep(0.2)
+
+
 def run_task(a):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
@@ -115,14 +128,7 @@ def run_task(a):
         inter_op_parallelism_threads=a.inter_threads,
         device_filters=["/job:ps", f"/job:worker/task:{a.task}"])
     with v1.Session(server.target, config=sess_config) as sess:
-        if a.task == 0:
-            sess.run(init)
-        else:
-            deadline = time.time() + 120
-            while len(sess.run(uninit)) > 0:
-                if time.time() > deadline:
-                    sys.exit(f"worker {a.task}: variables still uninitialized after 120 s")
-                time.sleep(0.2)
+        initialize_or_wait(sess, a.task, init, uninit, 120)
         it = fmnist.batches(len(x_all), a.batch, a.seed + a.task)
 
         def step():
