@@ -10,8 +10,8 @@
 #   2. 2 ps + 2 workers, sync over both replicas, the table in two shards
 #      gathered twice per step: the same checkpoint bytes as the pull run
 #      (each update averages both replicas' rows, by id).
-#   3. In-graph replication (1 ps + 2 workers) keeps the dense way and
-#      trains the same model.
+#   3. In-graph replication (1 ps + 2 workers), and a model-parallel replica
+#      whose stage 0 gathers the table, keep the dense way and train.
 # usage: ps_lookups.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -97,4 +97,31 @@ cluster_json "$work/c3.json" 1 2
 run ingraph "$work/ig.plan" "$work/c3.json"
 grep -q '^worker.0 *| final: steps=50 ' "$work/ingraph.log" || fail "in-graph: the chief did not train 50 steps"
 ! grep -q 'embedding rows' "$work/ingraph.log" || fail "in-graph looked rows up on the ps"
+cat > "$work/mp.dtf" <<'EOF'
+model emb_mp {
+  input ids: i64[B, 6]
+  input y: i32[B]
+  placement replicate(ps = round_robin)
+  on "/job:worker/task:0" {
+    a = mean(embedding(ids, vocab = 5000, dim = 16, partitions = 2) as words, axis = 1)
+  }
+  on "/job:worker/task:1" {
+    h = dense(a, units = 16, activation = relu) as hidden
+    logits = dense(h, units = 4) as out
+    loss = mean(sparse_softmax_cross_entropy(logits, y))
+  }
+  train {
+    optimizer = adagrad(learning_rate = 0.1)
+    batch = 32
+    steps = 50
+    data = synthetic(examples = 2000)
+  }
+}
+EOF
+"$bin/dtfc" "$work/mp.dtf" -o "$work/mp.plan"
+cluster_json "$work/c4.json" 1 2
+run modelparallel "$work/mp.plan" "$work/c4.json"
+grep -q '^worker.0 *| final: steps=50 ' "$work/modelparallel.log" || fail "model parallel: stage 0 did not train 50 steps"
+grep -q '^worker.1 *| ran 50 steps as stage 1' "$work/modelparallel.log" || fail "model parallel: stage 1 did not run 50 steps"
+! grep -q 'embedding rows' "$work/modelparallel.log" || fail "model parallel looked rows up on the ps"
 echo "e2e: ps lookups OK"
