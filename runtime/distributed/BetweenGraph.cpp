@@ -94,6 +94,22 @@ Status idsOf(const Tensor &ids, std::vector<int64_t> *out) {
                        "; an embedding takes int32 or int64 ids");
   return Status::ok();
 }
+// The ascending unique values of `ids`, and for each position the index of
+// its value among them: one sort of (id, position) pairs.
+void uniqueIds(const std::vector<int64_t> &ids, std::vector<int64_t> *unique,
+               std::vector<uint32_t> *slot) {
+  std::vector<std::pair<int64_t, uint32_t>> order(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    order[i] = {ids[i], uint32_t(i)};
+  std::sort(order.begin(), order.end());
+  unique->clear();
+  slot->resize(ids.size());
+  for (const auto &[id, at] : order) {
+    if (unique->empty() || unique->back() != id)
+      unique->push_back(id);
+    (*slot)[at] = uint32_t(unique->size() - 1);
+  }
+}
 } // namespace
 
 Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
@@ -109,9 +125,9 @@ Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
     if (all[i] < 0 || all[i] >= table.rows)
       return errorStatus("id ", all[i], " at position ", i, " is outside [0, ",
                          table.rows, ") of '", plan::printable(variable), "'");
-  std::vector<int64_t> unique = all;
-  std::sort(unique.begin(), unique.end());
-  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  std::vector<int64_t> unique;
+  std::vector<uint32_t> slot; // of each position in `unique`
+  uniqueIds(all, &unique, &slot);
   std::vector<int64_t> dims = ids.shape();
   dims.insert(dims.end(), table.rowDims.begin(), table.rowDims.end());
   if (!out->defined() || out->shape() != dims || out->dtype() != table.dtype)
@@ -191,12 +207,9 @@ Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
                 call->reply.rows().data(), want);
   }
   char *dst = static_cast<char *>(out->rawData());
-  for (size_t i = 0; i < all.size(); ++i) {
-    const size_t at = size_t(
-        std::lower_bound(unique.begin(), unique.end(), all[i]) -
-        unique.begin());
-    std::memcpy(dst + i * rowBytes, rows.data() + at * rowBytes, rowBytes);
-  }
+  for (size_t i = 0; i < all.size(); ++i)
+    std::memcpy(dst + i * rowBytes, rows.data() + size_t(slot[i]) * rowBytes,
+                rowBytes);
   return Status::ok();
 }
 
@@ -228,16 +241,8 @@ Status PsDriver::sumSparse(const plan::Transfer &send, const ValueOf &value,
   if (width * n != rows->numElements())
     return errorStatus("the rows of '", base, "' (", rows->describe(),
                        ") do not match its ", n, " ids");
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    order[size_t(i)] = i;
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return all[size_t(a)] < all[size_t(b)];
-  });
-  out->ids.clear();
-  for (int64_t i : order)
-    if (out->ids.empty() || out->ids.back() != all[size_t(i)])
-      out->ids.push_back(all[size_t(i)]);
+  std::vector<uint32_t> slot;
+  uniqueIds(all, &out->ids, &slot);
   std::vector<int64_t> dims = {int64_t(out->ids.size())};
   dims.insert(dims.end(), rows->shape().begin() + ids->rank(),
               rows->shape().end());
@@ -247,14 +252,12 @@ Status PsDriver::sumSparse(const plan::Transfer &send, const ValueOf &value,
     const T *src = rows->data<T>();
     T *dst = out->rows.data<T>();
     std::fill(dst, dst + out->rows.numElements(), T(0));
-    int64_t u = -1, last = -1;
-    for (int64_t i : order) {
-      if (u < 0 || all[size_t(i)] != last) {
-        ++u;
-        last = all[size_t(i)];
-      }
+    // In position order: a row's duplicates are summed in the order the
+    // one-process kernel sums them.
+    for (int64_t i = 0; i < n; ++i) {
+      T *row = dst + int64_t(slot[size_t(i)]) * width;
       for (int64_t j = 0; j < width; ++j)
-        dst[u * width + j] += src[i * width + j];
+        row[j] += src[i * width + j];
     }
   };
   if (rows->dtype() == DType::F32)
