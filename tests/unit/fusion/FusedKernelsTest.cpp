@@ -18,7 +18,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <elf.h>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -244,9 +247,154 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
       ++checked;
     }
   }
-  std::printf("[ fusion   ] %s: %d kernels, %d runs match the op-by-op "
+  if (!HasFailure())
+    std::printf("[ fusion   ] %s: %d kernels, %d runs match the op-by-op "
               "kernels\n",
               GetParam().c_str(), plan.kernels_size(), checked);
+}
+
+// The parameter table ptxas writes into a cubin: per kernel, the section
+// .nv.info.<name> holds EIATTR_KPARAM_INFO (0x17: ordinal, offset, size of
+// each parameter) and EIATTR_PARAM_CBANK (0x0a: the parameters' total size
+// in the constant bank).
+struct ParamTable {
+  std::map<int, std::pair<int, int>> params; // ordinal -> (offset, size)
+  int cbankSize = -1;
+};
+
+bool readNvInfo(const std::string &elf, std::map<std::string, ParamTable> *out,
+                std::string *error) {
+  auto fail = [&](const char *what) {
+    *error = what;
+    return false;
+  };
+  if (elf.size() < sizeof(Elf64_Ehdr) || elf.compare(0, 4, "\x7f" "ELF") != 0)
+    return fail("not an ELF file");
+  Elf64_Ehdr h;
+  std::memcpy(&h, elf.data(), sizeof h);
+  if (h.e_machine != 190 /* EM_CUDA */)
+    return fail("not an EM_CUDA ELF");
+  if (h.e_shoff + uint64_t(h.e_shnum) * sizeof(Elf64_Shdr) > elf.size() ||
+      h.e_shstrndx >= h.e_shnum)
+    return fail("section headers out of bounds");
+  std::vector<Elf64_Shdr> sections(h.e_shnum);
+  std::memcpy(sections.data(), elf.data() + h.e_shoff,
+              h.e_shnum * sizeof(Elf64_Shdr));
+  const Elf64_Shdr &names = sections[h.e_shstrndx];
+  for (const Elf64_Shdr &sec : sections) {
+    if (sec.sh_offset + sec.sh_size > elf.size() ||
+        sec.sh_name >= names.sh_size)
+      return fail("a section out of bounds");
+    std::string name(elf.data() + names.sh_offset + sec.sh_name);
+    const std::string prefix = ".nv.info.";
+    if (name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    ParamTable &table = (*out)[name.substr(prefix.size())];
+    const auto *p =
+        reinterpret_cast<const uint8_t *>(elf.data() + sec.sh_offset);
+    const uint8_t *end = p + sec.sh_size;
+    while (p + 2 <= end) {
+      const uint8_t format = p[0], attr = p[1];
+      p += 2;
+      size_t size = 0;
+      // No value, a byte or a half word: two bytes (entries stay 4-byte
+      // aligned); a sized value: its u16 size, then the bytes.
+      if (format == 0x01 || format == 0x02 || format == 0x03)
+        size = 2;
+      else if (format == 0x04) {
+        if (p + 2 > end)
+          return fail("truncated attribute");
+        size = size_t(p[0]) | size_t(p[1]) << 8;
+        p += 2;
+      } else
+        return fail("unknown attribute format");
+      if (p + size > end)
+        return fail("truncated attribute value");
+      if (attr == 0x17 && size >= 12) { // EIATTR_KPARAM_INFO
+        uint16_t ordinal, offset;
+        uint32_t flags;
+        std::memcpy(&ordinal, p + 4, 2);
+        std::memcpy(&offset, p + 6, 2);
+        std::memcpy(&flags, p + 8, 4);
+        table.params[ordinal] = {offset, int((flags >> 18) & 0x3fff)};
+      } else if (attr == 0x0a && size >= 8) { // EIATTR_PARAM_CBANK
+        uint16_t bankSize;
+        std::memcpy(&bankSize, p + 6, 2);
+        table.cbankSize = bankSize;
+      }
+      p += size;
+    }
+  }
+  return true;
+}
+
+/// Checks that `cubin` has, for every kernel of `plan`, a parameter table
+/// of its params: 8 bytes each, at offsets 0, 8, 16...
+void expectParamTables(const dtf::plan::Plan &plan, const std::string &cubin,
+                       const std::string &what) {
+  std::map<std::string, ParamTable> tables;
+  std::string error;
+  ASSERT_TRUE(readNvInfo(cubin, &tables, &error)) << what << ": " << error;
+  for (const dtf::plan::Kernel &k : plan.kernels()) {
+    auto it = tables.find(k.name());
+    ASSERT_NE(it, tables.end()) << what << " has no .nv.info." << k.name();
+    const ParamTable &t = it->second;
+    ASSERT_EQ(int(t.params.size()), k.params_size()) << what << ": " << k.name();
+    EXPECT_EQ(t.cbankSize, 8 * k.params_size()) << what << ": " << k.name();
+    for (int i = 0; i < k.params_size(); ++i) {
+      auto p = t.params.find(i);
+      ASSERT_NE(p, t.params.end()) << what << ": " << k.name() << " param " << i;
+      EXPECT_EQ(p->second.first, 8 * i) << what << ": " << k.name() << " param " << i;
+      EXPECT_EQ(p->second.second, 8) << what << ": " << k.name() << " param " << i;
+    }
+  }
+}
+
+constexpr const char *kToolkit = "/usr/local/cuda";
+
+TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
+  const std::string ptxas = std::string(kToolkit) + "/bin/ptxas";
+  if (!fs::exists(ptxas))
+    GTEST_SKIP() << "no CUDA toolkit: " << ptxas << " is missing";
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan, "--gpu-kernels=on"));
+  if (plan.kernels_size() == 0) {
+    EXPECT_TRUE(plan.gpu_ptx().empty());
+    return;
+  }
+  ASSERT_FALSE(plan.gpu_ptx().empty());
+  EXPECT_NE(plan.gpu_ptx().back(), '\0');
+  EXPECT_EQ(plan.gpu_ptx().find("__nv_"), std::string::npos)
+      << "libdevice was not linked: a call of __nv_* is left in the PTX";
+  for (const dtf::plan::Kernel &k : plan.kernels()) {
+    EXPECT_EQ(k.block(), 256);
+    EXPECT_NE(plan.gpu_ptx().find(".entry " + k.name() + "("), std::string::npos)
+        << k.name() << " is not an entry of the PTX";
+  }
+  const fs::path dir = fs::temp_directory_path() /
+                       ("dtf-ptx-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "k.ptx", std::ios::binary) << plan.gpu_ptx();
+  }
+  for (const char *chip : {"sm_80", "sm_90"}) {
+    const fs::path cubin = dir / (std::string(chip) + ".cubin");
+    const std::string cmd = ptxas + " -arch=" + chip + " -o '" +
+                            cubin.string() + "' '" + (dir / "k.ptx").string() +
+                            "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream in(cubin, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    expectParamTables(plan, bytes, std::string("ptxas -arch=") + chip);
+    auto stored = plan.gpu_cubins().find(chip);
+    ASSERT_NE(stored, plan.gpu_cubins().end()) << "the plan has no " << chip << " cubin";
+    expectParamTables(plan, stored->second, std::string("the plan's ") + chip + " cubin");
+  }
+  fs::remove_all(dir);
+  if (!HasFailure())
+    std::printf("[ gpu      ] %s: %d kernels; ptxas accepts the PTX for sm_80 and "
+              "sm_90, and every parameter table matches\n",
+              GetParam().c_str(), plan.kernels_size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, EveryKernel,
