@@ -62,16 +62,47 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
                                         ArrayRef<LLVM::GEPArg>{int32_t(k)});
     pointers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
   }
-  Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), begin);
-  Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), end);
   Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
-  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
-                                         ValueRange{step});
+  const int64_t rowSize = largestSuffix(fused);
+  if (rowSize == 0) {
+    // One flat loop over [begin, end).
+    Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), begin);
+    Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), end);
+    auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
+                                           ValueRange{step});
+    fb.create<func::ReturnOp>(loc);
+    OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+    Value i =
+        lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
+    return emitRegionAt(lb, fused, pointers, i);
+  }
+  // A bias of rowSize elements: rows of rowSize over [begin, end), each an
+  // inner loop that reads the bias contiguously.
+  Value size = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(rowSize));
+  Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
+  Value firstRow = fb.create<arith::DivSIOp>(loc, begin, size);
+  Value lastRow = fb.create<arith::DivSIOp>(
+      loc,
+      fb.create<arith::AddIOp>(loc, end,
+                               fb.create<arith::SubIOp>(loc, size, one64)),
+      size);
+  auto rows = fb.create<scf::ForOp>(
+      loc, fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), firstRow),
+      fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow), step);
   fb.create<func::ReturnOp>(loc);
-
+  OpBuilder rb = OpBuilder::atBlockBegin(rows.getBody());
+  Value row = rb.create<arith::IndexCastOp>(loc, i64, rows.getInductionVar());
+  Value rowStart = rb.create<arith::MulIOp>(loc, row, size);
+  Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
+  Value hi = rb.create<arith::MinSIOp>(
+      loc, end, rb.create<arith::AddIOp>(loc, rowStart, size));
+  auto loop = rb.create<scf::ParallelOp>(
+      loc, ValueRange{rb.create<arith::IndexCastOp>(loc, rb.getIndexType(), lo)},
+      ValueRange{rb.create<arith::IndexCastOp>(loc, rb.getIndexType(), hi)},
+      ValueRange{step});
   OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
   Value i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
-  return emitRegionAt(lb, fused, pointers, i);
+  return emitRegionAt(lb, fused, pointers, i, rowStart, rowSize);
 }
 
 // The passes from the loops to the LLVM dialect. libm calls for what LLVM

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace mlir;
@@ -236,8 +237,21 @@ Value mlir::dtf::emitScalarOp(OpBuilder &b, Operation *op,
       });
 }
 
+int64_t mlir::dtf::largestSuffix(FusedOp fused) {
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
+  int64_t largest = 0;
+  for (Value input : fused.getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (fusedIndexOf(type, shape) == FusedIndex::Suffix)
+      largest = std::max(largest, type.getNumElements());
+  }
+  return largest;
+}
+
 LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
-                                      ArrayRef<Value> pointers, Value i) {
+                                      ArrayRef<Value> pointers, Value i,
+                                      Value rowStart, int64_t rowSize) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(lb.getContext());
   ArrayRef<int64_t> shape =
@@ -252,6 +266,9 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
     Value at = i;
     if (*index == FusedIndex::Scalar)
       at = lb.create<arith::ConstantOp>(loc, lb.getI64IntegerAttr(0));
+    else if (*index == FusedIndex::Suffix && rowStart &&
+             type.getNumElements() == rowSize)
+      at = lb.create<arith::SubIOp>(loc, i, rowStart); // contiguous in a row
     else if (*index == FusedIndex::Suffix)
       at = lb.create<arith::RemSIOp>(
           loc, i,

@@ -20,8 +20,17 @@ Value emitScalarOp(OpBuilder &b, Operation *op, ValueRange operands);
 /// `fused`'s region: loads each input from its pointer at i, 0 or i mod its
 /// size (Fusion.h), the region's ops on scalars, and stores each result at
 /// i. `pointers` holds one !llvm.ptr per input, then one per output.
+/// With `rowStart` (i64, the first element of i's row of `rowSize`
+/// elements), a bias of `rowSize` elements is read at i - rowStart instead
+/// of i mod rowSize: a contiguous load the vectorizer turns into vector
+/// loads rather than gathers.
 LogicalResult emitRegionAt(OpBuilder &lb, FusedOp fused,
-                           ArrayRef<Value> pointers, Value i);
+                           ArrayRef<Value> pointers, Value i,
+                           Value rowStart = {}, int64_t rowSize = 0);
+
+/// The element count of the largest bias ("suffix" input) of `fused`; 0
+/// when it has none.
+int64_t largestSuffix(FusedOp fused);
 
 /// The element type of a tensor value.
 Type elementTypeOf(Value v);

@@ -20,9 +20,9 @@ bool isKnownBufferMeaning(const std::string &m) {
   return false;
 }
 
-// The kernel's region as a program of its own: its inputs fed, its outputs
-// fetched, so validateProgram checks the ops' order and definitions.
-Program bodyProgram(const Kernel &kernel) {
+} // namespace
+
+Program kernelBodyProgram(const Kernel &kernel) {
   Program body;
   *body.mutable_values() = kernel.values();
   *body.mutable_ops() = kernel.body();
@@ -38,6 +38,8 @@ Program bodyProgram(const Kernel &kernel) {
   }
   return body;
 }
+
+namespace {
 
 const TensorType *typeOf(const google::protobuf::RepeatedPtrField<Value> &values,
                          int32_t id) {
@@ -115,7 +117,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
           op.name() == "dtf.read_variable" || updatedOperands(op) > 0)
         return errorStatus(where, " holds a ", printable(op.name()),
                            " op, which cannot be fused");
-    DTF_RETURN_IF_ERROR(validateProgram(bodyProgram(kernel), where));
+    DTF_RETURN_IF_ERROR(validateProgram(kernelBodyProgram(kernel), where));
     const int operands = kernel.inputs_size() + kernel.outputs_size();
     for (int p = 0; p < kernel.params_size(); ++p) {
       const KernelParam &param = kernel.params(p);

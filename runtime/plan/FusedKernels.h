@@ -13,6 +13,10 @@ namespace dtf::plan {
 /// the plan's programs against the kernel it names. `name` prefixes errors.
 Status validateKernels(const Plan &plan, const std::string &name);
 
+/// A kernel's region as a program of its own: feeds "input<i>" for its
+/// inputs, fetches "output<i>" for its outputs, in order.
+Program kernelBodyProgram(const Kernel &kernel);
+
 /// True when `program` holds a dtf.fused op.
 bool hasFusedOps(const Program &program);
 

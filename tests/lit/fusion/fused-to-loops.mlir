@@ -1,18 +1,24 @@
 // dtf-fused-to-loops: each dtf.fused region becomes a C ABI function whose
-// body is one scf.parallel loop over [begin, end) on scalars; a bias input is
-// read at i mod its size, a scalar at 0, and bools are stored as bytes.
+// body loops over [begin, end) on scalars (scf.parallel; with a bias, rows
+// of the bias's size, the bias read at i - row start); a scalar is read at 0,
+// and bools are stored as bytes.
 // RUN: dtf-opt %s --dtf-fused-to-loops | FileCheck %s
 
 // CHECK-LABEL: func.func @dtf_fused_0
 // CHECK-SAME: (%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %[[BEGIN:.*]]: i64, %[[END:.*]]: i64)
 // CHECK-COUNT-3: llvm.load %{{.*}} : !llvm.ptr -> !llvm.ptr
-// CHECK: %[[LO:.*]] = arith.index_cast %[[BEGIN]] : i64 to index
-// CHECK: %[[HI:.*]] = arith.index_cast %[[END]] : i64 to index
-// CHECK: scf.parallel (%[[IV:.*]]) = (%[[LO]]) to (%[[HI]])
+// A bias of 3: rows of 3 over [begin, end), the bias read at i - row start.
+// CHECK: %[[C3:.*]] = arith.constant 3 : i64
+// CHECK: %[[FIRST:.*]] = arith.divsi %[[BEGIN]], %[[C3]] : i64
+// CHECK: scf.for %[[R:.*]] = {{.*}} {
+// CHECK: %[[ROW:.*]] = arith.index_cast %[[R]] : index to i64
+// CHECK: %[[START:.*]] = arith.muli %[[ROW]], %[[C3]] : i64
+// CHECK: %[[LO:.*]] = arith.maxsi %[[BEGIN]], %[[START]] : i64
+// CHECK: arith.minsi %[[END]],
+// CHECK: scf.parallel (%[[IV:.*]]) =
 // CHECK: %[[I:.*]] = arith.index_cast %[[IV]] : index to i64
 // CHECK: llvm.getelementptr %{{.*}}[%[[I]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
-// CHECK: %[[C3:.*]] = arith.constant 3 : i64
-// CHECK: %[[J:.*]] = arith.remsi %[[I]], %[[C3]] : i64
+// CHECK: %[[J:.*]] = arith.subi %[[I]], %[[START]] : i64
 // CHECK: llvm.getelementptr %{{.*}}[%[[J]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
 // CHECK: arith.addf
 // relu: x < 0 ? 0 : x

@@ -177,21 +177,9 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     const dtf::plan::Kernel &kernel = plan.kernels(k);
     const uint64_t tolerance = callsLibm(kernel) ? 4 : 0;
     // The region as a program of its own, for the op-by-op executor.
-    dtf::plan::Program body;
-    *body.mutable_values() = kernel.values();
-    *body.mutable_ops() = kernel.body();
+    dtf::plan::Program body = dtf::plan::kernelBodyProgram(kernel);
     for (auto &op : *body.mutable_ops())
       op.clear_device(); // this process's CPU, as the fused kernel
-    for (int i = 0; i < kernel.inputs_size(); ++i) {
-      auto *feed = body.add_feeds();
-      feed->set_name("in" + std::to_string(i));
-      feed->set_value(kernel.inputs(i));
-    }
-    for (int i = 0; i < kernel.outputs_size(); ++i) {
-      auto *fetch = body.add_fetches();
-      fetch->set_name("out" + std::to_string(i));
-      fetch->set_value(kernel.outputs(i));
-    }
     dtf::exec::VariableStore variables;
     dtf::exec::ExecutorOptions options;
     options.intraOpPool = &pool;
