@@ -50,6 +50,10 @@ struct ExecutorOptions {
   std::string programName = "program";
   /// Time every op (two clock reads per op and step); see profile().
   bool profile = false;
+  /// The plan's generated kernels (applySessionOptions sets them): what
+  /// dtf.fused ops run, or their bodies when these run op by op. A program
+  /// with dtf.fused ops fails to load without them.
+  std::shared_ptr<const PlanKernels> planKernels;
 
   /// Placement (SessionOptions; see applySessionOptions). An op placed on a
   /// device this process lacks (a GPU: this build has CPU kernels only), by
@@ -68,10 +72,6 @@ struct ExecutorOptions {
   /// fails to load without one. Such a program runs in program order, which
   /// is what keeps the stages from deadlocking (plan::stageProgramFor).
   Rendezvous *rendezvous = nullptr;
-  /// The plan's generated kernels (applySessionOptions sets them): what
-  /// dtf.fused ops run, or their bodies when these run op by op. A program
-  /// with dtf.fused ops fails to load without them.
-  std::shared_ptr<const PlanKernels> planKernels;
 };
 
 /// Copies the plan's SessionOptions placement flags (soft_placement,

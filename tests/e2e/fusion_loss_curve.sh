@@ -31,6 +31,11 @@ if grep -q "op by op" "$work/fused.log"; then
   grep "op by op" "$work/fused.log" >&2
   exit 1
 fi
+# DTF_GENERATED_KERNELS=off runs the same plan's regions op by op, and says so.
+DTF_GENERATED_KERNELS=off "$bin/dtf-run" "$work/fused.plan" --steps 2 --log-every 1 \
+  > "$work/off.log" 2>&1 || { tail -20 "$work/off.log" >&2; fail "DTF_GENERATED_KERNELS=off run failed"; }
+grep -q "running the plan's [0-9]* fused regions op by op (DTF_GENERATED_KERNELS=off)" "$work/off.log" ||
+  { cat "$work/off.log" >&2; fail "no note that the regions ran op by op"; }
 # The strongest check: the trained variables, byte for byte.
 if cmp "$work/fused.ckpt/ckpt-$steps.data-0-of-1" "$work/plain.ckpt/ckpt-$steps.data-0-of-1"; then
   echo "e2e: the checkpoints after $steps steps are identical, byte for byte"
