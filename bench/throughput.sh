@@ -13,7 +13,8 @@
 #     --threads N     threads for each framework (default 2)
 #     --repeat R      runs of each framework, interleaved; the table shows
 #                     the median images/s and the largest peak RSS (default 3)
-#     --only LIST     comma-separated subset of dtf,torch,tf (default all)
+#     --only LIST     comma-separated subset of dtf,torch,tf (default all; dtf
+#                     runs twice: with its generated kernels and --fusion=off)
 #     --out FILE      results file (default bench/results/throughput.md;
 #                     "-" writes none)
 #     --omp-passive   run every framework with OMP_WAIT_POLICY=passive (dtf-run
@@ -93,6 +94,8 @@ if want dtf; then
   grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
     sed "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#" > "$work/cnn.dtf"
   "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
+  # The same model without generated kernels: every op its own kernel.
+  "$build/bin/dtfc" "$work/cnn.dtf" --fusion=off -o "$work/cnn-nofuse.plan"
 fi
 # dtf-run prints img/s per logging interval; logging every gcd(warmup, steps)
 # steps lets the timed rate leave the warm-up out exactly.
@@ -107,6 +110,8 @@ run() {
   case $fw in
     dtf) cmd=("$build/bin/dtf-run" "$work/cnn.plan" --steps $((warmup + steps))
               --log-every "$every" --threads "$threads") ;;
+    dtf-nofuse) cmd=("$build/bin/dtf-run" "$work/cnn-nofuse.plan" --steps $((warmup + steps))
+              --log-every "$every" --threads "$threads") ;;
     torch) cmd=("$py" "$root/bench/peers/torch_cnn.py" --warmup "$warmup"
                 --steps "$steps" --threads "$threads" --data "$data") ;;
     tf) cmd=("$py" "$root/bench/peers/tf_cnn.py" --warmup "$warmup"
@@ -116,7 +121,7 @@ run() {
     cat "$o" "$o.err" >&2
     die "$fw run $i failed: ${cmd[*]}"
   fi
-  if [[ $fw == dtf ]]; then
+  if [[ $fw == dtf* ]]; then
     # Equal intervals: the timed rate is the harmonic mean of the rates of
     # the intervals after the warm-up.
     rate=$(awk -v w="$warmup" '
@@ -129,14 +134,15 @@ run() {
   fi
   [[ -n $rate ]] || { cat "$o" >&2; die "$fw run $i: no images/s in its output"; }
   echo "$fw $rate $(tail -1 "$work/$fw.$i.rss")" >> "$work/runs"
-  printf '   %-6s run %d: %8.1f images/s, peak RSS %6.0f MB\n' "$fw" "$i" "$rate" \
+  printf '   %-10s run %d: %8.1f images/s, peak RSS %6.0f MB\n' "$fw" "$i" "$rate" \
     "$(($(tail -1 "$work/$fw.$i.rss") / 1024))"
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== seed CNN, batch 50, $threads threads, $warmup warm-up + $steps timed steps, $repeat run(s) each (load $load_before${OMP_WAIT_POLICY:+, OMP_WAIT_POLICY=$OMP_WAIT_POLICY})"
 for ((i = 1; i <= repeat; ++i)); do
-  for fw in dtf torch tf; do
+  for fw in dtf dtf-nofuse torch tf; do
+    if [[ $fw == dtf-nofuse ]]; then want dtf && run "$fw" "$i"; continue; fi
     want "$fw" && run "$fw" "$i"
   done
 done
@@ -159,12 +165,12 @@ runs = {}
 for line in open(sys.argv[1]):
     fw, rate, rss = line.split()
     runs.setdefault(fw, []).append((float(rate), int(rss)))
-names = {"dtf": "dtf", "torch": "PyTorch", "tf": "TensorFlow"}
+names = {"dtf": "dtf", "dtf-nofuse": "dtf --fusion=off", "torch": "PyTorch", "tf": "TensorFlow"}
 med = {fw: statistics.median(r for r, _ in v) for fw, v in runs.items()}
 rss = {fw: max(m for _, m in v) / 1024.0 for fw, v in runs.items()}
 print("| framework | images/s (median) | runs | peak RSS MB | dtf img/s ÷ this | dtf RSS ÷ this |")
 print("| --- | ---: | --- | ---: | ---: | ---: |")
-for fw in ("dtf", "torch", "tf"):
+for fw in ("dtf", "dtf-nofuse", "torch", "tf"):
     if fw not in runs:
         continue
     all_rates = " / ".join("%.0f" % r for r, _ in runs[fw])

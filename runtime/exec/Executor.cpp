@@ -4,6 +4,7 @@
 
 #include "runtime/core/DeviceName.h"
 #include "runtime/core/ThreadPool.h"
+#include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 
@@ -187,6 +188,7 @@ void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options) {
   for (const plan::Variable &v : plan.variables())
     if (!v.device().empty())
       options->variableDevices.emplace(v.name(), v.device());
+  options->planKernels = planKernelsOf(plan);
 }
 
 Executor::Executor() : schedule_(std::make_unique<Schedule>()) {}
@@ -198,6 +200,20 @@ Status Executor::create(const plan::Program &program, VariableStore &variables,
                         std::unique_ptr<Executor> *out) {
   std::unique_ptr<Executor> e(new Executor());
   e->options_ = options;
+  if (plan::hasFusedOps(program) &&
+      (!options.planKernels || !options.planKernels->loaded)) {
+    if (!options.planKernels)
+      return errorStatus(options.programName,
+                         ": the program runs generated kernels (dtf.fused), "
+                         "but the executor was given none");
+    // The op-by-op path: each fused region's ops, one kernel each.
+    plan::Program expanded = program;
+    DTF_RETURN_IF_ERROR(
+        plan::expandFusedOps(options.planKernels->kernels, &expanded));
+    DTF_RETURN_IF_ERROR(e->build(expanded, variables, kernels));
+    *out = std::move(e);
+    return Status::ok();
+  }
   DTF_RETURN_IF_ERROR(e->build(program, variables, kernels));
   *out = std::move(e);
   return Status::ok();
@@ -385,7 +401,12 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
         missing.push_back(plan::describeOp(program, i));
       continue;
     }
-    auto ctx = std::make_unique<KernelContext>();
+    std::unique_ptr<KernelContext> ctx;
+    if (op.name() == "dtf.fused")
+      ctx = std::make_unique<FusedKernelContext>(
+          options_.planKernels->loaded, int(op.attrs().at("kernel").i()));
+    else
+      ctx = std::make_unique<KernelContext>();
     ctx->setOpName(op.name());
     std::vector<Tensor *> inputs;
     inputs.reserve(op.inputs_size());

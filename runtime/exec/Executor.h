@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/core/Status.h"
+#include "runtime/exec/PlanKernels.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/exec/VariableStore.h"
 #include "runtime/kernels/Kernel.h"
@@ -50,6 +51,10 @@ struct ExecutorOptions {
   std::string programName = "program";
   /// Time every op (two clock reads per op and step); see profile().
   bool profile = false;
+  /// The plan's generated kernels (applySessionOptions sets them): what
+  /// dtf.fused ops run, or their bodies when these run op by op. A program
+  /// with dtf.fused ops fails to load without them.
+  std::shared_ptr<const PlanKernels> planKernels;
 
   /// Placement (SessionOptions; see applySessionOptions). An op placed on a
   /// device this process lacks (a GPU: this build has CPU kernels only), by
@@ -75,7 +80,8 @@ struct ExecutorOptions {
 };
 
 /// Copies the plan's SessionOptions placement flags (soft_placement,
-/// log_device_placement) and its variables' devices into `options`.
+/// log_device_placement), its variables' devices and its generated kernels
+/// into `options`.
 void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options);
 
 /// The time one op of a program took over all runs (with options.profile).

@@ -15,3 +15,8 @@ config.environment["PATH"] = os.pathsep.join(
     [config.dtf_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])]
 )
 config.substitutions.append(("%PYTHON", config.python_executable))
+
+# GPU kernels need the CUDA toolkit's ptxas (docs/kernels.md); without it
+# the tests that check GPU code are reported UNSUPPORTED.
+if os.path.exists("/usr/local/cuda/bin/ptxas"):
+    config.available_features.add("cuda")
