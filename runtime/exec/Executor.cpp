@@ -538,7 +538,9 @@ Status Executor::place(const plan::Program &program) {
   const std::string &what = options_.programName;
   std::string log;
   int moved = 0;
-  std::string firstMoved, firstWhy;
+  std::string firstMoved;
+  std::vector<std::string> reasons; // each distinct reason once
+
   opGpu_.assign(size_t(program.ops_size()), -1);
   for (int i = 0; i < program.ops_size(); ++i) {
     const plan::Op &op = program.ops(i);
@@ -602,11 +604,12 @@ Status Executor::place(const plan::Program &program) {
                 ? "; to check a GPU plan without a GPU, run it on emulated "
                   "GPUs: dtf-run PLAN --emulate-gpus 1"
                 : "");
-      if (moved++ == 0) {
+      if (moved++ == 0)
         firstMoved = strCat(plan::describeOp(program, i), " on ",
                             plan::printable(lacking));
-        firstWhy = why;
-      }
+      if (!why.empty() &&
+          std::find(reasons.begin(), reasons.end(), why) == reasons.end())
+        reasons.push_back(why);
     }
     if (options_.logDevicePlacement) {
       const std::string name =
@@ -630,9 +633,9 @@ Status Executor::place(const plan::Program &program) {
                  "lacks run on %s (first: %s)\n",
                  what.c_str(), moved, moved == 1 ? "" : "s",
                  options_.device.c_str(), firstMoved.c_str());
-    if (!firstWhy.empty())
+    for (const std::string &r : reasons)
       std::fprintf(options_.log, "%s: soft placement: %s\n", what.c_str(),
-                   firstWhy.c_str());
+                   r.c_str());
   }
   if (options_.log && options_.logDevicePlacement) {
     std::fprintf(options_.log, "%s: device placement (%d ops):\n%s",

@@ -49,6 +49,15 @@ grep -q "soft_placement = true" "$work/hard.log" || fail "the refusal gives no f
 grep -q -- "--emulate-gpus 1" "$work/hard.log" || fail "the refusal does not mention --emulate-gpus"
 echo "e2e: refused without a driver: $(grep -m1 'placed on' "$work/hard.log" | cut -c1-160)..."
 
+# A GPU, no soft placement: an op with no GPU kernel is refused, named with
+# its device and the fix.
+if "$bin/dtf-run" "$work/hard.plan" --emulate-gpus 1 --steps 1 > "$work/nokernel.log" 2>&1; then
+  fail "an op with no GPU kernel ran on a GPU without soft placement"
+fi
+grep -q "is placed on /device:GPU:0, a device this process does not have (dtf-run has no GPU kernel for dtf\." "$work/nokernel.log" ||
+  fail "no refusal naming the op without a GPU kernel: $(cat "$work/nokernel.log")"
+grep -q "soft_placement = true" "$work/nokernel.log" || fail "the refusal gives no fix"
+
 # No driver, soft placement: the CPU path, said once per program.
 DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$bin/dtf-run" "$work/soft.plan" \
   --log-every "$every" > "$work/cpu.log" 2>&1 || {
