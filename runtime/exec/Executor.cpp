@@ -842,8 +842,10 @@ Status Executor::run(uint64_t step) {
     planSchedule();
   // The copies of this step must be done before the host refills the
   // pinned buffers next step.
-  for (auto &[index, device] : gpus_)
+  for (auto &[index, device] : gpus_) {
     DTF_RETURN_IF_ERROR(device->synchronize());
+    DTF_RETURN_IF_ERROR(device->planArena());
+  }
   return Status::ok();
 }
 

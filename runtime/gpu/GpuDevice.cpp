@@ -110,6 +110,11 @@ GpuDevice::~GpuDevice() {
   if (stream_)
     driver_.cuStreamSynchronize(stream_);
   release(workspace_);
+  for (DeviceBuffer *b : buffers_)
+    if (!b->inArena && b->ptr)
+      driver_.cuMemFree(b->ptr);
+  if (arena_)
+    driver_.cuMemFree(arena_);
   if (dnn_)
     driver_.cudnnDestroy(dnn_);
   if (blas_)
@@ -141,13 +146,43 @@ Status GpuDevice::reserve(DeviceBuffer &b, size_t bytes) {
   const size_t rounded = (bytes + 255) / 256 * 256;
   DTF_RETURN_IF_ERROR(check("cuMemAlloc", driver_.cuMemAlloc(&b.ptr, rounded)));
   b.capacity = rounded;
+  b.inArena = false;
+  buffers_.insert(&b);
+  allocatedOutsideArena_ = true;
   return Status::ok();
 }
 
 void GpuDevice::release(DeviceBuffer &b) {
-  if (b.ptr)
+  if (b.ptr && !b.inArena)
     driver_.cuMemFree(b.ptr);
+  buffers_.erase(&b);
   b = DeviceBuffer();
+}
+
+Status GpuDevice::planArena() {
+  if (!allocatedOutsideArena_)
+    return Status::ok();
+  DTF_RETURN_IF_ERROR(synchronize());
+  size_t total = 0;
+  for (DeviceBuffer *b : buffers_)
+    total += b->capacity; // multiples of 256 bytes
+  CUdeviceptr arena = 0;
+  if (total > 0)
+    DTF_RETURN_IF_ERROR(check("cuMemAlloc", driver_.cuMemAlloc(&arena, total)));
+  size_t offset = 0;
+  for (DeviceBuffer *b : buffers_) {
+    if (!b->inArena)
+      driver_.cuMemFree(b->ptr);
+    b->ptr = arena + offset;
+    b->inArena = true;
+    offset += b->capacity;
+  }
+  if (arena_)
+    driver_.cuMemFree(arena_);
+  arena_ = arena;
+  allocatedOutsideArena_ = false;
+  ++arenasPlanned_;
+  return Status::ok();
 }
 
 Status GpuDevice::reservePinned(void **p, size_t *capacity, size_t bytes) {
@@ -186,8 +221,12 @@ Status GpuKernelContext::allocateOutput(int i, DType dtype,
                                         Tensor **out) {
   if (i >= numOutputs())
     setNumOutputs(i + 1);
-  if (outputBuffers_.size() < size_t(numOutputs()))
-    outputBuffers_.resize(size_t(numOutputs()));
+  // Registered with the device by address: sized once.
+  if (outputBuffers_.size() < size_t(numOutputs())) {
+    for (DeviceBuffer &b : outputBuffers_)
+      device_.release(b);
+    outputBuffers_.assign(size_t(numOutputs()) + 4, DeviceBuffer());
+  }
   const size_t bytes = size_t(numElementsOf(shape)) * dtypeSize(dtype);
   DeviceBuffer &b = outputBuffers_[size_t(i)];
   DTF_RETURN_IF_ERROR(device_.reserve(b, std::max<size_t>(bytes, 1)));
@@ -198,8 +237,11 @@ Status GpuKernelContext::allocateOutput(int i, DType dtype,
 }
 
 Status GpuKernelContext::scratch(int k, size_t bytes, void **p) {
-  if (scratch_.size() <= size_t(k))
-    scratch_.resize(size_t(k) + 1);
+  if (scratch_.size() <= size_t(k)) {
+    for (DeviceBuffer &b : scratch_)
+      device_.release(b);
+    scratch_.assign(size_t(k) + 4, DeviceBuffer());
+  }
   DTF_RETURN_IF_ERROR(device_.reserve(scratch_[size_t(k)], std::max<size_t>(bytes, 1)));
   *p = reinterpret_cast<void *>(uintptr_t(scratch_[size_t(k)].ptr));
   return Status::ok();

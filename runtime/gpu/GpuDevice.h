@@ -11,6 +11,7 @@
 #include "runtime/kernels/Kernel.h"
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,12 @@ const KernelRegistry &gpuKernelRegistry();
 /// "/job:localhost/replica:0/task:0/device:GPU:N".
 std::string gpuDeviceName(int index);
 
+/// Device memory that one op's tensor (or scratch) lives in: a slice of its
+/// device's arena, or an allocation of its own until the arena is planned.
 struct DeviceBuffer {
   cuda::CUdeviceptr ptr = 0;
   size_t capacity = 0;
+  bool inArena = false;
 };
 
 /// One GPU as one executor uses it: the primary context, one stream for its
@@ -60,8 +64,16 @@ public:
   Status makeCurrent();
   Status synchronize();
   /// Makes `b` hold at least `bytes` (a new allocation only when it grows).
+  /// Its contents do not survive growth or planArena(): every buffer is
+  /// written before it is read within a step.
   Status reserve(DeviceBuffer &b, size_t bytes);
   void release(DeviceBuffer &b);
+  /// After a step that allocated: moves every buffer into one arena sized
+  /// for the step (one cuMemAlloc), so that steps of that shape allocate
+  /// nothing. Buffers move, so captured graphs are captured anew.
+  Status planArena();
+  /// How many arenas were planned (the first step's, and one per new shape).
+  int arenasPlanned() const { return arenasPlanned_; }
   /// Pinned host memory, likewise.
   Status reservePinned(void **p, size_t *capacity, size_t bytes);
   /// A scratch buffer for library workspaces, shared by the device's ops.
@@ -77,6 +89,10 @@ private:
   cuda::cublasHandle_t blas_ = nullptr;
   cuda::cudnnHandle_t dnn_ = nullptr;
   DeviceBuffer workspace_;
+  std::set<DeviceBuffer *> buffers_; // every buffer holding memory
+  cuda::CUdeviceptr arena_ = 0;
+  bool allocatedOutsideArena_ = false;
+  int arenasPlanned_ = 0;
 };
 
 /// A kernel context whose inputs and outputs are tensors in device memory

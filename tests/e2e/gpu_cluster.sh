@@ -4,7 +4,8 @@
 # 127.0.0.1 whose tasks each emulate one GPU (dtf-run --emulate-gpus 1 is
 # handed to every task), asynchronously and synchronously (2 of 2 replicas).
 # Each worker must have run its matmuls on cuBLAS and replayed CUDA graphs,
-# the chief's loss must fall, and the job must finish.
+# the chief's loss must fall, its test accuracy end above 0.5, and the job
+# must finish.
 # usage: gpu_cluster.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -20,8 +21,8 @@ start = text.index("  graph {\n") + len("  graph {\n")
 end = text.index("\n  }\n", start)
 body = "\n".join("  " + l if l else l for l in text[start:end].split("\n"))
 text = text[:start] + '    on "/gpu:0" {\n' + body + "\n    }" + text[end:]
-text = re.sub(r"steps = \d+", "steps = 200", text)
-text = re.sub(r"every = \d+", "every = 200", text)
+text = re.sub(r"steps = \d+", "steps = 300", text)
+text = re.sub(r"every = \d+", "every = 300", text)
 text = re.sub(r"update = sync\([^)]*\)", "update = " + mode, text)
 text = text.replace("  train {\n", "  train {\n    session = session(soft_placement = true)\n", 1)
 open(out, "w").write(text)
@@ -29,7 +30,7 @@ PY
   "$bin/dtfc" "$work/$name.dtf" -o "$work/$name.plan"
   cluster_json "$work/$name.json" 1 2
   timeout 300 "$bin/dtf-run" "$work/$name.plan" --cluster "$work/$name.json" \
-    --emulate-gpus 1 --log-every 50 > "$work/$name.log" 2>&1 || {
+    --emulate-gpus 1 --log-every 25 > "$work/$name.log" 2>&1 || {
     echo "e2e: $name: the job failed:" >&2; tail -30 "$work/$name.log" >&2; exit 1; }
   python3 - "$work/$name.log" "$name" <<'PY'
 import re, sys
@@ -44,8 +45,12 @@ for w in ("worker.0", "worker.1"):
 chief = [l.split("|", 1)[1].strip() for l in log if l.startswith("worker.0")]
 losses = [float(m.group(1)) for l in chief if l.startswith("step ")
           for m in [re.search(r"loss ([0-9.eE+-]+)", l)] if m]
-if len(losses) < 2 or not losses[-1] < 0.85 * losses[0]:
+final = [l for l in chief if l.startswith("final:")]
+acc = re.search(r"accuracy=([0-9.]+)", final[-1]) if final else None
+if len(losses) < 2 or not min(losses[1:]) < 0.85 * losses[0]:
     bad.append("the chief's loss did not fall by 15%%: %s" % losses)
+if not acc or float(acc.group(1)) < 0.5:
+    bad.append("final accuracy not above 0.5 (chance 0.1): %s" % final)
 if not any("the job finished" in l for l in log):
     bad.append("the launcher did not report the job finished")
 for b in bad:

@@ -143,6 +143,70 @@ TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {
   expectSameOnGpu(*e.device, "dtf.avg_pool_grad", {x, dy}, attrs);
 }
 
+// The number in the emulation's counters before `what` ("7 device
+// allocations").
+long counter(const std::string &what) {
+  const std::string stats = processEmulationStats();
+  const size_t at = stats.find(" " + what);
+  if (at == std::string::npos)
+    return -1;
+  const size_t start = stats.rfind(' ', at - 1) + 1;
+  return std::stol(stats.substr(start, at - start));
+}
+
+TEST(GpuArena, StepsOfOneShapeAllocateNothingOnceTheArenaIsPlanned) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  GpuDevice &dev = *e.device;
+  // y = (x W1) W2, the second matmul reading the first's result in place.
+  Tensor x = randomTensor({4, 6}, 1), w1 = randomTensor({6, 5}, 2),
+         w2 = randomTensor({5, 3}, 3);
+  auto c1 = std::make_unique<GpuKernelContext>(dev);
+  c1->setOpName("dtf.matmul");
+  GpuOp first(dev, gpuKernelRegistry().lookup("dtf.matmul"), std::move(c1));
+  first.setNumOutputs(1);
+  first.addHostInput(&x);
+  first.addHostInput(&w1);
+  auto c2 = std::make_unique<GpuKernelContext>(dev);
+  c2->setOpName("dtf.matmul");
+  GpuOp second(dev, gpuKernelRegistry().lookup("dtf.matmul"), std::move(c2));
+  second.setNumOutputs(1);
+  second.addDeviceInput(&first.context().output(0));
+  second.addHostInput(&w2);
+  second.setDownload(0);
+  std::vector<float> want;
+  long afterFirstStep = 0;
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_TRUE(first.run(uint64_t(step), 0).isOk());
+    ASSERT_TRUE(second.run(uint64_t(step), 0).isOk());
+    ASSERT_TRUE(dev.synchronize().isOk());
+    ASSERT_TRUE(dev.planArena().isOk());
+    const Tensor &y = *second.hostOutput(0);
+    std::vector<float> got(y.data<float>(), y.data<float>() + y.numElements());
+    if (step == 0) {
+      want = got;
+      afterFirstStep = counter("device allocations");
+    }
+    EXPECT_EQ(got, want) << "step " << step;
+  }
+  // The first step's buffers and the arena planned after it, nothing later.
+  EXPECT_EQ(dev.arenasPlanned(), 1);
+  EXPECT_GT(afterFirstStep, 0);
+  EXPECT_EQ(counter("device allocations"), afterFirstStep);
+  // Step 2 ran eagerly in the arena, step 3 was captured; 3 to 6 launched.
+  EXPECT_EQ(first.graphLaunches(), 4u);
+  EXPECT_EQ(second.graphLaunches(), 4u);
+  // A larger batch grows the buffers once, and the next arena holds them.
+  x = randomTensor({64, 6}, 4);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(first.run(uint64_t(step), 0).isOk());
+    ASSERT_TRUE(second.run(uint64_t(step), 0).isOk());
+    ASSERT_TRUE(dev.planArena().isOk());
+    EXPECT_EQ(second.hostOutput(0)->dim(0), 64);
+  }
+  EXPECT_EQ(dev.arenasPlanned(), 2);
+}
+
 TEST(GpuKernels, UnevenPaddingIsRefusedWithTheFix) {
   Emulated e;
   ASSERT_TRUE(e.device);
