@@ -4,6 +4,7 @@
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanReader.h"
 #include "dialects/Dtf/IR/DtfDialect.h"
+#include "dialects/Dtf/Transforms/Fusion.h"
 #include "dtf/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -108,13 +109,18 @@ class ProgramEmitter {
 public:
   /// `readAs` renames the variables that reads see (evaluation reads the
   /// moving averages of the weights when the model keeps them).
-  ProgramEmitter(func::FuncOp func, pb::Program *program,
+  ProgramEmitter(func::FuncOp func, pb::Program *program, pb::Plan *plan,
                  llvm::StringMap<std::string> readAs = {})
-      : func(func), program(program), readAs(std::move(readAs)) {}
+      : func(func), program(program), plan(plan), readAs(std::move(readAs)) {}
 
   LogicalResult run();
 
 private:
+  /// One op of the function (not its return).
+  LogicalResult emitOp(Operation &op);
+  /// A dtf.fused op: the program op, and its Kernel (made once per index).
+  LogicalResult emitFused(FusedOp fused, pb::Op *out);
+
   int32_t define(Value v) {
     int32_t id = nextId++;
     ids[v] = id;
@@ -146,6 +152,7 @@ private:
 
   func::FuncOp func;
   pb::Program *program;
+  pb::Plan *plan;
   DenseMap<Value, int32_t> ids;
   llvm::StringMap<int32_t> variableValues;
   int32_t nextId = 0;
@@ -203,6 +210,74 @@ LogicalResult ProgramEmitter::run() {
       }
       continue;
     }
+    if (failed(emitOp(op)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
+  const int64_t k = fused.getKernel();
+  if (k < 0 || !plan)
+    return fused.emitError() << "has no kernel index (run dtf-fuse)";
+  while (plan->kernels_size() <= k)
+    plan->add_kernels();
+  pb::Kernel *kernel = plan->mutable_kernels(int(k));
+  if (!kernel->name().empty())
+    return success(); // the same index seen in another program
+  kernel->set_name("dtf_fused_" + std::to_string(k));
+  kernel->set_cpu_symbol(kernel->name());
+  // The region with its own numbering: arguments first, then each op.
+  pb::Program body;
+  ProgramEmitter inner(func, &body, nullptr);
+  Block &block = fused.getBody().front();
+  for (BlockArgument arg : block.getArguments())
+    kernel->add_inputs(inner.define(arg));
+  for (Operation &op : block) {
+    if (auto yield = dyn_cast<YieldOp>(op)) {
+      for (Value v : yield.getValues())
+        kernel->add_outputs(inner.ids.lookup(v));
+      continue;
+    }
+    if (failed(inner.emitOp(op)))
+      return failure();
+    kernel->add_ops(op.getName().getStringRef().str());
+    kernel->add_locations(locationOf(op.getLoc()));
+  }
+  *kernel->mutable_values() = body.values();
+  *kernel->mutable_body() = body.ops();
+  // Parameters: each input's buffer by how it is indexed, each output's,
+  // then the element count (FusedKernels.h in the runtime reads them).
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
+  int operand = 0;
+  for (Value in : fused.getInputs()) {
+    std::optional<FusedIndex> index =
+        fusedIndexOf(cast<RankedTensorType>(in.getType()), shape);
+    if (!index)
+      return fused.emitError() << "input " << operand << " of type "
+                               << in.getType()
+                               << " cannot be indexed over the region's shape";
+    pb::KernelParam *p = kernel->add_params();
+    p->set_kind("buffer");
+    p->set_operand(operand++);
+    p->set_meaning(fusedIndexName(*index));
+  }
+  for (size_t i = 0; i < fused.getNumResults(); ++i) {
+    pb::KernelParam *p = kernel->add_params();
+    p->set_kind("buffer");
+    p->set_operand(operand++);
+    p->set_meaning("output");
+  }
+  pb::KernelParam *elements = kernel->add_params();
+  elements->set_kind("i64");
+  elements->set_meaning("elements");
+  (void)out;
+  return success();
+}
+
+LogicalResult ProgramEmitter::emitOp(Operation &op) {
+  {
     // Variables an update writes (or a moving average reads) are its first
     // inputs, in the order the op names them; their reads come before it.
     SmallVector<StringRef> symbolOperands;
@@ -244,6 +319,9 @@ LogicalResult ProgramEmitter::run() {
     }
     for (NamedAttribute attr : op.getAttrDictionary())
       if (failed(convertAttr(&op, attr, out)))
+        return failure();
+    if (auto fused = dyn_cast<FusedOp>(op))
+      if (failed(emitFused(fused, out)))
         return failure();
     for (Value result : op.getResults())
       out->add_outputs(define(result));
@@ -421,8 +499,8 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
   for (const pb::Variable &var : plan.variables())
     if (var.role() == "moving_average")
       averages[var.slot_of()] = var.name();
-  if (failed(ProgramEmitter(train, plan.mutable_train_step()).run()) ||
-      failed(ProgramEmitter(eval, plan.mutable_eval(), std::move(averages)).run()))
+  if (failed(ProgramEmitter(train, plan.mutable_train_step(), &plan).run()) ||
+      failed(ProgramEmitter(eval, plan.mutable_eval(), &plan, std::move(averages)).run()))
     return failure();
   if (auto t = module->getAttrOfType<DictionaryAttr>("dtf.train"))
     fillTraining(t, plan);

@@ -5,6 +5,7 @@
 #include "runtime/core/DeviceName.h"
 #include "runtime/core/ThreadPool.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 
@@ -200,6 +201,7 @@ void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options) {
   for (const plan::Variable &v : plan.variables())
     if (!v.device().empty())
       options->variableDevices.emplace(v.name(), v.device());
+  options->planKernels = planKernelsOf(plan);
 }
 
 Executor::Executor() : schedule_(std::make_unique<Schedule>()) {}
@@ -211,6 +213,20 @@ Status Executor::create(const plan::Program &program, VariableStore &variables,
                         std::unique_ptr<Executor> *out) {
   std::unique_ptr<Executor> e(new Executor());
   e->options_ = options;
+  if (plan::hasFusedOps(program) &&
+      (!options.planKernels || !options.planKernels->loaded)) {
+    if (!options.planKernels)
+      return errorStatus(options.programName,
+                         ": the program runs generated kernels (dtf.fused), "
+                         "but the executor was given none");
+    // The op-by-op path: each fused region's ops, one kernel each.
+    plan::Program expanded = program;
+    DTF_RETURN_IF_ERROR(
+        plan::expandFusedOps(options.planKernels->kernels, &expanded));
+    DTF_RETURN_IF_ERROR(e->build(expanded, variables, kernels));
+    *out = std::move(e);
+    return Status::ok();
+  }
   DTF_RETURN_IF_ERROR(e->build(program, variables, kernels));
   *out = std::move(e);
   return Status::ok();
@@ -380,7 +396,12 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
         missing.push_back(plan::describeOp(program, i));
       continue;
     }
-    auto ctx = std::make_unique<KernelContext>();
+    std::unique_ptr<KernelContext> ctx;
+    if (op.name() == "dtf.fused")
+      ctx = std::make_unique<FusedKernelContext>(
+          options_.planKernels->loaded, int(op.attrs().at("kernel").i()));
+    else
+      ctx = std::make_unique<KernelContext>();
     ctx->setOpName(op.name());
     std::vector<Tensor *> inputs;
     inputs.reserve(op.inputs_size());
@@ -457,7 +478,15 @@ Status Executor::buildGpuNode(const plan::Op &op, int index, Node *node) {
   node->kind = NodeKind::kGpu;
   node->gpu = index;
   node->fn = gpu::gpuKernelRegistry().lookup(op.name());
-  auto ctx = std::make_unique<gpu::GpuKernelContext>(*device);
+  std::unique_ptr<gpu::GpuKernelContext> ctx;
+  if (op.name() == "dtf.fused") {
+    const int k = int(op.attrs().at("kernel").i());
+    ctx = std::make_unique<gpu::GpuFusedContext>(
+        *device, options_.planKernels->loaded, k,
+        options_.planKernels->gpu[size_t(k)]);
+  } else {
+    ctx = std::make_unique<gpu::GpuKernelContext>(*device);
+  }
   ctx->setOpName(op.name());
   AttrMap attrs;
   Status s = kernelAttrs(op, *node, &attrs);
@@ -517,6 +546,42 @@ int Executor::numGpuOps() const {
   return n;
 }
 
+// The device the plan gives `op`. A dtf.fused op that names none runs where
+// its region's ops were placed (when they agree).
+std::string Executor::placedDevice(const plan::Op &op) const {
+  if (!op.device().empty() || op.name() != "dtf.fused" ||
+      !options_.planKernels)
+    return op.device();
+  auto k = op.attrs().find("kernel");
+  const auto &kernels = options_.planKernels->kernels;
+  if (k == op.attrs().end() || k->second.i() < 0 ||
+      k->second.i() >= kernels.size())
+    return "";
+  std::string device;
+  for (const plan::Op &inner : kernels[int(k->second.i())].body()) {
+    if (inner.device().empty() || (!device.empty() && inner.device() != device))
+      return "";
+    device = inner.device();
+  }
+  return device;
+}
+
+// Why the dtf.fused `op` cannot run on a GPU ("" when it can): the plan's
+// generated kernels run op by op here, or the plan has no GPU code for it.
+std::string Executor::fusedGpuCodeMissing(const plan::Op &op) const {
+  if (op.name() != "dtf.fused")
+    return "";
+  const PlanKernels *pk = options_.planKernels.get();
+  auto k = op.attrs().find("kernel");
+  if (!pk || !pk->loaded || k == op.attrs().end())
+    return "the plan's generated kernels run op by op here";
+  const int index = int(k->second.i());
+  if (index < 0 || index >= int(pk->gpu.size()) || !pk->gpu[size_t(index)].present())
+    return "the plan has no GPU code for its generated kernels (dtf.fused; "
+           "dtfc emits none yet)";
+  return "";
+}
+
 // Whether GPU `index` can run ops here; when not, why (once per executor).
 bool Executor::gpuAvailable(int index, std::string *why) {
   std::string whyNot;
@@ -540,6 +605,9 @@ Status Executor::place(const plan::Program &program) {
   int moved = 0;
   std::string firstMoved;
   std::vector<std::string> reasons; // each distinct reason once
+  // Ops that have no GPU kernel, said in one line.
+  const std::string kNoGpuKernel = "no GPU kernel";
+  std::set<std::string> noGpuKernel;
 
   opGpu_.assign(size_t(program.ops_size()), -1);
   for (int i = 0; i < program.ops_size(); ++i) {
@@ -551,29 +619,34 @@ Status Executor::place(const plan::Program &program) {
     const bool valueOnly = op.name() == "dtf.input" ||
                            op.name() == "dtf.constant" ||
                            op.name() == "dtf.read_variable";
-    const int gpuIndex = op.device().empty() ? -1 : gpuIndexOf(op.device());
+    const std::string device = placedDevice(op);
+    const int gpuIndex = device.empty() ? -1 : gpuIndexOf(device);
     if (gpuIndex >= 0) {
       if (!gpuAvailable(gpuIndex, &why)) {
-        lacking = op.device();
+        lacking = device;
       } else if (!valueOnly) {
         bool f32 = true;
         for (int32_t id : op.outputs())
           for (const plan::Value &v : program.values())
             if (v.id() == id && v.type().dtype() != plan::DType::F32)
               f32 = false;
-        if (gpu::gpuKernelRegistry().lookup(op.name()) && f32) {
+        const std::string noFusedCode = fusedGpuCodeMissing(op);
+        if (op.name() == "dtf.fused") {
+          if (noFusedCode.empty())
+            opGpu_[size_t(i)] = gpuIndex;
+          else
+            lacking = device, why = noFusedCode;
+        } else if (gpu::gpuKernelRegistry().lookup(op.name()) && f32) {
           opGpu_[size_t(i)] = gpuIndex;
         } else {
-          lacking = op.device();
-          why = strCat("dtf-run has no GPU kernel for ",
-                       plan::printable(op.name()),
-                       f32 ? "" : " on this dtype", "; its GPU kernels: ",
-                       "dtf.matmul, dtf.conv2d and its gradients, dtf.max_pool, "
-                       "dtf.avg_pool and their gradients (f32)");
+          lacking = device;
+          why = kNoGpuKernel;
+          noGpuKernel.insert(strCat(plan::printable(op.name()),
+                                    f32 ? "" : " (not f32)"));
         }
       }
-    } else if (!op.device().empty() && lacksDevice(op.device())) {
-      lacking = op.device();
+    } else if (!device.empty() && lacksDevice(device)) {
+      lacking = device;
     } else if (op.name() == "dtf.read_variable") {
       auto name = op.attrs().find("name");
       if (name != op.attrs().end()) {
@@ -590,6 +663,12 @@ Status Executor::place(const plan::Program &program) {
         }
       }
     }
+    if (why == kNoGpuKernel)
+      why = strCat("dtf-run has no GPU kernel for ",
+                   plan::printable(op.name()), " (",
+                   "its GPU kernels are dtf.matmul, dtf.conv2d and its "
+                   "gradients, dtf.max_pool, dtf.avg_pool and their gradients, "
+                   "in f32, and dtf.fused with the plan's GPU code)");
     if (!lacking.empty()) {
       if (!options_.softPlacement)
         return errorStatus(
@@ -607,7 +686,8 @@ Status Executor::place(const plan::Program &program) {
       if (moved++ == 0)
         firstMoved = strCat(plan::describeOp(program, i), " on ",
                             plan::printable(lacking));
-      if (!why.empty() &&
+      // Missing GPU kernels are said in one line, after the loop.
+      if (!why.empty() && why.rfind("dtf-run has no GPU kernel", 0) != 0 &&
           std::find(reasons.begin(), reasons.end(), why) == reasons.end())
         reasons.push_back(why);
     }
@@ -636,6 +716,17 @@ Status Executor::place(const plan::Program &program) {
     for (const std::string &r : reasons)
       std::fprintf(options_.log, "%s: soft placement: %s\n", what.c_str(),
                    r.c_str());
+    if (!noGpuKernel.empty()) {
+      std::string ops;
+      for (const std::string &o : noGpuKernel)
+        ops += (ops.empty() ? "" : ", ") + o;
+      std::fprintf(options_.log,
+                   "%s: soft placement: dtf-run has no GPU kernel for %s (its "
+                   "GPU kernels are dtf.matmul, dtf.conv2d and its gradients, "
+                   "dtf.max_pool, dtf.avg_pool and their gradients, in f32, "
+                   "and dtf.fused with the plan's GPU code)\n",
+                   what.c_str(), ops.c_str());
+    }
   }
   if (options_.log && options_.logDevicePlacement) {
     std::fprintf(options_.log, "%s: device placement (%d ops):\n%s",

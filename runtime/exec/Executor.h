@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/core/Status.h"
+#include "runtime/exec/PlanKernels.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/exec/VariableStore.h"
 #include "runtime/kernels/Kernel.h"
@@ -70,10 +71,15 @@ struct ExecutorOptions {
   /// fails to load without one. Such a program runs in program order, which
   /// is what keeps the stages from deadlocking (plan::stageProgramFor).
   Rendezvous *rendezvous = nullptr;
+  /// The plan's generated kernels (applySessionOptions sets them): what
+  /// dtf.fused ops run, or their bodies when these run op by op. A program
+  /// with dtf.fused ops fails to load without them.
+  std::shared_ptr<const PlanKernels> planKernels;
 };
 
 /// Copies the plan's SessionOptions placement flags (soft_placement,
-/// log_device_placement) and its variables' devices into `options`.
+/// log_device_placement), its variables' devices and its generated kernels
+/// into `options`.
 void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options);
 
 /// The time one op of a program took over all runs (with options.profile).
@@ -191,6 +197,8 @@ private:
                const KernelRegistry &kernels);
   Status place(const plan::Program &program);
   bool gpuAvailable(int index, std::string *why);
+  std::string fusedGpuCodeMissing(const plan::Op &op) const;
+  std::string placedDevice(const plan::Op &op) const;
   Status kernelAttrs(const plan::Op &op, const Node &node,
                      AttrMap *attrs) const;
   Status buildGpuNode(const plan::Op &op, int index, Node *node);

@@ -80,6 +80,8 @@ Status CudaDriver::load(const CudaLibraries &libs,
         dlsym(d->driverLib_, "dtfEmuLastError"));
     d->emuStats_ = reinterpret_cast<int (*)(char *, size_t)>(
         dlsym(d->driverLib_, "dtfEmuStats"));
+    d->emuRegisterKernel = reinterpret_cast<decltype(d->emuRegisterKernel)>(
+        dlsym(d->driverLib_, "dtfEmuRegisterKernel"));
   }
   auto init = reinterpret_cast<PFN_cuInit>(dlsym(d->driverLib_, "cuInit"));
   auto getProc = reinterpret_cast<PFN_cuGetProcAddress>(

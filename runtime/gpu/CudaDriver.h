@@ -57,6 +57,12 @@ public:
   DTF_CUDNN_FUNCTIONS(DTF_DECLARE_FN)
 #undef DTF_DECLARE_FN
   const char *(*cudnnGetErrorString)(cuda::cudnnStatus_t) = nullptr;
+  /// Emulation only (null on a real driver): the CPU twin a launch of
+  /// `name` runs (runtime/gpu/emu/EmuModule.cpp).
+  int (*emuRegisterKernel)(const char *name,
+                           void (*twin)(void *const *, const int64_t *,
+                                        int64_t, int64_t),
+                           const char *kinds, int rangeParam) = nullptr;
 
 private:
   CudaDriver() = default;

@@ -247,6 +247,53 @@ Status GpuKernelContext::scratch(int k, size_t bytes, void **p) {
   return Status::ok();
 }
 
+// --- GpuFusedContext ---------------------------------------------------------
+
+GpuFusedContext::~GpuFusedContext() {
+  if (module_)
+    device().driver().cuModuleUnload(module_);
+}
+
+Status GpuFusedContext::function(CUfunction *fn) {
+  if (!function_) {
+    CudaDriver &d = device().driver();
+    const std::string chip = strCat("sm_", device().computeCapability());
+    auto cubin = code_.cubins.find(chip);
+    // The cubin built for this chip, else the PTX, which the driver compiles
+    // for it (NUL-terminated, as cuModuleLoadData wants text).
+    const void *image = cubin != code_.cubins.end()
+                            ? static_cast<const void *>(cubin->second.data())
+                            : static_cast<const void *>(code_.ptx.c_str());
+    if (cubin == code_.cubins.end() && code_.ptx.empty())
+      return errorStatus(code_.name, ": the plan has no cubin for ", chip,
+                         " and no PTX");
+    DTF_RETURN_IF_ERROR(device().check(
+        strCat("cuModuleLoadData(", code_.name, ", ",
+               cubin != code_.cubins.end() ? chip + " cubin" : "PTX", ")")
+            .c_str(),
+        d.cuModuleLoadData(&module_, image)));
+    DTF_RETURN_IF_ERROR(device().check(
+        "cuModuleGetFunction",
+        d.cuModuleGetFunction(&function_, module_, code_.name.c_str())));
+    if (d.emulated() && d.emuRegisterKernel) {
+      // The emulation runs the kernel's CPU code from the same plan.
+      const GeneratedKernelInfo &info = kernels_->info(kernel_);
+      std::string kinds;
+      int range = -1;
+      for (const GeneratedParam &p : info.params) {
+        if (p.kind == GeneratedParam::Kind::kI64 &&
+            p.meaning == GeneratedParam::Meaning::kElements)
+          range = int(kinds.size());
+        kinds += p.kind == GeneratedParam::Kind::kBuffer ? 'b' : 'i';
+      }
+      d.emuRegisterKernel(code_.name.c_str(), kernels_->function(kernel_),
+                          kinds.c_str(), range);
+    }
+  }
+  *fn = function_;
+  return Status::ok();
+}
+
 // --- GpuOp -----------------------------------------------------------------
 
 GpuOp::GpuOp(GpuDevice &device, KernelFn fn,

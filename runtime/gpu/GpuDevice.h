@@ -8,8 +8,10 @@
 #include "runtime/core/Status.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/gpu/CudaDriver.h"
+#include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/kernels/Kernel.h"
 
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -112,6 +114,42 @@ private:
   GpuDevice &device_;
   std::vector<DeviceBuffer> outputBuffers_;
   std::vector<DeviceBuffer> scratch_;
+};
+
+/// A generated kernel's GPU code (plan.proto's Kernel): what a dtf.fused op
+/// on a GPU loads and launches.
+struct GpuKernelCode {
+  std::string name;  // the kernel's symbol in the module
+  int block = 0;     // threads per block; 0: the plan has no GPU code
+  std::string ptx;   // sm_80 PTX
+  std::map<std::string, std::string> cubins; // "sm_90" -> cubin
+  bool present() const { return block > 0 && (!ptx.empty() || !cubins.empty()); }
+};
+
+/// The context of a dtf.fused op on a GPU: the plan's loaded kernels (for
+/// the parameters, and the CPU twin that the emulation runs), which one it
+/// runs, its GPU code, and the module loaded from that code.
+class GpuFusedContext : public GpuKernelContext {
+public:
+  GpuFusedContext(GpuDevice &device,
+                  std::shared_ptr<const GeneratedKernels> kernels, int kernel,
+                  const GpuKernelCode &code)
+      : GpuKernelContext(device), kernels_(std::move(kernels)),
+        kernel_(kernel), code_(code) {}
+  ~GpuFusedContext() override;
+  const GeneratedKernels &kernels() const { return *kernels_; }
+  int kernel() const { return kernel_; }
+  const GpuKernelCode &code() const { return code_; }
+  /// Loads the cubin for the device's compute capability, else the PTX
+  /// (once), and finds the kernel in it.
+  Status function(cuda::CUfunction *fn);
+
+private:
+  std::shared_ptr<const GeneratedKernels> kernels_;
+  int kernel_;
+  GpuKernelCode code_;
+  cuda::CUmodule module_ = nullptr;
+  cuda::CUfunction function_ = nullptr;
 };
 
 /// One op of a program placed on a GPU. Its inputs come from the host (fed

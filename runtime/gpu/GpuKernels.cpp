@@ -441,6 +441,72 @@ Status avgPoolGradKernel(KernelContext &c) {
   return poolBackward(c, "dtf.avg_pool_grad", false);
 }
 
+// A generated kernel (dtf.fused): its outputs in the iteration shape (the
+// inputs broadcast together), launched over ceil(elements / block) blocks
+// with the plan's parameters packed as the module lays them out.
+Status fusedKernel(KernelContext &base) {
+  auto *ctx = dynamic_cast<GpuFusedContext *>(&base);
+  if (!ctx)
+    return errorStatus("dtf.fused on a GPU needs the plan's generated kernels");
+  const GeneratedKernelInfo &info = ctx->kernels().info(ctx->kernel());
+  const int numInputs = int(info.inputDTypes.size());
+  if (ctx->numInputs() != numInputs)
+    return errorStatus(info.name, " takes ", numInputs, " inputs, got ",
+                       ctx->numInputs());
+  std::vector<int64_t> shape;
+  for (int i = 0; i < numInputs; ++i) {
+    const std::vector<int64_t> &s = ctx->input(i).shape();
+    if (ctx->input(i).dtype() != info.inputDTypes[size_t(i)])
+      return errorStatus(info.name, ": input ", i, " is ",
+                         ctx->input(i).describe());
+    shape.insert(shape.begin(), s.size() > shape.size() ? s.size() - shape.size() : 0,
+                 1);
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t &o = shape[shape.size() - s.size() + d];
+      if (s[d] != 1 && o != 1 && s[d] != o)
+        return errorStatus(info.name, ": the inputs do not broadcast");
+      o = o == 1 ? s[d] : o;
+    }
+  }
+  const int64_t elements = numElementsOf(shape);
+  std::vector<const void *> operands;
+  for (int i = 0; i < numInputs; ++i)
+    operands.push_back(ctx->input(i).rawData());
+  for (size_t o = 0; o < info.outputDTypes.size(); ++o) {
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(
+        ctx->allocateOutput(int(o), info.outputDTypes[o], shape, &out));
+    operands.push_back(out->rawData());
+  }
+  if (elements == 0)
+    return Status::ok();
+  std::vector<uint64_t> params;
+  for (const GeneratedParam &p : info.params) {
+    if (p.kind == GeneratedParam::Kind::kI64) {
+      params.push_back(uint64_t(elements));
+    } else {
+      if (p.operand < 0 || p.operand >= int(operands.size()))
+        return errorStatus(info.name, ": a parameter names operand ",
+                           p.operand);
+      params.push_back(uint64_t(uintptr_t(operands[size_t(p.operand)])));
+    }
+  }
+  CUfunction fn;
+  DTF_RETURN_IF_ERROR(ctx->function(&fn));
+  const int64_t block = ctx->code().block;
+  const int64_t grid = (elements + block - 1) / block;
+  size_t bytes = params.size() * sizeof(uint64_t);
+  void *extra[] = {reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_POINTER),
+                   params.data(),
+                   reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_SIZE),
+                   &bytes, reinterpret_cast<void *>(CU_LAUNCH_PARAM_END)};
+  GpuDevice &dev = ctx->device();
+  return dev.check(strCat("cuLaunchKernel(", info.name, ")").c_str(),
+                   dev.driver().cuLaunchKernel(fn, unsigned(grid), 1, 1,
+                                               unsigned(block), 1, 1, 0,
+                                               dev.stream(), nullptr, extra));
+}
+
 } // namespace
 
 const KernelRegistry &gpuKernelRegistry() {
@@ -454,6 +520,7 @@ const KernelRegistry &gpuKernelRegistry() {
     reg->add("dtf.avg_pool", avgPoolKernel);
     reg->add("dtf.max_pool_grad", maxPoolGradKernel);
     reg->add("dtf.avg_pool_grad", avgPoolGradKernel);
+    reg->add("dtf.fused", fusedKernel);
     return reg;
   }();
   return *r;

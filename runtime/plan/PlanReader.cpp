@@ -1,5 +1,6 @@
 // Reading plan.bin and checking its structure before anything runs.
 #include "runtime/plan/PlanReader.h"
+#include "runtime/plan/FusedKernels.h"
 
 #include "runtime/plan/PlanTypes.h"
 
@@ -369,7 +370,7 @@ Status validatePlan(const Plan &plan, const std::string &name) {
   if (training.steps() < 0)
     return errorStatus(name, ": training steps ", training.steps(),
                        " is negative");
-  return Status::ok();
+  return validateKernels(plan, name);
 }
 
 Status parsePlan(std::string_view bytes, const std::string &name, Plan *out,

@@ -13,20 +13,8 @@ work=$work/gpu_cluster
 rm -rf "$work" && mkdir -p "$work"
 for mode in async "sync(replicas_to_aggregate = 2, total_num_replicas = 2)"; do
   name=${mode%%(*}
-  python3 - "$root/models/mlp.dtf" "$work/$name.dtf" "$mode" <<'PY'
-import re, sys
-src, out, mode = sys.argv[1:]
-text = open(src).read()
-start = text.index("  graph {\n") + len("  graph {\n")
-end = text.index("\n  }\n", start)
-body = "\n".join("  " + l if l else l for l in text[start:end].split("\n"))
-text = text[:start] + '    on "/gpu:0" {\n' + body + "\n    }" + text[end:]
-text = re.sub(r"steps = \d+", "steps = 300", text)
-text = re.sub(r"every = \d+", "every = 300", text)
-text = re.sub(r"update = sync\([^)]*\)", "update = " + mode, text)
-text = text.replace("  train {\n", "  train {\n    session = session(soft_placement = true)\n", 1)
-open(out, "w").write(text)
-PY
+  python3 "$root/tests/e2e/gpu_model.py" "$root/models/mlp.dtf" "$work/$name.dtf" 300 \
+    "soft_placement = true" "$mode"
   "$bin/dtfc" "$work/$name.dtf" -o "$work/$name.plan"
   cluster_json "$work/$name.json" 1 2
   timeout 300 "$bin/dtf-run" "$work/$name.plan" --cluster "$work/$name.json" \

@@ -3,12 +3,15 @@
 #include "compiler/frontend/Diagnostics.h"
 #include "compiler/frontend/MLIRGen.h"
 #include "compiler/frontend/Parser.h"
+#include "compiler/kernels/KernelGen.h"
 #include "compiler/plan/PlanEmitter.h"
 #include "runtime/cluster/ClusterSpec.h"
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanDot.h"
+#include "runtime/plan/PlanTypes.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "mlir/Transforms/ViewOpGraph.h"
@@ -39,7 +42,7 @@ enum ExitCode {
   kIoError = 4,
 };
 
-enum class Emit { AST, MLIR, TrainMLIR, Dot, PlanText, Plan };
+enum class Emit { AST, MLIR, TrainMLIR, FusedMLIR, Kernels, KernelLLVM, Dot, PlanText, Plan };
 
 cl::OptionCategory category("dtfc options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.dtf>"),
@@ -53,6 +56,12 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::MLIR, "mlir", "the model in the dtf dialect"),
                clEnumValN(Emit::TrainMLIR, "train-mlir",
                           "the training step: after dtf-autodiff and dtf-optimize"),
+               clEnumValN(Emit::FusedMLIR, "fused-mlir",
+                          "the training step after dtf-fuse: dtf.fused regions"),
+               clEnumValN(Emit::Kernels, "kernels",
+                          "each generated kernel: its ops and their source locations"),
+               clEnumValN(Emit::KernelLLVM, "kernel-llvm",
+                          "the CPU kernels as optimized LLVM IR"),
                clEnumValN(Emit::Dot, "dot",
                           "each task's program (worker_step, ps_update) as a Graphviz graph"),
                clEnumValN(Emit::PlanText, "plan-text", "the plan, as readable text"),
@@ -68,6 +77,16 @@ cl::opt<unsigned> errorLimit("error-limit",
 cl::opt<bool> noDataCheck("no-data-check",
                           cl::desc("Do not warn about data paths missing on this machine"),
                           cl::init(false), cl::cat(category));
+
+enum class Fusion { On, Off };
+cl::opt<Fusion> fusion(
+    "fusion",
+    cl::desc("Fuse chains of elementwise ops into generated kernels (default on)"),
+    cl::values(clEnumValN(Fusion::On, "on",
+                          "dtf-fuse, then CPU machine code in the plan"),
+               clEnumValN(Fusion::Off, "off",
+                          "no fusion: every op runs its own library kernel")),
+    cl::init(Fusion::On), cl::cat(category));
 
 cl::opt<bool> placementReport(
     "placement-report",
@@ -90,6 +109,26 @@ void printVersion(llvm::raw_ostream &os) {
      << ")\n";
 }
 
+/// --emit=kernels: each kernel, the shape it loops over, its ops and where
+/// they come from.
+void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
+  if (plan.kernels_size() == 0)
+    os << "no fused kernels (--fusion=off, or no chain of elementwise ops)\n";
+  for (const ::dtf::plan::Kernel &k : plan.kernels()) {
+    const ::dtf::plan::Value *out = nullptr;
+    for (const ::dtf::plan::Value &v : k.values())
+      if (k.outputs_size() > 0 && v.id() == k.outputs(0))
+        out = &v;
+    os << k.name() << ": " << k.ops_size() << " ops, " << k.inputs_size()
+       << " inputs, " << k.outputs_size() << " outputs, over "
+       << (out ? ::dtf::plan::typeString(out->type()) : std::string("?")) << "\n";
+    for (int i = 0; i < k.ops_size(); ++i)
+      os << "  " << k.ops(i) << "  "
+         << (k.locations(i).empty() ? std::string("(no location)") : k.locations(i))
+         << "\n";
+  }
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -101,7 +140,9 @@ int main(int argc, char **argv) {
       "dtfc: compiles a dtf model into a training plan\n\n"
       "  dtfc model.dtf -o plan.bin\n"
       "  dtfc model.dtf --emit=mlir        print the model in the dtf dialect\n"
-      "  dtfc model.dtf --emit=ast         print the syntax tree\n");
+      "  dtfc model.dtf --emit=ast         print the syntax tree\n"
+      "  dtfc model.dtf --emit=kernels     list the fused kernels and their ops\n"
+      "  dtfc model.dtf --fusion=off       no generated kernels: op by op\n");
   if (inputFile.empty()) {
     llvm::errs() << "dtfc: error: no input file (see dtfc --help)\n";
     return kUsageError;
@@ -175,10 +216,37 @@ int main(int argc, char **argv) {
   }
   if (emit == Emit::TrainMLIR)
     return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+  if (fusion == Fusion::On) {
+    // Only the plan's two programs get kernels; the model's own function
+    // (the forward pass they were built from) is not in the plan.
+    for (auto func : llvm::make_early_inc_range(module->getOps<mlir::func::FuncOp>()))
+      if (func.getSymName() != "train_step" && func.getSymName() != "eval")
+        func.erase();
+    mlir::PassManager fuse(&context);
+    fuse.addPass(mlir::dtf::createDtfFuse());
+    if (mlir::failed(fuse.run(*module))) {
+      diagnostics.printSummary();
+      return kCompileError;
+    }
+  }
+  if (emit == Emit::FusedMLIR)
+    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
   ::dtf::plan::Plan plan;
   if (mlir::failed(mlir::dtf::emitPlan(*module, filename, plan))) {
     diagnostics.printSummary();
     return kCompileError;
+  }
+  if (emit == Emit::Kernels)
+    return writeOutput([&](llvm::raw_ostream &os) { printKernels(plan, os); });
+  if (plan.kernels_size() > 0) {
+    std::string error, llvmIR;
+    if (mlir::failed(mlir::dtf::compileCpuKernels(
+            *module, plan, error, emit == Emit::KernelLLVM ? &llvmIR : nullptr))) {
+      llvm::errs() << "dtfc: error: generating the CPU kernels: " << error << "\n";
+      return kCompileError;
+    }
+    if (emit == Emit::KernelLLVM)
+      return writeOutput([&](llvm::raw_ostream &os) { os << llvmIR; });
   }
   if (!clusterFile.empty()) {
     // Bind the symbolic placement now: every variable names its ps task, and

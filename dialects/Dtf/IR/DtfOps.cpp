@@ -170,6 +170,37 @@ LogicalResult CastOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Fused regions
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedOp::verify() {
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "has " << getInputs().size()
+                         << " inputs but its region takes "
+                         << body.getNumArguments() << " arguments";
+  for (auto [input, arg] : llvm::zip(getInputs(), body.getArguments()))
+    if (input.getType() != arg.getType())
+      return emitOpError() << "passes " << input.getType()
+                           << " to a region argument of type "
+                           << arg.getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError() << "needs a dtf.yield at the end of its region";
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values whose types differ from its results";
+  if (getNumResults() == 0)
+    return emitOpError() << "needs at least one result";
+  auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
+  for (Type t : getResultTypes())
+    if (cast<RankedTensorType>(t).getShape() != shape)
+      return emitOpError() << "has results of different shapes; all have the "
+                              "iteration shape";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Linear algebra, convolution, pooling
 //===----------------------------------------------------------------------===//
 

@@ -553,5 +553,6 @@ def Dtf_DropoutOp : Dtf_Op<"dropout", [SameOperandsAndResultType]> {
 }
 
 include "dialects/Dtf/IR/DtfTrainOps.td"
+include "dialects/Dtf/IR/DtfFusedOps.td"
 
 #endif // DTF_OPS_TD

@@ -34,4 +34,21 @@ def DtfOptimize : Pass<"dtf-optimize", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dtf::DtfDialect", "::mlir::func::FuncDialect"];
 }
 
+def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
+  let summary = "Groups chains of elementwise ops into dtf.fused regions";
+  let description = [{
+    In every function, groups maximal chains of elementwise ops (add, sub,
+    mul, float div, maximum, minimum, compare, select, neg, relu, exp, log,
+    sqrt, rsqrt, sigmoid, tanh, cast and the relu, sigmoid and tanh
+    gradients) whose results share one shape into a `dtf.fused` op that
+    keeps them in its region. An operand joins as an input when it has that
+    shape, holds one element, or has static trailing dims of it (a bias).
+    A group is closed once an op outside it uses one of its values, so the
+    fused op can stand where its last op stood. Groups of one op stay as
+    they are. Each fused op gets `kernel`, its index in the module (in
+    function order), which becomes its index in Plan.kernels.
+  }];
+  let dependentDialects = ["::mlir::dtf::DtfDialect"];
+}
+
 #endif // DTF_PASSES_TD

@@ -2,6 +2,7 @@
 // static libraries need no static-initialization tricks.
 #include "runtime/kernels/CpuKernels.h"
 
+#include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/kernels/cpu/KernelUtil.h"
 
 namespace dtf {
@@ -17,6 +18,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   cpu::registerGatherKernels(registry);
   cpu::registerRandomKernels(registry);
   cpu::registerOptimizerKernels(registry);
+  registry.add("dtf.fused", fusedKernel);
 }
 
 } // namespace dtf

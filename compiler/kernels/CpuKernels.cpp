@@ -1,0 +1,335 @@
+// dtf.fused regions to CPU machine code: loops in scf, LLVM, a shared object.
+#include "compiler/kernels/KernelGen.h"
+#include "compiler/kernels/ScalarOps.h"
+
+#include "dialects/Dtf/IR/DtfDialect.h"
+#include "dialects/Dtf/Transforms/Fusion.h"
+#include "plan.pb.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+
+#include <map>
+#include <mutex>
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+namespace {
+
+/// The C ABI entry point of one fused region.
+LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
+  MLIRContext *ctx = b.getContext();
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  auto i64 = b.getI64Type();
+  auto func = b.create<func::FuncOp>(
+      loc, name, b.getFunctionType({ptr, ptr, i64, i64}, {}));
+  Block *entry = func.addEntryBlock();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  Value buffers = entry->getArgument(0);
+  Value begin = entry->getArgument(2), end = entry->getArgument(3);
+
+  // The buffer pointers, loaded once: inputs, then outputs.
+  SmallVector<Value> pointers;
+  const unsigned numOperands = fused.getInputs().size() + fused.getNumResults();
+  for (unsigned k = 0; k < numOperands; ++k) {
+    Value slot = fb.create<LLVM::GEPOp>(loc, ptr, ptr, buffers,
+                                        ArrayRef<LLVM::GEPArg>{int32_t(k)});
+    pointers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
+  }
+  ArrayRef<int64_t> shape =
+      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
+  Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), begin);
+  Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), end);
+  Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
+  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
+                                         ValueRange{step});
+  fb.create<func::ReturnOp>(loc);
+
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
+  IRMapping scalars;
+  Block &body = fused.getBody().front();
+  for (auto [k, input] : llvm::enumerate(fused.getInputs())) {
+    auto type = cast<RankedTensorType>(input.getType());
+    std::optional<FusedIndex> index = fusedIndexOf(type, shape);
+    if (!index)
+      return fused.emitError() << "input " << k << " cannot be indexed";
+    Value at = i;
+    if (*index == FusedIndex::Scalar)
+      at = lb.create<arith::ConstantOp>(loc, lb.getI64IntegerAttr(0));
+    else if (*index == FusedIndex::Suffix)
+      at = lb.create<arith::RemSIOp>(
+          loc, i,
+          lb.create<arith::ConstantOp>(
+              loc, lb.getI64IntegerAttr(type.getNumElements())));
+    Type element = type.getElementType();
+    Type stored = storageType(element);
+    Value addr = lb.create<LLVM::GEPOp>(loc, ptr, stored, pointers[k],
+                                        ArrayRef<LLVM::GEPArg>{at});
+    Value v = lb.create<LLVM::LoadOp>(loc, stored, addr);
+    if (stored != element)
+      v = lb.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::ne, v,
+          lb.create<arith::ConstantOp>(loc, lb.getIntegerAttr(stored, 0)));
+    scalars.map(body.getArgument(k), v);
+  }
+  for (Operation &op : body) {
+    if (auto yield = dyn_cast<YieldOp>(op)) {
+      for (auto [n, v] : llvm::enumerate(yield.getValues())) {
+        Value s = scalars.lookup(v);
+        Type stored = storageType(s.getType());
+        if (stored != s.getType())
+          s = lb.create<arith::ExtUIOp>(loc, stored, s);
+        Value addr = lb.create<LLVM::GEPOp>(
+            loc, ptr, stored, pointers[fused.getInputs().size() + n],
+            ArrayRef<LLVM::GEPArg>{i});
+        lb.create<LLVM::StoreOp>(loc, s, addr);
+      }
+      continue;
+    }
+    SmallVector<Value> operands;
+    for (Value operand : op.getOperands())
+      operands.push_back(scalars.lookup(operand));
+    Value r = emitScalarOp(lb, &op, operands);
+    if (!r)
+      return failure();
+    scalars.map(op.getResult(0), r);
+  }
+  return success();
+}
+
+// The passes from the loops to the LLVM dialect. libm calls for what LLVM
+// has no intrinsic for (tanh); exp and log become intrinsics that LLVM
+// lowers to the same libm calls the op-by-op kernels make.
+constexpr const char *kLowerToLLVM =
+    "builtin.module(convert-scf-to-cf,convert-math-to-llvm,"
+    "convert-math-to-libm,convert-arith-to-llvm,convert-index-to-llvm,"
+    "convert-cf-to-llvm,convert-func-to-llvm,reconcile-unrealized-casts)";
+
+std::unique_ptr<llvm::TargetMachine> cpuTargetMachine(std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  const std::string triple = "x86_64-unknown-linux-gnu";
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  llvm::TargetOptions options;
+  return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
+      triple, kCpuKernelTarget, "", options, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+}
+
+void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  llvm::PassBuilder pb(&tm, tuning);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm =
+      pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(module, mam);
+}
+
+// Removes a file when it goes out of scope.
+struct TempFile {
+  llvm::SmallString<128> path;
+  ~TempFile() {
+    if (!path.empty())
+      llvm::sys::fs::remove(path);
+  }
+};
+
+LogicalResult linkSharedObject(llvm::StringRef objectBytes, std::string &so,
+                               std::string &error) {
+  TempFile obj, lib;
+  int fd = -1;
+  if (llvm::sys::fs::createTemporaryFile("dtf-kernels", "o", fd, obj.path)) {
+    error = "cannot create a temporary object file";
+    return failure();
+  }
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << objectBytes;
+  }
+  if (llvm::sys::fs::createTemporaryFile("dtf-kernels", "so", lib.path)) {
+    error = "cannot create a temporary shared object";
+    return failure();
+  }
+  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
+  if (!cc) {
+    error = "no C compiler driver 'cc' on PATH to link the CPU kernels (install "
+            "gcc, or compile with --fusion=off)";
+    return failure();
+  }
+  llvm::SmallVector<llvm::StringRef> args = {
+      *cc, "-shared", "-nostartfiles", "-o", lib.path, obj.path, "-lm"};
+  std::string message;
+  int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 60, 0,
+                                     &message);
+  if (rc != 0) {
+    error = "linking the CPU kernels with " + *cc + " failed" +
+            (message.empty() ? "" : ": " + message);
+    return failure();
+  }
+  auto buffer = llvm::MemoryBuffer::getFile(lib.path, /*IsText=*/false);
+  if (!buffer) {
+    error = "cannot read the linked kernels: " + buffer.getError().message();
+    return failure();
+  }
+  so = (*buffer)->getBuffer().str();
+  return success();
+}
+
+struct FusedToLoopsPass
+    : public PassWrapper<FusedToLoopsPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FusedToLoopsPass)
+  StringRef getArgument() const final { return "dtf-fused-to-loops"; }
+  StringRef getDescription() const final {
+    return "Adds the CPU kernel function (an scf.parallel loop) of every "
+           "dtf.fused region";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<arith::ArithDialect, math::MathDialect, scf::SCFDialect,
+                    LLVM::LLVMDialect, func::FuncDialect>();
+  }
+  void runOnOperation() override {
+    if (failed(buildCpuKernelFuncs(getOperation(), getOperation())))
+      signalPassFailure();
+  }
+};
+
+struct LowerKernelsPass
+    : public PassWrapper<LowerKernelsPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(LowerKernelsPass)
+  StringRef getArgument() const final { return "dtf-lower-kernels-to-llvm"; }
+  StringRef getDescription() const final {
+    return "Lowers generated kernel functions to the LLVM dialect";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<LLVM::LLVMDialect, func::FuncDialect>();
+  }
+  void runOnOperation() override {
+    if (failed(lowerKernelsToLLVM(getOperation())))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+LogicalResult mlir::dtf::buildCpuKernelFuncs(ModuleOp module,
+                                             ModuleOp kernels) {
+  MLIRContext *ctx = module.getContext();
+  ctx->loadDialect<arith::ArithDialect, math::MathDialect, scf::SCFDialect,
+                   LLVM::LLVMDialect, func::FuncDialect>();
+  std::map<int64_t, FusedOp> byKernel;
+  module.walk([&](FusedOp op) { byKernel.emplace(op.getKernel(), op); });
+  OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
+  for (auto &[k, op] : byKernel)
+    if (failed(buildKernelFunc(op, b, "dtf_fused_" + std::to_string(k))))
+      return failure();
+  return success();
+}
+
+LogicalResult mlir::dtf::lowerKernelsToLLVM(ModuleOp kernels) {
+  static std::once_flag registered;
+  std::call_once(registered, [] { registerConversionPasses(); });
+  FailureOr<OpPassManager> pipeline = parsePassPipeline(kLowerToLLVM);
+  if (failed(pipeline))
+    return failure();
+  PassManager pm(kernels.getContext());
+  static_cast<OpPassManager &>(pm) = std::move(*pipeline);
+  return pm.run(kernels);
+}
+
+LogicalResult mlir::dtf::compileCpuKernels(ModuleOp module,
+                                           ::dtf::plan::Plan &plan,
+                                           std::string &error,
+                                           std::string *llvmIR) {
+  MLIRContext *ctx = module.getContext();
+  OwningOpRef<ModuleOp> kernels = ModuleOp::create(module.getLoc());
+  if (failed(buildCpuKernelFuncs(module, *kernels))) {
+    error = "cannot build the kernel loops";
+    return failure();
+  }
+  if (failed(lowerKernelsToLLVM(*kernels))) {
+    error = "cannot lower the kernels to the LLVM dialect";
+    return failure();
+  }
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  ctx->appendDialectRegistry(registry);
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(*kernels, llvmContext, "dtf_kernels");
+  if (!llvmModule) {
+    error = "cannot translate the kernels to LLVM IR";
+    return failure();
+  }
+  std::unique_ptr<llvm::TargetMachine> tm = cpuTargetMachine(error);
+  if (!tm)
+    return failure();
+  llvmModule->setDataLayout(tm->createDataLayout());
+  llvmModule->setTargetTriple(tm->getTargetTriple().str());
+  optimize(*llvmModule, *tm);
+  if (llvmIR) {
+    llvm::raw_string_ostream os(*llvmIR);
+    llvmModule->print(os, nullptr);
+  }
+  llvm::SmallVector<char, 0> object;
+  {
+    llvm::raw_svector_ostream os(object);
+    llvm::legacy::PassManager codegen;
+    if (tm->addPassesToEmitFile(codegen, os, nullptr,
+                                llvm::CodeGenFileType::ObjectFile)) {
+      error = "this LLVM cannot emit x86-64 object files";
+      return failure();
+    }
+    codegen.run(*llvmModule);
+  }
+  std::string so;
+  if (failed(linkSharedObject(llvm::StringRef(object.data(), object.size()),
+                              so, error)))
+    return failure();
+  plan.set_cpu_object(std::move(so));
+  plan.set_cpu_target(kCpuKernelTarget);
+  return success();
+}
+
+void mlir::dtf::registerKernelPasses() {
+  PassRegistration<FusedToLoopsPass>();
+  PassRegistration<LowerKernelsPass>();
+}

@@ -1,0 +1,23 @@
+// One element of a dtf elementwise op in arith and math: the body of every
+// generated loop, CPU and GPU alike.
+#pragma once
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Operation.h"
+
+namespace mlir::dtf {
+
+/// Emits `op` (a fusable dtf elementwise op) on one element of each operand
+/// (`operands`, scalars of the operands' element types) and returns the
+/// result's element; null (with a diagnostic on `op`) when it cannot. The
+/// arithmetic is the op-by-op CPU kernels', so results agree bit for bit
+/// (exp, log and tanh: the same libm calls on the CPU).
+Value emitScalarOp(OpBuilder &b, Operation *op, ValueRange operands);
+
+/// The element type of a tensor value.
+Type elementTypeOf(Value v);
+
+/// Memory holds bools as one byte: i1 is stored as i8.
+Type storageType(Type element);
+
+} // namespace mlir::dtf

@@ -1,0 +1,117 @@
+// Loading a plan's generated kernels once per process.
+#include "runtime/exec/PlanKernels.h"
+
+#include "runtime/plan/PlanTypes.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace dtf::exec {
+
+namespace {
+
+Status infoOf(const plan::Kernel &kernel, GeneratedKernelInfo *out) {
+  out->name = kernel.name();
+  out->cpuSymbol = kernel.cpu_symbol();
+  for (const plan::KernelParam &p : kernel.params()) {
+    GeneratedParam param;
+    if (!parseGeneratedParam(p.kind(), p.meaning(), p.operand(), &param))
+      return errorStatus("kernel ", plan::printable(kernel.name()),
+                         " has a parameter of unknown kind or meaning");
+    out->params.push_back(param);
+  }
+  auto dtypeOf = [&](int32_t id, DType *dtype) -> Status {
+    for (const plan::Value &v : kernel.values())
+      if (v.id() == id)
+        return plan::toDType(v.type().dtype(), dtype);
+    return errorStatus("kernel ", plan::printable(kernel.name()),
+                       " does not declare value ", id);
+  };
+  for (int32_t id : kernel.inputs())
+    DTF_RETURN_IF_ERROR(dtypeOf(id, &out->inputDTypes.emplace_back()));
+  for (int32_t id : kernel.outputs())
+    DTF_RETURN_IF_ERROR(dtypeOf(id, &out->outputDTypes.emplace_back()));
+  return Status::ok();
+}
+
+std::shared_ptr<const PlanKernels> load(const plan::Plan &plan) {
+  auto result = std::make_shared<PlanKernels>();
+  for (const plan::Kernel &k : plan.kernels()) {
+    gpu::GpuKernelCode &code = result->gpu.emplace_back();
+    code.name = k.name();
+    code.block = k.block();
+    code.ptx = k.ptx();
+    code.cubins.insert(k.cubins().begin(), k.cubins().end());
+    plan::Kernel *copy = result->kernels.Add();
+    *copy = k;
+    copy->clear_ptx();
+    copy->clear_cubins();
+  }
+  std::string why;
+  const char *env = std::getenv("DTF_GENERATED_KERNELS");
+  if (env && std::string(env) == "off") {
+    why = "DTF_GENERATED_KERNELS=off";
+  } else if (plan.cpu_object().empty()) {
+    why = "the plan holds no CPU code for them";
+  } else if (cpuSupportsTarget(plan.cpu_target(), &why)) {
+    std::vector<GeneratedKernelInfo> infos;
+    Status s;
+    for (const plan::Kernel &k : plan.kernels()) {
+      s = infoOf(k, &infos.emplace_back());
+      if (!s.isOk())
+        break;
+    }
+    std::unique_ptr<GeneratedKernels> loaded;
+    if (s.isOk())
+      s = GeneratedKernels::load(plan.cpu_object(), std::move(infos), &loaded);
+    if (s.isOk())
+      result->loaded = std::move(loaded);
+    else
+      why = s.message();
+  }
+  if (!result->loaded) {
+    result->fallbackReason = why;
+    std::fprintf(stderr,
+                 "dtf-run: note: running the plan's %d fused regions op by op "
+                 "(%s)\n",
+                 plan.kernels_size(), why.c_str());
+  }
+  return result;
+}
+
+} // namespace
+
+std::shared_ptr<const PlanKernels> planKernelsOf(const plan::Plan &plan) {
+  if (plan.kernels_size() == 0)
+    return nullptr;
+  // Keyed by the object and the kernels (bodies and parameters, not the GPU
+  // code). Kept for the process's life (a process runs few plans).
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const PlanKernels>> cache;
+  std::string key = plan.cpu_target();
+  key += '\0';
+  key += plan.cpu_object();
+  for (const plan::Kernel &k : plan.kernels()) {
+    plan::Kernel copy = k;
+    copy.clear_ptx();
+    copy.clear_cubins();
+    key += '\0';
+    key += copy.SerializeAsString();
+    // The GPU code too, which PlanKernels::gpu carries.
+    key += '\0';
+    key += k.ptx();
+    for (const auto &[chip, cubin] : k.cubins())
+      key += chip + cubin;
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  auto loaded = load(plan);
+  cache.emplace(std::move(key), loaded);
+  return loaded;
+}
+
+} // namespace dtf::exec

@@ -1,0 +1,240 @@
+// Loading a plan's generated CPU kernels from memory and running dtf.fused.
+#include "runtime/kernels/GeneratedKernels.h"
+
+#include "runtime/core/ThreadPool.h"
+
+#include <cerrno>
+#include <cstring>
+#include <dlfcn.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace dtf {
+
+bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
+                         int operand, GeneratedParam *out) {
+  using M = GeneratedParam::Meaning;
+  out->operand = operand;
+  if (kind == "buffer") {
+    out->kind = GeneratedParam::Kind::kBuffer;
+    if (meaning == "same")
+      out->meaning = M::kSame;
+    else if (meaning == "scalar")
+      out->meaning = M::kScalar;
+    else if (meaning == "suffix")
+      out->meaning = M::kSuffix;
+    else if (meaning == "output")
+      out->meaning = M::kOutput;
+    else
+      return false;
+    return true;
+  }
+  if (kind == "i64" && meaning == "elements") {
+    out->kind = GeneratedParam::Kind::kI64;
+    out->meaning = M::kElements;
+    return true;
+  }
+  return false;
+}
+
+namespace {
+
+// Closes a file descriptor when it goes out of scope.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+} // namespace
+
+Status GeneratedKernels::load(std::string_view object,
+                              std::vector<GeneratedKernelInfo> kernels,
+                              std::unique_ptr<GeneratedKernels> *out) {
+  // An ELF shared object starts with \x7fELF; say so before dlopen, whose
+  // message for other bytes is "invalid ELF header" at best.
+  if (object.size() < 64 || std::memcmp(object.data(), "\x7f" "ELF", 4) != 0)
+    return errorStatus("the plan's cpu_object (", object.size(),
+                       " bytes) is not an ELF shared object; compile the "
+                       "model again with dtfc");
+  int fd = ::memfd_create("dtf-plan-kernels", MFD_CLOEXEC);
+  if (fd < 0)
+    return errorStatus("cannot create a memory file for the plan's kernels: ",
+                       std::strerror(errno));
+  FdCloser closer{fd};
+  size_t written = 0;
+  while (written < object.size()) {
+    ssize_t n = ::write(fd, object.data() + written, object.size() - written);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return errorStatus("cannot write the plan's kernels to a memory file: ",
+                         std::strerror(errno));
+    written += size_t(n);
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  // RTLD_LOCAL: two plans' objects define the same symbol names.
+  void *handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *err = ::dlerror();
+    return errorStatus("cannot load the plan's cpu_object: ",
+                       err ? err : "dlopen failed");
+  }
+  std::unique_ptr<GeneratedKernels> loaded(new GeneratedKernels());
+  loaded->handle_ = handle;
+  for (const GeneratedKernelInfo &k : kernels) {
+    ::dlerror();
+    void *sym = ::dlsym(handle, k.cpuSymbol.c_str());
+    if (!sym)
+      return errorStatus("the plan's cpu_object has no symbol '", k.cpuSymbol,
+                         "' (kernel ", k.name, ")");
+    loaded->functions_.push_back(reinterpret_cast<GeneratedCpuFn>(sym));
+  }
+  loaded->kernels_ = std::move(kernels);
+  *out = std::move(loaded);
+  return Status::ok();
+}
+
+GeneratedKernels::~GeneratedKernels() {
+  if (handle_)
+    ::dlclose(handle_);
+}
+
+bool cpuSupportsTarget(std::string_view target, std::string *why) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  bool ok = false;
+  if (target == "x86-64")
+    ok = true;
+  else if (target == "x86-64-v2")
+    ok = __builtin_cpu_supports("x86-64-v2");
+  else if (target == "x86-64-v3")
+    ok = __builtin_cpu_supports("x86-64-v3");
+  else if (target == "x86-64-v4")
+    ok = __builtin_cpu_supports("x86-64-v4");
+  else {
+    if (why)
+      *why = strCat("the kernels were compiled for '", target,
+                    "', a baseline this dtf-run does not know");
+    return false;
+  }
+  if (!ok && why)
+    *why = strCat("this CPU lacks the ", target,
+                  " instructions the kernels were compiled for");
+  return ok;
+#else
+  if (why)
+    *why = strCat("the kernels were compiled for '", target,
+                  "', and this dtf-run is not an x86-64 build");
+  return false;
+#endif
+}
+
+namespace {
+
+// Does `in`, aligned at the right (leading 1s ignored), equal the trailing
+// dims of `out`?
+bool isSuffixOf(const std::vector<int64_t> &in,
+                const std::vector<int64_t> &out) {
+  size_t lead = 0;
+  while (lead < in.size() && in[lead] == 1 && in.size() - lead > 0)
+    ++lead;
+  const size_t n = in.size() - lead;
+  if (n > out.size())
+    return false;
+  for (size_t k = 0; k < n; ++k)
+    if (in[lead + k] != out[out.size() - n + k])
+      return false;
+  return true;
+}
+
+} // namespace
+
+Status fusedKernel(KernelContext &ctx) {
+  auto *fused = dynamic_cast<FusedKernelContext *>(&ctx);
+  if (!fused || !fused->kernels())
+    return errorStatus("dtf.fused runs a kernel of the plan, and this "
+                       "executor was given none");
+  const GeneratedKernels &kernels = *fused->kernels();
+  const int k = fused->kernel();
+  if (k < 0 || k >= kernels.size())
+    return errorStatus("dtf.fused names kernel ", k, "; the plan has ",
+                       kernels.size());
+  const GeneratedKernelInfo &info = kernels.info(k);
+  const int numInputs = static_cast<int>(info.inputDTypes.size());
+  const int numOutputs = static_cast<int>(info.outputDTypes.size());
+  if (ctx.numInputs() != numInputs)
+    return errorStatus(info.name, " takes ", numInputs, " inputs, got ",
+                       ctx.numInputs());
+
+  // The iteration shape: the inputs broadcast together (NumPy's rule).
+  std::vector<int64_t> shape;
+  for (int i = 0; i < numInputs; ++i) {
+    const Tensor &t = ctx.input(i);
+    if (t.dtype() != info.inputDTypes[i])
+      return errorStatus(info.name, ": input ", i, " is ", t.describe(),
+                         ", the kernel was compiled for ",
+                         dtypeName(info.inputDTypes[i]));
+    const std::vector<int64_t> &s = t.shape();
+    if (s.size() > shape.size())
+      shape.insert(shape.begin(), s.size() - shape.size(), 1);
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t &o = shape[shape.size() - s.size() + d];
+      if (o == 1)
+        o = s[d];
+      else if (s[d] != 1 && s[d] != o)
+        return errorStatus(info.name, ": the inputs do not broadcast: input ",
+                           i, " is ", t.describe());
+    }
+  }
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    elements *= d;
+
+  std::vector<void *> buffers;
+  std::vector<int64_t> scalars;
+  buffers.reserve(info.params.size());
+  std::vector<Tensor *> outputs(numOutputs, nullptr);
+  for (int o = 0; o < numOutputs; ++o)
+    DTF_RETURN_IF_ERROR(
+        ctx.allocateOutput(o, info.outputDTypes[o], shape, &outputs[o]));
+  using M = GeneratedParam::Meaning;
+  for (const GeneratedParam &p : info.params) {
+    if (p.kind == GeneratedParam::Kind::kI64) {
+      scalars.push_back(elements);
+      continue;
+    }
+    if (p.operand < 0 || p.operand >= numInputs + numOutputs)
+      return errorStatus(info.name, ": a parameter names operand ", p.operand,
+                         " of ", numInputs + numOutputs);
+    if (p.operand >= numInputs) {
+      buffers.push_back(outputs[p.operand - numInputs]->rawData());
+      continue;
+    }
+    const Tensor &t = ctx.input(p.operand);
+    const bool fits =
+        (p.meaning == M::kSame && t.shape() == shape) ||
+        (p.meaning == M::kScalar && t.numElements() == 1) ||
+        (p.meaning == M::kSuffix && t.numElements() > 0 &&
+         isSuffixOf(t.shape(), shape));
+    if (!fits)
+      return errorStatus(info.name, ": input ", p.operand, " is ",
+                         t.describe(), ", which the kernel cannot index over "
+                         "the shape ", shapeString(shape));
+    buffers.push_back(const_cast<void *>(t.rawData()));
+  }
+  if (elements == 0)
+    return Status::ok();
+  GeneratedCpuFn fn = kernels.function(k);
+  void *const *b = buffers.data();
+  const int64_t *s = scalars.data();
+  // About 16k elements per chunk: a chunk costs microseconds, well above the
+  // pool's hand-off.
+  parallelFor(ctx.threadPool(), elements, 16384,
+              [&](int64_t lo, int64_t hi) { fn(b, s, lo, hi); });
+  return Status::ok();
+}
+
+} // namespace dtf

@@ -1,0 +1,110 @@
+// Kernels dtfc generated (plan.proto's Kernel and Plan.cpu_object): the
+// shared object loaded from memory, the CPU baseline check, and the kernel of
+// the dtf.fused op that calls them over the intra-op pool. No MLIR here.
+#pragma once
+
+#include "runtime/core/Status.h"
+#include "runtime/core/Tensor.h"
+#include "runtime/kernels/Kernel.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtf {
+
+/// The C ABI of every generated CPU kernel (docs/plan-format.md):
+/// `buffers` holds one pointer per "buffer" parameter, `scalars` one int64
+/// per "i64" parameter, both in the plan's parameter order; the kernel
+/// computes the elements [begin, end) of its iteration space, so calls on
+/// disjoint ranges may run concurrently.
+extern "C" {
+typedef void (*GeneratedCpuFn)(void *const *buffers, const int64_t *scalars,
+                               int64_t begin, int64_t end);
+}
+
+/// One parameter of a generated kernel (plan.proto's KernelParam).
+struct GeneratedParam {
+  enum class Kind : uint8_t { kBuffer, kI64 };
+  /// How a buffer is indexed over [0, elements), or what an i64 holds.
+  enum class Meaning : uint8_t {
+    kSame,     // buffer: element i (the input has the iteration shape)
+    kScalar,   // buffer: element 0 (one element, broadcast)
+    kSuffix,   // buffer: element i mod its size (trailing dims of the shape)
+    kOutput,   // buffer: an output, element i
+    kElements, // i64: the number of elements of the iteration space
+  };
+  Kind kind = Kind::kBuffer;
+  /// buffer: index into the op's inputs followed by its outputs.
+  int operand = 0;
+  Meaning meaning = Meaning::kSame;
+};
+
+/// What dtf-run needs to call one generated kernel.
+struct GeneratedKernelInfo {
+  std::string name;      // "dtf_fused_3", for messages
+  std::string cpuSymbol; // in the shared object
+  std::vector<GeneratedParam> params;
+  std::vector<DType> inputDTypes;
+  std::vector<DType> outputDTypes;
+};
+
+/// Parses a KernelParam's kind and meaning ("buffer", "suffix"); false when
+/// either is unknown.
+bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
+                         int operand, GeneratedParam *out);
+
+/// The generated CPU kernels of one plan: its shared object, written to an
+/// anonymous memory file (memfd_create) and dlopened from /proc/self/fd/N,
+/// so nothing touches the disk. Unloaded when destroyed.
+class GeneratedKernels {
+public:
+  /// Loads `object` and looks up each kernel's cpuSymbol. Fails with a
+  /// precise message when the object is not a loadable shared object for
+  /// this machine or lacks a symbol.
+  static Status load(std::string_view object,
+                     std::vector<GeneratedKernelInfo> kernels,
+                     std::unique_ptr<GeneratedKernels> *out);
+  ~GeneratedKernels();
+  GeneratedKernels(const GeneratedKernels &) = delete;
+  GeneratedKernels &operator=(const GeneratedKernels &) = delete;
+
+  int size() const { return static_cast<int>(kernels_.size()); }
+  const GeneratedKernelInfo &info(int k) const { return kernels_[k]; }
+  GeneratedCpuFn function(int k) const { return functions_[k]; }
+
+private:
+  GeneratedKernels() = default;
+  void *handle_ = nullptr;
+  std::vector<GeneratedKernelInfo> kernels_;
+  std::vector<GeneratedCpuFn> functions_;
+};
+
+/// Whether this CPU runs code compiled for the baseline `target` (a clang
+/// -march name: "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"); when not,
+/// `why` says which feature is missing or that the target is unknown.
+bool cpuSupportsTarget(std::string_view target, std::string *why);
+
+/// The context of a dtf.fused node: the loaded kernels and which one it runs.
+class FusedKernelContext : public KernelContext {
+public:
+  FusedKernelContext(std::shared_ptr<const GeneratedKernels> kernels,
+                     int kernel)
+      : kernels_(std::move(kernels)), kernel_(kernel) {}
+  const GeneratedKernels *kernels() const { return kernels_.get(); }
+  int kernel() const { return kernel_; }
+
+private:
+  std::shared_ptr<const GeneratedKernels> kernels_;
+  int kernel_;
+};
+
+/// The dtf.fused op: checks its inputs against the kernel's parameters,
+/// allocates the outputs in the iteration shape (the inputs broadcast
+/// together) and calls the kernel over [0, elements), split over the
+/// context's intra-op pool. Needs a FusedKernelContext.
+Status fusedKernel(KernelContext &ctx);
+
+} // namespace dtf

@@ -1,0 +1,222 @@
+// Checking a plan's generated kernels, and expanding dtf.fused ops.
+#include "runtime/plan/FusedKernels.h"
+
+#include "runtime/plan/PlanReader.h"
+#include "runtime/plan/PlanTypes.h"
+
+#include <unordered_map>
+
+namespace dtf::plan {
+
+namespace {
+
+const char *const kKnownBufferMeanings[] = {"same", "scalar", "suffix",
+                                            "output"};
+
+bool isKnownBufferMeaning(const std::string &m) {
+  for (const char *k : kKnownBufferMeanings)
+    if (m == k)
+      return true;
+  return false;
+}
+
+// The kernel's region as a program of its own: its inputs fed, its outputs
+// fetched, so validateProgram checks the ops' order and definitions.
+Program bodyProgram(const Kernel &kernel) {
+  Program body;
+  *body.mutable_values() = kernel.values();
+  *body.mutable_ops() = kernel.body();
+  for (int i = 0; i < kernel.inputs_size(); ++i) {
+    Feed *feed = body.add_feeds();
+    feed->set_name("input" + std::to_string(i));
+    feed->set_value(kernel.inputs(i));
+  }
+  for (int i = 0; i < kernel.outputs_size(); ++i) {
+    Fetch *fetch = body.add_fetches();
+    fetch->set_name("output" + std::to_string(i));
+    fetch->set_value(kernel.outputs(i));
+  }
+  return body;
+}
+
+const TensorType *typeOf(const google::protobuf::RepeatedPtrField<Value> &values,
+                         int32_t id) {
+  for (const Value &v : values)
+    if (v.id() == id)
+      return &v.type();
+  return nullptr;
+}
+
+bool sameType(const TensorType &a, const TensorType &b) {
+  return a.dtype() == b.dtype() && dimsOf(a.shape()) == dimsOf(b.shape());
+}
+
+Status checkFusedOps(const Plan &plan, const Program &program,
+                     const std::string &what) {
+  for (int i = 0; i < program.ops_size(); ++i) {
+    const Op &op = program.ops(i);
+    if (op.name() != "dtf.fused")
+      continue;
+    auto where = [&] { return strCat(what, ": ", describeOp(program, i)); };
+    auto attr = op.attrs().find("kernel");
+    if (attr == op.attrs().end() || attr->second.value_case() != AttrValue::kI)
+      return errorStatus(where(), " needs an integer attribute 'kernel'");
+    const int64_t k = attr->second.i();
+    if (k < 0 || k >= plan.kernels_size())
+      return errorStatus(where(), " runs kernel ", k, ", but the plan has ",
+                         plan.kernels_size(), " kernels");
+    const Kernel &kernel = plan.kernels(int(k));
+    if (op.inputs_size() != kernel.inputs_size() ||
+        op.outputs_size() != kernel.outputs_size())
+      return errorStatus(where(), " has ", op.inputs_size(), " inputs and ",
+                         op.outputs_size(), " outputs; its kernel ",
+                         printable(kernel.name()), " has ",
+                         kernel.inputs_size(), " and ", kernel.outputs_size());
+    auto check = [&](int32_t opValue, int32_t kernelValue, const char *role,
+                     int n) -> Status {
+      const TensorType *outer = typeOf(program.values(), opValue);
+      const TensorType *inner = typeOf(kernel.values(), kernelValue);
+      if (outer && inner && !sameType(*outer, *inner))
+        return errorStatus(where(), ": its ", role, " ", n, " is ",
+                           typeString(*outer), ", but kernel ",
+                           printable(kernel.name()), " declares ",
+                           typeString(*inner));
+      return Status::ok();
+    };
+    for (int n = 0; n < op.inputs_size(); ++n)
+      DTF_RETURN_IF_ERROR(check(op.inputs(n), kernel.inputs(n), "input", n));
+    for (int n = 0; n < op.outputs_size(); ++n)
+      DTF_RETURN_IF_ERROR(
+          check(op.outputs(n), kernel.outputs(n), "output", n));
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status validateKernels(const Plan &plan, const std::string &name) {
+  if (!plan.cpu_object().empty() && plan.cpu_target().empty())
+    return errorStatus(name, " has a cpu_object but no cpu_target (the "
+                             "baseline it was compiled for)");
+  for (int k = 0; k < plan.kernels_size(); ++k) {
+    const Kernel &kernel = plan.kernels(k);
+    const std::string where =
+        strCat(name, ": kernel ", k, " '", printable(kernel.name()), "'");
+    if (kernel.name().empty())
+      return errorStatus(name, ": kernel ", k, " has no name");
+    if (!plan.cpu_object().empty() && kernel.cpu_symbol().empty())
+      return errorStatus(where, " has no cpu_symbol in the plan's cpu_object");
+    if (kernel.inputs_size() == 0 || kernel.outputs_size() == 0 ||
+        kernel.body_size() == 0)
+      return errorStatus(where,
+                         " needs inputs, outputs and a body of ops");
+    for (const Op &op : kernel.body())
+      if (op.name() == "dtf.fused" || op.name() == "dtf.input" ||
+          op.name() == "dtf.read_variable" || updatedOperands(op) > 0)
+        return errorStatus(where, " holds a ", printable(op.name()),
+                           " op, which cannot be fused");
+    DTF_RETURN_IF_ERROR(validateProgram(bodyProgram(kernel), where));
+    const int operands = kernel.inputs_size() + kernel.outputs_size();
+    for (int p = 0; p < kernel.params_size(); ++p) {
+      const KernelParam &param = kernel.params(p);
+      if (param.kind() == "buffer") {
+        if (param.operand() < 0 || param.operand() >= operands)
+          return errorStatus(where, ": parameter ", p, " names operand ",
+                             param.operand(), ", but the kernel has ",
+                             operands, " (inputs, then outputs)");
+        if (!isKnownBufferMeaning(param.meaning()))
+          return errorStatus(where, ": parameter ", p, " has an unknown "
+                             "meaning '", printable(param.meaning()),
+                             "' (same, scalar, suffix, output)");
+        if ((param.meaning() == "output") !=
+            (param.operand() >= kernel.inputs_size()))
+          return errorStatus(where, ": parameter ", p,
+                             " is an output exactly when its operand is one "
+                             "of the outputs");
+      } else if (param.kind() == "i64") {
+        if (param.meaning() != "elements")
+          return errorStatus(where, ": parameter ", p, " has an unknown "
+                             "meaning '", printable(param.meaning()),
+                             "' (elements)");
+      } else {
+        return errorStatus(where, ": parameter ", p, " has an unknown kind '",
+                           printable(param.kind()), "' (buffer, i64)");
+      }
+    }
+  }
+  const Program *programs[] = {&plan.train_step(), &plan.eval(),
+                               &plan.worker_step(), &plan.ps_update()};
+  const char *labels[] = {"train_step", "eval", "worker_step", "ps_update"};
+  for (int p = 0; p < 4; ++p)
+    DTF_RETURN_IF_ERROR(
+        checkFusedOps(plan, *programs[p], strCat(name, ": ", labels[p])));
+  return Status::ok();
+}
+
+bool hasFusedOps(const Program &program) {
+  for (const Op &op : program.ops())
+    if (op.name() == "dtf.fused")
+      return true;
+  return false;
+}
+
+Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
+                      Program *program) {
+  if (!hasFusedOps(*program))
+    return Status::ok();
+  int32_t nextId = 0;
+  for (const Value &v : program->values())
+    nextId = std::max(nextId, v.id() + 1);
+  google::protobuf::RepeatedPtrField<Op> ops;
+  for (Op &op : *program->mutable_ops()) {
+    if (op.name() != "dtf.fused") {
+      *ops.Add() = std::move(op);
+      continue;
+    }
+    auto attr = op.attrs().find("kernel");
+    const int64_t k = attr == op.attrs().end() ? -1 : attr->second.i();
+    if (k < 0 || k >= kernels.size())
+      return errorStatus("dtf.fused at ", printable(op.location()),
+                         " runs kernel ", k, " of ", kernels.size());
+    const Kernel &kernel = kernels.Get(int(k));
+    // Body ids -> program ids: inputs and outputs are the op's, the rest new.
+    std::unordered_map<int32_t, int32_t> rename;
+    for (int n = 0; n < kernel.inputs_size(); ++n)
+      rename[kernel.inputs(n)] = op.inputs(n);
+    for (int n = 0; n < kernel.outputs_size(); ++n)
+      rename[kernel.outputs(n)] = op.outputs(n);
+    for (const Value &v : kernel.values()) {
+      if (rename.count(v.id()))
+        continue;
+      rename[v.id()] = nextId;
+      Value *added = program->add_values();
+      added->set_id(nextId++);
+      *added->mutable_type() = v.type();
+    }
+    for (const Op &inner : kernel.body()) {
+      Op *copy = ops.Add();
+      *copy = inner;
+      if (copy->device().empty())
+        copy->set_device(op.device());
+      for (int32_t &id : *copy->mutable_inputs())
+        id = rename.at(id);
+      for (int32_t &id : *copy->mutable_outputs())
+        id = rename.at(id);
+    }
+  }
+  *program->mutable_ops() = std::move(ops);
+  return Status::ok();
+}
+
+Status expandAllFusedOps(Plan *plan) {
+  Program *programs[] = {plan->mutable_train_step(), plan->mutable_eval(),
+                         plan->mutable_worker_step(), plan->mutable_ps_update()};
+  for (Program *p : programs)
+    DTF_RETURN_IF_ERROR(expandFusedOps(plan->kernels(), p));
+  plan->clear_kernels();
+  plan->clear_cpu_object();
+  plan->clear_cpu_target();
+  return Status::ok();
+}
+
+} // namespace dtf::plan

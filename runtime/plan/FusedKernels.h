@@ -1,0 +1,30 @@
+// A plan's generated kernels (Plan.kernels): their checks, and the expansion
+// of each dtf.fused op back into the ops of its region (the op-by-op path).
+#pragma once
+
+#include "runtime/core/Status.h"
+#include "plan.pb.h"
+
+#include <string>
+
+namespace dtf::plan {
+
+/// Checks Plan.kernels, cpu_object and cpu_target, and every dtf.fused op of
+/// the plan's programs against the kernel it names. `name` prefixes errors.
+Status validateKernels(const Plan &plan, const std::string &name);
+
+/// True when `program` holds a dtf.fused op.
+bool hasFusedOps(const Program &program);
+
+/// Replaces every dtf.fused op of `program` by its kernel's body, with the
+/// body's values renumbered past the program's. The kernels must have
+/// passed validateKernels.
+Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
+                      Program *program);
+
+/// expandFusedOps on every program of `plan`, then drops the kernels and the
+/// object: the plan as dtfc --fusion=off would have written it, modulo value
+/// numbering (for tools that read ops, such as dtf-export).
+Status expandAllFusedOps(Plan *plan);
+
+} // namespace dtf::plan
