@@ -625,10 +625,12 @@ Status Executor::place(const plan::Program &program) {
       if (!gpuAvailable(gpuIndex, &why)) {
         lacking = device;
       } else if (!valueOnly) {
+        // Reshape moves no element: any dtype.
         bool f32 = true;
         for (int32_t id : op.outputs())
           for (const plan::Value &v : program.values())
-            if (v.id() == id && v.type().dtype() != plan::DType::F32)
+            if (v.id() == id && v.type().dtype() != plan::DType::F32 &&
+                op.name() != "dtf.reshape")
               f32 = false;
         const std::string noFusedCode = fusedGpuCodeMissing(op);
         if (op.name() == "dtf.fused") {
@@ -636,7 +638,8 @@ Status Executor::place(const plan::Program &program) {
             opGpu_[size_t(i)] = gpuIndex;
           else
             lacking = device, why = noFusedCode;
-        } else if (gpu::gpuKernelRegistry().lookup(op.name()) && f32) {
+        } else if (gpu::gpuKernelRegistry().lookup(op.name()) && f32 &&
+                   (op.name() != "dtf.reshape" || op.inputs_size() == 1)) {
           opGpu_[size_t(i)] = gpuIndex;
         } else {
           lacking = device;
@@ -668,7 +671,8 @@ Status Executor::place(const plan::Program &program) {
                    plan::printable(op.name()), " (",
                    "its GPU kernels are dtf.matmul, dtf.conv2d and its "
                    "gradients, dtf.max_pool, dtf.avg_pool and their gradients, "
-                   "in f32, and dtf.fused with the plan's GPU code)");
+                   "in f32, dtf.reshape, and dtf.fused with the plan's GPU "
+                   "code)");
     if (!lacking.empty()) {
       if (!options_.softPlacement)
         return errorStatus(
@@ -724,7 +728,7 @@ Status Executor::place(const plan::Program &program) {
                    "%s: soft placement: dtf-run has no GPU kernel for %s (its "
                    "GPU kernels are dtf.matmul, dtf.conv2d and its gradients, "
                    "dtf.max_pool, dtf.avg_pool and their gradients, in f32, "
-                   "and dtf.fused with the plan's GPU code)\n",
+                   "dtf.reshape, and dtf.fused with the plan's GPU code)\n",
                    what.c_str(), ops.c_str());
     }
   }

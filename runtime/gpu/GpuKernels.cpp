@@ -53,44 +53,32 @@ Status dnnStatus(GpuKernelContext &ctx, const char *call, cudnnStatus_t s) {
                                   : std::string());
 }
 
-// RAII cuDNN descriptors.
-struct TensorDesc {
+// RAII cuDNN descriptors, made and destroyed through the driver's pointers.
+template <typename Desc, auto Create, auto Destroy> struct Descriptor {
   CudaDriver &d;
-  cudnnTensorDescriptor_t desc = nullptr;
-  explicit TensorDesc(CudaDriver &d) : d(d) {
-    d.cudnnCreateTensorDescriptor(&desc);
-  }
-  ~TensorDesc() { d.cudnnDestroyTensorDescriptor(desc); }
-  cudnnStatus_t nhwc(int64_t n, int64_t h, int64_t w, int64_t c) {
-    return d.cudnnSetTensor4dDescriptor(desc, CUDNN_TENSOR_NHWC,
+  Desc desc = nullptr;
+  explicit Descriptor(CudaDriver &d) : d(d) { (d.*Create)(&desc); }
+  ~Descriptor() { (d.*Destroy)(desc); }
+};
+using TensorDesc = Descriptor<cudnnTensorDescriptor_t,
+                              &CudaDriver::cudnnCreateTensorDescriptor,
+                              &CudaDriver::cudnnDestroyTensorDescriptor>;
+using FilterDesc = Descriptor<cudnnFilterDescriptor_t,
+                              &CudaDriver::cudnnCreateFilterDescriptor,
+                              &CudaDriver::cudnnDestroyFilterDescriptor>;
+using ConvDesc = Descriptor<cudnnConvolutionDescriptor_t,
+                            &CudaDriver::cudnnCreateConvolutionDescriptor,
+                            &CudaDriver::cudnnDestroyConvolutionDescriptor>;
+using PoolDesc = Descriptor<cudnnPoolingDescriptor_t,
+                            &CudaDriver::cudnnCreatePoolingDescriptor,
+                            &CudaDriver::cudnnDestroyPoolingDescriptor>;
+
+// An f32 NHWC tensor descriptor.
+cudnnStatus_t nhwc(TensorDesc &t, int64_t n, int64_t h, int64_t w, int64_t c) {
+  return t.d.cudnnSetTensor4dDescriptor(t.desc, CUDNN_TENSOR_NHWC,
                                         CUDNN_DATA_FLOAT, int(n), int(c),
                                         int(h), int(w));
-  }
-};
-struct FilterDesc {
-  CudaDriver &d;
-  cudnnFilterDescriptor_t desc = nullptr;
-  explicit FilterDesc(CudaDriver &d) : d(d) {
-    d.cudnnCreateFilterDescriptor(&desc);
-  }
-  ~FilterDesc() { d.cudnnDestroyFilterDescriptor(desc); }
-};
-struct ConvDesc {
-  CudaDriver &d;
-  cudnnConvolutionDescriptor_t desc = nullptr;
-  explicit ConvDesc(CudaDriver &d) : d(d) {
-    d.cudnnCreateConvolutionDescriptor(&desc);
-  }
-  ~ConvDesc() { d.cudnnDestroyConvolutionDescriptor(desc); }
-};
-struct PoolDesc {
-  CudaDriver &d;
-  cudnnPoolingDescriptor_t desc = nullptr;
-  explicit PoolDesc(CudaDriver &d) : d(d) {
-    d.cudnnCreatePoolingDescriptor(&desc);
-  }
-  ~PoolDesc() { d.cudnnDestroyPoolingDescriptor(desc); }
-};
+}
 
 Status matmulKernel(KernelContext &base) {
   GpuKernelContext &ctx = gpuCtx(base);
@@ -184,7 +172,7 @@ Status transposeFilter(GpuKernelContext &ctx, const float *in, float *out,
 Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, TensorDesc &x,
                FilterDesc &f, ConvDesc &c, TensorDesc &y) {
   CudaDriver &d = ctx.device().driver();
-  cudnnStatus_t s = x.nhwc(w.n, w.ih, w.iw, w.c);
+  cudnnStatus_t s = nhwc(x, w.n, w.ih, w.iw, w.c);
   if (s == CUDNN_STATUS_SUCCESS)
     s = d.cudnnSetFilter4dDescriptor(f.desc, CUDNN_DATA_FLOAT,
                                      CUDNN_TENSOR_NHWC, int(w.oc), int(w.c),
@@ -194,7 +182,7 @@ Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, TensorDesc &x,
         c.desc, int(w.padTop), int(w.padLeft), int(w.sh), int(w.sw), int(w.dh),
         int(w.dw), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = y.nhwc(w.n, w.oh, w.ow, w.oc);
+    s = nhwc(y, w.n, w.oh, w.ow, w.oc);
   return dnnStatus(ctx, "a cuDNN descriptor", s);
 }
 
@@ -369,9 +357,9 @@ Status setPool(GpuKernelContext &ctx, const cpu::Window2D &w, bool isMax,
       CUDNN_PROPAGATE_NAN, int(w.kh), int(w.kw), int(w.padTop), int(w.padLeft),
       int(w.sh), int(w.sw));
   if (s == CUDNN_STATUS_SUCCESS)
-    s = x.nhwc(w.n, w.ih, w.iw, w.c);
+    s = nhwc(x, w.n, w.ih, w.iw, w.c);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = y.nhwc(w.n, w.oh, w.ow, w.c);
+    s = nhwc(y, w.n, w.oh, w.ow, w.c);
   return dnnStatus(ctx, "a cuDNN descriptor", s);
 }
 
@@ -439,6 +427,36 @@ Status maxPoolGradKernel(KernelContext &c) {
 }
 Status avgPoolGradKernel(KernelContext &c) {
   return poolBackward(c, "dtf.avg_pool_grad", false);
+}
+
+// dtf.reshape: the same device buffer under the new shape (no copy, no
+// stream work), so that a flatten between GPU ops keeps the data on the GPU.
+Status reshapeKernel(KernelContext &base) {
+  GpuKernelContext &ctx = gpuCtx(base);
+  const char *name = "dtf.reshape";
+  if (ctx.numInputs() != 1)
+    return errorStatus(name, " on a GPU takes its shape as an attribute, not "
+                             "as a tensor (place it on the CPU)");
+  const Tensor &x = ctx.input(0);
+  std::vector<int64_t> shape = ctx.getInts("out_shape");
+  int64_t known = 1;
+  int unknown = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != -1)
+      known *= shape[i];
+    else if (unknown < 0)
+      unknown = int(i);
+    else
+      return errorStatus(name, ": out_shape ", shapeString(shape),
+                         " has more than one -1");
+  }
+  if (unknown >= 0 && known > 0 && x.numElements() % known == 0)
+    shape[size_t(unknown)] = x.numElements() / known;
+  if (numElementsOf(shape) != x.numElements())
+    return errorStatus(name, " cannot reshape ", x.describe(), " to ",
+                       shapeString(shape));
+  ctx.setOutput(0, x.reshaped(std::move(shape)));
+  return Status::ok();
 }
 
 // A generated kernel (dtf.fused): its outputs in the iteration shape (the
@@ -521,6 +539,7 @@ const KernelRegistry &gpuKernelRegistry() {
     reg->add("dtf.max_pool_grad", maxPoolGradKernel);
     reg->add("dtf.avg_pool_grad", avgPoolGradKernel);
     reg->add("dtf.fused", fusedKernel);
+    reg->add("dtf.reshape", reshapeKernel);
     return reg;
   }();
   return *r;

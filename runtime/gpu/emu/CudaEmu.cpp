@@ -195,51 +195,45 @@ CUresult memFreeHost(void *p) {
   return CUDA_SUCCESS;
 }
 
-CUresult memcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes,
-                    CUstream stream) {
-  EMU_ENTRY
-  Work w{"cuMemcpyHtoDAsync", nullptr, {}};
-  if (int r = checkDevice(uintptr_t(dst), bytes, "cuMemcpyHtoDAsync destination",
-                          &w))
-    return r;
+// A copy of `bytes` from src to dst whose device sides (named for the
+// refusal) must lie in live allocations.
+CUresult copy(const char *what, void *dst, const void *src, size_t bytes,
+              CUstream stream, bool dstOnDevice, bool srcOnDevice) {
+  Work w{what, nullptr, {}};
+  if (srcOnDevice)
+    if (int r = checkDevice(uintptr_t(src), bytes,
+                            std::string(what) + " source", &w))
+      return r;
+  if (dstOnDevice)
+    if (int r = checkDevice(uintptr_t(dst), bytes,
+                            std::string(what) + " destination", &w))
+      return r;
   w.run = [=] {
-    std::memcpy(reinterpret_cast<void *>(uintptr_t(dst)), src, bytes);
+    std::memmove(dst, src, bytes);
     ++machine().counters.memcpys;
     return CUDA_SUCCESS;
   };
   return submit(stream, std::move(w));
+}
+void *devicePtr(CUdeviceptr p) { return reinterpret_cast<void *>(uintptr_t(p)); }
+
+CUresult memcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes,
+                    CUstream stream) {
+  EMU_ENTRY
+  return copy("cuMemcpyHtoDAsync", devicePtr(dst), src, bytes, stream, true,
+              false);
 }
 CUresult memcpyDtoH(void *dst, CUdeviceptr src, size_t bytes,
                     CUstream stream) {
   EMU_ENTRY
-  Work w{"cuMemcpyDtoHAsync", nullptr, {}};
-  if (int r =
-          checkDevice(uintptr_t(src), bytes, "cuMemcpyDtoHAsync source", &w))
-    return r;
-  w.run = [=] {
-    std::memcpy(dst, reinterpret_cast<const void *>(uintptr_t(src)), bytes);
-    ++machine().counters.memcpys;
-    return CUDA_SUCCESS;
-  };
-  return submit(stream, std::move(w));
+  return copy("cuMemcpyDtoHAsync", dst, devicePtr(src), bytes, stream, false,
+              true);
 }
 CUresult memcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                     CUstream stream) {
   EMU_ENTRY
-  Work w{"cuMemcpyDtoDAsync", nullptr, {}};
-  if (int r = checkDevice(uintptr_t(src), bytes, "cuMemcpyDtoDAsync source",
-                          &w))
-    return r;
-  if (int r = checkDevice(uintptr_t(dst), bytes,
-                          "cuMemcpyDtoDAsync destination", &w))
-    return r;
-  w.run = [=] {
-    std::memmove(reinterpret_cast<void *>(uintptr_t(dst)),
-                 reinterpret_cast<const void *>(uintptr_t(src)), bytes);
-    ++machine().counters.memcpys;
-    return CUDA_SUCCESS;
-  };
-  return submit(stream, std::move(w));
+  return copy("cuMemcpyDtoDAsync", devicePtr(dst), devicePtr(src), bytes,
+              stream, true, true);
 }
 CUresult memsetD8(CUdeviceptr dst, unsigned char value, size_t n,
                   CUstream stream) {

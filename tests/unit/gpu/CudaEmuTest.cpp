@@ -152,19 +152,30 @@ CUresult launch(CudaDriver &d, CUfunction fn, std::vector<uint64_t> params,
   return d.cuLaunchKernel(fn, 1, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra);
 }
 
-TEST(CudaEmu, ALaunchRunsTheKernelsCpuTwinWithTheCubinsParameters) {
-  auto d = emulated();
-  makeCurrent(*d);
+// `scale` loaded from a cubin declaring three 8-byte parameters, and two
+// device buffers of 10 floats for it.
+struct Scale {
+  CUfunction fn = nullptr;
+  CUdeviceptr in = 0, out = 0;
+};
+void loadScale(CudaDriver &d, Scale *s) {
+  makeCurrent(d);
   registerScale();
   std::vector<uint8_t> image = cubin("scale", {8, 8, 8});
   CUmodule mod = nullptr;
-  ASSERT_EQ(d->cuModuleLoadData(&mod, image.data()), CUDA_SUCCESS)
-      << d->errorText("cuModuleLoadData", 1);
-  CUfunction fn = nullptr;
-  ASSERT_EQ(d->cuModuleGetFunction(&fn, mod, "scale"), CUDA_SUCCESS);
-  CUdeviceptr in = 0, out = 0;
-  ASSERT_EQ(d->cuMemAlloc(&in, 40), CUDA_SUCCESS);
-  ASSERT_EQ(d->cuMemAlloc(&out, 40), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuModuleLoadData(&mod, image.data()), CUDA_SUCCESS)
+      << d.errorText("cuModuleLoadData", 1);
+  ASSERT_EQ(d.cuModuleGetFunction(&s->fn, mod, "scale"), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuMemAlloc(&s->in, 40), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuMemAlloc(&s->out, 40), CUDA_SUCCESS);
+}
+
+TEST(CudaEmu, ALaunchRunsTheKernelsCpuTwinWithTheCubinsParameters) {
+  auto d = emulated();
+  Scale sc;
+  ASSERT_NO_FATAL_FAILURE(loadScale(*d, &sc));
+  const CUfunction fn = sc.fn;
+  const CUdeviceptr in = sc.in, out = sc.out;
   std::vector<float> x(10), y(10);
   for (int i = 0; i < 10; ++i)
     x[size_t(i)] = float(i);
@@ -180,16 +191,10 @@ TEST(CudaEmu, ALaunchRunsTheKernelsCpuTwinWithTheCubinsParameters) {
 
 TEST(CudaEmu, ALaunchWithTheWrongParameterCountOrSizesIsRefused) {
   auto d = emulated();
-  makeCurrent(*d);
-  registerScale();
-  std::vector<uint8_t> image = cubin("scale", {8, 8, 8});
-  CUmodule mod = nullptr;
-  ASSERT_EQ(d->cuModuleLoadData(&mod, image.data()), CUDA_SUCCESS);
-  CUfunction fn = nullptr;
-  ASSERT_EQ(d->cuModuleGetFunction(&fn, mod, "scale"), CUDA_SUCCESS);
-  CUdeviceptr in = 0, out = 0;
-  ASSERT_EQ(d->cuMemAlloc(&in, 40), CUDA_SUCCESS);
-  ASSERT_EQ(d->cuMemAlloc(&out, 40), CUDA_SUCCESS);
+  Scale sc;
+  ASSERT_NO_FATAL_FAILURE(loadScale(*d, &sc));
+  const CUfunction fn = sc.fn;
+  const CUdeviceptr in = sc.in, out = sc.out;
   // Two parameters where the cubin declares three.
   EXPECT_EQ(launch(*d, fn, {in, out}, 16), CUDA_ERROR_INVALID_VALUE);
   EXPECT_NE(d->errorText("cuLaunchKernel", 1)

@@ -1,7 +1,7 @@
 // The GPU kernels (cuBLAS and cuDNN calls, run by the host emulation) give
 // the CPU kernels' results: matmul (transposed, batched), conv2d and its two
-// gradients, pooling and its gradients; and GpuOp captures its second step
-// as a CUDA graph and replays it.
+// gradients, pooling and its gradients, reshape; GpuOp captures its second
+// step as a CUDA graph and replays it; the arena.
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/kernels/CpuKernels.h"
 
@@ -205,6 +205,13 @@ TEST(GpuArena, StepsOfOneShapeAllocateNothingOnceTheArenaIsPlanned) {
     EXPECT_EQ(second.hostOutput(0)->dim(0), 64);
   }
   EXPECT_EQ(dev.arenasPlanned(), 2);
+}
+
+TEST(GpuKernels, ReshapeKeepsTheDeviceBuffer) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  expectSameOnGpu(*e.device, "dtf.reshape", {randomTensor({4, 3, 2}, 31)},
+                  {{"out_shape", std::vector<int64_t>{-1, 6}}});
 }
 
 TEST(GpuKernels, UnevenPaddingIsRefusedWithTheFix) {
