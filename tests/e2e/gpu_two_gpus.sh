@@ -4,7 +4,7 @@
 # runs on its own device (the value between them crosses through the host),
 # and the loss at every logged step matches the run on a machine without a
 # driver (the CPU path). On 1 emulated GPU the ops of /gpu:1 move to the CPU
-# under soft placement, which says why.
+# under soft placement, which says why; --emulate-gpus 0 is a usage error.
 # usage: gpu_two_gpus.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -23,6 +23,10 @@ grep -q "dtf.matmul (.*two_gpus.dtf:8:28): /job:localhost/replica:0/task:0/devic
   fail "the logits' matmul is not on GPU 1"
 grep -q "soft placement: this machine has 1 GPU" "$work/one.log" ||
   fail "on 1 GPU, soft placement does not say why /gpu:1's ops moved"
+# A bad count is a usage error (exit 2) that says what it takes.
+rc=0; "$bin/dtf-run" "$work/two.plan" --emulate-gpus 0 > "$work/bad.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "emulate-gpus expects a GPU count from 1 to 16, got '0'" "$work/bad.log" ||
+  fail "--emulate-gpus 0: exit $rc, $(cat "$work/bad.log")"
 steps() { grep -E "^step " "$1" | sed -E 's/ +[0-9]+ img\/s.*//'; }
 [ "$(steps "$work/two.log")" = "$(steps "$work/cpu.log")" ] && [ -n "$(steps "$work/cpu.log")" ] ||
   fail "the logged losses differ: $(steps "$work/two.log") vs $(steps "$work/cpu.log")"
