@@ -20,6 +20,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
+#include "llvm/IR/Function.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -61,8 +62,6 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
                                         ArrayRef<LLVM::GEPArg>{int32_t(k)});
     pointers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
   }
-  ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
   Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), begin);
   Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), end);
   Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
@@ -72,55 +71,7 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
 
   OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
   Value i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
-  IRMapping scalars;
-  Block &body = fused.getBody().front();
-  for (auto [k, input] : llvm::enumerate(fused.getInputs())) {
-    auto type = cast<RankedTensorType>(input.getType());
-    std::optional<FusedIndex> index = fusedIndexOf(type, shape);
-    if (!index)
-      return fused.emitError() << "input " << k << " cannot be indexed";
-    Value at = i;
-    if (*index == FusedIndex::Scalar)
-      at = lb.create<arith::ConstantOp>(loc, lb.getI64IntegerAttr(0));
-    else if (*index == FusedIndex::Suffix)
-      at = lb.create<arith::RemSIOp>(
-          loc, i,
-          lb.create<arith::ConstantOp>(
-              loc, lb.getI64IntegerAttr(type.getNumElements())));
-    Type element = type.getElementType();
-    Type stored = storageType(element);
-    Value addr = lb.create<LLVM::GEPOp>(loc, ptr, stored, pointers[k],
-                                        ArrayRef<LLVM::GEPArg>{at});
-    Value v = lb.create<LLVM::LoadOp>(loc, stored, addr);
-    if (stored != element)
-      v = lb.create<arith::CmpIOp>(
-          loc, arith::CmpIPredicate::ne, v,
-          lb.create<arith::ConstantOp>(loc, lb.getIntegerAttr(stored, 0)));
-    scalars.map(body.getArgument(k), v);
-  }
-  for (Operation &op : body) {
-    if (auto yield = dyn_cast<YieldOp>(op)) {
-      for (auto [n, v] : llvm::enumerate(yield.getValues())) {
-        Value s = scalars.lookup(v);
-        Type stored = storageType(s.getType());
-        if (stored != s.getType())
-          s = lb.create<arith::ExtUIOp>(loc, stored, s);
-        Value addr = lb.create<LLVM::GEPOp>(
-            loc, ptr, stored, pointers[fused.getInputs().size() + n],
-            ArrayRef<LLVM::GEPArg>{i});
-        lb.create<LLVM::StoreOp>(loc, s, addr);
-      }
-      continue;
-    }
-    SmallVector<Value> operands;
-    for (Value operand : op.getOperands())
-      operands.push_back(scalars.lookup(operand));
-    Value r = emitScalarOp(lb, &op, operands);
-    if (!r)
-      return failure();
-    scalars.map(op.getResult(0), r);
-  }
-  return success();
+  return emitRegionAt(lb, fused, pointers, i);
 }
 
 // The passes from the loops to the LLVM dialect. libm calls for what LLVM
@@ -249,13 +200,27 @@ struct LowerKernelsPass
 
 } // namespace
 
+std::map<int64_t, FusedOp> mlir::dtf::planKernelOps(ModuleOp module) {
+  std::map<int64_t, FusedOp> byKernel;
+  auto add = [&](Operation *root) {
+    root->walk([&](FusedOp op) { byKernel.emplace(op.getKernel(), op); });
+  };
+  auto train = module.lookupSymbol<func::FuncOp>("train_step");
+  auto eval = module.lookupSymbol<func::FuncOp>("eval");
+  if (!train && !eval)
+    add(module);
+  for (func::FuncOp f : {train, eval})
+    if (f)
+      add(f);
+  return byKernel;
+}
+
 LogicalResult mlir::dtf::buildCpuKernelFuncs(ModuleOp module,
                                              ModuleOp kernels) {
   MLIRContext *ctx = module.getContext();
   ctx->loadDialect<arith::ArithDialect, math::MathDialect, scf::SCFDialect,
                    LLVM::LLVMDialect, func::FuncDialect>();
-  std::map<int64_t, FusedOp> byKernel;
-  module.walk([&](FusedOp op) { byKernel.emplace(op.getKernel(), op); });
+  std::map<int64_t, FusedOp> byKernel = planKernelOps(module);
   OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
   for (auto &[k, op] : byKernel)
     if (failed(buildKernelFunc(op, b, "dtf_fused_" + std::to_string(k))))
@@ -304,6 +269,9 @@ LogicalResult mlir::dtf::compileCpuKernels(ModuleOp module,
     return failure();
   llvmModule->setDataLayout(tm->createDataLayout());
   llvmModule->setTargetTriple(tm->getTargetTriple().str());
+  for (llvm::Function &f : *llvmModule)
+    if (!f.isDeclaration())
+      f.addFnAttr("target-cpu", kCpuKernelTarget);
   optimize(*llvmModule, *tm);
   if (llvmIR) {
     llvm::raw_string_ostream os(*llvmIR);

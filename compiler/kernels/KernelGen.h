@@ -6,6 +6,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
+#include "dialects/Dtf/IR/DtfDialect.h"
+
+#include <map>
 #include <string>
 
 namespace dtf::plan {
@@ -17,6 +20,11 @@ namespace mlir::dtf {
 /// The baseline the CPU kernels are compiled for (docs/plan-format.md says
 /// why): AVX2 and FMA, every x86 server since 2013-2015.
 inline constexpr const char *kCpuKernelTarget = "x86-64-v3";
+
+/// The dtf.fused op of each kernel index: those of @train_step and @eval
+/// when the module has them (the plan emitter numbered them as Plan.kernels),
+/// else every one in the module.
+std::map<int64_t, FusedOp> planKernelOps(ModuleOp module);
 
 /// Adds to `kernels` one `func.func @dtf_fused_<k>` per distinct kernel index
 /// of the dtf.fused ops in `module` (kernels may be `module` itself): the C
@@ -37,6 +45,15 @@ LogicalResult lowerKernelsToLLVM(ModuleOp kernels);
 LogicalResult compileCpuKernels(ModuleOp module, ::dtf::plan::Plan &plan,
                                 std::string &error,
                                 std::string *llvmIR = nullptr);
+
+/// The GPU path: each kernel's loop tiled by 256, mapped to gpu.launch,
+/// outlined into one gpu.module, lowered to NVVM; sm_80 PTX in
+/// plan.gpu_ptx, sm_80 and sm_90 cubins (ptxas of the CUDA toolkit at
+/// `toolkit`, libdevice linked) in plan.gpu_cubins; each Kernel gets its
+/// block size, launch rule and its params in the GPU kernel's order.
+LogicalResult compileGpuKernels(ModuleOp module, ::dtf::plan::Plan &plan,
+                                const std::string &toolkit,
+                                std::string &error);
 
 /// Registers dtf-fused-to-loops (buildCpuKernelFuncs as a pass) and
 /// dtf-lower-kernels-to-llvm (lowerKernelsToLLVM) for dtf-opt.

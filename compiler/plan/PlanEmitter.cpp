@@ -217,14 +217,14 @@ LogicalResult ProgramEmitter::run() {
 }
 
 LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
-  const int64_t k = fused.getKernel();
-  if (k < 0 || !plan)
-    return fused.emitError() << "has no kernel index (run dtf-fuse)";
-  while (plan->kernels_size() <= k)
-    plan->add_kernels();
-  pb::Kernel *kernel = plan->mutable_kernels(int(k));
-  if (!kernel->name().empty())
-    return success(); // the same index seen in another program
+  if (!plan)
+    return fused.emitError() << "cannot be nested in a fused region";
+  // Plan.kernels in emission order: the op takes its plan index, in the plan
+  // and in the module (where the kernel generator reads it).
+  const int k = plan->kernels_size();
+  pb::Kernel *kernel = plan->add_kernels();
+  fused.setKernel(k);
+  (*out->mutable_attrs())["kernel"].set_i(k);
   kernel->set_name("dtf_fused_" + std::to_string(k));
   kernel->set_cpu_symbol(kernel->name());
   // The region with its own numbering: arguments first, then each op.
@@ -272,7 +272,6 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
   pb::KernelParam *elements = kernel->add_params();
   elements->set_kind("i64");
   elements->set_meaning("elements");
-  (void)out;
   return success();
 }
 

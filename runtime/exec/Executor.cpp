@@ -578,7 +578,7 @@ std::string Executor::fusedGpuCodeMissing(const plan::Op &op) const {
   const int index = int(k->second.i());
   if (index < 0 || index >= int(pk->gpu.size()) || !pk->gpu[size_t(index)].present())
     return "the plan has no GPU code for its generated kernels (dtf.fused; "
-           "dtfc emits none yet)";
+           "dtfc compiles it where the CUDA toolkit is, see --gpu-kernels)";
   return "";
 }
 

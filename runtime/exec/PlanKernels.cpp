@@ -38,12 +38,14 @@ Status infoOf(const plan::Kernel &kernel, GeneratedKernelInfo *out) {
 
 std::shared_ptr<const PlanKernels> load(const plan::Plan &plan) {
   auto result = std::make_shared<PlanKernels>();
+  auto module = std::make_shared<gpu::GpuModuleCode>();
+  module->ptx = plan.gpu_ptx();
+  module->cubins.insert(plan.gpu_cubins().begin(), plan.gpu_cubins().end());
   for (const plan::Kernel &k : plan.kernels()) {
     gpu::GpuKernelCode &code = result->gpu.emplace_back();
     code.name = k.name();
     code.block = k.block();
-    code.ptx = k.ptx();
-    code.cubins.insert(k.cubins().begin(), k.cubins().end());
+    code.module = module;
     plan::Kernel *copy = result->kernels.Add();
     *copy = k;
     copy->clear_ptx();
@@ -99,12 +101,12 @@ std::shared_ptr<const PlanKernels> planKernelsOf(const plan::Plan &plan) {
     copy.clear_cubins();
     key += '\0';
     key += copy.SerializeAsString();
-    // The GPU code too, which PlanKernels::gpu carries.
-    key += '\0';
-    key += k.ptx();
-    for (const auto &[chip, cubin] : k.cubins())
-      key += chip + cubin;
   }
+  // The GPU module too, which PlanKernels::gpu carries.
+  key += '\0';
+  key += plan.gpu_ptx();
+  for (const auto &[chip, cubin] : plan.gpu_cubins())
+    key += chip + cubin;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end())

@@ -113,6 +113,8 @@ GpuDevice::~GpuDevice() {
   for (DeviceBuffer *b : buffers_)
     if (!b->inArena && b->ptr)
       driver_.cuMemFree(b->ptr);
+  for (auto &[code, module] : modules_)
+    driver_.cuModuleUnload(module);
   if (arena_)
     driver_.cuMemFree(arena_);
   if (dnn_)
@@ -249,32 +251,40 @@ Status GpuKernelContext::scratch(int k, size_t bytes, void **p) {
 
 // --- GpuFusedContext ---------------------------------------------------------
 
-GpuFusedContext::~GpuFusedContext() {
-  if (module_)
-    device().driver().cuModuleUnload(module_);
+Status GpuDevice::loadModule(const GpuModuleCode &code, CUmodule *out) {
+  auto it = modules_.find(&code);
+  if (it != modules_.end()) {
+    *out = it->second;
+    return Status::ok();
+  }
+  const std::string chip = strCat("sm_", cc_);
+  auto cubin = code.cubins.find(chip);
+  if (cubin == code.cubins.end() && code.ptx.empty())
+    return errorStatus("the plan has no cubin for ", chip, " and no PTX");
+  // The cubin built for this chip, else the PTX, which the driver compiles
+  // for it (NUL-terminated, as cuModuleLoadData wants text).
+  const void *image = cubin != code.cubins.end()
+                          ? static_cast<const void *>(cubin->second.data())
+                          : static_cast<const void *>(code.ptx.c_str());
+  CUmodule module = nullptr;
+  DTF_RETURN_IF_ERROR(check(
+      strCat("cuModuleLoadData(",
+             cubin != code.cubins.end() ? chip + " cubin" : "PTX", ")")
+          .c_str(),
+      driver_.cuModuleLoadData(&module, image)));
+  modules_[&code] = module;
+  *out = module;
+  return Status::ok();
 }
 
 Status GpuFusedContext::function(CUfunction *fn) {
   if (!function_) {
     CudaDriver &d = device().driver();
-    const std::string chip = strCat("sm_", device().computeCapability());
-    auto cubin = code_.cubins.find(chip);
-    // The cubin built for this chip, else the PTX, which the driver compiles
-    // for it (NUL-terminated, as cuModuleLoadData wants text).
-    const void *image = cubin != code_.cubins.end()
-                            ? static_cast<const void *>(cubin->second.data())
-                            : static_cast<const void *>(code_.ptx.c_str());
-    if (cubin == code_.cubins.end() && code_.ptx.empty())
-      return errorStatus(code_.name, ": the plan has no cubin for ", chip,
-                         " and no PTX");
+    CUmodule module = nullptr;
+    DTF_RETURN_IF_ERROR(device().loadModule(*code_.module, &module));
     DTF_RETURN_IF_ERROR(device().check(
-        strCat("cuModuleLoadData(", code_.name, ", ",
-               cubin != code_.cubins.end() ? chip + " cubin" : "PTX", ")")
-            .c_str(),
-        d.cuModuleLoadData(&module_, image)));
-    DTF_RETURN_IF_ERROR(device().check(
-        "cuModuleGetFunction",
-        d.cuModuleGetFunction(&function_, module_, code_.name.c_str())));
+        strCat("cuModuleGetFunction(", code_.name, ")").c_str(),
+        d.cuModuleGetFunction(&function_, module, code_.name.c_str())));
     if (d.emulated() && d.emuRegisterKernel) {
       // The emulation runs the kernel's CPU code from the same plan.
       const GeneratedKernelInfo &info = kernels_->info(kernel_);

@@ -45,6 +45,13 @@ struct DeviceBuffer {
   bool inArena = false;
 };
 
+/// The plan's GPU module (Plan.gpu_ptx, Plan.gpu_cubins): every generated
+/// kernel's entry point.
+struct GpuModuleCode {
+  std::string ptx;                           // sm_80 PTX
+  std::map<std::string, std::string> cubins; // "sm_90" -> cubin
+};
+
 /// One GPU as one executor uses it: the primary context, one stream for its
 /// steps, and cuBLAS and cuDNN handles bound to that stream.
 class GpuDevice {
@@ -80,6 +87,9 @@ public:
   Status reservePinned(void **p, size_t *capacity, size_t bytes);
   /// A scratch buffer for library workspaces, shared by the device's ops.
   Status workspace(size_t bytes, void **p);
+  /// `code` loaded on this device (once): the cubin for its compute
+  /// capability, else the PTX for the driver to compile.
+  Status loadModule(const GpuModuleCode &code, cuda::CUmodule *out);
 
 private:
   GpuDevice(CudaDriver &driver, int index) : driver_(driver), index_(index) {}
@@ -91,6 +101,7 @@ private:
   cuda::cublasHandle_t blas_ = nullptr;
   cuda::cudnnHandle_t dnn_ = nullptr;
   DeviceBuffer workspace_;
+  std::map<const GpuModuleCode *, cuda::CUmodule> modules_;
   std::set<DeviceBuffer *> buffers_; // every buffer holding memory
   cuda::CUdeviceptr arena_ = 0;
   bool allocatedOutsideArena_ = false;
@@ -116,14 +127,16 @@ private:
   std::vector<DeviceBuffer> scratch_;
 };
 
-/// A generated kernel's GPU code (plan.proto's Kernel): what a dtf.fused op
+/// A generated kernel's GPU side (plan.proto's Kernel): what a dtf.fused op
 /// on a GPU loads and launches.
 struct GpuKernelCode {
-  std::string name;  // the kernel's symbol in the module
-  int block = 0;     // threads per block; 0: the plan has no GPU code
-  std::string ptx;   // sm_80 PTX
-  std::map<std::string, std::string> cubins; // "sm_90" -> cubin
-  bool present() const { return block > 0 && (!ptx.empty() || !cubins.empty()); }
+  std::string name; // the kernel's entry point in the module
+  int block = 0;    // threads per block; 0: the plan has no GPU code
+  std::shared_ptr<const GpuModuleCode> module;
+  bool present() const {
+    return block > 0 && module &&
+           (!module->ptx.empty() || !module->cubins.empty());
+  }
 };
 
 /// The context of a dtf.fused op on a GPU: the plan's loaded kernels (for
@@ -136,19 +149,17 @@ public:
                   const GpuKernelCode &code)
       : GpuKernelContext(device), kernels_(std::move(kernels)),
         kernel_(kernel), code_(code) {}
-  ~GpuFusedContext() override;
   const GeneratedKernels &kernels() const { return *kernels_; }
   int kernel() const { return kernel_; }
   const GpuKernelCode &code() const { return code_; }
-  /// Loads the cubin for the device's compute capability, else the PTX
-  /// (once), and finds the kernel in it.
+  /// The kernel in the plan's module on this device (loaded once per
+  /// device, GpuDevice::loadModule).
   Status function(cuda::CUfunction *fn);
 
 private:
   std::shared_ptr<const GeneratedKernels> kernels_;
   int kernel_;
   GpuKernelCode code_;
-  cuda::CUmodule module_ = nullptr;
   cuda::CUfunction function_ = nullptr;
 };
 

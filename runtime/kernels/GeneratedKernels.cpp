@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <dlfcn.h>
+#include <elf.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -39,6 +40,41 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
 
 namespace {
 
+// dlopen maps the object's segments and faults (SIGBUS) on one that runs
+// past the end of a truncated file: check the headers and segments first.
+Status checkElf(std::string_view object) {
+  auto bad = [&](const char *what) {
+    return errorStatus("cannot load the plan's cpu_object (", object.size(),
+                       " bytes): ", what, "; compile the model again with dtfc");
+  };
+  if (object.size() < sizeof(Elf64_Ehdr))
+    return bad("it is shorter than an ELF header");
+  Elf64_Ehdr header;
+  std::memcpy(&header, object.data(), sizeof header);
+  if (header.e_ident[EI_CLASS] != ELFCLASS64 ||
+      header.e_ident[EI_DATA] != ELFDATA2LSB || header.e_type != ET_DYN)
+    return bad("it is not a 64-bit little-endian shared object");
+  if (header.e_machine != EM_X86_64)
+    return bad("it is not x86-64 code");
+  if (header.e_phentsize != sizeof(Elf64_Phdr) ||
+      header.e_phoff > object.size() ||
+      uint64_t(header.e_phnum) * sizeof(Elf64_Phdr) >
+          object.size() - header.e_phoff)
+    return bad("its program headers run past its end (truncated?)");
+  if (header.e_shoff > object.size() ||
+      uint64_t(header.e_shnum) * header.e_shentsize >
+          object.size() - header.e_shoff)
+    return bad("its section headers run past its end (truncated?)");
+  for (int i = 0; i < header.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, object.data() + header.e_phoff + i * sizeof ph,
+                sizeof ph);
+    if (ph.p_offset > object.size() || ph.p_filesz > object.size() - ph.p_offset)
+      return bad("a segment runs past its end (truncated?)");
+  }
+  return Status::ok();
+}
+
 // Closes a file descriptor when it goes out of scope.
 struct FdCloser {
   int fd;
@@ -59,10 +95,14 @@ Status GeneratedKernels::load(std::string_view object,
     return errorStatus("the plan's cpu_object (", object.size(),
                        " bytes) is not an ELF shared object; compile the "
                        "model again with dtfc");
+  DTF_RETURN_IF_ERROR(checkElf(object));
   int fd = ::memfd_create("dtf-plan-kernels", MFD_CLOEXEC);
   if (fd < 0)
     return errorStatus("cannot create a memory file for the plan's kernels: ",
                        std::strerror(errno));
+  // Open for as long as the object is loaded: dlopen knows a loaded object
+  // by its path, so a second object at a reused /proc/self/fd/N would get
+  // the first one's handle.
   FdCloser closer{fd};
   size_t written = 0;
   while (written < object.size()) {
@@ -84,6 +124,8 @@ Status GeneratedKernels::load(std::string_view object,
   }
   std::unique_ptr<GeneratedKernels> loaded(new GeneratedKernels());
   loaded->handle_ = handle;
+  loaded->fd_ = fd;
+  closer.fd = -1;
   for (const GeneratedKernelInfo &k : kernels) {
     ::dlerror();
     void *sym = ::dlsym(handle, k.cpuSymbol.c_str());
@@ -100,6 +142,8 @@ Status GeneratedKernels::load(std::string_view object,
 GeneratedKernels::~GeneratedKernels() {
   if (handle_)
     ::dlclose(handle_);
+  if (fd_ >= 0)
+    ::close(fd_);
 }
 
 bool cpuSupportsTarget(std::string_view target, std::string *why) {

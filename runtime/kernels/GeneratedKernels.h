@@ -78,6 +78,7 @@ public:
 private:
   GeneratedKernels() = default;
   void *handle_ = nullptr;
+  int fd_ = -1; // the memory file, open while loaded
   std::vector<GeneratedKernelInfo> kernels_;
   std::vector<GeneratedCpuFn> functions_;
 };

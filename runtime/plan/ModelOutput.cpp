@@ -21,13 +21,17 @@ Status findModelOutput(const Program &eval, ModelOutput *out) {
     read.insert(op.inputs().begin(), op.inputs().end());
   for (int i = eval.ops_size() - 1; i >= 0; --i) {
     const Op &op = eval.ops(i);
+    // A fused region may yield several values; the output is the one that
+    // nothing reads.
     if (op.name() == "dtf.input" || op.name() == "dtf.read_variable" ||
-        op.name() == "dtf.constant" || op.outputs_size() != 1)
+        op.name() == "dtf.constant" ||
+        (op.outputs_size() != 1 && op.name() != "dtf.fused"))
       continue;
-    if (!read.count(op.outputs(0))) {
-      *out = {op.outputs(0), "output"};
-      return Status::ok();
-    }
+    for (int32_t v : op.outputs())
+      if (!read.count(v)) {
+        *out = {v, "output"};
+        return Status::ok();
+      }
   }
   return errorStatus("the eval program computes no value from its inputs");
 }

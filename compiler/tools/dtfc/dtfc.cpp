@@ -23,6 +23,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -42,7 +43,7 @@ enum ExitCode {
   kIoError = 4,
 };
 
-enum class Emit { AST, MLIR, TrainMLIR, FusedMLIR, Kernels, KernelLLVM, Dot, PlanText, Plan };
+enum class Emit { AST, MLIR, TrainMLIR, FusedMLIR, Kernels, KernelLLVM, PTX, Dot, PlanText, Plan };
 
 cl::OptionCategory category("dtfc options");
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.dtf>"),
@@ -62,6 +63,7 @@ cl::opt<Emit> emit(
                           "each generated kernel: its ops and their source locations"),
                clEnumValN(Emit::KernelLLVM, "kernel-llvm",
                           "the CPU kernels as optimized LLVM IR"),
+               clEnumValN(Emit::PTX, "ptx", "the PTX (sm_80) of every GPU kernel"),
                clEnumValN(Emit::Dot, "dot",
                           "each task's program (worker_step, ps_update) as a Graphviz graph"),
                clEnumValN(Emit::PlanText, "plan-text", "the plan, as readable text"),
@@ -87,6 +89,21 @@ cl::opt<Fusion> fusion(
                clEnumValN(Fusion::Off, "off",
                           "no fusion: every op runs its own library kernel")),
     cl::init(Fusion::On), cl::cat(category));
+
+enum class GpuKernels { Auto, On, Off };
+cl::opt<GpuKernels> gpuKernels(
+    "gpu-kernels",
+    cl::desc("Also compile the fused kernels for NVIDIA GPUs: PTX and sm_80/sm_90 "
+             "cubins (default auto: when the CUDA toolkit is there)"),
+    cl::values(clEnumValN(GpuKernels::Auto, "auto", "when --cuda-toolkit has ptxas"),
+               clEnumValN(GpuKernels::On, "on", "always; an error without the toolkit"),
+               clEnumValN(GpuKernels::Off, "off", "CPU code only")),
+    cl::init(GpuKernels::Auto), cl::cat(category));
+cl::opt<std::string> cudaToolkit(
+    "cuda-toolkit",
+    cl::desc("The CUDA toolkit for the GPU kernels: ptxas, libdevice "
+             "(default /usr/local/cuda)"),
+    cl::value_desc("dir"), cl::init("/usr/local/cuda"), cl::cat(category));
 
 cl::opt<bool> placementReport(
     "placement-report",
@@ -247,6 +264,27 @@ int main(int argc, char **argv) {
     }
     if (emit == Emit::KernelLLVM)
       return writeOutput([&](llvm::raw_ostream &os) { os << llvmIR; });
+    const bool haveToolkit =
+        llvm::sys::fs::exists(cudaToolkit.getValue() + "/bin/ptxas");
+    if (gpuKernels == GpuKernels::On ||
+        (gpuKernels == GpuKernels::Auto && haveToolkit)) {
+      if (mlir::failed(mlir::dtf::compileGpuKernels(*module, plan, cudaToolkit,
+                                                    error))) {
+        llvm::errs() << "dtfc: error: generating the GPU kernels: " << error << "\n";
+        return gpuKernels == GpuKernels::On && !haveToolkit ? kNotAvailable
+                                                            : kCompileError;
+      }
+    }
+  }
+  if (emit == Emit::PTX) {
+    if (plan.gpu_ptx().empty()) {
+      llvm::errs() << "dtfc: error: the plan has no GPU kernels ("
+                   << (plan.kernels_size() == 0 ? "nothing was fused"
+                                                : "no CUDA toolkit at " + cudaToolkit)
+                   << ")\n";
+      return kNotAvailable;
+    }
+    return writeOutput([&](llvm::raw_ostream &os) { os << plan.gpu_ptx(); });
   }
   if (!clusterFile.empty()) {
     // Bind the symbolic placement now: every variable names its ps task, and

@@ -81,6 +81,7 @@ namespace {
 struct Group {
   SmallVector<Operation *> ops;
   SmallVector<int64_t> shape;
+  Attribute device; // the ops' dtf.device: a region runs on one device
   bool closed = false;
 };
 
@@ -104,7 +105,8 @@ SmallVector<Group> findGroups(Block &block) {
           cast<RankedTensorType>(op.getResult(0).getType()).getShape());
       for (Value operand : op.getOperands()) {
         int g = groupOfValue(operand);
-        if (g >= 0 && !groups[g].closed && groups[g].shape == shape)
+        if (g >= 0 && !groups[g].closed && groups[g].shape == shape &&
+            groups[g].device == op.getAttr("dtf.device"))
           joined = std::max(joined, g);
       }
     }
@@ -125,7 +127,7 @@ SmallVector<Group> findGroups(Block &block) {
       continue;
     if (joined < 0) {
       joined = static_cast<int>(groups.size());
-      groups.push_back(Group{{}, shape, false});
+      groups.push_back(Group{{}, shape, op.getAttr("dtf.device"), false});
     }
     groups[joined].ops.push_back(&op);
     groupOf[&op] = joined;
@@ -165,6 +167,8 @@ bool fuse(Group &group, int64_t kernel) {
     resultTypes.push_back(v.getType());
   auto fused = b.create<FusedOp>(loc, resultTypes, inputs.getArrayRef(),
                                  b.getI64IntegerAttr(kernel));
+  if (group.device)
+    fused->setAttr("dtf.device", group.device);
   Block *body = new Block();
   fused.getBody().push_back(body);
   IRMapping mapping;

@@ -4,6 +4,7 @@
 
 #include "OnnxExport.h"
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/ModelOutput.h"
 #include "runtime/plan/PlanReader.h"
 
@@ -118,6 +119,10 @@ int main(int argc, char **argv) {
   dtf::Status s = dtf::plan::readPlanFile(planPath, &plan);
   if (!s.isOk())
     return fail(4, s);
+  // ONNX gets the ops of each fused region, which it has operators for.
+  s = dtf::plan::expandAllFusedOps(&plan);
+  if (!s.isOk())
+    return fail(4, dtf::errorStatus(planPath, ": ", s.message()));
   dtf::plan::ModelOutput modelOutput;
   s = dtf::plan::findModelOutput(plan.eval(), &modelOutput);
   if (!s.isOk())

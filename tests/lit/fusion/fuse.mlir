@@ -88,3 +88,18 @@ func.func @mixed(%x: tensor<?x4xf32>, %dy: tensor<?x4xf32>, %z: tensor<f32>) -> 
   %d = dtf.cast %g : tensor<?x4xf32> to tensor<?x4xf64>
   return %d : tensor<?x4xf64>
 }
+
+// -----
+
+// A region runs on one device: ops placed on different devices stay apart,
+// and the fused op keeps its ops' device.
+// CHECK-LABEL: func.func @devices
+// CHECK: dtf.fused{{.*}}dtf.device = "/job:worker/task:0"{{.*}}kernel = 0
+// CHECK: dtf.fused{{.*}}dtf.device = "/job:worker/task:1"{{.*}}kernel = 1
+func.func @devices(%x: tensor<8xf32>, %y: tensor<8xf32>) -> tensor<8xf32> {
+  %a = dtf.add %x, %y {dtf.device = "/job:worker/task:0"} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %b = dtf.relu %a {dtf.device = "/job:worker/task:0"} : tensor<8xf32>
+  %c = dtf.mul %b, %y {dtf.device = "/job:worker/task:1"} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %d = dtf.tanh %c {dtf.device = "/job:worker/task:1"} : tensor<8xf32>
+  return %d : tensor<8xf32>
+}

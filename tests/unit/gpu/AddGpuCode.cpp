@@ -28,17 +28,22 @@ int main(int argc, char **argv) {
                  argv[1]);
     return 1;
   }
+  // One module for the plan, as dtfc writes it (Plan.gpu_ptx, gpu_cubins).
   const bool cubin = std::string(argv[3]) == "cubin";
+  std::vector<std::pair<std::string, int>> entries;
+  std::vector<dtf::gpu::FakeKernel> tables;
   for (dtf::plan::Kernel &k : *plan.mutable_kernels()) {
     const int n = k.params_size();
     k.set_block(256);
-    k.set_launch("grid = ceil(elements / block)");
-    k.set_ptx(dtf::gpu::ptx(k.name(), cubin ? n - 1 : n));
-    if (cubin) {
-      std::vector<uint8_t> c =
-          dtf::gpu::cubin(k.name(), std::vector<uint32_t>(size_t(n), 8));
-      (*k.mutable_cubins())["sm_90"] = std::string(c.begin(), c.end());
-    }
+    k.set_launch("grid.x = ceil(elements / block), block.x = block");
+    entries.emplace_back(k.name(), cubin ? n - 1 : n);
+    tables.push_back({k.name(), std::vector<uint32_t>(size_t(n), 8)});
+  }
+  plan.set_gpu_ptx(dtf::gpu::ptx(entries));
+  plan.clear_gpu_cubins();
+  if (cubin) {
+    std::vector<uint8_t> c = dtf::gpu::cubin(tables);
+    (*plan.mutable_gpu_cubins())["sm_90"] = std::string(c.begin(), c.end());
   }
   std::ofstream out(argv[2], std::ios::binary);
   if (!plan.SerializeToOstream(&out)) {

@@ -1,4 +1,4 @@
-// Stand-in GPU code for tests: minimal cubins and PTX that declare a kernel's
+// Stand-in GPU code for tests: minimal cubins and PTX that declare kernels'
 // parameters as ptxas and the MLIR NVVM target write them.
 #include "tests/unit/gpu/FakeCubin.h"
 
@@ -7,10 +7,11 @@
 #include <cstring>
 
 namespace dtf::gpu {
+namespace {
 
-std::vector<uint8_t> cubin(const std::string &kernel,
-                           const std::vector<uint32_t> &sizes,
-                           uint16_t machine) {
+// A .nv.info.<kernel> section: one KPARAM_INFO record per parameter and the
+// parameter bank's size.
+std::vector<uint8_t> nvInfo(const std::vector<uint32_t> &sizes) {
   std::vector<uint8_t> info;
   auto put = [&](const void *p, size_t n) {
     const auto *b = static_cast<const uint8_t *>(p);
@@ -35,8 +36,22 @@ std::vector<uint8_t> cubin(const std::string &kernel,
   const uint16_t total = uint16_t(offset);
   put(cbank, 2);
   put(&total, 2);
-  const std::string names = std::string("\0.shstrtab\0.nv.info.", 20) + kernel +
-                            std::string("\0", 1);
+  return info;
+}
+
+} // namespace
+
+std::vector<uint8_t> cubin(const std::vector<FakeKernel> &kernels,
+                           uint16_t machine) {
+  // Section 0 is null, 1 the section names, then one .nv.info per kernel.
+  std::string names("\0.shstrtab\0", 11);
+  std::vector<std::vector<uint8_t>> infos;
+  std::vector<uint32_t> nameAt;
+  for (const FakeKernel &k : kernels) {
+    nameAt.push_back(uint32_t(names.size()));
+    names += ".nv.info." + k.name + std::string("\0", 1);
+    infos.push_back(nvInfo(k.paramSizes));
+  }
   Elf64_Ehdr eh{};
   std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
   eh.e_ident[EI_CLASS] = ELFCLASS64;
@@ -47,35 +62,50 @@ std::vector<uint8_t> cubin(const std::string &kernel,
   eh.e_version = EV_CURRENT;
   eh.e_ehsize = sizeof(Elf64_Ehdr);
   eh.e_shentsize = sizeof(Elf64_Shdr);
-  eh.e_shnum = 3;
+  eh.e_shnum = uint16_t(2 + kernels.size());
   eh.e_shstrndx = 1;
-  const size_t namesAt = sizeof(eh), infoAt = namesAt + names.size();
-  eh.e_shoff = (infoAt + info.size() + 7) / 8 * 8;
-  std::vector<uint8_t> out(eh.e_shoff + 3 * sizeof(Elf64_Shdr));
-  std::memcpy(out.data(), &eh, sizeof(eh));
-  std::memcpy(out.data() + namesAt, names.data(), names.size());
-  std::memcpy(out.data() + infoAt, info.data(), info.size());
-  Elf64_Shdr sh[3]{};
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  size_t at = sizeof(eh);
   sh[1].sh_name = 1;
   sh[1].sh_type = SHT_STRTAB;
-  sh[1].sh_offset = namesAt;
+  sh[1].sh_offset = at;
   sh[1].sh_size = names.size();
-  sh[2].sh_name = 11;
-  sh[2].sh_type = SHT_LOPROC;
-  sh[2].sh_offset = infoAt;
-  sh[2].sh_size = info.size();
-  std::memcpy(out.data() + eh.e_shoff, sh, sizeof(sh));
+  at += names.size();
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    sh[2 + k].sh_name = nameAt[k];
+    sh[2 + k].sh_type = SHT_LOPROC;
+    sh[2 + k].sh_offset = at;
+    sh[2 + k].sh_size = infos[k].size();
+    at += infos[k].size();
+  }
+  eh.e_shoff = (at + 7) / 8 * 8;
+  std::vector<uint8_t> out(eh.e_shoff + sh.size() * sizeof(Elf64_Shdr));
+  std::memcpy(out.data(), &eh, sizeof(eh));
+  std::memcpy(out.data() + sh[1].sh_offset, names.data(), names.size());
+  for (size_t k = 0; k < kernels.size(); ++k)
+    std::memcpy(out.data() + sh[2 + k].sh_offset, infos[k].data(),
+                infos[k].size());
+  std::memcpy(out.data() + eh.e_shoff, sh.data(),
+              sh.size() * sizeof(Elf64_Shdr));
   return out;
 }
 
-std::string ptx(const std::string &kernel, int numParams) {
-  std::string text = ".version 8.0\n.target sm_80\n.address_size 64\n\n"
-                     ".visible .entry " +
-                     kernel + "(\n";
-  for (int i = 0; i < numParams; ++i)
-    text += "\t.param .u64 " + kernel + "_param_" + std::to_string(i) +
-            (i + 1 < numParams ? ",\n" : "\n");
-  return text + ")\n{\n\tret;\n}\n";
+std::vector<uint8_t> cubin(const std::string &kernel,
+                           const std::vector<uint32_t> &sizes,
+                           uint16_t machine) {
+  return cubin(std::vector<FakeKernel>{{kernel, sizes}}, machine);
+}
+
+std::string ptx(const std::vector<std::pair<std::string, int>> &kernels) {
+  std::string text = ".version 8.0\n.target sm_80\n.address_size 64\n";
+  for (const auto &[kernel, numParams] : kernels) {
+    text += "\n.visible .entry " + kernel + "(\n";
+    for (int i = 0; i < numParams; ++i)
+      text += "\t.param .u64 " + kernel + "_param_" + std::to_string(i) +
+              (i + 1 < numParams ? ",\n" : "\n");
+    text += ")\n{\n\tret;\n}\n";
+  }
+  return text;
 }
 
 } // namespace dtf::gpu

@@ -9,6 +9,7 @@
 // themselves, as TensorFlow's gradient tests run in float64) and in float32
 // (suite F32: the f32 kernels, with eps and tolerance chosen for float32).
 #include "compiler/Registration.h"
+#include "compiler/kernels/KernelGen.h"
 #include "compiler/frontend/MLIRGen.h"
 #include "compiler/frontend/Parser.h"
 #include "compiler/plan/PlanEmitter.h"
@@ -51,6 +52,7 @@ struct Precision {
   const char *dtype;
   double eps;
   double abs, rel;
+  bool fuse = false; // dtf-fuse and generated CPU kernels, as dtfc's default
 };
 
 // float64: the truncation error of the central difference is about
@@ -67,7 +69,8 @@ std::string substitute(std::string text, const char *dtype) {
 }
 
 /// Compiles `source` to a plan, reporting any diagnostic as a failure.
-bool compile(const std::string &source, dtf::plan::Plan &plan, std::string &error) {
+bool compile(const std::string &source, dtf::plan::Plan &plan, std::string &error,
+             bool fuse = false) {
   mlir::DialectRegistry registry;
   mlir::dtf::registerDialects(registry);
   mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
@@ -86,9 +89,16 @@ bool compile(const std::string &source, dtf::plan::Plan &plan, std::string &erro
   mlir::PassManager pm(&context);
   pm.addPass(mlir::dtf::createDtfAutodiff());
   pm.addPass(mlir::dtf::createDtfOptimize());
+  if (fuse)
+    pm.addPass(mlir::dtf::createDtfFuse());
   if (mlir::failed(pm.run(*module)))
     return false;
-  return mlir::succeeded(mlir::dtf::emitPlan(*module, "case.dtf", plan));
+  if (!mlir::succeeded(mlir::dtf::emitPlan(*module, "case.dtf", plan)))
+    return false;
+  if (fuse && plan.kernels_size() > 0 &&
+      mlir::failed(mlir::dtf::compileCpuKernels(*module, plan, error)))
+    return false;
+  return true;
 }
 
 /// Compiles case `c` with T as its float type, takes the gradient of `loss`
@@ -102,7 +112,7 @@ template <typename T> void checkGradient(const Case &c, const Precision &p) {
       p.dtype);
   dtf::plan::Plan plan;
   std::string error;
-  ASSERT_TRUE(compile(source, plan, error)) << error << "\n" << source;
+  ASSERT_TRUE(compile(source, plan, error, p.fuse)) << error << "\n" << source;
 
   std::mt19937 rng(1234);
   std::uniform_real_distribution<T> draw(T(c.lo), T(c.hi));
@@ -123,6 +133,13 @@ template <typename T> void checkGradient(const Case &c, const Precision &p) {
   dtf::registerCpuKernels(kernels);
   std::unique_ptr<dtf::exec::Executor> train, eval;
   dtf::exec::ExecutorOptions options;
+  dtf::exec::applySessionOptions(plan, &options); // the generated kernels
+  if (p.fuse && plan.kernels_size() > 0) {
+    std::printf("[ fused    ] %s: %d generated kernels\n", c.name, plan.kernels_size());
+    ASSERT_TRUE(options.planKernels && options.planKernels->loaded)
+        << "the fused plan's kernels did not load: "
+        << (options.planKernels ? options.planKernels->fallbackReason : "none");
+  }
   auto status = dtf::exec::Executor::create(plan.train_step(), variables, kernels, options, &train);
   ASSERT_TRUE(status.isOk()) << status.message();
   status = dtf::exec::Executor::create(plan.eval(), variables, kernels, options, &eval);
@@ -208,9 +225,16 @@ template <typename T> void checkGradient(const Case &c, const Precision &p) {
 
 class F64 : public ::testing::TestWithParam<Case> {};
 class F32 : public ::testing::TestWithParam<Case> {};
+class F64Fused : public ::testing::TestWithParam<Case> {};
 
 TEST_P(F64, GradientMatchesFiniteDifferences) {
   checkGradient<double>(GetParam(), {"f64", kEps64, kTol64, kTol64});
+}
+
+// The same rules with dtfc's fusion: the elementwise chains of the forward
+// and backward pass run as generated kernels.
+TEST_P(F64Fused, GradientMatchesFiniteDifferences) {
+  checkGradient<double>(GetParam(), {"f64", kEps64, kTol64, kTol64, true});
 }
 
 // float32: rounding in the loss (about 1e-7 |L| / eps) dominates.
@@ -348,6 +372,7 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) { return info.p
 
 INSTANTIATE_TEST_SUITE_P(Rules, F64, ::testing::ValuesIn(kCases), caseName);
 INSTANTIATE_TEST_SUITE_P(Rules, F32, ::testing::ValuesIn(kCases), caseName);
+INSTANTIATE_TEST_SUITE_P(Rules, F64Fused, ::testing::ValuesIn(kCases), caseName);
 
 // batch_norm's two behaviours: the training step normalizes with the
 // batch's statistics (the sum of a normalized batch is 0) and moves the

@@ -202,7 +202,9 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       "dtf.moving_average_update", "dtf.assign_moving_average",
       "dtf.sparse_apply_sgd",
       "dtf.sparse_apply_momentum", "dtf.sparse_apply_adam",
-      "dtf.sparse_apply_adagrad", "dtf.sparse_apply_rmsprop"};
+      "dtf.sparse_apply_adagrad", "dtf.sparse_apply_rmsprop",
+      // a region of elementwise ops, as one generated kernel
+      "dtf.fused"};
   for (const std::string &op : expected)
     EXPECT_NE(r.lookup(op), nullptr) << op;
   std::vector<std::string> ops = r.registeredOps();

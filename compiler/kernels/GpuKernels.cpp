@@ -1,0 +1,224 @@
+// dtf.fused regions to GPU code: the same element loop as on the CPU, as an
+// scf.parallel tiled by the block size, mapped to gpu.launch, outlined into
+// one gpu.module, lowered to NVVM and compiled to sm_80 PTX and sm_80/sm_90
+// cubins with the CUDA toolkit's ptxas.
+#include "compiler/kernels/KernelGen.h"
+#include "compiler/kernels/ScalarOps.h"
+
+#include "plan.pb.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+
+#include "llvm/Support/FileSystem.h"
+
+#include <mutex>
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+namespace {
+
+constexpr int kBlock = 256;
+
+// To gpu.launch and an outlined kernel per function (checked with
+// mlir-opt-19, docs/kernels.md): without no-min-max-bounds the tile keeps an
+// affine.min bound and the loop silently stays on the host; the index
+// computations are sunk so constants do not become parameters.
+constexpr const char *kToKernels =
+    "builtin.module(func.func(scf-parallel-loop-tiling{"
+    "parallel-loop-tile-sizes=256 no-min-max-bounds=true},"
+    "gpu-map-parallel-loops,convert-parallel-loops-to-gpu,lower-affine,"
+    "canonicalize),gpu-launch-sink-index-computations,gpu-kernel-outlining)";
+
+// The merged module to NVVM, for both chips. LLVM 19 knows chips up to
+// sm_90a; PTX 8.0 for sm_80 also JIT-compiles on newer ones.
+std::string toBinary(const std::string &format, const std::string &toolkit) {
+  return "builtin.module(nvvm-attach-target{chip=sm_80 features=+ptx80 O=3},"
+         "nvvm-attach-target{chip=sm_90 features=+ptx80 O=3},"
+         "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{"
+         "use-bare-ptr-memref-call-conv=1},canonicalize,cse,"
+         "reconcile-unrealized-casts),"
+         "gpu-module-to-binary{format=" +
+         format + " toolkit=" + toolkit + "})";
+}
+
+LogicalResult runPipeline(ModuleOp module, const std::string &text,
+                          std::string &error) {
+  FailureOr<OpPassManager> pipeline = parsePassPipeline(text);
+  if (failed(pipeline)) {
+    error = "bad pass pipeline: " + text;
+    return failure();
+  }
+  PassManager pm(module.getContext());
+  static_cast<OpPassManager &>(pm) = std::move(*pipeline);
+  if (failed(pm.run(module))) {
+    error = "the GPU pass pipeline failed (see the diagnostics above)";
+    return failure();
+  }
+  return success();
+}
+
+/// `func @dtf_fused_<k>(ptr..., index elements)`: scf.parallel over
+/// [0, elements) computing the region.
+LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
+  MLIRContext *ctx = b.getContext();
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  const unsigned numOperands = fused.getInputs().size() + fused.getNumResults();
+  SmallVector<Type> args(numOperands, ptr);
+  args.push_back(b.getIndexType());
+  auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
+  Block *entry = func.addEntryBlock();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  SmallVector<Value> pointers(entry->getArguments().take_front(numOperands));
+  Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = fb.create<arith::ConstantIndexOp>(loc, 1);
+  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{zero},
+                                         ValueRange{entry->getArguments().back()},
+                                         ValueRange{one});
+  fb.create<func::ReturnOp>(loc);
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value i = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                          loop.getInductionVars()[0]);
+  return emitRegionAt(lb, fused, pointers, i);
+}
+
+} // namespace
+
+LogicalResult mlir::dtf::compileGpuKernels(ModuleOp module,
+                                           ::dtf::plan::Plan &plan,
+                                           const std::string &toolkit,
+                                           std::string &error) {
+  MLIRContext *ctx = module.getContext();
+  static std::once_flag registered;
+  std::call_once(registered, [] { registerAllPasses(); });
+  {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    registerAllExtensions(registry);
+    registerAllToLLVMIRTranslations(registry);
+    NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+    ctx->appendDialectRegistry(registry);
+  }
+  ctx->loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, arith::ArithDialect,
+                   scf::SCFDialect, LLVM::LLVMDialect, func::FuncDialect>();
+  if (!llvm::sys::fs::exists(toolkit + "/bin/ptxas")) {
+    error = "no CUDA toolkit at " + toolkit + " (no bin/ptxas)";
+    return failure();
+  }
+
+  OwningOpRef<ModuleOp> gpuModule = ModuleOp::create(module.getLoc());
+  (*gpuModule)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                        UnitAttr::get(ctx));
+  std::map<int64_t, FusedOp> byKernel = planKernelOps(module);
+  OpBuilder b = OpBuilder::atBlockEnd(gpuModule->getBody());
+  for (auto &[k, op] : byKernel)
+    if (failed(buildHostFunc(op, b, "dtf_fused_" + std::to_string(k)))) {
+      error = "cannot build the GPU loop of kernel " + std::to_string(k);
+      return failure();
+    }
+  if (failed(runPipeline(*gpuModule, kToKernels, error)))
+    return failure();
+
+  // One gpu.module for the plan: each launched kernel moves there under its
+  // kernel's name, and its launch's operands give the parameter order.
+  OpBuilder mb = OpBuilder::atBlockEnd(gpuModule->getBody());
+  auto merged = mb.create<gpu::GPUModuleOp>(module.getLoc(), "dtf_kernels");
+  SymbolTable table(*gpuModule);
+  SmallVector<Operation *> dead;
+  for (auto func : gpuModule->getOps<func::FuncOp>()) {
+    SmallVector<gpu::LaunchFuncOp> launches;
+    func.walk([&](gpu::LaunchFuncOp l) { launches.push_back(l); });
+    const int64_t k = std::stoll(func.getSymName().substr(10).str());
+    if (launches.size() != 1) {
+      error = "kernel " + std::to_string(k) + " became " +
+              std::to_string(launches.size()) + " GPU launches, not one";
+      return failure();
+    }
+    gpu::LaunchFuncOp launch = launches.front();
+    ::dtf::plan::Kernel *kernel = plan.mutable_kernels(int(k));
+    const int numBuffers = int(func.getNumArguments()) - 1;
+    // Parameters in the launch's order; buffers keep their relative order
+    // (the CPU ABI's buffers array), which outlining does, as the loop reads
+    // the inputs in order and writes the outputs in order.
+    google::protobuf::RepeatedPtrField<::dtf::plan::KernelParam> params;
+    int nextBuffer = 0;
+    for (Value operand : launch.getKernelOperands()) {
+      auto arg = dyn_cast<BlockArgument>(operand);
+      if (!arg || arg.getOwner() != &func.getBody().front()) {
+        error = "kernel " + std::to_string(k) +
+                " takes a GPU parameter that is not one of its buffers or its "
+                "element count";
+        return failure();
+      }
+      const int n = int(arg.getArgNumber());
+      if (n == numBuffers) {
+        *params.Add() = kernel->params(kernel->params_size() - 1);
+        continue;
+      }
+      if (n != nextBuffer++) {
+        error = "kernel " + std::to_string(k) +
+                " reads its buffers out of order on the GPU";
+        return failure();
+      }
+      *params.Add() = kernel->params(n);
+    }
+    if (nextBuffer != numBuffers || params.size() != numBuffers + 1) {
+      error = "kernel " + std::to_string(k) +
+              " does not take every buffer and the element count on the GPU";
+      return failure();
+    }
+    *kernel->mutable_params() = std::move(params);
+    kernel->set_block(kBlock);
+    kernel->set_launch("grid.x = ceil(elements / block), block.x = block");
+
+    auto outlined = table.lookup<gpu::GPUModuleOp>(launch.getKernelModuleName());
+    auto gpuFunc = outlined.lookupSymbol<gpu::GPUFuncOp>(launch.getKernelName());
+    gpuFunc->moveBefore(merged.getBody()->getTerminator());
+    gpuFunc.setName(kernel->name());
+    dead.push_back(outlined);
+    dead.push_back(func);
+  }
+  for (Operation *op : dead)
+    op->erase();
+
+  // PTX and cubins from two copies: one module, so ptxas runs once per chip.
+  for (const char *format : {"isa", "bin"}) {
+    OwningOpRef<ModuleOp> copy = cast<ModuleOp>((*gpuModule)->clone());
+    if (failed(runPipeline(*copy, toBinary(format, toolkit), error)))
+      return failure();
+    for (auto binary : copy->getOps<gpu::BinaryOp>())
+      for (Attribute a : binary.getObjects()) {
+        auto object = cast<gpu::ObjectAttr>(a);
+        auto target = cast<NVVM::NVVMTargetAttr>(object.getTarget());
+        std::string bytes = object.getObject().getValue().str();
+        if (std::string(format) == "isa") {
+          if (target.getChip() != "sm_80")
+            continue;
+          while (!bytes.empty() && bytes.back() == '\0')
+            bytes.pop_back(); // ptxas reads "Unexpected EOF" at a NUL
+          plan.set_gpu_ptx(bytes);
+        } else {
+          (*plan.mutable_gpu_cubins())[target.getChip().str()] = bytes;
+        }
+      }
+  }
+  if (plan.gpu_ptx().empty() || plan.gpu_cubins().size() != 2) {
+    error = "gpu-module-to-binary gave no PTX or not both cubins";
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,45 @@
+// dtfc's kernel flags on the seed CNN: --emit=kernels lists each fused
+// region with its ops and source lines, --emit=fused-mlir shows the regions,
+// --emit=kernel-llvm the optimized CPU code (vectorized for AVX2: 8 floats),
+// and --fusion=off writes a plan without any.
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=LIST
+// LIST: dtf_fused_0: 2 ops, 2 inputs, 2 outputs, over f32[B,28,28,32]
+// LIST-NEXT:   dtf.add  {{.*}}mnist_cnn.dtf:39:10
+// LIST-NEXT:   dtf.relu  {{.*}}mnist_cnn.dtf:39:10
+// LIST: dtf_fused_3: 2 ops, 2 inputs, 1 outputs, over f32[B]
+// LIST-NEXT:   dtf.compare  {{.*}}mnist_cnn.dtf:47:44
+// LIST-NEXT:   dtf.cast  {{.*}}mnist_cnn.dtf:47:21
+
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=fused-mlir | FileCheck %s --check-prefix=MLIR
+// MLIR: func.func @train_step
+// MLIR: dtf.conv2d
+// MLIR: dtf.fused
+// MLIR: dtf.add
+// MLIR-NEXT: dtf.relu
+// MLIR-NEXT: dtf.yield
+
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernel-llvm | FileCheck %s --check-prefix=LLVM
+// LLVM: define void @dtf_fused_0(ptr {{.*}}, ptr {{.*}}, i64 {{.*}}, i64 {{.*}})
+// LLVM: <8 x float>
+// LLVM: attributes {{.*}}"target-cpu"="x86-64-v3"
+
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fusion=off --emit=kernels | FileCheck %s --check-prefix=OFF
+// OFF: no fused kernels
+
+// RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fusion=maybe 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: Cannot find option named 'maybe'
+
+// The plan carries the object and its baseline.
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=plan-text | FileCheck %s --check-prefix=PLAN
+// PLAN: cpu_object: "\177ELF
+// PLAN: cpu_target: "x86-64-v3"
+// PLAN: kernels {
+// PLAN: name: "dtf_fused_0"
+// PLAN: params {
+// PLAN-NEXT: kind: "buffer"
+// PLAN-NEXT: meaning: "same"
+// PLAN: meaning: "suffix"
+// PLAN: meaning: "output"
+// PLAN: kind: "i64"
+// PLAN-NEXT: meaning: "elements"
+// PLAN: cpu_symbol: "dtf_fused_0"

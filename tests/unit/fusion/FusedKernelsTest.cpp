@@ -1,0 +1,499 @@
+// Every generated kernel of every model (models/*.dtf and tests/e2e/*.dtf),
+// compiled by dtfc, against the op-by-op kernels running the same region on
+// random inputs of several batch sizes: bit for bit, or within a few ulps
+// where the region calls exp, log or tanh. Also the loader's and the plan
+// reader's errors for broken kernels.
+#include "runtime/core/ThreadPool.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/exec/PlanKernels.h"
+#include "runtime/kernels/CpuKernels.h"
+#include "runtime/kernels/GeneratedKernels.h"
+#include "runtime/plan/FusedKernels.h"
+#include "runtime/plan/PlanReader.h"
+#include "runtime/plan/PlanTypes.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <elf.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> modelFiles() {
+  std::vector<std::string> files;
+  for (const char *dir : {"models", "tests/e2e"}) {
+    fs::path p = fs::path(DTF_SOURCE_DIR) / dir;
+    for (const auto &entry : fs::directory_iterator(p))
+      if (entry.path().extension() == ".dtf")
+        files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string testName(const ::testing::TestParamInfo<std::string> &info) {
+  std::string name = fs::path(info.param).parent_path().filename().string() +
+                     "_" + fs::path(info.param).stem().string();
+  for (char &c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  return name;
+}
+
+/// Compiles `model` with dtfc (fusion on: its default) into `plan`.
+void compileModel(const std::string &model, dtf::plan::Plan *plan,
+                  const std::string &extra = "") {
+  const std::string out =
+      (fs::temp_directory_path() /
+       ("dtf-fusion-test-" + std::to_string(::getpid()) + ".bin"))
+          .string();
+  const std::string cmd = std::string(DTF_DTFC_PATH) + " '" + model +
+                          "' --no-data-check " + extra + " -o '" + out + "'";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  dtf::Status s = dtf::plan::readPlanFile(out, plan);
+  fs::remove(out);
+  ASSERT_TRUE(s.isOk()) << s.message();
+}
+
+/// Random values of `dtype`: floats in [-4, 4] with exact zeros mixed in
+/// (relu's kink), integers in [-50, 50], bools.
+dtf::Tensor randomTensor(dtf::DType dtype, std::vector<int64_t> shape,
+                         std::mt19937 &rng) {
+  dtf::Tensor t = dtf::Tensor::allocate(dtype, std::move(shape));
+  std::uniform_real_distribution<double> real(-4.0, 4.0);
+  std::uniform_int_distribution<int> integer(-50, 50);
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    const bool zero = integer(rng) == 0;
+    switch (dtype) {
+    case dtf::DType::F32:
+      t.data<float>()[i] = zero ? 0.0f : float(real(rng));
+      break;
+    case dtf::DType::F64:
+      t.data<double>()[i] = zero ? 0.0 : real(rng);
+      break;
+    case dtf::DType::I32:
+      t.data<int32_t>()[i] = integer(rng);
+      break;
+    case dtf::DType::I64:
+      t.data<int64_t>()[i] = integer(rng);
+      break;
+    case dtf::DType::Bool:
+      t.data<bool>()[i] = integer(rng) > 0;
+      break;
+    default:
+      break;
+    }
+  }
+  return t;
+}
+
+/// Distance in units in the last place; 0 for equal bits or two NaNs.
+template <typename T, typename Bits> uint64_t ulps(T a, T b) {
+  if (std::isnan(a) && std::isnan(b))
+    return 0;
+  Bits ia, ib;
+  std::memcpy(&ia, &a, sizeof a);
+  std::memcpy(&ib, &b, sizeof b);
+  if (ia == ib)
+    return 0;
+  if (std::isnan(a) || std::isnan(b) || (a < 0) != (b < 0))
+    return UINT64_MAX;
+  return ia > ib ? uint64_t(ia - ib) : uint64_t(ib - ia);
+}
+
+/// The largest ulp distance between two tensors of one dtype (integers and
+/// bools: 0 or "different").
+uint64_t maxUlps(const dtf::Tensor &a, const dtf::Tensor &b, int64_t *where) {
+  uint64_t worst = 0;
+  for (int64_t i = 0; i < a.numElements(); ++i) {
+    uint64_t d = 0;
+    switch (a.dtype()) {
+    case dtf::DType::F32:
+      d = ulps<float, uint32_t>(a.data<float>()[i], b.data<float>()[i]);
+      break;
+    case dtf::DType::F64:
+      d = ulps<double, uint64_t>(a.data<double>()[i], b.data<double>()[i]);
+      break;
+    default:
+      d = std::memcmp(static_cast<const char *>(a.rawData()) +
+                          i * dtf::dtypeSize(a.dtype()),
+                      static_cast<const char *>(b.rawData()) +
+                          i * dtf::dtypeSize(a.dtype()),
+                      dtf::dtypeSize(a.dtype())) == 0
+              ? 0
+              : UINT64_MAX;
+    }
+    if (d > worst) {
+      worst = d;
+      *where = i;
+    }
+  }
+  return worst;
+}
+
+bool callsLibm(const dtf::plan::Kernel &kernel) {
+  for (const std::string &op : kernel.ops())
+    if (op == "dtf.exp" || op == "dtf.log" || op == "dtf.tanh" ||
+        op == "dtf.sigmoid")
+      return true;
+  return false;
+}
+
+class EveryKernel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan));
+  if (plan.kernels_size() == 0) {
+    // Still a check: no dtf.fused op may then appear.
+    EXPECT_FALSE(dtf::plan::hasFusedOps(plan.train_step()));
+    std::printf("[ fusion   ] %s: no fused kernels\n", GetParam().c_str());
+    return;
+  }
+  ASSERT_FALSE(plan.cpu_object().empty());
+  std::string why;
+  if (!dtf::cpuSupportsTarget(plan.cpu_target(), &why))
+    GTEST_SKIP() << "cannot run the generated kernels here: " << why;
+  auto kernels = dtf::exec::planKernelsOf(plan);
+  ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
+
+  dtf::KernelRegistry registry;
+  dtf::registerCpuKernels(registry);
+  dtf::ThreadPool pool(2); // chunks on two threads, as dtf-run's pool
+  std::mt19937 rng(1234);
+  int checked = 0;
+  for (int k = 0; k < plan.kernels_size(); ++k) {
+    const dtf::plan::Kernel &kernel = plan.kernels(k);
+    const uint64_t tolerance = callsLibm(kernel) ? 4 : 0;
+    // The region as a program of its own, for the op-by-op executor.
+    dtf::plan::Program body;
+    *body.mutable_values() = kernel.values();
+    *body.mutable_ops() = kernel.body();
+    for (auto &op : *body.mutable_ops())
+      op.clear_device(); // this process's CPU, as the fused kernel
+    for (int i = 0; i < kernel.inputs_size(); ++i) {
+      auto *feed = body.add_feeds();
+      feed->set_name("in" + std::to_string(i));
+      feed->set_value(kernel.inputs(i));
+    }
+    for (int i = 0; i < kernel.outputs_size(); ++i) {
+      auto *fetch = body.add_fetches();
+      fetch->set_name("out" + std::to_string(i));
+      fetch->set_value(kernel.outputs(i));
+    }
+    dtf::exec::VariableStore variables;
+    dtf::exec::ExecutorOptions options;
+    options.intraOpPool = &pool;
+    std::unique_ptr<dtf::exec::Executor> opByOp;
+    dtf::Status s =
+        dtf::exec::Executor::create(body, variables, registry, options, &opByOp);
+    ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
+
+    // Batches of 1, an odd partial one, and ones past the pool's 16k chunk.
+    for (int64_t batch : {1, 7, 50, 333}) {
+      std::vector<dtf::Tensor> inputs;
+      std::vector<dtf::Tensor *> pointers;
+      for (int i = 0; i < kernel.inputs_size(); ++i) {
+        const dtf::plan::Value *value = nullptr;
+        for (const auto &v : kernel.values())
+          if (v.id() == kernel.inputs(i))
+            value = &v;
+        ASSERT_NE(value, nullptr);
+        dtf::DType dtype = dtf::DType::F32;
+        ASSERT_TRUE(dtf::plan::toDType(value->type().dtype(), &dtype).isOk());
+        std::vector<int64_t> dims = dtf::plan::dimsOf(value->type().shape());
+        for (int64_t &d : dims)
+          if (d < 0)
+            d = batch;
+        inputs.push_back(randomTensor(dtype, dims, rng));
+      }
+      for (dtf::Tensor &t : inputs)
+        pointers.push_back(&t);
+
+      dtf::FusedKernelContext fused(kernels->loaded, k);
+      fused.setInputs(pointers);
+      fused.setNumOutputs(kernel.outputs_size());
+      fused.setThreadPool(&pool);
+      s = dtf::callKernel(dtf::fusedKernel, fused);
+      ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
+
+      for (int i = 0; i < kernel.inputs_size(); ++i)
+        ASSERT_TRUE(opByOp->setFeed(i, inputs[i]).isOk());
+      s = opByOp->run(0);
+      ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
+      for (int o = 0; o < kernel.outputs_size(); ++o) {
+        const dtf::Tensor &want = opByOp->fetch(o);
+        const dtf::Tensor &got = fused.output(o);
+        ASSERT_EQ(got.shape(), want.shape()) << kernel.name();
+        ASSERT_EQ(got.dtype(), want.dtype()) << kernel.name();
+        int64_t where = -1;
+        uint64_t d = maxUlps(got, want, &where);
+        EXPECT_LE(d, tolerance)
+            << GetParam() << ": " << kernel.name() << " output " << o
+            << " at batch " << batch << " differs at element " << where
+            << " (ulps " << d << ")";
+      }
+      ++checked;
+    }
+  }
+  if (!HasFailure())
+    std::printf("[ fusion   ] %s: %d kernels, %d runs match the op-by-op "
+              "kernels\n",
+              GetParam().c_str(), plan.kernels_size(), checked);
+}
+
+// The parameter table ptxas writes into a cubin: per kernel, the section
+// .nv.info.<name> holds EIATTR_KPARAM_INFO (0x17: ordinal, offset, size of
+// each parameter) and EIATTR_PARAM_CBANK (0x0a: the parameters' total size
+// in the constant bank).
+struct ParamTable {
+  std::map<int, std::pair<int, int>> params; // ordinal -> (offset, size)
+  int cbankSize = -1;
+};
+
+bool readNvInfo(const std::string &elf, std::map<std::string, ParamTable> *out,
+                std::string *error) {
+  auto fail = [&](const char *what) {
+    *error = what;
+    return false;
+  };
+  if (elf.size() < sizeof(Elf64_Ehdr) || elf.compare(0, 4, "\x7f" "ELF") != 0)
+    return fail("not an ELF file");
+  Elf64_Ehdr h;
+  std::memcpy(&h, elf.data(), sizeof h);
+  if (h.e_machine != 190 /* EM_CUDA */)
+    return fail("not an EM_CUDA ELF");
+  if (h.e_shoff + uint64_t(h.e_shnum) * sizeof(Elf64_Shdr) > elf.size() ||
+      h.e_shstrndx >= h.e_shnum)
+    return fail("section headers out of bounds");
+  std::vector<Elf64_Shdr> sections(h.e_shnum);
+  std::memcpy(sections.data(), elf.data() + h.e_shoff,
+              h.e_shnum * sizeof(Elf64_Shdr));
+  const Elf64_Shdr &names = sections[h.e_shstrndx];
+  for (const Elf64_Shdr &sec : sections) {
+    if (sec.sh_offset + sec.sh_size > elf.size() ||
+        sec.sh_name >= names.sh_size)
+      return fail("a section out of bounds");
+    std::string name(elf.data() + names.sh_offset + sec.sh_name);
+    const std::string prefix = ".nv.info.";
+    if (name.compare(0, prefix.size(), prefix) != 0)
+      continue;
+    ParamTable &table = (*out)[name.substr(prefix.size())];
+    const auto *p =
+        reinterpret_cast<const uint8_t *>(elf.data() + sec.sh_offset);
+    const uint8_t *end = p + sec.sh_size;
+    while (p + 2 <= end) {
+      const uint8_t format = p[0], attr = p[1];
+      p += 2;
+      size_t size = 0;
+      // No value, a byte or a half word: two bytes (entries stay 4-byte
+      // aligned); a sized value: its u16 size, then the bytes.
+      if (format == 0x01 || format == 0x02 || format == 0x03)
+        size = 2;
+      else if (format == 0x04) {
+        if (p + 2 > end)
+          return fail("truncated attribute");
+        size = size_t(p[0]) | size_t(p[1]) << 8;
+        p += 2;
+      } else
+        return fail("unknown attribute format");
+      if (p + size > end)
+        return fail("truncated attribute value");
+      if (attr == 0x17 && size >= 12) { // EIATTR_KPARAM_INFO
+        uint16_t ordinal, offset;
+        uint32_t flags;
+        std::memcpy(&ordinal, p + 4, 2);
+        std::memcpy(&offset, p + 6, 2);
+        std::memcpy(&flags, p + 8, 4);
+        table.params[ordinal] = {offset, int((flags >> 18) & 0x3fff)};
+      } else if (attr == 0x0a && size >= 8) { // EIATTR_PARAM_CBANK
+        uint16_t bankSize;
+        std::memcpy(&bankSize, p + 6, 2);
+        table.cbankSize = bankSize;
+      }
+      p += size;
+    }
+  }
+  return true;
+}
+
+/// Checks that `cubin` has, for every kernel of `plan`, a parameter table
+/// of its params: 8 bytes each, at offsets 0, 8, 16...
+void expectParamTables(const dtf::plan::Plan &plan, const std::string &cubin,
+                       const std::string &what) {
+  std::map<std::string, ParamTable> tables;
+  std::string error;
+  ASSERT_TRUE(readNvInfo(cubin, &tables, &error)) << what << ": " << error;
+  for (const dtf::plan::Kernel &k : plan.kernels()) {
+    auto it = tables.find(k.name());
+    ASSERT_NE(it, tables.end()) << what << " has no .nv.info." << k.name();
+    const ParamTable &t = it->second;
+    ASSERT_EQ(int(t.params.size()), k.params_size()) << what << ": " << k.name();
+    EXPECT_EQ(t.cbankSize, 8 * k.params_size()) << what << ": " << k.name();
+    for (int i = 0; i < k.params_size(); ++i) {
+      auto p = t.params.find(i);
+      ASSERT_NE(p, t.params.end()) << what << ": " << k.name() << " param " << i;
+      EXPECT_EQ(p->second.first, 8 * i) << what << ": " << k.name() << " param " << i;
+      EXPECT_EQ(p->second.second, 8) << what << ": " << k.name() << " param " << i;
+    }
+  }
+}
+
+constexpr const char *kToolkit = "/usr/local/cuda";
+
+TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
+  const std::string ptxas = std::string(kToolkit) + "/bin/ptxas";
+  if (!fs::exists(ptxas))
+    GTEST_SKIP() << "no CUDA toolkit: " << ptxas << " is missing";
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan, "--gpu-kernels=on"));
+  if (plan.kernels_size() == 0) {
+    EXPECT_TRUE(plan.gpu_ptx().empty());
+    return;
+  }
+  ASSERT_FALSE(plan.gpu_ptx().empty());
+  EXPECT_NE(plan.gpu_ptx().back(), '\0');
+  EXPECT_EQ(plan.gpu_ptx().find("__nv_"), std::string::npos)
+      << "libdevice was not linked: a call of __nv_* is left in the PTX";
+  for (const dtf::plan::Kernel &k : plan.kernels()) {
+    EXPECT_EQ(k.block(), 256);
+    EXPECT_NE(plan.gpu_ptx().find(".entry " + k.name() + "("), std::string::npos)
+        << k.name() << " is not an entry of the PTX";
+  }
+  const fs::path dir = fs::temp_directory_path() /
+                       ("dtf-ptx-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "k.ptx", std::ios::binary) << plan.gpu_ptx();
+  }
+  for (const char *chip : {"sm_80", "sm_90"}) {
+    const fs::path cubin = dir / (std::string(chip) + ".cubin");
+    const std::string cmd = ptxas + " -arch=" + chip + " -o '" +
+                            cubin.string() + "' '" + (dir / "k.ptx").string() +
+                            "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream in(cubin, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    expectParamTables(plan, bytes, std::string("ptxas -arch=") + chip);
+    auto stored = plan.gpu_cubins().find(chip);
+    ASSERT_NE(stored, plan.gpu_cubins().end()) << "the plan has no " << chip << " cubin";
+    expectParamTables(plan, stored->second, std::string("the plan's ") + chip + " cubin");
+  }
+  fs::remove_all(dir);
+  if (!HasFailure())
+    std::printf("[ gpu      ] %s: %d kernels; ptxas accepts the PTX for sm_80 and "
+              "sm_90, and every parameter table matches\n",
+              GetParam().c_str(), plan.kernels_size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, EveryKernel,
+                         ::testing::ValuesIn(modelFiles()), testName);
+
+std::string seedModel() {
+  return (fs::path(DTF_SOURCE_DIR) / "models" / "mnist_cnn.dtf").string();
+}
+
+TEST(GeneratedKernels, ObjectThatIsNotElfIsAPreciseError) {
+  std::unique_ptr<dtf::GeneratedKernels> loaded;
+  dtf::Status s = dtf::GeneratedKernels::load(std::string(200, 'x'), {}, &loaded);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("is not an ELF shared object"), std::string::npos)
+      << s.message();
+}
+
+TEST(GeneratedKernels, TruncatedObjectIsAPreciseError) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  std::unique_ptr<dtf::GeneratedKernels> loaded;
+  dtf::Status s = dtf::GeneratedKernels::load(
+      plan.cpu_object().substr(0, plan.cpu_object().size() / 3), {}, &loaded);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("past its end (truncated?)"), std::string::npos)
+      << s.message();
+}
+
+TEST(GeneratedKernels, MissingSymbolIsAPreciseError) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  dtf::GeneratedKernelInfo info;
+  info.name = "dtf_fused_99";
+  info.cpuSymbol = "dtf_fused_99";
+  std::unique_ptr<dtf::GeneratedKernels> loaded;
+  dtf::Status s = dtf::GeneratedKernels::load(plan.cpu_object(), {info}, &loaded);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("has no symbol 'dtf_fused_99'"), std::string::npos)
+      << s.message();
+}
+
+TEST(GeneratedKernels, UnknownBaselineFallsBackOpByOp) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(plan.kernels_size(), 0);
+  plan.set_cpu_target("x86-64-v9");
+  auto kernels = dtf::exec::planKernelsOf(plan);
+  ASSERT_TRUE(kernels);
+  EXPECT_FALSE(kernels->loaded);
+  EXPECT_NE(kernels->fallbackReason.find("x86-64-v9"), std::string::npos)
+      << kernels->fallbackReason;
+  // The op-by-op path still loads the program: its fused ops expanded.
+  dtf::plan::Program expanded = plan.train_step();
+  ASSERT_TRUE(dtf::plan::expandFusedOps(plan.kernels(), &expanded).isOk());
+  EXPECT_FALSE(dtf::plan::hasFusedOps(expanded));
+  EXPECT_TRUE(dtf::plan::validateProgram(expanded, "expanded").isOk());
+}
+
+TEST(PlanReader, RejectsAFusedOpNamingAMissingKernel) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  for (auto &op : *plan.mutable_train_step()->mutable_ops())
+    if (op.name() == "dtf.fused") {
+      (*op.mutable_attrs())["kernel"].set_i(plan.kernels_size() + 3);
+      break;
+    }
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("but the plan has"), std::string::npos)
+      << s.message();
+}
+
+TEST(PlanReader, RejectsAKernelParameterOfUnknownMeaning) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(plan.kernels_size(), 0);
+  plan.mutable_kernels(0)->mutable_params(0)->set_meaning("diagonal");
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("unknown meaning 'diagonal'"), std::string::npos)
+      << s.message();
+}
+
+TEST(PlanReader, RejectsAnObjectWithoutItsBaseline) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  plan.clear_cpu_target();
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("no cpu_target"), std::string::npos)
+      << s.message();
+}
+
+TEST(Dtfc, FusionOffWritesNoKernels) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan, "--fusion=off"));
+  EXPECT_EQ(plan.kernels_size(), 0);
+  EXPECT_TRUE(plan.cpu_object().empty());
+  EXPECT_FALSE(dtf::plan::hasFusedOps(plan.train_step()));
+}
+
+} // namespace
