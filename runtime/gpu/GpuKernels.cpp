@@ -169,8 +169,19 @@ Status transposeFilter(GpuKernelContext &ctx, const float *in, float *out,
                                              int(cols), out, int(rows)));
 }
 
-Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, TensorDesc &x,
-               FilterDesc &f, ConvDesc &c, TensorDesc &y) {
+// The descriptors of one convolution call, set for window `w`.
+struct ConvCall {
+  TensorDesc x, y;
+  FilterDesc f;
+  ConvDesc c;
+  explicit ConvCall(CudaDriver &d) : x(d), y(d), f(d), c(d) {}
+};
+
+Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w,
+               ConvCall &call) {
+  TensorDesc &x = call.x, &y = call.y;
+  FilterDesc &f = call.f;
+  ConvDesc &c = call.c;
   CudaDriver &d = ctx.device().driver();
   cudnnStatus_t s = nhwc(x, w.n, w.ih, w.iw, w.c);
   if (s == CUDNN_STATUS_SUCCESS)
@@ -184,6 +195,14 @@ Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, TensorDesc &x,
   if (s == CUDNN_STATUS_SUCCESS)
     s = nhwc(y, w.n, w.oh, w.ow, w.oc);
   return dnnStatus(ctx, "a cuDNN descriptor", s);
+}
+
+// The HWIO filter `f` as cuDNN's KRSC, in the op's scratch buffer 0.
+Status krscFilter(GpuKernelContext &ctx, const Tensor &f, int64_t oc,
+                  void **krsc) {
+  DTF_RETURN_IF_ERROR(ctx.scratch(0, f.byteSize(), krsc));
+  return transposeFilter(ctx, cptr(f), static_cast<float *>(*krsc),
+                         f.numElements() / oc, oc);
 }
 
 Status filterShape(const char *name,
@@ -224,27 +243,23 @@ Status conv2dKernel(KernelContext &base) {
   GpuDevice &dev = ctx.device();
   CudaDriver &d = dev.driver();
   void *krsc;
-  DTF_RETURN_IF_ERROR(ctx.scratch(0, f.byteSize(), &krsc));
-  DTF_RETURN_IF_ERROR(transposeFilter(ctx, cptr(f), static_cast<float *>(krsc),
-                                      f.numElements() / w.oc, w.oc));
-  TensorDesc xd(d), yd(d);
-  FilterDesc fd(d);
-  ConvDesc cd(d);
-  DTF_RETURN_IF_ERROR(setConv(ctx, w, xd, fd, cd, yd));
+  DTF_RETURN_IF_ERROR(krscFilter(ctx, f, w.oc, &krsc));
+  ConvCall call(d);
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
   const int algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t wsBytes = 0;
   DTF_RETURN_IF_ERROR(dnnStatus(ctx, "cudnnGetConvolutionForwardWorkspaceSize",
                                 d.cudnnGetConvolutionForwardWorkspaceSize(
-                                    dev.dnn(), xd.desc, fd.desc, cd.desc,
-                                    yd.desc, algo, &wsBytes)));
+                                    dev.dnn(), call.x.desc, call.f.desc, call.c.desc,
+                                    call.y.desc, algo, &wsBytes)));
   void *ws;
   DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
   const float one = 1, zero = 0;
   return dnnStatus(ctx, "cudnnConvolutionForward",
-                   d.cudnnConvolutionForward(dev.dnn(), &one, xd.desc,
-                                             x.rawData(), fd.desc, krsc,
-                                             cd.desc, algo, ws, wsBytes, &zero,
-                                             yd.desc, y->rawData()));
+                   d.cudnnConvolutionForward(dev.dnn(), &one, call.x.desc,
+                                             x.rawData(), call.f.desc, krsc,
+                                             call.c.desc, algo, ws, wsBytes, &zero,
+                                             call.y.desc, y->rawData()));
 }
 
 Status conv2dBackpropInputKernel(KernelContext &base) {
@@ -268,26 +283,22 @@ Status conv2dBackpropInputKernel(KernelContext &base) {
   GpuDevice &dev = ctx.device();
   CudaDriver &d = dev.driver();
   void *krsc;
-  DTF_RETURN_IF_ERROR(ctx.scratch(0, f.byteSize(), &krsc));
-  DTF_RETURN_IF_ERROR(transposeFilter(ctx, cptr(f), static_cast<float *>(krsc),
-                                      f.numElements() / w.oc, w.oc));
-  TensorDesc xd(d), yd(d);
-  FilterDesc fd(d);
-  ConvDesc cd(d);
-  DTF_RETURN_IF_ERROR(setConv(ctx, w, xd, fd, cd, yd));
+  DTF_RETURN_IF_ERROR(krscFilter(ctx, f, w.oc, &krsc));
+  ConvCall call(d);
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
   const int algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   size_t wsBytes = 0;
   DTF_RETURN_IF_ERROR(dnnStatus(
       ctx, "cudnnGetConvolutionBackwardDataWorkspaceSize",
       d.cudnnGetConvolutionBackwardDataWorkspaceSize(
-          dev.dnn(), fd.desc, yd.desc, cd.desc, xd.desc, algo, &wsBytes)));
+          dev.dnn(), call.f.desc, call.y.desc, call.c.desc, call.x.desc, algo, &wsBytes)));
   void *ws;
   DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
   const float one = 1, zero = 0;
   return dnnStatus(ctx, "cudnnConvolutionBackwardData",
                    d.cudnnConvolutionBackwardData(
-                       dev.dnn(), &one, fd.desc, krsc, yd.desc, dy.rawData(),
-                       cd.desc, algo, ws, wsBytes, &zero, xd.desc,
+                       dev.dnn(), &one, call.f.desc, krsc, call.y.desc, dy.rawData(),
+                       call.c.desc, algo, ws, wsBytes, &zero, call.x.desc,
                        dx->rawData()));
 }
 
@@ -314,24 +325,22 @@ Status conv2dBackpropFilterKernel(KernelContext &base) {
   CudaDriver &d = dev.driver();
   void *krsc;
   DTF_RETURN_IF_ERROR(ctx.scratch(0, df->byteSize(), &krsc));
-  TensorDesc xd(d), yd(d);
-  FilterDesc fd(d);
-  ConvDesc cd(d);
-  DTF_RETURN_IF_ERROR(setConv(ctx, w, xd, fd, cd, yd));
+  ConvCall call(d);
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
   const int algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
   size_t wsBytes = 0;
   DTF_RETURN_IF_ERROR(dnnStatus(
       ctx, "cudnnGetConvolutionBackwardFilterWorkspaceSize",
       d.cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          dev.dnn(), xd.desc, yd.desc, cd.desc, fd.desc, algo, &wsBytes)));
+          dev.dnn(), call.x.desc, call.y.desc, call.c.desc, call.f.desc, algo, &wsBytes)));
   void *ws;
   DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
   const float one = 1, zero = 0;
   DTF_RETURN_IF_ERROR(dnnStatus(
       ctx, "cudnnConvolutionBackwardFilter",
-      d.cudnnConvolutionBackwardFilter(dev.dnn(), &one, xd.desc, x.rawData(),
-                                       yd.desc, dy.rawData(), cd.desc, algo,
-                                       ws, wsBytes, &zero, fd.desc, krsc)));
+      d.cudnnConvolutionBackwardFilter(dev.dnn(), &one, call.x.desc, x.rawData(),
+                                       call.y.desc, dy.rawData(), call.c.desc, algo,
+                                       ws, wsBytes, &zero, call.f.desc, krsc)));
   // KRSC [O, R] back to HWIO [R, O].
   return transposeFilter(ctx, static_cast<const float *>(krsc), mptr(df), w.oc,
                          df->numElements() / w.oc);
