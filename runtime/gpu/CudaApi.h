@@ -158,14 +158,12 @@ inline constexpr int CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 = 1;
   X(cudnnDestroy, (cudnnHandle_t handle))                                      \
   X(cudnnSetStream, (cudnnHandle_t handle, CUstream stream))                   \
   X(cudnnCreateTensorDescriptor, (cudnnTensorDescriptor_t * desc))             \
-  X(cudnnSetTensor4dDescriptor,                                                \
-    (cudnnTensorDescriptor_t desc, int format, int dataType, int n, int c,     \
-     int h, int w))                                                            \
+  X(cudnnSetTensor4dDescriptor, (cudnnTensorDescriptor_t desc, int format,     \
+                                 int dataType, int n, int c, int h, int w))    \
   X(cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t desc))              \
   X(cudnnCreateFilterDescriptor, (cudnnFilterDescriptor_t * desc))             \
-  X(cudnnSetFilter4dDescriptor,                                                \
-    (cudnnFilterDescriptor_t desc, int dataType, int format, int k, int c,     \
-     int h, int w))                                                            \
+  X(cudnnSetFilter4dDescriptor, (cudnnFilterDescriptor_t desc, int dataType,   \
+                                 int format, int k, int c, int h, int w))      \
   X(cudnnDestroyFilterDescriptor, (cudnnFilterDescriptor_t desc))              \
   X(cudnnCreateConvolutionDescriptor, (cudnnConvolutionDescriptor_t * desc))   \
   X(cudnnSetConvolution2dDescriptor,                                           \
@@ -202,7 +200,7 @@ inline constexpr int CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 = 1;
      cudnnConvolutionDescriptor_t conv, int algo, void *workspace,             \
      size_t workspaceBytes, const void *beta, cudnnFilterDescriptor_t dwDesc,  \
      void *dw))                                                                \
-  X(cudnnCreatePoolingDescriptor, (cudnnPoolingDescriptor_t * desc))          \
+  X(cudnnCreatePoolingDescriptor, (cudnnPoolingDescriptor_t * desc))           \
   X(cudnnSetPooling2dDescriptor,                                               \
     (cudnnPoolingDescriptor_t desc, int mode, int nanOpt, int windowH,         \
      int windowW, int padH, int padW, int strideH, int strideW))               \

@@ -68,8 +68,8 @@ Status CudaDriver::load(const CudaLibraries &libs,
     return errorStatus("no CUDA driver: cannot load ", libs.driver, " (",
                        dlerrorText(), ")");
   if (libs.emulatedGpus > 0) {
-    auto configure = reinterpret_cast<int (*)(int)>(
-        dlsym(d->driverLib_, "dtfEmuConfigure"));
+    auto configure =
+        reinterpret_cast<int (*)(int)>(dlsym(d->driverLib_, "dtfEmuConfigure"));
     if (!configure)
       return errorStatus(libs.driver,
                          " is not dtf's CUDA emulation (no dtfEmuConfigure)");
@@ -124,10 +124,10 @@ Status CudaDriver::load(const CudaLibraries &libs,
     int major = 0, minor = 0;
     d->cuDeviceGet(&dev, 0);
     d->cuDeviceGetName(name, sizeof(name) - 1, dev);
-    d->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                            dev);
-    d->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                            dev);
+    d->cuDeviceGetAttribute(&major,
+                            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    d->cuDeviceGetAttribute(&minor,
+                            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
     first = strCat(name, ", sm_", major, minor);
   }
   d->description_ =
@@ -169,9 +169,8 @@ Status CudaDriver::loadLibraries() {
   DTF_CUDNN_FUNCTIONS(DTF_DNN)
 #undef DTF_BLAS
 #undef DTF_DNN
-  DTF_RETURN_IF_ERROR(
-      dnnSym("cudnnGetErrorString", reinterpret_cast<void **>(
-                                        &cudnnGetErrorString)));
+  DTF_RETURN_IF_ERROR(dnnSym("cudnnGetErrorString",
+                             reinterpret_cast<void **>(&cudnnGetErrorString)));
   librariesLoaded_ = true;
   return Status::ok();
 }

@@ -60,8 +60,8 @@ public:
   /// Emulation only (null on a real driver): the CPU twin a launch of
   /// `name` runs (runtime/gpu/emu/EmuModule.cpp).
   int (*emuRegisterKernel)(const char *name,
-                           void (*twin)(void *const *, const int64_t *,
-                                        int64_t, int64_t),
+                           void (*twin)(void *const *, const int64_t *, int64_t,
+                                        int64_t),
                            const char *kinds, int rangeParam) = nullptr;
 
 private:

@@ -35,7 +35,8 @@ void configureProcessGpus(const CudaLibraries &libs) {
   ProcessGpus &p = processGpus();
   std::lock_guard<std::mutex> lock(p.mutex);
   p.libs = libs;
-  if (const char *lib = std::getenv("DTF_CUDA_DRIVER"); lib && !libs.emulatedGpus)
+  if (const char *lib = std::getenv("DTF_CUDA_DRIVER");
+      lib && !libs.emulatedGpus)
     p.libs.driver = lib;
   p.loaded = false;
   p.driver.reset();
@@ -83,16 +84,17 @@ Status GpuDevice::create(CudaDriver &driver, int index,
   CUdevice dev = 0;
   DTF_RETURN_IF_ERROR(d->check("cuDeviceGet", driver.cuDeviceGet(&dev, index)));
   int major = 0, minor = 0;
-  driver.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
-                              dev);
-  driver.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
-                              dev);
+  driver.cuDeviceGetAttribute(
+      &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  driver.cuDeviceGetAttribute(
+      &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   d->cc_ = major * 10 + minor;
   DTF_RETURN_IF_ERROR(d->check("cuDevicePrimaryCtxRetain",
                                driver.cuDevicePrimaryCtxRetain(&d->ctx_, dev)));
   DTF_RETURN_IF_ERROR(d->makeCurrent());
-  DTF_RETURN_IF_ERROR(d->check(
-      "cuStreamCreate", driver.cuStreamCreate(&d->stream_, CU_STREAM_NON_BLOCKING)));
+  DTF_RETURN_IF_ERROR(
+      d->check("cuStreamCreate",
+               driver.cuStreamCreate(&d->stream_, CU_STREAM_NON_BLOCKING)));
   if (driver.cublasCreate_v2(&d->blas_) != CUBLAS_STATUS_SUCCESS ||
       driver.cublasSetStream_v2(d->blas_, d->stream_) != CUBLAS_STATUS_SUCCESS)
     return errorStatus("GPU ", index, ": cuBLAS cannot start");
@@ -196,9 +198,9 @@ Status GpuDevice::reservePinned(void **p, size_t *capacity, size_t bytes) {
     *p = nullptr;
   }
   const size_t rounded = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-  DTF_RETURN_IF_ERROR(check("cuMemHostAlloc",
-                            driver_.cuMemHostAlloc(p, rounded,
-                                                   CU_MEMHOSTALLOC_PORTABLE)));
+  DTF_RETURN_IF_ERROR(
+      check("cuMemHostAlloc",
+            driver_.cuMemHostAlloc(p, rounded, CU_MEMHOSTALLOC_PORTABLE)));
   *capacity = rounded;
   return Status::ok();
 }
@@ -244,7 +246,8 @@ Status GpuKernelContext::scratch(int k, size_t bytes, void **p) {
       device_.release(b);
     scratch_.assign(size_t(k) + 4, DeviceBuffer());
   }
-  DTF_RETURN_IF_ERROR(device_.reserve(scratch_[size_t(k)], std::max<size_t>(bytes, 1)));
+  DTF_RETURN_IF_ERROR(
+      device_.reserve(scratch_[size_t(k)], std::max<size_t>(bytes, 1)));
   *p = reinterpret_cast<void *>(uintptr_t(scratch_[size_t(k)].ptr));
   return Status::ok();
 }
@@ -267,11 +270,11 @@ Status GpuDevice::loadModule(const GpuModuleCode &code, CUmodule *out) {
                           ? static_cast<const void *>(cubin->second.data())
                           : static_cast<const void *>(code.ptx.c_str());
   CUmodule module = nullptr;
-  DTF_RETURN_IF_ERROR(check(
-      strCat("cuModuleLoadData(",
-             cubin != code.cubins.end() ? chip + " cubin" : "PTX", ")")
-          .c_str(),
-      driver_.cuModuleLoadData(&module, image)));
+  DTF_RETURN_IF_ERROR(
+      check(strCat("cuModuleLoadData(",
+                   cubin != code.cubins.end() ? chip + " cubin" : "PTX", ")")
+                .c_str(),
+            driver_.cuModuleLoadData(&module, image)));
   modules_[&code] = module;
   *out = module;
   return Status::ok();
@@ -375,14 +378,14 @@ Status GpuOp::enqueue() {
     if (!o.defined())
       return errorStatus(ctx_->opName(), ": the GPU kernel left result ", k,
                          " undefined");
-    DTF_RETURN_IF_ERROR(
-        device_.reservePinned(&pinnedOut_[k], &pinnedOutCapacity_[k], o.byteSize()));
+    DTF_RETURN_IF_ERROR(device_.reservePinned(
+        &pinnedOut_[k], &pinnedOutCapacity_[k], o.byteSize()));
     if (o.byteSize() > 0)
-      DTF_RETURN_IF_ERROR(device_.check(
-          "cuMemcpyDtoHAsync",
-          d.cuMemcpyDtoHAsync(pinnedOut_[k],
-                              CUdeviceptr(uintptr_t(o.rawData())), o.byteSize(),
-                              device_.stream())));
+      DTF_RETURN_IF_ERROR(
+          device_.check("cuMemcpyDtoHAsync",
+                        d.cuMemcpyDtoHAsync(pinnedOut_[k],
+                                            CUdeviceptr(uintptr_t(o.rawData())),
+                                            o.byteSize(), device_.stream())));
   }
   return Status::ok();
 }
@@ -402,14 +405,16 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
       if (!h.defined())
         return errorStatus(ctx_->opName(), ": input ", i, " has no value");
       const size_t bytes = h.byteSize();
-      DTF_RETURN_IF_ERROR(device_.reserve(in.buffer, std::max<size_t>(bytes, 1)));
+      DTF_RETURN_IF_ERROR(
+          device_.reserve(in.buffer, std::max<size_t>(bytes, 1)));
       DTF_RETURN_IF_ERROR(
           device_.reservePinned(&in.pinned, &in.pinnedCapacity, bytes));
       // The pinned buffer is this input's alone, and the previous step's
       // copy out of it finished at that step's end.
       std::memcpy(in.pinned, h.rawData(), bytes);
-      views_[i] = Tensor::view(h.dtype(), h.shape(),
-                               reinterpret_cast<void *>(uintptr_t(in.buffer.ptr)));
+      views_[i] =
+          Tensor::view(h.dtype(), h.shape(),
+                       reinterpret_cast<void *>(uintptr_t(in.buffer.ptr)));
       sig.pointers.push_back(in.pinned);
     } else {
       views_[i] = *in.device;
@@ -425,8 +430,8 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
   }
 
   if (graph_ && sig == captured_) {
-    DTF_RETURN_IF_ERROR(
-        device_.check("cuGraphLaunch", d.cuGraphLaunch(graph_, device_.stream())));
+    DTF_RETURN_IF_ERROR(device_.check(
+        "cuGraphLaunch", d.cuGraphLaunch(graph_, device_.stream())));
     ++graphLaunches_;
   } else if (useGraphs_ && haveLast_ && sig == last_) {
     // Same shapes and buffers as the step before, whose eager run made every
@@ -434,7 +439,8 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
     dropGraph();
     DTF_RETURN_IF_ERROR(device_.check(
         "cuStreamBeginCapture",
-        d.cuStreamBeginCapture(device_.stream(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)));
+        d.cuStreamBeginCapture(device_.stream(),
+                               CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)));
     Status s = enqueue();
     CUgraph graph = nullptr;
     CUresult r = d.cuStreamEndCapture(device_.stream(), &graph);
@@ -444,8 +450,8 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
     d.cuGraphDestroy(graph);
     DTF_RETURN_IF_ERROR(device_.check("cuGraphInstantiate", r));
     captured_ = sig;
-    DTF_RETURN_IF_ERROR(
-        device_.check("cuGraphLaunch", d.cuGraphLaunch(graph_, device_.stream())));
+    DTF_RETURN_IF_ERROR(device_.check(
+        "cuGraphLaunch", d.cuGraphLaunch(graph_, device_.stream())));
     ++graphLaunches_;
   } else {
     dropGraph();

@@ -147,8 +147,8 @@ public:
   GpuFusedContext(GpuDevice &device,
                   std::shared_ptr<const GeneratedKernels> kernels, int kernel,
                   const GpuKernelCode &code)
-      : GpuKernelContext(device), kernels_(std::move(kernels)),
-        kernel_(kernel), code_(code) {}
+      : GpuKernelContext(device), kernels_(std::move(kernels)), kernel_(kernel),
+        code_(code) {}
   const GeneratedKernels &kernels() const { return *kernels_; }
   int kernel() const { return kernel_; }
   const GpuKernelCode &code() const { return code_; }

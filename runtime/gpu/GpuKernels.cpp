@@ -47,10 +47,9 @@ Status dnnStatus(GpuKernelContext &ctx, const char *call, cudnnStatus_t s) {
   if (s == CUDNN_STATUS_SUCCESS)
     return Status::ok();
   CudaDriver &d = ctx.device().driver();
-  return errorStatus(ctx.opName(), ": ", call, " failed: ",
-                     d.cudnnGetErrorString(s),
-                     d.emulated() ? " (" + d.errorText(call, 0) + ")"
-                                  : std::string());
+  return errorStatus(
+      ctx.opName(), ": ", call, " failed: ", d.cudnnGetErrorString(s),
+      d.emulated() ? " (" + d.errorText(call, 0) + ")" : std::string());
 }
 
 // RAII cuDNN descriptors, made and destroyed through the driver's pointers.
@@ -105,8 +104,9 @@ Status matmulKernel(KernelContext &base) {
   else if (na == 1)
     outShape = bBatch;
   else
-    return errorStatus(name, " on a GPU takes equal batch dimensions or one "
-                             "operand without any, got ",
+    return errorStatus(name,
+                       " on a GPU takes equal batch dimensions or one "
+                       "operand without any, got ",
                        a.describe(), " and ", b.describe());
   const int64_t batch = numElementsOf(outShape);
   outShape.push_back(m);
@@ -118,8 +118,8 @@ Status matmulKernel(KernelContext &base) {
   GpuDevice &dev = ctx.device();
   if (k == 0)
     return dev.check("cuMemsetD8Async",
-                     dev.driver().cuMemsetD8Async(dptr(*out), 0, out->byteSize(),
-                                                  dev.stream()));
+                     dev.driver().cuMemsetD8Async(
+                         dptr(*out), 0, out->byteSize(), dev.stream()));
   const float one = 1, zero = 0;
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   const int opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -129,16 +129,17 @@ Status matmulKernel(KernelContext &base) {
     // [B, M, K] x [K, N] is one [B*M, K] x [K, N] product.
     const int rows = int(batch * m);
     return blasStatus(ctx, "cublasSgemm",
-                      dev.driver().cublasSgemm_v2(
-                          dev.blas(), opB, opA, int(n), rows, int(k), &one,
-                          cptr(b), ldb, cptr(a), lda, &zero, mptr(out), int(n)));
+                      dev.driver().cublasSgemm_v2(dev.blas(), opB, opA, int(n),
+                                                  rows, int(k), &one, cptr(b),
+                                                  ldb, cptr(a), lda, &zero,
+                                                  mptr(out), int(n)));
   }
-  return blasStatus(
-      ctx, "cublasSgemmStridedBatched",
-      dev.driver().cublasSgemmStridedBatched(
-          dev.blas(), opB, opA, int(n), int(m), int(k), &one, cptr(b), ldb,
-          nb == 1 ? 0 : k * n, cptr(a), lda, na == 1 ? 0 : m * k, &zero,
-          mptr(out), int(n), m * n, int(batch)));
+  return blasStatus(ctx, "cublasSgemmStridedBatched",
+                    dev.driver().cublasSgemmStridedBatched(
+                        dev.blas(), opB, opA, int(n), int(m), int(k), &one,
+                        cptr(b), ldb, nb == 1 ? 0 : k * n, cptr(a), lda,
+                        na == 1 ? 0 : m * k, &zero, mptr(out), int(n), m * n,
+                        int(batch)));
 }
 
 // The window of a convolution or pooling, refused when cuDNN cannot take
@@ -148,8 +149,9 @@ Status window(KernelContext &ctx, const char *name,
               bool conv, cpu::Window2D *w) {
   DTF_RETURN_IF_ERROR(cpu::makeWindow2D(ctx, name, input, kh, kw, conv, w));
   if (w->padTop != w->padBottom || w->padLeft != w->padRight)
-    return errorStatus(name, " on a GPU needs the same padding on both sides; "
-                             "input ",
+    return errorStatus(name,
+                       " on a GPU needs the same padding on both sides; "
+                       "input ",
                        shapeString(input), " with a ", kh, "x", kw,
                        " window pads unevenly (place the op on the CPU)");
   return Status::ok();
@@ -177,8 +179,7 @@ struct ConvCall {
   explicit ConvCall(CudaDriver &d) : x(d), y(d), f(d), c(d) {}
 };
 
-Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w,
-               ConvCall &call) {
+Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, ConvCall &call) {
   TensorDesc &x = call.x, &y = call.y;
   FilterDesc &f = call.f;
   ConvDesc &c = call.c;
@@ -205,8 +206,7 @@ Status krscFilter(GpuKernelContext &ctx, const Tensor &f, int64_t oc,
                          f.numElements() / oc, oc);
 }
 
-Status filterShape(const char *name,
-                   const std::vector<int64_t> &shape) {
+Status filterShape(const char *name, const std::vector<int64_t> &shape) {
   if (shape.size() != 4)
     return errorStatus(name, " expects a filter of rank 4, got ",
                        shapeString(shape));
@@ -234,10 +234,12 @@ Status conv2dKernel(KernelContext &base) {
   const Tensor &x = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(filterShape(name, f.shape()));
   cpu::Window2D w;
-  DTF_RETURN_IF_ERROR(window(ctx, name, x.shape(), f.dim(0), f.dim(1), true, &w));
+  DTF_RETURN_IF_ERROR(
+      window(ctx, name, x.shape(), f.dim(0), f.dim(1), true, &w));
   w.oc = f.dim(3);
   Tensor *y;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.oc}, &y));
+  DTF_RETURN_IF_ERROR(
+      ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.oc}, &y));
   if (y->numElements() == 0 || x.numElements() == 0)
     return Status::ok();
   GpuDevice &dev = ctx.device();
@@ -250,16 +252,16 @@ Status conv2dKernel(KernelContext &base) {
   size_t wsBytes = 0;
   DTF_RETURN_IF_ERROR(dnnStatus(ctx, "cudnnGetConvolutionForwardWorkspaceSize",
                                 d.cudnnGetConvolutionForwardWorkspaceSize(
-                                    dev.dnn(), call.x.desc, call.f.desc, call.c.desc,
-                                    call.y.desc, algo, &wsBytes)));
+                                    dev.dnn(), call.x.desc, call.f.desc,
+                                    call.c.desc, call.y.desc, algo, &wsBytes)));
   void *ws;
   DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
   const float one = 1, zero = 0;
   return dnnStatus(ctx, "cudnnConvolutionForward",
                    d.cudnnConvolutionForward(dev.dnn(), &one, call.x.desc,
                                              x.rawData(), call.f.desc, krsc,
-                                             call.c.desc, algo, ws, wsBytes, &zero,
-                                             call.y.desc, y->rawData()));
+                                             call.c.desc, algo, ws, wsBytes,
+                                             &zero, call.y.desc, y->rawData()));
 }
 
 Status conv2dBackpropInputKernel(KernelContext &base) {
@@ -269,12 +271,15 @@ Status conv2dBackpropInputKernel(KernelContext &base) {
   const Tensor &dy = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(filterShape(name, f.shape()));
   std::vector<int64_t> inputShape;
-  DTF_RETURN_IF_ERROR(shapeAttr(ctx, name, "input_shape", dy.shape(), &inputShape));
+  DTF_RETURN_IF_ERROR(
+      shapeAttr(ctx, name, "input_shape", dy.shape(), &inputShape));
   cpu::Window2D w;
-  DTF_RETURN_IF_ERROR(window(ctx, name, inputShape, f.dim(0), f.dim(1), true, &w));
+  DTF_RETURN_IF_ERROR(
+      window(ctx, name, inputShape, f.dim(0), f.dim(1), true, &w));
   w.oc = f.dim(3);
   if (dy.shape() != std::vector<int64_t>{w.n, w.oh, w.ow, w.oc})
-    return errorStatus(name, " expects dy of the convolution's output shape, got ",
+    return errorStatus(name,
+                       " expects dy of the convolution's output shape, got ",
                        dy.describe());
   Tensor *dx;
   DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, inputShape, &dx));
@@ -288,18 +293,19 @@ Status conv2dBackpropInputKernel(KernelContext &base) {
   DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
   const int algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   size_t wsBytes = 0;
-  DTF_RETURN_IF_ERROR(dnnStatus(
-      ctx, "cudnnGetConvolutionBackwardDataWorkspaceSize",
-      d.cudnnGetConvolutionBackwardDataWorkspaceSize(
-          dev.dnn(), call.f.desc, call.y.desc, call.c.desc, call.x.desc, algo, &wsBytes)));
+  DTF_RETURN_IF_ERROR(dnnStatus(ctx,
+                                "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                                d.cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                    dev.dnn(), call.f.desc, call.y.desc,
+                                    call.c.desc, call.x.desc, algo, &wsBytes)));
   void *ws;
   DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
   const float one = 1, zero = 0;
   return dnnStatus(ctx, "cudnnConvolutionBackwardData",
                    d.cudnnConvolutionBackwardData(
-                       dev.dnn(), &one, call.f.desc, krsc, call.y.desc, dy.rawData(),
-                       call.c.desc, algo, ws, wsBytes, &zero, call.x.desc,
-                       dx->rawData()));
+                       dev.dnn(), &one, call.f.desc, krsc, call.y.desc,
+                       dy.rawData(), call.c.desc, algo, ws, wsBytes, &zero,
+                       call.x.desc, dx->rawData()));
 }
 
 Status conv2dBackpropFilterKernel(KernelContext &base) {
@@ -315,7 +321,8 @@ Status conv2dBackpropFilterKernel(KernelContext &base) {
   DTF_RETURN_IF_ERROR(window(ctx, name, x.shape(), fs[0], fs[1], true, &w));
   w.oc = fs[3];
   if (dy.shape() != std::vector<int64_t>{w.n, w.oh, w.ow, w.oc})
-    return errorStatus(name, " expects dy of the convolution's output shape, got ",
+    return errorStatus(name,
+                       " expects dy of the convolution's output shape, got ",
                        dy.describe());
   Tensor *df;
   DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, fs, &df));
@@ -329,18 +336,19 @@ Status conv2dBackpropFilterKernel(KernelContext &base) {
   DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
   const int algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
   size_t wsBytes = 0;
-  DTF_RETURN_IF_ERROR(dnnStatus(
-      ctx, "cudnnGetConvolutionBackwardFilterWorkspaceSize",
-      d.cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          dev.dnn(), call.x.desc, call.y.desc, call.c.desc, call.f.desc, algo, &wsBytes)));
+  DTF_RETURN_IF_ERROR(
+      dnnStatus(ctx, "cudnnGetConvolutionBackwardFilterWorkspaceSize",
+                d.cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    dev.dnn(), call.x.desc, call.y.desc, call.c.desc,
+                    call.f.desc, algo, &wsBytes)));
   void *ws;
   DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
   const float one = 1, zero = 0;
   DTF_RETURN_IF_ERROR(dnnStatus(
       ctx, "cudnnConvolutionBackwardFilter",
-      d.cudnnConvolutionBackwardFilter(dev.dnn(), &one, call.x.desc, x.rawData(),
-                                       call.y.desc, dy.rawData(), call.c.desc, algo,
-                                       ws, wsBytes, &zero, call.f.desc, krsc)));
+      d.cudnnConvolutionBackwardFilter(
+          dev.dnn(), &one, call.x.desc, x.rawData(), call.y.desc, dy.rawData(),
+          call.c.desc, algo, ws, wsBytes, &zero, call.f.desc, krsc)));
   // KRSC [O, R] back to HWIO [R, O].
   return transposeFilter(ctx, static_cast<const float *>(krsc), mptr(df), w.oc,
                          df->numElements() / w.oc);
@@ -379,7 +387,8 @@ Status poolForward(KernelContext &base, const char *name, bool isMax) {
   cpu::Window2D w;
   DTF_RETURN_IF_ERROR(poolWindow(ctx, name, x, &w));
   Tensor *y;
-  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.c}, &y));
+  DTF_RETURN_IF_ERROR(
+      ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.c}, &y));
   if (y->numElements() == 0)
     return Status::ok();
   CudaDriver &d = ctx.device().driver();
@@ -486,8 +495,8 @@ Status fusedKernel(KernelContext &base) {
     if (ctx->input(i).dtype() != info.inputDTypes[size_t(i)])
       return errorStatus(info.name, ": input ", i, " is ",
                          ctx->input(i).describe());
-    shape.insert(shape.begin(), s.size() > shape.size() ? s.size() - shape.size() : 0,
-                 1);
+    shape.insert(shape.begin(),
+                 s.size() > shape.size() ? s.size() - shape.size() : 0, 1);
     for (size_t d = 0; d < s.size(); ++d) {
       int64_t &o = shape[shape.size() - s.size() + d];
       if (s[d] != 1 && o != 1 && s[d] != o)

@@ -45,8 +45,7 @@ int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
     if (p < base + it->second.bytes) {
       if (p + bytes > base + it->second.bytes)
         return refuse(code, what + ": " + std::to_string(bytes) +
-                                " bytes at offset " +
-                                std::to_string(p - base) +
+                                " bytes at offset " + std::to_string(p - base) +
                                 " run past the end of an allocation of " +
                                 std::to_string(it->second.bytes) + " bytes");
       if (work)
@@ -177,8 +176,8 @@ CUresult memFree(CUdeviceptr p) {
 }
 CUresult memHostAlloc(void **pp, size_t bytes, unsigned) {
   EMU_ENTRY
-  void *mem = std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 *
-                                          256);
+  void *mem =
+      std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
   if (!mem)
     return refuse(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
   machine().pinned[uintptr_t(mem)] = bytes;
@@ -215,7 +214,9 @@ CUresult copy(const char *what, void *dst, const void *src, size_t bytes,
   };
   return submit(stream, std::move(w));
 }
-void *devicePtr(CUdeviceptr p) { return reinterpret_cast<void *>(uintptr_t(p)); }
+void *devicePtr(CUdeviceptr p) {
+  return reinterpret_cast<void *>(uintptr_t(p));
+}
 
 CUresult memcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes,
                     CUstream stream) {
@@ -223,8 +224,7 @@ CUresult memcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes,
   return copy("cuMemcpyHtoDAsync", devicePtr(dst), src, bytes, stream, true,
               false);
 }
-CUresult memcpyDtoH(void *dst, CUdeviceptr src, size_t bytes,
-                    CUstream stream) {
+CUresult memcpyDtoH(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   EMU_ENTRY
   return copy("cuMemcpyDtoHAsync", dst, devicePtr(src), bytes, stream, false,
               true);
@@ -427,8 +427,8 @@ CUresult launchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   EMU_ENTRY
   EMU_NEEDS_CONTEXT
   Work w;
-  if (int r = prepareLaunch(*reinterpret_cast<ModuleKernel *>(f),
-                            {gx, gy, gz}, {bx, by, bz}, params, extra, &w))
+  if (int r = prepareLaunch(*reinterpret_cast<ModuleKernel *>(f), {gx, gy, gz},
+                            {bx, by, bz}, params, extra, &w))
     return r;
   return submit(stream, std::move(w));
 }

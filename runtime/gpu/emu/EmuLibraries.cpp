@@ -82,8 +82,8 @@ bool geometry(const TensorDesc &x, const FilterDesc &f, const ConvDesc &cd,
       cd.mode != CUDNN_CROSS_CORRELATION || cd.dilH != 1 || cd.dilW != 1 ||
       x.c != f.c || y.c != f.k || x.n != y.n)
     return false;
-  *g = {x.n,   x.c,   x.h,      x.w,      f.k,        f.h,       f.w,
-        y.h,   y.w,   cd.padH,  cd.padW,  cd.strideH, cd.strideW};
+  *g = {x.n, x.c, x.h,     x.w,     f.k,        f.h,       f.w,
+        y.h, y.w, cd.padH, cd.padW, cd.strideH, cd.strideW};
   return (x.h + 2 * cd.padH - f.h) / cd.strideH + 1 == y.h &&
          (x.w + 2 * cd.padW - f.w) / cd.strideW + 1 == y.w;
 }
@@ -101,8 +101,7 @@ void im2col(const Geometry &g, const float *x, float *col) {
             if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw)
               std::fill(out, out + g.c, 0.0f);
             else
-              std::memcpy(out,
-                          x + ((int64_t(n) * g.ih + iy) * g.iw + ix) * g.c,
+              std::memcpy(out, x + ((int64_t(n) * g.ih + iy) * g.iw + ix) * g.c,
                           sizeof(float) * g.c);
           }
       }
@@ -127,8 +126,7 @@ void col2im(const Geometry &g, const float *col, float *dx) {
 }
 
 // out = alpha * value + beta * out.
-void blend(float *out, const float *value, int64_t n, float alpha,
-           float beta) {
+void blend(float *out, const float *value, int64_t n, float alpha, float beta) {
   for (int64_t i = 0; i < n; ++i)
     out[i] = alpha * value[i] + (beta == 0 ? 0.0f : beta * out[i]);
 }
@@ -156,11 +154,12 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, CUstream stream) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSgemmStridedBatched(
-    cublasHandle_t handle, int transa, int transb, int m, int n, int k,
-    const float *alpha, const float *a, int lda, long long strideA,
-    const float *b, int ldb, long long strideB, const float *beta, float *c,
-    int ldc, long long strideC, int batch) {
+cublasStatus_t
+cublasSgemmStridedBatched(cublasHandle_t handle, int transa, int transb, int m,
+                          int n, int k, const float *alpha, const float *a,
+                          int lda, long long strideA, const float *b, int ldb,
+                          long long strideB, const float *beta, float *c,
+                          int ldc, long long strideC, int batch) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   const bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m) ||
@@ -171,17 +170,19 @@ cublasStatus_t cublasSgemmStridedBatched(
   Work w{"cublasSgemm", nullptr, {}};
   if (batch > 0) {
     const size_t last = size_t(batch - 1);
-    if (int r = blasCheck(a, matrixBytes(ta ? k : m, ta ? m : k, lda) +
-                                 last * size_t(strideA) * sizeof(float),
+    if (int r = blasCheck(a,
+                          matrixBytes(ta ? k : m, ta ? m : k, lda) +
+                              last * size_t(strideA) * sizeof(float),
                           "cublasSgemm A", &w))
       return r;
-    if (int r = blasCheck(b, matrixBytes(tb ? n : k, tb ? k : n, ldb) +
-                                 last * size_t(strideB) * sizeof(float),
+    if (int r = blasCheck(b,
+                          matrixBytes(tb ? n : k, tb ? k : n, ldb) +
+                              last * size_t(strideB) * sizeof(float),
                           "cublasSgemm B", &w))
       return r;
-    if (int r = blasCheck(c, matrixBytes(m, n, ldc) +
-                                 last * size_t(strideC) * sizeof(float),
-                          "cublasSgemm C", &w))
+    if (int r = blasCheck(
+            c, matrixBytes(m, n, ldc) + last * size_t(strideC) * sizeof(float),
+            "cublasSgemm C", &w))
       return r;
   }
   const float al = *alpha, be = *beta;
@@ -205,19 +206,21 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, int transa, int transb,
                                    lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
 }
 
-cublasStatus_t cublasSgeam(cublasHandle_t handle, int transa, int transb,
-                           int m, int n, const float *alpha, const float *a,
-                           int lda, const float *beta, const float *b, int ldb,
-                           float *c, int ldc) {
+cublasStatus_t cublasSgeam(cublasHandle_t handle, int transa, int transb, int m,
+                           int n, const float *alpha, const float *a, int lda,
+                           const float *beta, const float *b, int ldb, float *c,
+                           int ldc) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   const bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
   const float al = *alpha, be = *beta;
   Work w{"cublasSgeam", nullptr, {}};
-  if (int r = blasCheck(a, al == 0 ? 0 : matrixBytes(ta ? n : m, ta ? m : n, lda),
-                        "cublasSgeam A", &w))
+  if (int r =
+          blasCheck(a, al == 0 ? 0 : matrixBytes(ta ? n : m, ta ? m : n, lda),
+                    "cublasSgeam A", &w))
     return r;
-  if (int r = blasCheck(b, be == 0 ? 0 : matrixBytes(tb ? n : m, tb ? m : n, ldb),
-                        "cublasSgeam B", &w))
+  if (int r =
+          blasCheck(b, be == 0 ? 0 : matrixBytes(tb ? n : m, tb ? m : n, ldb),
+                    "cublasSgeam B", &w))
     return r;
   if (int r = blasCheck(c, matrixBytes(m, n, ldc), "cublasSgeam C", &w))
     return r;
@@ -362,16 +365,16 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
                       "f32 NHWC tensors and filters, cross-correlation, no "
                       "dilation)");
   Work w{name, nullptr, {}};
-  const float *in1 = kind == ConvKind::Forward ? x
+  const float *in1 = kind == ConvKind::Forward        ? x
                      : kind == ConvKind::BackwardData ? f
                                                       : x;
-  if (int r = dnnCheck(kind == ConvKind::BackwardData ? nullptr : x,
-                       kind == ConvKind::BackwardData ? 0 : xd.bytes(),
-                       "x", &w))
+  if (int r =
+          dnnCheck(kind == ConvKind::BackwardData ? nullptr : x,
+                   kind == ConvKind::BackwardData ? 0 : xd.bytes(), "x", &w))
     return r;
-  if (int r = dnnCheck(kind == ConvKind::BackwardFilter ? nullptr : f,
-                       kind == ConvKind::BackwardFilter ? 0 : fd.bytes(), "w",
-                       &w))
+  if (int r =
+          dnnCheck(kind == ConvKind::BackwardFilter ? nullptr : f,
+                   kind == ConvKind::BackwardFilter ? 0 : fd.bytes(), "w", &w))
     return r;
   if (int r = dnnCheck(kind == ConvKind::Forward ? nullptr : y,
                        kind == ConvKind::Forward ? 0 : yd.bytes(), "dy", &w))
@@ -468,16 +471,15 @@ void forWindows(const TensorDesc &x, const TensorDesc &y, const PoolDesc &p,
   for (int n = 0; n < y.n; ++n)
     for (int oy = 0; oy < y.h; ++oy)
       for (int ox = 0; ox < y.w; ++ox)
-        f(n, oy, ox,
-          [&](auto visit) {
-            for (int ky = 0; ky < p.wh; ++ky)
-              for (int kx = 0; kx < p.ww; ++kx) {
-                const int iy = oy * p.sh - p.padH + ky,
-                          ix = ox * p.sw - p.padW + kx;
-                if (iy >= 0 && iy < x.h && ix >= 0 && ix < x.w)
-                  visit(((int64_t(n) * x.h + iy) * x.w + ix) * x.c);
-              }
-          });
+        f(n, oy, ox, [&](auto visit) {
+          for (int ky = 0; ky < p.wh; ++ky)
+            for (int kx = 0; kx < p.ww; ++kx) {
+              const int iy = oy * p.sh - p.padH + ky,
+                        ix = ox * p.sw - p.padW + kx;
+              if (iy >= 0 && iy < x.h && ix >= 0 && ix < x.w)
+                visit(((int64_t(n) * x.h + iy) * x.w + ix) * x.c);
+            }
+        });
 }
 
 cudnnStatus_t poolCheck(const PoolDesc &p, const TensorDesc &x,
@@ -531,7 +533,7 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle,
       });
       float *out = py + ((int64_t(n) * yd.h + oy) * yd.w + ox) * yd.c;
       for (int q = 0; q < xd.c; ++q) {
-        float v = count == 0 ? 0.0f
+        float v = count == 0                    ? 0.0f
                   : p.mode == CUDNN_POOLING_MAX ? acc[size_t(q)]
                                                 : acc[size_t(q)] / float(count);
         out[q] = al * v + (be == 0 ? 0.0f : be * out[q]);
@@ -545,12 +547,13 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle,
                            : CUDNN_STATUS_EXECUTION_FAILED;
 }
 
-cudnnStatus_t cudnnPoolingBackward(
-    cudnnHandle_t handle, cudnnPoolingDescriptor_t pool, const void *alpha,
-    cudnnTensorDescriptor_t yDesc, const void *y,
-    cudnnTensorDescriptor_t dyDesc, const void *dy,
-    cudnnTensorDescriptor_t xDesc, const void *x, const void *beta,
-    cudnnTensorDescriptor_t dxDesc, void *dx) {
+cudnnStatus_t
+cudnnPoolingBackward(cudnnHandle_t handle, cudnnPoolingDescriptor_t pool,
+                     const void *alpha, cudnnTensorDescriptor_t yDesc,
+                     const void *y, cudnnTensorDescriptor_t dyDesc,
+                     const void *dy, cudnnTensorDescriptor_t xDesc,
+                     const void *x, const void *beta,
+                     cudnnTensorDescriptor_t dxDesc, void *dx) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   const PoolDesc p = *reinterpret_cast<PoolDesc *>(pool);
   const TensorDesc xd = td(xDesc), yd = td(yDesc);

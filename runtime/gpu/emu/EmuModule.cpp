@@ -133,9 +133,8 @@ bool loadPtx(const char *text, Module *module, std::string *why) {
     size_t p = 0;
     while (p < list.size()) {
       size_t comma = list.find(',', p);
-      std::string decl = list.substr(p, comma == std::string::npos
-                                            ? std::string::npos
-                                            : comma - p);
+      std::string decl = list.substr(
+          p, comma == std::string::npos ? std::string::npos : comma - p);
       p = comma == std::string::npos ? list.size() : comma + 1;
       if (decl.find(".param") == std::string::npos)
         continue;
@@ -216,22 +215,22 @@ int prepareLaunch(const ModuleKernel &kernel, std::array<unsigned, 3> grid,
                   who + ": no CPU twin registered (dtfEmuRegisterKernel)");
   const TwinInfo &t = twin->second;
   if (t.kinds.size() != kernel.params.size())
-    return refuse(CUDA_ERROR_INVALID_VALUE,
-                  who + ": the module declares " +
-                      std::to_string(kernel.params.size()) +
-                      " parameters, the twin takes " +
-                      std::to_string(t.kinds.size()));
+    return refuse(
+        CUDA_ERROR_INVALID_VALUE,
+        who + ": the module declares " + std::to_string(kernel.params.size()) +
+            " parameters, the twin takes " + std::to_string(t.kinds.size()));
   std::vector<void *> buffers;
   std::vector<int64_t> scalars;
-  int64_t range = int64_t(grid[0]) * grid[1] * grid[2] * block[0] * block[1] *
-                  block[2];
+  int64_t range =
+      int64_t(grid[0]) * grid[1] * grid[2] * block[0] * block[1] * block[2];
   for (size_t i = 0; i < kernel.params.size(); ++i) {
     const KernelParamInfo &q = kernel.params[i];
     if (q.size != 8)
-      return refuse(CUDA_ERROR_INVALID_VALUE,
-                    who + ": parameter " + std::to_string(i) + " is " +
-                        std::to_string(q.size) + " bytes in the module, 8 in "
-                                                 "dtf's layout");
+      return refuse(CUDA_ERROR_INVALID_VALUE, who + ": parameter " +
+                                                  std::to_string(i) + " is " +
+                                                  std::to_string(q.size) +
+                                                  " bytes in the module, 8 in "
+                                                  "dtf's layout");
     uint64_t v;
     std::memcpy(&v, buffer.data() + q.offset, 8);
     if (t.kinds[i] == 'b') {

@@ -14,8 +14,8 @@
 #include <string>
 
 int main(int argc, char **argv) {
-  if (argc != 4 || (std::string(argv[3]) != "ptx" &&
-                    std::string(argv[3]) != "cubin")) {
+  if (argc != 4 ||
+      (std::string(argv[3]) != "ptx" && std::string(argv[3]) != "cubin")) {
     std::fprintf(stderr, "usage: dtf-test-add-gpu-code IN OUT ptx|cubin\n");
     return 2;
   }

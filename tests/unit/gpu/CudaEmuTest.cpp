@@ -94,9 +94,9 @@ TEST(CudaEmu, CopiesRoundTripAndOutOfBoundsCopiesAreRefused) {
                 .find("run past the end of an allocation of 64 bytes"),
             std::string::npos);
   float host[4];
-  EXPECT_EQ(d->cuMemcpyDtoHAsync(host, CUdeviceptr(uintptr_t(host)), 16,
-                                 nullptr),
-            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(
+      d->cuMemcpyDtoHAsync(host, CUdeviceptr(uintptr_t(host)), 16, nullptr),
+      CUDA_ERROR_INVALID_VALUE);
   EXPECT_NE(d->errorText("x", 1).find("not a device pointer"),
             std::string::npos);
 }
@@ -129,9 +129,9 @@ extern "C" void scaleTwin(void *const *buffers, const int64_t *, int64_t begin,
     out[i] = 2 * in[i];
 }
 
-using RegisterFn = int (*)(const char *, void (*)(void *const *,
-                                                  const int64_t *, int64_t,
-                                                  int64_t),
+using RegisterFn = int (*)(const char *,
+                           void (*)(void *const *, const int64_t *, int64_t,
+                                    int64_t),
                            const char *, int);
 
 void registerScale() {
@@ -281,8 +281,9 @@ TEST(CudaEmu, AGraphReplaysItsWorkAndIsRefusedAfterABufferMoved) {
   ASSERT_EQ(d->cuMemAlloc(&c, 16), CUDA_SUCCESS);
   float ha[6] = {1, 2, 3, 4, 5, 6}, hb[6] = {1, 0, 0, 1, 1, 1}, hc[4] = {};
   const float one = 1, zero = 0;
-  ASSERT_EQ(d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
-            CUDA_SUCCESS);
+  ASSERT_EQ(
+      d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      CUDA_SUCCESS);
   ASSERT_EQ(d->cuMemcpyHtoDAsync(a, ha, 24, stream), CUDA_SUCCESS);
   ASSERT_EQ(d->cuMemcpyHtoDAsync(b, hb, 24, stream), CUDA_SUCCESS);
   ASSERT_EQ(d->cublasSgemm_v2(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one,
@@ -300,12 +301,10 @@ TEST(CudaEmu, AGraphReplaysItsWorkAndIsRefusedAfterABufferMoved) {
   ASSERT_EQ(d->cuGraphLaunch(exec, stream), CUDA_SUCCESS);
   ASSERT_EQ(d->cuStreamSynchronize(stream), CUDA_SUCCESS);
   // A = [1 3 5; 2 4 6], B = [1 1; 0 1; 0 1] (column-major).
-  EXPECT_EQ(std::vector<float>(hc, hc + 4),
-            (std::vector<float>{1, 2, 9, 12}));
+  EXPECT_EQ(std::vector<float>(hc, hc + 4), (std::vector<float>{1, 2, 9, 12}));
   ha[0] = 2; // a replay reads the host buffer anew
   ASSERT_EQ(d->cuGraphLaunch(exec, stream), CUDA_SUCCESS);
-  EXPECT_EQ(std::vector<float>(hc, hc + 4),
-            (std::vector<float>{2, 2, 10, 12}));
+  EXPECT_EQ(std::vector<float>(hc, hc + 4), (std::vector<float>{2, 2, 10, 12}));
   ASSERT_EQ(d->cuMemFree(c), CUDA_SUCCESS);
   CUdeviceptr c2 = 0;
   ASSERT_EQ(d->cuMemAlloc(&c2, 16), CUDA_SUCCESS);

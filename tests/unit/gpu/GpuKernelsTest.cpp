@@ -94,9 +94,9 @@ TEST(GpuKernels, MatmulMatchesTheCpuKernel) {
                   {randomTensor({7, 5}, 3), randomTensor({3, 7}, 4)},
                   {{"transpose_a", true}, {"transpose_b", true}});
   // Batched: equal batch dimensions, and a shared right operand.
-  expectSameOnGpu(*e.device, "dtf.matmul",
-                  {randomTensor({2, 3, 4, 5}, 5), randomTensor({2, 3, 5, 6}, 6)},
-                  {});
+  expectSameOnGpu(
+      *e.device, "dtf.matmul",
+      {randomTensor({2, 3, 4, 5}, 5), randomTensor({2, 3, 5, 6}, 6)}, {});
   expectSameOnGpu(*e.device, "dtf.matmul",
                   {randomTensor({4, 3, 5}, 7), randomTensor({5, 2}, 8)},
                   {{"transpose_b", false}});
@@ -111,7 +111,8 @@ TEST(GpuKernels, ConvolutionAndItsGradientsMatchTheCpuKernels) {
   for (std::string padding : {"same", "valid"}) {
     AttrMap attrs = {{"padding", padding},
                      {"strides", std::vector<int64_t>{1, 1}}};
-    Tensor x = randomTensor({2, 9, 9, 3}, 11), f = randomTensor({3, 3, 3, 4}, 12);
+    Tensor x = randomTensor({2, 9, 9, 3}, 11),
+           f = randomTensor({3, 3, 3, 4}, 12);
     expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
     const int64_t o = padding == "same" ? 9 : 7;
     Tensor dy = randomTensor({2, o, o, 4}, 13);
@@ -125,9 +126,9 @@ TEST(GpuKernels, ConvolutionAndItsGradientsMatchTheCpuKernels) {
   // Strided, as a 5x5 "valid" convolution with stride 2.
   AttrMap s2 = {{"padding", std::string("valid")},
                 {"strides", std::vector<int64_t>{2, 2}}};
-  expectSameOnGpu(*e.device, "dtf.conv2d",
-                  {randomTensor({3, 11, 11, 2}, 14), randomTensor({5, 5, 2, 3}, 15)},
-                  s2);
+  expectSameOnGpu(
+      *e.device, "dtf.conv2d",
+      {randomTensor({3, 11, 11, 2}, 14), randomTensor({5, 5, 2, 3}, 15)}, s2);
 }
 
 TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {
@@ -136,7 +137,8 @@ TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {
   AttrMap attrs = {{"window", std::vector<int64_t>{2, 2}},
                    {"strides", std::vector<int64_t>{2, 2}},
                    {"padding", std::string("valid")}};
-  Tensor x = randomTensor({2, 8, 8, 3}, 21), dy = randomTensor({2, 4, 4, 3}, 22);
+  Tensor x = randomTensor({2, 8, 8, 3}, 21),
+         dy = randomTensor({2, 4, 4, 3}, 22);
   expectSameOnGpu(*e.device, "dtf.max_pool", {x}, attrs);
   expectSameOnGpu(*e.device, "dtf.avg_pool", {x}, attrs);
   expectSameOnGpu(*e.device, "dtf.max_pool_grad", {x, dy}, attrs);
@@ -222,7 +224,8 @@ TEST(GpuKernels, UnevenPaddingIsRefusedWithTheFix) {
                  {"strides", std::vector<int64_t>{2, 2}},
                  {"padding", std::string("same")}});
   ctx->setOpName("dtf.max_pool");
-  GpuOp g(*e.device, gpuKernelRegistry().lookup("dtf.max_pool"), std::move(ctx));
+  GpuOp g(*e.device, gpuKernelRegistry().lookup("dtf.max_pool"),
+          std::move(ctx));
   g.setNumOutputs(1);
   Tensor x = randomTensor({1, 5, 5, 1}, 1);
   g.addHostInput(&x);
