@@ -4,6 +4,7 @@
 
 #include "runtime/core/DeviceName.h"
 #include "runtime/core/ThreadPool.h"
+#include "runtime/gpu/GpuDevice.h"
 #include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
@@ -17,7 +18,14 @@
 
 namespace dtf::exec {
 
-enum class NodeKind : uint8_t { kAssignAdd, kKernel, kSend, kRecv, kLookup };
+enum class NodeKind : uint8_t {
+  kAssignAdd,
+  kKernel,
+  kSend,
+  kRecv,
+  kLookup,
+  kGpu
+};
 
 struct Executor::Node {
   NodeKind kind = NodeKind::kKernel;
@@ -39,6 +47,10 @@ struct Executor::Node {
   // dtf.send and dtf.recv: the rendezvous key and the other stage.
   std::string key;
   int peer = -1;
+  // kGpu: the op as it runs on its GPU (device views; host copies of the
+  // outputs that host code reads).
+  std::unique_ptr<gpu::GpuOp> gpuOp;
+  int gpu = -1;
   // dtf.assign_add: the variable and the value added.
   Tensor *var = nullptr;
   const Tensor *addend = nullptr;
@@ -120,8 +132,16 @@ Status assignAdd(Tensor &var, const Tensor &value) {
   }
 }
 
+// The GPU index `device` names (0 for "GPU:*"), or -1 for no GPU.
+int gpuIndexOf(const std::string &device) {
+  DeviceNameParse parsed = parseDeviceName(device);
+  if (!parsed.name || parsed.name->type != DeviceType::GPU)
+    return -1;
+  return parsed.name->index.value_or(0);
+}
+
 // True when `device` names a device a dtf-run process does not have: a GPU
-// (there are no GPU kernels in this build), or a CPU other than CPU:0. Job,
+// (see gpuIndexOf for those), or a CPU other than CPU:0. Job,
 // replica and task parts say which task runs the op, which the cluster
 // placement settles before the executor sees the program.
 bool lacksDevice(const std::string &device) {
@@ -393,6 +413,11 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
       continue;
     }
 
+    if (opGpu_[size_t(i)] >= 0) {
+      DTF_RETURN_IF_ERROR(buildGpuNode(op, opGpu_[size_t(i)], &node));
+      nodes_.push_back(std::move(node));
+      continue;
+    }
     node.kind = NodeKind::kKernel;
     node.fn = kernels.lookup(op.name());
     if (!node.fn) {
@@ -414,21 +439,9 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
       inputs.push_back(slots_[index.at(id)]);
     ctx->setInputs(std::move(inputs));
     AttrMap attrs;
-    for (const auto &[name, value] : op.attrs()) {
-      AttrValue converted;
-      Status s = toKernelAttr(value, &converted);
-      if (!s.isOk())
-        return fail("attribute '", plan::printable(name), "' ", s.message());
-      attrs.emplace(name, std::move(converted));
-    }
-    if (!node.outputs.empty()) {
-      const int v = node.outputs[0];
-      if (const char *attr = derivedShapeAttr(op.name(), op.inputs_size()))
-        if (!attrs.count(attr))
-          attrs.emplace(attr, valueDims_[v]);
-      if (takesOutDType(op.name()) && !attrs.count("out_dtype"))
-        attrs.emplace("out_dtype", std::string(dtypeName(valueDTypes_[v])));
-    }
+    Status s = kernelAttrs(op, node, &attrs);
+    if (!s.isOk())
+      return fail(s.message());
     ctx->setAttrs(std::move(attrs));
     ctx->setThreadPool(options_.intraOpPool);
     ctx->outputs().reserve(node.outputs.size() + kSpareOutputs);
@@ -452,9 +465,168 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
     int v = index.at(fetch.value());
     fetches_.push_back({infoOf(fetch.name(), v), v});
   }
+  if (hasGpu_)
+    wireGpuNodes();
   numVariables_ = static_cast<int>(variableIndex.size());
   planSchedule();
   return Status::ok();
+}
+
+Status Executor::kernelAttrs(const plan::Op &op, const Node &node,
+                             AttrMap *attrs) const {
+  for (const auto &[name, value] : op.attrs()) {
+    AttrValue converted;
+    Status s = toKernelAttr(value, &converted);
+    if (!s.isOk())
+      return errorStatus("attribute '", plan::printable(name), "' ",
+                         s.message());
+    attrs->emplace(name, std::move(converted));
+  }
+  if (!node.outputs.empty()) {
+    const int v = node.outputs[0];
+    if (const char *attr = derivedShapeAttr(op.name(), op.inputs_size()))
+      if (!attrs->count(attr))
+        attrs->emplace(attr, valueDims_[v]);
+    if (takesOutDType(op.name()) && !attrs->count("out_dtype"))
+      attrs->emplace("out_dtype", std::string(dtypeName(valueDTypes_[v])));
+  }
+  return Status::ok();
+}
+
+// A node that runs `op` on GPU `index`; its inputs are wired once every node
+// exists (wireGpuNodes).
+Status Executor::buildGpuNode(const plan::Op &op, int index, Node *node) {
+  std::unique_ptr<gpu::GpuDevice> &device = gpus_[index];
+  if (!device) {
+    gpu::CudaDriver *driver = gpu::processDriver(nullptr);
+    Status s = driver ? gpu::GpuDevice::create(*driver, index, &device)
+                      : errorStatus("the CUDA driver went away");
+    if (!s.isOk())
+      return errorStatus(options_.programName, ": ", node->where, ": ",
+                         s.message());
+  }
+  node->kind = NodeKind::kGpu;
+  node->gpu = index;
+  node->fn = gpu::gpuKernelRegistry().lookup(op.name());
+  std::unique_ptr<gpu::GpuKernelContext> ctx;
+  if (op.name() == "dtf.fused") {
+    const int k = int(op.attrs().at("kernel").i());
+    ctx = std::make_unique<gpu::GpuFusedContext>(
+        *device, options_.planKernels->loaded, k,
+        options_.planKernels->gpu[size_t(k)]);
+  } else {
+    ctx = std::make_unique<gpu::GpuKernelContext>(*device);
+  }
+  ctx->setOpName(op.name());
+  AttrMap attrs;
+  Status s = kernelAttrs(op, *node, &attrs);
+  if (!s.isOk())
+    return errorStatus(options_.programName, ": ", node->where, ": ",
+                       s.message());
+  ctx->setAttrs(std::move(attrs));
+  node->gpuOp = std::make_unique<gpu::GpuOp>(*device, node->fn, std::move(ctx));
+  node->gpuOp->setNumOutputs(static_cast<int>(node->outputs.size()));
+  for (size_t k = 0; k < node->outputs.size(); ++k)
+    slots_[node->outputs[k]] = node->gpuOp->hostOutput(int(k));
+  hasGpu_ = true;
+  return Status::ok();
+}
+
+// A GPU op reads another GPU op's result on the same device in place, and
+// everything else from the host (copied up each step); its results that a
+// CPU op, another device or a fetch reads are copied down.
+void Executor::wireGpuNodes() {
+  std::unordered_map<int, std::pair<int, int>> producer; // value -> node, k
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    if (nodes_[n].kind == NodeKind::kGpu)
+      for (size_t k = 0; k < nodes_[n].outputs.size(); ++k)
+        producer[nodes_[n].outputs[k]] = {int(n), int(k)};
+  std::set<int> readOnHost;
+  for (const Slot &f : fetches_)
+    readOnHost.insert(f.value);
+  for (Node &node : nodes_) {
+    for (int v : node.inputs) {
+      auto p = producer.find(v);
+      const bool onDevice = p != producer.end() &&
+                            node.kind == NodeKind::kGpu &&
+                            nodes_[p->second.first].gpu == node.gpu;
+      if (node.kind == NodeKind::kGpu) {
+        if (onDevice)
+          node.gpuOp->addDeviceInput(
+              &nodes_[p->second.first].gpuOp->context().output(
+                  p->second.second));
+        else
+          node.gpuOp->addHostInput(slots_[v]);
+      }
+      if (!onDevice)
+        readOnHost.insert(v);
+    }
+  }
+  for (Node &node : nodes_)
+    if (node.kind == NodeKind::kGpu)
+      for (size_t k = 0; k < node.outputs.size(); ++k)
+        if (readOnHost.count(node.outputs[k]))
+          node.gpuOp->setDownload(int(k));
+}
+
+int Executor::numGpuOps() const {
+  int n = 0;
+  for (const Node &node : nodes_)
+    n += node.kind == NodeKind::kGpu;
+  return n;
+}
+
+// The device the plan gives `op`. A dtf.fused op that names none runs where
+// its region's ops were placed (when they agree).
+std::string Executor::placedDevice(const plan::Op &op) const {
+  if (!op.device().empty() || op.name() != "dtf.fused" ||
+      !options_.planKernels)
+    return op.device();
+  auto k = op.attrs().find("kernel");
+  const auto &kernels = options_.planKernels->kernels;
+  if (k == op.attrs().end() || k->second.i() < 0 ||
+      k->second.i() >= kernels.size())
+    return "";
+  std::string device;
+  for (const plan::Op &inner : kernels[int(k->second.i())].body()) {
+    if (inner.device().empty() || (!device.empty() && inner.device() != device))
+      return "";
+    device = inner.device();
+  }
+  return device;
+}
+
+// Why the dtf.fused `op` cannot run on a GPU ("" when it can): the plan's
+// generated kernels run op by op here, or the plan has no GPU code for it.
+std::string Executor::fusedGpuCodeMissing(const plan::Op &op) const {
+  if (op.name() != "dtf.fused")
+    return "";
+  const PlanKernels *pk = options_.planKernels.get();
+  auto k = op.attrs().find("kernel");
+  if (!pk || !pk->loaded || k == op.attrs().end())
+    return "the plan's generated kernels run op by op here";
+  const int index = int(k->second.i());
+  if (index < 0 || index >= int(pk->gpu.size()) || !pk->gpu[size_t(index)].present())
+    return "the plan has no GPU code for its generated kernels (dtf.fused; "
+           "dtfc compiles it where the CUDA toolkit is, see --gpu-kernels)";
+  return "";
+}
+
+// Whether GPU `index` can run ops here; when not, why (once per executor).
+bool Executor::gpuAvailable(int index, std::string *why) {
+  std::string whyNot;
+  gpu::CudaDriver *driver = gpu::processDriver(&whyNot);
+  if (!driver) {
+    *why = whyNot;
+    return false;
+  }
+  if (index >= driver->deviceCount()) {
+    *why = strCat("this machine has ", driver->deviceCount(),
+                  driver->deviceCount() == 1 ? " GPU" : " GPUs", " (",
+                  driver->description(), ")");
+    return false;
+  }
+  return true;
 }
 
 Status Executor::place(const plan::Program &program) {
@@ -462,36 +634,96 @@ Status Executor::place(const plan::Program &program) {
   std::string log;
   int moved = 0;
   std::string firstMoved;
+  std::vector<std::string> reasons; // each distinct reason once
+  // Ops that have no GPU kernel, said in one line.
+  const std::string kNoGpuKernel = "no GPU kernel";
+  std::set<std::string> noGpuKernel;
+
+  opGpu_.assign(size_t(program.ops_size()), -1);
   for (int i = 0; i < program.ops_size(); ++i) {
     const plan::Op &op = program.ops(i);
     // The device this op asks for that this process lacks, and why.
-    std::string lacking, because;
-    if (!op.device().empty() && lacksDevice(op.device())) {
-      lacking = op.device();
+    std::string lacking, because, why;
+    // Ops that make no kernel call: their values live in host memory
+    // wherever the plan places them.
+    const bool valueOnly = op.name() == "dtf.input" ||
+                           op.name() == "dtf.constant" ||
+                           op.name() == "dtf.read_variable";
+    const std::string device = placedDevice(op);
+    const int gpuIndex = device.empty() ? -1 : gpuIndexOf(device);
+    if (gpuIndex >= 0) {
+      if (!gpuAvailable(gpuIndex, &why)) {
+        lacking = device;
+      } else if (!valueOnly) {
+        // Reshape moves no element: any dtype.
+        bool f32 = true;
+        for (int32_t id : op.outputs())
+          for (const plan::Value &v : program.values())
+            if (v.id() == id && v.type().dtype() != plan::DType::F32 &&
+                op.name() != "dtf.reshape")
+              f32 = false;
+        const std::string noFusedCode = fusedGpuCodeMissing(op);
+        if (op.name() == "dtf.fused") {
+          if (noFusedCode.empty())
+            opGpu_[size_t(i)] = gpuIndex;
+          else
+            lacking = device, why = noFusedCode;
+        } else if (gpu::gpuKernelRegistry().lookup(op.name()) && f32 &&
+                   (op.name() != "dtf.reshape" || op.inputs_size() == 1)) {
+          opGpu_[size_t(i)] = gpuIndex;
+        } else {
+          lacking = device;
+          why = kNoGpuKernel;
+          noGpuKernel.insert(strCat(plan::printable(op.name()),
+                                    f32 ? "" : " (not f32)"));
+        }
+      }
+    } else if (!device.empty() && lacksDevice(device)) {
+      lacking = device;
     } else if (op.name() == "dtf.read_variable") {
       auto name = op.attrs().find("name");
       if (name != op.attrs().end()) {
         auto it = options_.variableDevices.find(name->second.s());
-        if (it != options_.variableDevices.end() && lacksDevice(it->second)) {
+        // Variables live in host memory; one placed on a GPU counts only
+        // when this machine has no GPU at all.
+        if (it != options_.variableDevices.end() &&
+            ((gpuIndexOf(it->second) >= 0 &&
+              !gpuAvailable(gpuIndexOf(it->second), &why)) ||
+             (gpuIndexOf(it->second) < 0 && lacksDevice(it->second)))) {
           lacking = it->second;
           because = strCat(" (its variable '", plan::printable(it->first),
                            "' is)");
         }
       }
     }
+    if (why == kNoGpuKernel)
+      why = strCat("dtf-run has no GPU kernel for ",
+                   plan::printable(op.name()), " (",
+                   "its GPU kernels are dtf.matmul, dtf.conv2d and its "
+                   "gradients, dtf.max_pool, dtf.avg_pool and their gradients, "
+                   "in f32, dtf.reshape, and dtf.fused with the plan's GPU "
+                   "code)");
     if (!lacking.empty()) {
       if (!options_.softPlacement)
         return errorStatus(
             what, ": ", plan::describeOp(program, i), " is placed on ",
             plan::printable(lacking), because,
-            ", a device this process does not have (this dtf-run runs every "
-            "op on ",
-            options_.device,
+            ", a device this process does not have (",
+            why.empty() ? "" : strCat(why, "; "),
+            "this dtf-run runs every op on ", options_.device,
             "); to run such ops on the CPU instead, add `session = "
-            "session(soft_placement = true)` to the model's train block");
+            "session(soft_placement = true)` to the model's train block",
+            gpuIndex >= 0 || !why.empty()
+                ? "; to check a GPU plan without a GPU, run it on emulated "
+                  "GPUs: dtf-run PLAN --emulate-gpus 1"
+                : "");
       if (moved++ == 0)
         firstMoved = strCat(plan::describeOp(program, i), " on ",
                             plan::printable(lacking));
+      // Missing GPU kernels are said in one line, after the loop.
+      if (!why.empty() && why.rfind("dtf-run has no GPU kernel", 0) != 0 &&
+          std::find(reasons.begin(), reasons.end(), why) == reasons.end())
+        reasons.push_back(why);
     }
     if (options_.logDevicePlacement) {
       const std::string name =
@@ -499,7 +731,9 @@ Status Executor::place(const plan::Program &program) {
       const std::string where = op.location().empty()
                                     ? strCat("op #", i)
                                     : plan::printable(op.location());
-      log += strCat(name, " (", where, "): ", options_.device,
+      const int g = opGpu_[size_t(i)];
+      log += strCat(name, " (", where, "): ",
+                    g >= 0 ? gpu::gpuDeviceName(g) : options_.device,
                     lacking.empty() ? ""
                                     : strCat(" (placed on ",
                                              plan::printable(lacking),
@@ -507,12 +741,27 @@ Status Executor::place(const plan::Program &program) {
                     "\n");
     }
   }
-  if (options_.log && moved > 0)
+  if (options_.log && moved > 0) {
     std::fprintf(options_.log,
                  "%s: soft placement: %d op%s placed on a device this process "
                  "lacks run on %s (first: %s)\n",
                  what.c_str(), moved, moved == 1 ? "" : "s",
                  options_.device.c_str(), firstMoved.c_str());
+    for (const std::string &r : reasons)
+      std::fprintf(options_.log, "%s: soft placement: %s\n", what.c_str(),
+                   r.c_str());
+    if (!noGpuKernel.empty()) {
+      std::string ops;
+      for (const std::string &o : noGpuKernel)
+        ops += (ops.empty() ? "" : ", ") + o;
+      std::fprintf(options_.log,
+                   "%s: soft placement: dtf-run has no GPU kernel for %s (its "
+                   "GPU kernels are dtf.matmul, dtf.conv2d and its gradients, "
+                   "dtf.max_pool, dtf.avg_pool and their gradients, in f32, "
+                   "dtf.reshape, and dtf.fused with the plan's GPU code)\n",
+                   what.c_str(), ops.c_str());
+    }
+  }
   if (options_.log && options_.logDevicePlacement) {
     std::fprintf(options_.log, "%s: device placement (%d ops):\n%s",
                  what.c_str(), program.ops_size(), log.c_str());
@@ -590,8 +839,10 @@ void Executor::planSchedule() {
       nodes_[m].successors.push_back(n);
   // A stage with recvs runs in program order: that order is what makes the
   // stages of a replica deadlock-free.
+  // GPU ops share one stream per device: the step runs in program order.
   concurrent_ = options_.interOpPool &&
-                options_.interOpPool->numThreads() > 1 && !chain && !hasRecv_;
+                options_.interOpPool->numThreads() > 1 && !chain && !hasRecv_ &&
+                !hasGpu_;
   Schedule &s = *schedule_;
   s.ready.clear();
   s.ready.reserve(numNodes);
@@ -714,6 +965,12 @@ Status Executor::run(uint64_t step) {
   }
   if (replan)
     planSchedule();
+  // The copies of this step must be done before the host refills the
+  // pinned buffers next step.
+  for (auto &[index, device] : gpus_) {
+    DTF_RETURN_IF_ERROR(device->synchronize());
+    DTF_RETURN_IF_ERROR(device->planArena());
+  }
   return Status::ok();
 }
 
@@ -863,6 +1120,16 @@ Status Executor::runNode(Node &node, uint64_t step) {
     if (!s.isOk())
       return errorStatus(node.where, ": ", s.message());
     return checkOutputs(node);
+  }
+  if (node.kind == NodeKind::kGpu) {
+    Status s = node.gpuOp->run(step, options_.seed);
+    if (!s.isOk()) {
+      if (s.message().rfind(node.opName, 0) == 0)
+        return errorStatus(node.location, ": ", s.message());
+      return errorStatus(node.where, " on ", gpu::gpuDeviceName(node.gpu), ": ",
+                         s.message());
+    }
+    return Status::ok();
   }
   KernelContext &ctx = *node.ctx;
   ctx.setStep(step, options_.seed);

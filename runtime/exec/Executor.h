@@ -22,6 +22,9 @@
 
 namespace dtf {
 class ThreadPool;
+namespace gpu {
+class GpuDevice;
+} // namespace gpu
 } // namespace dtf
 
 namespace dtf::exec {
@@ -174,6 +177,10 @@ public:
   /// times add up to more than the steps took.
   std::vector<OpProfile> profile() const;
 
+  /// The ops that run on a GPU (the plan placed them there and this
+  /// machine has the GPU and a GPU kernel for them).
+  int numGpuOps() const;
+
   /// True when steps after the first run ops concurrently: an inter-op pool
   /// of more than one thread and a program whose dependencies leave two ops
   /// free to overlap somewhere (a chain runs sequentially either way).
@@ -194,6 +201,13 @@ private:
   Status build(const plan::Program &program, VariableStore &variables,
                const KernelRegistry &kernels);
   Status place(const plan::Program &program);
+  bool gpuAvailable(int index, std::string *why);
+  std::string fusedGpuCodeMissing(const plan::Op &op) const;
+  std::string placedDevice(const plan::Op &op) const;
+  Status kernelAttrs(const plan::Op &op, const Node &node,
+                     AttrMap *attrs) const;
+  Status buildGpuNode(const plan::Op &op, int index, Node *node);
+  void wireGpuNodes();
   void planSchedule();
   Status runNode(Node &node, uint64_t step);
   Status timedRunNode(Node &node, uint64_t step);
@@ -214,6 +228,10 @@ private:
   std::vector<Tensor> feedTensors_; // sized once; slots_ point into it
   std::vector<Slot> fetches_;
   std::deque<Tensor> constants_; // stable addresses
+  // The GPUs this program's ops run on (before nodes_: their ops use them).
+  std::map<int, std::unique_ptr<gpu::GpuDevice>> gpus_;
+  std::vector<int> opGpu_; // per program op: its GPU, or -1
+  bool hasGpu_ = false;
   std::vector<Node> nodes_;
   // Nodes whose outputs alias an input, let go at the start of each step.
   std::vector<int> releaseBeforeRun_;

@@ -38,7 +38,14 @@ Status infoOf(const plan::Kernel &kernel, GeneratedKernelInfo *out) {
 
 std::shared_ptr<const PlanKernels> load(const plan::Plan &plan) {
   auto result = std::make_shared<PlanKernels>();
+  auto module = std::make_shared<gpu::GpuModuleCode>();
+  module->ptx = plan.gpu_ptx();
+  module->cubins.insert(plan.gpu_cubins().begin(), plan.gpu_cubins().end());
   for (const plan::Kernel &k : plan.kernels()) {
+    gpu::GpuKernelCode &code = result->gpu.emplace_back();
+    code.name = k.name();
+    code.block = k.block();
+    code.module = module;
     plan::Kernel *copy = result->kernels.Add();
     *copy = k;
     copy->clear_ptx();
@@ -95,6 +102,11 @@ std::shared_ptr<const PlanKernels> planKernelsOf(const plan::Plan &plan) {
     key += '\0';
     key += copy.SerializeAsString();
   }
+  // The GPU module too, which PlanKernels::gpu carries.
+  key += '\0';
+  key += plan.gpu_ptx();
+  for (const auto &[chip, cubin] : plan.gpu_cubins())
+    key += chip + cubin;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it != cache.end())

@@ -2,6 +2,7 @@
 // process, or the reason dtf-run runs their regions op by op instead.
 #pragma once
 
+#include "runtime/gpu/GpuDevice.h"
 #include "runtime/kernels/GeneratedKernels.h"
 
 #include "plan.pb.h"
@@ -18,6 +19,9 @@ struct PlanKernels {
   std::shared_ptr<const GeneratedKernels> loaded;
   /// Why `loaded` is null ("" when it is not).
   std::string fallbackReason;
+  /// Per kernel, its GPU code (block 0 when the plan has none), for the
+  /// dtf.fused ops placed on a GPU (runtime/gpu).
+  std::vector<gpu::GpuKernelCode> gpu;
 };
 
 /// The kernels of `plan` (null when it has none). Loads its cpu_object the

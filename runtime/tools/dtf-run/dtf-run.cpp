@@ -9,6 +9,7 @@
 #include "Predict.h"
 #include "runtime/cluster/RunMode.h"
 #include "runtime/plan/PlanReader.h"
+#include "runtime/gpu/GpuDevice.h"
 #include "runtime/train/Trainer.h"
 
 #include <google/protobuf/stubs/logging.h>
@@ -57,6 +58,13 @@ options:
   --quiet          print only the final line (and errors)
   --profile        time every op of the train_step and print, on stderr at
                    the end, the time per step by op kind and the slowest ops
+  --emulate-gpus N  run the plan's GPU ops on N emulated CUDA GPUs: dtf's
+                   host emulation of the CUDA driver, cuBLAS and cuDNN
+                   (libdtf-cuda-emu.so beside dtf-run), loaded through the
+                   same path as the real libraries, so that a GPU plan can be
+                   checked on any machine; prints what it ran at exit
+                   (docs/gpu.md). Without it, GPU ops need libcuda.so.1
+                   (DTF_CUDA_DRIVER=PATH names another driver library)
   --cluster FILE   cluster spec: {"ps": ["host:port", ...], "worker": [...]}
                    (TensorFlow's ClusterSpec, or a whole TF_CONFIG); without
                    --job, starts and supervises every task on this machine
@@ -334,6 +342,29 @@ int main(int argc, char **argv) {
     }
     if (arg == "--fresh") {
       options.fresh = true;
+      continue;
+    }
+    if (arg == "--emulate-gpus") {
+      if (!value && i + 1 < argc)
+        value = argv[++i];
+      const long long n = value ? parseCount(value) : -1;
+      if (n < 1 || n > 16) {
+        std::fprintf(stderr,
+                     "dtf-run: error: --emulate-gpus expects a GPU count "
+                     "from 1 to 16, got '%s'\n",
+                     value ? value : "");
+        return kUsageError;
+      }
+      dtf::gpu::CudaLibraries libs;
+      libs.driver = dtf::gpu::emulationLibraryPath();
+      libs.emulatedGpus = int(n);
+      dtf::gpu::configureProcessGpus(libs);
+      // What the emulation ran, so that a test can tell it ran at all.
+      std::atexit([] {
+        const std::string stats = dtf::gpu::processEmulationStats();
+        if (!stats.empty())
+          std::fprintf(stderr, "%s\n", stats.c_str());
+      });
       continue;
     }
     const bool takesValue = arg == "--cluster" || arg == "--job" ||

@@ -569,13 +569,20 @@ TEST(Placement, AnOpOnAMissingGpuFailsAtLoadWithoutSoftPlacement) {
   Loaded l;
   Status s = load(p, &l, o);
   ASSERT_FALSE(s.isOk());
-  EXPECT_EQ(s.message(),
-            "train_step: test.dtf:5:1: dtf.matmul is placed on "
-            "/job:worker/gpu:0, a device this process does not have (this "
-            "dtf-run runs every op on "
-            "/job:localhost/replica:0/task:0/device:CPU:0); to run such ops "
-            "on the CPU instead, add `session = session(soft_placement = "
-            "true)` to the model's train block");
+  // Why there is no GPU depends on the machine (no libcuda.so.1 here).
+  EXPECT_EQ(s.message().rfind("train_step: test.dtf:5:1: dtf.matmul is placed "
+                              "on /job:worker/gpu:0, a device this process "
+                              "does not have (",
+                              0),
+            0u)
+      << s.message();
+  EXPECT_NE(s.message().find(
+                "this dtf-run runs every op on "
+                "/job:localhost/replica:0/task:0/device:CPU:0); to run such "
+                "ops on the CPU instead, add `session = session(soft_placement "
+                "= true)` to the model's train block"),
+            std::string::npos)
+      << s.message();
 }
 
 TEST(Placement, SoftPlacementRunsAGpuOpOnTheCpuWithANote) {

@@ -1,0 +1,178 @@
+// CudaDriver: dlopen of libcuda.so.1 (or the emulation), cuInit, and every
+// other entry point through cuGetProcAddress; cuBLAS and cuDNN by dlsym.
+#include "runtime/gpu/CudaDriver.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+namespace dtf::gpu {
+
+using namespace cuda;
+
+std::string emulationLibraryPath() {
+  if (const char *env = std::getenv("DTF_CUDA_EMU_LIBRARY"))
+    return env;
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0)
+    return "libdtf-cuda-emu.so";
+  std::string path(exe, size_t(n));
+  return path.substr(0, path.rfind('/') + 1) + "libdtf-cuda-emu.so";
+}
+
+namespace {
+
+std::string dlerrorText() {
+  const char *e = dlerror();
+  return e ? e : "unknown dlopen error";
+}
+
+} // namespace
+
+CudaDriver::~CudaDriver() {
+  // The libraries stay loaded: cuBLAS and cuDNN keep state that their own
+  // exit handlers tear down.
+}
+
+std::string CudaDriver::errorText(const char *call, CUresult r) const {
+  std::string text = strCat(call, ": CUDA error ", r);
+  const char *s = nullptr;
+  if (cuGetErrorString && cuGetErrorString(r, &s) == CUDA_SUCCESS && s)
+    text += strCat(" (", s, ")");
+  if (emuLastError_) {
+    const char *e = emuLastError_();
+    if (e && *e)
+      text += strCat(": ", e);
+  }
+  return text;
+}
+
+std::string CudaDriver::emulationStats() const {
+  if (!emuStats_)
+    return "";
+  char buf[1024];
+  emuStats_(buf, sizeof(buf));
+  return buf;
+}
+
+Status CudaDriver::load(const CudaLibraries &libs,
+                        std::unique_ptr<CudaDriver> *out) {
+  std::unique_ptr<CudaDriver> d(new CudaDriver());
+  d->libs_ = libs;
+  d->emulatedGpus_ = libs.emulatedGpus;
+  d->driverLib_ = dlopen(libs.driver.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!d->driverLib_)
+    return errorStatus("no CUDA driver: cannot load ", libs.driver, " (",
+                       dlerrorText(), ")");
+  if (libs.emulatedGpus > 0) {
+    auto configure =
+        reinterpret_cast<int (*)(int)>(dlsym(d->driverLib_, "dtfEmuConfigure"));
+    if (!configure)
+      return errorStatus(libs.driver,
+                         " is not dtf's CUDA emulation (no dtfEmuConfigure)");
+    if (configure(libs.emulatedGpus) != 0)
+      return errorStatus("the CUDA emulation cannot emulate ",
+                         libs.emulatedGpus, " GPUs");
+    d->emuLastError_ = reinterpret_cast<const char *(*)()>(
+        dlsym(d->driverLib_, "dtfEmuLastError"));
+    d->emuStats_ = reinterpret_cast<int (*)(char *, size_t)>(
+        dlsym(d->driverLib_, "dtfEmuStats"));
+    d->emuRegisterKernel = reinterpret_cast<decltype(d->emuRegisterKernel)>(
+        dlsym(d->driverLib_, "dtfEmuRegisterKernel"));
+  }
+  auto init = reinterpret_cast<PFN_cuInit>(dlsym(d->driverLib_, "cuInit"));
+  auto getProc = reinterpret_cast<PFN_cuGetProcAddress>(
+      dlsym(d->driverLib_, "cuGetProcAddress_v2"));
+  if (!init || !getProc)
+    return errorStatus("no CUDA driver: ", libs.driver,
+                       " lacks cuInit or cuGetProcAddress_v2 (a driver older "
+                       "than CUDA 12)");
+  CUresult r = init(0);
+  if (r == CUDA_ERROR_STUB_LIBRARY)
+    return errorStatus("no CUDA driver: ", libs.driver,
+                       " is CUDA's stub library (install the NVIDIA driver)");
+  if (r == CUDA_ERROR_NO_DEVICE)
+    return errorStatus("no GPU: the CUDA driver finds no device");
+  if (r != CUDA_SUCCESS)
+    return errorStatus("no CUDA driver: cuInit failed with CUDA error ", r);
+#define DTF_RESOLVE(name, params)                                              \
+  {                                                                            \
+    int status = 0;                                                            \
+    void *fn = nullptr;                                                        \
+    CUresult q = getProc(#name, &fn, kCudaApiVersion, 0, &status);             \
+    if (q != CUDA_SUCCESS || !fn)                                              \
+      return errorStatus("the CUDA driver in ", libs.driver, " lacks " #name,  \
+                         " (cuGetProcAddress: ", q, ")");                      \
+    d->name = reinterpret_cast<decltype(d->name)>(fn);                         \
+  }
+  DTF_CUDA_DRIVER_FUNCTIONS(DTF_RESOLVE)
+#undef DTF_RESOLVE
+  int version = 0;
+  d->cuDriverGetVersion(&version);
+  r = d->cuDeviceGetCount(&d->deviceCount_);
+  if (r != CUDA_SUCCESS)
+    return errorStatus(d->errorText("cuDeviceGetCount", r));
+  if (d->deviceCount_ == 0)
+    return errorStatus("no GPU: the CUDA driver finds no device");
+  std::string first;
+  {
+    CUdevice dev = 0;
+    char name[256] = {0};
+    int major = 0, minor = 0;
+    d->cuDeviceGet(&dev, 0);
+    d->cuDeviceGetName(name, sizeof(name) - 1, dev);
+    d->cuDeviceGetAttribute(&major,
+                            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    d->cuDeviceGetAttribute(&minor,
+                            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    first = strCat(name, ", sm_", major, minor);
+  }
+  d->description_ =
+      strCat(d->emulated() ? "emulated CUDA " : "CUDA ", version / 1000, ".",
+             (version % 1000) / 10, " driver, ", d->deviceCount_,
+             d->deviceCount_ == 1 ? " GPU (" : " GPUs (first: ", first, ")");
+  *out = std::move(d);
+  return Status::ok();
+}
+
+Status CudaDriver::loadLibraries() {
+  if (librariesLoaded_)
+    return Status::ok();
+  const std::string &blas = emulated() ? libs_.driver : libs_.cublas;
+  const std::string &dnn = emulated() ? libs_.driver : libs_.cudnn;
+  cublasLib_ = dlopen(blas.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!cublasLib_)
+    return errorStatus("cannot load cuBLAS from ", blas, " (", dlerrorText(),
+                       ")");
+  cudnnLib_ = dlopen(dnn.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!cudnnLib_)
+    return errorStatus("cannot load cuDNN from ", dnn, " (", dlerrorText(),
+                       ")");
+#define DTF_RESOLVE_IN(lib, path)                                              \
+  [&](const char *sym, void **fn) -> Status {                                  \
+    *fn = dlsym(lib, sym);                                                     \
+    if (!*fn)                                                                  \
+      return errorStatus(path, " lacks ", sym);                                \
+    return Status::ok();                                                       \
+  }
+  auto blasSym = DTF_RESOLVE_IN(cublasLib_, blas);
+  auto dnnSym = DTF_RESOLVE_IN(cudnnLib_, dnn);
+#undef DTF_RESOLVE_IN
+#define DTF_BLAS(name, params)                                                 \
+  DTF_RETURN_IF_ERROR(blasSym(#name, reinterpret_cast<void **>(&name)));
+#define DTF_DNN(name, params)                                                  \
+  DTF_RETURN_IF_ERROR(dnnSym(#name, reinterpret_cast<void **>(&name)));
+  DTF_CUBLAS_FUNCTIONS(DTF_BLAS)
+  DTF_CUDNN_FUNCTIONS(DTF_DNN)
+#undef DTF_BLAS
+#undef DTF_DNN
+  DTF_RETURN_IF_ERROR(dnnSym("cudnnGetErrorString",
+                             reinterpret_cast<void **>(&cudnnGetErrorString)));
+  librariesLoaded_ = true;
+  return Status::ok();
+}
+
+} // namespace dtf::gpu

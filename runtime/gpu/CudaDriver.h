@@ -1,0 +1,81 @@
+// CudaDriver: the CUDA driver API, cuBLAS and cuDNN loaded at run time with
+// dlopen (dtf links no CUDA library), or the host emulation of all three.
+#pragma once
+
+#include "runtime/core/Status.h"
+#include "runtime/gpu/CudaApi.h"
+
+#include <memory>
+#include <string>
+
+namespace dtf::gpu {
+
+/// Where the three libraries come from.
+struct CudaLibraries {
+  std::string driver = "libcuda.so.1";
+  std::string cublas = "libcublas.so.13";
+  std::string cudnn = "libcudnn.so.9";
+  /// > 0: every library is the emulation (libdtf-cuda-emu.so), configured
+  /// with this many GPUs before cuInit.
+  int emulatedGpus = 0;
+};
+
+/// The emulation library's path: beside the running executable
+/// (build/bin/libdtf-cuda-emu.so), or $DTF_CUDA_EMU_LIBRARY.
+std::string emulationLibraryPath();
+
+/// The loaded entry points. Every driver function is found through
+/// cuGetProcAddress (which hands out the right _v2 versions), cuInit and
+/// cuGetProcAddress_v2 themselves through dlsym.
+class CudaDriver {
+public:
+  /// Loads and initializes the driver. A missing library, CUDA's stub
+  /// libcuda (CUDA_ERROR_STUB_LIBRARY) or a machine without a GPU is an error
+  /// whose message says which, in words ("no CUDA driver: ...").
+  static Status load(const CudaLibraries &libs,
+                     std::unique_ptr<CudaDriver> *out);
+  ~CudaDriver();
+
+  /// Loads cuBLAS and cuDNN (once); an error names the library and why.
+  Status loadLibraries();
+
+  int deviceCount() const { return deviceCount_; }
+  bool emulated() const { return emulatedGpus_ > 0; }
+  /// "CUDA 13.0 driver, 1 GPU (NVIDIA H100 80GB HBM3, sm_90)".
+  const std::string &description() const { return description_; }
+
+  /// "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory)", with what the
+  /// emulation said about it when it refused.
+  std::string errorText(const char *call, cuda::CUresult r) const;
+
+  /// The emulation's counters as one line ("" on a real driver).
+  std::string emulationStats() const;
+
+#define DTF_DECLARE_FN(name, params) cuda::CUresult(*name) params = nullptr;
+  DTF_CUDA_DRIVER_FUNCTIONS(DTF_DECLARE_FN)
+  DTF_CUBLAS_FUNCTIONS(DTF_DECLARE_FN)
+  DTF_CUDNN_FUNCTIONS(DTF_DECLARE_FN)
+#undef DTF_DECLARE_FN
+  const char *(*cudnnGetErrorString)(cuda::cudnnStatus_t) = nullptr;
+  /// Emulation only (null on a real driver): the CPU twin a launch of
+  /// `name` runs (runtime/gpu/emu/EmuModule.cpp).
+  int (*emuRegisterKernel)(const char *name,
+                           void (*twin)(void *const *, const int64_t *, int64_t,
+                                        int64_t),
+                           const char *kinds, int rangeParam) = nullptr;
+
+private:
+  CudaDriver() = default;
+  CudaLibraries libs_;
+  void *driverLib_ = nullptr;
+  void *cublasLib_ = nullptr;
+  void *cudnnLib_ = nullptr;
+  bool librariesLoaded_ = false;
+  int deviceCount_ = 0;
+  int emulatedGpus_ = 0;
+  std::string description_;
+  const char *(*emuLastError_)() = nullptr;
+  int (*emuStats_)(char *, size_t) = nullptr;
+};
+
+} // namespace dtf::gpu

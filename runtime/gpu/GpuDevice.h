@@ -1,0 +1,224 @@
+// The CUDA device layer of the executor: the process's driver, one device's
+// context, stream and library handles, device and pinned buffers, the kernel
+// context whose tensors live in device memory, and GpuOp, which runs one op
+// of a program on a GPU (copies in, kernel, copies out; a CUDA graph after
+// the first steps).
+#pragma once
+
+#include "runtime/core/Status.h"
+#include "runtime/core/Tensor.h"
+#include "runtime/gpu/CudaDriver.h"
+#include "runtime/kernels/GeneratedKernels.h"
+#include "runtime/kernels/Kernel.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dtf::gpu {
+
+/// Sets where the process's CUDA libraries come from (dtf-run's
+/// --emulate-gpus; $DTF_CUDA_DRIVER names another driver library). Before the
+/// first processDriver().
+void configureProcessGpus(const CudaLibraries &libs);
+
+/// The process's driver, loaded at the first call; null when there is none,
+/// with the reason ("no CUDA driver: cannot load libcuda.so.1 (...)").
+CudaDriver *processDriver(std::string *whyNot);
+
+/// The emulation's counters when the process loaded it, else "".
+std::string processEmulationStats();
+
+/// The GPU kernels: op name -> kernel taking a GpuKernelContext.
+const KernelRegistry &gpuKernelRegistry();
+
+/// "/job:localhost/replica:0/task:0/device:GPU:N".
+std::string gpuDeviceName(int index);
+
+/// Device memory that one op's tensor (or scratch) lives in: a slice of its
+/// device's arena, or an allocation of its own until the arena is planned.
+struct DeviceBuffer {
+  cuda::CUdeviceptr ptr = 0;
+  size_t capacity = 0;
+  bool inArena = false;
+};
+
+/// The plan's GPU module (Plan.gpu_ptx, Plan.gpu_cubins): every generated
+/// kernel's entry point.
+struct GpuModuleCode {
+  std::string ptx;                           // sm_80 PTX
+  std::map<std::string, std::string> cubins; // "sm_90" -> cubin
+};
+
+/// One GPU as one executor uses it: the primary context, one stream for its
+/// steps, and cuBLAS and cuDNN handles bound to that stream.
+class GpuDevice {
+public:
+  static Status create(CudaDriver &driver, int index,
+                       std::unique_ptr<GpuDevice> *out);
+  ~GpuDevice();
+
+  CudaDriver &driver() { return driver_; }
+  int index() const { return index_; }
+  cuda::CUstream stream() const { return stream_; }
+  cuda::cublasHandle_t blas() const { return blas_; }
+  cuda::cudnnHandle_t dnn() const { return dnn_; }
+  /// The device's compute capability, e.g. 90.
+  int computeCapability() const { return cc_; }
+
+  /// An error naming the call when r is not CUDA_SUCCESS.
+  Status check(const char *call, cuda::CUresult r) const;
+  Status makeCurrent();
+  Status synchronize();
+  /// Makes `b` hold at least `bytes` (a new allocation only when it grows).
+  /// Its contents do not survive growth or planArena(): every buffer is
+  /// written before it is read within a step.
+  Status reserve(DeviceBuffer &b, size_t bytes);
+  void release(DeviceBuffer &b);
+  /// After a step that allocated: moves every buffer into one arena sized
+  /// for the step (one cuMemAlloc), so that steps of that shape allocate
+  /// nothing. Buffers move, so captured graphs are captured anew.
+  Status planArena();
+  /// How many arenas were planned (the first step's, and one per new shape).
+  int arenasPlanned() const { return arenasPlanned_; }
+  /// Pinned host memory, likewise.
+  Status reservePinned(void **p, size_t *capacity, size_t bytes);
+  /// A scratch buffer for library workspaces, shared by the device's ops.
+  Status workspace(size_t bytes, void **p);
+  /// `code` loaded on this device (once): the cubin for its compute
+  /// capability, else the PTX for the driver to compile.
+  Status loadModule(const GpuModuleCode &code, cuda::CUmodule *out);
+
+private:
+  GpuDevice(CudaDriver &driver, int index) : driver_(driver), index_(index) {}
+  CudaDriver &driver_;
+  int index_;
+  int cc_ = 0;
+  cuda::CUcontext ctx_ = nullptr;
+  cuda::CUstream stream_ = nullptr;
+  cuda::cublasHandle_t blas_ = nullptr;
+  cuda::cudnnHandle_t dnn_ = nullptr;
+  DeviceBuffer workspace_;
+  std::map<const GpuModuleCode *, cuda::CUmodule> modules_;
+  std::set<DeviceBuffer *> buffers_; // every buffer holding memory
+  cuda::CUdeviceptr arena_ = 0;
+  bool allocatedOutsideArena_ = false;
+  int arenasPlanned_ = 0;
+};
+
+/// A kernel context whose inputs and outputs are tensors in device memory
+/// (Tensor views over device pointers: their data must not be touched on the
+/// host). Outputs keep their device buffers from step to step.
+class GpuKernelContext : public KernelContext {
+public:
+  explicit GpuKernelContext(GpuDevice &device) : device_(device) {}
+  ~GpuKernelContext() override;
+  GpuDevice &device() { return device_; }
+  Status allocateOutput(int i, DType dtype, std::vector<int64_t> shape,
+                        Tensor **out) override;
+  /// A per-op scratch buffer `k` of at least `bytes`.
+  Status scratch(int k, size_t bytes, void **p);
+
+private:
+  GpuDevice &device_;
+  std::vector<DeviceBuffer> outputBuffers_;
+  std::vector<DeviceBuffer> scratch_;
+};
+
+/// A generated kernel's GPU side (plan.proto's Kernel): what a dtf.fused op
+/// on a GPU loads and launches.
+struct GpuKernelCode {
+  std::string name; // the kernel's entry point in the module
+  int block = 0;    // threads per block; 0: the plan has no GPU code
+  std::shared_ptr<const GpuModuleCode> module;
+  bool present() const {
+    return block > 0 && module &&
+           (!module->ptx.empty() || !module->cubins.empty());
+  }
+};
+
+/// The context of a dtf.fused op on a GPU: the plan's loaded kernels (for
+/// the parameters, and the CPU twin that the emulation runs), which one it
+/// runs, its GPU code, and the module loaded from that code.
+class GpuFusedContext : public GpuKernelContext {
+public:
+  GpuFusedContext(GpuDevice &device,
+                  std::shared_ptr<const GeneratedKernels> kernels, int kernel,
+                  const GpuKernelCode &code)
+      : GpuKernelContext(device), kernels_(std::move(kernels)), kernel_(kernel),
+        code_(code) {}
+  const GeneratedKernels &kernels() const { return *kernels_; }
+  int kernel() const { return kernel_; }
+  const GpuKernelCode &code() const { return code_; }
+  /// The kernel in the plan's module on this device (loaded once per
+  /// device, GpuDevice::loadModule).
+  Status function(cuda::CUfunction *fn);
+
+private:
+  std::shared_ptr<const GeneratedKernels> kernels_;
+  int kernel_;
+  GpuKernelCode code_;
+  cuda::CUfunction function_ = nullptr;
+};
+
+/// One op of a program placed on a GPU. Its inputs come from the host (fed
+/// batches, variables, CPU ops' results: copied up through pinned buffers
+/// each step) or from another GpuOp on the same device (read in place); the
+/// outputs that host code reads are copied down through pinned buffers.
+/// The first step runs eagerly, the second is captured as a CUDA graph, and
+/// later steps replay it while the inputs' shapes and buffers stay the same.
+class GpuOp {
+public:
+  GpuOp(GpuDevice &device, KernelFn fn, std::unique_ptr<GpuKernelContext> ctx);
+  ~GpuOp();
+  GpuKernelContext &context() { return *ctx_; }
+  /// Inputs in order: a host tensor, or another GpuOp's output (a device
+  /// view that outlives this op).
+  void addHostInput(const Tensor *host);
+  void addDeviceInput(const Tensor *device);
+  /// Output k is read on the host: copied down into hostOutput(k).
+  void setDownload(int k);
+  Tensor *hostOutput(int k) { return &hostOutputs_[k]; }
+  void setNumOutputs(int n);
+  /// Launches (and graph launches) so far, for the step's count.
+  uint64_t graphLaunches() const { return graphLaunches_; }
+
+  Status run(uint64_t step, uint64_t seed);
+
+private:
+  struct Input {
+    const Tensor *host = nullptr;
+    const Tensor *device = nullptr;
+    DeviceBuffer buffer; // host inputs: the device copy
+    void *pinned = nullptr;
+    size_t pinnedCapacity = 0;
+  };
+  struct Signature {
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<const void *> pointers;
+    bool operator==(const Signature &o) const {
+      return shapes == o.shapes && pointers == o.pointers;
+    }
+  };
+  Status enqueue();
+  void dropGraph();
+
+  GpuDevice &device_;
+  KernelFn fn_;
+  std::unique_ptr<GpuKernelContext> ctx_;
+  std::vector<Input> inputs_;
+  std::vector<Tensor> views_; // what the kernel sees as its inputs
+  std::vector<Tensor> hostOutputs_;
+  std::vector<bool> download_;
+  std::vector<void *> pinnedOut_;
+  std::vector<size_t> pinnedOutCapacity_;
+  Signature last_, captured_;
+  bool haveLast_ = false;
+  cuda::CUgraphExec graph_ = nullptr;
+  uint64_t graphLaunches_ = 0;
+  bool useGraphs_ = true;
+};
+
+} // namespace dtf::gpu

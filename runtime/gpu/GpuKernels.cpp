@@ -1,0 +1,566 @@
+// The GPU kernels: matmul (batched too) on cuBLAS; convolution forward,
+// backward-data and backward-filter and pooling forward and backward on
+// cuDNN. Tensors are NHWC and filters HWIO as on the CPU; cuDNN takes the
+// filter as KRSC, so it is transposed on the device with cublasSgeam.
+#include "runtime/gpu/GpuDevice.h"
+#include "runtime/kernels/cpu/OneDnn.h"
+
+namespace dtf::gpu {
+
+using namespace cuda;
+
+namespace {
+
+CUdeviceptr dptr(const Tensor &t) {
+  return CUdeviceptr(uintptr_t(t.rawData()));
+}
+template <typename T = float> const T *cptr(const Tensor &t) {
+  return static_cast<const T *>(t.rawData());
+}
+float *mptr(Tensor *t) { return static_cast<float *>(t->rawData()); }
+
+GpuKernelContext &gpuCtx(KernelContext &ctx) {
+  return static_cast<GpuKernelContext &>(ctx);
+}
+
+Status requireF32(const KernelContext &ctx) {
+  for (int i = 0; i < ctx.numInputs(); ++i)
+    if (ctx.input(i).dtype() != DType::F32)
+      return errorStatus(ctx.opName(), " on a GPU takes f32 only, got ",
+                         ctx.input(i).describe(), " (place it on the CPU)");
+  return Status::ok();
+}
+
+Status blasStatus(const KernelContext &ctx, const char *call,
+                  cublasStatus_t s) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return Status::ok();
+  GpuKernelContext &g = const_cast<GpuKernelContext &>(
+      static_cast<const GpuKernelContext &>(ctx));
+  return errorStatus(ctx.opName(), ": ", call, " failed with cuBLAS status ", s,
+                     g.device().driver().emulated()
+                         ? " (" + g.device().driver().errorText(call, 0) + ")"
+                         : std::string());
+}
+
+Status dnnStatus(GpuKernelContext &ctx, const char *call, cudnnStatus_t s) {
+  if (s == CUDNN_STATUS_SUCCESS)
+    return Status::ok();
+  CudaDriver &d = ctx.device().driver();
+  return errorStatus(
+      ctx.opName(), ": ", call, " failed: ", d.cudnnGetErrorString(s),
+      d.emulated() ? " (" + d.errorText(call, 0) + ")" : std::string());
+}
+
+// RAII cuDNN descriptors, made and destroyed through the driver's pointers.
+template <typename Desc, auto Create, auto Destroy> struct Descriptor {
+  CudaDriver &d;
+  Desc desc = nullptr;
+  explicit Descriptor(CudaDriver &d) : d(d) { (d.*Create)(&desc); }
+  ~Descriptor() { (d.*Destroy)(desc); }
+};
+using TensorDesc = Descriptor<cudnnTensorDescriptor_t,
+                              &CudaDriver::cudnnCreateTensorDescriptor,
+                              &CudaDriver::cudnnDestroyTensorDescriptor>;
+using FilterDesc = Descriptor<cudnnFilterDescriptor_t,
+                              &CudaDriver::cudnnCreateFilterDescriptor,
+                              &CudaDriver::cudnnDestroyFilterDescriptor>;
+using ConvDesc = Descriptor<cudnnConvolutionDescriptor_t,
+                            &CudaDriver::cudnnCreateConvolutionDescriptor,
+                            &CudaDriver::cudnnDestroyConvolutionDescriptor>;
+using PoolDesc = Descriptor<cudnnPoolingDescriptor_t,
+                            &CudaDriver::cudnnCreatePoolingDescriptor,
+                            &CudaDriver::cudnnDestroyPoolingDescriptor>;
+
+// An f32 NHWC tensor descriptor.
+cudnnStatus_t nhwc(TensorDesc &t, int64_t n, int64_t h, int64_t w, int64_t c) {
+  return t.d.cudnnSetTensor4dDescriptor(t.desc, CUDNN_TENSOR_NHWC,
+                                        CUDNN_DATA_FLOAT, int(n), int(c),
+                                        int(h), int(w));
+}
+
+Status matmulKernel(KernelContext &base) {
+  GpuKernelContext &ctx = gpuCtx(base);
+  const char *name = "dtf.matmul";
+  if (ctx.numInputs() != 2)
+    return errorStatus(name, " expects 2 inputs");
+  DTF_RETURN_IF_ERROR(requireF32(ctx));
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  if (a.rank() < 2 || b.rank() < 2)
+    return errorStatus(name, " expects operands of rank 2 or more, got ",
+                       a.describe(), " and ", b.describe());
+  const bool ta = ctx.getBool("transpose_a"), tb = ctx.getBool("transpose_b");
+  const int64_t m = ta ? a.dim(-1) : a.dim(-2), k = ta ? a.dim(-2) : a.dim(-1);
+  const int64_t kb = tb ? b.dim(-1) : b.dim(-2), n = tb ? b.dim(-2) : b.dim(-1);
+  if (k != kb)
+    return errorStatus(name, " expects inner dimensions to match, got ",
+                       a.describe(), " and ", b.describe());
+  std::vector<int64_t> aBatch(a.shape().begin(), a.shape().end() - 2);
+  std::vector<int64_t> bBatch(b.shape().begin(), b.shape().end() - 2);
+  const int64_t na = numElementsOf(aBatch), nb = numElementsOf(bBatch);
+  std::vector<int64_t> outShape;
+  if (aBatch == bBatch || nb == 1)
+    outShape = aBatch;
+  else if (na == 1)
+    outShape = bBatch;
+  else
+    return errorStatus(name,
+                       " on a GPU takes equal batch dimensions or one "
+                       "operand without any, got ",
+                       a.describe(), " and ", b.describe());
+  const int64_t batch = numElementsOf(outShape);
+  outShape.push_back(m);
+  outShape.push_back(n);
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, outShape, &out));
+  if (out->numElements() == 0)
+    return Status::ok();
+  GpuDevice &dev = ctx.device();
+  if (k == 0)
+    return dev.check("cuMemsetD8Async",
+                     dev.driver().cuMemsetD8Async(
+                         dptr(*out), 0, out->byteSize(), dev.stream()));
+  const float one = 1, zero = 0;
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+  const int opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+            opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int lda = int(a.dim(-1)), ldb = int(b.dim(-1));
+  if (batch == 1 || (nb == 1 && !ta)) {
+    // [B, M, K] x [K, N] is one [B*M, K] x [K, N] product.
+    const int rows = int(batch * m);
+    return blasStatus(ctx, "cublasSgemm",
+                      dev.driver().cublasSgemm_v2(dev.blas(), opB, opA, int(n),
+                                                  rows, int(k), &one, cptr(b),
+                                                  ldb, cptr(a), lda, &zero,
+                                                  mptr(out), int(n)));
+  }
+  return blasStatus(ctx, "cublasSgemmStridedBatched",
+                    dev.driver().cublasSgemmStridedBatched(
+                        dev.blas(), opB, opA, int(n), int(m), int(k), &one,
+                        cptr(b), ldb, nb == 1 ? 0 : k * n, cptr(a), lda,
+                        na == 1 ? 0 : m * k, &zero, mptr(out), int(n), m * n,
+                        int(batch)));
+}
+
+// The window of a convolution or pooling, refused when cuDNN cannot take
+// its padding (it pads both sides alike).
+Status window(KernelContext &ctx, const char *name,
+              const std::vector<int64_t> &input, int64_t kh, int64_t kw,
+              bool conv, cpu::Window2D *w) {
+  DTF_RETURN_IF_ERROR(cpu::makeWindow2D(ctx, name, input, kh, kw, conv, w));
+  if (w->padTop != w->padBottom || w->padLeft != w->padRight)
+    return errorStatus(name,
+                       " on a GPU needs the same padding on both sides; "
+                       "input ",
+                       shapeString(input), " with a ", kh, "x", kw,
+                       " window pads unevenly (place the op on the CPU)");
+  return Status::ok();
+}
+
+// HWIO [R, O] -> KRSC [O, R] (row-major) or back, on the device.
+Status transposeFilter(GpuKernelContext &ctx, const float *in, float *out,
+                       int64_t rows, int64_t cols) {
+  GpuDevice &dev = ctx.device();
+  const float one = 1, zero = 0;
+  // Row-major [rows, cols] is column-major [cols, rows]; its transpose,
+  // column-major [rows, cols], is row-major [cols, rows].
+  return blasStatus(ctx, "cublasSgeam",
+                    dev.driver().cublasSgeam(dev.blas(), CUBLAS_OP_T,
+                                             CUBLAS_OP_T, int(rows), int(cols),
+                                             &one, in, int(cols), &zero, in,
+                                             int(cols), out, int(rows)));
+}
+
+// The descriptors of one convolution call, set for window `w`.
+struct ConvCall {
+  TensorDesc x, y;
+  FilterDesc f;
+  ConvDesc c;
+  explicit ConvCall(CudaDriver &d) : x(d), y(d), f(d), c(d) {}
+};
+
+Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, ConvCall &call) {
+  TensorDesc &x = call.x, &y = call.y;
+  FilterDesc &f = call.f;
+  ConvDesc &c = call.c;
+  CudaDriver &d = ctx.device().driver();
+  cudnnStatus_t s = nhwc(x, w.n, w.ih, w.iw, w.c);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = d.cudnnSetFilter4dDescriptor(f.desc, CUDNN_DATA_FLOAT,
+                                     CUDNN_TENSOR_NHWC, int(w.oc), int(w.c),
+                                     int(w.kh), int(w.kw));
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = d.cudnnSetConvolution2dDescriptor(
+        c.desc, int(w.padTop), int(w.padLeft), int(w.sh), int(w.sw), int(w.dh),
+        int(w.dw), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = nhwc(y, w.n, w.oh, w.ow, w.oc);
+  return dnnStatus(ctx, "a cuDNN descriptor", s);
+}
+
+// The HWIO filter `f` as cuDNN's KRSC, in the op's scratch buffer 0.
+Status krscFilter(GpuKernelContext &ctx, const Tensor &f, int64_t oc,
+                  void **krsc) {
+  DTF_RETURN_IF_ERROR(ctx.scratch(0, f.byteSize(), krsc));
+  return transposeFilter(ctx, cptr(f), static_cast<float *>(*krsc),
+                         f.numElements() / oc, oc);
+}
+
+Status filterShape(const char *name, const std::vector<int64_t> &shape) {
+  if (shape.size() != 4)
+    return errorStatus(name, " expects a filter of rank 4, got ",
+                       shapeString(shape));
+  return Status::ok();
+}
+
+// A 4-D shape attribute whose -1 entries come from `like`.
+Status shapeAttr(KernelContext &ctx, const char *name, const char *attr,
+                 const std::vector<int64_t> &like, std::vector<int64_t> *out) {
+  if (!ctx.hasAttr(attr))
+    return errorStatus(name, " needs the ", attr, " attribute");
+  *out = ctx.getInts(attr);
+  if (out->size() != 4)
+    return errorStatus(name, " expects ", attr, " of 4 dimensions");
+  for (size_t i = 0; i < 4; ++i)
+    if ((*out)[i] == -1 && i < like.size())
+      (*out)[i] = like[i];
+  return Status::ok();
+}
+
+Status conv2dKernel(KernelContext &base) {
+  GpuKernelContext &ctx = gpuCtx(base);
+  const char *name = "dtf.conv2d";
+  DTF_RETURN_IF_ERROR(requireF32(ctx));
+  const Tensor &x = ctx.input(0), &f = ctx.input(1);
+  DTF_RETURN_IF_ERROR(filterShape(name, f.shape()));
+  cpu::Window2D w;
+  DTF_RETURN_IF_ERROR(
+      window(ctx, name, x.shape(), f.dim(0), f.dim(1), true, &w));
+  w.oc = f.dim(3);
+  Tensor *y;
+  DTF_RETURN_IF_ERROR(
+      ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.oc}, &y));
+  if (y->numElements() == 0 || x.numElements() == 0)
+    return Status::ok();
+  GpuDevice &dev = ctx.device();
+  CudaDriver &d = dev.driver();
+  void *krsc;
+  DTF_RETURN_IF_ERROR(krscFilter(ctx, f, w.oc, &krsc));
+  ConvCall call(d);
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
+  const int algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t wsBytes = 0;
+  DTF_RETURN_IF_ERROR(dnnStatus(ctx, "cudnnGetConvolutionForwardWorkspaceSize",
+                                d.cudnnGetConvolutionForwardWorkspaceSize(
+                                    dev.dnn(), call.x.desc, call.f.desc,
+                                    call.c.desc, call.y.desc, algo, &wsBytes)));
+  void *ws;
+  DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
+  const float one = 1, zero = 0;
+  return dnnStatus(ctx, "cudnnConvolutionForward",
+                   d.cudnnConvolutionForward(dev.dnn(), &one, call.x.desc,
+                                             x.rawData(), call.f.desc, krsc,
+                                             call.c.desc, algo, ws, wsBytes,
+                                             &zero, call.y.desc, y->rawData()));
+}
+
+Status conv2dBackpropInputKernel(KernelContext &base) {
+  GpuKernelContext &ctx = gpuCtx(base);
+  const char *name = "dtf.conv2d_backprop_input";
+  DTF_RETURN_IF_ERROR(requireF32(ctx));
+  const Tensor &dy = ctx.input(0), &f = ctx.input(1);
+  DTF_RETURN_IF_ERROR(filterShape(name, f.shape()));
+  std::vector<int64_t> inputShape;
+  DTF_RETURN_IF_ERROR(
+      shapeAttr(ctx, name, "input_shape", dy.shape(), &inputShape));
+  cpu::Window2D w;
+  DTF_RETURN_IF_ERROR(
+      window(ctx, name, inputShape, f.dim(0), f.dim(1), true, &w));
+  w.oc = f.dim(3);
+  if (dy.shape() != std::vector<int64_t>{w.n, w.oh, w.ow, w.oc})
+    return errorStatus(name,
+                       " expects dy of the convolution's output shape, got ",
+                       dy.describe());
+  Tensor *dx;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, inputShape, &dx));
+  if (dx->numElements() == 0)
+    return Status::ok();
+  GpuDevice &dev = ctx.device();
+  CudaDriver &d = dev.driver();
+  void *krsc;
+  DTF_RETURN_IF_ERROR(krscFilter(ctx, f, w.oc, &krsc));
+  ConvCall call(d);
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
+  const int algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  size_t wsBytes = 0;
+  DTF_RETURN_IF_ERROR(dnnStatus(ctx,
+                                "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                                d.cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                    dev.dnn(), call.f.desc, call.y.desc,
+                                    call.c.desc, call.x.desc, algo, &wsBytes)));
+  void *ws;
+  DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
+  const float one = 1, zero = 0;
+  return dnnStatus(ctx, "cudnnConvolutionBackwardData",
+                   d.cudnnConvolutionBackwardData(
+                       dev.dnn(), &one, call.f.desc, krsc, call.y.desc,
+                       dy.rawData(), call.c.desc, algo, ws, wsBytes, &zero,
+                       call.x.desc, dx->rawData()));
+}
+
+Status conv2dBackpropFilterKernel(KernelContext &base) {
+  GpuKernelContext &ctx = gpuCtx(base);
+  const char *name = "dtf.conv2d_backprop_filter";
+  DTF_RETURN_IF_ERROR(requireF32(ctx));
+  const Tensor &x = ctx.input(0), &dy = ctx.input(1);
+  if (!ctx.hasAttr("filter_shape"))
+    return errorStatus(name, " needs the filter_shape attribute");
+  const std::vector<int64_t> fs = ctx.getInts("filter_shape");
+  DTF_RETURN_IF_ERROR(filterShape(name, fs));
+  cpu::Window2D w;
+  DTF_RETURN_IF_ERROR(window(ctx, name, x.shape(), fs[0], fs[1], true, &w));
+  w.oc = fs[3];
+  if (dy.shape() != std::vector<int64_t>{w.n, w.oh, w.ow, w.oc})
+    return errorStatus(name,
+                       " expects dy of the convolution's output shape, got ",
+                       dy.describe());
+  Tensor *df;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, fs, &df));
+  if (df->numElements() == 0)
+    return Status::ok();
+  GpuDevice &dev = ctx.device();
+  CudaDriver &d = dev.driver();
+  void *krsc;
+  DTF_RETURN_IF_ERROR(ctx.scratch(0, df->byteSize(), &krsc));
+  ConvCall call(d);
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
+  const int algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  size_t wsBytes = 0;
+  DTF_RETURN_IF_ERROR(
+      dnnStatus(ctx, "cudnnGetConvolutionBackwardFilterWorkspaceSize",
+                d.cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    dev.dnn(), call.x.desc, call.y.desc, call.c.desc,
+                    call.f.desc, algo, &wsBytes)));
+  void *ws;
+  DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
+  const float one = 1, zero = 0;
+  DTF_RETURN_IF_ERROR(dnnStatus(
+      ctx, "cudnnConvolutionBackwardFilter",
+      d.cudnnConvolutionBackwardFilter(
+          dev.dnn(), &one, call.x.desc, x.rawData(), call.y.desc, dy.rawData(),
+          call.c.desc, algo, ws, wsBytes, &zero, call.f.desc, krsc)));
+  // KRSC [O, R] back to HWIO [R, O].
+  return transposeFilter(ctx, static_cast<const float *>(krsc), mptr(df), w.oc,
+                         df->numElements() / w.oc);
+}
+
+Status poolWindow(GpuKernelContext &ctx, const char *name, const Tensor &x,
+                  cpu::Window2D *w) {
+  if (x.rank() != 4)
+    return errorStatus(name, " expects an input of rank 4, got ", x.describe());
+  int64_t kh = 1, kw = 1;
+  DTF_RETURN_IF_ERROR(cpu::getPair(ctx, name, "window", 1, &kh, &kw));
+  DTF_RETURN_IF_ERROR(window(ctx, name, x.shape(), kh, kw, false, w));
+  w->oc = w->c;
+  return Status::ok();
+}
+
+Status setPool(GpuKernelContext &ctx, const cpu::Window2D &w, bool isMax,
+               PoolDesc &p, TensorDesc &x, TensorDesc &y) {
+  CudaDriver &d = ctx.device().driver();
+  cudnnStatus_t s = d.cudnnSetPooling2dDescriptor(
+      p.desc,
+      isMax ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
+      CUDNN_PROPAGATE_NAN, int(w.kh), int(w.kw), int(w.padTop), int(w.padLeft),
+      int(w.sh), int(w.sw));
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = nhwc(x, w.n, w.ih, w.iw, w.c);
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = nhwc(y, w.n, w.oh, w.ow, w.c);
+  return dnnStatus(ctx, "a cuDNN descriptor", s);
+}
+
+Status poolForward(KernelContext &base, const char *name, bool isMax) {
+  GpuKernelContext &ctx = gpuCtx(base);
+  DTF_RETURN_IF_ERROR(requireF32(ctx));
+  const Tensor &x = ctx.input(0);
+  cpu::Window2D w;
+  DTF_RETURN_IF_ERROR(poolWindow(ctx, name, x, &w));
+  Tensor *y;
+  DTF_RETURN_IF_ERROR(
+      ctx.allocateOutput(0, DType::F32, {w.n, w.oh, w.ow, w.c}, &y));
+  if (y->numElements() == 0)
+    return Status::ok();
+  CudaDriver &d = ctx.device().driver();
+  PoolDesc pd(d);
+  TensorDesc xd(d), yd(d);
+  DTF_RETURN_IF_ERROR(setPool(ctx, w, isMax, pd, xd, yd));
+  const float one = 1, zero = 0;
+  return dnnStatus(ctx, "cudnnPoolingForward",
+                   d.cudnnPoolingForward(ctx.device().dnn(), pd.desc, &one,
+                                         xd.desc, x.rawData(), &zero, yd.desc,
+                                         y->rawData()));
+}
+
+Status poolBackward(KernelContext &base, const char *name, bool isMax) {
+  GpuKernelContext &ctx = gpuCtx(base);
+  DTF_RETURN_IF_ERROR(requireF32(ctx));
+  const Tensor &x = ctx.input(0), &dy = ctx.input(1);
+  cpu::Window2D w;
+  DTF_RETURN_IF_ERROR(poolWindow(ctx, name, x, &w));
+  if (dy.shape() != std::vector<int64_t>{w.n, w.oh, w.ow, w.c})
+    return errorStatus(name, " expects dy of the pooling's output shape, got ",
+                       dy.describe());
+  Tensor *dx;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, x.shape(), &dx));
+  if (dx->numElements() == 0)
+    return Status::ok();
+  CudaDriver &d = ctx.device().driver();
+  PoolDesc pd(d);
+  TensorDesc xd(d), yd(d);
+  DTF_RETURN_IF_ERROR(setPool(ctx, w, isMax, pd, xd, yd));
+  // cuDNN finds each window's maximum in the forward result.
+  void *y;
+  DTF_RETURN_IF_ERROR(ctx.scratch(0, dy.byteSize(), &y));
+  const float one = 1, zero = 0;
+  DTF_RETURN_IF_ERROR(dnnStatus(
+      ctx, "cudnnPoolingForward",
+      d.cudnnPoolingForward(ctx.device().dnn(), pd.desc, &one, xd.desc,
+                            x.rawData(), &zero, yd.desc, y)));
+  return dnnStatus(ctx, "cudnnPoolingBackward",
+                   d.cudnnPoolingBackward(ctx.device().dnn(), pd.desc, &one,
+                                          yd.desc, y, yd.desc, dy.rawData(),
+                                          xd.desc, x.rawData(), &zero, xd.desc,
+                                          dx->rawData()));
+}
+
+Status maxPoolKernel(KernelContext &c) {
+  return poolForward(c, "dtf.max_pool", true);
+}
+Status avgPoolKernel(KernelContext &c) {
+  return poolForward(c, "dtf.avg_pool", false);
+}
+Status maxPoolGradKernel(KernelContext &c) {
+  return poolBackward(c, "dtf.max_pool_grad", true);
+}
+Status avgPoolGradKernel(KernelContext &c) {
+  return poolBackward(c, "dtf.avg_pool_grad", false);
+}
+
+// dtf.reshape: the same device buffer under the new shape (no copy, no
+// stream work), so that a flatten between GPU ops keeps the data on the GPU.
+Status reshapeKernel(KernelContext &base) {
+  GpuKernelContext &ctx = gpuCtx(base);
+  const char *name = "dtf.reshape";
+  if (ctx.numInputs() != 1)
+    return errorStatus(name, " on a GPU takes its shape as an attribute, not "
+                             "as a tensor (place it on the CPU)");
+  const Tensor &x = ctx.input(0);
+  std::vector<int64_t> shape = ctx.getInts("out_shape");
+  int64_t known = 1;
+  int unknown = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != -1)
+      known *= shape[i];
+    else if (unknown < 0)
+      unknown = int(i);
+    else
+      return errorStatus(name, ": out_shape ", shapeString(shape),
+                         " has more than one -1");
+  }
+  if (unknown >= 0 && known > 0 && x.numElements() % known == 0)
+    shape[size_t(unknown)] = x.numElements() / known;
+  if (numElementsOf(shape) != x.numElements())
+    return errorStatus(name, " cannot reshape ", x.describe(), " to ",
+                       shapeString(shape));
+  ctx.setOutput(0, x.reshaped(std::move(shape)));
+  return Status::ok();
+}
+
+// A generated kernel (dtf.fused): its outputs in the iteration shape (the
+// inputs broadcast together), launched over ceil(elements / block) blocks
+// with the plan's parameters packed as the module lays them out.
+Status fusedKernel(KernelContext &base) {
+  auto *ctx = dynamic_cast<GpuFusedContext *>(&base);
+  if (!ctx)
+    return errorStatus("dtf.fused on a GPU needs the plan's generated kernels");
+  const GeneratedKernelInfo &info = ctx->kernels().info(ctx->kernel());
+  const int numInputs = int(info.inputDTypes.size());
+  if (ctx->numInputs() != numInputs)
+    return errorStatus(info.name, " takes ", numInputs, " inputs, got ",
+                       ctx->numInputs());
+  std::vector<int64_t> shape;
+  for (int i = 0; i < numInputs; ++i) {
+    const std::vector<int64_t> &s = ctx->input(i).shape();
+    if (ctx->input(i).dtype() != info.inputDTypes[size_t(i)])
+      return errorStatus(info.name, ": input ", i, " is ",
+                         ctx->input(i).describe());
+    shape.insert(shape.begin(),
+                 s.size() > shape.size() ? s.size() - shape.size() : 0, 1);
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t &o = shape[shape.size() - s.size() + d];
+      if (s[d] != 1 && o != 1 && s[d] != o)
+        return errorStatus(info.name, ": the inputs do not broadcast");
+      o = o == 1 ? s[d] : o;
+    }
+  }
+  const int64_t elements = numElementsOf(shape);
+  std::vector<const void *> operands;
+  for (int i = 0; i < numInputs; ++i)
+    operands.push_back(ctx->input(i).rawData());
+  for (size_t o = 0; o < info.outputDTypes.size(); ++o) {
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(
+        ctx->allocateOutput(int(o), info.outputDTypes[o], shape, &out));
+    operands.push_back(out->rawData());
+  }
+  if (elements == 0)
+    return Status::ok();
+  std::vector<uint64_t> params;
+  for (const GeneratedParam &p : info.params) {
+    if (p.kind == GeneratedParam::Kind::kI64) {
+      params.push_back(uint64_t(elements));
+    } else {
+      if (p.operand < 0 || p.operand >= int(operands.size()))
+        return errorStatus(info.name, ": a parameter names operand ",
+                           p.operand);
+      params.push_back(uint64_t(uintptr_t(operands[size_t(p.operand)])));
+    }
+  }
+  CUfunction fn;
+  DTF_RETURN_IF_ERROR(ctx->function(&fn));
+  const int64_t block = ctx->code().block;
+  const int64_t grid = (elements + block - 1) / block;
+  size_t bytes = params.size() * sizeof(uint64_t);
+  void *extra[] = {reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_POINTER),
+                   params.data(),
+                   reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_SIZE),
+                   &bytes, reinterpret_cast<void *>(CU_LAUNCH_PARAM_END)};
+  GpuDevice &dev = ctx->device();
+  return dev.check(strCat("cuLaunchKernel(", info.name, ")").c_str(),
+                   dev.driver().cuLaunchKernel(fn, unsigned(grid), 1, 1,
+                                               unsigned(block), 1, 1, 0,
+                                               dev.stream(), nullptr, extra));
+}
+
+} // namespace
+
+const KernelRegistry &gpuKernelRegistry() {
+  static const KernelRegistry *r = [] {
+    auto *reg = new KernelRegistry();
+    reg->add("dtf.matmul", matmulKernel);
+    reg->add("dtf.conv2d", conv2dKernel);
+    reg->add("dtf.conv2d_backprop_input", conv2dBackpropInputKernel);
+    reg->add("dtf.conv2d_backprop_filter", conv2dBackpropFilterKernel);
+    reg->add("dtf.max_pool", maxPoolKernel);
+    reg->add("dtf.avg_pool", avgPoolKernel);
+    reg->add("dtf.max_pool_grad", maxPoolGradKernel);
+    reg->add("dtf.avg_pool_grad", avgPoolGradKernel);
+    reg->add("dtf.fused", fusedKernel);
+    reg->add("dtf.reshape", reshapeKernel);
+    return reg;
+  }();
+  return *r;
+}
+
+} // namespace dtf::gpu

@@ -1,0 +1,541 @@
+// The driver half of libdtf-cuda-emu.so: the CUDA driver entry points dtf
+// uses, on host memory, refusing what the real driver refuses.
+#include "runtime/gpu/emu/EmuModule.h"
+#include "runtime/gpu/emu/EmuState.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+namespace dtf::gpu::emu {
+
+Machine &machine() {
+  static Machine *m = [] {
+    auto *state = new Machine();
+    if (const char *n = std::getenv("DTF_EMU_GPUS"))
+      state->numDevices = std::max(1, std::atoi(n));
+    return state;
+  }();
+  return *m;
+}
+
+int &currentDevice() {
+  thread_local int device = -1;
+  return device;
+}
+
+namespace {
+thread_local std::string lastError;
+} // namespace
+
+int refuse(int code, const std::string &message) {
+  lastError = message;
+  ++machine().counters.refusals;
+  return code;
+}
+
+int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
+                int code) {
+  Machine &m = machine();
+  auto it = m.live.upper_bound(p);
+  if (it != m.live.begin()) {
+    --it;
+    const uintptr_t base = it->first;
+    if (p < base + it->second.bytes) {
+      if (p + bytes > base + it->second.bytes)
+        return refuse(code, what + ": " + std::to_string(bytes) +
+                                " bytes at offset " + std::to_string(p - base) +
+                                " run past the end of an allocation of " +
+                                std::to_string(it->second.bytes) + " bytes");
+      if (work)
+        work->touched.emplace_back(it->second.id, base);
+      return CUDA_SUCCESS;
+    }
+  }
+  auto f = m.freed.upper_bound(p);
+  if (f != m.freed.begin()) {
+    --f;
+    if (p < f->first + f->second.bytes)
+      return refuse(code, what + ": use after free (the allocation of " +
+                              std::to_string(f->second.bytes) +
+                              " bytes was freed)");
+  }
+  return refuse(code, what + ": not a device pointer");
+}
+
+int submit(CUstream stream, Work work) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (s && s->capturing) {
+    s->recorded.push_back(std::move(work));
+    return CUDA_SUCCESS;
+  }
+  return work.run();
+}
+
+namespace {
+
+struct Event {
+  bool recorded = false;
+};
+struct Graph {
+  std::vector<Work> work;
+};
+
+bool initialized() { return machine().initialized; }
+
+#define EMU_ENTRY                                                              \
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);                 \
+  if (!initialized())                                                          \
+    return refuse(CUDA_ERROR_NOT_INITIALIZED, "cuInit was not called");
+
+#define EMU_NEEDS_CONTEXT                                                      \
+  if (currentDevice() < 0)                                                     \
+    return refuse(CUDA_ERROR_INVALID_CONTEXT,                                  \
+                  "no current context (cuCtxSetCurrent)");
+
+CUresult driverGetVersion(int *v) {
+  *v = 13000;
+  return CUDA_SUCCESS;
+}
+CUresult deviceGetCount(int *count) {
+  EMU_ENTRY
+  *count = machine().numDevices;
+  return CUDA_SUCCESS;
+}
+CUresult deviceGet(CUdevice *dev, int ordinal) {
+  EMU_ENTRY
+  if (ordinal < 0 || ordinal >= machine().numDevices)
+    return refuse(CUDA_ERROR_INVALID_DEVICE,
+                  "device " + std::to_string(ordinal) + " of " +
+                      std::to_string(machine().numDevices));
+  *dev = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult deviceGetName(char *name, int len, CUdevice dev) {
+  EMU_ENTRY
+  std::snprintf(name, size_t(len), "dtf emulated GPU %d", dev);
+  return CUDA_SUCCESS;
+}
+CUresult deviceGetAttribute(int *value, int attr, CUdevice dev) {
+  EMU_ENTRY
+  if (dev < 0 || dev >= machine().numDevices)
+    return refuse(CUDA_ERROR_INVALID_DEVICE, "no such device");
+  // An H100's: sm_90, 132 multiprocessors.
+  if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+    *value = 9;
+  else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+    *value = 0;
+  else if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    *value = 132;
+  else
+    *value = 0;
+  return CUDA_SUCCESS;
+}
+CUresult primaryCtxRetain(CUcontext *ctx, CUdevice dev) {
+  EMU_ENTRY
+  if (dev < 0 || dev >= machine().numDevices)
+    return refuse(CUDA_ERROR_INVALID_DEVICE, "no such device");
+  *ctx = reinterpret_cast<CUcontext>(uintptr_t(dev) + 1);
+  return CUDA_SUCCESS;
+}
+CUresult primaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult ctxSetCurrent(CUcontext ctx) {
+  EMU_ENTRY
+  currentDevice() = ctx ? int(reinterpret_cast<uintptr_t>(ctx)) - 1 : -1;
+  return CUDA_SUCCESS;
+}
+
+CUresult memAlloc(CUdeviceptr *p, size_t bytes) {
+  EMU_ENTRY
+  EMU_NEEDS_CONTEXT
+  if (bytes == 0)
+    return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes");
+  void *mem = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!mem)
+    return refuse(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
+  Machine &m = machine();
+  m.live[uintptr_t(mem)] = {m.nextId++, bytes, currentDevice()};
+  ++m.counters.deviceAllocs;
+  *p = CUdeviceptr(uintptr_t(mem));
+  return CUDA_SUCCESS;
+}
+CUresult memFree(CUdeviceptr p) {
+  EMU_ENTRY
+  Machine &m = machine();
+  auto it = m.live.find(uintptr_t(p));
+  if (it == m.live.end())
+    return checkDevice(uintptr_t(p), 1, "cuMemFree", nullptr) == CUDA_SUCCESS
+               ? refuse(CUDA_ERROR_INVALID_VALUE,
+                        "cuMemFree: not the start of an allocation")
+               : CUDA_ERROR_INVALID_VALUE;
+  // The memory stays reserved, so that a later use is told apart.
+  m.freed[it->first] = it->second;
+  m.live.erase(it);
+  return CUDA_SUCCESS;
+}
+CUresult memHostAlloc(void **pp, size_t bytes, unsigned) {
+  EMU_ENTRY
+  void *mem =
+      std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
+  if (!mem)
+    return refuse(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
+  machine().pinned[uintptr_t(mem)] = bytes;
+  ++machine().counters.hostAllocs;
+  *pp = mem;
+  return CUDA_SUCCESS;
+}
+CUresult memFreeHost(void *p) {
+  EMU_ENTRY
+  if (!machine().pinned.erase(uintptr_t(p)))
+    return refuse(CUDA_ERROR_INVALID_VALUE,
+                  "cuMemFreeHost: not from cuMemHostAlloc");
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+
+// A copy of `bytes` from src to dst whose device sides (named for the
+// refusal) must lie in live allocations.
+CUresult copy(const char *what, void *dst, const void *src, size_t bytes,
+              CUstream stream, bool dstOnDevice, bool srcOnDevice) {
+  Work w{what, nullptr, {}};
+  if (srcOnDevice)
+    if (int r = checkDevice(uintptr_t(src), bytes,
+                            std::string(what) + " source", &w))
+      return r;
+  if (dstOnDevice)
+    if (int r = checkDevice(uintptr_t(dst), bytes,
+                            std::string(what) + " destination", &w))
+      return r;
+  w.run = [=] {
+    std::memmove(dst, src, bytes);
+    ++machine().counters.memcpys;
+    return CUDA_SUCCESS;
+  };
+  return submit(stream, std::move(w));
+}
+void *devicePtr(CUdeviceptr p) {
+  return reinterpret_cast<void *>(uintptr_t(p));
+}
+
+CUresult memcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes,
+                    CUstream stream) {
+  EMU_ENTRY
+  return copy("cuMemcpyHtoDAsync", devicePtr(dst), src, bytes, stream, true,
+              false);
+}
+CUresult memcpyDtoH(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  EMU_ENTRY
+  return copy("cuMemcpyDtoHAsync", dst, devicePtr(src), bytes, stream, false,
+              true);
+}
+CUresult memcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                    CUstream stream) {
+  EMU_ENTRY
+  return copy("cuMemcpyDtoDAsync", devicePtr(dst), devicePtr(src), bytes,
+              stream, true, true);
+}
+CUresult memsetD8(CUdeviceptr dst, unsigned char value, size_t n,
+                  CUstream stream) {
+  EMU_ENTRY
+  Work w{"cuMemsetD8Async", nullptr, {}};
+  if (int r = checkDevice(uintptr_t(dst), n, "cuMemsetD8Async destination", &w))
+    return r;
+  w.run = [=] {
+    std::memset(reinterpret_cast<void *>(uintptr_t(dst)), value, n);
+    return CUDA_SUCCESS;
+  };
+  return submit(stream, std::move(w));
+}
+
+CUresult streamCreate(CUstream *stream, unsigned) {
+  EMU_ENTRY
+  EMU_NEEDS_CONTEXT
+  auto *s = new Stream();
+  s->device = currentDevice();
+  *stream = reinterpret_cast<CUstream>(s);
+  return CUDA_SUCCESS;
+}
+CUresult streamDestroy(CUstream stream) {
+  EMU_ENTRY
+  delete reinterpret_cast<Stream *>(stream);
+  return CUDA_SUCCESS;
+}
+CUresult streamSynchronize(CUstream stream) {
+  EMU_ENTRY
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (s && s->capturing)
+    return refuse(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                  "cuStreamSynchronize on a capturing stream");
+  return CUDA_SUCCESS; // work ran when it was submitted
+}
+
+CUresult eventCreate(CUevent *event, unsigned) {
+  EMU_ENTRY
+  *event = reinterpret_cast<CUevent>(new Event());
+  return CUDA_SUCCESS;
+}
+CUresult eventRecord(CUevent event, CUstream stream) {
+  EMU_ENTRY
+  auto *e = reinterpret_cast<Event *>(event);
+  return submit(stream, {"cuEventRecord",
+                         [e] {
+                           e->recorded = true;
+                           return CUDA_SUCCESS;
+                         },
+                         {}});
+}
+CUresult eventSynchronize(CUevent) {
+  EMU_ENTRY
+  return CUDA_SUCCESS;
+}
+CUresult eventElapsedTime(float *ms, CUevent start, CUevent end) {
+  EMU_ENTRY
+  if (!reinterpret_cast<Event *>(start)->recorded ||
+      !reinterpret_cast<Event *>(end)->recorded)
+    return refuse(CUDA_ERROR_INVALID_HANDLE, "an event was never recorded");
+  *ms = 0; // the emulation has no device clock
+  return CUDA_SUCCESS;
+}
+CUresult eventDestroy(CUevent event) {
+  EMU_ENTRY
+  delete reinterpret_cast<Event *>(event);
+  return CUDA_SUCCESS;
+}
+
+CUresult beginCapture(CUstream stream, int) {
+  EMU_ENTRY
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s)
+    return refuse(CUDA_ERROR_NOT_SUPPORTED,
+                  "the legacy default stream cannot be captured");
+  if (s->capturing)
+    return refuse(CUDA_ERROR_INVALID_VALUE, "the stream is already capturing");
+  s->capturing = true;
+  s->recorded.clear();
+  return CUDA_SUCCESS;
+}
+CUresult endCapture(CUstream stream, CUgraph *graph) {
+  EMU_ENTRY
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s || !s->capturing)
+    return refuse(CUDA_ERROR_INVALID_VALUE, "the stream is not capturing");
+  s->capturing = false;
+  auto *g = new Graph();
+  g->work = std::move(s->recorded);
+  s->recorded.clear();
+  ++machine().counters.graphsCaptured;
+  *graph = reinterpret_cast<CUgraph>(g);
+  return CUDA_SUCCESS;
+}
+CUresult graphInstantiate(CUgraphExec *exec, CUgraph graph,
+                          unsigned long long) {
+  EMU_ENTRY
+  auto *copy = new Graph(*reinterpret_cast<Graph *>(graph));
+  *exec = reinterpret_cast<CUgraphExec>(copy);
+  return CUDA_SUCCESS;
+}
+CUresult graphLaunch(CUgraphExec exec, CUstream) {
+  EMU_ENTRY
+  Machine &m = machine();
+  auto *g = reinterpret_cast<Graph *>(exec);
+  // A node's pointers were baked in at capture: every allocation it used
+  // must still be the one it was.
+  for (size_t i = 0; i < g->work.size(); ++i)
+    for (const auto &[id, base] : g->work[i].touched) {
+      auto it = m.live.find(base);
+      if (it == m.live.end() || it->second.id != id)
+        return refuse(CUDA_ERROR_ILLEGAL_ADDRESS,
+                      "cuGraphLaunch: node " + std::to_string(i) + " (" +
+                          g->work[i].what +
+                          ") uses a device buffer that was freed or moved "
+                          "after the capture");
+    }
+  ++m.counters.graphLaunches;
+  for (Work &w : g->work) {
+    ++m.counters.replayedWork;
+    if (int r = w.run())
+      return r;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult graphExecDestroy(CUgraphExec exec) {
+  EMU_ENTRY
+  delete reinterpret_cast<Graph *>(exec);
+  return CUDA_SUCCESS;
+}
+CUresult graphDestroy(CUgraph graph) {
+  EMU_ENTRY
+  delete reinterpret_cast<Graph *>(graph);
+  return CUDA_SUCCESS;
+}
+CUresult getErrorString(CUresult r, const char **text) {
+  switch (r) {
+  case CUDA_SUCCESS:
+    *text = "no error";
+    break;
+  case CUDA_ERROR_INVALID_VALUE:
+    *text = "invalid argument";
+    break;
+  case CUDA_ERROR_OUT_OF_MEMORY:
+    *text = "out of memory";
+    break;
+  case CUDA_ERROR_INVALID_IMAGE:
+    *text = "device kernel image is invalid";
+    break;
+  case CUDA_ERROR_NOT_FOUND:
+    *text = "named symbol not found";
+    break;
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+    *text = "an illegal memory access was encountered";
+    break;
+  default:
+    *text = "CUDA error";
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult moduleLoadData(CUmodule *module, const void *image) {
+  EMU_ENTRY
+  EMU_NEEDS_CONTEXT
+  auto mod = std::make_unique<Module>();
+  std::string why;
+  if (!loadModuleImage(image, mod.get(), &why))
+    return refuse(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: " + why);
+  *module = reinterpret_cast<CUmodule>(mod.release());
+  return CUDA_SUCCESS;
+}
+CUresult moduleUnload(CUmodule module) {
+  EMU_ENTRY
+  delete reinterpret_cast<Module *>(module);
+  return CUDA_SUCCESS;
+}
+CUresult moduleGetFunction(CUfunction *fn, CUmodule module, const char *name) {
+  EMU_ENTRY
+  auto *mod = reinterpret_cast<Module *>(module);
+  auto it = mod->kernels.find(name);
+  if (it == mod->kernels.end())
+    return refuse(CUDA_ERROR_NOT_FOUND,
+                  std::string("cuModuleGetFunction: no kernel '") + name +
+                      "' in the module");
+  *fn = reinterpret_cast<CUfunction>(&it->second);
+  return CUDA_SUCCESS;
+}
+CUresult launchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                      unsigned bx, unsigned by, unsigned bz, unsigned,
+                      CUstream stream, void **params, void **extra) {
+  EMU_ENTRY
+  EMU_NEEDS_CONTEXT
+  Work w;
+  if (int r = prepareLaunch(*reinterpret_cast<ModuleKernel *>(f), {gx, gy, gz},
+                            {bx, by, bz}, params, extra, &w))
+    return r;
+  return submit(stream, std::move(w));
+}
+
+struct ProcEntry {
+  const char *name;
+  void *fn;
+};
+const ProcEntry kProcs[] = {
+    {"cuDriverGetVersion", reinterpret_cast<void *>(driverGetVersion)},
+    {"cuDeviceGetCount", reinterpret_cast<void *>(deviceGetCount)},
+    {"cuDeviceGet", reinterpret_cast<void *>(deviceGet)},
+    {"cuDeviceGetName", reinterpret_cast<void *>(deviceGetName)},
+    {"cuDeviceGetAttribute", reinterpret_cast<void *>(deviceGetAttribute)},
+    {"cuDevicePrimaryCtxRetain", reinterpret_cast<void *>(primaryCtxRetain)},
+    {"cuDevicePrimaryCtxRelease", reinterpret_cast<void *>(primaryCtxRelease)},
+    {"cuCtxSetCurrent", reinterpret_cast<void *>(ctxSetCurrent)},
+    {"cuMemAlloc", reinterpret_cast<void *>(memAlloc)},
+    {"cuMemFree", reinterpret_cast<void *>(memFree)},
+    {"cuMemHostAlloc", reinterpret_cast<void *>(memHostAlloc)},
+    {"cuMemFreeHost", reinterpret_cast<void *>(memFreeHost)},
+    {"cuMemcpyHtoDAsync", reinterpret_cast<void *>(memcpyHtoD)},
+    {"cuMemcpyDtoHAsync", reinterpret_cast<void *>(memcpyDtoH)},
+    {"cuMemcpyDtoDAsync", reinterpret_cast<void *>(memcpyDtoD)},
+    {"cuMemsetD8Async", reinterpret_cast<void *>(memsetD8)},
+    {"cuStreamCreate", reinterpret_cast<void *>(streamCreate)},
+    {"cuStreamDestroy", reinterpret_cast<void *>(streamDestroy)},
+    {"cuStreamSynchronize", reinterpret_cast<void *>(streamSynchronize)},
+    {"cuEventCreate", reinterpret_cast<void *>(eventCreate)},
+    {"cuEventRecord", reinterpret_cast<void *>(eventRecord)},
+    {"cuEventSynchronize", reinterpret_cast<void *>(eventSynchronize)},
+    {"cuEventElapsedTime", reinterpret_cast<void *>(eventElapsedTime)},
+    {"cuEventDestroy", reinterpret_cast<void *>(eventDestroy)},
+    {"cuModuleLoadData", reinterpret_cast<void *>(moduleLoadData)},
+    {"cuModuleUnload", reinterpret_cast<void *>(moduleUnload)},
+    {"cuModuleGetFunction", reinterpret_cast<void *>(moduleGetFunction)},
+    {"cuLaunchKernel", reinterpret_cast<void *>(launchKernel)},
+    {"cuStreamBeginCapture", reinterpret_cast<void *>(beginCapture)},
+    {"cuStreamEndCapture", reinterpret_cast<void *>(endCapture)},
+    {"cuGraphInstantiateWithFlags", reinterpret_cast<void *>(graphInstantiate)},
+    {"cuGraphLaunch", reinterpret_cast<void *>(graphLaunch)},
+    {"cuGraphExecDestroy", reinterpret_cast<void *>(graphExecDestroy)},
+    {"cuGraphDestroy", reinterpret_cast<void *>(graphDestroy)},
+    {"cuGetErrorString", reinterpret_cast<void *>(getErrorString)},
+};
+
+} // namespace
+} // namespace dtf::gpu::emu
+
+using namespace dtf::gpu::emu;
+
+extern "C" {
+
+/// Emulation only: how many GPUs to emulate; before cuInit.
+int dtfEmuConfigure(int numDevices) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  if (numDevices < 1 || numDevices > 64 || machine().initialized)
+    return 1;
+  machine().numDevices = numDevices;
+  return 0;
+}
+
+/// Emulation only: why the last refused call was refused ("" if none).
+const char *dtfEmuLastError() { return lastError.c_str(); }
+
+/// Emulation only: the counters, as one line.
+int dtfEmuStats(char *buf, size_t size) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  const Counters &c = machine().counters;
+  return std::snprintf(
+      buf, size,
+      "cuda emulation: %llu kernel launches, %llu cuBLAS calls, %llu cuDNN "
+      "calls, %llu copies, %llu device allocations, %llu pinned host "
+      "allocations, %llu graphs captured, %llu graph launches (%llu nodes "
+      "replayed), %llu refusals",
+      (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
+      (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
+      (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
+      (unsigned long long)c.graphsCaptured, (unsigned long long)c.graphLaunches,
+      (unsigned long long)c.replayedWork, (unsigned long long)c.refusals);
+}
+
+CUresult cuInit(unsigned flags) {
+  if (flags != 0)
+    return refuse(CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0");
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  machine().initialized = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                             uint64_t, int *status) {
+  *pfn = nullptr;
+  if (cudaVersion < 12000)
+    return refuse(CUDA_ERROR_NOT_SUPPORTED, "cudaVersion below 12000");
+  for (const ProcEntry &e : kProcs)
+    if (std::strcmp(e.name, symbol) == 0) {
+      *pfn = e.fn;
+      if (status)
+        *status = 0; // CU_GET_PROC_ADDRESS_SUCCESS
+      return CUDA_SUCCESS;
+    }
+  if (status)
+    *status = 1; // CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND
+  return refuse(CUDA_ERROR_NOT_FOUND,
+                std::string("cuGetProcAddress: the emulation has no ") +
+                    symbol);
+}
+
+} // extern "C"

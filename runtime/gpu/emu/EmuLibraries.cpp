@@ -1,0 +1,614 @@
+// The cuBLAS and cuDNN halves of libdtf-cuda-emu.so: the entry points dtf
+// calls, checked like the device memory they touch, run by reference
+// implementations (oneDNN's sgemm under the products) on the handle's stream.
+#include "runtime/gpu/emu/EmuState.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace dtf::gpu::emu {
+namespace {
+
+struct BlasHandle {
+  CUstream stream = nullptr;
+};
+struct DnnHandle {
+  CUstream stream = nullptr;
+};
+struct TensorDesc {
+  int format = -1, dtype = -1, n = 0, c = 0, h = 0, w = 0;
+  size_t bytes() const { return size_t(n) * c * h * w * sizeof(float); }
+};
+struct FilterDesc {
+  int dtype = -1, format = -1, k = 0, c = 0, h = 0, w = 0;
+  size_t bytes() const { return size_t(k) * c * h * w * sizeof(float); }
+};
+struct ConvDesc {
+  int padH = 0, padW = 0, strideH = 1, strideW = 1, dilH = 1, dilW = 1,
+      mode = -1;
+};
+struct PoolDesc {
+  int mode = 0, wh = 1, ww = 1, padH = 0, padW = 0, sh = 1, sw = 1;
+};
+
+// Column-major C[m,n] = alpha op(A) op(B) + beta C, as oneDNN's row-major
+// C^T = op(B)^T op(A)^T.
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
+          int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  dnnl_sgemm(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, alpha, b, ldb, a, lda,
+             beta, c, ldc);
+}
+
+// Bytes of a column-major matrix of `rows` x `cols` with leading dimension ld.
+size_t matrixBytes(int rows, int cols, int ld) {
+  if (rows == 0 || cols == 0)
+    return 0;
+  return (size_t(ld) * (cols - 1) + rows) * sizeof(float);
+}
+
+int blasCheck(const void *p, size_t bytes, const char *what, Work *w) {
+  if (bytes == 0)
+    return CUBLAS_STATUS_SUCCESS;
+  return checkDevice(uintptr_t(p), bytes, what, w) == CUDA_SUCCESS
+             ? CUBLAS_STATUS_SUCCESS
+             : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+int dnnCheck(const void *p, size_t bytes, const char *what, Work *w) {
+  if (bytes == 0)
+    return CUDNN_STATUS_SUCCESS;
+  return checkDevice(uintptr_t(p), bytes, what, w) == CUDA_SUCCESS
+             ? CUDNN_STATUS_SUCCESS
+             : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+bool supported(const TensorDesc &t) {
+  return t.format == CUDNN_TENSOR_NHWC && t.dtype == CUDNN_DATA_FLOAT;
+}
+bool supported(const FilterDesc &f) {
+  return f.format == CUDNN_TENSOR_NHWC && f.dtype == CUDNN_DATA_FLOAT;
+}
+
+// The convolution's geometry, NHWC input, KRSC (NHWC) filter, NHWC output.
+struct Geometry {
+  int n, c, ih, iw, k, kh, kw, oh, ow, ph, pw, sh, sw;
+};
+bool geometry(const TensorDesc &x, const FilterDesc &f, const ConvDesc &cd,
+              const TensorDesc &y, Geometry *g) {
+  if (!supported(x) || !supported(f) || !supported(y) ||
+      cd.mode != CUDNN_CROSS_CORRELATION || cd.dilH != 1 || cd.dilW != 1 ||
+      x.c != f.c || y.c != f.k || x.n != y.n)
+    return false;
+  *g = {x.n, x.c, x.h,     x.w,     f.k,        f.h,       f.w,
+        y.h, y.w, cd.padH, cd.padW, cd.strideH, cd.strideW};
+  return (x.h + 2 * cd.padH - f.h) / cd.strideH + 1 == y.h &&
+         (x.w + 2 * cd.padW - f.w) / cd.strideW + 1 == y.w;
+}
+
+// col[N*OH*OW, KH*KW*C] from x, zeros in the padding.
+void im2col(const Geometry &g, const float *x, float *col) {
+  const int64_t row = int64_t(g.kh) * g.kw * g.c;
+  for (int n = 0; n < g.n; ++n)
+    for (int oy = 0; oy < g.oh; ++oy)
+      for (int ox = 0; ox < g.ow; ++ox) {
+        float *out = col + ((int64_t(n) * g.oh + oy) * g.ow + ox) * row;
+        for (int ky = 0; ky < g.kh; ++ky)
+          for (int kx = 0; kx < g.kw; ++kx, out += g.c) {
+            const int iy = oy * g.sh - g.ph + ky, ix = ox * g.sw - g.pw + kx;
+            if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw)
+              std::fill(out, out + g.c, 0.0f);
+            else
+              std::memcpy(out, x + ((int64_t(n) * g.ih + iy) * g.iw + ix) * g.c,
+                          sizeof(float) * g.c);
+          }
+      }
+}
+void col2im(const Geometry &g, const float *col, float *dx) {
+  const int64_t row = int64_t(g.kh) * g.kw * g.c;
+  std::fill(dx, dx + int64_t(g.n) * g.ih * g.iw * g.c, 0.0f);
+  for (int n = 0; n < g.n; ++n)
+    for (int oy = 0; oy < g.oh; ++oy)
+      for (int ox = 0; ox < g.ow; ++ox) {
+        const float *in = col + ((int64_t(n) * g.oh + oy) * g.ow + ox) * row;
+        for (int ky = 0; ky < g.kh; ++ky)
+          for (int kx = 0; kx < g.kw; ++kx, in += g.c) {
+            const int iy = oy * g.sh - g.ph + ky, ix = ox * g.sw - g.pw + kx;
+            if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw)
+              continue;
+            float *o = dx + ((int64_t(n) * g.ih + iy) * g.iw + ix) * g.c;
+            for (int q = 0; q < g.c; ++q)
+              o[q] += in[q];
+          }
+      }
+}
+
+// out = alpha * value + beta * out.
+void blend(float *out, const float *value, int64_t n, float alpha, float beta) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = alpha * value[i] + (beta == 0 ? 0.0f : beta * out[i]);
+}
+
+float scalar(const void *p) { return *static_cast<const float *>(p); }
+
+} // namespace
+} // namespace dtf::gpu::emu
+
+using namespace dtf::gpu::emu;
+
+extern "C" {
+
+// --- cuBLAS --------------------------------------------------------------
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
+  *handle = reinterpret_cast<cublasHandle_t>(new BlasHandle());
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  delete reinterpret_cast<BlasHandle *>(handle);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, CUstream stream) {
+  reinterpret_cast<BlasHandle *>(handle)->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t
+cublasSgemmStridedBatched(cublasHandle_t handle, int transa, int transb, int m,
+                          int n, int k, const float *alpha, const float *a,
+                          int lda, long long strideA, const float *b, int ldb,
+                          long long strideB, const float *beta, float *c,
+                          int ldc, long long strideC, int batch) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  const bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m) ||
+      lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k))
+    return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                  "cublasSgemm: a negative size or a leading dimension too "
+                  "small");
+  Work w{"cublasSgemm", nullptr, {}};
+  if (batch > 0) {
+    const size_t last = size_t(batch - 1);
+    if (int r = blasCheck(a,
+                          matrixBytes(ta ? k : m, ta ? m : k, lda) +
+                              last * size_t(strideA) * sizeof(float),
+                          "cublasSgemm A", &w))
+      return r;
+    if (int r = blasCheck(b,
+                          matrixBytes(tb ? n : k, tb ? k : n, ldb) +
+                              last * size_t(strideB) * sizeof(float),
+                          "cublasSgemm B", &w))
+      return r;
+    if (int r = blasCheck(
+            c, matrixBytes(m, n, ldc) + last * size_t(strideC) * sizeof(float),
+            "cublasSgemm C", &w))
+      return r;
+  }
+  const float al = *alpha, be = *beta;
+  w.run = [=] {
+    for (int i = 0; i < batch; ++i)
+      gemm(ta, tb, m, n, k, al, a + i * strideA, lda, b + i * strideB, ldb, be,
+           c + i * strideC, ldc);
+    ++machine().counters.blasCalls;
+    return CUDA_SUCCESS;
+  };
+  int r = submit(reinterpret_cast<BlasHandle *>(handle)->stream, std::move(w));
+  return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
+                           : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, int transa, int transb,
+                              int m, int n, int k, const float *alpha,
+                              const float *a, int lda, const float *b, int ldb,
+                              const float *beta, float *c, int ldc) {
+  return cublasSgemmStridedBatched(handle, transa, transb, m, n, k, alpha, a,
+                                   lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+}
+
+cublasStatus_t cublasSgeam(cublasHandle_t handle, int transa, int transb, int m,
+                           int n, const float *alpha, const float *a, int lda,
+                           const float *beta, const float *b, int ldb, float *c,
+                           int ldc) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  const bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  const float al = *alpha, be = *beta;
+  Work w{"cublasSgeam", nullptr, {}};
+  if (int r =
+          blasCheck(a, al == 0 ? 0 : matrixBytes(ta ? n : m, ta ? m : n, lda),
+                    "cublasSgeam A", &w))
+    return r;
+  if (int r =
+          blasCheck(b, be == 0 ? 0 : matrixBytes(tb ? n : m, tb ? m : n, ldb),
+                    "cublasSgeam B", &w))
+    return r;
+  if (int r = blasCheck(c, matrixBytes(m, n, ldc), "cublasSgeam C", &w))
+    return r;
+  if (c == a || c == b)
+    return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                  "cublasSgeam in place is not supported by this emulation");
+  w.run = [=] {
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        float v = 0;
+        if (al != 0)
+          v += al * (ta ? a[i * int64_t(lda) + j] : a[j * int64_t(lda) + i]);
+        if (be != 0)
+          v += be * (tb ? b[i * int64_t(ldb) + j] : b[j * int64_t(ldb) + i]);
+        c[j * int64_t(ldc) + i] = v;
+      }
+    ++machine().counters.blasCalls;
+    return CUDA_SUCCESS;
+  };
+  int r = submit(reinterpret_cast<BlasHandle *>(handle)->stream, std::move(w));
+  return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
+                           : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+// --- cuDNN ---------------------------------------------------------------
+cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
+  *handle = reinterpret_cast<cudnnHandle_t>(new DnnHandle());
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
+  delete reinterpret_cast<DnnHandle *>(handle);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, CUstream stream) {
+  reinterpret_cast<DnnHandle *>(handle)->stream = stream;
+  return CUDNN_STATUS_SUCCESS;
+}
+const char *cudnnGetErrorString(cudnnStatus_t s) {
+  switch (s) {
+  case CUDNN_STATUS_SUCCESS:
+    return "CUDNN_STATUS_SUCCESS";
+  case CUDNN_STATUS_BAD_PARAM:
+    return "CUDNN_STATUS_BAD_PARAM";
+  case CUDNN_STATUS_NOT_SUPPORTED:
+    return "CUDNN_STATUS_NOT_SUPPORTED";
+  default:
+    return "CUDNN_STATUS_EXECUTION_FAILED";
+  }
+}
+
+#define EMU_DESC(Type, Struct, create, destroy)                                \
+  cudnnStatus_t create(Type *d) {                                              \
+    *d = reinterpret_cast<Type>(new Struct());                                 \
+    return CUDNN_STATUS_SUCCESS;                                               \
+  }                                                                            \
+  cudnnStatus_t destroy(Type d) {                                              \
+    delete reinterpret_cast<Struct *>(d);                                      \
+    return CUDNN_STATUS_SUCCESS;                                               \
+  }
+EMU_DESC(cudnnTensorDescriptor_t, TensorDesc, cudnnCreateTensorDescriptor,
+         cudnnDestroyTensorDescriptor)
+EMU_DESC(cudnnFilterDescriptor_t, FilterDesc, cudnnCreateFilterDescriptor,
+         cudnnDestroyFilterDescriptor)
+EMU_DESC(cudnnConvolutionDescriptor_t, ConvDesc,
+         cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor)
+EMU_DESC(cudnnPoolingDescriptor_t, PoolDesc, cudnnCreatePoolingDescriptor,
+         cudnnDestroyPoolingDescriptor)
+#undef EMU_DESC
+
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, int format,
+                                         int dtype, int n, int c, int h,
+                                         int w) {
+  if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "a tensor dimension <= 0");
+  *reinterpret_cast<TensorDesc *>(d) = {format, dtype, n, c, h, w};
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, int dtype,
+                                         int format, int k, int c, int h,
+                                         int w) {
+  if (k <= 0 || c <= 0 || h <= 0 || w <= 0)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "a filter dimension <= 0");
+  *reinterpret_cast<FilterDesc *>(d) = {dtype, format, k, c, h, w};
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d,
+                                              int padH, int padW, int strideH,
+                                              int strideW, int dilH, int dilW,
+                                              int mode, int computeType) {
+  if (padH < 0 || padW < 0 || strideH <= 0 || strideW <= 0 || dilH <= 0 ||
+      dilW <= 0 || computeType != CUDNN_DATA_FLOAT)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "a bad convolution descriptor");
+  *reinterpret_cast<ConvDesc *>(d) = {padH, padW, strideH, strideW,
+                                      dilH, dilW, mode};
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, int mode,
+                                          int, int wh, int ww, int padH,
+                                          int padW, int sh, int sw) {
+  if (wh <= 0 || ww <= 0 || sh <= 0 || sw <= 0 || padH < 0 || padW < 0)
+    return refuse(CUDNN_STATUS_BAD_PARAM, "a bad pooling descriptor");
+  *reinterpret_cast<PoolDesc *>(d) = {mode, wh, ww, padH, padW, sh, sw};
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The emulation needs no workspace; the sizes are those of its im2col
+// buffer, so that callers provide (and the checks see) a real one.
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
+    cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t,
+    cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, int, size_t *bytes) {
+  *bytes = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
+    cudnnHandle_t, cudnnFilterDescriptor_t, cudnnTensorDescriptor_t,
+    cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, int, size_t *bytes) {
+  *bytes = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
+    cudnnHandle_t, cudnnTensorDescriptor_t, cudnnTensorDescriptor_t,
+    cudnnConvolutionDescriptor_t, cudnnFilterDescriptor_t, int, size_t *bytes) {
+  *bytes = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+extern "C++" {
+namespace {
+enum class ConvKind { Forward, BackwardData, BackwardFilter };
+
+cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
+                          float beta, const TensorDesc &xd, const float *x,
+                          const FilterDesc &fd, const float *f,
+                          const ConvDesc &cd, const TensorDesc &yd,
+                          const float *y, float *out, const char *name) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  Geometry g;
+  if (!geometry(xd, fd, cd, yd, &g))
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                  std::string(name) +
+                      ": descriptors that do not fit (the emulation takes "
+                      "f32 NHWC tensors and filters, cross-correlation, no "
+                      "dilation)");
+  Work w{name, nullptr, {}};
+  const float *in1 = kind == ConvKind::Forward        ? x
+                     : kind == ConvKind::BackwardData ? f
+                                                      : x;
+  if (int r =
+          dnnCheck(kind == ConvKind::BackwardData ? nullptr : x,
+                   kind == ConvKind::BackwardData ? 0 : xd.bytes(), "x", &w))
+    return r;
+  if (int r =
+          dnnCheck(kind == ConvKind::BackwardFilter ? nullptr : f,
+                   kind == ConvKind::BackwardFilter ? 0 : fd.bytes(), "w", &w))
+    return r;
+  if (int r = dnnCheck(kind == ConvKind::Forward ? nullptr : y,
+                       kind == ConvKind::Forward ? 0 : yd.bytes(), "dy", &w))
+    return r;
+  const size_t outBytes = kind == ConvKind::Forward        ? yd.bytes()
+                          : kind == ConvKind::BackwardData ? xd.bytes()
+                                                           : fd.bytes();
+  if (int r = dnnCheck(out, outBytes, "output", &w))
+    return r;
+  (void)in1;
+  w.run = [=] {
+    const int64_t rows = int64_t(g.n) * g.oh * g.ow;
+    const int64_t row = int64_t(g.kh) * g.kw * g.c;
+    std::vector<float> col(size_t(rows * row));
+    std::vector<float> result(outBytes / sizeof(float));
+    if (kind == ConvKind::Forward) {
+      im2col(g, x, col.data());
+      // y[rows, K] = col[rows, row] x f[K, row]^T (row-major)
+      dnnl_sgemm('N', 'T', rows, g.k, row, 1.0f, col.data(), row, f, row, 0.0f,
+                 result.data(), g.k);
+    } else if (kind == ConvKind::BackwardData) {
+      // dcol[rows, row] = dy[rows, K] x f[K, row]
+      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, y, g.k, f, row, 0.0f,
+                 col.data(), row);
+      col2im(g, col.data(), result.data());
+    } else {
+      im2col(g, x, col.data());
+      // df[K, row] = dy[rows, K]^T x col[rows, row]
+      dnnl_sgemm('T', 'N', g.k, row, rows, 1.0f, y, g.k, col.data(), row, 0.0f,
+                 result.data(), row);
+    }
+    blend(out, result.data(), int64_t(result.size()), alpha, beta);
+    ++machine().counters.dnnCalls;
+    return CUDA_SUCCESS;
+  };
+  int r = submit(reinterpret_cast<DnnHandle *>(handle)->stream, std::move(w));
+  return r == CUDA_SUCCESS ? CUDNN_STATUS_SUCCESS
+                           : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+const TensorDesc &td(cudnnTensorDescriptor_t d) {
+  return *reinterpret_cast<const TensorDesc *>(d);
+}
+const FilterDesc &fdesc(cudnnFilterDescriptor_t d) {
+  return *reinterpret_cast<const FilterDesc *>(d);
+}
+const ConvDesc &cdesc(cudnnConvolutionDescriptor_t d) {
+  return *reinterpret_cast<const ConvDesc *>(d);
+}
+} // namespace
+} // extern "C++"
+
+cudnnStatus_t cudnnConvolutionForward(
+    cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
+    const void *x, cudnnFilterDescriptor_t wDesc, const void *w,
+    cudnnConvolutionDescriptor_t conv, int, void *, size_t, const void *beta,
+    cudnnTensorDescriptor_t yDesc, void *y) {
+  return convolution(ConvKind::Forward, handle, scalar(alpha), scalar(beta),
+                     td(xDesc), static_cast<const float *>(x), fdesc(wDesc),
+                     static_cast<const float *>(w), cdesc(conv), td(yDesc),
+                     nullptr, static_cast<float *>(y),
+                     "cudnnConvolutionForward");
+}
+cudnnStatus_t cudnnConvolutionBackwardData(
+    cudnnHandle_t handle, const void *alpha, cudnnFilterDescriptor_t wDesc,
+    const void *w, cudnnTensorDescriptor_t dyDesc, const void *dy,
+    cudnnConvolutionDescriptor_t conv, int, void *, size_t, const void *beta,
+    cudnnTensorDescriptor_t dxDesc, void *dx) {
+  return convolution(ConvKind::BackwardData, handle, scalar(alpha),
+                     scalar(beta), td(dxDesc), nullptr, fdesc(wDesc),
+                     static_cast<const float *>(w), cdesc(conv), td(dyDesc),
+                     static_cast<const float *>(dy), static_cast<float *>(dx),
+                     "cudnnConvolutionBackwardData");
+}
+cudnnStatus_t cudnnConvolutionBackwardFilter(
+    cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
+    const void *x, cudnnTensorDescriptor_t dyDesc, const void *dy,
+    cudnnConvolutionDescriptor_t conv, int, void *, size_t, const void *beta,
+    cudnnFilterDescriptor_t dwDesc, void *dw) {
+  return convolution(ConvKind::BackwardFilter, handle, scalar(alpha),
+                     scalar(beta), td(xDesc), static_cast<const float *>(x),
+                     fdesc(dwDesc), nullptr, cdesc(conv), td(dyDesc),
+                     static_cast<const float *>(dy), static_cast<float *>(dw),
+                     "cudnnConvolutionBackwardFilter");
+}
+
+extern "C++" {
+namespace {
+// Calls f(n, oy, ox, c, iy, ix) for each position of each output's window
+// inside the image.
+template <typename F>
+void forWindows(const TensorDesc &x, const TensorDesc &y, const PoolDesc &p,
+                F f) {
+  for (int n = 0; n < y.n; ++n)
+    for (int oy = 0; oy < y.h; ++oy)
+      for (int ox = 0; ox < y.w; ++ox)
+        f(n, oy, ox, [&](auto visit) {
+          for (int ky = 0; ky < p.wh; ++ky)
+            for (int kx = 0; kx < p.ww; ++kx) {
+              const int iy = oy * p.sh - p.padH + ky,
+                        ix = ox * p.sw - p.padW + kx;
+              if (iy >= 0 && iy < x.h && ix >= 0 && ix < x.w)
+                visit(((int64_t(n) * x.h + iy) * x.w + ix) * x.c);
+            }
+        });
+}
+
+cudnnStatus_t poolCheck(const PoolDesc &p, const TensorDesc &x,
+                        const TensorDesc &y, const char *name) {
+  if (!supported(x) || !supported(y) || x.n != y.n || x.c != y.c ||
+      (x.h + 2 * p.padH - p.wh) / p.sh + 1 != y.h ||
+      (x.w + 2 * p.padW - p.ww) / p.sw + 1 != y.w ||
+      (p.mode != CUDNN_POOLING_MAX &&
+       p.mode != CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING))
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                  std::string(name) + ": descriptors that do not fit");
+  return CUDNN_STATUS_SUCCESS;
+}
+} // namespace
+} // extern "C++"
+
+cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle,
+                                  cudnnPoolingDescriptor_t pool,
+                                  const void *alpha,
+                                  cudnnTensorDescriptor_t xDesc, const void *x,
+                                  const void *beta,
+                                  cudnnTensorDescriptor_t yDesc, void *y) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  const PoolDesc p = *reinterpret_cast<PoolDesc *>(pool);
+  const TensorDesc xd = td(xDesc), yd = td(yDesc);
+  if (int r = poolCheck(p, xd, yd, "cudnnPoolingForward"))
+    return r;
+  Work w{"cudnnPoolingForward", nullptr, {}};
+  if (int r = dnnCheck(x, xd.bytes(), "x", &w))
+    return r;
+  if (int r = dnnCheck(y, yd.bytes(), "y", &w))
+    return r;
+  const float al = scalar(alpha), be = scalar(beta);
+  const auto *px = static_cast<const float *>(x);
+  auto *py = static_cast<float *>(y);
+  w.run = [=] {
+    std::vector<float> acc(size_t(xd.c));
+    forWindows(xd, yd, p, [&](int n, int oy, int ox, auto window) {
+      int count = 0;
+      window([&](int64_t at) {
+        for (int q = 0; q < xd.c; ++q) {
+          const float v = px[at + q];
+          if (count == 0)
+            acc[size_t(q)] = v;
+          else if (p.mode == CUDNN_POOLING_MAX)
+            acc[size_t(q)] = std::max(acc[size_t(q)], v);
+          else
+            acc[size_t(q)] += v;
+        }
+        ++count;
+      });
+      float *out = py + ((int64_t(n) * yd.h + oy) * yd.w + ox) * yd.c;
+      for (int q = 0; q < xd.c; ++q) {
+        float v = count == 0                    ? 0.0f
+                  : p.mode == CUDNN_POOLING_MAX ? acc[size_t(q)]
+                                                : acc[size_t(q)] / float(count);
+        out[q] = al * v + (be == 0 ? 0.0f : be * out[q]);
+      }
+    });
+    ++machine().counters.dnnCalls;
+    return CUDA_SUCCESS;
+  };
+  int r = submit(reinterpret_cast<DnnHandle *>(handle)->stream, std::move(w));
+  return r == CUDA_SUCCESS ? CUDNN_STATUS_SUCCESS
+                           : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+cudnnStatus_t
+cudnnPoolingBackward(cudnnHandle_t handle, cudnnPoolingDescriptor_t pool,
+                     const void *alpha, cudnnTensorDescriptor_t yDesc,
+                     const void *y, cudnnTensorDescriptor_t dyDesc,
+                     const void *dy, cudnnTensorDescriptor_t xDesc,
+                     const void *x, const void *beta,
+                     cudnnTensorDescriptor_t dxDesc, void *dx) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  const PoolDesc p = *reinterpret_cast<PoolDesc *>(pool);
+  const TensorDesc xd = td(xDesc), yd = td(yDesc);
+  if (int r = poolCheck(p, xd, yd, "cudnnPoolingBackward"))
+    return r;
+  if (td(dyDesc).bytes() != yd.bytes() || td(dxDesc).bytes() != xd.bytes())
+    return refuse(CUDNN_STATUS_BAD_PARAM,
+                  "cudnnPoolingBackward: dy or dx does not match y or x");
+  Work w{"cudnnPoolingBackward", nullptr, {}};
+  if (p.mode == CUDNN_POOLING_MAX) {
+    if (int r = dnnCheck(x, xd.bytes(), "x", &w))
+      return r;
+    if (int r = dnnCheck(y, yd.bytes(), "y", &w))
+      return r;
+  }
+  if (int r = dnnCheck(dy, yd.bytes(), "dy", &w))
+    return r;
+  if (int r = dnnCheck(dx, xd.bytes(), "dx", &w))
+    return r;
+  const float al = scalar(alpha), be = scalar(beta);
+  const auto *px = static_cast<const float *>(x);
+  const auto *py = static_cast<const float *>(y);
+  const auto *pdy = static_cast<const float *>(dy);
+  auto *pdx = static_cast<float *>(dx);
+  w.run = [=] {
+    std::vector<float> grad(xd.bytes() / sizeof(float), 0.0f);
+    forWindows(xd, yd, p, [&](int n, int oy, int ox, auto window) {
+      const int64_t at = ((int64_t(n) * yd.h + oy) * yd.w + ox) * yd.c;
+      if (p.mode == CUDNN_POOLING_MAX) {
+        // The first position holding the maximum takes the gradient.
+        for (int q = 0; q < xd.c; ++q) {
+          bool done = false;
+          window([&](int64_t pos) {
+            if (!done && px[pos + q] == py[at + q]) {
+              grad[size_t(pos + q)] += pdy[at + q];
+              done = true;
+            }
+          });
+        }
+      } else {
+        int count = 0;
+        window([&](int64_t) { ++count; });
+        window([&](int64_t pos) {
+          for (int q = 0; q < xd.c; ++q)
+            grad[size_t(pos + q)] += pdy[at + q] / float(count);
+        });
+      }
+    });
+    blend(pdx, grad.data(), int64_t(grad.size()), al, be);
+    ++machine().counters.dnnCalls;
+    return CUDA_SUCCESS;
+  };
+  int r = submit(reinterpret_cast<DnnHandle *>(handle)->stream, std::move(w));
+  return r == CUDA_SUCCESS ? CUDNN_STATUS_SUCCESS
+                           : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+} // extern "C"

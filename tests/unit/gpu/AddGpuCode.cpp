@@ -1,0 +1,55 @@
+// dtf-test-add-gpu-code IN OUT MODE: gives every generated kernel of a plan
+// stand-in GPU code (dtfc emits none yet), so that tests can run dtf.fused
+// ops on an emulated GPU, where a launch runs the kernel's CPU code from the
+// same plan. MODE "ptx": PTX only. MODE "cubin": a cubin for sm_90 (the
+// emulated GPU's chip) and a PTX declaring one parameter too few, so that a
+// run that works shows the cubin was chosen over the PTX.
+#include "tests/unit/gpu/FakeCubin.h"
+
+#include "plan.pb.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+int main(int argc, char **argv) {
+  if (argc != 4 ||
+      (std::string(argv[3]) != "ptx" && std::string(argv[3]) != "cubin")) {
+    std::fprintf(stderr, "usage: dtf-test-add-gpu-code IN OUT ptx|cubin\n");
+    return 2;
+  }
+  std::ifstream in(argv[1], std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  dtf::plan::Plan plan;
+  if (!in || !plan.ParseFromString(bytes.str())) {
+    std::fprintf(stderr, "dtf-test-add-gpu-code: cannot read a plan from %s\n",
+                 argv[1]);
+    return 1;
+  }
+  // One module for the plan, as dtfc writes it (Plan.gpu_ptx, gpu_cubins).
+  const bool cubin = std::string(argv[3]) == "cubin";
+  std::vector<std::pair<std::string, int>> entries;
+  std::vector<dtf::gpu::FakeKernel> tables;
+  for (dtf::plan::Kernel &k : *plan.mutable_kernels()) {
+    const int n = k.params_size();
+    k.set_block(256);
+    k.set_launch("grid.x = ceil(elements / block), block.x = block");
+    entries.emplace_back(k.name(), cubin ? n - 1 : n);
+    tables.push_back({k.name(), std::vector<uint32_t>(size_t(n), 8)});
+  }
+  plan.set_gpu_ptx(dtf::gpu::ptx(entries));
+  plan.clear_gpu_cubins();
+  if (cubin) {
+    std::vector<uint8_t> c = dtf::gpu::cubin(tables);
+    (*plan.mutable_gpu_cubins())["sm_90"] = std::string(c.begin(), c.end());
+  }
+  std::ofstream out(argv[2], std::ios::binary);
+  if (!plan.SerializeToOstream(&out)) {
+    std::fprintf(stderr, "dtf-test-add-gpu-code: cannot write %s\n", argv[2]);
+    return 1;
+  }
+  std::printf("%d kernels given %s GPU code\n", plan.kernels_size(), argv[3]);
+  return 0;
+}

@@ -1,0 +1,325 @@
+// The CUDA loader against missing and stub drivers, and the host emulation
+// (libdtf-cuda-emu.so) through the loader: what it runs, and what it refuses
+// as the real driver does.
+#include "runtime/gpu/CudaDriver.h"
+#include "tests/unit/gpu/FakeCubin.h"
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <elf.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dtf::gpu {
+namespace {
+
+using namespace cuda;
+
+std::unique_ptr<CudaDriver> emulated(int gpus = 1) {
+  CudaLibraries libs;
+  libs.driver = DTF_CUDA_EMU_PATH;
+  libs.emulatedGpus = gpus;
+  std::unique_ptr<CudaDriver> d;
+  Status s = CudaDriver::load(libs, &d);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  if (d) {
+    s = d->loadLibraries();
+    EXPECT_TRUE(s.isOk()) << s.message();
+  }
+  return d;
+}
+
+// A context made current on device 0.
+void makeCurrent(CudaDriver &d, int device = 0) {
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(d.cuDevicePrimaryCtxRetain(&ctx, device), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
+TEST(CudaLoader, AMissingDriverLibraryIsNoDriverInWords) {
+  CudaLibraries libs;
+  libs.driver = "/nonexistent/libcuda.so.1";
+  std::unique_ptr<CudaDriver> d;
+  Status s = CudaDriver::load(libs, &d);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message().rfind("no CUDA driver: cannot load "
+                              "/nonexistent/libcuda.so.1 (",
+                              0),
+            0u)
+      << s.message();
+}
+
+TEST(CudaLoader, CudasStubLibraryIsNoDriver) {
+  const char *stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
+  if (!std::filesystem::exists(stub))
+    GTEST_SKIP() << "no CUDA toolkit stub library at " << stub
+                 << " on this machine";
+  CudaLibraries libs;
+  libs.driver = stub;
+  std::unique_ptr<CudaDriver> d;
+  Status s = CudaDriver::load(libs, &d);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("CUDA's stub library"), std::string::npos)
+      << s.message();
+}
+
+TEST(CudaEmu, EmulatesTheConfiguredGpusThroughCuGetProcAddress) {
+  auto d = emulated(2);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->deviceCount(), 2);
+  EXPECT_TRUE(d->emulated());
+  EXPECT_NE(d->description().find("emulated CUDA 13.0 driver, 2 GPUs"),
+            std::string::npos)
+      << d->description();
+}
+
+TEST(CudaEmu, CopiesRoundTripAndOutOfBoundsCopiesAreRefused) {
+  auto d = emulated();
+  makeCurrent(*d);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(d->cuMemAlloc(&p, 64), CUDA_SUCCESS);
+  std::vector<float> in(16), out(16, 0);
+  for (int i = 0; i < 16; ++i)
+    in[size_t(i)] = float(i) * 0.5f;
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(p, in.data(), 64, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyDtoHAsync(out.data(), p, 64, nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(d->cuMemcpyHtoDAsync(p + 8, in.data(), 64, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(d->errorText("cuMemcpyHtoDAsync", CUDA_ERROR_INVALID_VALUE)
+                .find("run past the end of an allocation of 64 bytes"),
+            std::string::npos);
+  float host[4];
+  EXPECT_EQ(
+      d->cuMemcpyDtoHAsync(host, CUdeviceptr(uintptr_t(host)), 16, nullptr),
+      CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(d->errorText("x", 1).find("not a device pointer"),
+            std::string::npos);
+}
+
+TEST(CudaEmu, UseAfterFreeIsRefused) {
+  auto d = emulated();
+  makeCurrent(*d);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(d->cuMemAlloc(&p, 256), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemFree(p), CUDA_SUCCESS);
+  float x[4] = {1, 2, 3, 4};
+  EXPECT_EQ(d->cuMemcpyHtoDAsync(p, x, 16, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(d->errorText("cuMemcpyHtoDAsync", 1).find("use after free"),
+            std::string::npos);
+  EXPECT_EQ(d->cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST(CudaEmu, AllocationNeedsACurrentContext) {
+  auto d = emulated();
+  CUdeviceptr p = 0;
+  EXPECT_EQ(d->cuMemAlloc(&p, 64), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+// The CPU twin of `scale`: out[i] = 2 * in[i] over [begin, end).
+extern "C" void scaleTwin(void *const *buffers, const int64_t *, int64_t begin,
+                          int64_t end) {
+  const auto *in = static_cast<const float *>(buffers[0]);
+  auto *out = static_cast<float *>(buffers[1]);
+  for (int64_t i = begin; i < end; ++i)
+    out[i] = 2 * in[i];
+}
+
+using RegisterFn = int (*)(const char *,
+                           void (*)(void *const *, const int64_t *, int64_t,
+                                    int64_t),
+                           const char *, int);
+
+void registerScale() {
+  void *lib = dlopen(DTF_CUDA_EMU_PATH, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_TRUE(lib);
+  auto reg = reinterpret_cast<RegisterFn>(dlsym(lib, "dtfEmuRegisterKernel"));
+  ASSERT_TRUE(reg);
+  reg("scale", scaleTwin, "bbi", 2);
+}
+
+// Launches `fn` with a packed parameter buffer of `bytes` bytes.
+CUresult launch(CudaDriver &d, CUfunction fn, std::vector<uint64_t> params,
+                size_t bytes) {
+  void *extra[] = {reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_POINTER),
+                   params.data(),
+                   reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_SIZE),
+                   &bytes, reinterpret_cast<void *>(CU_LAUNCH_PARAM_END)};
+  return d.cuLaunchKernel(fn, 1, 1, 1, 128, 1, 1, 0, nullptr, nullptr, extra);
+}
+
+// `scale` loaded from a cubin declaring three 8-byte parameters, and two
+// device buffers of 10 floats for it.
+struct Scale {
+  CUfunction fn = nullptr;
+  CUdeviceptr in = 0, out = 0;
+};
+void loadScale(CudaDriver &d, Scale *s) {
+  makeCurrent(d);
+  registerScale();
+  std::vector<uint8_t> image = cubin("scale", {8, 8, 8});
+  CUmodule mod = nullptr;
+  ASSERT_EQ(d.cuModuleLoadData(&mod, image.data()), CUDA_SUCCESS)
+      << d.errorText("cuModuleLoadData", 1);
+  ASSERT_EQ(d.cuModuleGetFunction(&s->fn, mod, "scale"), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuMemAlloc(&s->in, 40), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuMemAlloc(&s->out, 40), CUDA_SUCCESS);
+}
+
+TEST(CudaEmu, ALaunchRunsTheKernelsCpuTwinWithTheCubinsParameters) {
+  auto d = emulated();
+  Scale sc;
+  ASSERT_NO_FATAL_FAILURE(loadScale(*d, &sc));
+  const CUfunction fn = sc.fn;
+  const CUdeviceptr in = sc.in, out = sc.out;
+  std::vector<float> x(10), y(10);
+  for (int i = 0; i < 10; ++i)
+    x[size_t(i)] = float(i);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(in, x.data(), 40, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(launch(*d, fn, {in, out, 10}, 24), CUDA_SUCCESS)
+      << d->errorText("cuLaunchKernel", 1);
+  ASSERT_EQ(d->cuMemcpyDtoHAsync(y.data(), out, 40, nullptr), CUDA_SUCCESS);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(y[size_t(i)], 2.0f * float(i));
+  EXPECT_NE(d->emulationStats().find("1 kernel launches"), std::string::npos)
+      << d->emulationStats();
+}
+
+TEST(CudaEmu, ALaunchWithTheWrongParameterCountOrSizesIsRefused) {
+  auto d = emulated();
+  Scale sc;
+  ASSERT_NO_FATAL_FAILURE(loadScale(*d, &sc));
+  const CUfunction fn = sc.fn;
+  const CUdeviceptr in = sc.in, out = sc.out;
+  // Two parameters where the cubin declares three.
+  EXPECT_EQ(launch(*d, fn, {in, out}, 16), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(d->errorText("cuLaunchKernel", 1)
+                .find("the parameter buffer is 16 bytes, the kernel takes 24 "
+                      "(3 parameters)"),
+            std::string::npos)
+      << d->errorText("cuLaunchKernel", 1);
+  // A cubin whose last parameter is 4 bytes: dtf's layout passes 8.
+  std::vector<uint8_t> narrow = cubin("scale", {8, 8, 4});
+  CUmodule mod2 = nullptr;
+  ASSERT_EQ(d->cuModuleLoadData(&mod2, narrow.data()), CUDA_SUCCESS);
+  CUfunction fn2 = nullptr;
+  ASSERT_EQ(d->cuModuleGetFunction(&fn2, mod2, "scale"), CUDA_SUCCESS);
+  EXPECT_EQ(launch(*d, fn2, {in, out, 10}, 20), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(d->errorText("cuLaunchKernel", 1)
+                .find("parameter 2 is 4 bytes in the module"),
+            std::string::npos)
+      << d->errorText("cuLaunchKernel", 1);
+  // A buffer parameter that is no device pointer.
+  float host[10];
+  EXPECT_EQ(launch(*d, fn, {in, uint64_t(uintptr_t(host)), 10}, 24),
+            CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST(CudaEmu, AKernelNameNotInTheModuleIsRefused) {
+  auto d = emulated();
+  makeCurrent(*d);
+  std::vector<uint8_t> image = cubin("scale", {8, 8, 8});
+  CUmodule mod = nullptr;
+  ASSERT_EQ(d->cuModuleLoadData(&mod, image.data()), CUDA_SUCCESS);
+  CUfunction fn = nullptr;
+  EXPECT_EQ(d->cuModuleGetFunction(&fn, mod, "dtf_fused_7"),
+            CUDA_ERROR_NOT_FOUND);
+  EXPECT_NE(d->errorText("cuModuleGetFunction", CUDA_ERROR_NOT_FOUND)
+                .find("no kernel 'dtf_fused_7' in the module"),
+            std::string::npos);
+}
+
+TEST(CudaEmu, AnImageThatIsNeitherACubinNorPtxIsRefused) {
+  auto d = emulated();
+  makeCurrent(*d);
+  std::vector<uint8_t> x86 = cubin("scale", {8}, 62); // EM_X86_64
+  CUmodule mod = nullptr;
+  EXPECT_EQ(d->cuModuleLoadData(&mod, x86.data()), CUDA_ERROR_INVALID_IMAGE);
+  EXPECT_NE(d->errorText("cuModuleLoadData", 1)
+                .find("an ELF for machine 62, not a cubin"),
+            std::string::npos);
+  const char *text = "hello";
+  EXPECT_EQ(d->cuModuleLoadData(&mod, text), CUDA_ERROR_INVALID_IMAGE);
+}
+
+TEST(CudaEmu, PtxEntryParametersAreRead) {
+  auto d = emulated();
+  makeCurrent(*d);
+  registerScale();
+  const char *ptx = ".version 8.0\n.target sm_80\n.address_size 64\n"
+                    ".visible .entry scale(\n .param .u64 scale_param_0,\n"
+                    " .param .u64 scale_param_1,\n .param .u64 "
+                    "scale_param_2\n)\n{\n ret;\n}\n";
+  CUmodule mod = nullptr;
+  ASSERT_EQ(d->cuModuleLoadData(&mod, ptx), CUDA_SUCCESS)
+      << d->errorText("cuModuleLoadData", 1);
+  CUfunction fn = nullptr;
+  ASSERT_EQ(d->cuModuleGetFunction(&fn, mod, "scale"), CUDA_SUCCESS);
+  CUdeviceptr in = 0, out = 0;
+  ASSERT_EQ(d->cuMemAlloc(&in, 40), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemAlloc(&out, 40), CUDA_SUCCESS);
+  EXPECT_EQ(launch(*d, fn, {in, out, 10}, 24), CUDA_SUCCESS);
+  EXPECT_EQ(launch(*d, fn, {in, out}, 16), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST(CudaEmu, AGraphReplaysItsWorkAndIsRefusedAfterABufferMoved) {
+  auto d = emulated();
+  makeCurrent(*d);
+  CUstream stream = nullptr;
+  ASSERT_EQ(d->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  cublasHandle_t blas = nullptr;
+  ASSERT_EQ(d->cublasCreate_v2(&blas), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(d->cublasSetStream_v2(blas, stream), CUBLAS_STATUS_SUCCESS);
+  // C[2,2] = A[2,3] B[3,2], column-major.
+  CUdeviceptr a = 0, b = 0, c = 0;
+  ASSERT_EQ(d->cuMemAlloc(&a, 24), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemAlloc(&b, 24), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemAlloc(&c, 16), CUDA_SUCCESS);
+  float ha[6] = {1, 2, 3, 4, 5, 6}, hb[6] = {1, 0, 0, 1, 1, 1}, hc[4] = {};
+  const float one = 1, zero = 0;
+  ASSERT_EQ(
+      d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(a, ha, 24, stream), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(b, hb, 24, stream), CUDA_SUCCESS);
+  ASSERT_EQ(d->cublasSgemm_v2(blas, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one,
+                              reinterpret_cast<float *>(a), 2,
+                              reinterpret_cast<float *>(b), 3, &zero,
+                              reinterpret_cast<float *>(c), 2),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyDtoHAsync(hc, c, 16, stream), CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(d->cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
+  // Nothing ran during the capture.
+  EXPECT_EQ(hc[0], 0.0f);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(d->cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuGraphLaunch(exec, stream), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamSynchronize(stream), CUDA_SUCCESS);
+  // A = [1 3 5; 2 4 6], B = [1 1; 0 1; 0 1] (column-major).
+  EXPECT_EQ(std::vector<float>(hc, hc + 4), (std::vector<float>{1, 2, 9, 12}));
+  ha[0] = 2; // a replay reads the host buffer anew
+  ASSERT_EQ(d->cuGraphLaunch(exec, stream), CUDA_SUCCESS);
+  EXPECT_EQ(std::vector<float>(hc, hc + 4), (std::vector<float>{2, 2, 10, 12}));
+  ASSERT_EQ(d->cuMemFree(c), CUDA_SUCCESS);
+  CUdeviceptr c2 = 0;
+  ASSERT_EQ(d->cuMemAlloc(&c2, 16), CUDA_SUCCESS);
+  EXPECT_EQ(d->cuGraphLaunch(exec, stream), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_NE(d->errorText("cuGraphLaunch", 1)
+                .find("node 2 (cublasSgemm) uses a device buffer that was "
+                      "freed or moved after the capture"),
+            std::string::npos)
+      << d->errorText("cuGraphLaunch", 1);
+  const std::string stats = d->emulationStats();
+  EXPECT_NE(stats.find("1 graphs captured, 2 graph launches (8 nodes "
+                       "replayed)"),
+            std::string::npos)
+      << stats;
+}
+
+} // namespace
+} // namespace dtf::gpu

@@ -1,0 +1,240 @@
+// The GPU kernels (cuBLAS and cuDNN calls, run by the host emulation) give
+// the CPU kernels' results: matmul (transposed, batched), conv2d and its two
+// gradients, pooling and its gradients, reshape; GpuOp captures its second
+// step as a CUDA graph and replays it; the arena.
+#include "runtime/gpu/GpuDevice.h"
+#include "runtime/kernels/CpuKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace dtf::gpu {
+namespace {
+
+struct Emulated {
+  std::unique_ptr<GpuDevice> device;
+  Emulated() {
+    CudaLibraries libs;
+    libs.driver = DTF_CUDA_EMU_PATH;
+    libs.emulatedGpus = 1;
+    configureProcessGpus(libs);
+    std::string why;
+    CudaDriver *d = processDriver(&why);
+    EXPECT_TRUE(d) << why;
+    if (d) {
+      Status s = GpuDevice::create(*d, 0, &device);
+      EXPECT_TRUE(s.isOk()) << s.message();
+    }
+  }
+};
+
+Tensor randomTensor(std::vector<int64_t> shape, uint32_t seed) {
+  Tensor t = Tensor::allocate(DType::F32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = u(rng);
+  return t;
+}
+
+const KernelRegistry &cpu() {
+  static KernelRegistry *r = [] {
+    auto *reg = new KernelRegistry();
+    registerCpuKernels(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+// Runs `op` on the CPU and on the emulated GPU (steps times, so that the
+// graph path runs too) and compares output 0.
+void expectSameOnGpu(GpuDevice &device, const std::string &op,
+                     std::vector<Tensor> inputs, AttrMap attrs, int steps = 3) {
+  KernelContext c;
+  std::vector<Tensor *> ptrs;
+  for (Tensor &t : inputs)
+    ptrs.push_back(&t);
+  c.setInputs(ptrs);
+  c.setAttrs(attrs);
+  c.setOpName(op);
+  c.setNumOutputs(1);
+  ASSERT_TRUE(callKernel(cpu().lookup(op), c).isOk());
+  const Tensor &want = c.output(0);
+
+  auto ctx = std::make_unique<GpuKernelContext>(device);
+  ctx->setAttrs(attrs);
+  ctx->setOpName(op);
+  GpuOp g(device, gpuKernelRegistry().lookup(op), std::move(ctx));
+  g.setNumOutputs(1);
+  for (Tensor &t : inputs)
+    g.addHostInput(&t);
+  g.setDownload(0);
+  for (int step = 0; step < steps; ++step) {
+    Status s = g.run(uint64_t(step), 0);
+    ASSERT_TRUE(s.isOk()) << op << ": " << s.message();
+    const Tensor &got = *g.hostOutput(0);
+    ASSERT_EQ(got.shape(), want.shape()) << op;
+    for (int64_t i = 0; i < want.numElements(); ++i)
+      ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i],
+                  1e-4f * (1 + std::fabs(want.data<float>()[i])))
+          << op << " element " << i << " step " << step;
+  }
+  // Steps 2 and 3 were a capture and a replay of the same graph.
+  EXPECT_EQ(g.graphLaunches(), uint64_t(std::max(0, steps - 1))) << op;
+}
+
+TEST(GpuKernels, MatmulMatchesTheCpuKernel) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  expectSameOnGpu(*e.device, "dtf.matmul",
+                  {randomTensor({5, 7}, 1), randomTensor({7, 3}, 2)}, {});
+  expectSameOnGpu(*e.device, "dtf.matmul",
+                  {randomTensor({7, 5}, 3), randomTensor({3, 7}, 4)},
+                  {{"transpose_a", true}, {"transpose_b", true}});
+  // Batched: equal batch dimensions, and a shared right operand.
+  expectSameOnGpu(
+      *e.device, "dtf.matmul",
+      {randomTensor({2, 3, 4, 5}, 5), randomTensor({2, 3, 5, 6}, 6)}, {});
+  expectSameOnGpu(*e.device, "dtf.matmul",
+                  {randomTensor({4, 3, 5}, 7), randomTensor({5, 2}, 8)},
+                  {{"transpose_b", false}});
+  expectSameOnGpu(*e.device, "dtf.matmul",
+                  {randomTensor({4, 5, 3}, 9), randomTensor({4, 5, 2}, 10)},
+                  {{"transpose_a", true}});
+}
+
+TEST(GpuKernels, ConvolutionAndItsGradientsMatchTheCpuKernels) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  for (std::string padding : {"same", "valid"}) {
+    AttrMap attrs = {{"padding", padding},
+                     {"strides", std::vector<int64_t>{1, 1}}};
+    Tensor x = randomTensor({2, 9, 9, 3}, 11),
+           f = randomTensor({3, 3, 3, 4}, 12);
+    expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
+    const int64_t o = padding == "same" ? 9 : 7;
+    Tensor dy = randomTensor({2, o, o, 4}, 13);
+    AttrMap in = attrs;
+    in["input_shape"] = std::vector<int64_t>{2, 9, 9, 3};
+    expectSameOnGpu(*e.device, "dtf.conv2d_backprop_input", {dy, f}, in);
+    AttrMap fl = attrs;
+    fl["filter_shape"] = std::vector<int64_t>{3, 3, 3, 4};
+    expectSameOnGpu(*e.device, "dtf.conv2d_backprop_filter", {x, dy}, fl);
+  }
+  // Strided, as a 5x5 "valid" convolution with stride 2.
+  AttrMap s2 = {{"padding", std::string("valid")},
+                {"strides", std::vector<int64_t>{2, 2}}};
+  expectSameOnGpu(
+      *e.device, "dtf.conv2d",
+      {randomTensor({3, 11, 11, 2}, 14), randomTensor({5, 5, 2, 3}, 15)}, s2);
+}
+
+TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  AttrMap attrs = {{"window", std::vector<int64_t>{2, 2}},
+                   {"strides", std::vector<int64_t>{2, 2}},
+                   {"padding", std::string("valid")}};
+  Tensor x = randomTensor({2, 8, 8, 3}, 21),
+         dy = randomTensor({2, 4, 4, 3}, 22);
+  expectSameOnGpu(*e.device, "dtf.max_pool", {x}, attrs);
+  expectSameOnGpu(*e.device, "dtf.avg_pool", {x}, attrs);
+  expectSameOnGpu(*e.device, "dtf.max_pool_grad", {x, dy}, attrs);
+  expectSameOnGpu(*e.device, "dtf.avg_pool_grad", {x, dy}, attrs);
+}
+
+// The number in the emulation's counters before `what` ("7 device
+// allocations").
+long counter(const std::string &what) {
+  const std::string stats = processEmulationStats();
+  const size_t at = stats.find(" " + what);
+  if (at == std::string::npos)
+    return -1;
+  const size_t start = stats.rfind(' ', at - 1) + 1;
+  return std::stol(stats.substr(start, at - start));
+}
+
+TEST(GpuArena, StepsOfOneShapeAllocateNothingOnceTheArenaIsPlanned) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  GpuDevice &dev = *e.device;
+  // y = (x W1) W2, the second matmul reading the first's result in place.
+  Tensor x = randomTensor({4, 6}, 1), w1 = randomTensor({6, 5}, 2),
+         w2 = randomTensor({5, 3}, 3);
+  auto c1 = std::make_unique<GpuKernelContext>(dev);
+  c1->setOpName("dtf.matmul");
+  GpuOp first(dev, gpuKernelRegistry().lookup("dtf.matmul"), std::move(c1));
+  first.setNumOutputs(1);
+  first.addHostInput(&x);
+  first.addHostInput(&w1);
+  auto c2 = std::make_unique<GpuKernelContext>(dev);
+  c2->setOpName("dtf.matmul");
+  GpuOp second(dev, gpuKernelRegistry().lookup("dtf.matmul"), std::move(c2));
+  second.setNumOutputs(1);
+  second.addDeviceInput(&first.context().output(0));
+  second.addHostInput(&w2);
+  second.setDownload(0);
+  std::vector<float> want;
+  long afterFirstStep = 0;
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_TRUE(first.run(uint64_t(step), 0).isOk());
+    ASSERT_TRUE(second.run(uint64_t(step), 0).isOk());
+    ASSERT_TRUE(dev.synchronize().isOk());
+    ASSERT_TRUE(dev.planArena().isOk());
+    const Tensor &y = *second.hostOutput(0);
+    std::vector<float> got(y.data<float>(), y.data<float>() + y.numElements());
+    if (step == 0) {
+      want = got;
+      afterFirstStep = counter("device allocations");
+    }
+    EXPECT_EQ(got, want) << "step " << step;
+  }
+  // The first step's buffers and the arena planned after it, nothing later.
+  EXPECT_EQ(dev.arenasPlanned(), 1);
+  EXPECT_GT(afterFirstStep, 0);
+  EXPECT_EQ(counter("device allocations"), afterFirstStep);
+  // Step 2 ran eagerly in the arena, step 3 was captured; 3 to 6 launched.
+  EXPECT_EQ(first.graphLaunches(), 4u);
+  EXPECT_EQ(second.graphLaunches(), 4u);
+  // A larger batch grows the buffers once, and the next arena holds them.
+  x = randomTensor({64, 6}, 4);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(first.run(uint64_t(step), 0).isOk());
+    ASSERT_TRUE(second.run(uint64_t(step), 0).isOk());
+    ASSERT_TRUE(dev.planArena().isOk());
+    EXPECT_EQ(second.hostOutput(0)->dim(0), 64);
+  }
+  EXPECT_EQ(dev.arenasPlanned(), 2);
+}
+
+TEST(GpuKernels, ReshapeKeepsTheDeviceBuffer) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  expectSameOnGpu(*e.device, "dtf.reshape", {randomTensor({4, 3, 2}, 31)},
+                  {{"out_shape", std::vector<int64_t>{-1, 6}}});
+}
+
+TEST(GpuKernels, UnevenPaddingIsRefusedWithTheFix) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  auto ctx = std::make_unique<GpuKernelContext>(*e.device);
+  ctx->setAttrs({{"window", std::vector<int64_t>{2, 2}},
+                 {"strides", std::vector<int64_t>{2, 2}},
+                 {"padding", std::string("same")}});
+  ctx->setOpName("dtf.max_pool");
+  GpuOp g(*e.device, gpuKernelRegistry().lookup("dtf.max_pool"),
+          std::move(ctx));
+  g.setNumOutputs(1);
+  Tensor x = randomTensor({1, 5, 5, 1}, 1);
+  g.addHostInput(&x);
+  Status s = g.run(0, 0);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("pads unevenly (place the op on the CPU)"),
+            std::string::npos)
+      << s.message();
+}
+
+} // namespace
+} // namespace dtf::gpu
