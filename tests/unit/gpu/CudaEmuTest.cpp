@@ -54,10 +54,14 @@ TEST(CudaLoader, AMissingDriverLibraryIsNoDriverInWords) {
 }
 
 TEST(CudaLoader, CudasStubLibraryIsNoDriver) {
-  const char *stub = "/usr/local/cuda/lib64/stubs/libcuda.so";
-  if (!std::filesystem::exists(stub))
-    GTEST_SKIP() << "no CUDA toolkit stub library at " << stub
-                 << " on this machine";
+  const std::string stub =
+      std::string(DTF_CUDA_TOOLKIT) + "/lib64/stubs/libcuda.so";
+  if (!DTF_HAVE_CUDA_TOOLKIT)
+    GTEST_SKIP() << "this build was configured without a CUDA toolkit (cmake "
+                    "found none at "
+                 << DTF_CUDA_TOOLKIT << "), so there is no stub libcuda to load";
+  ASSERT_TRUE(std::filesystem::exists(stub))
+      << "the CUDA toolkit at " << DTF_CUDA_TOOLKIT << " has no " << stub;
   CudaLibraries libs;
   libs.driver = stub;
   std::unique_ptr<CudaDriver> d;
