@@ -16,7 +16,11 @@ config.environment["PATH"] = os.pathsep.join(
 )
 config.substitutions.append(("%PYTHON", config.python_executable))
 
-# GPU kernels need the CUDA toolkit's ptxas (docs/kernels.md); without it
-# the tests that check GPU code are reported UNSUPPORTED.
-if os.path.exists("/usr/local/cuda/bin/ptxas"):
+# GPU kernels need the CUDA toolkit's ptxas (docs/kernels.md). CMake looked
+# for it once (DTF_CUDA_TOOLKIT): where it found none, the tests that check
+# GPU code are reported UNSUPPORTED; where it did, they must run.
+if config.have_cuda_toolkit:
+    ptxas = os.path.join(config.cuda_toolkit, "bin", "ptxas")
+    if not os.path.exists(ptxas):
+        lit_config.fatal(ptxas + " was there when the build was configured and is gone")
     config.available_features.add("cuda")
