@@ -78,7 +78,7 @@ Status PsService::setUp() {
         std::move(slots), std::vector<int>{part}, std::vector<int64_t>{0},
         std::vector<int64_t>{h.rows});
     dynamicByName_[h.name] = table.get();
-    dynamic_.add(std::move(table));
+    dynamic_.add(std::move(table), h.name);
   }
   plan::Program program;
   DTF_RETURN_IF_ERROR(plan::psProgramFor(plan_, placement_, index_, &program));

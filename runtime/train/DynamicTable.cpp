@@ -408,11 +408,13 @@ Status DynamicTables::create(const plan::Plan &plan, uint64_t runSeed,
   return Status::ok();
 }
 
-void DynamicTables::add(std::unique_ptr<DynamicTable> table) {
-  const std::string name = table->name();
+void DynamicTables::add(std::unique_ptr<DynamicTable> table,
+                        std::string key) {
+  if (key.empty())
+    key = table->name();
   for (const std::string &v : table->variableNames())
-    variables_[v] = name;
-  tables_[name] = std::move(table);
+    variables_[v] = key;
+  tables_[key] = std::move(table);
 }
 
 DynamicTable *DynamicTables::find(const std::string &name) {

@@ -142,8 +142,11 @@ public:
                        exec::VariableStore *store,
                        std::unique_ptr<DynamicTables> *out);
 
-  void add(std::unique_ptr<DynamicTable> table);
-  DynamicTable *find(const std::string &name);
+  /// Adds a table under `key` (its variable's name when empty; a ps
+  /// holding several shards of one table adds each under its shard's name).
+  void add(std::unique_ptr<DynamicTable> table, std::string key = "");
+  /// The table under `key` (see add), or null.
+  DynamicTable *find(const std::string &key);
   bool empty() const { return tables_.empty(); }
   /// True when `variable` (a plan name) is a dynamic table or one of its
   /// slots.
@@ -164,7 +167,7 @@ public:
 
 private:
   std::map<std::string, std::unique_ptr<DynamicTable>> tables_;
-  std::map<std::string, std::string> variables_; // variable -> table
+  std::map<std::string, std::string> variables_; // variable -> a key
 };
 
 } // namespace dtf::train
