@@ -26,40 +26,26 @@ double param(const plan::Initializer &init, const char *key, double dflt) {
   return it == init.params().end() ? dflt : it->second;
 }
 
-// One value of `init` for element j of the row of `id`.
-double draw(const plan::Initializer &init, data::SplitMix64 &rng) {
-  const std::string &kind = init.kind();
-  if (kind.empty() || kind == "zeros")
-    return 0;
-  if (kind == "ones")
-    return 1;
-  if (kind == "constant")
-    return param(init, "value", 0);
-  auto uniform = [&] { return double(rng.next() >> 11) * 0x1.0p-53; };
-  if (kind == "uniform") {
-    const double lo = param(init, "minval", 0), hi = param(init, "maxval", 1);
-    return lo + (hi - lo) * uniform();
-  }
-  auto normal = [&] {
-    const double u1 = double((rng.next() >> 11) + 1) * 0x1.0p-53;
-    return std::sqrt(-2.0 * std::log(u1)) *
-           std::cos(6.283185307179586 * uniform());
-  };
-  const double mean = param(init, "mean", 0), stddev = param(init, "stddev", 1);
-  if (kind == "truncated_normal") {
-    double z = normal();
-    while (std::fabs(z) > 2.0)
-      z = normal();
-    return mean + stddev * z;
-  }
-  return mean + stddev * normal(); // normal (the compiler refuses the rest)
-}
-
 int64_t rowsOf(const plan::Variable &var) {
   return var.type().shape().dims_size() ? var.type().shape().dims(0) : 1;
 }
 
 } // namespace
+
+DynamicTable::Init DynamicTable::initOf(const plan::Initializer &init) {
+  const std::string &kind = init.kind();
+  Init out;
+  if (kind == "ones")
+    out.a = 1;
+  else if (kind == "constant")
+    out.a = param(init, "value", 0);
+  else if (kind == "uniform")
+    out = {Init::kUniform, param(init, "minval", 0), param(init, "maxval", 1)};
+  else if (kind == "normal" || kind == "truncated_normal")
+    out = {kind == "normal" ? Init::kNormal : Init::kTruncated,
+           param(init, "mean", 0), param(init, "stddev", 1)};
+  return out; // zeros (and "") are the constant 0; dtfc refuses the rest
+}
 
 DynamicTable::DynamicTable(
     const plan::Variable &var, uint64_t runSeed, Tensor *value,
@@ -68,6 +54,9 @@ DynamicTable::DynamicTable(
     std::vector<int64_t> rowCounts)
     : var_(var), seed_(variableSeed(runSeed, var)), value_(value),
       slots_(std::move(slots)) {
+  valueInit_ = initOf(var.initializer());
+  for (auto &[slotVar, t] : slots_)
+    slotInit_.push_back(float(initOf(slotVar->initializer()).a));
   numParts_ = std::max<int64_t>(var.partitions(), 1);
   admitAfter_ = std::max<int64_t>(var.dynamic().admit_after(), 1);
   evictAfter_ = std::max<int64_t>(var.dynamic().evict_after(), 0);
@@ -102,14 +91,39 @@ DynamicTable::Part *DynamicTable::partFor(int64_t id, Status *error) {
 void DynamicTable::initializeRow(int64_t row, int64_t id) {
   // Drawn from (the variable's seed, the id): the same row wherever made.
   data::SplitMix64 rng(data::deriveSeed(seed_, uint64_t(id)));
+  auto uniform = [&] { return double(rng.next() >> 11) * 0x1.0p-53; };
   float *v = value_->data<float>() + row * width_;
-  for (int64_t j = 0; j < width_; ++j)
-    v[j] = float(draw(var_.initializer(), rng));
-  for (auto &[slotVar, t] : slots_) {
-    float *s = t->data<float>() + row * width_;
-    data::SplitMix64 none(0);
-    const float c = float(draw(slotVar->initializer(), none));
-    std::fill(s, s + width_, c);
+  const Init &init = valueInit_;
+  switch (init.kind) {
+  case Init::kConstant:
+    std::fill(v, v + width_, float(init.a));
+    break;
+  case Init::kUniform:
+    for (int64_t j = 0; j < width_; ++j)
+      v[j] = float(init.a + (init.b - init.a) * uniform());
+    break;
+  case Init::kNormal:
+  case Init::kTruncated:
+    // Box-Muller in float (the rows are f32), both results used; beyond 2
+    // stddev drawn again when truncated.
+    for (int64_t j = 0; j < width_;) {
+      const uint64_t bits = rng.next();
+      const float u1 = float((bits >> 40) + 1) * 0x1.0p-24f;
+      const float u2 = float((bits >> 16) & 0xffffff) * 0x1.0p-24f;
+      const float r = std::sqrt(-2.0f * std::log(u1));
+      float sn, cs;
+      ::sincosf(6.2831853f * u2, &sn, &cs);
+      for (float z : {r * cs, r * sn}) {
+        if (j == width_ || (init.kind == Init::kTruncated && std::fabs(z) > 2.0f))
+          continue;
+        v[j++] = float(init.a + init.b * double(z));
+      }
+    }
+    break;
+  }
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    float *s = slots_[k].second->data<float>() + row * width_;
+    std::fill(s, s + width_, slotInit_[k]);
   }
 }
 
@@ -132,44 +146,67 @@ int64_t DynamicTable::makeRow(Part &part, int64_t id, int64_t step) {
     }
     return 0;
   }
-  part.rowOf[id] = row;
+  part.rowOf.at(id, 0) = row;
   part.idOf[size_t(row)] = id;
   part.lastUsed[size_t(row)] = step;
   ++part.created;
-  initializeRow(part.offset + row, id);
+  part.fresh.push_back(row);
   return row;
 }
 
 Status DynamicTable::rows(const int64_t *ids, int64_t n, bool create,
                           int64_t step, int64_t *out) {
-  Status error = Status::ok();
-  for (int64_t i = 0; i < n; ++i) {
-    Part *part = partFor(ids[i], &error);
-    if (!part)
-      return error;
-    std::lock_guard<std::mutex> lock(part->mu);
-    auto it = part->rowOf.find(ids[i]);
-    int64_t row = 0;
-    if (it != part->rowOf.end()) {
-      row = it->second;
-      if (create)
-        part->lastUsed[size_t(row)] = step;
-    } else if (create) {
-      if (admitAfter_ <= 1) {
-        row = makeRow(*part, ids[i], step);
-      } else {
-        auto &[seen, last] = part->pending[ids[i]];
-        // Sightings count once per step, as TFRA's and Monolith's do.
-        if (seen == 0 || last != step)
-          ++seen;
-        last = step;
-        if (seen >= admitAfter_) {
-          part->pending.erase(ids[i]);
-          row = makeRow(*part, ids[i], step);
+  // Each id's shard first, then one pass (under its lock) per shard held.
+  std::vector<int> at(size_t(n), 0);
+  if (numParts_ > 1 || parts_.size() != 1)
+    for (int64_t i = 0; i < n; ++i) {
+      Status error = Status::ok();
+      Part *part = partFor(ids[i], &error);
+      if (!part)
+        return error;
+      at[size_t(i)] = partAt_[size_t(part->index)];
+    }
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    Part &part = *parts_[p];
+    std::lock_guard<std::mutex> lock(part.mu);
+    for (int64_t i = 0; i < n; ++i) {
+      if (at[size_t(i)] != int(p))
+        continue;
+      const int64_t id = ids[i];
+      int64_t row = 0;
+      if (int64_t *found = part.rowOf.find(id)) {
+        row = *found;
+        if (create)
+          part.lastUsed[size_t(row)] = step;
+      } else if (create) {
+        if (admitAfter_ <= 1) {
+          row = makeRow(part, id, step);
+        } else {
+          auto &[seen, last] = part.pending.at(id, {0, -1});
+          // Sightings count once per step, as TFRA's and Monolith's do.
+          if (last != step)
+            ++seen;
+          last = step;
+          if (seen >= admitAfter_) {
+            part.pending.erase(id);
+            row = makeRow(part, id, step);
+          }
         }
       }
+      out[i] = part.offset + row;
     }
-    out[i] = part->offset + row;
+    // The new rows' values, before any other call can find them (they
+    // wait for this shard's lock).
+    if (!part.fresh.empty()) {
+      parallelFor(pool_, int64_t(part.fresh.size()), 64,
+                  [&](int64_t lo, int64_t hi) {
+                    for (int64_t k = lo; k < hi; ++k) {
+                      const int64_t r = part.fresh[size_t(k)];
+                      initializeRow(part.offset + r, part.idOf[size_t(r)]);
+                    }
+                  });
+      part.fresh.clear();
+    }
   }
   return Status::ok();
 }
@@ -182,9 +219,13 @@ void DynamicTable::sweep(int64_t step) {
     return;
   for (auto &p : parts_) {
     std::lock_guard<std::mutex> lock(p->mu);
-    for (auto it = p->pending.begin(); it != p->pending.end();)
-      it = step - it->second.second > horizon ? p->pending.erase(it)
-                                              : std::next(it);
+    std::vector<int64_t> forget;
+    p->pending.forEach([&](int64_t id, const std::pair<int64_t, int64_t> &e) {
+      if (step - e.second > horizon)
+        forget.push_back(id);
+    });
+    for (int64_t id : forget)
+      p->pending.erase(id);
     if (evictAfter_ <= 0)
       continue;
     for (int64_t r = 1; r < p->next; ++r) {
@@ -239,7 +280,7 @@ void DynamicTable::moveRow(Part &part, int64_t from, int64_t to) {
   part.idOf[size_t(to)] = id;
   part.lastUsed[size_t(to)] = part.lastUsed[size_t(from)];
   part.idOf[size_t(from)] = -1;
-  part.rowOf[id] = to;
+  *part.rowOf.find(id) = to;
 }
 
 void DynamicTable::save(std::vector<checkpoint::SavedTensor> *out,
@@ -330,11 +371,12 @@ Status DynamicTable::restore(const checkpoint::CheckpointReader &reader,
     const int64_t *id = keys.data<int64_t>();
     for (int64_t i = 0; i < live; ++i) {
       if (dynamicShardOf(id[i], numParts_) != p->index ||
-          !p->rowOf.emplace(id[i], i + 1).second)
+          p->rowOf.find(id[i]))
         return errorStatus("checkpoint ", checkpoint::checkpointName(reader.step()),
                            ": id ", id[i], " in ", base,
                            "-keys is repeated or does not belong to shard ",
                            p->index);
+      p->rowOf.at(id[i], 0) = i + 1;
       p->idOf[size_t(i + 1)] = id[i];
       p->lastUsed[size_t(i + 1)] = step;
     }
@@ -451,6 +493,11 @@ Status DynamicTables::rows(const std::string &table, const Tensor &ids,
                        ids.describe());
   std::vector<int64_t> wide(ids.data<int32_t>(), ids.data<int32_t>() + n);
   return t->rows(wide.data(), n, create, step, out->data<int64_t>());
+}
+
+void DynamicTables::setThreadPool(ThreadPool *pool) {
+  for (auto &[name, table] : tables_)
+    table->setThreadPool(pool);
 }
 
 void DynamicTables::sweep(int64_t step) {

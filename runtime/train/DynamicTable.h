@@ -24,18 +24,19 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/core/Status.h"
 #include "runtime/core/Tensor.h"
+#include "runtime/core/ThreadPool.h"
 #include "runtime/exec/Rendezvous.h"
 #include "runtime/exec/VariableStore.h"
 
 #include "plan.pb.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace dtf::train {
@@ -51,6 +52,99 @@ struct DynamicTableStats {
   int64_t created = 0;  // rows made so far
   int64_t evicted = 0;  // rows evicted so far
   int64_t refused = 0;  // admissions refused because the shard was full
+};
+
+/// An open-addressing hash map from int64 ids to V (linear probing,
+/// deletion by backward shift): one probe of a flat array per lookup, no
+/// allocation per id.
+template <typename V> class IdMap {
+public:
+  size_t size() const { return count_; }
+  V *find(int64_t id) {
+    if (!count_)
+      return nullptr;
+    for (size_t i = home(id);; i = (i + 1) & mask_) {
+      if (!used_[i])
+        return nullptr;
+      if (keys_[i] == id)
+        return &vals_[i];
+    }
+  }
+  /// The value of `id`, made from `init` when missing.
+  V &at(int64_t id, V init) {
+    if ((count_ + 1) * 2 > keys_.size())
+      grow();
+    size_t i = home(id);
+    for (; used_[i]; i = (i + 1) & mask_)
+      if (keys_[i] == id)
+        return vals_[i];
+    used_[i] = 1;
+    keys_[i] = id;
+    vals_[i] = init;
+    ++count_;
+    return vals_[i];
+  }
+  bool erase(int64_t id) {
+    if (!count_)
+      return false;
+    size_t i = home(id);
+    for (; used_[i] && keys_[i] != id; i = (i + 1) & mask_) {
+    }
+    if (!used_[i])
+      return false;
+    // Backward shift: move later entries of the run into the hole when
+    // their home does not lie in (hole, j].
+    for (size_t j = (i + 1) & mask_; used_[j]; j = (j + 1) & mask_) {
+      const size_t k = home(keys_[j]);
+      const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+      if (stays)
+        continue;
+      keys_[i] = keys_[j];
+      vals_[i] = vals_[j];
+      i = j;
+    }
+    used_[i] = 0;
+    --count_;
+    return true;
+  }
+  void clear() {
+    keys_.clear();
+    vals_.clear();
+    used_.clear();
+    count_ = 0;
+    mask_ = 0;
+  }
+  template <typename F> void forEach(F &&f) const {
+    for (size_t i = 0; i < used_.size(); ++i)
+      if (used_[i])
+        f(keys_[i], vals_[i]);
+  }
+
+private:
+  size_t home(int64_t id) const {
+    uint64_t z = uint64_t(id) + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return size_t(z ^ (z >> 31)) & mask_;
+  }
+  void grow() {
+    std::vector<int64_t> keys = std::move(keys_);
+    std::vector<V> vals = std::move(vals_);
+    std::vector<uint8_t> used = std::move(used_);
+    const size_t n = std::max<size_t>(16, used.size() * 2);
+    keys_.assign(n, 0);
+    vals_.assign(n, V());
+    used_.assign(n, 0);
+    mask_ = n - 1;
+    count_ = 0;
+    for (size_t i = 0; i < used.size(); ++i)
+      if (used[i])
+        at(keys[i], vals[i]);
+  }
+  std::vector<int64_t> keys_;
+  std::vector<V> vals_;
+  std::vector<uint8_t> used_;
+  size_t count_ = 0, mask_ = 0;
 };
 
 class DynamicTable {
@@ -71,6 +165,8 @@ public:
   /// An id of a shard this process does not hold is an error.
   Status rows(const int64_t *ids, int64_t n, bool create, int64_t step,
               int64_t *out);
+  /// Where new rows are initialized (several at once); null: inline.
+  void setThreadPool(ThreadPool *pool) { pool_ = pool; }
   /// True when `id` belongs to a shard held here.
   bool holdsShardOf(int64_t id) const {
     return partAt_[size_t(dynamicShardOf(id, numParts_))] >= 0;
@@ -104,13 +200,14 @@ private:
     int index = 0;       // global shard index
     int64_t offset = 0;  // first row in the tensors
     int64_t rows = 0;    // rows, the reserved one included
-    std::unordered_map<int64_t, int64_t> rowOf; // id -> local row (>= 1)
+    IdMap<int64_t> rowOf; // id -> local row (>= 1)
     // Ids not admitted yet: sightings and the last step seen.
-    std::unordered_map<int64_t, std::pair<int64_t, int64_t>> pending;
+    IdMap<std::pair<int64_t, int64_t>> pending;
     std::vector<int64_t> idOf;     // local row -> id
     std::vector<int64_t> lastUsed; // local row -> step
     std::vector<int64_t> freeRows;
     int64_t next = 1; // rows [0, next) were handed out at least once
+    std::vector<int64_t> fresh; // rows made by this call, to initialize
     int64_t created = 0, evicted = 0, refused = 0;
     bool warnedFull = false;
     mutable std::mutex mu;
@@ -120,13 +217,23 @@ private:
   void moveRow(Part &part, int64_t from, int64_t to);
   Part *partFor(int64_t id, Status *error);
 
+  // An initializer as numbers: kind, then (mean, stddev), (min, max) or
+  // the constant.
+  struct Init {
+    enum Kind { kConstant, kUniform, kNormal, kTruncated } kind = kConstant;
+    double a = 0, b = 0;
+  };
+  static Init initOf(const plan::Initializer &init);
   plan::Variable var_;
+  Init valueInit_;
+  std::vector<float> slotInit_; // per slot: its constant
   uint64_t seed_ = 0;
   int64_t width_ = 0;
   int64_t numParts_ = 1;
   int64_t admitAfter_ = 1, evictAfter_ = 0;
   std::atomic<int64_t> lastSweep_{0};
   Tensor *value_;
+  ThreadPool *pool_ = nullptr;
   std::vector<std::pair<const plan::Variable *, Tensor *>> slots_;
   std::vector<std::unique_ptr<Part>> parts_;
   std::vector<int> partAt_; // global shard index -> parts_ index, or -1
@@ -157,6 +264,7 @@ public:
   Status rows(const std::string &table, const Tensor &ids, bool create,
               int64_t step, Tensor *out) override;
   void sweep(int64_t step);
+  void setThreadPool(ThreadPool *pool);
   void clear();
   void save(std::vector<checkpoint::SavedTensor> *out,
             std::vector<std::unique_ptr<Tensor>> *owned);

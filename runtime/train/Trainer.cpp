@@ -321,6 +321,8 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   }
   if (dynamicTables_->empty())
     dynamicTables_.reset();
+  else
+    dynamicTables_->setThreadPool(pool_.get());
 
   // The data: the plan's sources unless the caller gave datasets.
   PlanData data;
