@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <iterator>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -297,6 +298,45 @@ Status PsDriver::sumSparse(const plan::Transfer &send, const ValueOf &value,
     sum(float());
   else
     sum(double());
+  return Status::ok();
+}
+
+Status PsDriver::addSparse(SparseSum *sum, const SparseSum &more) {
+  const Tensor &a = sum->rows, &b = more.rows;
+  if (a.dtype() != b.dtype() || a.rank() != b.rank())
+    return errorStatus("sparse gradients of one table differ: ", a.describe(),
+                       " and ", b.describe());
+  const int64_t width =
+      a.dim(0) ? a.numElements() / a.dim(0) : b.dim(0) ? b.numElements() / b.dim(0) : 0;
+  std::vector<int64_t> ids;
+  ids.reserve(sum->ids.size() + more.ids.size());
+  std::set_union(sum->ids.begin(), sum->ids.end(), more.ids.begin(),
+                 more.ids.end(), std::back_inserter(ids));
+  std::vector<int64_t> dims = a.shape();
+  dims[0] = int64_t(ids.size());
+  Tensor rows = Tensor::allocate(a.dtype(), dims);
+  auto merge = [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = a.data<T>(), *y = b.data<T>();
+    T *out = rows.data<T>();
+    size_t i = 0, j = 0;
+    for (size_t u = 0; u < ids.size(); ++u, out += width) {
+      const bool inA = i < sum->ids.size() && sum->ids[i] == ids[u];
+      const bool inB = j < more.ids.size() && more.ids[j] == ids[u];
+      for (int64_t c = 0; c < width; ++c)
+        out[c] = inA && inB ? x[int64_t(i) * width + c] + y[int64_t(j) * width + c]
+                 : inA      ? x[int64_t(i) * width + c]
+                            : y[int64_t(j) * width + c];
+      i += inA;
+      j += inB;
+    }
+  };
+  if (a.dtype() == DType::F64)
+    merge(double());
+  else
+    merge(float());
+  sum->ids = std::move(ids);
+  sum->rows = std::move(rows);
   return Status::ok();
 }
 
@@ -692,6 +732,35 @@ Status PsDriver::pushAll(const ValueOf &value) {
       DTF_RETURN_IF_ERROR(sumSparse(r, value, &sum));
       sparse.emplace(base, std::move(sum));
     }
+  }
+  // A table gathered more than once has a pair per gather ("emb:grad:0",
+  // "emb:grad:1"): their rows go summed as the first pair (gather 0's
+  // sum plus gather 1's, ...), the others empty. So every replica's
+  // gradient reaches the ps whole, which (in sync mode) adds the replicas'
+  // as it adds dense gradients: (A0 + A1) + (B0 + B1) for each row, the
+  // order the dense path (and one process) sums in.
+  std::map<std::string, std::vector<std::string>> pairsOf; // "emb:grad" -> bases
+  for (const auto &[base, sum] : sparse)
+    pairsOf[base.substr(0, base.rfind(':'))].push_back(base);
+  for (auto &[stem, bases] : pairsOf) {
+    if (bases.size() < 2)
+      continue;
+    std::sort(bases.begin(), bases.end(), [](const std::string &a,
+                                             const std::string &b) {
+      return std::atoi(a.c_str() + a.rfind(':') + 1) <
+             std::atoi(b.c_str() + b.rfind(':') + 1);
+    });
+    SparseSum merged = std::move(sparse.at(bases[0]));
+    for (size_t k = 1; k < bases.size(); ++k) {
+      SparseSum &next = sparse.at(bases[k]);
+      DTF_RETURN_IF_ERROR(addSparse(&merged, next));
+      next.ids.clear();
+      std::vector<int64_t> dims = next.rows.shape();
+      if (!dims.empty())
+        dims[0] = 0;
+      next.rows = Tensor::allocate(next.rows.dtype(), dims);
+    }
+    sparse.at(bases[0]) = std::move(merged);
   }
   struct Outcome {
     Status status = Status::ok();

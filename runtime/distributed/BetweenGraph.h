@@ -150,6 +150,9 @@ private:
     std::vector<int64_t> ids;
     Tensor rows;
   };
+  /// sum += more, by id (both ascending): the rows of an id in both are
+  /// added, sum's first.
+  static Status addSparse(SparseSum *sum, const SparseSum &more);
   Status sumSparse(const plan::Transfer &send, const ValueOf &value,
                    SparseSum *out) const;
 };

@@ -135,18 +135,32 @@ uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var) {
 
 // The random initializers for a float element type T (float or double): the
 // numbers are drawn in double and rounded once to T.
-// Draws the variable's values in order (the stream is sequential; the
-// truncated kinds redraw) and keeps elements [begin, begin + t's size) of
-// the whole variable in t: a shard without the whole in memory.
+// Each row (along axis 0; a scalar is one row) draws from a stream of its
+// own, seeded by the variable's seed and the row, so that elements [begin,
+// begin + t's size) of the whole variable (a shard, in t) are made from the
+// rows they lie in alone: a ps makes its rows of a large table without
+// drawing the others'.
 template <typename T>
 Status fillRandom(const plan::Variable &var, uint64_t runSeed,
                   const std::vector<int64_t> &shape, const std::string &where,
                   Tensor &t, int64_t begin) {
   const plan::Initializer &init = var.initializer();
   const std::string &kind = init.kind();
-  Stream stream(variableSeed(runSeed, var));
+  const uint64_t seed = variableSeed(runSeed, var);
   T *p = t.data<T>() - begin; // written only at [begin, n)
   const int64_t n = begin + t.numElements();
+  const int64_t width =
+      shape.empty() || shape[0] == 0 ? 1 : numElementsOf(shape) / shape[0];
+  const int64_t start = begin / std::max<int64_t>(width, 1) * width;
+  Stream stream(0);
+  // The stream of element i's row, from the row's first element on.
+  auto at = [&](int64_t i) -> Stream & {
+    if (width > 0 && i % width == 0) {
+      uint64_t state = seed ^ (uint64_t(i / width) * 0x9e3779b97f4a7c15ull);
+      stream = Stream(splitMix(state));
+    }
+    return stream;
+  };
   double fanIn = 1, fanOut = 1;
   computeFans(shape, &fanIn, &fanOut);
   if (kind == "uniform" || kind == "glorot_uniform") {
@@ -160,8 +174,8 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
     if (!(hi >= lo))
       return errorStatus(where, ": uniform needs minval <= maxval, got ", lo,
                          " and ", hi);
-    for (int64_t i = 0; i < n; ++i) {
-      T x = T(lo + (hi - lo) * stream.uniform());
+    for (int64_t i = start; i < n; ++i) {
+      T x = T(lo + (hi - lo) * at(i).uniform());
       // Rounding to T may reach hi; keep the interval half-open.
       if (i >= begin)
         p[i] = x < T(hi) || lo == hi ? x : std::nextafter(T(hi), T(lo));
@@ -171,9 +185,10 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
                  stddev = param(init, "stddev", 1.0);
     if (!(stddev >= 0))
       return errorStatus(where, ": stddev must be >= 0, got ", stddev);
-    for (int64_t i = 0; i < n; ++i) {
-      const T x = T(mean + stddev * (kind == "normal" ? stream.normal()
-                                                      : stream.truncatedNormal()));
+    for (int64_t i = start; i < n; ++i) {
+      Stream &row = at(i);
+      const T x = T(mean + stddev * (kind == "normal" ? row.normal()
+                                                      : row.truncatedNormal()));
       if (i >= begin)
         p[i] = x;
     }
@@ -181,8 +196,8 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
     const double stddev =
         std::sqrt(2.0 * param(init, "scale", 1.0) / std::max(1.0, fanIn)) /
         kTruncatedStddev;
-    for (int64_t i = 0; i < n; ++i) {
-      const T x = T(stddev * stream.truncatedNormal());
+    for (int64_t i = start; i < n; ++i) {
+      const T x = T(stddev * at(i).truncatedNormal());
       if (i >= begin)
         p[i] = x;
     }

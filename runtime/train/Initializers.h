@@ -42,9 +42,9 @@ Status initializeVariable(const plan::Variable &var, uint64_t runSeed,
 
 /// Rows [rowOffset, rowOffset + rows) of what initializeVariable makes (all
 /// of it when rows < 0), without the rest in memory: a ps initializes its
-/// shard of a large table so. The random kinds still draw every value
-/// before the last row (their stream is sequential), so that every
-/// placement starts from the same values.
+/// shard of a large table so. Each row of a random kind draws from a stream
+/// of its own (seeded by the variable's seed and the row), so a shard costs
+/// its own rows only, and every placement starts from the same values.
 Status initializeRows(const plan::Variable &var, uint64_t runSeed,
                       int64_t rowOffset, int64_t rows, Tensor *out);
 
