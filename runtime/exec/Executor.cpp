@@ -394,44 +394,27 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
       continue;
     }
 
-    if (op.name() == "dtf.ps_gather") {
-      auto variable = op.attrs().find("variable");
-      if (variable == op.attrs().end() || op.inputs_size() != 1 ||
+    // dtf.ps_gather (rows of a table on the ps) and dtf.dynamic_rows (rows
+    // of a dynamic table): ids in, one result, served by an interface.
+    if (op.name() == "dtf.ps_gather" || op.name() == "dtf.dynamic_rows") {
+      const bool lookup = op.name() == "dtf.ps_gather";
+      auto name = op.attrs().find(lookup ? "variable" : "table");
+      if (name == op.attrs().end() || op.inputs_size() != 1 ||
           op.outputs_size() != 1)
-        return fail("a dtf.ps_gather takes a variable, one input (the ids) "
-                    "and one result");
-      if (!options_.rowLookup)
+        return fail("a ", op.name(), " takes a ",
+                    lookup ? "variable" : "table",
+                    ", one input (the ids) and one result");
+      if (lookup && !options_.rowLookup)
         return fail("this program looks up rows of '",
-                    plan::printable(variable->second.s()),
+                    plan::printable(name->second.s()),
                     "' on its ps; it runs only in a between-graph cluster");
-      node.kind = NodeKind::kLookup;
-      node.key = variable->second.s();
-      auto create = op.attrs().find("create");
-      node.create = create != op.attrs().end() && create->second.b();
-      node.ctx = std::make_unique<KernelContext>();
-      node.ctx->setOpName(op.name());
-      node.ctx->setInputs({slots_[index.at(op.inputs(0))]});
-      node.ctx->outputs().reserve(1 + kSpareOutputs);
-      node.ctx->setNumOutputs(1);
-      slots_[node.outputs[0]] = &node.ctx->outputs()[0];
-      node.outputsBase = node.ctx->outputs().data();
-      nodes_.push_back(std::move(node));
-      continue;
-    }
-
-    if (op.name() == "dtf.dynamic_rows") {
-      auto table = op.attrs().find("table");
-      if (table == op.attrs().end() || op.inputs_size() != 1 ||
-          op.outputs_size() != 1)
-        return fail("a dtf.dynamic_rows takes a table, one input (the ids) "
-                    "and one result");
-      if (!options_.dynamicRows)
+      if (!lookup && !options_.dynamicRows)
         return fail("this program looks up rows of the dynamic table '",
-                    plan::printable(table->second.s()),
+                    plan::printable(name->second.s()),
                     "', which this process does not hold");
+      node.kind = lookup ? NodeKind::kLookup : NodeKind::kDynamicRows;
+      node.key = name->second.s();
       auto create = op.attrs().find("create");
-      node.kind = NodeKind::kDynamicRows;
-      node.key = table->second.s();
       node.create = create != op.attrs().end() && create->second.b();
       node.ctx = std::make_unique<KernelContext>();
       node.ctx->setOpName(op.name());
