@@ -539,4 +539,18 @@ std::string DynamicTables::describe() const {
   return s;
 }
 
+Status restoreVariables(const checkpoint::CheckpointReader &reader,
+                        const std::string &what, exec::VariableStore *store,
+                        DynamicTables *tables) {
+  for (const std::string &name : store->names()) {
+    if (tables && tables->holdsVariable(name))
+      continue;
+    if (!reader.find(name))
+      return errorStatus(what, " has no variable '", name,
+                         "': it was saved by a different model");
+    DTF_RETURN_IF_ERROR(reader.readInto(name, store->find(name)));
+  }
+  return tables ? tables->restore(reader, reader.step()) : Status::ok();
+}
+
 } // namespace dtf::train

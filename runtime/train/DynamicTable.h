@@ -278,4 +278,12 @@ private:
   std::map<std::string, std::string> variables_; // variable -> a key
 };
 
+/// Every variable of `store` from checkpoint `reader`, in place: the
+/// dynamic tables among them (`tables`, may be null) by their live rows,
+/// the others whole. For the readers of a job's checkpoints (the evaluator,
+/// --predict); `what` names the checkpoint in messages.
+Status restoreVariables(const checkpoint::CheckpointReader &reader,
+                        const std::string &what, exec::VariableStore *store,
+                        DynamicTables *tables);
+
 } // namespace dtf::train

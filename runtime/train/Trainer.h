@@ -193,6 +193,8 @@ public:
   std::string describe() const;
 
   exec::VariableStore &variables() { return variables_; }
+  /// The dynamic tables among the variables; null when there are none.
+  DynamicTables *dynamicTables() { return dynamicTables_.get(); }
   exec::Executor &trainExecutor() { return *train_; }
   /// Null without an eval program and eval data.
   exec::Executor *evalExecutor() { return eval_.get(); }

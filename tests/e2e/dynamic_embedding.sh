@@ -6,7 +6,8 @@
 #   2. 2 ps + 2 workers, sync: each ps holds one shard (its ids by hash),
 #      makes and evicts its own rows, moves only looked-up and updated rows;
 #      the job's checkpoint restores onto 1 ps (holding both shards).
-#   3. In-graph replication cannot look a dynamic table up on its ps: the
+#   3. The evaluator task evaluates the job's checkpoints (their live rows).
+#   4. In-graph replication cannot look a dynamic table up on its ps: the
 #      plan is refused with the reason.
 # usage: dynamic_embedding.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
@@ -96,7 +97,27 @@ for k in 0 1; do
   [ "$live" -gt 0 ] || fail "shard $k holds no rows after the restore"
 done
 
-# 3. In-graph replication is refused.
+# 3. The evaluator task reads the job's checkpoints, the table's live rows
+#    among them (1 ps + 2 workers + an evaluator).
+sed -e 's/^    data = synthetic(examples = 4000)$/    data = synthetic(examples = 4000)\n    eval = synthetic(examples = 500), every = 60/' \
+  "$model" > "$work/eval.dtf"
+"$bin/dtfc" "$work/eval.dtf" -o "$work/eval.plan"
+python3 - "$work/cev.json" <<'PY'
+import json, socket, sys
+socks, addr = [], []
+for _ in range(4):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+    addr.append(f"127.0.0.1:{s.getsockname()[1]}")
+json.dump({"ps": addr[:1], "worker": addr[1:3], "evaluator": addr[3:]}, open(sys.argv[1], "w"))
+PY
+timeout 300 "$bin/dtf-run" "$work/eval.plan" --cluster "$work/cev.json" --threads 1 \
+  --model-dir "$work/evaluated" > "$work/eval.log" 2>&1 ||
+  { tail -30 "$work/eval.log" >&2; fail "the job with an evaluator failed"; }
+grep -q "evaluator.0 *| evaluator: evaluated the last step's checkpoint; done" "$work/eval.log" ||
+  { grep evaluator "$work/eval.log" >&2; fail "the evaluator did not evaluate the last checkpoint"; }
+echo "evaluator: $(grep -o 'evaluator: ckpt-[0-9]*  step [0-9]*  loss [0-9.]*' "$work/eval.log" | tail -1)"
+
+# 4. In-graph replication is refused.
 sed -e 's/^    batch = 32$/    replication = in_graph\n    batch = 32/' "$model" > "$work/ingraph.dtf"
 "$bin/dtfc" "$work/ingraph.dtf" -o "$work/ingraph.plan"
 cluster_json "$work/c11.json" 1 1

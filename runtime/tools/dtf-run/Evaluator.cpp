@@ -31,18 +31,13 @@ int fail(const std::string &message, int code) {
 
 // Reads every variable of the trainer from checkpoint `step`, in place.
 Status restore(const std::string &dir, int64_t step,
-               dtf::exec::VariableStore &variables) {
+               dtf::train::Trainer &trainer) {
   std::unique_ptr<dtf::checkpoint::CheckpointReader> reader;
   DTF_RETURN_IF_ERROR(
       dtf::checkpoint::CheckpointReader::open(dir, step, &reader));
-  for (const std::string &name : variables.names()) {
-    if (!reader->find(name))
-      return errorStatus("checkpoint ", dtf::checkpoint::checkpointName(step),
-                         " has no variable '", name,
-                         "': it was saved by a different model");
-    DTF_RETURN_IF_ERROR(reader->readInto(name, variables.find(name)));
-  }
-  return Status::ok();
+  return dtf::train::restoreVariables(
+      *reader, "checkpoint " + dtf::checkpoint::checkpointName(step),
+      &trainer.variables(), trainer.dynamicTables());
 }
 
 } // namespace
@@ -107,7 +102,7 @@ int runEvaluator(const dtf::plan::Plan &plan,
       int skipped = 0;
       for (int64_t k : steps)
         skipped += k > evaluated && k < step;
-      s = restore(dir, step, trainer->variables());
+      s = restore(dir, step, *trainer);
       if (!s.isOk()) {
         // Deleted under us (keep N) or of another model: say so and wait
         // for the next one.

@@ -8,6 +8,7 @@
 #include "runtime/plan/ModelOutput.h"
 #include "runtime/plan/PlanTypes.h"
 #include "runtime/train/Feeding.h"
+#include "runtime/train/DynamicTable.h"
 #include "runtime/train/Initializers.h"
 #include "runtime/train/Trainer.h"
 
@@ -71,10 +72,15 @@ Status sourceOf(const dtf::plan::Plan &plan, const std::string &text,
   return Status::ok();
 }
 
-// Every variable from the latest checkpoint in `dir`.
+// Every variable from the latest checkpoint in `dir` (the dynamic tables'
+// live rows into `tables`).
 Status restore(const dtf::plan::Plan &plan, const std::string &dir,
-               dtf::exec::VariableStore *store, int64_t *step) {
+               dtf::exec::VariableStore *store,
+               std::unique_ptr<dtf::train::DynamicTables> *tables,
+               int64_t *step) {
   DTF_RETURN_IF_ERROR(dtf::train::initializeVariables(plan, 0, store));
+  DTF_RETURN_IF_ERROR(
+      dtf::train::DynamicTables::create(plan, 0, store, tables));
   std::vector<std::string> skipped;
   DTF_RETURN_IF_ERROR(dtf::checkpoint::findLatest(dir, step, &skipped));
   for (const std::string &why : skipped)
@@ -86,14 +92,10 @@ Status restore(const dtf::plan::Plan &plan, const std::string &dir,
   std::unique_ptr<dtf::checkpoint::CheckpointReader> reader;
   DTF_RETURN_IF_ERROR(
       dtf::checkpoint::CheckpointReader::open(dir, *step, &reader));
-  for (const std::string &name : store->names()) {
-    if (!reader->find(name))
-      return errorStatus("checkpoint ", dtf::checkpoint::checkpointName(*step),
-                         " in ", dir, " has no variable '", name,
-                         "': it was saved by a different model");
-    DTF_RETURN_IF_ERROR(reader->readInto(name, store->find(name)));
-  }
-  return Status::ok();
+  return dtf::train::restoreVariables(
+      *reader,
+      "checkpoint " + dtf::checkpoint::checkpointName(*step) + " in " + dir,
+      store, tables->get());
 }
 
 // Rows of the output, as CSV or as an NPY array.
@@ -242,8 +244,9 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
       dtf::plan::inferenceProgram(plan.eval(), output);
 
   dtf::exec::VariableStore variables;
+  std::unique_ptr<dtf::train::DynamicTables> tables;
   int64_t step = -1;
-  s = restore(plan, flags.modelDir, &variables, &step);
+  s = restore(plan, flags.modelDir, &variables, &tables, &step);
   if (!s.isOk())
     return fail(4, errorStatus("--model-dir ", s.message()));
 
@@ -267,6 +270,7 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
   std::FILE *devNull = std::fopen("/dev/null", "w");
   o.log = devNull ? devNull : stderr;
   o.programName = "eval (" + output.name + ")";
+  o.dynamicRows = tables && !tables->empty() ? tables.get() : nullptr;
   std::unique_ptr<dtf::exec::Executor> executor;
   s = dtf::exec::Executor::create(
       program, variables, dtf::train::cpuKernelRegistry(), o, &executor);
