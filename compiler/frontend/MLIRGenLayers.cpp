@@ -540,8 +540,7 @@ Value ModelGen::genDynamicEmbedding(Value ids, const LayerName &layer,
                                     const BoundArgs &args, ast::Loc at) {
   auto idsType = cast<RankedTensorType>(ids.getType());
   std::optional<int64_t> dim = intArg(args, "dim", 0, 1, kMaxDimSize);
-  std::optional<int64_t> partitions =
-      intArg(args, "partitions", 1, 1, 1 << 16);
+  std::optional<int64_t> partitions = intArg(args, "partitions", 1, 1, 1 << 16);
   std::optional<int64_t> capacity =
       intArg(args, "capacity", 1 << 20, 1, kMaxDimSize / 2);
   std::optional<int64_t> admit = intArg(args, "admit_after", 1, 1, 1 << 30);
@@ -596,8 +595,8 @@ Value ModelGen::genDynamicEmbedding(Value ids, const LayerName &layer,
                  builder.getDictionaryAttr(
                      {builder.getNamedAttr("admit_after",
                                            builder.getI64IntegerAttr(*admit)),
-                      builder.getNamedAttr("evict_after",
-                                           builder.getI64IntegerAttr(*evict))}));
+                      builder.getNamedAttr(
+                          "evict_after", builder.getI64IntegerAttr(*evict))}));
   Location l = loc(at);
   auto rowsType =
       RankedTensorType::get(idsType.getShape(), builder.getI64Type());

@@ -495,8 +495,10 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
     if (auto dynamic = owner->getAttrOfType<DictionaryAttr>("dtf.dynamic")) {
       pb::DynamicTable *d = out->mutable_dynamic();
       d->set_enabled(true);
-      d->set_admit_after(cast<IntegerAttr>(dynamic.get("admit_after")).getInt());
-      d->set_evict_after(cast<IntegerAttr>(dynamic.get("evict_after")).getInt());
+      d->set_admit_after(
+          cast<IntegerAttr>(dynamic.get("admit_after")).getInt());
+      d->set_evict_after(
+          cast<IntegerAttr>(dynamic.get("evict_after")).getInt());
     }
   }
   auto train = module.lookupSymbol<func::FuncOp>("train_step");

@@ -8,11 +8,11 @@
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/plan/PlanTypes.h"
 
-#include <cmath>
 #include <algorithm>
-#include <iterator>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -306,8 +306,9 @@ Status PsDriver::addSparse(SparseSum *sum, const SparseSum &more) {
   if (a.dtype() != b.dtype() || a.rank() != b.rank())
     return errorStatus("sparse gradients of one table differ: ", a.describe(),
                        " and ", b.describe());
-  const int64_t width =
-      a.dim(0) ? a.numElements() / a.dim(0) : b.dim(0) ? b.numElements() / b.dim(0) : 0;
+  const int64_t width = a.dim(0)   ? a.numElements() / a.dim(0)
+                        : b.dim(0) ? b.numElements() / b.dim(0)
+                                   : 0;
   std::vector<int64_t> ids;
   ids.reserve(sum->ids.size() + more.ids.size());
   std::set_union(sum->ids.begin(), sum->ids.end(), more.ids.begin(),
@@ -324,9 +325,10 @@ Status PsDriver::addSparse(SparseSum *sum, const SparseSum &more) {
       const bool inA = i < sum->ids.size() && sum->ids[i] == ids[u];
       const bool inB = j < more.ids.size() && more.ids[j] == ids[u];
       for (int64_t c = 0; c < width; ++c)
-        out[c] = inA && inB ? x[int64_t(i) * width + c] + y[int64_t(j) * width + c]
-                 : inA      ? x[int64_t(i) * width + c]
-                            : y[int64_t(j) * width + c];
+        out[c] = inA && inB
+                     ? x[int64_t(i) * width + c] + y[int64_t(j) * width + c]
+                 : inA ? x[int64_t(i) * width + c]
+                       : y[int64_t(j) * width + c];
       i += inA;
       j += inB;
     }
@@ -739,17 +741,18 @@ Status PsDriver::pushAll(const ValueOf &value) {
   // gradient reaches the ps whole, which (in sync mode) adds the replicas'
   // as it adds dense gradients: (A0 + A1) + (B0 + B1) for each row, the
   // order the dense path (and one process) sums in.
-  std::map<std::string, std::vector<std::string>> pairsOf; // "emb:grad" -> bases
+  std::map<std::string, std::vector<std::string>>
+      pairsOf; // "emb:grad" -> bases
   for (const auto &[base, sum] : sparse)
     pairsOf[base.substr(0, base.rfind(':'))].push_back(base);
   for (auto &[stem, bases] : pairsOf) {
     if (bases.size() < 2)
       continue;
-    std::sort(bases.begin(), bases.end(), [](const std::string &a,
-                                             const std::string &b) {
-      return std::atoi(a.c_str() + a.rfind(':') + 1) <
-             std::atoi(b.c_str() + b.rfind(':') + 1);
-    });
+    std::sort(bases.begin(), bases.end(),
+              [](const std::string &a, const std::string &b) {
+                return std::atoi(a.c_str() + a.rfind(':') + 1) <
+                       std::atoi(b.c_str() + b.rfind(':') + 1);
+              });
     SparseSum merged = std::move(sparse.at(bases[0]));
     for (size_t k = 1; k < bases.size(); ++k) {
       SparseSum &next = sparse.at(bases[k]);
@@ -786,9 +789,8 @@ Status PsDriver::pushAll(const ValueOf &value) {
             t != tables_.end() && t->second.dynamic) {
           // A dynamic table's shard: its ids by hash, as they are.
           const size_t part = key.rfind("/part_");
-          const int k = part == std::string::npos
-                            ? 0
-                            : std::atoi(key.c_str() + part + 6);
+          const int k =
+              part == std::string::npos ? 0 : std::atoi(key.c_str() + part + 6);
           std::vector<int64_t> at;
           for (size_t u = 0; u < sum.ids.size(); ++u)
             if (train::dynamicShardOf(sum.ids[u], t->second.parts) == k)

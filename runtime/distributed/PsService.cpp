@@ -69,8 +69,7 @@ Status PsService::setUp() {
           return errorStatus("the slot '", plan::printable(v.name()),
                              "' of the dynamic table '",
                              plan::printable(var->name()),
-                             "' is not on the ps that holds its shard ",
-                             part);
+                             "' is not on the ps that holds its shard ", part);
         slots.push_back({&v, t});
       }
     auto table = std::make_unique<train::DynamicTable>(
@@ -113,14 +112,12 @@ Status PsService::setUp() {
       concat_.push_back(r.sparse());
       idRows_.push_back(r.sparse() ? r.rows() : -1);
       {
-        const std::string part =
-            r.key().rfind("/part_") != std::string::npos
-                ? r.key().substr(r.key().rfind("/part_"))
-                : std::string();
+        const std::string part = r.key().rfind("/part_") != std::string::npos
+                                     ? r.key().substr(r.key().rfind("/part_"))
+                                     : std::string();
         auto d = dynamicByName_.find(r.variable() + part);
-        dynamicKey_.push_back(r.sparse() && d != dynamicByName_.end()
-                                  ? d->second
-                                  : nullptr);
+        dynamicKey_.push_back(
+            r.sparse() && d != dynamicByName_.end() ? d->second : nullptr);
       }
       if (r.sparse()) { // its rows follow its ids
         dynamicKey_.push_back(nullptr);
@@ -999,8 +996,8 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
                   name_ + ": a lookup of " + std::to_string(n) + " ids in '" +
                       plan::printable(req->name()) + "', which holds at most " +
                       std::to_string(rows) + " rows");
-    Status s = d->second->rows(ids.data(), int64_t(n), req->create(),
-                               version_, ids.data());
+    Status s = d->second->rows(ids.data(), int64_t(n), req->create(), version_,
+                               ids.data());
     if (!s.isOk())
       return fail(grpc::StatusCode::INVALID_ARGUMENT,
                   name_ + ": " + s.message());
@@ -1079,8 +1076,8 @@ Status PsService::apply(std::vector<Tensor> &values) {
     for (size_t k = 0; k < keys_.size() && k < dynamicKey_.size(); ++k)
       if (dynamicKey_[k] && values[k].dtype() == DType::I64)
         DTF_RETURN_IF_ERROR(dynamicKey_[k]->rows(
-            values[k].data<int64_t>(), values[k].numElements(), false,
-            version_, values[k].data<int64_t>()));
+            values[k].data<int64_t>(), values[k].numElements(), false, version_,
+            values[k].data<int64_t>()));
     for (size_t k = 0; k < keys_.size(); ++k) {
       int feed = update_->findFeed(keys_[k]);
       DTF_RETURN_IF_ERROR(update_->setFeed(feed, values[k]));

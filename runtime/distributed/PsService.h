@@ -11,10 +11,10 @@
 #include "runtime/distributed/Wire.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
-#include "runtime/train/DynamicTable.h"
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
+#include "runtime/train/DynamicTable.h"
 #include "runtime/train/Initializers.h"
 #include "runtime/train/Trainer.h"
 

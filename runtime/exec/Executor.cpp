@@ -401,8 +401,7 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
       auto name = op.attrs().find(lookup ? "variable" : "table");
       if (name == op.attrs().end() || op.inputs_size() != 1 ||
           op.outputs_size() != 1)
-        return fail("a ", op.name(), " takes a ",
-                    lookup ? "variable" : "table",
+        return fail("a ", op.name(), " takes a ", lookup ? "variable" : "table",
                     ", one input (the ids) and one result");
       if (lookup && !options_.rowLookup)
         return fail("this program looks up rows of '",
@@ -1136,9 +1135,9 @@ Status Executor::runNode(Node &node, uint64_t step) {
     return checkOutputs(node);
   }
   if (node.kind == NodeKind::kDynamicRows) {
-    Status s = options_.dynamicRows->rows(node.key, node.ctx->input(0),
-                                          node.create, int64_t(step),
-                                          &node.ctx->outputs()[0]);
+    Status s =
+        options_.dynamicRows->rows(node.key, node.ctx->input(0), node.create,
+                                   int64_t(step), &node.ctx->outputs()[0]);
     if (!s.isOk())
       return errorStatus(node.where, ": ", s.message());
     return checkOutputs(node);

@@ -60,8 +60,9 @@ DynamicTable::DynamicTable(
   numParts_ = std::max<int64_t>(var.partitions(), 1);
   admitAfter_ = std::max<int64_t>(var.dynamic().admit_after(), 1);
   evictAfter_ = std::max<int64_t>(var.dynamic().evict_after(), 0);
-  width_ = value->rank() ? value->numElements() / std::max<int64_t>(value->dim(0), 1)
-                         : 1;
+  width_ = value->rank()
+               ? value->numElements() / std::max<int64_t>(value->dim(0), 1)
+               : 1;
   partAt_.assign(size_t(numParts_), -1);
   for (size_t i = 0; i < parts.size(); ++i) {
     auto p = std::make_unique<Part>();
@@ -80,8 +81,10 @@ DynamicTable::Part *DynamicTable::partFor(int64_t id, Status *error) {
   const int k = dynamicShardOf(id, numParts_);
   const int at = partAt_[size_t(k)];
   if (at < 0) {
-    *error = errorStatus("id ", id, " belongs to shard ", k, " of the dynamic "
-                         "table '", plan::printable(name()),
+    *error = errorStatus("id ", id, " belongs to shard ", k,
+                         " of the dynamic "
+                         "table '",
+                         plan::printable(name()),
                          "', which this task does not hold");
     return nullptr;
   }
@@ -114,7 +117,8 @@ void DynamicTable::initializeRow(int64_t row, int64_t id) {
       float sn, cs;
       ::sincosf(6.2831853f * u2, &sn, &cs);
       for (float z : {r * cs, r * sn}) {
-        if (j == width_ || (init.kind == Init::kTruncated && std::fabs(z) > 2.0f))
+        if (j == width_ ||
+            (init.kind == Init::kTruncated && std::fabs(z) > 2.0f))
           continue;
         v[j++] = float(init.a + init.b * double(z));
       }
@@ -253,8 +257,7 @@ void DynamicTable::clear() {
 
 std::string DynamicTable::savedName(const std::string &variable,
                                     int part) const {
-  return numParts_ > 1 ? variable + "/part_" + std::to_string(part)
-                       : variable;
+  return numParts_ > 1 ? variable + "/part_" + std::to_string(part) : variable;
 }
 
 bool DynamicTable::savesTensor(const std::string &name) const {
@@ -312,9 +315,8 @@ void DynamicTable::save(std::vector<checkpoint::SavedTensor> *out,
     auto viewOf = [&](Tensor *t) {
       std::vector<int64_t> shape = t->shape();
       shape[0] = live;
-      return std::make_unique<Tensor>(
-          Tensor::view(t->dtype(), shape,
-                       t->data<float>() + (p->offset + 1) * width_));
+      return std::make_unique<Tensor>(Tensor::view(
+          t->dtype(), shape, t->data<float>() + (p->offset + 1) * width_));
     };
     auto value = viewOf(value_);
     out->push_back(checkpoint::SavedTensor::whole(
@@ -337,22 +339,24 @@ Status DynamicTable::restore(const checkpoint::CheckpointReader &reader,
     const checkpoint::TensorInfo *valueInfo = reader.find(base);
     if (!keysInfo || !valueInfo || keysInfo->dtype != DType::I64 ||
         keysInfo->shape.size() != 1)
-      return errorStatus("checkpoint ", checkpoint::checkpointName(reader.step()),
+      return errorStatus("checkpoint ",
+                         checkpoint::checkpointName(reader.step()),
                          " has no dynamic table '", base, "' (", base,
                          "-keys and ", base, ")");
     const int64_t live = keysInfo->shape[0];
     if (live > p->rows - 1)
-      return errorStatus("checkpoint ", checkpoint::checkpointName(reader.step()),
-                         " holds ", live, " rows of the dynamic table '", base,
+      return errorStatus("checkpoint ",
+                         checkpoint::checkpointName(reader.step()), " holds ",
+                         live, " rows of the dynamic table '", base,
                          "', more than its capacity here (", p->rows - 1,
                          "); raise capacity to at least that");
     std::vector<int64_t> expect = value_->shape();
     expect[0] = live;
     if (valueInfo->shape != expect)
-      return errorStatus("checkpoint ", checkpoint::checkpointName(reader.step()),
-                         " has '", base, "' of shape ",
-                         shapeString(valueInfo->shape), ", not ",
-                         shapeString(expect));
+      return errorStatus("checkpoint ",
+                         checkpoint::checkpointName(reader.step()), " has '",
+                         base, "' of shape ", shapeString(valueInfo->shape),
+                         ", not ", shapeString(expect));
     Tensor keys;
     DTF_RETURN_IF_ERROR(reader.read(base + "-keys", &keys));
     auto readRows = [&](const std::string &name, Tensor *t) {
@@ -370,12 +374,11 @@ Status DynamicTable::restore(const checkpoint::CheckpointReader &reader,
     std::fill(p->idOf.begin(), p->idOf.end(), -1);
     const int64_t *id = keys.data<int64_t>();
     for (int64_t i = 0; i < live; ++i) {
-      if (dynamicShardOf(id[i], numParts_) != p->index ||
-          p->rowOf.find(id[i]))
-        return errorStatus("checkpoint ", checkpoint::checkpointName(reader.step()),
-                           ": id ", id[i], " in ", base,
-                           "-keys is repeated or does not belong to shard ",
-                           p->index);
+      if (dynamicShardOf(id[i], numParts_) != p->index || p->rowOf.find(id[i]))
+        return errorStatus(
+            "checkpoint ", checkpoint::checkpointName(reader.step()), ": id ",
+            id[i], " in ", base,
+            "-keys is repeated or does not belong to shard ", p->index);
       p->rowOf.at(id[i], 0) = i + 1;
       p->idOf[size_t(i + 1)] = id[i];
       p->lastUsed[size_t(i + 1)] = step;
@@ -422,7 +425,8 @@ Status DynamicTables::create(const plan::Plan &plan, uint64_t runSeed,
         if (!t || t->shape() != value->shape())
           return errorStatus("the slot '", plan::printable(s.name()),
                              "' of the dynamic table '",
-                             plan::printable(var.name()), "' is not held "
+                             plan::printable(var.name()),
+                             "' is not held "
                              "beside it");
         slots.push_back({&s, t});
       }
@@ -442,16 +446,14 @@ Status DynamicTables::create(const plan::Plan &plan, uint64_t runSeed,
       counts.push_back(n);
       offset += n;
     }
-    tables->add(std::make_unique<DynamicTable>(var, runSeed, value,
-                                               std::move(slots), index,
-                                               offsets, counts));
+    tables->add(std::make_unique<DynamicTable>(
+        var, runSeed, value, std::move(slots), index, offsets, counts));
   }
   *out = std::move(tables);
   return Status::ok();
 }
 
-void DynamicTables::add(std::unique_ptr<DynamicTable> table,
-                        std::string key) {
+void DynamicTables::add(std::unique_ptr<DynamicTable> table, std::string key) {
   if (key.empty())
     key = table->name();
   for (const std::string &v : table->variableNames())

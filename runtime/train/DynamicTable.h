@@ -197,16 +197,16 @@ public:
 
 private:
   struct Part {
-    int index = 0;       // global shard index
-    int64_t offset = 0;  // first row in the tensors
-    int64_t rows = 0;    // rows, the reserved one included
+    int index = 0;        // global shard index
+    int64_t offset = 0;   // first row in the tensors
+    int64_t rows = 0;     // rows, the reserved one included
     IdMap<int64_t> rowOf; // id -> local row (>= 1)
     // Ids not admitted yet: sightings and the last step seen.
     IdMap<std::pair<int64_t, int64_t>> pending;
     std::vector<int64_t> idOf;     // local row -> id
     std::vector<int64_t> lastUsed; // local row -> step
     std::vector<int64_t> freeRows;
-    int64_t next = 1; // rows [0, next) were handed out at least once
+    int64_t next = 1;           // rows [0, next) were handed out at least once
     std::vector<int64_t> fresh; // rows made by this call, to initialize
     int64_t created = 0, evicted = 0, refused = 0;
     bool warnedFull = false;

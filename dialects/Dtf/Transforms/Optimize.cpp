@@ -223,10 +223,10 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
       return var.emitError()
              << "the dynamic table '" << var.getSymName()
              << "' can only be updated row by row (a sparse update), but "
-             << (clip ? "clip_gradients needs its whole gradient"
-                      : !sparseAllowed ? "the optimizer is told to update every "
-                                         "row (lazy = false)"
-                                       : "it is used other than by its gathers")
+             << (clip             ? "clip_gradients needs its whole gradient"
+                 : !sparseAllowed ? "the optimizer is told to update every "
+                                    "row (lazy = false)"
+                                  : "it is used other than by its gathers")
              << "; remove that or use a fixed vocabulary";
     if (kind == "sgd") {
       if (sparse)

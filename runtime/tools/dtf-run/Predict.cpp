@@ -7,8 +7,8 @@
 #include "runtime/data/BatchIterator.h"
 #include "runtime/plan/ModelOutput.h"
 #include "runtime/plan/PlanTypes.h"
-#include "runtime/train/Feeding.h"
 #include "runtime/train/DynamicTable.h"
+#include "runtime/train/Feeding.h"
 #include "runtime/train/Initializers.h"
 #include "runtime/train/Trainer.h"
 

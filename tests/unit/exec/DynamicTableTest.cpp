@@ -48,16 +48,17 @@ struct Fixture {
       at += n;
     }
     table = std::make_unique<train::DynamicTable>(
-        var, 7, &value, std::vector<std::pair<const plan::Variable *, Tensor *>>{
-                            {&slot, &accum}},
+        var, 7, &value,
+        std::vector<std::pair<const plan::Variable *, Tensor *>>{
+            {&slot, &accum}},
         index, offsets, counts);
   }
 
   std::vector<int64_t> rows(std::vector<int64_t> ids, bool create,
                             int64_t step) {
     std::vector<int64_t> out(ids.size(), -7);
-    Status s = table->rows(ids.data(), int64_t(ids.size()), create, step,
-                           out.data());
+    Status s =
+        table->rows(ids.data(), int64_t(ids.size()), create, step, out.data());
     EXPECT_TRUE(s.isOk()) << s.message();
     return out;
   }
@@ -89,7 +90,8 @@ TEST(DynamicTable, RowsAreMadeOnFirstSightAndLookedUpAfter) {
 
 TEST(DynamicTable, ARowIsTheSameWhicheverShardOrTableMakesIt) {
   Fixture one(101, 1, 1, 0), four(101, 4, 1, 0);
-  for (int64_t id : {int64_t(3), int64_t(99), int64_t(-1234567), int64_t(1) << 50}) {
+  for (int64_t id :
+       {int64_t(3), int64_t(99), int64_t(-1234567), int64_t(1) << 50}) {
     const int64_t a = one.rows({id}, true, 1)[0];
     const int64_t b = four.rows({id}, true, 1)[0];
     EXPECT_EQ(one.row(a), four.row(b)) << "id " << id;
@@ -99,16 +101,19 @@ TEST(DynamicTable, ARowIsTheSameWhicheverShardOrTableMakesIt) {
   for (int64_t id = 0; id < 40; ++id) {
     const int k = train::dynamicShardOf(id, 4);
     const int64_t r = four.rows({id}, true, 2)[0];
-    EXPECT_GT(r, offsets[k]) << "id " << id << " (row 0 of a shard is reserved)";
+    EXPECT_GT(r, offsets[k])
+        << "id " << id << " (row 0 of a shard is reserved)";
     EXPECT_LT(r, offsets[k + 1]) << "id " << id;
   }
 }
 
 TEST(DynamicTable, AnIdIsAdmittedAtItsNthSightingCountedOncePerStep) {
   Fixture f(11, 1, 3, 0);
-  EXPECT_EQ(f.rows({5, 5, 5}, true, 1)[0], 0) << "three sightings in one step are one";
+  EXPECT_EQ(f.rows({5, 5, 5}, true, 1)[0], 0)
+      << "three sightings in one step are one";
   EXPECT_EQ(f.rows({5}, true, 2)[0], 0);
-  EXPECT_GT(f.rows({5}, true, 3)[0], 0) << "the third step that sees it admits it";
+  EXPECT_GT(f.rows({5}, true, 3)[0], 0)
+      << "the third step that sees it admits it";
   EXPECT_EQ(f.table->stats().created, 1);
 }
 
@@ -156,8 +161,8 @@ TEST(DynamicTable, AnIdOfAShardNotHeldIsAnError) {
 }
 
 TEST(DynamicTable, ACheckpointHoldsTheLiveRowsAndRestoresThem) {
-  const std::string dir = ::testing::TempDir() + "/dynamic_table_" +
-                          std::to_string(::getpid());
+  const std::string dir =
+      ::testing::TempDir() + "/dynamic_table_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   Fixture f(61, 2, 1, 4);
   std::vector<int64_t> ids;
