@@ -51,4 +51,16 @@ set -e
 [ $noeval -eq 2 ] && grep -q "the plan has no eval set" "$work/noeval.log" ||
   { cat "$work/noeval.log" >&2; fail "evaluator: a plan without an eval set: exit $noeval"; }
 echo "   ok: exit 2 without --model-dir and for a plan without an eval set"
+# The job's last checkpoint is of another model: nothing newer will come, so
+# the evaluator says why and exits at once instead of waiting.
+sed -e 's/units = 256/units = 200/' "$work/mlp.dtf" > "$work/other.dtf"
+"$bin/dtfc" "$work/other.dtf" -o "$work/other.plan"
+set +e
+timeout 60 "$bin/dtf-run" "$work/other.plan" --cluster "$work/cluster.json" --job evaluator --task 0 \
+  --model-dir "$work/model" --steps 1500 > "$work/other.log" 2>&1
+other=$?
+set -e
+[ $other -eq 4 ] && grep -q "cannot read the last step's checkpoint (checkpoint ckpt-[0-9]* .*hidden1/bias" "$work/other.log" ||
+  { cat "$work/other.log" >&2; fail "evaluator: another model's last checkpoint: exit $other"; }
+echo "   ok: another model's last checkpoint: exit 4 at once"
 echo "evaluator: PASS"

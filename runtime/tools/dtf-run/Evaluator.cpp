@@ -108,6 +108,11 @@ int runEvaluator(const dtf::plan::Plan &plan,
         // for the next one.
         say(strCat("evaluator: cannot read ",
                    dtf::checkpoint::checkpointName(step), ": ", s.message()));
+        // No newer checkpoint will come to wait for.
+        if (step >= lastStep)
+          return fail(strCat("cannot read the last step's checkpoint (",
+                             s.message(), "); no newer one will come"),
+                      kIo);
         evaluated = step;
         lastNew = Clock::now();
         continue;
