@@ -216,5 +216,24 @@ inline constexpr int CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 = 1;
      cudnnTensorDescriptor_t xDesc, const void *x, const void *beta,           \
      cudnnTensorDescriptor_t dxDesc, void *dx))
 
+// --- NCCL 2 (single-process, one communicator per GPU) ----------------------
+using ncclComm_t = struct ncclComm *;
+using ncclResult_t = int;
+inline constexpr ncclResult_t ncclSuccess = 0;
+inline constexpr ncclResult_t ncclInvalidArgument = 4;
+inline constexpr ncclResult_t ncclInvalidUsage = 5;
+inline constexpr int ncclFloat32 = 7;
+inline constexpr int ncclSum = 0;
+
+#define DTF_NCCL_FUNCTIONS(X)                                                  \
+  X(ncclGetVersion, (int *version))                                            \
+  X(ncclCommInitAll, (ncclComm_t * comms, int ndev, const int *devices))       \
+  X(ncclCommDestroy, (ncclComm_t comm))                                        \
+  X(ncclGroupStart, ())                                                        \
+  X(ncclGroupEnd, ())                                                          \
+  X(ncclAllReduce,                                                             \
+    (const void *send, void *recv, size_t count, int dataType, int op,         \
+     ncclComm_t comm, CUstream stream))
+
 } // namespace cuda
 } // namespace dtf::gpu

@@ -175,4 +175,38 @@ Status CudaDriver::loadLibraries() {
   return Status::ok();
 }
 
+Status CudaDriver::loadNccl() {
+  if (ncclTried_)
+    return ncclError_.empty() ? Status::ok() : errorStatus(ncclError_);
+  ncclTried_ = true;
+  // The emulation's own NCCL under --emulate-gpus; $DTF_NCCL_LIBRARY wins
+  // either way (the tests name a missing one to see the fallback).
+  std::string path = emulated() ? libs_.driver : libs_.nccl;
+  if (const char *env = std::getenv("DTF_NCCL_LIBRARY"))
+    path = env;
+  ncclLib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!ncclLib_) {
+    ncclError_ = strCat("cannot load NCCL from ", path, " (", dlerrorText(),
+                        "; DTF_NCCL_LIBRARY=PATH names another)");
+    return errorStatus(ncclError_);
+  }
+#define DTF_NCCL(name, params)                                                 \
+  name = reinterpret_cast<decltype(name)>(dlsym(ncclLib_, #name));             \
+  if (!name) {                                                                 \
+    ncclError_ = strCat(path, " lacks " #name);                                \
+    return errorStatus(ncclError_);                                            \
+  }
+  DTF_NCCL_FUNCTIONS(DTF_NCCL)
+#undef DTF_NCCL
+  ncclGetErrorString = reinterpret_cast<decltype(ncclGetErrorString)>(
+      dlsym(ncclLib_, "ncclGetErrorString"));
+  int version = 0;
+  ncclGetVersion(&version);
+  // NCCL 2.x encodes major * 10000 + minor * 100 + patch (2.9 and later).
+  ncclDescription_ = strCat(emulated() ? "emulated NCCL " : "NCCL ",
+                            version / 10000, ".", (version % 10000) / 100, ".",
+                            version % 100, " (", path, ")");
+  return Status::ok();
+}
+
 } // namespace dtf::gpu

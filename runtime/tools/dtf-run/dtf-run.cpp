@@ -65,6 +65,12 @@ options:
                    checked on any machine; prints what it ran at exit
                    (docs/gpu.md). Without it, GPU ops need libcuda.so.1
                    (DTF_CUDA_DRIVER=PATH names another driver library)
+  --gpu-towers N   in-graph towers over this task's GPUs (overrides the
+                   plan's session(gpu_towers = N)): the step runs once per
+                   tower, tower k on GPU k, each on its share of the batch,
+                   and the towers' gradients are averaged with NCCL
+                   (libnccl.so.2, DTF_NCCL_LIBRARY=PATH names another) before
+                   the one update or push of the step (docs/gpu.md)
   --cluster FILE   cluster spec: {"ps": ["host:port", ...], "worker": [...]}
                    (TensorFlow's ClusterSpec, or a whole TF_CONFIG); without
                    --job, starts and supervises every task on this machine
@@ -342,6 +348,20 @@ int main(int argc, char **argv) {
     }
     if (arg == "--fresh") {
       options.fresh = true;
+      continue;
+    }
+    if (arg == "--gpu-towers") {
+      if (!value && i + 1 < argc)
+        value = argv[++i];
+      const long long n = value ? parseCount(value) : -1;
+      if (n < 1 || n > 16) {
+        std::fprintf(stderr,
+                     "dtf-run: error: --gpu-towers expects a tower count "
+                     "from 1 to 16, got '%s'\n",
+                     value ? value : "");
+        return kUsageError;
+      }
+      options.gpuTowers = int(n);
       continue;
     }
     if (arg == "--emulate-gpus") {
