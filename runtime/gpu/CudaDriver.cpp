@@ -50,6 +50,20 @@ std::string CudaDriver::errorText(const char *call, CUresult r) const {
   return text;
 }
 
+std::string CudaDriver::ncclErrorText(const char *call,
+                                      ncclResult_t r) const {
+  std::string text = strCat(call, ": NCCL error ", r);
+  if (ncclGetErrorString)
+    if (const char *s = ncclGetErrorString(r))
+      text += strCat(" (", s, ")");
+  if (emuLastError_) {
+    const char *e = emuLastError_();
+    if (e && *e)
+      text += strCat(": ", e);
+  }
+  return text;
+}
+
 std::string CudaDriver::emulationStats() const {
   if (!emuStats_)
     return "";

@@ -54,6 +54,9 @@ public:
   /// emulation said about it when it refused.
   std::string errorText(const char *call, cuda::CUresult r) const;
 
+  /// "ncclGroupEnd: NCCL error 5 (invalid usage)", likewise.
+  std::string ncclErrorText(const char *call, cuda::ncclResult_t r) const;
+
   /// The emulation's counters as one line ("" on a real driver).
   std::string emulationStats() const;
 

@@ -11,23 +11,20 @@ using namespace cuda;
 Status TowerAllReduce::check(const char *call, int r) const {
   if (r == ncclSuccess)
     return Status::ok();
-  const char *text = driver_->ncclGetErrorString
-                         ? driver_->ncclGetErrorString(r)
-                         : "unknown";
-  return errorStatus(driver_->errorText(call, r), " (NCCL: ", text, ")");
+  return errorStatus(driver_->ncclErrorText(call, r));
 }
 
 Status TowerAllReduce::create(const std::vector<int> &gpus,
                               const std::vector<int64_t> &elements,
                               std::unique_ptr<TowerAllReduce> *out,
-                              std::string *note) {
+                              std::string *note, size_t bucketBytes) {
   std::unique_ptr<TowerAllReduce> a(new TowerAllReduce());
   a->elements_ = elements;
   Bucket b;
   for (size_t i = 0; i < elements.size(); ++i) {
     const size_t bytes = size_t(elements[i]) * sizeof(float);
     if (b.end > b.first &&
-        (b.elements * sizeof(float) + bytes > kAllReduceBucketBytes)) {
+        b.elements * sizeof(float) + bytes > bucketBytes) {
       a->buckets_.push_back(b);
       b = Bucket{i, i, 0};
     }
@@ -48,7 +45,8 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
   if (!driver || driver->deviceCount() <= *std::max_element(gpus.begin(), gpus.end())) {
     *note = strCat("the towers' gradients (", what, ") are summed on the host: ",
                    driver ? strCat("this machine has ", driver->deviceCount(),
-                                   " GPUs for ", gpus.size(), " towers")
+                                   driver->deviceCount() == 1 ? " GPU" : " GPUs",
+                                   " for ", gpus.size(), " towers")
                           : whyNot);
     *out = std::move(a);
     return Status::ok();

@@ -27,7 +27,8 @@ public:
   /// *note says how the sum runs, in one line, for dtf-run to print once.
   static Status create(const std::vector<int> &gpus,
                        const std::vector<int64_t> &elements,
-                       std::unique_ptr<TowerAllReduce> *out, std::string *note);
+                       std::unique_ptr<TowerAllReduce> *out, std::string *note,
+                       size_t bucketBytes = kAllReduceBucketBytes);
   ~TowerAllReduce();
 
   /// out[i] = sum over towers k of weights[k] * values[k][i] (every tensor
