@@ -8,7 +8,7 @@
 #     batch, are the whole batch's gradient;
 #   - the emulation ran one NCCL all-reduce per gradient bucket per step, and
 #     tower 1's ops ran on GPU 1 (placement log and the emulation's stream
-#     work on GPU 1);
+#     work on GPU 1); cuDNN's algorithm was chosen once per GPU and shape;
 #   - 3 towers (an uneven split, 17/17/16) match the reference too;
 #   - without NCCL (DTF_NCCL_LIBRARY names a missing library) the gradients
 #     are summed through the host, said once, with the same curve;
@@ -83,12 +83,18 @@ for name, towers, gpus in (("two", 2, "0, 1"), ("three", 3, "0, 1, 2")):
         fail.append("%s: no line saying the towers use NCCL over GPU %s" % (name, gpus))
         continue
     buckets = int(m.group(1))
-    st = re.search(r"(\d+) NCCL all-reduces, stream work per GPU:((?: \d+=\d+)+)", t)
+    st = re.search(r"(\d+) NCCL all-reduces, \d+ cuDNN algorithm choices, stream work per GPU:((?: \d+=\d+)+)", t)
     if not st:
         fail.append("%s: no NCCL counter: %s" % (name, stats(name)))
         continue
     if int(st.group(1)) != buckets * steps:
         fail.append("%s: %s NCCL all-reduces, expected %d buckets x %d steps" % (name, st.group(1), buckets, steps))
+    # The cuDNN algorithm is chosen once per GPU, direction and shape: the
+    # seed CNN's 5 convolution calls per tower, and eval's 2 forward ones at
+    # its batch of 50 (on GPU 0), whatever the step count.
+    alg = re.search(r"(\d+) cuDNN algorithm choices", t)
+    if not alg or not 5 * towers <= int(alg.group(1)) <= 5 * towers + 2:
+        fail.append("%s: cuDNN algorithm choices not once per shape: %s" % (name, stats(name)))
     work_per = dict((int(a), int(b)) for a, b in re.findall(r"(\d+)=(\d+)", st.group(2)))
     for g in range(towers):
         # Each tower's GPU ops: at least 6 cuDNN/cuBLAS calls or graph

@@ -512,14 +512,15 @@ int dtfEmuStats(char *buf, size_t size) {
       "cuda emulation: %llu kernel launches, %llu cuBLAS calls, %llu cuDNN "
       "calls, %llu copies, %llu device allocations, %llu pinned host "
       "allocations, %llu graphs captured, %llu graph launches (%llu nodes "
-      "replayed), %llu refusals, %llu NCCL all-reduces, stream work per "
-      "GPU:%s",
+      "replayed), %llu refusals, %llu NCCL all-reduces, %llu cuDNN "
+      "algorithm choices, stream work per GPU:%s",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
       (unsigned long long)c.graphsCaptured, (unsigned long long)c.graphLaunches,
       (unsigned long long)c.replayedWork, (unsigned long long)c.refusals,
-      (unsigned long long)c.ncclAllReduces, perDevice.c_str());
+      (unsigned long long)c.ncclAllReduces,
+      (unsigned long long)c.algorithmChoices, perDevice.c_str());
 }
 
 CUresult cuInit(unsigned flags) {
