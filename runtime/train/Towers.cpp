@@ -71,6 +71,11 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
                            plan::printable(send.key()),
                            "', an embedding looked up on its ps); towers "
                            "average dense gradients only"));
+  if (trainFeeder_ && trainFeeder_->fixedBatch())
+    return refuse(strCat("the inputs take batches of exactly ",
+                         trainFeeder_->fixedBatch(),
+                         " examples; towers split each batch, so the inputs' "
+                         "batch dimension must be B (-1)"));
   const int span = gpuSpan(worker);
   std::vector<int> gpus;
   for (int k = 0; k < towers_; ++k)
@@ -88,11 +93,6 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
     towerExecs_.push_back(std::move(e));
     towerFeeders_.push_back(std::move(feeder));
   }
-  if (trainFeeder_ && trainFeeder_->fixedBatch())
-    return refuse(strCat("the inputs take batches of exactly ",
-                         trainFeeder_->fixedBatch(),
-                         " examples; towers split each batch, so the inputs' "
-                         "batch dimension must be -1"));
 
   // The float32 sends are averaged (the gradients, a learning rate that is
   // the same in every tower); the others (the global step's increment) are

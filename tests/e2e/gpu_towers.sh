@@ -13,7 +13,8 @@
 #   - without NCCL (DTF_NCCL_LIBRARY names a missing library) the gradients
 #     are summed through the host, said once, with the same curve;
 #   - on 1 GPU, tower 1's ops move to the CPU saying the machine has 1 GPU;
-#   - --gpu-towers 0 is refused.
+#   - --gpu-towers 0, a batch smaller than the towers and inputs of a fixed
+#     batch size are refused, saying why.
 # usage: gpu_towers.sh BIN_DIR WORK_DIR STEPS LOG_EVERY TOL
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -40,6 +41,22 @@ if "$bin/dtf-run" "$work/cnn.plan" --gpu-towers 0 > "$work/zero.log" 2>&1; then
 fi
 grep -q "gpu-towers expects a tower count from 1 to 16, got '0'" "$work/zero.log" ||
   fail "--gpu-towers 0: no precise refusal: $(cat "$work/zero.log")"
+
+# Refused with the reason: a batch smaller than the towers, and inputs of a
+# fixed batch size (towers split each batch).
+sed -e 's/batch       = 50 /batch       = 2 /' "$work/cnn.dtf" > "$work/small.dtf"
+sed -e 's/input x: f32\[B, 784\]/input x: f32[50, 784]/' -e 's/input y: i32\[B\]/input y: i32[50]/' \
+  "$work/cnn.dtf" > "$work/fixed.dtf"
+for bad in small fixed; do
+  "$bin/dtfc" "$work/$bad.dtf" -o "$work/$bad.plan"
+  if "$bin/dtf-run" "$work/$bad.plan" --emulate-gpus 3 --gpu-towers 3 --steps 1 > "$work/$bad.log" 2>&1; then
+    fail "$bad: towers ran where they must be refused"
+  fi
+done
+grep -q "gpu_towers = 3: a batch of 2 examples cannot give every tower one" "$work/small.log" ||
+  fail "a batch smaller than the towers: no precise refusal: $(tail -3 "$work/small.log")"
+grep -q "gpu_towers = 3: the inputs take batches of exactly 50 examples; towers split each batch, so the inputs' batch dimension must be B (-1)" "$work/fixed.log" ||
+  fail "inputs of a fixed batch: no precise refusal: $(tail -3 "$work/fixed.log")"
 
 python3 - "$work" "$steps" "$every" "$tol" <<'PY'
 import re, sys
