@@ -13,7 +13,7 @@
 #     "/job:worker/task:0/gpu:0": worker.0's layer on its GPU (cuBLAS),
 #     worker.1's stage on its CPU, 300 updates.
 # Every job must finish, with the chief's loss falling and its test accuracy
-# above 0.5.
+# above 0.5. Towers in the model-parallel job are refused, saying why.
 # usage: gpu_cluster_modes.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -47,6 +47,14 @@ job towers-async c1x2 2
 job towers-sync c1x2 2
 job backup c1x3 1
 job model-parallel c1x2 1
+
+# Towers replicate a whole worker_step: a replica spanning tasks refuses them.
+if timeout 120 "$bin/dtf-run" "$work/model-parallel.plan" --cluster "$work/c1x2.json" \
+    --emulate-gpus 2 --gpu-towers 2 --max-restarts 0 > "$work/mp-towers.log" 2>&1; then
+  fail "towers with model parallelism ran"
+fi
+grep -q "worker.0: gpu_towers = 2: towers replicate a whole worker_step; they do not combine with a replica that spans worker tasks (model parallelism)" \
+  "$work/mp-towers.log" || fail "towers with model parallelism: no precise refusal: $(grep error "$work/mp-towers.log" | head -3)"
 
 python3 - "$work" <<'PY'
 import re, sys

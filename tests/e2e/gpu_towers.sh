@@ -13,6 +13,8 @@
 #   - without NCCL (DTF_NCCL_LIBRARY names a missing library) the gradients
 #     are summed through the host, said once, with the same curve;
 #   - on 1 GPU, tower 1's ops move to the CPU saying the machine has 1 GPU;
+#   - the MLP, which has dropout (masks drawn per tower), stays within 10% of
+#     one GPU's curve without equalling it;
 #   - --gpu-towers 0, a batch smaller than the towers and inputs of a fixed
 #     batch size are refused, saying why.
 # usage: gpu_towers.sh BIN_DIR WORK_DIR STEPS LOG_EVERY TOL
@@ -35,6 +37,16 @@ run two --emulate-gpus 2
 run three --emulate-gpus 3 --gpu-towers 3
 DTF_NCCL_LIBRARY=/nonexistent/libnccl.so.2 run host --emulate-gpus 2
 run onegpu --emulate-gpus 1
+
+# The MLP has dropout: each tower draws its own masks, so its curve is close
+# to one GPU's but not equal.
+python3 "$root/tests/e2e/gpu_model.py" "$root/models/mlp.dtf" "$work/mlp.dtf" 200 \
+  "soft_placement = true, gpu_towers = 2"
+"$bin/dtfc" "$work/mlp.dtf" -o "$work/mlp.plan"
+for n in 1 2; do
+  "$bin/dtf-run" "$work/mlp.plan" --emulate-gpus "$n" --gpu-towers "$n" --log-every 20 \
+    > "$work/mlp$n.log" 2>&1 || fail "the MLP on $n towers failed: $(tail -3 "$work/mlp$n.log")"
+done
 
 if "$bin/dtf-run" "$work/cnn.plan" --gpu-towers 0 > "$work/zero.log" 2>&1; then
   fail "--gpu-towers 0 was accepted"
@@ -133,6 +145,10 @@ if "worker_step (tower 1): soft placement" not in o or "this machine has 1 GPU" 
     fail.append("on 1 GPU, tower 1's ops were not moved to the CPU saying why")
 if not re.search(r"are summed on the host: this machine has 1 GPU for 2 towers", o):
     fail.append("on 1 GPU, no line saying the sum runs on the host")
+a, b = losses("mlp1"), losses("mlp2")
+gaps = [abs(x - y) / x for (_, x), (_, y) in zip(a, b)]
+if len(a) != 10 or len(b) != 10 or not max(gaps) > 1e-3 or not max(gaps) < 0.1:
+    fail.append("the MLP with dropout: 2 towers should differ from 1 GPU by 0.1%% to 10%% per logged step: %s vs %s" % (b, a))
 for f in fail:
     print("e2e: FAIL: " + f)
 print("e2e: towers: %d logged steps; worst relative difference from 1 GPU: %s (tolerance %g); 2 towers: %s"
