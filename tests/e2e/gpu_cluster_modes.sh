@@ -13,7 +13,8 @@
 #     "/job:worker/task:0/gpu:0": worker.0's layer on its GPU (cuBLAS),
 #     worker.1's stage on its CPU, 300 updates.
 # Every job must finish, with the chief's loss falling and its test accuracy
-# above 0.5. Towers in the model-parallel job are refused, saying why.
+# above 0.5. Towers in the model-parallel job, and with an embedding looked
+# up on the ps (tests/e2e/embedding_small.dtf), are refused, saying why.
 # usage: gpu_cluster_modes.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -55,6 +56,15 @@ if timeout 120 "$bin/dtf-run" "$work/model-parallel.plan" --cluster "$work/c1x2.
 fi
 grep -q "worker.0: gpu_towers = 2: towers replicate a whole worker_step; they do not combine with a replica that spans worker tasks (model parallelism)" \
   "$work/mp-towers.log" || fail "towers with model parallelism: no precise refusal: $(grep error "$work/mp-towers.log" | head -3)"
+
+# Nor do they average the sparse rows of a table looked up on its ps.
+"$bin/dtfc" "$root/tests/e2e/embedding_small.dtf" -o "$work/embedding.plan"
+if timeout 120 "$bin/dtf-run" "$work/embedding.plan" --cluster "$work/c1x2.json" \
+    --emulate-gpus 2 --gpu-towers 2 --max-restarts 0 > "$work/emb-towers.log" 2>&1; then
+  fail "towers with a table looked up on the ps ran"
+fi
+grep -q "gpu_towers = 2: the worker_step sends sparse rows ('words/embeddings:grad:0', an embedding looked up on its ps); towers average dense gradients only" \
+  "$work/emb-towers.log" || fail "towers with ps lookups: no precise refusal: $(grep error "$work/emb-towers.log" | head -3)"
 
 python3 - "$work" <<'PY'
 import re, sys
