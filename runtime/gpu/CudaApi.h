@@ -211,17 +211,17 @@ struct cudnnConvolutionAlgoPerf_t {
      cudnnConvolutionDescriptor_t conv, int algo, void *workspace,             \
      size_t workspaceBytes, const void *beta, cudnnFilterDescriptor_t dwDesc,  \
      void *dw))                                                                \
-  X(cudnnGetConvolutionForwardAlgorithm_v7,                                   \
+  X(cudnnGetConvolutionForwardAlgorithm_v7,                                    \
     (cudnnHandle_t handle, cudnnTensorDescriptor_t x,                          \
      cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,             \
      cudnnTensorDescriptor_t y, int requested, int *returned,                  \
      cudnnConvolutionAlgoPerf_t *perf))                                        \
-  X(cudnnGetConvolutionBackwardDataAlgorithm_v7,                              \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7,                               \
     (cudnnHandle_t handle, cudnnFilterDescriptor_t w,                          \
      cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,            \
      cudnnTensorDescriptor_t dx, int requested, int *returned,                 \
      cudnnConvolutionAlgoPerf_t *perf))                                        \
-  X(cudnnGetConvolutionBackwardFilterAlgorithm_v7,                            \
+  X(cudnnGetConvolutionBackwardFilterAlgorithm_v7,                             \
     (cudnnHandle_t handle, cudnnTensorDescriptor_t x,                          \
      cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,            \
      cudnnFilterDescriptor_t dw, int requested, int *returned,                 \
@@ -257,9 +257,8 @@ inline constexpr int ncclSum = 0;
   X(ncclCommDestroy, (ncclComm_t comm))                                        \
   X(ncclGroupStart, ())                                                        \
   X(ncclGroupEnd, ())                                                          \
-  X(ncclAllReduce,                                                             \
-    (const void *send, void *recv, size_t count, int dataType, int op,         \
-     ncclComm_t comm, CUstream stream))
+  X(ncclAllReduce, (const void *send, void *recv, size_t count, int dataType,  \
+                    int op, ncclComm_t comm, CUstream stream))
 
 } // namespace cuda
 } // namespace dtf::gpu

@@ -50,8 +50,7 @@ std::string CudaDriver::errorText(const char *call, CUresult r) const {
   return text;
 }
 
-std::string CudaDriver::ncclErrorText(const char *call,
-                                      ncclResult_t r) const {
+std::string CudaDriver::ncclErrorText(const char *call, ncclResult_t r) const {
   std::string text = strCat(call, ": NCCL error ", r);
   if (ncclGetErrorString)
     if (const char *s = ncclGetErrorString(r))
@@ -217,9 +216,9 @@ Status CudaDriver::loadNccl() {
   int version = 0;
   ncclGetVersion(&version);
   // NCCL 2.x encodes major * 10000 + minor * 100 + patch (2.9 and later).
-  ncclDescription_ = strCat(emulated() ? "emulated NCCL " : "NCCL ",
-                            version / 10000, ".", (version % 10000) / 100, ".",
-                            version % 100, " (", path, ")");
+  ncclDescription_ =
+      strCat(emulated() ? "emulated NCCL " : "NCCL ", version / 10000, ".",
+             (version % 10000) / 100, ".", version % 100, " (", path, ")");
   return Status::ok();
 }
 

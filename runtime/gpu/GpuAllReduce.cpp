@@ -23,8 +23,7 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
   Bucket b;
   for (size_t i = 0; i < elements.size(); ++i) {
     const size_t bytes = size_t(elements[i]) * sizeof(float);
-    if (b.end > b.first &&
-        b.elements * sizeof(float) + bytes > bucketBytes) {
+    if (b.end > b.first && b.elements * sizeof(float) + bytes > bucketBytes) {
       a->buckets_.push_back(b);
       b = Bucket{i, i, 0};
     }
@@ -36,27 +35,29 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
   int64_t total = 0;
   for (int64_t e : elements)
     total += e;
-  const std::string what =
-      strCat(elements.size(), " float32 tensors (", total * 4, " bytes) in ",
-             a->buckets_.size(), a->buckets_.size() == 1 ? " bucket" : " buckets");
+  const std::string what = strCat(
+      elements.size(), " float32 tensors (", total * 4, " bytes) in ",
+      a->buckets_.size(), a->buckets_.size() == 1 ? " bucket" : " buckets");
 
   std::string whyNot;
   CudaDriver *driver = processDriver(&whyNot);
-  if (!driver || driver->deviceCount() <= *std::max_element(gpus.begin(), gpus.end())) {
-    *note = strCat("the towers' gradients (", what, ") are summed on the host: ",
-                   driver ? strCat("this machine has ", driver->deviceCount(),
-                                   driver->deviceCount() == 1 ? " GPU" : " GPUs",
-                                   " for ", gpus.size(), " towers")
-                          : whyNot);
+  if (!driver ||
+      driver->deviceCount() <= *std::max_element(gpus.begin(), gpus.end())) {
+    *note =
+        strCat("the towers' gradients (", what, ") are summed on the host: ",
+               driver ? strCat("this machine has ", driver->deviceCount(),
+                               driver->deviceCount() == 1 ? " GPU" : " GPUs",
+                               " for ", gpus.size(), " towers")
+                      : whyNot);
     *out = std::move(a);
     return Status::ok();
   }
   a->driver_ = driver;
   Status nccl = driver->loadNccl();
   if (!nccl.isOk()) {
-    *note = strCat("the towers' gradients (", what,
-                   ") are summed through the host, without NCCL: ",
-                   nccl.message());
+    *note =
+        strCat("the towers' gradients (", what,
+               ") are summed through the host, without NCCL: ", nccl.message());
     *out = std::move(a);
     return Status::ok();
   }
@@ -67,13 +68,14 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
   }
   a->comms_.assign(gpus.size(), nullptr);
   DTF_RETURN_IF_ERROR(a->check(
-      "ncclCommInitAll",
-      driver->ncclCommInitAll(a->comms_.data(), int(gpus.size()), gpus.data())));
+      "ncclCommInitAll", driver->ncclCommInitAll(
+                             a->comms_.data(), int(gpus.size()), gpus.data())));
   a->device_.resize(gpus.size());
   a->pinned_.assign(gpus.size(), nullptr);
   a->pinnedCapacity_.assign(gpus.size(), 0);
   *note = strCat("the towers' gradients (", what, ") are summed with ",
-                 driver->ncclDescription(), ": one ncclAllReduce per bucket "
+                 driver->ncclDescription(),
+                 ": one ncclAllReduce per bucket "
                  "and step over GPU ");
   for (size_t k = 0; k < gpus.size(); ++k)
     *note += strCat(k ? ", " : "", gpus[k]);
@@ -111,9 +113,10 @@ Status TowerAllReduce::reduceOnHost(
   return Status::ok();
 }
 
-Status TowerAllReduce::reduce(
-    const std::vector<std::vector<const Tensor *>> &values,
-    const std::vector<float> &weights, const std::vector<Tensor *> &out) {
+Status
+TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
+                       const std::vector<float> &weights,
+                       const std::vector<Tensor *> &out) {
   for (const auto &tower : values)
     for (size_t i = 0; i < elements_.size(); ++i)
       if (tower[i]->dtype() != DType::F32 ||
@@ -139,10 +142,10 @@ Status TowerAllReduce::reduce(
         for (int64_t j = 0; j < elements_[i]; ++j)
           *p++ = weights[k] * v[j];
       }
-      DTF_RETURN_IF_ERROR(d.check(
-          "cuMemcpyHtoDAsync",
-          driver_->cuMemcpyHtoDAsync(device_[k].ptr, pinned_[k], bytes,
-                                     d.stream())));
+      DTF_RETURN_IF_ERROR(
+          d.check("cuMemcpyHtoDAsync",
+                  driver_->cuMemcpyHtoDAsync(device_[k].ptr, pinned_[k], bytes,
+                                             d.stream())));
     }
     DTF_RETURN_IF_ERROR(check("ncclGroupStart", driver_->ncclGroupStart()));
     for (size_t k = 0; k < towers; ++k) {
@@ -160,10 +163,10 @@ Status TowerAllReduce::reduce(
     // The sum, from the first tower's GPU.
     GpuDevice &first = *devices_[0];
     DTF_RETURN_IF_ERROR(first.makeCurrent());
-    DTF_RETURN_IF_ERROR(first.check(
-        "cuMemcpyDtoHAsync",
-        driver_->cuMemcpyDtoHAsync(pinned_[0], device_[0].ptr, bytes,
-                                   first.stream())));
+    DTF_RETURN_IF_ERROR(
+        first.check("cuMemcpyDtoHAsync",
+                    driver_->cuMemcpyDtoHAsync(pinned_[0], device_[0].ptr,
+                                               bytes, first.stream())));
     for (size_t k = 0; k < towers; ++k) {
       DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
       DTF_RETURN_IF_ERROR(devices_[k]->synchronize());

@@ -203,7 +203,11 @@ Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, ConvCall &call) {
 
 // --- The convolution algorithm, chosen once per shape ------------------------
 
-enum class ConvDirection { kForward = 0, kBackwardData = 1, kBackwardFilter = 2 };
+enum class ConvDirection {
+  kForward = 0,
+  kBackwardData = 1,
+  kBackwardFilter = 2
+};
 
 struct ConvAlgo {
   int algo = 0;
@@ -230,9 +234,8 @@ Status chooseConvAlgo(GpuKernelContext &ctx, ConvDirection direction,
   GpuDevice &dev = ctx.device();
   CudaDriver &d = dev.driver();
   const std::vector<int64_t> key = {
-      dev.index(), int64_t(direction), w.n,  w.c,      w.ih,      w.iw,
-      w.oc,        w.kh,               w.kw, w.padTop, w.padLeft, w.sh,
-      w.sw,        w.dh,               w.dw};
+      dev.index(), int64_t(direction), w.n,       w.c,  w.ih, w.iw, w.oc, w.kh,
+      w.kw,        w.padTop,           w.padLeft, w.sh, w.sw, w.dh, w.dw};
   ConvAlgoCache &cache = convAlgoCache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
@@ -250,18 +253,17 @@ Status chooseConvAlgo(GpuKernelContext &ctx, ConvDirection direction,
                       : direction == ConvDirection::kBackwardData
                           ? "cudnnGetConvolutionBackwardDataAlgorithm_v7"
                           : "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
-  cudnnStatus_t st =
-      direction == ConvDirection::kForward
-          ? d.cudnnGetConvolutionForwardAlgorithm_v7(
-                dev.dnn(), call.x.desc, call.f.desc, call.c.desc, call.y.desc,
-                kRequested, &returned, perf)
-      : direction == ConvDirection::kBackwardData
-          ? d.cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                dev.dnn(), call.f.desc, call.y.desc, call.c.desc, call.x.desc,
-                kRequested, &returned, perf)
-          : d.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                dev.dnn(), call.x.desc, call.y.desc, call.c.desc, call.f.desc,
-                kRequested, &returned, perf);
+  cudnnStatus_t st = direction == ConvDirection::kForward
+                         ? d.cudnnGetConvolutionForwardAlgorithm_v7(
+                               dev.dnn(), call.x.desc, call.f.desc, call.c.desc,
+                               call.y.desc, kRequested, &returned, perf)
+                     : direction == ConvDirection::kBackwardData
+                         ? d.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                               dev.dnn(), call.f.desc, call.y.desc, call.c.desc,
+                               call.x.desc, kRequested, &returned, perf)
+                         : d.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                               dev.dnn(), call.x.desc, call.y.desc, call.c.desc,
+                               call.f.desc, kRequested, &returned, perf);
   DTF_RETURN_IF_ERROR(dnnStatus(ctx, query, st));
   bool found = false;
   ConvAlgo best;

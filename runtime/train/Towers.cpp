@@ -52,9 +52,8 @@ void setKind(FailureKind *kind, FailureKind k) {
 } // namespace
 
 Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
-                            const data::Dataset &data,
-                            const FeedLayout &layout, const BuildFn &build,
-                            FailureKind *kind) {
+                            const data::Dataset &data, const FeedLayout &layout,
+                            const BuildFn &build, FailureKind *kind) {
   auto refuse = [&](const std::string &why) {
     setKind(kind, FailureKind::kPlan);
     return errorStatus("gpu_towers = ", towers_, ": ", why);
@@ -63,8 +62,8 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
     return refuse("towers replicate a whole worker_step; they do not combine "
                   "with a replica that spans worker tasks (model parallelism)");
   if (batch_ < towers_)
-    return refuse(strCat("a batch of ", batch_,
-                         " examples cannot give every tower one"));
+    return refuse(
+        strCat("a batch of ", batch_, " examples cannot give every tower one"));
   for (const plan::Transfer &send : worker.sends())
     if (send.sparse())
       return refuse(strCat("the worker_step sends sparse rows ('",

@@ -5,8 +5,8 @@
 #include "runtime/gpu/GpuAllReduce.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/plan/PlanReader.h"
-#include "runtime/summary/RunSummaries.h"
 #include "runtime/plan/PlanTypes.h"
+#include "runtime/summary/RunSummaries.h"
 #include "runtime/train/CheckpointSchedule.h"
 #include "runtime/train/Initializers.h"
 
@@ -358,7 +358,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     return st;
   };
   towers_ = options_.gpuTowers > 0 ? options_.gpuTowers
-                                    : std::max(1, plan.session().gpu_towers());
+                                   : std::max(1, plan.session().gpu_towers());
   plan::Program worker; // with its sends as fetches
   if (options_.driver || towers_ > 1) {
     // The worker's part of the step; its sends become fetches after the
@@ -382,8 +382,9 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
         f->set_value(send.rows_value());
       }
     }
-    DTF_RETURN_IF_ERROR(build(
-        worker, towers_ > 1 ? "worker_step (tower 0)" : "worker_step", &train_));
+    DTF_RETURN_IF_ERROR(
+        build(worker, towers_ > 1 ? "worker_step (tower 0)" : "worker_step",
+              &train_));
   } else {
     DTF_RETURN_IF_ERROR(build(plan.train_step(), "train_step", &train_));
     numMetrics_ = train_->numFetches();
@@ -396,8 +397,8 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   trainData_ = data.train;
   trainShardedByFile_ = data.trainShardedByFile;
   if (towers_ > 1)
-    DTF_RETURN_IF_ERROR(setUpTowers(plan, worker, *data.train,
-                                    data.trainLayout, build, kind));
+    DTF_RETURN_IF_ERROR(
+        setUpTowers(plan, worker, *data.train, data.trainLayout, build, kind));
   if (trainFeeder_->fixedBatch() && trainFeeder_->fixedBatch() != batch_) {
     setKind(kind, FailureKind::kPlan);
     return errorStatus("train_step: the inputs take batches of ",

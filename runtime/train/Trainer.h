@@ -218,9 +218,9 @@ private:
   Trainer() = default;
   Status setUp(const plan::Plan &plan, FailureKind *kind);
   Status feedLearningRate(exec::Executor &e, int64_t step);
-  using BuildFn = std::function<Status(const plan::Program &,
-                                       const std::string &,
-                                       std::unique_ptr<exec::Executor> *, int)>;
+  using BuildFn =
+      std::function<Status(const plan::Program &, const std::string &,
+                           std::unique_ptr<exec::Executor> *, int)>;
   // Towers (Towers.cpp): builds towers 1..N-1 beside train_ (tower 0), their
   // feeders, the all-reduce and, in one process, the update program.
   Status setUpTowers(const plan::Plan &plan, const plan::Program &worker,

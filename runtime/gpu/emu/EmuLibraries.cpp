@@ -95,9 +95,9 @@ bool geometry(const TensorDesc &x, const FilterDesc &f, const ConvDesc &cd,
 // heuristics often rank a workspace-hungry algorithm first.
 bool algoSupported(int algo) { return algo == 0 || algo == 1; }
 size_t algoWorkspace(const Geometry &g, int algo) {
-  return algo == 1 ? size_t(g.n) * g.oh * g.ow * g.kh * g.kw * g.c *
-                         sizeof(float)
-                   : 0;
+  return algo == 1
+             ? size_t(g.n) * g.oh * g.ow * g.kh * g.kw * g.c * sizeof(float)
+             : 0;
 }
 bool convGeometry(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t f,
                   cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y,
@@ -110,8 +110,8 @@ bool convGeometry(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t f,
 cudnnStatus_t workspaceSize(cudnnTensorDescriptor_t x,
                             cudnnFilterDescriptor_t f,
                             cudnnConvolutionDescriptor_t c,
-                            cudnnTensorDescriptor_t y, int algo,
-                            size_t *bytes, const char *name) {
+                            cudnnTensorDescriptor_t y, int algo, size_t *bytes,
+                            const char *name) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   Geometry g;
   if (!convGeometry(x, f, c, y, &g))
@@ -501,8 +501,8 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
                  result.data(), g.k);
     } else if (kind == ConvKind::BackwardData) {
       // dcol[rows, row] = dy[rows, K] x f[K, row]
-      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, y, g.k, f, row, 0.0f,
-                 colp, row);
+      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, y, g.k, f, row, 0.0f, colp,
+                 row);
       col2im(g, colp, result.data());
     } else {
       im2col(g, x, colp);
@@ -539,8 +539,8 @@ cudnnStatus_t cudnnConvolutionForward(
   return convolution(ConvKind::Forward, handle, scalar(alpha), scalar(beta),
                      td(xDesc), static_cast<const float *>(x), fdesc(wDesc),
                      static_cast<const float *>(w), cdesc(conv), td(yDesc),
-                     nullptr, static_cast<float *>(y),
-                     algo, ws, wsBytes, "cudnnConvolutionForward");
+                     nullptr, static_cast<float *>(y), algo, ws, wsBytes,
+                     "cudnnConvolutionForward");
 }
 cudnnStatus_t cudnnConvolutionBackwardData(
     cudnnHandle_t handle, const void *alpha, cudnnFilterDescriptor_t wDesc,

@@ -104,8 +104,7 @@ const char *ncclGetErrorString(ncclResult_t r) {
   }
 }
 
-ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev,
-                             const int *devices) {
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devices) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   if (!machine().initialized)
     return refuse(ncclInvalidUsage, "ncclCommInitAll before cuInit");
@@ -158,14 +157,15 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                   "ncclAllReduce: the emulation sums float32 only");
   auto *s = reinterpret_cast<Stream *>(stream);
   if (s && s->device != c->device)
-    return refuse(ncclInvalidUsage,
-                  "ncclAllReduce: the stream is on GPU " +
-                      std::to_string(s->device) + ", the communicator on GPU " +
-                      std::to_string(c->device));
+    return refuse(ncclInvalidUsage, "ncclAllReduce: the stream is on GPU " +
+                                        std::to_string(s->device) +
+                                        ", the communicator on GPU " +
+                                        std::to_string(c->device));
   if (s && s->capturing)
     return refuse(ncclInvalidUsage,
                   "ncclAllReduce: the emulation does not capture NCCL calls");
-  const std::string what = "ncclAllReduce(rank " + std::to_string(c->rank) + ")";
+  const std::string what =
+      "ncclAllReduce(rank " + std::to_string(c->rank) + ")";
   if (count > 0) {
     if (checkDevice(uintptr_t(send), count * sizeof(float), what + " send",
                     nullptr) != CUDA_SUCCESS ||

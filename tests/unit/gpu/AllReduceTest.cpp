@@ -30,7 +30,8 @@ CudaDriver *emulatedProcess(int gpus) {
 uint64_t ncclAllReduces(CudaDriver &d) {
   std::smatch m;
   const std::string stats = d.emulationStats();
-  EXPECT_TRUE(std::regex_search(stats, m, std::regex("(\\d+) NCCL all-reduces")))
+  EXPECT_TRUE(
+      std::regex_search(stats, m, std::regex("(\\d+) NCCL all-reduces")))
       << stats;
   return m.empty() ? 0 : std::stoull(m[1]);
 }

@@ -347,9 +347,8 @@ TEST(CudaEmu, AConvolutionWithoutTheWorkspaceItsAlgorithmNeedsIsRefused) {
   ASSERT_EQ(d->cudnnSetFilter4dDescriptor(f, CUDNN_DATA_FLOAT,
                                           CUDNN_TENSOR_NHWC, 1, 1, 1, 1),
             CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(d->cudnnSetConvolution2dDescriptor(c, 0, 0, 1, 1, 1, 1,
-                                               CUDNN_CROSS_CORRELATION,
-                                               CUDNN_DATA_FLOAT),
+  ASSERT_EQ(d->cudnnSetConvolution2dDescriptor(
+                c, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
             CUDNN_STATUS_SUCCESS);
   // The heuristic ranks algorithm 1 (an im2col workspace: 16 floats) first.
   cudnnConvolutionAlgoPerf_t perf[4] = {};

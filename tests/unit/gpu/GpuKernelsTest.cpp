@@ -161,8 +161,8 @@ TEST(GpuKernels, ConvolutionAlgorithmIsChosenOncePerShapeAndDirection) {
   expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
   EXPECT_EQ(chosen(), 1u);
   // Another batch is another shape; each gradient is another direction.
-  expectSameOnGpu(*e.device, "dtf.conv2d",
-                  {randomTensor({4, 9, 9, 3}, 23), f}, attrs);
+  expectSameOnGpu(*e.device, "dtf.conv2d", {randomTensor({4, 9, 9, 3}, 23), f},
+                  attrs);
   EXPECT_EQ(chosen(), 2u);
   Tensor dy = randomTensor({2, 9, 9, 4}, 24);
   AttrMap in = attrs;
