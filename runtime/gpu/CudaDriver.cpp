@@ -42,12 +42,12 @@ std::string CudaDriver::errorText(const char *call, CUresult r) const {
   const char *s = nullptr;
   if (cuGetErrorString && cuGetErrorString(r, &s) == CUDA_SUCCESS && s)
     text += strCat(" (", s, ")");
-  if (emuLastError_) {
-    const char *e = emuLastError_();
-    if (e && *e)
-      text += strCat(": ", e);
-  }
-  return text;
+  return text + emulationReason();
+}
+
+std::string CudaDriver::emulationReason() const {
+  const char *e = emuLastError_ ? emuLastError_() : nullptr;
+  return e && *e ? strCat(": ", e) : std::string();
 }
 
 std::string CudaDriver::ncclErrorText(const char *call, ncclResult_t r) const {
@@ -55,12 +55,7 @@ std::string CudaDriver::ncclErrorText(const char *call, ncclResult_t r) const {
   if (ncclGetErrorString)
     if (const char *s = ncclGetErrorString(r))
       text += strCat(" (", s, ")");
-  if (emuLastError_) {
-    const char *e = emuLastError_();
-    if (e && *e)
-      text += strCat(": ", e);
-  }
-  return text;
+  return text + emulationReason();
 }
 
 std::string CudaDriver::emulationStats() const {

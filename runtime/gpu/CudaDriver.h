@@ -79,6 +79,8 @@ public:
 
 private:
   CudaDriver() = default;
+  // ": <why the emulation last refused>", or "" (a real driver).
+  std::string emulationReason() const;
   CudaLibraries libs_;
   void *driverLib_ = nullptr;
   void *cublasLib_ = nullptr;

@@ -350,30 +350,21 @@ int main(int argc, char **argv) {
       options.fresh = true;
       continue;
     }
-    if (arg == "--gpu-towers") {
+    if (arg == "--gpu-towers" || arg == "--emulate-gpus") {
       if (!value && i + 1 < argc)
         value = argv[++i];
       const long long n = value ? parseCount(value) : -1;
       if (n < 1 || n > 16) {
         std::fprintf(stderr,
-                     "dtf-run: error: --gpu-towers expects a tower count "
-                     "from 1 to 16, got '%s'\n",
+                     "dtf-run: error: %s expects a %s count from 1 to 16, "
+                     "got '%s'\n",
+                     arg.c_str(), arg == "--gpu-towers" ? "tower" : "GPU",
                      value ? value : "");
         return kUsageError;
       }
-      options.gpuTowers = int(n);
-      continue;
-    }
-    if (arg == "--emulate-gpus") {
-      if (!value && i + 1 < argc)
-        value = argv[++i];
-      const long long n = value ? parseCount(value) : -1;
-      if (n < 1 || n > 16) {
-        std::fprintf(stderr,
-                     "dtf-run: error: --emulate-gpus expects a GPU count "
-                     "from 1 to 16, got '%s'\n",
-                     value ? value : "");
-        return kUsageError;
+      if (arg == "--gpu-towers") {
+        options.gpuTowers = int(n);
+        continue;
       }
       dtf::gpu::CudaLibraries libs;
       libs.driver = dtf::gpu::emulationLibraryPath();
