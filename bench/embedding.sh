@@ -2,7 +2,9 @@
 # Large embeddings side by side in one invocation: the CTR model of
 # models/ctr.dtf (2,000,000 x 32 f32 table in 4 shards, 26 ids per example,
 # dense 64 relu, dense 2, Adagrad 0.05, batch 256, synthetic data).
-# In one process: dtf with its sparse table update, dtf forced onto the dense
+# In one process: dtf with its sparse table update, dtf with the same table
+# as a dynamic one (`vocab = dynamic, capacity = 2000000`: rows made in hash
+# tables as ids come, the same ids), dtf forced onto the dense
 # update (a clip norm too large to clip, which needs the whole gradient: what
 # every dtf plan did before sparse updates), PyTorch (sparse nn.Embedding +
 # Adagrad) and TensorFlow (tf.compat.v1, partitioned variable,
@@ -22,7 +24,7 @@
 #     --warmup N      untimed steps first (default 20)
 #     --steps N       timed steps (default 200)
 #     --threads N     threads for each framework (default 2)
-#     --only LIST     comma-separated subset of dtf,dtf-dense,torch,tf,
+#     --only LIST     comma-separated subset of dtf,dtf-dynamic,dtf-dense,torch,tf,
 #                     dtf-cluster,dtf-cluster-plain,tf-cluster (default all)
 #     --cluster-steps N  timed steps per worker in the cluster runs (default 200)
 #     --out FILE      results file (default bench/results/embedding.md; "-": none)
@@ -37,7 +39,7 @@ build=$root/build
 warmup=20
 steps=200
 threads=2
-only=dtf,dtf-dense,torch,tf,dtf-cluster,dtf-cluster-plain,tf-cluster
+only=dtf,dtf-dynamic,dtf-dense,torch,tf,dtf-cluster,dtf-cluster-plain,tf-cluster
 cluster_steps=200
 out=$root/bench/results/embedding.md
 cmdline="bench/embedding.sh${*:+ $*}"
@@ -58,7 +60,7 @@ while (($#)); do
   esac
 done
 for f in ${only//,/ }; do
-  case $f in dtf|dtf-dense|torch|tf|dtf-cluster|dtf-cluster-plain|tf-cluster) ;; *) die "--only: unknown framework '$f'" ;; esac
+  case $f in dtf|dtf-dynamic|dtf-dense|torch|tf|dtf-cluster|dtf-cluster-plain|tf-cluster) ;; *) die "--only: unknown framework '$f'" ;; esac
 done
 want() { [[ ",$only," == *",$1,"* ]]; }
 [[ -x /usr/bin/time ]] || die "/usr/bin/time is missing (apt-get install time)"
@@ -77,6 +79,10 @@ trap 'rm -rf "$work"' EXIT
 "$build/bin/dtfc" "$root/models/ctr.dtf" -o "$work/sparse.plan"
 sed 's/^    batch = 256/    clip_gradients = global_norm(1e30)\n    batch = 256/' "$root/models/ctr.dtf" > "$work/dense.dtf"
 "$build/bin/dtfc" "$work/dense.dtf" -o "$work/dense.plan"
+sed 's/vocab = 2000000, dim = 32, partitions = 4/vocab = dynamic, dim = 32, capacity = 2000000, partitions = 4/' \
+  "$root/models/ctr.dtf" > "$work/dynamic.dtf"
+grep -q 'vocab = dynamic' "$work/dynamic.dtf" || die "models/ctr.dtf: its embedding call changed; update the dynamic variant"
+"$build/bin/dtfc" "$work/dynamic.dtf" -o "$work/dynamic.plan"
 "$build/bin/dtfc" "$root/models/ctr.dtf" --emit=train-mlir | grep -q sparse_apply_adagrad ||
   die "models/ctr.dtf does not compile to a sparse update"
 
@@ -87,6 +93,8 @@ run() {
   case $fw in
     dtf) cmd=("$build/bin/dtf-run" "$work/sparse.plan" --steps $((warmup + steps))
               --log-every "$warmup" --threads "$threads") ;;
+    dtf-dynamic) cmd=("$build/bin/dtf-run" "$work/dynamic.plan" --steps $((warmup + steps))
+                      --log-every "$warmup" --threads "$threads") ;;
     dtf-dense) cmd=("$build/bin/dtf-run" "$work/dense.plan" --steps $((warmup + steps / 10))
                     --log-every "$warmup" --threads "$threads") ;;
     torch) cmd=("$py" "$root/bench/peers/torch_ctr.py" --warmup "$warmup" --steps "$steps" --threads "$threads") ;;
@@ -111,7 +119,7 @@ run() {
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== CTR model (2M x 32 table, 26 ids, batch 256), $threads threads, $warmup warm-up + $steps timed steps (dtf-dense: $((steps / 10))) (load $load_before)"
-for fw in dtf dtf-dense torch tf; do
+for fw in dtf dtf-dynamic dtf-dense torch tf; do
   want "$fw" && run "$fw"
 done
 
@@ -177,11 +185,12 @@ runs = {}
 for line in open(sys.argv[1]):
     fw, rate, rss = line.split()
     runs[fw] = (float(rate), int(rss) / 1024.0)
-names = {"dtf": "dtf (sparse update)", "dtf-dense": "dtf (dense update)",
+names = {"dtf": "dtf (sparse update)", "dtf-dynamic": "dtf, vocab = dynamic (hash tables, rows made as ids come)",
+         "dtf-dense": "dtf (dense update)",
          "torch": "PyTorch, sparse nn.Embedding", "tf": "TensorFlow tf.compat.v1"}
 print("| framework | examples/s | peak RSS MB | dtf examples/s ÷ this | dtf RSS ÷ this |")
 print("| --- | ---: | ---: | ---: | ---: |")
-for fw in ("dtf", "dtf-dense", "torch", "tf"):
+for fw in ("dtf", "dtf-dynamic", "dtf-dense", "torch", "tf"):
     if fw not in runs:
         continue
     r, m = runs[fw]

@@ -530,6 +530,85 @@ Value ModelGen::genBatchNorm(Value x, const LayerName &layer,
   return y;
 }
 
+/// embedding(ids, vocab = dynamic, dim, capacity, admit_after, evict_after,
+/// initializer, partitions): a table without a fixed vocabulary. The
+/// variable NAME/embeddings holds `capacity` rows plus one reserved row (of
+/// zeros, for ids without a row) per partition; dtf.dynamic_rows maps the
+/// ids to rows, which the run time creates on first sight (after
+/// admit_after sightings) and evicts (after evict_after steps unused).
+Value ModelGen::genDynamicEmbedding(Value ids, const LayerName &layer,
+                                    const BoundArgs &args, ast::Loc at) {
+  auto idsType = cast<RankedTensorType>(ids.getType());
+  std::optional<int64_t> dim = intArg(args, "dim", 0, 1, kMaxDimSize);
+  std::optional<int64_t> partitions =
+      intArg(args, "partitions", 1, 1, 1 << 16);
+  std::optional<int64_t> capacity =
+      intArg(args, "capacity", 1 << 20, 1, kMaxDimSize / 2);
+  std::optional<int64_t> admit = intArg(args, "admit_after", 1, 1, 1 << 30);
+  std::optional<int64_t> evict =
+      intArg(args, "evict_after", 0, 0, int64_t(1) << 40);
+  std::optional<InitializerAttr> init;
+  if (args.get("initializer"))
+    init = buildInitializer(args.get("initializer"), at, "normal");
+  else
+    init = InitializerAttr::get(context, InitKind::normal,
+                                builder.getDictionaryAttr(builder.getNamedAttr(
+                                    "stddev", builder.getF64FloatAttr(0.05))));
+  if (!dim || !partitions || !capacity || !admit || !evict || !init)
+    return nullptr;
+  switch (init->getKind()) {
+  case InitKind::glorot_uniform:
+  case InitKind::he_normal:
+    error(resolve(args.get("initializer"))->getLoc())
+        << "a dynamic table has no fixed vocabulary, so "
+        << stringifyInitKind(init->getKind())
+        << " (which scales by the table's fan-in) cannot size its rows; use "
+           "normal(stddev = ...), truncated_normal, uniform or a constant";
+    return nullptr;
+  default:
+    break;
+  }
+  if (*partitions > *capacity) {
+    error(resolve(args.get("partitions"))->getLoc())
+        << "partitions (" << *partitions << ") cannot exceed capacity ("
+        << *capacity << ")";
+    return nullptr;
+  }
+  if (!idsType.getElementType().isInteger(32) &&
+      !idsType.getElementType().isInteger(64)) {
+    auto diag = error(at) << "embedding needs integer ids (i32 or i64), got "
+                          << formatType(idsType);
+    noteOrigin(diag, args.get("ids"), ids);
+    return nullptr;
+  }
+  auto tableType = RankedTensorType::get({*capacity + *partitions, *dim},
+                                         builder.getF32Type());
+  Value table = layerVariable(layer, "embeddings", tableType, *init, at,
+                              *partitions > 1 ? partitions : std::nullopt);
+  if (!table)
+    return nullptr;
+  auto found = variables.find(layer.full + "/embeddings");
+  if (found == variables.end())
+    return nullptr;
+  VariableOp var = found->second.first;
+  if (!layer.share)
+    var->setAttr("dtf.dynamic",
+                 builder.getDictionaryAttr(
+                     {builder.getNamedAttr("admit_after",
+                                           builder.getI64IntegerAttr(*admit)),
+                      builder.getNamedAttr("evict_after",
+                                           builder.getI64IntegerAttr(*evict))}));
+  Location l = loc(at);
+  auto rowsType =
+      RankedTensorType::get(idsType.getShape(), builder.getI64Type());
+  Value rows = builder.create<DynamicRowsOp>(
+      l, rowsType, ids, builder.getStringAttr(var.getSymName()),
+      builder.getUnitAttr());
+  return builder.create<GatherOp>(
+      l, *inferGather(tableType, rowsType, [] { return InFlightDiagnostic(); }),
+      table, rows);
+}
+
 Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
                          const BoundArgs &args) {
   StringRef name = spec.name;
@@ -546,6 +625,15 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
     return nullptr;
 
   if (name == "embedding") {
+    if (auto *v = dyn_cast_or_null<ast::NameExpr>(resolve(args.get("vocab")));
+        v && v->name == "dynamic")
+      return genDynamicEmbedding(x, *layer, args, at);
+    for (StringRef only : {"capacity", "admit_after", "evict_after"})
+      if (const ast::Expr *e = args.get(only)) {
+        error(resolve(e)->getLoc())
+            << only << " applies to dynamic tables only (`vocab = dynamic`)";
+        return nullptr;
+      }
     std::optional<int64_t> vocab = intArg(args, "vocab", 0, 1, kMaxDimSize);
     std::optional<int64_t> dim = intArg(args, "dim", 0, 1, kMaxDimSize);
     std::optional<int64_t> partitions =

@@ -254,6 +254,8 @@ private:
   Value applyActivation(Value x, StringRef activation, ast::Loc at);
   Value genLayerNorm(Value x, const LayerName &layer, const BoundArgs &args,
                      ast::Loc at);
+  Value genDynamicEmbedding(Value ids, const LayerName &layer,
+                            const BoundArgs &args, ast::Loc at);
   Value genBatchNorm(Value x, const LayerName &layer, const BoundArgs &args,
                      ast::Loc at);
   Value genAttention(Value query, const LayerName &layer, const BoundArgs &args,

@@ -489,6 +489,16 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
       out->set_slot_of(of.getValue().str());
     } else
       out->set_role("model");
+    VariableOp owner = var;
+    if (auto of = var->getAttrOfType<FlatSymbolRefAttr>("dtf.slot_of"))
+      if (auto table = module.lookupSymbol<VariableOp>(of.getAttr()))
+        owner = table;
+    if (auto dynamic = owner->getAttrOfType<DictionaryAttr>("dtf.dynamic")) {
+      pb::DynamicTable *d = out->mutable_dynamic();
+      d->set_enabled(true);
+      d->set_admit_after(cast<IntegerAttr>(dynamic.get("admit_after")).getInt());
+      d->set_evict_after(cast<IntegerAttr>(dynamic.get("evict_after")).getInt());
+    }
   }
   auto train = module.lookupSymbol<func::FuncOp>("train_step");
   auto eval = module.lookupSymbol<func::FuncOp>("eval");

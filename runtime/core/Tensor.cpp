@@ -1,6 +1,9 @@
 // Tensor: dtype helpers, aligned allocation, views and reshapes.
 #include "runtime/core/Tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -108,6 +111,23 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
   Tensor t = allocate(dtype, std::move(shape));
   if (t.defined())
     std::memset(t.data_, 0, t.byteSize());
+  return t;
+}
+
+Tensor Tensor::reserveZeros(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numElements_ = numElementsOf(shape);
+  t.shape_ = std::move(shape);
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  size_t capacity = (std::max<size_t>(t.byteSize(), 1) + page - 1) / page * page;
+  void *p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return Tensor();
+  t.buffer_ = std::shared_ptr<void>(p, [capacity](void *q) { munmap(q, capacity); });
+  t.data_ = p;
+  t.capacity_ = capacity;
   return t;
 }
 

@@ -62,6 +62,11 @@ public:
   static Tensor allocate(DType dtype, std::vector<int64_t> shape);
   /// As allocate(), with every byte zero (0, 0.0 and false).
   static Tensor zeros(DType dtype, std::vector<int64_t> shape);
+  /// As zeros(), but the memory is reserved, not committed: pages are
+  /// taken from the system only when first written (an anonymous mapping
+  /// without swap reservation). For dynamic tables, whose capacity is far
+  /// larger than the rows they hold.
+  static Tensor reserveZeros(DType dtype, std::vector<int64_t> shape);
   /// A tensor over `data`, which must hold numElementsOf(shape) elements and
   /// outlive every use of the view.
   static Tensor view(DType dtype, std::vector<int64_t> shape, void *data);

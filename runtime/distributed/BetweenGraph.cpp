@@ -2,6 +2,8 @@
 // recovery of the ps tasks, for one worker (or tower, or stage 0).
 #include "runtime/distributed/BetweenGraph.h"
 
+#include "runtime/train/DynamicTable.h"
+
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/plan/PlanTypes.h"
@@ -71,6 +73,8 @@ PsDriver::PsDriver(const plan::Plan &plan, const plan::Placement &placement,
       t.rowDims.assign(v.type().shape().dims().begin() + 1,
                        v.type().shape().dims().end());
       (void)plan::toDType(v.type().dtype(), &t.dtype);
+      t.dynamic = v.dynamic().enabled();
+      t.parts = std::max<int64_t>(v.partitions(), 1);
       for (const plan::PlacedShard &sh : t.shards)
         if (sh.ps >= 0 && size_t(sh.ps) < ps_.size())
           ps_[size_t(sh.ps)].servesLookups = true;
@@ -113,7 +117,7 @@ void uniqueIds(const std::vector<int64_t> &ids, std::vector<int64_t> *unique,
 } // namespace
 
 Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
-                        Tensor *out) {
+                        bool create, Tensor *out) {
   auto found = tables_.find(variable);
   if (found == tables_.end())
     return errorStatus("'", plan::printable(variable),
@@ -121,13 +125,30 @@ Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
   const Table &table = found->second;
   std::vector<int64_t> all;
   DTF_RETURN_IF_ERROR(idsOf(ids, &all));
-  for (size_t i = 0; i < all.size(); ++i)
+  for (size_t i = 0; i < all.size() && !table.dynamic; ++i)
     if (all[i] < 0 || all[i] >= table.rows)
       return errorStatus("id ", all[i], " at position ", i, " is outside [0, ",
                          table.rows, ") of '", plan::printable(variable), "'");
   std::vector<int64_t> unique;
   std::vector<uint32_t> slot; // of each position in `unique`
   uniqueIds(all, &unique, &slot);
+  if (table.dynamic) {
+    // By shard (then ascending), so that a shard's ids are one run again;
+    // slot follows the reordering.
+    std::vector<std::pair<int, size_t>> order(unique.size());
+    for (size_t u = 0; u < unique.size(); ++u)
+      order[u] = {train::dynamicShardOf(unique[u], table.parts), u};
+    std::sort(order.begin(), order.end());
+    std::vector<uint32_t> moved(unique.size());
+    std::vector<int64_t> sorted(unique.size());
+    for (size_t u = 0; u < order.size(); ++u) {
+      sorted[u] = unique[order[u].second];
+      moved[order[u].second] = uint32_t(u);
+    }
+    unique = std::move(sorted);
+    for (uint32_t &s : slot)
+      s = moved[s];
+  }
   std::vector<int64_t> dims = ids.shape();
   dims.insert(dims.end(), table.rowDims.begin(), table.rowDims.end());
   if (!out->defined() || out->shape() != dims || out->dtype() != table.dtype)
@@ -147,11 +168,21 @@ Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
   };
   std::vector<std::unique_ptr<Call>> calls;
   for (const plan::PlacedShard &shard : table.shards) {
-    // The unique ids are ascending: a shard's are one run of them.
-    const auto lo = std::lower_bound(unique.begin(), unique.end(),
-                                     shard.rowOffset);
-    const auto hi = std::lower_bound(lo, unique.end(),
-                                     shard.rowOffset + shard.rows);
+    // The unique ids are ascending (a dynamic table's: by shard first): a
+    // shard's are one run of them.
+    auto lo = std::lower_bound(unique.begin(), unique.end(), shard.rowOffset);
+    auto hi = std::lower_bound(lo, unique.end(), shard.rowOffset + shard.rows);
+    if (table.dynamic) {
+      auto shardOf = [&](int64_t id) {
+        return train::dynamicShardOf(id, table.parts);
+      };
+      lo = std::partition_point(unique.begin(), unique.end(), [&](int64_t id) {
+        return shardOf(id) < shard.shard;
+      });
+      hi = std::partition_point(lo, unique.end(), [&](int64_t id) {
+        return shardOf(id) == shard.shard;
+      });
+    }
     if (lo == hi)
       continue;
     if (shard.ps < 0 || size_t(shard.ps) >= ps_.size())
@@ -169,8 +200,10 @@ Status PsDriver::lookup(const std::string &variable, const Tensor &ids,
     std::string *bytes = call->req.mutable_ids();
     bytes->resize(call->count * sizeof(int64_t));
     int64_t *rel = reinterpret_cast<int64_t *>(bytes->data());
+    const int64_t base = table.dynamic ? 0 : shard.rowOffset;
     for (auto it = lo; it != hi; ++it)
-      *rel++ = *it - shard.rowOffset;
+      *rel++ = *it - base;
+    call->req.set_create(create);
     setDeadline(&call->ctx, transferTimeout(call->count * rowBytes));
     calls.push_back(std::move(call));
   }
@@ -364,7 +397,13 @@ Status PsDriver::restoreAll(bool force) {
             n *= uint64_t(info->shape[d]);
           share += n;
         }
-    if (reader && share >= kRestoreOnPsBytes) {
+    // A dynamic table is stored as its live rows and their ids, which only
+    // its ps can place: it always reads them itself.
+    bool dynamic = false;
+    for (const plan::HeldTensor &h : heldBy_[k])
+      for (const plan::Variable &v : plan_.variables())
+        dynamic |= v.name() == h.variable && v.dynamic().enabled();
+    if (reader && (share >= kRestoreOnPsBytes || dynamic)) {
       req.set_restore(true);
       req.set_restore_step(step);
     } else if (reader) {
@@ -674,6 +713,37 @@ Status PsDriver::pushAll(const ValueOf &value) {
         // The shard's ids (relative to its first row) and their rows.
         const SparseSum &sum =
             sparse.at(key.substr(0, key.rfind("/part_")));
+        if (auto t = tables_.find(r.variable());
+            t != tables_.end() && t->second.dynamic) {
+          // A dynamic table's shard: its ids by hash, as they are.
+          const size_t part = key.rfind("/part_");
+          const int k = part == std::string::npos
+                            ? 0
+                            : std::atoi(key.c_str() + part + 6);
+          std::vector<int64_t> at;
+          for (size_t u = 0; u < sum.ids.size(); ++u)
+            if (train::dynamicShardOf(sum.ids[u], t->second.parts) == k)
+              at.push_back(int64_t(u));
+          Tensor ids = Tensor::allocate(DType::I64, {int64_t(at.size())});
+          std::vector<int64_t> dims = sum.rows.shape();
+          dims[0] = int64_t(at.size());
+          Tensor rows = Tensor::allocate(sum.rows.dtype(), dims);
+          const size_t rowBytes =
+              sum.rows.dim(0) ? sum.rows.byteSize() / size_t(sum.rows.dim(0))
+                              : 0;
+          for (size_t j = 0; j < at.size(); ++j) {
+            ids.data<int64_t>()[j] = sum.ids[size_t(at[j])];
+            std::memcpy(static_cast<char *>(rows.rawData()) + j * rowBytes,
+                        static_cast<const char *>(sum.rows.rawData()) +
+                            size_t(at[j]) * rowBytes,
+                        rowBytes);
+          }
+          views.push_back(std::move(ids));
+          describeTensor(key, views.back(), req.add_values());
+          views.push_back(std::move(rows));
+          describeTensor(key + "#rows", views.back(), req.add_values());
+          continue;
+        }
         const auto lo = std::lower_bound(sum.ids.begin(), sum.ids.end(),
                                          r.row_offset());
         const auto hi =

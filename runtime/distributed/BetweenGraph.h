@@ -105,7 +105,7 @@ public:
 
   /// A dtf.ps_gather: the rows of the step's unique ids, each from the ps
   /// that holds it (one call per shard that holds any).
-  Status lookup(const std::string &variable, const Tensor &ids,
+  Status lookup(const std::string &variable, const Tensor &ids, bool create,
                 Tensor *out) override;
   /// A step whose lookup lost its ps is dropped; the next pull recovers.
   bool dropStep(const Status &failure) override;
@@ -138,6 +138,10 @@ private:
     int64_t rows = 0;
     std::vector<int64_t> rowDims;
     DType dtype = DType::F32;
+    // A dynamic table: shards hold ids by hash (train::dynamicShardOf),
+    // and the ids travel as they are.
+    bool dynamic = false;
+    int64_t parts = 1;
   };
   std::map<std::string, Table> tables_;
   bool lookupFailed_ = false;

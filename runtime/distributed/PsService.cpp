@@ -50,8 +50,43 @@ Status PsService::setUp() {
     if (h.variable == "global_step")
       holdsStep_ = true;
   }
+  // Dynamic tables: each held shard with the shards of its slots.
+  for (const plan::HeldTensor &h : held_) {
+    const plan::Variable *var = nullptr;
+    for (const plan::Variable &v : plan_.variables())
+      if (v.name() == h.variable && v.dynamic().enabled() &&
+          v.slot_of().empty())
+        var = &v;
+    if (!var)
+      continue;
+    const std::string suffix = h.name.substr(h.variable.size());
+    const int part = suffix.empty() ? 0 : std::atoi(suffix.c_str() + 6);
+    std::vector<std::pair<const plan::Variable *, Tensor *>> slots;
+    for (const plan::Variable &v : plan_.variables())
+      if (v.slot_of() == var->name()) {
+        Tensor *t = variables_.find(v.name() + suffix);
+        if (!t)
+          return errorStatus("the slot '", plan::printable(v.name()),
+                             "' of the dynamic table '",
+                             plan::printable(var->name()),
+                             "' is not on the ps that holds its shard ",
+                             part);
+        slots.push_back({&v, t});
+      }
+    auto table = std::make_unique<train::DynamicTable>(
+        *var, uint64_t(plan_.training().seed()), variables_.find(h.name),
+        std::move(slots), std::vector<int>{part}, std::vector<int64_t>{0},
+        std::vector<int64_t>{h.rows});
+    dynamicByName_[h.name] = table.get();
+    dynamic_.add(std::move(table), h.name);
+  }
   plan::Program program;
   DTF_RETURN_IF_ERROR(plan::psProgramFor(plan_, placement_, index_, &program));
+  // The updates here run on shards: one reserved row each.
+  for (plan::Op &op : *program.mutable_ops())
+    if (auto it = op.mutable_attrs()->find("dynamic_shards");
+        it != op.mutable_attrs()->end())
+      it->second.set_i(1);
   if (program.ops_size() > 0) {
     exec::ExecutorOptions o;
     o.seed = uint64_t(plan_.training().seed());
@@ -77,7 +112,18 @@ Status PsService::setUp() {
                          feedsGlobalStep(plan_, program, r.value()));
       concat_.push_back(r.sparse());
       idRows_.push_back(r.sparse() ? r.rows() : -1);
+      {
+        const std::string part =
+            r.key().rfind("/part_") != std::string::npos
+                ? r.key().substr(r.key().rfind("/part_"))
+                : std::string();
+        auto d = dynamicByName_.find(r.variable() + part);
+        dynamicKey_.push_back(r.sparse() && d != dynamicByName_.end()
+                                  ? d->second
+                                  : nullptr);
+      }
       if (r.sparse()) { // its rows follow its ids
+        dynamicKey_.push_back(nullptr);
         keys_.push_back(r.key() + "#rows");
         expected_.push_back(typeOf(r.rows_value()));
         stepKey_.push_back(false);
@@ -89,7 +135,7 @@ Status PsService::setUp() {
   return Status::ok();
 }
 
-grpc::Status PsService::restoreInPlace(int64_t step) {
+grpc::Status PsService::restoreInPlace(int64_t step, int64_t version) {
   if (config_.modelDir.empty())
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
                 name_ + " was started without --model-dir: it cannot read "
@@ -100,6 +146,8 @@ grpc::Status PsService::restoreInPlace(int64_t step) {
   for (const plan::HeldTensor &h : held_) {
     if (!s.isOk())
       break;
+    if (dynamic_.holdsVariable(h.variable))
+      continue; // its live rows, by DynamicTable::restore
     const checkpoint::TensorInfo *info = reader->find(h.variable);
     const Tensor *t = variables_.find(h.name);
     if (!info || !t || info->shape != h.fullDims || info->dtype != t->dtype())
@@ -112,7 +160,12 @@ grpc::Status PsService::restoreInPlace(int64_t step) {
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
                 name_ + ": " + s.message() + " (nothing changed)");
   for (const plan::HeldTensor &h : held_) {
-    s = reader->readRowsInto(h.variable, h.rowOffset, variables_.find(h.name));
+    s = dynamic_.holdsVariable(h.variable)
+            ? Status::ok()
+            : reader->readRowsInto(h.variable, h.rowOffset,
+                                   variables_.find(h.name));
+    if (s.isOk() && &h == &held_.back())
+      s = dynamic_.restore(*reader, version);
     if (!s.isOk()) {
       // Half restored: not usable until the chief initializes it again.
       initialized_ = false;
@@ -193,11 +246,15 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
                       t->describe() + " on " + name_ + " (nothing changed)");
   }
   if (req->restore()) {
-    if (auto bad = restoreInPlace(req->restore_step()); !bad.ok())
+    if (auto bad = restoreInPlace(req->restore_step(), req->version());
+        !bad.ok())
       return bad;
   } else if (req->values_size() == 0 && initialized_) {
     // Back to the plan's initializers (no checkpoint yet), made again.
+    dynamic_.clear(); // rows are made again as ids come
     for (const plan::HeldTensor &h : held_) {
+      if (dynamic_.holdsVariable(h.variable))
+        continue;
       Tensor t;
       Status made = initialShard(h, &t);
       Tensor *v = variables_.find(h.name);
@@ -670,8 +727,16 @@ grpc::Status PsService::Save(grpc::ServerContext *ctx,
   }
   std::vector<checkpoint::SavedTensor> tensors;
   for (const plan::HeldTensor &h : held_)
-    tensors.push_back(
-        {h.variable, h.fullDims, h.rowOffset, variables_.find(h.name)});
+    if (!dynamic_.holdsVariable(h.variable))
+      tensors.push_back(
+          {h.variable, h.fullDims, h.rowOffset, variables_.find(h.name)});
+  std::vector<std::unique_ptr<Tensor>> dynamicRows; // alive until written
+  if (!dynamic_.empty()) {
+    // Compacted under the lock, so that no lookup copies a row as it
+    // moves; lookups afterwards make rows only past the live ones.
+    std::lock_guard<std::mutex> lock(mu_);
+    dynamic_.save(&tensors, &dynamicRows);
+  }
   Status s = checkpoint::writeShard(req->dir(), req->step(), req->shard(),
                                     req->num_shards(), tensors);
   {
@@ -734,6 +799,8 @@ std::string PsService::summary() {
     s += "; embedding rows: " + std::to_string(rowsLookedUp_.load()) +
          " looked up in " + std::to_string(lookups_.load()) + " lookups, " +
          std::to_string(sparseRowsPushed_.load()) + " updated";
+  if (!dynamic_.empty())
+    s += "; dynamic tables: " + dynamic_.describe();
   return s;
 }
 
@@ -801,6 +868,18 @@ grpc::Status PsService::checkPushValues(const std::vector<Tensor> &values,
                         who + " has " + rows.describe() + " for ids " +
                         t.describe());
       const int64_t *id = t.data<int64_t>();
+      if (train::DynamicTable *table = dynamicKey_[k]) {
+        // A dynamic table's ids as they are: each must be of this shard.
+        for (int64_t i = 0; i < t.numElements(); ++i)
+          if (!table->holdsShardOf(id[i]))
+            return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                        name_ + ": the sparse gradient '" + keys_[k] +
+                            "' from " + who + " has id " +
+                            std::to_string(id[i]) +
+                            ", which belongs to another shard");
+        sparseRowsPushed_ += uint64_t(t.numElements());
+        continue;
+      }
       for (int64_t i = 0; i < t.numElements(); ++i)
         if (id[i] < 0 || id[i] >= idRows_[k])
           return fail(grpc::StatusCode::INVALID_ARGUMENT,
@@ -912,6 +991,20 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
                     "'");
   const int64_t rows = t->dim(0);
   const size_t rowBytes = rows ? t->byteSize() / size_t(rows) : 0;
+  if (auto d = dynamicByName_.find(req->name()); d != dynamicByName_.end()) {
+    // A dynamic table's ids: their rows (made for the ids admitted when a
+    // training step asks; an id without a row reads the reserved zeros).
+    if (n > size_t(std::max<int64_t>(rows, 1)))
+      return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  name_ + ": a lookup of " + std::to_string(n) + " ids in '" +
+                      plan::printable(req->name()) + "', which holds at most " +
+                      std::to_string(rows) + " rows");
+    Status s = d->second->rows(ids.data(), int64_t(n), req->create(),
+                               version_, ids.data());
+    if (!s.isOk())
+      return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  name_ + ": " + s.message());
+  }
   // The reply is at most the table: a lookup cannot ask for more bytes
   // than the ps holds (repeated ids are each answered, up to that bound).
   if (n > size_t(std::max<int64_t>(rows, 1)))
@@ -980,6 +1073,14 @@ void PsService::scale(Tensor &t, double f) {
 
 Status PsService::apply(std::vector<Tensor> &values) {
   if (update_) {
+    // A dynamic table's ids become its rows (the reserved one, which the
+    // update skips, for ids without a row: not admitted, or evicted since
+    // the worker looked them up).
+    for (size_t k = 0; k < keys_.size() && k < dynamicKey_.size(); ++k)
+      if (dynamicKey_[k] && values[k].dtype() == DType::I64)
+        DTF_RETURN_IF_ERROR(dynamicKey_[k]->rows(
+            values[k].data<int64_t>(), values[k].numElements(), false,
+            version_, values[k].data<int64_t>()));
     for (size_t k = 0; k < keys_.size(); ++k) {
       int feed = update_->findFeed(keys_[k]);
       DTF_RETURN_IF_ERROR(update_->setFeed(feed, values[k]));
@@ -987,6 +1088,7 @@ Status PsService::apply(std::vector<Tensor> &values) {
     DTF_RETURN_IF_ERROR(update_->run(uint64_t(version_)));
   }
   ++version_;
+  dynamic_.sweep(version_);
   cv_.notify_all();
   return Status::ok();
 }

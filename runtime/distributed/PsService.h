@@ -11,6 +11,7 @@
 #include "runtime/distributed/Wire.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
+#include "runtime/train/DynamicTable.h"
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
@@ -93,7 +94,9 @@ public:
   Status initialShard(const plan::HeldTensor &h, Tensor *out) const;
   /// Initialize(restore): every tensor this ps holds read from checkpoint
   /// `step` in its --model-dir, straight into its variables (mu_ held).
-  grpc::Status restoreInPlace(int64_t step);
+  /// `version`: the updates the restored variables have seen (the step at
+  /// which a dynamic table's restored rows count as last used).
+  grpc::Status restoreInPlace(int64_t step, int64_t version);
 
   /// The rows of an embedding table (or shard) at the caller's ids.
   grpc::Status Lookup(grpc::ServerContext *ctx, const rpc::LookupRequest *req,
@@ -497,6 +500,12 @@ private:
     cv_.wait(lock, [this] { return !saving_; });
   }
   std::unique_ptr<exec::Executor> update_;
+  // The dynamic tables among the shards held (by their names here, "emb" or
+  // "emb/part_1"), and for each push key the table its ids index (null
+  // for the others).
+  train::DynamicTables dynamic_;
+  std::map<std::string, train::DynamicTable *> dynamicByName_;
+  std::vector<train::DynamicTable *> dynamicKey_;
   bool initialized_ = false;
   // Unique per process: a restarted ps never reuses an incarnation its
   // dead predecessor handed out, so stale state is always recognized.

@@ -24,6 +24,7 @@ enum class NodeKind : uint8_t {
   kSend,
   kRecv,
   kLookup,
+  kDynamicRows,
   kGpu
 };
 
@@ -47,6 +48,9 @@ struct Executor::Node {
   // dtf.send and dtf.recv: the rendezvous key and the other stage.
   std::string key;
   int peer = -1;
+  // kDynamicRows, kLookup: whether it makes rows of a dynamic table
+  // (training) or only reads them.
+  bool create = false;
   // kGpu: the op as it runs on its GPU (device views; host copies of the
   // outputs that host code reads).
   std::unique_ptr<gpu::GpuOp> gpuOp;
@@ -402,6 +406,33 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
                     "' on its ps; it runs only in a between-graph cluster");
       node.kind = NodeKind::kLookup;
       node.key = variable->second.s();
+      auto create = op.attrs().find("create");
+      node.create = create != op.attrs().end() && create->second.b();
+      node.ctx = std::make_unique<KernelContext>();
+      node.ctx->setOpName(op.name());
+      node.ctx->setInputs({slots_[index.at(op.inputs(0))]});
+      node.ctx->outputs().reserve(1 + kSpareOutputs);
+      node.ctx->setNumOutputs(1);
+      slots_[node.outputs[0]] = &node.ctx->outputs()[0];
+      node.outputsBase = node.ctx->outputs().data();
+      nodes_.push_back(std::move(node));
+      continue;
+    }
+
+    if (op.name() == "dtf.dynamic_rows") {
+      auto table = op.attrs().find("table");
+      if (table == op.attrs().end() || op.inputs_size() != 1 ||
+          op.outputs_size() != 1)
+        return fail("a dtf.dynamic_rows takes a table, one input (the ids) "
+                    "and one result");
+      if (!options_.dynamicRows)
+        return fail("this program looks up rows of the dynamic table '",
+                    plan::printable(table->second.s()),
+                    "', which this process does not hold");
+      auto create = op.attrs().find("create");
+      node.kind = NodeKind::kDynamicRows;
+      node.key = table->second.s();
+      node.create = create != op.attrs().end() && create->second.b();
       node.ctx = std::make_unique<KernelContext>();
       node.ctx->setOpName(op.name());
       node.ctx->setInputs({slots_[index.at(op.inputs(0))]});
@@ -1118,6 +1149,14 @@ Status Executor::runNode(Node &node, uint64_t step) {
   }
   if (node.kind == NodeKind::kLookup) {
     Status s = options_.rowLookup->lookup(node.key, node.ctx->input(0),
+                                          node.create, &node.ctx->outputs()[0]);
+    if (!s.isOk())
+      return errorStatus(node.where, ": ", s.message());
+    return checkOutputs(node);
+  }
+  if (node.kind == NodeKind::kDynamicRows) {
+    Status s = options_.dynamicRows->rows(node.key, node.ctx->input(0),
+                                          node.create, int64_t(step),
                                           &node.ctx->outputs()[0]);
     if (!s.isOk())
       return errorStatus(node.where, ": ", s.message());

@@ -31,6 +31,7 @@ namespace dtf::exec {
 
 class Rendezvous;
 class RowLookup;
+class DynamicRows;
 
 /// The one device of a single-machine dtf-run process, as
 /// log_device_placement names it (TensorFlow's spelling).
@@ -80,6 +81,10 @@ struct ExecutorOptions {
   /// training with tables looked up on the ps); a program with such ops
   /// fails to load without one.
   RowLookup *rowLookup = nullptr;
+  /// Where the program's dtf.dynamic_rows ops get their rows (the tables of
+  /// `embedding(vocab = dynamic)`); a program with such ops fails to load
+  /// without one.
+  DynamicRows *dynamicRows = nullptr;
   /// In-graph towers over a task's GPUs (train::Trainer): an op the plan
   /// places on GPU g runs on GPU g + gpuOffset (tower k's copy of the step).
   int gpuOffset = 0;

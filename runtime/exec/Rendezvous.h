@@ -37,8 +37,22 @@ public:
 class RowLookup {
 public:
   virtual ~RowLookup() = default;
+  /// `create`: a training step's lookup of a dynamic table, which makes
+  /// rows for the ids admitted (see DynamicRows).
   virtual Status lookup(const std::string &variable, const Tensor &ids,
-                        Tensor *out) = 0;
+                        bool create, Tensor *out) = 0;
+};
+
+/// Where a dtf.dynamic_rows (the rows of a dynamic table, `embedding(vocab =
+/// dynamic)`) gets them: rows() fills `out` (i64, the shape of `ids`) with
+/// the row of `table` that holds each id, the reserved row (of zeros) for
+/// ids without one. With `create` (training) it counts the ids seen, makes
+/// rows for those admitted, and marks them used at `step`.
+class DynamicRows {
+public:
+  virtual ~DynamicRows() = default;
+  virtual Status rows(const std::string &table, const Tensor &ids, bool create,
+                      int64_t step, Tensor *out) = 0;
 };
 
 /// The tensors that arrived for this stage, by key and step: a thread-safe

@@ -219,6 +219,39 @@ void lookUpRowsOnPs(Program *program,
     op.add_inputs(ids);
     (*op.mutable_attrs())["variable"].set_s(table->second);
   }
+  // A dynamic table's rows are known only to the ps that holds it: the
+  // worker sends the ids themselves, to look up (making rows in training)
+  // and in its sparse gradients, and drops its dtf.dynamic_rows.
+  std::map<int32_t, std::pair<int32_t, bool>> rawIds; // rows -> ids, create
+  for (const Op &op : program->ops())
+    if (op.name() == "dtf.dynamic_rows" && op.inputs_size() == 1 &&
+        op.outputs_size() == 1 && op.attrs().count("table") &&
+        tables.count(op.attrs().at("table").s())) {
+      auto create = op.attrs().find("create");
+      rawIds[op.outputs(0)] = {op.inputs(0), create != op.attrs().end() &&
+                                                 create->second.b()};
+    }
+  if (!rawIds.empty()) {
+    for (Op &op : *program->mutable_ops()) {
+      for (int k = 0; k < op.inputs_size(); ++k)
+        if (auto it = rawIds.find(op.inputs(k)); it != rawIds.end()) {
+          op.set_inputs(k, it->second.first);
+          if (op.name() == "dtf.ps_gather")
+            (*op.mutable_attrs())["create"].set_b(it->second.second);
+        }
+    }
+    google::protobuf::RepeatedPtrField<Op> kept;
+    for (const Op &op : program->ops())
+      if (!(op.name() == "dtf.dynamic_rows" && op.outputs_size() == 1 &&
+            rawIds.count(op.outputs(0))))
+        *kept.Add() = op;
+    *program->mutable_ops() = std::move(kept);
+    google::protobuf::RepeatedPtrField<Value> values;
+    for (const Value &v : program->values())
+      if (!rawIds.count(v.id()))
+        *values.Add() = v;
+    *program->mutable_values() = std::move(values);
+  }
   // The reads of those tables that nothing else takes (a sparse update's
   // stays) are gone with their values: no task reads the table whole.
   std::set<int32_t> used;

@@ -153,6 +153,10 @@ int64_t idBound(const plan::Program &program, int32_t value) {
       const plan::TensorType *params = typeOf(program, op.inputs(0));
       if (params && params->shape().dims_size() > 0)
         take(params->shape().dims(0));
+    } else if (op.name() == "dtf.dynamic_rows" && op.inputs_size() == 1 &&
+               op.outputs_size() == 1 && op.inputs(0) == value) {
+      // Ids of a dynamic table: as many as it has rows.
+      take(idBound(program, op.outputs(0)));
     } else if (op.name() == "dtf.one_hot" && op.inputs_size() >= 1 &&
                op.inputs(0) == value) {
       auto depth = op.attrs().find("depth");

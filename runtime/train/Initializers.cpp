@@ -223,6 +223,16 @@ Status initializeRows(const plan::Variable &var, uint64_t runSeed,
       width *= shape[d];
     begin = rowOffset * width;
   }
+  if (var.dynamic().enabled()) {
+    // A dynamic table (or its slot): rows are made as ids come
+    // (DynamicTables); until then the capacity is reserved, not used.
+    *out = Tensor::reserveZeros(dtype, part);
+    if (!out->defined())
+      return errorStatus("cannot reserve memory for ", where, " of type ",
+                         plan::typeString(var.type()),
+                         " (a dynamic table's capacity)");
+    return Status::ok();
+  }
   Tensor t = Tensor::allocate(dtype, part);
   if (!t.defined())
     return errorStatus("out of memory for ", where, " of type ",

@@ -6,6 +6,7 @@
 #include "runtime/gpu/GpuAllReduce.h"
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanTypes.h"
+#include "runtime/train/DynamicTable.h"
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
@@ -61,6 +62,9 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
   if (options_.workerProgram || options_.rendezvous)
     return refuse("towers replicate a whole worker_step; they do not combine "
                   "with a replica that spans worker tasks (model parallelism)");
+  if (dynamicTables_)
+    return refuse("towers do not share the rows of a table with a dynamic "
+                  "vocabulary (embedding(vocab = dynamic))");
   if (batch_ < towers_)
     return refuse(
         strCat("a batch of ", batch_, " examples cannot give every tower one"));

@@ -313,10 +313,17 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   }
   Status s = initializeVariables(options_.driver ? held : plan,
                                  uint64_t(training_.seed()), &variables_);
+  if (s.isOk())
+    s = DynamicTables::create(plan, uint64_t(training_.seed()), &variables_,
+                              &dynamicTables_);
   if (!s.isOk()) {
     setKind(kind, FailureKind::kPlan);
     return s;
   }
+  if (dynamicTables_->empty())
+    dynamicTables_.reset();
+  else
+    dynamicTables_->setThreadPool(pool_.get());
 
   // The data: the plan's sources unless the caller gave datasets.
   PlanData data;
@@ -350,6 +357,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     o.programName = name;
     o.rendezvous = options_.rendezvous;
     o.rowLookup = options_.rowLookup;
+    o.dynamicRows = dynamicTables_.get();
     o.profile = options_.profile && name != "eval";
     Status st = exec::Executor::create(program, variables_, kernels, o, out);
     if (!st.isOk())
@@ -459,6 +467,8 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
   for (const std::string &name : variables_.names()) {
     if (!s.isOk())
       break;
+    if (dynamicTables_ && dynamicTables_->holdsVariable(name))
+      continue; // its live rows, below
     if (!reader->find(name))
       s = errorStatus(
           "checkpoint ", checkpoint::checkpointName(step), " in ", dir,
@@ -468,6 +478,8 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
     else
       s = reader->readInto(name, variables_.find(name));
   }
+  if (s.isOk() && dynamicTables_)
+    s = dynamicTables_->restore(*reader, step);
   if (!s.isOk()) {
     setKind(kind, FailureKind::kData);
     // Point at an older whole checkpoint when there is one.
@@ -487,7 +499,8 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
     return errorStatus("cannot restore from ", dir, ": ", s.message(), hint);
   }
   for (const checkpoint::TensorInfo &t : reader->tensors())
-    if (!variables_.find(t.name))
+    if (!variables_.find(t.name) &&
+        !(dynamicTables_ && dynamicTables_->savesTensor(t.name)))
       std::fprintf(stderr,
                    "dtf-run: warning: %s: checkpoint %s has a variable '%s' "
                    "that the model lacks; ignored\n",
@@ -505,8 +518,12 @@ Status Trainer::saveCheckpoint(int64_t step, TrainReport *report,
                                FailureKind *kind) {
   std::vector<checkpoint::SavedTensor> tensors;
   for (const std::string &name : variables_.names())
-    tensors.push_back(
-        checkpoint::SavedTensor::whole(name, *variables_.find(name)));
+    if (!dynamicTables_ || !dynamicTables_->holdsVariable(name))
+      tensors.push_back(
+          checkpoint::SavedTensor::whole(name, *variables_.find(name)));
+  std::vector<std::unique_ptr<Tensor>> dynamicRows; // alive until written
+  if (dynamicTables_)
+    dynamicTables_->save(&tensors, &dynamicRows);
   const CheckpointSchedule schedule(training_, true, 0);
   Status s = checkpoint::saveCheckpoint(options_.modelDir, step, tensors,
                                         schedule.keep());
@@ -788,6 +805,8 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       setKind(kind, FailureKind::kRuntime);
       return errorStatus("step ", globalStep + 1, ": ", s.message());
     }
+    if (dynamicTables_)
+      dynamicTables_->sweep(globalStep + 1);
     if (options_.driver) {
       s = options_.driver->afterStep(*train_, numMetrics_);
       if (!s.isOk()) {
@@ -876,6 +895,9 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     std::fflush(options_.out);
     std::fputs(profileReport(train_->profile(), report->steps).c_str(), stderr);
   }
+  if (dynamicTables_ && !options_.quiet)
+    std::fprintf(stderr, "dtf-run: dynamic tables: %s\n",
+                 dynamicTables_->describe().c_str());
   writer.line(report->finalLine);
   if (summaries) {
     // An interrupted run's last partial interval, then the final line.

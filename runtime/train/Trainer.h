@@ -7,6 +7,7 @@
 #include "runtime/data/BatchIterator.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
+#include "runtime/train/DynamicTable.h"
 #include "runtime/train/Feeding.h"
 #include "runtime/train/Progress.h"
 
@@ -252,6 +253,9 @@ private:
   // waits for an inter-op thread (ThreadPool runs nested work inline).
   std::unique_ptr<ThreadPool> interOpPool_;
   exec::VariableStore variables_;
+  // The dynamic tables among them (embedding(vocab = dynamic)); null when
+  // the model has none.
+  std::unique_ptr<DynamicTables> dynamicTables_;
   std::unique_ptr<exec::Executor> train_, eval_;
   std::shared_ptr<const data::Dataset> trainData_, evalData_;
   bool trainShardedByFile_ = false;

@@ -533,6 +533,28 @@ def Dtf_GatherOp : Dtf_Op<"gather", [Pure, InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
+def Dtf_DynamicRowsOp : Dtf_Op<"dynamic_rows", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "the rows of a dynamic table (vocab = dynamic) that hold ids";
+  let description = [{
+    Maps each id (any i32 or i64 value) to the row of the dynamic table
+    `table` that holds it, for a `dtf.gather` of the table and its sparse
+    update. With `create` (the training step) an id seen for the
+    `admit_after`-th time gets a new row, initialized by the table's
+    initializer, and every id seen is marked as used in this step (rows not
+    used for `evict_after` steps are evicted). Without `create` (evaluation)
+    nothing changes. An id without a row maps to row 0, which holds zeros and
+    which no update touches (the updates of a dynamic table skip it). The
+    runtime keeps the table: see docs/language.md, "Dynamic vocabularies".
+
+    ```mlir
+    %rows = dtf.dynamic_rows %ids {table = "ads/embeddings", create} : tensor<?x26xi64> -> tensor<?x26xi64>
+    ```
+  }];
+  let arguments = (ins Dtf_IntTensor:$ids, StrAttr:$table, UnitAttr:$create);
+  let results = (outs RankedTensorOf<[I64]>:$rows);
+  let assemblyFormat = "$ids attr-dict `:` type($ids) `->` type($rows)";
+}
+
 def Dtf_DropoutOp : Dtf_Op<"dropout", [SameOperandsAndResultType]> {
   let summary = "zeroes elements at random while training, scaling the rest";
   let description = [{

@@ -448,6 +448,8 @@ struct AutodiffPass : public mlir::dtf::impl::DtfAutodiffBase<AutodiffPass> {
       o.erase();
     });
     eval.walk([](AssignMovingAverageOp o) { o.erase(); });
+    // Evaluation looks rows of dynamic tables up without making any.
+    eval.walk([](DynamicRowsOp o) { o.setCreate(false); });
     symbols.insert(eval);
 
     // @train_step: the forward function, then its gradients.

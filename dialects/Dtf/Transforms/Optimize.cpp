@@ -216,6 +216,18 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
     const bool sparse = sparseAllowed && gatherSlices(g, slices, made);
     if (sparse)
       llvm::append_range(unused, made);
+    // A dynamic table exists only as the rows its ids were given: it can
+    // take only a sparse update, which skips each shard's reserved row.
+    const bool dynamic = var->hasAttr("dtf.dynamic");
+    if (dynamic && !sparse)
+      return var.emitError()
+             << "the dynamic table '" << var.getSymName()
+             << "' can only be updated row by row (a sparse update), but "
+             << (clip ? "clip_gradients needs its whole gradient"
+                      : !sparseAllowed ? "the optimizer is told to update every "
+                                         "row (lazy = false)"
+                                       : "it is used other than by its gathers")
+             << "; remove that or use a fixed vocabulary";
     if (kind == "sgd") {
       if (sparse)
         b.create<SparseApplySgdOp>(loc, name, lr, slices);
@@ -263,6 +275,17 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
     }
   }
 
+  // Mark the updates of dynamic tables (made just above, in order).
+  for (Operation &op : block)
+    if (op.getName().getStringRef().starts_with("dtf.sparse_apply_"))
+      if (auto var = symbols.lookup<VariableOp>(
+              op.getAttrOfType<FlatSymbolRefAttr>("var").getValue()))
+        if (var->hasAttr("dtf.dynamic")) {
+          auto parts = var->getAttrOfType<IntegerAttr>("dtf.partitions");
+          op.setAttr("dynamic_shards",
+                     b.getI64IntegerAttr(parts ? parts.getInt() : 1));
+        }
+
   // Moving averages of the trainable variables, after their update.
   if (auto decay = settings ? settings.getAs<FloatAttr>("moving_average") : FloatAttr()) {
     // min(decay, (1 + step) / (10 + step)): TensorFlow's num_updates.
@@ -272,6 +295,12 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
                                   b.create<AddOp>(loc, stepF, scalarFloat(10.0)));
     Value stepDecay = b.create<MinimumOp>(loc, scalarFloat(decay.getValueAsDouble()), ratio);
     for (auto &[var, g] : grads) {
+      if (var->hasAttr("dtf.dynamic"))
+        return var.emitError()
+               << "moving_average cannot cover the dynamic table '"
+               << var.getSymName()
+               << "': its rows come and go at run time; remove "
+                  "moving_average or use a fixed vocabulary";
       auto avg = slot(var, "ExponentialMovingAverage", var.getInitializer());
       // The runtime starts an average at its variable's first value.
       symbols.lookup<VariableOp>(avg.getValue())->setAttr("dtf.moving_average", b.getUnitAttr());

@@ -127,6 +127,16 @@ Status sumSparseRows(const KernelContext &ctx, const char *name, int first,
     int pair;
     const T *row;
   };
+  // A dynamic table's updates skip the first row of each shard (the
+  // reserved row that ids without a row read: dtf.dynamic_rows).
+  std::vector<int64_t> reserved;
+  if (ctx.hasAttr("dynamic_shards")) {
+    const int64_t parts = std::max<int64_t>(ctx.getInt("dynamic_shards"), 1);
+    for (int64_t k = 0, at = 0; k < parts && at < rows; ++k) {
+      reserved.push_back(at);
+      at += rows / parts + (k < rows % parts ? 1 : 0);
+    }
+  }
   std::vector<Entry> entries;
   for (int k = first; k < ctx.numInputs(); k += 2) {
     const Tensor &indices = ctx.input(k), &values = ctx.input(k + 1);
@@ -147,6 +157,10 @@ Status sumSparseRows(const KernelContext &ctx, const char *name, int first,
               return errorStatus(name, ": index ", int64_t(idx[i]),
                                  " at position ", i, " of input ", k,
                                  " is outside [0, ", rows, ")");
+            if (!reserved.empty() &&
+                std::binary_search(reserved.begin(), reserved.end(),
+                                   int64_t(idx[i])))
+              continue;
             entries.push_back({int64_t(idx[i]), k, v + i * width});
           }
           return Status::ok();

@@ -5,6 +5,7 @@
 #include "runtime/distributed/Wire.h"
 #include "runtime/distributed/WorkerTask.h"
 #include "runtime/plan/Partition.h"
+#include "runtime/plan/PlanTypes.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -108,6 +109,20 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &compiled,
     if (!cut.isOk())
       return usage(planPath + ": " + cut.message());
   }
+  // A dynamic table's rows exist only on the ps that holds it.
+  for (const dtf::plan::Program *p : {&plan.worker_step(), &plan.eval()})
+    for (const dtf::plan::Op &op : p->ops())
+      if (op.name() == "dtf.dynamic_rows")
+        return usage(
+            planPath + ": " + op.location() + ": the dynamic table '" +
+            dtf::plan::printable(op.attrs().count("table")
+                                     ? op.attrs().at("table").s()
+                                     : std::string()) +
+            "' is looked up on the ps that holds it, which needs "
+            "between-graph replication with one task per replica and every "
+            "use of the table a gather (not in-graph or model-parallel "
+            "training, nor DTF_EMBEDDING_LOOKUPS=pull); train it so, or in "
+            "one process");
   if (plan.worker_step().ops_size() == 0)
     return usage(planPath + " has no worker_step (plan format " +
                  std::to_string(plan.format_version()) +

@@ -142,6 +142,29 @@ TEST(SparseOptimizers, AbsentRowsOfTheDenseUpdateDifferWhereSlotsDecay) {
   EXPECT_NE(dense[1][0], state[1][0]);
 }
 
+// A dynamic table's update (dynamic_shards = P) leaves the first row of
+// each of its P shards alone: the reserved row that ids without a row
+// read, which must stay zero. Here 7 rows in 2 shards: rows 0 and 4.
+TEST(SparseOptimizers, ADynamicTablesUpdateSkipsEachShardsReservedRow) {
+  Rng rng;
+  Tensor var = rng.f32(kVarShape);
+  const Values before = valuesOf(var);
+  KernelRun run("dtf.sparse_apply_sgd");
+  run.in(var).in(f32({}, {0.5}));
+  run.in(tensorOf(DType::I64, {4}, {0, 4, 1, 0})).in(rng.f32({4, kWidth}));
+  run.attr("dynamic_shards", int64_t(2));
+  ASSERT_EQ(errorOf(run), "");
+  const Values after = valuesOf(var);
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t j = 0; j < kWidth; ++j) {
+      const size_t i = size_t(r * kWidth + j);
+      if (r == 1)
+        EXPECT_NE(after[i], before[i]) << "row 1 is updated";
+      else
+        EXPECT_EQ(after[i], before[i]) << "row " << r << " stays";
+    }
+}
+
 TEST(SparseOptimizers, BadIdsAndRowsAreErrors) {
   Rng rng;
   Tensor var = rng.f32(kVarShape);
