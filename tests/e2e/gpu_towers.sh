@@ -15,8 +15,8 @@
 #   - on 1 GPU, tower 1's ops move to the CPU saying the machine has 1 GPU;
 #   - the MLP, which has dropout (masks drawn per tower), stays within 10% of
 #     one GPU's curve without equalling it;
-#   - --gpu-towers 0, a batch smaller than the towers and inputs of a fixed
-#     batch size are refused, saying why.
+#   - --gpu-towers 0, a batch smaller than the towers, inputs of a fixed
+#     batch size and a dynamic vocabulary are refused, saying why.
 # usage: gpu_towers.sh BIN_DIR WORK_DIR STEPS LOG_EVERY TOL
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -65,6 +65,13 @@ for bad in small fixed; do
     fail "$bad: towers ran where they must be refused"
   fi
 done
+# Nor do towers share a table with a dynamic vocabulary.
+"$bin/dtfc" "$root/tests/e2e/dynamic_embedding.dtf" -o "$work/dynamic.plan"
+if "$bin/dtf-run" "$work/dynamic.plan" --gpu-towers 2 --steps 1 > "$work/dynamic.log" 2>&1; then
+  fail "towers with a dynamic vocabulary ran"
+fi
+grep -q "gpu_towers = 2: towers do not share the rows of a table with a dynamic vocabulary (embedding(vocab = dynamic))" "$work/dynamic.log" ||
+  fail "towers with a dynamic vocabulary: no precise refusal: $(tail -3 "$work/dynamic.log")"
 grep -q "gpu_towers = 3: a batch of 2 examples cannot give every tower one" "$work/small.log" ||
   fail "a batch smaller than the towers: no precise refusal: $(tail -3 "$work/small.log")"
 grep -q "gpu_towers = 3: the inputs take batches of exactly 50 examples; towers split each batch, so the inputs' batch dimension must be B (-1)" "$work/fixed.log" ||
