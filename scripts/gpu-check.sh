@@ -55,3 +55,25 @@ worst = max((abs(a - b) / max(a, 1e-6) for a, b in zip(cpu[0], gpu[0])), default
 print(f"worst relative loss difference: {worst:.2e} (TF32 convolutions may differ by ~1e-3)")
 print(f"images/s: cpu {cpu[1]:.0f}, gpu with graphs {gpu[1]:.0f}, gpu without graphs {nog[1]:.0f}")
 PY
+
+# Towers over 2 GPUs (NCCL) when the machine has them: the same plan with
+# --gpu-towers 2 beside one GPU's curve.
+ngpu=$(nvidia-smi -L | grep -c "^GPU" || true)
+if [ "$ngpu" -lt 2 ]; then
+  echo "== ONE GPU on this machine: towers over 2 GPUs (NCCL) were checked on the emulation only"
+  exit 0
+fi
+echo "== towers: 2 GPUs"
+"$bin/dtf-run" "$plan" --steps $steps --log-every 50 --gpu-towers 2 > "$work/towers.log" 2>&1 ||
+  { tail -20 "$work/towers.log"; echo "gpu-check: towers failed" >&2; exit 1; }
+grep -E "^step|^final|towers:" "$work/towers.log" || true
+python3 - "$work" <<'PY'
+import re, sys
+work = sys.argv[1]
+def read(name):
+    text = open(f"{work}/{name}.log").read()
+    return [float(x) for x in re.findall(r"^step \d+/\d+\s+loss ([0-9.]+)", text, re.M)]
+one, two = read("gpu"), read("towers")
+worst = max((abs(a - b) / max(a, 1e-6) for a, b in zip(one, two)), default=float("nan"))
+print(f"towers: worst relative loss difference from one GPU: {worst:.2e}")
+PY

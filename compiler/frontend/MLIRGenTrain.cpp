@@ -130,7 +130,8 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
                  "log_device_placement", "header", Rule::Bool)
           .Cases("decay_steps", "examples", "replicas_to_aggregate",
                  "total_num_replicas", Rule::Count)
-          .Cases("inter_op_threads", "intra_op_threads", "seed", Rule::Threads)
+          .Cases("inter_op_threads", "intra_op_threads", "seed", "gpu_towers",
+                 Rule::Threads)
           .Cases("path", "label", Rule::Text)
           .Case("boundaries", Rule::Ints)
           .Case("values", Rule::Numbers)

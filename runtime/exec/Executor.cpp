@@ -663,7 +663,9 @@ Status Executor::place(const plan::Program &program) {
                            op.name() == "dtf.constant" ||
                            op.name() == "dtf.read_variable";
     const std::string device = placedDevice(op);
-    const int gpuIndex = device.empty() ? -1 : gpuIndexOf(device);
+    int gpuIndex = device.empty() ? -1 : gpuIndexOf(device);
+    if (gpuIndex >= 0)
+      gpuIndex += options_.gpuOffset; // this tower's copy of the GPU
     if (gpuIndex >= 0) {
       if (!gpuAvailable(gpuIndex, &why)) {
         lacking = device;

@@ -85,6 +85,9 @@ struct ExecutorOptions {
   /// `embedding(vocab = dynamic)`); a program with such ops fails to load
   /// without one.
   DynamicRows *dynamicRows = nullptr;
+  /// In-graph towers over a task's GPUs (train::Trainer): an op the plan
+  /// places on GPU g runs on GPU g + gpuOffset (tower k's copy of the step).
+  int gpuOffset = 0;
 };
 
 /// Copies the plan's SessionOptions placement flags (soft_placement,
@@ -172,6 +175,9 @@ public:
   /// copy kept across steps shares the buffer, which makes its op allocate
   /// a new one next step.
   const Tensor &fetch(int i) const { return *slots_[fetches_[i].value]; }
+  /// Fetch `i`, writable until the next run (the towers write their combined
+  /// metrics and gradients into tower 0's fetches).
+  Tensor *mutableFetch(int i) { return slots_[fetches_[i].value]; }
 
   /// The ops that run each step (kernel ops and dtf.assign_add; inputs,
   /// constants and variable reads cost nothing at run time).

@@ -152,6 +152,17 @@ inline constexpr int CUDNN_PROPAGATE_NAN = 1;
 inline constexpr int CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM = 0;
 inline constexpr int CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 = 1;
 inline constexpr int CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 = 1;
+/// cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t (one layout for all
+/// three): what cudnnGetConvolution*Algorithm_v7 ranks.
+struct cudnnConvolutionAlgoPerf_t {
+  int algo;
+  cudnnStatus_t status;
+  float time;
+  size_t memory;
+  int determinism;
+  int mathType;
+  int reserved[3];
+};
 
 #define DTF_CUDNN_FUNCTIONS(X)                                                 \
   X(cudnnCreate, (cudnnHandle_t * handle))                                     \
@@ -200,6 +211,21 @@ inline constexpr int CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 = 1;
      cudnnConvolutionDescriptor_t conv, int algo, void *workspace,             \
      size_t workspaceBytes, const void *beta, cudnnFilterDescriptor_t dwDesc,  \
      void *dw))                                                                \
+  X(cudnnGetConvolutionForwardAlgorithm_v7,                                    \
+    (cudnnHandle_t handle, cudnnTensorDescriptor_t x,                          \
+     cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,             \
+     cudnnTensorDescriptor_t y, int requested, int *returned,                  \
+     cudnnConvolutionAlgoPerf_t *perf))                                        \
+  X(cudnnGetConvolutionBackwardDataAlgorithm_v7,                               \
+    (cudnnHandle_t handle, cudnnFilterDescriptor_t w,                          \
+     cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,            \
+     cudnnTensorDescriptor_t dx, int requested, int *returned,                 \
+     cudnnConvolutionAlgoPerf_t *perf))                                        \
+  X(cudnnGetConvolutionBackwardFilterAlgorithm_v7,                             \
+    (cudnnHandle_t handle, cudnnTensorDescriptor_t x,                          \
+     cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,            \
+     cudnnFilterDescriptor_t dw, int requested, int *returned,                 \
+     cudnnConvolutionAlgoPerf_t *perf))                                        \
   X(cudnnCreatePoolingDescriptor, (cudnnPoolingDescriptor_t * desc))           \
   X(cudnnSetPooling2dDescriptor,                                               \
     (cudnnPoolingDescriptor_t desc, int mode, int nanOpt, int windowH,         \
@@ -215,6 +241,24 @@ inline constexpr int CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 = 1;
      cudnnTensorDescriptor_t dyDesc, const void *dy,                           \
      cudnnTensorDescriptor_t xDesc, const void *x, const void *beta,           \
      cudnnTensorDescriptor_t dxDesc, void *dx))
+
+// --- NCCL 2 (single-process, one communicator per GPU) ----------------------
+using ncclComm_t = struct ncclComm *;
+using ncclResult_t = int;
+inline constexpr ncclResult_t ncclSuccess = 0;
+inline constexpr ncclResult_t ncclInvalidArgument = 4;
+inline constexpr ncclResult_t ncclInvalidUsage = 5;
+inline constexpr int ncclFloat32 = 7;
+inline constexpr int ncclSum = 0;
+
+#define DTF_NCCL_FUNCTIONS(X)                                                  \
+  X(ncclGetVersion, (int *version))                                            \
+  X(ncclCommInitAll, (ncclComm_t * comms, int ndev, const int *devices))       \
+  X(ncclCommDestroy, (ncclComm_t comm))                                        \
+  X(ncclGroupStart, ())                                                        \
+  X(ncclGroupEnd, ())                                                          \
+  X(ncclAllReduce, (const void *send, void *recv, size_t count, int dataType,  \
+                    int op, ncclComm_t comm, CUstream stream))
 
 } // namespace cuda
 } // namespace dtf::gpu

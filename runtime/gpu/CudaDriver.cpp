@@ -42,12 +42,20 @@ std::string CudaDriver::errorText(const char *call, CUresult r) const {
   const char *s = nullptr;
   if (cuGetErrorString && cuGetErrorString(r, &s) == CUDA_SUCCESS && s)
     text += strCat(" (", s, ")");
-  if (emuLastError_) {
-    const char *e = emuLastError_();
-    if (e && *e)
-      text += strCat(": ", e);
-  }
-  return text;
+  return text + emulationReason();
+}
+
+std::string CudaDriver::emulationReason() const {
+  const char *e = emuLastError_ ? emuLastError_() : nullptr;
+  return e && *e ? strCat(": ", e) : std::string();
+}
+
+std::string CudaDriver::ncclErrorText(const char *call, ncclResult_t r) const {
+  std::string text = strCat(call, ": NCCL error ", r);
+  if (ncclGetErrorString)
+    if (const char *s = ncclGetErrorString(r))
+      text += strCat(" (", s, ")");
+  return text + emulationReason();
 }
 
 std::string CudaDriver::emulationStats() const {
@@ -172,6 +180,40 @@ Status CudaDriver::loadLibraries() {
   DTF_RETURN_IF_ERROR(dnnSym("cudnnGetErrorString",
                              reinterpret_cast<void **>(&cudnnGetErrorString)));
   librariesLoaded_ = true;
+  return Status::ok();
+}
+
+Status CudaDriver::loadNccl() {
+  if (ncclTried_)
+    return ncclError_.empty() ? Status::ok() : errorStatus(ncclError_);
+  ncclTried_ = true;
+  // The emulation's own NCCL under --emulate-gpus; $DTF_NCCL_LIBRARY wins
+  // either way (the tests name a missing one to see the fallback).
+  std::string path = emulated() ? libs_.driver : libs_.nccl;
+  if (const char *env = std::getenv("DTF_NCCL_LIBRARY"))
+    path = env;
+  ncclLib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!ncclLib_) {
+    ncclError_ = strCat("cannot load NCCL from ", path, " (", dlerrorText(),
+                        "; DTF_NCCL_LIBRARY=PATH names another)");
+    return errorStatus(ncclError_);
+  }
+#define DTF_NCCL(name, params)                                                 \
+  name = reinterpret_cast<decltype(name)>(dlsym(ncclLib_, #name));             \
+  if (!name) {                                                                 \
+    ncclError_ = strCat(path, " lacks " #name);                                \
+    return errorStatus(ncclError_);                                            \
+  }
+  DTF_NCCL_FUNCTIONS(DTF_NCCL)
+#undef DTF_NCCL
+  ncclGetErrorString = reinterpret_cast<decltype(ncclGetErrorString)>(
+      dlsym(ncclLib_, "ncclGetErrorString"));
+  int version = 0;
+  ncclGetVersion(&version);
+  // NCCL 2.x encodes major * 10000 + minor * 100 + patch (2.9 and later).
+  ncclDescription_ =
+      strCat(emulated() ? "emulated NCCL " : "NCCL ", version / 10000, ".",
+             (version % 10000) / 100, ".", version % 100, " (", path, ")");
   return Status::ok();
 }
 

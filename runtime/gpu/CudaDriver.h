@@ -15,6 +15,9 @@ struct CudaLibraries {
   std::string driver = "libcuda.so.1";
   std::string cublas = "libcublas.so.13";
   std::string cudnn = "libcudnn.so.9";
+  /// NCCL, for the towers' all-reduce (loaded only by towers over 2 or more
+  /// GPUs); $DTF_NCCL_LIBRARY names another.
+  std::string nccl = "libnccl.so.2";
   /// > 0: every library is the emulation (libdtf-cuda-emu.so), configured
   /// with this many GPUs before cuInit.
   int emulatedGpus = 0;
@@ -38,6 +41,9 @@ public:
 
   /// Loads cuBLAS and cuDNN (once); an error names the library and why.
   Status loadLibraries();
+  /// Loads NCCL (once; the emulation's own under --emulate-gpus). An error
+  /// names the library and why; callers fall back to copies through the host.
+  Status loadNccl();
 
   int deviceCount() const { return deviceCount_; }
   bool emulated() const { return emulatedGpus_ > 0; }
@@ -48,6 +54,9 @@ public:
   /// emulation said about it when it refused.
   std::string errorText(const char *call, cuda::CUresult r) const;
 
+  /// "ncclGroupEnd: NCCL error 5 (invalid usage)", likewise.
+  std::string ncclErrorText(const char *call, cuda::ncclResult_t r) const;
+
   /// The emulation's counters as one line ("" on a real driver).
   std::string emulationStats() const;
 
@@ -55,8 +64,12 @@ public:
   DTF_CUDA_DRIVER_FUNCTIONS(DTF_DECLARE_FN)
   DTF_CUBLAS_FUNCTIONS(DTF_DECLARE_FN)
   DTF_CUDNN_FUNCTIONS(DTF_DECLARE_FN)
+  DTF_NCCL_FUNCTIONS(DTF_DECLARE_FN)
 #undef DTF_DECLARE_FN
   const char *(*cudnnGetErrorString)(cuda::cudnnStatus_t) = nullptr;
+  const char *(*ncclGetErrorString)(cuda::ncclResult_t) = nullptr;
+  /// "NCCL 2.28.5 (libnccl.so.2)" once loadNccl() succeeded.
+  const std::string &ncclDescription() const { return ncclDescription_; }
   /// Emulation only (null on a real driver): the CPU twin a launch of
   /// `name` runs (runtime/gpu/emu/EmuModule.cpp).
   int (*emuRegisterKernel)(const char *name,
@@ -66,11 +79,16 @@ public:
 
 private:
   CudaDriver() = default;
+  // ": <why the emulation last refused>", or "" (a real driver).
+  std::string emulationReason() const;
   CudaLibraries libs_;
   void *driverLib_ = nullptr;
   void *cublasLib_ = nullptr;
   void *cudnnLib_ = nullptr;
+  void *ncclLib_ = nullptr;
   bool librariesLoaded_ = false;
+  bool ncclTried_ = false;
+  std::string ncclError_, ncclDescription_;
   int deviceCount_ = 0;
   int emulatedGpus_ = 0;
   std::string description_;

@@ -34,6 +34,13 @@ std::string processEmulationStats();
 /// The GPU kernels: op name -> kernel taking a GpuKernelContext.
 const KernelRegistry &gpuKernelRegistry();
 
+/// The largest workspace a convolution algorithm may ask for (1 GiB).
+inline constexpr size_t kMaxConvWorkspace = size_t(1) << 30;
+
+/// How many times this process asked cuDNN for a convolution algorithm (once
+/// per GPU, direction and shape; GpuKernels.cpp).
+uint64_t convAlgorithmQueries();
+
 /// "/job:localhost/replica:0/task:0/device:GPU:N".
 std::string gpuDeviceName(int index);
 

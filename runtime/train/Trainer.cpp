@@ -2,10 +2,11 @@
 #include "runtime/train/Trainer.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/gpu/GpuAllReduce.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/plan/PlanReader.h"
-#include "runtime/summary/RunSummaries.h"
 #include "runtime/plan/PlanTypes.h"
+#include "runtime/summary/RunSummaries.h"
 #include "runtime/train/CheckpointSchedule.h"
 #include "runtime/train/Initializers.h"
 
@@ -342,9 +343,11 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   }
 
   const KernelRegistry &kernels = cpuKernelRegistry();
-  auto build = [&](const plan::Program &program, const char *name,
-                   std::unique_ptr<exec::Executor> *out) -> Status {
+  auto build = [&](const plan::Program &program, const std::string &name,
+                   std::unique_ptr<exec::Executor> *out,
+                   int gpuOffset = 0) -> Status {
     exec::ExecutorOptions o;
+    o.gpuOffset = gpuOffset;
     o.intraOpPool = pool_.get();
     o.interOpPool = interOpPool_.get();
     exec::applySessionOptions(plan, &o);
@@ -355,23 +358,26 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     o.rendezvous = options_.rendezvous;
     o.rowLookup = options_.rowLookup;
     o.dynamicRows = dynamicTables_.get();
-    o.profile = options_.profile && std::string(name) != "eval";
+    o.profile = options_.profile && name != "eval";
     Status st = exec::Executor::create(program, variables_, kernels, o, out);
     if (!st.isOk())
       setKind(kind, lacksKernel(program, kernels) ? FailureKind::kUnavailable
                                                   : FailureKind::kPlan);
     return st;
   };
-  if (options_.driver) {
+  towers_ = options_.gpuTowers > 0 ? options_.gpuTowers
+                                   : std::max(1, plan.session().gpu_towers());
+  plan::Program worker; // with its sends as fetches
+  if (options_.driver || towers_ > 1) {
     // The worker's part of the step; its sends become fetches after the
-    // loss and metrics.
+    // loss and metrics. Towers run it too, in one process as well.
     if (plan.worker_step().ops_size() == 0) {
       setKind(kind, FailureKind::kPlan);
       return errorStatus("the plan has no worker_step (format ",
                          plan.format_version(),
                          "); compile it again with this version's dtfc");
     }
-    plan::Program worker =
+    worker =
         options_.workerProgram ? *options_.workerProgram : plan.worker_step();
     numMetrics_ = worker.fetches_size();
     for (const plan::Transfer &send : worker.sends()) {
@@ -384,7 +390,9 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
         f->set_value(send.rows_value());
       }
     }
-    DTF_RETURN_IF_ERROR(build(worker, "worker_step", &train_));
+    DTF_RETURN_IF_ERROR(
+        build(worker, towers_ > 1 ? "worker_step (tower 0)" : "worker_step",
+              &train_));
   } else {
     DTF_RETURN_IF_ERROR(build(plan.train_step(), "train_step", &train_));
     numMetrics_ = train_->numFetches();
@@ -396,6 +404,9 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   }
   trainData_ = data.train;
   trainShardedByFile_ = data.trainShardedByFile;
+  if (towers_ > 1)
+    DTF_RETURN_IF_ERROR(
+        setUpTowers(plan, worker, *data.train, data.trainLayout, build, kind));
   if (trainFeeder_->fixedBatch() && trainFeeder_->fixedBatch() != batch_) {
     setKind(kind, FailureKind::kPlan);
     return errorStatus("train_step: the inputs take batches of ",
@@ -538,6 +549,8 @@ std::string Trainer::describe() const {
                        : std::string()) +
                   "\n  data: " + trainData_->description() + " (" +
                   trainFeeder_->describe() + ")";
+  if (towers_ > 1)
+    s += "\n  towers: " + towersNote_;
   if (eval_) {
     s += "\n  eval: " + evalData_->description() + " (" +
          evalFeeder_->describe() + "), ";
@@ -659,9 +672,7 @@ Status Trainer::runTowerStep(int64_t *globalStep, int64_t *examples) {
     return errorStatus("data: ",
                        err ? err->message() : std::string("no more batches"));
   }
-  DTF_RETURN_IF_ERROR(trainFeeder_->feed(*batch));
-  DTF_RETURN_IF_ERROR(feedLearningRate(*train_, *globalStep));
-  Status s = train_->run(uint64_t(*globalStep));
+  Status s = runStep(*batch, *globalStep);
   if (!s.isOk())
     return errorStatus("step ", *globalStep + 1, ": ", s.message());
   *examples = int64_t(batch->size());
@@ -787,11 +798,7 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       return errorStatus("data: ",
                          err ? err->message() : std::string("no more batches"));
     }
-    Status s = trainFeeder_->feed(*batch);
-    if (s.isOk())
-      s = feedLearningRate(*train_, globalStep);
-    if (s.isOk())
-      s = train_->run(uint64_t(globalStep));
+    Status s = runStep(*batch, globalStep);
     if (!s.isOk() && options_.driver && options_.driver->dropStep(s))
       continue;
     if (!s.isOk()) {

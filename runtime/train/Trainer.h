@@ -16,9 +16,14 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+namespace dtf::gpu {
+class TowerAllReduce;
+} // namespace dtf::gpu
 
 namespace dtf::train {
 
@@ -123,6 +128,13 @@ struct TrainOptions {
   /// Examples per step instead of the plan's batch (an in-graph tower's
   /// share); 0: the plan's.
   int64_t batch = 0;
+  /// In-graph towers over this task's GPUs (dtf-run --gpu-towers); 0: the
+  /// plan's SessionOptions.gpu_towers. With N > 1 the worker_step runs once
+  /// per tower on its share of each batch, tower k's GPU ops on GPU
+  /// k * span (span: the GPUs one copy of the model uses), and the towers'
+  /// gradients are averaged (NCCL over 2 or more GPUs) before the one update
+  /// or push of the step (runtime/train/Towers.cpp).
+  int gpuTowers = 0;
   /// Added to the plan's seed for dropout, so that workers draw different
   /// masks.
   uint64_t seedOffset = 0;
@@ -196,6 +208,12 @@ public:
   /// The dynamic tables among the variables; null when there are none.
   DynamicTables *dynamicTables() { return dynamicTables_.get(); }
   exec::Executor &trainExecutor() { return *train_; }
+  /// In-graph towers over the task's GPUs (1: none), and the executor of
+  /// tower k (0: trainExecutor()).
+  int numTowers() const { return towers_; }
+  exec::Executor &towerExecutor(int k) {
+    return k == 0 ? *train_ : *towerExecs_[size_t(k - 1)];
+  }
   /// Null without an eval program and eval data.
   exec::Executor *evalExecutor() { return eval_.get(); }
 
@@ -203,6 +221,18 @@ private:
   Trainer() = default;
   Status setUp(const plan::Plan &plan, FailureKind *kind);
   Status feedLearningRate(exec::Executor &e, int64_t step);
+  using BuildFn =
+      std::function<Status(const plan::Program &, const std::string &,
+                           std::unique_ptr<exec::Executor> *, int)>;
+  // Towers (Towers.cpp): builds towers 1..N-1 beside train_ (tower 0), their
+  // feeders, the all-reduce and, in one process, the update program.
+  Status setUpTowers(const plan::Plan &plan, const plan::Program &worker,
+                     const data::Dataset &data, const FeedLayout &layout,
+                     const BuildFn &build, FailureKind *kind);
+  // One step's feed and run: train_ alone, or every tower on its share of
+  // `batch`, their metrics and gradients combined into train_'s fetches and,
+  // without a driver, the update applied.
+  Status runStep(const data::Batch &batch, int64_t globalStep);
   data::Expected<std::unique_ptr<data::BatchIterator>>
   makeTrainBatches(int64_t *skipBatches);
   // Checkpoints (options_.modelDir): restore at set-up, save during run().
@@ -232,6 +262,16 @@ private:
   std::shared_ptr<const data::Dataset> trainData_, evalData_;
   bool trainShardedByFile_ = false;
   std::unique_ptr<BatchFeeder> trainFeeder_, evalFeeder_;
+  // Towers: 1 without; towers 1..N-1 and their feeders (tower 0 is train_
+  // with trainFeeder_), the gradients' all-reduce, and in one process the
+  // update program (the plan's ps_update) that applies the averaged sends.
+  int towers_ = 1;
+  std::vector<std::unique_ptr<exec::Executor>> towerExecs_;
+  std::vector<std::unique_ptr<BatchFeeder>> towerFeeders_;
+  std::unique_ptr<gpu::TowerAllReduce> allReduce_;
+  std::vector<int> reducedSends_; // fetch indices of the f32 sends
+  std::unique_ptr<exec::Executor> update_;
+  std::string towersNote_;
   // Checkpoints: the step training starts from (the restored one, else 0)
   // and what restoreLatestCheckpoint did, for run() to print.
   int64_t startStep_ = 0;

@@ -92,6 +92,12 @@ else:
     if copies < 2 * steps: fail.append("only %d copies in %d steps" % (copies, steps))
     # Buffers are made in the first steps (train, eval) and then reused.
     if allocs > 400: fail.append("%d device allocations: buffers are not reused" % allocs)
+# cuDNN's convolution algorithm is chosen once per shape and direction: the
+# seed CNN's 5 (2 forward, 1 backward data, 2 backward filter; eval's forward
+# convolutions have the same shapes), not once per step.
+alg = re.search(r"(\d+) cuDNN algorithm choices", text)
+if model == "mnist_cnn" and (not alg or int(alg.group(1)) != 5):
+    fail.append("cuDNN algorithm choices are not 5 (once per shape): %s" % (alg.group(0) if alg else "no counter"))
 for op in ["dtf.matmul"] + (["dtf.conv2d", "dtf.conv2d_backprop_input", "dtf.conv2d_backprop_filter", "dtf.max_pool", "dtf.max_pool_grad"] if model == "mnist_cnn" else []):
     if not re.search(re.escape(op) + r" \(.*\): /job:localhost/replica:0/task:0/device:GPU:0\n", text):
         fail.append("%s is not placed on GPU:0 in the placement log" % op)

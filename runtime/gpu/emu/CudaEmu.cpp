@@ -70,6 +70,7 @@ int submit(CUstream stream, Work work) {
     s->recorded.push_back(std::move(work));
     return CUDA_SUCCESS;
   }
+  ++machine().counters.workPerDevice[s ? s->device : currentDevice()];
   return work.run();
 }
 
@@ -335,7 +336,7 @@ CUresult graphInstantiate(CUgraphExec *exec, CUgraph graph,
   *exec = reinterpret_cast<CUgraphExec>(copy);
   return CUDA_SUCCESS;
 }
-CUresult graphLaunch(CUgraphExec exec, CUstream) {
+CUresult graphLaunch(CUgraphExec exec, CUstream stream) {
   EMU_ENTRY
   Machine &m = machine();
   auto *g = reinterpret_cast<Graph *>(exec);
@@ -352,8 +353,10 @@ CUresult graphLaunch(CUgraphExec exec, CUstream) {
                           "after the capture");
     }
   ++m.counters.graphLaunches;
+  const auto *s = reinterpret_cast<Stream *>(stream);
   for (Work &w : g->work) {
     ++m.counters.replayedWork;
+    ++m.counters.workPerDevice[s ? s->device : currentDevice()];
     if (int r = w.run())
       return r;
   }
@@ -498,17 +501,26 @@ const char *dtfEmuLastError() { return lastError.c_str(); }
 int dtfEmuStats(char *buf, size_t size) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   const Counters &c = machine().counters;
+  std::string perDevice;
+  for (int d = 0; d < machine().numDevices; ++d) {
+    auto it = c.workPerDevice.find(d);
+    perDevice += " " + std::to_string(d) + "=" +
+                 std::to_string(it == c.workPerDevice.end() ? 0 : it->second);
+  }
   return std::snprintf(
       buf, size,
       "cuda emulation: %llu kernel launches, %llu cuBLAS calls, %llu cuDNN "
       "calls, %llu copies, %llu device allocations, %llu pinned host "
       "allocations, %llu graphs captured, %llu graph launches (%llu nodes "
-      "replayed), %llu refusals",
+      "replayed), %llu refusals, %llu NCCL all-reduces, %llu cuDNN "
+      "algorithm choices, stream work per GPU:%s",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
       (unsigned long long)c.graphsCaptured, (unsigned long long)c.graphLaunches,
-      (unsigned long long)c.replayedWork, (unsigned long long)c.refusals);
+      (unsigned long long)c.replayedWork, (unsigned long long)c.refusals,
+      (unsigned long long)c.ncclAllReduces,
+      (unsigned long long)c.algorithmChoices, perDevice.c_str());
 }
 
 CUresult cuInit(unsigned flags) {

@@ -88,6 +88,71 @@ bool geometry(const TensorDesc &x, const FilterDesc &f, const ConvDesc &cd,
          (x.w + 2 * cd.padW - f.w) / cd.strideW + 1 == y.w;
 }
 
+// The emulated convolution algorithms, the same in every direction:
+// algorithm 1 works in an im2col buffer that the caller provides as its
+// workspace (N*OH*OW x KH*KW*C floats), algorithm 0 needs none (it makes its
+// own). cudnnGetConvolution*Algorithm_v7 ranks 1 first, as the real
+// heuristics often rank a workspace-hungry algorithm first.
+bool algoSupported(int algo) { return algo == 0 || algo == 1; }
+size_t algoWorkspace(const Geometry &g, int algo) {
+  return algo == 1
+             ? size_t(g.n) * g.oh * g.ow * g.kh * g.kw * g.c * sizeof(float)
+             : 0;
+}
+bool convGeometry(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t f,
+                  cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y,
+                  Geometry *g) {
+  return geometry(*reinterpret_cast<const TensorDesc *>(x),
+                  *reinterpret_cast<const FilterDesc *>(f),
+                  *reinterpret_cast<const ConvDesc *>(c),
+                  *reinterpret_cast<const TensorDesc *>(y), g);
+}
+cudnnStatus_t workspaceSize(cudnnTensorDescriptor_t x,
+                            cudnnFilterDescriptor_t f,
+                            cudnnConvolutionDescriptor_t c,
+                            cudnnTensorDescriptor_t y, int algo, size_t *bytes,
+                            const char *name) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  Geometry g;
+  if (!convGeometry(x, f, c, y, &g))
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                  std::string(name) + ": descriptors that do not fit");
+  if (!algoSupported(algo))
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                  std::string(name) + ": algorithm " + std::to_string(algo) +
+                      " is not one the emulation has (0 or 1)");
+  *bytes = algoWorkspace(g, algo);
+  return CUDNN_STATUS_SUCCESS;
+}
+cudnnStatus_t rankAlgorithms(cudnnTensorDescriptor_t x,
+                             cudnnFilterDescriptor_t f,
+                             cudnnConvolutionDescriptor_t c,
+                             cudnnTensorDescriptor_t y, int requested,
+                             int *returned, cudnnConvolutionAlgoPerf_t *perf,
+                             const char *name) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  Geometry g;
+  if (!convGeometry(x, f, c, y, &g))
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                  std::string(name) + ": descriptors that do not fit");
+  if (requested < 1 || !returned || !perf)
+    return refuse(CUDNN_STATUS_BAD_PARAM,
+                  std::string(name) + ": no room for a result");
+  *returned = 0;
+  for (int algo : {1, 0}) {
+    if (*returned == requested)
+      break;
+    cudnnConvolutionAlgoPerf_t p{};
+    p.algo = algo;
+    p.status = CUDNN_STATUS_SUCCESS;
+    p.time = -1; // a heuristic: nothing was timed
+    p.memory = algoWorkspace(g, algo);
+    perf[(*returned)++] = p;
+  }
+  ++machine().counters.algorithmChoices;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 // col[N*OH*OW, KH*KW*C] from x, zeros in the padding.
 void im2col(const Geometry &g, const float *x, float *col) {
   const int64_t row = int64_t(g.kh) * g.kw * g.c;
@@ -326,25 +391,48 @@ cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, int mode,
   return CUDNN_STATUS_SUCCESS;
 }
 
-// The emulation needs no workspace; the sizes are those of its im2col
-// buffer, so that callers provide (and the checks see) a real one.
+// Workspace sizes per algorithm (algoWorkspace), and the heuristic ranking.
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
-    cudnnHandle_t, cudnnTensorDescriptor_t, cudnnFilterDescriptor_t,
-    cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, int, size_t *bytes) {
-  *bytes = 0;
-  return CUDNN_STATUS_SUCCESS;
+    cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y, int algo,
+    size_t *bytes) {
+  return workspaceSize(x, w, c, y, algo, bytes,
+                       "cudnnGetConvolutionForwardWorkspaceSize");
 }
 cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
-    cudnnHandle_t, cudnnFilterDescriptor_t, cudnnTensorDescriptor_t,
-    cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t, int, size_t *bytes) {
-  *bytes = 0;
-  return CUDNN_STATUS_SUCCESS;
+    cudnnHandle_t, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
+    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t dx, int algo,
+    size_t *bytes) {
+  return workspaceSize(dx, w, c, dy, algo, bytes,
+                       "cudnnGetConvolutionBackwardDataWorkspaceSize");
 }
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
-    cudnnHandle_t, cudnnTensorDescriptor_t, cudnnTensorDescriptor_t,
-    cudnnConvolutionDescriptor_t, cudnnFilterDescriptor_t, int, size_t *bytes) {
-  *bytes = 0;
-  return CUDNN_STATUS_SUCCESS;
+    cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
+    cudnnConvolutionDescriptor_t c, cudnnFilterDescriptor_t dw, int algo,
+    size_t *bytes) {
+  return workspaceSize(x, dw, c, dy, algo, bytes,
+                       "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+}
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
+    cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y, int requested,
+    int *returned, cudnnConvolutionAlgoPerf_t *perf) {
+  return rankAlgorithms(x, w, c, y, requested, returned, perf,
+                        "cudnnGetConvolutionForwardAlgorithm_v7");
+}
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    cudnnHandle_t, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
+    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t dx, int requested,
+    int *returned, cudnnConvolutionAlgoPerf_t *perf) {
+  return rankAlgorithms(dx, w, c, dy, requested, returned, perf,
+                        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+}
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
+    cudnnConvolutionDescriptor_t c, cudnnFilterDescriptor_t dw, int requested,
+    int *returned, cudnnConvolutionAlgoPerf_t *perf) {
+  return rankAlgorithms(x, dw, c, dy, requested, returned, perf,
+                        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
 }
 
 extern "C++" {
@@ -355,7 +443,8 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
                           float beta, const TensorDesc &xd, const float *x,
                           const FilterDesc &fd, const float *f,
                           const ConvDesc &cd, const TensorDesc &yd,
-                          const float *y, float *out, const char *name) {
+                          const float *y, float *out, int algo, void *ws,
+                          size_t wsBytes, const char *name) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   Geometry g;
   if (!geometry(xd, fd, cd, yd, &g))
@@ -364,7 +453,20 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
                       ": descriptors that do not fit (the emulation takes "
                       "f32 NHWC tensors and filters, cross-correlation, no "
                       "dilation)");
+  if (!algoSupported(algo))
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                  std::string(name) + ": algorithm " + std::to_string(algo) +
+                      " is not one the emulation has (0 or 1)");
+  const size_t need = algoWorkspace(g, algo);
+  if (wsBytes < need)
+    return refuse(CUDNN_STATUS_BAD_PARAM,
+                  std::string(name) + ": algorithm " + std::to_string(algo) +
+                      " needs a workspace of " + std::to_string(need) +
+                      " bytes, got " + std::to_string(wsBytes));
   Work w{name, nullptr, {}};
+  if (int r = dnnCheck(ws, need, "workspace", &w))
+    return r;
+  float *wsCol = need ? static_cast<float *>(ws) : nullptr;
   const float *in1 = kind == ConvKind::Forward        ? x
                      : kind == ConvKind::BackwardData ? f
                                                       : x;
@@ -388,22 +490,24 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
   w.run = [=] {
     const int64_t rows = int64_t(g.n) * g.oh * g.ow;
     const int64_t row = int64_t(g.kh) * g.kw * g.c;
-    std::vector<float> col(size_t(rows * row));
+    // Algorithm 1 works in the caller's workspace, algorithm 0 in its own.
+    std::vector<float> own(wsCol ? 0 : size_t(rows * row));
+    float *colp = wsCol ? wsCol : own.data();
     std::vector<float> result(outBytes / sizeof(float));
     if (kind == ConvKind::Forward) {
-      im2col(g, x, col.data());
+      im2col(g, x, colp);
       // y[rows, K] = col[rows, row] x f[K, row]^T (row-major)
-      dnnl_sgemm('N', 'T', rows, g.k, row, 1.0f, col.data(), row, f, row, 0.0f,
+      dnnl_sgemm('N', 'T', rows, g.k, row, 1.0f, colp, row, f, row, 0.0f,
                  result.data(), g.k);
     } else if (kind == ConvKind::BackwardData) {
       // dcol[rows, row] = dy[rows, K] x f[K, row]
-      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, y, g.k, f, row, 0.0f,
-                 col.data(), row);
-      col2im(g, col.data(), result.data());
+      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, y, g.k, f, row, 0.0f, colp,
+                 row);
+      col2im(g, colp, result.data());
     } else {
-      im2col(g, x, col.data());
+      im2col(g, x, colp);
       // df[K, row] = dy[rows, K]^T x col[rows, row]
-      dnnl_sgemm('T', 'N', g.k, row, rows, 1.0f, y, g.k, col.data(), row, 0.0f,
+      dnnl_sgemm('T', 'N', g.k, row, rows, 1.0f, y, g.k, colp, row, 0.0f,
                  result.data(), row);
     }
     blend(out, result.data(), int64_t(result.size()), alpha, beta);
@@ -430,35 +534,35 @@ const ConvDesc &cdesc(cudnnConvolutionDescriptor_t d) {
 cudnnStatus_t cudnnConvolutionForward(
     cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
     const void *x, cudnnFilterDescriptor_t wDesc, const void *w,
-    cudnnConvolutionDescriptor_t conv, int, void *, size_t, const void *beta,
-    cudnnTensorDescriptor_t yDesc, void *y) {
+    cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
+    const void *beta, cudnnTensorDescriptor_t yDesc, void *y) {
   return convolution(ConvKind::Forward, handle, scalar(alpha), scalar(beta),
                      td(xDesc), static_cast<const float *>(x), fdesc(wDesc),
                      static_cast<const float *>(w), cdesc(conv), td(yDesc),
-                     nullptr, static_cast<float *>(y),
+                     nullptr, static_cast<float *>(y), algo, ws, wsBytes,
                      "cudnnConvolutionForward");
 }
 cudnnStatus_t cudnnConvolutionBackwardData(
     cudnnHandle_t handle, const void *alpha, cudnnFilterDescriptor_t wDesc,
     const void *w, cudnnTensorDescriptor_t dyDesc, const void *dy,
-    cudnnConvolutionDescriptor_t conv, int, void *, size_t, const void *beta,
-    cudnnTensorDescriptor_t dxDesc, void *dx) {
+    cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
+    const void *beta, cudnnTensorDescriptor_t dxDesc, void *dx) {
   return convolution(ConvKind::BackwardData, handle, scalar(alpha),
                      scalar(beta), td(dxDesc), nullptr, fdesc(wDesc),
                      static_cast<const float *>(w), cdesc(conv), td(dyDesc),
                      static_cast<const float *>(dy), static_cast<float *>(dx),
-                     "cudnnConvolutionBackwardData");
+                     algo, ws, wsBytes, "cudnnConvolutionBackwardData");
 }
 cudnnStatus_t cudnnConvolutionBackwardFilter(
     cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
     const void *x, cudnnTensorDescriptor_t dyDesc, const void *dy,
-    cudnnConvolutionDescriptor_t conv, int, void *, size_t, const void *beta,
-    cudnnFilterDescriptor_t dwDesc, void *dw) {
+    cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
+    const void *beta, cudnnFilterDescriptor_t dwDesc, void *dw) {
   return convolution(ConvKind::BackwardFilter, handle, scalar(alpha),
                      scalar(beta), td(xDesc), static_cast<const float *>(x),
                      fdesc(dwDesc), nullptr, cdesc(conv), td(dyDesc),
                      static_cast<const float *>(dy), static_cast<float *>(dw),
-                     "cudnnConvolutionBackwardFilter");
+                     algo, ws, wsBytes, "cudnnConvolutionBackwardFilter");
 }
 
 extern "C++" {

@@ -40,7 +40,10 @@ struct Stream {
 struct Counters {
   uint64_t kernelLaunches = 0, blasCalls = 0, dnnCalls = 0, memcpys = 0,
            deviceAllocs = 0, hostAllocs = 0, graphsCaptured = 0,
-           graphLaunches = 0, replayedWork = 0, refusals = 0;
+           graphLaunches = 0, replayedWork = 0, refusals = 0,
+           ncclAllReduces = 0, algorithmChoices = 0;
+  /// Stream work run per device (eagerly or as a replayed graph node).
+  std::map<int, uint64_t> workPerDevice;
 };
 
 /// The one emulated machine of the process (all members under `mutex`).

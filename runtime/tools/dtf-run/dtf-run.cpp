@@ -65,6 +65,12 @@ options:
                    checked on any machine; prints what it ran at exit
                    (docs/gpu.md). Without it, GPU ops need libcuda.so.1
                    (DTF_CUDA_DRIVER=PATH names another driver library)
+  --gpu-towers N   in-graph towers over this task's GPUs (overrides the
+                   plan's session(gpu_towers = N)): the step runs once per
+                   tower, tower k on GPU k, each on its share of the batch,
+                   and the towers' gradients are averaged with NCCL
+                   (libnccl.so.2, DTF_NCCL_LIBRARY=PATH names another) before
+                   the one update or push of the step (docs/gpu.md)
   --cluster FILE   cluster spec: {"ps": ["host:port", ...], "worker": [...]}
                    (TensorFlow's ClusterSpec, or a whole TF_CONFIG); without
                    --job, starts and supervises every task on this machine
@@ -344,16 +350,21 @@ int main(int argc, char **argv) {
       options.fresh = true;
       continue;
     }
-    if (arg == "--emulate-gpus") {
+    if (arg == "--gpu-towers" || arg == "--emulate-gpus") {
       if (!value && i + 1 < argc)
         value = argv[++i];
       const long long n = value ? parseCount(value) : -1;
       if (n < 1 || n > 16) {
         std::fprintf(stderr,
-                     "dtf-run: error: --emulate-gpus expects a GPU count "
-                     "from 1 to 16, got '%s'\n",
+                     "dtf-run: error: %s expects a %s count from 1 to 16, "
+                     "got '%s'\n",
+                     arg.c_str(), arg == "--gpu-towers" ? "tower" : "GPU",
                      value ? value : "");
         return kUsageError;
+      }
+      if (arg == "--gpu-towers") {
+        options.gpuTowers = int(n);
+        continue;
       }
       dtf::gpu::CudaLibraries libs;
       libs.driver = dtf::gpu::emulationLibraryPath();

@@ -325,5 +325,64 @@ TEST(CudaEmu, AGraphReplaysItsWorkAndIsRefusedAfterABufferMoved) {
       << stats;
 }
 
+TEST(CudaEmu, AConvolutionWithoutTheWorkspaceItsAlgorithmNeedsIsRefused) {
+  auto d = emulated();
+  makeCurrent(*d);
+  cudnnHandle_t dnn = nullptr;
+  ASSERT_EQ(d->cudnnCreate(&dnn), CUDNN_STATUS_SUCCESS);
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t f = nullptr;
+  cudnnConvolutionDescriptor_t c = nullptr;
+  ASSERT_EQ(d->cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(d->cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(d->cudnnCreateFilterDescriptor(&f), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(d->cudnnCreateConvolutionDescriptor(&c), CUDNN_STATUS_SUCCESS);
+  // 1x4x4x1 input, a 1x1 filter, 1x4x4x1 output.
+  ASSERT_EQ(d->cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NHWC,
+                                          CUDNN_DATA_FLOAT, 1, 1, 4, 4),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(d->cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NHWC,
+                                          CUDNN_DATA_FLOAT, 1, 1, 4, 4),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(d->cudnnSetFilter4dDescriptor(f, CUDNN_DATA_FLOAT,
+                                          CUDNN_TENSOR_NHWC, 1, 1, 1, 1),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(d->cudnnSetConvolution2dDescriptor(
+                c, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+            CUDNN_STATUS_SUCCESS);
+  // The heuristic ranks algorithm 1 (an im2col workspace: 16 floats) first.
+  cudnnConvolutionAlgoPerf_t perf[4] = {};
+  int returned = 0;
+  ASSERT_EQ(d->cudnnGetConvolutionForwardAlgorithm_v7(dnn, x, f, c, y, 4,
+                                                      &returned, perf),
+            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(returned, 2);
+  EXPECT_EQ(perf[0].algo, 1);
+  EXPECT_EQ(perf[0].memory, 64u);
+  EXPECT_EQ(perf[1].algo, 0);
+  EXPECT_EQ(perf[1].memory, 0u);
+  CUdeviceptr bx = 0, bf = 0, by = 0, ws = 0;
+  ASSERT_EQ(d->cuMemAlloc(&bx, 64), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemAlloc(&bf, 4), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemAlloc(&by, 64), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemAlloc(&ws, 32), CUDA_SUCCESS);
+  const float one = 1, zero = 0;
+  auto forward = [&](int algo, CUdeviceptr w, size_t bytes) {
+    return d->cudnnConvolutionForward(
+        dnn, &one, x, reinterpret_cast<void *>(bx), f,
+        reinterpret_cast<void *>(bf), c, algo, reinterpret_cast<void *>(w),
+        bytes, &zero, y, reinterpret_cast<void *>(by));
+  };
+  EXPECT_EQ(forward(1, 0, 0), CUDNN_STATUS_BAD_PARAM);
+  EXPECT_NE(d->errorText("cudnnConvolutionForward", 0)
+                .find("algorithm 1 needs a workspace of 64 bytes, got 0"),
+            std::string::npos)
+      << d->errorText("cudnnConvolutionForward", 0);
+  // A size that claims more than the allocation holds.
+  EXPECT_EQ(forward(1, ws, 64), CUDNN_STATUS_EXECUTION_FAILED);
+  EXPECT_EQ(forward(7, 0, 0), CUDNN_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(forward(0, 0, 0), CUDNN_STATUS_SUCCESS);
+}
+
 } // namespace
 } // namespace dtf::gpu

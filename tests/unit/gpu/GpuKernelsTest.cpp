@@ -131,6 +131,50 @@ TEST(GpuKernels, ConvolutionAndItsGradientsMatchTheCpuKernels) {
       {randomTensor({3, 11, 11, 2}, 14), randomTensor({5, 5, 2, 3}, 15)}, s2);
 }
 
+// The emulation's count of cudnnGetConvolution*Algorithm_v7 calls.
+uint64_t emulatedAlgorithmChoices() {
+  const std::string stats = processEmulationStats();
+  const size_t at = stats.find(" cuDNN algorithm choices");
+  size_t begin = stats.rfind(' ', at - 1);
+  EXPECT_NE(at, std::string::npos) << stats;
+  return at == std::string::npos
+             ? 0
+             : std::stoull(stats.substr(begin + 1, at - begin - 1));
+}
+
+TEST(GpuKernels, ConvolutionAlgorithmIsChosenOncePerShapeAndDirection) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  const uint64_t q0 = convAlgorithmQueries(), c0 = emulatedAlgorithmChoices();
+  auto chosen = [&] {
+    EXPECT_EQ(emulatedAlgorithmChoices() - c0, convAlgorithmQueries() - q0);
+    return convAlgorithmQueries() - q0;
+  };
+  AttrMap attrs = {{"padding", std::string("same")},
+                   {"strides", std::vector<int64_t>{1, 1}}};
+  Tensor x = randomTensor({2, 9, 9, 3}, 21), f = randomTensor({3, 3, 3, 4}, 22);
+  // Three steps (eager, captured, replayed), then another op of the same
+  // shape: one choice. The emulation ranks algorithm 1 first, which works in
+  // the workspace dtf provides: the results match only if that is real.
+  expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
+  EXPECT_EQ(chosen(), 1u);
+  expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
+  EXPECT_EQ(chosen(), 1u);
+  // Another batch is another shape; each gradient is another direction.
+  expectSameOnGpu(*e.device, "dtf.conv2d", {randomTensor({4, 9, 9, 3}, 23), f},
+                  attrs);
+  EXPECT_EQ(chosen(), 2u);
+  Tensor dy = randomTensor({2, 9, 9, 4}, 24);
+  AttrMap in = attrs;
+  in["input_shape"] = std::vector<int64_t>{2, 9, 9, 3};
+  expectSameOnGpu(*e.device, "dtf.conv2d_backprop_input", {dy, f}, in);
+  AttrMap fl = attrs;
+  fl["filter_shape"] = std::vector<int64_t>{3, 3, 3, 4};
+  expectSameOnGpu(*e.device, "dtf.conv2d_backprop_filter", {x, dy}, fl);
+  expectSameOnGpu(*e.device, "dtf.conv2d_backprop_filter", {x, dy}, fl);
+  EXPECT_EQ(chosen(), 4u);
+}
+
 TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {
   Emulated e;
   ASSERT_TRUE(e.device);

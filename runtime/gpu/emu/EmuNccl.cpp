@@ -1,0 +1,191 @@
+// The NCCL half of libdtf-cuda-emu.so: communicators over the emulated GPUs
+// of one process (ncclCommInitAll), and the sum all-reduce that dtf's towers
+// issue inside ncclGroupStart/ncclGroupEnd, run when the group ends over every
+// rank's buffers.
+#include "runtime/gpu/emu/EmuState.h"
+
+#include <cstring>
+#include <set>
+#include <vector>
+
+namespace dtf::gpu::emu {
+namespace {
+
+struct Comm {
+  uint64_t clique = 0;
+  int rank = 0, ranks = 0, device = 0;
+};
+
+struct PendingReduce {
+  Comm *comm;
+  const float *send;
+  float *recv;
+  size_t count;
+  CUstream stream;
+};
+
+thread_local int groupDepth = 0;
+thread_local std::vector<PendingReduce> pending;
+uint64_t nextClique = 1;
+
+// Runs the all-reduces collected in one group: every rank of a clique must
+// have called, with the same count.
+int runPending() {
+  std::vector<PendingReduce> calls = std::move(pending);
+  pending.clear();
+  std::set<uint64_t> cliques;
+  for (const PendingReduce &p : calls)
+    cliques.insert(p.comm->clique);
+  for (uint64_t clique : cliques) {
+    std::vector<const PendingReduce *> ranks;
+    for (const PendingReduce &p : calls)
+      if (p.comm->clique == clique)
+        ranks.push_back(&p);
+    const int want = ranks.front()->comm->ranks;
+    std::set<int> seen;
+    for (const PendingReduce *p : ranks) {
+      if (p->count != ranks.front()->count)
+        return refuse(ncclInvalidUsage,
+                      "ncclAllReduce: the ranks of one communicator gave "
+                      "different counts (" +
+                          std::to_string(p->count) + " and " +
+                          std::to_string(ranks.front()->count) + ")");
+      if (!seen.insert(p->comm->rank).second)
+        return refuse(ncclInvalidUsage,
+                      "ncclAllReduce: rank " + std::to_string(p->comm->rank) +
+                          " called twice in one group (a real NCCL would "
+                          "pair the calls wrongly)");
+    }
+    if (int(seen.size()) != want)
+      return refuse(ncclInvalidUsage,
+                    "ncclAllReduce: " + std::to_string(seen.size()) + " of " +
+                        std::to_string(want) +
+                        " ranks called in the group: the real NCCL would "
+                        "wait forever for the others");
+    const size_t n = ranks.front()->count;
+    std::vector<float> sum(n, 0.0f);
+    // In rank order, so the sum does not depend on the call order.
+    for (int r = 0; r < want; ++r)
+      for (const PendingReduce *p : ranks)
+        if (p->comm->rank == r)
+          for (size_t i = 0; i < n; ++i)
+            sum[i] += p->send[i];
+    for (const PendingReduce *p : ranks) {
+      std::memcpy(p->recv, sum.data(), n * sizeof(float));
+      ++machine().counters.workPerDevice[p->comm->device];
+    }
+    ++machine().counters.ncclAllReduces;
+  }
+  return ncclSuccess;
+}
+
+} // namespace
+} // namespace dtf::gpu::emu
+
+using namespace dtf::gpu::emu;
+
+extern "C" {
+
+ncclResult_t ncclGetVersion(int *version) {
+  *version = 22805; // reports NCCL 2.28.5
+  return ncclSuccess;
+}
+
+const char *ncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+  case ncclSuccess:
+    return "no error";
+  case ncclInvalidArgument:
+    return "invalid argument";
+  case ncclInvalidUsage:
+    return "invalid usage";
+  default:
+    return "unknown NCCL error";
+  }
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devices) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  if (!machine().initialized)
+    return refuse(ncclInvalidUsage, "ncclCommInitAll before cuInit");
+  if (ndev < 1)
+    return refuse(ncclInvalidArgument, "ncclCommInitAll: no devices");
+  std::set<int> seen;
+  for (int i = 0; i < ndev; ++i) {
+    const int d = devices ? devices[i] : i;
+    if (d < 0 || d >= machine().numDevices || !seen.insert(d).second)
+      return refuse(ncclInvalidArgument,
+                    "ncclCommInitAll: device " + std::to_string(d) +
+                        " is not a distinct GPU of this machine (" +
+                        std::to_string(machine().numDevices) + ")");
+  }
+  const uint64_t clique = nextClique++;
+  for (int i = 0; i < ndev; ++i)
+    comms[i] = reinterpret_cast<ncclComm_t>(
+        new Comm{clique, i, ndev, devices ? devices[i] : i});
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  delete reinterpret_cast<Comm *>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() {
+  ++groupDepth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  if (groupDepth == 0)
+    return refuse(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--groupDepth > 0)
+    return ncclSuccess;
+  return runPending();
+}
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
+                           int dataType, int op, ncclComm_t comm,
+                           CUstream stream) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  auto *c = reinterpret_cast<Comm *>(comm);
+  if (!c)
+    return refuse(ncclInvalidArgument, "ncclAllReduce: no communicator");
+  if (dataType != ncclFloat32 || op != ncclSum)
+    return refuse(ncclInvalidArgument,
+                  "ncclAllReduce: the emulation sums float32 only");
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (s && s->device != c->device)
+    return refuse(ncclInvalidUsage, "ncclAllReduce: the stream is on GPU " +
+                                        std::to_string(s->device) +
+                                        ", the communicator on GPU " +
+                                        std::to_string(c->device));
+  if (s && s->capturing)
+    return refuse(ncclInvalidUsage,
+                  "ncclAllReduce: the emulation does not capture NCCL calls");
+  const std::string what =
+      "ncclAllReduce(rank " + std::to_string(c->rank) + ")";
+  if (count > 0) {
+    if (checkDevice(uintptr_t(send), count * sizeof(float), what + " send",
+                    nullptr) != CUDA_SUCCESS ||
+        checkDevice(uintptr_t(recv), count * sizeof(float), what + " recv",
+                    nullptr) != CUDA_SUCCESS)
+      return ncclInvalidArgument; // checkDevice said why
+  }
+  pending.push_back({c, static_cast<const float *>(send),
+                     static_cast<float *>(recv), count, stream});
+  if (groupDepth > 0)
+    return ncclSuccess;
+  if (c->ranks > 1) {
+    pending.pop_back();
+    return refuse(ncclInvalidUsage,
+                  "ncclAllReduce over " + std::to_string(c->ranks) +
+                      " GPUs of one process outside ncclGroupStart/"
+                      "ncclGroupEnd: the real NCCL would wait forever for "
+                      "the other ranks");
+  }
+  return runPending();
+}
+
+} // extern "C"

@@ -1,0 +1,206 @@
+// In-graph towers over a task's GPUs (TensorFlow's multi-GPU tower
+// training): the worker_step once per tower, each tower on its share of the
+// batch and its own GPU, the towers' gradients averaged (weighted by their
+// shares) with NCCL, then one update (one process) or one push (a worker).
+#include "runtime/core/DeviceName.h"
+#include "runtime/gpu/GpuAllReduce.h"
+#include "runtime/plan/Partition.h"
+#include "runtime/plan/PlanTypes.h"
+#include "runtime/train/DynamicTable.h"
+#include "runtime/train/Trainer.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dtf::train {
+
+namespace {
+
+// The GPUs one copy of the program uses: 1 + the largest GPU index its ops
+// name (1 when none names a GPU).
+int gpuSpan(const plan::Program &program) {
+  int span = 1;
+  for (const plan::Op &op : program.ops()) {
+    DeviceNameParse parsed = parseDeviceName(op.device());
+    if (parsed.name && parsed.name->type == DeviceType::GPU)
+      span = std::max(span, parsed.name->index.value_or(0) + 1);
+  }
+  return span;
+}
+
+// Examples [begin, end) of `batch`.
+data::Batch slice(const data::Batch &batch, size_t begin, size_t end) {
+  data::Batch out;
+  const size_t n = batch.size();
+  const size_t row = n ? batch.features.size() / n : 0;
+  out.features.assign(batch.features.begin() + ptrdiff_t(begin * row),
+                      batch.features.begin() + ptrdiff_t(end * row));
+  out.featureShape = batch.featureShape;
+  if (!out.featureShape.empty())
+    out.featureShape[0] = int64_t(end - begin);
+  out.labels.assign(batch.labels.begin() + ptrdiff_t(begin),
+                    batch.labels.begin() + ptrdiff_t(end));
+  out.epoch = batch.epoch;
+  out.indexInEpoch = batch.indexInEpoch;
+  return out;
+}
+
+void setKind(FailureKind *kind, FailureKind k) {
+  if (kind)
+    *kind = k;
+}
+
+} // namespace
+
+Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
+                            const data::Dataset &data, const FeedLayout &layout,
+                            const BuildFn &build, FailureKind *kind) {
+  auto refuse = [&](const std::string &why) {
+    setKind(kind, FailureKind::kPlan);
+    return errorStatus("gpu_towers = ", towers_, ": ", why);
+  };
+  if (options_.workerProgram || options_.rendezvous)
+    return refuse("towers replicate a whole worker_step; they do not combine "
+                  "with a replica that spans worker tasks (model parallelism)");
+  if (dynamicTables_)
+    return refuse("towers do not share the rows of a table with a dynamic "
+                  "vocabulary (embedding(vocab = dynamic))");
+  if (batch_ < towers_)
+    return refuse(
+        strCat("a batch of ", batch_, " examples cannot give every tower one"));
+  for (const plan::Transfer &send : worker.sends())
+    if (send.sparse())
+      return refuse(strCat("the worker_step sends sparse rows ('",
+                           plan::printable(send.key()),
+                           "', an embedding looked up on its ps); towers "
+                           "average dense gradients only"));
+  if (trainFeeder_ && trainFeeder_->fixedBatch())
+    return refuse(strCat("the inputs take batches of exactly ",
+                         trainFeeder_->fixedBatch(),
+                         " examples; towers split each batch, so the inputs' "
+                         "batch dimension must be B (-1)"));
+  const int span = gpuSpan(worker);
+  std::vector<int> gpus;
+  for (int k = 0; k < towers_; ++k)
+    gpus.push_back(k * span);
+  for (int k = 1; k < towers_; ++k) {
+    std::unique_ptr<exec::Executor> e;
+    DTF_RETURN_IF_ERROR(
+        build(worker, strCat("worker_step (tower ", k, ")"), &e, k * span));
+    std::unique_ptr<BatchFeeder> feeder;
+    Status s = BatchFeeder::bind(*e, data, layout, &feeder);
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kData);
+      return errorStatus("worker_step (tower ", k, "): ", s.message());
+    }
+    towerExecs_.push_back(std::move(e));
+    towerFeeders_.push_back(std::move(feeder));
+  }
+
+  // The float32 sends are averaged (the gradients, a learning rate that is
+  // the same in every tower); the others (the global step's increment) are
+  // tower 0's.
+  std::vector<int64_t> elements;
+  for (int i = numMetrics_; i < train_->numFetches(); ++i) {
+    const exec::TensorSlotInfo &info = train_->fetchInfo(i);
+    if (info.dtype != DType::F32)
+      continue;
+    int64_t n = 1;
+    for (int64_t d : info.dims) {
+      if (d < 0)
+        return refuse(strCat("the send '", plan::printable(info.name),
+                             "' has a batch-dependent shape"));
+      n *= d;
+    }
+    reducedSends_.push_back(i);
+    elements.push_back(n);
+  }
+  std::string note;
+  DTF_RETURN_IF_ERROR(
+      gpu::TowerAllReduce::create(gpus, elements, &allReduce_, &note));
+  towersNote_ = strCat(towers_, " towers on GPU ");
+  for (size_t k = 0; k < gpus.size(); ++k)
+    towersNote_ += strCat(k ? ", " : "", gpus[k]);
+  towersNote_ += strCat("; ", note);
+
+  if (!options_.driver) {
+    // One process: the plan's ps_update, as a single ps would run it, applies
+    // the averaged sends to this process's variables.
+    plan::Placement placement;
+    DTF_RETURN_IF_ERROR(plan::placeVariables(plan, 1, "", &placement));
+    plan::Program update;
+    DTF_RETURN_IF_ERROR(plan::psProgramFor(plan, placement, 0, &update));
+    DTF_RETURN_IF_ERROR(build(update, "ps_update", &update_, 0));
+  }
+  return Status::ok();
+}
+
+Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
+  if (towers_ <= 1) {
+    DTF_RETURN_IF_ERROR(trainFeeder_->feed(batch));
+    DTF_RETURN_IF_ERROR(feedLearningRate(*train_, globalStep));
+    return train_->run(uint64_t(globalStep));
+  }
+  // Tower k takes examples [begin_k, end_k): n / N each, the first n % N one
+  // more.
+  const size_t n = batch.size(), towers = size_t(towers_);
+  std::vector<float> weights;
+  size_t begin = 0;
+  for (size_t k = 0; k < towers; ++k) {
+    const size_t take = n / towers + (k < n % towers ? 1 : 0);
+    if (take == 0)
+      return errorStatus("a batch of ", n, " examples leaves tower ", k,
+                         " none");
+    exec::Executor &e = towerExecutor(int(k));
+    BatchFeeder &feeder = k == 0 ? *trainFeeder_ : *towerFeeders_[k - 1];
+    DTF_RETURN_IF_ERROR(feeder.feed(slice(batch, begin, begin + take)));
+    DTF_RETURN_IF_ERROR(feedLearningRate(e, globalStep));
+    Status s = e.run(uint64_t(globalStep));
+    if (!s.isOk())
+      return errorStatus("tower ", k, ": ", s.message());
+    weights.push_back(float(double(take) / double(n)));
+    begin += take;
+  }
+  // The metrics: each tower's mean, weighted by its share, into tower 0's
+  // fetch (a scalar metric becomes the whole batch's mean).
+  for (int i = 0; i < numMetrics_; ++i) {
+    Tensor *t = train_->mutableFetch(i);
+    if (t->numElements() != 1 ||
+        (t->dtype() != DType::F32 && t->dtype() != DType::F64))
+      continue;
+    double mean = 0;
+    for (size_t k = 0; k < towers; ++k)
+      mean += weights[k] * meanValue(towerExecutor(int(k)).fetch(i));
+    if (t->dtype() == DType::F32)
+      *t->data<float>() = float(mean);
+    else
+      *t->data<double>() = mean;
+  }
+  // The gradients: sum_k weight_k * gradient_k, the gradient of the whole
+  // batch's mean loss, into tower 0's sends.
+  std::vector<std::vector<const Tensor *>> values(towers);
+  std::vector<Tensor *> out;
+  for (int i : reducedSends_) {
+    for (size_t k = 0; k < towers; ++k)
+      values[k].push_back(&towerExecutor(int(k)).fetch(i));
+    out.push_back(train_->mutableFetch(i));
+  }
+  DTF_RETURN_IF_ERROR(allReduce_->reduce(values, weights, out));
+  if (!update_)
+    return Status::ok(); // the driver pushes tower 0's sends
+  for (int i = numMetrics_; i < train_->numFetches(); ++i) {
+    const int feed = update_->findFeed(train_->fetchInfo(i).name);
+    if (feed < 0)
+      continue;
+    const Tensor &t = train_->fetch(i);
+    Tensor copy = Tensor::allocate(t.dtype(), t.shape());
+    std::memcpy(copy.rawData(), t.rawData(), t.byteSize());
+    DTF_RETURN_IF_ERROR(update_->setFeed(feed, std::move(copy)));
+  }
+  Status s = update_->run(uint64_t(globalStep));
+  if (!s.isOk())
+    return errorStatus("ps_update: ", s.message());
+  return Status::ok();
+}
+
+} // namespace dtf::train

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# End to end: in-graph towers over a task's GPUs. The seed CNN with its graph
+# on /gpu:0 asks for 2 towers in its session (session(gpu_towers = 2)) and
+# trains on 2 emulated GPUs; the same plan with --gpu-towers 1 on one GPU is
+# the reference (the same global batch of 50, the same seed). Checked:
+#   - the loss at every logged step equals the reference's within TOL
+#     (relative): the towers' gradients, weighted by their shares of the
+#     batch, are the whole batch's gradient;
+#   - the emulation ran one NCCL all-reduce per gradient bucket per step, and
+#     tower 1's ops ran on GPU 1 (placement log and the emulation's stream
+#     work on GPU 1); cuDNN's algorithm was chosen once per GPU and shape;
+#   - 3 towers (an uneven split, 17/17/16) match the reference too;
+#   - without NCCL (DTF_NCCL_LIBRARY names a missing library) the gradients
+#     are summed through the host, said once, with the same curve;
+#   - on 1 GPU, tower 1's ops move to the CPU saying the machine has 1 GPU;
+#   - the MLP, which has dropout (masks drawn per tower), stays within 10% of
+#     one GPU's curve without equalling it;
+#   - --gpu-towers 0, a batch smaller than the towers, inputs of a fixed
+#     batch size and a dynamic vocabulary are refused, saying why.
+# usage: gpu_towers.sh BIN_DIR WORK_DIR STEPS LOG_EVERY TOL
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh" "$@"
+steps=$3 every=$4 tol=$5
+work=$work/gpu_towers
+rm -rf "$work" && mkdir -p "$work"
+python3 "$root/tests/e2e/gpu_model.py" "$root/models/mnist_cnn.dtf" "$work/cnn.dtf" "$steps" \
+  "soft_placement = true, log_device_placement = true, gpu_towers = 2"
+"$bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
+
+run() { # NAME ARGS...: trains the plan, the log in $work/NAME.log
+  local name=$1; shift
+  "$bin/dtf-run" "$work/cnn.plan" --log-every "$every" "$@" > "$work/$name.log" 2>&1 || {
+    echo "e2e: the $name run failed:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
+}
+run one --emulate-gpus 1 --gpu-towers 1
+run two --emulate-gpus 2
+run three --emulate-gpus 3 --gpu-towers 3
+DTF_NCCL_LIBRARY=/nonexistent/libnccl.so.2 run host --emulate-gpus 2
+run onegpu --emulate-gpus 1
+
+# The MLP has dropout: each tower draws its own masks, so its curve is close
+# to one GPU's but not equal.
+python3 "$root/tests/e2e/gpu_model.py" "$root/models/mlp.dtf" "$work/mlp.dtf" 200 \
+  "soft_placement = true, gpu_towers = 2"
+"$bin/dtfc" "$work/mlp.dtf" -o "$work/mlp.plan"
+for n in 1 2; do
+  "$bin/dtf-run" "$work/mlp.plan" --emulate-gpus "$n" --gpu-towers "$n" --log-every 20 \
+    > "$work/mlp$n.log" 2>&1 || fail "the MLP on $n towers failed: $(tail -3 "$work/mlp$n.log")"
+done
+
+if "$bin/dtf-run" "$work/cnn.plan" --gpu-towers 0 > "$work/zero.log" 2>&1; then
+  fail "--gpu-towers 0 was accepted"
+fi
+grep -q "gpu-towers expects a tower count from 1 to 16, got '0'" "$work/zero.log" ||
+  fail "--gpu-towers 0: no precise refusal: $(cat "$work/zero.log")"
+
+# Refused with the reason: a batch smaller than the towers, and inputs of a
+# fixed batch size (towers split each batch).
+sed -e 's/batch       = 50 /batch       = 2 /' "$work/cnn.dtf" > "$work/small.dtf"
+sed -e 's/input x: f32\[B, 784\]/input x: f32[50, 784]/' -e 's/input y: i32\[B\]/input y: i32[50]/' \
+  "$work/cnn.dtf" > "$work/fixed.dtf"
+for bad in small fixed; do
+  "$bin/dtfc" "$work/$bad.dtf" -o "$work/$bad.plan"
+  if "$bin/dtf-run" "$work/$bad.plan" --emulate-gpus 3 --gpu-towers 3 --steps 1 > "$work/$bad.log" 2>&1; then
+    fail "$bad: towers ran where they must be refused"
+  fi
+done
+# Nor do towers share a table with a dynamic vocabulary.
+"$bin/dtfc" "$root/tests/e2e/dynamic_embedding.dtf" -o "$work/dynamic.plan"
+if "$bin/dtf-run" "$work/dynamic.plan" --gpu-towers 2 --steps 1 > "$work/dynamic.log" 2>&1; then
+  fail "towers with a dynamic vocabulary ran"
+fi
+grep -q "gpu_towers = 2: towers do not share the rows of a table with a dynamic vocabulary (embedding(vocab = dynamic))" "$work/dynamic.log" ||
+  fail "towers with a dynamic vocabulary: no precise refusal: $(tail -3 "$work/dynamic.log")"
+grep -q "gpu_towers = 3: a batch of 2 examples cannot give every tower one" "$work/small.log" ||
+  fail "a batch smaller than the towers: no precise refusal: $(tail -3 "$work/small.log")"
+grep -q "gpu_towers = 3: the inputs take batches of exactly 50 examples; towers split each batch, so the inputs' batch dimension must be B (-1)" "$work/fixed.log" ||
+  fail "inputs of a fixed batch: no precise refusal: $(tail -3 "$work/fixed.log")"
+
+python3 - "$work" "$steps" "$every" "$tol" <<'PY'
+import re, sys
+work, steps, every, tol = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+def text(name): return open("%s/%s.log" % (work, name)).read()
+def losses(name):
+    return [(int(m.group(1)), float(m.group(2))) for line in text(name).splitlines()
+            for m in [re.match(r"step (\d+).*?loss ([0-9.eE+-]+)", line)] if m]
+def stats(name):
+    m = re.search(r"cuda emulation: .*", text(name))
+    return m.group(0) if m else ""
+def placement(t, program):
+    # The lines of `program`'s device placement log.
+    lines = t.splitlines()
+    for i, l in enumerate(lines):
+        m = re.match(re.escape(program) + r": device placement \((\d+) ops\):", l)
+        if m:
+            return [x.strip() for x in lines[i + 1:i + 1 + int(m.group(1))]]
+    return []
+fail = []
+ref = losses("one")
+if len(ref) < steps // every:
+    fail.append("the reference logged %s" % ref)
+if not ref or not ref[-1][1] < 0.8 * ref[0][1]:
+    fail.append("the reference's loss did not fall by 20%%: %s" % ref)
+worst = {}
+for name in ("two", "three", "host"):
+    got = losses(name)
+    if [s for s, _ in got] != [s for s, _ in ref]:
+        fail.append("%s: logged steps differ: %s vs %s" % (name, got, ref))
+    worst[name] = 0.0
+    for (s, x), (_, y) in zip(ref, got):
+        rel = abs(x - y) / max(abs(x), 1e-6)
+        worst[name] = max(worst[name], rel)
+        if rel > tol:
+            fail.append("%s: step %d: loss %g, 1 GPU %g (relative %.2e > %g)" % (name, s, y, x, rel, tol))
+for name, towers, gpus in (("two", 2, "0, 1"), ("three", 3, "0, 1, 2")):
+    t = text(name)
+    m = re.search(r"towers: %d towers on GPU %s; .* in (\d+) buckets?\) are summed with emulated NCCL" % (towers, gpus), t)
+    if not m:
+        fail.append("%s: no line saying the towers use NCCL over GPU %s" % (name, gpus))
+        continue
+    buckets = int(m.group(1))
+    st = re.search(r"(\d+) NCCL all-reduces, \d+ cuDNN algorithm choices, stream work per GPU:((?: \d+=\d+)+)", t)
+    if not st:
+        fail.append("%s: no NCCL counter: %s" % (name, stats(name)))
+        continue
+    if int(st.group(1)) != buckets * steps:
+        fail.append("%s: %s NCCL all-reduces, expected %d buckets x %d steps" % (name, st.group(1), buckets, steps))
+    # The cuDNN algorithm is chosen once per GPU, direction and shape: the
+    # seed CNN's 5 convolution calls per tower, and eval's 2 forward ones at
+    # its batch of 50 (on GPU 0), whatever the step count.
+    alg = re.search(r"(\d+) cuDNN algorithm choices", t)
+    if not alg or not 5 * towers <= int(alg.group(1)) <= 5 * towers + 2:
+        fail.append("%s: cuDNN algorithm choices not once per shape: %s" % (name, stats(name)))
+    work_per = dict((int(a), int(b)) for a, b in re.findall(r"(\d+)=(\d+)", st.group(2)))
+    for g in range(towers):
+        # Each tower's GPU ops: at least 6 cuDNN/cuBLAS calls or graph
+        # launches per step on its own GPU.
+        if work_per.get(g, 0) < 6 * steps:
+            fail.append("%s: GPU %d ran %d pieces of stream work in %d steps" % (name, g, work_per.get(g, 0), steps))
+        placed = placement(t, "worker_step (tower %d)" % g)
+        for op in ("dtf.conv2d", "dtf.conv2d_backprop_filter", "dtf.max_pool_grad", "dtf.matmul"):
+            if not any(l.startswith(op + " (") and l.endswith("/job:localhost/replica:0/task:0/device:GPU:%d" % g) for l in placed):
+                fail.append("%s: tower %d's %s is not placed on GPU:%d" % (name, g, op, g))
+h = text("host")
+n = len(re.findall(r"are summed through the host, without NCCL: cannot load NCCL from /nonexistent/libnccl.so.2", h))
+if n != 1:
+    fail.append("without NCCL: said %d times that the sum runs through the host" % n)
+if not re.search(r" 0 NCCL all-reduces", h):
+    fail.append("without NCCL: NCCL ran anyway: %s" % stats("host"))
+o = text("onegpu")
+if "worker_step (tower 1): soft placement" not in o or "this machine has 1 GPU" not in o:
+    fail.append("on 1 GPU, tower 1's ops were not moved to the CPU saying why")
+if not re.search(r"are summed on the host: this machine has 1 GPU for 2 towers", o):
+    fail.append("on 1 GPU, no line saying the sum runs on the host")
+a, b = losses("mlp1"), losses("mlp2")
+gaps = [abs(x - y) / x for (_, x), (_, y) in zip(a, b)]
+if len(a) != 10 or len(b) != 10 or not max(gaps) > 1e-3 or not max(gaps) < 0.1:
+    fail.append("the MLP with dropout: 2 towers should differ from 1 GPU by 0.1%% to 10%% per logged step: %s vs %s" % (b, a))
+for f in fail:
+    print("e2e: FAIL: " + f)
+print("e2e: towers: %d logged steps; worst relative difference from 1 GPU: %s (tolerance %g); 2 towers: %s"
+      % (len(ref), ", ".join("%s %.2e" % kv for kv in worst.items()), tol, stats("two")))
+sys.exit(1 if fail else 0)
+PY
