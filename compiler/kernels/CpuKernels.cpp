@@ -63,6 +63,27 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     pointers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
   }
   Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
+  if (hasReductions(fused)) {
+    // One iteration per output element of the reductions; the i64
+    // parameters are elements, reduced, inner (docs/plan-format.md).
+    Value scalars = entry->getArgument(1);
+    SmallVector<Value> counts;
+    for (int32_t k = 0; k < 3; ++k) {
+      Value slot = fb.create<LLVM::GEPOp>(loc, ptr, i64, scalars,
+                                          ArrayRef<LLVM::GEPArg>{k});
+      counts.push_back(fb.create<LLVM::LoadOp>(loc, i64, slot));
+    }
+    Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), begin);
+    Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), end);
+    auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
+                                           ValueRange{step});
+    fb.create<func::ReturnOp>(loc);
+    OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+    Value t =
+        lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
+    return emitReducedRegionAt(lb, fused, pointers, t, counts[0], counts[1],
+                               counts[2], /*readUnusedInputs=*/false);
+  }
   const int64_t rowSize = largestSuffix(fused);
   if (rowSize == 0) {
     // One flat loop over [begin, end).

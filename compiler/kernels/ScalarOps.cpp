@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -238,8 +239,7 @@ Value mlir::dtf::emitScalarOp(OpBuilder &b, Operation *op,
 }
 
 int64_t mlir::dtf::largestSuffix(FusedOp fused) {
-  ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
+  SmallVector<int64_t> shape = fusedIterationShape(fused);
   int64_t largest = 0;
   for (Value input : fused.getInputs()) {
     auto type = cast<RankedTensorType>(input.getType());
@@ -249,17 +249,41 @@ int64_t mlir::dtf::largestSuffix(FusedOp fused) {
   return largest;
 }
 
-LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
-                                      ArrayRef<Value> pointers, Value i,
-                                      Value rowStart, int64_t rowSize) {
+namespace {
+
+bool isReduction(Operation *op) { return isa<SumOp, MeanOp, SumToShapeOp>(op); }
+
+/// Loads each input at `i` (or 0, or i mod its size), emits the region's
+/// elementwise ops on scalars into `scalars` and stores each elementwise
+/// result at `i`; reductions are left to the caller. With
+/// `readUnusedInputs`, an input no scalar op reads (the `like` of a
+/// sum_to_shape) is still read once, at element 0, with a volatile load: on
+/// the GPU every buffer must stay a kernel parameter, in order.
+LogicalResult emitElementsAt(OpBuilder &lb, FusedOp fused,
+                             ArrayRef<Value> pointers, Value i, Value rowStart,
+                             int64_t rowSize, IRMapping &scalars,
+                             bool readUnusedInputs) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(lb.getContext());
-  ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
-  IRMapping scalars;
+  SmallVector<int64_t> shape = fusedIterationShape(fused);
   Block &body = fused.getBody().front();
   for (auto [k, input] : llvm::enumerate(fused.getInputs())) {
     auto type = cast<RankedTensorType>(input.getType());
+    BlockArgument arg = body.getArgument(k);
+    const bool read = llvm::any_of(arg.getUses(), [](OpOperand &use) {
+      return !isa<SumToShapeOp>(use.getOwner()) || use.getOperandNumber() == 0;
+    });
+    if (!read) {
+      if (readUnusedInputs) {
+        Type stored = storageType(type.getElementType());
+        Value zero = lb.create<arith::ConstantOp>(loc, lb.getI64IntegerAttr(0));
+        Value addr = lb.create<LLVM::GEPOp>(loc, ptr, stored, pointers[k],
+                                            ArrayRef<LLVM::GEPArg>{zero});
+        lb.create<LLVM::LoadOp>(loc, stored, addr, /*alignment=*/0,
+                                /*isVolatile=*/true);
+      }
+      continue;
+    }
     std::optional<FusedIndex> index = fusedIndexOf(type, shape);
     if (!index)
       return fused.emitError() << "input " << k << " cannot be indexed";
@@ -283,11 +307,15 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
       v = lb.create<arith::CmpIOp>(
           loc, arith::CmpIPredicate::ne, v,
           lb.create<arith::ConstantOp>(loc, lb.getIntegerAttr(stored, 0)));
-    scalars.map(body.getArgument(k), v);
+    scalars.map(arg, v);
   }
   for (Operation &op : body) {
+    if (isReduction(&op))
+      continue;
     if (auto yield = dyn_cast<YieldOp>(op)) {
       for (auto [n, v] : llvm::enumerate(yield.getValues())) {
+        if (v.getDefiningOp() && isReduction(v.getDefiningOp()))
+          continue;
         Value s = scalars.lookup(v);
         Type stored = storageType(s.getType());
         if (stored != s.getType())
@@ -306,6 +334,198 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
     if (!r)
       return failure();
     scalars.map(op.getResult(0), r);
+  }
+  return success();
+}
+
+} // namespace
+
+bool mlir::dtf::hasReductions(FusedOp fused) {
+  return llvm::any_of(fused.getBody().front(),
+                      [](Operation &op) { return isReduction(&op); });
+}
+
+LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
+                                      ArrayRef<Value> pointers, Value i,
+                                      Value rowStart, int64_t rowSize) {
+  IRMapping scalars;
+  return emitElementsAt(lb, fused, pointers, i, rowStart, rowSize, scalars,
+                        /*readUnusedInputs=*/false);
+}
+
+LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
+                                             ArrayRef<Value> pointers, Value t,
+                                             Value elements, Value reduced,
+                                             Value inner,
+                                             bool readUnusedInputs) {
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  Block &body = fused.getBody().front();
+  SmallVector<Operation *> reductions;
+  for (Operation &op : body)
+    if (isReduction(&op))
+      reductions.push_back(&op);
+  const size_t nr = reductions.size();
+  SmallVector<Type> types;
+  for (Operation *r : reductions)
+    types.push_back(elementTypeOf(r->getResult(0)));
+  auto i64c = [&](OpBuilder &bb, int64_t v) -> Value {
+    return bb.create<arith::ConstantOp>(loc, bb.getI64IntegerAttr(v));
+  };
+  auto idx = [&](OpBuilder &bb, Value v) -> Value {
+    return bb.create<arith::IndexCastOp>(loc, bb.getIndexType(), v);
+  };
+  auto zeros = [&](OpBuilder &bb) {
+    SmallVector<Value> z;
+    for (Type ty : types)
+      z.push_back(constantOf(bb, loc, ty, 0));
+    return z;
+  };
+  // The values the reductions read at flat index `at` of the iteration
+  // space (emitting the elementwise ops there, and storing their results).
+  auto valuesAt = [&](OpBuilder &bb, Value at,
+                      SmallVector<Value> &out) -> LogicalResult {
+    IRMapping m;
+    if (failed(emitElementsAt(bb, fused, pointers, at, {}, 0, m,
+                              readUnusedInputs)))
+      return failure();
+    for (Operation *r : reductions)
+      out.push_back(m.lookup(r->getOperand(0)));
+    return success();
+  };
+  // Output element t is (o, n) of [O, N]; it sums x[o, 0..R, n] of the
+  // iteration space viewed as [O, R, N]. (R * N first: the GPU kernel takes
+  // its i64 parameters in their first use's order: elements, reduced, inner.)
+  Value rn = b.create<arith::MulIOp>(loc, reduced, inner);
+  Value o = b.create<arith::DivSIOp>(loc, t, inner);
+  Value n = b.create<arith::RemSIOp>(loc, t, inner);
+  Value base = b.create<arith::AddIOp>(loc, b.create<arith::MulIOp>(loc, o, rn), n);
+  Value one = i64c(b, 1);
+  Value contiguous = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                             inner, one);
+  SmallVector<Type> resultTypes(types);
+  resultTypes.append(types.begin(), types.end()); // the sum, the last value
+  auto branch = b.create<scf::IfOp>(loc, resultTypes, contiguous,
+                                    /*withElse=*/true);
+  LogicalResult status = success();
+  {
+    // N == 1: the op-by-op kernel's reduceContig: 16 accumulators over the
+    // blocks of 16, summed in order, then the rest one by one.
+    OpBuilder tb = branch.getThenBodyBuilder();
+    Value full = tb.create<arith::SubIOp>(
+        loc, reduced, tb.create<arith::RemSIOp>(loc, reduced, i64c(tb, 16)));
+    SmallVector<Value> init;
+    for (int j = 0; j < 16; ++j) {
+      SmallVector<Value> z = zeros(tb);
+      init.append(z.begin(), z.end());
+    }
+    auto blocks = tb.create<scf::ForOp>(
+        loc, idx(tb, i64c(tb, 0)), idx(tb, full), idx(tb, i64c(tb, 16)), init,
+        [&](OpBuilder &fb, Location, Value c, ValueRange acc) {
+          Value start = fb.create<arith::AddIOp>(
+              loc, base,
+              fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), c));
+          SmallVector<Value> next;
+          for (int j = 0; j < 16; ++j) {
+            SmallVector<Value> v;
+            if (failed(valuesAt(
+                    fb, fb.create<arith::AddIOp>(loc, start, i64c(fb, j)), v)))
+              status = failure();
+            for (size_t q = 0; q < nr; ++q)
+              next.push_back(v.size() == nr ? fb.create<arith::AddFOp>(
+                                                  loc, acc[j * nr + q], v[q])
+                                            : acc[j * nr + q]);
+          }
+          fb.create<scf::YieldOp>(loc, next);
+        });
+    SmallVector<Value> sums = zeros(tb);
+    for (int j = 0; j < 16; ++j)
+      for (size_t q = 0; q < nr; ++q)
+        sums[q] = tb.create<arith::AddFOp>(loc, sums[q],
+                                           blocks.getResult(j * nr + q));
+    SmallVector<Value> tailInit(sums);
+    SmallVector<Value> z = zeros(tb);
+    tailInit.append(z.begin(), z.end());
+    auto tail = tb.create<scf::ForOp>(
+        loc, idx(tb, full), idx(tb, reduced), idx(tb, one), tailInit,
+        [&](OpBuilder &fb, Location, Value k, ValueRange acc) {
+          SmallVector<Value> v;
+          if (failed(valuesAt(
+                  fb,
+                  fb.create<arith::AddIOp>(
+                      loc, base,
+                      fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), k)),
+                  v)) ||
+              v.size() != nr) {
+            status = failure();
+            fb.create<scf::YieldOp>(loc, acc);
+            return;
+          }
+          SmallVector<Value> next;
+          for (size_t q = 0; q < nr; ++q)
+            next.push_back(fb.create<arith::AddFOp>(loc, acc[q], v[q]));
+          next.append(v.begin(), v.end());
+          fb.create<scf::YieldOp>(loc, next);
+        });
+    tb.create<scf::YieldOp>(loc, tail.getResults());
+  }
+  {
+    // N > 1: one after the other over the reduced elements, as the
+    // op-by-op kernel adds rows.
+    OpBuilder eb = branch.getElseBodyBuilder();
+    SmallVector<Value> init = zeros(eb);
+    SmallVector<Value> z = zeros(eb);
+    init.append(z.begin(), z.end());
+    auto loop = eb.create<scf::ForOp>(
+        loc, idx(eb, i64c(eb, 0)), idx(eb, reduced), idx(eb, one), init,
+        [&](OpBuilder &fb, Location, Value k, ValueRange acc) {
+          Value at = fb.create<arith::AddIOp>(
+              loc, base,
+              fb.create<arith::MulIOp>(
+                  loc, fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), k),
+                  inner));
+          SmallVector<Value> v;
+          if (failed(valuesAt(fb, at, v)) || v.size() != nr) {
+            status = failure();
+            fb.create<scf::YieldOp>(loc, acc);
+            return;
+          }
+          SmallVector<Value> next;
+          for (size_t q = 0; q < nr; ++q)
+            next.push_back(fb.create<arith::AddFOp>(loc, acc[q], v[q]));
+          next.append(v.begin(), v.end());
+          fb.create<scf::YieldOp>(loc, next);
+        });
+    eb.create<scf::YieldOp>(loc, loop.getResults());
+  }
+  if (failed(status))
+    return failure();
+  // The op-by-op kernel adds the sum to a zeroed output, except where it
+  // copies: one reduced element (R == 1) gives that element, and a whole
+  // reduction to one element (O = N = 1) gives the sum itself; only a zero's
+  // sign tells them apart.
+  Value single = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                         reduced, one);
+  Value whole = b.create<arith::AndIOp>(
+      loc, contiguous,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, elements, one));
+  Operation *yield = body.getTerminator();
+  for (size_t q = 0; q < nr; ++q) {
+    Value sum = branch.getResult(q);
+    Value r = b.create<arith::SelectOp>(
+        loc, whole, sum,
+        b.create<arith::AddFOp>(loc, constantOf(b, loc, types[q], 0), sum));
+    r = b.create<arith::SelectOp>(loc, single, branch.getResult(nr + q), r);
+    if (isa<MeanOp>(reductions[q]))
+      r = b.create<arith::DivFOp>(
+          loc, r, b.create<arith::SIToFPOp>(loc, types[q], reduced));
+    for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
+      if (v == reductions[q]->getResult(0)) {
+        Value addr = b.create<LLVM::GEPOp>(
+            loc, ptr, types[q], pointers[fused.getInputs().size() + pos],
+            ArrayRef<LLVM::GEPArg>{t});
+        b.create<LLVM::StoreOp>(loc, r, addr);
+      }
   }
   return success();
 }

@@ -28,6 +28,23 @@ LogicalResult emitRegionAt(OpBuilder &lb, FusedOp fused,
                            ArrayRef<Value> pointers, Value i,
                            Value rowStart = {}, int64_t rowSize = 0);
 
+/// Whether `fused` holds reductions (dtf.sum, dtf.mean, dtf.sum_to_shape):
+/// its kernel then loops over the reduced outputs' elements.
+bool hasReductions(FusedOp fused);
+
+/// Emits, at the builder's point (a loop body), output element `t` (i64) of
+/// a region with reductions, whose iteration space is viewed as [O, R, N]
+/// (R = `reduced`, N = `inner`, O * N = `elements`, all i64): sums the R
+/// values each reduction reads for (o, n) = (t / N, t mod N) in the
+/// op-by-op kernels' order (16 interleaved partial sums when N == 1, else
+/// one after the other), stores the elementwise results met on the way and
+/// each reduction's result at t (divided by R for a mean).
+/// `readUnusedInputs`: see emitElementsAt in ScalarOps.cpp (the GPU sets it).
+LogicalResult emitReducedRegionAt(OpBuilder &b, FusedOp fused,
+                                  ArrayRef<Value> pointers, Value t,
+                                  Value elements, Value reduced, Value inner,
+                                  bool readUnusedInputs);
+
 /// The element count of the largest bias ("suffix" input) of `fused`; 0
 /// when it has none.
 int64_t largestSuffix(FusedOp fused);

@@ -132,13 +132,25 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
   if (plan.kernels_size() == 0)
     os << "no fused kernels (--fusion=off, or no chain of elementwise ops)\n";
   for (const ::dtf::plan::Kernel &k : plan.kernels()) {
+    // The iteration shape: an input that has it, else the first output;
+    // and the axes a reduced kernel sums ("reduce:<spec>").
+    int32_t shaped = k.outputs_size() > 0 ? k.outputs(0) : -1;
+    std::string reduces;
+    for (const ::dtf::plan::KernelParam &p : k.params()) {
+      if (p.meaning() == "same" && p.operand() < k.inputs_size() &&
+          shaped == (k.outputs_size() > 0 ? k.outputs(0) : -1))
+        shaped = k.inputs(p.operand());
+      if (p.meaning().rfind("reduce:", 0) == 0 && reduces.empty())
+        reduces = ", " + p.meaning();
+    }
     const ::dtf::plan::Value *out = nullptr;
     for (const ::dtf::plan::Value &v : k.values())
-      if (k.outputs_size() > 0 && v.id() == k.outputs(0))
+      if (v.id() == shaped)
         out = &v;
     os << k.name() << ": " << k.ops_size() << " ops, " << k.inputs_size()
        << " inputs, " << k.outputs_size() << " outputs, over "
-       << (out ? ::dtf::plan::typeString(out->type()) : std::string("?")) << "\n";
+       << (out ? ::dtf::plan::typeString(out->type()) : std::string("?"))
+       << reduces << "\n";
     for (int i = 0; i < k.ops_size(); ++i)
       os << "  " << k.ops(i) << "  "
          << (k.locations(i).empty() ? std::string("(no location)") : k.locations(i))

@@ -78,11 +78,119 @@ bool mlir::dtf::isFusableElementwise(Operation *op) {
 
 namespace {
 
+bool isFloatTensor(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && (r.getElementType().isF32() || r.getElementType().isF64());
+}
+
+/// Whether the non-'k' chars of `spec` form one contiguous, non-empty run.
+bool oneRun(const std::string &spec) {
+  size_t first = spec.find_first_not_of('k');
+  if (first == std::string::npos)
+    return false;
+  size_t last = spec.find_last_not_of('k');
+  return spec.substr(first, last - first + 1).find('k') == std::string::npos;
+}
+
+template <typename Reduce>
+std::optional<std::string> reduceOpSpec(Reduce op) {
+  auto x = cast<RankedTensorType>(op.getX().getType());
+  const int64_t rank = x.getRank();
+  std::string spec(size_t(rank), 'k');
+  const char reduced = op.getKeepDims() ? '1' : 'r';
+  std::optional<ArrayRef<int64_t>> axes = op.getAxes();
+  if (!axes)
+    return std::nullopt; // every axis: one element (docs/kernels.md)
+  for (int64_t a : *axes) {
+    if (a < 0)
+      a += rank;
+    if (a < 0 || a >= rank)
+      return std::nullopt;
+    spec[size_t(a)] = reduced;
+  }
+  if (spec.find('k') == std::string::npos)
+    return std::nullopt;
+  return spec;
+}
+
+} // namespace
+
+std::optional<std::string> mlir::dtf::fusedReduceSpec(Operation *op) {
+  if (!isa<SumOp, MeanOp, SumToShapeOp>(op) || op->getNumResults() != 1 ||
+      !isFloatTensor(op->getResult(0).getType()) ||
+      !isFloatTensor(op->getOperand(0).getType()))
+    return std::nullopt;
+  std::optional<std::string> spec;
+  if (auto sum = dyn_cast<SumOp>(op))
+    spec = reduceOpSpec(sum);
+  else if (auto mean = dyn_cast<MeanOp>(op))
+    spec = reduceOpSpec(mean);
+  else if (auto s = dyn_cast<SumToShapeOp>(op)) {
+    auto dy = cast<RankedTensorType>(s.getDy().getType());
+    auto like = dyn_cast<RankedTensorType>(s.getLike().getType());
+    if (!like || like.getRank() > dy.getRank() ||
+        !fusedIndexOf(like, dy.getShape()))
+      return std::nullopt; // `like` is an input the region must index
+    const int64_t pad = dy.getRank() - like.getRank();
+    std::string text(size_t(dy.getRank()), 'k');
+    for (int64_t d = 0; d < dy.getRank(); ++d) {
+      if (d < pad) {
+        text[size_t(d)] = 'r';
+        continue;
+      }
+      const int64_t l = like.getDimSize(d - pad), y = dy.getDimSize(d);
+      if (l == 1 && y != 1)
+        text[size_t(d)] = '1';
+      else if (l != y)
+        return std::nullopt;
+    }
+    if (text.find('k') == std::string::npos)
+      return std::nullopt;
+    spec = text;
+  }
+  if (!spec || !oneRun(*spec))
+    return std::nullopt;
+  return spec;
+}
+
+bool mlir::dtf::sameReducedAxes(const std::string &a, const std::string &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if ((a[i] == 'k') != (b[i] == 'k'))
+      return false;
+  return true;
+}
+
+SmallVector<int64_t> mlir::dtf::fusedIterationShape(Operation *fused) {
+  for (Operation &op : fused->getRegion(0).front())
+    if (fusedReduceSpec(&op))
+      return llvm::to_vector(
+          cast<RankedTensorType>(op.getOperand(0).getType()).getShape());
+  return llvm::to_vector(
+      cast<RankedTensorType>(fused->getResult(0).getType()).getShape());
+}
+
+SmallVector<std::string> mlir::dtf::fusedResultSpecs(Operation *fused) {
+  SmallVector<std::string> specs;
+  Operation *yield = fused->getRegion(0).front().getTerminator();
+  for (Value v : yield->getOperands()) {
+    Operation *def = v.getDefiningOp();
+    std::optional<std::string> spec =
+        def ? fusedReduceSpec(def) : std::nullopt;
+    specs.push_back(spec ? *spec : "");
+  }
+  return specs;
+}
+
+namespace {
+
 struct Group {
   SmallVector<Operation *> ops;
   SmallVector<int64_t> shape;
   Attribute device; // the ops' dtf.device: a region runs on one device
   bool closed = false;
+  std::string spec; // its reductions' spec; "" when it has none
 };
 
 /// Finds the groups of one block, in program order.
@@ -96,19 +204,43 @@ SmallVector<Group> findGroups(Block &block) {
     auto it = groupOf.find(def);
     return it == groupOf.end() ? -1 : it->second;
   };
+  // Reduction results: no op of their own region may read them (the
+  // region computes them after its loop).
+  llvm::SmallPtrSet<Operation *, 16> reductions;
+  auto reducedIn = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && reductions.contains(def);
+  };
   for (Operation &op : block) {
     int joined = -1;
     SmallVector<int64_t> shape;
-    const bool fusable = isFusableElementwise(&op);
-    if (fusable) {
+    const bool elementwise = isFusableElementwise(&op);
+    std::optional<std::string> spec =
+        elementwise ? std::nullopt : fusedReduceSpec(&op);
+    const bool fusable = elementwise || spec.has_value();
+    if (elementwise) {
       shape = llvm::to_vector(
           cast<RankedTensorType>(op.getResult(0).getType()).getShape());
       for (Value operand : op.getOperands()) {
         int g = groupOfValue(operand);
         if (g >= 0 && !groups[g].closed && groups[g].shape == shape &&
-            groups[g].device == op.getAttr("dtf.device"))
+            groups[g].device == op.getAttr("dtf.device") &&
+            !reducedIn(operand))
           joined = std::max(joined, g);
       }
+    } else if (spec) {
+      // A reduction joins the region of its operand (it starts none: a
+      // region of one reduction would be the library kernel again).
+      Value x = op.getOperand(0);
+      shape = llvm::to_vector(cast<RankedTensorType>(x.getType()).getShape());
+      int g = groupOfValue(x);
+      if (g >= 0 && !groups[g].closed && groups[g].shape == shape &&
+          groups[g].device == op.getAttr("dtf.device") && !reducedIn(x) &&
+          (groups[g].spec.empty() || sameReducedAxes(groups[g].spec, *spec)))
+        joined = g;
+      for (Value operand : op.getOperands().drop_front())
+        if (int h = groupOfValue(operand); h >= 0 && h == g)
+          joined = -1; // `like` from its own region: keep it simple
     }
     // A group whose value an op outside it uses can grow no further: its
     // fused op must come before that use.
@@ -125,9 +257,15 @@ SmallVector<Group> findGroups(Block &block) {
       });
     if (!fusable)
       continue;
+    if (spec && joined < 0)
+      continue;
+    if (spec) {
+      groups[joined].spec = *spec;
+      reductions.insert(&op);
+    }
     if (joined < 0) {
       joined = static_cast<int>(groups.size());
-      groups.push_back(Group{{}, shape, op.getAttr("dtf.device"), false});
+      groups.push_back(Group{{}, shape, op.getAttr("dtf.device"), false, ""});
     }
     groups[joined].ops.push_back(&op);
     groupOf[&op] = joined;
@@ -141,7 +279,7 @@ bool fuse(Group &group, int64_t kernel) {
   llvm::SmallPtrSet<Operation *, 16> members(group.ops.begin(),
                                              group.ops.end());
   llvm::SetVector<Value> inputs;
-  SmallVector<Value> outputs;
+  SmallVector<Value> outputs, reduced;
   for (Operation *op : group.ops) {
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
@@ -152,8 +290,11 @@ bool fuse(Group &group, int64_t kernel) {
       if (llvm::any_of(result.getUsers(), [&](Operation *user) {
             return !members.contains(user);
           }))
-        outputs.push_back(result);
+        (fusedReduceSpec(op) ? reduced : outputs).push_back(result);
   }
+  // The elementwise results first, then the reductions': the order in which
+  // the kernel first writes them (the GPU kernel's parameter order).
+  outputs.append(reduced.begin(), reduced.end());
   if (outputs.empty())
     return false;
   Operation *last = group.ops.back();

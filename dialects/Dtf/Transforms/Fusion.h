@@ -6,6 +6,7 @@
 #include "mlir/IR/Operation.h"
 
 #include <optional>
+#include <string>
 
 namespace mlir::dtf {
 
@@ -29,5 +30,25 @@ const char *fusedIndexName(FusedIndex index);
 /// division, whose zero divisor the op-by-op kernel reports), each operand
 /// indexable over its result's shape.
 bool isFusableElementwise(Operation *op);
+
+/// For a reduction a region may end in, its spec over its operand's shape
+/// (the region's iteration shape): one char per axis, 'k' kept, 'r' reduced
+/// and dropped, '1' reduced and kept as size 1 (KernelParam.meaning
+/// "reduce:<spec>"). The reductions: dtf.sum and dtf.mean over one
+/// contiguous run of axes, not all of them, and dtf.sum_to_shape whose
+/// summed axes are one contiguous run (leading ones: a bias gradient), on
+/// f32 or f64. Nothing for any other op.
+std::optional<std::string> fusedReduceSpec(Operation *op);
+
+/// Whether two specs reduce the same axes (they may keep them differently).
+bool sameReducedAxes(const std::string &a, const std::string &b);
+
+/// The iteration shape of a dtf.fused op: the operand shape of its
+/// reductions when it has any, else the shape of its results.
+SmallVector<int64_t> fusedIterationShape(Operation *fused);
+
+/// The spec of each result of a dtf.fused op: "" for a result in the
+/// iteration shape, else its reduction's spec.
+SmallVector<std::string> fusedResultSpecs(Operation *fused);
 
 } // namespace mlir::dtf
