@@ -63,6 +63,9 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     pointers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
   }
   Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
+  // scalars[0]: the loop's element count (the iteration space's in a kernel
+  // without reductions).
+  Value total = fb.create<LLVM::LoadOp>(loc, i64, entry->getArgument(1));
   if (hasReductions(fused)) {
     // One iteration per output element of the reductions; the i64
     // parameters are elements, reduced, inner (docs/plan-format.md).
@@ -95,7 +98,7 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
     Value i =
         lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
-    return emitRegionAt(lb, fused, pointers, i);
+    return emitRegionAt(lb, fused, pointers, i, total, false);
   }
   // A bias of rowSize elements: rows of rowSize over [begin, end), each an
   // inner loop that reads the bias contiguously.
@@ -123,7 +126,8 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
       ValueRange{step});
   OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
   Value i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
-  return emitRegionAt(lb, fused, pointers, i, rowStart, rowSize);
+  return emitRegionAt(lb, fused, pointers, i, total, false, rowStart,
+                      rowSize);
 }
 
 // The passes from the loops to the LLVM dialect. libm calls for what LLVM

@@ -103,7 +103,10 @@ LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
         lb.create<arith::IndexCastOp>(loc, lb.getI64Type(), elements),
         entry->getArgument(numOperands + 1),
         entry->getArgument(numOperands + 2), /*readUnusedInputs=*/true);
-  return emitRegionAt(lb, fused, pointers, i);
+  return emitRegionAt(
+      lb, fused, pointers, i,
+      lb.create<arith::IndexCastOp>(loc, lb.getI64Type(), elements),
+      /*readUnusedInputs=*/true);
 }
 
 } // namespace

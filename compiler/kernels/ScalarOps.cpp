@@ -260,9 +260,9 @@ bool isReduction(Operation *op) { return isa<SumOp, MeanOp, SumToShapeOp>(op); }
 /// sum_to_shape) is still read once, at element 0, with a volatile load: on
 /// the GPU every buffer must stay a kernel parameter, in order.
 LogicalResult emitElementsAt(OpBuilder &lb, FusedOp fused,
-                             ArrayRef<Value> pointers, Value i, Value rowStart,
-                             int64_t rowSize, IRMapping &scalars,
-                             bool readUnusedInputs) {
+                             ArrayRef<Value> pointers, Value i, Value total,
+                             Value rowStart, int64_t rowSize,
+                             IRMapping &scalars, bool readUnusedInputs) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(lb.getContext());
   SmallVector<int64_t> shape = fusedIterationShape(fused);
@@ -270,8 +270,10 @@ LogicalResult emitElementsAt(OpBuilder &lb, FusedOp fused,
   for (auto [k, input] : llvm::enumerate(fused.getInputs())) {
     auto type = cast<RankedTensorType>(input.getType());
     BlockArgument arg = body.getArgument(k);
+    // sum_to_shape's `like` and reduce_grad's `x` give only a shape.
     const bool read = llvm::any_of(arg.getUses(), [](OpOperand &use) {
-      return !isa<SumToShapeOp>(use.getOwner()) || use.getOperandNumber() == 0;
+      return !isa<SumToShapeOp, ReduceGradOp>(use.getOwner()) ||
+             use.getOperandNumber() == 0;
     });
     if (!read) {
       if (readUnusedInputs) {
@@ -327,6 +329,28 @@ LogicalResult emitElementsAt(OpBuilder &lb, FusedOp fused,
       }
       continue;
     }
+    if (auto grad = dyn_cast<ReduceGradOp>(op)) {
+      // dy broadcast back; for a mean times 1 / count, count = the
+      // iteration space's elements per element of dy (as the op-by-op
+      // kernel: the scale in T, then one multiplication).
+      Value r = scalars.lookup(grad.getDy());
+      if (grad.getMean()) {
+        auto dy = cast<RankedTensorType>(grad.getDy().getType());
+        Type t = r.getType();
+        Value count = lb.create<arith::ConstantOp>(loc, lb.getI64IntegerAttr(1));
+        if (dy.getShape() != ArrayRef<int64_t>(shape))
+          count = lb.create<arith::DivSIOp>(
+              loc, total,
+              lb.create<arith::ConstantOp>(
+                  loc, lb.getI64IntegerAttr(dy.getNumElements())));
+        Value scale = lb.create<arith::DivFOp>(
+            loc, constantOf(lb, loc, t, 1),
+            lb.create<arith::SIToFPOp>(loc, t, count));
+        r = lb.create<arith::MulFOp>(loc, r, scale);
+      }
+      scalars.map(op.getResult(0), r);
+      continue;
+    }
     SmallVector<Value> operands;
     for (Value operand : op.getOperands())
       operands.push_back(scalars.lookup(operand));
@@ -347,10 +371,11 @@ bool mlir::dtf::hasReductions(FusedOp fused) {
 
 LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
                                       ArrayRef<Value> pointers, Value i,
+                                      Value total, bool readUnusedInputs,
                                       Value rowStart, int64_t rowSize) {
   IRMapping scalars;
-  return emitElementsAt(lb, fused, pointers, i, rowStart, rowSize, scalars,
-                        /*readUnusedInputs=*/false);
+  return emitElementsAt(lb, fused, pointers, i, total, rowStart, rowSize,
+                        scalars, readUnusedInputs);
 }
 
 LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
@@ -381,12 +406,13 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
       z.push_back(constantOf(bb, loc, ty, 0));
     return z;
   };
+  Value total = b.create<arith::MulIOp>(loc, elements, reduced);
   // The values the reductions read at flat index `at` of the iteration
   // space (emitting the elementwise ops there, and storing their results).
   auto valuesAt = [&](OpBuilder &bb, Value at,
                       SmallVector<Value> &out) -> LogicalResult {
     IRMapping m;
-    if (failed(emitElementsAt(bb, fused, pointers, at, {}, 0, m,
+    if (failed(emitElementsAt(bb, fused, pointers, at, total, {}, 0, m,
                               readUnusedInputs)))
       return failure();
     for (Operation *r : reductions)

@@ -20,13 +20,19 @@ Value emitScalarOp(OpBuilder &b, Operation *op, ValueRange operands);
 /// `fused`'s region: loads each input from its pointer at i, 0 or i mod its
 /// size (Fusion.h), the region's ops on scalars, and stores each result at
 /// i. `pointers` holds one !llvm.ptr per input, then one per output.
+/// `total` (i64) is the iteration space's element count (a mean's
+/// reduce_grad scales by it). With `readUnusedInputs`, an input that only
+/// gives a shape (reduce_grad's x, sum_to_shape's like) is still read once,
+/// at element 0, with a volatile load: on the GPU every buffer must stay a
+/// kernel parameter, in order.
 /// With `rowStart` (i64, the first element of i's row of `rowSize`
 /// elements), a bias of `rowSize` elements is read at i - rowStart instead
 /// of i mod rowSize: a contiguous load the vectorizer turns into vector
 /// loads rather than gathers.
 LogicalResult emitRegionAt(OpBuilder &lb, FusedOp fused,
-                           ArrayRef<Value> pointers, Value i,
-                           Value rowStart = {}, int64_t rowSize = 0);
+                           ArrayRef<Value> pointers, Value i, Value total,
+                           bool readUnusedInputs, Value rowStart = {},
+                           int64_t rowSize = 0);
 
 /// Whether `fused` holds reductions (dtf.sum, dtf.mean, dtf.sum_to_shape):
 /// its kernel then loops over the reduced outputs' elements.
@@ -39,7 +45,7 @@ bool hasReductions(FusedOp fused);
 /// op-by-op kernels' order (16 interleaved partial sums when N == 1, else
 /// one after the other), stores the elementwise results met on the way and
 /// each reduction's result at t (divided by R for a mean).
-/// `readUnusedInputs`: see emitElementsAt in ScalarOps.cpp (the GPU sets it).
+/// `readUnusedInputs`: as for emitRegionAt (the GPU sets it).
 LogicalResult emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                                   ArrayRef<Value> pointers, Value t,
                                   Value elements, Value reduced, Value inner,

@@ -137,12 +137,15 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
     int32_t shaped = k.outputs_size() > 0 ? k.outputs(0) : -1;
     std::string reduces;
     for (const ::dtf::plan::KernelParam &p : k.params()) {
-      if (p.meaning() == "same" && p.operand() < k.inputs_size() &&
-          shaped == (k.outputs_size() > 0 ? k.outputs(0) : -1))
-        shaped = k.inputs(p.operand());
       if (p.meaning().rfind("reduce:", 0) == 0 && reduces.empty())
         reduces = ", " + p.meaning();
     }
+    for (const ::dtf::plan::KernelParam &p : k.params())
+      if (!reduces.empty() && p.meaning() == "same" &&
+          p.operand() < k.inputs_size()) {
+        shaped = k.inputs(p.operand());
+        break;
+      }
     const ::dtf::plan::Value *out = nullptr;
     for (const ::dtf::plan::Value &v : k.values())
       if (v.id() == shaped)

@@ -58,7 +58,8 @@ bool isFusableElement(Type t) {
 bool mlir::dtf::isFusableElementwise(Operation *op) {
   if (!isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, CompareOp,
            SelectOp, NegOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SigmoidOp,
-           TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp>(op))
+           TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp,
+           ReduceGradOp>(op))
     return false;
   if (op->getNumResults() != 1)
     return false;
@@ -67,6 +68,18 @@ bool mlir::dtf::isFusableElementwise(Operation *op) {
     return false;
   if (isa<DivOp>(op) && !isa<FloatType>(result.getElementType()))
     return false;
+  if (auto grad = dyn_cast<ReduceGradOp>(op)) {
+    // dy broadcast over the reduced axes: fusable where they are leading
+    // (dy a suffix or a scalar of x), on floats (the op-by-op kernel's
+    // types), and for a mean with dy static (the count is elements / |dy|).
+    auto dy = dyn_cast<RankedTensorType>(grad.getDy().getType());
+    if (!isa<FloatType>(result.getElementType()) || !dy ||
+        grad.getX().getType() != result)
+      return false;
+    if (grad.getMean() && dy.getShape() != result.getShape() &&
+        (!dy.hasStaticShape() || dy.getNumElements() == 0))
+      return false;
+  }
   for (Value operand : op->getOperands()) {
     auto type = dyn_cast<RankedTensorType>(operand.getType());
     if (!type || !isFusableElement(type.getElementType()) ||
@@ -221,11 +234,15 @@ SmallVector<Group> findGroups(Block &block) {
     if (elementwise) {
       shape = llvm::to_vector(
           cast<RankedTensorType>(op.getResult(0).getType()).getShape());
+      SmallVector<int, 4> reducing; // groups whose reductions it reads
+      for (Value operand : op.getOperands())
+        if (reducedIn(operand))
+          reducing.push_back(groupOfValue(operand));
       for (Value operand : op.getOperands()) {
         int g = groupOfValue(operand);
         if (g >= 0 && !groups[g].closed && groups[g].shape == shape &&
             groups[g].device == op.getAttr("dtf.device") &&
-            !reducedIn(operand))
+            !llvm::is_contained(reducing, g))
           joined = std::max(joined, g);
       }
     } else if (spec) {
@@ -236,6 +253,8 @@ SmallVector<Group> findGroups(Block &block) {
       int g = groupOfValue(x);
       if (g >= 0 && !groups[g].closed && groups[g].shape == shape &&
           groups[g].device == op.getAttr("dtf.device") && !reducedIn(x) &&
+          llvm::none_of(op.getOperands().drop_front(),
+                        [&](Value v) { return reducedIn(v); }) &&
           (groups[g].spec.empty() || sameReducedAxes(groups[g].spec, *spec)))
         joined = g;
       for (Value operand : op.getOperands().drop_front())
