@@ -7,15 +7,20 @@
 # relative, on the logged losses), and the fused plan must run its generated
 # kernels, not fall back. It also says whether the two checkpoints are equal
 # byte for byte.
-# usage: fusion_loss_curve.sh BIN_DIR WORK_DIR
+# With MODEL (default mnist_cnn) and STEPS (default 150), another model of
+# models/: resnet's batch normalization runs reduced kernels (batch
+# statistics, the gamma and beta gradients) in both directions.
+# usage: fusion_loss_curve.sh BIN_DIR WORK_DIR [MODEL [STEPS]]
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
+model=${3:-mnist_cnn}
+steps=${4:-150}
+work=$work/$model
 mkdir -p "$work"
-steps=150
-sed -e "s/steps       = 5000/steps       = $steps\n    seed        = 3/" \
-  -e "s/every = 1000/every = $steps/" \
-  "$root/models/mnist_cnn.dtf" > "$work/cnn.dtf"
-grep -q "seed        = 3" "$work/cnn.dtf" || { echo "e2e: could not set the seed" >&2; exit 1; }
+sed -E -e "s/^( *)steps( *)= [0-9]+/\1steps\2= $steps\n\1seed = 3/" \
+  -e "s/every = [0-9]+/every = $steps/" \
+  "$root/models/$model.dtf" > "$work/cnn.dtf"
+grep -Eq "^ *seed = 3" "$work/cnn.dtf" || { echo "e2e: could not set the seed" >&2; exit 1; }
 "$bin/dtfc" "$work/cnn.dtf" -o "$work/fused.plan"
 "$bin/dtfc" "$work/cnn.dtf" --fusion=off -o "$work/plain.plan"
 "$bin/dtfc" "$work/cnn.dtf" --emit=kernels | tee "$work/kernels.txt"
