@@ -300,6 +300,11 @@ LogicalResult emitElementsAt(OpBuilder &lb, FusedOp fused,
           loc, i,
           lb.create<arith::ConstantOp>(
               loc, lb.getI64IntegerAttr(type.getNumElements())));
+    else if (*index == FusedIndex::Prefix)
+      at = lb.create<arith::DivSIOp>(
+          loc, i,
+          lb.create<arith::ConstantOp>(
+              loc, lb.getI64IntegerAttr(fusedPrefixDivisor(type, shape))));
     Type element = type.getElementType();
     Type stored = storageType(element);
     Value addr = lb.create<LLVM::GEPOp>(loc, ptr, stored, pointers[k],

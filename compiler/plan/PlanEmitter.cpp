@@ -261,6 +261,11 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
     p->set_kind("buffer");
     p->set_operand(operand++);
     p->set_meaning(fusedIndexName(*index));
+    if (*index == FusedIndex::Prefix)
+      p->set_meaning(
+          "prefix:" +
+          std::to_string(fusedPrefixDivisor(
+              cast<RankedTensorType>(in.getType()), shape)));
   }
   // A reduction's output: "reduce:<spec>" (Fusion.h).
   bool reduced = false;

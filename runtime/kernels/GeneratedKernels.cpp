@@ -27,6 +27,16 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
       out->meaning = M::kSuffix;
     else if (meaning == "output")
       out->meaning = M::kOutput;
+    else if (meaning.rfind("prefix:", 0) == 0) {
+      out->meaning = M::kPrefix;
+      const std::string_view d = meaning.substr(7);
+      if (d.empty() || d.size() > 15 ||
+          d.find_first_not_of("0123456789") != std::string_view::npos)
+        return false;
+      out->divisor = std::stoll(std::string(d));
+      if (out->divisor < 2)
+        return false;
+    }
     else if (meaning.rfind("reduce:", 0) == 0) {
       out->meaning = M::kReduce;
       out->spec = std::string(meaning.substr(7));
@@ -284,6 +294,22 @@ bool isSuffixOf(const std::vector<int64_t> &in,
   return true;
 }
 
+// Is `in` the shape `out` with a trailing run of dims set to 1, whose
+// product in `out` is `divisor`?
+bool isPrefixOf(const std::vector<int64_t> &in,
+                const std::vector<int64_t> &out, int64_t divisor) {
+  if (in.size() != out.size())
+    return false;
+  size_t lead = in.size();
+  int64_t product = 1;
+  while (lead > 0 && in[lead - 1] == 1 && product <= divisor)
+    product *= out[--lead];
+  for (size_t d = 0; d < lead; ++d)
+    if (in[d] != out[d])
+      return false;
+  return product == divisor;
+}
+
 } // namespace
 
 Status fusedKernel(KernelContext &ctx) {
@@ -340,7 +366,8 @@ Status fusedKernel(KernelContext &ctx) {
         (p.meaning == M::kSame && t.shape() == shape) ||
         (p.meaning == M::kScalar && t.numElements() == 1) ||
         (p.meaning == M::kSuffix && t.numElements() > 0 &&
-         isSuffixOf(t.shape(), shape));
+         isSuffixOf(t.shape(), shape)) ||
+        (p.meaning == M::kPrefix && isPrefixOf(t.shape(), shape, p.divisor));
     if (!fits)
       return errorStatus(info.name, ": input ", p.operand, " is ",
                          t.describe(), ", which the kernel cannot index over "

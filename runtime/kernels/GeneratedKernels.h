@@ -33,6 +33,7 @@ struct GeneratedParam {
     kSame,     // buffer: element i (the input has the iteration shape)
     kScalar,   // buffer: element 0 (one element, broadcast)
     kSuffix,   // buffer: element i mod its size (trailing dims of the shape)
+    kPrefix,   // buffer: element i / divisor (the shape, trailing dims 1)
     kOutput,   // buffer: an output, element i
     kReduce,   // buffer: an output reduced over `spec`'s axes ("reduce:")
     kElements, // i64: the loop's element count: the iteration space's, or
@@ -47,6 +48,8 @@ struct GeneratedParam {
   /// kReduce: one char per axis of the iteration shape, 'k' kept, 'r'
   /// reduced and dropped, '1' reduced and kept as size 1.
   std::string spec;
+  /// kPrefix: the iteration space's elements per element of the input.
+  int64_t divisor = 0;
 };
 
 /// What dtf-run needs to call one generated kernel.

@@ -29,6 +29,9 @@ bool isKnownBufferMeaning(const std::string &m) {
   for (const char *k : kKnownBufferMeanings)
     if (m == k)
       return true;
+  if (m.rfind("prefix:", 0) == 0)
+    return m.size() > 7 && m.size() < 23 &&
+           m.find_first_not_of("0123456789", 7) == std::string::npos;
   return isReduceMeaning(m);
 }
 
@@ -141,7 +144,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
         if (!isKnownBufferMeaning(param.meaning()))
           return errorStatus(where, ": parameter ", p, " has an unknown "
                              "meaning '", printable(param.meaning()),
-                             "' (same, scalar, suffix, output, reduce:<spec>)");
+                             "' (same, scalar, suffix, prefix:<D>, output, reduce:<spec>)");
         const bool output =
             param.meaning() == "output" || isReduceMeaning(param.meaning());
         if (output != (param.operand() >= kernel.inputs_size()))

@@ -19,19 +19,38 @@ std::optional<FusedIndex> mlir::dtf::fusedIndexOf(RankedTensorType operand,
                                                   ArrayRef<int64_t> shape) {
   if (operand.getShape() == shape)
     return FusedIndex::Same;
-  if (!operand.hasStaticShape())
-    return std::nullopt;
-  if (operand.getNumElements() == 1)
-    return FusedIndex::Scalar;
+  if (operand.hasStaticShape()) {
+    if (operand.getNumElements() == 1)
+      return FusedIndex::Scalar;
+    ArrayRef<int64_t> dims = operand.getShape();
+    while (!dims.empty() && dims.front() == 1)
+      dims = dims.drop_front();
+    if (dims.size() <= shape.size() && shape.take_back(dims.size()) == dims)
+      return FusedIndex::Suffix; // a dynamic dim of the shape never matches
+  }
+  if (fusedPrefixDivisor(operand, shape) > 1)
+    return FusedIndex::Prefix;
+  return std::nullopt;
+}
+
+int64_t mlir::dtf::fusedPrefixDivisor(RankedTensorType operand,
+                                      ArrayRef<int64_t> shape) {
+  // The same rank, equal leading dims, then a run of 1s against static
+  // dims of the shape.
   ArrayRef<int64_t> dims = operand.getShape();
-  while (!dims.empty() && dims.front() == 1)
-    dims = dims.drop_front();
-  if (dims.size() > shape.size())
-    return std::nullopt;
-  ArrayRef<int64_t> tail = shape.take_back(dims.size());
-  if (tail != dims)
-    return std::nullopt; // a dynamic dim of the shape never matches
-  return FusedIndex::Suffix;
+  if (dims.size() != shape.size())
+    return 0;
+  size_t lead = dims.size();
+  int64_t divisor = 1;
+  while (lead > 0 && dims[lead - 1] == 1 && shape[lead - 1] != 1) {
+    if (ShapedType::isDynamic(shape[lead - 1]))
+      return 0;
+    divisor *= shape[lead - 1];
+    --lead;
+  }
+  if (dims.take_front(lead) != shape.take_front(lead))
+    return 0;
+  return divisor;
 }
 
 const char *mlir::dtf::fusedIndexName(FusedIndex index) {
@@ -42,6 +61,8 @@ const char *mlir::dtf::fusedIndexName(FusedIndex index) {
     return "scalar";
   case FusedIndex::Suffix:
     return "suffix";
+  case FusedIndex::Prefix:
+    return "prefix";
   }
   return "same";
 }

@@ -15,6 +15,8 @@ enum class FusedIndex {
   Same,   // element i: the input has the iteration shape
   Scalar, // element 0: one element, broadcast everywhere
   Suffix, // element i mod its size: static trailing dims of the shape
+  Prefix, // element i / D: the shape with static trailing dims as 1 (a row
+          // statistic [B, 1] against [B, C]; D the product of those dims)
 };
 
 /// How `operand` is indexed over `shape`, or nothing when a flat index
@@ -22,8 +24,13 @@ enum class FusedIndex {
 std::optional<FusedIndex> fusedIndexOf(RankedTensorType operand,
                                        ArrayRef<int64_t> shape);
 
-/// "same", "scalar", "suffix": KernelParam.meaning.
+/// "same", "scalar", "suffix", "prefix": KernelParam.meaning (a prefix
+/// input's meaning also carries its divisor: "prefix:<D>").
 const char *fusedIndexName(FusedIndex index);
+
+/// For a Prefix operand of `shape`, D: the product of the trailing dims of
+/// `shape` where the operand has 1.
+int64_t fusedPrefixDivisor(RankedTensorType operand, ArrayRef<int64_t> shape);
 
 /// True for an elementwise op that dtf-fuse may put into a region: one of
 /// the ops it knows, on f32, f64, i32, i64 or i1 elements (not integer
