@@ -8,7 +8,7 @@
 # dtf.fused runs plus library calls, from dtf-run --profile); and the SGEMM
 # bound measured in the same run (bench/peers/sgemm_bound.cpp: oneDNN's
 # dnnl_sgemm, the library dtf-run calls, compiled here with c++ -ldnnl).
-# Writes results/fusion.md.
+# Writes results/kernels.md.
 #
 #   usage: bench/fusion.sh [options]
 #     --build DIR     dtf build directory (default: ./build of this checkout)
@@ -17,7 +17,7 @@
 #     --threads N     threads for each framework (default 2)
 #     --models LIST   comma-separated subset of resnet,transformer,lstm,autoencoder,mlp
 #     --no-cnn        leave out the seed CNN (bench/throughput.sh)
-#     --out FILE      results file (default bench/results/fusion.md; "-": none)
+#     --out FILE      results file (default bench/results/kernels.md; "-": none)
 #
 #   environment: DTF_BENCH_VENV, DTF_BENCH_TORCH, DTF_BENCH_TF, DTF_BENCH_DATA
 #   as in bench/throughput.sh. Every framework runs with
@@ -32,7 +32,7 @@ warmup=50
 threads=2
 models=resnet,transformer,lstm,autoencoder,mlp
 cnn=1
-out=$root/bench/results/fusion.md
+out=$root/bench/results/kernels.md
 cmdline="bench/fusion.sh${*:+ $*}"
 
 die() { echo "fusion.sh: $*" >&2; exit 2; }
