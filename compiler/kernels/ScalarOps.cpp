@@ -432,13 +432,38 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   Value n = b.create<arith::RemSIOp>(loc, t, inner);
   Value base = b.create<arith::AddIOp>(loc, b.create<arith::MulIOp>(loc, o, rn), n);
   Value one = i64c(b, 1);
+  // For k in [from, R): the values at base + k * stride added to the sums
+  // (acc[0, nr)), and kept as the last values (acc[nr, 2 nr)).
+  LogicalResult status = success();
+  auto sumLoop = [&](OpBuilder &bb, Value from, Value stride,
+                     ValueRange init) {
+    return bb.create<scf::ForOp>(
+        loc, idx(bb, from), idx(bb, reduced), idx(bb, one), init,
+        [&](OpBuilder &fb, Location, Value k, ValueRange acc) {
+          Value at = fb.create<arith::AddIOp>(
+              loc, base,
+              fb.create<arith::MulIOp>(
+                  loc, fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), k),
+                  stride));
+          SmallVector<Value> v;
+          if (failed(valuesAt(fb, at, v)) || v.size() != nr) {
+            status = failure();
+            fb.create<scf::YieldOp>(loc, acc);
+            return;
+          }
+          SmallVector<Value> next;
+          for (size_t q = 0; q < nr; ++q)
+            next.push_back(fb.create<arith::AddFOp>(loc, acc[q], v[q]));
+          next.append(v.begin(), v.end());
+          fb.create<scf::YieldOp>(loc, next);
+        });
+  };
   Value contiguous = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
                                              inner, one);
   SmallVector<Type> resultTypes(types);
   resultTypes.append(types.begin(), types.end()); // the sum, the last value
   auto branch = b.create<scf::IfOp>(loc, resultTypes, contiguous,
                                     /*withElse=*/true);
-  LogicalResult status = success();
   {
     // N == 1: the op-by-op kernel's reduceContig: 16 accumulators over the
     // blocks of 16, summed in order, then the rest one by one.
@@ -477,27 +502,7 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
     SmallVector<Value> tailInit(sums);
     SmallVector<Value> z = zeros(tb);
     tailInit.append(z.begin(), z.end());
-    auto tail = tb.create<scf::ForOp>(
-        loc, idx(tb, full), idx(tb, reduced), idx(tb, one), tailInit,
-        [&](OpBuilder &fb, Location, Value k, ValueRange acc) {
-          SmallVector<Value> v;
-          if (failed(valuesAt(
-                  fb,
-                  fb.create<arith::AddIOp>(
-                      loc, base,
-                      fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), k)),
-                  v)) ||
-              v.size() != nr) {
-            status = failure();
-            fb.create<scf::YieldOp>(loc, acc);
-            return;
-          }
-          SmallVector<Value> next;
-          for (size_t q = 0; q < nr; ++q)
-            next.push_back(fb.create<arith::AddFOp>(loc, acc[q], v[q]));
-          next.append(v.begin(), v.end());
-          fb.create<scf::YieldOp>(loc, next);
-        });
+    auto tail = sumLoop(tb, full, one, tailInit);
     tb.create<scf::YieldOp>(loc, tail.getResults());
   }
   {
@@ -507,26 +512,7 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
     SmallVector<Value> init = zeros(eb);
     SmallVector<Value> z = zeros(eb);
     init.append(z.begin(), z.end());
-    auto loop = eb.create<scf::ForOp>(
-        loc, idx(eb, i64c(eb, 0)), idx(eb, reduced), idx(eb, one), init,
-        [&](OpBuilder &fb, Location, Value k, ValueRange acc) {
-          Value at = fb.create<arith::AddIOp>(
-              loc, base,
-              fb.create<arith::MulIOp>(
-                  loc, fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), k),
-                  inner));
-          SmallVector<Value> v;
-          if (failed(valuesAt(fb, at, v)) || v.size() != nr) {
-            status = failure();
-            fb.create<scf::YieldOp>(loc, acc);
-            return;
-          }
-          SmallVector<Value> next;
-          for (size_t q = 0; q < nr; ++q)
-            next.push_back(fb.create<arith::AddFOp>(loc, acc[q], v[q]));
-          next.append(v.begin(), v.end());
-          fb.create<scf::YieldOp>(loc, next);
-        });
+    auto loop = sumLoop(eb, i64c(eb, 0), inner, init);
     eb.create<scf::YieldOp>(loc, loop.getResults());
   }
   if (failed(status))
