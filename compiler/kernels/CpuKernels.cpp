@@ -90,7 +90,8 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     Value t;
     OpBuilder lb = flatLoop(t);
     return emitReducedRegionAt(lb, fused, pointers, t, counts[0], counts[1],
-                               counts[2], /*readUnusedInputs=*/false);
+                               counts[2], /*readUnusedInputs=*/false,
+                               /*interleave=*/true);
   }
   const int64_t rowSize = largestSuffix(fused);
   if (rowSize == 0) {

@@ -102,7 +102,8 @@ LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
         lb, fused, pointers, i,
         lb.create<arith::IndexCastOp>(loc, lb.getI64Type(), elements),
         entry->getArgument(numOperands + 1),
-        entry->getArgument(numOperands + 2), /*readUnusedInputs=*/true);
+        entry->getArgument(numOperands + 2), /*readUnusedInputs=*/true,
+        /*interleave=*/false);
   return emitRegionAt(
       lb, fused, pointers, i,
       lb.create<arith::IndexCastOp>(loc, lb.getI64Type(), elements),

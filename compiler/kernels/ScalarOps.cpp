@@ -387,7 +387,8 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                                              ArrayRef<Value> pointers, Value t,
                                              Value elements, Value reduced,
                                              Value inner,
-                                             bool readUnusedInputs) {
+                                             bool readUnusedInputs,
+                                             bool interleave) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(b.getContext());
   Block &body = fused.getBody().front();
@@ -462,8 +463,21 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                                              inner, one);
   SmallVector<Type> resultTypes(types);
   resultTypes.append(types.begin(), types.end()); // the sum, the last value
-  auto branch = b.create<scf::IfOp>(loc, resultTypes, contiguous,
-                                    /*withElse=*/true);
+  SmallVector<Value> sums; // the sums, then the last values
+  if (!interleave) {
+    // One element after the other for rows too: the region's body once.
+    SmallVector<Value> init = zeros(b);
+    SmallVector<Value> z = zeros(b);
+    init.append(z.begin(), z.end());
+    auto loop = sumLoop(b, i64c(b, 0), inner, init);
+    if (failed(status))
+      return failure();
+    sums.append(loop.getResults().begin(), loop.getResults().end());
+  }
+  auto branch = interleave ? b.create<scf::IfOp>(loc, resultTypes, contiguous,
+                                                 /*withElse=*/true)
+                           : scf::IfOp();
+  if (branch) {
   {
     // N == 1: the op-by-op kernel's reduceContig: 16 accumulators over the
     // blocks of 16, summed in order, then the rest one by one.
@@ -517,6 +531,8 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   }
   if (failed(status))
     return failure();
+  sums.append(branch.getResults().begin(), branch.getResults().end());
+  } // interleave
   // The op-by-op kernel adds the sum to a zeroed output, except where it
   // copies: one reduced element (R == 1) gives that element, and a whole
   // reduction to one element (O = N = 1) gives the sum itself; only a zero's
@@ -528,11 +544,11 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, elements, one));
   Operation *yield = body.getTerminator();
   for (size_t q = 0; q < nr; ++q) {
-    Value sum = branch.getResult(q);
+    Value sum = sums[q];
     Value r = b.create<arith::SelectOp>(
         loc, whole, sum,
         b.create<arith::AddFOp>(loc, constantOf(b, loc, types[q], 0), sum));
-    r = b.create<arith::SelectOp>(loc, single, branch.getResult(nr + q), r);
+    r = b.create<arith::SelectOp>(loc, single, sums[nr + q], r);
     if (isa<MeanOp>(reductions[q]))
       r = b.create<arith::DivFOp>(
           loc, r, b.create<arith::SIToFPOp>(loc, types[q], reduced));

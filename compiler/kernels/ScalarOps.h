@@ -45,11 +45,15 @@ bool hasReductions(FusedOp fused);
 /// op-by-op kernels' order (16 interleaved partial sums when N == 1, else
 /// one after the other), stores the elementwise results met on the way and
 /// each reduction's result at t (divided by R for a mean).
-/// `readUnusedInputs`: as for emitRegionAt (the GPU sets it).
+/// `readUnusedInputs`: as for emitRegionAt (the GPU sets it). Without
+/// `interleave` (the GPU) rows are summed one element after the other too:
+/// the region's body is emitted once instead of 18 times (the CPU's 16
+/// unrolled partial sums, their tail and the column loop), and the sums of
+/// rows differ from the CPU's by rounding.
 LogicalResult emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                                   ArrayRef<Value> pointers, Value t,
                                   Value elements, Value reduced, Value inner,
-                                  bool readUnusedInputs);
+                                  bool readUnusedInputs, bool interleave);
 
 /// The element count of the largest bias ("suffix" input) of `fused`; 0
 /// when it has none.
