@@ -562,3 +562,123 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   }
   return success();
 }
+
+LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
+                                        ArrayRef<Value> pointers, Value lo,
+                                        Value hi, Value offset,
+                                        Value elements, Value reduced,
+                                        Value inner) {
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  Block &body = fused.getBody().front();
+  Operation *yield = body.getTerminator();
+  SmallVector<Operation *> reductions;
+  for (Operation &op : body)
+    if (isReduction(&op))
+      reductions.push_back(&op);
+  Value total = b.create<arith::MulIOp>(loc, elements, reduced);
+  Value one = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(1));
+  Value zero64 = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(0));
+  Value single =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, reduced, one);
+  auto idx = [&](OpBuilder &bb, Value v) -> Value {
+    return bb.create<arith::IndexCastOp>(loc, bb.getIndexType(), v);
+  };
+  // Output q's element t.
+  auto outAt = [&](OpBuilder &bb, size_t q, Value t) -> Value {
+    for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
+      if (v == reductions[q]->getResult(0))
+        return bb.create<LLVM::GEPOp>(
+            loc, ptr, elementTypeOf(v),
+            pointers[fused.getInputs().size() + pos],
+            ArrayRef<LLVM::GEPArg>{t});
+    return Value();
+  };
+  LogicalResult status = success();
+  // One pass over [lo, hi) at reduced row r: `first` stores (R == 1 ? v :
+  // 0 + v), the others add v to the output, as the op-by-op kernel's column
+  // loop (out[j] = out[j] + row[j]) does.
+  auto pass = [&](OpBuilder &ob, Value r, bool first) {
+    auto loop = ob.create<scf::ParallelOp>(
+        loc, ValueRange{idx(ob, lo)}, ValueRange{idx(ob, hi)},
+        ValueRange{ob.create<arith::ConstantIndexOp>(loc, 1)});
+    OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+    Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                            loop.getInductionVars()[0]);
+    Value at = lb.create<arith::AddIOp>(
+        loc, lb.create<arith::AddIOp>(loc, t, offset),
+        lb.create<arith::MulIOp>(loc, r, inner));
+    IRMapping m;
+    if (failed(emitElementsAt(lb, fused, pointers, at, total, {}, 0, m,
+                              /*readUnusedInputs=*/false))) {
+      status = failure();
+      return;
+    }
+    for (size_t q = 0; q < reductions.size(); ++q) {
+      Value v = m.lookup(reductions[q]->getOperand(0));
+      Value addr = outAt(lb, q, t);
+      Type ty = v.getType();
+      Value sum;
+      if (first)
+        sum = lb.create<arith::SelectOp>(
+            loc, single, v,
+            lb.create<arith::AddFOp>(loc, constantOf(lb, loc, ty, 0), v));
+      else
+        sum = lb.create<arith::AddFOp>(
+            loc, lb.create<LLVM::LoadOp>(loc, ty, addr), v);
+      lb.create<LLVM::StoreOp>(loc, sum, addr);
+    }
+  };
+  Value empty =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, reduced, zero64);
+  auto branch = b.create<scf::IfOp>(loc, empty, /*withElse=*/true);
+  {
+    // R == 0: the sums are 0 (and a mean's 0 / 0 below).
+    OpBuilder tb = branch.getThenBodyBuilder();
+    auto loop = tb.create<scf::ParallelOp>(
+        loc, ValueRange{idx(tb, lo)}, ValueRange{idx(tb, hi)},
+        ValueRange{tb.create<arith::ConstantIndexOp>(loc, 1)});
+    OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+    Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                            loop.getInductionVars()[0]);
+    for (size_t q = 0; q < reductions.size(); ++q)
+      lb.create<LLVM::StoreOp>(
+          loc,
+          constantOf(lb, loc, elementTypeOf(reductions[q]->getResult(0)), 0),
+          outAt(lb, q, t));
+  }
+  {
+    OpBuilder eb = branch.getElseBodyBuilder();
+    pass(eb, zero64, /*first=*/true);
+    eb.create<scf::ForOp>(
+        loc, idx(eb, one), idx(eb, reduced),
+        eb.create<arith::ConstantIndexOp>(loc, 1), ValueRange{},
+        [&](OpBuilder &fb, Location, Value r, ValueRange) {
+          pass(fb, fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), r),
+               /*first=*/false);
+          fb.create<scf::YieldOp>(loc);
+        });
+  }
+  if (failed(status))
+    return failure();
+  if (llvm::none_of(reductions, [](Operation *r) { return isa<MeanOp>(r); }))
+    return success();
+  auto loop = b.create<scf::ParallelOp>(
+      loc, ValueRange{idx(b, lo)}, ValueRange{idx(b, hi)},
+      ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)});
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                          loop.getInductionVars()[0]);
+  for (size_t q = 0; q < reductions.size(); ++q) {
+    if (!isa<MeanOp>(reductions[q]))
+      continue;
+    Type ty = elementTypeOf(reductions[q]->getResult(0));
+    Value addr = outAt(lb, q, t);
+    lb.create<LLVM::StoreOp>(
+        loc,
+        lb.create<arith::DivFOp>(loc, lb.create<LLVM::LoadOp>(loc, ty, addr),
+                                 lb.create<arith::SIToFPOp>(loc, ty, reduced)),
+        addr);
+  }
+  return success();
+}

@@ -90,6 +90,14 @@ cl::opt<Fusion> fusion(
                           "no fusion: every op runs its own library kernel")),
     cl::init(Fusion::On), cl::cat(category));
 
+cl::opt<std::string> fuseReductions(
+    "fuse-reductions",
+    cl::desc("Which sums and means may end a fused region: rows (default: "
+             "over the last axes, as layer norm's statistics), all (also "
+             "columns: bias gradients, batch norm's statistics; their CPU "
+             "loop is not vectorized yet) or none"),
+    cl::init("rows"), cl::cat(category));
+
 enum class GpuKernels { Auto, On, Off };
 cl::opt<GpuKernels> gpuKernels(
     "gpu-kernels",
@@ -255,7 +263,15 @@ int main(int argc, char **argv) {
       if (func.getSymName() != "train_step" && func.getSymName() != "eval")
         func.erase();
     mlir::PassManager fuse(&context);
-    fuse.addPass(mlir::dtf::createDtfFuse());
+    if (fuseReductions != "rows" && fuseReductions != "all" &&
+        fuseReductions != "none") {
+      llvm::errs() << "dtfc: --fuse-reductions must be rows, all or none, not '"
+                   << fuseReductions << "'\n";
+      return kUsageError;
+    }
+    mlir::dtf::DtfFuseOptions fuseOptions;
+    fuseOptions.reductions = fuseReductions;
+    fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));
     if (mlir::failed(fuse.run(*module))) {
       diagnostics.printSummary();
       return kCompileError;

@@ -4,8 +4,22 @@
 // (dy a bias or a scalar). A reduction to one element, over axes that are not
 // contiguous, on integers, or of a value no region computes stays a library
 // op.
-// RUN: dtf-opt %s --dtf-fuse --split-input-file | FileCheck %s
-// RUN: dtf-opt %s --dtf-fuse --split-input-file --dtf-fused-to-loops | FileCheck %s --check-prefix=LOOPS
+// With reductions=all (dtfc --fuse-reductions=all) every such reduction; by
+// default (rows) only those over the last axes: a column sum (bias gradient,
+// batch statistic) stays a library op.
+// RUN: dtf-opt %s --dtf-fuse=reductions=all --split-input-file | FileCheck %s
+// RUN: dtf-opt %s --dtf-fuse=reductions=all --split-input-file --dtf-fused-to-loops | FileCheck %s --check-prefix=LOOPS
+// RUN: dtf-opt %s --dtf-fuse --split-input-file | FileCheck %s --check-prefix=ROWS
+// RUN: not dtf-opt %s --dtf-fuse=reductions=some --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: reductions must be rows, all or none, not 'some'
+// ROWS-LABEL: func.func @bias_grad
+// ROWS-NOT: dtf.fused
+// ROWS: dtf.sum_to_shape
+// ROWS-LABEL: func.func @variance
+// ROWS: dtf.mean {{.*}} : tensor<?x4x4x8xf32> -> tensor<8xf32>
+// ROWS-LABEL: func.func @rows
+// ROWS: dtf.sum {{.*}} axes [1] keep_dims
+// ROWS-NEXT: dtf.yield
 
 // A bias gradient: relu_grad and the sum over the batch, one region with both
 // results (the elementwise one first).

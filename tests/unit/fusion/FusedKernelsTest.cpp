@@ -154,7 +154,9 @@ class EveryKernel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
   dtf::plan::Plan plan;
-  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan));
+  // Every reduction dtf-fuse can fuse, columns too (not the default).
+  ASSERT_NO_FATAL_FAILURE(
+      compileModel(GetParam(), &plan, "--fuse-reductions=all"));
   if (plan.kernels_size() == 0) {
     // Still a check: no dtf.fused op may then appear.
     EXPECT_FALSE(dtf::plan::hasFusedOps(plan.train_step()));
@@ -353,7 +355,8 @@ TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
   ASSERT_TRUE(fs::exists(ptxas))
       << ptxas << " was there when the build was configured and is gone";
   dtf::plan::Plan plan;
-  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan, "--gpu-kernels=on"));
+  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan,
+                                       "--gpu-kernels=on --fuse-reductions=all"));
   if (plan.kernels_size() == 0) {
     EXPECT_TRUE(plan.gpu_ptx().empty());
     return;
