@@ -4,9 +4,14 @@ convention = dtf's 0.9, eps 1e-3, two residual blocks, global average pool),
 transformer.dtf (7x7 patches, a linear embedding plus a learned position,
 two post-norm encoder blocks of 4-head attention with key_dim 16 and a
 128-unit feed-forward layer, LayerNorm eps 1e-5, mean over patches) and
-lstm.dtf (an LSTM of 64 units over the 28 rows, the last output). Same
-optimizer (Adam), learning rates, batch (64) and data as dtf; Keras'
-initializers (glorot uniform kernels, zero biases).
+lstm.dtf (an LSTM of 64 units over the 28 rows, the last output),
+autoencoder.dtf (784-256-64-256-784, relu, sigmoid output, mean squared
+error; its "accuracy" is the test set's mean squared error) and mlp.dtf run
+in one process (784-256-128-10, dropout 0.2, momentum SGD 0.05 decayed by
+0.96 every 1000 steps, gradients clipped to global norm 5, a 0.999 moving
+average of the weights for evaluation; batch 100). Same optimizer, learning
+rates, batch and data as dtf; Keras' initializers (glorot uniform kernels,
+zero biases).
 
 Prints one JSON line: images_per_sec over the timed steps, and the test
 accuracy after training (evaluation mode: BatchNorm's moving statistics).
@@ -20,7 +25,7 @@ import fmnist
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["resnet", "transformer", "lstm"])
+    ap.add_argument("model", choices=["resnet", "transformer", "lstm", "autoencoder", "mlp"])
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--batch", type=int, default=64)
@@ -106,11 +111,38 @@ def main():
             y, _ = self.rnn(x.view(-1, 28, 28))
             return self.out(y[:, -1])
 
+    class Autoencoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e1, self.code = nn.Linear(784, 256), nn.Linear(256, 64)
+            self.d1, self.d2 = nn.Linear(64, 256), nn.Linear(256, 784)
+
+        def forward(self, x):
+            h = F.relu(self.code(F.relu(self.e1(x.view(-1, 784)))))
+            return torch.sigmoid(self.d2(F.relu(self.d1(h))))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.h1, self.h2, self.out = nn.Linear(784, 256), nn.Linear(256, 128), nn.Linear(128, 10)
+
+        def forward(self, x):
+            h = F.dropout(F.relu(self.h1(x.view(-1, 784))), 0.2, self.training)
+            h = F.dropout(F.relu(self.h2(h)), 0.2, self.training)
+            return self.out(h)
+
     model, lr = {"resnet": (ResNet, 0.002), "transformer": (Transformer, 0.001),
-                 "lstm": (LSTM, 0.002)}[a.model]
+                 "lstm": (LSTM, 0.002), "autoencoder": (Autoencoder, 0.001),
+                 "mlp": (MLP, 0.05)}[a.model]
     model = model()
     keras_init(model)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    autoencoder, mlp = a.model == "autoencoder", a.model == "mlp"
+    if mlp:
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1000, gamma=0.96)
+        average = [p.detach().clone() for p in model.parameters()]
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
     x_np, y_np = fmnist.load_train(a.data)
     xt_np, yt_np = fmnist.load_train(a.data, split="test")
     order = fmnist.batches(len(x_np), a.batch, seed=1)
@@ -120,9 +152,19 @@ def main():
         xb = torch.from_numpy(fmnist.to_float(x_np[idx]))
         yb = torch.from_numpy(y_np[idx])
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(xb), yb)
+        if autoencoder:
+            loss = F.mse_loss(model(xb), xb.view(-1, 784))
+        else:
+            loss = F.cross_entropy(model(xb), yb)
         loss.backward()
+        if mlp:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         opt.step()
+        if mlp:
+            sched.step()
+            with torch.no_grad():
+                for avg, p in zip(average, model.parameters()):
+                    avg.mul_(0.999).add_(p, alpha=0.001)
 
     model.train()
     for _ in range(a.warmup):
@@ -132,11 +174,18 @@ def main():
         step()
     dt = time.perf_counter() - t0
     model.eval()
+    if mlp:  # evaluation reads the averaged weights, as dtf's moving_average
+        with torch.no_grad():
+            for avg, p in zip(average, model.parameters()):
+                p.copy_(avg)
     correct = 0
     with torch.no_grad():
         for i in range(0, len(xt_np), 500):
             xb = torch.from_numpy(fmnist.to_float(xt_np[i:i + 500]))
-            correct += int((model(xb).argmax(1).numpy() == yt_np[i:i + 500]).sum())
+            if autoencoder:  # the summed squared error, as a mean below
+                correct += float(((model(xb) - xb.view(-1, 784)) ** 2).mean()) * len(xb)
+            else:
+                correct += int((model(xb).argmax(1).numpy() == yt_np[i:i + 500]).sum())
     print(json.dumps({
         "framework": "PyTorch " + torch.__version__,
         "images_per_sec": (a.steps - a.warmup) * a.batch / dt,

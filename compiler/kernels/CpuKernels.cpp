@@ -63,18 +63,41 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     pointers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
   }
   Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
-  const int64_t rowSize = largestSuffix(fused);
-  if (rowSize == 0) {
-    // One flat loop over [begin, end).
+  // scalars[0]: the loop's element count (the iteration space's in a kernel
+  // without reductions).
+  Value total = fb.create<LLVM::LoadOp>(loc, i64, entry->getArgument(1));
+  // One flat scf.parallel over [begin, end): a builder in its body, and i.
+  auto flatLoop = [&](Value &i) {
     Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), begin);
     Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), end);
     auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
                                            ValueRange{step});
     fb.create<func::ReturnOp>(loc);
     OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-    Value i =
-        lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
-    return emitRegionAt(lb, fused, pointers, i);
+    i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
+    return lb;
+  };
+  if (hasReductions(fused)) {
+    // One iteration per output element of the reductions; the i64
+    // parameters are elements, reduced, inner (docs/plan-format.md).
+    Value scalars = entry->getArgument(1);
+    SmallVector<Value> counts;
+    for (int32_t k = 0; k < 3; ++k) {
+      Value slot = fb.create<LLVM::GEPOp>(loc, ptr, i64, scalars,
+                                          ArrayRef<LLVM::GEPArg>{k});
+      counts.push_back(fb.create<LLVM::LoadOp>(loc, i64, slot));
+    }
+    Value t;
+    OpBuilder lb = flatLoop(t);
+    return emitReducedRegionAt(lb, fused, pointers, t, counts[0], counts[1],
+                               counts[2], /*readUnusedInputs=*/false,
+                               /*interleave=*/true);
+  }
+  const int64_t rowSize = largestSuffix(fused);
+  if (rowSize == 0) {
+    Value i;
+    OpBuilder lb = flatLoop(i);
+    return emitRegionAt(lb, fused, pointers, i, total, false);
   }
   // A bias of rowSize elements: rows of rowSize over [begin, end), each an
   // inner loop that reads the bias contiguously.
@@ -102,7 +125,8 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
       ValueRange{step});
   OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
   Value i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
-  return emitRegionAt(lb, fused, pointers, i, rowStart, rowSize);
+  return emitRegionAt(lb, fused, pointers, i, total, false, rowStart,
+                      rowSize);
 }
 
 // The passes from the loops to the LLVM dialect. libm calls for what LLVM

@@ -80,20 +80,34 @@ LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   const unsigned numOperands = fused.getInputs().size() + fused.getNumResults();
   SmallVector<Type> args(numOperands, ptr);
   args.push_back(b.getIndexType());
+  const bool reduced = hasReductions(fused);
+  if (reduced) // reduced, inner
+    args.append({b.getI64Type(), b.getI64Type()});
   auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
   Block *entry = func.addEntryBlock();
   OpBuilder fb = OpBuilder::atBlockEnd(entry);
   SmallVector<Value> pointers(entry->getArguments().take_front(numOperands));
+  Value elements = entry->getArgument(numOperands);
   Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
   Value one = fb.create<arith::ConstantIndexOp>(loc, 1);
   auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{zero},
-                                         ValueRange{entry->getArguments().back()},
+                                         ValueRange{elements},
                                          ValueRange{one});
   fb.create<func::ReturnOp>(loc);
   OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
   Value i = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
                                           loop.getInductionVars()[0]);
-  return emitRegionAt(lb, fused, pointers, i);
+  if (reduced) // one thread per output element of the reductions
+    return emitReducedRegionAt(
+        lb, fused, pointers, i,
+        lb.create<arith::IndexCastOp>(loc, lb.getI64Type(), elements),
+        entry->getArgument(numOperands + 1),
+        entry->getArgument(numOperands + 2), /*readUnusedInputs=*/true,
+        /*interleave=*/false);
+  return emitRegionAt(
+      lb, fused, pointers, i,
+      lb.create<arith::IndexCastOp>(loc, lb.getI64Type(), elements),
+      /*readUnusedInputs=*/true);
 }
 
 } // namespace
@@ -150,35 +164,39 @@ LogicalResult mlir::dtf::compileGpuKernels(ModuleOp module,
     }
     gpu::LaunchFuncOp launch = launches.front();
     ::dtf::plan::Kernel *kernel = plan.mutable_kernels(int(k));
-    const int numBuffers = int(func.getNumArguments()) - 1;
+    // The CPU order of Kernel.params is the function's arguments: the
+    // buffers, then the i64s (elements; reduced, inner in a reduced kernel).
+    const int numArgs = int(func.getNumArguments());
+    int numBuffers = 0;
+    for (const auto &p : kernel->params())
+      numBuffers += p.kind() == "buffer";
     // Parameters in the launch's order; buffers keep their relative order
-    // (the CPU ABI's buffers array), which outlining does, as the loop reads
-    // the inputs in order and writes the outputs in order.
+    // (the CPU ABI's buffers array), and so do the i64s (its scalars array),
+    // which outlining does, as the loop first reads them in that order.
     google::protobuf::RepeatedPtrField<::dtf::plan::KernelParam> params;
-    int nextBuffer = 0;
+    int nextBuffer = 0, nextScalar = numBuffers;
     for (Value operand : launch.getKernelOperands()) {
       auto arg = dyn_cast<BlockArgument>(operand);
-      if (!arg || arg.getOwner() != &func.getBody().front()) {
+      if (!arg || arg.getOwner() != &func.getBody().front() ||
+          arg.getArgNumber() >= unsigned(kernel->params_size())) {
         error = "kernel " + std::to_string(k) +
                 " takes a GPU parameter that is not one of its buffers or its "
-                "element count";
+                "counts";
         return failure();
       }
       const int n = int(arg.getArgNumber());
-      if (n == numBuffers) {
-        *params.Add() = kernel->params(kernel->params_size() - 1);
-        continue;
-      }
-      if (n != nextBuffer++) {
+      int &next = n < numBuffers ? nextBuffer : nextScalar;
+      if (n != next++) {
         error = "kernel " + std::to_string(k) +
-                " reads its buffers out of order on the GPU";
+                " reads its parameters out of order on the GPU";
         return failure();
       }
       *params.Add() = kernel->params(n);
     }
-    if (nextBuffer != numBuffers || params.size() != numBuffers + 1) {
+    if (nextBuffer != numBuffers || nextScalar != numArgs ||
+        params.size() != numArgs) {
       error = "kernel " + std::to_string(k) +
-              " does not take every buffer and the element count on the GPU";
+              " does not take every buffer and count on the GPU";
       return failure();
     }
     *kernel->mutable_params() = std::move(params);

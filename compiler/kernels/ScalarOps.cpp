@@ -9,6 +9,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
@@ -238,8 +239,7 @@ Value mlir::dtf::emitScalarOp(OpBuilder &b, Operation *op,
 }
 
 int64_t mlir::dtf::largestSuffix(FusedOp fused) {
-  ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
+  SmallVector<int64_t> shape = fusedIterationShape(fused);
   int64_t largest = 0;
   for (Value input : fused.getInputs()) {
     auto type = cast<RankedTensorType>(input.getType());
@@ -249,17 +249,43 @@ int64_t mlir::dtf::largestSuffix(FusedOp fused) {
   return largest;
 }
 
-LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
-                                      ArrayRef<Value> pointers, Value i,
-                                      Value rowStart, int64_t rowSize) {
+namespace {
+
+bool isReduction(Operation *op) { return isa<SumOp, MeanOp, SumToShapeOp>(op); }
+
+/// Loads each input at `i` (or 0, or i mod its size), emits the region's
+/// elementwise ops on scalars into `scalars` and stores each elementwise
+/// result at `i`; reductions are left to the caller. With
+/// `readUnusedInputs`, an input no scalar op reads (the `like` of a
+/// sum_to_shape) is still read once, at element 0, with a volatile load: on
+/// the GPU every buffer must stay a kernel parameter, in order.
+LogicalResult emitElementsAt(OpBuilder &lb, FusedOp fused,
+                             ArrayRef<Value> pointers, Value i, Value total,
+                             Value rowStart, int64_t rowSize,
+                             IRMapping &scalars, bool readUnusedInputs) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(lb.getContext());
-  ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
-  IRMapping scalars;
+  SmallVector<int64_t> shape = fusedIterationShape(fused);
   Block &body = fused.getBody().front();
   for (auto [k, input] : llvm::enumerate(fused.getInputs())) {
     auto type = cast<RankedTensorType>(input.getType());
+    BlockArgument arg = body.getArgument(k);
+    // sum_to_shape's `like` and reduce_grad's `x` give only a shape.
+    const bool read = llvm::any_of(arg.getUses(), [](OpOperand &use) {
+      return !isa<SumToShapeOp, ReduceGradOp>(use.getOwner()) ||
+             use.getOperandNumber() == 0;
+    });
+    if (!read) {
+      if (readUnusedInputs) {
+        Type stored = storageType(type.getElementType());
+        Value zero = lb.create<arith::ConstantOp>(loc, lb.getI64IntegerAttr(0));
+        Value addr = lb.create<LLVM::GEPOp>(loc, ptr, stored, pointers[k],
+                                            ArrayRef<LLVM::GEPArg>{zero});
+        lb.create<LLVM::LoadOp>(loc, stored, addr, /*alignment=*/0,
+                                /*isVolatile=*/true);
+      }
+      continue;
+    }
     std::optional<FusedIndex> index = fusedIndexOf(type, shape);
     if (!index)
       return fused.emitError() << "input " << k << " cannot be indexed";
@@ -274,6 +300,11 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
           loc, i,
           lb.create<arith::ConstantOp>(
               loc, lb.getI64IntegerAttr(type.getNumElements())));
+    else if (*index == FusedIndex::Prefix)
+      at = lb.create<arith::DivSIOp>(
+          loc, i,
+          lb.create<arith::ConstantOp>(
+              loc, lb.getI64IntegerAttr(fusedPrefixDivisor(type, shape))));
     Type element = type.getElementType();
     Type stored = storageType(element);
     Value addr = lb.create<LLVM::GEPOp>(loc, ptr, stored, pointers[k],
@@ -283,11 +314,15 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
       v = lb.create<arith::CmpIOp>(
           loc, arith::CmpIPredicate::ne, v,
           lb.create<arith::ConstantOp>(loc, lb.getIntegerAttr(stored, 0)));
-    scalars.map(body.getArgument(k), v);
+    scalars.map(arg, v);
   }
   for (Operation &op : body) {
+    if (isReduction(&op))
+      continue;
     if (auto yield = dyn_cast<YieldOp>(op)) {
       for (auto [n, v] : llvm::enumerate(yield.getValues())) {
+        if (v.getDefiningOp() && isReduction(v.getDefiningOp()))
+          continue;
         Value s = scalars.lookup(v);
         Type stored = storageType(s.getType());
         if (stored != s.getType())
@@ -299,6 +334,28 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
       }
       continue;
     }
+    if (auto grad = dyn_cast<ReduceGradOp>(op)) {
+      // dy broadcast back; for a mean times 1 / count, count = the
+      // iteration space's elements per element of dy (as the op-by-op
+      // kernel: the scale in T, then one multiplication).
+      Value r = scalars.lookup(grad.getDy());
+      if (grad.getMean()) {
+        auto dy = cast<RankedTensorType>(grad.getDy().getType());
+        Type t = r.getType();
+        Value count = lb.create<arith::ConstantOp>(loc, lb.getI64IntegerAttr(1));
+        if (dy.getShape() != ArrayRef<int64_t>(shape))
+          count = lb.create<arith::DivSIOp>(
+              loc, total,
+              lb.create<arith::ConstantOp>(
+                  loc, lb.getI64IntegerAttr(dy.getNumElements())));
+        Value scale = lb.create<arith::DivFOp>(
+            loc, constantOf(lb, loc, t, 1),
+            lb.create<arith::SIToFPOp>(loc, t, count));
+        r = lb.create<arith::MulFOp>(loc, r, scale);
+      }
+      scalars.map(op.getResult(0), r);
+      continue;
+    }
     SmallVector<Value> operands;
     for (Value operand : op.getOperands())
       operands.push_back(scalars.lookup(operand));
@@ -306,6 +363,322 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
     if (!r)
       return failure();
     scalars.map(op.getResult(0), r);
+  }
+  return success();
+}
+
+} // namespace
+
+bool mlir::dtf::hasReductions(FusedOp fused) {
+  return llvm::any_of(fused.getBody().front(),
+                      [](Operation &op) { return isReduction(&op); });
+}
+
+LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
+                                      ArrayRef<Value> pointers, Value i,
+                                      Value total, bool readUnusedInputs,
+                                      Value rowStart, int64_t rowSize) {
+  IRMapping scalars;
+  return emitElementsAt(lb, fused, pointers, i, total, rowStart, rowSize,
+                        scalars, readUnusedInputs);
+}
+
+LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
+                                             ArrayRef<Value> pointers, Value t,
+                                             Value elements, Value reduced,
+                                             Value inner,
+                                             bool readUnusedInputs,
+                                             bool interleave) {
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  Block &body = fused.getBody().front();
+  SmallVector<Operation *> reductions;
+  for (Operation &op : body)
+    if (isReduction(&op))
+      reductions.push_back(&op);
+  const size_t nr = reductions.size();
+  SmallVector<Type> types;
+  for (Operation *r : reductions)
+    types.push_back(elementTypeOf(r->getResult(0)));
+  auto i64c = [&](OpBuilder &bb, int64_t v) -> Value {
+    return bb.create<arith::ConstantOp>(loc, bb.getI64IntegerAttr(v));
+  };
+  auto idx = [&](OpBuilder &bb, Value v) -> Value {
+    return bb.create<arith::IndexCastOp>(loc, bb.getIndexType(), v);
+  };
+  auto zeros = [&](OpBuilder &bb) {
+    SmallVector<Value> z;
+    for (Type ty : types)
+      z.push_back(constantOf(bb, loc, ty, 0));
+    return z;
+  };
+  Value total = b.create<arith::MulIOp>(loc, elements, reduced);
+  // The values the reductions read at flat index `at` of the iteration
+  // space (emitting the elementwise ops there, and storing their results).
+  auto valuesAt = [&](OpBuilder &bb, Value at,
+                      SmallVector<Value> &out) -> LogicalResult {
+    IRMapping m;
+    if (failed(emitElementsAt(bb, fused, pointers, at, total, {}, 0, m,
+                              readUnusedInputs)))
+      return failure();
+    for (Operation *r : reductions)
+      out.push_back(m.lookup(r->getOperand(0)));
+    return success();
+  };
+  // Output element t is (o, n) of [O, N]; it sums x[o, 0..R, n] of the
+  // iteration space viewed as [O, R, N]. (R * N first: the GPU kernel takes
+  // its i64 parameters in their first use's order: elements, reduced, inner.)
+  Value rn = b.create<arith::MulIOp>(loc, reduced, inner);
+  Value o = b.create<arith::DivSIOp>(loc, t, inner);
+  Value n = b.create<arith::RemSIOp>(loc, t, inner);
+  Value base = b.create<arith::AddIOp>(loc, b.create<arith::MulIOp>(loc, o, rn), n);
+  Value one = i64c(b, 1);
+  // For k in [from, R): the values at base + k * stride added to the sums
+  // (acc[0, nr)), and kept as the last values (acc[nr, 2 nr)).
+  LogicalResult status = success();
+  auto sumLoop = [&](OpBuilder &bb, Value from, Value stride,
+                     ValueRange init) {
+    return bb.create<scf::ForOp>(
+        loc, idx(bb, from), idx(bb, reduced), idx(bb, one), init,
+        [&](OpBuilder &fb, Location, Value k, ValueRange acc) {
+          Value at = fb.create<arith::AddIOp>(
+              loc, base,
+              fb.create<arith::MulIOp>(
+                  loc, fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), k),
+                  stride));
+          SmallVector<Value> v;
+          if (failed(valuesAt(fb, at, v)) || v.size() != nr) {
+            status = failure();
+            fb.create<scf::YieldOp>(loc, acc);
+            return;
+          }
+          SmallVector<Value> next;
+          for (size_t q = 0; q < nr; ++q)
+            next.push_back(fb.create<arith::AddFOp>(loc, acc[q], v[q]));
+          next.append(v.begin(), v.end());
+          fb.create<scf::YieldOp>(loc, next);
+        });
+  };
+  Value contiguous = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                             inner, one);
+  SmallVector<Type> resultTypes(types);
+  resultTypes.append(types.begin(), types.end()); // the sum, the last value
+  SmallVector<Value> sums; // the sums, then the last values
+  if (!interleave) {
+    // One element after the other for rows too: the region's body once.
+    SmallVector<Value> init = zeros(b);
+    SmallVector<Value> z = zeros(b);
+    init.append(z.begin(), z.end());
+    auto loop = sumLoop(b, i64c(b, 0), inner, init);
+    if (failed(status))
+      return failure();
+    sums.append(loop.getResults().begin(), loop.getResults().end());
+  }
+  auto branch = interleave ? b.create<scf::IfOp>(loc, resultTypes, contiguous,
+                                                 /*withElse=*/true)
+                           : scf::IfOp();
+  if (branch) {
+  {
+    // N == 1: the op-by-op kernel's reduceContig: 16 accumulators over the
+    // blocks of 16, summed in order, then the rest one by one.
+    OpBuilder tb = branch.getThenBodyBuilder();
+    Value full = tb.create<arith::SubIOp>(
+        loc, reduced, tb.create<arith::RemSIOp>(loc, reduced, i64c(tb, 16)));
+    SmallVector<Value> init;
+    for (int j = 0; j < 16; ++j) {
+      SmallVector<Value> z = zeros(tb);
+      init.append(z.begin(), z.end());
+    }
+    auto blocks = tb.create<scf::ForOp>(
+        loc, idx(tb, i64c(tb, 0)), idx(tb, full), idx(tb, i64c(tb, 16)), init,
+        [&](OpBuilder &fb, Location, Value c, ValueRange acc) {
+          Value start = fb.create<arith::AddIOp>(
+              loc, base,
+              fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), c));
+          SmallVector<Value> next;
+          for (int j = 0; j < 16; ++j) {
+            SmallVector<Value> v;
+            if (failed(valuesAt(
+                    fb, fb.create<arith::AddIOp>(loc, start, i64c(fb, j)), v)))
+              status = failure();
+            for (size_t q = 0; q < nr; ++q)
+              next.push_back(v.size() == nr ? fb.create<arith::AddFOp>(
+                                                  loc, acc[j * nr + q], v[q])
+                                            : acc[j * nr + q]);
+          }
+          fb.create<scf::YieldOp>(loc, next);
+        });
+    SmallVector<Value> sums = zeros(tb);
+    for (int j = 0; j < 16; ++j)
+      for (size_t q = 0; q < nr; ++q)
+        sums[q] = tb.create<arith::AddFOp>(loc, sums[q],
+                                           blocks.getResult(j * nr + q));
+    SmallVector<Value> tailInit(sums);
+    SmallVector<Value> z = zeros(tb);
+    tailInit.append(z.begin(), z.end());
+    auto tail = sumLoop(tb, full, one, tailInit);
+    tb.create<scf::YieldOp>(loc, tail.getResults());
+  }
+  {
+    // N > 1: one after the other over the reduced elements, as the
+    // op-by-op kernel adds rows.
+    OpBuilder eb = branch.getElseBodyBuilder();
+    SmallVector<Value> init = zeros(eb);
+    SmallVector<Value> z = zeros(eb);
+    init.append(z.begin(), z.end());
+    auto loop = sumLoop(eb, i64c(eb, 0), inner, init);
+    eb.create<scf::YieldOp>(loc, loop.getResults());
+  }
+  if (failed(status))
+    return failure();
+  sums.append(branch.getResults().begin(), branch.getResults().end());
+  } // interleave
+  // The op-by-op kernel adds the sum to a zeroed output, except where it
+  // copies: one reduced element (R == 1) gives that element, and a whole
+  // reduction to one element (O = N = 1) gives the sum itself; only a zero's
+  // sign tells them apart.
+  Value single = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                         reduced, one);
+  Value whole = b.create<arith::AndIOp>(
+      loc, contiguous,
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, elements, one));
+  Operation *yield = body.getTerminator();
+  for (size_t q = 0; q < nr; ++q) {
+    Value sum = sums[q];
+    Value r = b.create<arith::SelectOp>(
+        loc, whole, sum,
+        b.create<arith::AddFOp>(loc, constantOf(b, loc, types[q], 0), sum));
+    r = b.create<arith::SelectOp>(loc, single, sums[nr + q], r);
+    if (isa<MeanOp>(reductions[q]))
+      r = b.create<arith::DivFOp>(
+          loc, r, b.create<arith::SIToFPOp>(loc, types[q], reduced));
+    for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
+      if (v == reductions[q]->getResult(0)) {
+        Value addr = b.create<LLVM::GEPOp>(
+            loc, ptr, types[q], pointers[fused.getInputs().size() + pos],
+            ArrayRef<LLVM::GEPArg>{t});
+        b.create<LLVM::StoreOp>(loc, r, addr);
+      }
+  }
+  return success();
+}
+
+LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
+                                        ArrayRef<Value> pointers, Value lo,
+                                        Value hi, Value offset,
+                                        Value elements, Value reduced,
+                                        Value inner) {
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  Block &body = fused.getBody().front();
+  Operation *yield = body.getTerminator();
+  SmallVector<Operation *> reductions;
+  for (Operation &op : body)
+    if (isReduction(&op))
+      reductions.push_back(&op);
+  Value total = b.create<arith::MulIOp>(loc, elements, reduced);
+  Value one = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(1));
+  Value zero64 = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(0));
+  Value single =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, reduced, one);
+  auto idx = [&](OpBuilder &bb, Value v) -> Value {
+    return bb.create<arith::IndexCastOp>(loc, bb.getIndexType(), v);
+  };
+  // Output q's element t.
+  auto outAt = [&](OpBuilder &bb, size_t q, Value t) -> Value {
+    for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
+      if (v == reductions[q]->getResult(0))
+        return bb.create<LLVM::GEPOp>(
+            loc, ptr, elementTypeOf(v),
+            pointers[fused.getInputs().size() + pos],
+            ArrayRef<LLVM::GEPArg>{t});
+    return Value();
+  };
+  LogicalResult status = success();
+  // One pass over [lo, hi) at reduced row r: `first` stores (R == 1 ? v :
+  // 0 + v), the others add v to the output, as the op-by-op kernel's column
+  // loop (out[j] = out[j] + row[j]) does.
+  auto pass = [&](OpBuilder &ob, Value r, bool first) {
+    auto loop = ob.create<scf::ParallelOp>(
+        loc, ValueRange{idx(ob, lo)}, ValueRange{idx(ob, hi)},
+        ValueRange{ob.create<arith::ConstantIndexOp>(loc, 1)});
+    OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+    Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                            loop.getInductionVars()[0]);
+    Value at = lb.create<arith::AddIOp>(
+        loc, lb.create<arith::AddIOp>(loc, t, offset),
+        lb.create<arith::MulIOp>(loc, r, inner));
+    IRMapping m;
+    if (failed(emitElementsAt(lb, fused, pointers, at, total, {}, 0, m,
+                              /*readUnusedInputs=*/false))) {
+      status = failure();
+      return;
+    }
+    for (size_t q = 0; q < reductions.size(); ++q) {
+      Value v = m.lookup(reductions[q]->getOperand(0));
+      Value addr = outAt(lb, q, t);
+      Type ty = v.getType();
+      Value sum;
+      if (first)
+        sum = lb.create<arith::SelectOp>(
+            loc, single, v,
+            lb.create<arith::AddFOp>(loc, constantOf(lb, loc, ty, 0), v));
+      else
+        sum = lb.create<arith::AddFOp>(
+            loc, lb.create<LLVM::LoadOp>(loc, ty, addr), v);
+      lb.create<LLVM::StoreOp>(loc, sum, addr);
+    }
+  };
+  Value empty =
+      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, reduced, zero64);
+  auto branch = b.create<scf::IfOp>(loc, empty, /*withElse=*/true);
+  {
+    // R == 0: the sums are 0 (and a mean's 0 / 0 below).
+    OpBuilder tb = branch.getThenBodyBuilder();
+    auto loop = tb.create<scf::ParallelOp>(
+        loc, ValueRange{idx(tb, lo)}, ValueRange{idx(tb, hi)},
+        ValueRange{tb.create<arith::ConstantIndexOp>(loc, 1)});
+    OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+    Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                            loop.getInductionVars()[0]);
+    for (size_t q = 0; q < reductions.size(); ++q)
+      lb.create<LLVM::StoreOp>(
+          loc,
+          constantOf(lb, loc, elementTypeOf(reductions[q]->getResult(0)), 0),
+          outAt(lb, q, t));
+  }
+  {
+    OpBuilder eb = branch.getElseBodyBuilder();
+    pass(eb, zero64, /*first=*/true);
+    eb.create<scf::ForOp>(
+        loc, idx(eb, one), idx(eb, reduced),
+        eb.create<arith::ConstantIndexOp>(loc, 1), ValueRange{},
+        [&](OpBuilder &fb, Location, Value r, ValueRange) {
+          pass(fb, fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), r),
+               /*first=*/false);
+          fb.create<scf::YieldOp>(loc);
+        });
+  }
+  if (failed(status))
+    return failure();
+  if (llvm::none_of(reductions, [](Operation *r) { return isa<MeanOp>(r); }))
+    return success();
+  auto loop = b.create<scf::ParallelOp>(
+      loc, ValueRange{idx(b, lo)}, ValueRange{idx(b, hi)},
+      ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)});
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                          loop.getInductionVars()[0]);
+  for (size_t q = 0; q < reductions.size(); ++q) {
+    if (!isa<MeanOp>(reductions[q]))
+      continue;
+    Type ty = elementTypeOf(reductions[q]->getResult(0));
+    Value addr = outAt(lb, q, t);
+    lb.create<LLVM::StoreOp>(
+        loc,
+        lb.create<arith::DivFOp>(loc, lb.create<LLVM::LoadOp>(loc, ty, addr),
+                                 lb.create<arith::SIToFPOp>(loc, ty, reduced)),
+        addr);
   }
   return success();
 }

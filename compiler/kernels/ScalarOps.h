@@ -20,13 +20,52 @@ Value emitScalarOp(OpBuilder &b, Operation *op, ValueRange operands);
 /// `fused`'s region: loads each input from its pointer at i, 0 or i mod its
 /// size (Fusion.h), the region's ops on scalars, and stores each result at
 /// i. `pointers` holds one !llvm.ptr per input, then one per output.
+/// `total` (i64) is the iteration space's element count (a mean's
+/// reduce_grad scales by it). With `readUnusedInputs`, an input that only
+/// gives a shape (reduce_grad's x, sum_to_shape's like) is still read once,
+/// at element 0, with a volatile load: on the GPU every buffer must stay a
+/// kernel parameter, in order.
 /// With `rowStart` (i64, the first element of i's row of `rowSize`
 /// elements), a bias of `rowSize` elements is read at i - rowStart instead
 /// of i mod rowSize: a contiguous load the vectorizer turns into vector
 /// loads rather than gathers.
 LogicalResult emitRegionAt(OpBuilder &lb, FusedOp fused,
-                           ArrayRef<Value> pointers, Value i,
-                           Value rowStart = {}, int64_t rowSize = 0);
+                           ArrayRef<Value> pointers, Value i, Value total,
+                           bool readUnusedInputs, Value rowStart = {},
+                           int64_t rowSize = 0);
+
+/// Whether `fused` holds reductions (dtf.sum, dtf.mean, dtf.sum_to_shape):
+/// its kernel then loops over the reduced outputs' elements.
+bool hasReductions(FusedOp fused);
+
+/// Emits, at the builder's point (a loop body), output element `t` (i64) of
+/// a region with reductions, whose iteration space is viewed as [O, R, N]
+/// (R = `reduced`, N = `inner`, O * N = `elements`, all i64): sums the R
+/// values each reduction reads for (o, n) = (t / N, t mod N) in the
+/// op-by-op kernels' order (16 interleaved partial sums when N == 1, else
+/// one after the other), stores the elementwise results met on the way and
+/// each reduction's result at t (divided by R for a mean).
+/// `readUnusedInputs`: as for emitRegionAt (the GPU sets it). Without
+/// `interleave` (the GPU) rows are summed one element after the other too:
+/// the region's body is emitted once instead of 18 times (the CPU's 16
+/// unrolled partial sums, their tail and the column loop), and the sums of
+/// rows differ from the CPU's by rounding.
+LogicalResult emitReducedRegionAt(OpBuilder &b, FusedOp fused,
+                                  ArrayRef<Value> pointers, Value t,
+                                  Value elements, Value reduced, Value inner,
+                                  bool readUnusedInputs, bool interleave);
+
+/// The CPU's loop for columns (N > 1) of a region with reductions: output
+/// elements [lo, hi) of one row o of [O, N] (i64; `offset` = o * N * (R - 1),
+/// so that element t's reduced row r is t + offset + r * N). The rows of the
+/// reduced run one after the other, each a loop over [lo, hi) adding to the
+/// outputs in memory: the op-by-op kernel's order for each output element
+/// (so bit for bit the same), and contiguous accesses the vectorizer takes,
+/// where a loop per output element would stride through memory.
+LogicalResult emitColumnSums(OpBuilder &b, FusedOp fused,
+                             ArrayRef<Value> pointers, Value lo, Value hi,
+                             Value offset, Value elements, Value reduced,
+                             Value inner);
 
 /// The element count of the largest bias ("suffix" input) of `fused`; 0
 /// when it has none.

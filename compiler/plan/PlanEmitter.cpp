@@ -248,8 +248,7 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
   *kernel->mutable_body() = body.ops();
   // Parameters: each input's buffer by how it is indexed, each output's,
   // then the element count (FusedKernels.h in the runtime reads them).
-  ArrayRef<int64_t> shape =
-      cast<RankedTensorType>(fused.getResult(0).getType()).getShape();
+  SmallVector<int64_t> shape = fusedIterationShape(fused);
   int operand = 0;
   for (Value in : fused.getInputs()) {
     std::optional<FusedIndex> index =
@@ -262,16 +261,30 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
     p->set_kind("buffer");
     p->set_operand(operand++);
     p->set_meaning(fusedIndexName(*index));
+    if (*index == FusedIndex::Prefix)
+      p->set_meaning(
+          "prefix:" +
+          std::to_string(fusedPrefixDivisor(
+              cast<RankedTensorType>(in.getType()), shape)));
   }
-  for (size_t i = 0; i < fused.getNumResults(); ++i) {
+  // A reduction's output: "reduce:<spec>" (Fusion.h).
+  bool reduced = false;
+  for (const std::string &spec : fusedResultSpecs(fused)) {
     pb::KernelParam *p = kernel->add_params();
     p->set_kind("buffer");
     p->set_operand(operand++);
-    p->set_meaning("output");
+    p->set_meaning(spec.empty() ? "output" : "reduce:" + spec);
+    reduced = reduced || !spec.empty();
   }
-  pb::KernelParam *elements = kernel->add_params();
-  elements->set_kind("i64");
-  elements->set_meaning("elements");
+  // The element count of the loop; a reduced kernel loops over its reduced
+  // outputs and also takes R and N of the [O, R, N] view of the shape.
+  for (const char *meaning : {"elements", "reduced", "inner"}) {
+    if (!reduced && std::string(meaning) != "elements")
+      break;
+    pb::KernelParam *p = kernel->add_params();
+    p->set_kind("i64");
+    p->set_meaning(meaning);
+  }
   return success();
 }
 

@@ -571,7 +571,8 @@ Status reshapeKernel(KernelContext &base) {
 }
 
 // A generated kernel (dtf.fused): its outputs in the iteration shape (the
-// inputs broadcast together), launched over ceil(elements / block) blocks
+// inputs broadcast together) or reduced over it, launched over
+// ceil(elements / block) blocks
 // with the plan's parameters packed as the module lays them out.
 Status fusedKernel(KernelContext &base) {
   auto *ctx = dynamic_cast<GpuFusedContext *>(&base);
@@ -582,37 +583,34 @@ Status fusedKernel(KernelContext &base) {
   if (ctx->numInputs() != numInputs)
     return errorStatus(info.name, " takes ", numInputs, " inputs, got ",
                        ctx->numInputs());
-  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> inputShapes;
   for (int i = 0; i < numInputs; ++i) {
-    const std::vector<int64_t> &s = ctx->input(i).shape();
     if (ctx->input(i).dtype() != info.inputDTypes[size_t(i)])
       return errorStatus(info.name, ": input ", i, " is ",
                          ctx->input(i).describe());
-    shape.insert(shape.begin(),
-                 s.size() > shape.size() ? s.size() - shape.size() : 0, 1);
-    for (size_t d = 0; d < s.size(); ++d) {
-      int64_t &o = shape[shape.size() - s.size() + d];
-      if (s[d] != 1 && o != 1 && s[d] != o)
-        return errorStatus(info.name, ": the inputs do not broadcast");
-      o = o == 1 ? s[d] : o;
-    }
+    inputShapes.push_back(ctx->input(i).shape());
   }
-  const int64_t elements = numElementsOf(shape);
+  // The iteration shape, the outputs' shapes (reduced ones too) and the i64
+  // parameters: the same rule as the CPU kernel's (GeneratedKernels.h).
+  FusedLaunch launch;
+  DTF_RETURN_IF_ERROR(fusedLaunchOf(info, inputShapes, &launch));
+  const int64_t elements = launch.elements;
   std::vector<const void *> operands;
   for (int i = 0; i < numInputs; ++i)
     operands.push_back(ctx->input(i).rawData());
   for (size_t o = 0; o < info.outputDTypes.size(); ++o) {
     Tensor *out;
-    DTF_RETURN_IF_ERROR(
-        ctx->allocateOutput(int(o), info.outputDTypes[o], shape, &out));
+    DTF_RETURN_IF_ERROR(ctx->allocateOutput(int(o), info.outputDTypes[o],
+                                            launch.outputShapes[o], &out));
     operands.push_back(out->rawData());
   }
   if (elements == 0)
     return Status::ok();
   std::vector<uint64_t> params;
+  size_t scalar = 0;
   for (const GeneratedParam &p : info.params) {
     if (p.kind == GeneratedParam::Kind::kI64) {
-      params.push_back(uint64_t(elements));
+      params.push_back(uint64_t(launch.scalars[scalar++]));
     } else {
       if (p.operand < 0 || p.operand >= int(operands.size()))
         return errorStatus(info.name, ": a parameter names operand ",

@@ -3,6 +3,7 @@
 
 #include "runtime/core/ThreadPool.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <dlfcn.h>
@@ -26,16 +27,115 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
       out->meaning = M::kSuffix;
     else if (meaning == "output")
       out->meaning = M::kOutput;
+    else if (meaning.rfind("prefix:", 0) == 0) {
+      out->meaning = M::kPrefix;
+      const std::string_view d = meaning.substr(7);
+      if (d.empty() || d.size() > 15 ||
+          d.find_first_not_of("0123456789") != std::string_view::npos)
+        return false;
+      out->divisor = std::stoll(std::string(d));
+      if (out->divisor < 2)
+        return false;
+    }
+    else if (meaning.rfind("reduce:", 0) == 0) {
+      out->meaning = M::kReduce;
+      out->spec = std::string(meaning.substr(7));
+      // One contiguous run of reduced axes ('r' or '1') among kept ones.
+      const size_t first = out->spec.find_first_not_of('k');
+      const size_t last = out->spec.find_last_not_of('k');
+      if (first == std::string::npos ||
+          out->spec.find_first_not_of("kr1") != std::string::npos ||
+          out->spec.substr(first, last - first + 1).find('k') !=
+              std::string::npos)
+        return false;
+    } else
+      return false;
+    return true;
+  }
+  if (kind == "i64") {
+    out->kind = GeneratedParam::Kind::kI64;
+    if (meaning == "elements")
+      out->meaning = M::kElements;
+    else if (meaning == "reduced")
+      out->meaning = M::kReduced;
+    else if (meaning == "inner")
+      out->meaning = M::kInner;
     else
       return false;
     return true;
   }
-  if (kind == "i64" && meaning == "elements") {
-    out->kind = GeneratedParam::Kind::kI64;
-    out->meaning = M::kElements;
-    return true;
-  }
   return false;
+}
+
+Status fusedLaunchOf(const GeneratedKernelInfo &info,
+                     const std::vector<std::vector<int64_t>> &inputShapes,
+                     FusedLaunch *out) {
+  using M = GeneratedParam::Meaning;
+  std::vector<int64_t> &shape = out->shape;
+  shape.clear();
+  for (size_t i = 0; i < inputShapes.size(); ++i) {
+    const std::vector<int64_t> &s = inputShapes[i];
+    if (s.size() > shape.size())
+      shape.insert(shape.begin(), s.size() - shape.size(), 1);
+    for (size_t d = 0; d < s.size(); ++d) {
+      int64_t &o = shape[shape.size() - s.size() + d];
+      if (o == 1)
+        o = s[d];
+      else if (s[d] != 1 && s[d] != o)
+        return errorStatus(info.name, ": the inputs do not broadcast: input ",
+                           i, " is ", shapeString(s));
+    }
+  }
+  int64_t total = 1;
+  for (int64_t d : shape)
+    total *= d;
+  // The [O, R, N] view of the shape, from the reduced outputs' spec.
+  int64_t outer = 1, reduced = 1, inner = 1;
+  const std::string *spec = nullptr;
+  out->outputShapes.assign(info.outputDTypes.size(), shape);
+  for (const GeneratedParam &p : info.params) {
+    if (p.meaning != M::kReduce)
+      continue;
+    if (p.spec.size() != shape.size())
+      return errorStatus(info.name, ": output ",
+                         p.operand - int(info.inputDTypes.size()),
+                         " reduces the axes '", p.spec, "' of a rank-",
+                         shape.size(), " shape; its inputs give ",
+                         shapeString(shape));
+    if (spec && *spec != p.spec) {
+      for (size_t d = 0; d < spec->size(); ++d)
+        if (((*spec)[d] == 'k') != (p.spec[d] == 'k'))
+          return errorStatus(info.name,
+                             ": its outputs reduce different axes");
+    }
+    spec = &p.spec;
+    std::vector<int64_t> reducedShape;
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (p.spec[d] == 'k')
+        reducedShape.push_back(shape[d]);
+      else if (p.spec[d] == '1')
+        reducedShape.push_back(1);
+    const int o = p.operand - int(info.inputDTypes.size());
+    if (o >= 0 && o < int(out->outputShapes.size()))
+      out->outputShapes[size_t(o)] = std::move(reducedShape);
+  }
+  if (spec) {
+    const size_t first = spec->find_first_not_of('k');
+    const size_t last = spec->find_last_not_of('k');
+    for (size_t d = 0; d < shape.size(); ++d)
+      (d < first ? outer : d > last ? inner : reduced) *= shape[d];
+  }
+  out->elements = spec ? outer * inner : total;
+  out->reduced = reduced;
+  out->scalars.clear();
+  for (const GeneratedParam &p : info.params) {
+    if (p.kind != GeneratedParam::Kind::kI64)
+      continue;
+    out->scalars.push_back(p.meaning == M::kReduced ? reduced
+                           : p.meaning == M::kInner ? inner
+                                                    : out->elements);
+  }
+  return Status::ok();
 }
 
 namespace {
@@ -194,6 +294,22 @@ bool isSuffixOf(const std::vector<int64_t> &in,
   return true;
 }
 
+// Is `in` the shape `out` with a trailing run of dims set to 1, whose
+// product in `out` is `divisor`?
+bool isPrefixOf(const std::vector<int64_t> &in,
+                const std::vector<int64_t> &out, int64_t divisor) {
+  if (in.size() != out.size())
+    return false;
+  size_t lead = in.size();
+  int64_t product = 1;
+  while (lead > 0 && in[lead - 1] == 1 && product <= divisor)
+    product *= out[--lead];
+  for (size_t d = 0; d < lead; ++d)
+    if (in[d] != out[d])
+      return false;
+  return product == divisor;
+}
+
 } // namespace
 
 Status fusedKernel(KernelContext &ctx) {
@@ -213,43 +329,31 @@ Status fusedKernel(KernelContext &ctx) {
     return errorStatus(info.name, " takes ", numInputs, " inputs, got ",
                        ctx.numInputs());
 
-  // The iteration shape: the inputs broadcast together (NumPy's rule).
-  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> inputShapes;
   for (int i = 0; i < numInputs; ++i) {
     const Tensor &t = ctx.input(i);
     if (t.dtype() != info.inputDTypes[i])
       return errorStatus(info.name, ": input ", i, " is ", t.describe(),
                          ", the kernel was compiled for ",
                          dtypeName(info.inputDTypes[i]));
-    const std::vector<int64_t> &s = t.shape();
-    if (s.size() > shape.size())
-      shape.insert(shape.begin(), s.size() - shape.size(), 1);
-    for (size_t d = 0; d < s.size(); ++d) {
-      int64_t &o = shape[shape.size() - s.size() + d];
-      if (o == 1)
-        o = s[d];
-      else if (s[d] != 1 && s[d] != o)
-        return errorStatus(info.name, ": the inputs do not broadcast: input ",
-                           i, " is ", t.describe());
-    }
+    inputShapes.push_back(t.shape());
   }
-  int64_t elements = 1;
-  for (int64_t d : shape)
-    elements *= d;
+  FusedLaunch launch;
+  DTF_RETURN_IF_ERROR(fusedLaunchOf(info, inputShapes, &launch));
+  const std::vector<int64_t> &shape = launch.shape;
+  const int64_t elements = launch.elements;
 
   std::vector<void *> buffers;
-  std::vector<int64_t> scalars;
   buffers.reserve(info.params.size());
   std::vector<Tensor *> outputs(numOutputs, nullptr);
   for (int o = 0; o < numOutputs; ++o)
-    DTF_RETURN_IF_ERROR(
-        ctx.allocateOutput(o, info.outputDTypes[o], shape, &outputs[o]));
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(o, info.outputDTypes[o],
+                                           launch.outputShapes[size_t(o)],
+                                           &outputs[o]));
   using M = GeneratedParam::Meaning;
   for (const GeneratedParam &p : info.params) {
-    if (p.kind == GeneratedParam::Kind::kI64) {
-      scalars.push_back(elements);
+    if (p.kind == GeneratedParam::Kind::kI64)
       continue;
-    }
     if (p.operand < 0 || p.operand >= numInputs + numOutputs)
       return errorStatus(info.name, ": a parameter names operand ", p.operand,
                          " of ", numInputs + numOutputs);
@@ -262,7 +366,8 @@ Status fusedKernel(KernelContext &ctx) {
         (p.meaning == M::kSame && t.shape() == shape) ||
         (p.meaning == M::kScalar && t.numElements() == 1) ||
         (p.meaning == M::kSuffix && t.numElements() > 0 &&
-         isSuffixOf(t.shape(), shape));
+         isSuffixOf(t.shape(), shape)) ||
+        (p.meaning == M::kPrefix && isPrefixOf(t.shape(), shape, p.divisor));
     if (!fits)
       return errorStatus(info.name, ": input ", p.operand, " is ",
                          t.describe(), ", which the kernel cannot index over "
@@ -273,10 +378,11 @@ Status fusedKernel(KernelContext &ctx) {
     return Status::ok();
   GeneratedCpuFn fn = kernels.function(k);
   void *const *b = buffers.data();
-  const int64_t *s = scalars.data();
-  // About 16k elements per chunk: a chunk costs microseconds, well above the
-  // pool's hand-off.
-  parallelFor(ctx.threadPool(), elements, 16384,
+  const int64_t *s = launch.scalars.data();
+  // About 16k elements per chunk (an output element of a reduced kernel
+  // reads R): a chunk costs microseconds, well above the pool's hand-off.
+  parallelFor(ctx.threadPool(), elements,
+              std::max<int64_t>(1, 16384 / std::max<int64_t>(1, launch.reduced)),
               [&](int64_t lo, int64_t hi) { fn(b, s, lo, hi); });
   return Status::ok();
 }

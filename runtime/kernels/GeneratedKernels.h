@@ -33,13 +33,23 @@ struct GeneratedParam {
     kSame,     // buffer: element i (the input has the iteration shape)
     kScalar,   // buffer: element 0 (one element, broadcast)
     kSuffix,   // buffer: element i mod its size (trailing dims of the shape)
+    kPrefix,   // buffer: element i / divisor (the shape, trailing dims 1)
     kOutput,   // buffer: an output, element i
-    kElements, // i64: the number of elements of the iteration space
+    kReduce,   // buffer: an output reduced over `spec`'s axes ("reduce:")
+    kElements, // i64: the loop's element count: the iteration space's, or
+               // the reduced outputs' in a kernel with reductions
+    kReduced,  // i64: R, the elements each reduced output element sums
+    kInner,    // i64: N, the elements of the dims after the reduced ones
   };
   Kind kind = Kind::kBuffer;
   /// buffer: index into the op's inputs followed by its outputs.
   int operand = 0;
   Meaning meaning = Meaning::kSame;
+  /// kReduce: one char per axis of the iteration shape, 'k' kept, 'r'
+  /// reduced and dropped, '1' reduced and kept as size 1.
+  std::string spec;
+  /// kPrefix: the iteration space's elements per element of the input.
+  int64_t divisor = 0;
 };
 
 /// What dtf-run needs to call one generated kernel.
@@ -55,6 +65,25 @@ struct GeneratedKernelInfo {
 /// either is unknown.
 bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
                          int operand, GeneratedParam *out);
+
+/// The shapes and counts of one launch of a generated kernel, the same for
+/// the CPU and the GPU (docs/plan-format.md).
+struct FusedLaunch {
+  std::vector<int64_t> shape;                     // the iteration shape
+  std::vector<std::vector<int64_t>> outputShapes; // in output order
+  std::vector<int64_t> scalars; // each i64 parameter's value, in order
+  int64_t elements = 0;         // the loop's element count (grid source)
+  int64_t reduced = 1;          // R: 1 in a kernel without reductions
+};
+
+/// The launch of `info` on inputs of `inputShapes`: the iteration shape is
+/// the inputs broadcast together (NumPy's rule); an output is in that shape,
+/// or reduced over its spec's axes (a contiguous run: the shape viewed as
+/// [O, R, N], elements = O * N). Fails with a message naming the kernel when
+/// the inputs do not broadcast or a spec does not fit the shape.
+Status fusedLaunchOf(const GeneratedKernelInfo &info,
+                     const std::vector<std::vector<int64_t>> &inputShapes,
+                     FusedLaunch *out);
 
 /// The generated CPU kernels of one plan: its shared object, written to an
 /// anonymous memory file (memfd_create) and dlopened from /proc/self/fd/N,

@@ -13,11 +13,26 @@ namespace {
 const char *const kKnownBufferMeanings[] = {"same", "scalar", "suffix",
                                             "output"};
 
+// "reduce:<spec>": spec one of k, r, 1 per axis, its r and 1 contiguous.
+bool isReduceMeaning(const std::string &m) {
+  if (m.rfind("reduce:", 0) != 0)
+    return false;
+  const std::string spec = m.substr(7);
+  const size_t first = spec.find_first_not_of('k');
+  const size_t last = spec.find_last_not_of('k');
+  return first != std::string::npos &&
+         spec.find_first_not_of("kr1") == std::string::npos &&
+         spec.substr(first, last - first + 1).find('k') == std::string::npos;
+}
+
 bool isKnownBufferMeaning(const std::string &m) {
   for (const char *k : kKnownBufferMeanings)
     if (m == k)
       return true;
-  return false;
+  if (m.rfind("prefix:", 0) == 0)
+    return m.size() > 7 && m.size() < 23 &&
+           m.find_first_not_of("0123456789", 7) == std::string::npos;
+  return isReduceMeaning(m);
 }
 
 } // namespace
@@ -129,17 +144,19 @@ Status validateKernels(const Plan &plan, const std::string &name) {
         if (!isKnownBufferMeaning(param.meaning()))
           return errorStatus(where, ": parameter ", p, " has an unknown "
                              "meaning '", printable(param.meaning()),
-                             "' (same, scalar, suffix, output)");
-        if ((param.meaning() == "output") !=
-            (param.operand() >= kernel.inputs_size()))
+                             "' (same, scalar, suffix, prefix:<D>, output, reduce:<spec>)");
+        const bool output =
+            param.meaning() == "output" || isReduceMeaning(param.meaning());
+        if (output != (param.operand() >= kernel.inputs_size()))
           return errorStatus(where, ": parameter ", p,
                              " is an output exactly when its operand is one "
                              "of the outputs");
       } else if (param.kind() == "i64") {
-        if (param.meaning() != "elements")
+        if (param.meaning() != "elements" && param.meaning() != "reduced" &&
+            param.meaning() != "inner")
           return errorStatus(where, ": parameter ", p, " has an unknown "
                              "meaning '", printable(param.meaning()),
-                             "' (elements)");
+                             "' (elements, reduced, inner)");
       } else {
         return errorStatus(where, ": parameter ", p, " has an unknown kind '",
                            printable(param.kind()), "' (buffer, i64)");

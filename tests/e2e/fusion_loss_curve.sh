@@ -7,18 +7,27 @@
 # relative, on the logged losses), and the fused plan must run its generated
 # kernels, not fall back. It also says whether the two checkpoints are equal
 # byte for byte.
-# usage: fusion_loss_curve.sh BIN_DIR WORK_DIR
+# With MODEL (default mnist_cnn) and STEPS (default 150), another model of
+# models/: resnet's batch normalization runs reduced kernels (batch
+# statistics, the gamma and beta gradients) in both directions.
+# DTFC_FLAGS: more dtfc flags for the fused plan (--fuse-reductions=all).
+# usage: fusion_loss_curve.sh BIN_DIR WORK_DIR [MODEL [STEPS [DTFC_FLAGS]]]
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
+model=${3:-mnist_cnn}
+steps=${4:-150}
+flags=${5:-}
+work=$work/$model
 mkdir -p "$work"
-steps=150
-sed -e "s/steps       = 5000/steps       = $steps\n    seed        = 3/" \
-  -e "s/every = 1000/every = $steps/" \
-  "$root/models/mnist_cnn.dtf" > "$work/cnn.dtf"
-grep -q "seed        = 3" "$work/cnn.dtf" || { echo "e2e: could not set the seed" >&2; exit 1; }
-"$bin/dtfc" "$work/cnn.dtf" -o "$work/fused.plan"
+sed -E -e "s/^( *)steps( *)= [0-9]+/\1steps\2= $steps\n\1seed = 3/" \
+  -e "s/every = [0-9]+/every = $steps/" \
+  "$root/models/$model.dtf" > "$work/cnn.dtf"
+grep -Eq "^ *seed = 3" "$work/cnn.dtf" || { echo "e2e: could not set the seed" >&2; exit 1; }
+# shellcheck disable=SC2086  # the flags are words
+"$bin/dtfc" "$work/cnn.dtf" $flags -o "$work/fused.plan"
 "$bin/dtfc" "$work/cnn.dtf" --fusion=off -o "$work/plain.plan"
-"$bin/dtfc" "$work/cnn.dtf" --emit=kernels | tee "$work/kernels.txt"
+# shellcheck disable=SC2086
+"$bin/dtfc" "$work/cnn.dtf" $flags --emit=kernels | tee "$work/kernels.txt"
 grep -q "^dtf_fused_0:" "$work/kernels.txt" || { echo "e2e: no fused kernels" >&2; exit 1; }
 rm -rf "$work/fused.ckpt" "$work/plain.ckpt"
 for p in fused plain; do

@@ -13,6 +13,12 @@ source "$(dirname "$0")/lib.sh" onnx "$@"
 exported=()
 for model in "$root"/models/*.dtf; do
   name=$(basename "$model" .dtf)
+  if [ "$name" = autoencoder ]; then
+    # Its eval program ends in the reconstruction loss (a scalar): dtf-run
+    # --predict finds no per-example output to compare.
+    echo "onnx export test: autoencoder has no per-example output (its last value is the loss); skipped"
+    continue
+  fi
   dir=$work/$name
   mkdir -p "$dir"
   case $name in

@@ -90,6 +90,14 @@ cl::opt<Fusion> fusion(
                           "no fusion: every op runs its own library kernel")),
     cl::init(Fusion::On), cl::cat(category));
 
+cl::opt<std::string> fuseReductions(
+    "fuse-reductions",
+    cl::desc("Which sums and means may end a fused region: rows (default: "
+             "over the last axes, as layer norm's statistics), all (also "
+             "columns: bias gradients, batch norm's statistics; their CPU "
+             "loop is not vectorized yet) or none"),
+    cl::init("rows"), cl::cat(category));
+
 enum class GpuKernels { Auto, On, Off };
 cl::opt<GpuKernels> gpuKernels(
     "gpu-kernels",
@@ -132,13 +140,28 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
   if (plan.kernels_size() == 0)
     os << "no fused kernels (--fusion=off, or no chain of elementwise ops)\n";
   for (const ::dtf::plan::Kernel &k : plan.kernels()) {
+    // The iteration shape: an input that has it, else the first output;
+    // and the axes a reduced kernel sums ("reduce:<spec>").
+    int32_t shaped = k.outputs_size() > 0 ? k.outputs(0) : -1;
+    std::string reduces;
+    for (const ::dtf::plan::KernelParam &p : k.params()) {
+      if (p.meaning().rfind("reduce:", 0) == 0 && reduces.empty())
+        reduces = ", " + p.meaning();
+    }
+    for (const ::dtf::plan::KernelParam &p : k.params())
+      if (!reduces.empty() && p.meaning() == "same" &&
+          p.operand() < k.inputs_size()) {
+        shaped = k.inputs(p.operand());
+        break;
+      }
     const ::dtf::plan::Value *out = nullptr;
     for (const ::dtf::plan::Value &v : k.values())
-      if (k.outputs_size() > 0 && v.id() == k.outputs(0))
+      if (v.id() == shaped)
         out = &v;
     os << k.name() << ": " << k.ops_size() << " ops, " << k.inputs_size()
        << " inputs, " << k.outputs_size() << " outputs, over "
-       << (out ? ::dtf::plan::typeString(out->type()) : std::string("?")) << "\n";
+       << (out ? ::dtf::plan::typeString(out->type()) : std::string("?"))
+       << reduces << "\n";
     for (int i = 0; i < k.ops_size(); ++i)
       os << "  " << k.ops(i) << "  "
          << (k.locations(i).empty() ? std::string("(no location)") : k.locations(i))
@@ -240,7 +263,15 @@ int main(int argc, char **argv) {
       if (func.getSymName() != "train_step" && func.getSymName() != "eval")
         func.erase();
     mlir::PassManager fuse(&context);
-    fuse.addPass(mlir::dtf::createDtfFuse());
+    if (fuseReductions != "rows" && fuseReductions != "all" &&
+        fuseReductions != "none") {
+      llvm::errs() << "dtfc: --fuse-reductions must be rows, all or none, not '"
+                   << fuseReductions << "'\n";
+      return kUsageError;
+    }
+    mlir::dtf::DtfFuseOptions fuseOptions;
+    fuseOptions.reductions = fuseReductions;
+    fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));
     if (mlir::failed(fuse.run(*module))) {
       diagnostics.printSummary();
       return kCompileError;

@@ -192,11 +192,28 @@ LogicalResult FusedOp::verify() {
                          << " values whose types differ from its results";
   if (getNumResults() == 0)
     return emitOpError() << "needs at least one result";
-  auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
-  for (Type t : getResultTypes())
-    if (cast<RankedTensorType>(t).getShape() != shape)
+  // Results in the iteration shape, and those of reductions (sum, mean,
+  // sum_to_shape) over it; the reductions' operands have that shape.
+  std::optional<ArrayRef<int64_t>> shape;
+  for (Operation &op : body)
+    if (isa<SumOp, MeanOp, SumToShapeOp>(op)) {
+      auto s = cast<RankedTensorType>(op.getOperand(0).getType()).getShape();
+      if (shape && *shape != s)
+        return emitOpError() << "reduces operands of different shapes; all "
+                                "have the iteration shape";
+      shape = s;
+    }
+  for (Value v : yield.getValues()) {
+    Operation *def = v.getDefiningOp();
+    if (def && isa<SumOp, MeanOp, SumToShapeOp>(def))
+      continue;
+    auto s = cast<RankedTensorType>(v.getType()).getShape();
+    if (!shape)
+      shape = s;
+    if (*shape != s)
       return emitOpError() << "has results of different shapes; all have the "
-                              "iteration shape";
+                              "iteration shape, or are reductions over it";
+  }
   return success();
 }
 

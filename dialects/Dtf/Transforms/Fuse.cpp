@@ -19,19 +19,38 @@ std::optional<FusedIndex> mlir::dtf::fusedIndexOf(RankedTensorType operand,
                                                   ArrayRef<int64_t> shape) {
   if (operand.getShape() == shape)
     return FusedIndex::Same;
-  if (!operand.hasStaticShape())
-    return std::nullopt;
-  if (operand.getNumElements() == 1)
-    return FusedIndex::Scalar;
+  if (operand.hasStaticShape()) {
+    if (operand.getNumElements() == 1)
+      return FusedIndex::Scalar;
+    ArrayRef<int64_t> dims = operand.getShape();
+    while (!dims.empty() && dims.front() == 1)
+      dims = dims.drop_front();
+    if (dims.size() <= shape.size() && shape.take_back(dims.size()) == dims)
+      return FusedIndex::Suffix; // a dynamic dim of the shape never matches
+  }
+  if (fusedPrefixDivisor(operand, shape) > 1)
+    return FusedIndex::Prefix;
+  return std::nullopt;
+}
+
+int64_t mlir::dtf::fusedPrefixDivisor(RankedTensorType operand,
+                                      ArrayRef<int64_t> shape) {
+  // The same rank, equal leading dims, then a run of 1s against static
+  // dims of the shape.
   ArrayRef<int64_t> dims = operand.getShape();
-  while (!dims.empty() && dims.front() == 1)
-    dims = dims.drop_front();
-  if (dims.size() > shape.size())
-    return std::nullopt;
-  ArrayRef<int64_t> tail = shape.take_back(dims.size());
-  if (tail != dims)
-    return std::nullopt; // a dynamic dim of the shape never matches
-  return FusedIndex::Suffix;
+  if (dims.size() != shape.size())
+    return 0;
+  size_t lead = dims.size();
+  int64_t divisor = 1;
+  while (lead > 0 && dims[lead - 1] == 1 && shape[lead - 1] != 1) {
+    if (ShapedType::isDynamic(shape[lead - 1]))
+      return 0;
+    divisor *= shape[lead - 1];
+    --lead;
+  }
+  if (dims.take_front(lead) != shape.take_front(lead))
+    return 0;
+  return divisor;
 }
 
 const char *mlir::dtf::fusedIndexName(FusedIndex index) {
@@ -42,6 +61,8 @@ const char *mlir::dtf::fusedIndexName(FusedIndex index) {
     return "scalar";
   case FusedIndex::Suffix:
     return "suffix";
+  case FusedIndex::Prefix:
+    return "prefix";
   }
   return "same";
 }
@@ -58,7 +79,8 @@ bool isFusableElement(Type t) {
 bool mlir::dtf::isFusableElementwise(Operation *op) {
   if (!isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, CompareOp,
            SelectOp, NegOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SigmoidOp,
-           TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp>(op))
+           TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp,
+           ReduceGradOp>(op))
     return false;
   if (op->getNumResults() != 1)
     return false;
@@ -67,6 +89,18 @@ bool mlir::dtf::isFusableElementwise(Operation *op) {
     return false;
   if (isa<DivOp>(op) && !isa<FloatType>(result.getElementType()))
     return false;
+  if (auto grad = dyn_cast<ReduceGradOp>(op)) {
+    // dy broadcast over the reduced axes: fusable where they are leading
+    // (dy a suffix or a scalar of x), on floats (the op-by-op kernel's
+    // types), and for a mean with dy static (the count is elements / |dy|).
+    auto dy = dyn_cast<RankedTensorType>(grad.getDy().getType());
+    if (!isa<FloatType>(result.getElementType()) || !dy ||
+        grad.getX().getType() != result)
+      return false;
+    if (grad.getMean() && dy.getShape() != result.getShape() &&
+        (!dy.hasStaticShape() || dy.getNumElements() == 0))
+      return false;
+  }
   for (Value operand : op->getOperands()) {
     auto type = dyn_cast<RankedTensorType>(operand.getType());
     if (!type || !isFusableElement(type.getElementType()) ||
@@ -78,15 +112,126 @@ bool mlir::dtf::isFusableElementwise(Operation *op) {
 
 namespace {
 
+bool isFloatTensor(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && (r.getElementType().isF32() || r.getElementType().isF64());
+}
+
+/// Whether the non-'k' chars of `spec` form one contiguous, non-empty run.
+bool oneRun(const std::string &spec) {
+  size_t first = spec.find_first_not_of('k');
+  if (first == std::string::npos)
+    return false;
+  size_t last = spec.find_last_not_of('k');
+  return spec.substr(first, last - first + 1).find('k') == std::string::npos;
+}
+
+template <typename Reduce>
+std::optional<std::string> reduceOpSpec(Reduce op) {
+  auto x = cast<RankedTensorType>(op.getX().getType());
+  const int64_t rank = x.getRank();
+  std::string spec(size_t(rank), 'k');
+  const char reduced = op.getKeepDims() ? '1' : 'r';
+  std::optional<ArrayRef<int64_t>> axes = op.getAxes();
+  if (!axes)
+    return std::nullopt; // every axis: one element (docs/kernels.md)
+  for (int64_t a : *axes) {
+    if (a < 0)
+      a += rank;
+    if (a < 0 || a >= rank)
+      return std::nullopt;
+    spec[size_t(a)] = reduced;
+  }
+  if (spec.find('k') == std::string::npos)
+    return std::nullopt;
+  return spec;
+}
+
+} // namespace
+
+std::optional<std::string> mlir::dtf::fusedReduceSpec(Operation *op) {
+  if (!isa<SumOp, MeanOp, SumToShapeOp>(op) || op->getNumResults() != 1 ||
+      !isFloatTensor(op->getResult(0).getType()) ||
+      !isFloatTensor(op->getOperand(0).getType()))
+    return std::nullopt;
+  std::optional<std::string> spec;
+  if (auto sum = dyn_cast<SumOp>(op))
+    spec = reduceOpSpec(sum);
+  else if (auto mean = dyn_cast<MeanOp>(op))
+    spec = reduceOpSpec(mean);
+  else if (auto s = dyn_cast<SumToShapeOp>(op)) {
+    auto dy = cast<RankedTensorType>(s.getDy().getType());
+    auto like = dyn_cast<RankedTensorType>(s.getLike().getType());
+    if (!like || like.getRank() > dy.getRank() ||
+        !fusedIndexOf(like, dy.getShape()))
+      return std::nullopt; // `like` is an input the region must index
+    const int64_t pad = dy.getRank() - like.getRank();
+    std::string text(size_t(dy.getRank()), 'k');
+    for (int64_t d = 0; d < dy.getRank(); ++d) {
+      if (d < pad) {
+        text[size_t(d)] = 'r';
+        continue;
+      }
+      const int64_t l = like.getDimSize(d - pad), y = dy.getDimSize(d);
+      if (l == 1 && y != 1)
+        text[size_t(d)] = '1';
+      else if (l != y)
+        return std::nullopt;
+    }
+    if (text.find('k') == std::string::npos)
+      return std::nullopt;
+    spec = text;
+  }
+  if (!spec || !oneRun(*spec))
+    return std::nullopt;
+  return spec;
+}
+
+bool mlir::dtf::sameReducedAxes(const std::string &a, const std::string &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if ((a[i] == 'k') != (b[i] == 'k'))
+      return false;
+  return true;
+}
+
+SmallVector<int64_t> mlir::dtf::fusedIterationShape(Operation *fused) {
+  for (Operation &op : fused->getRegion(0).front())
+    if (fusedReduceSpec(&op))
+      return llvm::to_vector(
+          cast<RankedTensorType>(op.getOperand(0).getType()).getShape());
+  return llvm::to_vector(
+      cast<RankedTensorType>(fused->getResult(0).getType()).getShape());
+}
+
+SmallVector<std::string> mlir::dtf::fusedResultSpecs(Operation *fused) {
+  SmallVector<std::string> specs;
+  Operation *yield = fused->getRegion(0).front().getTerminator();
+  for (Value v : yield->getOperands()) {
+    Operation *def = v.getDefiningOp();
+    std::optional<std::string> spec =
+        def ? fusedReduceSpec(def) : std::nullopt;
+    specs.push_back(spec ? *spec : "");
+  }
+  return specs;
+}
+
+namespace {
+
 struct Group {
   SmallVector<Operation *> ops;
   SmallVector<int64_t> shape;
   Attribute device; // the ops' dtf.device: a region runs on one device
   bool closed = false;
+  std::string spec; // its reductions' spec; "" when it has none
 };
 
 /// Finds the groups of one block, in program order.
-SmallVector<Group> findGroups(Block &block) {
+/// Which reductions may end a region (the pass's `reductions` option).
+enum class Reductions { None, Rows, All };
+
+SmallVector<Group> findGroups(Block &block, Reductions allowed) {
   SmallVector<Group> groups;
   DenseMap<Operation *, int> groupOf;
   auto groupOfValue = [&](Value v) -> int {
@@ -96,19 +241,54 @@ SmallVector<Group> findGroups(Block &block) {
     auto it = groupOf.find(def);
     return it == groupOf.end() ? -1 : it->second;
   };
+  // Reduction results: no op of their own region may read them (the
+  // region computes them after its loop).
+  llvm::SmallPtrSet<Operation *, 16> reductions;
+  auto reducedIn = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && reductions.contains(def);
+  };
   for (Operation &op : block) {
     int joined = -1;
     SmallVector<int64_t> shape;
-    const bool fusable = isFusableElementwise(&op);
-    if (fusable) {
+    const bool elementwise = isFusableElementwise(&op);
+    std::optional<std::string> spec =
+        elementwise ? std::nullopt : fusedReduceSpec(&op);
+    // A column reduction (an axis kept after the reduced ones) only with
+    // `all`: its CPU loop is not vectorized yet (docs/kernels.md).
+    if (spec && (allowed == Reductions::None ||
+                 (allowed == Reductions::Rows && spec->back() == 'k')))
+      spec = std::nullopt;
+    const bool fusable = elementwise || spec.has_value();
+    if (elementwise) {
       shape = llvm::to_vector(
           cast<RankedTensorType>(op.getResult(0).getType()).getShape());
+      SmallVector<int, 4> reducing; // groups whose reductions it reads
+      for (Value operand : op.getOperands())
+        if (reducedIn(operand))
+          reducing.push_back(groupOfValue(operand));
       for (Value operand : op.getOperands()) {
         int g = groupOfValue(operand);
         if (g >= 0 && !groups[g].closed && groups[g].shape == shape &&
-            groups[g].device == op.getAttr("dtf.device"))
+            groups[g].device == op.getAttr("dtf.device") &&
+            !llvm::is_contained(reducing, g))
           joined = std::max(joined, g);
       }
+    } else if (spec) {
+      // A reduction joins the region of its operand (it starts none: a
+      // region of one reduction would be the library kernel again).
+      Value x = op.getOperand(0);
+      shape = llvm::to_vector(cast<RankedTensorType>(x.getType()).getShape());
+      int g = groupOfValue(x);
+      if (g >= 0 && !groups[g].closed && groups[g].shape == shape &&
+          groups[g].device == op.getAttr("dtf.device") && !reducedIn(x) &&
+          llvm::none_of(op.getOperands().drop_front(),
+                        [&](Value v) { return reducedIn(v); }) &&
+          (groups[g].spec.empty() || sameReducedAxes(groups[g].spec, *spec)))
+        joined = g;
+      for (Value operand : op.getOperands().drop_front())
+        if (int h = groupOfValue(operand); h >= 0 && h == g)
+          joined = -1; // `like` from its own region: keep it simple
     }
     // A group whose value an op outside it uses can grow no further: its
     // fused op must come before that use.
@@ -125,9 +305,15 @@ SmallVector<Group> findGroups(Block &block) {
       });
     if (!fusable)
       continue;
+    if (spec && joined < 0)
+      continue;
+    if (spec) {
+      groups[joined].spec = *spec;
+      reductions.insert(&op);
+    }
     if (joined < 0) {
       joined = static_cast<int>(groups.size());
-      groups.push_back(Group{{}, shape, op.getAttr("dtf.device"), false});
+      groups.push_back(Group{{}, shape, op.getAttr("dtf.device"), false, ""});
     }
     groups[joined].ops.push_back(&op);
     groupOf[&op] = joined;
@@ -141,7 +327,7 @@ bool fuse(Group &group, int64_t kernel) {
   llvm::SmallPtrSet<Operation *, 16> members(group.ops.begin(),
                                              group.ops.end());
   llvm::SetVector<Value> inputs;
-  SmallVector<Value> outputs;
+  SmallVector<Value> outputs, reduced;
   for (Operation *op : group.ops) {
     for (Value operand : op->getOperands()) {
       Operation *def = operand.getDefiningOp();
@@ -152,8 +338,11 @@ bool fuse(Group &group, int64_t kernel) {
       if (llvm::any_of(result.getUsers(), [&](Operation *user) {
             return !members.contains(user);
           }))
-        outputs.push_back(result);
+        (fusedReduceSpec(op) ? reduced : outputs).push_back(result);
   }
+  // The elementwise results first, then the reductions': the order in which
+  // the kernel first writes them (the GPU kernel's parameter order).
+  outputs.append(reduced.begin(), reduced.end());
   if (outputs.empty())
     return false;
   Operation *last = group.ops.back();
@@ -191,13 +380,25 @@ bool fuse(Group &group, int64_t kernel) {
 }
 
 struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
+  using DtfFuseBase::DtfFuseBase;
   void runOnOperation() override {
+    Reductions allowed = Reductions::Rows;
+    if (reductions == "all")
+      allowed = Reductions::All;
+    else if (reductions == "none")
+      allowed = Reductions::None;
+    else if (reductions != "rows") {
+      getOperation().emitError() << "dtf-fuse: reductions must be rows, all "
+                                    "or none, not '"
+                                 << reductions << "'";
+      return signalPassFailure();
+    }
     int64_t kernel = 0;
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
       for (Block &block : func.getBody()) {
-        SmallVector<Group> groups = findGroups(block);
+        SmallVector<Group> groups = findGroups(block, allowed);
         for (Group &g : groups)
           if (g.ops.size() >= 2 && fuse(g, kernel))
             ++kernel;

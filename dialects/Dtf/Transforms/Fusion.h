@@ -6,6 +6,7 @@
 #include "mlir/IR/Operation.h"
 
 #include <optional>
+#include <string>
 
 namespace mlir::dtf {
 
@@ -14,6 +15,8 @@ enum class FusedIndex {
   Same,   // element i: the input has the iteration shape
   Scalar, // element 0: one element, broadcast everywhere
   Suffix, // element i mod its size: static trailing dims of the shape
+  Prefix, // element i / D: the shape with static trailing dims as 1 (a row
+          // statistic [B, 1] against [B, C]; D the product of those dims)
 };
 
 /// How `operand` is indexed over `shape`, or nothing when a flat index
@@ -21,13 +24,38 @@ enum class FusedIndex {
 std::optional<FusedIndex> fusedIndexOf(RankedTensorType operand,
                                        ArrayRef<int64_t> shape);
 
-/// "same", "scalar", "suffix": KernelParam.meaning.
+/// "same", "scalar", "suffix", "prefix": KernelParam.meaning (a prefix
+/// input's meaning also carries its divisor: "prefix:<D>").
 const char *fusedIndexName(FusedIndex index);
+
+/// For a Prefix operand of `shape`, D: the product of the trailing dims of
+/// `shape` where the operand has 1.
+int64_t fusedPrefixDivisor(RankedTensorType operand, ArrayRef<int64_t> shape);
 
 /// True for an elementwise op that dtf-fuse may put into a region: one of
 /// the ops it knows, on f32, f64, i32, i64 or i1 elements (not integer
 /// division, whose zero divisor the op-by-op kernel reports), each operand
 /// indexable over its result's shape.
 bool isFusableElementwise(Operation *op);
+
+/// For a reduction a region may end in, its spec over its operand's shape
+/// (the region's iteration shape): one char per axis, 'k' kept, 'r' reduced
+/// and dropped, '1' reduced and kept as size 1 (KernelParam.meaning
+/// "reduce:<spec>"). The reductions: dtf.sum and dtf.mean over one
+/// contiguous run of axes, not all of them, and dtf.sum_to_shape whose
+/// summed axes are one contiguous run (leading ones: a bias gradient), on
+/// f32 or f64. Nothing for any other op.
+std::optional<std::string> fusedReduceSpec(Operation *op);
+
+/// Whether two specs reduce the same axes (they may keep them differently).
+bool sameReducedAxes(const std::string &a, const std::string &b);
+
+/// The iteration shape of a dtf.fused op: the operand shape of its
+/// reductions when it has any, else the shape of its results.
+SmallVector<int64_t> fusedIterationShape(Operation *fused);
+
+/// The spec of each result of a dtf.fused op: "" for a result in the
+/// iteration shape, else its reduction's spec.
+SmallVector<std::string> fusedResultSpecs(Operation *fused);
 
 } // namespace mlir::dtf

@@ -46,8 +46,16 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
     A group is closed once an op outside it uses one of its values, so the
     fused op can stand where its last op stood. Groups of one op stay as
     they are. Each fused op gets `kernel`, its index in the module (in
-    function order), which becomes its index in Plan.kernels.
+    function order), which becomes its index in Plan.kernels. With
+    `reductions`, sums and means over a contiguous run of axes may end a
+    region (docs/kernels.md): `rows` (the default) those over the last
+    axes, `all` also columns (the batch axes of a bias gradient or batch
+    statistic), `none` no reduction.
   }];
+  let options = [
+    Option<"reductions", "reductions", "std::string", /*default=*/"\"rows\"",
+           "which reductions may end a region: rows, all or none">
+  ];
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }
 

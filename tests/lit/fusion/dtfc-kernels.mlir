@@ -1,14 +1,26 @@
 // dtfc's kernel flags on the seed CNN: --emit=kernels lists each fused
 // region with its ops and source lines, --emit=fused-mlir shows the regions,
 // --emit=kernel-llvm the optimized CPU code (vectorized for AVX2: 8 floats),
-// and --fusion=off writes a plan without any.
-// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=LIST
+// and --fusion=off writes a plan without any. --emit=kernels names a
+// reduced kernel's spec (reduce:<k, r or 1 per axis>, docs/plan-format.md).
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=kernels | FileCheck %s --check-prefix=LIST
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=ROWS
+// ROWS-NOT: reduce:
+// RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=some 2>&1 | FileCheck %s --check-prefix=BADRED
+// BADRED: --fuse-reductions must be rows, all or none, not 'some'
 // LIST: dtf_fused_0: 2 ops, 2 inputs, 2 outputs, over f32[B,28,28,32]
 // LIST-NEXT:   dtf.add  {{.*}}mnist_cnn.dtf:39:10
 // LIST-NEXT:   dtf.relu  {{.*}}mnist_cnn.dtf:39:10
 // LIST: dtf_fused_3: 2 ops, 2 inputs, 1 outputs, over f32[B]
 // LIST-NEXT:   dtf.compare  {{.*}}mnist_cnn.dtf:47:44
 // LIST-NEXT:   dtf.cast  {{.*}}mnist_cnn.dtf:47:21
+// With --fuse-reductions=all, each layer's relu_grad with its bias gradient:
+// one loop over the bias's elements, summing the leading axes (by default,
+// rows only, the seed CNN has no reduced kernel).
+// LIST: dtf_fused_4: 2 ops, 3 inputs, 2 outputs, over f32[B,500], reduce:rk
+// LIST-NEXT:   dtf.relu_grad  {{.*}}mnist_cnn.dtf:43:10
+// LIST-NEXT:   dtf.sum_to_shape  {{.*}}mnist_cnn.dtf:43:10
+// LIST: dtf_fused_6: 2 ops, 3 inputs, 2 outputs, over f32[B,28,28,32], reduce:rrrk
 
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=fused-mlir | FileCheck %s --check-prefix=MLIR
 // MLIR: func.func @train_step

@@ -57,17 +57,32 @@ func.func @closed(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<f32>, tensor<
 
 // -----
 
-// Not fused: a single op, integer division, a [B,1] operand (no flat index
-// reaches it), and ops over a different shape than their neighbour's.
+// Not fused: a single op, integer division, a [B,1,4] operand against
+// [B,3,4] (no flat index reaches it: i, 0, i mod n and i / n do not), and
+// ops over a different shape than their neighbour's.
 // CHECK-LABEL: func.func @not_fused
 // CHECK-NOT: dtf.fused
 // CHECK: return
-func.func @not_fused(%x: tensor<?x4xi32>, %y: tensor<?x4xi32>, %c: tensor<?x1xf32>, %f: tensor<?x4xf32>) -> (tensor<?x4xi32>, tensor<?x4xf32>) {
+func.func @not_fused(%x: tensor<?x4xi32>, %y: tensor<?x4xi32>, %c: tensor<?x1x4xf32>, %f: tensor<?x3x4xf32>) -> (tensor<?x4xi32>, tensor<?x3x4xf32>) {
   %q = dtf.div %x, %y : (tensor<?x4xi32>, tensor<?x4xi32>) -> tensor<?x4xi32>
   %n = dtf.neg %q : tensor<?x4xi32>
+  %m = dtf.mul %f, %c : (tensor<?x3x4xf32>, tensor<?x1x4xf32>) -> tensor<?x3x4xf32>
+  %r = dtf.relu %m : tensor<?x3x4xf32>
+  return %n, %r : tensor<?x4xi32>, tensor<?x3x4xf32>
+}
+
+// -----
+
+// A row statistic [B,1] against [B,4] joins as an input read at i / 4 (KernelParam
+// meaning "prefix:4").
+// CHECK-LABEL: func.func @row_statistic
+// CHECK: dtf.fused(%{{.*}}, %{{.*}}) {kernel = 0 : i64} : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+// CHECK: dtf.mul
+// CHECK-NEXT: dtf.relu
+func.func @row_statistic(%c: tensor<?x1xf32>, %f: tensor<?x4xf32>) -> tensor<?x4xf32> {
   %m = dtf.mul %f, %c : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
   %r = dtf.relu %m : tensor<?x4xf32>
-  return %n, %r : tensor<?x4xi32>, tensor<?x4xf32>
+  return %r : tensor<?x4xf32>
 }
 
 // -----

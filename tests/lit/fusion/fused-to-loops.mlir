@@ -64,3 +64,17 @@ func.func @mixed(%x: tensor<5xf32>, %s: tensor<f32>) -> (tensor<5xi1>, tensor<5x
   }
   return %r#0, %r#1 : tensor<5xi1>, tensor<5xi32>
 }
+
+// A row statistic [B,1] against [B,4] (a "prefix" input) is read at i / 4.
+// CHECK-LABEL: func.func @dtf_fused_7
+// CHECK: %[[C4:.*]] = arith.constant 4 : i64
+// CHECK: arith.divsi %{{.*}}, %[[C4]] : i64
+func.func @prefix(%x: tensor<?x4xf32>, %m: tensor<?x1xf32>) -> tensor<?x4xf32> {
+  %r = dtf.fused(%x, %m) {kernel = 7 : i64} : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32> {
+  ^bb0(%a: tensor<?x4xf32>, %b: tensor<?x1xf32>):
+    %s = dtf.sub %a, %b : (tensor<?x4xf32>, tensor<?x1xf32>) -> tensor<?x4xf32>
+    %y = dtf.relu %s : tensor<?x4xf32>
+    dtf.yield %y : tensor<?x4xf32>
+  }
+  return %r : tensor<?x4xf32>
+}

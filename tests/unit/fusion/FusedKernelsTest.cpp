@@ -154,7 +154,9 @@ class EveryKernel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
   dtf::plan::Plan plan;
-  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan));
+  // Every reduction dtf-fuse can fuse, columns too (not the default).
+  ASSERT_NO_FATAL_FAILURE(
+      compileModel(GetParam(), &plan, "--fuse-reductions=all"));
   if (plan.kernels_size() == 0) {
     // Still a check: no dtf.fused op may then appear.
     EXPECT_FALSE(dtf::plan::hasFusedOps(plan.train_step()));
@@ -353,7 +355,8 @@ TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
   ASSERT_TRUE(fs::exists(ptxas))
       << ptxas << " was there when the build was configured and is gone";
   dtf::plan::Plan plan;
-  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan, "--gpu-kernels=on"));
+  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan,
+                                       "--gpu-kernels=on --fuse-reductions=all"));
   if (plan.kernels_size() == 0) {
     EXPECT_TRUE(plan.gpu_ptx().empty());
     return;
@@ -493,3 +496,103 @@ TEST(Dtfc, FusionOffWritesNoKernels) {
 }
 
 } // namespace
+
+// The launch rule of a kernel with reductions and prefix inputs (the CPU and
+// the GPU path share it): the iteration shape from the inputs, each output's
+// shape from its spec, and the [O, R, N] counts as the i64 parameters.
+TEST(FusedLaunch, ReducedOutputsAndCountsFollowTheSpec) {
+  dtf::GeneratedKernelInfo info;
+  info.name = "dtf_fused_9";
+  info.inputDTypes = {dtf::DType::F32, dtf::DType::F32};
+  info.outputDTypes = {dtf::DType::F32, dtf::DType::F32};
+  auto param = [](const char *kind, const char *meaning, int operand) {
+    dtf::GeneratedParam p;
+    EXPECT_TRUE(dtf::parseGeneratedParam(kind, meaning, operand, &p))
+        << kind << " " << meaning;
+    return p;
+  };
+  info.params = {param("i64", "elements", 0), param("i64", "reduced", 0),
+                 param("i64", "inner", 0),    param("buffer", "same", 0),
+                 param("buffer", "suffix", 1), param("buffer", "output", 2),
+                 param("buffer", "reduce:rrrk", 3)};
+  dtf::FusedLaunch launch;
+  ASSERT_TRUE(dtf::fusedLaunchOf(info, {{7, 5, 5, 32}, {32}}, &launch).isOk());
+  EXPECT_EQ(launch.shape, (std::vector<int64_t>{7, 5, 5, 32}));
+  EXPECT_EQ(launch.outputShapes[0], (std::vector<int64_t>{7, 5, 5, 32}));
+  EXPECT_EQ(launch.outputShapes[1], (std::vector<int64_t>{32}));
+  EXPECT_EQ(launch.elements, 32);
+  EXPECT_EQ(launch.scalars, (std::vector<int64_t>{32, 175, 32}));
+
+  // A row reduction kept as [B, 1]: O = 6, R = 10, N = 1.
+  info.params.back() = param("buffer", "reduce:k1", 3);
+  ASSERT_TRUE(dtf::fusedLaunchOf(info, {{6, 10}, {10}}, &launch).isOk());
+  EXPECT_EQ(launch.outputShapes[1], (std::vector<int64_t>{6, 1}));
+  EXPECT_EQ(launch.scalars, (std::vector<int64_t>{6, 10, 1}));
+
+  // A spec for another rank is an error naming the kernel, not a bad read.
+  dtf::Status s = dtf::fusedLaunchOf(info, {{6, 10, 2}, {2}}, &launch);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("dtf_fused_9"), std::string::npos) << s.message();
+
+  // Specs that are not one run of reduced axes, and bad prefix divisors,
+  // are refused when the plan is read.
+  dtf::GeneratedParam p;
+  EXPECT_FALSE(dtf::parseGeneratedParam("buffer", "reduce:rkr", 3, &p));
+  EXPECT_FALSE(dtf::parseGeneratedParam("buffer", "reduce:kk", 3, &p));
+  EXPECT_FALSE(dtf::parseGeneratedParam("buffer", "reduce:kx", 3, &p));
+  EXPECT_FALSE(dtf::parseGeneratedParam("buffer", "prefix:1", 0, &p));
+  EXPECT_FALSE(dtf::parseGeneratedParam("buffer", "prefix:", 0, &p));
+  EXPECT_TRUE(dtf::parseGeneratedParam("buffer", "prefix:64", 0, &p));
+  EXPECT_EQ(p.divisor, 64);
+  EXPECT_FALSE(dtf::parseGeneratedParam("i64", "outer", 0, &p));
+}
+
+// A prefix input whose shape does not match the divisor the kernel was
+// compiled with is an error naming the input, never an out-of-bounds read.
+TEST(FusedLaunch, APrefixInputOfTheWrongShapeIsRefused) {
+  dtf::plan::Plan plan;
+  const std::string model =
+      (fs::path(DTF_SOURCE_DIR) / "models" / "transformer.dtf").string();
+  ASSERT_NO_FATAL_FAILURE(compileModel(model, &plan));
+  std::string why;
+  if (!dtf::cpuSupportsTarget(plan.cpu_target(), &why))
+    GTEST_SKIP() << "this CPU cannot run the generated kernels (" << why << ")";
+  auto kernels = dtf::exec::planKernelsOf(plan);
+  ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
+  for (int k = 0; k < plan.kernels_size(); ++k) {
+    const dtf::plan::Kernel &kernel = plan.kernels(k);
+    int prefix = -1;
+    for (const auto &p : kernel.params())
+      if (p.meaning() == "prefix:64")
+        prefix = p.operand();
+    if (prefix < 0)
+      continue;
+    // Every input [3, 16, 64], the prefix one [3, 1, 1]: it broadcasts, but
+    // the kernel would read it at i / 64 (it must be [3, 16, 1]).
+    std::vector<dtf::Tensor> inputs;
+    std::vector<dtf::Tensor *> pointers;
+    for (int i = 0; i < kernel.inputs_size(); ++i) {
+      std::vector<int64_t> dims = {3, i == prefix ? 1 : 16, i == prefix ? 1 : 64};
+      for (const auto &p : kernel.params())
+        if (p.operand() == i && p.meaning() == "suffix")
+          dims = {64};
+        else if (p.operand() == i && p.meaning() == "scalar")
+          dims = {};
+      inputs.push_back(dtf::Tensor::allocate(dtf::DType::F32, dims));
+    }
+    for (dtf::Tensor &t : inputs)
+      pointers.push_back(&t);
+    dtf::FusedKernelContext fused(kernels->loaded, k);
+    fused.setInputs(pointers);
+    fused.setNumOutputs(kernel.outputs_size());
+    dtf::Status s = dtf::callKernel(dtf::fusedKernel, fused);
+    ASSERT_FALSE(s.isOk()) << kernel.name();
+    EXPECT_NE(s.message().find("input " + std::to_string(prefix) + " is"),
+              std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("cannot index"), std::string::npos)
+        << s.message();
+    return;
+  }
+  FAIL() << "the transformer has no kernel with a prefix:64 input";
+}
