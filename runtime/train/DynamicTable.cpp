@@ -161,8 +161,9 @@ int64_t DynamicTable::makeRow(Part &part, int64_t id, int64_t step) {
 Status DynamicTable::rows(const int64_t *ids, int64_t n, bool create,
                           int64_t step, int64_t *out) {
   // Each id's shard first, then one pass (under its lock) per shard held.
-  std::vector<int> at(size_t(n), 0);
-  if (numParts_ > 1 || parts_.size() != 1)
+  const bool oneShard = numParts_ == 1 && parts_.size() == 1;
+  std::vector<int> at(oneShard ? 0 : size_t(n));
+  if (!oneShard)
     for (int64_t i = 0; i < n; ++i) {
       Status error = Status::ok();
       Part *part = partFor(ids[i], &error);
@@ -174,7 +175,7 @@ Status DynamicTable::rows(const int64_t *ids, int64_t n, bool create,
     Part &part = *parts_[p];
     std::lock_guard<std::mutex> lock(part.mu);
     for (int64_t i = 0; i < n; ++i) {
-      if (at[size_t(i)] != int(p))
+      if (!oneShard && at[size_t(i)] != int(p))
         continue;
       const int64_t id = ids[i];
       int64_t row = 0;

@@ -131,6 +131,9 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
     plan::Program update;
     DTF_RETURN_IF_ERROR(plan::psProgramFor(plan, placement, 0, &update));
     DTF_RETURN_IF_ERROR(build(update, "ps_update", &update_, 0));
+    for (int i = numMetrics_; i < train_->numFetches(); ++i)
+      if (int feed = update_->findFeed(train_->fetchInfo(i).name); feed >= 0)
+        updateFeeds_.push_back({i, feed});
   }
   return Status::ok();
 }
@@ -188,10 +191,7 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
   DTF_RETURN_IF_ERROR(allReduce_->reduce(values, weights, out));
   if (!update_)
     return Status::ok(); // the driver pushes tower 0's sends
-  for (int i = numMetrics_; i < train_->numFetches(); ++i) {
-    const int feed = update_->findFeed(train_->fetchInfo(i).name);
-    if (feed < 0)
-      continue;
+  for (const auto &[i, feed] : updateFeeds_) {
     const Tensor &t = train_->fetch(i);
     Tensor copy = Tensor::allocate(t.dtype(), t.shape());
     std::memcpy(copy.rawData(), t.rawData(), t.byteSize());

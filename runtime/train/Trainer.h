@@ -271,6 +271,8 @@ private:
   std::unique_ptr<gpu::TowerAllReduce> allReduce_;
   std::vector<int> reducedSends_; // fetch indices of the f32 sends
   std::unique_ptr<exec::Executor> update_;
+  // (fetch index of a send, update_'s feed of it), found once at load.
+  std::vector<std::pair<int, int>> updateFeeds_;
   std::string towersNote_;
   // Checkpoints: the step training starts from (the restored one, else 0)
   // and what restoreLatestCheckpoint did, for run() to print.

@@ -66,6 +66,18 @@ void compileModel(const std::string &model, dtf::plan::Plan *plan,
   ASSERT_TRUE(s.isOk()) << s.message();
 }
 
+/// Empty when this CPU runs `plan`'s generated kernels; else why not, and
+/// what runs instead: the reason a test of those kernels is skipped.
+std::string cannotRunGeneratedKernels(const dtf::plan::Plan &plan) {
+  std::string why;
+  if (dtf::cpuSupportsTarget(plan.cpu_target(), &why))
+    return "";
+  return "this CPU cannot run the generated kernels (" + why +
+         "); dtf-run never loads them here and runs the fused regions op by "
+         "op instead, as fusion.GeneratedKernels.UnknownBaselineFallsBackOpByOp "
+         "checks";
+}
+
 /// Random values of `dtype`: floats in [-4, 4] with exact zeros mixed in
 /// (relu's kink), integers in [-50, 50], bools.
 dtf::Tensor randomTensor(dtf::DType dtype, std::vector<int64_t> shape,
@@ -164,11 +176,8 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     return;
   }
   ASSERT_FALSE(plan.cpu_object().empty());
-  std::string why;
-  if (!dtf::cpuSupportsTarget(plan.cpu_target(), &why))
-    GTEST_SKIP() << "this CPU cannot run the generated kernels (" << why
-                 << "); dtf-run falls back to the op-by-op kernels on it, as "
-                    "fusion.GeneratedKernels.UnknownBaselineFallsBackOpByOp checks";
+  if (std::string why = cannotRunGeneratedKernels(plan); !why.empty())
+    GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
 
@@ -554,9 +563,10 @@ TEST(FusedLaunch, APrefixInputOfTheWrongShapeIsRefused) {
   const std::string model =
       (fs::path(DTF_SOURCE_DIR) / "models" / "transformer.dtf").string();
   ASSERT_NO_FATAL_FAILURE(compileModel(model, &plan));
-  std::string why;
-  if (!dtf::cpuSupportsTarget(plan.cpu_target(), &why))
-    GTEST_SKIP() << "this CPU cannot run the generated kernels (" << why << ")";
+  // The check refuses before any generated code runs, but only a CPU that
+  // loads the kernels reaches it.
+  if (std::string why = cannotRunGeneratedKernels(plan); !why.empty())
+    GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
   for (int k = 0; k < plan.kernels_size(); ++k) {
