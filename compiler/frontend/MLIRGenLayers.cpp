@@ -530,6 +530,31 @@ Value ModelGen::genBatchNorm(Value x, const LayerName &layer,
   return y;
 }
 
+/// An embedding's initializer: its `initializer` argument, else
+/// normal(stddev = 0.05) (Keras' default is uniform(-0.05, 0.05)).
+std::optional<InitializerAttr>
+ModelGen::embeddingInitializer(const BoundArgs &args, ast::Loc at) {
+  if (args.get("initializer"))
+    return buildInitializer(args.get("initializer"), at, "normal");
+  return InitializerAttr::get(
+      context, InitKind::normal,
+      builder.getDictionaryAttr(
+          builder.getNamedAttr("stddev", builder.getF64FloatAttr(0.05))));
+}
+
+/// False (with the error) unless an embedding's ids are i32 or i64.
+bool ModelGen::checkEmbeddingIds(Value ids, const BoundArgs &args,
+                                 ast::Loc at) {
+  auto type = cast<RankedTensorType>(ids.getType());
+  if (type.getElementType().isInteger(32) ||
+      type.getElementType().isInteger(64))
+    return true;
+  auto diag = error(at) << "embedding needs integer ids (i32 or i64), got "
+                        << formatType(type);
+  noteOrigin(diag, args.get("ids"), ids);
+  return false;
+}
+
 /// embedding(ids, vocab = dynamic, dim, capacity, admit_after, evict_after,
 /// initializer, partitions): a table without a fixed vocabulary. The
 /// variable NAME/embeddings holds `capacity` rows plus one reserved row (of
@@ -546,13 +571,7 @@ Value ModelGen::genDynamicEmbedding(Value ids, const LayerName &layer,
   std::optional<int64_t> admit = intArg(args, "admit_after", 1, 1, 1 << 30);
   std::optional<int64_t> evict =
       intArg(args, "evict_after", 0, 0, int64_t(1) << 40);
-  std::optional<InitializerAttr> init;
-  if (args.get("initializer"))
-    init = buildInitializer(args.get("initializer"), at, "normal");
-  else
-    init = InitializerAttr::get(context, InitKind::normal,
-                                builder.getDictionaryAttr(builder.getNamedAttr(
-                                    "stddev", builder.getF64FloatAttr(0.05))));
+  std::optional<InitializerAttr> init = embeddingInitializer(args, at);
   if (!dim || !partitions || !capacity || !admit || !evict || !init)
     return nullptr;
   switch (init->getKind()) {
@@ -573,13 +592,8 @@ Value ModelGen::genDynamicEmbedding(Value ids, const LayerName &layer,
         << *capacity << ")";
     return nullptr;
   }
-  if (!idsType.getElementType().isInteger(32) &&
-      !idsType.getElementType().isInteger(64)) {
-    auto diag = error(at) << "embedding needs integer ids (i32 or i64), got "
-                          << formatType(idsType);
-    noteOrigin(diag, args.get("ids"), ids);
+  if (!checkEmbeddingIds(ids, args, at))
     return nullptr;
-  }
   auto tableType = RankedTensorType::get({*capacity + *partitions, *dim},
                                          builder.getF32Type());
   Value table = layerVariable(layer, "embeddings", tableType, *init, at,
@@ -638,14 +652,7 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
     std::optional<int64_t> partitions =
         args.get("partitions") ? intArg(args, "partitions", 1, 1, kMaxDimSize)
                                : std::optional<int64_t>(1);
-    std::optional<InitializerAttr> init;
-    if (args.get("initializer"))
-      init = buildInitializer(args.get("initializer"), at, "normal");
-    else
-      init =
-          InitializerAttr::get(context, InitKind::normal,
-                               builder.getDictionaryAttr(builder.getNamedAttr(
-                                   "stddev", builder.getF64FloatAttr(0.05))));
+    std::optional<InitializerAttr> init = embeddingInitializer(args, at);
     if (!vocab || !dim || !partitions || !init)
       return nullptr;
     if (*partitions > *vocab) {
@@ -654,13 +661,8 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
           << *vocab << ")";
       return nullptr;
     }
-    if (!xt.getElementType().isInteger(32) &&
-        !xt.getElementType().isInteger(64)) {
-      auto diag = error(at) << "embedding needs integer ids (i32 or i64), got "
-                            << formatType(xt);
-      noteOrigin(diag, args.get("ids"), x);
+    if (!checkEmbeddingIds(x, args, at))
       return nullptr;
-    }
     auto tableType =
         RankedTensorType::get({*vocab, *dim}, builder.getF32Type());
     Value table = layerVariable(*layer, "embeddings", tableType, *init, at,

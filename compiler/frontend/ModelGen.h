@@ -256,6 +256,9 @@ private:
                      ast::Loc at);
   Value genDynamicEmbedding(Value ids, const LayerName &layer,
                             const BoundArgs &args, ast::Loc at);
+  std::optional<InitializerAttr> embeddingInitializer(const BoundArgs &args,
+                                                      ast::Loc at);
+  bool checkEmbeddingIds(Value ids, const BoundArgs &args, ast::Loc at);
   Value genBatchNorm(Value x, const LayerName &layer, const BoundArgs &args,
                      ast::Loc at);
   Value genAttention(Value query, const LayerName &layer, const BoundArgs &args,
