@@ -462,7 +462,28 @@ Status openPlanSource(const plan::Plan &plan, const plan::DataSource &source,
                       const char *role, const plan::Program &program,
                       std::shared_ptr<const data::Dataset> *out,
                       FeedLayout *layout) {
-  return openSource(plan, source, role, out, layout, {}, nullptr, &program);
+  DTF_RETURN_IF_ERROR(
+      openSource(plan, source, role, out, layout, {}, nullptr, &program));
+  if (layout->kind != FeedLayout::Kind::kColumns || !layout->hasLabels)
+    return Status::ok();
+  // The labels' input: named by the layout, else the model's last input (as
+  // bind() picks it for the program that trains or evaluates). An inference
+  // program that does not read it leaves the source's labels unread instead
+  // of binding them to its own last input.
+  std::string label = layout->labelInput;
+  if (label.empty()) {
+    const std::vector<PlanInput> model = planInputs(
+        plan.eval().ops_size() > 0 ? plan.eval() : plan.train_step());
+    if (model.empty())
+      return Status::ok();
+    label = model.back().name;
+  }
+  for (const PlanInput &in : planInputs(program))
+    if (in.name == label)
+      return Status::ok();
+  layout->hasLabels = false;
+  layout->labelInput.clear();
+  return Status::ok();
 }
 
 Status openPlanData(const plan::Plan &plan, PlanData *out, DataShard shard) {

@@ -48,6 +48,18 @@ echo "restored: $live2 rows live after 60 more steps ($made2 made, $evicted2 evi
 [ "$live2" -eq $((live + made2 - evicted2)) ] ||
   fail "after the restore $live2 rows live, not the $live restored + $made2 made - $evicted2 evicted"
 
+# --predict runs the inference program, which does not read the labels y:
+# the source's labels go unread (not to the last input, ids).
+timeout 120 "$bin/dtf-run" "$work/dyn.plan" --predict data --model-dir "$work/one" \
+  -o "$work/pred.csv" > "$work/pred.log" 2>&1 || { cat "$work/pred.log" >&2; fail "--predict data failed"; }
+[ "$(wc -l < "$work/pred.csv")" -eq 4001 ] || fail "--predict data wrote $(wc -l < "$work/pred.csv") lines, not 4001"
+[ "$(tail -n +2 "$work/pred.csv" | sort -u | wc -l)" -gt 1 ] || fail "--predict data: every example got the same logits"
+printf 'a,b,c,d,y\n1,2,3,4,0\n5,6,7,8,1\n9,10,11,12,0\n' > "$work/pred-in.csv"
+timeout 120 "$bin/dtf-run" "$work/dyn.plan" --predict "csv:$work/pred-in.csv" --model-dir "$work/one" \
+  -o "$work/pred2.csv" > "$work/pred2.log" 2>&1 || { cat "$work/pred2.log" >&2; fail "--predict csv failed"; }
+[ "$(wc -l < "$work/pred2.csv")" -eq 4 ] || fail "--predict csv wrote $(wc -l < "$work/pred2.csv") lines, not 4"
+echo "--predict: data and csv sources without a label input: ok"
+
 # 2. 2 ps + 2 workers, sync.
 cluster_json "$work/c22.json" 2 2
 timeout 300 "$bin/dtf-run" "$work/sync.plan" --cluster "$work/c22.json" --threads 1 \
