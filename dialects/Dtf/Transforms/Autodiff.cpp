@@ -410,6 +410,109 @@ func::FuncOp findModel(ModuleOp module) {
   return only;
 }
 
+/// Collects the dtf.slice_grad ops summed by a tree of same-type dtf.add
+/// ops rooted at `g` (the inner adds and the slice_grads each used only
+/// there). False for any other leaf.
+bool sliceGradLeaves(Value g, bool root, SmallVectorImpl<SliceGradOp> &leaves,
+                     SmallVectorImpl<Operation *> &adds) {
+  Operation *def = g.getDefiningOp();
+  if (!def || (!root && !g.hasOneUse()))
+    return false;
+  if (auto sg = dyn_cast<SliceGradOp>(def)) {
+    if (root)
+      return false;
+    leaves.push_back(sg);
+    return true;
+  }
+  auto add = dyn_cast<AddOp>(def);
+  if (!add || add.getLhs().getType() != g.getType() ||
+      add.getRhs().getType() != g.getType())
+    return false;
+  adds.push_back(def);
+  return sliceGradLeaves(add.getLhs(), false, leaves, adds) &&
+         sliceGradLeaves(add.getRhs(), false, leaves, adds);
+}
+
+/// A value sliced into pieces that tile it along one axis (an LSTM's four
+/// gates, each time step of an unrolled recurrence) gets, as its gradient,
+/// the sum of one zero-padded dtf.slice_grad per piece: n passes over the
+/// whole tensor to write zeros and n - 1 to add them. The pieces'
+/// gradients joined by one dtf.concat are the same values (each element
+/// of the sum is one piece's, plus zeros) in one pass.
+void joinSliceGradients(func::FuncOp train) {
+  SmallVector<AddOp> roots;
+  train.walk([&](AddOp add) {
+    Value r = add.getResult();
+    if (!r.hasOneUse() || !isa<AddOp>(*r.getUsers().begin()) ||
+        r.getUsers().begin()->getResult(0).getType() != r.getType())
+      roots.push_back(add);
+  });
+  for (AddOp root : roots) {
+    SmallVector<SliceGradOp> leaves;
+    SmallVector<Operation *> adds;
+    if (!sliceGradLeaves(root.getResult(), true, leaves, adds) ||
+        leaves.size() < 2)
+      continue;
+    auto out = typeOf(root.getResult());
+    const int64_t rank = out.getRank();
+    // The one axis the pieces split: every other begins at 0 and spans the
+    // whole output (static and equal, or both dynamic: a slice of size -1).
+    int64_t axis = -1;
+    bool ok = out.hasRank();
+    for (SliceGradOp sg : leaves) {
+      auto piece = typeOf(sg.getDy());
+      ArrayRef<int64_t> begin = sg.getBegin();
+      if (piece.getRank() != rank || int64_t(begin.size()) != rank ||
+          typeOf(sg.getOutput()) != out ||
+          piece.getElementType() != out.getElementType()) {
+        ok = false;
+        break;
+      }
+      for (int64_t d = 0; d < rank && ok; ++d) {
+        if (begin[d] == 0 && piece.getDimSize(d) == out.getDimSize(d))
+          continue;
+        if (piece.isDynamicDim(d) || out.isDynamicDim(d) ||
+            (axis >= 0 && axis != d))
+          ok = false;
+        else
+          axis = d;
+      }
+      if (!ok)
+        break;
+    }
+    if (!ok || axis < 0)
+      continue;
+    // The pieces, in order along the axis, must cover it exactly once.
+    llvm::sort(leaves, [&](SliceGradOp a, SliceGradOp b) {
+      return a.getBegin()[axis] < b.getBegin()[axis];
+    });
+    int64_t next = 0;
+    for (SliceGradOp sg : leaves) {
+      if (sg.getBegin()[axis] != next) {
+        ok = false;
+        break;
+      }
+      next += typeOf(sg.getDy()).getDimSize(axis);
+    }
+    if (!ok || next != out.getDimSize(axis))
+      continue;
+    OpBuilder b(root);
+    SmallVector<Value> pieces;
+    for (SliceGradOp sg : leaves)
+      pieces.push_back(sg.getDy());
+    auto concat = b.create<ConcatOp>(root.getLoc(), pieces, axis);
+    if (concat.getType() != out) {
+      concat.erase();
+      continue;
+    }
+    root.getResult().replaceAllUsesWith(concat.getResult());
+    for (Operation *add : adds) // the root first, then down the tree
+      add->erase();
+    for (SliceGradOp sg : leaves)
+      sg.erase();
+  }
+}
+
 struct AutodiffPass : public mlir::dtf::impl::DtfAutodiffBase<AutodiffPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -485,6 +588,7 @@ struct AutodiffPass : public mlir::dtf::impl::DtfAutodiffBase<AutodiffPass> {
       types.push_back(v.getType());
     train.setType(b.getFunctionType({}, types));
     train.setAllResultAttrs(resultAttrs);
+    joinSliceGradients(train);
   }
 };
 

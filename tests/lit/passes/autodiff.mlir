@@ -68,3 +68,44 @@ module attributes {dtf.model = "m"} {
 // CHECK: %[[G2:.*]] = dtf.mul
 // CHECK: %[[SUM:.*]] = dtf.add %[[G2]], %[[G1]]
 // CHECK: return %{{.*}}, %[[SUM]]
+
+// -----
+
+// A value sliced into pieces that tile it along one axis (an LSTM's gates)
+// gets its pieces' gradients joined by one dtf.concat, in the axis's order,
+// not a sum of zero-padded slice_grads. Pieces that leave a gap keep the sum.
+module attributes {dtf.model = "m"} {
+  dtf.variable @W : tensor<4x6xf32> = #dtf.init<ones> {trainable}
+  dtf.variable @V : tensor<4x6xf32> = #dtf.init<ones> {trainable}
+  func.func @m() -> (tensor<f32> {dtf.name = "loss"}) {
+    %x = dtf.input "x" : tensor<?x4xf32>
+    %w = dtf.read_variable @W : tensor<4x6xf32>
+    %z = dtf.matmul %x, %w : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+    %a = dtf.slice %z begin [0, 0] size [-1, 2] : tensor<?x6xf32> -> tensor<?x2xf32>
+    %c = dtf.slice %z begin [0, 4] size [-1, 2] : tensor<?x6xf32> -> tensor<?x2xf32>
+    %b = dtf.slice %z begin [0, 2] size [-1, 2] : tensor<?x6xf32> -> tensor<?x2xf32>
+    %ta = dtf.tanh %a : tensor<?x2xf32>
+    %sb = dtf.sigmoid %b : tensor<?x2xf32>
+    %p = dtf.mul %ta, %sb : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+    %q = dtf.mul %p, %c : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+    %v = dtf.read_variable @V : tensor<4x6xf32>
+    %y = dtf.matmul %x, %v : (tensor<?x4xf32>, tensor<4x6xf32>) -> tensor<?x6xf32>
+    %g1 = dtf.slice %y begin [0, 0] size [-1, 2] : tensor<?x6xf32> -> tensor<?x2xf32>
+    %g2 = dtf.slice %y begin [0, 4] size [-1, 2] : tensor<?x6xf32> -> tensor<?x2xf32>
+    %r = dtf.mul %g1, %g2 : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+    %s = dtf.add %q, %r : (tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x2xf32>
+    %l = dtf.sum %s : tensor<?x2xf32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @train_step()
+// CHECK: dtf.slice_grad %{{.*}} begin [0, 4]
+// CHECK: dtf.slice_grad %{{.*}} begin [0, 0]
+// CHECK: dtf.add
+// CHECK: %[[DB:.*]] = dtf.sigmoid_grad
+// CHECK: %[[DA:.*]] = dtf.tanh_grad
+// CHECK: %[[DZ:.*]] = dtf.concat %[[DA]], %[[DB]], %{{.*}} axis 1 : (tensor<?x2xf32>, tensor<?x2xf32>, tensor<?x2xf32>) -> tensor<?x6xf32>
+// CHECK-NOT: dtf.slice_grad
+// CHECK: dtf.matmul %{{.*}}, %[[DZ]] transpose_a
+// CHECK-NEXT: return

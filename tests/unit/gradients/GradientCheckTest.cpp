@@ -353,6 +353,11 @@ const Case kCases[] = {
     {"broadcast_to", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(broadcast_to(w, [3, 4]) * broadcast_to(w, [3, 4]))"},
     {"slice", "  input x: $T[B, 3]", "$T[4, 5]",
      "    s = slice(w, begin = [1, 2], size = [2, -1])\n    loss = sum(s * s * 3) + sum(x)"},
+    // Pieces that tile w along axis 1: their gradients are joined by one
+    // concat (dtf-autodiff), not summed as zero-padded slice_grads.
+    {"slices_tiling", "  input x: $T[B, 3]", "$T[4, 6]",
+     "    a = slice(w, begin = [0, 4], size = [-1, 2])\n    b = slice(w, begin = [0, 0], size = [-1, 2])\n"
+     "    c = slice(w, begin = [0, 2], size = [-1, 2])\n    loss = sum(tanh(a) * b * b + c * 3) + sum(x)"},
     {"concat", "  input x: $T[B, 3]", "$T[3]", "    c = concat([w, w * w], axis = 0)\n    loss = sum(c * c)"},
     {"sum_axis", "  input x: $T[B, 3]", "$T[2, 3]", "    s = sum(w * w, axis = 1)\n    loss = sum(s * s)"},
     {"mean_keep_dims", "  input x: $T[B, 3]", "$T[2, 3]", "    m = mean(w, axis = 0, keep_dims = true)\n    loss = sum(m * m * x)"},
