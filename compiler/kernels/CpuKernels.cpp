@@ -11,11 +11,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -129,8 +131,9 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
                       rowSize);
 }
 
-// The passes from the loops to the LLVM dialect. libm calls for what LLVM
-// has no intrinsic for (tanh); exp and log become intrinsics that LLVM
+// The passes from the loops to the LLVM dialect, after f32 exp, log and
+// tanh became polynomials (lowerKernelsToLLVM). f64: libm calls for what
+// LLVM has no intrinsic for (tanh); exp and log become intrinsics that LLVM
 // lowers to the same libm calls the op-by-op kernels make.
 constexpr const char *kLowerToLLVM =
     "builtin.module(convert-scf-to-cf,convert-math-to-llvm,"
@@ -286,6 +289,17 @@ LogicalResult mlir::dtf::buildCpuKernelFuncs(ModuleOp module,
 LogicalResult mlir::dtf::lowerKernelsToLLVM(ModuleOp kernels) {
   static std::once_flag registered;
   std::call_once(registered, [] { registerConversionPasses(); });
+  // f32 exp, log and tanh (sigmoid is 1 / (1 + exp(-x))) as MLIR's
+  // polynomial approximations: branch-free arithmetic the loop vectorizer
+  // makes 8-wide, where libm's expf/logf/tanhf calls keep the loop scalar
+  // (a tanh took 20 ns; the LSTM spent a third of its step in tanhf).
+  // f64 keeps libm. docs/kernels.md gives the accuracy.
+  {
+    RewritePatternSet patterns(kernels.getContext());
+    populateMathPolynomialApproximationPatterns(patterns);
+    if (failed(applyPatternsAndFoldGreedily(kernels, std::move(patterns))))
+      return failure();
+  }
   FailureOr<OpPassManager> pipeline = parsePassPipeline(kLowerToLLVM);
   if (failed(pipeline))
     return failure();
