@@ -449,7 +449,8 @@ TEST(GeneratedKernels, ApproximatedFunctionsStayWithinAFewUlpsOfLibm) {
            "  graph {\n    t = tanh(maximum(x, -100.0))\n"
            "    e = exp(maximum(x, -87.0))\n    l = log(maximum(x, 1e-30))\n"
            "    loss = mean(t) + mean(e) + mean(l) + sum(w * w)\n  }\n"
-           "  train {\n    optimizer = sgd(learning_rate = 0.1)\n    batch = 4\n"
+           "  train {\n    optimizer = sgd(learning_rate = 0.1)\n    batch = "
+           "4\n"
            "    steps = 1\n    data = synthetic(examples = 8)\n  }\n}\n";
   }
   dtf::plan::Plan plan;
@@ -497,8 +498,8 @@ TEST(GeneratedKernels, ApproximatedFunctionsStayWithinAFewUlpsOfLibm) {
       for (const auto &v : kernel.values())
         if (v.id() == kernel.inputs(i))
           scalar = v.type().shape().dims_size() == 0;
-      dtf::Tensor t = dtf::Tensor::allocate(
-          dtf::DType::F32, {scalar ? 1 : int64_t(xs.size())});
+      dtf::Tensor t = dtf::Tensor::allocate(dtf::DType::F32,
+                                            {scalar ? 1 : int64_t(xs.size())});
       if (scalar)
         t = dtf::Tensor::allocate(dtf::DType::F32, {});
       float *d = t.data<float>();
