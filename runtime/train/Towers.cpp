@@ -191,11 +191,12 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
   DTF_RETURN_IF_ERROR(allReduce_->reduce(values, weights, out));
   if (!update_)
     return Status::ok(); // the driver pushes tower 0's sends
+  // The update reads tower 0's sends in place: they live until its next
+  // run, after this update.
   for (const auto &[i, feed] : updateFeeds_) {
-    const Tensor &t = train_->fetch(i);
-    Tensor copy = Tensor::allocate(t.dtype(), t.shape());
-    std::memcpy(copy.rawData(), t.rawData(), t.byteSize());
-    DTF_RETURN_IF_ERROR(update_->setFeed(feed, std::move(copy)));
+    Tensor &t = *train_->mutableFetch(i);
+    DTF_RETURN_IF_ERROR(update_->setFeed(
+        feed, Tensor::view(t.dtype(), t.shape(), t.rawData())));
   }
   Status s = update_->run(uint64_t(globalStep));
   if (!s.isOk())
