@@ -10,7 +10,6 @@
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace dtf::train {
 
