@@ -271,6 +271,7 @@ int main(int argc, char **argv) {
     }
     mlir::dtf::DtfFuseOptions fuseOptions;
     fuseOptions.reductions = fuseReductions;
+    fuse.addPass(mlir::dtf::createDtfFuseLibrary());
     fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));
     if (mlir::failed(fuse.run(*module))) {
       diagnostics.printSummary();

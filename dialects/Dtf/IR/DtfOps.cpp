@@ -252,6 +252,33 @@ LogicalResult Conv2DOp::inferReturnTypes(MLIRContext *,
                     results);
 }
 
+LogicalResult Conv2DBiasOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &results) {
+  auto emitError = errorEmitterAt(loc);
+  FailureOr<RankedTensorType> input =
+      rankedType(adaptor.getInput(), "conv2d_bias", emitError);
+  FailureOr<RankedTensorType> filter =
+      rankedType(adaptor.getFilter(), "conv2d_bias", emitError);
+  FailureOr<RankedTensorType> bias =
+      rankedType(adaptor.getBias(), "conv2d_bias", emitError);
+  if (failed(input) || failed(filter) || failed(bias))
+    return failure();
+  if (bias->getRank() != 1 || filter->getRank() != 4 ||
+      bias->getDimSize(0) != filter->getDimSize(3) ||
+      bias->getElementType() != input->getElementType())
+    return emitError() << "conv2d_bias expects a bias of one "
+                       << input->getElementType()
+                       << " per output channel (the filter's last dimension), "
+                          "got "
+                       << *bias << " for filter " << *filter;
+  return pushResult(inferConv2D(*input, *filter, adaptor.getStrides(),
+                                adaptor.getDilations(), adaptor.getPadding(),
+                                emitError),
+                    results);
+}
+
 template <typename PoolOp>
 static LogicalResult inferPoolOp(StringRef name, std::optional<Location> loc,
                                  typename PoolOp::Adaptor adaptor,

@@ -262,6 +262,28 @@ def Dtf_Conv2DOp : Dtf_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
                        "functional-type(operands, results)";
 }
 
+def Dtf_Conv2DBiasOp : Dtf_Op<"conv2d_bias", [Pure, InferTypeOpAdaptor]> {
+  let summary = "conv2d, plus a bias of one value per output channel, optionally then relu";
+  let description = [{
+    `conv2d(input, filter) + bias`, with `relu` then `max(., 0)`, as one
+    library call (oneDNN's convolution with a bias and a relu post-op).
+    dtf-fuse-library makes it from conv2d, a bias add and relu placed on the
+    CPU; the front end never emits it.
+
+    ```mlir
+    %y = dtf.conv2d_bias %x, %k, %b padding same strides [1, 1] dilations [1, 1] relu
+        : (tensor<?x28x28x1xf32>, tensor<5x5x1x32xf32>, tensor<32xf32>) -> tensor<?x28x28x32xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$input, Dtf_FloatTensor:$filter,
+                       Dtf_FloatTensor:$bias, Dtf_Padding:$padding,
+                       Dtf_Pair:$strides, Dtf_Pair:$dilations, UnitAttr:$relu);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$input `,` $filter `,` $bias `padding` $padding `strides` $strides "
+                       "`dilations` $dilations (`relu` $relu^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+}
+
 class Dtf_PoolOp<string mnemonic, string what>
     : Dtf_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
   let summary = what # " pooling over windows of an NHWC tensor";

@@ -59,4 +59,18 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }
 
+def DtfFuseLibrary : Pass<"dtf-fuse-library", "::mlir::ModuleOp"> {
+  let summary = "Folds a bias add and relu into the convolution before them";
+  let description = [{
+    Where the library fuses better than a generated kernel: a CPU-placed f32
+    `conv2d` used only by an `add` of a bias (one value per output channel),
+    and that add used only by `relu` (and by `relu_grad` as its x), become one
+    `conv2d_bias` (with `relu`), which dtf-run runs as one oneDNN convolution
+    with a bias and a relu post-op. `relu_grad` then reads the relu's result,
+    which is positive where its input was. Convolutions placed on a GPU are
+    left alone. dtfc runs it before dtf-fuse, unless `--fusion=off`.
+  }];
+  let dependentDialects = ["::mlir::dtf::DtfDialect"];
+}
+
 #endif // DTF_PASSES_TD

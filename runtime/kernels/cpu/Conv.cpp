@@ -64,7 +64,9 @@ dnnl::convolution_forward::primitive_desc forwardPd(const ConvDescs &d,
 enum ConvKind : int64_t {
   kForward = 1,
   kBackwardData = 2,
-  kBackwardWeights = 3
+  kBackwardWeights = 3,
+  kForwardBias = 4,     // conv2d_bias
+  kForwardBiasRelu = 5, // conv2d_bias with relu
 };
 
 // The filter [KH, KW, C, OC] of conv2d and its gradients.
@@ -249,6 +251,83 @@ Status conv2dKernel(KernelContext &ctx) {
   });
 }
 
+// y += bias per channel (the last dim), then y = max(y, 0) with relu: the
+// f64 path and empty inputs of conv2d_bias.
+template <typename T>
+void addBiasRelu(Tensor &y, const Tensor &bias, bool relu, ThreadPool *pool) {
+  const int64_t c = bias.numElements();
+  const T *b = bias.data<T>();
+  T *p = y.data<T>();
+  parallelFor(pool, c ? y.numElements() / c : 0, 64,
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t r = lo; r < hi; ++r)
+                  for (int64_t k = 0; k < c; ++k) {
+                    T v = p[r * c + k] + b[k];
+                    p[r * c + k] = relu && v < T(0) ? T(0) : v;
+                  }
+              });
+}
+
+// conv2d(x, f) + bias, then relu with the `relu` attribute: one oneDNN
+// convolution with a bias and an eltwise_relu post-op (dtf-fuse-library).
+Status conv2dBiasKernel(KernelContext &ctx) {
+  const char *name = "dtf.conv2d_bias";
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 3));
+  const Tensor &x = ctx.input(0), &f = ctx.input(1), &bias = ctx.input(2);
+  DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, x, f));
+  DTF_RETURN_IF_ERROR(requireSameDType(name, x, bias));
+  Window2D w;
+  DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), f.shape(), &w));
+  if (bias.shape() != std::vector<int64_t>{w.oc})
+    return errorStatus(name, " expects a bias of shape [", w.oc,
+                       "] (the filter's output channels), got ",
+                       bias.describe());
+  const bool relu = ctx.getBool("relu");
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(
+      ctx.allocateOutput(0, x.dtype(), {w.n, w.oh, w.ow, w.oc}, &out));
+  if (out->numElements() == 0)
+    return Status::ok();
+  if (x.numElements() == 0 || f.numElements() == 0 || x.dtype() == DType::F64) {
+    if (x.numElements() == 0 || f.numElements() == 0)
+      std::memset(out->rawData(), 0, out->byteSize());
+    else
+      refConvForward(w, x.data<double>(), f.data<double>(), out->data<double>(),
+                     ctx.threadPool());
+    if (x.dtype() == DType::F64)
+      addBiasRelu<double>(*out, bias, relu, ctx.threadPool());
+    else
+      addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
+    return Status::ok();
+  }
+  return guardDnnl(name, [&] {
+    auto prim =
+        convCache().get(w.key(relu ? kForwardBiasRelu : kForwardBias), [&] {
+          ConvDescs d = convDescs(w);
+          memory::desc b({w.oc}, memory::data_type::f32, Tag::x);
+          dnnl::convolution_forward::desc desc(
+              dnnl::prop_kind::forward_inference,
+              dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny, b,
+              d.dstAny, d.strides, d.dilates, d.padL, d.padR);
+          dnnl::primitive_attr attr;
+          if (relu) {
+            dnnl::post_ops ops;
+            ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+            attr.set_post_ops(ops);
+          }
+          dnnl::convolution_forward::primitive_desc pd(desc, attr, cpuEngine());
+          return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
+                                  {{DNNL_ARG_SRC, d.src, false},
+                                   {DNNL_ARG_WEIGHTS, d.weights, false},
+                                   {DNNL_ARG_BIAS, b, false},
+                                   {DNNL_ARG_DST, d.dst, true}});
+        });
+    prim->execute({ptr(x), ptr(f), ptr(bias), out->rawData()});
+    return Status::ok();
+  });
+}
+
 // Reads a 4-D shape attribute whose -1 entries are taken from `like`.
 Status shapeAttr(const KernelContext &ctx, const char *op, const char *attr,
                  const std::vector<int64_t> &like, std::vector<int64_t> *out) {
@@ -368,6 +447,7 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
 
 void registerConvKernels(KernelRegistry &registry) {
   registry.add("dtf.conv2d", conv2dKernel);
+  registry.add("dtf.conv2d_bias", conv2dBiasKernel);
   registry.add("dtf.conv2d_backprop_input", conv2dBackpropInputKernel);
   registry.add("dtf.conv2d_backprop_filter", conv2dBackpropFilterKernel);
 }

@@ -227,16 +227,24 @@ private:
   }
 
   // NHWC -> NCHW, the ONNX op, NCHW -> NHWC.
+  /// `after` (an elementwise ONNX op, e.g. Relu) runs on the result before
+  /// it goes back to NHWC.
   void nchw(const plan::Op &op, const std::string &opType,
             std::vector<std::string> extraInputs,
-            const std::function<void(onnx::NodeProto *)> &setAttrs) {
+            const std::function<void(onnx::NodeProto *)> &setAttrs,
+            const char *after = nullptr) {
     const std::string in = fresh("nchw");
     setInts(node(op, "Transpose", {name(op.inputs(0))}, {in}), "perm",
             {0, 3, 1, 2});
-    const std::string out = fresh("nchw");
+    std::string out = fresh("nchw");
     extraInputs.insert(extraInputs.begin(), in);
     onnx::NodeProto *n = node(op, opType, extraInputs, {out});
     setAttrs(n);
+    if (after) {
+      const std::string next = fresh("nchw");
+      node(op, after, {out}, {next});
+      out = next;
+    }
     setInts(node(op, "Transpose", {out}, {name(op.outputs(0))}), "perm",
             {0, 2, 3, 1});
   }
@@ -314,22 +322,32 @@ private:
       node(op, "MatMul", {a, b}, {out()});
       return Status::ok();
     }
-    if (kind == "dtf.conv2d") {
-      // The filter HWIO -> OIHW.
+    if (kind == "dtf.conv2d" || kind == "dtf.conv2d_bias") {
+      // The filter HWIO -> OIHW; conv2d_bias adds ONNX Conv's bias input B
+      // and, with `relu`, a Relu.
       const std::string filter = fresh("oihw");
       setInts(node(op, "Transpose", {in(1)}, {filter}), "perm", {3, 2, 0, 1});
       const std::vector<int64_t> f = dims(op.inputs(1));
-      nchw(op, "Conv", {filter}, [&](onnx::NodeProto *n) {
-        setString(n, "auto_pad", autoPad(op));
-        if (f.size() == 4)
-          setInts(n, "kernel_shape", {f[0], f[1]});
-        std::vector<int64_t> strides = ints(op, "strides");
-        std::vector<int64_t> dilations = ints(op, "dilations");
-        setInts(n, "strides",
-                strides.size() == 2 ? strides : std::vector<int64_t>{1, 1});
-        setInts(n, "dilations",
-                dilations.size() == 2 ? dilations : std::vector<int64_t>{1, 1});
-      });
+      std::vector<std::string> inputs = {filter};
+      const bool biased = kind == "dtf.conv2d_bias";
+      if (biased)
+        inputs.push_back(in(2));
+      const bool withRelu = biased && flag(op, "relu");
+      nchw(
+          op, "Conv", inputs,
+          [&](onnx::NodeProto *n) {
+            setString(n, "auto_pad", autoPad(op));
+            if (f.size() == 4)
+              setInts(n, "kernel_shape", {f[0], f[1]});
+            std::vector<int64_t> strides = ints(op, "strides");
+            std::vector<int64_t> dilations = ints(op, "dilations");
+            setInts(n, "strides",
+                    strides.size() == 2 ? strides : std::vector<int64_t>{1, 1});
+            setInts(n, "dilations",
+                    dilations.size() == 2 ? dilations
+                                          : std::vector<int64_t>{1, 1});
+          },
+          withRelu ? "Relu" : nullptr);
       return Status::ok();
     }
     if (kind == "dtf.max_pool" || kind == "dtf.avg_pool") {

@@ -26,7 +26,7 @@
 // PTX: .target sm_80
 // PTX: .visible .entry dtf_fused_0(
 // PTX-NEXT: .param .u64 dtf_fused_0_param_0,
-// PTX: .visible .entry dtf_fused_7(
+// PTX: .visible .entry dtf_fused_3(
 
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=ptx --cuda-toolkit=/nonexistent 2>&1 | FileCheck %s --check-prefix=NOCUDA
 // NOCUDA: dtfc: error: the plan has no GPU kernels (no CUDA toolkit at /nonexistent)

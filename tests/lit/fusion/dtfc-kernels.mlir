@@ -8,23 +8,25 @@
 // ROWS-NOT: reduce:
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=some 2>&1 | FileCheck %s --check-prefix=BADRED
 // BADRED: --fuse-reductions must be rows, all or none, not 'some'
-// LIST: dtf_fused_0: 2 ops, 2 inputs, 2 outputs, over f32[B,28,28,32]
-// LIST-NEXT:   dtf.add  {{.*}}mnist_cnn.dtf:39:10
-// LIST-NEXT:   dtf.relu  {{.*}}mnist_cnn.dtf:39:10
-// LIST: dtf_fused_3: 2 ops, 2 inputs, 1 outputs, over f32[B]
+// The convolutions' bias adds and relus go to oneDNN (conv2d_bias, below):
+// the dense layer's stay a generated kernel.
+// LIST: dtf_fused_0: 2 ops, 2 inputs, 2 outputs, over f32[B,500]
+// LIST-NEXT:   dtf.add  {{.*}}mnist_cnn.dtf:43:10
+// LIST-NEXT:   dtf.relu  {{.*}}mnist_cnn.dtf:43:10
+// LIST: dtf_fused_1: 2 ops, 2 inputs, 1 outputs, over f32[B]
 // LIST-NEXT:   dtf.compare  {{.*}}mnist_cnn.dtf:47:44
 // LIST-NEXT:   dtf.cast  {{.*}}mnist_cnn.dtf:47:21
 // With --fuse-reductions=all, each layer's relu_grad with its bias gradient:
 // one loop over the bias's elements, summing the leading axes (by default,
 // rows only, the seed CNN has no reduced kernel).
-// LIST: dtf_fused_4: 2 ops, 3 inputs, 2 outputs, over f32[B,500], reduce:rk
+// LIST: dtf_fused_2: 2 ops, 3 inputs, 2 outputs, over f32[B,500], reduce:rk
 // LIST-NEXT:   dtf.relu_grad  {{.*}}mnist_cnn.dtf:43:10
 // LIST-NEXT:   dtf.sum_to_shape  {{.*}}mnist_cnn.dtf:43:10
-// LIST: dtf_fused_6: 2 ops, 3 inputs, 2 outputs, over f32[B,28,28,32], reduce:rrrk
+// LIST: dtf_fused_4: 2 ops, 3 inputs, 2 outputs, over f32[B,28,28,32], reduce:rrrk
 
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=fused-mlir | FileCheck %s --check-prefix=MLIR
 // MLIR: func.func @train_step
-// MLIR: dtf.conv2d
+// MLIR: dtf.conv2d_bias {{.*}} relu
 // MLIR: dtf.fused
 // MLIR: dtf.add
 // MLIR-NEXT: dtf.relu
@@ -37,6 +39,9 @@
 
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fusion=off --emit=kernels | FileCheck %s --check-prefix=OFF
 // OFF: no fused kernels
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fusion=off --emit=fused-mlir | FileCheck %s --check-prefix=NOLIB
+// NOLIB-NOT: conv2d_bias
+// NOLIB: dtf.conv2d
 
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fusion=maybe 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: Cannot find option named 'maybe'

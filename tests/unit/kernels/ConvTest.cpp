@@ -156,6 +156,65 @@ TEST(Conv2D, RepeatedCallsReuseTheCachedPrimitiveAndOutput) {
   EXPECT_TRUE(near(run.out(), outShape, want, 1e-5, 1e-5));
 }
 
+// conv2d_bias (dtf-fuse-library's conv + bias [+ relu] as one oneDNN call
+// with post-ops) gives, bit for bit, conv2d followed by the bias add and relu
+// in float32; f64 runs the reference loops; a bias of the wrong size is an
+// error naming the expected shape.
+TEST(Conv2D, BiasAndReluPostOpsEqualTheSeparateOpsBitForBit) {
+  Rng rng;
+  for (const ConvCase &c : kCases)
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(describe(c) + (relu ? " relu" : ""));
+      Values x = rng.uniform(numElementsOf(c.x)),
+             f = rng.uniform(numElementsOf(c.f)), b = rng.uniform(c.f[3]);
+      KernelRun conv("dtf.conv2d");
+      convAttrs(conv, c).in(test::f32(c.x, x)).in(test::f32(c.f, f));
+      ASSERT_EQ(errorOf(conv), "");
+      KernelRun fused("dtf.conv2d_bias");
+      convAttrs(fused, c)
+          .attr("relu", relu)
+          .in(test::f32(c.x, x))
+          .in(test::f32(c.f, f))
+          .in(test::f32({c.f[3]}, b));
+      ASSERT_EQ(errorOf(fused), "");
+      const Tensor &y = conv.out(), &got = fused.out();
+      ASSERT_EQ(got.shape(), y.shape());
+      const int64_t oc = c.f[3];
+      int64_t negatives = 0;
+      for (int64_t i = 0; i < y.numElements(); ++i) {
+        float want = y.data<float>()[i] + float(b[size_t(i % oc)]);
+        negatives += want < 0;
+        if (relu && want < 0)
+          want = 0;
+        ASSERT_EQ(got.data<float>()[i], want) << "element " << i;
+      }
+      EXPECT_GT(negatives, 0) << "no negative sum: relu went untested";
+
+      Shape outShape;
+      Values ref = refConv(c, x, f, &outShape);
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ref[i] += b[i % size_t(oc)];
+        if (relu && ref[i] < 0)
+          ref[i] = 0;
+      }
+      KernelRun f64Run("dtf.conv2d_bias");
+      convAttrs(f64Run, c)
+          .attr("relu", relu)
+          .in(test::f64(c.x, x))
+          .in(test::f64(c.f, f))
+          .in(test::f64({c.f[3]}, b));
+      ASSERT_EQ(errorOf(f64Run), "");
+      EXPECT_TRUE(near(f64Run.out(), outShape, ref, 1e-12, 1e-12));
+    }
+  KernelRun bad("dtf.conv2d_bias");
+  convAttrs(bad, kCases[0])
+      .in(test::f32(kCases[0].x, Values(numElementsOf(kCases[0].x), 1.0)))
+      .in(test::f32(kCases[0].f, Values(numElementsOf(kCases[0].f), 1.0)))
+      .in(test::f32({3}, Values(3, 1.0)));
+  EXPECT_NE(errorOf(bad).find("expects a bias of shape [4]"), std::string::npos)
+      << errorOf(bad);
+}
+
 TEST(Conv2D, BadShapesAndAttributesAreErrors) {
   KernelRun channels("dtf.conv2d");
   channels.in(test::f32({1, 5, 5, 3}, Values(75)))

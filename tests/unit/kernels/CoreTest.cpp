@@ -183,7 +183,7 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       "dtf.add", "dtf.sub", "dtf.mul", "dtf.div", "dtf.maximum", "dtf.minimum",
       "dtf.pow", "dtf.compare", "dtf.select", "dtf.neg", "dtf.relu", "dtf.exp",
       "dtf.log", "dtf.sqrt", "dtf.rsqrt", "dtf.sigmoid", "dtf.tanh", "dtf.cast",
-      "dtf.matmul", "dtf.conv2d", "dtf.max_pool", "dtf.avg_pool", "dtf.reshape",
+      "dtf.matmul", "dtf.conv2d", "dtf.conv2d_bias", "dtf.max_pool", "dtf.avg_pool", "dtf.reshape",
       "dtf.transpose", "dtf.concat", "dtf.slice", "dtf.slice_grad", "dtf.broadcast_to", "dtf.sum",
       "dtf.mean", "dtf.max", "dtf.argmax", "dtf.softmax", "dtf.log_softmax",
       "dtf.softmax_cross_entropy", "dtf.sparse_softmax_cross_entropy",

@@ -1,0 +1,95 @@
+// dtf-fuse-library: a convolution, its bias add and relu as one library call
+// (oneDNN post-ops) where the ops run on the CPU.
+#include "dialects/Dtf/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::dtf {
+#define GEN_PASS_DEF_DTFFUSELIBRARY
+#include "dialects/Dtf/Transforms/Passes.h.inc"
+} // namespace mlir::dtf
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+namespace {
+
+/// True for an op the plan places on a GPU (`dtf.device` naming one): those
+/// keep conv2d, which runs on cuDNN there.
+bool onGpu(Operation *op) {
+  auto device = op->getAttrOfType<StringAttr>("dtf.device");
+  return device && StringRef(device.getValue().lower()).contains("gpu");
+}
+
+/// Folds `relu(conv2d(x, f) + b)` (or without the relu) into one
+/// conv2d_bias. Returns true when it did.
+bool foldConv(Conv2DOp conv) {
+  auto outType = cast<RankedTensorType>(conv.getType());
+  if (!outType.getElementType().isF32() || onGpu(conv) ||
+      !conv.getResult().hasOneUse())
+    return false;
+  auto add = dyn_cast<AddOp>(*conv.getResult().getUsers().begin());
+  if (!add || add.getType() != outType ||
+      add->getAttr("dtf.device") != conv->getAttr("dtf.device"))
+    return false;
+  Value bias = add.getLhs() == conv.getResult() ? add.getRhs() : add.getLhs();
+  auto biasType = dyn_cast<RankedTensorType>(bias.getType());
+  if (bias == conv.getResult() || !biasType || biasType.getRank() != 1 ||
+      biasType.getDimSize(0) != outType.getDimSize(3) ||
+      biasType.getElementType() != outType.getElementType())
+    return false;
+
+  // relu joins when every other user of the sum is a relu_grad reading it
+  // as x (which the relu's result can stand for: positive exactly where the
+  // sum is).
+  ReluOp relu;
+  SmallVector<ReluGradOp> grads;
+  bool withRelu = true;
+  for (Operation *user : add.getResult().getUsers()) {
+    if (auto r = dyn_cast<ReluOp>(user);
+        r && !relu && r->getAttr("dtf.device") == conv->getAttr("dtf.device")) {
+      relu = r;
+      continue;
+    }
+    auto g = dyn_cast<ReluGradOp>(user);
+    if (g && g.getX() == add.getResult() && g.getDy() != add.getResult()) {
+      grads.push_back(g);
+      continue;
+    }
+    withRelu = false;
+  }
+  if (!relu)
+    withRelu = false;
+  OpBuilder b(withRelu ? relu.getOperation() : add.getOperation());
+  auto fused = b.create<Conv2DBiasOp>(
+      conv.getLoc(), conv.getInput(), conv.getFilter(), bias,
+      conv.getPaddingAttr(), conv.getStridesAttr(), conv.getDilationsAttr(),
+      withRelu ? b.getUnitAttr() : UnitAttr());
+  if (auto device = conv->getAttr("dtf.device"))
+    fused->setAttr("dtf.device", device);
+  if (withRelu) {
+    for (ReluGradOp g : grads)
+      g.getXMutable().assign(fused.getResult());
+    relu.getResult().replaceAllUsesWith(fused.getResult());
+    relu.erase();
+  } else {
+    // Whatever reads the sum (a relu_grad among them) reads it from here.
+    add.getResult().replaceAllUsesWith(fused.getResult());
+  }
+  add.erase();
+  conv.erase();
+  return true;
+}
+
+struct FuseLibraryPass
+    : public mlir::dtf::impl::DtfFuseLibraryBase<FuseLibraryPass> {
+  void runOnOperation() override {
+    SmallVector<Conv2DOp> convs;
+    getOperation().walk([&](Conv2DOp c) { convs.push_back(c); });
+    for (Conv2DOp c : convs)
+      foldConv(c);
+  }
+};
+
+} // namespace
