@@ -114,6 +114,7 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
     reducedSends_.push_back(i);
     elements.push_back(n);
   }
+  towerPool_ = std::make_unique<ThreadPool>(towers_);
   std::string note;
   DTF_RETURN_IF_ERROR(
       gpu::TowerAllReduce::create(gpus, elements, &allReduce_, &note));
@@ -147,22 +148,37 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
   // more.
   const size_t n = batch.size(), towers = size_t(towers_);
   std::vector<float> weights;
+  std::vector<size_t> begins;
   size_t begin = 0;
   for (size_t k = 0; k < towers; ++k) {
     const size_t take = n / towers + (k < n % towers ? 1 : 0);
     if (take == 0)
       return errorStatus("a batch of ", n, " examples leaves tower ", k,
                          " none");
-    exec::Executor &e = towerExecutor(int(k));
-    BatchFeeder &feeder = k == 0 ? *trainFeeder_ : *towerFeeders_[k - 1];
-    DTF_RETURN_IF_ERROR(feeder.feed(slice(batch, begin, begin + take)));
-    DTF_RETURN_IF_ERROR(feedLearningRate(e, globalStep));
-    Status s = e.run(uint64_t(globalStep));
-    if (!s.isOk())
-      return errorStatus("tower ", k, ": ", s.message());
     weights.push_back(float(double(take) / double(n)));
+    begins.push_back(begin);
     begin += take;
   }
+  begins.push_back(n);
+  // The towers run at the same time, one per thread of towerPool_: each
+  // feeds its share and runs its step on its own GPU (its executor, feeder
+  // and device are its own; the variables are only read until the update).
+  std::vector<Status> status(towers);
+  towerPool_->parallelFor(int64_t(towers), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      exec::Executor &e = towerExecutor(int(k));
+      BatchFeeder &feeder = k == 0 ? *trainFeeder_ : *towerFeeders_[k - 1];
+      Status s = feeder.feed(slice(batch, begins[k], begins[k + 1]));
+      if (s.isOk())
+        s = feedLearningRate(e, globalStep);
+      if (s.isOk())
+        s = e.run(uint64_t(globalStep));
+      status[k] = std::move(s);
+    }
+  });
+  for (size_t k = 0; k < towers; ++k)
+    if (!status[k].isOk())
+      return errorStatus("tower ", k, ": ", status[k].message());
   // The metrics: each tower's mean, weighted by its share, into tower 0's
   // fetch (a scalar metric becomes the whole batch's mean).
   for (int i = 0; i < numMetrics_; ++i) {

@@ -268,6 +268,9 @@ private:
   int towers_ = 1;
   std::vector<std::unique_ptr<exec::Executor>> towerExecs_;
   std::vector<std::unique_ptr<BatchFeeder>> towerFeeders_;
+  /// One thread per tower: the towers' steps run at the same time, each
+  /// queueing its own GPU's work.
+  std::unique_ptr<ThreadPool> towerPool_;
   std::unique_ptr<gpu::TowerAllReduce> allReduce_;
   std::vector<int> reducedSends_; // fetch indices of the f32 sends
   std::unique_ptr<exec::Executor> update_;
