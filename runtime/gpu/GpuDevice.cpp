@@ -390,14 +390,11 @@ Status GpuOp::enqueue() {
   return Status::ok();
 }
 
-Status GpuOp::run(uint64_t step, uint64_t seed) {
-  DTF_RETURN_IF_ERROR(device_.makeCurrent());
-  CudaDriver &d = device_.driver();
+Status GpuOp::stage(uint64_t step, uint64_t seed, Signature *sig) {
   ctx_->setStep(step, seed);
   views_.resize(inputs_.size());
-  Signature sig;
-  sig.shapes.reserve(inputs_.size());
-  sig.pointers.reserve(inputs_.size());
+  sig->shapes.reserve(sig->shapes.size() + inputs_.size());
+  sig->pointers.reserve(sig->pointers.size() + inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     Input &in = inputs_[i];
     if (in.host) {
@@ -415,12 +412,12 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
       views_[i] =
           Tensor::view(h.dtype(), h.shape(),
                        reinterpret_cast<void *>(uintptr_t(in.buffer.ptr)));
-      sig.pointers.push_back(in.pinned);
+      sig->pointers.push_back(in.pinned);
     } else {
       views_[i] = *in.device;
     }
-    sig.shapes.push_back(views_[i].shape());
-    sig.pointers.push_back(views_[i].rawData());
+    sig->shapes.push_back(views_[i].shape());
+    sig->pointers.push_back(views_[i].rawData());
   }
   if (ctx_->numInputs() != int(views_.size())) {
     std::vector<Tensor *> ptrs;
@@ -428,6 +425,38 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
       ptrs.push_back(&t);
     ctx_->setInputs(std::move(ptrs));
   }
+  return Status::ok();
+}
+
+bool GpuOp::downloads() const {
+  for (bool b : download_)
+    if (b)
+      return true;
+  return false;
+}
+
+Status GpuOp::finishDownloads() {
+  for (size_t k = 0; k < download_.size(); ++k) {
+    if (!download_[k])
+      continue;
+    const Tensor &o = ctx_->output(int(k));
+    Tensor &h = hostOutputs_[k];
+    if (h.canHold(o.dtype(), o.shape()) && h.bufferUseCount() == 1)
+      h.retype(o.dtype(), o.shape());
+    else
+      h = Tensor::allocate(o.dtype(), o.shape());
+    if (!h.defined())
+      return errorStatus("out of host memory for ", o.describe());
+    std::memcpy(h.rawData(), pinnedOut_[k], o.byteSize());
+  }
+  return Status::ok();
+}
+
+Status GpuOp::run(uint64_t step, uint64_t seed) {
+  DTF_RETURN_IF_ERROR(device_.makeCurrent());
+  CudaDriver &d = device_.driver();
+  Signature sig;
+  DTF_RETURN_IF_ERROR(stage(step, seed, &sig));
 
   if (graph_ && sig == captured_) {
     DTF_RETURN_IF_ERROR(device_.check(
@@ -460,26 +489,10 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
   last_ = std::move(sig);
   haveLast_ = true;
 
-  bool anyDownload = false;
-  for (bool b : download_)
-    anyDownload |= b;
-  if (!anyDownload)
+  if (!downloads())
     return Status::ok();
   DTF_RETURN_IF_ERROR(device_.synchronize());
-  for (size_t k = 0; k < download_.size(); ++k) {
-    if (!download_[k])
-      continue;
-    const Tensor &o = ctx_->output(int(k));
-    Tensor &h = hostOutputs_[k];
-    if (h.canHold(o.dtype(), o.shape()) && h.bufferUseCount() == 1)
-      h.retype(o.dtype(), o.shape());
-    else
-      h = Tensor::allocate(o.dtype(), o.shape());
-    if (!h.defined())
-      return errorStatus("out of host memory for ", o.describe());
-    std::memcpy(h.rawData(), pinnedOut_[k], o.byteSize());
-  }
-  return Status::ok();
+  return finishDownloads();
 }
 
 } // namespace dtf::gpu

@@ -194,6 +194,24 @@ public:
 
   Status run(uint64_t step, uint64_t seed);
 
+  /// What a captured graph depends on: the inputs' shapes and buffers.
+  struct Signature {
+    std::vector<std::vector<int64_t>> shapes;
+    std::vector<const void *> pointers;
+    bool operator==(const Signature &o) const {
+      return shapes == o.shapes && pointers == o.pointers;
+    }
+  };
+  /// The pieces of run() that a GpuSegment (GpuStep.h) runs for its ops:
+  /// binds the inputs as they are now (host ones staged into their pinned
+  /// buffers) and appends them to `sig`; puts the op's work on the stream
+  /// (copies up, kernel, copies down into pinned buffers); after the stream
+  /// is synchronized, copies the downloads into the host outputs.
+  Status stage(uint64_t step, uint64_t seed, Signature *sig);
+  Status enqueue();
+  bool downloads() const;
+  Status finishDownloads();
+
 private:
   struct Input {
     const Tensor *host = nullptr;
@@ -202,14 +220,6 @@ private:
     void *pinned = nullptr;
     size_t pinnedCapacity = 0;
   };
-  struct Signature {
-    std::vector<std::vector<int64_t>> shapes;
-    std::vector<const void *> pointers;
-    bool operator==(const Signature &o) const {
-      return shapes == o.shapes && pointers == o.pointers;
-    }
-  };
-  Status enqueue();
   void dropGraph();
 
   GpuDevice &device_;
