@@ -252,8 +252,8 @@ Status Executor::create(const plan::Program &program, VariableStore &variables,
     auto k = op.attrs().find("kernel");
     const auto &pk = *options.planKernels;
     if (k == op.attrs().end() || k->second.i() < 0 ||
-        k->second.i() >= pk.kernels.size())
-      return false;
+        k->second.i() >= pk.kernels.size() || plan::updatedOperands(op) > 0)
+      return false; // an update region is made for the CPU too
     const int gpu = gpuIndexOf(e->placedDevice(op));
     std::string why;
     if (gpu < 0 || (e->gpuAvailable(gpu + options.gpuOffset, &why) &&

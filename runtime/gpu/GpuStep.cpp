@@ -9,20 +9,14 @@ namespace dtf::gpu {
 
 using namespace cuda;
 
-GpuSegment::GpuSegment(GpuDevice &device) : device_(device) {
-  const char *graphs = std::getenv("DTF_CUDA_GRAPHS");
-  useGraphs_ = !(graphs && std::string(graphs) == "0");
-}
+GpuSegment::GpuSegment(GpuDevice &device)
+    : device_(device), graph_(device) {}
 
 GpuSegment::~GpuSegment() {
   (void)device_.makeCurrent();
   (void)device_.synchronize();
-  dropGraph();
-  for (auto &u : uploads_) {
-    device_.release(u->buffer);
-    if (u->pinned)
-      device_.driver().cuMemFreeHost(u->pinned);
-  }
+  for (auto &u : uploads_)
+    device_.releaseStaged(u->buffer, u->pinned);
 }
 
 const Tensor *GpuSegment::upload(const Tensor *host) {
@@ -32,12 +26,6 @@ const Tensor *GpuSegment::upload(const Tensor *host) {
   uploads_.push_back(std::make_unique<Upload>());
   uploads_.back()->host = host;
   return &uploads_.back()->view;
-}
-
-void GpuSegment::dropGraph() {
-  if (graph_)
-    device_.driver().cuGraphExecDestroy(graph_);
-  graph_ = nullptr;
 }
 
 // Stages the host values into their pinned buffers; `sig` gets their
@@ -106,45 +94,16 @@ Status GpuSegment::enqueue(uint64_t step, uint64_t seed) {
 Status GpuSegment::run(uint64_t step, uint64_t seed) {
   failed_ = -1;
   DTF_RETURN_IF_ERROR(device_.makeCurrent());
-  CudaDriver &d = device_.driver();
   GpuOp::Signature uploaded;
   DTF_RETURN_IF_ERROR(stageUploads(&uploaded));
   GpuOp::Signature sig = uploaded;
   DTF_RETURN_IF_ERROR(bindOps(step, seed, &sig));
-  if (graph_ && sig == captured_) {
-    DTF_RETURN_IF_ERROR(device_.check(
-        "cuGraphLaunch", d.cuGraphLaunch(graph_, device_.stream())));
-    ++graphLaunches_;
-  } else if (useGraphs_ && haveLast_ && sig == last_) {
-    // The step before ran eagerly with these shapes and buffers and made
-    // every buffer: capture the whole segment once, replay from now on.
-    dropGraph();
-    DTF_RETURN_IF_ERROR(device_.check(
-        "cuStreamBeginCapture",
-        d.cuStreamBeginCapture(device_.stream(),
-                               CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)));
-    Status s = enqueue(step, seed);
-    CUgraph graph = nullptr;
-    CUresult r = d.cuStreamEndCapture(device_.stream(), &graph);
-    DTF_RETURN_IF_ERROR(s);
-    DTF_RETURN_IF_ERROR(device_.check("cuStreamEndCapture", r));
-    r = d.cuGraphInstantiateWithFlags(&graph_, graph, 0);
-    d.cuGraphDestroy(graph);
-    DTF_RETURN_IF_ERROR(device_.check("cuGraphInstantiate", r));
-    captured_ = sig;
-    DTF_RETURN_IF_ERROR(device_.check(
-        "cuGraphLaunch", d.cuGraphLaunch(graph_, device_.stream())));
-    ++graphLaunches_;
-  } else {
-    dropGraph();
-    DTF_RETURN_IF_ERROR(enqueue(step, seed));
-  }
+  DTF_RETURN_IF_ERROR(graph_.run(sig, [&] { return enqueue(step, seed); }));
   // What the next step must see to replay: the buffers as this step left
   // them (an eager step may have made new ones).
   GpuOp::Signature after = std::move(uploaded);
   DTF_RETURN_IF_ERROR(bindOps(step, seed, &after));
-  last_ = std::move(after);
-  haveLast_ = true;
+  graph_.ran(std::move(after));
 
   bool anyDownload = false;
   for (GpuOp *op : ops_)

@@ -36,7 +36,7 @@ public:
   int numOps() const { return int(ops_.size()); }
   int numUploads() const { return int(uploads_.size()); }
   /// cuGraphLaunch calls so far.
-  uint64_t graphLaunches() const { return graphLaunches_; }
+  uint64_t graphLaunches() const { return graph_.launches(); }
 
 private:
   struct Upload {
@@ -49,16 +49,11 @@ private:
   Status stageUploads(GpuOp::Signature *sig);
   Status bindOps(uint64_t step, uint64_t seed, GpuOp::Signature *sig);
   Status enqueue(uint64_t step, uint64_t seed);
-  void dropGraph();
 
   GpuDevice &device_;
   std::vector<std::unique_ptr<Upload>> uploads_; // stable view addresses
   std::vector<GpuOp *> ops_;
-  GpuOp::Signature last_, captured_;
-  bool haveLast_ = false;
-  cuda::CUgraphExec graph_ = nullptr;
-  uint64_t graphLaunches_ = 0;
-  bool useGraphs_ = true;
+  GraphReplay graph_;
   int failed_ = -1;
 };
 

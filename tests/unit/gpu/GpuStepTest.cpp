@@ -5,6 +5,7 @@
 // again; the results stay the CPU kernels'.
 #include "runtime/gpu/GpuStep.h"
 #include "runtime/kernels/CpuKernels.h"
+#include "tests/unit/gpu/EmulatedGpu.h"
 
 #include <gtest/gtest.h>
 
@@ -13,31 +14,6 @@
 
 namespace dtf::gpu {
 namespace {
-
-std::unique_ptr<GpuDevice> emulatedDevice() {
-  CudaLibraries libs;
-  libs.driver = DTF_CUDA_EMU_PATH;
-  libs.emulatedGpus = 1;
-  configureProcessGpus(libs);
-  std::string why;
-  CudaDriver *d = processDriver(&why);
-  EXPECT_TRUE(d) << why;
-  std::unique_ptr<GpuDevice> device;
-  if (d) {
-    Status s = GpuDevice::create(*d, 0, &device);
-    EXPECT_TRUE(s.isOk()) << s.message();
-  }
-  return device;
-}
-
-long counter(const std::string &what) {
-  const std::string stats = processEmulationStats();
-  const size_t at = stats.find(" " + what);
-  if (at == std::string::npos)
-    return -1;
-  const size_t start = stats.rfind(' ', at - 1) + 1;
-  return std::stol(stats.substr(start, at - start));
-}
 
 void fill(Tensor &t, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -63,8 +39,9 @@ Tensor reference(Tensor &x, Tensor &w) {
 }
 
 TEST(GpuSegment, OneUploadPerHostValueAndOneGraphLaunchPerStep) {
-  std::unique_ptr<GpuDevice> dev = emulatedDevice();
-  ASSERT_TRUE(dev);
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  GpuDevice *dev = e.device.get();
   // z = (x W) x: x is read by both matmuls, the second reads the first's
   // result on the device.
   Tensor x = Tensor::allocate(DType::F32, {4, 4});
@@ -93,21 +70,25 @@ TEST(GpuSegment, OneUploadPerHostValueAndOneGraphLaunchPerStep) {
 
   const long copies0 = counter("copies"), launches0 = counter("graph launches");
   const long captured0 = counter("graphs captured");
-  for (int step = 0; step < 6; ++step) {
-    // New values each step, in the same host buffers: a replay reads them.
-    fill(x, uint32_t(2 * step + 1));
-    fill(w, uint32_t(2 * step + 2));
-    Status s = segment.run(uint64_t(step), 0);
-    ASSERT_TRUE(s.isOk()) << s.message();
-    ASSERT_TRUE(dev->synchronize().isOk());
-    ASSERT_TRUE(dev->planArena().isOk());
-    Tensor want = reference(x, w);
-    const Tensor &got = *second->hostOutput(0);
-    ASSERT_EQ(got.shape(), want.shape());
-    for (int64_t i = 0; i < want.numElements(); ++i)
-      EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5f)
-          << "step " << step << " element " << i;
-  }
+  // Runs steps [from, to) with new values each step, in the same host
+  // buffers (a replay reads them), against the CPU kernels.
+  auto runSteps = [&](int from, int to) {
+    for (int step = from; step < to; ++step) {
+      fill(x, uint32_t(2 * step + 1));
+      fill(w, uint32_t(2 * step + 2));
+      Status s = segment.run(uint64_t(step), 0);
+      ASSERT_TRUE(s.isOk()) << s.message();
+      ASSERT_TRUE(dev->synchronize().isOk());
+      ASSERT_TRUE(dev->planArena().isOk());
+      Tensor want = reference(x, w);
+      const Tensor &got = *second->hostOutput(0);
+      ASSERT_EQ(got.shape(), want.shape());
+      for (int64_t i = 0; i < want.numElements(); ++i)
+        EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5f)
+            << "step " << step << " element " << i;
+    }
+  };
+  runSteps(0, 6);
   // Per step: x and W up once each, z down. Step 1 made the buffers (and
   // the arena moved them), step 2 ran in the arena, step 3 was captured;
   // steps 3 to 6 are one cuGraphLaunch each for both matmuls.
@@ -120,19 +101,7 @@ TEST(GpuSegment, OneUploadPerHostValueAndOneGraphLaunchPerStep) {
   // while the buffers grow and move into a new arena, then captured anew.
   x = Tensor::allocate(DType::F32, {20, 20});
   w = Tensor::allocate(DType::F32, {20, 20});
-  for (int step = 6; step < 10; ++step) {
-    fill(x, uint32_t(step));
-    fill(w, uint32_t(step + 100));
-    ASSERT_TRUE(segment.run(uint64_t(step), 0).isOk());
-    ASSERT_TRUE(dev->synchronize().isOk());
-    ASSERT_TRUE(dev->planArena().isOk());
-    Tensor want = reference(x, w);
-    const Tensor &got = *second->hostOutput(0);
-    ASSERT_EQ(got.shape(), want.shape());
-    for (int64_t i = 0; i < want.numElements(); ++i)
-      EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5f)
-          << "step " << step << " element " << i;
-  }
+  runSteps(6, 10);
   EXPECT_EQ(dev->arenasPlanned(), 2);
   EXPECT_EQ(counter("graphs captured") - captured0, 2);
   EXPECT_EQ(segment.graphLaunches(), 6u);
