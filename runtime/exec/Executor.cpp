@@ -658,7 +658,8 @@ void Executor::wireGpuNodes() {
       for (size_t k = 0; k < nodes_[size_t(n)].outputs.size(); ++k)
         down += readOnHost.count(nodes_[size_t(n)].outputs[k]) ? 1 : 0;
     line += strCat(g == 0 ? "" : "; ", "GPU:", nodes_[size_t(members[0])].gpu,
-                   " ", members.size(), " ops from ",
+                   " ", members.size(), members.size() == 1 ? " op" : " ops",
+                   " from ",
                    nodes_[size_t(members.front())].where, " to ",
                    nodes_[size_t(members.back())].where, ", ",
                    segments_[g]->numUploads(), " values up, ", down, " down");
