@@ -55,6 +55,14 @@ n=$(grep -c "train_step: soft placement: no CUDA driver" "$work/cpu.log" || true
 [ "$n" = 1 ] || fail "the CPU run should say once that there is no driver, said $n times"
 grep -q "device:GPU" "$work/cpu.log" && grep -q "dtf.matmul (.*): /job:localhost/replica:0/task:0/device:CPU:0 (placed on /device:GPU:0: soft placement)" "$work/cpu.log" ||
   fail "the CPU run's placement log does not show matmul moved to the CPU"
+# Regions dtf-fuse made only because their ops are on a GPU (one op, a
+# column sum) run op by op on the CPU, as fast as without them.
+if [ "$model" = mnist_cnn ]; then
+  for op in dtf.sum_to_shape dtf.relu_grad dtf.reduce_grad; do
+    grep -q "^$op (.*): /job:localhost/replica:0/task:0/device:CPU:0 (placed on /device:GPU:0" "$work/cpu.log" ||
+      fail "the CPU run does not run $op op by op: $(grep -c 'dtf.fused (' "$work/cpu.log") fused ops"
+  done
+fi
 
 # One emulated GPU.
 "$bin/dtf-run" "$work/soft.plan" --emulate-gpus 1 --log-every "$every" \
