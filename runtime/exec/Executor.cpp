@@ -5,6 +5,7 @@
 #include "runtime/core/DeviceName.h"
 #include "runtime/core/ThreadPool.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/gpu/GpuStep.h"
 #include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
@@ -55,6 +56,10 @@ struct Executor::Node {
   // outputs that host code reads).
   std::unique_ptr<gpu::GpuOp> gpuOp;
   int gpu = -1;
+  // Its GPU segment (consecutive GPU ops of one device, run together when
+  // its first node runs).
+  int segment = -1;
+  bool segmentHead = false;
   // dtf.assign_add: the variable and the value added.
   Tensor *var = nullptr;
   const Tensor *addend = nullptr;
@@ -237,6 +242,42 @@ Status Executor::create(const plan::Program &program, VariableStore &variables,
     DTF_RETURN_IF_ERROR(e->build(expanded, variables, kernels));
     *out = std::move(e);
     return Status::ok();
+  }
+  // dtf-fuse makes, for ops placed on a GPU only (they have no other GPU
+  // kernel), regions of one op and regions with a column reduction even by
+  // default. Where such a region runs on the CPU (no GPU here, or no GPU
+  // code), its ops' library kernels are as fast or faster (a column
+  // reduction's generated CPU loop is not vectorized yet): run it op by op.
+  auto gpuRegionOnCpu = [&](const plan::Op &op) {
+    auto k = op.attrs().find("kernel");
+    const auto &pk = *options.planKernels;
+    if (k == op.attrs().end() || k->second.i() < 0 ||
+        k->second.i() >= pk.kernels.size() || plan::updatedOperands(op) > 0)
+      return false; // an update region is made for the CPU too
+    const int gpu = gpuIndexOf(e->placedDevice(op));
+    std::string why;
+    if (gpu < 0 || (e->gpuAvailable(gpu + options.gpuOffset, &why) &&
+                    e->fusedGpuCodeMissing(op).empty()))
+      return false;
+    const plan::Kernel &kernel = pk.kernels[int(k->second.i())];
+    bool column = false;
+    for (const plan::KernelParam &p : kernel.params())
+      column |= p.meaning().rfind("reduce:", 0) == 0 &&
+                p.meaning().back() == 'k';
+    return kernel.body_size() == 1 || column;
+  };
+  if (plan::hasFusedOps(program)) {
+    bool any = false;
+    for (const plan::Op &op : program.ops())
+      any |= op.name() == "dtf.fused" && gpuRegionOnCpu(op);
+    if (any) {
+      plan::Program expanded = program;
+      DTF_RETURN_IF_ERROR(plan::expandFusedOps(options.planKernels->kernels,
+                                               &expanded, gpuRegionOnCpu));
+      DTF_RETURN_IF_ERROR(e->build(expanded, variables, kernels));
+      *out = std::move(e);
+      return Status::ok();
+    }
   }
   DTF_RETURN_IF_ERROR(e->build(program, variables, kernels));
   *out = std::move(e);
@@ -545,19 +586,41 @@ Status Executor::buildGpuNode(const plan::Op &op, int index, Node *node) {
   return Status::ok();
 }
 
+// Consecutive GPU ops on one device form a segment that runs as one unit.
 // A GPU op reads another GPU op's result on the same device in place, and
-// everything else from the host (copied up each step); its results that a
-// CPU op, another device or a fetch reads are copied down.
+// everything else from the host through its segment (copied up once per
+// step); its results that a CPU op, another device or a fetch reads are
+// copied down.
 void Executor::wireGpuNodes() {
   std::unordered_map<int, std::pair<int, int>> producer; // value -> node, k
-  for (size_t n = 0; n < nodes_.size(); ++n)
-    if (nodes_[n].kind == NodeKind::kGpu)
-      for (size_t k = 0; k < nodes_[n].outputs.size(); ++k)
-        producer[nodes_[n].outputs[k]] = {int(n), int(k)};
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    Node &node = nodes_[n];
+    if (node.kind != NodeKind::kGpu)
+      continue;
+    for (size_t k = 0; k < node.outputs.size(); ++k)
+      producer[node.outputs[k]] = {int(n), int(k)};
+    const bool continues = n > 0 && nodes_[n - 1].kind == NodeKind::kGpu &&
+                           nodes_[n - 1].gpu == node.gpu;
+    if (!continues) {
+      segments_.push_back(
+          std::make_unique<gpu::GpuSegment>(*gpus_.at(node.gpu)));
+      segmentNodes_.emplace_back();
+      node.segmentHead = true;
+    }
+    node.segment = int(segments_.size()) - 1;
+    segments_.back()->add(node.gpuOp.get());
+    segmentNodes_.back().push_back(int(n));
+  }
   std::set<int> readOnHost;
   for (const Slot &f : fetches_)
     readOnHost.insert(f.value);
+  // Host values already on a GPU this step (GPU, value -> device copy): a
+  // later segment on that GPU reads the copy until an op updates a
+  // variable in place (every other value is written once per step).
+  std::map<std::pair<int, int>, const Tensor *> uploaded;
   for (Node &node : nodes_) {
+    if (node.updated > 0 || node.kind == NodeKind::kAssignAdd)
+      uploaded.clear();
     for (int v : node.inputs) {
       auto p = producer.find(v);
       const bool onDevice = p != producer.end() &&
@@ -568,8 +631,12 @@ void Executor::wireGpuNodes() {
           node.gpuOp->addDeviceInput(
               &nodes_[p->second.first].gpuOp->context().output(
                   p->second.second));
+        else if (auto u = uploaded.find({node.gpu, v}); u != uploaded.end())
+          node.gpuOp->addDeviceInput(u->second);
         else
-          node.gpuOp->addHostInput(slots_[v]);
+          node.gpuOp->addDeviceInput(
+              uploaded[{node.gpu, v}] =
+                  segments_[size_t(node.segment)]->upload(slots_[v]));
       }
       if (!onDevice)
         readOnHost.insert(v);
@@ -580,6 +647,27 @@ void Executor::wireGpuNodes() {
       for (size_t k = 0; k < node.outputs.size(); ++k)
         if (readOnHost.count(node.outputs[k]))
           node.gpuOp->setDownload(int(k));
+  if (!options_.log || !options_.logDevicePlacement)
+    return;
+  // Where the program crosses between host and GPU: each segment's copies.
+  std::string line;
+  for (size_t g = 0; g < segments_.size(); ++g) {
+    const std::vector<int> &members = segmentNodes_[g];
+    int down = 0;
+    for (int n : members)
+      for (size_t k = 0; k < nodes_[size_t(n)].outputs.size(); ++k)
+        down += readOnHost.count(nodes_[size_t(n)].outputs[k]) ? 1 : 0;
+    line += strCat(g == 0 ? "" : "; ", "GPU:", nodes_[size_t(members[0])].gpu,
+                   " ", members.size(), members.size() == 1 ? " op" : " ops",
+                   " from ",
+                   nodes_[size_t(members.front())].where, " to ",
+                   nodes_[size_t(members.back())].where, ", ",
+                   segments_[g]->numUploads(), " values up, ", down, " down");
+  }
+  std::fprintf(options_.log,
+               "%s: %zu GPU segment%s (one CUDA graph each): %s\n",
+               options_.programName.c_str(), segments_.size(),
+               segments_.size() == 1 ? "" : "s", line.c_str());
 }
 
 int Executor::numGpuOps() const {
@@ -1145,7 +1233,18 @@ Status Executor::runNode(Node &node, uint64_t step) {
     return checkOutputs(node);
   }
   if (node.kind == NodeKind::kGpu) {
-    Status s = node.gpuOp->run(step, options_.seed);
+    if (!node.segmentHead)
+      return Status::ok(); // ran with its segment's first op
+    gpu::GpuSegment &segment = *segments_[size_t(node.segment)];
+    Status s = segment.run(step, options_.seed);
+    if (!s.isOk() && segment.failedOp() >= 0) {
+      const Node &failed = nodes_[size_t(
+          segmentNodes_[size_t(node.segment)][size_t(segment.failedOp())])];
+      if (s.message().rfind(failed.opName, 0) == 0)
+        return errorStatus(failed.location, ": ", s.message());
+      return errorStatus(failed.where, " on ", gpu::gpuDeviceName(failed.gpu),
+                         ": ", s.message());
+    }
     if (!s.isOk()) {
       if (s.message().rfind(node.opName, 0) == 0)
         return errorStatus(node.location, ": ", s.message());

@@ -24,6 +24,7 @@ namespace dtf {
 class ThreadPool;
 namespace gpu {
 class GpuDevice;
+class GpuSegment;
 } // namespace gpu
 } // namespace dtf
 
@@ -191,6 +192,9 @@ public:
   /// The ops that run on a GPU (the plan placed them there and this
   /// machine has the GPU and a GPU kernel for them).
   int numGpuOps() const;
+  /// The runs of consecutive GPU ops on one device that run as one unit
+  /// (one CUDA graph each once captured; runtime/gpu/GpuStep.h).
+  int numGpuSegments() const { return int(segments_.size()); }
 
   /// True when steps after the first run ops concurrently: an inter-op pool
   /// of more than one thread and a program whose dependencies leave two ops
@@ -244,6 +248,10 @@ private:
   std::vector<int> opGpu_; // per program op: its GPU, or -1
   bool hasGpu_ = false;
   std::vector<Node> nodes_;
+  // The GPU segments and, per segment, its nodes in program order (after
+  // nodes_: they point at its GPU ops).
+  std::vector<std::unique_ptr<gpu::GpuSegment>> segments_;
+  std::vector<std::vector<int>> segmentNodes_;
   // Nodes whose outputs alias an input, let go at the start of each step.
   std::vector<int> releaseBeforeRun_;
   // Per dense value: the variable (numbered in order of first read) that

@@ -35,7 +35,9 @@ inline constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
 inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
 inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 
 inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;

@@ -189,6 +189,33 @@ Status GpuDevice::planArena() {
   return Status::ok();
 }
 
+bool cudaGraphsEnabled() {
+  const char *graphs = std::getenv("DTF_CUDA_GRAPHS");
+  return !(graphs && std::string(graphs) == "0");
+}
+
+void GpuDevice::releaseStaged(DeviceBuffer &b, void *pinned) {
+  release(b);
+  if (pinned)
+    driver_.cuMemFreeHost(pinned);
+}
+
+Status GpuDevice::capture(const std::function<Status()> &enqueue,
+                          CUgraphExec *exec) {
+  DTF_RETURN_IF_ERROR(
+      check("cuStreamBeginCapture",
+            driver_.cuStreamBeginCapture(stream_,
+                                         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)));
+  Status s = enqueue();
+  CUgraph graph = nullptr;
+  CUresult r = driver_.cuStreamEndCapture(stream_, &graph);
+  DTF_RETURN_IF_ERROR(s);
+  DTF_RETURN_IF_ERROR(check("cuStreamEndCapture", r));
+  r = driver_.cuGraphInstantiateWithFlags(exec, graph, 0);
+  driver_.cuGraphDestroy(graph);
+  return check("cuGraphInstantiate", r);
+}
+
 Status GpuDevice::reservePinned(void **p, size_t *capacity, size_t bytes) {
   if (bytes <= *capacity && *p)
     return Status::ok();
@@ -311,20 +338,13 @@ Status GpuFusedContext::function(CUfunction *fn) {
 
 GpuOp::GpuOp(GpuDevice &device, KernelFn fn,
              std::unique_ptr<GpuKernelContext> ctx)
-    : device_(device), fn_(fn), ctx_(std::move(ctx)) {
-  const char *graphs = std::getenv("DTF_CUDA_GRAPHS");
-  useGraphs_ = !(graphs && std::string(graphs) == "0");
-}
+    : device_(device), fn_(fn), ctx_(std::move(ctx)), graph_(device) {}
 
 GpuOp::~GpuOp() {
   (void)device_.makeCurrent();
   (void)device_.synchronize();
-  dropGraph();
-  for (Input &in : inputs_) {
-    device_.release(in.buffer);
-    if (in.pinned)
-      device_.driver().cuMemFreeHost(in.pinned);
-  }
+  for (Input &in : inputs_)
+    device_.releaseStaged(in.buffer, in.pinned);
   for (void *p : pinnedOut_)
     if (p)
       device_.driver().cuMemFreeHost(p);
@@ -352,10 +372,30 @@ void GpuOp::setNumOutputs(int n) {
 
 void GpuOp::setDownload(int k) { download_[size_t(k)] = true; }
 
-void GpuOp::dropGraph() {
-  if (graph_)
-    device_.driver().cuGraphExecDestroy(graph_);
-  graph_ = nullptr;
+void GraphReplay::drop() {
+  if (exec_)
+    device_.driver().cuGraphExecDestroy(exec_);
+  exec_ = nullptr;
+}
+
+Status GraphReplay::run(const GraphSignature &sig,
+                        const std::function<Status()> &enqueue) {
+  if (exec_ && sig == captured_) {
+    ++launches_;
+    return device_.check(
+        "cuGraphLaunch",
+        device_.driver().cuGraphLaunch(exec_, device_.stream()));
+  }
+  drop();
+  if (!enabled_ || !haveLast_ || !(sig == last_))
+    return enqueue();
+  // The step before ran eagerly with these shapes and buffers and made
+  // every buffer: capture once, replay from now on.
+  DTF_RETURN_IF_ERROR(device_.capture(enqueue, &exec_));
+  captured_ = sig;
+  ++launches_;
+  return device_.check("cuGraphLaunch",
+                       device_.driver().cuGraphLaunch(exec_, device_.stream()));
 }
 
 // The op's work on the stream: copies up, the kernel's library calls,
@@ -390,14 +430,11 @@ Status GpuOp::enqueue() {
   return Status::ok();
 }
 
-Status GpuOp::run(uint64_t step, uint64_t seed) {
-  DTF_RETURN_IF_ERROR(device_.makeCurrent());
-  CudaDriver &d = device_.driver();
+Status GpuOp::stage(uint64_t step, uint64_t seed, Signature *sig) {
   ctx_->setStep(step, seed);
   views_.resize(inputs_.size());
-  Signature sig;
-  sig.shapes.reserve(inputs_.size());
-  sig.pointers.reserve(inputs_.size());
+  sig->shapes.reserve(sig->shapes.size() + inputs_.size());
+  sig->pointers.reserve(sig->pointers.size() + inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     Input &in = inputs_[i];
     if (in.host) {
@@ -415,12 +452,12 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
       views_[i] =
           Tensor::view(h.dtype(), h.shape(),
                        reinterpret_cast<void *>(uintptr_t(in.buffer.ptr)));
-      sig.pointers.push_back(in.pinned);
+      sig->pointers.push_back(in.pinned);
     } else {
       views_[i] = *in.device;
     }
-    sig.shapes.push_back(views_[i].shape());
-    sig.pointers.push_back(views_[i].rawData());
+    sig->shapes.push_back(views_[i].shape());
+    sig->pointers.push_back(views_[i].rawData());
   }
   if (ctx_->numInputs() != int(views_.size())) {
     std::vector<Tensor *> ptrs;
@@ -428,44 +465,17 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
       ptrs.push_back(&t);
     ctx_->setInputs(std::move(ptrs));
   }
+  return Status::ok();
+}
 
-  if (graph_ && sig == captured_) {
-    DTF_RETURN_IF_ERROR(device_.check(
-        "cuGraphLaunch", d.cuGraphLaunch(graph_, device_.stream())));
-    ++graphLaunches_;
-  } else if (useGraphs_ && haveLast_ && sig == last_) {
-    // Same shapes and buffers as the step before, whose eager run made every
-    // buffer: capture once, replay from now on.
-    dropGraph();
-    DTF_RETURN_IF_ERROR(device_.check(
-        "cuStreamBeginCapture",
-        d.cuStreamBeginCapture(device_.stream(),
-                               CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)));
-    Status s = enqueue();
-    CUgraph graph = nullptr;
-    CUresult r = d.cuStreamEndCapture(device_.stream(), &graph);
-    DTF_RETURN_IF_ERROR(s);
-    DTF_RETURN_IF_ERROR(device_.check("cuStreamEndCapture", r));
-    r = d.cuGraphInstantiateWithFlags(&graph_, graph, 0);
-    d.cuGraphDestroy(graph);
-    DTF_RETURN_IF_ERROR(device_.check("cuGraphInstantiate", r));
-    captured_ = sig;
-    DTF_RETURN_IF_ERROR(device_.check(
-        "cuGraphLaunch", d.cuGraphLaunch(graph_, device_.stream())));
-    ++graphLaunches_;
-  } else {
-    dropGraph();
-    DTF_RETURN_IF_ERROR(enqueue());
-  }
-  last_ = std::move(sig);
-  haveLast_ = true;
-
-  bool anyDownload = false;
+bool GpuOp::downloads() const {
   for (bool b : download_)
-    anyDownload |= b;
-  if (!anyDownload)
-    return Status::ok();
-  DTF_RETURN_IF_ERROR(device_.synchronize());
+    if (b)
+      return true;
+  return false;
+}
+
+Status GpuOp::finishDownloads() {
   for (size_t k = 0; k < download_.size(); ++k) {
     if (!download_[k])
       continue;
@@ -480,6 +490,19 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
     std::memcpy(h.rawData(), pinnedOut_[k], o.byteSize());
   }
   return Status::ok();
+}
+
+Status GpuOp::run(uint64_t step, uint64_t seed) {
+  DTF_RETURN_IF_ERROR(device_.makeCurrent());
+  Signature sig;
+  DTF_RETURN_IF_ERROR(stage(step, seed, &sig));
+  DTF_RETURN_IF_ERROR(graph_.run(sig, [&] { return enqueue(); }));
+  graph_.ran(std::move(sig));
+
+  if (!downloads())
+    return Status::ok();
+  DTF_RETURN_IF_ERROR(device_.synchronize());
+  return finishDownloads();
 }
 
 } // namespace dtf::gpu

@@ -11,6 +11,7 @@
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/kernels/Kernel.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -40,6 +41,9 @@ inline constexpr size_t kMaxConvWorkspace = size_t(1) << 30;
 /// How many times this process asked cuDNN for a convolution algorithm (once
 /// per GPU, direction and shape; GpuKernels.cpp).
 uint64_t convAlgorithmQueries();
+
+/// False when DTF_CUDA_GRAPHS=0: GPU work then always runs eagerly.
+bool cudaGraphsEnabled();
 
 /// "/job:localhost/replica:0/task:0/device:GPU:N".
 std::string gpuDeviceName(int index);
@@ -84,6 +88,8 @@ public:
   /// written before it is read within a step.
   Status reserve(DeviceBuffer &b, size_t bytes);
   void release(DeviceBuffer &b);
+  /// A host value's device copy and its pinned staging buffer, released.
+  void releaseStaged(DeviceBuffer &b, void *pinned);
   /// After a step that allocated: moves every buffer into one arena sized
   /// for the step (one cuMemAlloc), so that steps of that shape allocate
   /// nothing. Buffers move, so captured graphs are captured anew.
@@ -94,6 +100,11 @@ public:
   Status reservePinned(void **p, size_t *capacity, size_t bytes);
   /// A scratch buffer for library workspaces, shared by the device's ops.
   Status workspace(size_t bytes, void **p);
+  /// Captures the work `enqueue` puts on the stream (thread-local mode:
+  /// nothing in it may allocate or synchronize) and instantiates it as
+  /// `*exec`, ready to launch.
+  Status capture(const std::function<Status()> &enqueue,
+                 cuda::CUgraphExec *exec);
   /// `code` loaded on this device (once): the cubin for its compute
   /// capability, else the PTX for the driver to compile.
   Status loadModule(const GpuModuleCode &code, cuda::CUmodule *out);
@@ -170,6 +181,46 @@ private:
   cuda::CUfunction function_ = nullptr;
 };
 
+/// What a captured graph depends on: its inputs' shapes and buffers.
+struct GraphSignature {
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<const void *> pointers;
+  bool operator==(const GraphSignature &o) const {
+    return shapes == o.shapes && pointers == o.pointers;
+  }
+};
+
+/// Stream work replayed as a CUDA graph (GpuOp's, GpuSegment's): eager while
+/// its signature changes from step to step, captured when a step's
+/// signature equals the one the step before left, replayed while it stays.
+class GraphReplay {
+public:
+  explicit GraphReplay(GpuDevice &device)
+      : device_(device), enabled_(cudaGraphsEnabled()) {}
+  ~GraphReplay() { drop(); }
+  GraphReplay(const GraphReplay &) = delete;
+  GraphReplay &operator=(const GraphReplay &) = delete;
+  /// Runs a step whose inputs are `sig`: one cuGraphLaunch, or `enqueue`
+  /// captured and launched, or `enqueue` eagerly.
+  Status run(const GraphSignature &sig, const std::function<Status()> &enqueue);
+  /// The signature this step left for the next (an eager step may have made
+  /// buffers).
+  void ran(GraphSignature after) {
+    last_ = std::move(after);
+    haveLast_ = true;
+  }
+  uint64_t launches() const { return launches_; }
+
+private:
+  void drop();
+  GpuDevice &device_;
+  bool enabled_;
+  GraphSignature last_, captured_;
+  bool haveLast_ = false;
+  cuda::CUgraphExec exec_ = nullptr;
+  uint64_t launches_ = 0;
+};
+
 /// One op of a program placed on a GPU. Its inputs come from the host (fed
 /// batches, variables, CPU ops' results: copied up through pinned buffers
 /// each step) or from another GpuOp on the same device (read in place); the
@@ -190,9 +241,20 @@ public:
   Tensor *hostOutput(int k) { return &hostOutputs_[k]; }
   void setNumOutputs(int n);
   /// Launches (and graph launches) so far, for the step's count.
-  uint64_t graphLaunches() const { return graphLaunches_; }
+  uint64_t graphLaunches() const { return graph_.launches(); }
 
   Status run(uint64_t step, uint64_t seed);
+
+  using Signature = GraphSignature;
+  /// The pieces of run() that a GpuSegment (GpuStep.h) runs for its ops:
+  /// binds the inputs as they are now (host ones staged into their pinned
+  /// buffers) and appends them to `sig`; puts the op's work on the stream
+  /// (copies up, kernel, copies down into pinned buffers); after the stream
+  /// is synchronized, copies the downloads into the host outputs.
+  Status stage(uint64_t step, uint64_t seed, Signature *sig);
+  Status enqueue();
+  bool downloads() const;
+  Status finishDownloads();
 
 private:
   struct Input {
@@ -202,15 +264,6 @@ private:
     void *pinned = nullptr;
     size_t pinnedCapacity = 0;
   };
-  struct Signature {
-    std::vector<std::vector<int64_t>> shapes;
-    std::vector<const void *> pointers;
-    bool operator==(const Signature &o) const {
-      return shapes == o.shapes && pointers == o.pointers;
-    }
-  };
-  Status enqueue();
-  void dropGraph();
 
   GpuDevice &device_;
   KernelFn fn_;
@@ -221,11 +274,7 @@ private:
   std::vector<bool> download_;
   std::vector<void *> pinnedOut_;
   std::vector<size_t> pinnedOutCapacity_;
-  Signature last_, captured_;
-  bool haveLast_ = false;
-  cuda::CUgraphExec graph_ = nullptr;
-  uint64_t graphLaunches_ = 0;
-  bool useGraphs_ = true;
+  GraphReplay graph_;
 };
 
 } // namespace dtf::gpu

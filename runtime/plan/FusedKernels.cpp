@@ -180,7 +180,8 @@ bool hasFusedOps(const Program &program) {
 }
 
 Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
-                      Program *program) {
+                      Program *program,
+                      const std::function<bool(const Op &)> &only) {
   if (!hasFusedOps(*program))
     return Status::ok();
   int32_t nextId = 0;
@@ -188,7 +189,7 @@ Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
     nextId = std::max(nextId, v.id() + 1);
   google::protobuf::RepeatedPtrField<Op> ops;
   for (Op &op : *program->mutable_ops()) {
-    if (op.name() != "dtf.fused") {
+    if (op.name() != "dtf.fused" || (only && !only(op))) {
       *ops.Add() = std::move(op);
       continue;
     }

@@ -5,6 +5,7 @@
 #include "runtime/core/Status.h"
 #include "plan.pb.h"
 
+#include <functional>
 #include <string>
 
 namespace dtf::plan {
@@ -20,11 +21,12 @@ Program kernelBodyProgram(const Kernel &kernel);
 /// True when `program` holds a dtf.fused op.
 bool hasFusedOps(const Program &program);
 
-/// Replaces every dtf.fused op of `program` by its kernel's body, with the
-/// body's values renumbered past the program's. The kernels must have
-/// passed validateKernels.
+/// Replaces every dtf.fused op of `program` (or those `only` accepts) by its
+/// kernel's body, with the body's values renumbered past the program's. The
+/// kernels must have passed validateKernels.
 Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
-                      Program *program);
+                      Program *program,
+                      const std::function<bool(const Op &)> &only = {});
 
 /// expandFusedOps on every program of `plan`, then drops the kernels and the
 /// object: the plan as dtfc --fusion=off would have written it, modulo value

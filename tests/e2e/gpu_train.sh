@@ -6,10 +6,12 @@
 #      library): it trains on the CPU, saying so once, and without soft
 #      placement the plan is refused with the op, the device and the fix;
 #   2. on one GPU of dtf's CUDA emulation (dtf-run --emulate-gpus 1): matmul
-#      on cuBLAS, convolution and pooling on cuDNN, the rest moved to the
-#      CPU; the emulation must have run the library calls and graph launches
-#      it reports at exit, and the loss at every logged step must match the
-#      CPU run's within TOL (relative).
+#      on cuBLAS, convolution and pooling on cuDNN, every fusable op as a
+#      generated kernel, only the ops no generated kernel covers yet moved
+#      to the CPU; the emulation must have run the library calls and graph
+#      launches it reports at exit (one graph launch per GPU segment and
+#      step, the segments' copies and no more), and the loss at every
+#      logged step must match the CPU run's within TOL (relative).
 # usage: gpu_train.sh BIN_DIR WORK_DIR MODEL STEPS LOG_EVERY TOL
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -53,15 +55,28 @@ n=$(grep -c "train_step: soft placement: no CUDA driver" "$work/cpu.log" || true
 [ "$n" = 1 ] || fail "the CPU run should say once that there is no driver, said $n times"
 grep -q "device:GPU" "$work/cpu.log" && grep -q "dtf.matmul (.*): /job:localhost/replica:0/task:0/device:CPU:0 (placed on /device:GPU:0: soft placement)" "$work/cpu.log" ||
   fail "the CPU run's placement log does not show matmul moved to the CPU"
+# Regions dtf-fuse made only because their ops are on a GPU (one op, a
+# column sum) run op by op on the CPU, as fast as without them.
+if [ "$model" = mnist_cnn ]; then
+  for op in dtf.sum_to_shape dtf.relu_grad dtf.reduce_grad; do
+    grep -q "^$op (.*): /job:localhost/replica:0/task:0/device:CPU:0 (placed on /device:GPU:0" "$work/cpu.log" ||
+      fail "the CPU run does not run $op op by op: $(grep -c 'dtf.fused (' "$work/cpu.log") fused ops"
+  done
+fi
 
 # One emulated GPU.
 "$bin/dtf-run" "$work/soft.plan" --emulate-gpus 1 --log-every "$every" \
   > "$work/gpu.log" 2>&1 || {
   echo "e2e: the emulated GPU run failed:" >&2; tail -20 "$work/gpu.log" >&2; exit 1; }
 grep "cuda emulation:" "$work/gpu.log" || fail "the emulation printed no counters"
-python3 - "$work/cpu.log" "$work/gpu.log" "$steps" "$every" "$tol" "$model" <<'PY'
+# The same plan evaluating only: its counters are the evaluation's share of
+# the training run's, so the rest is the training steps'.
+"$bin/dtf-run" "$work/soft.plan" --emulate-gpus 1 --steps 0 > "$work/eval.log" 2>&1 || {
+  echo "e2e: the evaluation-only run failed:" >&2; tail -20 "$work/eval.log" >&2; exit 1; }
+python3 - "$work/cpu.log" "$work/gpu.log" "$steps" "$every" "$tol" "$model" "$work/eval.log" <<'PY'
 import re, sys
 cpu, gpu, steps, every, tol, model = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+evalonly = open(sys.argv[7]).read()
 def losses(path):
     return [(int(m.group(1)), float(m.group(2))) for line in open(path)
             for m in [re.match(r"step (\d+).*?loss ([0-9.eE+-]+)", line)] if m]
@@ -103,6 +118,49 @@ for op in ["dtf.matmul"] + (["dtf.conv2d", "dtf.conv2d_backprop_input", "dtf.con
         fail.append("%s is not placed on GPU:0 in the placement log" % op)
 if not re.search(r"\): /job:localhost/replica:0/task:0/device:CPU:0 \(placed on /device:GPU:0: soft placement\)", text):
     fail.append("the placement log shows no op moved to the CPU")
+# Every op of the step runs on the GPU but those with no GPU kernel yet
+# (no generated kernel for the loss, its mean to one element, argmax's int
+# result, dropout's random mask), each named by the soft placement line.
+left = re.search(r"train_step: soft placement: dtf-run has no GPU kernel for (.*?) \(its GPU kernels", text)
+allowed = {"dtf.argmax", "dtf.mean", "dtf.sparse_softmax_cross_entropy",
+           "dtf.sparse_softmax_cross_entropy_grad", "dtf.dropout", "dtf.dropout_grad"}
+on_cpu = set(left.group(1).replace(" (not f32)", "").split(", ")) if left else set()
+if not on_cpu <= allowed:
+    fail.append("ops with a generated GPU kernel stayed on the CPU: %s" % sorted(on_cpu - allowed))
+moved = re.search(r"train_step: soft placement: (\d+) ops placed on a device", text)
+# The GPU segments (consecutive GPU ops, one CUDA graph each) and the copies
+# at their boundaries, as log_device_placement lists them.
+seg = re.search(r"train_step: (\d+) GPU segments? \(one CUDA graph each\): (.*)", text)
+if not seg:
+    fail.append("no GPU segments in the placement log")
+else:
+    segments = int(seg.group(1))
+    copies_listed = sum(int(u) + int(d) for u, d in re.findall(r"(\d+) values up, (\d+) down", seg.group(2)))
+    # Before segments (every GPU op its own graph and uploads): the CNN made
+    # 22 graph launches and 32 copies per step, the MLP 11 and 31.
+    most = {"mnist_cnn": (4, 25, 5), "mlp": (8, 29, 9)}[model]
+    if segments > most[0]: fail.append("%d GPU segments per step, expected at most %d" % (segments, most[0]))
+    if copies_listed > most[1]: fail.append("%d copies per step, expected at most %d" % (copies_listed, most[1]))
+    if not moved or int(moved.group(1)) > most[2]:
+        fail.append("more than %d ops left on the CPU: %s" % (most[2], moved.group(0) if moved else "none said"))
+    ev = re.search(r"(\d+) copies, .* (\d+) graph launches", evalonly)
+    if stats and ev:
+        train_copies = copies - int(ev.group(1))
+        train_launches = launches - int(ev.group(2))
+        # Steps 1 and 2 run eagerly (buffers made, then moved into the
+        # arena); from step 3 each segment is one cuGraphLaunch.
+        if train_launches != segments * (steps - 2):
+            fail.append("%d graph launches in %d training steps, expected one per segment and step: %d x %d" % (train_launches, steps, segments, steps - 2))
+        # Plus copies made once per run, never per step (variables kept on
+        # the GPU go up at the start and come down for checkpoints): fewer
+        # than one per step.
+        once = train_copies - copies_listed * steps
+        if not 0 <= once < steps:
+            fail.append("%d copies in %d training steps, expected the %d per step the segments list (and fewer than %d once per run)" % (train_copies, steps, copies_listed, steps))
+        print("e2e: %s: %d GPU segments, %d graph launches and %d copies per step (%d more once per run); %d ops on the CPU (%s)" % (
+            model, segments, train_launches / (steps - 2), copies_listed, once, int(moved.group(1)) if moved else 0, ", ".join(sorted(on_cpu))))
+    else:
+        fail.append("no emulation counters for the evaluation-only run")
 for f in fail:
     print("e2e: FAIL: " + f)
 print("e2e: %s: %d logged steps match within %.1e (worst %.2e); %s" % (model, len(a), tol, worst, stats.group(0) if stats else "no stats"))

@@ -231,6 +231,17 @@ struct Group {
 /// Which reductions may end a region (the pass's `reductions` option).
 enum class Reductions { None, Rows, All };
 
+/// Whether `device` (an op's dtf.device) names a GPU: "/gpu:0",
+/// "/device:GPU:1", "/job:worker/task:1/gpu:0". On a GPU every op needs a
+/// generated kernel (it has no other), so a region may hold one op, a
+/// reduction may start one, and column reductions join (their slow CPU loop
+/// does not run there).
+bool isGpuDevice(Attribute device) {
+  auto name = dyn_cast_or_null<StringAttr>(device);
+  return name &&
+         StringRef(name.getValue()).lower().find("gpu:") != std::string::npos;
+}
+
 SmallVector<Group> findGroups(Block &block, Reductions allowed) {
   SmallVector<Group> groups;
   DenseMap<Operation *, int> groupOf;
@@ -256,8 +267,10 @@ SmallVector<Group> findGroups(Block &block, Reductions allowed) {
         elementwise ? std::nullopt : fusedReduceSpec(&op);
     // A column reduction (an axis kept after the reduced ones) only with
     // `all`: its CPU loop is not vectorized yet (docs/kernels.md).
-    if (spec && (allowed == Reductions::None ||
-                 (allowed == Reductions::Rows && spec->back() == 'k')))
+    const bool onGpu = isGpuDevice(op.getAttr("dtf.device"));
+    if (spec &&
+        (allowed == Reductions::None ||
+         (allowed == Reductions::Rows && spec->back() == 'k' && !onGpu)))
       spec = std::nullopt;
     const bool fusable = elementwise || spec.has_value();
     if (elementwise) {
@@ -275,8 +288,9 @@ SmallVector<Group> findGroups(Block &block, Reductions allowed) {
           joined = std::max(joined, g);
       }
     } else if (spec) {
-      // A reduction joins the region of its operand (it starts none: a
-      // region of one reduction would be the library kernel again).
+      // A reduction joins the region of its operand (on the CPU it starts
+      // none: a region of one reduction would be the library kernel again;
+      // on a GPU it may, below).
       Value x = op.getOperand(0);
       shape = llvm::to_vector(cast<RankedTensorType>(x.getType()).getShape());
       int g = groupOfValue(x);
@@ -305,15 +319,15 @@ SmallVector<Group> findGroups(Block &block, Reductions allowed) {
       });
     if (!fusable)
       continue;
-    if (spec && joined < 0)
+    if (spec && joined < 0 && !onGpu)
       continue;
-    if (spec) {
-      groups[joined].spec = *spec;
-      reductions.insert(&op);
-    }
     if (joined < 0) {
       joined = static_cast<int>(groups.size());
       groups.push_back(Group{{}, shape, op.getAttr("dtf.device"), false, ""});
+    }
+    if (spec) {
+      groups[joined].spec = *spec;
+      reductions.insert(&op);
     }
     groups[joined].ops.push_back(&op);
     groupOf[&op] = joined;
@@ -400,7 +414,7 @@ struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
       for (Block &block : func.getBody()) {
         SmallVector<Group> groups = findGroups(block, allowed);
         for (Group &g : groups)
-          if (g.ops.size() >= 2 && fuse(g, kernel))
+          if ((g.ops.size() >= 2 || isGpuDevice(g.device)) && fuse(g, kernel))
             ++kernel;
       }
     }

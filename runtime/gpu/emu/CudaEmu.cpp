@@ -3,6 +3,7 @@
 #include "runtime/gpu/emu/EmuModule.h"
 #include "runtime/gpu/emu/EmuState.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -64,8 +65,34 @@ int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
   return refuse(code, what + ": not a device pointer");
 }
 
+namespace {
+// The streams this thread is capturing (thread-local capture mode, the one
+// dtf uses): while there is one, the driver refuses the calls that could
+// synchronize with the device, and the capture is invalidated.
+thread_local std::vector<Stream *> capturingHere;
+
+// A refusal of `what` inside a capture, as the real driver's: the call fails
+// and so will the capture's end.
+int refuseInCapture(int code, const std::string &what) {
+  for (Stream *s : capturingHere)
+    s->invalidated = true;
+  return refuse(code, what + " while this thread captures a stream (a CUDA "
+                             "graph may hold only asynchronous stream work)");
+}
+} // namespace
+
+bool unsafeInCapture(const char *what, int *code) {
+  if (capturingHere.empty())
+    return false;
+  *code = refuseInCapture(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, what);
+  return true;
+}
+
 int submit(CUstream stream, Work work) {
   auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s && !capturingHere.empty())
+    return refuseInCapture(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+                           work.what + " on the legacy default stream");
   if (s && s->capturing) {
     s->recorded.push_back(std::move(work));
     return CUDA_SUCCESS;
@@ -149,6 +176,8 @@ CUresult ctxSetCurrent(CUcontext ctx) {
 
 CUresult memAlloc(CUdeviceptr *p, size_t bytes) {
   EMU_ENTRY
+  if (int code = 0; unsafeInCapture("cuMemAlloc", &code))
+    return code;
   EMU_NEEDS_CONTEXT
   if (bytes == 0)
     return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes");
@@ -163,6 +192,8 @@ CUresult memAlloc(CUdeviceptr *p, size_t bytes) {
 }
 CUresult memFree(CUdeviceptr p) {
   EMU_ENTRY
+  if (int code = 0; unsafeInCapture("cuMemFree", &code))
+    return code;
   Machine &m = machine();
   auto it = m.live.find(uintptr_t(p));
   if (it == m.live.end())
@@ -177,6 +208,8 @@ CUresult memFree(CUdeviceptr p) {
 }
 CUresult memHostAlloc(void **pp, size_t bytes, unsigned) {
   EMU_ENTRY
+  if (int code = 0; unsafeInCapture("cuMemHostAlloc", &code))
+    return code;
   void *mem =
       std::aligned_alloc(256, (std::max<size_t>(bytes, 1) + 255) / 256 * 256);
   if (!mem)
@@ -188,6 +221,8 @@ CUresult memHostAlloc(void **pp, size_t bytes, unsigned) {
 }
 CUresult memFreeHost(void *p) {
   EMU_ENTRY
+  if (int code = 0; unsafeInCapture("cuMemFreeHost", &code))
+    return code;
   if (!machine().pinned.erase(uintptr_t(p)))
     return refuse(CUDA_ERROR_INVALID_VALUE,
                   "cuMemFreeHost: not from cuMemHostAlloc");
@@ -265,9 +300,13 @@ CUresult streamDestroy(CUstream stream) {
 CUresult streamSynchronize(CUstream stream) {
   EMU_ENTRY
   auto *s = reinterpret_cast<Stream *>(stream);
-  if (s && s->capturing)
+  if (s && s->capturing) {
+    s->invalidated = true;
     return refuse(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
                   "cuStreamSynchronize on a capturing stream");
+  }
+  if (int code = 0; unsafeInCapture("cuStreamSynchronize", &code))
+    return code;
   return CUDA_SUCCESS; // work ran when it was submitted
 }
 
@@ -288,6 +327,8 @@ CUresult eventRecord(CUevent event, CUstream stream) {
 }
 CUresult eventSynchronize(CUevent) {
   EMU_ENTRY
+  if (int code = 0; unsafeInCapture("cuEventSynchronize", &code))
+    return code;
   return CUDA_SUCCESS;
 }
 CUresult eventElapsedTime(float *ms, CUevent start, CUevent end) {
@@ -313,7 +354,9 @@ CUresult beginCapture(CUstream stream, int) {
   if (s->capturing)
     return refuse(CUDA_ERROR_INVALID_VALUE, "the stream is already capturing");
   s->capturing = true;
+  s->invalidated = false;
   s->recorded.clear();
+  capturingHere.push_back(s);
   return CUDA_SUCCESS;
 }
 CUresult endCapture(CUstream stream, CUgraph *graph) {
@@ -322,6 +365,16 @@ CUresult endCapture(CUstream stream, CUgraph *graph) {
   if (!s || !s->capturing)
     return refuse(CUDA_ERROR_INVALID_VALUE, "the stream is not capturing");
   s->capturing = false;
+  capturingHere.erase(
+      std::remove(capturingHere.begin(), capturingHere.end(), s),
+      capturingHere.end());
+  if (s->invalidated) {
+    s->recorded.clear();
+    *graph = nullptr;
+    return refuse(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                  "cuStreamEndCapture: a call during the capture invalidated "
+                  "it");
+  }
   auto *g = new Graph();
   g->work = std::move(s->recorded);
   s->recorded.clear();

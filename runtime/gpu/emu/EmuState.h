@@ -34,6 +34,7 @@ struct Work {
 struct Stream {
   int device = 0;
   bool capturing = false;
+  bool invalidated = false; // a call the capture does not allow was made
   std::vector<Work> recorded;
 };
 
@@ -71,6 +72,11 @@ int refuse(int code, const std::string &message);
 /// CUDA_SUCCESS or the refusal's code (`code`).
 int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
                 int code = CUDA_ERROR_INVALID_VALUE);
+
+/// True when this thread is capturing a stream, so `what` (a call that may
+/// synchronize: allocation, free, synchronization) is refused; `code` is
+/// then the refusal's result.
+bool unsafeInCapture(const char *what, int *code);
 
 /// Runs `work` now, or records it when `stream` is capturing.
 int submit(CUstream stream, Work work);

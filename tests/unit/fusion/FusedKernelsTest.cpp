@@ -3,12 +3,12 @@
 // random inputs of several batch sizes: bit for bit, or within a few ulps
 // where the region calls exp, log or tanh. Also the loader's and the plan
 // reader's errors for broken kernels.
+#include "runtime/plan/FusedKernels.h"
 #include "runtime/core/ThreadPool.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/PlanKernels.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/kernels/GeneratedKernels.h"
-#include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 
@@ -24,12 +24,16 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace fs = std::filesystem;
 
 namespace {
+
+// A model file name with this suffix: the model with its graph on /gpu:0.
+constexpr const char *kOnGpu = "@gpu";
 
 std::vector<std::string> modelFiles() {
   std::vector<std::string> files;
@@ -40,12 +44,41 @@ std::vector<std::string> modelFiles() {
         files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());
+  // The seed CNN and the MLP with their graphs on /gpu:0 (as the e2e.gpu_*
+  // tests place them): dtf-fuse then makes regions of single ops and lone
+  // reductions too, which only GPU-placed ops get.
+  for (const char *model : {"mnist_cnn", "mlp"})
+    files.push_back((fs::path(DTF_SOURCE_DIR) / "models" / model).string() +
+                    ".dtf" + kOnGpu);
   return files;
+}
+
+/// `model`'s text with its whole graph in `on "/gpu:0" { ... }`, as
+/// tests/e2e/gpu_model.py writes it.
+std::string graphOnGpu(const std::string &model) {
+  std::ifstream in(model);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const std::string open = "  graph {\n", close = "\n  }\n";
+  const size_t start = text.find(open);
+  if (start == std::string::npos)
+    return "";
+  const size_t bodyStart = start + open.size();
+  const size_t end = text.find(close, bodyStart);
+  if (end == std::string::npos)
+    return "";
+  std::string body;
+  std::istringstream lines(text.substr(bodyStart, end - bodyStart));
+  for (std::string line; std::getline(lines, line);)
+    body += (body.empty() ? "" : "\n") + (line.empty() ? line : "  " + line);
+  return text.substr(0, bodyStart) + "    on \"/gpu:0\" {\n" + body +
+         "\n    }" + text.substr(end);
 }
 
 std::string testName(const ::testing::TestParamInfo<std::string> &info) {
   std::string name = fs::path(info.param).parent_path().filename().string() +
                      "_" + fs::path(info.param).stem().string();
+  if (fs::path(info.param).extension() == std::string(".dtf") + kOnGpu)
+    name += "_on_gpu";
   for (char &c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)))
       c = '_';
@@ -59,11 +92,23 @@ void compileModel(const std::string &model, dtf::plan::Plan *plan,
       (fs::temp_directory_path() /
        ("dtf-fusion-test-" + std::to_string(::getpid()) + ".bin"))
           .string();
-  const std::string cmd = std::string(DTF_DTFC_PATH) + " '" + model +
+  std::string source = model;
+  const std::string suffix = kOnGpu;
+  if (model.size() > suffix.size() &&
+      model.compare(model.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    source = out + ".dtf";
+    const std::string text =
+        graphOnGpu(model.substr(0, model.size() - suffix.size()));
+    ASSERT_FALSE(text.empty()) << model << ": no `graph {` block to place";
+    std::ofstream(source) << text;
+  }
+  const std::string cmd = std::string(DTF_DTFC_PATH) + " '" + source +
                           "' --no-data-check " + extra + " -o '" + out + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   dtf::Status s = dtf::plan::readPlanFile(out, plan);
   fs::remove(out);
+  if (source != model)
+    fs::remove(source);
   ASSERT_TRUE(s.isOk()) << s.message();
 }
 

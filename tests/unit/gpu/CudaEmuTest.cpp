@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -323,6 +324,66 @@ TEST(CudaEmu, AGraphReplaysItsWorkAndIsRefusedAfterABufferMoved) {
                        "replayed)"),
             std::string::npos)
       << stats;
+}
+
+// In thread-local capture mode (dtf's) the real driver refuses, on the
+// capturing thread, calls that may synchronize with the device: allocations,
+// frees, synchronization, work on the legacy stream. The call fails and the
+// capture is invalidated, so its end fails too.
+TEST(CudaEmu, ACaptureRefusesWhatMaySynchronizeAndIsInvalidated) {
+  auto d = emulated();
+  makeCurrent(*d);
+  CUstream stream = nullptr;
+  ASSERT_EQ(d->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr a = 0;
+  ASSERT_EQ(d->cuMemAlloc(&a, 16), CUDA_SUCCESS);
+  float host[4] = {1, 2, 3, 4};
+  struct Case {
+    const char *what;
+    std::function<CUresult()> call;
+    CUresult code;
+  };
+  CUdeviceptr b = 0;
+  void *pinned = nullptr;
+  const std::vector<Case> cases = {
+      {"cuMemAlloc", [&] { return d->cuMemAlloc(&b, 16); },
+       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},
+      {"cuMemFree", [&] { return d->cuMemFree(a); },
+       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},
+      {"cuMemHostAlloc", [&] { return d->cuMemHostAlloc(&pinned, 16, 0); },
+       CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED},
+      {"cuStreamSynchronize", [&] { return d->cuStreamSynchronize(stream); },
+       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED},
+      {"cuMemcpyHtoDAsync on the legacy default stream",
+       [&] { return d->cuMemcpyHtoDAsync(a, host, 16, nullptr); },
+       CUDA_ERROR_STREAM_CAPTURE_IMPLICIT},
+  };
+  for (const Case &c : cases) {
+    ASSERT_EQ(
+        d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+        CUDA_SUCCESS);
+    ASSERT_EQ(d->cuMemcpyHtoDAsync(a, host, 16, stream), CUDA_SUCCESS);
+    EXPECT_EQ(c.call(), c.code) << c.what;
+    EXPECT_NE(d->errorText("x", c.code).find(c.what), std::string::npos)
+        << d->errorText("x", c.code);
+    CUgraph graph = nullptr;
+    EXPECT_EQ(d->cuStreamEndCapture(stream, &graph),
+              CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        << c.what;
+    EXPECT_EQ(graph, nullptr) << c.what;
+  }
+  // Outside a capture the same calls work, and a clean capture ends well.
+  ASSERT_EQ(d->cuMemAlloc(&b, 16), CUDA_SUCCESS);
+  ASSERT_EQ(
+      d->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+      CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(b, host, 16, stream), CUDA_SUCCESS);
+  CUgraph graph = nullptr;
+  ASSERT_EQ(d->cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
+  EXPECT_NE(graph, nullptr);
+  EXPECT_EQ(d->cuGraphDestroy(graph), CUDA_SUCCESS);
+  EXPECT_EQ(d->cuMemFree(b), CUDA_SUCCESS);
+  EXPECT_EQ(d->cuMemFree(a), CUDA_SUCCESS);
 }
 
 TEST(CudaEmu, AConvolutionWithoutTheWorkspaceItsAlgorithmNeedsIsRefused) {

@@ -4,6 +4,7 @@
 // step as a CUDA graph and replays it; the arena.
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/kernels/CpuKernels.h"
+#include "tests/unit/gpu/EmulatedGpu.h"
 
 #include <gtest/gtest.h>
 
@@ -12,23 +13,6 @@
 
 namespace dtf::gpu {
 namespace {
-
-struct Emulated {
-  std::unique_ptr<GpuDevice> device;
-  Emulated() {
-    CudaLibraries libs;
-    libs.driver = DTF_CUDA_EMU_PATH;
-    libs.emulatedGpus = 1;
-    configureProcessGpus(libs);
-    std::string why;
-    CudaDriver *d = processDriver(&why);
-    EXPECT_TRUE(d) << why;
-    if (d) {
-      Status s = GpuDevice::create(*d, 0, &device);
-      EXPECT_TRUE(s.isOk()) << s.message();
-    }
-  }
-};
 
 Tensor randomTensor(std::vector<int64_t> shape, uint32_t seed) {
   Tensor t = Tensor::allocate(DType::F32, std::move(shape));
@@ -191,15 +175,6 @@ TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {
 
 // The number in the emulation's counters before `what` ("7 device
 // allocations").
-long counter(const std::string &what) {
-  const std::string stats = processEmulationStats();
-  const size_t at = stats.find(" " + what);
-  if (at == std::string::npos)
-    return -1;
-  const size_t start = stats.rfind(' ', at - 1) + 1;
-  return std::stol(stats.substr(start, at - start));
-}
-
 TEST(GpuArena, StepsOfOneShapeAllocateNothingOnceTheArenaIsPlanned) {
   Emulated e;
   ASSERT_TRUE(e.device);

@@ -1,0 +1,60 @@
+// GpuSegment: a run of consecutive GPU ops of a program on one device,
+// executed as one unit: the host values they read are uploaded once, their
+// work goes on the device's stream in program order, and after the first
+// steps it is captured as one CUDA graph and replayed with one cuGraphLaunch.
+#pragma once
+
+#include "runtime/gpu/GpuDevice.h"
+
+#include <memory>
+#include <vector>
+
+namespace dtf::gpu {
+
+class GpuSegment {
+public:
+  explicit GpuSegment(GpuDevice &device);
+  ~GpuSegment();
+  GpuSegment(const GpuSegment &) = delete;
+  GpuSegment &operator=(const GpuSegment &) = delete;
+
+  /// The device view through which the segment's ops read the host value
+  /// `host` (a fed batch, a variable, a CPU op's result): copied up once per
+  /// step, however many of the segment's ops read it. The view lives as long
+  /// as the segment.
+  const Tensor *upload(const Tensor *host);
+  /// Appends an op (program order). Its inputs are device views: outputs of
+  /// GPU ops on this device or upload() views.
+  void add(GpuOp *op) { ops_.push_back(op); }
+
+  /// Runs every op of the segment: eagerly while shapes or buffers change,
+  /// then captured once as one graph and replayed. On failure, failedOp()
+  /// is the index of the op that failed (-1: the segment's own work).
+  Status run(uint64_t step, uint64_t seed);
+  int failedOp() const { return failed_; }
+
+  int numOps() const { return int(ops_.size()); }
+  int numUploads() const { return int(uploads_.size()); }
+  /// cuGraphLaunch calls so far.
+  uint64_t graphLaunches() const { return graph_.launches(); }
+
+private:
+  struct Upload {
+    const Tensor *host = nullptr;
+    Tensor view; // the device copy, as the ops read it
+    DeviceBuffer buffer;
+    void *pinned = nullptr;
+    size_t pinnedCapacity = 0;
+  };
+  Status stageUploads(GpuOp::Signature *sig);
+  Status bindOps(uint64_t step, uint64_t seed, GpuOp::Signature *sig);
+  Status enqueue(uint64_t step, uint64_t seed);
+
+  GpuDevice &device_;
+  std::vector<std::unique_ptr<Upload>> uploads_; // stable view addresses
+  std::vector<GpuOp *> ops_;
+  GraphReplay graph_;
+  int failed_ = -1;
+};
+
+} // namespace dtf::gpu

@@ -1,0 +1,111 @@
+// GpuSegment: consecutive GPU ops run as one unit. A host value read by two
+// of its ops is copied up once; the segment runs eagerly while its buffers
+// change, then is captured as one CUDA graph and replayed with one
+// cuGraphLaunch per step; a new input shape runs it eagerly and captures it
+// again; the results stay the CPU kernels'.
+#include "runtime/gpu/GpuStep.h"
+#include "runtime/kernels/CpuKernels.h"
+#include "tests/unit/gpu/EmulatedGpu.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace dtf::gpu {
+namespace {
+
+void fill(Tensor &t, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    t.data<float>()[i] = u(rng);
+}
+
+// (x W) x on the CPU kernels.
+Tensor reference(Tensor &x, Tensor &w) {
+  KernelRegistry cpu;
+  registerCpuKernels(cpu);
+  KernelContext first, second;
+  first.setOpName("dtf.matmul");
+  first.setInputs({&x, &w});
+  first.setNumOutputs(1);
+  EXPECT_TRUE(callKernel(cpu.lookup("dtf.matmul"), first).isOk());
+  second.setOpName("dtf.matmul");
+  second.setInputs({&first.outputs()[0], &x});
+  second.setNumOutputs(1);
+  EXPECT_TRUE(callKernel(cpu.lookup("dtf.matmul"), second).isOk());
+  return second.outputs()[0];
+}
+
+TEST(GpuSegment, OneUploadPerHostValueAndOneGraphLaunchPerStep) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  GpuDevice *dev = e.device.get();
+  // z = (x W) x: x is read by both matmuls, the second reads the first's
+  // result on the device.
+  Tensor x = Tensor::allocate(DType::F32, {4, 4});
+  Tensor w = Tensor::allocate(DType::F32, {4, 4});
+  auto op = [&]() {
+    auto ctx = std::make_unique<GpuKernelContext>(*dev);
+    ctx->setOpName("dtf.matmul");
+    return std::make_unique<GpuOp>(
+        *dev, gpuKernelRegistry().lookup("dtf.matmul"), std::move(ctx));
+  };
+  std::unique_ptr<GpuOp> first = op(), second = op();
+  first->setNumOutputs(1);
+  second->setNumOutputs(1);
+  GpuSegment segment(*dev);
+  const Tensor *xOnGpu = segment.upload(&x);
+  EXPECT_EQ(segment.upload(&x), xOnGpu); // one copy however many readers
+  first->addDeviceInput(xOnGpu);
+  first->addDeviceInput(segment.upload(&w));
+  second->addDeviceInput(&first->context().output(0));
+  second->addDeviceInput(xOnGpu);
+  second->setDownload(0);
+  segment.add(first.get());
+  segment.add(second.get());
+  EXPECT_EQ(segment.numUploads(), 2);
+  EXPECT_EQ(segment.numOps(), 2);
+
+  const long copies0 = counter("copies"), launches0 = counter("graph launches");
+  const long captured0 = counter("graphs captured");
+  // Runs steps [from, to) with new values each step, in the same host
+  // buffers (a replay reads them), against the CPU kernels.
+  auto runSteps = [&](int from, int to) {
+    for (int step = from; step < to; ++step) {
+      fill(x, uint32_t(2 * step + 1));
+      fill(w, uint32_t(2 * step + 2));
+      Status s = segment.run(uint64_t(step), 0);
+      ASSERT_TRUE(s.isOk()) << s.message();
+      ASSERT_TRUE(dev->synchronize().isOk());
+      ASSERT_TRUE(dev->planArena().isOk());
+      Tensor want = reference(x, w);
+      const Tensor &got = *second->hostOutput(0);
+      ASSERT_EQ(got.shape(), want.shape());
+      for (int64_t i = 0; i < want.numElements(); ++i)
+        EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5f)
+            << "step " << step << " element " << i;
+    }
+  };
+  runSteps(0, 6);
+  // Per step: x and W up once each, z down. Step 1 made the buffers (and
+  // the arena moved them), step 2 ran in the arena, step 3 was captured;
+  // steps 3 to 6 are one cuGraphLaunch each for both matmuls.
+  EXPECT_EQ(counter("copies") - copies0, 6 * 3);
+  EXPECT_EQ(counter("graphs captured") - captured0, 1);
+  EXPECT_EQ(counter("graph launches") - launches0, 4);
+  EXPECT_EQ(segment.graphLaunches(), 4u);
+
+  // A new shape (20 x 20: past the buffers' 256-byte rounding): eager again
+  // while the buffers grow and move into a new arena, then captured anew.
+  x = Tensor::allocate(DType::F32, {20, 20});
+  w = Tensor::allocate(DType::F32, {20, 20});
+  runSteps(6, 10);
+  EXPECT_EQ(dev->arenasPlanned(), 2);
+  EXPECT_EQ(counter("graphs captured") - captured0, 2);
+  EXPECT_EQ(segment.graphLaunches(), 6u);
+}
+
+} // namespace
+} // namespace dtf::gpu
