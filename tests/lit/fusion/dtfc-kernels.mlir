@@ -5,15 +5,21 @@
 // reduced kernel's spec (reduce:<k, r or 1 per axis>, docs/plan-format.md).
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=kernels | FileCheck %s --check-prefix=LIST
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=ROWS
-// ROWS-NOT: reduce:
+// By default (rows) the one reduced kernel is the accuracy: compare, cast
+// and the mean of everything (reduce:r, to one element), in both programs.
+// ROWS-NOT: reduce:rk
+// ROWS: dtf_fused_3: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
+// ROWS-NOT: reduce:rk
+// ROWS: dtf_fused_7: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=some 2>&1 | FileCheck %s --check-prefix=BADRED
 // BADRED: --fuse-reductions must be rows, all or none, not 'some'
 // LIST: dtf_fused_0: 2 ops, 2 inputs, 2 outputs, over f32[B,28,28,32]
 // LIST-NEXT:   dtf.add  {{.*}}mnist_cnn.dtf:39:10
 // LIST-NEXT:   dtf.relu  {{.*}}mnist_cnn.dtf:39:10
-// LIST: dtf_fused_3: 2 ops, 2 inputs, 1 outputs, over f32[B]
+// LIST: dtf_fused_3: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r
 // LIST-NEXT:   dtf.compare  {{.*}}mnist_cnn.dtf:47:44
 // LIST-NEXT:   dtf.cast  {{.*}}mnist_cnn.dtf:47:21
+// LIST-NEXT:   dtf.mean  {{.*}}mnist_cnn.dtf:47:16
 // With --fuse-reductions=all, each layer's relu_grad with its bias gradient:
 // one loop over the bias's elements, summing the leading axes (by default,
 // rows only, the seed CNN has no reduced kernel).
