@@ -229,7 +229,13 @@ struct Group {
 
 /// Finds the groups of one block, in program order.
 /// Which reductions may end a region (the pass's `reductions` option).
-enum class Reductions { None, Rows, All };
+enum class Reductions { None, Rows, All, Auto };
+
+/// Whether `op` is placed on a GPU (its dtf.device names one).
+bool placedOnGpu(Operation *op) {
+  auto device = op->getAttrOfType<StringAttr>("dtf.device");
+  return device && StringRef(device.getValue()).contains_insensitive("gpu");
+}
 
 SmallVector<Group> findGroups(Block &block, Reductions allowed) {
   SmallVector<Group> groups;
@@ -254,10 +260,13 @@ SmallVector<Group> findGroups(Block &block, Reductions allowed) {
     const bool elementwise = isFusableElementwise(&op);
     std::optional<std::string> spec =
         elementwise ? std::nullopt : fusedReduceSpec(&op);
-    // A column reduction (an axis kept after the reduced ones) only with
-    // `all`: its CPU loop is not vectorized yet (docs/kernels.md).
+    // A column reduction (an axis kept after the reduced ones) with `all`,
+    // and with `auto` off the GPU: there one thread per output element
+    // would loop over the whole batch (docs/kernels.md).
+    const bool column = spec && spec->back() == 'k';
     if (spec && (allowed == Reductions::None ||
-                 (allowed == Reductions::Rows && spec->back() == 'k')))
+                 (allowed == Reductions::Rows && column) ||
+                 (allowed == Reductions::Auto && column && placedOnGpu(&op))))
       spec = std::nullopt;
     const bool fusable = elementwise || spec.has_value();
     if (elementwise) {
@@ -387,9 +396,11 @@ struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
       allowed = Reductions::All;
     else if (reductions == "none")
       allowed = Reductions::None;
+    else if (reductions == "auto")
+      allowed = Reductions::Auto;
     else if (reductions != "rows") {
-      getOperation().emitError() << "dtf-fuse: reductions must be rows, all "
-                                    "or none, not '"
+      getOperation().emitError() << "dtf-fuse: reductions must be auto, rows, "
+                                    "all or none, not '"
                                  << reductions << "'";
       return signalPassFailure();
     }

@@ -48,13 +48,14 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
     they are. Each fused op gets `kernel`, its index in the module (in
     function order), which becomes its index in Plan.kernels. With
     `reductions`, sums and means over a contiguous run of axes may end a
-    region (docs/kernels.md): `rows` (the default) those over the last
-    axes, `all` also columns (the batch axes of a bias gradient or batch
-    statistic), `none` no reduction.
+    region (docs/kernels.md): `rows` those over the last axes (and over
+    every axis), `all` also columns (the batch axes of a bias gradient or
+    batch statistic), `auto` (the default) columns only in regions not
+    placed on a GPU, `none` no reduction.
   }];
   let options = [
-    Option<"reductions", "reductions", "std::string", /*default=*/"\"rows\"",
-           "which reductions may end a region: rows, all or none">
+    Option<"reductions", "reductions", "std::string", /*default=*/"\"auto\"",
+           "which reductions may end a region: auto, rows, all or none">
   ];
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }

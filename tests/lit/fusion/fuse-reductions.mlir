@@ -9,9 +9,10 @@
 // batch statistic) stays a library op.
 // RUN: dtf-opt %s --dtf-fuse=reductions=all --split-input-file | FileCheck %s
 // RUN: dtf-opt %s --dtf-fuse=reductions=all --split-input-file --dtf-fused-to-loops | FileCheck %s --check-prefix=LOOPS
-// RUN: dtf-opt %s --dtf-fuse --split-input-file | FileCheck %s --check-prefix=ROWS
+// RUN: dtf-opt %s --dtf-fuse=reductions=rows --split-input-file | FileCheck %s --check-prefix=ROWS
+// RUN: dtf-opt %s --dtf-fuse --split-input-file | FileCheck %s --check-prefix=AUTO
 // RUN: not dtf-opt %s --dtf-fuse=reductions=some --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
-// BAD: reductions must be rows, all or none, not 'some'
+// BAD: reductions must be auto, rows, all or none, not 'some'
 // ROWS-LABEL: func.func @bias_grad
 // ROWS-NOT: dtf.fused
 // ROWS: dtf.sum_to_shape
@@ -174,4 +175,25 @@ func.func @max_and_whole(%x: tensor<?x10xf32>) -> (tensor<?xf32>, tensor<f32>) {
   %s = dtf.mul %x, %x : (tensor<?x10xf32>, tensor<?x10xf32>) -> tensor<?x10xf32>
   %e = dtf.mean %s : tensor<?x10xf32> -> tensor<f32>
   return %m, %e : tensor<?xf32>, tensor<f32>
+}
+
+// -----
+
+// By default (auto) a column sum joins a region on the CPU but not one
+// placed on a GPU (one thread per output element would loop over the batch
+// there); rows (layer norm, a sum of everything) join on both.
+// AUTO-LABEL: func.func @auto_by_device
+// AUTO: dtf.fused({{.*}}) {kernel = 0 : i64} : (tensor<?x3xf32>, tensor<?x3xf32>, tensor<3xf32>) -> (tensor<?x3xf32>, tensor<3xf32>)
+// AUTO: dtf.relu_grad {{.*}} {dtf.device = "/device:GPU:0"}
+// AUTO-NEXT: dtf.sum_to_shape {{.*}} {dtf.device = "/device:GPU:0"}
+// AUTO-NEXT: dtf.fused({{.*}}) {dtf.device = "/device:GPU:0", kernel = 1 : i64} : (tensor<?x3xf32>) -> tensor<f32>
+func.func @auto_by_device(%dy: tensor<?x3xf32>, %x: tensor<?x3xf32>, %b: tensor<3xf32>) -> (tensor<?x3xf32>, tensor<3xf32>, tensor<?x3xf32>, tensor<3xf32>, tensor<f32>) {
+  %g = dtf.relu_grad %dy, %x : tensor<?x3xf32>
+  %db = dtf.sum_to_shape %g, %b : tensor<?x3xf32> to tensor<3xf32>
+  %g2 = dtf.relu_grad %dy, %x {dtf.device = "/device:GPU:0"} : tensor<?x3xf32>
+  %db2 = dtf.sum_to_shape %g2, %b {dtf.device = "/device:GPU:0"} : tensor<?x3xf32> to tensor<3xf32>
+  %e = dtf.exp %x {dtf.device = "/device:GPU:0"} : tensor<?x3xf32>
+  %t = dtf.tanh %e {dtf.device = "/device:GPU:0"} : tensor<?x3xf32>
+  %all = dtf.sum %t {dtf.device = "/device:GPU:0"} : tensor<?x3xf32> -> tensor<f32>
+  return %g, %db, %g2, %db2, %all : tensor<?x3xf32>, tensor<3xf32>, tensor<?x3xf32>, tensor<3xf32>, tensor<f32>
 }
