@@ -82,6 +82,34 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
     return lb;
   };
+  // An scf.for over the rows of `size` (i64) elements that meet [begin,
+  // end): a builder in its body, the row's first element, and the part of
+  // the row in [begin, end), [lo, hi).
+  struct Row {
+    OpBuilder b;
+    Value start, lo, hi;
+  };
+  auto rowsLoop = [&](Value size, bool ret) {
+    Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
+    Value firstRow = fb.create<arith::DivSIOp>(loc, begin, size);
+    Value lastRow = fb.create<arith::DivSIOp>(
+        loc,
+        fb.create<arith::AddIOp>(loc, end,
+                                 fb.create<arith::SubIOp>(loc, size, one64)),
+        size);
+    auto rows = fb.create<scf::ForOp>(
+        loc, fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), firstRow),
+        fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow), step);
+    if (ret)
+      fb.create<func::ReturnOp>(loc);
+    OpBuilder rb = OpBuilder::atBlockBegin(rows.getBody());
+    Value row = rb.create<arith::IndexCastOp>(loc, i64, rows.getInductionVar());
+    Value rowStart = rb.create<arith::MulIOp>(loc, row, size);
+    Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
+    Value hi = rb.create<arith::MinSIOp>(
+        loc, end, rb.create<arith::AddIOp>(loc, rowStart, size));
+    return Row{rb, rowStart, lo, hi};
+  };
   if (hasReductions(fused)) {
     // One iteration per output element of the reductions; the i64
     // parameters are elements, reduced, inner (docs/plan-format.md).
@@ -113,26 +141,11 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     // summed by passes over contiguous reduced rows (emitColumnSums), so the
     // vectorizer takes the inner loop.
     fb = branch.getElseBodyBuilder();
-    Value n = counts[2];
-    Value firstRow = fb.create<arith::DivSIOp>(loc, begin, n);
-    Value lastRow = fb.create<arith::DivSIOp>(
-        loc,
-        fb.create<arith::AddIOp>(loc, end,
-                                 fb.create<arith::SubIOp>(loc, n, one64)),
-        n);
-    auto outer = fb.create<scf::ForOp>(
-        loc, fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), firstRow),
-        fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow), step);
-    OpBuilder rb = OpBuilder::atBlockBegin(outer.getBody());
-    Value o = rb.create<arith::IndexCastOp>(loc, i64, outer.getInductionVar());
-    Value rowStart = rb.create<arith::MulIOp>(loc, o, n);
-    Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
-    Value hi = rb.create<arith::MinSIOp>(
-        loc, end, rb.create<arith::AddIOp>(loc, rowStart, n));
-    Value offset = rb.create<arith::MulIOp>(
-        loc, rowStart, rb.create<arith::SubIOp>(loc, counts[1], one64));
-    return emitColumnSums(rb, fused, pointers, lo, hi, offset, rowStart,
-                          counts[0], counts[1], counts[2]);
+    Row row = rowsLoop(counts[2], /*ret=*/false);
+    Value offset = row.b.create<arith::MulIOp>(
+        loc, row.start, row.b.create<arith::SubIOp>(loc, counts[1], one64));
+    return emitColumnSums(row.b, fused, pointers, row.lo, row.hi, offset,
+                          row.start, counts[0], counts[1], counts[2]);
   }
   const int64_t rowSize = largestSuffix(fused);
   if (rowSize == 0) {
@@ -143,23 +156,7 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   // A bias of rowSize elements: rows of rowSize over [begin, end), each an
   // inner loop that reads the bias contiguously.
   Value size = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(rowSize));
-  Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
-  Value firstRow = fb.create<arith::DivSIOp>(loc, begin, size);
-  Value lastRow = fb.create<arith::DivSIOp>(
-      loc,
-      fb.create<arith::AddIOp>(loc, end,
-                               fb.create<arith::SubIOp>(loc, size, one64)),
-      size);
-  auto rows = fb.create<scf::ForOp>(
-      loc, fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), firstRow),
-      fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow), step);
-  fb.create<func::ReturnOp>(loc);
-  OpBuilder rb = OpBuilder::atBlockBegin(rows.getBody());
-  Value row = rb.create<arith::IndexCastOp>(loc, i64, rows.getInductionVar());
-  Value rowStart = rb.create<arith::MulIOp>(loc, row, size);
-  Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
-  Value hi = rb.create<arith::MinSIOp>(
-      loc, end, rb.create<arith::AddIOp>(loc, rowStart, size));
+  auto [rb, rowStart, lo, hi] = rowsLoop(size, /*ret=*/true);
   auto loop = rb.create<scf::ParallelOp>(
       loc, ValueRange{rb.create<arith::IndexCastOp>(loc, rb.getIndexType(), lo)},
       ValueRange{rb.create<arith::IndexCastOp>(loc, rb.getIndexType(), hi)},
