@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Which reductions to fuse (dtfc --fuse-reductions), in one invocation: the
-# seed CNN and the residual CNN, each compiled three ways (auto: rows and
-# columns, the default on the CPU; rows only; --fusion=off), trained in
+# seed CNN and the residual CNN, each compiled three ways (all: rows and
+# columns, the default; rows only; --fusion=off), trained in
 # interleaved rounds so that every plan sees the same load. Prints, per
 # round and plan, images/s and from dtf-run --profile the time per step of
 # everything but the library calls (conv2d*, matmul, max_pool*): the
@@ -41,11 +41,11 @@ trap 'rm -rf "$work"' EXIT
 echo "bench/reductions.sh: $rounds rounds of $steps steps, $threads threads; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for m in mnist_cnn resnet; do
   grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/$m.dtf" > "$work/$m.dtf"
-  "$build/bin/dtfc" "$work/$m.dtf" -o "$work/$m-auto.plan"
+  "$build/bin/dtfc" "$work/$m.dtf" -o "$work/$m-all.plan"
   "$build/bin/dtfc" "$work/$m.dtf" --fuse-reductions=rows -o "$work/$m-rows.plan"
   "$build/bin/dtfc" "$work/$m.dtf" --fusion=off -o "$work/$m-off.plan"
   for ((r = 1; r <= rounds; ++r)); do
-    for p in auto rows off; do
+    for p in all rows off; do
       load=$(cut -d' ' -f1 /proc/loadavg)
       "$build/bin/dtf-run" "$work/$m-$p.plan" --steps "$steps" --profile --threads "$threads" \
         > "$work/log" 2>&1 || { tail "$work/log" >&2; die "dtf-run $m-$p failed"; }
@@ -61,7 +61,7 @@ for m in mnist_cnn resnet; do
 done
 echo "medians:"
 for m in mnist_cnn resnet; do
-  for p in auto rows off; do
+  for p in all rows off; do
     awk -v m="$m" -v p="$p" '$1 == m && $2 == p { print $5, $7 }' "$work/results" |
       sort -n -k2 | awk -v m="$m" -v p="$p" '{ a[NR] = $2 } END { printf "%-9s %-4s %6.2f ms/step outside library calls\n", m, p, a[int((NR + 1) / 2)] }'
   done

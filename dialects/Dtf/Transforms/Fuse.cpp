@@ -229,13 +229,7 @@ struct Group {
 
 /// Finds the groups of one block, in program order.
 /// Which reductions may end a region (the pass's `reductions` option).
-enum class Reductions { None, Rows, All, Auto };
-
-/// Whether `op` is placed on a GPU (its dtf.device names one).
-bool placedOnGpu(Operation *op) {
-  auto device = op->getAttrOfType<StringAttr>("dtf.device");
-  return device && StringRef(device.getValue()).contains_insensitive("gpu");
-}
+enum class Reductions { None, Rows, All };
 
 SmallVector<Group> findGroups(Block &block, Reductions allowed) {
   SmallVector<Group> groups;
@@ -260,13 +254,10 @@ SmallVector<Group> findGroups(Block &block, Reductions allowed) {
     const bool elementwise = isFusableElementwise(&op);
     std::optional<std::string> spec =
         elementwise ? std::nullopt : fusedReduceSpec(&op);
-    // A column reduction (an axis kept after the reduced ones) with `all`,
-    // and with `auto` off the GPU: there one thread per output element
-    // would loop over the whole batch (docs/kernels.md).
-    const bool column = spec && spec->back() == 'k';
+    // A column reduction (an axis kept after the reduced ones) only with
+    // `all` (the default).
     if (spec && (allowed == Reductions::None ||
-                 (allowed == Reductions::Rows && column) ||
-                 (allowed == Reductions::Auto && column && placedOnGpu(&op))))
+                 (allowed == Reductions::Rows && spec->back() == 'k')))
       spec = std::nullopt;
     const bool fusable = elementwise || spec.has_value();
     if (elementwise) {
@@ -396,11 +387,9 @@ struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
       allowed = Reductions::All;
     else if (reductions == "none")
       allowed = Reductions::None;
-    else if (reductions == "auto")
-      allowed = Reductions::Auto;
     else if (reductions != "rows") {
-      getOperation().emitError() << "dtf-fuse: reductions must be auto, rows, "
-                                    "all or none, not '"
+      getOperation().emitError() << "dtf-fuse: reductions must be all, rows "
+                                    "or none, not '"
                                  << reductions << "'";
       return signalPassFailure();
     }

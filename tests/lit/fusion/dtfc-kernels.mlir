@@ -4,7 +4,7 @@
 // and --fusion=off writes a plan without any. --emit=kernels names a
 // reduced kernel's spec (reduce:<k, r or 1 per axis>, docs/plan-format.md).
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=kernels | FileCheck %s --check-prefix=LIST
-// The default (auto) is all for regions not placed on a GPU.
+// The default is all.
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=LIST
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=rows --emit=kernels | FileCheck %s --check-prefix=ROWS
 // With rows the one reduced kernel is the accuracy: compare, cast and the
@@ -14,7 +14,7 @@
 // ROWS-NOT: reduce:rk
 // ROWS: dtf_fused_7: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=some 2>&1 | FileCheck %s --check-prefix=BADRED
-// BADRED: --fuse-reductions must be auto, rows, all or none, not 'some'
+// BADRED: --fuse-reductions must be all, rows or none, not 'some'
 // LIST: dtf_fused_0: 2 ops, 2 inputs, 2 outputs, over f32[B,28,28,32]
 // LIST-NEXT:   dtf.add  {{.*}}mnist_cnn.dtf:39:10
 // LIST-NEXT:   dtf.relu  {{.*}}mnist_cnn.dtf:39:10

@@ -1,18 +1,18 @@
-// dtf-fuse with reductions: a sum, mean or sum_to_shape over one contiguous
-// run of axes joins the region of its operand and ends it (its result is an
-// output, never read inside); reduce_grad over leading axes is elementwise
-// (dy a bias or a scalar). A reduction to one element, over axes that are not
-// contiguous, on integers, or of a value no region computes stays a library
-// op.
-// With reductions=all (dtfc --fuse-reductions=all) every such reduction; by
-// default (rows) only those over the last axes: a column sum (bias gradient,
-// batch statistic) stays a library op.
+// dtf-fuse with reductions: a sum, mean, max or sum_to_shape over one
+// contiguous run of axes, or over every axis, joins the region of its operand
+// and ends it (its result is an output, never read inside); reduce_grad over
+// leading axes is elementwise (dy a bias or a scalar). A reduction over axes
+// that are not contiguous, on integers, or of a value no region computes
+// stays a library op.
+// With reductions=all (the default, dtfc --fuse-reductions=all) every such
+// reduction; with rows only those over the last axes (or every axis): a
+// column sum (bias gradient, batch statistic) stays a library op.
 // RUN: dtf-opt %s --dtf-fuse=reductions=all --split-input-file | FileCheck %s
 // RUN: dtf-opt %s --dtf-fuse=reductions=all --split-input-file --dtf-fused-to-loops | FileCheck %s --check-prefix=LOOPS
 // RUN: dtf-opt %s --dtf-fuse=reductions=rows --split-input-file | FileCheck %s --check-prefix=ROWS
-// RUN: dtf-opt %s --dtf-fuse --split-input-file | FileCheck %s --check-prefix=AUTO
+// RUN: dtf-opt %s --dtf-fuse --split-input-file | FileCheck %s
 // RUN: not dtf-opt %s --dtf-fuse=reductions=some --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
-// BAD: reductions must be auto, rows, all or none, not 'some'
+// BAD: reductions must be all, rows or none, not 'some'
 // ROWS-LABEL: func.func @bias_grad
 // ROWS-NOT: dtf.fused
 // ROWS: dtf.sum_to_shape
@@ -175,25 +175,4 @@ func.func @max_and_whole(%x: tensor<?x10xf32>) -> (tensor<?xf32>, tensor<f32>) {
   %s = dtf.mul %x, %x : (tensor<?x10xf32>, tensor<?x10xf32>) -> tensor<?x10xf32>
   %e = dtf.mean %s : tensor<?x10xf32> -> tensor<f32>
   return %m, %e : tensor<?xf32>, tensor<f32>
-}
-
-// -----
-
-// By default (auto) a column sum joins a region on the CPU but not one
-// placed on a GPU (one thread per output element would loop over the batch
-// there); rows (layer norm, a sum of everything) join on both.
-// AUTO-LABEL: func.func @auto_by_device
-// AUTO: dtf.fused({{.*}}) {kernel = 0 : i64} : (tensor<?x3xf32>, tensor<?x3xf32>, tensor<3xf32>) -> (tensor<?x3xf32>, tensor<3xf32>)
-// AUTO: dtf.relu_grad {{.*}} {dtf.device = "/device:GPU:0"}
-// AUTO-NEXT: dtf.sum_to_shape {{.*}} {dtf.device = "/device:GPU:0"}
-// AUTO-NEXT: dtf.fused({{.*}}) {dtf.device = "/device:GPU:0", kernel = 1 : i64} : (tensor<?x3xf32>) -> tensor<f32>
-func.func @auto_by_device(%dy: tensor<?x3xf32>, %x: tensor<?x3xf32>, %b: tensor<3xf32>) -> (tensor<?x3xf32>, tensor<3xf32>, tensor<?x3xf32>, tensor<3xf32>, tensor<f32>) {
-  %g = dtf.relu_grad %dy, %x : tensor<?x3xf32>
-  %db = dtf.sum_to_shape %g, %b : tensor<?x3xf32> to tensor<3xf32>
-  %g2 = dtf.relu_grad %dy, %x {dtf.device = "/device:GPU:0"} : tensor<?x3xf32>
-  %db2 = dtf.sum_to_shape %g2, %b {dtf.device = "/device:GPU:0"} : tensor<?x3xf32> to tensor<3xf32>
-  %e = dtf.exp %x {dtf.device = "/device:GPU:0"} : tensor<?x3xf32>
-  %t = dtf.tanh %e {dtf.device = "/device:GPU:0"} : tensor<?x3xf32>
-  %all = dtf.sum %t {dtf.device = "/device:GPU:0"} : tensor<?x3xf32> -> tensor<f32>
-  return %g, %db, %g2, %db2, %all : tensor<?x3xf32>, tensor<3xf32>, tensor<?x3xf32>, tensor<3xf32>, tensor<f32>
 }
