@@ -22,8 +22,12 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include "llvm/Analysis/ValueTracking.h"
 #include "llvm/IR/Function.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/Instructions.h"
 #include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/MDBuilder.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -69,15 +73,44 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   // without reductions).
   Value total = fb.create<LLVM::LoadOp>(loc, i64, entry->getArgument(1));
   // One flat scf.parallel over [begin, end): a builder in its body, and i.
-  auto flatLoop = [&](Value &i) {
+  auto flatLoop = [&](Value &i, bool ret = true) {
     Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), begin);
     Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), end);
     auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
                                            ValueRange{step});
-    fb.create<func::ReturnOp>(loc);
+    if (ret)
+      fb.create<func::ReturnOp>(loc);
     OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
     i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
     return lb;
+  };
+  // An scf.for over the rows of `size` (i64) elements that meet [begin,
+  // end): a builder in its body, the row's first element, and the part of
+  // the row in [begin, end), [lo, hi).
+  struct Row {
+    OpBuilder b;
+    Value start, lo, hi;
+  };
+  auto rowsLoop = [&](Value size, bool ret) {
+    Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
+    Value firstRow = fb.create<arith::DivSIOp>(loc, begin, size);
+    Value lastRow = fb.create<arith::DivSIOp>(
+        loc,
+        fb.create<arith::AddIOp>(loc, end,
+                                 fb.create<arith::SubIOp>(loc, size, one64)),
+        size);
+    auto rows = fb.create<scf::ForOp>(
+        loc, fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), firstRow),
+        fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow), step);
+    if (ret)
+      fb.create<func::ReturnOp>(loc);
+    OpBuilder rb = OpBuilder::atBlockBegin(rows.getBody());
+    Value row = rb.create<arith::IndexCastOp>(loc, i64, rows.getInductionVar());
+    Value rowStart = rb.create<arith::MulIOp>(loc, row, size);
+    Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
+    Value hi = rb.create<arith::MinSIOp>(
+        loc, end, rb.create<arith::AddIOp>(loc, rowStart, size));
+    return Row{rb, rowStart, lo, hi};
   };
   if (hasReductions(fused)) {
     // One iteration per output element of the reductions; the i64
@@ -89,11 +122,32 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
                                           ArrayRef<LLVM::GEPArg>{k});
       counts.push_back(fb.create<LLVM::LoadOp>(loc, i64, slot));
     }
-    Value t;
-    OpBuilder lb = flatLoop(t);
-    return emitReducedRegionAt(lb, fused, pointers, t, counts[0], counts[1],
-                               counts[2], /*readUnusedInputs=*/false,
-                               /*interleave=*/true);
+    Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
+    Value rows = fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                          counts[2], one64);
+    auto branch = fb.create<scf::IfOp>(loc, rows, /*withElse=*/true);
+    fb.create<func::ReturnOp>(loc);
+    {
+      // N == 1 (rows): one iteration per output element, each summing its
+      // row (16 interleaved partial sums, as the op-by-op kernel).
+      fb = branch.getThenBodyBuilder();
+      Value t;
+      OpBuilder lb = flatLoop(t, /*ret=*/false);
+      if (failed(emitReducedRegionAt(lb, fused, pointers, t, counts[0],
+                                     counts[1], counts[2],
+                                     /*readUnusedInputs=*/false,
+                                     /*interleave=*/true)))
+        return failure();
+    }
+    // N > 1 (columns): the rows o of [O, N] that meet [begin, end), each
+    // summed by passes over contiguous reduced rows (emitColumnSums), so the
+    // vectorizer takes the inner loop.
+    fb = branch.getElseBodyBuilder();
+    Row row = rowsLoop(counts[2], /*ret=*/false);
+    Value offset = row.b.create<arith::MulIOp>(
+        loc, row.start, row.b.create<arith::SubIOp>(loc, counts[1], one64));
+    return emitColumnSums(row.b, fused, pointers, row.lo, row.hi, offset,
+                          row.start, counts[0], counts[1], counts[2]);
   }
   const int64_t rowSize = largestSuffix(fused);
   if (rowSize == 0) {
@@ -104,23 +158,7 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   // A bias of rowSize elements: rows of rowSize over [begin, end), each an
   // inner loop that reads the bias contiguously.
   Value size = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(rowSize));
-  Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
-  Value firstRow = fb.create<arith::DivSIOp>(loc, begin, size);
-  Value lastRow = fb.create<arith::DivSIOp>(
-      loc,
-      fb.create<arith::AddIOp>(loc, end,
-                               fb.create<arith::SubIOp>(loc, size, one64)),
-      size);
-  auto rows = fb.create<scf::ForOp>(
-      loc, fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), firstRow),
-      fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow), step);
-  fb.create<func::ReturnOp>(loc);
-  OpBuilder rb = OpBuilder::atBlockBegin(rows.getBody());
-  Value row = rb.create<arith::IndexCastOp>(loc, i64, rows.getInductionVar());
-  Value rowStart = rb.create<arith::MulIOp>(loc, row, size);
-  Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
-  Value hi = rb.create<arith::MinSIOp>(
-      loc, end, rb.create<arith::AddIOp>(loc, rowStart, size));
+  auto [rb, rowStart, lo, hi] = rowsLoop(size, /*ret=*/true);
   auto loop = rb.create<scf::ParallelOp>(
       loc, ValueRange{rb.create<arith::IndexCastOp>(loc, rb.getIndexType(), lo)},
       ValueRange{rb.create<arith::IndexCastOp>(loc, rb.getIndexType(), hi)},
@@ -151,6 +189,55 @@ std::unique_ptr<llvm::TargetMachine> cpuTargetMachine(std::string &error) {
   return std::unique_ptr<llvm::TargetMachine>(target->createTargetMachine(
       triple, kCpuKernelTarget, "", options, llvm::Reloc::PIC_, std::nullopt,
       llvm::CodeGenOptLevel::Aggressive));
+}
+
+/// Tells LLVM that the buffers of kernel `f` do not overlap: each comes from
+/// the `buffers` array, so without this LLVM cannot prove that a store to an
+/// output leaves the inputs (and the other outputs) unchanged, and does not
+/// vectorize a loop that reads and writes several of them (a column sum adds
+/// to its outputs in memory). It holds: dtf-run allocates every output for
+/// the call (KernelContext::allocateOutput), and inputs are only read. Each
+/// buffer gets an alias scope; every access through it is in that scope and
+/// declared not to alias the others' (what inlining a function with noalias
+/// arguments would give).
+void markBuffersDistinct(llvm::Function &f) {
+  if (f.isDeclaration() || f.arg_size() != 4)
+    return;
+  llvm::Argument *buffers = f.getArg(0);
+  llvm::DenseMap<const llvm::Value *, unsigned> bufferOf;
+  for (llvm::Instruction &inst : f.getEntryBlock())
+    if (auto *load = llvm::dyn_cast<llvm::LoadInst>(&inst))
+      if (load->getType()->isPointerTy() &&
+          llvm::getUnderlyingObject(load->getPointerOperand()) == buffers)
+        bufferOf.try_emplace(load, unsigned(bufferOf.size()));
+  if (bufferOf.size() < 2)
+    return;
+  llvm::LLVMContext &ctx = f.getContext();
+  llvm::MDBuilder mdb(ctx);
+  llvm::MDNode *domain = mdb.createAnonymousAliasScopeDomain(f.getName());
+  llvm::SmallVector<llvm::Metadata *> scopes;
+  for (unsigned k = 0; k < bufferOf.size(); ++k)
+    scopes.push_back(
+        mdb.createAnonymousAliasScope(domain, "buffer " + std::to_string(k)));
+  llvm::SmallVector<llvm::MDNode *> own, others;
+  for (unsigned k = 0; k < scopes.size(); ++k) {
+    own.push_back(llvm::MDNode::get(ctx, scopes[k]));
+    llvm::SmallVector<llvm::Metadata *> rest;
+    for (unsigned j = 0; j < scopes.size(); ++j)
+      if (j != k)
+        rest.push_back(scopes[j]);
+    others.push_back(llvm::MDNode::get(ctx, rest));
+  }
+  for (llvm::Instruction &inst : llvm::instructions(f)) {
+    const llvm::Value *addr = llvm::getLoadStorePointerOperand(&inst);
+    if (!addr)
+      continue;
+    auto it = bufferOf.find(llvm::getUnderlyingObject(addr, /*MaxLookup=*/0));
+    if (it == bufferOf.end())
+      continue;
+    inst.setMetadata(llvm::LLVMContext::MD_alias_scope, own[it->second]);
+    inst.setMetadata(llvm::LLVMContext::MD_noalias, others[it->second]);
+  }
 }
 
 void optimize(llvm::Module &module, llvm::TargetMachine &tm) {
@@ -339,8 +426,10 @@ LogicalResult mlir::dtf::compileCpuKernels(ModuleOp module,
   llvmModule->setDataLayout(tm->createDataLayout());
   llvmModule->setTargetTriple(tm->getTargetTriple().str());
   for (llvm::Function &f : *llvmModule)
-    if (!f.isDeclaration())
+    if (!f.isDeclaration()) {
       f.addFnAttr("target-cpu", kCpuKernelTarget);
+      markBuffersDistinct(f);
+    }
   optimize(*llvmModule, *tm);
   if (llvmIR) {
     llvm::raw_string_ostream os(*llvmIR);

@@ -251,7 +251,30 @@ int64_t mlir::dtf::largestSuffix(FusedOp fused) {
 
 namespace {
 
-bool isReduction(Operation *op) { return isa<SumOp, MeanOp, SumToShapeOp>(op); }
+bool isReduction(Operation *op) {
+  return isa<SumOp, MeanOp, SumToShapeOp, MaxOp>(op);
+}
+
+// Where a reduction's results start: 0 for sums and means, -inf for dtf.max
+// (runtime/kernels/cpu/Reduce.cpp's identity()).
+Value identityOf(OpBuilder &b, Location loc, Operation *r, Type t) {
+  return constantOf(b, loc, t,
+                    isa<MaxOp>(r) ? -std::numeric_limits<double>::infinity()
+                                  : 0.0);
+}
+
+// How a reduction adds one value to its accumulator, as Reduce.cpp's
+// combine(): a + v, or for dtf.max `(v > a || v != v) ? v : a` (NaN wins,
+// and of two equal values, +0 and -0, the first stays).
+Value combineOf(OpBuilder &b, Location loc, Operation *r, Value acc, Value v) {
+  if (!isa<MaxOp>(r))
+    return b.create<arith::AddFOp>(loc, acc, v);
+  Value greater =
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, v, acc);
+  Value nan = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, v, v);
+  Value take = b.create<arith::OrIOp>(loc, greater, nan);
+  return b.create<arith::SelectOp>(loc, take, v, acc);
+}
 
 /// Loads each input at `i` (or 0, or i mod its size), emits the region's
 /// elementwise ops on scalars into `scalars` and stores each elementwise
@@ -406,10 +429,10 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   auto idx = [&](OpBuilder &bb, Value v) -> Value {
     return bb.create<arith::IndexCastOp>(loc, bb.getIndexType(), v);
   };
-  auto zeros = [&](OpBuilder &bb) {
+  auto zeros = [&](OpBuilder &bb) { // each reduction's identity
     SmallVector<Value> z;
-    for (Type ty : types)
-      z.push_back(constantOf(bb, loc, ty, 0));
+    for (auto [r, ty] : llvm::zip(reductions, types))
+      z.push_back(identityOf(bb, loc, r, ty));
     return z;
   };
   Value total = b.create<arith::MulIOp>(loc, elements, reduced);
@@ -454,7 +477,7 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
           }
           SmallVector<Value> next;
           for (size_t q = 0; q < nr; ++q)
-            next.push_back(fb.create<arith::AddFOp>(loc, acc[q], v[q]));
+            next.push_back(combineOf(fb, loc, reductions[q], acc[q], v[q]));
           next.append(v.begin(), v.end());
           fb.create<scf::YieldOp>(loc, next);
         });
@@ -502,8 +525,8 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                     fb, fb.create<arith::AddIOp>(loc, start, i64c(fb, j)), v)))
               status = failure();
             for (size_t q = 0; q < nr; ++q)
-              next.push_back(v.size() == nr ? fb.create<arith::AddFOp>(
-                                                  loc, acc[j * nr + q], v[q])
+              next.push_back(v.size() == nr ? combineOf(fb, loc, reductions[q],
+                                                        acc[j * nr + q], v[q])
                                             : acc[j * nr + q]);
           }
           fb.create<scf::YieldOp>(loc, next);
@@ -511,8 +534,8 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
     SmallVector<Value> sums = zeros(tb);
     for (int j = 0; j < 16; ++j)
       for (size_t q = 0; q < nr; ++q)
-        sums[q] = tb.create<arith::AddFOp>(loc, sums[q],
-                                           blocks.getResult(j * nr + q));
+        sums[q] = combineOf(tb, loc, reductions[q], sums[q],
+                            blocks.getResult(j * nr + q));
     SmallVector<Value> tailInit(sums);
     SmallVector<Value> z = zeros(tb);
     tailInit.append(z.begin(), z.end());
@@ -545,10 +568,15 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   Operation *yield = body.getTerminator();
   for (size_t q = 0; q < nr; ++q) {
     Value sum = sums[q];
-    Value r = b.create<arith::SelectOp>(
-        loc, whole, sum,
-        b.create<arith::AddFOp>(loc, constantOf(b, loc, types[q], 0), sum));
-    r = b.create<arith::SelectOp>(loc, single, sums[nr + q], r);
+    // A max is its accumulator: combine(-inf, m) is m, bit for bit, and so
+    // is the copy of one element.
+    Value r = sum;
+    if (!isa<MaxOp>(reductions[q])) {
+      r = b.create<arith::SelectOp>(
+          loc, whole, sum,
+          b.create<arith::AddFOp>(loc, constantOf(b, loc, types[q], 0), sum));
+      r = b.create<arith::SelectOp>(loc, single, sums[nr + q], r);
+    }
     if (isa<MeanOp>(reductions[q]))
       r = b.create<arith::DivFOp>(
           loc, r, b.create<arith::SIToFPOp>(loc, types[q], reduced));
@@ -565,7 +593,7 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
 
 LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
                                         ArrayRef<Value> pointers, Value lo,
-                                        Value hi, Value offset,
+                                        Value hi, Value offset, Value rowStart,
                                         Value elements, Value reduced,
                                         Value inner) {
   Location loc = fused.getLoc();
@@ -579,6 +607,23 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
   Value total = b.create<arith::MulIOp>(loc, elements, reduced);
   Value one = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(1));
   Value zero64 = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(0));
+  // N when the dims after the reduced run are static: a bias of N elements
+  // (the kept channels) is then read at its place in the row, contiguously,
+  // instead of at i mod N (a gather).
+  int64_t rowSize = 0;
+  {
+    SmallVector<int64_t> shape = fusedIterationShape(fused);
+    std::string spec;
+    for (const std::string &r : fusedResultSpecs(fused))
+      if (!r.empty())
+        spec = r;
+    const size_t last = spec.find_last_not_of('k');
+    if (last != std::string::npos && spec.size() == shape.size()) {
+      rowSize = 1;
+      for (size_t d = last + 1; d < shape.size(); ++d)
+        rowSize = ShapedType::isDynamic(shape[d]) ? 0 : rowSize * shape[d];
+    }
+  }
   Value single =
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, reduced, one);
   auto idx = [&](OpBuilder &bb, Value v) -> Value {
@@ -608,8 +653,12 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
     Value at = lb.create<arith::AddIOp>(
         loc, lb.create<arith::AddIOp>(loc, t, offset),
         lb.create<arith::MulIOp>(loc, r, inner));
+    // The first element of at's row of N in the iteration space.
+    Value atRow = lb.create<arith::SubIOp>(
+        loc, at, lb.create<arith::SubIOp>(loc, t, rowStart));
     IRMapping m;
-    if (failed(emitElementsAt(lb, fused, pointers, at, total, {}, 0, m,
+    if (failed(emitElementsAt(lb, fused, pointers, at, total,
+                              rowSize > 0 ? atRow : Value(), rowSize, m,
                               /*readUnusedInputs=*/false))) {
       status = failure();
       return;
@@ -619,13 +668,15 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
       Value addr = outAt(lb, q, t);
       Type ty = v.getType();
       Value sum;
-      if (first)
+      if (first && isa<MaxOp>(reductions[q]))
+        sum = v; // combine(-inf, v) is v
+      else if (first)
         sum = lb.create<arith::SelectOp>(
             loc, single, v,
             lb.create<arith::AddFOp>(loc, constantOf(lb, loc, ty, 0), v));
       else
-        sum = lb.create<arith::AddFOp>(
-            loc, lb.create<LLVM::LoadOp>(loc, ty, addr), v);
+        sum = combineOf(lb, loc, reductions[q],
+                        lb.create<LLVM::LoadOp>(loc, ty, addr), v);
       lb.create<LLVM::StoreOp>(loc, sum, addr);
     }
   };
@@ -644,7 +695,8 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
     for (size_t q = 0; q < reductions.size(); ++q)
       lb.create<LLVM::StoreOp>(
           loc,
-          constantOf(lb, loc, elementTypeOf(reductions[q]->getResult(0)), 0),
+          identityOf(lb, loc, reductions[q],
+                     elementTypeOf(reductions[q]->getResult(0))),
           outAt(lb, q, t));
   }
   {

@@ -57,15 +57,16 @@ LogicalResult emitReducedRegionAt(OpBuilder &b, FusedOp fused,
 
 /// The CPU's loop for columns (N > 1) of a region with reductions: output
 /// elements [lo, hi) of one row o of [O, N] (i64; `offset` = o * N * (R - 1),
-/// so that element t's reduced row r is t + offset + r * N). The rows of the
+/// so that element t's reduced row r is t + offset + r * N; `rowStart` =
+/// o * N; a bias of N elements is read at t - rowStart). The rows of the
 /// reduced run one after the other, each a loop over [lo, hi) adding to the
 /// outputs in memory: the op-by-op kernel's order for each output element
 /// (so bit for bit the same), and contiguous accesses the vectorizer takes,
 /// where a loop per output element would stride through memory.
 LogicalResult emitColumnSums(OpBuilder &b, FusedOp fused,
                              ArrayRef<Value> pointers, Value lo, Value hi,
-                             Value offset, Value elements, Value reduced,
-                             Value inner);
+                             Value offset, Value rowStart, Value elements,
+                             Value reduced, Value inner);
 
 /// The element count of the largest bias ("suffix" input) of `fused`; 0
 /// when it has none.

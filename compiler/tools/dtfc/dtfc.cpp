@@ -92,11 +92,11 @@ cl::opt<Fusion> fusion(
 
 cl::opt<std::string> fuseReductions(
     "fuse-reductions",
-    cl::desc("Which sums and means may end a fused region: rows (default: "
-             "over the last axes, as layer norm's statistics), all (also "
-             "columns: bias gradients, batch norm's statistics; their CPU "
-             "loop is not vectorized yet) or none"),
-    cl::init("rows"), cl::cat(category));
+    cl::desc("Which sums, means and maxima may end a fused region: all "
+             "(default: rows and columns), rows (over the last axes, as layer "
+             "norm's statistics, or over every axis, as a loss mean; not "
+             "columns: bias gradients, batch norm's statistics) or none"),
+    cl::init("all"), cl::cat(category));
 
 enum class GpuKernels { Auto, On, Off };
 cl::opt<GpuKernels> gpuKernels(
@@ -263,9 +263,10 @@ int main(int argc, char **argv) {
       if (func.getSymName() != "train_step" && func.getSymName() != "eval")
         func.erase();
     mlir::PassManager fuse(&context);
-    if (fuseReductions != "rows" && fuseReductions != "all" &&
+    if (fuseReductions != "all" && fuseReductions != "rows" &&
         fuseReductions != "none") {
-      llvm::errs() << "dtfc: --fuse-reductions must be rows, all or none, not '"
+      llvm::errs() << "dtfc: --fuse-reductions must be all, rows or none, "
+                      "not '"
                    << fuseReductions << "'\n";
       return kUsageError;
     }

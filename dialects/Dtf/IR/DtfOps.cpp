@@ -193,10 +193,10 @@ LogicalResult FusedOp::verify() {
   if (getNumResults() == 0)
     return emitOpError() << "needs at least one result";
   // Results in the iteration shape, and those of reductions (sum, mean,
-  // sum_to_shape) over it; the reductions' operands have that shape.
+  // sum_to_shape, max) over it; the reductions' operands have that shape.
   std::optional<ArrayRef<int64_t>> shape;
   for (Operation &op : body)
-    if (isa<SumOp, MeanOp, SumToShapeOp>(op)) {
+    if (isa<SumOp, MeanOp, SumToShapeOp, MaxOp>(op)) {
       auto s = cast<RankedTensorType>(op.getOperand(0).getType()).getShape();
       if (shape && *shape != s)
         return emitOpError() << "reduces operands of different shapes; all "
@@ -205,7 +205,7 @@ LogicalResult FusedOp::verify() {
     }
   for (Value v : yield.getValues()) {
     Operation *def = v.getDefiningOp();
-    if (def && isa<SumOp, MeanOp, SumToShapeOp>(def))
+    if (def && isa<SumOp, MeanOp, SumToShapeOp, MaxOp>(def))
       continue;
     auto s = cast<RankedTensorType>(v.getType()).getShape();
     if (!shape)

@@ -133,8 +133,8 @@ std::optional<std::string> reduceOpSpec(Reduce op) {
   std::string spec(size_t(rank), 'k');
   const char reduced = op.getKeepDims() ? '1' : 'r';
   std::optional<ArrayRef<int64_t>> axes = op.getAxes();
-  if (!axes)
-    return std::nullopt; // every axis: one element (docs/kernels.md)
+  if (!axes) // every axis: to one element (a loss mean, the accuracy)
+    return std::string(size_t(rank), reduced);
   for (int64_t a : *axes) {
     if (a < 0)
       a += rank;
@@ -142,16 +142,14 @@ std::optional<std::string> reduceOpSpec(Reduce op) {
       return std::nullopt;
     spec[size_t(a)] = reduced;
   }
-  if (spec.find('k') == std::string::npos)
-    return std::nullopt;
   return spec;
 }
 
 } // namespace
 
 std::optional<std::string> mlir::dtf::fusedReduceSpec(Operation *op) {
-  if (!isa<SumOp, MeanOp, SumToShapeOp>(op) || op->getNumResults() != 1 ||
-      !isFloatTensor(op->getResult(0).getType()) ||
+  if (!isa<SumOp, MeanOp, SumToShapeOp, MaxOp>(op) ||
+      op->getNumResults() != 1 || !isFloatTensor(op->getResult(0).getType()) ||
       !isFloatTensor(op->getOperand(0).getType()))
     return std::nullopt;
   std::optional<std::string> spec;
@@ -159,6 +157,8 @@ std::optional<std::string> mlir::dtf::fusedReduceSpec(Operation *op) {
     spec = reduceOpSpec(sum);
   else if (auto mean = dyn_cast<MeanOp>(op))
     spec = reduceOpSpec(mean);
+  else if (auto max = dyn_cast<MaxOp>(op))
+    spec = reduceOpSpec(max);
   else if (auto s = dyn_cast<SumToShapeOp>(op)) {
     auto dy = cast<RankedTensorType>(s.getDy().getType());
     auto like = dyn_cast<RankedTensorType>(s.getLike().getType());
@@ -266,7 +266,8 @@ SmallVector<Group> findGroups(Block &block, Reductions allowed) {
     std::optional<std::string> spec =
         elementwise ? std::nullopt : fusedReduceSpec(&op);
     // A column reduction (an axis kept after the reduced ones) only with
-    // `all`: its CPU loop is not vectorized yet (docs/kernels.md).
+    // `all` (the default), and always on a GPU (where it has no library
+    // kernel).
     const bool onGpu = isGpuDevice(op.getAttr("dtf.device"));
     if (spec &&
         (allowed == Reductions::None ||
@@ -402,7 +403,7 @@ struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
     else if (reductions == "none")
       allowed = Reductions::None;
     else if (reductions != "rows") {
-      getOperation().emitError() << "dtf-fuse: reductions must be rows, all "
+      getOperation().emitError() << "dtf-fuse: reductions must be all, rows "
                                     "or none, not '"
                                  << reductions << "'";
       return signalPassFailure();

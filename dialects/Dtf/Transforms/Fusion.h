@@ -41,8 +41,9 @@ bool isFusableElementwise(Operation *op);
 /// For a reduction a region may end in, its spec over its operand's shape
 /// (the region's iteration shape): one char per axis, 'k' kept, 'r' reduced
 /// and dropped, '1' reduced and kept as size 1 (KernelParam.meaning
-/// "reduce:<spec>"). The reductions: dtf.sum and dtf.mean over one
-/// contiguous run of axes, not all of them, and dtf.sum_to_shape whose
+/// "reduce:<spec>"). The reductions: dtf.sum, dtf.mean and dtf.max over
+/// one contiguous run of axes (all of them too: to one element), and
+/// dtf.sum_to_shape whose
 /// summed axes are one contiguous run (leading ones: a bias gradient), on
 /// f32 or f64. Nothing for any other op.
 std::optional<std::string> fusedReduceSpec(Operation *op);

@@ -4,21 +4,29 @@
 // and --fusion=off writes a plan without any. --emit=kernels names a
 // reduced kernel's spec (reduce:<k, r or 1 per axis>, docs/plan-format.md).
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=kernels | FileCheck %s --check-prefix=LIST
-// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=ROWS
-// ROWS-NOT: reduce:
+// The default is all.
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=LIST
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=rows --emit=kernels | FileCheck %s --check-prefix=ROWS
+// With rows the one reduced kernel is the accuracy: compare, cast and the
+// mean of everything (reduce:r, to one element), in both programs.
+// ROWS-NOT: reduce:rk
+// ROWS: dtf_fused_1: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
+// ROWS-NOT: reduce:rk
+// ROWS: dtf_fused_3: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=some 2>&1 | FileCheck %s --check-prefix=BADRED
-// BADRED: --fuse-reductions must be rows, all or none, not 'some'
+// BADRED: --fuse-reductions must be all, rows or none, not 'some'
 // The convolutions' bias adds and relus go to oneDNN (conv2d_bias, below):
 // the dense layer's stay a generated kernel.
 // LIST: dtf_fused_0: 2 ops, 2 inputs, 2 outputs, over f32[B,500]
 // LIST-NEXT:   dtf.add  {{.*}}mnist_cnn.dtf:43:10
 // LIST-NEXT:   dtf.relu  {{.*}}mnist_cnn.dtf:43:10
-// LIST: dtf_fused_1: 2 ops, 2 inputs, 1 outputs, over f32[B]
+// LIST: dtf_fused_1: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r
 // LIST-NEXT:   dtf.compare  {{.*}}mnist_cnn.dtf:47:44
 // LIST-NEXT:   dtf.cast  {{.*}}mnist_cnn.dtf:47:21
-// With --fuse-reductions=all, each layer's relu_grad with its bias gradient:
-// one loop over the bias's elements, summing the leading axes (by default,
-// rows only, the seed CNN has no reduced kernel).
+// LIST-NEXT:   dtf.mean  {{.*}}mnist_cnn.dtf:47:16
+// With --fuse-reductions=all (the default), each layer's relu_grad with its
+// bias gradient: one loop over the bias's elements, summing the leading axes
+// (with rows, the seed CNN's only reduced kernels are the accuracy's).
 // LIST: dtf_fused_2: 2 ops, 3 inputs, 2 outputs, over f32[B,500], reduce:rk
 // LIST-NEXT:   dtf.relu_grad  {{.*}}mnist_cnn.dtf:43:10
 // LIST-NEXT:   dtf.sum_to_shape  {{.*}}mnist_cnn.dtf:43:10

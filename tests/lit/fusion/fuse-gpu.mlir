@@ -58,7 +58,7 @@ func.func @lone_ops_on_gpu(%dy: tensor<?x3xf32>, %x: tensor<?x3xf32>, %b: tensor
 // CHECK: dtf.mean
 func.func @lone_ops_on_cpu(%dy: tensor<?x3xf32>, %x: tensor<?x3xf32>, %b: tensor<3xf32>) -> (tensor<?x3xf32>, tensor<3xf32>, tensor<?xf32>) {
   %g = dtf.relu_grad %dy, %x {dtf.device = "/cpu:0"} : tensor<?x3xf32>
-  %db = dtf.sum_to_shape %g, %b {dtf.device = "/cpu:0"} : tensor<?x3xf32> to tensor<3xf32>
+  %db = dtf.sum_to_shape %dy, %b {dtf.device = "/cpu:0"} : tensor<?x3xf32> to tensor<3xf32>
   %m = dtf.mean %x axes [1] : tensor<?x3xf32> -> tensor<?xf32>
   return %g, %db, %m : tensor<?x3xf32>, tensor<3xf32>, tensor<?xf32>
 }
