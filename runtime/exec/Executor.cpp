@@ -618,6 +618,9 @@ std::string Executor::fusedGpuCodeMissing(const plan::Op &op) const {
   auto k = op.attrs().find("kernel");
   if (!pk || !pk->loaded || k == op.attrs().end())
     return "the plan's generated kernels run op by op here";
+  if (plan::updatedOperands(op) > 0)
+    return "a generated optimizer update writes its variable in place, and "
+           "variables live on the host";
   const int index = int(k->second.i());
   if (index < 0 || index >= int(pk->gpu.size()) || !pk->gpu[size_t(index)].present())
     return "the plan has no GPU code for its generated kernels (dtf.fused; "

@@ -50,11 +50,17 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
     `reductions`, sums and means over a contiguous run of axes may end a
     region (docs/kernels.md): `rows` (the default) those over the last
     axes, `all` also columns (the batch axes of a bias gradient or batch
-    statistic), `none` no reduction.
+    statistic), `none` no reduction. With `updates` (the default), each
+    dense optimizer update (apply_sgd, apply_momentum, apply_adam,
+    apply_adagrad, apply_rmsprop) becomes a region of its own with no
+    results: its kernel updates the variable and its slots in place.
   }];
   let options = [
     Option<"reductions", "reductions", "std::string", /*default=*/"\"rows\"",
-           "which reductions may end a region: rows, all or none">
+           "which reductions may end a region: rows, all or none">,
+    Option<"updates", "updates", "bool", /*default=*/"true",
+           "each dense optimizer update becomes a dtf.fused region of its "
+           "own, run in place on the variable and its slots">
   ];
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }

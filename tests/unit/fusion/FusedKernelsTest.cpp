@@ -32,7 +32,7 @@ namespace {
 
 std::vector<std::string> modelFiles() {
   std::vector<std::string> files;
-  for (const char *dir : {"models", "tests/e2e"}) {
+  for (const char *dir : {"models", "tests/e2e", "tests/unit/fusion/updates"}) {
     fs::path p = fs::path(DTF_SOURCE_DIR) / dir;
     for (const auto &entry : fs::directory_iterator(p))
       if (entry.path().extension() == ".dtf")
@@ -162,6 +162,42 @@ bool callsLibm(const dtf::plan::Kernel &kernel) {
   return false;
 }
 
+/// How many inputs `kernel` updates in place ("inout" params: a generated
+/// optimizer update's variable and slots); 0 for any other kernel.
+int inPlaceInputs(const dtf::plan::Kernel &kernel) {
+  int n = 0;
+  for (const auto &p : kernel.params())
+    n += p.kind() == "buffer" && p.meaning() == "inout";
+  return n;
+}
+
+/// An update kernel's body as a program the op-by-op executor runs: its
+/// in-place inputs are the variables "input<i>" (read, then updated), the
+/// others feeds.
+dtf::plan::Program updateBodyProgram(const dtf::plan::Kernel &kernel,
+                                     int inPlace) {
+  dtf::plan::Program body = dtf::plan::kernelBodyProgram(kernel);
+  google::protobuf::RepeatedPtrField<dtf::plan::Op> ops;
+  for (int i = 0; i < inPlace; ++i) {
+    dtf::plan::Op *read = ops.Add();
+    read->set_name("dtf.read_variable");
+    read->add_outputs(kernel.inputs(i));
+    (*read->mutable_attrs())["name"].set_s("input" + std::to_string(i));
+  }
+  for (const auto &op : body.ops())
+    *ops.Add() = op;
+  *body.mutable_ops() = std::move(ops);
+  body.mutable_feeds()->DeleteSubrange(0, inPlace);
+  return body;
+}
+
+dtf::Tensor copyOf(const dtf::Tensor &t) {
+  dtf::Tensor c = dtf::Tensor::allocate(t.dtype(), t.shape());
+  std::memcpy(c.rawData(), t.rawData(),
+              size_t(t.numElements()) * dtf::dtypeSize(t.dtype()));
+  return c;
+}
+
 class EveryKernel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
@@ -190,10 +226,28 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     const dtf::plan::Kernel &kernel = plan.kernels(k);
     const uint64_t tolerance = callsLibm(kernel) ? 4 : 0;
     // The region as a program of its own, for the op-by-op executor.
-    dtf::plan::Program body = dtf::plan::kernelBodyProgram(kernel);
+    const int inPlace = inPlaceInputs(kernel);
+    dtf::plan::Program body = inPlace > 0
+                                  ? updateBodyProgram(kernel, inPlace)
+                                  : dtf::plan::kernelBodyProgram(kernel);
     for (auto &op : *body.mutable_ops())
       op.clear_device(); // this process's CPU, as the fused kernel
     dtf::exec::VariableStore variables;
+    for (int i = 0; i < inPlace; ++i) {
+      // Placeholders of the right type and shape, replaced before each run.
+      const dtf::plan::Value *value = nullptr;
+      for (const auto &v : kernel.values())
+        if (v.id() == kernel.inputs(i))
+          value = &v;
+      ASSERT_NE(value, nullptr);
+      dtf::DType dtype = dtf::DType::F32;
+      ASSERT_TRUE(dtf::plan::toDType(value->type().dtype(), &dtype).isOk());
+      ASSERT_TRUE(variables
+                      .add("input" + std::to_string(i),
+                           dtf::Tensor::zeros(
+                               dtype, dtf::plan::dimsOf(value->type().shape())))
+                      .isOk());
+    }
     dtf::exec::ExecutorOptions options;
     options.intraOpPool = &pool;
     std::unique_ptr<dtf::exec::Executor> opByOp;
@@ -202,6 +256,7 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
 
     // Batches of 1, an odd partial one, and ones past the pool's 16k chunk.
+    std::vector<bool> changed(size_t(inPlace), false);
     for (int64_t batch : {1, 7, 50, 333}) {
       std::vector<dtf::Tensor> inputs;
       std::vector<dtf::Tensor *> pointers;
@@ -218,6 +273,26 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
           if (d < 0)
             d = batch;
         inputs.push_back(randomTensor(dtype, dims, rng));
+        if (inPlace > 0 && (dtype == dtf::DType::I64 || dtype == dtf::DType::I32))
+          for (int64_t e = 0; e < inputs.back().numElements(); ++e) {
+            // An update's step counts updates: >= 0.
+            if (dtype == dtf::DType::I64)
+              inputs.back().data<int64_t>()[e] =
+                  std::abs(inputs.back().data<int64_t>()[e]);
+            else
+              inputs.back().data<int32_t>()[e] =
+                  std::abs(inputs.back().data<int32_t>()[e]);
+          }
+      }
+      // An update writes its variable and slots in place: each side gets
+      // its own copy of them.
+      std::vector<dtf::Tensor> before;
+      for (int i = 0; i < inPlace; ++i) {
+        before.push_back(copyOf(inputs[size_t(i)]));
+        dtf::Tensor *var = variables.find("input" + std::to_string(i));
+        ASSERT_EQ(var->shape(), inputs[size_t(i)].shape());
+        std::memcpy(var->rawData(), inputs[size_t(i)].rawData(),
+                    size_t(var->numElements()) * dtf::dtypeSize(var->dtype()));
       }
       for (dtf::Tensor &t : inputs)
         pointers.push_back(&t);
@@ -229,10 +304,25 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
       s = dtf::callKernel(dtf::fusedKernel, fused);
       ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
 
-      for (int i = 0; i < kernel.inputs_size(); ++i)
-        ASSERT_TRUE(opByOp->setFeed(i, inputs[i]).isOk());
+      for (int i = inPlace; i < kernel.inputs_size(); ++i)
+        ASSERT_TRUE(opByOp->setFeed(i - inPlace, inputs[i]).isOk());
       s = opByOp->run(0);
       ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
+      for (int i = 0; i < inPlace; ++i) {
+        const dtf::Tensor &want = *variables.find("input" + std::to_string(i));
+        const dtf::Tensor &got = inputs[size_t(i)];
+        int64_t where = -1;
+        ASSERT_EQ(got.shape(), want.shape()) << kernel.name();
+        // (A zero gradient or learning rate, which the random inputs hold
+        // now and then, leaves a one-element variable as it was.)
+        if (maxUlps(got, before[size_t(i)], &where) != 0)
+          changed[size_t(i)] = true;
+        uint64_t d = maxUlps(got, want, &where);
+        EXPECT_EQ(d, 0u) << GetParam() << ": " << kernel.name()
+                         << " updates input " << i << " at batch " << batch
+                         << " differently at element " << where << " (ulps "
+                         << d << ")";
+      }
       for (int o = 0; o < kernel.outputs_size(); ++o) {
         const dtf::Tensor &want = opByOp->fetch(o);
         const dtf::Tensor &got = fused.output(o);
@@ -247,6 +337,9 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
       }
       ++checked;
     }
+    for (int i = 0; i < inPlace; ++i)
+      EXPECT_TRUE(changed[size_t(i)])
+          << kernel.name() << " never updated input " << i;
   }
   if (!HasFailure())
     std::printf("[ fusion   ] %s: %d kernels, %d runs match the op-by-op "
