@@ -579,6 +579,73 @@ TEST(PlanReader, RejectsAKernelParameterOfUnknownMeaning) {
       << s.message();
 }
 
+/// The index of the plan's first update kernel (an "inout" parameter); -1
+/// when there is none.
+int firstUpdateKernel(const dtf::plan::Plan &plan) {
+  for (int k = 0; k < plan.kernels_size(); ++k)
+    if (inPlaceInputs(plan.kernels(k)) > 0)
+      return k;
+  return -1;
+}
+
+TEST(PlanReader, RejectsInPlaceParametersOutsideAnUpdateKernel) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(firstUpdateKernel(plan), 0);
+  // An elementwise kernel (kernel 0: a bias add and relu) told to write its
+  // first input in place.
+  ASSERT_EQ(inPlaceInputs(plan.kernels(0)), 0);
+  plan.mutable_kernels(0)->mutable_params(0)->set_meaning("inout");
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("in-place (inout) parameters but is not one "
+                             "dense optimizer update"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(PlanReader, RejectsAnUpdateOpWhoseInplaceDiffersFromItsKernel) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  const int k = firstUpdateKernel(plan);
+  ASSERT_GE(k, 0);
+  bool changed = false;
+  for (auto &op : *plan.mutable_train_step()->mutable_ops())
+    if (op.name() == "dtf.fused" && op.attrs().at("kernel").i() == k) {
+      EXPECT_EQ(op.attrs().at("inplace").i(), 3); // Adam: var, m, v
+      (*op.mutable_attrs())["inplace"].set_i(2);
+      changed = true;
+    }
+  ASSERT_TRUE(changed);
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("updates 2 inputs in place (attribute "
+                             "'inplace'); its kernel"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(Dtfc, FuseUpdatesOffKeepsTheOpByOpUpdates) {
+  dtf::plan::Plan on, off;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &on));
+  ASSERT_NO_FATAL_FAILURE(
+      compileModel(seedModel(), &off, "--fuse-updates=off"));
+  auto count = [](const dtf::plan::Program &p, const std::string &name) {
+    int n = 0;
+    for (const auto &op : p.ops())
+      n += op.name() == name;
+    return n;
+  };
+  // The seed CNN's 8 variables, each updated by Adam.
+  EXPECT_EQ(count(on.train_step(), "dtf.apply_adam"), 0);
+  EXPECT_EQ(count(off.train_step(), "dtf.apply_adam"), 8);
+  EXPECT_EQ(on.kernels_size(), off.kernels_size() + 8);
+  int updates = 0;
+  for (const auto &kernel : on.kernels())
+    updates += inPlaceInputs(kernel) == 3 && kernel.outputs_size() == 0;
+  EXPECT_EQ(updates, 8);
+}
+
 TEST(PlanReader, RejectsAnObjectWithoutItsBaseline) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
