@@ -4,6 +4,7 @@
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace dtf::plan {
@@ -54,6 +55,30 @@ Program kernelBodyProgram(const Kernel &kernel) {
   return body;
 }
 
+int inPlaceInputs(const Kernel &kernel) {
+  int n = 0;
+  for (const KernelParam &param : kernel.params())
+    n += param.kind() == "buffer" && param.meaning() == "inout";
+  return n;
+}
+
+Program updateKernelBodyProgram(const Kernel &kernel) {
+  Program body = kernelBodyProgram(kernel);
+  const int inout = std::min(inPlaceInputs(kernel), kernel.inputs_size());
+  google::protobuf::RepeatedPtrField<Op> ops;
+  for (int i = 0; i < inout; ++i) {
+    Op *read = ops.Add();
+    read->set_name("dtf.read_variable");
+    read->add_outputs(kernel.inputs(i));
+    (*read->mutable_attrs())["name"].set_s("input" + std::to_string(i));
+  }
+  for (const Op &op : body.ops())
+    *ops.Add() = op;
+  *body.mutable_ops() = std::move(ops);
+  body.mutable_feeds()->DeleteSubrange(0, inout);
+  return body;
+}
+
 namespace {
 
 const TensorType *typeOf(const google::protobuf::RepeatedPtrField<Value> &values,
@@ -89,9 +114,7 @@ Status checkFusedOps(const Plan &plan, const Program &program,
                          op.outputs_size(), " outputs; its kernel ",
                          printable(kernel.name()), " has ",
                          kernel.inputs_size(), " and ", kernel.outputs_size());
-    int inout = 0;
-    for (const KernelParam &param : kernel.params())
-      inout += param.kind() == "buffer" && param.meaning() == "inout";
+    const int inout = inPlaceInputs(kernel);
     if (updatedOperands(op) != inout)
       return errorStatus(where(), " updates ", updatedOperands(op),
                          " inputs in place (attribute 'inplace'); its kernel ",
@@ -132,9 +155,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
       return errorStatus(where, " has no cpu_symbol in the plan's cpu_object");
     // An update kernel ("inout" params: the variable and its slots, the
     // first inputs) is one optimizer update and has no outputs.
-    int inout = 0;
-    for (const KernelParam &param : kernel.params())
-      inout += param.kind() == "buffer" && param.meaning() == "inout";
+    const int inout = inPlaceInputs(kernel);
     const bool isUpdate = inout > 0 && kernel.body_size() == 1 &&
                           updatedOperands(kernel.body(0)) == inout &&
                           kernel.body(0).name().rfind("dtf.apply_", 0) == 0;
@@ -152,23 +173,10 @@ Status validateKernels(const Plan &plan, const std::string &name) {
           (updatedOperands(op) > 0 && !isUpdate))
         return errorStatus(where, " holds a ", printable(op.name()),
                            " op, which cannot be fused");
-    Program body = kernelBodyProgram(kernel);
-    if (isUpdate) {
-      // Its variable and slots as the reads of variables "input<i>": an
-      // update writes only those in place.
-      google::protobuf::RepeatedPtrField<Op> ops;
-      for (int i = 0; i < inout; ++i) {
-        Op *read = ops.Add();
-        read->set_name("dtf.read_variable");
-        read->add_outputs(kernel.inputs(i));
-        (*read->mutable_attrs())["name"].set_s("input" + std::to_string(i));
-      }
-      for (const Op &op : body.ops())
-        *ops.Add() = op;
-      *body.mutable_ops() = std::move(ops);
-      body.mutable_feeds()->DeleteSubrange(0, inout);
-    }
-    DTF_RETURN_IF_ERROR(validateProgram(body, where));
+    // (An update writes only its variable and slots, read from variables.)
+    DTF_RETURN_IF_ERROR(validateProgram(
+        isUpdate ? updateKernelBodyProgram(kernel) : kernelBodyProgram(kernel),
+        where));
     const int operands = kernel.inputs_size() + kernel.outputs_size();
     for (int p = 0; p < kernel.params_size(); ++p) {
       const KernelParam &param = kernel.params(p);

@@ -162,34 +162,7 @@ bool callsLibm(const dtf::plan::Kernel &kernel) {
   return false;
 }
 
-/// How many inputs `kernel` updates in place ("inout" params: a generated
-/// optimizer update's variable and slots); 0 for any other kernel.
-int inPlaceInputs(const dtf::plan::Kernel &kernel) {
-  int n = 0;
-  for (const auto &p : kernel.params())
-    n += p.kind() == "buffer" && p.meaning() == "inout";
-  return n;
-}
-
-/// An update kernel's body as a program the op-by-op executor runs: its
-/// in-place inputs are the variables "input<i>" (read, then updated), the
-/// others feeds.
-dtf::plan::Program updateBodyProgram(const dtf::plan::Kernel &kernel,
-                                     int inPlace) {
-  dtf::plan::Program body = dtf::plan::kernelBodyProgram(kernel);
-  google::protobuf::RepeatedPtrField<dtf::plan::Op> ops;
-  for (int i = 0; i < inPlace; ++i) {
-    dtf::plan::Op *read = ops.Add();
-    read->set_name("dtf.read_variable");
-    read->add_outputs(kernel.inputs(i));
-    (*read->mutable_attrs())["name"].set_s("input" + std::to_string(i));
-  }
-  for (const auto &op : body.ops())
-    *ops.Add() = op;
-  *body.mutable_ops() = std::move(ops);
-  body.mutable_feeds()->DeleteSubrange(0, inPlace);
-  return body;
-}
+using dtf::plan::inPlaceInputs;
 
 dtf::Tensor copyOf(const dtf::Tensor &t) {
   dtf::Tensor c = dtf::Tensor::allocate(t.dtype(), t.shape());
@@ -228,7 +201,7 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     // The region as a program of its own, for the op-by-op executor.
     const int inPlace = inPlaceInputs(kernel);
     dtf::plan::Program body = inPlace > 0
-                                  ? updateBodyProgram(kernel, inPlace)
+                                  ? dtf::plan::updateKernelBodyProgram(kernel)
                                   : dtf::plan::kernelBodyProgram(kernel);
     for (auto &op : *body.mutable_ops())
       op.clear_device(); // this process's CPU, as the fused kernel
@@ -588,6 +561,13 @@ int firstUpdateKernel(const dtf::plan::Plan &plan) {
   return -1;
 }
 
+/// validatePlan refuses `plan` with a message holding `text`.
+void expectRefused(const dtf::plan::Plan &plan, const std::string &text) {
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
+}
+
 TEST(PlanReader, RejectsInPlaceParametersOutsideAnUpdateKernel) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
@@ -595,13 +575,11 @@ TEST(PlanReader, RejectsInPlaceParametersOutsideAnUpdateKernel) {
   // An elementwise kernel (kernel 0: a bias add and relu) told to write its
   // first input in place.
   ASSERT_EQ(inPlaceInputs(plan.kernels(0)), 0);
-  plan.mutable_kernels(0)->mutable_params(0)->set_meaning("inout");
-  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
-  ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("in-place (inout) parameters but is not one "
-                             "dense optimizer update"),
-            std::string::npos)
-      << s.message();
+  for (auto &param : *plan.mutable_kernels(0)->mutable_params())
+    if (param.kind() == "buffer" && param.operand() == 0)
+      param.set_meaning("inout");
+  expectRefused(plan, "in-place (inout) parameters but is not one dense "
+                      "optimizer update");
 }
 
 TEST(PlanReader, RejectsAnUpdateOpWhoseInplaceDiffersFromItsKernel) {
@@ -617,12 +595,8 @@ TEST(PlanReader, RejectsAnUpdateOpWhoseInplaceDiffersFromItsKernel) {
       changed = true;
     }
   ASSERT_TRUE(changed);
-  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
-  ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("updates 2 inputs in place (attribute "
-                             "'inplace'); its kernel"),
-            std::string::npos)
-      << s.message();
+  expectRefused(plan, "updates 2 inputs in place (attribute 'inplace'); its "
+                      "kernel");
 }
 
 TEST(Dtfc, FuseUpdatesOffKeepsTheOpByOpUpdates) {
