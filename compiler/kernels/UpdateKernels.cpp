@@ -34,8 +34,8 @@ double floatAttr(Operation *op, StringRef name, double dflt) {
 /// The scalars an update rule takes, in T (the variable's type) unless
 /// said otherwise.
 struct Hyper {
-  Value lr;    // T(learning rate)
-  Value lrT;   // Adam: T(lr * sqrt(1 - beta2^t) / (1 - beta1^t))
+  Value lr;  // T(learning rate)
+  Value lrT; // Adam: T(lr * sqrt(1 - beta2^t) / (1 - beta1^t))
 };
 
 class UpdateEmitter {

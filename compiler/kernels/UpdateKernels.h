@@ -15,14 +15,14 @@ namespace mlir::dtf {
 /// "inout"), then the region's inputs (gradient, learning rate, step);
 /// `scalars[0]` the element count. The hyperparameters are read once,
 /// before the loop over [begin, end).
-LogicalResult buildCpuUpdateFunc(FusedOp fused, Operation *update,
-                                 OpBuilder &b, StringRef name);
+LogicalResult buildCpuUpdateFunc(FusedOp fused, Operation *update, OpBuilder &b,
+                                 StringRef name);
 
 /// The GPU host function of an update region: `(ptr..., index elements)`,
 /// one scf.parallel over [0, elements) that reads the buffers in the
 /// parameter order (variable and slots first) and the hyperparameters in
 /// each thread (so that every kernel parameter stays a buffer or an i64).
-LogicalResult buildGpuUpdateFunc(FusedOp fused, Operation *update,
-                                 OpBuilder &b, StringRef name);
+LogicalResult buildGpuUpdateFunc(FusedOp fused, Operation *update, OpBuilder &b,
+                                 StringRef name);
 
 } // namespace mlir::dtf

@@ -240,8 +240,8 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
     auto var = SymbolTable::lookupNearestSymbolFrom<VariableOp>(
         fused, StringAttr::get(fused.getContext(), name));
     if (!var)
-      return fused.emitError() << "updates @" << name
-                               << ", which is not a variable";
+      return fused.emitError()
+             << "updates @" << name << ", which is not a variable";
     int32_t id = inner.nextId++;
     pb::Value *value = body.add_values();
     value->set_id(id);

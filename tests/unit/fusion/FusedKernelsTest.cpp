@@ -11,6 +11,7 @@
 #include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
+#include "tests/unit/fusion/KernelInputs.h"
 
 #include <gtest/gtest.h>
 
@@ -208,18 +209,9 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     dtf::exec::VariableStore variables;
     for (int i = 0; i < inPlace; ++i) {
       // Placeholders of the right type and shape, replaced before each run.
-      const dtf::plan::Value *value = nullptr;
-      for (const auto &v : kernel.values())
-        if (v.id() == kernel.inputs(i))
-          value = &v;
-      ASSERT_NE(value, nullptr);
-      dtf::DType dtype = dtf::DType::F32;
-      ASSERT_TRUE(dtf::plan::toDType(value->type().dtype(), &dtype).isOk());
-      ASSERT_TRUE(variables
-                      .add("input" + std::to_string(i),
-                           dtf::Tensor::zeros(
-                               dtype, dtf::plan::dimsOf(value->type().shape())))
-                      .isOk());
+      dtf::Tensor zeros = dtf::test::kernelInputZeros(kernel, i);
+      ASSERT_TRUE(zeros.defined()) << kernel.name() << " input " << i;
+      ASSERT_TRUE(variables.add("input" + std::to_string(i), zeros).isOk());
     }
     dtf::exec::ExecutorOptions options;
     options.intraOpPool = &pool;

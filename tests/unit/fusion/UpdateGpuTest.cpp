@@ -10,6 +10,7 @@
 #include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
+#include "tests/unit/fusion/KernelInputs.h"
 
 #include <gtest/gtest.h>
 
@@ -35,9 +36,10 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
       (fs::temp_directory_path() /
        ("dtf-update-gpu-" + std::to_string(::getpid()) + ".bin"))
           .string();
-  const std::string cmd = std::string(DTF_DTFC_PATH) + " '" + model +
-                          "' --no-data-check --gpu-kernels=on --cuda-toolkit '" +
-                          DTF_CUDA_TOOLKIT + "' -o '" + out + "'";
+  const std::string cmd =
+      std::string(DTF_DTFC_PATH) + " '" + model +
+      "' --no-data-check --gpu-kernels=on --cuda-toolkit '" + DTF_CUDA_TOOLKIT +
+      "' -o '" + out + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   dtf::plan::Plan plan;
   dtf::Status s = dtf::plan::readPlanFile(out, &plan);
@@ -80,15 +82,9 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
   std::vector<dtf::Tensor> views;
   std::vector<dtf::gpu::cuda::CUdeviceptr> buffers;
   for (int i = 0; i < kernel.inputs_size(); ++i) {
-    const dtf::plan::Value *value = nullptr;
-    for (const auto &v : kernel.values())
-      if (v.id() == kernel.inputs(i))
-        value = &v;
-    ASSERT_NE(value, nullptr);
-    dtf::DType dtype = dtf::DType::F32;
-    ASSERT_TRUE(dtf::plan::toDType(value->type().dtype(), &dtype).isOk());
-    dtf::Tensor t = dtf::Tensor::allocate(
-        dtype, dtf::plan::dimsOf(value->type().shape()));
+    dtf::Tensor t = dtf::test::kernelInputZeros(kernel, i);
+    ASSERT_TRUE(t.defined()) << kernel.name() << " input " << i;
+    const dtf::DType dtype = t.dtype();
     for (int64_t e = 0; e < t.numElements(); ++e) {
       if (dtype == dtf::DType::I64)
         t.data<int64_t>()[e] = 41; // the step
@@ -100,11 +96,11 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
     const size_t bytes = size_t(t.numElements()) * dtf::dtypeSize(dtype);
     dtf::gpu::cuda::CUdeviceptr p = 0;
     ASSERT_EQ(driver->cuMemAlloc(&p, bytes), 0);
-    ASSERT_EQ(driver->cuMemcpyHtoDAsync(p, t.rawData(), bytes, device->stream()),
-              0);
+    ASSERT_EQ(
+        driver->cuMemcpyHtoDAsync(p, t.rawData(), bytes, device->stream()), 0);
     buffers.push_back(p);
-    views.push_back(dtf::Tensor::view(dtype, t.shape(),
-                                      reinterpret_cast<void *>(p)));
+    views.push_back(
+        dtf::Tensor::view(dtype, t.shape(), reinterpret_cast<void *>(p)));
     host.push_back(std::move(t));
   }
   ASSERT_TRUE(device->synchronize().isOk());
@@ -140,8 +136,8 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
   ASSERT_TRUE(s.isOk()) << s.message();
 
   for (int i = 0; i < 3; ++i) {
-    dtf::Tensor got = dtf::Tensor::allocate(host[size_t(i)].dtype(),
-                                            host[size_t(i)].shape());
+    dtf::Tensor got =
+        dtf::Tensor::allocate(host[size_t(i)].dtype(), host[size_t(i)].shape());
     const size_t bytes = size_t(got.numElements()) * sizeof(float);
     ASSERT_EQ(driver->cuMemcpyDtoHAsync(got.rawData(), buffers[size_t(i)],
                                         bytes, device->stream()),
