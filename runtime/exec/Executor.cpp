@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -789,10 +789,10 @@ Status Executor::uploadResidentVariables() {
   for (auto &[host, r] : resident_) {
     gpu::GpuDevice &device = *gpus_.at(r.gpu);
     DTF_RETURN_IF_ERROR(device.makeCurrent());
-    DTF_RETURN_IF_ERROR(device.check(
-        "cuMemcpyHtoDAsync (a resident variable)",
-        device.driver().cuMemcpyHtoDAsync(r.ptr, host->rawData(), r.bytes,
-                                          device.stream())));
+    DTF_RETURN_IF_ERROR(
+        device.check("cuMemcpyHtoDAsync (a resident variable)",
+                     device.driver().cuMemcpyHtoDAsync(
+                         r.ptr, host->rawData(), r.bytes, device.stream())));
     used.insert(r.gpu);
   }
   for (int g : used)
@@ -810,10 +810,10 @@ Status Executor::syncVariablesToHost() {
       continue;
     gpu::GpuDevice &device = *gpus_.at(r.gpu);
     DTF_RETURN_IF_ERROR(device.makeCurrent());
-    DTF_RETURN_IF_ERROR(device.check(
-        "cuMemcpyDtoHAsync (a resident variable)",
-        device.driver().cuMemcpyDtoHAsync(r.host->rawData(), r.ptr, r.bytes,
-                                          device.stream())));
+    DTF_RETURN_IF_ERROR(
+        device.check("cuMemcpyDtoHAsync (a resident variable)",
+                     device.driver().cuMemcpyDtoHAsync(
+                         r.host->rawData(), r.ptr, r.bytes, device.stream())));
     used.insert(r.gpu);
   }
   for (int g : used)
@@ -854,8 +854,7 @@ Status Executor::place(const plan::Program &program) {
         residentUpdates_.insert(&op);
         for (int k = 0; k < plan::updatedOperands(op); ++k)
           for (const plan::Op &o : program.ops())
-            if (o.name() == "dtf.read_variable" &&
-                o.outputs(0) == op.inputs(k))
+            if (o.name() == "dtf.read_variable" && o.outputs(0) == op.inputs(k))
               residentNames_[o.attrs().at("name").s()] = gpuIndex;
       }
     }

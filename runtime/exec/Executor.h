@@ -284,7 +284,7 @@ private:
     int gpu = -1;
     gpu::cuda::CUdeviceptr ptr = 0;
     size_t bytes = 0;
-    Tensor view; // the device copy, as GPU ops read it
+    Tensor view;           // the device copy, as GPU ops read it
     bool constant = false; // a dtf.constant: uploaded, never downloaded
   };
   std::map<const Tensor *, Resident> resident_;

@@ -368,8 +368,10 @@ Status fusedKernel(KernelContext &ctx) {
       Tensor &t = ctx.mutableInput(p.operand);
       if (t.shape() != shape)
         return errorStatus(info.name, ": input ", p.operand, " is ",
-                           t.describe(), ", which the kernel cannot update "
-                           "in place over the shape ", shapeString(shape));
+                           t.describe(),
+                           ", which the kernel cannot update "
+                           "in place over the shape ",
+                           shapeString(shape));
       buffers.push_back(t.rawData());
       continue;
     }

@@ -160,10 +160,11 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                           updatedOperands(kernel.body(0)) == inout &&
                           kernel.body(0).name().rfind("dtf.apply_", 0) == 0;
     if (inout > 0 && !isUpdate)
-      return errorStatus(where, " has ", inout, " in-place (inout) "
+      return errorStatus(where, " has ", inout,
+                         " in-place (inout) "
                          "parameters but is not one dense optimizer update");
-    if (kernel.inputs_size() == 0 ||
-        (kernel.outputs_size() == 0) != isUpdate || kernel.body_size() == 0)
+    if (kernel.inputs_size() == 0 || (kernel.outputs_size() == 0) != isUpdate ||
+        kernel.body_size() == 0)
       return errorStatus(where,
                          isUpdate ? " updates in place and has no outputs"
                                   : " needs inputs, outputs and a body of ops");
@@ -186,9 +187,12 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                              param.operand(), ", but the kernel has ",
                              operands, " (inputs, then outputs)");
         if (!isKnownBufferMeaning(param.meaning()))
-          return errorStatus(where, ": parameter ", p, " has an unknown "
-                             "meaning '", printable(param.meaning()),
-                             "' (same, scalar, suffix, prefix:<D>, inout, output, reduce:<spec>)");
+          return errorStatus(where, ": parameter ", p,
+                             " has an unknown "
+                             "meaning '",
+                             printable(param.meaning()),
+                             "' (same, scalar, suffix, prefix:<D>, inout, "
+                             "output, reduce:<spec>)");
         if (param.meaning() == "inout" && param.operand() >= inout)
           return errorStatus(where, ": parameter ", p, " updates operand ",
                              param.operand(), " in place; only the first ",

@@ -419,9 +419,9 @@ Status partitionTrainStep(Plan *plan, bool remoteLookups) {
       std::string key = variable + ":";
       // (A generated update, dtf.fused with `inplace`, takes the gradient
       // where its op-by-op update does: right after the variable and slots.)
-      const bool isGrad = (op.name().rfind("dtf.apply_", 0) == 0 ||
-                           op.name() == "dtf.fused") &&
-                          k == local;
+      const bool isGrad =
+          (op.name().rfind("dtf.apply_", 0) == 0 || op.name() == "dtf.fused") &&
+          k == local;
       key += isGrad ? std::string("grad")
                     : shortOpName(op.name()) + ":" + std::to_string(k);
       Transfer send;

@@ -105,8 +105,7 @@ cl::opt<Fusion> fuseUpdates(
              "generated kernel that writes the variable and its slots in "
              "place (default on)"),
     cl::values(clEnumValN(Fusion::On, "on", "generated update kernels"),
-               clEnumValN(Fusion::Off, "off",
-                          "the op-by-op update kernels")),
+               clEnumValN(Fusion::Off, "off", "the op-by-op update kernels")),
     cl::init(Fusion::On), cl::cat(category));
 
 enum class GpuKernels { Auto, On, Off };

@@ -454,9 +454,9 @@ void fuseUpdate(Operation *op, int64_t kernel) {
   OpBuilder b(op);
   llvm::SetVector<Value> inputs(op->getOperands().begin(),
                                 op->getOperands().end());
-  auto fused = b.create<FusedOp>(op->getLoc(), TypeRange{},
-                                 inputs.getArrayRef(),
-                                 b.getI64IntegerAttr(kernel));
+  auto fused =
+      b.create<FusedOp>(op->getLoc(), TypeRange{}, inputs.getArrayRef(),
+                        b.getI64IntegerAttr(kernel));
   if (Attribute device = op->getAttr("dtf.device"))
     fused->setAttr("dtf.device", device);
   Block *body = new Block();

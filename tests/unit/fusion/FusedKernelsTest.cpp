@@ -3,12 +3,12 @@
 // random inputs of several batch sizes: bit for bit, or within a few ulps
 // where the region calls exp, log or tanh. Also the loader's and the plan
 // reader's errors for broken kernels.
+#include "runtime/plan/FusedKernels.h"
 #include "runtime/core/ThreadPool.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/PlanKernels.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/kernels/GeneratedKernels.h"
-#include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 #include "tests/unit/fusion/KernelInputs.h"
@@ -238,7 +238,8 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
           if (d < 0)
             d = batch;
         inputs.push_back(randomTensor(dtype, dims, rng));
-        if (inPlace > 0 && (dtype == dtf::DType::I64 || dtype == dtf::DType::I32))
+        if (inPlace > 0 &&
+            (dtype == dtf::DType::I64 || dtype == dtf::DType::I32))
           for (int64_t e = 0; e < inputs.back().numElements(); ++e) {
             // An update's step counts updates: >= 0.
             if (dtype == dtf::DType::I64)
