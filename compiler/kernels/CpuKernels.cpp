@@ -1,6 +1,7 @@
 // dtf.fused regions to CPU machine code: loops in scf, LLVM, a shared object.
 #include "compiler/kernels/KernelGen.h"
 #include "compiler/kernels/ScalarOps.h"
+#include "compiler/kernels/UpdateKernels.h"
 
 #include "dialects/Dtf/IR/DtfDialect.h"
 #include "dialects/Dtf/Transforms/Fusion.h"
@@ -49,6 +50,8 @@ namespace {
 
 /// The C ABI entry point of one fused region.
 LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
+  if (Operation *update = fusedUpdateOp(fused)) // in place: UpdateKernels.h
+    return buildCpuUpdateFunc(fused, update, b, name);
   MLIRContext *ctx = b.getContext();
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(ctx);

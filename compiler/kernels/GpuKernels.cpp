@@ -4,6 +4,8 @@
 // cubins with the CUDA toolkit's ptxas.
 #include "compiler/kernels/KernelGen.h"
 #include "compiler/kernels/ScalarOps.h"
+#include "compiler/kernels/UpdateKernels.h"
+#include "dialects/Dtf/Transforms/Fusion.h"
 
 #include "plan.pb.h"
 
@@ -74,6 +76,8 @@ LogicalResult runPipeline(ModuleOp module, const std::string &text,
 /// `func @dtf_fused_<k>(ptr..., index elements)`: scf.parallel over
 /// [0, elements) computing the region.
 LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
+  if (Operation *update = fusedUpdateOp(fused)) // in place: UpdateKernels.h
+    return buildGpuUpdateFunc(fused, update, b, name);
   MLIRContext *ctx = b.getContext();
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(ctx);

@@ -231,6 +231,24 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
   pb::Program body;
   ProgramEmitter inner(func, &body, nullptr);
   Block &block = fused.getBody().front();
+  // An update's variable and slots: the kernel's first inputs, as the
+  // op-by-op update takes them (its body is that update).
+  Operation *update = fusedUpdateOp(fused);
+  SmallVector<StringRef> inPlace =
+      update ? fusableUpdateSymbols(update) : SmallVector<StringRef>();
+  for (StringRef name : inPlace) {
+    auto var = SymbolTable::lookupNearestSymbolFrom<VariableOp>(
+        fused, StringAttr::get(fused.getContext(), name));
+    if (!var)
+      return fused.emitError()
+             << "updates @" << name << ", which is not a variable";
+    int32_t id = inner.nextId++;
+    pb::Value *value = body.add_values();
+    value->set_id(id);
+    fillType(var.getTensorType(), value->mutable_type());
+    inner.variableValues[name] = id;
+    kernel->add_inputs(id);
+  }
   for (BlockArgument arg : block.getArguments())
     kernel->add_inputs(inner.define(arg));
   for (Operation &op : block) {
@@ -250,6 +268,12 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
   // then the element count (FusedKernels.h in the runtime reads them).
   SmallVector<int64_t> shape = fusedIterationShape(fused);
   int operand = 0;
+  for (size_t k = 0; k < inPlace.size(); ++k) {
+    pb::KernelParam *p = kernel->add_params();
+    p->set_kind("buffer");
+    p->set_operand(operand++);
+    p->set_meaning("inout"); // read and written at element i
+  }
   for (Value in : fused.getInputs()) {
     std::optional<FusedIndex> index =
         fusedIndexOf(cast<RankedTensorType>(in.getType()), shape);
@@ -308,7 +332,13 @@ LogicalResult ProgramEmitter::emitOp(Operation &op) {
         })
         .Case([&](AssignAddOp o) { symbolOperands = {o.getVar()}; })
         .Case([&](AssignMovingAverageOp o) { symbolOperands = {o.getVar()}; })
-        .Case([&](MovingAverageUpdateOp o) { symbolOperands = {o.getAvg(), o.getVar()}; });
+        .Case([&](MovingAverageUpdateOp o) { symbolOperands = {o.getAvg(), o.getVar()}; })
+        .Case([&](FusedOp o) {
+          // An update's region: its variable and slots lead, written in
+          // place (attribute `inplace`, docs/plan-format.md).
+          if (Operation *update = fusedUpdateOp(o))
+            symbolOperands = fusableUpdateSymbols(update);
+        });
     std::vector<int32_t> symbolIds;
     for (StringRef s : symbolOperands)
       symbolIds.push_back(variable(s, &op));
@@ -332,9 +362,12 @@ LogicalResult ProgramEmitter::emitOp(Operation &op) {
     for (NamedAttribute attr : op.getAttrDictionary())
       if (failed(convertAttr(&op, attr, out)))
         return failure();
-    if (auto fused = dyn_cast<FusedOp>(op))
+    if (auto fused = dyn_cast<FusedOp>(op)) {
+      if (fusedUpdateOp(fused))
+        (*out->mutable_attrs())["inplace"].set_i(int64_t(symbolIds.size()));
       if (failed(emitFused(fused, out)))
         return failure();
+    }
     for (Value result : op.getResults())
       out->add_outputs(define(result));
     if (auto input = dyn_cast<InputOp>(op)) {

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -221,7 +222,14 @@ void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options) {
 }
 
 Executor::Executor() : schedule_(std::make_unique<Schedule>()) {}
-Executor::~Executor() = default;
+Executor::~Executor() {
+  for (auto &[host, r] : resident_)
+    if (r.ptr) {
+      auto it = gpus_.find(r.gpu);
+      if (it != gpus_.end() && it->second->makeCurrent().isOk())
+        (void)it->second->driver().cuMemFree(r.ptr);
+    }
+}
 
 Status Executor::create(const plan::Program &program, VariableStore &variables,
                         const KernelRegistry &kernels,
@@ -373,6 +381,13 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
                     var->describe(), ", but the plan reads it as ",
                     plan::typeString(valueDTypes_[v], valueDims_[v]));
       slots_[v] = var; // an alias: updates in place are seen by every reader
+      if (auto r = residentNames_.find(name);
+          r != residentNames_.end() && !resident_.count(var)) {
+        Resident &res = resident_[var];
+        res.host = var;
+        res.gpu = r->second;
+        res.bytes = size_t(var->numElements()) * dtypeSize(var->dtype());
+      }
       valueVariable_[v] =
           variableIndex.emplace(var, int(variableIndex.size())).first->second;
       continue;
@@ -519,6 +534,52 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
     int v = index.at(fetch.value());
     fetches_.push_back({infoOf(fetch.name(), v), v});
   }
+  // A constant that a GPU op reads (a learning rate, a scale) is uploaded
+  // once too, with the resident variables: it never changes.
+  std::set<const Tensor *> constants;
+  for (const Tensor &t : constants_)
+    constants.insert(&t);
+  for (const Node &node : nodes_)
+    if (node.kind == NodeKind::kGpu && !resident_.empty())
+      for (int v : node.inputs)
+        if (constants.count(slots_[v]) && !resident_.count(slots_[v])) {
+          Resident &res = resident_[slots_[v]];
+          res.host = slots_[v];
+          res.gpu = node.gpu;
+          res.bytes =
+              size_t(res.host->numElements()) * dtypeSize(res.host->dtype());
+          res.constant = true;
+        }
+  for (auto &[host, r] : resident_) {
+    // The device copy of a resident variable: its own allocation, outside
+    // the arena (whose buffers move and lose their contents).
+    auto g = gpus_.find(r.gpu);
+    if (g == gpus_.end())
+      return errorStatus(what, ": variable resident on GPU ", r.gpu,
+                         ", which runs none of its ops");
+    DTF_RETURN_IF_ERROR(g->second->makeCurrent());
+    DTF_RETURN_IF_ERROR(g->second->check(
+        "cuMemAlloc (a resident variable)",
+        g->second->driver().cuMemAlloc(&r.ptr, std::max<size_t>(r.bytes, 1))));
+    r.view = Tensor::view(host->dtype(), host->shape(),
+                          reinterpret_cast<void *>(uintptr_t(r.ptr)));
+  }
+  if (options_.log && !resident_.empty()) {
+    std::set<int> gpus;
+    size_t variables = 0;
+    for (const auto &[host, r] : resident_) {
+      gpus.insert(r.gpu);
+      variables += !r.constant;
+    }
+    std::string names;
+    for (int g : gpus)
+      names += (names.empty() ? "" : ", ") + gpu::gpuDeviceName(g);
+    std::fprintf(options_.log,
+                 "%s: %zu variables and slots stay on %s between steps (their "
+                 "readers and updates run there), with %zu constants\n",
+                 what.c_str(), variables, names.c_str(),
+                 resident_.size() - variables);
+  }
   if (hasGpu_)
     wireGpuNodes();
   numVariables_ = static_cast<int>(variableIndex.size());
@@ -626,6 +687,12 @@ void Executor::wireGpuNodes() {
       const bool onDevice = p != producer.end() &&
                             node.kind == NodeKind::kGpu &&
                             nodes_[p->second.first].gpu == node.gpu;
+      auto resident = resident_.find(slots_[v]);
+      if (node.kind == NodeKind::kGpu && resident != resident_.end() &&
+          resident->second.gpu == node.gpu) {
+        node.gpuOp->addDeviceInput(&resident->second.view);
+        continue; // read in device memory, never on the host
+      }
       if (node.kind == NodeKind::kGpu) {
         if (onDevice)
           node.gpuOp->addDeviceInput(
@@ -706,6 +773,9 @@ std::string Executor::fusedGpuCodeMissing(const plan::Op &op) const {
   auto k = op.attrs().find("kernel");
   if (!pk || !pk->loaded || k == op.attrs().end())
     return "the plan's generated kernels run op by op here";
+  if (plan::updatedOperands(op) > 0 && !residentUpdates_.count(&op))
+    return "a generated optimizer update writes its variable in place, and "
+           "its variable lives on the host";
   const int index = int(k->second.i());
   if (index < 0 || index >= int(pk->gpu.size()) || !pk->gpu[size_t(index)].present())
     return "the plan has no GPU code for its generated kernels (dtf.fused; "
@@ -728,6 +798,115 @@ bool Executor::gpuAvailable(int index, std::string *why) {
     return false;
   }
   return true;
+}
+
+// The GPU on which the in-place update `i` may run with its variable and
+// slots resident: every other op that reads them runs on that one GPU and
+// comes before the update (in a step the forward and backward passes read a
+// variable before its update), no fetch reads them, and the op that makes
+// its gradient runs there too; -1 otherwise.
+int Executor::residentGpuOf(const plan::Program &program, int i) const {
+  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
+  if (env && std::string_view(env) == "0")
+    return -1;
+  const plan::Op &op = program.ops(i);
+  const PlanKernels *pk = options_.planKernels.get();
+  auto k = op.attrs().find("kernel");
+  if (!pk || !pk->loaded || k == op.attrs().end() || k->second.i() < 0 ||
+      k->second.i() >= int64_t(pk->gpu.size()) ||
+      !pk->gpu[size_t(k->second.i())].present())
+    return -1;
+  std::map<int32_t, std::string> readOf; // value -> the variable it reads
+  for (const plan::Op &o : program.ops())
+    if (o.name() == "dtf.read_variable" && o.outputs_size() == 1)
+      readOf[o.outputs(0)] = o.attrs().at("name").s();
+  std::set<std::string> names;
+  for (int n = 0; n < plan::updatedOperands(op); ++n) {
+    auto it = readOf.find(op.inputs(n));
+    if (it == readOf.end())
+      return -1;
+    names.insert(it->second);
+  }
+  auto readsThem = [&](int32_t value) {
+    auto it = readOf.find(value);
+    return it != readOf.end() && names.count(it->second) > 0;
+  };
+  for (const plan::Fetch &f : program.fetches())
+    if (readsThem(f.value()))
+      return -1;
+  int gpu = -1;
+  for (int j = 0; j < program.ops_size(); ++j) {
+    if (j == i)
+      continue;
+    const plan::Op &o = program.ops(j);
+    // sum_to_shape's `like` and reduce_grad's `x` give only a shape, which
+    // the host tensor keeps: those uses read no element.
+    const bool shapeOnly =
+        o.name() == "dtf.sum_to_shape" || o.name() == "dtf.reduce_grad";
+    bool reads = false;
+    for (int k = 0; k < o.inputs_size(); ++k)
+      reads = reads || ((!shapeOnly || k == 0) && readsThem(o.inputs(k)));
+    if (!reads)
+      continue;
+    if (j > i || opGpu_[size_t(j)] < 0 ||
+        (gpu >= 0 && opGpu_[size_t(j)] != gpu))
+      return -1;
+    gpu = opGpu_[size_t(j)];
+  }
+  // Its gradient made on that GPU too: a gradient from the host would cross
+  // every step instead of the variable, for nothing.
+  const int updated = plan::updatedOperands(op);
+  if (gpu < 0 || op.inputs_size() <= updated)
+    return -1;
+  for (int j = 0; j < i; ++j)
+    for (int32_t out : program.ops(j).outputs())
+      if (out == op.inputs(updated) && opGpu_[size_t(j)] != gpu)
+        return -1;
+  return gpu;
+}
+
+int Executor::numResidentVariables() const {
+  int n = 0;
+  for (const auto &[host, r] : resident_)
+    n += !r.constant;
+  return n;
+}
+
+Status Executor::uploadResidentVariables() {
+  std::set<int> used;
+  for (auto &[host, r] : resident_) {
+    gpu::GpuDevice &device = *gpus_.at(r.gpu);
+    DTF_RETURN_IF_ERROR(device.makeCurrent());
+    DTF_RETURN_IF_ERROR(
+        device.check("cuMemcpyHtoDAsync (a resident variable)",
+                     device.driver().cuMemcpyHtoDAsync(
+                         r.ptr, host->rawData(), r.bytes, device.stream())));
+    used.insert(r.gpu);
+  }
+  for (int g : used)
+    DTF_RETURN_IF_ERROR(gpus_.at(g)->synchronize());
+  residentUploaded_ = true;
+  return Status::ok();
+}
+
+Status Executor::syncVariablesToHost() {
+  if (!residentUploaded_)
+    return Status::ok(); // the host holds the values
+  std::set<int> used;
+  for (auto &[host, r] : resident_) {
+    if (r.constant)
+      continue;
+    gpu::GpuDevice &device = *gpus_.at(r.gpu);
+    DTF_RETURN_IF_ERROR(device.makeCurrent());
+    DTF_RETURN_IF_ERROR(
+        device.check("cuMemcpyDtoHAsync (a resident variable)",
+                     device.driver().cuMemcpyDtoHAsync(
+                         r.host->rawData(), r.ptr, r.bytes, device.stream())));
+    used.insert(r.gpu);
+  }
+  for (int g : used)
+    DTF_RETURN_IF_ERROR(gpus_.at(g)->synchronize());
+  return Status::ok();
 }
 
 Status Executor::place(const plan::Program &program) {
@@ -754,6 +933,19 @@ Status Executor::place(const plan::Program &program) {
     int gpuIndex = device.empty() ? -1 : gpuIndexOf(device);
     if (gpuIndex >= 0)
       gpuIndex += options_.gpuOffset; // this tower's copy of the GPU
+    if (gpuIndex < 0 && device.empty() && op.name() == "dtf.fused" &&
+        plan::updatedOperands(op) > 0) {
+      // An update with no device of its own, whose variable and slots only
+      // one GPU reads: it runs there, and they stay there between steps.
+      gpuIndex = residentGpuOf(program, i);
+      if (gpuIndex >= 0) {
+        residentUpdates_.insert(&op);
+        for (int k = 0; k < plan::updatedOperands(op); ++k)
+          for (const plan::Op &o : program.ops())
+            if (o.name() == "dtf.read_variable" && o.outputs(0) == op.inputs(k))
+              residentNames_[o.attrs().at("name").s()] = gpuIndex;
+      }
+    }
     if (gpuIndex >= 0) {
       if (!gpuAvailable(gpuIndex, &why)) {
         lacking = device;
@@ -1049,6 +1241,8 @@ Status Executor::run(uint64_t step) {
     if (!feedTensors_[k].defined())
       return errorStatus(options_.programName, ": feed '", feeds_[k].info.name,
                          "' was not given a value");
+  if (!resident_.empty() && !residentUploaded_)
+    DTF_RETURN_IF_ERROR(uploadResidentVariables());
   // Outputs that share an input's buffer (reshape, an updated variable) would
   // make that buffer's producer allocate anew: let them go first.
   for (int n : releaseBeforeRun_)

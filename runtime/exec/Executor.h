@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -196,6 +197,22 @@ public:
   /// (one CUDA graph each once captured; runtime/gpu/GpuStep.h).
   int numGpuSegments() const { return int(segments_.size()); }
 
+  /// Variables that live on a GPU between steps: each one whose every
+  /// reader in this program, and its generated in-place update (which has
+  /// no device of its own), run on one GPU, none fetched
+  /// (DTF_GPU_RESIDENT_VARIABLES=0: none). They and their slots are
+  /// uploaded at the first run (and the first run after
+  /// reloadVariablesFromHost), then read and updated in device memory; the
+  /// store's host tensors are stale until syncVariablesToHost.
+  int numResidentVariables() const;
+  /// Copies every resident variable down into the variable store (before a
+  /// checkpoint, an evaluation, or the end of training). Nothing to do when
+  /// there are none or no step has run.
+  Status syncVariablesToHost();
+  /// The store's values changed on the host (a restore): the next run
+  /// uploads the resident variables again.
+  void reloadVariablesFromHost() { residentUploaded_ = false; }
+
   /// True when steps after the first run ops concurrently: an inter-op pool
   /// of more than one thread and a program whose dependencies leave two ops
   /// free to overlap somewhere (a chain runs sequentially either way).
@@ -218,6 +235,8 @@ private:
   Status place(const plan::Program &program);
   bool gpuAvailable(int index, std::string *why);
   std::string fusedGpuCodeMissing(const plan::Op &op) const;
+  int residentGpuOf(const plan::Program &program, int i) const;
+  Status uploadResidentVariables();
   std::string placedDevice(const plan::Op &op) const;
   Status kernelAttrs(const plan::Op &op, const Node &node,
                      AttrMap *attrs) const;
@@ -263,6 +282,21 @@ private:
   bool concurrent_ = false;
   bool hasRecv_ = false; // a dtf.recv: run in program order
   bool ranOnce_ = false;
+  // Variables resident on a GPU (numResidentVariables): the updates that
+  // keep them there (during place()), their names and GPUs, and per host
+  // tensor of the store, its device copy.
+  std::set<const plan::Op *> residentUpdates_;
+  std::map<std::string, int> residentNames_;
+  struct Resident {
+    Tensor *host = nullptr;
+    int gpu = -1;
+    gpu::cuda::CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+    Tensor view;           // the device copy, as GPU ops read it
+    bool constant = false; // a dtf.constant: uploaded, never downloaded
+  };
+  std::map<const Tensor *, Resident> resident_;
+  bool residentUploaded_ = false;
 };
 
 /// Converts a plan attribute to the kernel's form; a tensor attribute (only

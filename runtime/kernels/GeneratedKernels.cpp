@@ -27,6 +27,8 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
       out->meaning = M::kSuffix;
     else if (meaning == "output")
       out->meaning = M::kOutput;
+    else if (meaning == "inout")
+      out->meaning = M::kInOut;
     else if (meaning.rfind("prefix:", 0) == 0) {
       out->meaning = M::kPrefix;
       const std::string_view d = meaning.substr(7);
@@ -359,6 +361,18 @@ Status fusedKernel(KernelContext &ctx) {
                          " of ", numInputs + numOutputs);
     if (p.operand >= numInputs) {
       buffers.push_back(outputs[p.operand - numInputs]->rawData());
+      continue;
+    }
+    if (p.meaning == M::kInOut) {
+      // Written in place: the variable's (or slot's) own buffer.
+      Tensor &t = ctx.mutableInput(p.operand);
+      if (t.shape() != shape)
+        return errorStatus(info.name, ": input ", p.operand, " is ",
+                           t.describe(),
+                           ", which the kernel cannot update "
+                           "in place over the shape ",
+                           shapeString(shape));
+      buffers.push_back(t.rawData());
       continue;
     }
     const Tensor &t = ctx.input(p.operand);

@@ -35,6 +35,8 @@ struct GeneratedParam {
     kSuffix,   // buffer: element i mod its size (trailing dims of the shape)
     kPrefix,   // buffer: element i / divisor (the shape, trailing dims 1)
     kOutput,   // buffer: an output, element i
+    kInOut,    // buffer: an input read and written at element i in place
+               // (an update's variable or slot: "inout")
     kReduce,   // buffer: an output reduced over `spec`'s axes ("reduce:")
     kElements, // i64: the loop's element count: the iteration space's, or
                // the reduced outputs' in a kernel with reductions

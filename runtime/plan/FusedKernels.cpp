@@ -4,6 +4,7 @@
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace dtf::plan {
@@ -11,7 +12,7 @@ namespace dtf::plan {
 namespace {
 
 const char *const kKnownBufferMeanings[] = {"same", "scalar", "suffix",
-                                            "output"};
+                                            "output", "inout"};
 
 // "reduce:<spec>": spec one of k, r, 1 per axis, its r and 1 contiguous.
 bool isReduceMeaning(const std::string &m) {
@@ -54,6 +55,30 @@ Program kernelBodyProgram(const Kernel &kernel) {
   return body;
 }
 
+int inPlaceInputs(const Kernel &kernel) {
+  int n = 0;
+  for (const KernelParam &param : kernel.params())
+    n += param.kind() == "buffer" && param.meaning() == "inout";
+  return n;
+}
+
+Program updateKernelBodyProgram(const Kernel &kernel) {
+  Program body = kernelBodyProgram(kernel);
+  const int inout = std::min(inPlaceInputs(kernel), kernel.inputs_size());
+  google::protobuf::RepeatedPtrField<Op> ops;
+  for (int i = 0; i < inout; ++i) {
+    Op *read = ops.Add();
+    read->set_name("dtf.read_variable");
+    read->add_outputs(kernel.inputs(i));
+    (*read->mutable_attrs())["name"].set_s("input" + std::to_string(i));
+  }
+  for (const Op &op : body.ops())
+    *ops.Add() = op;
+  *body.mutable_ops() = std::move(ops);
+  body.mutable_feeds()->DeleteSubrange(0, inout);
+  return body;
+}
+
 namespace {
 
 const TensorType *typeOf(const google::protobuf::RepeatedPtrField<Value> &values,
@@ -89,6 +114,11 @@ Status checkFusedOps(const Plan &plan, const Program &program,
                          op.outputs_size(), " outputs; its kernel ",
                          printable(kernel.name()), " has ",
                          kernel.inputs_size(), " and ", kernel.outputs_size());
+    const int inout = inPlaceInputs(kernel);
+    if (updatedOperands(op) != inout)
+      return errorStatus(where(), " updates ", updatedOperands(op),
+                         " inputs in place (attribute 'inplace'); its kernel ",
+                         printable(kernel.name()), " writes ", inout);
     auto check = [&](int32_t opValue, int32_t kernelValue, const char *role,
                      int n) -> Status {
       const TensorType *outer = typeOf(program.values(), opValue);
@@ -123,16 +153,31 @@ Status validateKernels(const Plan &plan, const std::string &name) {
       return errorStatus(name, ": kernel ", k, " has no name");
     if (!plan.cpu_object().empty() && kernel.cpu_symbol().empty())
       return errorStatus(where, " has no cpu_symbol in the plan's cpu_object");
-    if (kernel.inputs_size() == 0 || kernel.outputs_size() == 0 ||
+    // An update kernel ("inout" params: the variable and its slots, the
+    // first inputs) is one optimizer update and has no outputs.
+    const int inout = inPlaceInputs(kernel);
+    const bool isUpdate = inout > 0 && kernel.body_size() == 1 &&
+                          updatedOperands(kernel.body(0)) == inout &&
+                          kernel.body(0).name().rfind("dtf.apply_", 0) == 0;
+    if (inout > 0 && !isUpdate)
+      return errorStatus(where, " has ", inout,
+                         " in-place (inout) "
+                         "parameters but is not one dense optimizer update");
+    if (kernel.inputs_size() == 0 || (kernel.outputs_size() == 0) != isUpdate ||
         kernel.body_size() == 0)
       return errorStatus(where,
-                         " needs inputs, outputs and a body of ops");
+                         isUpdate ? " updates in place and has no outputs"
+                                  : " needs inputs, outputs and a body of ops");
     for (const Op &op : kernel.body())
       if (op.name() == "dtf.fused" || op.name() == "dtf.input" ||
-          op.name() == "dtf.read_variable" || updatedOperands(op) > 0)
+          op.name() == "dtf.read_variable" ||
+          (updatedOperands(op) > 0 && !isUpdate))
         return errorStatus(where, " holds a ", printable(op.name()),
                            " op, which cannot be fused");
-    DTF_RETURN_IF_ERROR(validateProgram(kernelBodyProgram(kernel), where));
+    // (An update writes only its variable and slots, read from variables.)
+    DTF_RETURN_IF_ERROR(validateProgram(
+        isUpdate ? updateKernelBodyProgram(kernel) : kernelBodyProgram(kernel),
+        where));
     const int operands = kernel.inputs_size() + kernel.outputs_size();
     for (int p = 0; p < kernel.params_size(); ++p) {
       const KernelParam &param = kernel.params(p);
@@ -142,9 +187,16 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                              param.operand(), ", but the kernel has ",
                              operands, " (inputs, then outputs)");
         if (!isKnownBufferMeaning(param.meaning()))
-          return errorStatus(where, ": parameter ", p, " has an unknown "
-                             "meaning '", printable(param.meaning()),
-                             "' (same, scalar, suffix, prefix:<D>, output, reduce:<spec>)");
+          return errorStatus(where, ": parameter ", p,
+                             " has an unknown "
+                             "meaning '",
+                             printable(param.meaning()),
+                             "' (same, scalar, suffix, prefix:<D>, inout, "
+                             "output, reduce:<spec>)");
+        if (param.meaning() == "inout" && param.operand() >= inout)
+          return errorStatus(where, ": parameter ", p, " updates operand ",
+                             param.operand(), " in place; only the first ",
+                             inout, " inputs are (the variable and slots)");
         const bool output =
             param.meaning() == "output" || isReduceMeaning(param.meaning());
         if (output != (param.operand() >= kernel.inputs_size()))

@@ -18,6 +18,16 @@ Status validateKernels(const Plan &plan, const std::string &name);
 /// inputs, fetches "output<i>" for its outputs, in order.
 Program kernelBodyProgram(const Kernel &kernel);
 
+/// How many inputs `kernel` writes in place: its "inout" parameters (an
+/// optimizer update's variable and slots, its first inputs); 0 for a kernel
+/// that is not an update.
+int inPlaceInputs(const Kernel &kernel);
+
+/// kernelBodyProgram of an update kernel (inPlaceInputs > 0): its in-place
+/// inputs are the variables "input<i>" (read by dtf.read_variable, updated
+/// there), not feeds; the other inputs are fed as "input<i>".
+Program updateKernelBodyProgram(const Kernel &kernel);
+
 /// True when `program` holds a dtf.fused op.
 bool hasFusedOps(const Program &program);
 

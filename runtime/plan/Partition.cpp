@@ -417,7 +417,11 @@ Status partitionTrainStep(Plan *plan, bool remoteLookups) {
       if (!sent.insert(in).second)
         continue;
       std::string key = variable + ":";
-      const bool isGrad = op.name().rfind("dtf.apply_", 0) == 0 && k == local;
+      // (A generated update, dtf.fused with `inplace`, takes the gradient
+      // where its op-by-op update does: right after the variable and slots.)
+      const bool isGrad =
+          (op.name().rfind("dtf.apply_", 0) == 0 || op.name() == "dtf.fused") &&
+          k == local;
       key += isGrad ? std::string("grad")
                     : shortOpName(op.name()) + ":" + std::to_string(k);
       Transfer send;

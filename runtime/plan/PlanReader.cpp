@@ -90,6 +90,15 @@ int updatedOperands(const Op &op) {
   if (n == "dtf.apply_adam" || n == "dtf.sparse_apply_adam" ||
       n == "dtf.sparse_apply_rmsprop")
     return 3;
+  if (n == "dtf.fused") {
+    // A generated optimizer update: its first `inplace` inputs (the variable
+    // and its slots) are written in place.
+    auto it = op.attrs().find("inplace");
+    if (it != op.attrs().end() && it->second.value_case() == AttrValue::kI &&
+        it->second.i() > 0 && it->second.i() <= op.inputs_size())
+      return int(it->second.i());
+    return 0;
+  }
   if (n == "dtf.apply_rmsprop") {
     auto it = op.attrs().find("centered");
     const AttrValue *centered = it == op.attrs().end() ? nullptr : &it->second;

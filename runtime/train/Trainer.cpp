@@ -508,6 +508,8 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
                    t.name.c_str());
   startStep_ = step;
   restoredStep_ = step;
+  if (train_)
+    train_->reloadVariablesFromHost(); // resident variables: upload again
   checkpointNote_ = strCat("restored checkpoint ",
                            checkpoint::checkpointName(step), " from ", dir,
                            "; continuing at step ", step);
@@ -516,6 +518,9 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
 
 Status Trainer::saveCheckpoint(int64_t step, TrainReport *report,
                                FailureKind *kind) {
+  // Variables that live on a GPU between steps come down first.
+  if (train_)
+    DTF_RETURN_IF_ERROR(train_->syncVariablesToHost());
   std::vector<checkpoint::SavedTensor> tensors;
   for (const std::string &name : variables_.names())
     if (!dynamicTables_ || !dynamicTables_->holdsVariable(name))
@@ -586,6 +591,8 @@ Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
   metrics->clear();
   if (!eval_)
     return Status::ok();
+  // The evaluation reads the store: resident variables come down first.
+  DTF_RETURN_IF_ERROR(train_->syncVariablesToHost());
   data::BatchOptions o;
   o.batchSize =
       size_t(evalFeeder_->fixedBatch() ? evalFeeder_->fixedBatch() : batch_);
@@ -876,6 +883,8 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       lastTrain[k].value = sums[k] / double(intervalSteps);
   }
   report->steps = step;
+  // The store holds the trained values at the end (resident variables).
+  DTF_RETURN_IF_ERROR(train_->syncVariablesToHost());
   // The end of training and Ctrl-C save too (unless this step is saved).
   if (checkpoints.unsaved(step)) {
     DTF_RETURN_IF_ERROR(saveCheckpoint(step, report, kind));

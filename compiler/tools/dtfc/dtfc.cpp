@@ -98,6 +98,16 @@ cl::opt<std::string> fuseReductions(
              "columns: bias gradients, batch norm's statistics) or none"),
     cl::init("all"), cl::cat(category));
 
+cl::opt<Fusion> fuseUpdates(
+    "fuse-updates",
+    cl::desc("With --fusion=on, run each dense optimizer update (apply_sgd, "
+             "apply_momentum, apply_adam, apply_adagrad, apply_rmsprop) as a "
+             "generated kernel that writes the variable and its slots in "
+             "place (default on)"),
+    cl::values(clEnumValN(Fusion::On, "on", "generated update kernels"),
+               clEnumValN(Fusion::Off, "off", "the op-by-op update kernels")),
+    cl::init(Fusion::On), cl::cat(category));
+
 enum class GpuKernels { Auto, On, Off };
 cl::opt<GpuKernels> gpuKernels(
     "gpu-kernels",
@@ -272,6 +282,7 @@ int main(int argc, char **argv) {
     }
     mlir::dtf::DtfFuseOptions fuseOptions;
     fuseOptions.reductions = fuseReductions;
+    fuseOptions.updates = fuseUpdates == Fusion::On;
     fuse.addPass(mlir::dtf::createDtfFuseLibrary());
     fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));
     if (mlir::failed(fuse.run(*module))) {

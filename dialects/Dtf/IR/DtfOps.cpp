@@ -190,6 +190,17 @@ LogicalResult FusedOp::verify() {
   if (yield.getValues().getTypes() != getResultTypes())
     return emitOpError() << "yields " << yield.getValues().size()
                          << " values whose types differ from its results";
+  // An optimizer update's region (dtf-fuse) writes its variable and slots
+  // in place and has no results; the op is alone there.
+  if (llvm::any_of(body, [](Operation &op) {
+        return isa<ApplySgdOp, ApplyMomentumOp, ApplyAdamOp, ApplyAdagradOp,
+                   ApplyRmspropOp>(op);
+      })) {
+    if (getNumResults() != 0 || body.getOperations().size() != 2)
+      return emitOpError() << "holds an optimizer update, which stands alone "
+                              "in its region and has no results";
+    return success();
+  }
   if (getNumResults() == 0)
     return emitOpError() << "needs at least one result";
   // Results in the iteration shape, and those of reductions (sum, mean,

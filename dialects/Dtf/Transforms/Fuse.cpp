@@ -69,6 +69,11 @@ const char *mlir::dtf::fusedIndexName(FusedIndex index) {
 
 namespace {
 
+bool isFloatTensor(Type t) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  return r && (r.getElementType().isF32() || r.getElementType().isF64());
+}
+
 bool isFusableElement(Type t) {
   return t.isF32() || t.isF64() || t.isInteger(1) || t.isInteger(32) ||
          t.isInteger(64);
@@ -111,11 +116,6 @@ bool mlir::dtf::isFusableElementwise(Operation *op) {
 }
 
 namespace {
-
-bool isFloatTensor(Type t) {
-  auto r = dyn_cast<RankedTensorType>(t);
-  return r && (r.getElementType().isF32() || r.getElementType().isF64());
-}
 
 /// Whether the non-'k' chars of `spec` form one contiguous, non-empty run.
 bool oneRun(const std::string &spec) {
@@ -196,7 +196,76 @@ bool mlir::dtf::sameReducedAxes(const std::string &a, const std::string &b) {
   return true;
 }
 
+namespace {
+
+/// Whether `t` is a ranked tensor of one element (static) whose element
+/// type the generated update reads as a hyperparameter.
+bool isHyperScalar(Type t, bool integers) {
+  auto r = dyn_cast<RankedTensorType>(t);
+  if (!r || !r.hasStaticShape() || r.getNumElements() != 1)
+    return false;
+  Type e = r.getElementType();
+  return e.isF32() || e.isF64() ||
+         (integers && (e.isInteger(32) || e.isInteger(64)));
+}
+
+} // namespace
+
+SmallVector<StringRef> mlir::dtf::fusableUpdateSymbols(Operation *op) {
+  SmallVector<StringRef> symbols;
+  // The attributes each update may carry (others, such as centered or lazy,
+  // leave it to the op-by-op kernel).
+  SmallVector<StringRef> known = {"var", "dtf.device"};
+  Value grad, lr, step;
+  if (auto o = dyn_cast<ApplySgdOp>(op)) {
+    symbols = {o.getVar()};
+    grad = o.getGrad(), lr = o.getLr();
+  } else if (auto o = dyn_cast<ApplyMomentumOp>(op)) {
+    symbols = {o.getVar(), o.getAccum()};
+    grad = o.getGrad(), lr = o.getLr();
+    known.append({"accum", "momentum", "use_nesterov"});
+  } else if (auto o = dyn_cast<ApplyAdamOp>(op)) {
+    symbols = {o.getVar(), o.getM(), o.getV()};
+    grad = o.getGrad(), lr = o.getLr(), step = o.getStep();
+    known.append({"m", "v", "beta1", "beta2", "epsilon"});
+  } else if (auto o = dyn_cast<ApplyAdagradOp>(op)) {
+    symbols = {o.getVar(), o.getAccum()};
+    grad = o.getGrad(), lr = o.getLr();
+    known.append({"accum", "epsilon"});
+  } else if (auto o = dyn_cast<ApplyRmspropOp>(op)) {
+    symbols = {o.getVar(), o.getMs(), o.getMom()};
+    grad = o.getGrad(), lr = o.getLr();
+    known.append({"ms", "mom", "decay", "momentum", "epsilon"});
+  } else {
+    return {};
+  }
+  if (!isFloatTensor(grad.getType()) ||
+      !cast<RankedTensorType>(grad.getType()).hasStaticShape() ||
+      !isHyperScalar(lr.getType(), false) ||
+      (step && !isHyperScalar(step.getType(), true)))
+    return {};
+  for (NamedAttribute a : op->getAttrs()) {
+    if (!llvm::is_contained(known, a.getName().strref()))
+      return {};
+    if (a.getName() == "epsilon" && !isa<FloatAttr>(a.getValue()))
+      return {};
+  }
+  return symbols;
+}
+
+Operation *mlir::dtf::fusedUpdateOp(Operation *fused) {
+  if (!isa<FusedOp>(fused) || fused->getNumResults() != 0)
+    return nullptr;
+  for (Operation &op : fused->getRegion(0).front())
+    if (!fusableUpdateSymbols(&op).empty())
+      return &op;
+  return nullptr;
+}
+
 SmallVector<int64_t> mlir::dtf::fusedIterationShape(Operation *fused) {
+  if (Operation *update = fusedUpdateOp(fused)) // the gradient's shape
+    return llvm::to_vector(
+        cast<RankedTensorType>(update->getOperand(0).getType()).getShape());
   for (Operation &op : fused->getRegion(0).front())
     if (fusedReduceSpec(&op))
       return llvm::to_vector(
@@ -394,6 +463,28 @@ bool fuse(Group &group, int64_t kernel) {
   return true;
 }
 
+/// Wraps the update `op` into a dtf.fused op of its own, with no results:
+/// its kernel writes the variable and its slots in place.
+void fuseUpdate(Operation *op, int64_t kernel) {
+  OpBuilder b(op);
+  llvm::SetVector<Value> inputs(op->getOperands().begin(),
+                                op->getOperands().end());
+  auto fused =
+      b.create<FusedOp>(op->getLoc(), TypeRange{}, inputs.getArrayRef(),
+                        b.getI64IntegerAttr(kernel));
+  if (Attribute device = op->getAttr("dtf.device"))
+    fused->setAttr("dtf.device", device);
+  Block *body = new Block();
+  fused.getBody().push_back(body);
+  IRMapping mapping;
+  for (Value in : inputs)
+    mapping.map(in, body->addArgument(in.getType(), in.getLoc()));
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  inner.clone(*op, mapping);
+  inner.create<YieldOp>(op->getLoc(), ValueRange{});
+  op->erase();
+}
+
 struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
   using DtfFuseBase::DtfFuseBase;
   void runOnOperation() override {
@@ -417,6 +508,14 @@ struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
         for (Group &g : groups)
           if ((g.ops.size() >= 2 || isGpuDevice(g.device)) && fuse(g, kernel))
             ++kernel;
+        if (!updates)
+          continue;
+        SmallVector<Operation *> toFuse;
+        for (Operation &op : block)
+          if (!fusableUpdateSymbols(&op).empty())
+            toFuse.push_back(&op);
+        for (Operation *op : toFuse)
+          fuseUpdate(op, kernel++);
       }
     }
   }

@@ -59,4 +59,16 @@ SmallVector<int64_t> fusedIterationShape(Operation *fused);
 /// iteration shape, else its reduction's spec.
 SmallVector<std::string> fusedResultSpecs(Operation *fused);
 
+/// For a dense optimizer update that dtf-fuse turns into a dtf.fused region
+/// of its own (dtf.apply_sgd, apply_momentum, apply_adam, apply_adagrad,
+/// apply_rmsprop on f32 or f64, with a one-element learning rate and step
+/// and no attribute the generated code does not know: not centered, not
+/// lazy): the variable and slots it updates in place, in the order the
+/// op-by-op kernel takes them. Empty for any other op.
+SmallVector<StringRef> fusableUpdateSymbols(Operation *op);
+
+/// The update op of a dtf.fused region that holds one (an update region
+/// holds that op alone and has no results); null otherwise.
+Operation *fusedUpdateOp(Operation *fused);
+
 } // namespace mlir::dtf

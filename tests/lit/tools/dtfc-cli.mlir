@@ -21,7 +21,7 @@
 // DOT: label = "dtf.matmul\n{{.*}}logistic_regression.dtf:25:16"
 // DOT: subgraph cluster_ps0 {
 // DOT: label = "ps_update (each ps: the updates of its variables)";
-// DOT: label = "dtf.apply_sgd
+// DOT: label = "dtf.fused\n{{.*}}logistic_regression.dtf:20:9"
 // DOT: -> ps0_{{[0-9]+}} [style = dashed, label = "W:grad"
 // DOT: [style = dotted, label = "pull"
 // RUN: dtfc %S/../../../models/mlp.dtf --no-data-check --emit=dot --ps 2 | FileCheck %s --check-prefix=DOT2
@@ -29,4 +29,4 @@
 // DOT2-NEXT: label = "ps_update on /job:ps/task:0";
 // DOT2: subgraph cluster_ps1 {
 // DOT2-NEXT: label = "ps_update on /job:ps/task:1";
-// DOT2: dtf.apply_momentum
+// DOT2: dtf.fused

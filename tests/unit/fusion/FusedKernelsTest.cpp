@@ -11,6 +11,7 @@
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
+#include "tests/unit/fusion/KernelInputs.h"
 
 #include <gtest/gtest.h>
 
@@ -37,7 +38,7 @@ constexpr const char *kOnGpu = "@gpu";
 
 std::vector<std::string> modelFiles() {
   std::vector<std::string> files;
-  for (const char *dir : {"models", "tests/e2e"}) {
+  for (const char *dir : {"models", "tests/e2e", "tests/unit/fusion/updates"}) {
     fs::path p = fs::path(DTF_SOURCE_DIR) / dir;
     for (const auto &entry : fs::directory_iterator(p))
       if (entry.path().extension() == ".dtf")
@@ -253,11 +254,20 @@ double maxRelative(const dtf::Tensor &a, const dtf::Tensor &b) {
   return worst;
 }
 
+using dtf::plan::inPlaceInputs;
+
+dtf::Tensor copyOf(const dtf::Tensor &t) {
+  dtf::Tensor c = dtf::Tensor::allocate(t.dtype(), t.shape());
+  std::memcpy(c.rawData(), t.rawData(),
+              size_t(t.numElements()) * dtf::dtypeSize(t.dtype()));
+  return c;
+}
+
 class EveryKernel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
   dtf::plan::Plan plan;
-  // Every reduction dtf-fuse can fuse, columns too (not the default).
+  // Every reduction dtf-fuse can fuse, columns too (the default).
   ASSERT_NO_FATAL_FAILURE(
       compileModel(GetParam(), &plan, "--fuse-reductions=all"));
   if (plan.kernels_size() == 0) {
@@ -284,10 +294,19 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     // worst seen over every model: 9, in the LSTM's tanh_grad chains).
     const uint64_t tolerance = approximate ? 16 : 0;
     // The region as a program of its own, for the op-by-op executor.
-    dtf::plan::Program body = dtf::plan::kernelBodyProgram(kernel);
+    const int inPlace = inPlaceInputs(kernel);
+    dtf::plan::Program body = inPlace > 0
+                                  ? dtf::plan::updateKernelBodyProgram(kernel)
+                                  : dtf::plan::kernelBodyProgram(kernel);
     for (auto &op : *body.mutable_ops())
       op.clear_device(); // this process's CPU, as the fused kernel
     dtf::exec::VariableStore variables;
+    for (int i = 0; i < inPlace; ++i) {
+      // Placeholders of the right type and shape, replaced before each run.
+      dtf::Tensor zeros = dtf::test::kernelInputZeros(kernel, i);
+      ASSERT_TRUE(zeros.defined()) << kernel.name() << " input " << i;
+      ASSERT_TRUE(variables.add("input" + std::to_string(i), zeros).isOk());
+    }
     dtf::exec::ExecutorOptions options;
     options.intraOpPool = &pool;
     std::unique_ptr<dtf::exec::Executor> opByOp;
@@ -296,6 +315,7 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
 
     // Batches of 1, an odd partial one, and ones past the pool's 16k chunk.
+    std::vector<bool> changed(size_t(inPlace), false);
     for (int64_t batch : {1, 7, 50, 333}) {
       std::vector<dtf::Tensor> inputs;
       std::vector<dtf::Tensor *> pointers;
@@ -312,6 +332,27 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
           if (d < 0)
             d = batch;
         inputs.push_back(randomTensor(dtype, dims, rng));
+        if (inPlace > 0 &&
+            (dtype == dtf::DType::I64 || dtype == dtf::DType::I32))
+          for (int64_t e = 0; e < inputs.back().numElements(); ++e) {
+            // An update's step counts updates: >= 0.
+            if (dtype == dtf::DType::I64)
+              inputs.back().data<int64_t>()[e] =
+                  std::abs(inputs.back().data<int64_t>()[e]);
+            else
+              inputs.back().data<int32_t>()[e] =
+                  std::abs(inputs.back().data<int32_t>()[e]);
+          }
+      }
+      // An update writes its variable and slots in place: each side gets
+      // its own copy of them.
+      std::vector<dtf::Tensor> before;
+      for (int i = 0; i < inPlace; ++i) {
+        before.push_back(copyOf(inputs[size_t(i)]));
+        dtf::Tensor *var = variables.find("input" + std::to_string(i));
+        ASSERT_EQ(var->shape(), inputs[size_t(i)].shape());
+        std::memcpy(var->rawData(), inputs[size_t(i)].rawData(),
+                    size_t(var->numElements()) * dtf::dtypeSize(var->dtype()));
       }
       for (dtf::Tensor &t : inputs)
         pointers.push_back(&t);
@@ -323,10 +364,25 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
       s = dtf::callKernel(dtf::fusedKernel, fused);
       ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
 
-      for (int i = 0; i < kernel.inputs_size(); ++i)
-        ASSERT_TRUE(opByOp->setFeed(i, inputs[i]).isOk());
+      for (int i = inPlace; i < kernel.inputs_size(); ++i)
+        ASSERT_TRUE(opByOp->setFeed(i - inPlace, inputs[i]).isOk());
       s = opByOp->run(0);
       ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
+      for (int i = 0; i < inPlace; ++i) {
+        const dtf::Tensor &want = *variables.find("input" + std::to_string(i));
+        const dtf::Tensor &got = inputs[size_t(i)];
+        int64_t where = -1;
+        ASSERT_EQ(got.shape(), want.shape()) << kernel.name();
+        // (A zero gradient or learning rate, which the random inputs hold
+        // now and then, leaves a one-element variable as it was.)
+        if (maxUlps(got, before[size_t(i)], &where) != 0)
+          changed[size_t(i)] = true;
+        uint64_t d = maxUlps(got, want, &where);
+        EXPECT_EQ(d, 0u) << GetParam() << ": " << kernel.name()
+                         << " updates input " << i << " at batch " << batch
+                         << " differently at element " << where << " (ulps "
+                         << d << ")";
+      }
       for (int o = 0; o < kernel.outputs_size(); ++o) {
         const dtf::Tensor &want = opByOp->fetch(o);
         const dtf::Tensor &got = fused.output(o);
@@ -357,6 +413,9 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
       }
       ++checked;
     }
+    for (int i = 0; i < inPlace; ++i)
+      EXPECT_TRUE(changed[size_t(i)])
+          << kernel.name() << " never updated input " << i;
   }
   if (!HasFailure())
     std::printf("[ fusion   ] %s: %d kernels, %d runs match the op-by-op "
@@ -693,6 +752,74 @@ TEST(PlanReader, RejectsAKernelParameterOfUnknownMeaning) {
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("unknown meaning 'diagonal'"), std::string::npos)
       << s.message();
+}
+
+/// The index of the plan's first update kernel (an "inout" parameter); -1
+/// when there is none.
+int firstUpdateKernel(const dtf::plan::Plan &plan) {
+  for (int k = 0; k < plan.kernels_size(); ++k)
+    if (inPlaceInputs(plan.kernels(k)) > 0)
+      return k;
+  return -1;
+}
+
+/// validatePlan refuses `plan` with a message holding `text`.
+void expectRefused(const dtf::plan::Plan &plan, const std::string &text) {
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
+}
+
+TEST(PlanReader, RejectsInPlaceParametersOutsideAnUpdateKernel) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(firstUpdateKernel(plan), 0);
+  // An elementwise kernel (kernel 0: a bias add and relu) told to write its
+  // first input in place.
+  ASSERT_EQ(inPlaceInputs(plan.kernels(0)), 0);
+  for (auto &param : *plan.mutable_kernels(0)->mutable_params())
+    if (param.kind() == "buffer" && param.operand() == 0)
+      param.set_meaning("inout");
+  expectRefused(plan, "in-place (inout) parameters but is not one dense "
+                      "optimizer update");
+}
+
+TEST(PlanReader, RejectsAnUpdateOpWhoseInplaceDiffersFromItsKernel) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  const int k = firstUpdateKernel(plan);
+  ASSERT_GE(k, 0);
+  bool changed = false;
+  for (auto &op : *plan.mutable_train_step()->mutable_ops())
+    if (op.name() == "dtf.fused" && op.attrs().at("kernel").i() == k) {
+      EXPECT_EQ(op.attrs().at("inplace").i(), 3); // Adam: var, m, v
+      (*op.mutable_attrs())["inplace"].set_i(2);
+      changed = true;
+    }
+  ASSERT_TRUE(changed);
+  expectRefused(plan, "updates 2 inputs in place (attribute 'inplace'); its "
+                      "kernel");
+}
+
+TEST(Dtfc, FuseUpdatesOffKeepsTheOpByOpUpdates) {
+  dtf::plan::Plan on, off;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &on));
+  ASSERT_NO_FATAL_FAILURE(
+      compileModel(seedModel(), &off, "--fuse-updates=off"));
+  auto count = [](const dtf::plan::Program &p, const std::string &name) {
+    int n = 0;
+    for (const auto &op : p.ops())
+      n += op.name() == name;
+    return n;
+  };
+  // The seed CNN's 8 variables, each updated by Adam.
+  EXPECT_EQ(count(on.train_step(), "dtf.apply_adam"), 0);
+  EXPECT_EQ(count(off.train_step(), "dtf.apply_adam"), 8);
+  EXPECT_EQ(on.kernels_size(), off.kernels_size() + 8);
+  int updates = 0;
+  for (const auto &kernel : on.kernels())
+    updates += inPlaceInputs(kernel) == 3 && kernel.outputs_size() == 0;
+  EXPECT_EQ(updates, 8);
 }
 
 TEST(PlanReader, RejectsAnObjectWithoutItsBaseline) {
