@@ -137,8 +137,11 @@ else:
     segments = int(seg.group(1))
     copies_listed = sum(int(u) + int(d) for u, d in re.findall(r"(\d+) values up, (\d+) down", seg.group(2)))
     # Before segments (every GPU op its own graph and uploads): the CNN made
-    # 22 graph launches and 32 copies per step, the MLP 11 and 31.
-    most = {"mnist_cnn": (4, 25, 5), "mlp": (8, 29, 9)}[model]
+    # 22 graph launches and 32 copies per step, the MLP 11 and 31. Now the
+    # CNN keeps its weights on the GPU (10 copies); the MLP keeps none (its
+    # moving averages read them on the CPU) and its loss and accuracy means
+    # run on the GPU, so the per-example losses of the CPU loss cross up (30).
+    most = {"mnist_cnn": (4, 10, 3), "mlp": (8, 30, 7)}[model]
     if segments > most[0]: fail.append("%d GPU segments per step, expected at most %d" % (segments, most[0]))
     if copies_listed > most[1]: fail.append("%d copies per step, expected at most %d" % (copies_listed, most[1]))
     if not moved or int(moved.group(1)) > most[2]:

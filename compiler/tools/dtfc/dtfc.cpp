@@ -164,6 +164,16 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
         shaped = k.inputs(p.operand());
         break;
       }
+    // An update kernel has no outputs: it writes its variable and slots
+    // (the `inout` buffers) in place, over the variable's shape.
+    int inPlace = 0;
+    for (const ::dtf::plan::KernelParam &p : k.params())
+      if (p.meaning() == "inout" && p.operand() < k.inputs_size()) {
+        if (inPlace++ == 0 && shaped < 0)
+          shaped = k.inputs(p.operand());
+      }
+    if (inPlace > 0)
+      reduces += ", " + std::to_string(inPlace) + " in place";
     const ::dtf::plan::Value *out = nullptr;
     for (const ::dtf::plan::Value &v : k.values())
       if (v.id() == shaped)

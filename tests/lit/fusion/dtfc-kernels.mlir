@@ -12,7 +12,7 @@
 // ROWS-NOT: reduce:rk
 // ROWS: dtf_fused_1: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
 // ROWS-NOT: reduce:rk
-// ROWS: dtf_fused_3: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
+// ROWS: dtf_fused_11: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=some 2>&1 | FileCheck %s --check-prefix=BADRED
 // BADRED: --fuse-reductions must be all, rows or none, not 'some'
 // The convolutions' bias adds and relus go to oneDNN (conv2d_bias, below):
@@ -31,6 +31,9 @@
 // LIST-NEXT:   dtf.relu_grad  {{.*}}mnist_cnn.dtf:43:10
 // LIST-NEXT:   dtf.sum_to_shape  {{.*}}mnist_cnn.dtf:43:10
 // LIST: dtf_fused_4: 2 ops, 3 inputs, 2 outputs, over f32[B,28,28,32], reduce:rrrk
+// Each Adam update: its variable and two slots written in place.
+// LIST: dtf_fused_5: 1 ops, 6 inputs, 0 outputs, over f32[5,5,1,32], 3 in place
+// LIST-NEXT:   dtf.apply_adam
 
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=fused-mlir | FileCheck %s --check-prefix=MLIR
 // MLIR: func.func @train_step
