@@ -56,21 +56,14 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   auto i64 = b.getI64Type();
-  auto func = b.create<func::FuncOp>(
-      loc, name, b.getFunctionType({ptr, ptr, i64, i64}, {}));
-  Block *entry = func.addEntryBlock();
-  OpBuilder fb = OpBuilder::atBlockEnd(entry);
-  Value buffers = entry->getArgument(0);
-  Value begin = entry->getArgument(2), end = entry->getArgument(3);
-
   // The buffer pointers, loaded once: inputs, then outputs.
   SmallVector<Value> pointers;
-  const unsigned numOperands = fused.getInputs().size() + fused.getNumResults();
-  for (unsigned k = 0; k < numOperands; ++k) {
-    Value slot = fb.create<LLVM::GEPOp>(loc, ptr, ptr, buffers,
-                                        ArrayRef<LLVM::GEPArg>{int32_t(k)});
-    pointers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
-  }
+  func::FuncOp func = createCpuKernelEntry(
+      b, loc, name, fused.getInputs().size() + fused.getNumResults(),
+      pointers);
+  Block *entry = &func.getBody().front();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  Value begin = entry->getArgument(2), end = entry->getArgument(3);
   Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
   // scalars[0]: the loop's element count (the iteration space's in a kernel
   // without reductions).

@@ -734,3 +734,21 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
   }
   return success();
 }
+
+func::FuncOp mlir::dtf::createCpuKernelEntry(OpBuilder &b, Location loc,
+                                             StringRef name,
+                                             unsigned numBuffers,
+                                             SmallVectorImpl<Value> &pointers) {
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  auto i64 = b.getI64Type();
+  auto func = b.create<func::FuncOp>(
+      loc, name, b.getFunctionType({ptr, ptr, i64, i64}, {}));
+  Block *entry = func.addEntryBlock();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  for (unsigned k = 0; k < numBuffers; ++k) {
+    Value slot = fb.create<LLVM::GEPOp>(loc, ptr, ptr, entry->getArgument(0),
+                                        ArrayRef<LLVM::GEPArg>{int32_t(k)});
+    pointers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
+  }
+  return func;
+}

@@ -4,16 +4,25 @@
 
 #include "dialects/Dtf/IR/DtfDialect.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Operation.h"
 
 namespace mlir::dtf {
 
+/// Creates, at `b`, `name(ptr buffers, ptr scalars, i64 begin, i64 end)`:
+/// the C ABI of every generated CPU kernel, and loads the first
+/// `numBuffers` pointers of `buffers` at the top of its body, once.
+func::FuncOp createCpuKernelEntry(OpBuilder &b, Location loc, StringRef name,
+                                  unsigned numBuffers,
+                                  SmallVectorImpl<Value> &pointers);
+
 /// Emits `op` (a fusable dtf elementwise op) on one element of each operand
 /// (`operands`, scalars of the operands' element types) and returns the
 /// result's element; null (with a diagnostic on `op`) when it cannot. The
 /// arithmetic is the op-by-op CPU kernels', so results agree bit for bit
-/// (exp, log and tanh: the same libm calls on the CPU).
+/// (f32 exp, log and tanh: MLIR's polynomial approximations on the CPU,
+/// within a few ulps; lowerKernelsToLLVM).
 Value emitScalarOp(OpBuilder &b, Operation *op, ValueRange operands);
 
 /// Emits, at the builder's point (a loop body), one element `i` (i64) of

@@ -9,6 +9,7 @@
 // without fast-math flags), so the two agree bit for bit; the tests compare
 // them on random inputs (fusion.Models/EveryKernel, fusion.Updates).
 #include "compiler/kernels/UpdateKernels.h"
+#include "compiler/kernels/ScalarOps.h"
 
 #include "dialects/Dtf/Transforms/Fusion.h"
 
@@ -221,20 +222,13 @@ unsigned numBuffers(FusedOp fused, Operation *update) {
 
 LogicalResult mlir::dtf::buildCpuUpdateFunc(FusedOp fused, Operation *update,
                                             OpBuilder &b, StringRef name) {
-  MLIRContext *ctx = b.getContext();
   Location loc = fused.getLoc();
-  auto ptr = LLVM::LLVMPointerType::get(ctx);
-  auto i64 = b.getI64Type();
-  auto func = b.create<func::FuncOp>(
-      loc, name, b.getFunctionType({ptr, ptr, i64, i64}, {}));
-  Block *entry = func.addEntryBlock();
-  OpBuilder fb = OpBuilder::atBlockEnd(entry);
   SmallVector<Value> buffers;
-  for (unsigned k = 0; k < numBuffers(fused, update); ++k) {
-    Value slot = fb.create<LLVM::GEPOp>(loc, ptr, ptr, entry->getArgument(0),
-                                        ArrayRef<LLVM::GEPArg>{int32_t(k)});
-    buffers.push_back(fb.create<LLVM::LoadOp>(loc, ptr, slot));
-  }
+  func::FuncOp func = createCpuKernelEntry(
+      b, loc, name, numBuffers(fused, update), buffers);
+  Block *entry = &func.getBody().front();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  auto i64 = b.getI64Type();
   UpdateEmitter emitter(update, buffers);
   // Once per call: the pow of Adam's bias correction is not per element.
   Hyper h = emitter.hyper(fb);

@@ -286,6 +286,12 @@ SmallVector<std::string> mlir::dtf::fusedResultSpecs(Operation *fused) {
   return specs;
 }
 
+bool mlir::dtf::isGpuDevice(Attribute device) {
+  auto name = dyn_cast_or_null<StringAttr>(device);
+  return name &&
+         StringRef(name.getValue()).lower().find("gpu:") != std::string::npos;
+}
+
 namespace {
 
 struct Group {
@@ -299,17 +305,6 @@ struct Group {
 /// Finds the groups of one block, in program order.
 /// Which reductions may end a region (the pass's `reductions` option).
 enum class Reductions { None, Rows, All };
-
-/// Whether `device` (an op's dtf.device) names a GPU: "/gpu:0",
-/// "/device:GPU:1", "/job:worker/task:1/gpu:0". On a GPU every op needs a
-/// generated kernel (it has no other), so a region may hold one op, a
-/// reduction may start one, and column reductions join (their slow CPU loop
-/// does not run there).
-bool isGpuDevice(Attribute device) {
-  auto name = dyn_cast_or_null<StringAttr>(device);
-  return name &&
-         StringRef(name.getValue()).lower().find("gpu:") != std::string::npos;
-}
 
 SmallVector<Group> findGroups(Block &block, Reductions allowed) {
   SmallVector<Group> groups;
@@ -405,6 +400,30 @@ SmallVector<Group> findGroups(Block &block, Reductions allowed) {
   return groups;
 }
 
+/// A dtf.fused op at `b` whose region clones `ops` (in order) over block
+/// arguments standing for `inputs` and yields the clones of `outputs`.
+FusedOp buildFusedOp(OpBuilder &b, Location loc, TypeRange results,
+                     ArrayRef<Value> inputs, int64_t kernel, Attribute device,
+                     ArrayRef<Operation *> ops, ArrayRef<Value> outputs) {
+  auto fused =
+      b.create<FusedOp>(loc, results, inputs, b.getI64IntegerAttr(kernel));
+  if (device)
+    fused->setAttr("dtf.device", device);
+  Block *body = new Block();
+  fused.getBody().push_back(body);
+  IRMapping mapping;
+  for (Value in : inputs)
+    mapping.map(in, body->addArgument(in.getType(), in.getLoc()));
+  OpBuilder inner = OpBuilder::atBlockEnd(body);
+  for (Operation *op : ops)
+    inner.clone(*op, mapping);
+  SmallVector<Value> yielded;
+  for (Value v : outputs)
+    yielded.push_back(mapping.lookup(v));
+  inner.create<YieldOp>(loc, yielded);
+  return fused;
+}
+
 /// Replaces the ops of `group` by one dtf.fused op where its last op stood;
 /// false when the group computes nothing used outside it.
 bool fuse(Group &group, int64_t kernel) {
@@ -438,22 +457,9 @@ bool fuse(Group &group, int64_t kernel) {
   SmallVector<Type> resultTypes;
   for (Value v : outputs)
     resultTypes.push_back(v.getType());
-  auto fused = b.create<FusedOp>(loc, resultTypes, inputs.getArrayRef(),
-                                 b.getI64IntegerAttr(kernel));
-  if (group.device)
-    fused->setAttr("dtf.device", group.device);
-  Block *body = new Block();
-  fused.getBody().push_back(body);
-  IRMapping mapping;
-  for (Value in : inputs)
-    mapping.map(in, body->addArgument(in.getType(), in.getLoc()));
-  OpBuilder inner = OpBuilder::atBlockEnd(body);
-  for (Operation *op : group.ops)
-    inner.clone(*op, mapping);
-  SmallVector<Value> yielded;
-  for (Value v : outputs)
-    yielded.push_back(mapping.lookup(v));
-  inner.create<YieldOp>(loc, yielded);
+  FusedOp fused =
+      buildFusedOp(b, loc, resultTypes, inputs.getArrayRef(), kernel,
+                   group.device, group.ops, outputs);
   for (auto [from, to] : llvm::zip(outputs, fused.getResults()))
     from.replaceUsesWithIf(to, [&](OpOperand &use) {
       return !members.contains(use.getOwner());
@@ -469,19 +475,8 @@ void fuseUpdate(Operation *op, int64_t kernel) {
   OpBuilder b(op);
   llvm::SetVector<Value> inputs(op->getOperands().begin(),
                                 op->getOperands().end());
-  auto fused =
-      b.create<FusedOp>(op->getLoc(), TypeRange{}, inputs.getArrayRef(),
-                        b.getI64IntegerAttr(kernel));
-  if (Attribute device = op->getAttr("dtf.device"))
-    fused->setAttr("dtf.device", device);
-  Block *body = new Block();
-  fused.getBody().push_back(body);
-  IRMapping mapping;
-  for (Value in : inputs)
-    mapping.map(in, body->addArgument(in.getType(), in.getLoc()));
-  OpBuilder inner = OpBuilder::atBlockEnd(body);
-  inner.clone(*op, mapping);
-  inner.create<YieldOp>(op->getLoc(), ValueRange{});
+  buildFusedOp(b, op->getLoc(), TypeRange{}, inputs.getArrayRef(), kernel,
+               op->getAttr("dtf.device"), {op}, {});
   op->erase();
 }
 

@@ -1,5 +1,6 @@
 // dtf-fuse-library: a convolution, its bias add and relu as one library call
 // (oneDNN post-ops) where the ops run on the CPU.
+#include "dialects/Dtf/Transforms/Fusion.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,18 +16,11 @@ using namespace mlir::dtf;
 
 namespace {
 
-/// True for an op the plan places on a GPU (`dtf.device` naming one): those
-/// keep conv2d, which runs on cuDNN there.
-bool onGpu(Operation *op) {
-  auto device = op->getAttrOfType<StringAttr>("dtf.device");
-  return device && StringRef(device.getValue().lower()).contains("gpu");
-}
-
 /// Folds `relu(conv2d(x, f) + b)` (or without the relu) into one
 /// conv2d_bias. Returns true when it did.
 bool foldConv(Conv2DOp conv) {
   auto outType = cast<RankedTensorType>(conv.getType());
-  if (!outType.getElementType().isF32() || onGpu(conv) ||
+  if (!outType.getElementType().isF32() || isGpuDevice(conv->getAttr("dtf.device")) ||
       !conv.getResult().hasOneUse())
     return false;
   auto add = dyn_cast<AddOp>(*conv.getResult().getUsers().begin());

@@ -67,6 +67,13 @@ SmallVector<std::string> fusedResultSpecs(Operation *fused);
 /// op-by-op kernel takes them. Empty for any other op.
 SmallVector<StringRef> fusableUpdateSymbols(Operation *op);
 
+/// Whether `device` (an op's dtf.device) names a GPU: "/gpu:0",
+/// "/device:GPU:1", "/job:worker/task:1/gpu:0". On a GPU every op needs a
+/// generated kernel (it has no other), so a region may hold one op, a
+/// reduction may start one, and column reductions join; dtf-fuse-library
+/// leaves a GPU's convolutions to cuDNN.
+bool isGpuDevice(Attribute device);
+
 /// The update op of a dtf.fused region that holds one (an update region
 /// holds that op alone and has no results); null otherwise.
 Operation *fusedUpdateOp(Operation *fused);
