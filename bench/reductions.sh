@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Which reductions to fuse (dtfc --fuse-reductions), in one invocation: the
 # seed CNN and the residual CNN, each compiled three ways (all: rows and
-# columns, the default; rows only; --fusion=off), trained in
+# columns; rows only, the default; --fusion=off), trained in
 # interleaved rounds so that every plan sees the same load. Prints, per
 # round and plan, images/s and from dtf-run --profile the time per step of
 # everything but the library calls (conv2d*, matmul, max_pool*): the
@@ -41,7 +41,7 @@ trap 'rm -rf "$work"' EXIT
 echo "bench/reductions.sh: $rounds rounds of $steps steps, $threads threads; load $(cut -d' ' -f1-3 /proc/loadavg)"
 for m in mnist_cnn resnet; do
   grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/$m.dtf" > "$work/$m.dtf"
-  "$build/bin/dtfc" "$work/$m.dtf" -o "$work/$m-all.plan"
+  "$build/bin/dtfc" "$work/$m.dtf" --fuse-reductions=all -o "$work/$m-all.plan"
   "$build/bin/dtfc" "$work/$m.dtf" --fuse-reductions=rows -o "$work/$m-rows.plan"
   "$build/bin/dtfc" "$work/$m.dtf" --fusion=off -o "$work/$m-off.plan"
   for ((r = 1; r <= rounds; ++r)); do

@@ -92,11 +92,12 @@ cl::opt<Fusion> fusion(
 
 cl::opt<std::string> fuseReductions(
     "fuse-reductions",
-    cl::desc("Which sums, means and maxima may end a fused region: all "
-             "(default: rows and columns), rows (over the last axes, as layer "
-             "norm's statistics, or over every axis, as a loss mean; not "
-             "columns: bias gradients, batch norm's statistics) or none"),
-    cl::init("all"), cl::cat(category));
+    cl::desc("Which sums, means and maxima may end a fused region: rows "
+             "(default: over the last axes, as layer norm's statistics, or "
+             "over every axis, as a loss mean; not columns), all (also "
+             "columns: bias gradients, batch norm's statistics; slower for "
+             "batch norm today, docs/kernels.md) or none"),
+    cl::init("rows"), cl::cat(category));
 
 cl::opt<Fusion> fuseUpdates(
     "fuse-updates",

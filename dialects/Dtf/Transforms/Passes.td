@@ -48,17 +48,17 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
     they are. Each fused op gets `kernel`, its index in the module (in
     function order), which becomes its index in Plan.kernels. With
     `reductions`, sums and means over a contiguous run of axes may end a
-    region (docs/kernels.md): `all` (the default) rows and columns, `rows`
-    only those over the last axes (or over every axis), not columns (the
-    batch axes of a bias gradient or batch statistic), `none` no reduction.
+    region (docs/kernels.md): `rows` (the default) those over the last axes
+    (or over every axis), `all` also columns (the batch axes of a bias
+    gradient or batch statistic), `none` no reduction.
     With `updates` (the default), each dense optimizer update (apply_sgd,
     apply_momentum, apply_adam, apply_adagrad, apply_rmsprop) becomes a
     region of its own with no results: its kernel updates the variable and
     its slots in place.
   }];
   let options = [
-    Option<"reductions", "reductions", "std::string", /*default=*/"\"all\"",
-           "which reductions may end a region: all, rows or none">,
+    Option<"reductions", "reductions", "std::string", /*default=*/"\"rows\"",
+           "which reductions may end a region: rows, all or none">,
     Option<"updates", "updates", "bool", /*default=*/"true",
            "each dense optimizer update becomes a dtf.fused region of its "
            "own, run in place on the variable and its slots">

@@ -4,13 +4,13 @@
 // leading axes is elementwise (dy a bias or a scalar). A reduction over axes
 // that are not contiguous, on integers, or of a value no region computes
 // stays a library op.
-// With reductions=all (the default, dtfc --fuse-reductions=all) every such
-// reduction; with rows only those over the last axes (or every axis): a
+// With reductions=all (dtfc --fuse-reductions=all) every such reduction;
+// with rows (the default) only those over the last axes (or every axis): a
 // column sum (bias gradient, batch statistic) stays a library op.
 // RUN: dtf-opt %s --dtf-fuse=reductions=all --split-input-file | FileCheck %s
 // RUN: dtf-opt %s --dtf-fuse=reductions=all --split-input-file --dtf-fused-to-loops | FileCheck %s --check-prefix=LOOPS
 // RUN: dtf-opt %s --dtf-fuse=reductions=rows --split-input-file | FileCheck %s --check-prefix=ROWS
-// RUN: dtf-opt %s --dtf-fuse --split-input-file | FileCheck %s
+// RUN: dtf-opt %s --dtf-fuse --split-input-file | FileCheck %s --check-prefix=ROWS
 // RUN: not dtf-opt %s --dtf-fuse=reductions=some --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: reductions must be all, rows or none, not 'some'
 // ROWS-LABEL: func.func @bias_grad

@@ -267,7 +267,7 @@ class EveryKernel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
   dtf::plan::Plan plan;
-  // Every reduction dtf-fuse can fuse, columns too (the default).
+  // Every reduction dtf-fuse can fuse, columns too (not the default).
   ASSERT_NO_FATAL_FAILURE(
       compileModel(GetParam(), &plan, "--fuse-reductions=all"));
   if (plan.kernels_size() == 0) {
