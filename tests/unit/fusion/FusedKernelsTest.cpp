@@ -12,6 +12,7 @@
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 #include "tests/unit/fusion/KernelInputs.h"
+#include "tests/unit/fusion/SkipReasons.h"
 
 #include <gtest/gtest.h>
 
@@ -111,18 +112,6 @@ void compileModel(const std::string &model, dtf::plan::Plan *plan,
   if (source != model)
     fs::remove(source);
   ASSERT_TRUE(s.isOk()) << s.message();
-}
-
-/// Empty when this CPU runs `plan`'s generated kernels; else why not, and
-/// what runs instead: the reason a test of those kernels is skipped.
-std::string cannotRunGeneratedKernels(const dtf::plan::Plan &plan) {
-  std::string why;
-  if (dtf::cpuSupportsTarget(plan.cpu_target(), &why))
-    return "";
-  return "this CPU cannot run the generated kernels (" + why +
-         "); dtf-run never loads them here and runs the fused regions op by "
-         "op instead, as fusion.GeneratedKernels.UnknownBaselineFallsBackOpByOp "
-         "checks";
 }
 
 /// Random values of `dtype`: floats in [-4, 4] with exact zeros mixed in
@@ -277,7 +266,7 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     return;
   }
   ASSERT_FALSE(plan.cpu_object().empty());
-  if (std::string why = cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
@@ -526,10 +515,9 @@ TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
   const std::string ptxas = std::string(kToolkit) + "/bin/ptxas";
   // Where the build found the toolkit (every machine this project builds
   // on has it), a missing ptxas is a failure, never a skip.
-  if (!DTF_HAVE_CUDA_TOOLKIT)
-    GTEST_SKIP() << "this build was configured without a CUDA toolkit (cmake "
-                    "found no "
-                 << ptxas << "; set -DDTF_CUDA_TOOLKIT=DIR to test the GPU code)";
+  if (std::string why = dtf::test::noCudaToolkit(DTF_HAVE_CUDA_TOOLKIT, ptxas);
+      !why.empty())
+    GTEST_SKIP() << why;
   ASSERT_TRUE(fs::exists(ptxas))
       << ptxas << " was there when the build was configured and is gone";
   dtf::plan::Plan plan;
@@ -601,7 +589,7 @@ TEST(GeneratedKernels, ApproximatedFunctionsStayWithinAFewUlpsOfLibm) {
   ASSERT_NO_FATAL_FAILURE(
       compileModel(model.string(), &plan, "--fuse-reductions=none"));
   fs::remove(model);
-  if (std::string why = cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
@@ -901,7 +889,7 @@ TEST(FusedLaunch, APrefixInputOfTheWrongShapeIsRefused) {
   ASSERT_NO_FATAL_FAILURE(compileModel(model, &plan));
   // The check refuses before any generated code runs, but only a CPU that
   // loads the kernels reaches it.
-  if (std::string why = cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;

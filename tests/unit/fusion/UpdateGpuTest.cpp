@@ -11,6 +11,7 @@
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 #include "tests/unit/fusion/KernelInputs.h"
+#include "tests/unit/fusion/SkipReasons.h"
 
 #include <gtest/gtest.h>
 
@@ -25,10 +26,10 @@ namespace fs = std::filesystem;
 namespace {
 
 TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
-  if (!DTF_HAVE_CUDA_TOOLKIT)
-    GTEST_SKIP() << "this build was configured without a CUDA toolkit, so "
-                    "dtfc writes no GPU code to launch (the CPU update "
-                    "kernels are checked by fusion.Models/EveryKernel)";
+  if (std::string why = dtf::test::noCudaToolkit(
+          DTF_HAVE_CUDA_TOOLKIT, std::string(DTF_CUDA_TOOLKIT) + "/bin/ptxas");
+      !why.empty())
+    GTEST_SKIP() << why;
   const std::string model =
       (fs::path(DTF_SOURCE_DIR) / "tests/unit/fusion/updates/update_adam.dtf")
           .string();
@@ -45,10 +46,10 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
   dtf::Status s = dtf::plan::readPlanFile(out, &plan);
   fs::remove(out);
   ASSERT_TRUE(s.isOk()) << s.message();
-  std::string why;
-  if (!dtf::cpuSupportsTarget(plan.cpu_target(), &why))
-    GTEST_SKIP() << "this CPU cannot run the generated kernels (" << why
-                 << "), which the emulation runs for the GPU's";
+  // The emulation runs the GPU kernel's CPU twin: the generated CPU code.
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
+    GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
 
@@ -68,8 +69,9 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
   libs.driver = DTF_CUDA_EMU_PATH;
   libs.emulatedGpus = 1;
   dtf::gpu::configureProcessGpus(libs);
-  dtf::gpu::CudaDriver *driver = dtf::gpu::processDriver(&why);
-  ASSERT_TRUE(driver) << why;
+  std::string noDriver;
+  dtf::gpu::CudaDriver *driver = dtf::gpu::processDriver(&noDriver);
+  ASSERT_TRUE(driver) << noDriver;
   std::unique_ptr<dtf::gpu::GpuDevice> device;
   s = dtf::gpu::GpuDevice::create(*driver, 0, &device);
   ASSERT_TRUE(s.isOk()) << s.message();
