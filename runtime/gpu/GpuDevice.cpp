@@ -380,7 +380,8 @@ void GraphReplay::drop() {
 
 Status GraphReplay::run(const GraphSignature &sig,
                         const std::function<Status()> &enqueue) {
-  if (exec_ && sig == captured_) {
+  replayed_ = exec_ && sig == captured_;
+  if (replayed_) {
     ++launches_;
     return device_.check(
         "cuGraphLaunch",

@@ -210,6 +210,9 @@ public:
     haveLast_ = true;
   }
   uint64_t launches() const { return launches_; }
+  /// Whether the last run() replayed the graph already captured (its
+  /// buffers and shapes were those of the capture, and still are).
+  bool replayed() const { return replayed_; }
 
 private:
   void drop();
@@ -219,6 +222,7 @@ private:
   bool haveLast_ = false;
   cuda::CUgraphExec exec_ = nullptr;
   uint64_t launches_ = 0;
+  bool replayed_ = false;
 };
 
 /// One op of a program placed on a GPU. Its inputs come from the host (fed

@@ -100,10 +100,15 @@ Status GpuSegment::run(uint64_t step, uint64_t seed) {
   DTF_RETURN_IF_ERROR(bindOps(step, seed, &sig));
   DTF_RETURN_IF_ERROR(graph_.run(sig, [&] { return enqueue(step, seed); }));
   // What the next step must see to replay: the buffers as this step left
-  // them (an eager step may have made new ones).
-  GpuOp::Signature after = std::move(uploaded);
-  DTF_RETURN_IF_ERROR(bindOps(step, seed, &after));
-  graph_.ran(std::move(after));
+  // them. A replay changed none; an eager or captured step may have made
+  // new ones, so its ops are bound again.
+  if (graph_.replayed()) {
+    graph_.ran(std::move(sig));
+  } else {
+    GpuOp::Signature after = std::move(uploaded);
+    DTF_RETURN_IF_ERROR(bindOps(step, seed, &after));
+    graph_.ran(std::move(after));
+  }
 
   bool anyDownload = false;
   for (GpuOp *op : ops_)
