@@ -534,6 +534,12 @@ Status avgPoolKernel(KernelContext &c) {
   return poolForward(c, "dtf.avg_pool", false);
 }
 Status maxPoolGradKernel(KernelContext &c) {
+  // dtf-fuse-library folds relu_grad in only for CPU-placed ops; never drop
+  // the relu's mask silently if such an op reaches a GPU.
+  if (c.getBool("relu"))
+    return errorStatus("dtf.max_pool_grad with relu (relu_grad folded in by "
+                       "dtf-fuse-library for the CPU) has no GPU kernel; "
+                       "place it on the CPU, or compile with --fusion=off");
   return poolBackward(c, "dtf.max_pool_grad", true);
 }
 Status avgPoolGradKernel(KernelContext &c) {

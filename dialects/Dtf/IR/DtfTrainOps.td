@@ -90,7 +90,26 @@ class Dtf_PoolGradOp<string mnemonic, string what>
   let assemblyFormat = "$x `,` $dy `padding` $padding `window` $window `strides` "
                        "$strides attr-dict `:` type($x) `,` type($dy)";
 }
-def Dtf_MaxPoolGradOp : Dtf_PoolGradOp<"max_pool_grad", "max_pool">;
+def Dtf_MaxPoolGradOp : Dtf_GradLikeOp<"max_pool_grad", "max_pool", ["x"]> {
+  let description = [{
+    Each `dy` goes to the position of its window's maximum in `x`. With
+    `relu`, only where that maximum is positive: `relu_grad(max_pool_grad(x,
+    dy), x)` as one pass. dtf-fuse-library makes it for the CPU (a window's
+    maximum is the value at the position its `dy` goes to, so the relu's
+    mask is the window's); the front end never emits it.
+
+    ```mlir
+    %dx = dtf.max_pool_grad %x, %dy padding valid window [2, 2] strides [2, 2] relu
+        : tensor<?x28x28x32xf32>, tensor<?x14x14x32xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$dy,
+                       Dtf_Padding:$padding, Dtf_Pair:$window, Dtf_Pair:$strides,
+                       UnitAttr:$relu);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$x `,` $dy `padding` $padding `window` $window `strides` "
+                       "$strides (`relu` $relu^)? attr-dict `:` type($x) `,` type($dy)";
+}
 def Dtf_AvgPoolGradOp : Dtf_PoolGradOp<"avg_pool_grad", "avg_pool">;
 
 def Dtf_SumToShapeOp : Dtf_GradLikeOp<"sum_to_shape",

@@ -294,7 +294,7 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
       .Case([&](MaxPoolOp o) {
         unary(o.getInput(), b.create<MaxPoolGradOp>(loc, typeOf(o.getInput()), o.getInput(), dy,
                                                     o.getPaddingAttr(), o.getWindowAttr(),
-                                                    o.getStridesAttr()));
+                                                    o.getStridesAttr(), UnitAttr()));
         return success();
       })
       .Case([&](AvgPoolOp o) {

@@ -1,5 +1,6 @@
 // dtf-fuse-library: a convolution, its bias add and relu as one library call
-// (oneDNN post-ops) where the ops run on the CPU.
+// (oneDNN post-ops), and a max pool's gradient with the relu's gradient after
+// it as one pass, where the ops run on the CPU.
 #include "dialects/Dtf/Transforms/Fusion.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
@@ -76,6 +77,22 @@ bool foldConv(Conv2DOp conv) {
   return true;
 }
 
+/// Folds `relu_grad(max_pool_grad(x, dy), x)` into `max_pool_grad relu`.
+/// Every dy lands on its window's maximum, so the relu's mask at that
+/// position is the window's: one pass instead of two over x's size.
+bool foldPoolGrad(ReluGradOp reluGrad) {
+  auto pool = reluGrad.getDy().getDefiningOp<MaxPoolGradOp>();
+  if (!pool || pool.getRelu() || !pool.getResult().hasOneUse() ||
+      pool.getX() != reluGrad.getX() ||
+      isGpuDevice(pool->getAttr("dtf.device")) ||
+      pool->getAttr("dtf.device") != reluGrad->getAttr("dtf.device"))
+    return false;
+  pool.setRelu(true);
+  reluGrad.getResult().replaceAllUsesWith(pool.getResult());
+  reluGrad.erase();
+  return true;
+}
+
 struct FuseLibraryPass
     : public mlir::dtf::impl::DtfFuseLibraryBase<FuseLibraryPass> {
   void runOnOperation() override {
@@ -83,6 +100,12 @@ struct FuseLibraryPass
     getOperation().walk([&](Conv2DOp c) { convs.push_back(c); });
     for (Conv2DOp c : convs)
       foldConv(c);
+    // After the convolutions: a folded conv's relu_grad reads its result,
+    // which is also the max pool's input.
+    SmallVector<ReluGradOp> reluGrads;
+    getOperation().walk([&](ReluGradOp g) { reluGrads.push_back(g); });
+    for (ReluGradOp g : reluGrads)
+      foldPoolGrad(g);
   }
 };
 

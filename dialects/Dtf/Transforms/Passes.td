@@ -67,7 +67,7 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
 }
 
 def DtfFuseLibrary : Pass<"dtf-fuse-library", "::mlir::ModuleOp"> {
-  let summary = "Folds a bias add and relu into the convolution before them";
+  let summary = "Folds a bias add and relu into the convolution before them, and relu_grad into max_pool_grad";
   let description = [{
     Where the library fuses better than a generated kernel: a CPU-placed f32
     `conv2d` used only by an `add` of a bias (one value per output channel),
@@ -75,7 +75,10 @@ def DtfFuseLibrary : Pass<"dtf-fuse-library", "::mlir::ModuleOp"> {
     `conv2d_bias` (with `relu`), which dtf-run runs as one oneDNN convolution
     with a bias and a relu post-op. `relu_grad` then reads the relu's result,
     which is positive where its input was. Convolutions placed on a GPU are
-    left alone. dtfc runs it before dtf-fuse, unless `--fusion=off`.
+    left alone. Likewise `relu_grad(max_pool_grad(x, dy), x)` becomes
+    `max_pool_grad` with `relu`: one pass that sends each dy to its window's
+    maximum only where that maximum is positive. dtfc runs it before
+    dtf-fuse, unless `--fusion=off`.
   }];
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }

@@ -232,10 +232,13 @@ Status avgPoolGradKernel(KernelContext &ctx) {
 // TensorFlow's CPU kernel and oneDNN pick it). Written here rather than with
 // oneDNN: oneDNN 2.6 needs a forward pass with a workspace for this, and in
 // NHWC that pass alone costs four times an inference forward pass, while
-// finding the maximum again vectorizes over the channels.
+// finding the maximum again vectorizes over the channels. With `relu`
+// (dtf-fuse-library's fold of the relu_grad after it), a dy is dropped where
+// its window's maximum is not positive: relu_grad's mask at the position the
+// dy goes to, in the same pass.
 template <typename T>
 void maxPoolGrad(const Window2D &w, const T *px, const T *pdy, T *pdx,
-                 ThreadPool *pool);
+                 bool relu, ThreadPool *pool);
 
 Status maxPoolGradKernel(KernelContext &ctx) {
   const char *name = "dtf.max_pool_grad";
@@ -248,14 +251,15 @@ Status maxPoolGradKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &dx));
   return dispatchFloat(name, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxPoolGrad(w, x.data<T>(), dy.data<T>(), dx->data<T>(), ctx.threadPool());
+    maxPoolGrad(w, x.data<T>(), dy.data<T>(), dx->data<T>(),
+                ctx.getBool("relu"), ctx.threadPool());
     return Status::ok();
   });
 }
 
 template <typename T>
 void maxPoolGrad(const Window2D &w, const T *px, const T *pdy, T *pdx,
-                 ThreadPool *pool) {
+                 bool relu, ThreadPool *pool) {
   const int64_t c = w.c, image = w.ih * w.iw * c;
   // Images are independent: each thread zeroes and fills its own.
   parallelFor(pool, w.n, 1, [&](int64_t lo, int64_t hi) {
@@ -291,7 +295,7 @@ void maxPoolGrad(const Window2D &w, const T *px, const T *pdy, T *pdx,
           }
           const T *g = pdy + ((n * w.oh + oy) * w.ow + ox) * c;
           for (int64_t q = 0; q < c; ++q)
-            if (at[q] >= 0)
+            if (at[q] >= 0 && (!relu || best[q] > T(0)))
               dxn[at[q] + q] += g[q];
         }
     }

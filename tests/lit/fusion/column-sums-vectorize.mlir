@@ -13,9 +13,3 @@
 // CHECK-NEXT: fadd <8 x float>
 // CHECK-NEXT: store <8 x float> %[[SUM]], ptr %{{.*}}, !alias.scope !{{[0-9]+}}, !noalias !{{[0-9]+}}
 // CHECK: define void @dtf_fused_3(
-// CHECK: %[[SUM3:[0-9]+]] = fadd <8 x float> %wide.load{{[0-9]*}}, %{{[0-9]+}}
-// CHECK: store <8 x float> %[[SUM3]]
-// CHECK: define void @dtf_fused_4(
-// CHECK: %[[SUM4:[0-9]+]] = fadd <8 x float> %wide.load{{[0-9]*}}, %{{[0-9]+}}
-// CHECK: store <8 x float> %[[SUM4]]
-// CHECK: define void @dtf_fused_5(

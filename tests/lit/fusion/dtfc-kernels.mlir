@@ -24,15 +24,17 @@
 // LIST-NEXT:   dtf.compare  {{.*}}mnist_cnn.dtf:47:44
 // LIST-NEXT:   dtf.cast  {{.*}}mnist_cnn.dtf:47:21
 // LIST-NEXT:   dtf.mean  {{.*}}mnist_cnn.dtf:47:16
-// With --fuse-reductions=all (not the default), each layer's relu_grad with its
-// bias gradient: one loop over the bias's elements, summing the leading axes
-// (with rows, the seed CNN's only reduced kernels are the accuracy's).
+// With --fuse-reductions=all (not the default), the dense layer's relu_grad
+// with its bias gradient: one loop over the bias's elements, summing the
+// leading axes (with rows, the seed CNN's only reduced kernels are the
+// accuracy's). The convolutions' relu_grads are not there: dtf-fuse-library
+// folded each into the max_pool_grad before it.
 // LIST: dtf_fused_2: 2 ops, 3 inputs, 2 outputs, over f32[B,500], reduce:rk
 // LIST-NEXT:   dtf.relu_grad  {{.*}}mnist_cnn.dtf:43:10
 // LIST-NEXT:   dtf.sum_to_shape  {{.*}}mnist_cnn.dtf:43:10
-// LIST: dtf_fused_4: 2 ops, 3 inputs, 2 outputs, over f32[B,28,28,32], reduce:rrrk
+// LIST-NOT: relu_grad
 // Each Adam update: its variable and two slots written in place.
-// LIST: dtf_fused_5: 1 ops, 6 inputs, 0 outputs, over f32[5,5,1,32], 3 in place
+// LIST: dtf_fused_3: 1 ops, 6 inputs, 0 outputs, over f32[5,5,1,32], 3 in place
 // LIST-NEXT:   dtf.apply_adam
 
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=fused-mlir | FileCheck %s --check-prefix=MLIR
@@ -42,6 +44,11 @@
 // MLIR: dtf.add
 // MLIR-NEXT: dtf.relu
 // MLIR-NEXT: dtf.yield
+
+// Each convolution's relu_grad is folded into the max_pool_grad before it.
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=fused-mlir | FileCheck %s --check-prefix=POOLGRAD
+// POOLGRAD-COUNT-2: dtf.max_pool_grad {{.*}} relu :
+// POOLGRAD-NOT: dtf.max_pool_grad
 
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernel-llvm | FileCheck %s --check-prefix=LLVM
 // LLVM: define void @dtf_fused_0(ptr {{.*}}, ptr {{.*}}, i64 {{.*}}, i64 {{.*}})

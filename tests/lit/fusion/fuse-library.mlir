@@ -45,3 +45,33 @@ func.func @kept(%x: tensor<?x8x8x2xf32>, %f: tensor<3x3x2x4xf32>, %b: tensor<4xf
   %s3 = dtf.add %c3, %m : (tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>) -> tensor<?x8x8x4xf32>
   return %s, %s2, %c2, %s3 : tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>
 }
+
+// -----
+
+// relu_grad after max_pool_grad of the same x: one max_pool_grad relu.
+// CHECK-LABEL: func.func @pool_grad
+// CHECK-NEXT: %[[G:.*]] = dtf.max_pool_grad %arg0, %arg1 padding valid window [2, 2] strides [2, 2] relu :
+// CHECK-NEXT: return %[[G]]
+func.func @pool_grad(%x: tensor<?x8x8x4xf32>, %dy: tensor<?x4x4x4xf32>) -> tensor<?x8x8x4xf32> {
+  %p = dtf.max_pool_grad %x, %dy padding valid window [2, 2] strides [2, 2] : tensor<?x8x8x4xf32>, tensor<?x4x4x4xf32>
+  %g = dtf.relu_grad %p, %x : tensor<?x8x8x4xf32>
+  return %g : tensor<?x8x8x4xf32>
+}
+
+// -----
+
+// Left alone: the pool gradient read twice, a relu_grad of another x, and
+// ops on a GPU (cuDNN runs the pool gradient).
+// CHECK-LABEL: func.func @pool_grad_kept
+// CHECK-NOT: relu :
+// CHECK-COUNT-3: dtf.relu_grad
+// CHECK: return
+func.func @pool_grad_kept(%x: tensor<?x8x8x4xf32>, %m: tensor<?x8x8x4xf32>, %dy: tensor<?x4x4x4xf32>) -> (tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>) {
+  %p = dtf.max_pool_grad %x, %dy padding valid window [2, 2] strides [2, 2] : tensor<?x8x8x4xf32>, tensor<?x4x4x4xf32>
+  %g = dtf.relu_grad %p, %x : tensor<?x8x8x4xf32>
+  %p2 = dtf.max_pool_grad %x, %dy padding valid window [2, 2] strides [2, 2] : tensor<?x8x8x4xf32>, tensor<?x4x4x4xf32>
+  %g2 = dtf.relu_grad %p2, %m : tensor<?x8x8x4xf32>
+  %p3 = dtf.max_pool_grad %x, %dy padding valid window [2, 2] strides [2, 2] {dtf.device = "/job:worker/task:0/device:GPU:0"} : tensor<?x8x8x4xf32>, tensor<?x4x4x4xf32>
+  %g3 = dtf.relu_grad %p3, %x {dtf.device = "/job:worker/task:0/device:GPU:0"} : tensor<?x8x8x4xf32>
+  return %g, %p, %g2, %g3 : tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>, tensor<?x8x8x4xf32>
+}

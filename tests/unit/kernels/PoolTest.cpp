@@ -2,6 +2,7 @@
 // finite differences.
 #include "KernelTestUtil.h"
 
+#include <cstring>
 #include <limits>
 
 namespace dtf::test {
@@ -112,6 +113,55 @@ TEST(Pool, MaxPoolGradSendsTiesToTheFirstMaximum) {
       .in(test::f32({1, 1, 1, 1}, {5}));
   ASSERT_EQ(errorOf(run), "");
   EXPECT_TRUE(equal(run.out(), c.x, {5, 0, 0, 0}));
+}
+
+// max_pool_grad with `relu` (dtf-fuse-library's fold of relu_grad(
+// max_pool_grad(x, dy), x)) gives, bit for bit, the two ops one after the
+// other, in f32 and f64: on a relu's output (zeros, whole windows of them),
+// with overlapping and padded windows, and with a NaN in x.
+TEST(Pool, MaxPoolGradWithReluEqualsReluGradAfterItBitForBit) {
+  Rng rng;
+  for (bool f64 : {false, true})
+    for (const PoolCase &c : kCases) {
+      SCOPED_TRACE(describe(c) + (f64 ? " f64" : " f32"));
+      Values x = rng.uniform(numElementsOf(c.x), -2, 1);
+      for (double &v : x)
+        v = std::max(v, 0.0); // a relu's output: about two thirds zeros
+      x[x.size() / 2] = std::numeric_limits<double>::quiet_NaN();
+      Shape outShape;
+      refPool(c, x, true, &outShape);
+      Values dy = rng.uniform(numElementsOf(outShape), -1, 1);
+      auto tensor = [&](const Shape &shape, const Values &v) {
+        return f64 ? test::f64(shape, v) : test::f32(shape, v);
+      };
+      KernelRun pool("dtf.max_pool_grad");
+      poolAttrs(pool, c).in(tensor(c.x, x)).in(tensor(outShape, dy));
+      ASSERT_EQ(errorOf(pool), "");
+      KernelRun relu("dtf.relu_grad");
+      relu.in(pool.out()).in(tensor(c.x, x));
+      ASSERT_EQ(errorOf(relu), "");
+      KernelRun fused("dtf.max_pool_grad");
+      poolAttrs(fused, c)
+          .attr("relu", true)
+          .in(tensor(c.x, x))
+          .in(tensor(outShape, dy));
+      ASSERT_EQ(errorOf(fused), "");
+      const Tensor &want = relu.out(), &got = fused.out();
+      ASSERT_EQ(got.shape(), want.shape());
+      ASSERT_EQ(got.byteSize(), want.byteSize());
+      EXPECT_EQ(std::memcmp(got.rawData(), want.rawData(), got.byteSize()), 0);
+      // Not vacuous: the mask dropped some dy, and kept some.
+      const Tensor &plain = pool.out();
+      int64_t dropped = 0, kept = 0;
+      for (int64_t i = 0; i < plain.numElements(); ++i) {
+        const double p = f64 ? plain.data<double>()[i] : plain.data<float>()[i];
+        const double g = f64 ? got.data<double>()[i] : got.data<float>()[i];
+        dropped += p != 0 && g == 0;
+        kept += g != 0;
+      }
+      EXPECT_GT(dropped, 0);
+      EXPECT_GT(kept, 0);
+    }
 }
 
 TEST(Pool, BadShapesAreErrors) {
