@@ -37,17 +37,34 @@ namespace {
 constexpr int kBlock = 256;
 
 /// How a kernel with reductions spreads over a block (docs/kernels.md, "The
-/// GPU code"): rows (N = 1: a layer statistic, a loss mean) give each output
-/// element a block of 256 threads over its reduced elements; columns (N > 1:
-/// a bias gradient, a batch statistic) give a block of 32 x 8 threads 32
-/// neighbouring output elements (x, so that a warp reads 32 neighbouring
-/// columns of a row), each shared by 8 threads over its rows (y).
+/// GPU code"): rows (N = 1: a layer statistic, a loss mean), and columns of
+/// fewer than 128 static outputs per reduced row (a convolution's bias
+/// gradient, a batch statistic: each block on a multiprocessor of its own),
+/// give each output element a block of 256 threads over its reduced
+/// elements; other columns (N >= 128, or not static: a dense layer's bias
+/// gradient) give a block of 32 x 8 threads 32 neighbouring output elements
+/// (x, so that a warp reads 32 neighbouring columns of a row), each shared
+/// by 8 threads over its rows (y).
 struct TreeShape {
   int64_t x, y, outputsPerBlock;
 };
 TreeShape treeShapeOf(FusedOp fused) {
-  return hasColumnReductions(fused) ? TreeShape{32, 8, 32}
-                                    : TreeShape{kBlock, 1, 1};
+  if (!hasColumnReductions(fused))
+    return TreeShape{kBlock, 1, 1};
+  // N: the iteration shape's dims after the reduced run.
+  SmallVector<int64_t> shape = fusedIterationShape(fused);
+  int64_t inner = 1;
+  for (const std::string &spec : fusedResultSpecs(fused)) {
+    if (spec.empty() || spec.size() != shape.size())
+      continue;
+    for (size_t d = spec.find_last_not_of('k') + 1; d < shape.size(); ++d)
+      inner = ShapedType::isDynamic(shape[d]) || inner < 0
+                  ? -1
+                  : inner * shape[d];
+    break;
+  }
+  return inner > 0 && inner < 128 ? TreeShape{kBlock, 1, 1}
+                                  : TreeShape{32, 8, 32};
 }
 
 /// Bytes of workgroup memory a block of `fused`'s tree holds: one slot per
