@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Which reductions to fuse (dtfc --fuse-reductions), in one invocation: the
-# seed CNN and the residual CNN, each compiled three ways (all: rows and
-# columns; rows only, the default; --fusion=off), trained in
+# seed CNN and the residual CNN (or --models), each compiled three ways (all:
+# rows and columns, the default; rows only; --fusion=off), trained in
 # interleaved rounds so that every plan sees the same load. Prints, per
 # round and plan, images/s and from dtf-run --profile the time per step of
 # everything but the library calls (conv2d*, matmul, max_pool*): the

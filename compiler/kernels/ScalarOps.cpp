@@ -675,6 +675,51 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   return success();
 }
 
+namespace {
+
+/// Where reduction `r`'s result (an output of `fused`) has element t.
+Value reducedOutputAt(OpBuilder &b, Location loc, FusedOp fused,
+                      ArrayRef<Value> pointers, Operation *r, Value t) {
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  Operation *yield = fused.getBody().front().getTerminator();
+  for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
+    if (v == r->getResult(0))
+      return b.create<LLVM::GEPOp>(loc, ptr, elementTypeOf(v),
+                                   pointers[fused.getInputs().size() + pos],
+                                   ArrayRef<LLVM::GEPArg>{t});
+  return Value();
+}
+
+/// A loop over output elements [lo, hi) dividing each mean's sum by R.
+void divideMeans(OpBuilder &b, Location loc, ArrayRef<Operation *> reductions,
+                 Value lo, Value hi, Value reduced,
+                 llvm::function_ref<Value(OpBuilder &, size_t, Value)> outAt) {
+  if (llvm::none_of(reductions, [](Operation *r) { return isa<MeanOp>(r); }))
+    return;
+  auto idx = [&](Value v) -> Value {
+    return b.create<arith::IndexCastOp>(loc, b.getIndexType(), v);
+  };
+  auto loop = b.create<scf::ParallelOp>(
+      loc, ValueRange{idx(lo)}, ValueRange{idx(hi)},
+      ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)});
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                          loop.getInductionVars()[0]);
+  for (size_t q = 0; q < reductions.size(); ++q) {
+    if (!isa<MeanOp>(reductions[q]))
+      continue;
+    Type ty = elementTypeOf(reductions[q]->getResult(0));
+    Value addr = outAt(lb, q, t);
+    lb.create<LLVM::StoreOp>(
+        loc,
+        lb.create<arith::DivFOp>(loc, lb.create<LLVM::LoadOp>(loc, ty, addr),
+                                 lb.create<arith::SIToFPOp>(loc, ty, reduced)),
+        addr);
+  }
+}
+
+} // namespace
+
 LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
                                         ArrayRef<Value> pointers, Value lo,
                                         Value hi, Value offset, Value rowStart,
@@ -683,12 +728,7 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
                                         const ColumnChunk *chunk) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(b.getContext());
-  Block &body = fused.getBody().front();
-  Operation *yield = body.getTerminator();
-  SmallVector<Operation *> reductions;
-  for (Operation &op : body)
-    if (isReduction(&op))
-      reductions.push_back(&op);
+  SmallVector<Operation *> reductions = regionReductions(fused, nullptr);
   Value total = b.create<arith::MulIOp>(loc, elements, reduced);
   Value one = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(1));
   Value zero64 = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(0));
@@ -723,13 +763,7 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
           loc, ptr, elementTypeOf(reductions[q]->getResult(0)),
           chunk->partials[q], ArrayRef<LLVM::GEPArg>{at});
     }
-    for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
-      if (v == reductions[q]->getResult(0))
-        return bb.create<LLVM::GEPOp>(
-            loc, ptr, elementTypeOf(v),
-            pointers[fused.getInputs().size() + pos],
-            ArrayRef<LLVM::GEPArg>{t});
-    return Value();
+    return reducedOutputAt(bb, loc, fused, pointers, reductions[q], t);
   };
   LogicalResult status = success();
   // One pass over [lo, hi) at reduced row r: `first` stores (R == 1 ? v :
@@ -823,25 +857,7 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
   }
   if (failed(status))
     return failure();
-  if (llvm::none_of(reductions, [](Operation *r) { return isa<MeanOp>(r); }))
-    return success();
-  auto loop = b.create<scf::ParallelOp>(
-      loc, ValueRange{idx(b, lo)}, ValueRange{idx(b, hi)},
-      ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)});
-  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-  Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
-                                          loop.getInductionVars()[0]);
-  for (size_t q = 0; q < reductions.size(); ++q) {
-    if (!isa<MeanOp>(reductions[q]))
-      continue;
-    Type ty = elementTypeOf(reductions[q]->getResult(0));
-    Value addr = outAt(lb, q, t);
-    lb.create<LLVM::StoreOp>(
-        loc,
-        lb.create<arith::DivFOp>(loc, lb.create<LLVM::LoadOp>(loc, ty, addr),
-                                 lb.create<arith::SIToFPOp>(loc, ty, reduced)),
-        addr);
-  }
+  divideMeans(b, loc, reductions, lo, hi, reduced, outAt);
   return success();
 }
 
@@ -853,12 +869,7 @@ LogicalResult mlir::dtf::emitColumnCombine(OpBuilder &b, FusedOp fused,
                                            Value inner) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(b.getContext());
-  Block &body = fused.getBody().front();
-  Operation *yield = body.getTerminator();
-  SmallVector<Operation *> reductions;
-  for (Operation &op : body)
-    if (isReduction(&op))
-      reductions.push_back(&op);
+  SmallVector<Operation *> reductions = regionReductions(fused, nullptr);
   auto idx = [&](OpBuilder &bb, Value v) -> Value {
     return bb.create<arith::IndexCastOp>(loc, bb.getIndexType(), v);
   };
@@ -873,13 +884,7 @@ LogicalResult mlir::dtf::emitColumnCombine(OpBuilder &b, FusedOp fused,
                                          loop.getInductionVars()[0]));
   };
   auto outAt = [&](OpBuilder &bb, size_t q, Value t) -> Value {
-    for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
-      if (v == reductions[q]->getResult(0))
-        return bb.create<LLVM::GEPOp>(
-            loc, ptr, elementTypeOf(v),
-            pointers[fused.getInputs().size() + pos],
-            ArrayRef<LLVM::GEPArg>{t});
-    return Value();
+    return reducedOutputAt(bb, loc, fused, pointers, reductions[q], t);
   };
   // Partial c of output t: partials[q][t + partialOffset + c * N].
   auto partialAt = [&](OpBuilder &bb, size_t q, Value t, Value c) {
@@ -925,21 +930,7 @@ LogicalResult mlir::dtf::emitColumnCombine(OpBuilder &b, FusedOp fused,
         });
         fb.create<scf::YieldOp>(loc);
       });
-  if (llvm::none_of(reductions, [](Operation *r) { return isa<MeanOp>(r); }))
-    return success();
-  overOutputs(b, [&](OpBuilder &lb, Value t) {
-    for (size_t q = 0; q < reductions.size(); ++q) {
-      if (!isa<MeanOp>(reductions[q]))
-        continue;
-      Type ty = elementTypeOf(reductions[q]->getResult(0));
-      Value addr = outAt(lb, q, t);
-      lb.create<LLVM::StoreOp>(
-          loc,
-          lb.create<arith::DivFOp>(loc, lb.create<LLVM::LoadOp>(loc, ty, addr),
-                                   lb.create<arith::SIToFPOp>(loc, ty, reduced)),
-          addr);
-    }
-  });
+  divideMeans(b, loc, reductions, lo, hi, reduced, outAt);
   return success();
 }
 
