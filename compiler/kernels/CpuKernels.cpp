@@ -55,8 +55,7 @@ struct RowsIn {
   OpBuilder b;
   Value row, start, lo, hi;
 };
-RowsIn rowsIn(OpBuilder &fb, Location loc, Value begin, Value end,
-              Value size) {
+RowsIn rowsIn(OpBuilder &fb, Location loc, Value begin, Value end, Value size) {
   Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
   Value firstRow = fb.create<arith::DivSIOp>(loc, begin, size);
   Value lastRow = fb.create<arith::DivSIOp>(
@@ -69,8 +68,8 @@ RowsIn rowsIn(OpBuilder &fb, Location loc, Value begin, Value end,
       fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow),
       fb.create<arith::ConstantIndexOp>(loc, 1));
   OpBuilder rb = OpBuilder::atBlockBegin(rows.getBody());
-  Value row =
-      rb.create<arith::IndexCastOp>(loc, rb.getI64Type(), rows.getInductionVar());
+  Value row = rb.create<arith::IndexCastOp>(loc, rb.getI64Type(),
+                                            rows.getInductionVar());
   Value rowStart = rb.create<arith::MulIOp>(loc, row, size);
   Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
   Value hi = rb.create<arith::MinSIOp>(
@@ -119,11 +118,11 @@ LogicalResult buildColumnsFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   Value one = c64(fb, 1);
   Value chunks = fb.create<arith::DivSIOp>(
       loc,
-      fb.create<arith::SubIOp>(loc, fb.create<arith::AddIOp>(loc, reduced, rows),
-                               one),
+      fb.create<arith::SubIOp>(
+          loc, fb.create<arith::AddIOp>(loc, reduced, rows), one),
       rows);
-  Value combine = fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                           counts[4], one);
+  Value combine =
+      fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, counts[4], one);
   auto branch = fb.create<scf::IfOp>(loc, combine, /*withElse=*/true);
   fb.create<func::ReturnOp>(loc);
   {

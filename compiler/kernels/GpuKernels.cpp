@@ -58,9 +58,8 @@ TreeShape treeShapeOf(FusedOp fused) {
     if (spec.empty() || spec.size() != shape.size())
       continue;
     for (size_t d = spec.find_last_not_of('k') + 1; d < shape.size(); ++d)
-      inner = ShapedType::isDynamic(shape[d]) || inner < 0
-                  ? -1
-                  : inner * shape[d];
+      inner =
+          ShapedType::isDynamic(shape[d]) || inner < 0 ? -1 : inner * shape[d];
     break;
   }
   return inner > 0 && inner < 128 ? TreeShape{kBlock, 1, 1}
@@ -73,9 +72,9 @@ int64_t treeSharedBytes(FusedOp fused) {
   const TreeShape shape = treeShapeOf(fused);
   int64_t bytes = 0;
   for (Operation *r : regionReductions(fused, nullptr))
-    bytes += shape.x * shape.y *
-             int64_t(elementTypeOf(r->getResult(0)).getIntOrFloatBitWidth() /
-                     8);
+    bytes +=
+        shape.x * shape.y *
+        int64_t(elementTypeOf(r->getResult(0)).getIntOrFloatBitWidth() / 8);
   return bytes;
 }
 
@@ -161,8 +160,8 @@ LogicalResult buildTreeLaunch(FusedOp fused, OpBuilder &fb,
   Value outLane = columns ? thread.x : cidx(lb, 0);
   Value rowLane = columns ? thread.y : thread.x;
   Value t = toI64(lb.create<arith::AddIOp>(
-      loc, lb.create<arith::MulIOp>(loc, block.x,
-                                    cidx(lb, shape.outputsPerBlock)),
+      loc,
+      lb.create<arith::MulIOp>(loc, block.x, cidx(lb, shape.outputsPerBlock)),
       outLane));
   ReductionTree tree;
   tree.rowLane = toI64(rowLane);
@@ -170,8 +169,8 @@ LogicalResult buildTreeLaunch(FusedOp fused, OpBuilder &fb,
   tree.valid =
       lb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, t, count);
   tree.slot = lb.create<arith::AddIOp>(
-      loc, lb.create<arith::MulIOp>(loc, rowLane,
-                                    cidx(lb, shape.outputsPerBlock)),
+      loc,
+      lb.create<arith::MulIOp>(loc, rowLane, cidx(lb, shape.outputsPerBlock)),
       outLane);
   tree.slotStride = shape.outputsPerBlock;
   tree.shared.assign(launch.getWorkgroupAttributions().begin(),

@@ -9,8 +9,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -444,8 +444,7 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
 LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                                              ArrayRef<Value> pointers, Value t,
                                              Value elements, Value reduced,
-                                             Value inner,
-                                             bool readUnusedInputs,
+                                             Value inner, bool readUnusedInputs,
                                              bool interleave,
                                              const ReductionTree *tree) {
   Location loc = fused.getLoc();
@@ -495,8 +494,8 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   // For k in [from, R): the values at base + k * stride added to the sums
   // (acc[0, nr)), and kept as the last values (acc[nr, 2 nr)).
   LogicalResult status = success();
-  auto sumLoop = [&](OpBuilder &bb, Value from, Value stride,
-                     ValueRange init, Value upper = {}, Value step = {}) {
+  auto sumLoop = [&](OpBuilder &bb, Value from, Value stride, ValueRange init,
+                     Value upper = {}, Value step = {}) {
     return bb.create<scf::ForOp>(
         loc, idx(bb, from), idx(bb, upper ? upper : reduced),
         idx(bb, step ? step : one), init,
@@ -531,12 +530,11 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
     init.append(z.begin(), z.end());
     // In a tree: this thread's rows rowLane, rowLane + rowLanes, ... (none
     // past the last output element).
-    auto loop =
-        tree ? sumLoop(b, tree->rowLane, inner, init,
-                       b.create<arith::SelectOp>(loc, tree->valid, reduced,
-                                                 i64c(b, 0)),
-                       i64c(b, tree->rowLanes))
-             : sumLoop(b, i64c(b, 0), inner, init);
+    auto loop = tree ? sumLoop(b, tree->rowLane, inner, init,
+                               b.create<arith::SelectOp>(loc, tree->valid,
+                                                         reduced, i64c(b, 0)),
+                               i64c(b, tree->rowLanes))
+                     : sumLoop(b, i64c(b, 0), inner, init);
     if (failed(status))
       return failure();
     sums.append(loop.getResults().begin(), loop.getResults().end());
@@ -551,9 +549,9 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
       b.create<memref::StoreOp>(loc, sums[q], tree->shared[q], tree->slot);
     b.create<gpu::BarrierOp>(loc);
     for (int64_t half = tree->rowLanes / 2; half >= 1; half /= 2) {
-      Value lower = b.create<arith::CmpIOp>(
-          loc, arith::CmpIPredicate::ult, lane,
-          b.create<arith::ConstantIndexOp>(loc, half));
+      Value lower =
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, lane,
+                                  b.create<arith::ConstantIndexOp>(loc, half));
       auto level = b.create<scf::IfOp>(loc, lower, /*withElse=*/false);
       OpBuilder lb = level.getThenBodyBuilder();
       Value partner = lb.create<arith::AddIOp>(
@@ -577,8 +575,8 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
     treeEnd.emplace(store.getThenBodyBuilder());
     // The block's sums; row lane 0 read row 0 last when R == 1.
     for (size_t q = 0; q < nr; ++q)
-      sums[q] = treeEnd->create<memref::LoadOp>(loc, tree->shared[q],
-                                                tree->slot);
+      sums[q] =
+          treeEnd->create<memref::LoadOp>(loc, tree->shared[q], tree->slot);
   }
   auto branch = interleave ? b.create<scf::IfOp>(loc, resultTypes, contiguous,
                                                  /*withElse=*/true)
@@ -644,8 +642,8 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   // reduction to one element (O = N = 1) gives the sum itself; only a zero's
   // sign tells them apart.
   OpBuilder &sb = treeEnd ? *treeEnd : b;
-  Value single = sb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                         reduced, one);
+  Value single =
+      sb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, reduced, one);
   Value whole = sb.create<arith::AndIOp>(
       loc, contiguous,
       sb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, elements, one));
@@ -724,8 +722,7 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
                                         ArrayRef<Value> pointers, Value lo,
                                         Value hi, Value offset, Value rowStart,
                                         Value elements, Value reduced,
-                                        Value inner,
-                                        const ColumnChunk *chunk) {
+                                        Value inner, const ColumnChunk *chunk) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(b.getContext());
   SmallVector<Operation *> reductions = regionReductions(fused, nullptr);
@@ -814,8 +811,7 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
     // no mean: the combining pass divides).
     pass(b, chunk->rowBegin, /*first=*/true);
     b.create<scf::ForOp>(
-        loc,
-        idx(b, b.create<arith::AddIOp>(loc, chunk->rowBegin, one)),
+        loc, idx(b, b.create<arith::AddIOp>(loc, chunk->rowBegin, one)),
         idx(b, chunk->rowEnd), b.create<arith::ConstantIndexOp>(loc, 1),
         ValueRange{}, [&](OpBuilder &fb, Location, Value r, ValueRange) {
           pass(fb, fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), r),
@@ -903,12 +899,11 @@ LogicalResult mlir::dtf::emitColumnCombine(OpBuilder &b, FusedOp fused,
   overOutputs(b, [&](OpBuilder &lb, Value t) {
     for (size_t q = 0; q < reductions.size(); ++q) {
       Type ty = elementTypeOf(reductions[q]->getResult(0));
-      lb.create<LLVM::StoreOp>(
-          loc,
-          combineOf(lb, loc, reductions[q],
-                    identityOf(lb, loc, reductions[q], ty),
-                    partialAt(lb, q, t, zero)),
-          outAt(lb, q, t));
+      lb.create<LLVM::StoreOp>(loc,
+                               combineOf(lb, loc, reductions[q],
+                                         identityOf(lb, loc, reductions[q], ty),
+                                         partialAt(lb, q, t, zero)),
+                               outAt(lb, q, t));
     }
   });
   b.create<scf::ForOp>(

@@ -634,10 +634,9 @@ Status fusedKernel(KernelContext &base) {
                    &bytes, reinterpret_cast<void *>(CU_LAUNCH_PARAM_END)};
   GpuDevice &dev = ctx->device();
   return dev.check(strCat("cuLaunchKernel(", info.name, ")").c_str(),
-                   dev.driver().cuLaunchKernel(fn, unsigned(grid), 1, 1,
-                                               unsigned(block),
-                                               unsigned(blockY), 1, 0,
-                                               dev.stream(), nullptr, extra));
+                   dev.driver().cuLaunchKernel(
+                       fn, unsigned(grid), 1, 1, unsigned(block),
+                       unsigned(blockY), 1, 0, dev.stream(), nullptr, extra));
 }
 
 } // namespace

@@ -112,8 +112,7 @@ void reduceRec(const Collapsed &c, int d, const T *in, T *out) {
 // order (docs/kernels.md).
 template <typename T, ReduceKind K>
 void reduceColumnChunks(const T *in, int64_t outer, int64_t reduced,
-                        int64_t inner, int64_t rows, T *out,
-                        ThreadPool *pool) {
+                        int64_t inner, int64_t rows, T *out, ThreadPool *pool) {
   using R = Reducer<T, K>;
   const int64_t chunks = columnChunkCount(reduced, rows);
   // Reused across calls on this thread: no allocation per step.
@@ -139,8 +138,8 @@ void reduceColumnChunks(const T *in, int64_t outer, int64_t reduced,
                 for (int64_t t = lo; t < hi; ++t) {
                   const int64_t o = t / inner, j = t % inner;
                   for (int64_t c = 0; c < chunks; ++c)
-                    out[t] = R::combine(
-                        out[t], partials[(o * chunks + c) * inner + j]);
+                    out[t] = R::combine(out[t],
+                                        partials[(o * chunks + c) * inner + j]);
                 }
               });
 }

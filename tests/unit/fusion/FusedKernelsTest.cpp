@@ -548,8 +548,7 @@ TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
     EXPECT_EQ(k.block() * std::max(1, k.block_y()), 256) << k.name();
     const bool tile = k.block() == 32;
     EXPECT_TRUE(!tile || column) << k.name() << ": a 32 x 8 tile for a row";
-    EXPECT_EQ(k.outputs_per_block(), reduced ? (tile ? 32 : 1) : 0)
-        << k.name();
+    EXPECT_EQ(k.outputs_per_block(), reduced ? (tile ? 32 : 1) : 0) << k.name();
     EXPECT_EQ(k.shared_bytes() > 0, reduced) << k.name();
     const size_t entry = plan.gpu_ptx().find(".entry " + k.name() + "(");
     ASSERT_NE(entry, std::string::npos)
@@ -987,7 +986,8 @@ TEST(ColumnReductions, ChunkedKernelsGiveTheSameBitsOnAnyThreadCount) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(
       compileModel(seedModel(), &plan, "--fuse-reductions=all"));
-  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
@@ -1008,9 +1008,9 @@ TEST(ColumnReductions, ChunkedKernelsGiveTheSameBitsOnAnyThreadCount) {
     dtf::FusedLaunch launch;
     ASSERT_TRUE(
         dtf::fusedLaunchOf(kernels->loaded->info(k), shapes, &launch).isOk());
-    chunked += dtf::columnChunkRows(launch.elements / launch.inner,
-                                    launch.reduced,
-                                    launch.inner) < launch.reduced;
+    chunked +=
+        dtf::columnChunkRows(launch.elements / launch.inner, launch.reduced,
+                             launch.inner) < launch.reduced;
     std::vector<dtf::Tensor> first;
     for (int threads : {1, 2, 3}) {
       dtf::ThreadPool pool(threads);

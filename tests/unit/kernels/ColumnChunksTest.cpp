@@ -1,8 +1,8 @@
 // Column reductions cut into chunks of rows (runtime/kernels/ColumnChunks.h):
 // the rule depends on the shape alone, and the op-by-op kernel's sums follow
 // the documented order on any number of threads.
-#include "runtime/core/ThreadPool.h"
 #include "runtime/kernels/ColumnChunks.h"
+#include "runtime/core/ThreadPool.h"
 #include "runtime/kernels/cpu/KernelUtil.h"
 
 #include <gtest/gtest.h>
@@ -82,7 +82,8 @@ template <typename T> void expectChunkedOrder(bool max) {
     for (T &v : x)
       v = T(value(rng));
     x[5] = std::numeric_limits<T>::quiet_NaN(); // a max keeps it
-    const std::vector<T> want = chunkedReference(x, c.outer, c.rows, c.cols, max);
+    const std::vector<T> want =
+        chunkedReference(x, c.outer, c.rows, c.cols, max);
     std::vector<int64_t> shape = {c.outer, c.rows, c.cols};
     std::vector<bool> reduced = {false, true, false};
     if (c.outer == 1) {
