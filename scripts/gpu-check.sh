@@ -56,6 +56,22 @@ print(f"worst relative loss difference: {worst:.2e} (TF32 convolutions may diffe
 print(f"images/s: cpu {cpu[1]:.0f}, gpu with graphs {gpu[1]:.0f}, gpu without graphs {nog[1]:.0f}")
 PY
 
+# The generated kernels' GPU code, the reductions' block-wide trees among
+# them (bias gradients, the loss mean, the accuracy; docs/kernels.md "The
+# GPU code"), has run nowhere else: the emulation runs their CPU twins. The
+# loss curves above go through them; Nsight Systems, when installed, times
+# each kernel (docs/gpu.md estimates the conv bias gradients at 20-80 us).
+echo "== generated kernels on the real GPU (reductions as block-wide trees)"
+if command -v nsys > /dev/null 2>&1; then
+  nsys profile --force-overwrite true -o "$work/kernels" \
+    "$bin/dtf-run" "$plan" --steps 50 > "$work/nsys.log" 2>&1 ||
+    { tail -20 "$work/nsys.log"; echo "gpu-check: nsys profile failed" >&2; exit 1; }
+  nsys stats --report cuda_gpu_kern_sum "$work/kernels.nsys-rep" | grep -E "Time|dtf_fused" || true
+else
+  echo "   NO nsys on this machine: the generated kernels ran (the loss curves"
+  echo "   above) but were not timed one by one."
+fi
+
 # Towers over 2 GPUs (NCCL) when the machine has them: the same plan with
 # --gpu-towers 2 beside one GPU's curve.
 ngpu=$(nvidia-smi -L | grep -c "^GPU" || true)

@@ -48,6 +48,119 @@ using namespace mlir::dtf;
 
 namespace {
 
+/// An scf.for at `fb` over the rows of `size` (i64) elements that meet
+/// [begin, end): a builder in its body, the row's index and first element,
+/// and the part of the row in [begin, end), [lo, hi).
+struct RowsIn {
+  OpBuilder b;
+  Value row, start, lo, hi;
+};
+RowsIn rowsIn(OpBuilder &fb, Location loc, Value begin, Value end, Value size) {
+  Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
+  Value firstRow = fb.create<arith::DivSIOp>(loc, begin, size);
+  Value lastRow = fb.create<arith::DivSIOp>(
+      loc,
+      fb.create<arith::AddIOp>(loc, end,
+                               fb.create<arith::SubIOp>(loc, size, one64)),
+      size);
+  auto rows = fb.create<scf::ForOp>(
+      loc, fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), firstRow),
+      fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow),
+      fb.create<arith::ConstantIndexOp>(loc, 1));
+  OpBuilder rb = OpBuilder::atBlockBegin(rows.getBody());
+  Value row = rb.create<arith::IndexCastOp>(loc, rb.getI64Type(),
+                                            rows.getInductionVar());
+  Value rowStart = rb.create<arith::MulIOp>(loc, row, size);
+  Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
+  Value hi = rb.create<arith::MinSIOp>(
+      loc, end, rb.create<arith::AddIOp>(loc, rowStart, size));
+  return RowsIn{rb, row, rowStart, lo, hi};
+}
+
+/// The chunked column entry point of a region with column reductions
+/// (Kernel.cpu_columns_symbol, docs/plan-format.md): the CPU ABI with
+/// `buffers` = the kernel's buffers, then one partial-rows buffer per
+/// reduced output (output order), and `scalars` = elements (O * N),
+/// reduced (R), inner (N), rows (per chunk, L), phase. Phase 0 sums the
+/// chunks: [begin, end) over [O, C, N] (C = ceil(R / L)); row (o, c) of N
+/// sums the reduced rows [c L, min(R, c L + L)) into its partial row. Phase
+/// 1 combines: [begin, end) over [O, N], the partials in chunk order.
+LogicalResult buildColumnsFunc(FusedOp fused, OpBuilder &b, StringRef name) {
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  auto i64 = b.getI64Type();
+  const unsigned numBuffers = fused.getInputs().size() + fused.getNumResults();
+  SmallVector<unsigned> slot;
+  regionReductions(fused, &slot);
+  unsigned numPartials = 0;
+  for (unsigned s : slot)
+    numPartials = std::max(numPartials, s + 1);
+  SmallVector<Value> all;
+  func::FuncOp func =
+      createCpuKernelEntry(b, loc, name, numBuffers + numPartials, all);
+  SmallVector<Value> pointers(all.begin(), all.begin() + numBuffers);
+  SmallVector<Value> partials;
+  for (unsigned s : slot)
+    partials.push_back(all[numBuffers + s]);
+  Block *entry = &func.getBody().front();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  Value begin = entry->getArgument(2), end = entry->getArgument(3);
+  SmallVector<Value> counts; // elements, reduced, inner, rows, phase
+  for (int32_t k = 0; k < 5; ++k)
+    counts.push_back(fb.create<LLVM::LoadOp>(
+        loc, i64,
+        fb.create<LLVM::GEPOp>(loc, ptr, i64, entry->getArgument(1),
+                               ArrayRef<LLVM::GEPArg>{k})));
+  Value reduced = counts[1], inner = counts[2], rows = counts[3];
+  auto c64 = [&](OpBuilder &bb, int64_t v) -> Value {
+    return bb.create<arith::ConstantOp>(loc, bb.getI64IntegerAttr(v));
+  };
+  Value one = c64(fb, 1);
+  Value chunks = fb.create<arith::DivSIOp>(
+      loc,
+      fb.create<arith::SubIOp>(
+          loc, fb.create<arith::AddIOp>(loc, reduced, rows), one),
+      rows);
+  Value combine =
+      fb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, counts[4], one);
+  auto branch = fb.create<scf::IfOp>(loc, combine, /*withElse=*/true);
+  fb.create<func::ReturnOp>(loc);
+  {
+    // Phase 1: row o of [O, N]; its partial c of element t at
+    // t + o N (C - 1) + c N.
+    OpBuilder tb = branch.getThenBodyBuilder();
+    RowsIn row = rowsIn(tb, loc, begin, end, inner);
+    Value partialOffset = row.b.create<arith::MulIOp>(
+        loc, row.start, row.b.create<arith::SubIOp>(loc, chunks, one));
+    if (failed(emitColumnCombine(row.b, fused, pointers, partials, row.lo,
+                                 row.hi, partialOffset, chunks, reduced,
+                                 inner)))
+      return failure();
+  }
+  // Phase 0: row u = o C + c of [O C, N], over output elements
+  // t = u - shift of row o (shift = o N (C - 1) + c N, where its partials
+  // go); input element (o, r, n) is t + o N (R - 1) + r N.
+  OpBuilder eb = branch.getElseBodyBuilder();
+  RowsIn row = rowsIn(eb, loc, begin, end, inner);
+  OpBuilder &rb = row.b;
+  Value o = rb.create<arith::DivSIOp>(loc, row.row, chunks);
+  Value c = rb.create<arith::RemSIOp>(loc, row.row, chunks);
+  Value oStart = rb.create<arith::MulIOp>(loc, o, inner);
+  Value shift = rb.create<arith::SubIOp>(loc, row.start, oStart);
+  ColumnChunk chunk;
+  chunk.rowBegin = rb.create<arith::MulIOp>(loc, c, rows);
+  chunk.rowEnd = rb.create<arith::MinSIOp>(
+      loc, reduced, rb.create<arith::AddIOp>(loc, chunk.rowBegin, rows));
+  chunk.partials = partials;
+  chunk.partialOffset = shift;
+  Value offset = rb.create<arith::MulIOp>(
+      loc, oStart, rb.create<arith::SubIOp>(loc, reduced, one));
+  return emitColumnSums(rb, fused, pointers,
+                        rb.create<arith::SubIOp>(loc, row.lo, shift),
+                        rb.create<arith::SubIOp>(loc, row.hi, shift), offset,
+                        oStart, counts[0], reduced, inner, &chunk);
+}
+
 /// The C ABI entry point of one fused region.
 LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   if (Operation *update = fusedUpdateOp(fused)) // in place: UpdateKernels.h
@@ -88,24 +201,9 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     Value start, lo, hi;
   };
   auto rowsLoop = [&](Value size, bool ret) {
-    Value one64 = fb.create<arith::ConstantOp>(loc, fb.getI64IntegerAttr(1));
-    Value firstRow = fb.create<arith::DivSIOp>(loc, begin, size);
-    Value lastRow = fb.create<arith::DivSIOp>(
-        loc,
-        fb.create<arith::AddIOp>(loc, end,
-                                 fb.create<arith::SubIOp>(loc, size, one64)),
-        size);
-    auto rows = fb.create<scf::ForOp>(
-        loc, fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), firstRow),
-        fb.create<arith::IndexCastOp>(loc, fb.getIndexType(), lastRow), step);
+    auto [rb, row, rowStart, lo, hi] = rowsIn(fb, loc, begin, end, size);
     if (ret)
       fb.create<func::ReturnOp>(loc);
-    OpBuilder rb = OpBuilder::atBlockBegin(rows.getBody());
-    Value row = rb.create<arith::IndexCastOp>(loc, i64, rows.getInductionVar());
-    Value rowStart = rb.create<arith::MulIOp>(loc, row, size);
-    Value lo = rb.create<arith::MaxSIOp>(loc, begin, rowStart);
-    Value hi = rb.create<arith::MinSIOp>(
-        loc, end, rb.create<arith::AddIOp>(loc, rowStart, size));
     return Row{rb, rowStart, lo, hi};
   };
   if (hasReductions(fused)) {
@@ -363,9 +461,14 @@ LogicalResult mlir::dtf::buildCpuKernelFuncs(ModuleOp module,
                    LLVM::LLVMDialect, func::FuncDialect>();
   std::map<int64_t, FusedOp> byKernel = planKernelOps(module);
   OpBuilder b = OpBuilder::atBlockEnd(kernels.getBody());
-  for (auto &[k, op] : byKernel)
-    if (failed(buildKernelFunc(op, b, "dtf_fused_" + std::to_string(k))))
+  for (auto &[k, op] : byKernel) {
+    const std::string name = "dtf_fused_" + std::to_string(k);
+    if (failed(buildKernelFunc(op, b, name)))
       return failure();
+    if (!fusedUpdateOp(op) && hasColumnReductions(op) &&
+        failed(buildColumnsFunc(op, b, name + "_columns")))
+      return failure();
+  }
   return success();
 }
 

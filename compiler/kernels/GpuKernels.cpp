@@ -14,6 +14,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/InitAllDialects.h"
@@ -34,6 +35,48 @@ using namespace mlir::dtf;
 namespace {
 
 constexpr int kBlock = 256;
+
+/// How a kernel with reductions spreads over a block (docs/kernels.md, "The
+/// GPU code"): rows (N = 1: a layer statistic, a loss mean), and columns of
+/// fewer than 128 static outputs per reduced row (a convolution's bias
+/// gradient, a batch statistic: each block on a multiprocessor of its own),
+/// give each output element a block of 256 threads over its reduced
+/// elements; other columns (N >= 128, or not static: a dense layer's bias
+/// gradient) give a block of 32 x 8 threads 32 neighbouring output elements
+/// (x, so that a warp reads 32 neighbouring columns of a row), each shared
+/// by 8 threads over its rows (y).
+struct TreeShape {
+  int64_t x, y, outputsPerBlock;
+};
+TreeShape treeShapeOf(FusedOp fused) {
+  if (!hasColumnReductions(fused))
+    return TreeShape{kBlock, 1, 1};
+  // N: the iteration shape's dims after the reduced run.
+  SmallVector<int64_t> shape = fusedIterationShape(fused);
+  int64_t inner = 1;
+  for (const std::string &spec : fusedResultSpecs(fused)) {
+    if (spec.empty() || spec.size() != shape.size())
+      continue;
+    for (size_t d = spec.find_last_not_of('k') + 1; d < shape.size(); ++d)
+      inner =
+          ShapedType::isDynamic(shape[d]) || inner < 0 ? -1 : inner * shape[d];
+    break;
+  }
+  return inner > 0 && inner < 128 ? TreeShape{kBlock, 1, 1}
+                                  : TreeShape{32, 8, 32};
+}
+
+/// Bytes of workgroup memory a block of `fused`'s tree holds: one slot per
+/// thread for each reduction.
+int64_t treeSharedBytes(FusedOp fused) {
+  const TreeShape shape = treeShapeOf(fused);
+  int64_t bytes = 0;
+  for (Operation *r : regionReductions(fused, nullptr))
+    bytes +=
+        shape.x * shape.y *
+        int64_t(elementTypeOf(r->getResult(0)).getIntOrFloatBitWidth() / 8);
+  return bytes;
+}
 
 // To gpu.launch and an outlined kernel per function (checked with
 // mlir-opt-19, docs/kernels.md): without no-min-max-bounds the tile keeps an
@@ -73,6 +116,72 @@ LogicalResult runPipeline(ModuleOp module, const std::string &text,
   return success();
 }
 
+/// A kernel with reductions as a gpu.launch of block-wide trees
+/// (treeShapeOf): block b's thread (x, y) works for output element
+/// t = b * outputsPerBlock + (columns ? x : 0) over its rows (y, or x in a
+/// row block), then the block combines them in workgroup memory
+/// (emitReducedRegionAt with a ReductionTree). The launch's grid is
+/// ceil(elements / outputsPerBlock) blocks (Kernel.outputs_per_block).
+LogicalResult buildTreeLaunch(FusedOp fused, OpBuilder &fb,
+                              ArrayRef<Value> pointers, Value elements,
+                              Value reduced, Value inner) {
+  Location loc = fused.getLoc();
+  MLIRContext *ctx = fb.getContext();
+  const TreeShape shape = treeShapeOf(fused);
+  const bool columns = shape.outputsPerBlock > 1;
+  auto cidx = [&](OpBuilder &bb, int64_t v) -> Value {
+    return bb.create<arith::ConstantIndexOp>(loc, v);
+  };
+  Value grid = fb.create<arith::DivUIOp>(
+      loc,
+      fb.create<arith::AddIOp>(loc, elements,
+                               cidx(fb, shape.outputsPerBlock - 1)),
+      cidx(fb, shape.outputsPerBlock));
+  SmallVector<Type> sharedTypes;
+  for (Operation *r : regionReductions(fused, nullptr))
+    sharedTypes.push_back(MemRefType::get(
+        {shape.x * shape.y}, elementTypeOf(r->getResult(0)), AffineMap(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)));
+  Value c1 = cidx(fb, 1);
+  auto launch = fb.create<gpu::LaunchOp>(
+      loc, grid, c1, c1, cidx(fb, shape.x), cidx(fb, shape.y), c1,
+      /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
+      ValueRange{}, sharedTypes);
+  fb.create<func::ReturnOp>(loc);
+  OpBuilder lb = OpBuilder::atBlockBegin(&launch.getBody().front());
+  auto i64 = lb.getI64Type();
+  auto toI64 = [&](Value v) -> Value {
+    return lb.create<arith::IndexCastOp>(loc, i64, v);
+  };
+  // The i64 parameters are first read in their order (elements here, then
+  // reduced and inner), so outlining keeps it (compileGpuKernels checks).
+  Value count = toI64(elements);
+  gpu::KernelDim3 block = launch.getBlockIds(), thread = launch.getThreadIds();
+  Value outLane = columns ? thread.x : cidx(lb, 0);
+  Value rowLane = columns ? thread.y : thread.x;
+  Value t = toI64(lb.create<arith::AddIOp>(
+      loc,
+      lb.create<arith::MulIOp>(loc, block.x, cidx(lb, shape.outputsPerBlock)),
+      outLane));
+  ReductionTree tree;
+  tree.rowLane = toI64(rowLane);
+  tree.rowLanes = columns ? shape.y : shape.x;
+  tree.valid =
+      lb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, t, count);
+  tree.slot = lb.create<arith::AddIOp>(
+      loc,
+      lb.create<arith::MulIOp>(loc, rowLane, cidx(lb, shape.outputsPerBlock)),
+      outLane);
+  tree.slotStride = shape.outputsPerBlock;
+  tree.shared.assign(launch.getWorkgroupAttributions().begin(),
+                     launch.getWorkgroupAttributions().end());
+  lb.create<gpu::TerminatorOp>(loc);
+  lb.setInsertionPoint(launch.getBody().front().getTerminator());
+  return emitReducedRegionAt(lb, fused, pointers, t, count, reduced, inner,
+                             /*readUnusedInputs=*/true, /*interleave=*/false,
+                             &tree);
+}
+
 /// `func @dtf_fused_<k>(ptr..., index elements)`: scf.parallel over
 /// [0, elements) computing the region.
 LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
@@ -94,6 +203,10 @@ LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   Value elements = entry->getArgument(numOperands);
   Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
   Value one = fb.create<arith::ConstantIndexOp>(loc, 1);
+  if (reduced)
+    return buildTreeLaunch(fused, fb, pointers, elements,
+                           entry->getArgument(numOperands + 1),
+                           entry->getArgument(numOperands + 2));
   auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{zero},
                                          ValueRange{elements},
                                          ValueRange{one});
@@ -101,13 +214,6 @@ LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
   Value i = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
                                           loop.getInductionVars()[0]);
-  if (reduced) // one thread per output element of the reductions
-    return emitReducedRegionAt(
-        lb, fused, pointers, i,
-        lb.create<arith::IndexCastOp>(loc, lb.getI64Type(), elements),
-        entry->getArgument(numOperands + 1),
-        entry->getArgument(numOperands + 2), /*readUnusedInputs=*/true,
-        /*interleave=*/false);
   return emitRegionAt(
       lb, fused, pointers, i,
       lb.create<arith::IndexCastOp>(loc, lb.getI64Type(), elements),
@@ -132,7 +238,8 @@ LogicalResult mlir::dtf::compileGpuKernels(ModuleOp module,
     ctx->appendDialectRegistry(registry);
   }
   ctx->loadDialect<gpu::GPUDialect, NVVM::NVVMDialect, arith::ArithDialect,
-                   scf::SCFDialect, LLVM::LLVMDialect, func::FuncDialect>();
+                   scf::SCFDialect, LLVM::LLVMDialect, func::FuncDialect,
+                   memref::MemRefDialect>();
   if (!llvm::sys::fs::exists(toolkit + "/bin/ptxas")) {
     error = "no CUDA toolkit at " + toolkit + " (no bin/ptxas)";
     return failure();
@@ -204,8 +311,22 @@ LogicalResult mlir::dtf::compileGpuKernels(ModuleOp module,
       return failure();
     }
     *kernel->mutable_params() = std::move(params);
-    kernel->set_block(kBlock);
-    kernel->set_launch("grid.x = ceil(elements / block), block.x = block");
+    auto fused = byKernel.find(k);
+    if (fused != byKernel.end() && !fusedUpdateOp(fused->second) &&
+        hasReductions(fused->second)) {
+      // A block-wide tree per output element (or 32 of them).
+      const TreeShape shape = treeShapeOf(fused->second);
+      kernel->set_block(int32_t(shape.x));
+      kernel->set_block_y(int32_t(shape.y));
+      kernel->set_outputs_per_block(int32_t(shape.outputsPerBlock));
+      kernel->set_shared_bytes(int32_t(treeSharedBytes(fused->second)));
+      kernel->set_launch(
+          "grid.x = ceil(elements / outputs_per_block), block.x = block, "
+          "block.y = block_y");
+    } else {
+      kernel->set_block(kBlock);
+      kernel->set_launch("grid.x = ceil(elements / block), block.x = block");
+    }
 
     auto outlined = table.lookup<gpu::GPUModuleOp>(launch.getKernelModuleName());
     auto gpuFunc = outlined.lookupSymbol<gpu::GPUFuncOp>(launch.getKernelName());

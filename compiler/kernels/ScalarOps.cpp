@@ -8,12 +8,15 @@
 #include "mlir/IR/IRMapping.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::dtf;
@@ -397,6 +400,38 @@ bool mlir::dtf::hasReductions(FusedOp fused) {
                       [](Operation &op) { return isReduction(&op); });
 }
 
+bool mlir::dtf::hasColumnReductions(FusedOp fused) {
+  return llvm::any_of(fusedResultSpecs(fused), [](const std::string &spec) {
+    return isColumnSpec(spec);
+  });
+}
+
+SmallVector<Operation *>
+mlir::dtf::regionReductions(FusedOp fused, SmallVectorImpl<unsigned> *slot) {
+  Block &body = fused.getBody().front();
+  Operation *yield = body.getTerminator();
+  SmallVector<Operation *> reductions;
+  for (Operation &op : body)
+    if (isReduction(&op))
+      reductions.push_back(&op);
+  if (slot) {
+    // Output positions of reduced results, in output order.
+    SmallVector<unsigned> positions;
+    for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
+      if (v.getDefiningOp() && isReduction(v.getDefiningOp()))
+        positions.push_back(unsigned(pos));
+    slot->clear();
+    for (Operation *r : reductions) {
+      unsigned s = 0;
+      for (auto [k, pos] : llvm::enumerate(positions))
+        if (yield->getOperand(pos) == r->getResult(0))
+          s = unsigned(k);
+      slot->push_back(s);
+    }
+  }
+  return reductions;
+}
+
 LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
                                       ArrayRef<Value> pointers, Value i,
                                       Value total, bool readUnusedInputs,
@@ -409,9 +444,9 @@ LogicalResult mlir::dtf::emitRegionAt(OpBuilder &lb, FusedOp fused,
 LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                                              ArrayRef<Value> pointers, Value t,
                                              Value elements, Value reduced,
-                                             Value inner,
-                                             bool readUnusedInputs,
-                                             bool interleave) {
+                                             Value inner, bool readUnusedInputs,
+                                             bool interleave,
+                                             const ReductionTree *tree) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(b.getContext());
   Block &body = fused.getBody().front();
@@ -459,10 +494,11 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   // For k in [from, R): the values at base + k * stride added to the sums
   // (acc[0, nr)), and kept as the last values (acc[nr, 2 nr)).
   LogicalResult status = success();
-  auto sumLoop = [&](OpBuilder &bb, Value from, Value stride,
-                     ValueRange init) {
+  auto sumLoop = [&](OpBuilder &bb, Value from, Value stride, ValueRange init,
+                     Value upper = {}, Value step = {}) {
     return bb.create<scf::ForOp>(
-        loc, idx(bb, from), idx(bb, reduced), idx(bb, one), init,
+        loc, idx(bb, from), idx(bb, upper ? upper : reduced),
+        idx(bb, step ? step : one), init,
         [&](OpBuilder &fb, Location, Value k, ValueRange acc) {
           Value at = fb.create<arith::AddIOp>(
               loc, base,
@@ -492,10 +528,55 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
     SmallVector<Value> init = zeros(b);
     SmallVector<Value> z = zeros(b);
     init.append(z.begin(), z.end());
-    auto loop = sumLoop(b, i64c(b, 0), inner, init);
+    // In a tree: this thread's rows rowLane, rowLane + rowLanes, ... (none
+    // past the last output element).
+    auto loop = tree ? sumLoop(b, tree->rowLane, inner, init,
+                               b.create<arith::SelectOp>(loc, tree->valid,
+                                                         reduced, i64c(b, 0)),
+                               i64c(b, tree->rowLanes))
+                     : sumLoop(b, i64c(b, 0), inner, init);
     if (failed(status))
       return failure();
     sums.append(loop.getResults().begin(), loop.getResults().end());
+  }
+  std::optional<OpBuilder> treeEnd; // the tree's root: row lane 0
+  if (tree) {
+    // Each thread's sums into shared memory, then a tree over the row lanes:
+    // at each level the lower half adds the upper half's slots, with a
+    // barrier between levels (every thread of the block reaches each one).
+    Value lane = idx(b, tree->rowLane);
+    for (size_t q = 0; q < nr; ++q)
+      b.create<memref::StoreOp>(loc, sums[q], tree->shared[q], tree->slot);
+    b.create<gpu::BarrierOp>(loc);
+    for (int64_t half = tree->rowLanes / 2; half >= 1; half /= 2) {
+      Value lower =
+          b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::ult, lane,
+                                  b.create<arith::ConstantIndexOp>(loc, half));
+      auto level = b.create<scf::IfOp>(loc, lower, /*withElse=*/false);
+      OpBuilder lb = level.getThenBodyBuilder();
+      Value partner = lb.create<arith::AddIOp>(
+          loc, tree->slot,
+          lb.create<arith::ConstantIndexOp>(loc, half * tree->slotStride));
+      for (size_t q = 0; q < nr; ++q) {
+        Value mine =
+            lb.create<memref::LoadOp>(loc, tree->shared[q], tree->slot);
+        Value theirs = lb.create<memref::LoadOp>(loc, tree->shared[q], partner);
+        lb.create<memref::StoreOp>(
+            loc, combineOf(lb, loc, reductions[q], mine, theirs),
+            tree->shared[q], tree->slot);
+      }
+      b.create<gpu::BarrierOp>(loc);
+    }
+    Value root = b.create<arith::AndIOp>(
+        loc, tree->valid,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, tree->rowLane,
+                                i64c(b, 0)));
+    auto store = b.create<scf::IfOp>(loc, root, /*withElse=*/false);
+    treeEnd.emplace(store.getThenBodyBuilder());
+    // The block's sums; row lane 0 read row 0 last when R == 1.
+    for (size_t q = 0; q < nr; ++q)
+      sums[q] =
+          treeEnd->create<memref::LoadOp>(loc, tree->shared[q], tree->slot);
   }
   auto branch = interleave ? b.create<scf::IfOp>(loc, resultTypes, contiguous,
                                                  /*withElse=*/true)
@@ -560,11 +641,12 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
   // copies: one reduced element (R == 1) gives that element, and a whole
   // reduction to one element (O = N = 1) gives the sum itself; only a zero's
   // sign tells them apart.
-  Value single = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
-                                         reduced, one);
-  Value whole = b.create<arith::AndIOp>(
+  OpBuilder &sb = treeEnd ? *treeEnd : b;
+  Value single =
+      sb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, reduced, one);
+  Value whole = sb.create<arith::AndIOp>(
       loc, contiguous,
-      b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, elements, one));
+      sb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, elements, one));
   Operation *yield = body.getTerminator();
   for (size_t q = 0; q < nr; ++q) {
     Value sum = sums[q];
@@ -572,38 +654,78 @@ LogicalResult mlir::dtf::emitReducedRegionAt(OpBuilder &b, FusedOp fused,
     // is the copy of one element.
     Value r = sum;
     if (!isa<MaxOp>(reductions[q])) {
-      r = b.create<arith::SelectOp>(
+      r = sb.create<arith::SelectOp>(
           loc, whole, sum,
-          b.create<arith::AddFOp>(loc, constantOf(b, loc, types[q], 0), sum));
-      r = b.create<arith::SelectOp>(loc, single, sums[nr + q], r);
+          sb.create<arith::AddFOp>(loc, constantOf(sb, loc, types[q], 0), sum));
+      r = sb.create<arith::SelectOp>(loc, single, sums[nr + q], r);
     }
     if (isa<MeanOp>(reductions[q]))
-      r = b.create<arith::DivFOp>(
-          loc, r, b.create<arith::SIToFPOp>(loc, types[q], reduced));
+      r = sb.create<arith::DivFOp>(
+          loc, r, sb.create<arith::SIToFPOp>(loc, types[q], reduced));
     for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
       if (v == reductions[q]->getResult(0)) {
-        Value addr = b.create<LLVM::GEPOp>(
+        Value addr = sb.create<LLVM::GEPOp>(
             loc, ptr, types[q], pointers[fused.getInputs().size() + pos],
             ArrayRef<LLVM::GEPArg>{t});
-        b.create<LLVM::StoreOp>(loc, r, addr);
+        sb.create<LLVM::StoreOp>(loc, r, addr);
       }
   }
   return success();
 }
 
+namespace {
+
+/// Where reduction `r`'s result (an output of `fused`) has element t.
+Value reducedOutputAt(OpBuilder &b, Location loc, FusedOp fused,
+                      ArrayRef<Value> pointers, Operation *r, Value t) {
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  Operation *yield = fused.getBody().front().getTerminator();
+  for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
+    if (v == r->getResult(0))
+      return b.create<LLVM::GEPOp>(loc, ptr, elementTypeOf(v),
+                                   pointers[fused.getInputs().size() + pos],
+                                   ArrayRef<LLVM::GEPArg>{t});
+  return Value();
+}
+
+/// A loop over output elements [lo, hi) dividing each mean's sum by R.
+void divideMeans(OpBuilder &b, Location loc, ArrayRef<Operation *> reductions,
+                 Value lo, Value hi, Value reduced,
+                 llvm::function_ref<Value(OpBuilder &, size_t, Value)> outAt) {
+  if (llvm::none_of(reductions, [](Operation *r) { return isa<MeanOp>(r); }))
+    return;
+  auto idx = [&](Value v) -> Value {
+    return b.create<arith::IndexCastOp>(loc, b.getIndexType(), v);
+  };
+  auto loop = b.create<scf::ParallelOp>(
+      loc, ValueRange{idx(lo)}, ValueRange{idx(hi)},
+      ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)});
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                          loop.getInductionVars()[0]);
+  for (size_t q = 0; q < reductions.size(); ++q) {
+    if (!isa<MeanOp>(reductions[q]))
+      continue;
+    Type ty = elementTypeOf(reductions[q]->getResult(0));
+    Value addr = outAt(lb, q, t);
+    lb.create<LLVM::StoreOp>(
+        loc,
+        lb.create<arith::DivFOp>(loc, lb.create<LLVM::LoadOp>(loc, ty, addr),
+                                 lb.create<arith::SIToFPOp>(loc, ty, reduced)),
+        addr);
+  }
+}
+
+} // namespace
+
 LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
                                         ArrayRef<Value> pointers, Value lo,
                                         Value hi, Value offset, Value rowStart,
                                         Value elements, Value reduced,
-                                        Value inner) {
+                                        Value inner, const ColumnChunk *chunk) {
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(b.getContext());
-  Block &body = fused.getBody().front();
-  Operation *yield = body.getTerminator();
-  SmallVector<Operation *> reductions;
-  for (Operation &op : body)
-    if (isReduction(&op))
-      reductions.push_back(&op);
+  SmallVector<Operation *> reductions = regionReductions(fused, nullptr);
   Value total = b.create<arith::MulIOp>(loc, elements, reduced);
   Value one = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(1));
   Value zero64 = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(0));
@@ -629,15 +751,16 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
   auto idx = [&](OpBuilder &bb, Value v) -> Value {
     return bb.create<arith::IndexCastOp>(loc, bb.getIndexType(), v);
   };
-  // Output q's element t.
+  // Output q's element t (in a chunk: t's element of the chunk's partial
+  // row).
   auto outAt = [&](OpBuilder &bb, size_t q, Value t) -> Value {
-    for (auto [pos, v] : llvm::enumerate(yield->getOperands()))
-      if (v == reductions[q]->getResult(0))
-        return bb.create<LLVM::GEPOp>(
-            loc, ptr, elementTypeOf(v),
-            pointers[fused.getInputs().size() + pos],
-            ArrayRef<LLVM::GEPArg>{t});
-    return Value();
+    if (chunk) {
+      Value at = bb.create<arith::AddIOp>(loc, t, chunk->partialOffset);
+      return bb.create<LLVM::GEPOp>(
+          loc, ptr, elementTypeOf(reductions[q]->getResult(0)),
+          chunk->partials[q], ArrayRef<LLVM::GEPArg>{at});
+    }
+    return reducedOutputAt(bb, loc, fused, pointers, reductions[q], t);
   };
   LogicalResult status = success();
   // One pass over [lo, hi) at reduced row r: `first` stores (R == 1 ? v :
@@ -668,7 +791,10 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
       Value addr = outAt(lb, q, t);
       Type ty = v.getType();
       Value sum;
-      if (first && isa<MaxOp>(reductions[q]))
+      if (first && chunk) // a partial row starts from the identity
+        sum = combineOf(lb, loc, reductions[q],
+                        identityOf(lb, loc, reductions[q], ty), v);
+      else if (first && isa<MaxOp>(reductions[q]))
         sum = v; // combine(-inf, v) is v
       else if (first)
         sum = lb.create<arith::SelectOp>(
@@ -680,6 +806,20 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
       lb.create<LLVM::StoreOp>(loc, sum, addr);
     }
   };
+  if (chunk) {
+    // Rows [rowBegin, rowEnd) of the chunk into its partial row (never empty;
+    // no mean: the combining pass divides).
+    pass(b, chunk->rowBegin, /*first=*/true);
+    b.create<scf::ForOp>(
+        loc, idx(b, b.create<arith::AddIOp>(loc, chunk->rowBegin, one)),
+        idx(b, chunk->rowEnd), b.create<arith::ConstantIndexOp>(loc, 1),
+        ValueRange{}, [&](OpBuilder &fb, Location, Value r, ValueRange) {
+          pass(fb, fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), r),
+               /*first=*/false);
+          fb.create<scf::YieldOp>(loc);
+        });
+    return status;
+  }
   Value empty =
       b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, reduced, zero64);
   auto branch = b.create<scf::IfOp>(loc, empty, /*withElse=*/true);
@@ -713,25 +853,79 @@ LogicalResult mlir::dtf::emitColumnSums(OpBuilder &b, FusedOp fused,
   }
   if (failed(status))
     return failure();
-  if (llvm::none_of(reductions, [](Operation *r) { return isa<MeanOp>(r); }))
-    return success();
-  auto loop = b.create<scf::ParallelOp>(
-      loc, ValueRange{idx(b, lo)}, ValueRange{idx(b, hi)},
-      ValueRange{b.create<arith::ConstantIndexOp>(loc, 1)});
-  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-  Value t = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
-                                          loop.getInductionVars()[0]);
-  for (size_t q = 0; q < reductions.size(); ++q) {
-    if (!isa<MeanOp>(reductions[q]))
-      continue;
+  divideMeans(b, loc, reductions, lo, hi, reduced, outAt);
+  return success();
+}
+
+LogicalResult mlir::dtf::emitColumnCombine(OpBuilder &b, FusedOp fused,
+                                           ArrayRef<Value> pointers,
+                                           ArrayRef<Value> partials, Value lo,
+                                           Value hi, Value partialOffset,
+                                           Value chunks, Value reduced,
+                                           Value inner) {
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  SmallVector<Operation *> reductions = regionReductions(fused, nullptr);
+  auto idx = [&](OpBuilder &bb, Value v) -> Value {
+    return bb.create<arith::IndexCastOp>(loc, bb.getIndexType(), v);
+  };
+  // One contiguous loop over [lo, hi): body(builder, t).
+  auto overOutputs = [&](OpBuilder &ob,
+                         llvm::function_ref<void(OpBuilder &, Value)> fn) {
+    auto loop = ob.create<scf::ParallelOp>(
+        loc, ValueRange{idx(ob, lo)}, ValueRange{idx(ob, hi)},
+        ValueRange{ob.create<arith::ConstantIndexOp>(loc, 1)});
+    OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+    fn(lb, lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                         loop.getInductionVars()[0]));
+  };
+  auto outAt = [&](OpBuilder &bb, size_t q, Value t) -> Value {
+    return reducedOutputAt(bb, loc, fused, pointers, reductions[q], t);
+  };
+  // Partial c of output t: partials[q][t + partialOffset + c * N].
+  auto partialAt = [&](OpBuilder &bb, size_t q, Value t, Value c) {
     Type ty = elementTypeOf(reductions[q]->getResult(0));
-    Value addr = outAt(lb, q, t);
-    lb.create<LLVM::StoreOp>(
-        loc,
-        lb.create<arith::DivFOp>(loc, lb.create<LLVM::LoadOp>(loc, ty, addr),
-                                 lb.create<arith::SIToFPOp>(loc, ty, reduced)),
-        addr);
-  }
+    Value at = bb.create<arith::AddIOp>(
+        loc, bb.create<arith::AddIOp>(loc, t, partialOffset),
+        bb.create<arith::MulIOp>(loc, c, inner));
+    return bb.create<LLVM::LoadOp>(
+        loc, ty,
+        bb.create<LLVM::GEPOp>(loc, ptr, ty, partials[q],
+                               ArrayRef<LLVM::GEPArg>{at}));
+  };
+  // The identity combined with partial 0, then partials 1, 2, ... in order
+  // (a loop over contiguous outputs per chunk, which LLVM vectorizes).
+  Value zero = b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(0));
+  overOutputs(b, [&](OpBuilder &lb, Value t) {
+    for (size_t q = 0; q < reductions.size(); ++q) {
+      Type ty = elementTypeOf(reductions[q]->getResult(0));
+      lb.create<LLVM::StoreOp>(loc,
+                               combineOf(lb, loc, reductions[q],
+                                         identityOf(lb, loc, reductions[q], ty),
+                                         partialAt(lb, q, t, zero)),
+                               outAt(lb, q, t));
+    }
+  });
+  b.create<scf::ForOp>(
+      loc, b.create<arith::ConstantIndexOp>(loc, 1), idx(b, chunks),
+      b.create<arith::ConstantIndexOp>(loc, 1), ValueRange{},
+      [&](OpBuilder &fb, Location, Value ci, ValueRange) {
+        Value c = fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), ci);
+        overOutputs(fb, [&](OpBuilder &lb, Value t) {
+          for (size_t q = 0; q < reductions.size(); ++q) {
+            Type ty = elementTypeOf(reductions[q]->getResult(0));
+            Value addr = outAt(lb, q, t);
+            lb.create<LLVM::StoreOp>(
+                loc,
+                combineOf(lb, loc, reductions[q],
+                          lb.create<LLVM::LoadOp>(loc, ty, addr),
+                          partialAt(lb, q, t, c)),
+                addr);
+          }
+        });
+        fb.create<scf::YieldOp>(loc);
+      });
+  divideMeans(b, loc, reductions, lo, hi, reduced, outAt);
   return success();
 }
 

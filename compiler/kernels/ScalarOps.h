@@ -59,10 +59,27 @@ bool hasReductions(FusedOp fused);
 /// the region's body is emitted once instead of 18 times (the CPU's 16
 /// unrolled partial sums, their tail and the column loop), and the sums of
 /// rows differ from the CPU's by rounding.
+///
+/// With `tree` (the GPU; without `interleave`) the threads of a block share
+/// each output element: this thread sums the rows rowLane, rowLane +
+/// rowLanes, ... (none when !valid), stores its sums in its slot of the
+/// workgroup arrays `shared` (one per reduction, in the region's order),
+/// and a tree over the row lanes, log2(rowLanes) levels with a gpu.barrier
+/// after each, combines them: at level h the lanes below h combine the slot
+/// h * slotStride above theirs. Row lane 0 then stores the results.
+struct ReductionTree {
+  Value rowLane;      // i64: this thread's first row and its lane in the tree
+  int64_t rowLanes;   // threads per output element (a power of 2)
+  Value valid;        // i1: t is one of the output elements
+  Value slot;         // index: this thread's slot in `shared`
+  int64_t slotStride; // slots between two neighbouring row lanes
+  SmallVector<Value> shared;
+};
 LogicalResult emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                                   ArrayRef<Value> pointers, Value t,
                                   Value elements, Value reduced, Value inner,
-                                  bool readUnusedInputs, bool interleave);
+                                  bool readUnusedInputs, bool interleave,
+                                  const ReductionTree *tree = nullptr);
 
 /// The CPU's loop for columns (N > 1) of a region with reductions: output
 /// elements [lo, hi) of one row o of [O, N] (i64; `offset` = o * N * (R - 1),
@@ -72,10 +89,43 @@ LogicalResult emitReducedRegionAt(OpBuilder &b, FusedOp fused,
 /// outputs in memory: the op-by-op kernel's order for each output element
 /// (so bit for bit the same), and contiguous accesses the vectorizer takes,
 /// where a loop per output element would stride through memory.
+/// With `chunk`, only the reduced rows [rowBegin, rowEnd) (i64) are summed,
+/// from the reductions' identity, into partial rows (`partials`: one pointer
+/// per reduction, in the region's order; output element t's partial at t +
+/// partialOffset), with no mean: the first phase of a column reduction cut
+/// into chunks (runtime/kernels/ColumnChunks.h).
+struct ColumnChunk {
+  Value rowBegin, rowEnd;
+  SmallVector<Value> partials;
+  Value partialOffset;
+};
 LogicalResult emitColumnSums(OpBuilder &b, FusedOp fused,
                              ArrayRef<Value> pointers, Value lo, Value hi,
                              Value offset, Value rowStart, Value elements,
-                             Value reduced, Value inner);
+                             Value reduced, Value inner,
+                             const ColumnChunk *chunk = nullptr);
+
+/// The second phase: output elements [lo, hi) of one row of [O, N] (i64)
+/// from the `chunks` partial rows emitColumnSums wrote: the identity
+/// combined with partial 0, 1, ... in chunk order (partial c of element t at
+/// t + partialOffset + c * N in `partials`, one pointer per reduction in the
+/// region's order), a mean then divided by R (`reduced`).
+LogicalResult emitColumnCombine(OpBuilder &b, FusedOp fused,
+                                ArrayRef<Value> pointers,
+                                ArrayRef<Value> partials, Value lo, Value hi,
+                                Value partialOffset, Value chunks,
+                                Value reduced, Value inner);
+
+/// Whether `fused` has a reduction that keeps axes after its reduced run
+/// (N > 1 possible: a column reduction); its CPU code then also has the
+/// chunked column entry point (Kernel.cpu_columns_symbol).
+bool hasColumnReductions(FusedOp fused);
+
+/// The reductions of `fused` in the region's order, and for each the index
+/// of its result among the region's reduced outputs in output order (the
+/// order of the column entry point's partial buffers).
+SmallVector<Operation *> regionReductions(FusedOp fused,
+                                          SmallVectorImpl<unsigned> *slot);
 
 /// The element count of the largest bias ("suffix" input) of `fused`; 0
 /// when it has none.

@@ -299,6 +299,9 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
     p->set_operand(operand++);
     p->set_meaning(spec.empty() ? "output" : "reduce:" + spec);
     reduced = reduced || !spec.empty();
+    // A column reduction also has the chunked entry point (CpuKernels.cpp).
+    if (isColumnSpec(spec))
+      kernel->set_cpu_columns_symbol(kernel->name() + "_columns");
   }
   // The element count of the loop; a reduced kernel loops over its reduced
   // outputs and also takes R and N of the [O, R, N] view of the shape.

@@ -3,6 +3,7 @@
 
 #include "runtime/plan/PlanTypes.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -15,6 +16,7 @@ namespace {
 Status infoOf(const plan::Kernel &kernel, GeneratedKernelInfo *out) {
   out->name = kernel.name();
   out->cpuSymbol = kernel.cpu_symbol();
+  out->cpuColumnsSymbol = kernel.cpu_columns_symbol();
   for (const plan::KernelParam &p : kernel.params()) {
     GeneratedParam param;
     if (!parseGeneratedParam(p.kind(), p.meaning(), p.operand(), &param))
@@ -45,6 +47,8 @@ std::shared_ptr<const PlanKernels> load(const plan::Plan &plan) {
     gpu::GpuKernelCode &code = result->gpu.emplace_back();
     code.name = k.name();
     code.block = k.block();
+    code.blockY = std::max(1, k.block_y());
+    code.outputsPerBlock = k.outputs_per_block();
     code.module = module;
     plan::Kernel *copy = result->kernels.Add();
     *copy = k;

@@ -150,6 +150,9 @@ private:
 struct GpuKernelCode {
   std::string name; // the kernel's entry point in the module
   int block = 0;    // threads per block; 0: the plan has no GPU code
+  int blockY = 1;   // threads per block along y (a column reduction's tree)
+  // Output elements per block (a reduction's tree); 0: one per thread.
+  int outputsPerBlock = 0;
   std::shared_ptr<const GpuModuleCode> module;
   bool present() const {
     return block > 0 && module &&

@@ -578,7 +578,8 @@ Status reshapeKernel(KernelContext &base) {
 
 // A generated kernel (dtf.fused): its outputs in the iteration shape (the
 // inputs broadcast together) or reduced over it, launched over
-// ceil(elements / block) blocks
+// ceil(elements / block) blocks (ceil(elements / outputs_per_block) for a
+// reduction's block-wide tree)
 // with the plan's parameters packed as the module lays them out.
 Status fusedKernel(KernelContext &base) {
   auto *ctx = dynamic_cast<GpuFusedContext *>(&base);
@@ -626,8 +627,12 @@ Status fusedKernel(KernelContext &base) {
   }
   CUfunction fn;
   DTF_RETURN_IF_ERROR(ctx->function(&fn));
-  const int64_t block = ctx->code().block;
-  const int64_t grid = (elements + block - 1) / block;
+  // One output element per thread, or per block of a reduction's tree
+  // (outputs_per_block of them, docs/plan-format.md).
+  const int64_t block = ctx->code().block, blockY = ctx->code().blockY;
+  const int64_t perBlock =
+      ctx->code().outputsPerBlock > 0 ? ctx->code().outputsPerBlock : block;
+  const int64_t grid = (elements + perBlock - 1) / perBlock;
   size_t bytes = params.size() * sizeof(uint64_t);
   void *extra[] = {reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_POINTER),
                    params.data(),
@@ -635,9 +640,9 @@ Status fusedKernel(KernelContext &base) {
                    &bytes, reinterpret_cast<void *>(CU_LAUNCH_PARAM_END)};
   GpuDevice &dev = ctx->device();
   return dev.check(strCat("cuLaunchKernel(", info.name, ")").c_str(),
-                   dev.driver().cuLaunchKernel(fn, unsigned(grid), 1, 1,
-                                               unsigned(block), 1, 1, 0,
-                                               dev.stream(), nullptr, extra));
+                   dev.driver().cuLaunchKernel(
+                       fn, unsigned(grid), 1, 1, unsigned(block),
+                       unsigned(blockY), 1, 0, dev.stream(), nullptr, extra));
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 #include "runtime/kernels/GeneratedKernels.h"
 
 #include "runtime/core/ThreadPool.h"
+#include "runtime/kernels/ColumnChunks.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -129,6 +130,7 @@ Status fusedLaunchOf(const GeneratedKernelInfo &info,
   }
   out->elements = spec ? outer * inner : total;
   out->reduced = reduced;
+  out->inner = inner;
   out->scalars.clear();
   for (const GeneratedParam &p : info.params) {
     if (p.kind != GeneratedParam::Kind::kI64)
@@ -235,6 +237,16 @@ Status GeneratedKernels::load(std::string_view object,
       return errorStatus("the plan's cpu_object has no symbol '", k.cpuSymbol,
                          "' (kernel ", k.name, ")");
     loaded->functions_.push_back(reinterpret_cast<GeneratedCpuFn>(sym));
+    void *columns = nullptr;
+    if (!k.cpuColumnsSymbol.empty()) {
+      ::dlerror();
+      columns = ::dlsym(handle, k.cpuColumnsSymbol.c_str());
+      if (!columns)
+        return errorStatus("the plan's cpu_object has no symbol '",
+                           k.cpuColumnsSymbol, "' (kernel ", k.name, ")");
+    }
+    loaded->columnsFunctions_.push_back(
+        reinterpret_cast<GeneratedCpuFn>(columns));
   }
   loaded->kernels_ = std::move(kernels);
   *out = std::move(loaded);
@@ -393,6 +405,43 @@ Status fusedKernel(KernelContext &ctx) {
   GeneratedCpuFn fn = kernels.function(k);
   void *const *b = buffers.data();
   const int64_t *s = launch.scalars.data();
+  // A column reduction with few outputs: its rows cut into chunks by shape
+  // (ColumnChunks.h), the chunks' partial rows summed over the pool, then
+  // combined in chunk order; the op-by-op kernel sums in the same order.
+  const int64_t inner = launch.inner, reduced = launch.reduced;
+  const int64_t outer = inner > 0 ? elements / inner : 0;
+  const int64_t rows = columnChunkRows(outer, reduced, inner);
+  if (GeneratedCpuFn columns = kernels.columnsFunction(k);
+      columns && rows < reduced) {
+    const int64_t chunks = columnChunkCount(reduced, rows);
+    const int64_t perOutput = outer * chunks * inner;
+    // Each reduced output's partial rows (in doubles, for alignment), in
+    // output order: the extra buffers of the columns entry point.
+    std::vector<size_t> at;
+    size_t size = 0;
+    for (const GeneratedParam &p : info.params)
+      if (p.meaning == M::kReduce) {
+        const DType dtype = info.outputDTypes[size_t(p.operand - numInputs)];
+        at.push_back(size);
+        size += (size_t(perOutput) * dtypeSize(dtype) + 7) / 8;
+      }
+    std::vector<double> &scratch = fused->partials();
+    if (scratch.size() < size)
+      scratch.resize(size);
+    for (size_t at0 : at)
+      buffers.push_back(scratch.data() + at0);
+    const int64_t phase0[5] = {elements, reduced, inner, rows, 0};
+    const int64_t phase1[5] = {elements, reduced, inner, rows, 1};
+    void *const *cb = buffers.data();
+    parallelFor(ctx.threadPool(), outer * chunks, 1,
+                [&](int64_t lo, int64_t hi) {
+                  columns(cb, phase0, lo * inner, hi * inner);
+                });
+    parallelFor(ctx.threadPool(), elements,
+                std::max<int64_t>(64, 16384 / chunks),
+                [&](int64_t lo, int64_t hi) { columns(cb, phase1, lo, hi); });
+    return Status::ok();
+  }
   // About 16k elements per chunk (an output element of a reduced kernel
   // reads R): a chunk costs microseconds, well above the pool's hand-off.
   parallelFor(ctx.threadPool(), elements,

@@ -58,6 +58,10 @@ struct GeneratedParam {
 struct GeneratedKernelInfo {
   std::string name;      // "dtf_fused_3", for messages
   std::string cpuSymbol; // in the shared object
+  /// A kernel with a column reduction: its chunked entry point (empty when
+  /// the plan has none; docs/plan-format.md, "Column reductions cut into
+  /// chunks").
+  std::string cpuColumnsSymbol;
   std::vector<GeneratedParam> params;
   std::vector<DType> inputDTypes;
   std::vector<DType> outputDTypes;
@@ -76,6 +80,7 @@ struct FusedLaunch {
   std::vector<int64_t> scalars; // each i64 parameter's value, in order
   int64_t elements = 0;         // the loop's element count (grid source)
   int64_t reduced = 1;          // R: 1 in a kernel without reductions
+  int64_t inner = 1;            // N: the elements after the reduced run
 };
 
 /// The launch of `info` on inputs of `inputShapes`: the iteration shape is
@@ -105,6 +110,8 @@ public:
   int size() const { return static_cast<int>(kernels_.size()); }
   const GeneratedKernelInfo &info(int k) const { return kernels_[k]; }
   GeneratedCpuFn function(int k) const { return functions_[k]; }
+  /// Kernel k's chunked column entry point; null when it has none.
+  GeneratedCpuFn columnsFunction(int k) const { return columnsFunctions_[k]; }
 
 private:
   GeneratedKernels() = default;
@@ -112,6 +119,7 @@ private:
   int fd_ = -1; // the memory file, open while loaded
   std::vector<GeneratedKernelInfo> kernels_;
   std::vector<GeneratedCpuFn> functions_;
+  std::vector<GeneratedCpuFn> columnsFunctions_;
 };
 
 /// Whether this CPU runs code compiled for the baseline `target` (a clang
@@ -127,10 +135,14 @@ public:
       : kernels_(std::move(kernels)), kernel_(kernel) {}
   const GeneratedKernels *kernels() const { return kernels_.get(); }
   int kernel() const { return kernel_; }
+  /// The partial rows of a column reduction cut into chunks: kept between
+  /// steps, so a step allocates nothing once it has the size it needs.
+  std::vector<double> &partials() { return partials_; }
 
 private:
   std::shared_ptr<const GeneratedKernels> kernels_;
   int kernel_;
+  std::vector<double> partials_;
 };
 
 /// The dtf.fused op: checks its inputs against the kernel's parameters,

@@ -153,6 +153,23 @@ Status validateKernels(const Plan &plan, const std::string &name) {
       return errorStatus(name, ": kernel ", k, " has no name");
     if (!plan.cpu_object().empty() && kernel.cpu_symbol().empty())
       return errorStatus(where, " has no cpu_symbol in the plan's cpu_object");
+    if (!kernel.cpu_columns_symbol().empty() &&
+        std::none_of(kernel.params().begin(), kernel.params().end(),
+                     [](const KernelParam &p) {
+                       const std::string &m = p.meaning();
+                       return m.rfind("reduce:", 0) == 0 && m.back() == 'k' &&
+                              m.find_first_not_of('k', 7) != std::string::npos;
+                     }))
+      return errorStatus(where,
+                         " has a cpu_columns_symbol but no column reduction "
+                         "(a reduce:<spec> output ending in 'k')");
+    if (kernel.block() < 0 || kernel.block_y() < 0 ||
+        kernel.outputs_per_block() < 0 || kernel.shared_bytes() < 0 ||
+        int64_t(kernel.block()) * std::max(1, kernel.block_y()) > 1024)
+      return errorStatus(where, " has a GPU block of ", kernel.block(), " x ",
+                         kernel.block_y(),
+                         " threads (at most 1024 in all), or a negative "
+                         "outputs_per_block or shared_bytes");
     // An update kernel ("inout" params: the variable and its slots, the
     // first inputs) is one optimizer update and has no outputs.
     const int inout = inPlaceInputs(kernel);

@@ -92,12 +92,13 @@ cl::opt<Fusion> fusion(
 
 cl::opt<std::string> fuseReductions(
     "fuse-reductions",
-    cl::desc("Which sums, means and maxima may end a fused region: rows "
-             "(default: over the last axes, as layer norm's statistics, or "
-             "over every axis, as a loss mean; not columns), all (also "
-             "columns: bias gradients, batch norm's statistics; slower for "
-             "batch norm today, docs/kernels.md) or none"),
-    cl::init("rows"), cl::cat(category));
+    cl::desc("Which sums, means and maxima may end a fused region: all "
+             "(default: rows and columns: bias gradients, batch norm's "
+             "statistics, whose rows dtf-run cuts into chunks over its "
+             "threads, docs/kernels.md), rows (only over the last axes, as "
+             "layer norm's statistics, or over every axis, as a loss mean) "
+             "or none"),
+    cl::init("all"), cl::cat(category));
 
 cl::opt<Fusion> fuseUpdates(
     "fuse-updates",

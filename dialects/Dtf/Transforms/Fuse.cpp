@@ -187,6 +187,11 @@ std::optional<std::string> mlir::dtf::fusedReduceSpec(Operation *op) {
   return spec;
 }
 
+bool mlir::dtf::isColumnSpec(StringRef spec) {
+  return !spec.empty() && spec.back() == 'k' &&
+         spec.find_first_not_of('k') != StringRef::npos;
+}
+
 bool mlir::dtf::sameReducedAxes(const std::string &a, const std::string &b) {
   if (a.size() != b.size())
     return false;

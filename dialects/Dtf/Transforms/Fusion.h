@@ -48,6 +48,11 @@ bool isFusableElementwise(Operation *op);
 /// f32 or f64. Nothing for any other op.
 std::optional<std::string> fusedReduceSpec(Operation *op);
 
+/// Whether a spec keeps axes after its reduced run (a column reduction: a
+/// bias gradient, a batch statistic), so that its kernel may sum N > 1
+/// columns.
+bool isColumnSpec(StringRef spec);
+
 /// Whether two specs reduce the same axes (they may keep them differently).
 bool sameReducedAxes(const std::string &a, const std::string &b);
 

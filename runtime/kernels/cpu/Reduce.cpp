@@ -1,5 +1,6 @@
 // Reductions (sum, mean, max, argmax) and their gradients (sum_to_shape,
 // reduce_grad, max_reduce_grad).
+#include "runtime/kernels/ColumnChunks.h"
 #include "runtime/kernels/cpu/KernelUtil.h"
 
 #include <cmath>
@@ -104,6 +105,45 @@ void reduceRec(const Collapsed &c, int d, const T *in, T *out) {
     reduceRec<T, K>(c, d + 1, in + i * c.inStride[d], out + i * c.outStride[d]);
 }
 
+// A column reduction [O, R, N] whose rows are cut into chunks
+// (ColumnChunks.h): each chunk's partial row, from identity, rows in order;
+// then each output, from identity, combines the partials in chunk order.
+// The generated kernels' `cpu_columns_symbol` computes the same, in the same
+// order (docs/kernels.md).
+template <typename T, ReduceKind K>
+void reduceColumnChunks(const T *in, int64_t outer, int64_t reduced,
+                        int64_t inner, int64_t rows, T *out, ThreadPool *pool) {
+  using R = Reducer<T, K>;
+  const int64_t chunks = columnChunkCount(reduced, rows);
+  // Reused across calls on this thread: no allocation per step.
+  thread_local std::vector<T> scratch;
+  scratch.resize(size_t(outer * chunks * inner));
+  T *partials = scratch.data();
+  parallelFor(pool, outer * chunks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t u = lo; u < hi; ++u) {
+      const int64_t o = u / chunks, c = u % chunks;
+      T *p = partials + u * inner;
+      for (int64_t j = 0; j < inner; ++j)
+        p[j] = R::identity();
+      const int64_t end = std::min(reduced, (c + 1) * rows);
+      for (int64_t r = c * rows; r < end; ++r) {
+        const T *row = in + (o * reduced + r) * inner;
+        for (int64_t j = 0; j < inner; ++j)
+          p[j] = R::combine(p[j], row[j]);
+      }
+    }
+  });
+  parallelFor(pool, outer * inner, std::max<int64_t>(64, kCheapGrain / chunks),
+              [&](int64_t lo, int64_t hi) {
+                for (int64_t t = lo; t < hi; ++t) {
+                  const int64_t o = t / inner, j = t % inner;
+                  for (int64_t c = 0; c < chunks; ++c)
+                    out[t] = R::combine(out[t],
+                                        partials[(o * chunks + c) * inner + j]);
+                }
+              });
+}
+
 template <typename T, ReduceKind K>
 void reduceImpl(const T *in, const std::vector<int64_t> &shape,
                 const std::vector<bool> &reduced, T *out, ThreadPool *pool) {
@@ -121,6 +161,17 @@ void reduceImpl(const T *in, const std::vector<int64_t> &shape,
   if (!c.reducesAnything) { // every reduced dim has size 1
     std::memcpy(out, in, size_t(inCount) * sizeof(T));
     return;
+  }
+  // Columns, [R, N] or [O, R, N]: rows cut into chunks where the outputs
+  // are few (ColumnChunks.h).
+  if ((c.rank == 2 && c.reduced[0]) || (c.rank == 3 && !c.reduced[0])) {
+    const int64_t outer = c.rank == 3 ? c.dims[0] : 1;
+    const int64_t rows = c.dims[c.rank - 2], cols = c.dims[c.rank - 1];
+    const int64_t chunkRows = columnChunkRows(outer, rows, cols);
+    if (chunkRows < rows) {
+      reduceColumnChunks<T, K>(in, outer, rows, cols, chunkRows, out, pool);
+      return;
+    }
   }
   if (!c.reduced[0] && c.dims[0] >= 2) {
     // Blocks of the leading kept dim write disjoint outputs.

@@ -3,9 +3,9 @@
 // --emit=kernel-llvm the optimized CPU code (vectorized for AVX2: 8 floats),
 // and --fusion=off writes a plan without any. --emit=kernels names a
 // reduced kernel's spec (reduce:<k, r or 1 per axis>, docs/plan-format.md).
+// The default is all.
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=LIST
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=kernels | FileCheck %s --check-prefix=LIST
-// The default is rows.
-// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernels | FileCheck %s --check-prefix=ROWS
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=rows --emit=kernels | FileCheck %s --check-prefix=ROWS
 // With rows the one reduced kernel is the accuracy: compare, cast and the
 // mean of everything (reduce:r, to one element), in both programs.
@@ -24,7 +24,7 @@
 // LIST-NEXT:   dtf.compare  {{.*}}mnist_cnn.dtf:47:44
 // LIST-NEXT:   dtf.cast  {{.*}}mnist_cnn.dtf:47:21
 // LIST-NEXT:   dtf.mean  {{.*}}mnist_cnn.dtf:47:16
-// With --fuse-reductions=all (not the default), the dense layer's relu_grad
+// With --fuse-reductions=all (the default), the dense layer's relu_grad
 // with its bias gradient: one loop over the bias's elements, summing the
 // leading axes (with rows, the seed CNN's only reduced kernels are the
 // accuracy's). The convolutions' relu_grads are not there: dtf-fuse-library

@@ -7,6 +7,7 @@
 #include "runtime/core/ThreadPool.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/PlanKernels.h"
+#include "runtime/kernels/ColumnChunks.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/plan/PlanReader.h"
@@ -441,7 +442,10 @@ bool readNvInfo(const std::string &elf, std::map<std::string, ParamTable> *out,
               h.e_shnum * sizeof(Elf64_Shdr));
   const Elf64_Shdr &names = sections[h.e_shstrndx];
   for (const Elf64_Shdr &sec : sections) {
-    if (sec.sh_offset + sec.sh_size > elf.size() ||
+    // A NOBITS section (.nv.shared.<kernel>, a reduction's workgroup
+    // memory) has a size but no bytes in the file.
+    if ((sec.sh_type != SHT_NOBITS &&
+         sec.sh_offset + sec.sh_size > elf.size()) ||
         sec.sh_name >= names.sh_size)
       return fail("a section out of bounds");
     std::string name(elf.data() + names.sh_offset + sec.sh_name);
@@ -532,9 +536,32 @@ TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
   EXPECT_EQ(plan.gpu_ptx().find("__nv_"), std::string::npos)
       << "libdevice was not linked: a call of __nv_* is left in the PTX";
   for (const dtf::plan::Kernel &k : plan.kernels()) {
-    EXPECT_EQ(k.block(), 256);
-    EXPECT_NE(plan.gpu_ptx().find(".entry " + k.name() + "("), std::string::npos)
+    // A reduction: a block-wide tree (256 threads for one output element,
+    // or 32 x 8 for 32 columns) over workgroup memory; else 256 threads,
+    // one per element.
+    bool reduced = false, column = false;
+    for (const auto &p : k.params())
+      if (p.meaning().rfind("reduce:", 0) == 0) {
+        reduced = true;
+        column = column || p.meaning().back() == 'k';
+      }
+    EXPECT_EQ(k.block() * std::max(1, k.block_y()), 256) << k.name();
+    const bool tile = k.block() == 32;
+    EXPECT_TRUE(!tile || column) << k.name() << ": a 32 x 8 tile for a row";
+    EXPECT_EQ(k.outputs_per_block(), reduced ? (tile ? 32 : 1) : 0) << k.name();
+    EXPECT_EQ(k.shared_bytes() > 0, reduced) << k.name();
+    const size_t entry = plan.gpu_ptx().find(".entry " + k.name() + "(");
+    ASSERT_NE(entry, std::string::npos)
         << k.name() << " is not an entry of the PTX";
+    // Its barriers: one after the threads' sums, one per tree level.
+    const size_t next = plan.gpu_ptx().find(".entry ", entry + 1);
+    const std::string body = plan.gpu_ptx().substr(
+        entry, next == std::string::npos ? std::string::npos : next - entry);
+    int barriers = 0;
+    for (size_t at = body.find("bar.sync"); at != std::string::npos;
+         at = body.find("bar.sync", at + 1))
+      ++barriers;
+    EXPECT_EQ(barriers, reduced ? (tile ? 4 : 9) : 0) << k.name();
   }
   const fs::path dir = fs::temp_directory_path() /
                        ("dtf-ptx-" + std::to_string(::getpid()));
@@ -929,4 +956,106 @@ TEST(FusedLaunch, APrefixInputOfTheWrongShapeIsRefused) {
     return;
   }
   FAIL() << "the transformer has no kernel with a prefix:64 input";
+}
+
+// A kernel with a column reduction (a reduce:<spec> ending in 'k': bias
+// gradients, batch statistics) has the chunked entry point; no other has.
+TEST(ColumnReductions, EveryColumnKernelHasItsChunkedEntryPoint) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(
+      compileModel(seedModel(), &plan, "--fuse-reductions=all"));
+  int columns = 0;
+  for (const dtf::plan::Kernel &k : plan.kernels()) {
+    bool column = false;
+    for (const auto &p : k.params()) {
+      const std::string &m = p.meaning();
+      column = column || (m.rfind("reduce:", 0) == 0 && m.back() == 'k');
+    }
+    EXPECT_EQ(k.cpu_columns_symbol(), column ? k.name() + "_columns" : "")
+        << k.name();
+    columns += column;
+  }
+  // Each layer's relu_grad with its bias gradient: 3 in the seed CNN.
+  EXPECT_EQ(columns, 3);
+}
+
+// The chunked column kernels sum in an order fixed by the shape: the same
+// bits on 1, 2 and 3 threads (and, fusion.Models/EveryKernel, the same bits
+// as the op-by-op kernel, which sums in that order too).
+TEST(ColumnReductions, ChunkedKernelsGiveTheSameBitsOnAnyThreadCount) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(
+      compileModel(seedModel(), &plan, "--fuse-reductions=all"));
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
+    GTEST_SKIP() << why;
+  auto kernels = dtf::exec::planKernelsOf(plan);
+  ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
+  std::mt19937 rng(99);
+  int chunked = 0;
+  for (int k = 0; k < plan.kernels_size(); ++k) {
+    const dtf::plan::Kernel &kernel = plan.kernels(k);
+    if (kernel.cpu_columns_symbol().empty())
+      continue;
+    std::vector<dtf::Tensor> inputs;
+    std::vector<std::vector<int64_t>> shapes;
+    for (int i = 0; i < kernel.inputs_size(); ++i) {
+      dtf::Tensor zeros = dtf::test::kernelInputZeros(kernel, i, 50);
+      ASSERT_TRUE(zeros.defined()) << kernel.name() << " input " << i;
+      inputs.push_back(randomTensor(zeros.dtype(), zeros.shape(), rng));
+      shapes.push_back(zeros.shape());
+    }
+    dtf::FusedLaunch launch;
+    ASSERT_TRUE(
+        dtf::fusedLaunchOf(kernels->loaded->info(k), shapes, &launch).isOk());
+    chunked +=
+        dtf::columnChunkRows(launch.elements / launch.inner, launch.reduced,
+                             launch.inner) < launch.reduced;
+    std::vector<dtf::Tensor> first;
+    for (int threads : {1, 2, 3}) {
+      dtf::ThreadPool pool(threads);
+      std::vector<dtf::Tensor *> pointers;
+      for (dtf::Tensor &t : inputs)
+        pointers.push_back(&t);
+      dtf::FusedKernelContext fused(kernels->loaded, k);
+      fused.setInputs(pointers);
+      fused.setNumOutputs(kernel.outputs_size());
+      fused.setThreadPool(threads == 1 ? nullptr : &pool);
+      // Twice: the second call reuses the context's partial rows.
+      for (int call = 0; call < 2; ++call) {
+        dtf::Status s = dtf::callKernel(dtf::fusedKernel, fused);
+        ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
+        for (int o = 0; o < kernel.outputs_size(); ++o) {
+          if (first.size() < size_t(kernel.outputs_size())) {
+            first.push_back(copyOf(fused.output(o)));
+            continue;
+          }
+          int64_t where = -1;
+          EXPECT_EQ(maxUlps(fused.output(o), first[size_t(o)], &where), 0u)
+              << kernel.name() << " output " << o << " on " << threads
+              << " threads, call " << call << ", element " << where;
+        }
+      }
+    }
+  }
+  // The conv layers' bias gradients ([50, 28, 28, 32] and [50, 14, 14, 64]
+  // into 32 and 64) are cut into chunks; the dense layers' are too small.
+  EXPECT_EQ(chunked, 2);
+}
+
+TEST(PlanReader, RejectsAColumnsSymbolWithoutAColumnReduction) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(plan.kernels_size(), 0);
+  plan.mutable_kernels(0)->set_cpu_columns_symbol("dtf_fused_0_columns");
+  expectRefused(plan, "has a cpu_columns_symbol but no column reduction");
+}
+
+TEST(PlanReader, RejectsAGpuBlockOfMoreThan1024Threads) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(plan.kernels_size(), 0);
+  plan.mutable_kernels(0)->set_block(256);
+  plan.mutable_kernels(0)->set_block_y(8);
+  expectRefused(plan, "(at most 1024 in all)");
 }

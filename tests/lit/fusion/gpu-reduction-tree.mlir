@@ -1,0 +1,73 @@
+// A kernel with reductions on the GPU is a block-wide tree (docs/kernels.md,
+// "The GPU code"): each thread sums its share of the reduced elements into
+// a slot of workgroup (shared) memory, then log2(threads per output) levels,
+// a bar.sync after each, fold the upper half of the slots into the lower.
+// Needs the CUDA toolkit.
+// REQUIRES: cuda
+
+// The plan records the launch shape: a row (the accuracy's mean, reduce:r)
+// gets a block of 256 threads per output element; many columns (the dense
+// layer's relu_grad with its bias gradient, reduce:rk over 500) 32 outputs
+// per block of 32 x 8 threads; few columns (conv1's bias gradient, 32
+// channels) a block of 256 threads per output element again.
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=plan-text | FileCheck %s --check-prefix=PLAN
+// PLAN-LABEL: name: "dtf_fused_1"
+// PLAN: block: 256
+// PLAN-NEXT: launch: "grid.x = ceil(elements / outputs_per_block), block.x = block, block.y = block_y"
+// PLAN: outputs_per_block: 1
+// PLAN-NEXT: shared_bytes: 1024
+// PLAN-LABEL: name: "dtf_fused_2"
+// PLAN: block: 32
+// PLAN: cpu_columns_symbol: "dtf_fused_2_columns"
+// PLAN-NEXT: block_y: 8
+// PLAN-NEXT: outputs_per_block: 32
+// PLAN-NEXT: shared_bytes: 1024
+// PLAN-LABEL: name: "dtf_fused_4"
+// PLAN: block: 256
+// PLAN: cpu_columns_symbol: "dtf_fused_4_columns"
+// PLAN-NEXT: block_y: 1
+// PLAN-NEXT: outputs_per_block: 1
+// PLAN-NEXT: shared_bytes: 1024
+// An elementwise kernel keeps one thread per element.
+// PLAN-LABEL: name: "dtf_fused_5"
+// PLAN: block: 256
+// PLAN-NEXT: launch: "grid.x = ceil(elements / block), block.x = block"
+
+// The row's tree: 256 slots of f32, 8 levels (slot + 128, + 64, ... + 1).
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=ptx | FileCheck %s
+// CHECK-LABEL: .visible .entry dtf_fused_1(
+// CHECK: .shared .align 4 .b8 __wg_dtf_fused_1_0[1024];
+// CHECK: st.shared.f32 [%[[SLOT:rd[0-9]+]]]
+// CHECK-NEXT: bar.sync 0;
+// CHECK: setp.gt.u32 %{{p[0-9]+}}, %[[LANE:r[0-9]+]], 127;
+// CHECK: ld.shared.f32 %{{f[0-9]+}}, [%[[SLOT]]+512];
+// CHECK: bar.sync 0;
+// CHECK: setp.gt.u32 %{{p[0-9]+}}, %[[LANE]], 63;
+// CHECK: ld.shared.f32 %{{f[0-9]+}}, [%[[SLOT]]+256];
+// CHECK: bar.sync 0;
+// CHECK: [%[[SLOT]]+128];
+// CHECK: bar.sync 0;
+// CHECK: [%[[SLOT]]+64];
+// CHECK: bar.sync 0;
+// CHECK: [%[[SLOT]]+32];
+// CHECK: bar.sync 0;
+// CHECK: [%[[SLOT]]+16];
+// CHECK: bar.sync 0;
+// CHECK: [%[[SLOT]]+8];
+// CHECK: bar.sync 0;
+// CHECK: [__wg_dtf_fused_1_0+4];
+// CHECK: bar.sync 0;
+// CHECK-NOT: bar.sync
+// CHECK-LABEL: .visible .entry dtf_fused_2(
+// The columns' tree: 8 row lanes of 32 outputs, 3 levels (+ 4 rows, + 2, + 1).
+// CHECK: .shared .align 4 .b8 __wg_dtf_fused_2_0[1024];
+// CHECK: st.shared.f32 [%[[SLOT2:rd[0-9]+]]]
+// CHECK-NEXT: bar.sync 0;
+// CHECK: ld.shared.f32 %{{f[0-9]+}}, [%[[SLOT2]]+512];
+// CHECK: bar.sync 0;
+// CHECK: ld.shared.f32 %{{f[0-9]+}}, [%[[SLOT2]]+256];
+// CHECK: bar.sync 0;
+// CHECK: ld.shared.f32 %{{f[0-9]+}}, [%[[SLOT2]]+128];
+// CHECK: bar.sync 0;
+// CHECK-NOT: bar.sync
+// CHECK-LABEL: .visible .entry dtf_fused_3(
