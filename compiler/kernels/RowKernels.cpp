@@ -1,0 +1,345 @@
+// Generated row kernels: softmax, log_softmax, the softmax cross-entropies,
+// their gradients and argmax, one row of the last axis per iteration, as
+// runtime/kernels/cpu/Loss.cpp (and Reduce.cpp's argmax) compute a row:
+// the maximum first, then the sum of exp(x - max), then the outputs, each
+// pass in the op-by-op kernel's order.
+//
+// Loss.cpp is compiled by GCC for x86-64-v3, which contracts a product that
+// feeds an addition into one fused multiply-add; the code below spells those
+// contractions as llvm.intr.fma (as UpdateKernels.cpp does), so that float64
+// rows agree bit for bit. float32 exp and log are MLIR's polynomial
+// approximations on the CPU (lowerKernelsToLLVM), libdevice on the GPU.
+//
+// A sparse label outside [0, C) makes the row's loss (or every element of
+// its gradient row) NaN here, never a read outside the row; dtf-run's CPU
+// path reports it before the call as the op-by-op kernel does
+// (GeneratedKernels.cpp), the GPU path leaves the NaN (docs/kernels.md).
+#include "compiler/kernels/RowKernels.h"
+#include "compiler/kernels/ScalarOps.h"
+
+#include "dialects/Dtf/Transforms/Fusion.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <functional>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+namespace {
+
+class RowEmitter {
+public:
+  RowEmitter(FusedOp fused, Operation *op, ArrayRef<Value> buffers)
+      : fused(fused), op(op), loc(op->getLoc()), buffers(buffers) {
+    t = cast<RankedTensorType>(rowOpRowsOperand(op).getType()).getElementType();
+  }
+
+  /// Emits row `r` (i64) of C (i64) elements at `b`.
+  LogicalResult emitRow(OpBuilder &b, Value r, Value c) {
+    ptrTy = LLVM::LLVMPointerType::get(b.getContext());
+    i64 = b.getI64Type();
+    rowStart = b.create<arith::MulIOp>(loc, r, c);
+    row = r;
+    classes = c;
+    // Each buffer's row, in the parameter order (inputs, then the output):
+    // on the GPU a kernel's parameters come in the order of first use.
+    const unsigned n = fused.getInputs().size();
+    for (unsigned k = 0; k <= n; ++k) {
+      Value v = k < n ? Value(fused.getBody().front().getArgument(k))
+                      : Value(op->getResult(0));
+      const bool full =
+          cast<RankedTensorType>(v.getType()).getRank() ==
+          cast<RankedTensorType>(rowOpRowsOperand(op).getType()).getRank();
+      Type e = storageType(elementTypeOf(v));
+      rows.push_back(
+          b.create<LLVM::GEPOp>(loc, ptrTy, e, buffers[k],
+                                ArrayRef<LLVM::GEPArg>{full ? rowStart : row}));
+    }
+    return emitOp(b);
+  }
+
+private:
+  /// The row pointer of operand `v` of the op (a region argument) or of
+  /// its result.
+  Value rowOf(Value v) const {
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return rows[arg.getArgNumber()];
+    return rows.back();
+  }
+  Value out() const { return rows.back(); }
+
+  Value load(OpBuilder &b, Type e, Value base, Value j) const {
+    Value addr =
+        b.create<LLVM::GEPOp>(loc, ptrTy, e, base, ArrayRef<LLVM::GEPArg>{j});
+    return b.create<LLVM::LoadOp>(loc, e, addr);
+  }
+  void store(OpBuilder &b, Value v, Value base, Value j) const {
+    Value addr = b.create<LLVM::GEPOp>(loc, ptrTy, v.getType(), base,
+                                       ArrayRef<LLVM::GEPArg>{j});
+    b.create<LLVM::StoreOp>(loc, v, addr);
+  }
+  Value cst(OpBuilder &b, double v) const {
+    return b.create<arith::ConstantOp>(loc, b.getFloatAttr(t, v));
+  }
+  Value i64c(OpBuilder &b, int64_t v) const {
+    return b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(v));
+  }
+
+  using Body =
+      std::function<SmallVector<Value>(OpBuilder &, Value, ValueRange)>;
+  /// for j in [from, C): carries `inits`; returns the final values.
+  SmallVector<Value> loop(OpBuilder &b, Value from, ValueRange inits,
+                          const Body &body) const {
+    auto idx = b.getIndexType();
+    auto f = b.create<scf::ForOp>(
+        loc, b.create<arith::IndexCastOp>(loc, idx, from),
+        b.create<arith::IndexCastOp>(loc, idx, classes),
+        b.create<arith::ConstantIndexOp>(loc, 1), inits,
+        [&](OpBuilder &lb, Location, Value iv, ValueRange iters) {
+          Value j = lb.create<arith::IndexCastOp>(loc, i64, iv);
+          lb.create<scf::YieldOp>(loc, body(lb, j, iters));
+        });
+    return SmallVector<Value>(f.getResults());
+  }
+  SmallVector<Value> loop(OpBuilder &b, ValueRange inits,
+                          const Body &body) const {
+    return loop(b, i64c(b, 0), inits, body);
+  }
+
+  /// The row's maximum as Loss.cpp's std::max(m, x): m < x ? x : m, from
+  /// -inf (a NaN never wins).
+  Value maxOf(OpBuilder &b, Value x) const {
+    Value init = cst(b, -std::numeric_limits<double>::infinity());
+    return loop(b, init, [&](OpBuilder &lb, Value j, ValueRange it) {
+      Value v = load(lb, t, x, j);
+      Value lt =
+          lb.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, it[0], v);
+      return SmallVector<Value>{lb.create<arith::SelectOp>(loc, lt, v, it[0])};
+    })[0];
+  }
+  /// sum(exp(x - m)) in order.
+  Value sumExp(OpBuilder &b, Value x, Value m) const {
+    return loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
+      Value e = lb.create<math::ExpOp>(
+          loc, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m));
+      return SmallVector<Value>{lb.create<arith::AddFOp>(loc, it[0], e)};
+    })[0];
+  }
+  Value fma(OpBuilder &b, Value x, Value y, Value z) const {
+    return b.create<LLVM::FMAOp>(loc, x, y, z);
+  }
+
+  /// A sparse label as i64, whether it lies in [0, C), and the index to read
+  /// (the label, or 0 when outside).
+  void label(OpBuilder &b, Value labels, Value &valid, Value &at) const {
+    Type e = elementTypeOf(op->getOperand(op->getNumOperands() - 1));
+    Value l = b.create<LLVM::LoadOp>(loc, e, labels);
+    if (!e.isInteger(64))
+      l = b.create<arith::ExtSIOp>(loc, i64, l);
+    Value nonNeg =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, l, i64c(b, 0));
+    Value below =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, l, classes);
+    valid = b.create<arith::AndIOp>(loc, nonNeg, below);
+    at = b.create<arith::SelectOp>(loc, valid, l, i64c(b, 0));
+  }
+
+  LogicalResult emitOp(OpBuilder &b) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    if (isa<SoftmaxOp, LogSoftmaxOp>(op)) {
+      Value x = rowOf(op->getOperand(0)), y = out();
+      Value m = maxOf(b, x);
+      if (isa<LogSoftmaxOp>(op)) {
+        Value lse = b.create<arith::AddFOp>(
+            loc, m, b.create<math::LogOp>(loc, sumExp(b, x, m)));
+        loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
+          store(lb, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), lse), y,
+                j);
+          return SmallVector<Value>{};
+        });
+        return success();
+      }
+      Value sum =
+          loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
+            Value e = lb.create<math::ExpOp>(
+                loc, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m));
+            store(lb, e, y, j);
+            return SmallVector<Value>{lb.create<arith::AddFOp>(loc, it[0], e)};
+          })[0];
+      Value inv = b.create<arith::DivFOp>(loc, cst(b, 1.0), sum);
+      loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
+        store(lb, lb.create<arith::MulFOp>(loc, load(lb, t, y, j), inv), y, j);
+        return SmallVector<Value>{};
+      });
+      return success();
+    }
+    if (isa<SoftmaxGradOp, LogSoftmaxGradOp>(op)) {
+      const bool log = isa<LogSoftmaxGradOp>(op);
+      Value g = rowOf(op->getOperand(0)), y = rowOf(op->getOperand(1)),
+            dx = out();
+      Value acc =
+          loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
+            Value gj = load(lb, t, g, j);
+            if (log)
+              return SmallVector<Value>{
+                  lb.create<arith::AddFOp>(loc, it[0], gj)};
+            return SmallVector<Value>{fma(lb, gj, load(lb, t, y, j), it[0])};
+          })[0];
+      loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
+        Value gj = load(lb, t, g, j), yj = load(lb, t, y, j);
+        Value v = log ? fma(lb,
+                            lb.create<arith::NegFOp>(
+                                loc, lb.create<math::ExpOp>(loc, yj)),
+                            acc, gj)
+                      : lb.create<arith::MulFOp>(
+                            loc, yj, lb.create<arith::SubFOp>(loc, gj, acc));
+        store(lb, v, dx, j);
+        return SmallVector<Value>{};
+      });
+      return success();
+    }
+    if (auto argmax = dyn_cast<ArgmaxOp>(op)) {
+      Value x = rowOf(argmax.getX());
+      SmallVector<Value> best =
+          loop(b, i64c(b, 1), ValueRange{load(b, t, x, i64c(b, 0)), i64c(b, 0)},
+               [&](OpBuilder &lb, Value j, ValueRange it) {
+                 Value v = load(lb, t, x, j);
+                 Value gt = lb.create<arith::CmpFOp>(
+                     loc, arith::CmpFPredicate::OGT, v, it[0]);
+                 return SmallVector<Value>{
+                     lb.create<arith::SelectOp>(loc, gt, v, it[0]),
+                     lb.create<arith::SelectOp>(loc, gt, j, it[1])};
+               });
+      Value at = best[1];
+      Type e = elementTypeOf(op->getResult(0));
+      if (!e.isInteger(64))
+        at = b.create<arith::TruncIOp>(loc, e, at);
+      b.create<LLVM::StoreOp>(loc, at, out());
+      return success();
+    }
+    // The cross-entropies: logits, labels (or dloss, logits, labels).
+    const bool grad =
+        isa<SoftmaxCrossEntropyGradOp, SparseSoftmaxCrossEntropyGradOp>(op);
+    const bool sparse =
+        isa<SparseSoftmaxCrossEntropyOp, SparseSoftmaxCrossEntropyGradOp>(op);
+    if (!grad && !isa<SoftmaxCrossEntropyOp, SparseSoftmaxCrossEntropyOp>(op))
+      return op->emitError() << "has no generated row kernel";
+    Value x = rowOf(op->getOperand(grad ? 1 : 0));
+    Value labels = rowOf(op->getOperand(grad ? 2 : 1));
+    Value m = maxOf(b, x);
+    Value sum = sumExp(b, x, m);
+    Value valid, at;
+    if (sparse)
+      label(b, labels, valid, at);
+    if (!grad) {
+      Value lse =
+          b.create<arith::AddFOp>(loc, m, b.create<math::LogOp>(loc, sum));
+      Value loss;
+      if (sparse) {
+        loss = b.create<arith::SubFOp>(loc, lse, load(b, t, x, at));
+        loss = b.create<arith::SelectOp>(loc, valid, loss, cst(b, nan));
+      } else {
+        loss = loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
+          Value d = lb.create<arith::SubFOp>(loc, lse, load(lb, t, x, j));
+          return SmallVector<Value>{fma(lb, load(lb, t, labels, j), d, it[0])};
+        })[0];
+      }
+      b.create<LLVM::StoreOp>(loc, loss, out());
+      return success();
+    }
+    Value dl = b.create<LLVM::LoadOp>(loc, t, rowOf(op->getOperand(0)));
+    Value scale = b.create<arith::DivFOp>(loc, dl, sum);
+    Value negDl = b.create<arith::NegFOp>(loc, dl);
+    loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
+      Value e = lb.create<arith::MulFOp>(
+          loc,
+          lb.create<math::ExpOp>(
+              loc, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m)),
+          scale);
+      Value v;
+      if (sparse) {
+        Value hit =
+            lb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, j, at);
+        v = lb.create<arith::SelectOp>(loc, hit,
+                                       lb.create<arith::SubFOp>(loc, e, dl), e);
+        v = lb.create<arith::SelectOp>(loc, valid, v, cst(lb, nan));
+      } else {
+        v = fma(lb, negDl, load(lb, t, labels, j), e);
+      }
+      store(lb, v, out(), j);
+      return SmallVector<Value>{};
+    });
+    return success();
+  }
+
+  FusedOp fused;
+  Operation *op;
+  Location loc;
+  ArrayRef<Value> buffers;
+  Type t, i64;
+  LLVM::LLVMPointerType ptrTy;
+  SmallVector<Value> rows; // each buffer's row: inputs, then the output
+  Value rowStart, row, classes;
+};
+
+} // namespace
+
+LogicalResult mlir::dtf::buildCpuRowFunc(FusedOp fused, Operation *row,
+                                         OpBuilder &b, StringRef name) {
+  Location loc = fused.getLoc();
+  SmallVector<Value> buffers;
+  func::FuncOp func =
+      createCpuKernelEntry(b, loc, name, fused.getInputs().size() + 1, buffers);
+  Block *entry = &func.getBody().front();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  auto i64 = b.getI64Type();
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  // scalars: the row count, then C.
+  Value slot = fb.create<LLVM::GEPOp>(loc, ptr, i64, entry->getArgument(1),
+                                      ArrayRef<LLVM::GEPArg>{int32_t(1)});
+  Value c = fb.create<LLVM::LoadOp>(loc, i64, slot);
+  Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
+                                           entry->getArgument(2));
+  Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
+                                           entry->getArgument(3));
+  Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
+  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
+                                         ValueRange{step});
+  fb.create<func::ReturnOp>(loc);
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value r = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
+  RowEmitter emitter(fused, row, buffers);
+  return emitter.emitRow(lb, r, c);
+}
+
+LogicalResult mlir::dtf::buildGpuRowFunc(FusedOp fused, Operation *row,
+                                         OpBuilder &b, StringRef name) {
+  MLIRContext *ctx = b.getContext();
+  Location loc = fused.getLoc();
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  const unsigned n = fused.getInputs().size() + 1;
+  SmallVector<Type> args(n, ptr);
+  args.push_back(b.getIndexType());
+  args.push_back(b.getI64Type());
+  auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
+  Block *entry = func.addEntryBlock();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  SmallVector<Value> buffers(entry->getArguments().take_front(n));
+  Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = fb.create<arith::ConstantIndexOp>(loc, 1);
+  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{zero},
+                                         ValueRange{entry->getArgument(n)},
+                                         ValueRange{one});
+  fb.create<func::ReturnOp>(loc);
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value r = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                          loop.getInductionVars()[0]);
+  RowEmitter emitter(fused, row, buffers);
+  return emitter.emitRow(lb, r, entry->getArgument(n + 1));
+}
