@@ -5,9 +5,15 @@
 // pass in the op-by-op kernel's order.
 //
 // Loss.cpp is compiled by GCC for x86-64-v3, which contracts a product that
-// feeds an addition into one fused multiply-add; the code below spells those
-// contractions as llvm.intr.fma (as UpdateKernels.cpp does), so that float64
-// rows agree bit for bit. float32 exp and log are MLIR's polynomial
+// feeds an addition into one fused multiply-add where the loop is
+// elementwise (dy - exp(y) * sum, d - dloss * label): spelled here as
+// llvm.intr.fma (as UpdateKernels.cpp does). In a sum over the row
+// (sum(dy * y), sum(label * (lse - x))) GCC vectorizes the products and adds
+// them in order, uncontracted, except in the loop's scalar remainder (the
+// last C mod 8 elements in f32), where it contracts: the code below
+// multiplies and adds, so such sums agree bit for bit when the vector loop
+// covers the row (C = 16 in the transformer) and within rounding otherwise
+// (docs/kernels.md). float32 exp and log are MLIR's polynomial
 // approximations on the CPU (lowerKernelsToLLVM), libdevice on the GPU.
 //
 // A sparse label outside [0, C) makes the row's loss (or every element of
@@ -189,7 +195,9 @@ private:
             if (log)
               return SmallVector<Value>{
                   lb.create<arith::AddFOp>(loc, it[0], gj)};
-            return SmallVector<Value>{fma(lb, gj, load(lb, t, y, j), it[0])};
+            return SmallVector<Value>{lb.create<arith::AddFOp>(
+                loc, it[0],
+                lb.create<arith::MulFOp>(loc, gj, load(lb, t, y, j)))};
           })[0];
       loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
         Value gj = load(lb, t, g, j), yj = load(lb, t, y, j);
@@ -247,7 +255,9 @@ private:
       } else {
         loss = loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
           Value d = lb.create<arith::SubFOp>(loc, lse, load(lb, t, x, j));
-          return SmallVector<Value>{fma(lb, load(lb, t, labels, j), d, it[0])};
+          return SmallVector<Value>{lb.create<arith::AddFOp>(
+              loc, it[0],
+              lb.create<arith::MulFOp>(loc, load(lb, t, labels, j), d))};
         })[0];
       }
       b.create<LLVM::StoreOp>(loc, loss, out());

@@ -80,14 +80,18 @@ func.func @eval(%x: tensor<4x6xf64>, %l: tensor<4x6xf64>, %dl: tensor<4xf64>, %z
 // LOOPS: math.exp
 // LOOPS: arith.divf
 // LOOPS: arith.mulf
-// The gradients and the dense loss: GCC's contractions as fused multiply-adds.
+// The gradients and the dense loss: GCC's elementwise contractions as fused
+// multiply-adds; sums over the row multiply and add, as GCC's vector loop.
 // LOOPS-LABEL: func.func @dtf_fused_2
-// LOOPS: llvm.intr.fma
+// LOOPS-NOT: llvm.intr.fma
+// LOOPS: arith.mulf
+// LOOPS-NEXT: arith.addf
 // LOOPS-LABEL: func.func @dtf_fused_3
 // LOOPS: math.exp
 // LOOPS: llvm.intr.fma
 // LOOPS-LABEL: func.func @dtf_fused_4
 // LOOPS: math.log
-// LOOPS: llvm.intr.fma
+// LOOPS: arith.mulf
+// LOOPS-NEXT: arith.addf
 // LOOPS-LABEL: func.func @dtf_fused_5
 // LOOPS: llvm.intr.fma
