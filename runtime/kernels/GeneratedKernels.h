@@ -93,8 +93,9 @@ bool isRowKernel(const GeneratedKernelInfo &info);
 /// or reduced over its spec's axes (a contiguous run: the shape viewed as
 /// [O, R, N], elements = O * N). A row kernel's iteration shape is that of
 /// its inputs in the shape (its "row"/"row-index" inputs must be that shape
-/// without its last axis); elements is its row count. Fails with a message naming the kernel when
-/// the inputs do not broadcast or a spec does not fit the shape.
+/// without its last axis); elements is its row count. Fails with a message
+/// naming the kernel when the inputs do not broadcast or a spec does not fit
+/// the shape.
 Status fusedLaunchOf(const GeneratedKernelInfo &info,
                      const std::vector<std::vector<int64_t>> &inputShapes,
                      FusedLaunch *out);

@@ -11,9 +11,8 @@ namespace dtf::plan {
 
 namespace {
 
-const char *const kKnownBufferMeanings[] = {"same",  "scalar", "suffix",
-                                            "output", "inout", "row",
-                                            "row-index"};
+const char *const kKnownBufferMeanings[] = {
+    "same", "scalar", "suffix", "output", "inout", "row", "row-index"};
 
 // "reduce:<spec>": spec one of k, r, 1 per axis, its r and 1 contiguous.
 bool isReduceMeaning(const std::string &m) {
@@ -254,8 +253,10 @@ Status validateKernels(const Plan &plan, const std::string &name) {
       } else if (param.kind() == "i64") {
         if (param.meaning() != "elements" && param.meaning() != "reduced" &&
             param.meaning() != "inner" && param.meaning() != "row-size")
-          return errorStatus(where, ": parameter ", p, " has an unknown "
-                             "meaning '", printable(param.meaning()),
+          return errorStatus(where, ": parameter ", p,
+                             " has an unknown "
+                             "meaning '",
+                             printable(param.meaning()),
                              "' (elements, reduced, inner, row-size)");
       } else {
         return errorStatus(where, ": parameter ", p, " has an unknown kind '",
@@ -265,9 +266,8 @@ Status validateKernels(const Plan &plan, const std::string &name) {
   }
   for (int k = 0; k < plan.kernels_size(); ++k)
     DTF_RETURN_IF_ERROR(checkRowKernel(
-        plan.kernels(k),
-        strCat(name, ": kernel ", k, " '", printable(plan.kernels(k).name()),
-               "'")));
+        plan.kernels(k), strCat(name, ": kernel ", k, " '",
+                                printable(plan.kernels(k).name()), "'")));
   const Program *programs[] = {&plan.train_step(), &plan.eval(),
                                &plan.worker_step(), &plan.ps_update()};
   const char *labels[] = {"train_step", "eval", "worker_step", "ps_update"};

@@ -488,10 +488,9 @@ void fuseRowOp(Operation *op, int64_t kernel) {
   OpBuilder b(op);
   llvm::SetVector<Value> inputs(op->getOperands().begin(),
                                 op->getOperands().end());
-  FusedOp fused = buildFusedOp(b, op->getLoc(), op->getResultTypes(),
-                               inputs.getArrayRef(), kernel,
-                               op->getAttr("dtf.device"), {op},
-                               {op->getResult(0)});
+  FusedOp fused =
+      buildFusedOp(b, op->getLoc(), op->getResultTypes(), inputs.getArrayRef(),
+                   kernel, op->getAttr("dtf.device"), {op}, {op->getResult(0)});
   op->getResult(0).replaceAllUsesWith(fused.getResult(0));
   op->erase();
 }

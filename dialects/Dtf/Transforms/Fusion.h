@@ -96,7 +96,7 @@ Operation *fusedRowOp(Operation *fused);
 /// "same"/"output" (the shape), "row" (one element per row: the shape
 /// without its last axis) or "row-index" (sparse labels: one class index
 /// per row, which the runtime checks against [0, classes)).
-std::string rowParamMeaning(Operation *rowOp, Type type, ArrayRef<int64_t> shape,
-                            bool isResult);
+std::string rowParamMeaning(Operation *rowOp, Type type,
+                            ArrayRef<int64_t> shape, bool isResult);
 
 } // namespace mlir::dtf

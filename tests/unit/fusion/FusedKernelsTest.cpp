@@ -217,9 +217,8 @@ bool approximates(const dtf::plan::Kernel &kernel) {
         op == "dtf.sigmoid" || op == "dtf.softmax" ||
         // (sum(dy * y): GCC contracts its scalar remainder, not its vector
         // loop; the generated code never does: RowKernels.cpp.)
-        op == "dtf.softmax_grad" ||
-        op == "dtf.log_softmax" || op == "dtf.log_softmax_grad" ||
-        op == "dtf.softmax_cross_entropy" ||
+        op == "dtf.softmax_grad" || op == "dtf.log_softmax" ||
+        op == "dtf.log_softmax_grad" || op == "dtf.softmax_cross_entropy" ||
         op == "dtf.sparse_softmax_cross_entropy" ||
         op == "dtf.softmax_cross_entropy_grad" ||
         op == "dtf.sparse_softmax_cross_entropy_grad")
@@ -988,9 +987,9 @@ int countOps(const dtf::plan::Program &p, const std::string &name) {
 TEST(RowKernels, SeedCnnLossGradientAndArgmaxAreRowKernels) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
-  for (const char *op : {"dtf.sparse_softmax_cross_entropy",
-                         "dtf.sparse_softmax_cross_entropy_grad",
-                         "dtf.argmax"}) {
+  for (const char *op :
+       {"dtf.sparse_softmax_cross_entropy",
+        "dtf.sparse_softmax_cross_entropy_grad", "dtf.argmax"}) {
     const int k = kernelOf(plan, op);
     ASSERT_GE(k, 0) << op << " has no row kernel";
     std::string meanings;
@@ -1052,7 +1051,8 @@ std::vector<dtf::Tensor> lossInputs(const dtf::plan::Kernel &kernel,
 TEST(RowKernels, LabelOutsideTheClassesIsAPreciseError) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
-  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
@@ -1079,7 +1079,8 @@ TEST(RowKernels, LabelOutsideTheClassesIsAPreciseError) {
 TEST(RowKernels, GeneratedCodeMakesARowWithABadLabelNaN) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
-  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
@@ -1088,8 +1089,7 @@ TEST(RowKernels, GeneratedCodeMakesARowWithABadLabelNaN) {
     const int k = kernelOf(plan, op);
     ASSERT_GE(k, 0) << op;
     const bool grad = std::string(op).find("_grad") != std::string::npos;
-    std::vector<dtf::Tensor> inputs =
-        lossInputs(plan.kernels(k), 1000);
+    std::vector<dtf::Tensor> inputs = lossInputs(plan.kernels(k), 1000);
     dtf::Tensor dloss = dtf::Tensor::allocate(dtf::DType::F32, {3});
     for (int e = 0; e < 3; ++e)
       dloss.data<float>()[e] = 0.5f;
@@ -1098,9 +1098,9 @@ TEST(RowKernels, GeneratedCodeMakesARowWithABadLabelNaN) {
       buffers.push_back(dloss.rawData());
     buffers.push_back(inputs[0].rawData());
     buffers.push_back(inputs[1].rawData());
-    dtf::Tensor out = dtf::Tensor::allocate(
-        dtf::DType::F32, grad ? std::vector<int64_t>{3, 10}
-                              : std::vector<int64_t>{3});
+    dtf::Tensor out = dtf::Tensor::allocate(dtf::DType::F32,
+                                            grad ? std::vector<int64_t>{3, 10}
+                                                 : std::vector<int64_t>{3});
     buffers.push_back(out.rawData());
     const int64_t scalars[] = {3, 10};
     kernels->loaded->function(k)(buffers.data(), scalars, 0, 3);
@@ -1187,4 +1187,3 @@ TEST(PlanReader, RejectsAFloatRowIndex) {
       p.set_meaning("row-index");
   expectRefused(plan, "a row-index parameter is an i32 or i64 input");
 }
-
