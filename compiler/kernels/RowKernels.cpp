@@ -330,26 +330,11 @@ LogicalResult mlir::dtf::buildCpuRowFunc(FusedOp fused, Operation *row,
 
 LogicalResult mlir::dtf::buildGpuRowFunc(FusedOp fused, Operation *row,
                                          OpBuilder &b, StringRef name) {
-  MLIRContext *ctx = b.getContext();
-  Location loc = fused.getLoc();
-  auto ptr = LLVM::LLVMPointerType::get(ctx);
-  const unsigned n = fused.getInputs().size() + 1;
-  SmallVector<Type> args(n, ptr);
-  args.push_back(b.getIndexType());
-  args.push_back(b.getI64Type());
-  auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
-  Block *entry = func.addEntryBlock();
-  OpBuilder fb = OpBuilder::atBlockEnd(entry);
-  SmallVector<Value> buffers(entry->getArguments().take_front(n));
-  Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
-  Value one = fb.create<arith::ConstantIndexOp>(loc, 1);
-  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{zero},
-                                         ValueRange{entry->getArgument(n)},
-                                         ValueRange{one});
-  fb.create<func::ReturnOp>(loc);
-  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-  Value r = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
-                                          loop.getInductionVars()[0]);
+  SmallVector<Value> buffers, i64s;
+  Value r;
+  OpBuilder lb = createGpuKernelLoop(b, fused.getLoc(), name,
+                                     fused.getInputs().size() + 1, 1, buffers,
+                                     i64s, r);
   RowEmitter emitter(fused, row, buffers);
-  return emitter.emitRow(lb, r, entry->getArgument(n + 1));
+  return emitter.emitRow(lb, r, i64s[0]);
 }

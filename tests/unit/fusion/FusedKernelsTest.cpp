@@ -792,6 +792,14 @@ void expectRefused(const dtf::plan::Plan &plan, const std::string &text) {
   EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
 }
 
+/// Gives the buffer parameter of `kernel`'s operand `operand` `meaning`.
+void setBufferMeaning(dtf::plan::Kernel *kernel, int operand,
+                      const std::string &meaning) {
+  for (auto &param : *kernel->mutable_params())
+    if (param.kind() == "buffer" && param.operand() == operand)
+      param.set_meaning(meaning);
+}
+
 TEST(PlanReader, RejectsInPlaceParametersOutsideAnUpdateKernel) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
@@ -799,9 +807,7 @@ TEST(PlanReader, RejectsInPlaceParametersOutsideAnUpdateKernel) {
   // An elementwise kernel (kernel 0: a bias add and relu) told to write its
   // first input in place.
   ASSERT_EQ(inPlaceInputs(plan.kernels(0)), 0);
-  for (auto &param : *plan.mutable_kernels(0)->mutable_params())
-    if (param.kind() == "buffer" && param.operand() == 0)
-      param.set_meaning("inout");
+  setBufferMeaning(plan.mutable_kernels(0), 0, "inout");
   expectRefused(plan, "in-place (inout) parameters but is not one dense "
                       "optimizer update");
 }
@@ -1157,9 +1163,7 @@ TEST(PlanReader, RejectsPerRowParametersOutsideARowKernel) {
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
   ASSERT_GT(plan.kernels_size(), 0);
   ASSERT_EQ(plan.kernels(0).ops_size() > 1, true); // a bias add and relu
-  for (auto &param : *plan.mutable_kernels(0)->mutable_params())
-    if (param.kind() == "buffer" && param.operand() == 0)
-      param.set_meaning("row");
+  setBufferMeaning(plan.mutable_kernels(0), 0, "row");
   expectRefused(plan, "has a per-row (row, row-index) parameter but no i64 "
                       "row-size");
 }
