@@ -332,9 +332,9 @@ LogicalResult mlir::dtf::buildGpuRowFunc(FusedOp fused, Operation *row,
                                          OpBuilder &b, StringRef name) {
   SmallVector<Value> buffers, i64s;
   Value r;
-  OpBuilder lb = createGpuKernelLoop(b, fused.getLoc(), name,
-                                     fused.getInputs().size() + 1, 1, buffers,
-                                     i64s, r);
+  OpBuilder lb =
+      createGpuKernelLoop(b, fused.getLoc(), name, fused.getInputs().size() + 1,
+                          1, buffers, i64s, r);
   RowEmitter emitter(fused, row, buffers);
   return emitter.emitRow(lb, r, i64s[0]);
 }

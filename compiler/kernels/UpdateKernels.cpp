@@ -249,9 +249,8 @@ LogicalResult mlir::dtf::buildGpuUpdateFunc(FusedOp fused, Operation *update,
                                             OpBuilder &b, StringRef name) {
   SmallVector<Value> buffers, none;
   Value i;
-  OpBuilder lb = createGpuKernelLoop(b, fused.getLoc(), name,
-                                     numBuffers(fused, update), 0, buffers,
-                                     none, i);
+  OpBuilder lb = createGpuKernelLoop(
+      b, fused.getLoc(), name, numBuffers(fused, update), 0, buffers, none, i);
   UpdateEmitter emitter(update, buffers);
   return emitter.element(lb, i, std::nullopt);
 }
