@@ -9,12 +9,11 @@
 // elementwise (dy - exp(y) * sum, d - dloss * label): spelled here as
 // llvm.intr.fma (as UpdateKernels.cpp does). In a sum over the row
 // (sum(dy * y), sum(label * (lse - x))) GCC vectorizes the products and adds
-// them in order, uncontracted, except in the loop's scalar remainder (the
-// last C mod 8 elements in f32), where it contracts: the code below
-// multiplies and adds, so such sums agree bit for bit when the vector loop
-// covers the row (C = 16 in the transformer) and within rounding otherwise
-// (docs/kernels.md). float32 exp and log are MLIR's polynomial
-// approximations on the CPU (lowerKernelsToLLVM), libdevice on the GPU.
+// them in order, uncontracted, except in the loop's scalar remainder, where
+// it contracts: the code below does the same element by element
+// (firstScalar), so float64 rows agree bit for bit. float32 exp and log are
+// MLIR's polynomial approximations on the CPU (lowerKernelsToLLVM), libdevice
+// on the GPU.
 //
 // A sparse label outside [0, C) makes the row's loss (or every element of
 // its gradient row) NaN here, never a read outside the row; dtf-run's CPU
@@ -141,6 +140,34 @@ private:
     return b.create<LLVM::FMAOp>(loc, x, y, z);
   }
 
+  /// The first element of a row that GCC's loop for `acc += x * y` (in
+  /// Loss.cpp, -O3, x86-64-v3) handles as a scalar: it takes the row's
+  /// first C - C mod V elements in 256-bit vectors (V = 8 floats, 4
+  /// doubles), then V / 2 more in a 128-bit epilogue when that many are
+  /// left, multiplying in the vector and adding each product in order; the
+  /// rest it contracts into fused multiply-adds.
+  Value firstScalar(OpBuilder &b) const {
+    const int64_t v = t.isF32() ? 8 : 4;
+    Value rest = b.create<arith::RemSIOp>(loc, classes, i64c(b, v));
+    Value main = b.create<arith::SubIOp>(loc, classes, rest);
+    Value epilogue = b.create<arith::SelectOp>(
+        loc,
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, rest,
+                                i64c(b, v / 2)),
+        i64c(b, v / 2), i64c(b, 0));
+    return b.create<arith::AddIOp>(loc, main, epilogue);
+  }
+  /// acc + x * y as GCC computes element `j` of such a sum.
+  Value sumStep(OpBuilder &b, Value j, Value scalarFrom, Value x, Value y,
+                Value acc) const {
+    Value vectorized =
+        b.create<arith::AddFOp>(loc, acc, b.create<arith::MulFOp>(loc, x, y));
+    Value scalar = fma(b, x, y, acc);
+    Value inVector =
+        b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, j, scalarFrom);
+    return b.create<arith::SelectOp>(loc, inVector, vectorized, scalar);
+  }
+
   /// A sparse label as i64, whether it lies in [0, C), and the index to read
   /// (the label, or 0 when outside).
   void label(OpBuilder &b, Value labels, Value &valid, Value &at) const {
@@ -189,15 +216,15 @@ private:
       const bool log = isa<LogSoftmaxGradOp>(op);
       Value g = rowOf(op->getOperand(0)), y = rowOf(op->getOperand(1)),
             dx = out();
+      Value scalarFrom = firstScalar(b);
       Value acc =
           loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
             Value gj = load(lb, t, g, j);
             if (log)
               return SmallVector<Value>{
                   lb.create<arith::AddFOp>(loc, it[0], gj)};
-            return SmallVector<Value>{lb.create<arith::AddFOp>(
-                loc, it[0],
-                lb.create<arith::MulFOp>(loc, gj, load(lb, t, y, j)))};
+            return SmallVector<Value>{
+                sumStep(lb, j, scalarFrom, gj, load(lb, t, y, j), it[0])};
           })[0];
       loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
         Value gj = load(lb, t, g, j), yj = load(lb, t, y, j);
@@ -253,11 +280,11 @@ private:
         loss = b.create<arith::SubFOp>(loc, lse, load(b, t, x, at));
         loss = b.create<arith::SelectOp>(loc, valid, loss, cst(b, nan));
       } else {
+        Value scalarFrom = firstScalar(b);
         loss = loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
           Value d = lb.create<arith::SubFOp>(loc, lse, load(lb, t, x, j));
-          return SmallVector<Value>{lb.create<arith::AddFOp>(
-              loc, it[0],
-              lb.create<arith::MulFOp>(loc, load(lb, t, labels, j), d))};
+          return SmallVector<Value>{
+              sumStep(lb, j, scalarFrom, load(lb, t, labels, j), d, it[0])};
         })[0];
       }
       b.create<LLVM::StoreOp>(loc, loss, out());
