@@ -11,7 +11,7 @@
 // (sum(dy * y), sum(label * (lse - x))) GCC vectorizes the products and adds
 // them in order, uncontracted, except in the loop's scalar remainder, where
 // it contracts: the code below does the same element by element
-// (firstScalar), so float64 rows agree bit for bit. float32 exp and log are
+// (firstScalar), so float64 rows take the same operations in the same order. float32 exp and log are
 // MLIR's polynomial approximations on the CPU (lowerKernelsToLLVM), libdevice
 // on the GPU.
 //
