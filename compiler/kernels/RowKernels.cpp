@@ -11,9 +11,9 @@
 // (sum(dy * y), sum(label * (lse - x))) GCC vectorizes the products and adds
 // them in order, uncontracted, except in the loop's scalar remainder, where
 // it contracts: the code below does the same element by element
-// (firstScalar), so float64 rows take the same operations in the same order. float32 exp and log are
-// MLIR's polynomial approximations on the CPU (lowerKernelsToLLVM), libdevice
-// on the GPU.
+// (firstScalar). exp and log are libm's on the CPU (RowEmitter::exp), as in
+// Loss.cpp, so rows take the same operations in the same order as the
+// op-by-op kernels, f32 and f64 alike; on the GPU they are libdevice's.
 //
 // A sparse label outside [0, C) makes the row's loss (or every element of
 // its gradient row) NaN here, never a read outside the row; dtf-run's CPU
@@ -40,8 +40,8 @@ namespace {
 
 class RowEmitter {
 public:
-  RowEmitter(FusedOp fused, Operation *op, ArrayRef<Value> buffers)
-      : fused(fused), op(op), loc(op->getLoc()), buffers(buffers) {
+  RowEmitter(FusedOp fused, Operation *op, ArrayRef<Value> buffers, bool libm)
+      : fused(fused), op(op), loc(op->getLoc()), buffers(buffers), libm(libm) {
     t = cast<RankedTensorType>(rowOpRowsOperand(op).getType()).getElementType();
   }
 
@@ -131,11 +131,31 @@ private:
   /// sum(exp(x - m)) in order.
   Value sumExp(OpBuilder &b, Value x, Value m) const {
     return loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
-      Value e = lb.create<math::ExpOp>(
-          loc, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m));
+      Value e = exp(lb, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m));
       return SmallVector<Value>{lb.create<arith::AddFOp>(loc, it[0], e)};
     })[0];
   }
+  /// exp and log: on the CPU libm's expf/exp and logf/log, called as the
+  /// op-by-op kernels call them (not the polynomials lowerKernelsToLLVM
+  /// makes of math.exp: a row's passes are sums in order, which do not
+  /// vectorize anyway, and the losses then equal the op-by-op kernels'); on
+  /// the GPU math.exp and math.log (libdevice).
+  Value exp(OpBuilder &b, Value x) const {
+    if (!libm)
+      return b.create<math::ExpOp>(loc, x);
+    return callLibm(b, t.isF32() ? "expf" : "exp", x);
+  }
+  Value log(OpBuilder &b, Value x) const {
+    if (!libm)
+      return b.create<math::LogOp>(loc, x);
+    return callLibm(b, t.isF32() ? "logf" : "log", x);
+  }
+  /// A call of libm's `name` (declared by declareLibm).
+  Value callLibm(OpBuilder &b, StringRef name, Value x) const {
+    return b.create<func::CallOp>(loc, name, TypeRange{t}, ValueRange{x})
+        .getResult(0);
+  }
+
   Value fma(OpBuilder &b, Value x, Value y, Value z) const {
     return b.create<LLVM::FMAOp>(loc, x, y, z);
   }
@@ -189,8 +209,7 @@ private:
       Value x = rowOf(op->getOperand(0)), y = out();
       Value m = maxOf(b, x);
       if (isa<LogSoftmaxOp>(op)) {
-        Value lse = b.create<arith::AddFOp>(
-            loc, m, b.create<math::LogOp>(loc, sumExp(b, x, m)));
+        Value lse = b.create<arith::AddFOp>(loc, m, log(b, sumExp(b, x, m)));
         loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
           store(lb, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), lse), y,
                 j);
@@ -200,8 +219,8 @@ private:
       }
       Value sum =
           loop(b, cst(b, 0.0), [&](OpBuilder &lb, Value j, ValueRange it) {
-            Value e = lb.create<math::ExpOp>(
-                loc, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m));
+            Value e =
+                exp(lb, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m));
             store(lb, e, y, j);
             return SmallVector<Value>{lb.create<arith::AddFOp>(loc, it[0], e)};
           })[0];
@@ -228,12 +247,10 @@ private:
           })[0];
       loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
         Value gj = load(lb, t, g, j), yj = load(lb, t, y, j);
-        Value v = log ? fma(lb,
-                            lb.create<arith::NegFOp>(
-                                loc, lb.create<math::ExpOp>(loc, yj)),
-                            acc, gj)
-                      : lb.create<arith::MulFOp>(
-                            loc, yj, lb.create<arith::SubFOp>(loc, gj, acc));
+        Value v =
+            log ? fma(lb, lb.create<arith::NegFOp>(loc, exp(lb, yj)), acc, gj)
+                : lb.create<arith::MulFOp>(
+                      loc, yj, lb.create<arith::SubFOp>(loc, gj, acc));
         store(lb, v, dx, j);
         return SmallVector<Value>{};
       });
@@ -273,8 +290,7 @@ private:
     if (sparse)
       label(b, labels, valid, at);
     if (!grad) {
-      Value lse =
-          b.create<arith::AddFOp>(loc, m, b.create<math::LogOp>(loc, sum));
+      Value lse = b.create<arith::AddFOp>(loc, m, log(b, sum));
       Value loss;
       if (sparse) {
         loss = b.create<arith::SubFOp>(loc, lse, load(b, t, x, at));
@@ -295,9 +311,7 @@ private:
     Value negDl = b.create<arith::NegFOp>(loc, dl);
     loop(b, {}, [&](OpBuilder &lb, Value j, ValueRange) {
       Value e = lb.create<arith::MulFOp>(
-          loc,
-          lb.create<math::ExpOp>(
-              loc, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m)),
+          loc, exp(lb, lb.create<arith::SubFOp>(loc, load(lb, t, x, j), m)),
           scale);
       Value v;
       if (sparse) {
@@ -319,6 +333,7 @@ private:
   Operation *op;
   Location loc;
   ArrayRef<Value> buffers;
+  bool libm;
   Type t, i64;
   LLVM::LLVMPointerType ptrTy;
   SmallVector<Value> rows; // each buffer's row: inputs, then the output
@@ -327,9 +342,31 @@ private:
 
 } // namespace
 
+namespace {
+
+/// Declares libm's exp and log for `t` (expf, logf or exp, log) in the
+/// module `b` inserts into, once.
+void declareLibm(OpBuilder &b, Location loc, Type t) {
+  Operation *parent = b.getInsertionBlock()->getParentOp();
+  auto module = dyn_cast<ModuleOp>(parent);
+  if (!module)
+    module = parent->getParentOfType<ModuleOp>();
+  OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+  for (StringRef name : t.isF32() ? SmallVector<StringRef>{"expf", "logf"}
+                                  : SmallVector<StringRef>{"exp", "log"})
+    if (!module.lookupSymbol<func::FuncOp>(name))
+      mb.create<func::FuncOp>(loc, name, mb.getFunctionType({t}, {t}))
+          .setPrivate();
+}
+
+} // namespace
+
 LogicalResult mlir::dtf::buildCpuRowFunc(FusedOp fused, Operation *row,
                                          OpBuilder &b, StringRef name) {
   Location loc = fused.getLoc();
+  declareLibm(
+      b, loc,
+      cast<RankedTensorType>(rowOpRowsOperand(row).getType()).getElementType());
   SmallVector<Value> buffers;
   func::FuncOp func =
       createCpuKernelEntry(b, loc, name, fused.getInputs().size() + 1, buffers);
@@ -351,7 +388,7 @@ LogicalResult mlir::dtf::buildCpuRowFunc(FusedOp fused, Operation *row,
   fb.create<func::ReturnOp>(loc);
   OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
   Value r = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
-  RowEmitter emitter(fused, row, buffers);
+  RowEmitter emitter(fused, row, buffers, /*libm=*/true);
   return emitter.emitRow(lb, r, c);
 }
 
@@ -362,6 +399,6 @@ LogicalResult mlir::dtf::buildGpuRowFunc(FusedOp fused, Operation *row,
   OpBuilder lb =
       createGpuKernelLoop(b, fused.getLoc(), name, fused.getInputs().size() + 1,
                           1, buffers, i64s, r);
-  RowEmitter emitter(fused, row, buffers);
+  RowEmitter emitter(fused, row, buffers, /*libm=*/false);
   return emitter.emitRow(lb, r, i64s[0]);
 }
