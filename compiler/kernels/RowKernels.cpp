@@ -378,16 +378,8 @@ LogicalResult mlir::dtf::buildCpuRowFunc(FusedOp fused, Operation *row,
   Value slot = fb.create<LLVM::GEPOp>(loc, ptr, i64, entry->getArgument(1),
                                       ArrayRef<LLVM::GEPArg>{int32_t(1)});
   Value c = fb.create<LLVM::LoadOp>(loc, i64, slot);
-  Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
-                                           entry->getArgument(2));
-  Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
-                                           entry->getArgument(3));
-  Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
-  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
-                                         ValueRange{step});
-  fb.create<func::ReturnOp>(loc);
-  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-  Value r = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
+  Value r;
+  OpBuilder lb = createCpuRangeLoop(fb, loc, entry, r);
   RowEmitter emitter(fused, row, buffers, /*libm=*/true);
   return emitter.emitRow(lb, r, c);
 }

@@ -781,3 +781,19 @@ OpBuilder mlir::dtf::createGpuKernelLoop(OpBuilder &b, Location loc,
                                     loop.getInductionVars()[0]);
   return lb;
 }
+
+OpBuilder mlir::dtf::createCpuRangeLoop(OpBuilder &fb, Location loc,
+                                        Block *entry, Value &i) {
+  Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
+                                           entry->getArgument(2));
+  Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
+                                           entry->getArgument(3));
+  Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
+  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
+                                         ValueRange{step});
+  fb.create<func::ReturnOp>(loc);
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  i = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                    loop.getInductionVars()[0]);
+  return lb;
+}

@@ -228,20 +228,11 @@ LogicalResult mlir::dtf::buildCpuUpdateFunc(FusedOp fused, Operation *update,
       b, loc, name, numBuffers(fused, update), buffers);
   Block *entry = &func.getBody().front();
   OpBuilder fb = OpBuilder::atBlockEnd(entry);
-  auto i64 = b.getI64Type();
   UpdateEmitter emitter(update, buffers);
   // Once per call: the pow of Adam's bias correction is not per element.
   Hyper h = emitter.hyper(fb);
-  Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
-                                           entry->getArgument(2));
-  Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
-                                           entry->getArgument(3));
-  Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
-  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
-                                         ValueRange{step});
-  fb.create<func::ReturnOp>(loc);
-  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-  Value i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
+  Value i;
+  OpBuilder lb = createCpuRangeLoop(fb, loc, entry, i);
   return emitter.element(lb, i, h);
 }
 
