@@ -1,5 +1,6 @@
 // dtf.fused regions to CPU machine code: loops in scf, LLVM, a shared object.
 #include "compiler/kernels/KernelGen.h"
+#include "compiler/kernels/RowKernels.h"
 #include "compiler/kernels/ScalarOps.h"
 #include "compiler/kernels/UpdateKernels.h"
 
@@ -165,6 +166,8 @@ LogicalResult buildColumnsFunc(FusedOp fused, OpBuilder &b, StringRef name) {
 LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   if (Operation *update = fusedUpdateOp(fused)) // in place: UpdateKernels.h
     return buildCpuUpdateFunc(fused, update, b, name);
+  if (Operation *row = fusedRowOp(fused)) // one row per call: RowKernels.h
+    return buildCpuRowFunc(fused, row, b, name);
   MLIRContext *ctx = b.getContext();
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(ctx);

@@ -3,6 +3,7 @@
 // one gpu.module, lowered to NVVM and compiled to sm_80 PTX and sm_80/sm_90
 // cubins with the CUDA toolkit's ptxas.
 #include "compiler/kernels/KernelGen.h"
+#include "compiler/kernels/RowKernels.h"
 #include "compiler/kernels/ScalarOps.h"
 #include "compiler/kernels/UpdateKernels.h"
 #include "dialects/Dtf/Transforms/Fusion.h"
@@ -187,6 +188,8 @@ LogicalResult buildTreeLaunch(FusedOp fused, OpBuilder &fb,
 LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   if (Operation *update = fusedUpdateOp(fused)) // in place: UpdateKernels.h
     return buildGpuUpdateFunc(fused, update, b, name);
+  if (Operation *row = fusedRowOp(fused)) // one thread per row: RowKernels.h
+    return buildGpuRowFunc(fused, row, b, name);
   MLIRContext *ctx = b.getContext();
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(ctx);

@@ -946,3 +946,48 @@ func::FuncOp mlir::dtf::createCpuKernelEntry(OpBuilder &b, Location loc,
   }
   return func;
 }
+
+OpBuilder mlir::dtf::createGpuKernelLoop(OpBuilder &b, Location loc,
+                                         StringRef name, unsigned numBuffers,
+                                         unsigned numI64s,
+                                         SmallVectorImpl<Value> &buffers,
+                                         SmallVectorImpl<Value> &i64s,
+                                         Value &i) {
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  SmallVector<Type> args(numBuffers, ptr);
+  args.push_back(b.getIndexType());
+  args.append(numI64s, b.getI64Type());
+  auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
+  Block *entry = func.addEntryBlock();
+  OpBuilder fb = OpBuilder::atBlockEnd(entry);
+  buffers.append(entry->getArguments().begin(),
+                 entry->getArguments().begin() + numBuffers);
+  i64s.append(entry->getArguments().begin() + numBuffers + 1,
+              entry->getArguments().end());
+  Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
+  Value one = fb.create<arith::ConstantIndexOp>(loc, 1);
+  auto loop = fb.create<scf::ParallelOp>(
+      loc, ValueRange{zero}, ValueRange{entry->getArgument(numBuffers)},
+      ValueRange{one});
+  fb.create<func::ReturnOp>(loc);
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  i = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                    loop.getInductionVars()[0]);
+  return lb;
+}
+
+OpBuilder mlir::dtf::createCpuRangeLoop(OpBuilder &fb, Location loc,
+                                        Block *entry, Value &i) {
+  Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
+                                           entry->getArgument(2));
+  Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
+                                           entry->getArgument(3));
+  Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
+  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
+                                         ValueRange{step});
+  fb.create<func::ReturnOp>(loc);
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  i = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
+                                    loop.getInductionVars()[0]);
+  return lb;
+}

@@ -17,6 +17,22 @@ func::FuncOp createCpuKernelEntry(OpBuilder &b, Location loc, StringRef name,
                                   unsigned numBuffers,
                                   SmallVectorImpl<Value> &pointers);
 
+/// Ends the entry block `entry` of a CPU kernel (createCpuKernelEntry) with
+/// one scf.parallel over [begin, end) (its arguments 2 and 3) and a return:
+/// sets `i` to the loop's index (i64) and returns a builder at the start of
+/// the loop body.
+OpBuilder createCpuRangeLoop(OpBuilder &fb, Location loc, Block *entry,
+                             Value &i);
+
+/// Creates, at `b`, the GPU host function `name(ptr x numBuffers, index
+/// elements, i64 x numI64s)` of a kernel whose loop is one scf.parallel over
+/// [0, elements): fills `buffers` and `i64s` with its arguments and `i` with
+/// the loop's index (i64); returns a builder at the start of the loop body.
+OpBuilder createGpuKernelLoop(OpBuilder &b, Location loc, StringRef name,
+                              unsigned numBuffers, unsigned numI64s,
+                              SmallVectorImpl<Value> &buffers,
+                              SmallVectorImpl<Value> &i64s, Value &i);
+
 /// Emits `op` (a fusable dtf elementwise op) on one element of each operand
 /// (`operands`, scalars of the operands' element types) and returns the
 /// result's element; null (with a diagnostic on `op`) when it cannot. The

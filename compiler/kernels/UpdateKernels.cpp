@@ -228,44 +228,20 @@ LogicalResult mlir::dtf::buildCpuUpdateFunc(FusedOp fused, Operation *update,
       b, loc, name, numBuffers(fused, update), buffers);
   Block *entry = &func.getBody().front();
   OpBuilder fb = OpBuilder::atBlockEnd(entry);
-  auto i64 = b.getI64Type();
   UpdateEmitter emitter(update, buffers);
   // Once per call: the pow of Adam's bias correction is not per element.
   Hyper h = emitter.hyper(fb);
-  Value lo = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
-                                           entry->getArgument(2));
-  Value hi = fb.create<arith::IndexCastOp>(loc, fb.getIndexType(),
-                                           entry->getArgument(3));
-  Value step = fb.create<arith::ConstantIndexOp>(loc, 1);
-  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{lo}, ValueRange{hi},
-                                         ValueRange{step});
-  fb.create<func::ReturnOp>(loc);
-  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-  Value i = lb.create<arith::IndexCastOp>(loc, i64, loop.getInductionVars()[0]);
+  Value i;
+  OpBuilder lb = createCpuRangeLoop(fb, loc, entry, i);
   return emitter.element(lb, i, h);
 }
 
 LogicalResult mlir::dtf::buildGpuUpdateFunc(FusedOp fused, Operation *update,
                                             OpBuilder &b, StringRef name) {
-  MLIRContext *ctx = b.getContext();
-  Location loc = fused.getLoc();
-  auto ptr = LLVM::LLVMPointerType::get(ctx);
-  const unsigned n = numBuffers(fused, update);
-  SmallVector<Type> args(n, ptr);
-  args.push_back(b.getIndexType());
-  auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
-  Block *entry = func.addEntryBlock();
-  OpBuilder fb = OpBuilder::atBlockEnd(entry);
-  SmallVector<Value> buffers(entry->getArguments().take_front(n));
-  Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
-  Value one = fb.create<arith::ConstantIndexOp>(loc, 1);
-  auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{zero},
-                                         ValueRange{entry->getArgument(n)},
-                                         ValueRange{one});
-  fb.create<func::ReturnOp>(loc);
-  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-  Value i = lb.create<arith::IndexCastOp>(loc, lb.getI64Type(),
-                                          loop.getInductionVars()[0]);
+  SmallVector<Value> buffers, none;
+  Value i;
+  OpBuilder lb = createGpuKernelLoop(
+      b, fused.getLoc(), name, numBuffers(fused, update), 0, buffers, none, i);
   UpdateEmitter emitter(update, buffers);
   return emitter.element(lb, i, std::nullopt);
 }

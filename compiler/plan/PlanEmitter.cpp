@@ -274,6 +274,28 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
     p->set_operand(operand++);
     p->set_meaning("inout"); // read and written at element i
   }
+  if (Operation *row = fusedRowOp(fused)) {
+    // A row kernel: one iteration per row of the last axis (docs/
+    // plan-format.md "Row kernels"): each operand "same"/"output", "row"
+    // or "row-index"; then the row count and the row's size.
+    for (Value in : fused.getInputs()) {
+      pb::KernelParam *p = kernel->add_params();
+      p->set_kind("buffer");
+      p->set_operand(operand++);
+      p->set_meaning(rowParamMeaning(row, in.getType(), shape, false));
+    }
+    pb::KernelParam *p = kernel->add_params();
+    p->set_kind("buffer");
+    p->set_operand(operand++);
+    p->set_meaning(
+        rowParamMeaning(row, fused->getResult(0).getType(), shape, true));
+    for (const char *meaning : {"elements", "row-size"}) {
+      p = kernel->add_params();
+      p->set_kind("i64");
+      p->set_meaning(meaning);
+    }
+    return success();
+  }
   for (Value in : fused.getInputs()) {
     std::optional<FusedIndex> index =
         fusedIndexOf(cast<RankedTensorType>(in.getType()), shape);

@@ -30,6 +30,10 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
       out->meaning = M::kOutput;
     else if (meaning == "inout")
       out->meaning = M::kInOut;
+    else if (meaning == "row")
+      out->meaning = M::kRow;
+    else if (meaning == "row-index")
+      out->meaning = M::kRowIndex;
     else if (meaning.rfind("prefix:", 0) == 0) {
       out->meaning = M::kPrefix;
       const std::string_view d = meaning.substr(7);
@@ -63,6 +67,8 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
       out->meaning = M::kReduced;
     else if (meaning == "inner")
       out->meaning = M::kInner;
+    else if (meaning == "row-size")
+      out->meaning = M::kRowSize;
     else
       return false;
     return true;
@@ -70,10 +76,79 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
   return false;
 }
 
+bool isRowKernel(const GeneratedKernelInfo &info) {
+  for (const GeneratedParam &p : info.params)
+    if (p.kind == GeneratedParam::Kind::kI64 &&
+        p.meaning == GeneratedParam::Meaning::kRowSize)
+      return true;
+  return false;
+}
+
+namespace {
+
+/// Whether input `i` of `info` is a row kernel's per-row buffer.
+bool isPerRowInput(const GeneratedKernelInfo &info, size_t i) {
+  for (const GeneratedParam &p : info.params)
+    if (p.kind == GeneratedParam::Kind::kBuffer && p.operand == int(i))
+      return p.meaning == GeneratedParam::Meaning::kRow ||
+             p.meaning == GeneratedParam::Meaning::kRowIndex;
+  return false;
+}
+
+/// The launch of a row kernel: rows of the shape's last axis.
+Status rowLaunchOf(const GeneratedKernelInfo &info,
+                   const std::vector<std::vector<int64_t>> &inputShapes,
+                   FusedLaunch *out) {
+  using M = GeneratedParam::Meaning;
+  std::vector<int64_t> &shape = out->shape;
+  shape.clear();
+  bool found = false;
+  for (size_t i = 0; i < inputShapes.size(); ++i) {
+    if (isPerRowInput(info, i))
+      continue;
+    if (found && inputShapes[i] != shape)
+      return errorStatus(info.name, ": input ", i, " is ",
+                         shapeString(inputShapes[i]), ", the rows are ",
+                         shapeString(shape));
+    shape = inputShapes[i];
+    found = true;
+  }
+  if (!found || shape.empty() || shape.back() <= 0)
+    return errorStatus(info.name, ": a row kernel needs inputs with rows of ",
+                       "at least one element, got ",
+                       found ? shapeString(shape) : "none");
+  const int64_t c = shape.back();
+  const std::vector<int64_t> perRow(shape.begin(), shape.end() - 1);
+  for (size_t i = 0; i < inputShapes.size(); ++i)
+    if (isPerRowInput(info, i) && inputShapes[i] != perRow)
+      return errorStatus(info.name, ": input ", i, " is ",
+                         shapeString(inputShapes[i]), ", one element per row ",
+                         "of ", shapeString(shape), " is ",
+                         shapeString(perRow));
+  out->outputShapes.assign(info.outputDTypes.size(), shape);
+  for (const GeneratedParam &p : info.params) {
+    const int o = p.operand - int(info.inputDTypes.size());
+    if (p.kind == GeneratedParam::Kind::kBuffer && p.meaning == M::kRow &&
+        o >= 0 && o < int(out->outputShapes.size()))
+      out->outputShapes[size_t(o)] = perRow;
+  }
+  out->elements = numElementsOf(perRow);
+  out->reduced = c;
+  out->scalars.clear();
+  for (const GeneratedParam &p : info.params)
+    if (p.kind == GeneratedParam::Kind::kI64)
+      out->scalars.push_back(p.meaning == M::kRowSize ? c : out->elements);
+  return Status::ok();
+}
+
+} // namespace
+
 Status fusedLaunchOf(const GeneratedKernelInfo &info,
                      const std::vector<std::vector<int64_t>> &inputShapes,
                      FusedLaunch *out) {
   using M = GeneratedParam::Meaning;
+  if (isRowKernel(info))
+    return rowLaunchOf(info, inputShapes, out);
   std::vector<int64_t> &shape = out->shape;
   shape.clear();
   for (size_t i = 0; i < inputShapes.size(); ++i) {
@@ -326,6 +401,22 @@ bool isPrefixOf(const std::vector<int64_t> &in,
 
 } // namespace
 
+Status checkRowIndices(const GeneratedKernelInfo &info, const Tensor &labels,
+                       int64_t classes) {
+  if (labels.dtype() != DType::I32 && labels.dtype() != DType::I64)
+    return errorStatus(info.name, ": class indices are i32 or i64, not ",
+                       labels.describe());
+  for (int64_t i = 0; i < labels.numElements(); ++i) {
+    const int64_t l = labels.dtype() == DType::I32
+                          ? int64_t(labels.data<int32_t>()[i])
+                          : labels.data<int64_t>()[i];
+    if (l < 0 || l >= classes)
+      return errorStatus(info.name, ": label ", l, " of example ", i,
+                         " is outside the classes [0, ", classes, ")");
+  }
+  return Status::ok();
+}
+
 Status fusedKernel(KernelContext &ctx) {
   auto *fused = dynamic_cast<FusedKernelContext *>(&ctx);
   if (!fused || !fused->kernels())
@@ -388,6 +479,14 @@ Status fusedKernel(KernelContext &ctx) {
       continue;
     }
     const Tensor &t = ctx.input(p.operand);
+    if (p.meaning == M::kRow || p.meaning == M::kRowIndex) {
+      // Shapes checked by fusedLaunchOf; labels against [0, C) here, as
+      // the op-by-op kernel does (the generated code would give NaN).
+      if (p.meaning == M::kRowIndex)
+        DTF_RETURN_IF_ERROR(checkRowIndices(info, t, launch.reduced));
+      buffers.push_back(const_cast<void *>(t.rawData()));
+      continue;
+    }
     const bool fits =
         (p.meaning == M::kSame && t.shape() == shape) ||
         (p.meaning == M::kScalar && t.numElements() == 1) ||

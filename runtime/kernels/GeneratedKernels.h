@@ -42,6 +42,12 @@ struct GeneratedParam {
                // the reduced outputs' in a kernel with reductions
     kReduced,  // i64: R, the elements each reduced output element sums
     kInner,    // i64: N, the elements of the dims after the reduced ones
+    kRow,      // buffer: one element per row of a row kernel (the shape
+               // without its last axis), input or output ("row")
+    kRowIndex, // buffer: a row kernel's class index per row, i32 or i64,
+               // checked against [0, C) before the call ("row-index")
+    kRowSize,  // i64: C, a row kernel's row size (its last axis); a kernel
+               // with it loops over rows ("row-size")
   };
   Kind kind = Kind::kBuffer;
   /// buffer: index into the op's inputs followed by its outputs.
@@ -80,14 +86,21 @@ struct FusedLaunch {
   std::vector<int64_t> scalars; // each i64 parameter's value, in order
   int64_t elements = 0;         // the loop's element count (grid source)
   int64_t reduced = 1;          // R: 1 in a kernel without reductions
+                                // (a row kernel: C, a row's elements)
   int64_t inner = 1;            // N: the elements after the reduced run
 };
+
+/// Whether `info` is a row kernel (an i64 "row-size" parameter).
+bool isRowKernel(const GeneratedKernelInfo &info);
 
 /// The launch of `info` on inputs of `inputShapes`: the iteration shape is
 /// the inputs broadcast together (NumPy's rule); an output is in that shape,
 /// or reduced over its spec's axes (a contiguous run: the shape viewed as
-/// [O, R, N], elements = O * N). Fails with a message naming the kernel when
-/// the inputs do not broadcast or a spec does not fit the shape.
+/// [O, R, N], elements = O * N). A row kernel's iteration shape is that of
+/// its inputs in the shape (its "row"/"row-index" inputs must be that shape
+/// without its last axis); elements is its row count. Fails with a message
+/// naming the kernel when the inputs do not broadcast or a spec does not fit
+/// the shape.
 Status fusedLaunchOf(const GeneratedKernelInfo &info,
                      const std::vector<std::vector<int64_t>> &inputShapes,
                      FusedLaunch *out);
@@ -144,6 +157,12 @@ private:
   int kernel_;
   std::vector<double> partials_;
 };
+
+/// Checks a row kernel's "row-index" input (class indices) against
+/// [0, classes): the first one outside is the error, worded as the op-by-op
+/// sparse cross-entropy kernels word it.
+Status checkRowIndices(const GeneratedKernelInfo &info, const Tensor &labels,
+                       int64_t classes);
 
 /// The dtf.fused op: checks its inputs against the kernel's parameters,
 /// allocates the outputs in the iteration shape (the inputs broadcast

@@ -11,8 +11,8 @@ namespace dtf::plan {
 
 namespace {
 
-const char *const kKnownBufferMeanings[] = {"same", "scalar", "suffix",
-                                            "output", "inout"};
+const char *const kKnownBufferMeanings[] = {
+    "same", "scalar", "suffix", "output", "inout", "row", "row-index"};
 
 // "reduce:<spec>": spec one of k, r, 1 per axis, its r and 1 contiguous.
 bool isReduceMeaning(const std::string &m) {
@@ -139,6 +139,52 @@ Status checkFusedOps(const Plan &plan, const Program &program,
   return Status::ok();
 }
 
+/// A row kernel (docs/plan-format.md "Row kernels"): an i64 "row-size"
+/// makes one, and only a row kernel has "row" or "row-index" buffers. It is
+/// one op; each buffer is "same" (an input in the rows' shape), "output",
+/// "row" (one element per row, input or output) or "row-index" (an i32/i64
+/// input); its i64s are one "elements" and one "row-size".
+Status checkRowKernel(const Kernel &kernel, const std::string &where) {
+  int rowSizes = 0, elements = 0, others = 0;
+  bool perRow = false;
+  for (const KernelParam &p : kernel.params()) {
+    if (p.kind() == "i64") {
+      rowSizes += p.meaning() == "row-size";
+      elements += p.meaning() == "elements";
+      others += p.meaning() != "row-size" && p.meaning() != "elements";
+    } else if (p.meaning() == "row" || p.meaning() == "row-index") {
+      perRow = true;
+    } else if (p.meaning() != "same" && p.meaning() != "output") {
+      ++others;
+    }
+  }
+  if (rowSizes == 0) {
+    if (perRow)
+      return errorStatus(where, " has a per-row (row, row-index) parameter "
+                                "but no i64 row-size: it is not a row kernel");
+    return Status::ok();
+  }
+  if (rowSizes != 1 || elements != 1 || others != 0)
+    return errorStatus(where, " is a row kernel (an i64 row-size) and takes "
+                              "one i64 elements, one row-size and buffers "
+                              "same, output, row or row-index only");
+  if (kernel.body_size() != 1 || kernel.outputs_size() != 1)
+    return errorStatus(where, " is a row kernel and holds one op with one "
+                              "output");
+  for (const KernelParam &p : kernel.params()) {
+    if (p.kind() != "buffer" || p.meaning() != "row-index")
+      continue;
+    const TensorType *type =
+        p.operand() < kernel.inputs_size()
+            ? typeOf(kernel.values(), kernel.inputs(p.operand()))
+            : nullptr;
+    if (!type || (type->dtype() != I32 && type->dtype() != I64))
+      return errorStatus(where, ": a row-index parameter is an i32 or i64 "
+                                "input (class indices)");
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status validateKernels(const Plan &plan, const std::string &name) {
@@ -216,22 +262,29 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                              inout, " inputs are (the variable and slots)");
         const bool output =
             param.meaning() == "output" || isReduceMeaning(param.meaning());
-        if (output != (param.operand() >= kernel.inputs_size()))
+        if (param.meaning() != "row" &&
+            output != (param.operand() >= kernel.inputs_size()))
           return errorStatus(where, ": parameter ", p,
                              " is an output exactly when its operand is one "
                              "of the outputs");
       } else if (param.kind() == "i64") {
         if (param.meaning() != "elements" && param.meaning() != "reduced" &&
-            param.meaning() != "inner")
-          return errorStatus(where, ": parameter ", p, " has an unknown "
-                             "meaning '", printable(param.meaning()),
-                             "' (elements, reduced, inner)");
+            param.meaning() != "inner" && param.meaning() != "row-size")
+          return errorStatus(where, ": parameter ", p,
+                             " has an unknown "
+                             "meaning '",
+                             printable(param.meaning()),
+                             "' (elements, reduced, inner, row-size)");
       } else {
         return errorStatus(where, ": parameter ", p, " has an unknown kind '",
                            printable(param.kind()), "' (buffer, i64)");
       }
     }
   }
+  for (int k = 0; k < plan.kernels_size(); ++k)
+    DTF_RETURN_IF_ERROR(checkRowKernel(
+        plan.kernels(k), strCat(name, ": kernel ", k, " '",
+                                printable(plan.kernels(k).name()), "'")));
   const Program *programs[] = {&plan.train_step(), &plan.eval(),
                                &plan.worker_step(), &plan.ps_update()};
   const char *labels[] = {"train_step", "eval", "worker_step", "ps_update"};

@@ -5,14 +5,35 @@
 
 namespace dtf::plan {
 
-Status findModelOutput(const Program &eval, ModelOutput *out) {
+namespace {
+
+/// Whether `op` is a softmax cross-entropy, op by op or as a row kernel of
+/// `kernels`.
+bool isCrossEntropy(const Op &op,
+                    const google::protobuf::RepeatedPtrField<Kernel> *kernels) {
+  auto isLoss = [](const std::string &name) {
+    return name == "dtf.sparse_softmax_cross_entropy" ||
+           name == "dtf.softmax_cross_entropy";
+  };
+  if (isLoss(op.name()))
+    return true;
+  auto k = op.attrs().find("kernel");
+  if (op.name() != "dtf.fused" || !kernels || k == op.attrs().end() ||
+      k->second.i() < 0 || k->second.i() >= kernels->size())
+    return false;
+  const Kernel &kernel = kernels->Get(int(k->second.i()));
+  return kernel.ops_size() == 1 && isLoss(kernel.ops(0));
+}
+
+} // namespace
+
+Status findModelOutput(const Program &eval, ModelOutput *out,
+                       const google::protobuf::RepeatedPtrField<Kernel> *kernels) {
   if (eval.ops_size() == 0)
     return errorStatus("the plan has no eval program (compile it again with "
                        "this version's dtfc)");
   for (const Op &op : eval.ops())
-    if ((op.name() == "dtf.sparse_softmax_cross_entropy" ||
-         op.name() == "dtf.softmax_cross_entropy") &&
-        op.inputs_size() >= 1) {
+    if (isCrossEntropy(op, kernels) && op.inputs_size() >= 1) {
       *out = {op.inputs(0), "logits"};
       return Status::ok();
     }

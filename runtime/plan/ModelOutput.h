@@ -21,7 +21,11 @@ struct ModelOutput {
 /// sparse_softmax_cross_entropy or softmax_cross_entropy. A model without
 /// such a loss: the output of its last op that is not a dtf.input,
 /// dtf.read_variable or dtf.constant and whose value no other op reads.
-Status findModelOutput(const Program &eval, ModelOutput *out);
+/// With `kernels` (the plan's), a dtf.fused op whose kernel is that loss
+/// alone (a row kernel) counts as the loss.
+Status findModelOutput(
+    const Program &eval, ModelOutput *out,
+    const google::protobuf::RepeatedPtrField<Kernel> *kernels = nullptr);
 
 /// The ops of `program` that `output` depends on, in their order, with the
 /// feeds they read and one fetch, `output` under its name: inputs the output

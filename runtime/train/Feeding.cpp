@@ -6,6 +6,7 @@
 #include "runtime/data/Random.h"
 #include "runtime/data/SyntheticDataset.h"
 #include "runtime/data/TFRecordDataset.h"
+#include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanTypes.h"
 
 #include <cmath>
@@ -255,7 +256,10 @@ private:
 Status openSynthetic(const plan::Plan &plan, const plan::DataSource &src,
                      size_t examples, std::shared_ptr<const data::Dataset> *out,
                      FeedLayout *layout) {
-  const plan::Program &program = plan.train_step();
+  // The step op by op: the loss whose labels and classes the data follows
+  // may be a generated row kernel (a dtf.fused op).
+  plan::Program program = plan.train_step();
+  DTF_RETURN_IF_ERROR(plan::expandFusedOps(plan.kernels(), &program));
   const uint64_t seed =
       uint64_t(src.seed() != 0 ? src.seed() : plan.training().seed());
   const int32_t classes = lossClasses(program);

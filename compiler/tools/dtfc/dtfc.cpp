@@ -110,6 +110,16 @@ cl::opt<Fusion> fuseUpdates(
                clEnumValN(Fusion::Off, "off", "the op-by-op update kernels")),
     cl::init(Fusion::On), cl::cat(category));
 
+cl::opt<Fusion> fuseRows(
+    "fuse-rows",
+    cl::desc("With --fusion=on, run each softmax, log_softmax, softmax "
+             "cross-entropy (dense or sparse labels), their gradients and "
+             "argmax along the last axis as a generated row kernel (default "
+             "on)"),
+    cl::values(clEnumValN(Fusion::On, "on", "generated row kernels"),
+               clEnumValN(Fusion::Off, "off", "the op-by-op loss kernels")),
+    cl::init(Fusion::On), cl::cat(category));
+
 enum class GpuKernels { Auto, On, Off };
 cl::opt<GpuKernels> gpuKernels(
     "gpu-kernels",
@@ -159,6 +169,8 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
     for (const ::dtf::plan::KernelParam &p : k.params()) {
       if (p.meaning().rfind("reduce:", 0) == 0 && reduces.empty())
         reduces = ", " + p.meaning();
+      if (p.meaning() == "row-size") // a row kernel: one row per iteration
+        reduces = ", rows of the last axis";
     }
     for (const ::dtf::plan::KernelParam &p : k.params())
       if (!reduces.empty() && p.meaning() == "same" &&
@@ -295,6 +307,7 @@ int main(int argc, char **argv) {
     mlir::dtf::DtfFuseOptions fuseOptions;
     fuseOptions.reductions = fuseReductions;
     fuseOptions.updates = fuseUpdates == Fusion::On;
+    fuseOptions.rows = fuseRows == Fusion::On;
     fuse.addPass(mlir::dtf::createDtfFuseLibrary());
     fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));
     if (mlir::failed(fuse.run(*module))) {

@@ -268,6 +268,9 @@ Operation *mlir::dtf::fusedUpdateOp(Operation *fused) {
 }
 
 SmallVector<int64_t> mlir::dtf::fusedIterationShape(Operation *fused) {
+  if (Operation *row = fusedRowOp(fused)) // the rows: the logits' shape
+    return llvm::to_vector(
+        cast<RankedTensorType>(rowOpRowsOperand(row).getType()).getShape());
   if (Operation *update = fusedUpdateOp(fused)) // the gradient's shape
     return llvm::to_vector(
         cast<RankedTensorType>(update->getOperand(0).getType()).getShape());
@@ -485,6 +488,18 @@ void fuseUpdate(Operation *op, int64_t kernel) {
   op->erase();
 }
 
+/// Wraps the row op `op` (rowOpRowsOperand) into a dtf.fused op of its own.
+void fuseRowOp(Operation *op, int64_t kernel) {
+  OpBuilder b(op);
+  llvm::SetVector<Value> inputs(op->getOperands().begin(),
+                                op->getOperands().end());
+  FusedOp fused =
+      buildFusedOp(b, op->getLoc(), op->getResultTypes(), inputs.getArrayRef(),
+                   kernel, op->getAttr("dtf.device"), {op}, {op->getResult(0)});
+  op->getResult(0).replaceAllUsesWith(fused.getResult(0));
+  op->erase();
+}
+
 struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
   using DtfFuseBase::DtfFuseBase;
   void runOnOperation() override {
@@ -508,6 +523,14 @@ struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
         for (Group &g : groups)
           if ((g.ops.size() >= 2 || isGpuDevice(g.device)) && fuse(g, kernel))
             ++kernel;
+        if (rows) {
+          SmallVector<Operation *> rowOps;
+          for (Operation &op : block)
+            if (rowOpRowsOperand(&op) && !op.use_empty())
+              rowOps.push_back(&op);
+          for (Operation *op : rowOps)
+            fuseRowOp(op, kernel++);
+        }
         if (!updates)
           continue;
         SmallVector<Operation *> toFuse;

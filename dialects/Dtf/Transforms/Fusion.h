@@ -83,4 +83,25 @@ bool isGpuDevice(Attribute device);
 /// holds that op alone and has no results); null otherwise.
 Operation *fusedUpdateOp(Operation *fused);
 
+/// For a row op that dtf-fuse puts alone into a dtf.fused region (a "row
+/// kernel", docs/kernels.md): dtf.softmax, dtf.log_softmax, their _grad ops,
+/// dtf.softmax_cross_entropy, dtf.sparse_softmax_cross_entropy, their _grad
+/// ops and dtf.argmax, on f32 or f64 rows along the last axis (of static,
+/// non-zero size): the operand whose shape is the region's iteration shape
+/// (the logits, or softmax_grad's y). Null for any other op (another axis
+/// stays op by op).
+Value rowOpRowsOperand(Operation *op);
+
+/// The row op of a dtf.fused region that holds one (a row region holds that
+/// op alone); null otherwise.
+Operation *fusedRowOp(Operation *fused);
+
+/// How a row kernel indexes an operand of `rowOp` (or a result, with
+/// `isResult`) of type `type` over the iteration shape `shape`:
+/// "same"/"output" (the shape), "row" (one element per row: the shape
+/// without its last axis) or "row-index" (sparse labels: one class index
+/// per row, which the runtime checks against [0, classes)).
+std::string rowParamMeaning(Operation *rowOp, Type type,
+                            ArrayRef<int64_t> shape, bool isResult);
+
 } // namespace mlir::dtf

@@ -55,13 +55,21 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
     apply_momentum, apply_adam, apply_adagrad, apply_rmsprop) becomes a
     region of its own with no results: its kernel updates the variable and
     its slots in place.
+    With `rows` (the default), each softmax, log_softmax, softmax
+    cross-entropy (dense or sparse labels), their gradients and argmax along
+    the last axis becomes a region of its own: its kernel takes one row per
+    iteration.
   }];
   let options = [
     Option<"reductions", "reductions", "std::string", /*default=*/"\"rows\"",
            "which reductions may end a region: rows, all or none">,
     Option<"updates", "updates", "bool", /*default=*/"true",
            "each dense optimizer update becomes a dtf.fused region of its "
-           "own, run in place on the variable and its slots">
+           "own, run in place on the variable and its slots">,
+    Option<"rows", "rows", "bool", /*default=*/"true",
+           "each softmax, log_softmax, cross-entropy, their gradients and "
+           "argmax along the last axis becomes a dtf.fused region of its own "
+           "(a row kernel)">
   ];
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }

@@ -237,7 +237,7 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
   if (!s.isOk())
     return fail(2, s);
   dtf::plan::ModelOutput output;
-  s = dtf::plan::findModelOutput(plan.eval(), &output);
+  s = dtf::plan::findModelOutput(plan.eval(), &output, &plan.kernels());
   if (!s.isOk())
     return fail(4, s);
   const dtf::plan::Program program =

@@ -10,9 +10,9 @@
 // With rows the one reduced kernel is the accuracy: compare, cast and the
 // mean of everything (reduce:r, to one element), in both programs.
 // ROWS-NOT: reduce:rk
-// ROWS: dtf_fused_1: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
+// ROWS: dtf_fused_3: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
 // ROWS-NOT: reduce:rk
-// ROWS: dtf_fused_11: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
+// ROWS: dtf_fused_16: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r{{$}}
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=some 2>&1 | FileCheck %s --check-prefix=BADRED
 // BADRED: --fuse-reductions must be all, rows or none, not 'some'
 // The convolutions' bias adds and relus go to oneDNN (conv2d_bias, below):
@@ -20,7 +20,12 @@
 // LIST: dtf_fused_0: 2 ops, 2 inputs, 2 outputs, over f32[B,500]
 // LIST-NEXT:   dtf.add  {{.*}}mnist_cnn.dtf:43:10
 // LIST-NEXT:   dtf.relu  {{.*}}mnist_cnn.dtf:43:10
-// LIST: dtf_fused_1: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r
+// The loss and argmax: row kernels of one op each (one row per iteration).
+// LIST: dtf_fused_1: 1 ops, 2 inputs, 1 outputs, over f32[B,10], rows of the last axis
+// LIST-NEXT:   dtf.sparse_softmax_cross_entropy  {{.*}}mnist_cnn.dtf:46:17
+// LIST: dtf_fused_2: 1 ops, 1 inputs, 1 outputs, over f32[B,10], rows of the last axis
+// LIST-NEXT:   dtf.argmax  {{.*}}mnist_cnn.dtf:47:26
+// LIST: dtf_fused_3: 3 ops, 2 inputs, 1 outputs, over i32[B], reduce:r
 // LIST-NEXT:   dtf.compare  {{.*}}mnist_cnn.dtf:47:44
 // LIST-NEXT:   dtf.cast  {{.*}}mnist_cnn.dtf:47:21
 // LIST-NEXT:   dtf.mean  {{.*}}mnist_cnn.dtf:47:16
@@ -29,12 +34,14 @@
 // leading axes (with rows, the seed CNN's only reduced kernels are the
 // accuracy's). The convolutions' relu_grads are not there: dtf-fuse-library
 // folded each into the max_pool_grad before it.
-// LIST: dtf_fused_2: 2 ops, 3 inputs, 2 outputs, over f32[B,500], reduce:rk
+// LIST: dtf_fused_4: 1 ops, 3 inputs, 1 outputs, over f32[B,10], rows of the last axis
+// LIST-NEXT:   dtf.sparse_softmax_cross_entropy_grad
+// LIST: dtf_fused_5: 2 ops, 3 inputs, 2 outputs, over f32[B,500], reduce:rk
 // LIST-NEXT:   dtf.relu_grad  {{.*}}mnist_cnn.dtf:43:10
 // LIST-NEXT:   dtf.sum_to_shape  {{.*}}mnist_cnn.dtf:43:10
 // LIST-NOT: relu_grad
 // Each Adam update: its variable and two slots written in place.
-// LIST: dtf_fused_3: 1 ops, 6 inputs, 0 outputs, over f32[5,5,1,32], 3 in place
+// LIST: dtf_fused_6: 1 ops, 6 inputs, 0 outputs, over f32[5,5,1,32], 3 in place
 // LIST-NEXT:   dtf.apply_adam
 
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=fused-mlir | FileCheck %s --check-prefix=MLIR

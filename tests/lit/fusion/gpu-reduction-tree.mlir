@@ -5,38 +5,41 @@
 // Needs the CUDA toolkit.
 // REQUIRES: cuda
 
-// The plan records the launch shape: a row (the accuracy's mean, reduce:r)
-// gets a block of 256 threads per output element; many columns (the dense
-// layer's relu_grad with its bias gradient, reduce:rk over 500) 32 outputs
-// per block of 32 x 8 threads; few columns (conv1's bias gradient, 32
-// channels) a block of 256 threads per output element again.
+// The plan records the launch shape: an elementwise kernel keeps one thread
+// per element; a row (the accuracy's mean, reduce:r) gets a block of 256
+// threads per output element; many columns (the dense layer's relu_grad with
+// its bias gradient, reduce:rk over 500) 32 outputs per block of 32 x 8
+// threads; few columns (the residual CNN's batch statistics, a few
+// channels) a block of 256 threads per output element again. (The seed
+// CNN's convolution bias gradients are lone sums since dtf-fuse-library
+// folds their relu_grads into max_pool_grad.)
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=plan-text | FileCheck %s --check-prefix=PLAN
-// PLAN-LABEL: name: "dtf_fused_1"
+// PLAN-LABEL: name: "dtf_fused_0"
+// PLAN: block: 256
+// PLAN-NEXT: launch: "grid.x = ceil(elements / block), block.x = block"
+// PLAN-LABEL: name: "dtf_fused_3"
 // PLAN: block: 256
 // PLAN-NEXT: launch: "grid.x = ceil(elements / outputs_per_block), block.x = block, block.y = block_y"
 // PLAN: outputs_per_block: 1
 // PLAN-NEXT: shared_bytes: 1024
-// PLAN-LABEL: name: "dtf_fused_2"
+// PLAN-LABEL: name: "dtf_fused_5"
 // PLAN: block: 32
-// PLAN: cpu_columns_symbol: "dtf_fused_2_columns"
+// PLAN: cpu_columns_symbol: "dtf_fused_5_columns"
 // PLAN-NEXT: block_y: 8
 // PLAN-NEXT: outputs_per_block: 32
 // PLAN-NEXT: shared_bytes: 1024
-// PLAN-LABEL: name: "dtf_fused_4"
-// PLAN: block: 256
-// PLAN: cpu_columns_symbol: "dtf_fused_4_columns"
-// PLAN-NEXT: block_y: 1
-// PLAN-NEXT: outputs_per_block: 1
-// PLAN-NEXT: shared_bytes: 1024
-// An elementwise kernel keeps one thread per element.
-// PLAN-LABEL: name: "dtf_fused_5"
-// PLAN: block: 256
-// PLAN-NEXT: launch: "grid.x = ceil(elements / block), block.x = block"
+// RUN: dtfc %S/../../../models/resnet.dtf --no-data-check --fuse-reductions=all --emit=plan-text | FileCheck %s --check-prefix=FEW
+// FEW-LABEL: name: "dtf_fused_0"
+// FEW: block: 256
+// FEW: cpu_columns_symbol: "dtf_fused_0_columns"
+// FEW-NEXT: block_y: 1
+// FEW-NEXT: outputs_per_block: 1
+// FEW-NEXT: shared_bytes: 1024
 
 // The row's tree: 256 slots of f32, 8 levels (slot + 128, + 64, ... + 1).
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fuse-reductions=all --emit=ptx | FileCheck %s
-// CHECK-LABEL: .visible .entry dtf_fused_1(
-// CHECK: .shared .align 4 .b8 __wg_dtf_fused_1_0[1024];
+// CHECK-LABEL: .visible .entry dtf_fused_3(
+// CHECK: .shared .align 4 .b8 __wg_dtf_fused_3_0[1024];
 // CHECK: st.shared.f32 [%[[SLOT:rd[0-9]+]]]
 // CHECK-NEXT: bar.sync 0;
 // CHECK: setp.gt.u32 %{{p[0-9]+}}, %[[LANE:r[0-9]+]], 127;
@@ -55,12 +58,12 @@
 // CHECK: bar.sync 0;
 // CHECK: [%[[SLOT]]+8];
 // CHECK: bar.sync 0;
-// CHECK: [__wg_dtf_fused_1_0+4];
+// CHECK: [__wg_dtf_fused_3_0+4];
 // CHECK: bar.sync 0;
 // CHECK-NOT: bar.sync
-// CHECK-LABEL: .visible .entry dtf_fused_2(
+// CHECK-LABEL: .visible .entry dtf_fused_5(
 // The columns' tree: 8 row lanes of 32 outputs, 3 levels (+ 4 rows, + 2, + 1).
-// CHECK: .shared .align 4 .b8 __wg_dtf_fused_2_0[1024];
+// CHECK: .shared .align 4 .b8 __wg_dtf_fused_5_0[1024];
 // CHECK: st.shared.f32 [%[[SLOT2:rd[0-9]+]]]
 // CHECK-NEXT: bar.sync 0;
 // CHECK: ld.shared.f32 %{{f[0-9]+}}, [%[[SLOT2]]+512];
@@ -70,4 +73,4 @@
 // CHECK: ld.shared.f32 %{{f[0-9]+}}, [%[[SLOT2]]+128];
 // CHECK: bar.sync 0;
 // CHECK-NOT: bar.sync
-// CHECK-LABEL: .visible .entry dtf_fused_3(
+// CHECK-LABEL: .visible .entry dtf_fused_6(

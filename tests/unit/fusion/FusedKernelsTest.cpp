@@ -40,7 +40,8 @@ constexpr const char *kOnGpu = "@gpu";
 
 std::vector<std::string> modelFiles() {
   std::vector<std::string> files;
-  for (const char *dir : {"models", "tests/e2e", "tests/unit/fusion/updates"}) {
+  for (const char *dir : {"models", "tests/e2e", "tests/unit/fusion/updates",
+                          "tests/unit/fusion/rows"}) {
     fs::path p = fs::path(DTF_SOURCE_DIR) / dir;
     for (const auto &entry : fs::directory_iterator(p))
       if (entry.path().extension() == ".dtf")
@@ -246,6 +247,30 @@ double maxRelative(const dtf::Tensor &a, const dtf::Tensor &b) {
 
 using dtf::plan::inPlaceInputs;
 
+/// Sets each "row-index" input of `kernel` to random classes in [0, C),
+/// C the last dim of its "same" input (the rows).
+void fillRowIndices(const dtf::plan::Kernel &kernel,
+                    std::vector<dtf::Tensor> &inputs, std::mt19937 &rng) {
+  int64_t classes = 0;
+  for (const auto &p : kernel.params())
+    if (p.kind() == "buffer" && p.meaning() == "same" &&
+        p.operand() < int(inputs.size()) &&
+        inputs[size_t(p.operand())].rank() > 0)
+      classes = inputs[size_t(p.operand())].shape().back();
+  for (const auto &p : kernel.params()) {
+    if (p.kind() != "buffer" || p.meaning() != "row-index" || classes <= 0)
+      continue;
+    dtf::Tensor &t = inputs[size_t(p.operand())];
+    std::uniform_int_distribution<int64_t> label(0, classes - 1);
+    for (int64_t e = 0; e < t.numElements(); ++e) {
+      if (t.dtype() == dtf::DType::I64)
+        t.data<int64_t>()[e] = label(rng);
+      else
+        t.data<int32_t>()[e] = int32_t(label(rng));
+    }
+  }
+}
+
 dtf::Tensor copyOf(const dtf::Tensor &t) {
   dtf::Tensor c = dtf::Tensor::allocate(t.dtype(), t.shape());
   std::memcpy(c.rawData(), t.rawData(),
@@ -334,6 +359,9 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
                   std::abs(inputs.back().data<int32_t>()[e]);
           }
       }
+      // A row kernel's class indices ("row-index") lie in [0, C), C the
+      // last dim of its rows (the op-by-op kernel refuses others).
+      fillRowIndices(kernel, inputs, rng);
       // An update writes its variable and slots in place: each side gets
       // its own copy of them.
       std::vector<dtf::Tensor> before;
@@ -596,6 +624,10 @@ std::string seedModel() {
   return (fs::path(DTF_SOURCE_DIR) / "models" / "mnist_cnn.dtf").string();
 }
 
+std::string residualModel() {
+  return (fs::path(DTF_SOURCE_DIR) / "models" / "resnet.dtf").string();
+}
+
 // The float32 exp, log and tanh of the generated code (MLIR's polynomial
 // approximations, vectorized) against libm over a sweep of their ranges:
 // tanh within 5 ulps, exp and log within 1 (measured: 5, 1 and 1).
@@ -785,6 +817,14 @@ void expectRefused(const dtf::plan::Plan &plan, const std::string &text) {
   EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
 }
 
+/// Gives the buffer parameter of `kernel`'s operand `operand` `meaning`.
+void setBufferMeaning(dtf::plan::Kernel *kernel, int operand,
+                      const std::string &meaning) {
+  for (auto &param : *kernel->mutable_params())
+    if (param.kind() == "buffer" && param.operand() == operand)
+      param.set_meaning(meaning);
+}
+
 TEST(PlanReader, RejectsInPlaceParametersOutsideAnUpdateKernel) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
@@ -792,9 +832,7 @@ TEST(PlanReader, RejectsInPlaceParametersOutsideAnUpdateKernel) {
   // An elementwise kernel (kernel 0: a bias add and relu) told to write its
   // first input in place.
   ASSERT_EQ(inPlaceInputs(plan.kernels(0)), 0);
-  for (auto &param : *plan.mutable_kernels(0)->mutable_params())
-    if (param.kind() == "buffer" && param.operand() == 0)
-      param.set_meaning("inout");
+  setBufferMeaning(plan.mutable_kernels(0), 0, "inout");
   expectRefused(plan, "in-place (inout) parameters but is not one dense "
                       "optimizer update");
 }
@@ -958,12 +996,233 @@ TEST(FusedLaunch, APrefixInputOfTheWrongShapeIsRefused) {
   FAIL() << "the transformer has no kernel with a prefix:64 input";
 }
 
+// --- Row kernels: softmax, the cross-entropies, their gradients, argmax ---
+
+namespace {
+
+/// The index of the plan's kernel whose one op is `op`; -1 when none.
+int kernelOf(const dtf::plan::Plan &plan, const std::string &op) {
+  for (int k = 0; k < plan.kernels_size(); ++k)
+    if (plan.kernels(k).ops_size() == 1 && plan.kernels(k).ops(0) == op)
+      return k;
+  return -1;
+}
+
+int countOps(const dtf::plan::Program &p, const std::string &name) {
+  int n = 0;
+  for (const auto &op : p.ops())
+    n += op.name() == name;
+  return n;
+}
+
+TEST(RowKernels, SeedCnnLossGradientAndArgmaxAreRowKernels) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  for (const char *op :
+       {"dtf.sparse_softmax_cross_entropy",
+        "dtf.sparse_softmax_cross_entropy_grad", "dtf.argmax"}) {
+    const int k = kernelOf(plan, op);
+    ASSERT_GE(k, 0) << op << " has no row kernel";
+    std::string meanings;
+    for (const auto &p : plan.kernels(k).params())
+      meanings += p.meaning() + " ";
+    EXPECT_NE(meanings.find("row-size"), std::string::npos) << meanings;
+    EXPECT_EQ(countOps(plan.train_step(), op), 0) << op << " left op by op";
+  }
+  // The labels are class indices, one per row: checked at run time.
+  const int k = kernelOf(plan, "dtf.sparse_softmax_cross_entropy");
+  std::string meanings;
+  for (const auto &p : plan.kernels(k).params())
+    meanings += p.kind() + ":" + p.meaning() + " ";
+  // (With GPU code the i64s come first: the GPU kernel's order.)
+  EXPECT_EQ(meanings, plan.gpu_ptx().empty()
+                          ? "buffer:same buffer:row-index buffer:row "
+                            "i64:elements i64:row-size "
+                          : "i64:elements i64:row-size buffer:same "
+                            "buffer:row-index buffer:row ");
+}
+
+TEST(Dtfc, FuseRowsOffKeepsTheOpByOpLossKernels) {
+  dtf::plan::Plan off;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &off, "--fuse-rows=off"));
+  EXPECT_EQ(kernelOf(off, "dtf.sparse_softmax_cross_entropy"), -1);
+  EXPECT_EQ(countOps(off.train_step(), "dtf.sparse_softmax_cross_entropy"), 1);
+  EXPECT_EQ(countOps(off.train_step(), "dtf.sparse_softmax_cross_entropy_grad"),
+            1);
+}
+
+/// Logits [3, 10] and labels [3] (i32 or i64, as the kernel declares) with
+/// label `bad` at example 1.
+std::vector<dtf::Tensor> lossInputs(const dtf::plan::Kernel &kernel,
+                                    int64_t bad) {
+  std::mt19937 rng(7);
+  std::vector<dtf::Tensor> inputs;
+  inputs.push_back(randomTensor(dtf::DType::F32, {3, 10}, rng));
+  int at = -1; // the labels: the "row-index" input
+  for (const auto &p : kernel.params())
+    if (p.meaning() == "row-index")
+      at = p.operand();
+  dtf::Tensor labels = dtf::test::kernelInputZeros(kernel, at, 3);
+  EXPECT_TRUE(labels.defined());
+  for (int64_t e = 0; e < 3; ++e) {
+    const int64_t v = e == 1 ? bad : e;
+    if (labels.dtype() == dtf::DType::I64)
+      labels.data<int64_t>()[e] = v;
+    else
+      labels.data<int32_t>()[e] = int32_t(v);
+  }
+  inputs.push_back(labels);
+  return inputs;
+}
+
+} // namespace
+
+// The op-by-op kernel refuses a label outside [0, C); so does dtf-run's call
+// of the generated kernel (a check on the host, before the call).
+TEST(RowKernels, LabelOutsideTheClassesIsAPreciseError) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
+    GTEST_SKIP() << why;
+  auto kernels = dtf::exec::planKernelsOf(plan);
+  ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
+  const int k = kernelOf(plan, "dtf.sparse_softmax_cross_entropy");
+  ASSERT_GE(k, 0);
+  for (int64_t bad : {int64_t(10), int64_t(-1)}) {
+    std::vector<dtf::Tensor> inputs = lossInputs(plan.kernels(k), bad);
+    std::vector<dtf::Tensor *> pointers = {&inputs[0], &inputs[1]};
+    dtf::FusedKernelContext fused(kernels->loaded, k);
+    fused.setInputs(pointers);
+    fused.setNumOutputs(1);
+    dtf::Status s = dtf::callKernel(dtf::fusedKernel, fused);
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("label " + std::to_string(bad) +
+                               " of example 1 is outside the classes [0, 10)"),
+              std::string::npos)
+        << s.message();
+  }
+}
+
+// The generated code itself (what a GPU runs: no host check there) makes a
+// row with a label outside [0, C) NaN, reads nothing outside the row, and
+// leaves the other rows as they are.
+TEST(RowKernels, GeneratedCodeMakesARowWithABadLabelNaN) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
+    GTEST_SKIP() << why;
+  auto kernels = dtf::exec::planKernelsOf(plan);
+  ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
+  for (const char *op : {"dtf.sparse_softmax_cross_entropy",
+                         "dtf.sparse_softmax_cross_entropy_grad"}) {
+    const int k = kernelOf(plan, op);
+    ASSERT_GE(k, 0) << op;
+    const bool grad = std::string(op).find("_grad") != std::string::npos;
+    std::vector<dtf::Tensor> inputs = lossInputs(plan.kernels(k), 1000);
+    dtf::Tensor dloss = dtf::Tensor::allocate(dtf::DType::F32, {3});
+    for (int e = 0; e < 3; ++e)
+      dloss.data<float>()[e] = 0.5f;
+    std::vector<void *> buffers;
+    if (grad)
+      buffers.push_back(dloss.rawData());
+    buffers.push_back(inputs[0].rawData());
+    buffers.push_back(inputs[1].rawData());
+    dtf::Tensor out = dtf::Tensor::allocate(dtf::DType::F32,
+                                            grad ? std::vector<int64_t>{3, 10}
+                                                 : std::vector<int64_t>{3});
+    buffers.push_back(out.rawData());
+    const int64_t scalars[] = {3, 10};
+    kernels->loaded->function(k)(buffers.data(), scalars, 0, 3);
+    const int64_t per = grad ? 10 : 1;
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t j = 0; j < per; ++j) {
+        const float v = out.data<float>()[r * per + j];
+        EXPECT_EQ(std::isnan(v), r == 1)
+            << op << " row " << r << " element " << j << ": " << v;
+      }
+  }
+}
+
+TEST(FusedLaunch, RowKernelsLoopOverRowsOfTheLastAxis) {
+  dtf::GeneratedKernelInfo info;
+  info.name = "dtf_fused_4";
+  info.inputDTypes = {dtf::DType::F32, dtf::DType::I32};
+  info.outputDTypes = {dtf::DType::F32};
+  auto param = [](const char *kind, const char *meaning, int operand) {
+    dtf::GeneratedParam p;
+    EXPECT_TRUE(dtf::parseGeneratedParam(kind, meaning, operand, &p))
+        << kind << " " << meaning;
+    return p;
+  };
+  info.params = {param("buffer", "same", 0), param("buffer", "row-index", 1),
+                 param("buffer", "row", 2), param("i64", "elements", 0),
+                 param("i64", "row-size", 0)};
+  EXPECT_TRUE(dtf::isRowKernel(info));
+  dtf::FusedLaunch launch;
+  ASSERT_TRUE(dtf::fusedLaunchOf(info, {{2, 7, 10}, {2, 7}}, &launch).isOk());
+  EXPECT_EQ(launch.shape, (std::vector<int64_t>{2, 7, 10}));
+  EXPECT_EQ(launch.outputShapes[0], (std::vector<int64_t>{2, 7}));
+  EXPECT_EQ(launch.elements, 14);
+  EXPECT_EQ(launch.scalars, (std::vector<int64_t>{14, 10}));
+  // Labels that are not one per row, and rows of no element: errors naming
+  // the kernel, never a read past a buffer.
+  dtf::Status s = dtf::fusedLaunchOf(info, {{6, 10}, {10}}, &launch);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("dtf_fused_4: input 1 is [10], one element per "
+                             "row of [6,10] is [6]"),
+            std::string::npos)
+      << s.message();
+  s = dtf::fusedLaunchOf(info, {{6, 0}, {6}}, &launch);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("rows of at least one element"), std::string::npos)
+      << s.message();
+  dtf::GeneratedParam p;
+  EXPECT_FALSE(dtf::parseGeneratedParam("i64", "row", 0, &p));
+  EXPECT_FALSE(dtf::parseGeneratedParam("buffer", "row-size", 0, &p));
+}
+
+TEST(PlanReader, RejectsPerRowParametersOutsideARowKernel) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(plan.kernels_size(), 0);
+  ASSERT_EQ(plan.kernels(0).ops_size() > 1, true); // a bias add and relu
+  setBufferMeaning(plan.mutable_kernels(0), 0, "row");
+  expectRefused(plan, "has a per-row (row, row-index) parameter but no i64 "
+                      "row-size");
+}
+
+TEST(PlanReader, RejectsARowKernelWithOtherCounts) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  const int k = kernelOf(plan, "dtf.argmax");
+  ASSERT_GE(k, 0);
+  auto *p = plan.mutable_kernels(k)->add_params();
+  p->set_kind("i64");
+  p->set_meaning("reduced");
+  expectRefused(plan, "is a row kernel (an i64 row-size) and takes one i64 "
+                      "elements, one row-size");
+}
+
+TEST(PlanReader, RejectsAFloatRowIndex) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  const int k = kernelOf(plan, "dtf.sparse_softmax_cross_entropy");
+  ASSERT_GE(k, 0);
+  // The logits (f32) declared as class indices.
+  for (auto &p : *plan.mutable_kernels(k)->mutable_params())
+    if (p.meaning() == "same")
+      p.set_meaning("row-index");
+  expectRefused(plan, "a row-index parameter is an i32 or i64 input");
+}
+
 // A kernel with a column reduction (a reduce:<spec> ending in 'k': bias
 // gradients, batch statistics) has the chunked entry point; no other has.
 TEST(ColumnReductions, EveryColumnKernelHasItsChunkedEntryPoint) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(
-      compileModel(seedModel(), &plan, "--fuse-reductions=all"));
+      compileModel(residualModel(), &plan, "--fuse-reductions=all"));
   int columns = 0;
   for (const dtf::plan::Kernel &k : plan.kernels()) {
     bool column = false;
@@ -975,8 +1234,8 @@ TEST(ColumnReductions, EveryColumnKernelHasItsChunkedEntryPoint) {
         << k.name();
     columns += column;
   }
-  // Each layer's relu_grad with its bias gradient: 3 in the seed CNN.
-  EXPECT_EQ(columns, 3);
+  // The residual CNN's batch statistics and their gradients: 18 kernels.
+  EXPECT_EQ(columns, 18);
 }
 
 // The chunked column kernels sum in an order fixed by the shape: the same
@@ -985,7 +1244,7 @@ TEST(ColumnReductions, EveryColumnKernelHasItsChunkedEntryPoint) {
 TEST(ColumnReductions, ChunkedKernelsGiveTheSameBitsOnAnyThreadCount) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(
-      compileModel(seedModel(), &plan, "--fuse-reductions=all"));
+      compileModel(residualModel(), &plan, "--fuse-reductions=all"));
   if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
       !why.empty())
     GTEST_SKIP() << why;
@@ -1038,9 +1297,12 @@ TEST(ColumnReductions, ChunkedKernelsGiveTheSameBitsOnAnyThreadCount) {
       }
     }
   }
-  // The conv layers' bias gradients ([50, 28, 28, 32] and [50, 14, 14, 64]
-  // into 32 and 64) are cut into chunks; the dense layers' are too small.
-  EXPECT_EQ(chunked, 2);
+  // The residual CNN's batch statistics and their gradients over [50, H, W,
+  // C] are cut into chunks. (The seed CNN has none left to cut: its
+  // convolutions' relu_grads fold into max_pool_grad, dtf-fuse-library, so
+  // their bias gradients are lone sums, which the op-by-op kernel cuts the
+  // same way, kernels.ColumnChunks.*.)
+  EXPECT_EQ(chunked, 18);
 }
 
 TEST(PlanReader, RejectsAColumnsSymbolWithoutAColumnReduction) {
