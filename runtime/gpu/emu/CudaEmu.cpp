@@ -584,8 +584,7 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.ncclAllReduces,
       (unsigned long long)c.algorithmChoices, perDevice.c_str(),
       (unsigned long long)c.hostDeviceCopies,
-      (unsigned long long)c.hostDeviceBytes,
-      (unsigned long long)c.deviceCopies,
+      (unsigned long long)c.hostDeviceBytes, (unsigned long long)c.deviceCopies,
       (unsigned long long)c.ncclBroadcasts);
 }
 

@@ -250,9 +250,8 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
   const std::string what =
       "ncclBroadcast(rank " + std::to_string(c->rank) + ")";
   if (bytes > 0) {
-    if ((c->rank == root &&
-         checkDevice(uintptr_t(send), bytes, what + " send", nullptr) !=
-             CUDA_SUCCESS) ||
+    if ((c->rank == root && checkDevice(uintptr_t(send), bytes, what + " send",
+                                        nullptr) != CUDA_SUCCESS) ||
         checkDevice(uintptr_t(recv), bytes, what + " recv", nullptr) !=
             CUDA_SUCCESS)
       return ncclInvalidArgument; // checkDevice said why
