@@ -18,6 +18,8 @@
 #     (the batch and the loss's values) within 64 bytes (a few scalars) and
 #     under 1 MB (the variables are 6.5 MB), no device-to-device copy, and
 #     one ncclBroadcast per resident variable and step;
+#   - the checkpoint after the half run is byte for byte the one of the
+#     same run with DTF_GPU_RESIDENT_VARIABLES=0 (variables on the host);
 #   - on 1 GPU, tower 1's ops move to the CPU saying the machine has 1 GPU;
 #   - the MLP, which has dropout (masks drawn per tower), stays within 10% of
 #     one GPU's curve without equalling it;
@@ -45,7 +47,15 @@ run three --emulate-gpus 3 --gpu-towers 3
 # last half's training steps did (evaluation and set-up cancel out).
 half=$((steps / 2))
 run one_half --emulate-gpus 1 --gpu-towers 1 --steps "$half"
-run two_half --emulate-gpus 2 --steps "$half"
+run two_half --emulate-gpus 2 --steps "$half" --model-dir "$work/res"
+# The checkpoint at the end comes down from the GPUs (tower 0's variables,
+# the slots of the update on GPU 0): the same bytes as with every variable
+# on the host.
+DTF_GPU_RESIDENT_VARIABLES=0 run two_plain --emulate-gpus 2 --steps "$half" --model-dir "$work/plain"
+grep -q "variables stay on every tower's GPU" "$work/two_plain.log" &&
+  fail "DTF_GPU_RESIDENT_VARIABLES=0 kept variables on the towers' GPUs"
+cmp "$work/res/ckpt-$half.data-0-of-1" "$work/plain/ckpt-$half.data-0-of-1" ||
+  fail "the towers' checkpoint at step $half differs between resident and host variables"
 run three_half --emulate-gpus 3 --gpu-towers 3 --steps "$half"
 DTF_NCCL_LIBRARY=/nonexistent/libnccl.so.2 run host --emulate-gpus 2
 run onegpu --emulate-gpus 1
