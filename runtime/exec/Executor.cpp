@@ -846,21 +846,31 @@ bool Executor::gpuAvailable(int index, std::string *why) {
   return true;
 }
 
+namespace {
+// DTF_GPU_RESIDENT_VARIABLES=0: every variable stays on the host.
+bool residentVariablesOff() {
+  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
+  return env && std::string_view(env) == "0";
+}
+// Whether the dtf.fused `op` has GPU code in the plan.
+bool hasGpuCode(const PlanKernels *pk, const plan::Op &op) {
+  auto k = op.attrs().find("kernel");
+  return pk && pk->loaded && k != op.attrs().end() && k->second.i() >= 0 &&
+         k->second.i() < int64_t(pk->gpu.size()) &&
+         pk->gpu[size_t(k->second.i())].present();
+}
+} // namespace
+
 // The GPU on which the in-place update `i` may run with its variable and
 // slots resident: every other op that reads them runs on that one GPU and
 // comes before the update (in a step the forward and backward passes read a
 // variable before its update), no fetch reads them, and the op that makes
 // its gradient runs there too; -1 otherwise.
 int Executor::residentGpuOf(const plan::Program &program, int i) const {
-  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
-  if (env && std::string_view(env) == "0")
+  if (residentVariablesOff())
     return -1;
   const plan::Op &op = program.ops(i);
-  const PlanKernels *pk = options_.planKernels.get();
-  auto k = op.attrs().find("kernel");
-  if (!pk || !pk->loaded || k == op.attrs().end() || k->second.i() < 0 ||
-      k->second.i() >= int64_t(pk->gpu.size()) ||
-      !pk->gpu[size_t(k->second.i())].present())
+  if (!hasGpuCode(options_.planKernels.get(), op))
     return -1;
   std::map<int32_t, std::string> readOf; // value -> the variable it reads
   for (const plan::Op &o : program.ops())
@@ -916,16 +926,12 @@ int Executor::residentGpuOf(const plan::Program &program, int i) const {
 // gradient comes in device memory (a device feed), its slots are read by no
 // other op and no fetch; -1 otherwise.
 int Executor::sharedUpdateGpu(const plan::Program &program, int i) const {
-  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
-  if (env && std::string_view(env) == "0")
+  if (residentVariablesOff())
     return -1;
   const plan::Op &op = program.ops(i);
-  const PlanKernels *pk = options_.planKernels.get();
-  auto k = op.attrs().find("kernel");
   const int updated = plan::updatedOperands(op);
-  if (!pk || !pk->loaded || k == op.attrs().end() || k->second.i() < 0 ||
-      k->second.i() >= int64_t(pk->gpu.size()) ||
-      !pk->gpu[size_t(k->second.i())].present() || op.inputs_size() <= updated)
+  if (!hasGpuCode(options_.planKernels.get(), op) ||
+      op.inputs_size() <= updated)
     return -1;
   std::map<int32_t, std::string> readOf, fedAs;
   for (const plan::Op &o : program.ops()) {
@@ -968,8 +974,7 @@ int Executor::sharedUpdateGpu(const plan::Program &program, int i) const {
 // otherwise.
 int Executor::readOnlyResidentGpu(const plan::Program &program,
                                   const std::string &name) const {
-  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
-  if (env && std::string_view(env) == "0")
+  if (residentVariablesOff())
     return -1;
   std::set<int32_t> values;
   for (const plan::Op &o : program.ops())

@@ -114,6 +114,36 @@ int runPending() {
   return ncclSuccess;
 }
 
+// A collective's stream must be on its communicator's GPU and not capturing.
+int checkStream(const std::string &call, const Comm *c, CUstream stream) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (s && s->device != c->device)
+    return refuse(ncclInvalidUsage,
+                  call + ": the stream is on GPU " + std::to_string(s->device) +
+                      ", the communicator on GPU " + std::to_string(c->device));
+  if (s && s->capturing)
+    return refuse(ncclInvalidUsage,
+                  call + ": the emulation does not capture NCCL calls");
+  return ncclSuccess;
+}
+
+// Queues `p` for its group's end; outside a group, only a communicator of
+// one rank can run (the others' ranks would never call).
+int queue(const std::string &call, PendingReduce p) {
+  if (groupDepth > 0) {
+    pending.push_back(p);
+    return ncclSuccess;
+  }
+  if (p.comm->ranks > 1)
+    return refuse(ncclInvalidUsage,
+                  call + " over " + std::to_string(p.comm->ranks) +
+                      " GPUs of one process outside ncclGroupStart/"
+                      "ncclGroupEnd: the real NCCL would wait forever for "
+                      "the other ranks");
+  pending.push_back(p);
+  return runPending();
+}
+
 } // namespace
 } // namespace dtf::gpu::emu
 
@@ -190,15 +220,8 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
   if (dataType != ncclFloat32 || op != ncclSum)
     return refuse(ncclInvalidArgument,
                   "ncclAllReduce: the emulation sums float32 only");
-  auto *s = reinterpret_cast<Stream *>(stream);
-  if (s && s->device != c->device)
-    return refuse(ncclInvalidUsage, "ncclAllReduce: the stream is on GPU " +
-                                        std::to_string(s->device) +
-                                        ", the communicator on GPU " +
-                                        std::to_string(c->device));
-  if (s && s->capturing)
-    return refuse(ncclInvalidUsage,
-                  "ncclAllReduce: the emulation does not capture NCCL calls");
+  if (int r = checkStream("ncclAllReduce", c, stream))
+    return r;
   const std::string what =
       "ncclAllReduce(rank " + std::to_string(c->rank) + ")";
   if (count > 0) {
@@ -208,19 +231,8 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                     nullptr) != CUDA_SUCCESS)
       return ncclInvalidArgument; // checkDevice said why
   }
-  pending.push_back({c, static_cast<const float *>(send),
-                     static_cast<float *>(recv), count, stream});
-  if (groupDepth > 0)
-    return ncclSuccess;
-  if (c->ranks > 1) {
-    pending.pop_back();
-    return refuse(ncclInvalidUsage,
-                  "ncclAllReduce over " + std::to_string(c->ranks) +
-                      " GPUs of one process outside ncclGroupStart/"
-                      "ncclGroupEnd: the real NCCL would wait forever for "
-                      "the other ranks");
-  }
-  return runPending();
+  return queue("ncclAllReduce", {c, static_cast<const float *>(send),
+                                 static_cast<float *>(recv), count, stream});
 }
 
 ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
@@ -237,15 +249,8 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
     return refuse(ncclInvalidArgument,
                   "ncclBroadcast: root " + std::to_string(root) +
                       " is not a rank of the communicator");
-  auto *s = reinterpret_cast<Stream *>(stream);
-  if (s && s->device != c->device)
-    return refuse(ncclInvalidUsage, "ncclBroadcast: the stream is on GPU " +
-                                        std::to_string(s->device) +
-                                        ", the communicator on GPU " +
-                                        std::to_string(c->device));
-  if (s && s->capturing)
-    return refuse(ncclInvalidUsage,
-                  "ncclBroadcast: the emulation does not capture NCCL calls");
+  if (int r = checkStream("ncclBroadcast", c, stream))
+    return r;
   const size_t bytes = count * (dataType == ncclFloat32 ? sizeof(float) : 1);
   const std::string what =
       "ncclBroadcast(rank " + std::to_string(c->rank) + ")";
@@ -256,19 +261,9 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
             CUDA_SUCCESS)
       return ncclInvalidArgument; // checkDevice said why
   }
-  pending.push_back({c, static_cast<const float *>(send),
-                     static_cast<float *>(recv), count, stream, root, bytes});
-  if (groupDepth > 0)
-    return ncclSuccess;
-  if (c->ranks > 1) {
-    pending.pop_back();
-    return refuse(ncclInvalidUsage,
-                  "ncclBroadcast over " + std::to_string(c->ranks) +
-                      " GPUs of one process outside ncclGroupStart/"
-                      "ncclGroupEnd: the real NCCL would wait forever for "
-                      "the other ranks");
-  }
-  return runPending();
+  return queue("ncclBroadcast",
+               {c, static_cast<const float *>(send), static_cast<float *>(recv),
+                count, stream, root, bytes});
 }
 
 } // extern "C"
