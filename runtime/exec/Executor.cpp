@@ -1684,6 +1684,7 @@ Status Executor::runNode(Node &node, uint64_t step) {
   }
   KernelContext &ctx = *node.ctx;
   ctx.setStep(step, options_.seed);
+  ctx.setBatchOffset(batchOffset_);
   Status s = callKernel(node.fn, ctx);
   if (!s.isOk()) {
     // Kernel messages mostly start with the op's name already.
