@@ -223,8 +223,15 @@ void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options) {
 
 Executor::Executor() : schedule_(std::make_unique<Schedule>()) {}
 Executor::~Executor() {
+  for (size_t i = 0; i < deviceFetchKept_.size(); ++i)
+    if (deviceFetchKept_[i].first) {
+      auto it = gpus_.find(deviceFetchGpu_[i]);
+      if (it != gpus_.end() && it->second->makeCurrent().isOk())
+        (void)it->second->driver().cuMemFree(
+            gpu::cuda::CUdeviceptr(deviceFetchKept_[i].first));
+    }
   for (auto &[host, r] : resident_)
-    if (r.ptr) {
+    if (r.ptr && !r.shared) {
       auto it = gpus_.find(r.gpu);
       if (it != gpus_.end() && it->second->makeCurrent().isOk())
         (void)it->second->driver().cuMemFree(r.ptr);
@@ -341,8 +348,12 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
     fedValues.insert(v);
   }
   feedTensors_.resize(feeds_.size());
-  for (size_t k = 0; k < feeds_.size(); ++k)
+  for (size_t k = 0; k < feeds_.size(); ++k) {
     slots_[feeds_[k].value] = &feedTensors_[k];
+    if (options_.deviceFeeds.count(feeds_[k].info.name) &&
+        !options_.sharedResident.empty())
+      deviceFeedViews_[feeds_[k].value] = Tensor();
+  }
 
   std::vector<std::string> missing;
   std::set<std::string> missingOps;
@@ -387,6 +398,13 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
         res.host = var;
         res.gpu = r->second;
         res.bytes = size_t(var->numElements()) * dtypeSize(var->dtype());
+        res.name = name;
+        if (auto sh = options_.sharedResident.find(name);
+            sh != options_.sharedResident.end() &&
+            sh->second.first == res.gpu) {
+          res.shared = true; // tower 0's copy: it uploads and downloads it
+          res.ptr = gpu::cuda::CUdeviceptr(sh->second.second);
+        }
       }
       valueVariable_[v] =
           variableIndex.emplace(var, int(variableIndex.size())).first->second;
@@ -534,6 +552,10 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
     int v = index.at(fetch.value());
     fetches_.push_back({infoOf(fetch.name(), v), v});
   }
+  deviceFetch_.assign(fetches_.size(), nullptr);
+  deviceFetchGpu_.assign(fetches_.size(), -1);
+  deviceFetchNow_.assign(fetches_.size(), Tensor());
+  deviceFetchKept_.assign(fetches_.size(), {0, 0});
   // A constant that a GPU op reads (a learning rate, a scale) is uploaded
   // once too, with the resident variables: it never changes.
   std::set<const Tensor *> constants;
@@ -558,9 +580,11 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
       return errorStatus(what, ": variable resident on GPU ", r.gpu,
                          ", which runs none of its ops");
     DTF_RETURN_IF_ERROR(g->second->makeCurrent());
-    DTF_RETURN_IF_ERROR(g->second->check(
-        "cuMemAlloc (a resident variable)",
-        g->second->driver().cuMemAlloc(&r.ptr, std::max<size_t>(r.bytes, 1))));
+    if (!r.shared)
+      DTF_RETURN_IF_ERROR(
+          g->second->check("cuMemAlloc (a resident variable)",
+                           g->second->driver().cuMemAlloc(
+                               &r.ptr, std::max<size_t>(r.bytes, 1))));
     r.view = Tensor::view(host->dtype(), host->shape(),
                           reinterpret_cast<void *>(uintptr_t(r.ptr)));
   }
@@ -673,8 +697,18 @@ void Executor::wireGpuNodes() {
     segmentNodes_.back().push_back(int(n));
   }
   std::set<int> readOnHost;
-  for (const Slot &f : fetches_)
+  for (size_t i = 0; i < fetches_.size(); ++i) {
+    const Slot &f = fetches_[i];
+    auto p = producer.find(f.value);
+    if (p != producer.end() && options_.deviceFetches.count(f.info.name)) {
+      // Kept on its GPU (unless a CPU op reads it too, below).
+      const Node &made = nodes_[size_t(p->second.first)];
+      deviceFetch_[i] = &made.gpuOp->context().output(p->second.second);
+      deviceFetchGpu_[i] = made.gpu;
+      continue;
+    }
     readOnHost.insert(f.value);
+  }
   // Host values already on a GPU this step (GPU, value -> device copy): a
   // later segment on that GPU reads the copy until an op updates a
   // variable in place (every other value is written once per step).
@@ -692,6 +726,15 @@ void Executor::wireGpuNodes() {
           resident->second.gpu == node.gpu) {
         node.gpuOp->addDeviceInput(&resident->second.view);
         continue; // read in device memory, never on the host
+      }
+      if (auto f = deviceFeedViews_.find(v);
+          f != deviceFeedViews_.end() && node.kind == NodeKind::kGpu &&
+          node.gpu == options_.sharedResident.begin()->second.first) {
+        node.gpuOp->addDeviceInput(&f->second);
+        for (size_t k = 0; k < feeds_.size(); ++k)
+          if (feeds_[k].value == v)
+            feedOnDevice_.insert(int(k));
+        continue; // fed in device memory (setDeviceFeed)
       }
       if (node.kind == NodeKind::kGpu) {
         if (onDevice)
@@ -714,6 +757,9 @@ void Executor::wireGpuNodes() {
       for (size_t k = 0; k < node.outputs.size(); ++k)
         if (readOnHost.count(node.outputs[k]))
           node.gpuOp->setDownload(int(k));
+  for (int k : feedOnDevice_)
+    if (!readOnHost.count(feeds_[size_t(k)].value))
+      feedDeviceOnly_.insert(k);
   if (!options_.log || !options_.logDevicePlacement)
     return;
   // Where the program crosses between host and GPU: each segment's copies.
@@ -800,21 +846,31 @@ bool Executor::gpuAvailable(int index, std::string *why) {
   return true;
 }
 
+namespace {
+// DTF_GPU_RESIDENT_VARIABLES=0: every variable stays on the host.
+bool residentVariablesOff() {
+  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
+  return env && std::string_view(env) == "0";
+}
+// Whether the dtf.fused `op` has GPU code in the plan.
+bool hasGpuCode(const PlanKernels *pk, const plan::Op &op) {
+  auto k = op.attrs().find("kernel");
+  return pk && pk->loaded && k != op.attrs().end() && k->second.i() >= 0 &&
+         k->second.i() < int64_t(pk->gpu.size()) &&
+         pk->gpu[size_t(k->second.i())].present();
+}
+} // namespace
+
 // The GPU on which the in-place update `i` may run with its variable and
 // slots resident: every other op that reads them runs on that one GPU and
 // comes before the update (in a step the forward and backward passes read a
 // variable before its update), no fetch reads them, and the op that makes
 // its gradient runs there too; -1 otherwise.
 int Executor::residentGpuOf(const plan::Program &program, int i) const {
-  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
-  if (env && std::string_view(env) == "0")
+  if (residentVariablesOff())
     return -1;
   const plan::Op &op = program.ops(i);
-  const PlanKernels *pk = options_.planKernels.get();
-  auto k = op.attrs().find("kernel");
-  if (!pk || !pk->loaded || k == op.attrs().end() || k->second.i() < 0 ||
-      k->second.i() >= int64_t(pk->gpu.size()) ||
-      !pk->gpu[size_t(k->second.i())].present())
+  if (!hasGpuCode(options_.planKernels.get(), op))
     return -1;
   std::map<int32_t, std::string> readOf; // value -> the variable it reads
   for (const plan::Op &o : program.ops())
@@ -865,6 +921,110 @@ int Executor::residentGpuOf(const plan::Program &program, int i) const {
   return gpu;
 }
 
+// Towers' ps_update (options_.sharedResident): the GPU on which the
+// in-place update `i` runs, in place in tower 0's copy of its variable: its
+// gradient comes in device memory (a device feed), its slots are read by no
+// other op and no fetch; -1 otherwise.
+int Executor::sharedUpdateGpu(const plan::Program &program, int i) const {
+  if (residentVariablesOff())
+    return -1;
+  const plan::Op &op = program.ops(i);
+  const int updated = plan::updatedOperands(op);
+  if (!hasGpuCode(options_.planKernels.get(), op) ||
+      op.inputs_size() <= updated)
+    return -1;
+  std::map<int32_t, std::string> readOf, fedAs;
+  for (const plan::Op &o : program.ops()) {
+    if (o.name() == "dtf.read_variable" && o.outputs_size() == 1)
+      readOf[o.outputs(0)] = o.attrs().at("name").s();
+    if (o.name() == "dtf.input" && o.outputs_size() == 1)
+      fedAs[o.outputs(0)] = o.attrs().at("name").s();
+  }
+  for (const plan::Feed &f : program.feeds())
+    fedAs[f.value()] = f.name();
+  auto var = readOf.find(op.inputs(0));
+  if (var == readOf.end())
+    return -1;
+  auto shared = options_.sharedResident.find(var->second);
+  auto grad = fedAs.find(op.inputs(updated));
+  if (shared == options_.sharedResident.end() || grad == fedAs.end() ||
+      !options_.deviceFeeds.count(grad->second))
+    return -1;
+  std::set<int32_t> slots; // the values that read the slots
+  for (int n = 1; n < updated; ++n) {
+    if (!readOf.count(op.inputs(n)))
+      return -1;
+    for (const auto &[value, name] : readOf)
+      if (name == readOf.at(op.inputs(n)))
+        slots.insert(value);
+  }
+  for (int j = 0; j < program.ops_size(); ++j)
+    if (j != i)
+      for (int32_t in : program.ops(j).inputs())
+        if (slots.count(in))
+          return -1;
+  for (const plan::Fetch &f : program.fetches())
+    if (slots.count(f.value()))
+      return -1;
+  return shared->second.first;
+}
+
+// Towers (options_.residentReads): the GPU that every op reading variable
+// `name` runs on, when none is a host op, a fetch or an update; -1
+// otherwise.
+int Executor::readOnlyResidentGpu(const plan::Program &program,
+                                  const std::string &name) const {
+  if (residentVariablesOff())
+    return -1;
+  std::set<int32_t> values;
+  for (const plan::Op &o : program.ops())
+    if (o.name() == "dtf.read_variable" && o.outputs_size() == 1 &&
+        o.attrs().at("name").s() == name)
+      values.insert(o.outputs(0));
+  for (const plan::Fetch &f : program.fetches())
+    if (values.count(f.value()))
+      return -1;
+  int gpu = -1;
+  for (int j = 0; j < program.ops_size(); ++j) {
+    const plan::Op &o = program.ops(j);
+    const bool shapeOnly =
+        o.name() == "dtf.sum_to_shape" || o.name() == "dtf.reduce_grad";
+    bool reads = false;
+    for (int k = 0; k < o.inputs_size(); ++k)
+      reads = reads || ((!shapeOnly || k == 0) && values.count(o.inputs(k)));
+    if (!reads)
+      continue;
+    if (plan::updatedOperands(o) > 0 || opGpu_[size_t(j)] < 0 ||
+        (gpu >= 0 && opGpu_[size_t(j)] != gpu))
+      return -1;
+    gpu = opGpu_[size_t(j)];
+  }
+  return gpu;
+}
+
+Status Executor::setDeviceFeed(int i, Tensor view) {
+  auto f = deviceFeedViews_.find(feeds_[size_t(i)].value);
+  if (f == deviceFeedViews_.end())
+    return errorStatus(options_.programName, ": feed '",
+                       feeds_[size_t(i)].info.name,
+                       "' is not fed in device memory");
+  f->second = std::move(view);
+  return Status::ok();
+}
+
+Executor::ResidentBuffer Executor::residentBuffer(std::string_view name) const {
+  for (const auto &[host, r] : resident_)
+    if (!r.constant && r.name == name)
+      return {r.gpu, uint64_t(r.ptr), r.bytes};
+  return {};
+}
+
+void Executor::uploadEveryRun(std::string_view name) {
+  for (auto &[host, r] : resident_)
+    if (!r.constant && r.name == name)
+      r.everyRun = true;
+}
+
 int Executor::numResidentVariables() const {
   int n = 0;
   for (const auto &[host, r] : resident_)
@@ -875,6 +1035,8 @@ int Executor::numResidentVariables() const {
 Status Executor::uploadResidentVariables() {
   std::set<int> used;
   for (auto &[host, r] : resident_) {
+    if (r.shared)
+      continue; // its owner uploads it
     gpu::GpuDevice &device = *gpus_.at(r.gpu);
     DTF_RETURN_IF_ERROR(device.makeCurrent());
     DTF_RETURN_IF_ERROR(
@@ -894,8 +1056,8 @@ Status Executor::syncVariablesToHost() {
     return Status::ok(); // the host holds the values
   std::set<int> used;
   for (auto &[host, r] : resident_) {
-    if (r.constant)
-      continue;
+    if (r.constant || r.shared || r.everyRun)
+      continue; // never changed here, or held by another executor
     gpu::GpuDevice &device = *gpus_.at(r.gpu);
     DTF_RETURN_IF_ERROR(device.makeCurrent());
     DTF_RETURN_IF_ERROR(
@@ -937,7 +1099,8 @@ Status Executor::place(const plan::Program &program) {
         plan::updatedOperands(op) > 0) {
       // An update with no device of its own, whose variable and slots only
       // one GPU reads: it runs there, and they stay there between steps.
-      gpuIndex = residentGpuOf(program, i);
+      gpuIndex = options_.sharedResident.empty() ? residentGpuOf(program, i)
+                                                 : sharedUpdateGpu(program, i);
       if (gpuIndex >= 0) {
         residentUpdates_.insert(&op);
         for (int k = 0; k < plan::updatedOperands(op); ++k)
@@ -1036,6 +1199,13 @@ Status Executor::place(const plan::Program &program) {
                     "\n");
     }
   }
+  if (options_.residentReads)
+    for (const plan::Op &o : program.ops())
+      if (o.name() == "dtf.read_variable") {
+        const std::string &name = o.attrs().at("name").s();
+        if (int g = readOnlyResidentGpu(program, name); g >= 0)
+          residentNames_.emplace(name, g);
+      }
   if (options_.log && moved > 0) {
     std::fprintf(options_.log,
                  "%s: soft placement: %d op%s placed on a device this process "
@@ -1238,11 +1408,22 @@ Status Executor::checkOutputs(const Node &node) const {
 
 Status Executor::run(uint64_t step) {
   for (size_t k = 0; k < feeds_.size(); ++k)
-    if (!feedTensors_[k].defined())
+    if (!feedTensors_[k].defined() && feedReadOnHost(int(k)))
       return errorStatus(options_.programName, ": feed '", feeds_[k].info.name,
                          "' was not given a value");
   if (!resident_.empty() && !residentUploaded_)
     DTF_RETURN_IF_ERROR(uploadResidentVariables());
+  else
+    for (auto &[host, r] : resident_)
+      if (r.everyRun) { // written on the host each step
+        gpu::GpuDevice &device = *gpus_.at(r.gpu);
+        DTF_RETURN_IF_ERROR(device.makeCurrent());
+        DTF_RETURN_IF_ERROR(device.check(
+            "cuMemcpyHtoDAsync (a resident variable)",
+            device.driver().cuMemcpyHtoDAsync(r.ptr, host->rawData(), r.bytes,
+                                              device.stream())));
+        DTF_RETURN_IF_ERROR(device.synchronize());
+      }
   // Outputs that share an input's buffer (reshape, an updated variable) would
   // make that buffer's producer allocate anew: let them go first.
   for (int n : releaseBeforeRun_)
@@ -1252,8 +1433,13 @@ Status Executor::run(uint64_t step) {
   // The first step runs in program order even with an inter-op pool: it is
   // where the outputs that alias an input show themselves (and where the
   // buffers are made).
-  if (concurrent_ && ranOnce_)
-    return runConcurrently(step);
+  if (concurrent_ && ranOnce_) {
+    DTF_RETURN_IF_ERROR(runConcurrently(step));
+    for (size_t i = 0; i < deviceFetch_.size(); ++i)
+      if (deviceFetch_[i])
+        deviceFetchNow_[i] = *deviceFetch_[i];
+    return Status::ok();
+  }
   ranOnce_ = true;
   bool replan = false;
   for (size_t n = 0; n < nodes_.size(); ++n) {
@@ -1264,9 +1450,58 @@ Status Executor::run(uint64_t step) {
     planSchedule();
   // The copies of this step must be done before the host refills the
   // pinned buffers next step.
+  for (size_t i = 0; i < deviceFetch_.size(); ++i)
+    if (deviceFetch_[i])
+      deviceFetchNow_[i] = *deviceFetch_[i];
   for (auto &[index, device] : gpus_) {
     DTF_RETURN_IF_ERROR(device->synchronize());
+    if (device->arenaPending())
+      DTF_RETURN_IF_ERROR(keepDeviceFetches(index));
     DTF_RETURN_IF_ERROR(device->planArena());
+  }
+  return Status::ok();
+}
+
+// The arena about to be planned on `gpu` loses the buffers' contents: its
+// device fetches are copied (on the device) into allocations of their own.
+Status Executor::keepDeviceFetches(int gpu) {
+  gpu::GpuDevice &device = *gpus_.at(gpu);
+  bool copied = false;
+  for (size_t i = 0; i < deviceFetch_.size(); ++i) {
+    if (!deviceFetch_[i] || deviceFetchGpu_[i] != gpu)
+      continue;
+    const Tensor &t = *deviceFetch_[i];
+    auto &[ptr, bytes] = deviceFetchKept_[i];
+    DTF_RETURN_IF_ERROR(device.makeCurrent());
+    if (bytes < t.byteSize()) {
+      if (ptr)
+        (void)device.driver().cuMemFree(gpu::cuda::CUdeviceptr(ptr));
+      gpu::cuda::CUdeviceptr p = 0;
+      DTF_RETURN_IF_ERROR(device.check(
+          "cuMemAlloc (a fetch kept on the GPU)",
+          device.driver().cuMemAlloc(&p, std::max<size_t>(t.byteSize(), 1))));
+      ptr = uint64_t(p);
+      bytes = t.byteSize();
+    }
+    DTF_RETURN_IF_ERROR(
+        device.check("cuMemcpyDtoDAsync (a fetch kept on the GPU)",
+                     device.driver().cuMemcpyDtoDAsync(
+                         gpu::cuda::CUdeviceptr(ptr),
+                         gpu::cuda::CUdeviceptr(uintptr_t(t.rawData())),
+                         t.byteSize(), device.stream())));
+    deviceFetchNow_[i] = Tensor::view(t.dtype(), t.shape(),
+                                      reinterpret_cast<void *>(uintptr_t(ptr)));
+    copied = true;
+  }
+  if (copied)
+    DTF_RETURN_IF_ERROR(device.synchronize());
+  return Status::ok();
+}
+
+Status Executor::synchronizeGpus() {
+  for (auto &[index, device] : gpus_) {
+    DTF_RETURN_IF_ERROR(device->makeCurrent());
+    DTF_RETURN_IF_ERROR(device->synchronize());
   }
   return Status::ok();
 }
@@ -1449,6 +1684,7 @@ Status Executor::runNode(Node &node, uint64_t step) {
   }
   KernelContext &ctx = *node.ctx;
   ctx.setStep(step, options_.seed);
+  ctx.setBatchOffset(batchOffset_);
   Status s = callKernel(node.fn, ctx);
   if (!s.isOk()) {
     // Kernel messages mostly start with the op's name already.

@@ -90,6 +90,25 @@ struct ExecutorOptions {
   /// In-graph towers over a task's GPUs (train::Trainer): an op the plan
   /// places on GPU g runs on GPU g + gpuOffset (tower k's copy of the step).
   int gpuOffset = 0;
+  /// Fetches (by name) to keep in device memory when a GPU op makes them:
+  /// no copy down; deviceFetch() gives the device view (the towers' gradients,
+  /// which the all-reduce packs on the GPU). Their host fetch() is then
+  /// not written by the step.
+  std::set<std::string> deviceFetches;
+  /// Towers in one process (train::Trainer): a variable that only GPU ops of
+  /// one GPU read (no CPU op, no fetch) stays resident in that GPU's memory
+  /// though this program does not update it (another program updates it, or
+  /// the towers broadcast it there; see sharedResident).
+  bool residentReads = false;
+  /// Device copies of variables that another executor owns (tower 0's, for
+  /// the towers' ps_update): variable name -> (GPU, device pointer). A
+  /// generated in-place update of such a variable whose gradient is one of
+  /// deviceFeeds and whose slots no other op reads runs on that GPU, in
+  /// place in that copy; its slots stay there as this executor's resident
+  /// variables.
+  std::map<std::string, std::pair<int, uint64_t>, std::less<>> sharedResident;
+  /// Feeds (by name) that may come in device memory (setDeviceFeed).
+  std::set<std::string> deviceFeeds;
 };
 
 /// Copies the plan's SessionOptions placement flags (soft_placement,
@@ -180,6 +199,38 @@ public:
   /// Fetch `i`, writable until the next run (the towers write their combined
   /// metrics and gradients into tower 0's fetches).
   Tensor *mutableFetch(int i) { return slots_[fetches_[i].value]; }
+  /// Fetch `i` in device memory (a view over a device pointer, valid until
+  /// the next run) when it is one of options.deviceFetches and a GPU op
+  /// makes it; null otherwise (then fetch(i) holds it).
+  const Tensor *deviceFetch(int i) const {
+    return deviceFetch_[size_t(i)] ? &deviceFetchNow_[size_t(i)] : nullptr;
+  }
+  /// The GPU fetch `i` lives on when deviceFetch(i) is not null, else -1.
+  int deviceFetchGpu(int i) const { return deviceFetchGpu_[size_t(i)]; }
+  /// Feeds feed `i` (one of options.deviceFeeds) as a view over device
+  /// memory on the GPU of options.sharedResident: the GPU ops that read it
+  /// read it there. A host op that reads it needs setFeed too
+  /// (feedReadOnHost).
+  Status setDeviceFeed(int i, Tensor view);
+  bool feedReadOnDevice(int i) const { return feedOnDevice_.count(i) > 0; }
+  bool feedReadOnHost(int i) const { return !feedDeviceOnly_.count(i); }
+  /// The device copy of resident variable `name`: its GPU (-1 when it is
+  /// not resident here), pointer and size.
+  struct ResidentBuffer {
+    int gpu = -1;
+    uint64_t ptr = 0;
+    size_t bytes = 0;
+  };
+  ResidentBuffer residentBuffer(std::string_view name) const;
+  /// The resident variable `name` changes on the host every step (its update
+  /// runs there): upload it at every run.
+  void uploadEveryRun(std::string_view name);
+  /// Towers: this executor's batch is the global batch's examples from
+  /// `rows` on; random ops (dropout) draw the masks of those examples.
+  void setBatchOffset(int64_t rows) { batchOffset_ = rows; }
+  /// Waits for the GPU work of the last run (before another stream reads
+  /// its device values).
+  Status synchronizeGpus();
 
   /// The ops that run each step (kernel ops and dtf.assign_add; inputs,
   /// constants and variable reads cost nothing at run time).
@@ -261,6 +312,14 @@ private:
   std::vector<Slot> feeds_;
   std::vector<Tensor> feedTensors_; // sized once; slots_ point into it
   std::vector<Slot> fetches_;
+  std::vector<const Tensor *> deviceFetch_; // per fetch; see deviceFetch()
+  std::vector<int> deviceFetchGpu_;
+  // Per device fetch: where it is after the last run (its op's output, or,
+  // after a step that planned a new arena, which loses the buffers'
+  // contents, its copy in deviceFetchKept_, an allocation of its own).
+  std::vector<Tensor> deviceFetchNow_;
+  std::vector<std::pair<uint64_t, size_t>> deviceFetchKept_;
+  Status keepDeviceFetches(int gpu);
   std::deque<Tensor> constants_; // stable addresses
   // The GPUs this program's ops run on (before nodes_: their ops use them).
   std::map<int, std::unique_ptr<gpu::GpuDevice>> gpus_;
@@ -294,9 +353,20 @@ private:
     size_t bytes = 0;
     Tensor view;           // the device copy, as GPU ops read it
     bool constant = false; // a dtf.constant: uploaded, never downloaded
+    bool shared = false;   // options.sharedResident's: another owns it
+    bool everyRun = false; // uploadEveryRun
+    std::string name;
   };
   std::map<const Tensor *, Resident> resident_;
   bool residentUploaded_ = false;
+  int64_t batchOffset_ = 0;
+  // Device feeds (options.deviceFeeds): per fed value its device view; the
+  // feeds GPU ops read there, and those no host op reads.
+  std::map<int, Tensor> deviceFeedViews_;
+  std::set<int> feedOnDevice_, feedDeviceOnly_;
+  int sharedUpdateGpu(const plan::Program &program, int i) const;
+  int readOnlyResidentGpu(const plan::Program &program,
+                          const std::string &name) const;
 };
 
 /// Converts a plan attribute to the kernel's form; a tensor attribute (only

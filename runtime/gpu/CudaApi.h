@@ -250,6 +250,7 @@ using ncclResult_t = int;
 inline constexpr ncclResult_t ncclSuccess = 0;
 inline constexpr ncclResult_t ncclInvalidArgument = 4;
 inline constexpr ncclResult_t ncclInvalidUsage = 5;
+inline constexpr int ncclUint8 = 1;
 inline constexpr int ncclFloat32 = 7;
 inline constexpr int ncclSum = 0;
 
@@ -260,7 +261,9 @@ inline constexpr int ncclSum = 0;
   X(ncclGroupStart, ())                                                        \
   X(ncclGroupEnd, ())                                                          \
   X(ncclAllReduce, (const void *send, void *recv, size_t count, int dataType,  \
-                    int op, ncclComm_t comm, CUstream stream))
+                    int op, ncclComm_t comm, CUstream stream))                 \
+  X(ncclBroadcast, (const void *send, void *recv, size_t count, int dataType,  \
+                    int root, ncclComm_t comm, CUstream stream))
 
 } // namespace cuda
 } // namespace dtf::gpu

@@ -2,6 +2,7 @@
 #include "runtime/gpu/GpuAllReduce.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 namespace dtf::gpu {
@@ -12,6 +13,19 @@ Status TowerAllReduce::check(const char *call, int r) const {
   if (r == ncclSuccess)
     return Status::ok();
   return errorStatus(driver_->ncclErrorText(call, r));
+}
+
+bool TowerAllReduce::sumsOnGpus(const std::vector<int> &gpus) {
+  CudaDriver *driver = processDriver(nullptr);
+  return driver && !gpus.empty() &&
+         driver->deviceCount() > *std::max_element(gpus.begin(), gpus.end()) &&
+         driver->loadNccl().isOk();
+}
+
+cuda::CUdeviceptr TowerAllReduce::sumOnGpu(size_t i) const {
+  if (comms_.empty() || !device_[0].ptr)
+    return 0;
+  return device_[0].ptr + offset_[i] * sizeof(float);
 }
 
 Status TowerAllReduce::create(const std::vector<int> &gpus,
@@ -32,6 +46,11 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
   }
   if (b.end > b.first)
     a->buckets_.push_back(b);
+  size_t offset = 0;
+  for (int64_t e : elements) {
+    a->offset_.push_back(offset);
+    offset += size_t(e);
+  }
   int64_t total = 0;
   for (int64_t e : elements)
     total += e;
@@ -117,66 +136,159 @@ Status
 TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
                        const std::vector<float> &weights,
                        const std::vector<Tensor *> &out) {
-  for (const auto &tower : values)
-    for (size_t i = 0; i < elements_.size(); ++i)
-      if (tower[i]->dtype() != DType::F32 ||
-          tower[i]->numElements() != elements_[i])
+  return reduce(values, {}, weights, out);
+}
+
+Status
+TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
+                       const std::vector<std::vector<const Tensor *>> &onDevice,
+                       const std::vector<float> &weights,
+                       const std::vector<Tensor *> &out) {
+  auto deviceValue = [&](size_t k, size_t i) -> const Tensor * {
+    return k < onDevice.size() && i < onDevice[k].size() ? onDevice[k][i]
+                                                         : nullptr;
+  };
+  for (size_t k = 0; k < values.size(); ++k)
+    for (size_t i = 0; i < elements_.size(); ++i) {
+      const Tensor *t = deviceValue(k, i) ? deviceValue(k, i) : values[k][i];
+      if (t->dtype() != DType::F32 || t->numElements() != elements_[i])
         return errorStatus("a tower's gradient ", i, " is not float32 of ",
                            elements_[i], " elements");
+      if (deviceValue(k, i) && comms_.empty())
+        return errorStatus("a tower's gradient ", i,
+                           " is in device memory, but the sum runs on the "
+                           "host (no NCCL)");
+    }
   if (comms_.empty())
     return reduceOnHost(values, weights, out);
   const size_t towers = devices_.size();
+  size_t total = 0;
+  for (int64_t e : elements_)
+    total += size_t(e);
+  const size_t totalBytes = std::max<size_t>(total * sizeof(float), 1);
   for (const Bucket &b : buckets_) {
-    const size_t bytes = b.elements * sizeof(float);
-    // Each tower's share, weighted, packed into its pinned buffer and
-    // copied up to its GPU.
+    // Each tower's share, weighted, into its GPU's copy of the bucket: a
+    // gradient already on the GPU by cublasSgeam (C = w * A + 0 * A), one
+    // from the host weighted into the pinned buffer and copied up.
     for (size_t k = 0; k < towers; ++k) {
       GpuDevice &d = *devices_[k];
       DTF_RETURN_IF_ERROR(d.makeCurrent());
-      DTF_RETURN_IF_ERROR(d.reserve(device_[k], bytes));
-      DTF_RETURN_IF_ERROR(
-          d.reservePinned(&pinned_[k], &pinnedCapacity_[k], bytes));
-      float *p = static_cast<float *>(pinned_[k]);
+      DTF_RETURN_IF_ERROR(d.reserve(device_[k], totalBytes));
       for (size_t i = b.first; i < b.end; ++i) {
+        const CUdeviceptr dst = device_[k].ptr + offset_[i] * sizeof(float);
+        if (const Tensor *v = deviceValue(k, i)) {
+          if (elements_[i] > int64_t(INT_MAX))
+            return errorStatus("a gradient of ", elements_[i],
+                               " elements is too large for cublasSgeam");
+          const int n = int(elements_[i]);
+          const float w = weights[k], zero = 0.0f;
+          const float *src = v->data<float>();
+          const int r = driver_->cublasSgeam(
+              d.blas(), CUBLAS_OP_N, CUBLAS_OP_N, n, 1, &w, src, n, &zero, src,
+              n, reinterpret_cast<float *>(uintptr_t(dst)), n);
+          if (r != CUBLAS_STATUS_SUCCESS)
+            return errorStatus(
+                "packing a tower's gradient: cublasSgeam failed with cuBLAS "
+                "status ",
+                r,
+                driver_->emulated()
+                    ? " (" + driver_->errorText("cublasSgeam", 0) + ")"
+                    : std::string());
+          continue;
+        }
+        DTF_RETURN_IF_ERROR(
+            d.reservePinned(&pinned_[k], &pinnedCapacity_[k], totalBytes));
+        float *p = static_cast<float *>(pinned_[k]) + offset_[i];
         const float *v = values[k][i]->data<float>();
         for (int64_t j = 0; j < elements_[i]; ++j)
-          *p++ = weights[k] * v[j];
+          p[j] = weights[k] * v[j];
+        DTF_RETURN_IF_ERROR(d.check(
+            "cuMemcpyHtoDAsync",
+            driver_->cuMemcpyHtoDAsync(
+                dst, p, size_t(elements_[i]) * sizeof(float), d.stream())));
       }
-      DTF_RETURN_IF_ERROR(
-          d.check("cuMemcpyHtoDAsync",
-                  driver_->cuMemcpyHtoDAsync(device_[k].ptr, pinned_[k], bytes,
-                                             d.stream())));
     }
     DTF_RETURN_IF_ERROR(check("ncclGroupStart", driver_->ncclGroupStart()));
     for (size_t k = 0; k < towers; ++k) {
       DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
+      const CUdeviceptr at = device_[k].ptr + offset_[b.first] * sizeof(float);
       const int r = driver_->ncclAllReduce(
-          reinterpret_cast<const void *>(device_[k].ptr),
-          reinterpret_cast<void *>(device_[k].ptr), b.elements, ncclFloat32,
-          ncclSum, comms_[k], devices_[k]->stream());
+          reinterpret_cast<const void *>(at), reinterpret_cast<void *>(at),
+          b.elements, ncclFloat32, ncclSum, comms_[k], devices_[k]->stream());
       if (r != ncclSuccess) {
         (void)driver_->ncclGroupEnd();
         return check("ncclAllReduce", r);
       }
     }
     DTF_RETURN_IF_ERROR(check("ncclGroupEnd", driver_->ncclGroupEnd()));
-    // The sum, from the first tower's GPU.
-    GpuDevice &first = *devices_[0];
-    DTF_RETURN_IF_ERROR(first.makeCurrent());
+  }
+  // The sums wanted on the host come down from the first tower's GPU, one
+  // copy per run of consecutive wanted tensors.
+  GpuDevice &first = *devices_[0];
+  DTF_RETURN_IF_ERROR(first.makeCurrent());
+  bool anyDown = false;
+  for (size_t i = 0; i < elements_.size();) {
+    if (i >= out.size() || !out[i]) {
+      ++i;
+      continue;
+    }
+    size_t end = i + 1;
+    while (end < elements_.size() && end < out.size() && out[end])
+      ++end;
+    const size_t bytes =
+        (offset_[end - 1] + size_t(elements_[end - 1]) - offset_[i]) *
+        sizeof(float);
     DTF_RETURN_IF_ERROR(
-        first.check("cuMemcpyDtoHAsync",
-                    driver_->cuMemcpyDtoHAsync(pinned_[0], device_[0].ptr,
-                                               bytes, first.stream())));
+        first.reservePinned(&pinned_[0], &pinnedCapacity_[0], totalBytes));
+    DTF_RETURN_IF_ERROR(first.check(
+        "cuMemcpyDtoHAsync", driver_->cuMemcpyDtoHAsync(
+                                 static_cast<float *>(pinned_[0]) + offset_[i],
+                                 device_[0].ptr + offset_[i] * sizeof(float),
+                                 bytes, first.stream())));
+    anyDown = true;
+    i = end;
+  }
+  for (size_t k = 0; k < towers; ++k) {
+    DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
+    DTF_RETURN_IF_ERROR(devices_[k]->synchronize());
+  }
+  if (anyDown)
+    for (size_t i = 0; i < elements_.size() && i < out.size(); ++i)
+      if (out[i])
+        std::memcpy(out[i]->data<float>(),
+                    static_cast<const float *>(pinned_[0]) + offset_[i],
+                    size_t(elements_[i]) * sizeof(float));
+  return Status::ok();
+}
+
+Status
+TowerAllReduce::broadcast(const std::vector<std::vector<uint64_t>> &buffers,
+                          const std::vector<size_t> &bytes) {
+  if (comms_.empty())
+    return errorStatus("the towers' variables are broadcast with NCCL only");
+  const size_t towers = devices_.size();
+  if (buffers.empty())
+    return Status::ok();
+  DTF_RETURN_IF_ERROR(check("ncclGroupStart", driver_->ncclGroupStart()));
+  for (size_t j = 0; j < buffers.size(); ++j)
     for (size_t k = 0; k < towers; ++k) {
-      DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
-      DTF_RETURN_IF_ERROR(devices_[k]->synchronize());
+      Status s = devices_[k]->makeCurrent();
+      const int r =
+          s.isOk()
+              ? driver_->ncclBroadcast(
+                    reinterpret_cast<const void *>(uintptr_t(buffers[j][0])),
+                    reinterpret_cast<void *>(uintptr_t(buffers[j][k])),
+                    bytes[j], ncclUint8, 0, comms_[k], devices_[k]->stream())
+              : ncclInvalidUsage;
+      if (r != ncclSuccess) {
+        (void)driver_->ncclGroupEnd();
+        return s.isOk() ? check("ncclBroadcast", r) : s;
+      }
     }
-    const float *p = static_cast<const float *>(pinned_[0]);
-    for (size_t i = b.first; i < b.end; ++i) {
-      std::memcpy(out[i]->data<float>(), p,
-                  size_t(elements_[i]) * sizeof(float));
-      p += elements_[i];
-    }
+  DTF_RETURN_IF_ERROR(check("ncclGroupEnd", driver_->ncclGroupEnd()));
+  for (size_t k = 0; k < towers; ++k) {
+    DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
+    DTF_RETURN_IF_ERROR(devices_[k]->synchronize());
   }
   return Status::ok();
 }

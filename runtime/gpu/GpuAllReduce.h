@@ -31,11 +31,37 @@ public:
                        size_t bucketBytes = kAllReduceBucketBytes);
   ~TowerAllReduce();
 
+  /// Whether create() over `gpus` will sum on the GPUs with NCCL (a driver
+  /// with that many GPUs, and NCCL loads): the towers then keep their
+  /// gradients in device memory for reduce().
+  static bool sumsOnGpus(const std::vector<int> &gpus);
+
   /// out[i] = sum over towers k of weights[k] * values[k][i] (every tensor
   /// float32 with elements[i] elements). out[i] may be values[0][i].
   Status reduce(const std::vector<std::vector<const Tensor *>> &values,
                 const std::vector<float> &weights,
                 const std::vector<Tensor *> &out);
+  /// The same where tower k's tensor i may be in device memory on its GPU:
+  /// onDevice[k][i] (a device view), else values[k][i] on the host. With
+  /// NCCL, a device value is weighted and packed into its bucket on its GPU
+  /// (cublasSgeam, no host copy), a host value is weighted on the host and
+  /// copied up; the sum stays on the first tower's GPU (sumOnGpu(i)), and
+  /// comes down into out[i] only where out[i] is not null. Without NCCL
+  /// every value must be on the host.
+  Status reduce(const std::vector<std::vector<const Tensor *>> &values,
+                const std::vector<std::vector<const Tensor *>> &onDevice,
+                const std::vector<float> &weights,
+                const std::vector<Tensor *> &out);
+  /// Tensor i's sum on the first tower's GPU after a reduce() with NCCL
+  /// (stable from step to step); 0 without NCCL.
+  cuda::CUdeviceptr sumOnGpu(size_t i) const;
+
+  /// With NCCL: copies `bytes` at roots[0] (on the first tower's GPU) to
+  /// roots[k] on tower k's GPU, for every buffer in one ncclBroadcast group
+  /// (the variables the update wrote on the first GPU, to the other
+  /// towers). buffers[j][k] is buffer j's pointer on tower k's GPU.
+  Status broadcast(const std::vector<std::vector<uint64_t>> &buffers,
+                   const std::vector<size_t> &bytes);
 
   int buckets() const { return static_cast<int>(buckets_.size()); }
   bool usesNccl() const { return !comms_.empty(); }
@@ -56,7 +82,8 @@ private:
   std::vector<Bucket> buckets_;
   std::vector<std::unique_ptr<GpuDevice>> devices_;
   std::vector<cuda::ncclComm_t> comms_;
-  std::vector<DeviceBuffer> device_; // per tower: the largest bucket
+  std::vector<size_t> offset_;       // per tensor: its float offset
+  std::vector<DeviceBuffer> device_; // per tower: every bucket
   std::vector<void *> pinned_;       // per tower
   std::vector<size_t> pinnedCapacity_;
 };

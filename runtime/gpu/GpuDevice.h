@@ -96,6 +96,8 @@ public:
   Status planArena();
   /// How many arenas were planned (the first step's, and one per new shape).
   int arenasPlanned() const { return arenasPlanned_; }
+  /// Whether the next planArena() moves the buffers (a step allocated).
+  bool arenaPending() const { return allocatedOutsideArena_; }
   /// Pinned host memory, likewise.
   Status reservePinned(void **p, size_t *capacity, size_t bytes);
   /// A scratch buffer for library workspaces, shared by the device's ops.

@@ -55,6 +55,10 @@ public:
     step_ = step;
     seed_ = seed;
   }
+  /// Towers: the examples of the global batch before this tower's share, so
+  /// that a random op draws the masks those rows get in one step of the
+  /// whole batch.
+  void setBatchOffset(int64_t rows) { batchOffset_ = rows; }
   std::vector<Tensor> &outputs() { return outputs_; }
 
   // --- Used by kernels
@@ -101,6 +105,7 @@ public:
   ThreadPool *threadPool() const { return pool_; }
   uint64_t step() const { return step_; }
   uint64_t seed() const { return seed_; }
+  int64_t batchOffset() const { return batchOffset_; }
   const std::string &opName() const { return opName_; }
 
 private:
@@ -114,6 +119,7 @@ private:
   ThreadPool *pool_ = nullptr;
   uint64_t step_ = 0;
   uint64_t seed_ = 0;
+  int64_t batchOffset_ = 0;
   mutable Status attrError_;
 };
 

@@ -10,6 +10,8 @@
 #include "runtime/train/Trainer.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 namespace dtf::train {
 
@@ -50,6 +52,24 @@ void setKind(FailureKind *kind, FailureKind k) {
 }
 
 } // namespace
+
+std::set<std::string> Trainer::towerDeviceSends(const plan::Program &worker,
+                                                int towers) {
+  const int span = gpuSpan(worker);
+  std::vector<int> gpus;
+  for (int k = 0; k < towers; ++k)
+    gpus.push_back(k * span);
+  std::set<std::string> names;
+  if (!gpu::TowerAllReduce::sumsOnGpus(gpus))
+    return names; // summed on the host: the gradients come down
+  std::map<int32_t, plan::DType> types;
+  for (const plan::Value &v : worker.values())
+    types[v.id()] = v.type().dtype();
+  for (const plan::Transfer &send : worker.sends())
+    if (!send.sparse() && types[send.value()] == plan::DType::F32)
+      names.insert(send.key());
+  return names;
+}
 
 Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
                             const data::Dataset &data, const FeedLayout &layout,
@@ -130,11 +150,49 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
     DTF_RETURN_IF_ERROR(plan::placeVariables(plan, 1, "", &placement));
     plan::Program update;
     DTF_RETURN_IF_ERROR(plan::psProgramFor(plan, placement, 0, &update));
+    // With NCCL, the variables that tower 0's GPU reads live there, and the
+    // update writes them in place (on that GPU, from the sum there).
+    if (allReduce_->usesNccl())
+      for (const std::string &name : variables_.names())
+        if (exec::Executor::ResidentBuffer b = train_->residentBuffer(name);
+            b.gpu >= 0)
+          updateShared_[name] = {b.gpu, b.ptr};
     DTF_RETURN_IF_ERROR(build(update, "ps_update", &update_, 0));
     for (int i = numMetrics_; i < train_->numFetches(); ++i)
       if (int feed = update_->findFeed(train_->fetchInfo(i).name); feed >= 0)
         updateFeeds_.push_back({i, feed});
+    // A variable the towers keep on their GPUs goes from tower 0's to the
+    // others' after each update (ncclBroadcast) when the update ran on
+    // tower 0's GPU, else (an update on the host) up from the host each step.
+    for (const auto &[name, where] : updateShared_) {
+      std::vector<uint64_t> copies;
+      for (int k = 0; k < towers_; ++k)
+        if (exec::Executor::ResidentBuffer b =
+                towerExecutor(k).residentBuffer(name);
+            b.gpu >= 0)
+          copies.push_back(b.ptr);
+      const exec::Executor::ResidentBuffer mine = update_->residentBuffer(name);
+      if (mine.gpu >= 0 && int(copies.size()) == towers_) {
+        broadcast_.push_back(std::move(copies));
+        broadcastBytes_.push_back(mine.bytes);
+        continue;
+      }
+      for (int k = 0; k < towers_; ++k)
+        towerExecutor(k).uploadEveryRun(name);
+    }
+    if (!updateShared_.empty())
+      towersNote_ +=
+          strCat("; ", broadcast_.size(),
+                 " variables stay on every tower's GPU, updated on GPU ",
+                 gpus[0], " and sent to the others with ncclBroadcast");
   }
+  return Status::ok();
+}
+
+Status Trainer::syncResidentVariables() {
+  DTF_RETURN_IF_ERROR(train_->syncVariablesToHost());
+  if (update_)
+    DTF_RETURN_IF_ERROR(update_->syncVariablesToHost());
   return Status::ok();
 }
 
@@ -171,8 +229,11 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
       Status s = feeder.feed(slice(batch, begins[k], begins[k + 1]));
       if (s.isOk())
         s = feedLearningRate(e, globalStep);
+      e.setBatchOffset(int64_t(begins[k]));
       if (s.isOk())
         s = e.run(uint64_t(globalStep));
+      if (s.isOk()) // its gradients are read on the all-reduce's streams
+        s = e.synchronizeGpus();
       status[k] = std::move(s);
     }
   });
@@ -196,24 +257,66 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
   }
   // The gradients: sum_k weight_k * gradient_k, the gradient of the whole
   // batch's mean loss, into tower 0's sends.
-  std::vector<std::vector<const Tensor *>> values(towers);
+  // A gradient that a tower's GPU made is read there (deviceFetch), never
+  // copied down; the sum comes down once, into tower 0's fetch.
+  std::vector<std::vector<const Tensor *>> values(towers), onDevice(towers);
   std::vector<Tensor *> out;
   for (int i : reducedSends_) {
-    for (size_t k = 0; k < towers; ++k)
+    for (size_t k = 0; k < towers; ++k) {
       values[k].push_back(&towerExecutor(int(k)).fetch(i));
-    out.push_back(train_->mutableFetch(i));
+      onDevice[k].push_back(towerExecutor(int(k)).deviceFetch(i));
+    }
+    Tensor *t = train_->mutableFetch(i);
+    // Read on tower 0's GPU only (by the update there): no copy down.
+    if (update_ && !options_.driver && train_->deviceFetch(i)) {
+      int feed = -1;
+      for (const auto &[fetch, f] : updateFeeds_)
+        if (fetch == i)
+          feed = f;
+      if (feed >= 0 && !update_->feedReadOnHost(feed)) {
+        out.push_back(nullptr);
+        continue;
+      }
+    }
+    if (train_->deviceFetch(i) &&
+        (!t->defined() ||
+         t->numElements() != onDevice[0].back()->numElements()))
+      *t = Tensor::allocate(DType::F32, onDevice[0].back()->shape());
+    out.push_back(t);
   }
-  DTF_RETURN_IF_ERROR(allReduce_->reduce(values, weights, out));
+  DTF_RETURN_IF_ERROR(allReduce_->reduce(values, onDevice, weights, out));
   if (!update_)
     return Status::ok(); // the driver pushes tower 0's sends
   // The update reads tower 0's sends in place: they live until its next
   // run, after this update.
   for (const auto &[i, feed] : updateFeeds_) {
+    if (update_->feedReadOnDevice(feed)) {
+      // The sum on tower 0's GPU, read there.
+      size_t j = 0;
+      while (j < reducedSends_.size() && reducedSends_[j] != i)
+        ++j;
+      if (j == reducedSends_.size() || !allReduce_->sumOnGpu(j))
+        return errorStatus("ps_update: the gradient '",
+                           train_->fetchInfo(i).name,
+                           "' is not summed on tower 0's GPU");
+      DTF_RETURN_IF_ERROR(update_->setDeviceFeed(
+          feed, Tensor::view(DType::F32, train_->fetchInfo(i).dims,
+                             reinterpret_cast<void *>(
+                                 uintptr_t(allReduce_->sumOnGpu(j))))));
+    }
+    if (!update_->feedReadOnHost(feed))
+      continue;
     Tensor &t = *train_->mutableFetch(i);
     DTF_RETURN_IF_ERROR(update_->setFeed(
         feed, Tensor::view(t.dtype(), t.shape(), t.rawData())));
   }
   Status s = update_->run(uint64_t(globalStep));
+  if (s.isOk() && !broadcast_.empty()) {
+    // The new values from tower 0's GPU to the other towers' GPUs.
+    s = update_->synchronizeGpus();
+    if (s.isOk())
+      s = allReduce_->broadcast(broadcast_, broadcastBytes_);
+  }
   if (!s.isOk())
     return errorStatus("ps_update: ", s.message());
   return Status::ok();

@@ -359,6 +359,15 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     o.rowLookup = options_.rowLookup;
     o.dynamicRows = dynamicTables_.get();
     o.profile = options_.profile && name != "eval";
+    if (name.rfind("worker_step (tower ", 0) == 0) {
+      o.deviceFetches = towerDeviceSends_;
+      // One process: the variables the towers' GPUs read stay there.
+      o.residentReads = !options_.driver && !towerDeviceSends_.empty();
+    }
+    if (name == "ps_update") {
+      o.sharedResident = updateShared_;
+      o.deviceFeeds = towerDeviceSends_;
+    }
     Status st = exec::Executor::create(program, variables_, kernels, o, out);
     if (!st.isOk())
       setKind(kind, lacksKernel(program, kernels) ? FailureKind::kUnavailable
@@ -390,6 +399,8 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
         f->set_value(send.rows_value());
       }
     }
+    if (towers_ > 1)
+      towerDeviceSends_ = towerDeviceSends(worker, towers_);
     DTF_RETURN_IF_ERROR(
         build(worker, towers_ > 1 ? "worker_step (tower 0)" : "worker_step",
               &train_));
@@ -510,6 +521,10 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
   restoredStep_ = step;
   if (train_)
     train_->reloadVariablesFromHost(); // resident variables: upload again
+  for (auto &e : towerExecs_)
+    e->reloadVariablesFromHost();
+  if (update_)
+    update_->reloadVariablesFromHost();
   checkpointNote_ = strCat("restored checkpoint ",
                            checkpoint::checkpointName(step), " from ", dir,
                            "; continuing at step ", step);
@@ -520,7 +535,7 @@ Status Trainer::saveCheckpoint(int64_t step, TrainReport *report,
                                FailureKind *kind) {
   // Variables that live on a GPU between steps come down first.
   if (train_)
-    DTF_RETURN_IF_ERROR(train_->syncVariablesToHost());
+    DTF_RETURN_IF_ERROR(syncResidentVariables());
   std::vector<checkpoint::SavedTensor> tensors;
   for (const std::string &name : variables_.names())
     if (!dynamicTables_ || !dynamicTables_->holdsVariable(name))
@@ -592,7 +607,7 @@ Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
   if (!eval_)
     return Status::ok();
   // The evaluation reads the store: resident variables come down first.
-  DTF_RETURN_IF_ERROR(train_->syncVariablesToHost());
+  DTF_RETURN_IF_ERROR(syncResidentVariables());
   data::BatchOptions o;
   o.batchSize =
       size_t(evalFeeder_->fixedBatch() ? evalFeeder_->fixedBatch() : batch_);
@@ -884,7 +899,7 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   }
   report->steps = step;
   // The store holds the trained values at the end (resident variables).
-  DTF_RETURN_IF_ERROR(train_->syncVariablesToHost());
+  DTF_RETURN_IF_ERROR(syncResidentVariables());
   // The end of training and Ctrl-C save too (unless this step is saved).
   if (checkpoints.unsaved(step)) {
     DTF_RETURN_IF_ERROR(saveCheckpoint(step, report, kind));

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -221,6 +222,9 @@ private:
   Trainer() = default;
   Status setUp(const plan::Plan &plan, FailureKind *kind);
   Status feedLearningRate(exec::Executor &e, int64_t step);
+  // Downloads the variables (and slots) that live on GPUs into the store:
+  // train_'s, and with towers ps_update's.
+  Status syncResidentVariables();
   using BuildFn =
       std::function<Status(const plan::Program &, const std::string &,
                            std::unique_ptr<exec::Executor> *, int)>;
@@ -229,6 +233,10 @@ private:
   Status setUpTowers(const plan::Plan &plan, const plan::Program &worker,
                      const data::Dataset &data, const FeedLayout &layout,
                      const BuildFn &build, FailureKind *kind);
+  // The float32 sends of `worker` that the towers keep on their GPUs for
+  // the all-reduce (none when the sum runs on the host).
+  static std::set<std::string> towerDeviceSends(const plan::Program &worker,
+                                                int towers);
   // One step's feed and run: train_ alone, or every tower on its share of
   // `batch`, their metrics and gradients combined into train_'s fetches and,
   // without a driver, the update applied.
@@ -273,6 +281,14 @@ private:
   std::unique_ptr<ThreadPool> towerPool_;
   std::unique_ptr<gpu::TowerAllReduce> allReduce_;
   std::vector<int> reducedSends_; // fetch indices of the f32 sends
+  std::set<std::string> towerDeviceSends_; // kept on the towers' GPUs
+  // One process with NCCL: tower 0's device copies of the variables, which
+  // ps_update updates in place (name -> GPU, pointer); per variable that
+  // the update writes there, its copy on every tower's GPU (broadcast from
+  // tower 0's after each update) and its size.
+  std::map<std::string, std::pair<int, uint64_t>, std::less<>> updateShared_;
+  std::vector<std::vector<uint64_t>> broadcast_;
+  std::vector<size_t> broadcastBytes_;
   std::unique_ptr<exec::Executor> update_;
   // (fetch index of a send, update_'s feed of it), found once at load.
   std::vector<std::pair<int, int>> updateFeeds_;

@@ -5,7 +5,9 @@
 #     session(gpu_towers = 2): each worker's towers all-reduce their gradients
 #     with NCCL once per step (its step count) on both its GPUs, and the ps
 #     sees one push per worker step (async: updates applied = the workers'
-#     steps; sync 2 of 2: 300 updates of 2 gradients each);
+#     steps; sync 2 of 2: 300 updates of 2 gradients each); a worker keeps
+#     no variable on its towers' GPUs (it pulls them to the host every
+#     step) and broadcasts nothing;
 #   backup: 1 ps + 3 GPU workers in sync with a backup worker
 #     (replicas_to_aggregate = 2, total_num_replicas = 3): 300 updates of 2
 #     gradients, every worker on its GPU;
@@ -106,7 +108,11 @@ for name in ("towers-async", "towers-sync"):
             bad.append("%s: %s does not say its 2 towers use NCCL" % (name, w))
         if n <= 0 or count(r"(\d+) NCCL all-reduces", st) != n:
             bad.append("%s: %s ran %d steps but its NCCL all-reduces were: %s" % (name, w, n, st))
-        per = dict(re.findall(r" (\d+)=(\d+)", st.split("stream work per GPU:")[-1])) if st else {}
+        # A worker pulls its variables to the host every step: none stays
+        # on the towers' GPUs, nothing is broadcast between them.
+        if count(r"NCCL broadcasts: (\d+)", st) != 0 or any("variables stay on every tower's GPU" in l for l in task(log, w)):
+            bad.append("%s: %s kept variables on its towers' GPUs: %s" % (name, w, st))
+        per = dict(re.findall(r" (\d+)=(\d+)", st.split("stream work per GPU:")[-1].split(";")[0])) if st else {}
         for g in ("0", "1"):
             if int(per.get(g, 0)) < 5 * max(n, 1):
                 bad.append("%s: %s's GPU %s ran too little: %s" % (name, w, g, st))

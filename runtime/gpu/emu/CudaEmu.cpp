@@ -245,7 +245,14 @@ CUresult copy(const char *what, void *dst, const void *src, size_t bytes,
       return r;
   w.run = [=] {
     std::memmove(dst, src, bytes);
-    ++machine().counters.memcpys;
+    Counters &c = machine().counters;
+    ++c.memcpys;
+    if (dstOnDevice && srcOnDevice) {
+      ++c.deviceCopies;
+    } else {
+      ++c.hostDeviceCopies;
+      c.hostDeviceBytes += bytes;
+    }
     return CUDA_SUCCESS;
   };
   return submit(stream, std::move(w));
@@ -566,14 +573,19 @@ int dtfEmuStats(char *buf, size_t size) {
       "calls, %llu copies, %llu device allocations, %llu pinned host "
       "allocations, %llu graphs captured, %llu graph launches (%llu nodes "
       "replayed), %llu refusals, %llu NCCL all-reduces, %llu cuDNN "
-      "algorithm choices, stream work per GPU:%s",
+      "algorithm choices, stream work per GPU:%s; copies between host and "
+      "device: %llu (%llu bytes), between device buffers: %llu; NCCL "
+      "broadcasts: %llu",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
       (unsigned long long)c.graphsCaptured, (unsigned long long)c.graphLaunches,
       (unsigned long long)c.replayedWork, (unsigned long long)c.refusals,
       (unsigned long long)c.ncclAllReduces,
-      (unsigned long long)c.algorithmChoices, perDevice.c_str());
+      (unsigned long long)c.algorithmChoices, perDevice.c_str(),
+      (unsigned long long)c.hostDeviceCopies,
+      (unsigned long long)c.hostDeviceBytes, (unsigned long long)c.deviceCopies,
+      (unsigned long long)c.ncclBroadcasts);
 }
 
 CUresult cuInit(unsigned flags) {

@@ -4,6 +4,7 @@
 // rank's buffers.
 #include "runtime/gpu/emu/EmuState.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -16,12 +17,16 @@ struct Comm {
   int rank = 0, ranks = 0, device = 0;
 };
 
+// An ncclAllReduce (root -1: float32 sum) or an ncclBroadcast (bytes from
+// rank `root`) waiting for its group's end.
 struct PendingReduce {
   Comm *comm;
   const float *send;
   float *recv;
   size_t count;
   CUstream stream;
+  int root = -1;
+  size_t bytes = 0; // a broadcast's
 };
 
 thread_local int groupDepth = 0;
@@ -30,6 +35,10 @@ uint64_t nextClique = 1;
 
 // Runs the all-reduces collected in one group: every rank of a clique must
 // have called, with the same count.
+// Runs the collectives collected in one group: per communicator clique, the
+// n-th call of every rank forms one collective (NCCL pairs them in issue
+// order), so every rank must have made as many calls, each with the same
+// count (and a broadcast's root).
 int runPending() {
   std::vector<PendingReduce> calls = std::move(pending);
   pending.clear();
@@ -37,46 +46,102 @@ int runPending() {
   for (const PendingReduce &p : calls)
     cliques.insert(p.comm->clique);
   for (uint64_t clique : cliques) {
-    std::vector<const PendingReduce *> ranks;
+    int want = 0;
+    std::vector<std::vector<const PendingReduce *>> byRank;
     for (const PendingReduce &p : calls)
-      if (p.comm->clique == clique)
-        ranks.push_back(&p);
-    const int want = ranks.front()->comm->ranks;
-    std::set<int> seen;
-    for (const PendingReduce *p : ranks) {
-      if (p->count != ranks.front()->count)
+      if (p.comm->clique == clique) {
+        want = p.comm->ranks;
+        byRank.resize(size_t(want));
+        byRank[size_t(p.comm->rank)].push_back(&p);
+      }
+    size_t most = 0;
+    for (const auto &r : byRank)
+      most = std::max(most, r.size());
+    for (size_t n = 0; n < most; ++n) {
+      std::vector<const PendingReduce *> ranks;
+      for (const auto &r : byRank)
+        if (n < r.size())
+          ranks.push_back(r[n]);
+      if (int(ranks.size()) != want)
         return refuse(ncclInvalidUsage,
-                      "ncclAllReduce: the ranks of one communicator gave "
-                      "different counts (" +
-                          std::to_string(p->count) + " and " +
-                          std::to_string(ranks.front()->count) + ")");
-      if (!seen.insert(p->comm->rank).second)
-        return refuse(ncclInvalidUsage,
-                      "ncclAllReduce: rank " + std::to_string(p->comm->rank) +
-                          " called twice in one group (a real NCCL would "
-                          "pair the calls wrongly)");
-    }
-    if (int(seen.size()) != want)
-      return refuse(ncclInvalidUsage,
-                    "ncclAllReduce: " + std::to_string(seen.size()) + " of " +
-                        std::to_string(want) +
-                        " ranks called in the group: the real NCCL would "
-                        "wait forever for the others");
-    const size_t n = ranks.front()->count;
-    std::vector<float> sum(n, 0.0f);
-    // In rank order, so the sum does not depend on the call order.
-    for (int r = 0; r < want; ++r)
+                      "ncclAllReduce: " + std::to_string(ranks.size()) +
+                          " of " + std::to_string(want) +
+                          " ranks called in the group: the real NCCL would "
+                          "wait forever for the others");
+      for (const PendingReduce *p : ranks) {
+        if ((p->root >= 0) != (ranks.front()->root >= 0))
+          return refuse(ncclInvalidUsage,
+                        "an ncclAllReduce and an ncclBroadcast paired over "
+                        "one communicator in one group (the ranks called "
+                        "them in different orders)");
+        if (p->count != ranks.front()->count)
+          return refuse(ncclInvalidUsage,
+                        "ncclAllReduce: the ranks of one communicator gave "
+                        "different counts (" +
+                            std::to_string(p->count) + " and " +
+                            std::to_string(ranks.front()->count) + ")");
+      }
+      if (ranks.front()->root >= 0) {
+        // A broadcast: every rank names the same root and size.
+        const PendingReduce *root = ranks[size_t(ranks.front()->root)];
+        for (const PendingReduce *p : ranks)
+          if (p->root != ranks.front()->root ||
+              p->bytes != ranks.front()->bytes)
+            return refuse(ncclInvalidUsage,
+                          "ncclBroadcast: the ranks of one communicator gave "
+                          "different roots or sizes");
+        for (const PendingReduce *p : ranks) {
+          if (p != root)
+            std::memmove(p->recv, root->send, p->bytes);
+          ++machine().counters.workPerDevice[p->comm->device];
+        }
+        ++machine().counters.ncclBroadcasts;
+        continue;
+      }
+      const size_t count = ranks.front()->count;
+      std::vector<float> sum(count, 0.0f);
+      // In rank order, so the sum does not depend on the call order.
       for (const PendingReduce *p : ranks)
-        if (p->comm->rank == r)
-          for (size_t i = 0; i < n; ++i)
-            sum[i] += p->send[i];
-    for (const PendingReduce *p : ranks) {
-      std::memcpy(p->recv, sum.data(), n * sizeof(float));
-      ++machine().counters.workPerDevice[p->comm->device];
+        for (size_t i = 0; i < count; ++i)
+          sum[i] += p->send[i];
+      for (const PendingReduce *p : ranks) {
+        std::memcpy(p->recv, sum.data(), count * sizeof(float));
+        ++machine().counters.workPerDevice[p->comm->device];
+      }
+      ++machine().counters.ncclAllReduces;
     }
-    ++machine().counters.ncclAllReduces;
   }
   return ncclSuccess;
+}
+
+// A collective's stream must be on its communicator's GPU and not capturing.
+int checkStream(const std::string &call, const Comm *c, CUstream stream) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (s && s->device != c->device)
+    return refuse(ncclInvalidUsage,
+                  call + ": the stream is on GPU " + std::to_string(s->device) +
+                      ", the communicator on GPU " + std::to_string(c->device));
+  if (s && s->capturing)
+    return refuse(ncclInvalidUsage,
+                  call + ": the emulation does not capture NCCL calls");
+  return ncclSuccess;
+}
+
+// Queues `p` for its group's end; outside a group, only a communicator of
+// one rank can run (the others' ranks would never call).
+int queue(const std::string &call, PendingReduce p) {
+  if (groupDepth > 0) {
+    pending.push_back(p);
+    return ncclSuccess;
+  }
+  if (p.comm->ranks > 1)
+    return refuse(ncclInvalidUsage,
+                  call + " over " + std::to_string(p.comm->ranks) +
+                      " GPUs of one process outside ncclGroupStart/"
+                      "ncclGroupEnd: the real NCCL would wait forever for "
+                      "the other ranks");
+  pending.push_back(p);
+  return runPending();
 }
 
 } // namespace
@@ -155,15 +220,8 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
   if (dataType != ncclFloat32 || op != ncclSum)
     return refuse(ncclInvalidArgument,
                   "ncclAllReduce: the emulation sums float32 only");
-  auto *s = reinterpret_cast<Stream *>(stream);
-  if (s && s->device != c->device)
-    return refuse(ncclInvalidUsage, "ncclAllReduce: the stream is on GPU " +
-                                        std::to_string(s->device) +
-                                        ", the communicator on GPU " +
-                                        std::to_string(c->device));
-  if (s && s->capturing)
-    return refuse(ncclInvalidUsage,
-                  "ncclAllReduce: the emulation does not capture NCCL calls");
+  if (int r = checkStream("ncclAllReduce", c, stream))
+    return r;
   const std::string what =
       "ncclAllReduce(rank " + std::to_string(c->rank) + ")";
   if (count > 0) {
@@ -173,19 +231,39 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                     nullptr) != CUDA_SUCCESS)
       return ncclInvalidArgument; // checkDevice said why
   }
-  pending.push_back({c, static_cast<const float *>(send),
-                     static_cast<float *>(recv), count, stream});
-  if (groupDepth > 0)
-    return ncclSuccess;
-  if (c->ranks > 1) {
-    pending.pop_back();
-    return refuse(ncclInvalidUsage,
-                  "ncclAllReduce over " + std::to_string(c->ranks) +
-                      " GPUs of one process outside ncclGroupStart/"
-                      "ncclGroupEnd: the real NCCL would wait forever for "
-                      "the other ranks");
+  return queue("ncclAllReduce", {c, static_cast<const float *>(send),
+                                 static_cast<float *>(recv), count, stream});
+}
+
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
+                           int dataType, int root, ncclComm_t comm,
+                           CUstream stream) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  auto *c = reinterpret_cast<Comm *>(comm);
+  if (!c)
+    return refuse(ncclInvalidArgument, "ncclBroadcast: no communicator");
+  if (dataType != ncclFloat32 && dataType != ncclUint8)
+    return refuse(ncclInvalidArgument,
+                  "ncclBroadcast: the emulation copies float32 or uint8 only");
+  if (root < 0 || root >= c->ranks)
+    return refuse(ncclInvalidArgument,
+                  "ncclBroadcast: root " + std::to_string(root) +
+                      " is not a rank of the communicator");
+  if (int r = checkStream("ncclBroadcast", c, stream))
+    return r;
+  const size_t bytes = count * (dataType == ncclFloat32 ? sizeof(float) : 1);
+  const std::string what =
+      "ncclBroadcast(rank " + std::to_string(c->rank) + ")";
+  if (bytes > 0) {
+    if ((c->rank == root && checkDevice(uintptr_t(send), bytes, what + " send",
+                                        nullptr) != CUDA_SUCCESS) ||
+        checkDevice(uintptr_t(recv), bytes, what + " recv", nullptr) !=
+            CUDA_SUCCESS)
+      return ncclInvalidArgument; // checkDevice said why
   }
-  return runPending();
+  return queue("ncclBroadcast",
+               {c, static_cast<const float *>(send), static_cast<float *>(recv),
+                count, stream, root, bytes});
 }
 
 } // extern "C"

@@ -43,6 +43,10 @@ struct Counters {
            deviceAllocs = 0, hostAllocs = 0, graphsCaptured = 0,
            graphLaunches = 0, replayedWork = 0, refusals = 0,
            ncclAllReduces = 0, algorithmChoices = 0;
+  /// The copies split by what they cross: host memory and a device (bytes
+  /// too), or two device buffers (one GPU's, or a peer's).
+  uint64_t hostDeviceCopies = 0, hostDeviceBytes = 0, deviceCopies = 0;
+  uint64_t ncclBroadcasts = 0;
   /// Stream work run per device (eagerly or as a replayed graph node).
   std::map<int, uint64_t> workPerDevice;
 };

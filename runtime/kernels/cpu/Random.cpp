@@ -49,10 +49,16 @@ Status dropoutLike(KernelContext &ctx, const char *name) {
     const T scale = T(1.0 / (1.0 - rate));
     const T *px = x.data<T>();
     T *po = out->data<T>();
+    // A tower's share of a batch (rows from batchOffset() on) takes the
+    // elements those rows have in the whole batch's mask.
+    const int64_t first = x.rank() > 0 && x.dim(0) > 0
+                              ? ctx.batchOffset() * (x.numElements() / x.dim(0))
+                              : 0;
     parallelFor(ctx.threadPool(), x.numElements(), kExpensiveGrain,
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t i = lo; i < hi; ++i)
-                    po[i] = uniformAt(key, i) >= r ? px[i] * scale : T(0);
+                    po[i] =
+                        uniformAt(key, first + i) >= r ? px[i] * scale : T(0);
                 });
     return Status::ok();
   });

@@ -97,6 +97,100 @@ TEST(TowerAllReduce, SumsWeightedGradientsOverThreeGpusOneNcclCallPerBucket) {
   EXPECT_EQ(ncclAllReduces(*d) - before, 6u); // 3 buckets, 2 steps
 }
 
+uint64_t statsCounter(CudaDriver &d, const char *pattern) {
+  std::smatch m;
+  const std::string stats = d.emulationStats();
+  EXPECT_TRUE(std::regex_search(stats, m, std::regex(pattern))) << stats;
+  return m.empty() ? 0 : std::stoull(m[1]);
+}
+
+// Gradients already on the towers' GPUs are weighted and packed there
+// (cublasSgeam into the bucket): only a host gradient goes up and only the
+// sums asked for on the host come down; the rest of the sum stays on the
+// first GPU. Then a broadcast copies a buffer from GPU 0 to GPU 1.
+TEST(TowerAllReduce, PacksDeviceGradientsOnTheGpusAndBroadcasts) {
+  CudaDriver *d = emulatedProcess(2);
+  ASSERT_NE(d, nullptr);
+  const std::vector<int64_t> n = {1000, 10};
+  std::unique_ptr<TowerAllReduce> a;
+  std::string note;
+  ASSERT_TRUE(TowerAllReduce::sumsOnGpus({0, 1}));
+  ASSERT_TRUE(TowerAllReduce::create({0, 1}, n, &a, &note).isOk()) << note;
+  ASSERT_TRUE(a->usesNccl()) << note;
+  auto values = towerValues(2, n);
+  // Each tower's tensors copied to its GPU; tower 1's tensor 1 stays on the
+  // host (a gradient a CPU op made).
+  std::vector<std::vector<CUdeviceptr>> ptrs(2);
+  std::vector<std::vector<Tensor>> views(2);
+  CUstream streams[2] = {nullptr, nullptr};
+  for (int k = 0; k < 2; ++k) {
+    CUcontext ctx = nullptr;
+    ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx, k), CUDA_SUCCESS);
+    ASSERT_EQ(d->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    ASSERT_EQ(d->cuStreamCreate(&streams[k], 0), CUDA_SUCCESS);
+    for (size_t i = 0; i < n.size(); ++i) {
+      CUdeviceptr p = 0;
+      const size_t bytes = size_t(n[i]) * sizeof(float);
+      ASSERT_EQ(d->cuMemAlloc(&p, bytes), CUDA_SUCCESS);
+      ASSERT_EQ(d->cuMemcpyHtoDAsync(p, values[size_t(k)][i].rawData(), bytes,
+                                     streams[k]),
+                CUDA_SUCCESS);
+      ptrs[size_t(k)].push_back(p);
+      views[size_t(k)].push_back(Tensor::view(
+          DType::F32, {n[i]}, reinterpret_cast<void *>(uintptr_t(p))));
+    }
+    ASSERT_EQ(d->cuStreamSynchronize(streams[k]), CUDA_SUCCESS);
+  }
+  std::vector<std::vector<const Tensor *>> host(2), onDevice(2);
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t i = 0; i < n.size(); ++i) {
+      host[k].push_back(&values[k][i]);
+      onDevice[k].push_back(k == 1 && i == 1 ? nullptr : &views[k][i]);
+    }
+  Tensor out1 = Tensor::allocate(DType::F32, {n[1]});
+  const char *kHostCopies = "copies between host and device: (\\d+)";
+  const uint64_t copiesBefore = statsCounter(*d, kHostCopies);
+  const uint64_t reducesBefore = ncclAllReduces(*d);
+  const std::vector<float> w = {0.75f, 0.25f};
+  Status s = a->reduce(host, onDevice, w, {nullptr, &out1});
+  ASSERT_TRUE(s.isOk()) << s.message();
+  // Up: tower 1's host tensor; down: tensor 1's sum. Nothing else crosses.
+  EXPECT_EQ(statsCounter(*d, kHostCopies) - copiesBefore, 2u);
+  EXPECT_EQ(ncclAllReduces(*d) - reducesBefore, 1u);
+  auto want = [&](size_t i, int64_t j) {
+    return (w[0] * 1 + w[1] * 2) * (double(i) + double(j));
+  };
+  for (int64_t j = 0; j < n[1]; ++j)
+    EXPECT_NEAR(out1.data<float>()[j], want(1, j), 1e-4 * (1 + want(1, j)));
+  std::vector<float> sum0(static_cast<size_t>(n[0]));
+  ASSERT_NE(a->sumOnGpu(0), 0u);
+  ASSERT_EQ(d->cuMemcpyDtoHAsync(sum0.data(), a->sumOnGpu(0),
+                                 sum0.size() * sizeof(float), streams[0]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamSynchronize(streams[0]), CUDA_SUCCESS);
+  for (int64_t j = 0; j < n[0]; ++j)
+    ASSERT_NEAR(sum0[size_t(j)], want(0, j), 1e-4 * (1 + want(0, j)));
+
+  // GPU 0's tensor 0 to GPU 1's, in one group: GPU 1 then holds tower 0's
+  // values, and nothing crossed the host.
+  const char *kBroadcasts = "NCCL broadcasts: (\\d+)";
+  const uint64_t broadcastsBefore = statsCounter(*d, kBroadcasts);
+  const uint64_t copies = statsCounter(*d, kHostCopies);
+  s = a->broadcast({{uint64_t(ptrs[0][0]), uint64_t(ptrs[1][0])},
+                    {uint64_t(ptrs[0][1]), uint64_t(ptrs[1][1])}},
+                   {size_t(n[0]) * 4, size_t(n[1]) * 4});
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(statsCounter(*d, kBroadcasts) - broadcastsBefore, 2u);
+  EXPECT_EQ(statsCounter(*d, kHostCopies), copies);
+  std::vector<float> got(static_cast<size_t>(n[0]));
+  ASSERT_EQ(d->cuMemcpyDtoHAsync(got.data(), ptrs[1][0],
+                                 got.size() * sizeof(float), streams[1]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamSynchronize(streams[1]), CUDA_SUCCESS);
+  for (int64_t j = 0; j < n[0]; ++j)
+    ASSERT_EQ(got[size_t(j)], values[0][0].data<float>()[j]);
+}
+
 TEST(TowerAllReduce, WithoutNcclSumsThroughTheHostAndSaysWhy) {
   ASSERT_EQ(setenv("DTF_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1), 0);
   CudaDriver *d = emulatedProcess(2);
