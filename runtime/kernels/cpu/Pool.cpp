@@ -240,6 +240,23 @@ template <typename T>
 void maxPoolGrad(const Window2D &w, const T *px, const T *pdy, T *pdx,
                  bool relu, ThreadPool *pool);
 
+// Windows that tile the input without overlap or padding before them (the
+// usual 2x2 stride-2 pool): each dx element belongs to at most one window.
+bool windowsTile(const Window2D &w) {
+  return w.sh == w.kh && w.sw == w.kw && w.padTop == 0 && w.padLeft == 0 &&
+         w.oh * w.kh <= w.ih && w.ow * w.kw <= w.iw;
+}
+
+// maxPoolGrad for windows that tile: every dx element is written once (dy,
+// or zero), with no memset before and no scatter, and the rows of windows
+// are split over the pool (so batch 1 uses every thread). The same rule as
+// maxPoolGrad, bit for bit: the first maximum in window order (a NaN first
+// stays, a later NaN never wins), and `T(0) + dy` as maxPoolGrad's zeroed
+// dx plus dy (-0 becomes +0).
+template <typename T>
+void maxPoolGradTiled(const Window2D &w, const T *px, const T *pdy, T *pdx,
+                      bool relu, ThreadPool *pool);
+
 Status maxPoolGradKernel(KernelContext &ctx) {
   const char *name = "dtf.max_pool_grad";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
@@ -251,8 +268,12 @@ Status maxPoolGradKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &dx));
   return dispatchFloat(name, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxPoolGrad(w, x.data<T>(), dy.data<T>(), dx->data<T>(),
-                ctx.getBool("relu"), ctx.threadPool());
+    if (windowsTile(w))
+      maxPoolGradTiled(w, x.data<T>(), dy.data<T>(), dx->data<T>(),
+                       ctx.getBool("relu"), ctx.threadPool());
+    else
+      maxPoolGrad(w, x.data<T>(), dy.data<T>(), dx->data<T>(),
+                  ctx.getBool("relu"), ctx.threadPool());
     return Status::ok();
   });
 }
@@ -298,6 +319,67 @@ void maxPoolGrad(const Window2D &w, const T *px, const T *pdy, T *pdx,
             if (at[q] >= 0 && (!relu || best[q] > T(0)))
               dxn[at[q] + q] += g[q];
         }
+    }
+  });
+}
+
+template <typename T>
+void maxPoolGradTiled(const Window2D &w, const T *px, const T *pdy, T *pdx,
+                      bool relu, ThreadPool *pool) {
+  const int64_t c = w.c, row = w.iw * c, image = w.ih * row;
+  const int64_t covered = w.ow * w.kw * c; // a row's elements under windows
+  parallelFor(pool, w.n * w.oh, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> best(c);
+    std::vector<int32_t> at(c); // the maximum's position in window order
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t n = r / w.oh, oy = r % w.oh, y0 = oy * w.kh;
+      const T *xn = px + n * image + y0 * row;
+      T *dxn = pdx + n * image + y0 * row;
+      // What no window covers: the columns right of the last window, and
+      // the rows below the last row of windows.
+      for (int64_t ky = 0; ky < w.kh; ++ky)
+        std::memset(dxn + ky * row + covered, 0,
+                    size_t(row - covered) * sizeof(T));
+      if (oy + 1 == w.oh)
+        std::memset(dxn + w.kh * row, 0,
+                    size_t((w.ih - y0 - w.kh) * row) * sizeof(T));
+      for (int64_t ox = 0; ox < w.ow; ++ox) {
+        const int64_t x0 = ox * w.kw * c;
+        T *b = best.data();
+        int32_t *a = at.data();
+        std::memcpy(b, xn + x0, size_t(c) * sizeof(T));
+        std::fill(at.begin(), at.end(), 0);
+        int32_t j = 0;
+        for (int64_t ky = 0; ky < w.kh; ++ky)
+          for (int64_t kx = 0; kx < w.kw; ++kx, ++j) {
+            if (j == 0)
+              continue;
+            const T *v = xn + ky * row + x0 + kx * c;
+            for (int64_t q = 0; q < c; ++q) {
+              const bool more = v[q] > b[q];
+              b[q] = more ? v[q] : b[q];
+              a[q] = more ? j : a[q];
+            }
+          }
+        const T *g = pdy + ((n * w.oh + oy) * w.ow + ox) * c;
+        j = 0;
+        for (int64_t ky = 0; ky < w.kh; ++ky)
+          for (int64_t kx = 0; kx < w.kw; ++kx, ++j) {
+            T *d = dxn + ky * row + x0 + kx * c;
+            // Branch-free, the relu test outside: the loops vectorize
+            // (with -fno-trapping-math, runtime/kernels/CMakeLists.txt).
+            if (relu)
+              for (int64_t q = 0; q < c; ++q) {
+                const T dy = T(0) + g[q];
+                d[q] = (a[q] == j) & (b[q] > T(0)) ? dy : T(0);
+              }
+            else
+              for (int64_t q = 0; q < c; ++q) {
+                const T dy = T(0) + g[q];
+                d[q] = a[q] == j ? dy : T(0);
+              }
+          }
+      }
     }
   });
 }

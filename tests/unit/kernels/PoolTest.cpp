@@ -1,7 +1,9 @@
 // max_pool and avg_pool and their gradients against a float64 reference and
 // finite differences.
 #include "KernelTestUtil.h"
+#include "runtime/core/ThreadPool.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -162,6 +164,125 @@ TEST(Pool, MaxPoolGradWithReluEqualsReluGradAfterItBitForBit) {
       EXPECT_GT(dropped, 0);
       EXPECT_GT(kept, 0);
     }
+}
+
+// max_pool_grad against the rule written out in the kernel's own type: dx
+// starts at zero, and each window adds its dy at its first maximum in window
+// order (a NaN first stays, a later NaN never wins; with `relu`, only where
+// that maximum is positive). Geometries where the windows tile the input
+// (max_pool_grad's own path: every dx written once) and where they overlap
+// or are padded; batch 1 and odd channel counts; ties, NaNs and -0 in dy
+// (0 + -0 is +0: the tiled path must not keep the sign).
+struct Geometry {
+  int64_t n = 0, ih = 0, iw = 0, c = 0, kh = 0, kw = 0, sh = 0, sw = 0;
+  int64_t oh = 0, ow = 0, padTop = 0, padLeft = 0;
+};
+
+template <typename T>
+std::vector<T> firstMaximumRule(const Geometry &w, const std::vector<T> &x,
+                                const std::vector<T> &dy, bool relu) {
+  std::vector<T> dx(x.size(), T(0));
+  for (int64_t n = 0; n < w.n; ++n)
+    for (int64_t oy = 0; oy < w.oh; ++oy)
+      for (int64_t ox = 0; ox < w.ow; ++ox)
+        for (int64_t q = 0; q < w.c; ++q) {
+          T best = -std::numeric_limits<T>::infinity();
+          int64_t at = -1;
+          for (int64_t ky = 0; ky < w.kh; ++ky)
+            for (int64_t kx = 0; kx < w.kw; ++kx) {
+              const int64_t iy = oy * w.sh - w.padTop + ky,
+                            ix = ox * w.sw - w.padLeft + kx;
+              if (iy < 0 || iy >= w.ih || ix < 0 || ix >= w.iw)
+                continue;
+              const int64_t i = ((n * w.ih + iy) * w.iw + ix) * w.c + q;
+              if (x[i] > best || at < 0) {
+                best = x[i];
+                at = i;
+              }
+            }
+          if (at >= 0 && (!relu || best > T(0)))
+            dx[at] += dy[((n * w.oh + oy) * w.ow + ox) * w.c + q];
+        }
+  return dx;
+}
+
+template <typename T> void checkFirstMaximumRule() {
+  struct Case {
+    Shape x;
+    int64_t kh, kw, sh, sw;
+    bool same, tiles;
+  };
+  const std::vector<Case> cases = {
+      {{5, 28, 28, 32}, 2, 2, 2, 2, true, true},  // the seed CNN's pool
+      {{1, 7, 9, 17}, 2, 2, 2, 2, false, true},   // a row and a column left
+      {{3, 9, 7, 3}, 3, 2, 3, 2, false, true},    // uneven windows
+      {{2, 6, 8, 1}, 1, 2, 1, 2, true, true},     // one channel
+      {{2, 7, 9, 5}, 2, 2, 2, 2, true, false},    // same: padded at the end
+      {{2, 7, 7, 4}, 3, 3, 2, 2, true, false},    // overlapping, padded
+      {{1, 6, 6, 3}, 3, 3, 1, 1, false, false},   // stride 1
+  };
+  Rng rng;
+  for (const Case &c : cases)
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(::testing::PrintToString(c.x) + " window " +
+                   std::to_string(c.kh) + "x" + std::to_string(c.kw) +
+                   (relu ? " relu" : ""));
+      PoolCase pc{c.x, c.kh, c.kw, c.sh, c.sw, c.same};
+      Values xv = rng.uniform(numElementsOf(c.x), -1, 1);
+      for (size_t i = 0; i < xv.size(); i += 3)
+        xv[i] = std::round(xv[i] * 2) / 2; // ties, zeros
+      xv[1] = xv[xv.size() / 3] = std::numeric_limits<double>::quiet_NaN();
+      Shape outShape;
+      refPool(pc, Values(xv.size()), true, &outShape);
+      Values dyv = rng.uniform(numElementsOf(outShape), -1, 1);
+      for (size_t i = 0; i < dyv.size(); i += 5)
+        dyv[i] = -0.0;
+      Geometry w;
+      w.n = c.x[0], w.ih = c.x[1], w.iw = c.x[2], w.c = c.x[3];
+      w.kh = c.kh, w.kw = c.kw, w.sh = c.sh, w.sw = c.sw;
+      w.oh = outShape[1], w.ow = outShape[2];
+      if (c.same) {
+        w.padTop = std::max<int64_t>((w.oh - 1) * w.sh + w.kh - w.ih, 0) / 2;
+        w.padLeft = std::max<int64_t>((w.ow - 1) * w.sw + w.kw - w.iw, 0) / 2;
+      }
+      const bool tiles = w.sh == w.kh && w.sw == w.kw && w.padTop == 0 &&
+                         w.padLeft == 0 && w.oh * w.kh <= w.ih &&
+                         w.ow * w.kw <= w.iw;
+      ASSERT_EQ(tiles, c.tiles); // both of the kernel's paths are covered
+      std::vector<T> x(xv.begin(), xv.end()), dy(dyv.begin(), dyv.end());
+      const std::vector<T> want = firstMaximumRule(w, x, dy, relu);
+      auto tensor = [](const Shape &shape, const Values &v) {
+        return std::is_same_v<T, double> ? test::f64(shape, v)
+                                         : test::f32(shape, v);
+      };
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        KernelRun run("dtf.max_pool_grad");
+        run.pool(&pool);
+        poolAttrs(run, pc)
+            .attr("relu", relu)
+            .in(tensor(c.x, xv))
+            .in(tensor(outShape, dyv));
+        ASSERT_EQ(errorOf(run), "");
+        const Tensor &got = run.out();
+        ASSERT_EQ(got.numElements(), int64_t(want.size()));
+        EXPECT_EQ(std::memcmp(got.rawData(), want.data(), got.byteSize()), 0)
+            << threads << " threads";
+      }
+      // Not vacuous: some dy landed, and some -0 dy landed as +0.
+      int64_t landed = 0, positiveZeros = 0;
+      for (T v : want) {
+        landed += v != T(0);
+        positiveZeros += v == T(0) && !std::signbit(v);
+      }
+      EXPECT_GT(landed, 0);
+      EXPECT_EQ(positiveZeros, int64_t(want.size()) - landed);
+    }
+}
+
+TEST(Pool, MaxPoolGradFollowsTheFirstMaximumRuleBitForBit) {
+  checkFirstMaximumRule<float>();
+  checkFirstMaximumRule<double>();
 }
 
 TEST(Pool, BadShapesAreErrors) {
