@@ -213,13 +213,13 @@ template <typename T> void checkFirstMaximumRule() {
     bool same, tiles;
   };
   const std::vector<Case> cases = {
-      {{5, 28, 28, 32}, 2, 2, 2, 2, true, true},  // the seed CNN's pool
-      {{1, 7, 9, 17}, 2, 2, 2, 2, false, true},   // a row and a column left
-      {{3, 9, 7, 3}, 3, 2, 3, 2, false, true},    // uneven windows
-      {{2, 6, 8, 1}, 1, 2, 1, 2, true, true},     // one channel
-      {{2, 7, 9, 5}, 2, 2, 2, 2, true, false},    // same: padded at the end
-      {{2, 7, 7, 4}, 3, 3, 2, 2, true, false},    // overlapping, padded
-      {{1, 6, 6, 3}, 3, 3, 1, 1, false, false},   // stride 1
+      {{5, 28, 28, 32}, 2, 2, 2, 2, true, true}, // the seed CNN's pool
+      {{1, 7, 9, 17}, 2, 2, 2, 2, false, true},  // a row and a column left
+      {{3, 9, 7, 3}, 3, 2, 3, 2, false, true},   // uneven windows
+      {{2, 6, 8, 1}, 1, 2, 1, 2, true, true},    // one channel
+      {{2, 7, 9, 5}, 2, 2, 2, 2, true, false},   // same: padded at the end
+      {{2, 7, 7, 4}, 3, 3, 2, 2, true, false},   // overlapping, padded
+      {{1, 6, 6, 3}, 3, 3, 1, 1, false, false},  // stride 1
   };
   Rng rng;
   for (const Case &c : cases)
