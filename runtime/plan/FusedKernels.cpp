@@ -171,6 +171,41 @@ Status checkRowKernel(const Kernel &kernel, const std::string &where) {
   if (kernel.body_size() != 1 || kernel.outputs_size() != 1)
     return errorStatus(where, " is a row kernel and holds one op with one "
                               "output");
+  // The generated code reads its k-th buffer as operand k and C as its
+  // second i64 (the GPU interleaves them, each kind in its order), and
+  // indexes each buffer by its rank; dtf-run allocates and checks by
+  // meaning: a plan that disagrees would read and write out of bounds.
+  const int operands = kernel.inputs_size() + kernel.outputs_size();
+  std::vector<const KernelParam *> buffers, i64s;
+  for (const KernelParam &p : kernel.params())
+    (p.kind() == "buffer" ? buffers : i64s).push_back(&p);
+  bool layout = int(buffers.size()) == operands && i64s.size() == 2 &&
+                i64s[0]->meaning() == "elements";
+  for (int p = 0; layout && p < operands; ++p)
+    layout = buffers[size_t(p)]->operand() == p;
+  if (!layout)
+    return errorStatus(where, " is a row kernel: its parameters are one "
+                              "buffer per operand, in operand order, and "
+                              "the i64s elements and row-size, in that order");
+  auto typeOfOperand = [&](int o) {
+    return typeOf(kernel.values(), o < kernel.inputs_size()
+                                       ? kernel.inputs(o)
+                                       : kernel.outputs(0));
+  };
+  int rowsRank = -1;
+  for (int p = 0; p < kernel.inputs_size() && rowsRank < 0; ++p)
+    if (const TensorType *t = typeOfOperand(p);
+        t && buffers[size_t(p)]->meaning() == "same")
+      rowsRank = t->shape().dims_size();
+  for (int p = 0; p < operands && rowsRank > 0; ++p) {
+    const std::string &m = buffers[size_t(p)]->meaning();
+    const int want = m == "same" || m == "output" ? rowsRank : rowsRank - 1;
+    const TensorType *t = typeOfOperand(p);
+    if (!t || t->shape().dims_size() != want)
+      return errorStatus(where, ": the buffer of operand ", p, " is '", m,
+                         "' (rank ", want, "), but its operand is declared ",
+                         t ? typeString(*t) : std::string("nowhere"));
+  }
   for (const KernelParam &p : kernel.params()) {
     if (p.kind() != "buffer" || p.meaning() != "row-index")
       continue;
