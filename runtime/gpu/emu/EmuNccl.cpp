@@ -91,7 +91,8 @@ int runPending() {
                           "ncclBroadcast: the ranks of one communicator gave "
                           "different roots or sizes");
         for (const PendingReduce *p : ranks) {
-          if (p != root)
+          // The root's receive buffer too, unless in place (as NCCL).
+          if (p->recv != root->send)
             std::memmove(p->recv, root->send, p->bytes);
           ++machine().counters.workPerDevice[p->comm->device];
         }

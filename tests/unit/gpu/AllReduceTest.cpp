@@ -288,5 +288,45 @@ TEST(EmulatedNccl, RefusesWhatTheRealNcclWouldHangOn) {
   }
 }
 
+// NCCL's ncclBroadcast copies the root's send buffer into every rank's
+// receive buffer, the root's own too ("in place" only when they are the
+// same): the emulation must not leave the root's receive buffer as it was.
+TEST(EmulatedNccl, BroadcastFillsEveryRanksReceiveBufferTheRootsToo) {
+  CudaDriver *d = emulatedProcess(2);
+  ASSERT_NE(d, nullptr);
+  TwoRanks r;
+  setUpTwoRanks(*d, &r);
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  CUdeviceptr rootRecv = 0;
+  ASSERT_EQ(d->cuMemAlloc(&rootRecv, 16 * sizeof(float)), CUDA_SUCCESS);
+  std::vector<float> sent(16), zeros(16, 0.0f), got(16, -1.0f);
+  for (size_t i = 0; i < sent.size(); ++i)
+    sent[i] = 0.25f + float(i);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(r.bufs[0], sent.data(), 64, r.streams[0]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(rootRecv, zeros.data(), 64, r.streams[0]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(r.bufs[1], zeros.data(), 64, r.streams[1]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(d->ncclBroadcast(reinterpret_cast<const void *>(r.bufs[0]),
+                             reinterpret_cast<void *>(rootRecv), 16,
+                             ncclFloat32, 0, r.comms[0], r.streams[0]),
+            ncclSuccess);
+  EXPECT_EQ(d->ncclBroadcast(nullptr, reinterpret_cast<void *>(r.bufs[1]), 16,
+                             ncclFloat32, 0, r.comms[1], r.streams[1]),
+            ncclSuccess);
+  ASSERT_EQ(d->ncclGroupEnd(), ncclSuccess);
+  const CUdeviceptr recvs[2] = {rootRecv, r.bufs[1]};
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(d->cuMemcpyDtoHAsync(got.data(), recvs[k], 64, r.streams[k]),
+              CUDA_SUCCESS);
+    ASSERT_EQ(d->cuStreamSynchronize(r.streams[k]), CUDA_SUCCESS);
+    EXPECT_EQ(got, sent) << "rank " << k << "'s receive buffer";
+  }
+}
+
 } // namespace
 } // namespace dtf::gpu
