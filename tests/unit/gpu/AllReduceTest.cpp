@@ -210,6 +210,21 @@ TEST(TowerAllReduce, WithoutNcclSumsThroughTheHostAndSaysWhy) {
   EXPECT_EQ(ncclAllReduces(*d), 0u);
 }
 
+// A failure half way through create() (here ncclCommInitAll, refused for a
+// GPU named twice) is a precise error; the half-made all-reduce is then
+// destroyed without touching buffers it never had (it crashed there).
+TEST(TowerAllReduce, ANcclSetUpFailureIsAPreciseErrorNotACrash) {
+  CudaDriver *d = emulatedProcess(2);
+  ASSERT_NE(d, nullptr);
+  std::unique_ptr<TowerAllReduce> a;
+  std::string note;
+  Status s = TowerAllReduce::create({0, 0}, {7, 70}, &a, &note);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(a, nullptr);
+  EXPECT_NE(s.message().find("ncclCommInitAll"), std::string::npos)
+      << s.message();
+}
+
 // Two communicators over GPUs 0 and 1, each with a stream and a buffer of
 // 16 floats on its GPU.
 struct TwoRanks {
