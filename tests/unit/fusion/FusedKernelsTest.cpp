@@ -1217,15 +1217,21 @@ TEST(PlanReader, RejectsAFloatRowIndex) {
   expectRefused(plan, "a row-index parameter is an i32 or i64 input");
 }
 
+/// The seed CNN's plan and its sparse cross-entropy gradient's row kernel.
+void lossGradientKernel(dtf::plan::Plan *plan, int *k) {
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), plan));
+  *k = kernelOf(*plan, "dtf.sparse_softmax_cross_entropy_grad");
+  ASSERT_GE(*k, 0);
+}
+
 // The generated row code reads C as the second i64 and indexes each buffer
 // by its rank: a plan whose i64s come out of order, or whose meanings
 // disagree with the declared types (a full-row output called "row", which
 // dtf-run would allocate one element per row for), is refused, never run.
 TEST(PlanReader, RejectsARowKernelWhoseScalarsComeOutOfOrder) {
   dtf::plan::Plan plan;
-  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
-  const int k = kernelOf(plan, "dtf.sparse_softmax_cross_entropy_grad");
-  ASSERT_GE(k, 0);
+  int k = -1;
+  ASSERT_NO_FATAL_FAILURE(lossGradientKernel(&plan, &k));
   for (auto &p : *plan.mutable_kernels(k)->mutable_params())
     if (p.kind() == "i64")
       p.set_meaning(p.meaning() == "elements" ? "row-size" : "elements");
@@ -1234,9 +1240,8 @@ TEST(PlanReader, RejectsARowKernelWhoseScalarsComeOutOfOrder) {
 
 TEST(PlanReader, RejectsARowKernelBufferMissingOrOutOfOrder) {
   dtf::plan::Plan plan;
-  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
-  const int k = kernelOf(plan, "dtf.sparse_softmax_cross_entropy_grad");
-  ASSERT_GE(k, 0);
+  int k = -1;
+  ASSERT_NO_FATAL_FAILURE(lossGradientKernel(&plan, &k));
   // The buffers of operands 0 and 1 swapped; then operand 0's left out.
   std::vector<int> buffers;
   for (int p = 0; p < plan.kernels(k).params_size(); ++p)
@@ -1254,9 +1259,8 @@ TEST(PlanReader, RejectsARowKernelBufferMissingOrOutOfOrder) {
 
 TEST(PlanReader, RejectsARowKernelMeaningThatDisagreesWithItsType) {
   dtf::plan::Plan plan;
-  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
-  const int k = kernelOf(plan, "dtf.sparse_softmax_cross_entropy_grad");
-  ASSERT_GE(k, 0);
+  int k = -1;
+  ASSERT_NO_FATAL_FAILURE(lossGradientKernel(&plan, &k));
   const dtf::plan::Kernel &kernel = plan.kernels(k);
   // The gradient (rows of C) declared one element per row.
   setBufferMeaning(plan.mutable_kernels(k), kernel.inputs_size(), "row");
