@@ -128,6 +128,18 @@ int checkStream(const std::string &call, const Comm *c, CUstream stream) {
   return ncclSuccess;
 }
 
+// A buffer (in a live allocation, checkDevice) must be on the
+// communicator's GPU: NCCL refuses one allocated on another device.
+int checkOnCommDevice(const std::string &what, const Comm *c, const void *p) {
+  auto it = machine().live.upper_bound(uintptr_t(p));
+  if (it != machine().live.begin() && (--it)->second.device != c->device)
+    return refuse(ncclInvalidArgument, what + ": the buffer is on GPU " +
+                                           std::to_string(it->second.device) +
+                                           ", the communicator on GPU " +
+                                           std::to_string(c->device));
+  return ncclSuccess;
+}
+
 // Queues `p` for its group's end; outside a group, only a communicator of
 // one rank can run (the others' ranks would never call).
 int queue(const std::string &call, PendingReduce p) {
@@ -231,6 +243,10 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
         checkDevice(uintptr_t(recv), count * sizeof(float), what + " recv",
                     nullptr) != CUDA_SUCCESS)
       return ncclInvalidArgument; // checkDevice said why
+    if (int r = checkOnCommDevice(what + " send", c, send))
+      return r;
+    if (int r = checkOnCommDevice(what + " recv", c, recv))
+      return r;
   }
   return queue("ncclAllReduce", {c, static_cast<const float *>(send),
                                  static_cast<float *>(recv), count, stream});
@@ -261,6 +277,11 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
         checkDevice(uintptr_t(recv), bytes, what + " recv", nullptr) !=
             CUDA_SUCCESS)
       return ncclInvalidArgument; // checkDevice said why
+    if (c->rank == root)
+      if (int r = checkOnCommDevice(what + " send", c, send))
+        return r;
+    if (int r = checkOnCommDevice(what + " recv", c, recv))
+      return r;
   }
   return queue("ncclBroadcast",
                {c, static_cast<const float *>(send), static_cast<float *>(recv),

@@ -343,5 +343,30 @@ TEST(EmulatedNccl, BroadcastFillsEveryRanksReceiveBufferTheRootsToo) {
   }
 }
 
+// NCCL refuses a buffer allocated on another GPU than its communicator's
+// (the emulation accepted it, so a tower's model-parallel variable on its
+// second GPU was "broadcast" through the first GPU's communicator).
+TEST(EmulatedNccl, RefusesABufferOnAnotherGpuThanTheCommunicators) {
+  CudaDriver *d = emulatedProcess(2);
+  ASSERT_NE(d, nullptr);
+  TwoRanks r;
+  setUpTwoRanks(*d, &r);
+  // r.bufs[1] is on GPU 1; communicator 0 is on GPU 0.
+  ASSERT_EQ(d->ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(d->ncclAllReduce(reinterpret_cast<const void *>(r.bufs[1]),
+                             reinterpret_cast<void *>(r.bufs[1]), 16,
+                             ncclFloat32, ncclSum, r.comms[0], r.streams[0]),
+            ncclInvalidArgument);
+  EXPECT_NE(d->ncclErrorText("ncclAllReduce", ncclInvalidArgument)
+                .find("the buffer is on GPU 1, the communicator on GPU 0"),
+            std::string::npos)
+      << d->ncclErrorText("ncclAllReduce", ncclInvalidArgument);
+  EXPECT_EQ(d->ncclBroadcast(reinterpret_cast<const void *>(r.bufs[0]),
+                             reinterpret_cast<void *>(r.bufs[0]), 16,
+                             ncclFloat32, 0, r.comms[1], r.streams[1]),
+            ncclInvalidArgument);
+  (void)d->ncclGroupEnd();
+}
+
 } // namespace
 } // namespace dtf::gpu
