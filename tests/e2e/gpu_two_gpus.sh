@@ -50,6 +50,14 @@ cmp -s "$root/tests/e2e/two_gpus.dtf" "$work/towers.dtf" && fail "could not give
   { tail -5 "$work/tower1.log" >&2; fail "one model-parallel tower failed"; }
 grep -q "2 variables stay on every tower's GPU" "$work/towers.log" ||
   fail "the towers do not keep the first GPU's 2 variables: $(grep 'towers:' "$work/towers.log")"
-[ "$(steps "$work/towers.log")" = "$(steps "$work/tower1.log")" ] && [ -n "$(steps "$work/tower1.log")" ] ||
+# (The same global batch; the towers' gradients are summed in another
+# order: equal within 2e-3 relative, as e2e.gpu_towers_match_one_gpu.)
+python3 - "$work/towers.log" "$work/tower1.log" <<'PY' ||
+import re, sys
+def losses(path):
+    return [float(x) for x in re.findall(r"^step \d+/\d+\s+loss ([0-9.]+)", open(path).read(), re.M)]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+sys.exit(0 if len(a) == 4 and len(a) == len(b) and all(abs(x - y) <= 2e-3 * y for x, y in zip(a, b)) else 1)
+PY
   fail "2 model-parallel towers differ from one: $(steps "$work/towers.log") vs $(steps "$work/tower1.log")"
 echo "e2e: 2 emulated GPUs match the CPU path: $(steps "$work/two.log" | tail -1)"
