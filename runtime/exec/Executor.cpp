@@ -923,8 +923,9 @@ int Executor::residentGpuOf(const plan::Program &program, int i) const {
 
 // Towers' ps_update (options_.sharedResident): the GPU on which the
 // in-place update `i` runs, in place in tower 0's copy of its variable: its
-// gradient comes in device memory (a device feed), its slots are read by no
-// other op and no fetch; -1 otherwise.
+// gradient comes in device memory (a device feed), its variable and slots
+// are read by no other op (a moving average on the CPU would read the
+// host's stale copy) and no fetch; -1 otherwise.
 int Executor::sharedUpdateGpu(const plan::Program &program, int i) const {
   if (residentVariablesOff())
     return -1;
@@ -950,8 +951,8 @@ int Executor::sharedUpdateGpu(const plan::Program &program, int i) const {
   if (shared == options_.sharedResident.end() || grad == fedAs.end() ||
       !options_.deviceFeeds.count(grad->second))
     return -1;
-  std::set<int32_t> slots; // the values that read the slots
-  for (int n = 1; n < updated; ++n) {
+  std::set<int32_t> slots; // the values that read the variable and slots
+  for (int n = 0; n < updated; ++n) {
     if (!readOf.count(op.inputs(n)))
       return -1;
     for (const auto &[value, name] : readOf)

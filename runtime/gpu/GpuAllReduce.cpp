@@ -80,6 +80,10 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
     *out = std::move(a);
     return Status::ok();
   }
+  // Sized first: the destructor reads them per device if a step below fails.
+  a->device_.resize(gpus.size());
+  a->pinned_.assign(gpus.size(), nullptr);
+  a->pinnedCapacity_.assign(gpus.size(), 0);
   for (int g : gpus) {
     std::unique_ptr<GpuDevice> d;
     DTF_RETURN_IF_ERROR(GpuDevice::create(*driver, g, &d));
@@ -89,9 +93,6 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
   DTF_RETURN_IF_ERROR(a->check(
       "ncclCommInitAll", driver->ncclCommInitAll(
                              a->comms_.data(), int(gpus.size()), gpus.data())));
-  a->device_.resize(gpus.size());
-  a->pinned_.assign(gpus.size(), nullptr);
-  a->pinnedCapacity_.assign(gpus.size(), 0);
   *note = strCat("the towers' gradients (", what, ") are summed with ",
                  driver->ncclDescription(),
                  ": one ncclAllReduce per bucket "

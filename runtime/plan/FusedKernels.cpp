@@ -139,6 +139,56 @@ Status checkFusedOps(const Plan &plan, const Program &program,
   return Status::ok();
 }
 
+/// A row kernel's parameters as its generated code reads them (after
+/// checkRowKernel; docs/plan-format.md): its k-th operand buffer (same,
+/// output, row, row-index) is operand k, its second i64 is C (the GPU
+/// interleaves the two kinds, each in its order), and each buffer is indexed
+/// by its rank. dtf-run allocates and checks by meaning: a plan that
+/// disagrees would read and write out of bounds.
+Status checkRowKernelLayout(const Kernel &kernel, const std::string &where) {
+  std::vector<const KernelParam *> buffers, i64s;
+  for (const KernelParam &p : kernel.params()) {
+    const std::string &m = p.meaning();
+    if (p.kind() == "i64")
+      i64s.push_back(&p);
+    else if (m == "same" || m == "output" || m == "row" || m == "row-index")
+      buffers.push_back(&p);
+  }
+  if (std::none_of(i64s.begin(), i64s.end(), [](const KernelParam *p) {
+        return p->meaning() == "row-size";
+      }))
+    return Status::ok(); // not a row kernel
+  const int operands = kernel.inputs_size() + kernel.outputs_size();
+  bool layout = int(buffers.size()) == operands && i64s.size() == 2 &&
+                i64s[0]->meaning() == "elements";
+  for (int p = 0; layout && p < operands; ++p)
+    layout = buffers[size_t(p)]->operand() == p;
+  if (!layout)
+    return errorStatus(where, " is a row kernel: its parameters are one "
+                              "buffer per operand, in operand order, and "
+                              "the i64s elements and row-size, in that order");
+  auto typeOfOperand = [&](int o) {
+    return typeOf(kernel.values(), o < kernel.inputs_size()
+                                       ? kernel.inputs(o)
+                                       : kernel.outputs(0));
+  };
+  int rowsRank = -1;
+  for (int p = 0; p < kernel.inputs_size() && rowsRank < 0; ++p)
+    if (const TensorType *t = typeOfOperand(p);
+        t && buffers[size_t(p)]->meaning() == "same")
+      rowsRank = t->shape().dims_size();
+  for (int p = 0; p < operands && rowsRank > 0; ++p) {
+    const std::string &m = buffers[size_t(p)]->meaning();
+    const int want = m == "same" || m == "output" ? rowsRank : rowsRank - 1;
+    const TensorType *t = typeOfOperand(p);
+    if (!t || t->shape().dims_size() != want)
+      return errorStatus(where, ": the buffer of operand ", p, " is '", m,
+                         "' (rank ", want, "), but its operand is declared ",
+                         t ? typeString(*t) : std::string("nowhere"));
+  }
+  return Status::ok();
+}
+
 /// A row kernel (docs/plan-format.md "Row kernels"): an i64 "row-size"
 /// makes one, and only a row kernel has "row" or "row-index" buffers. It is
 /// one op; each buffer is "same" (an input in the rows' shape), "output",
@@ -281,10 +331,12 @@ Status validateKernels(const Plan &plan, const std::string &name) {
       }
     }
   }
-  for (int k = 0; k < plan.kernels_size(); ++k)
-    DTF_RETURN_IF_ERROR(checkRowKernel(
-        plan.kernels(k), strCat(name, ": kernel ", k, " '",
-                                printable(plan.kernels(k).name()), "'")));
+  for (int k = 0; k < plan.kernels_size(); ++k) {
+    const std::string where = strCat(name, ": kernel ", k, " '",
+                                     printable(plan.kernels(k).name()), "'");
+    DTF_RETURN_IF_ERROR(checkRowKernel(plan.kernels(k), where));
+    DTF_RETURN_IF_ERROR(checkRowKernelLayout(plan.kernels(k), where));
+  }
   const Program *programs[] = {&plan.train_step(), &plan.eval(),
                                &plan.worker_step(), &plan.ps_update()};
   const char *labels[] = {"train_step", "eval", "worker_step", "ps_update"};

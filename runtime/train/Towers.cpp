@@ -150,13 +150,23 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
     DTF_RETURN_IF_ERROR(plan::placeVariables(plan, 1, "", &placement));
     plan::Program update;
     DTF_RETURN_IF_ERROR(plan::psProgramFor(plan, placement, 0, &update));
-    // With NCCL, the variables that tower 0's GPU reads live there, and the
-    // update writes them in place (on that GPU, from the sum there).
+    // With NCCL, the variables that tower 0's first GPU reads live there, and
+    // the update writes them in place (on that GPU, from the sum there) when
+    // every tower keeps them on its first GPU too: NCCL's communicators are on
+    // those GPUs and refuse buffers on others. The other resident variables
+    // are updated on the host and uploaded to the towers each step.
     if (allReduce_->usesNccl())
-      for (const std::string &name : variables_.names())
-        if (exec::Executor::ResidentBuffer b = train_->residentBuffer(name);
-            b.gpu >= 0)
+      for (const std::string &name : variables_.names()) {
+        const exec::Executor::ResidentBuffer b = train_->residentBuffer(name);
+        bool shared = b.gpu == gpus[0];
+        for (int k = 1; k < towers_ && shared; ++k)
+          shared = towerExecutor(k).residentBuffer(name).gpu == gpus[size_t(k)];
+        if (shared)
           updateShared_[name] = {b.gpu, b.ptr};
+        else
+          for (int k = 0; k < towers_; ++k)
+            towerExecutor(k).uploadEveryRun(name);
+      }
     DTF_RETURN_IF_ERROR(build(update, "ps_update", &update_, 0));
     for (int i = numMetrics_; i < train_->numFetches(); ++i)
       if (int feed = update_->findFeed(train_->fetchInfo(i).name); feed >= 0)

@@ -27,6 +27,9 @@
 #     so far; with masks drawn per tower it was up to 8% off); with its
 #     clipping (each tower clips its own gradient, as each replica does in
 #     between-graph training) it stays within 10% without equalling it;
+#   - its moving averages, which ps_update computes on the CPU from the
+#     updated variables (whose updates then run on the host), give 2 towers
+#     without clipping the evaluation loss of one GPU within 1%;
 #   - --gpu-towers 0, a batch smaller than the towers, inputs of a fixed
 #     batch size and a dynamic vocabulary are refused, saying why.
 # usage: gpu_towers.sh BIN_DIR WORK_DIR STEPS LOG_EVERY TOL
@@ -217,6 +220,13 @@ gaps = [abs(x - y) / x for (_, x), (_, y) in zip(a, b)]
 worst["mlp without clipping (within 5e-3)"] = max(gaps) if gaps else 1.0
 if len(a) != 10 or len(b) != 10 or not max(gaps) < 5e-3:
     fail.append("the MLP with dropout, without clipping: 2 towers should equal 1 GPU within 5e-3 at every logged step: %s vs %s" % (b, a))
+def evals(name):
+    return [float(m.group(1)) for m in re.finditer(r"^eval  step \d+  loss ([0-9.eE+-]+)", text(name), re.M)]
+# Evaluation reads the moving averages, which ps_update computes on the CPU
+# from the updated variables (stale host copies gave an untrained model).
+a, b = evals("mlpnc1"), evals("mlpnc2")
+if len(a) != 1 or len(b) != 1 or not abs(a[0] - b[0]) < 0.01 * a[0]:
+    fail.append("the MLP's moving averages: 2 towers' evaluation loss should equal 1 GPU's within 1%%: %s vs %s" % (b, a))
 for f in fail:
     print("e2e: FAIL: " + f)
 print("e2e: towers: %d logged steps; worst relative difference from 1 GPU: %s (tolerance %g); 2 towers: %s"

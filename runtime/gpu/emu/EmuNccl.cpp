@@ -91,7 +91,8 @@ int runPending() {
                           "ncclBroadcast: the ranks of one communicator gave "
                           "different roots or sizes");
         for (const PendingReduce *p : ranks) {
-          if (p != root)
+          // The root's receive buffer too, unless in place (as NCCL).
+          if (p->recv != root->send)
             std::memmove(p->recv, root->send, p->bytes);
           ++machine().counters.workPerDevice[p->comm->device];
         }
@@ -124,6 +125,18 @@ int checkStream(const std::string &call, const Comm *c, CUstream stream) {
   if (s && s->capturing)
     return refuse(ncclInvalidUsage,
                   call + ": the emulation does not capture NCCL calls");
+  return ncclSuccess;
+}
+
+// A buffer (in a live allocation, checkDevice) must be on the
+// communicator's GPU: NCCL refuses one allocated on another device.
+int checkOnCommDevice(const std::string &what, const Comm *c, const void *p) {
+  auto it = machine().live.upper_bound(uintptr_t(p));
+  if (it != machine().live.begin() && (--it)->second.device != c->device)
+    return refuse(ncclInvalidArgument, what + ": the buffer is on GPU " +
+                                           std::to_string(it->second.device) +
+                                           ", the communicator on GPU " +
+                                           std::to_string(c->device));
   return ncclSuccess;
 }
 
@@ -230,6 +243,10 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
         checkDevice(uintptr_t(recv), count * sizeof(float), what + " recv",
                     nullptr) != CUDA_SUCCESS)
       return ncclInvalidArgument; // checkDevice said why
+    if (int r = checkOnCommDevice(what + " send", c, send))
+      return r;
+    if (int r = checkOnCommDevice(what + " recv", c, recv))
+      return r;
   }
   return queue("ncclAllReduce", {c, static_cast<const float *>(send),
                                  static_cast<float *>(recv), count, stream});
@@ -260,6 +277,11 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count,
         checkDevice(uintptr_t(recv), bytes, what + " recv", nullptr) !=
             CUDA_SUCCESS)
       return ncclInvalidArgument; // checkDevice said why
+    if (c->rank == root)
+      if (int r = checkOnCommDevice(what + " send", c, send))
+        return r;
+    if (int r = checkOnCommDevice(what + " recv", c, recv))
+      return r;
   }
   return queue("ncclBroadcast",
                {c, static_cast<const float *>(send), static_cast<float *>(recv),

@@ -1321,3 +1321,53 @@ TEST(PlanReader, RejectsAGpuBlockOfMoreThan1024Threads) {
   plan.mutable_kernels(0)->set_block_y(8);
   expectRefused(plan, "(at most 1024 in all)");
 }
+
+/// The seed CNN's plan and its sparse cross-entropy gradient's row kernel.
+void lossGradientKernel(dtf::plan::Plan *plan, int *k) {
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), plan));
+  *k = kernelOf(*plan, "dtf.sparse_softmax_cross_entropy_grad");
+  ASSERT_GE(*k, 0);
+}
+
+// The generated row code reads C as the second i64 and indexes each buffer
+// by its rank: a plan whose i64s come out of order, or whose meanings
+// disagree with the declared types (a full-row output called "row", which
+// dtf-run would allocate one element per row for), is refused, never run.
+TEST(PlanReader, RejectsARowKernelWhoseScalarsComeOutOfOrder) {
+  dtf::plan::Plan plan;
+  int k = -1;
+  ASSERT_NO_FATAL_FAILURE(lossGradientKernel(&plan, &k));
+  for (auto &p : *plan.mutable_kernels(k)->mutable_params())
+    if (p.kind() == "i64")
+      p.set_meaning(p.meaning() == "elements" ? "row-size" : "elements");
+  expectRefused(plan, "and the i64s elements and row-size, in that order");
+}
+
+TEST(PlanReader, RejectsARowKernelBufferMissingOrOutOfOrder) {
+  dtf::plan::Plan plan;
+  int k = -1;
+  ASSERT_NO_FATAL_FAILURE(lossGradientKernel(&plan, &k));
+  // The buffers of operands 0 and 1 swapped; then operand 0's left out.
+  std::vector<int> buffers;
+  for (int p = 0; p < plan.kernels(k).params_size(); ++p)
+    if (plan.kernels(k).params(p).kind() == "buffer")
+      buffers.push_back(p);
+  ASSERT_GE(buffers.size(), 2u);
+  dtf::plan::Plan swapped = plan;
+  auto *params = swapped.mutable_kernels(k)->mutable_params();
+  params->Mutable(buffers[0])->set_operand(1);
+  params->Mutable(buffers[1])->set_operand(0);
+  expectRefused(swapped, "one buffer per operand, in operand order");
+  plan.mutable_kernels(k)->mutable_params()->DeleteSubrange(buffers[0], 1);
+  expectRefused(plan, "one buffer per operand, in operand order");
+}
+
+TEST(PlanReader, RejectsARowKernelMeaningThatDisagreesWithItsType) {
+  dtf::plan::Plan plan;
+  int k = -1;
+  ASSERT_NO_FATAL_FAILURE(lossGradientKernel(&plan, &k));
+  const dtf::plan::Kernel &kernel = plan.kernels(k);
+  // The gradient (rows of C) declared one element per row.
+  setBufferMeaning(plan.mutable_kernels(k), kernel.inputs_size(), "row");
+  expectRefused(plan, "is 'row' (rank 1), but its operand is declared f32[");
+}

@@ -210,6 +210,21 @@ TEST(TowerAllReduce, WithoutNcclSumsThroughTheHostAndSaysWhy) {
   EXPECT_EQ(ncclAllReduces(*d), 0u);
 }
 
+// A failure half way through create() (here ncclCommInitAll, refused for a
+// GPU named twice) is a precise error; the half-made all-reduce is then
+// destroyed without touching buffers it never had (it crashed there).
+TEST(TowerAllReduce, ANcclSetUpFailureIsAPreciseErrorNotACrash) {
+  CudaDriver *d = emulatedProcess(2);
+  ASSERT_NE(d, nullptr);
+  std::unique_ptr<TowerAllReduce> a;
+  std::string note;
+  Status s = TowerAllReduce::create({0, 0}, {7, 70}, &a, &note);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(a, nullptr);
+  EXPECT_NE(s.message().find("ncclCommInitAll"), std::string::npos)
+      << s.message();
+}
+
 // Two communicators over GPUs 0 and 1, each with a stream and a buffer of
 // 16 floats on its GPU.
 struct TwoRanks {
@@ -286,6 +301,71 @@ TEST(EmulatedNccl, RefusesWhatTheRealNcclWouldHangOn) {
     for (float x : got)
       EXPECT_EQ(x, 3.5f);
   }
+}
+
+// NCCL's ncclBroadcast copies the root's send buffer into every rank's
+// receive buffer, the root's own too ("in place" only when they are the
+// same): the emulation must not leave the root's receive buffer as it was.
+TEST(EmulatedNccl, BroadcastFillsEveryRanksReceiveBufferTheRootsToo) {
+  CudaDriver *d = emulatedProcess(2);
+  ASSERT_NE(d, nullptr);
+  TwoRanks r;
+  setUpTwoRanks(*d, &r);
+  CUcontext ctx = nullptr;
+  ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+  CUdeviceptr rootRecv = 0;
+  ASSERT_EQ(d->cuMemAlloc(&rootRecv, 16 * sizeof(float)), CUDA_SUCCESS);
+  std::vector<float> sent(16), zeros(16, 0.0f), got(16, -1.0f);
+  for (size_t i = 0; i < sent.size(); ++i)
+    sent[i] = 0.25f + float(i);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(r.bufs[0], sent.data(), 64, r.streams[0]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(rootRecv, zeros.data(), 64, r.streams[0]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(r.bufs[1], zeros.data(), 64, r.streams[1]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(d->ncclBroadcast(reinterpret_cast<const void *>(r.bufs[0]),
+                             reinterpret_cast<void *>(rootRecv), 16,
+                             ncclFloat32, 0, r.comms[0], r.streams[0]),
+            ncclSuccess);
+  EXPECT_EQ(d->ncclBroadcast(nullptr, reinterpret_cast<void *>(r.bufs[1]), 16,
+                             ncclFloat32, 0, r.comms[1], r.streams[1]),
+            ncclSuccess);
+  ASSERT_EQ(d->ncclGroupEnd(), ncclSuccess);
+  const CUdeviceptr recvs[2] = {rootRecv, r.bufs[1]};
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(d->cuMemcpyDtoHAsync(got.data(), recvs[k], 64, r.streams[k]),
+              CUDA_SUCCESS);
+    ASSERT_EQ(d->cuStreamSynchronize(r.streams[k]), CUDA_SUCCESS);
+    EXPECT_EQ(got, sent) << "rank " << k << "'s receive buffer";
+  }
+}
+
+// NCCL refuses a buffer allocated on another GPU than its communicator's
+// (the emulation accepted it, so a tower's model-parallel variable on its
+// second GPU was "broadcast" through the first GPU's communicator).
+TEST(EmulatedNccl, RefusesABufferOnAnotherGpuThanTheCommunicators) {
+  CudaDriver *d = emulatedProcess(2);
+  ASSERT_NE(d, nullptr);
+  TwoRanks r;
+  setUpTwoRanks(*d, &r);
+  // r.bufs[1] is on GPU 1; communicator 0 is on GPU 0.
+  ASSERT_EQ(d->ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(d->ncclAllReduce(reinterpret_cast<const void *>(r.bufs[1]),
+                             reinterpret_cast<void *>(r.bufs[1]), 16,
+                             ncclFloat32, ncclSum, r.comms[0], r.streams[0]),
+            ncclInvalidArgument);
+  EXPECT_NE(d->ncclErrorText("ncclAllReduce", ncclInvalidArgument)
+                .find("the buffer is on GPU 1, the communicator on GPU 0"),
+            std::string::npos)
+      << d->ncclErrorText("ncclAllReduce", ncclInvalidArgument);
+  EXPECT_EQ(d->ncclBroadcast(reinterpret_cast<const void *>(r.bufs[0]),
+                             reinterpret_cast<void *>(r.bufs[0]), 16,
+                             ncclFloat32, 0, r.comms[1], r.streams[1]),
+            ncclInvalidArgument);
+  (void)d->ncclGroupEnd();
 }
 
 } // namespace
