@@ -334,6 +334,28 @@ Status GpuFusedContext::function(CUfunction *fn) {
   return Status::ok();
 }
 
+GpuFusedContext::~GpuFusedContext() {
+  if (errorPinned_)
+    device().driver().cuMemFreeHost(errorPinned_);
+}
+
+Status GpuFusedContext::rowIndexErrorWord(void **device, void **pinned) {
+  constexpr size_t kBytes = 2 * sizeof(int64_t);
+  DTF_RETURN_IF_ERROR(scratch(0, kBytes, device));
+  DTF_RETURN_IF_ERROR(this->device().reservePinned(
+      &errorPinned_, &errorPinnedCapacity_, kBytes));
+  *pinned = errorPinned_;
+  return Status::ok();
+}
+
+Status GpuFusedContext::rowIndexError() const {
+  if (!checksRowIndices_ || !errorPinned_)
+    return Status::ok();
+  int64_t word[2];
+  std::memcpy(word, errorPinned_, sizeof word);
+  return rowIndexErrorOf(kernels_->info(kernel_), word, classes_);
+}
+
 // --- GpuOp -----------------------------------------------------------------
 
 GpuOp::GpuOp(GpuDevice &device, KernelFn fn,
@@ -500,10 +522,21 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
   DTF_RETURN_IF_ERROR(graph_.run(sig, [&] { return enqueue(); }));
   graph_.ran(std::move(sig));
 
-  if (!downloads())
+  if (!downloads() && !reports())
     return Status::ok();
   DTF_RETURN_IF_ERROR(device_.synchronize());
+  DTF_RETURN_IF_ERROR(finishReports());
   return finishDownloads();
+}
+
+bool GpuOp::reports() const {
+  auto *fused = dynamic_cast<const GpuFusedContext *>(ctx_.get());
+  return fused && fused->checksRowIndices();
+}
+
+Status GpuOp::finishReports() {
+  auto *fused = dynamic_cast<const GpuFusedContext *>(ctx_.get());
+  return fused ? fused->rowIndexError() : Status::ok();
 }
 
 } // namespace dtf::gpu

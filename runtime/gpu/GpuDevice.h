@@ -172,6 +172,7 @@ public:
                   const GpuKernelCode &code)
       : GpuKernelContext(device), kernels_(std::move(kernels)), kernel_(kernel),
         code_(code) {}
+  ~GpuFusedContext() override;
   const GeneratedKernels &kernels() const { return *kernels_; }
   int kernel() const { return kernel_; }
   const GpuKernelCode &code() const { return code_; }
@@ -179,11 +180,32 @@ public:
   /// device, GpuDevice::loadModule).
   Status function(cuda::CUfunction *fn);
 
+  /// A row kernel's "row-index-error" word (GeneratedKernels.h): in device
+  /// scratch buffer 0 (`*device`), cleared before each launch and copied
+  /// after it into pinned host memory (`*pinned`), all on the stream, so in
+  /// the op's CUDA graph too. Reserved by the eager steps; a capture finds
+  /// it and allocates nothing.
+  Status rowIndexErrorWord(void **device, void **pinned);
+  /// Whether the work last enqueued (and so every replay of its graph)
+  /// copies the word down, and the class count C it checks against.
+  void setRowIndexCheck(bool on, int64_t classes) {
+    checksRowIndices_ = on;
+    classes_ = classes;
+  }
+  bool checksRowIndices() const { return checksRowIndices_; }
+  /// After the stream is synchronized: the bad label the last launch
+  /// reported (checkRowIndices' message), or ok.
+  Status rowIndexError() const;
+
 private:
   std::shared_ptr<const GeneratedKernels> kernels_;
   int kernel_;
   GpuKernelCode code_;
   cuda::CUfunction function_ = nullptr;
+  void *errorPinned_ = nullptr;
+  size_t errorPinnedCapacity_ = 0;
+  bool checksRowIndices_ = false;
+  int64_t classes_ = 0;
 };
 
 /// What a captured graph depends on: its inputs' shapes and buffers.
@@ -264,6 +286,11 @@ public:
   Status enqueue();
   bool downloads() const;
   Status finishDownloads();
+  /// Whether the op's work reports a bad input through device memory (a row
+  /// kernel's row-index-error word), and, after the stream is synchronized,
+  /// that report as an error.
+  bool reports() const;
+  Status finishReports();
 
 private:
   struct Input {
