@@ -423,8 +423,12 @@ Status rowIndexErrorOf(const GeneratedKernelInfo &info, const int64_t word[2],
                        int64_t classes) {
   if (word[0] == 0)
     return Status::ok();
-  return errorStatus(info.name, ": label ", word[1], " of example ",
-                     word[0] - 1, " is outside the classes [0, ", classes, ")");
+  // The op-by-op kernel's words, with the op the kernel runs.
+  return errorStatus(info.opName.empty() ? info.name
+                                         : strCat(info.opName, " (kernel ",
+                                                  info.name, ")"),
+                     ": label ", word[1], " of example ", word[0] - 1,
+                     " is outside the classes [0, ", classes, ")");
 }
 
 bool reportsRowIndexErrors(const GeneratedKernelInfo &info) {

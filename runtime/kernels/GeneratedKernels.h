@@ -66,6 +66,8 @@ struct GeneratedParam {
 /// What dtf-run needs to call one generated kernel.
 struct GeneratedKernelInfo {
   std::string name;      // "dtf_fused_3", for messages
+  /// The op of a kernel of one op (a row kernel's), for messages; else "".
+  std::string opName;
   std::string cpuSymbol; // in the shared object
   /// A kernel with a column reduction: its chunked entry point (empty when
   /// the plan has none; docs/plan-format.md, "Column reductions cut into
