@@ -335,25 +335,39 @@ Status GpuFusedContext::function(CUfunction *fn) {
 }
 
 GpuFusedContext::~GpuFusedContext() {
-  if (errorPinned_)
-    device().driver().cuMemFreeHost(errorPinned_);
+  if (errorWord_)
+    device().driver().cuMemFreeHost(errorWord_);
 }
 
-Status GpuFusedContext::rowIndexErrorWord(void **device, void **pinned) {
-  constexpr size_t kBytes = 2 * sizeof(int64_t);
-  DTF_RETURN_IF_ERROR(scratch(0, kBytes, device));
-  DTF_RETURN_IF_ERROR(this->device().reservePinned(
-      &errorPinned_, &errorPinnedCapacity_, kBytes));
-  *pinned = errorPinned_;
+Status GpuFusedContext::rowIndexErrorWord(CUdeviceptr *out) {
+  if (!errorWord_) {
+    CudaDriver &d = device().driver();
+    void *p = nullptr;
+    DTF_RETURN_IF_ERROR(device().check(
+        "cuMemHostAlloc (a row kernel's label report)",
+        d.cuMemHostAlloc(&p, 2 * sizeof(int64_t),
+                         CU_MEMHOSTALLOC_PORTABLE |
+                             CU_MEMHOSTALLOC_DEVICEMAP)));
+    errorWord_ = static_cast<int64_t *>(p);
+    errorWord_[0] = errorWord_[1] = 0;
+    DTF_RETURN_IF_ERROR(device().check(
+        "cuMemHostGetDevicePointer (a row kernel's label report)",
+        d.cuMemHostGetDevicePointer(&errorWordDevice_, p, 0)));
+  }
+  *out = errorWordDevice_;
   return Status::ok();
 }
 
-Status GpuFusedContext::rowIndexError() const {
-  if (!checksRowIndices_ || !errorPinned_)
+Status GpuFusedContext::rowIndexError() {
+  if (!checksRowIndices_ || !errorWord_)
     return Status::ok();
-  int64_t word[2];
-  std::memcpy(word, errorPinned_, sizeof word);
-  return rowIndexErrorOf(kernels_->info(kernel_), word, classes_);
+  // The kernel wrote through the mapping before the stream's end.
+  volatile int64_t *word = errorWord_;
+  const int64_t seen[2] = {word[0], word[1]};
+  if (seen[0] == 0)
+    return Status::ok();
+  word[0] = word[1] = 0;
+  return rowIndexErrorOf(kernels_->info(kernel_), seen, classes_);
 }
 
 // --- GpuOp -----------------------------------------------------------------
@@ -535,7 +549,7 @@ bool GpuOp::reports() const {
 }
 
 Status GpuOp::finishReports() {
-  auto *fused = dynamic_cast<const GpuFusedContext *>(ctx_.get());
+  auto *fused = dynamic_cast<GpuFusedContext *>(ctx_.get());
   return fused ? fused->rowIndexError() : Status::ok();
 }
 

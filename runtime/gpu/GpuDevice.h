@@ -180,30 +180,31 @@ public:
   /// device, GpuDevice::loadModule).
   Status function(cuda::CUfunction *fn);
 
-  /// A row kernel's "row-index-error" word (GeneratedKernels.h): in device
-  /// scratch buffer 0 (`*device`), cleared before each launch and copied
-  /// after it into pinned host memory (`*pinned`), all on the stream, so in
-  /// the op's CUDA graph too. Reserved by the eager steps; a capture finds
-  /// it and allocates nothing.
-  Status rowIndexErrorWord(void **device, void **pinned);
+  /// A row kernel's "row-index-error" word (GeneratedKernels.h): pinned
+  /// host memory mapped into the device's address space (`*device`, its
+  /// device pointer), which the kernel writes only for a bad label: nothing
+  /// is copied or cleared on the stream, so the op's CUDA graph holds the
+  /// launch alone. Made by the first (eager) call; a capture finds it.
+  Status rowIndexErrorWord(cuda::CUdeviceptr *device);
   /// Whether the work last enqueued (and so every replay of its graph)
-  /// copies the word down, and the class count C it checks against.
+  /// reports in the word, and the class count C it checks against.
   void setRowIndexCheck(bool on, int64_t classes) {
     checksRowIndices_ = on;
     classes_ = classes;
   }
   bool checksRowIndices() const { return checksRowIndices_; }
-  /// After the stream is synchronized: the bad label the last launch
-  /// reported (checkRowIndices' message), or ok.
-  Status rowIndexError() const;
+  /// After the stream is synchronized: the bad label the launches since
+  /// the last call reported (checkRowIndices' message), or ok; clears the
+  /// word for the next step (the device is idle).
+  Status rowIndexError();
 
 private:
   std::shared_ptr<const GeneratedKernels> kernels_;
   int kernel_;
   GpuKernelCode code_;
   cuda::CUfunction function_ = nullptr;
-  void *errorPinned_ = nullptr;
-  size_t errorPinnedCapacity_ = 0;
+  int64_t *errorWord_ = nullptr; // mapped pinned memory: row + 1, label
+  cuda::CUdeviceptr errorWordDevice_ = 0;
   bool checksRowIndices_ = false;
   int64_t classes_ = 0;
 };

@@ -614,19 +614,19 @@ Status fusedKernel(KernelContext &base) {
   ctx->setRowIndexCheck(false, 0);
   if (elements == 0)
     return Status::ok();
-  // A row kernel's report of a label outside [0, C): its word cleared
-  // before the launch and copied down after it (plan-format.md).
-  void *errorWord = nullptr, *errorPinned = nullptr;
+  // A row kernel's report of a label outside [0, C): a word of mapped host
+  // memory, read at the step's wait (plan-format.md).
+  CUdeviceptr errorWord = 0;
   const bool checksLabels = reportsRowIndexErrors(info);
   if (checksLabels)
-    DTF_RETURN_IF_ERROR(ctx->rowIndexErrorWord(&errorWord, &errorPinned));
+    DTF_RETURN_IF_ERROR(ctx->rowIndexErrorWord(&errorWord));
   std::vector<uint64_t> params;
   size_t scalar = 0;
   for (const GeneratedParam &p : info.params) {
     if (p.kind == GeneratedParam::Kind::kI64) {
       params.push_back(uint64_t(launch.scalars[scalar++]));
     } else if (p.meaning == GeneratedParam::Meaning::kRowIndexError) {
-      params.push_back(uint64_t(uintptr_t(errorWord)));
+      params.push_back(uint64_t(errorWord));
     } else {
       if (p.operand < 0 || p.operand >= int(operands.size()))
         return errorStatus(info.name, ": a parameter names operand ",
@@ -648,24 +648,12 @@ Status fusedKernel(KernelContext &base) {
                    reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_SIZE),
                    &bytes, reinterpret_cast<void *>(CU_LAUNCH_PARAM_END)};
   GpuDevice &dev = ctx->device();
-  const CUdeviceptr word = CUdeviceptr(uintptr_t(errorWord));
-  const size_t wordBytes = 2 * sizeof(int64_t);
-  if (checksLabels)
-    DTF_RETURN_IF_ERROR(dev.check(
-        "cuMemsetD8Async (a row kernel's label report)",
-        dev.driver().cuMemsetD8Async(word, 0, wordBytes, dev.stream())));
   DTF_RETURN_IF_ERROR(dev.check(
       strCat("cuLaunchKernel(", info.name, ")").c_str(),
       dev.driver().cuLaunchKernel(fn, unsigned(grid), 1, 1, unsigned(block),
                                   unsigned(blockY), 1, 0, dev.stream(), nullptr,
                                   extra)));
-  if (!checksLabels)
-    return Status::ok();
-  DTF_RETURN_IF_ERROR(
-      dev.check("cuMemcpyDtoHAsync (a row kernel's label report)",
-                dev.driver().cuMemcpyDtoHAsync(errorPinned, word, wordBytes,
-                                               dev.stream())));
-  ctx->setRowIndexCheck(true, launch.reduced);
+  ctx->setRowIndexCheck(checksLabels, launch.reduced);
   return Status::ok();
 }
 

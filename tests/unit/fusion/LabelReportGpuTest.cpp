@@ -1,10 +1,10 @@
 // A row kernel's report of a label outside the classes on the (emulated) GPU:
 // the sparse cross-entropy and its gradient launched with the plan's
 // parameters (the "row-index-error" word last among the buffers), once
-// eagerly and then captured as a CUDA graph and replayed: each replay clears
-// the word (its memset node), the kernel claims it for a bad row, and its
-// copy node brings (row + 1, label) down, which the context turns into the
-// op-by-op kernel's message; a good batch leaves it clear.
+// eagerly and then captured as a CUDA graph and replayed: the word is mapped
+// pinned host memory, which the kernel claims for a bad row (row + 1, label)
+// and the context reads after the stream's end, turns into the op-by-op
+// kernel's message and clears; a good batch leaves it clear.
 #include "runtime/exec/PlanKernels.h"
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/kernels/GeneratedKernels.h"
