@@ -1234,6 +1234,36 @@ TEST(PlanReader, RejectsAFloatRowIndex) {
   expectRefused(plan, "a row-index parameter is an i32 or i64 input");
 }
 
+// A row kernel that reads labels reports the bad ones in its row-index-error
+// word: a plan without the word (made before it) or with a word naming
+// another operand is refused.
+TEST(PlanReader, RejectsARowIndexWithoutItsErrorWordOrAWordNamingNoLabels) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  const int k = kernelOf(plan, "dtf.sparse_softmax_cross_entropy");
+  ASSERT_GE(k, 0);
+  dtf::plan::Plan without = plan;
+  auto *params = without.mutable_kernels(k)->mutable_params();
+  for (int i = 0; i < params->size(); ++i)
+    if (params->Get(i).meaning() == "row-index-error") {
+      params->DeleteSubrange(i, 1);
+      break;
+    }
+  expectRefused(without, "has 1 row-index and 0 row-index-error parameters");
+  dtf::plan::Plan elsewhere = plan;
+  int logits = -1;
+  for (const auto &p : plan.kernels(k).params())
+    if (p.meaning() == "same")
+      logits = p.operand();
+  ASSERT_GE(logits, 0);
+  for (auto &p : *elsewhere.mutable_kernels(k)->mutable_params())
+    if (p.meaning() == "row-index-error")
+      p.set_operand(logits);
+  expectRefused(elsewhere, "a row-index-error parameter names operand " +
+                               std::to_string(logits) +
+                               ", which is not a row-index input");
+}
+
 // A kernel with a column reduction (a reduce:<spec> ending in 'k': bias
 // gradients, batch statistics) has the chunked entry point; no other has.
 TEST(ColumnReductions, EveryColumnKernelHasItsChunkedEntryPoint) {
