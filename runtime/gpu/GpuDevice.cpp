@@ -343,11 +343,11 @@ Status GpuFusedContext::rowIndexErrorWord(CUdeviceptr *out) {
   if (!errorWord_) {
     CudaDriver &d = device().driver();
     void *p = nullptr;
-    DTF_RETURN_IF_ERROR(device().check(
-        "cuMemHostAlloc (a row kernel's label report)",
-        d.cuMemHostAlloc(&p, 2 * sizeof(int64_t),
-                         CU_MEMHOSTALLOC_PORTABLE |
-                             CU_MEMHOSTALLOC_DEVICEMAP)));
+    DTF_RETURN_IF_ERROR(
+        device().check("cuMemHostAlloc (a row kernel's label report)",
+                       d.cuMemHostAlloc(&p, 2 * sizeof(int64_t),
+                                        CU_MEMHOSTALLOC_PORTABLE |
+                                            CU_MEMHOSTALLOC_DEVICEMAP)));
     errorWord_ = static_cast<int64_t *>(p);
     errorWord_[0] = errorWord_[1] = 0;
     DTF_RETURN_IF_ERROR(device().check(

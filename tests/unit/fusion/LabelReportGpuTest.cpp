@@ -9,58 +9,32 @@
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/plan/PlanReader.h"
+#include "tests/unit/fusion/EmulatedGpuPlan.h"
 #include "tests/unit/fusion/KernelInputs.h"
 #include "tests/unit/fusion/SkipReasons.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <random>
-#include <unistd.h>
-
-namespace fs = std::filesystem;
 
 namespace {
 
 using dtf::gpu::cuda::CUdeviceptr;
 
 TEST(RowKernelOnTheEmulatedGpu, ReportsABadLabelFromEveryReplayOfItsGraph) {
-  if (std::string why = dtf::test::noCudaToolkit(
-          DTF_HAVE_CUDA_TOOLKIT, std::string(DTF_CUDA_TOOLKIT) + "/bin/ptxas");
-      !why.empty())
-    GTEST_SKIP() << why;
-  const std::string model =
-      (fs::path(DTF_SOURCE_DIR) / "tests/unit/fusion/rows/labels.dtf").string();
-  const std::string out =
-      (fs::temp_directory_path() /
-       ("dtf-labels-gpu-" + std::to_string(::getpid()) + ".bin"))
-          .string();
-  const std::string cmd =
-      std::string(DTF_DTFC_PATH) + " '" + model +
-      "' --no-data-check --gpu-kernels=on --cuda-toolkit '" + DTF_CUDA_TOOLKIT +
-      "' -o '" + out + "'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   dtf::plan::Plan plan;
-  dtf::Status s = dtf::plan::readPlanFile(out, &plan);
-  fs::remove(out);
-  ASSERT_TRUE(s.isOk()) << s.message();
-  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
-      !why.empty())
-    GTEST_SKIP() << why;
+  std::string skip;
+  ASSERT_NO_FATAL_FAILURE(dtf::test::compileWithGpuCode(
+      "tests/unit/fusion/rows/labels.dtf", "labels-gpu", &plan, &skip));
+  if (!skip.empty())
+    GTEST_SKIP() << skip;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
 
-  dtf::gpu::CudaLibraries libs;
-  libs.driver = DTF_CUDA_EMU_PATH;
-  libs.emulatedGpus = 1;
-  dtf::gpu::configureProcessGpus(libs);
-  std::string noDriver;
-  dtf::gpu::CudaDriver *driver = dtf::gpu::processDriver(&noDriver);
-  ASSERT_TRUE(driver) << noDriver;
+  dtf::gpu::CudaDriver *driver = nullptr;
   std::unique_ptr<dtf::gpu::GpuDevice> device;
-  s = dtf::gpu::GpuDevice::create(*driver, 0, &device);
-  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_NO_FATAL_FAILURE(dtf::test::emulatedGpu(&driver, &device));
+  dtf::Status s;
 
   constexpr int64_t kRows = 4, kClasses = 5;
   int tested = 0;

@@ -202,10 +202,10 @@ TEST(CudaEmu, MappedPinnedMemoryIsAKernelsBufferAndOtherPinnedMemoryIsNot) {
   Scale sc;
   ASSERT_NO_FATAL_FAILURE(loadScale(*d, &sc));
   void *mapped = nullptr, *plain = nullptr;
-  ASSERT_EQ(d->cuMemHostAlloc(&mapped, 40,
-                              CU_MEMHOSTALLOC_PORTABLE |
-                                  CU_MEMHOSTALLOC_DEVICEMAP),
-            CUDA_SUCCESS);
+  ASSERT_EQ(
+      d->cuMemHostAlloc(&mapped, 40,
+                        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+      CUDA_SUCCESS);
   ASSERT_EQ(d->cuMemHostAlloc(&plain, 40, CU_MEMHOSTALLOC_PORTABLE),
             CUDA_SUCCESS);
   CUdeviceptr p = 0;
