@@ -16,9 +16,12 @@
 // op-by-op kernels, f32 and f64 alike; on the GPU they are libdevice's.
 //
 // A sparse label outside [0, C) makes the row's loss (or every element of
-// its gradient row) NaN here, never a read outside the row; dtf-run's CPU
-// path reports it before the call as the op-by-op kernel does
-// (GeneratedKernels.cpp), the GPU path leaves the NaN (docs/kernels.md).
+// its gradient row) NaN here, never a read outside the row, and is reported
+// in the kernel's "row-index-error" word (row + 1, label), claimed with an
+// atomic compare-and-swap so that one bad row's report is whole: dtf-run's
+// GPU path reads that word at the step's end and fails the step; its CPU
+// path checks the labels before the call as the op-by-op kernel does
+// (GeneratedKernels.cpp; docs/kernels.md).
 #include "compiler/kernels/RowKernels.h"
 #include "compiler/kernels/ScalarOps.h"
 
@@ -43,6 +46,9 @@ public:
   RowEmitter(FusedOp fused, Operation *op, ArrayRef<Value> buffers, bool libm)
       : fused(fused), op(op), loc(op->getLoc()), buffers(buffers), libm(libm) {
     t = cast<RankedTensorType>(rowOpRowsOperand(op).getType()).getElementType();
+    // The "row-index-error" word follows the output (rowBufferCount).
+    if (buffers.size() > fused.getInputs().size() + 1)
+      errorWord = buffers.back();
   }
 
   /// Emits row `r` (i64) of C (i64) elements at `b`.
@@ -188,11 +194,12 @@ private:
     return b.create<arith::SelectOp>(loc, inVector, vectorized, scalar);
   }
 
-  /// A sparse label as i64, whether it lies in [0, C), and the index to read
-  /// (the label, or 0 when outside).
-  void label(OpBuilder &b, Value labels, Value &valid, Value &at) const {
+  /// A sparse label as i64 (`l`), whether it lies in [0, C), and the index
+  /// to read (the label, or 0 when outside).
+  void label(OpBuilder &b, Value labels, Value &valid, Value &at,
+             Value &l) const {
     Type e = elementTypeOf(op->getOperand(op->getNumOperands() - 1));
-    Value l = b.create<LLVM::LoadOp>(loc, e, labels);
+    l = b.create<LLVM::LoadOp>(loc, e, labels);
     if (!e.isInteger(64))
       l = b.create<arith::ExtSIOp>(loc, i64, l);
     Value nonNeg =
@@ -201,6 +208,29 @@ private:
         b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, l, classes);
     valid = b.create<arith::AndIOp>(loc, nonNeg, below);
     at = b.create<arith::SelectOp>(loc, valid, l, i64c(b, 0));
+  }
+
+  /// When the label `l` is not `valid`: claims the error word (0 -> row +
+  /// 1, one atomic compare-and-swap: the first claim wins) and, having won,
+  /// writes the label after it. No other thread writes a claimed word, so
+  /// the pair read after the kernel is one real bad row's.
+  void reportBadLabel(OpBuilder &b, Value valid, Value l) const {
+    if (!errorWord)
+      return;
+    Value bad = b.create<arith::XOrIOp>(
+        loc, valid, b.create<arith::ConstantIntOp>(loc, 1, 1));
+    b.create<scf::IfOp>(loc, bad, [&](OpBuilder &ib, Location) {
+      Value claim = ib.create<arith::AddIOp>(loc, row, i64c(ib, 1));
+      auto cas = ib.create<LLVM::AtomicCmpXchgOp>(
+          loc, errorWord, i64c(ib, 0), claim, LLVM::AtomicOrdering::monotonic,
+          LLVM::AtomicOrdering::monotonic);
+      Value won = ib.create<LLVM::ExtractValueOp>(loc, cas, 1);
+      ib.create<scf::IfOp>(loc, won, [&](OpBuilder &wb, Location) {
+        store(wb, l, errorWord, i64c(wb, 1));
+        wb.create<scf::YieldOp>(loc);
+      });
+      ib.create<scf::YieldOp>(loc);
+    });
   }
 
   LogicalResult emitOp(OpBuilder &b) {
@@ -286,9 +316,11 @@ private:
     Value labels = rowOf(op->getOperand(grad ? 2 : 1));
     Value m = maxOf(b, x);
     Value sum = sumExp(b, x, m);
-    Value valid, at;
-    if (sparse)
-      label(b, labels, valid, at);
+    Value valid, at, l;
+    if (sparse) {
+      label(b, labels, valid, at, l);
+      reportBadLabel(b, valid, l);
+    }
     if (!grad) {
       Value lse = b.create<arith::AddFOp>(loc, m, log(b, sum));
       Value loss;
@@ -338,7 +370,17 @@ private:
   LLVM::LLVMPointerType ptrTy;
   SmallVector<Value> rows; // each buffer's row: inputs, then the output
   Value rowStart, row, classes;
+  Value errorWord; // "row-index-error": i64 row + 1, then the label
 };
+
+/// The buffers of a row kernel: its inputs, the output, and a
+/// "row-index-error" word when it reads sparse labels (PlanEmitter.cpp).
+unsigned rowBufferCount(FusedOp fused, Operation *row) {
+  return fused.getInputs().size() + 1 +
+         (isa<SparseSoftmaxCrossEntropyOp, SparseSoftmaxCrossEntropyGradOp>(row)
+              ? 1
+              : 0);
+}
 
 } // namespace
 
@@ -369,7 +411,7 @@ LogicalResult mlir::dtf::buildCpuRowFunc(FusedOp fused, Operation *row,
       cast<RankedTensorType>(rowOpRowsOperand(row).getType()).getElementType());
   SmallVector<Value> buffers;
   func::FuncOp func =
-      createCpuKernelEntry(b, loc, name, fused.getInputs().size() + 1, buffers);
+      createCpuKernelEntry(b, loc, name, rowBufferCount(fused, row), buffers);
   Block *entry = &func.getBody().front();
   OpBuilder fb = OpBuilder::atBlockEnd(entry);
   auto i64 = b.getI64Type();
@@ -388,9 +430,8 @@ LogicalResult mlir::dtf::buildGpuRowFunc(FusedOp fused, Operation *row,
                                          OpBuilder &b, StringRef name) {
   SmallVector<Value> buffers, i64s;
   Value r;
-  OpBuilder lb =
-      createGpuKernelLoop(b, fused.getLoc(), name, fused.getInputs().size() + 1,
-                          1, buffers, i64s, r);
+  OpBuilder lb = createGpuKernelLoop(
+      b, fused.getLoc(), name, rowBufferCount(fused, row), 1, buffers, i64s, r);
   RowEmitter emitter(fused, row, buffers, /*libm=*/false);
   return emitter.emitRow(lb, r, i64s[0]);
 }

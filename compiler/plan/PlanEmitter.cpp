@@ -277,18 +277,30 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
   if (Operation *row = fusedRowOp(fused)) {
     // A row kernel: one iteration per row of the last axis (docs/
     // plan-format.md "Row kernels"): each operand "same"/"output", "row"
-    // or "row-index"; then the row count and the row's size.
+    // or "row-index"; a "row-index-error" word after the output when a
+    // "row-index" is among them; then the row count and the row's size.
+    int labels = -1; // the "row-index" operand, if any
     for (Value in : fused.getInputs()) {
       pb::KernelParam *p = kernel->add_params();
       p->set_kind("buffer");
       p->set_operand(operand++);
       p->set_meaning(rowParamMeaning(row, in.getType(), shape, false));
+      if (p->meaning() == "row-index")
+        labels = p->operand();
     }
     pb::KernelParam *p = kernel->add_params();
     p->set_kind("buffer");
     p->set_operand(operand++);
     p->set_meaning(
         rowParamMeaning(row, fused->getResult(0).getType(), shape, true));
+    if (labels >= 0) {
+      // Where the kernel reports a label outside [0, C): the last buffer,
+      // naming the labels' operand ("Labels outside the classes").
+      p = kernel->add_params();
+      p->set_kind("buffer");
+      p->set_operand(labels);
+      p->set_meaning("row-index-error");
+    }
     for (const char *meaning : {"elements", "row-size"}) {
       p = kernel->add_params();
       p->set_kind("i64");

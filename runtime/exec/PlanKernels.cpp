@@ -17,6 +17,8 @@ Status infoOf(const plan::Kernel &kernel, GeneratedKernelInfo *out) {
   out->name = kernel.name();
   out->cpuSymbol = kernel.cpu_symbol();
   out->cpuColumnsSymbol = kernel.cpu_columns_symbol();
+  if (kernel.body_size() == 1)
+    out->opName = plan::printable(kernel.body(0).name());
   for (const plan::KernelParam &p : kernel.params()) {
     GeneratedParam param;
     if (!parseGeneratedParam(p.kind(), p.meaning(), p.operand(), &param))

@@ -46,6 +46,7 @@ inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 inline constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 1;
+inline constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 2;
 inline constexpr uintptr_t CU_LAUNCH_PARAM_END = 0;
 inline constexpr uintptr_t CU_LAUNCH_PARAM_BUFFER_POINTER = 1;
 inline constexpr uintptr_t CU_LAUNCH_PARAM_BUFFER_SIZE = 2;
@@ -68,6 +69,7 @@ inline constexpr int kCudaApiVersion = 12000;
   X(cuMemFree, (CUdeviceptr dptr))                                             \
   X(cuMemHostAlloc, (void **pp, size_t bytes, unsigned flags))                 \
   X(cuMemFreeHost, (void *p))                                                  \
+  X(cuMemHostGetDevicePointer, (CUdeviceptr * dptr, void *p, unsigned flags))  \
   X(cuMemcpyHtoDAsync,                                                         \
     (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream))         \
   X(cuMemcpyDtoHAsync,                                                         \

@@ -334,6 +334,42 @@ Status GpuFusedContext::function(CUfunction *fn) {
   return Status::ok();
 }
 
+GpuFusedContext::~GpuFusedContext() {
+  if (errorWord_)
+    device().driver().cuMemFreeHost(errorWord_);
+}
+
+Status GpuFusedContext::rowIndexErrorWord(CUdeviceptr *out) {
+  if (!errorWord_) {
+    CudaDriver &d = device().driver();
+    void *p = nullptr;
+    DTF_RETURN_IF_ERROR(
+        device().check("cuMemHostAlloc (a row kernel's label report)",
+                       d.cuMemHostAlloc(&p, 2 * sizeof(int64_t),
+                                        CU_MEMHOSTALLOC_PORTABLE |
+                                            CU_MEMHOSTALLOC_DEVICEMAP)));
+    errorWord_ = static_cast<int64_t *>(p);
+    errorWord_[0] = errorWord_[1] = 0;
+    DTF_RETURN_IF_ERROR(device().check(
+        "cuMemHostGetDevicePointer (a row kernel's label report)",
+        d.cuMemHostGetDevicePointer(&errorWordDevice_, p, 0)));
+  }
+  *out = errorWordDevice_;
+  return Status::ok();
+}
+
+Status GpuFusedContext::rowIndexError() {
+  if (!checksRowIndices_ || !errorWord_)
+    return Status::ok();
+  // The kernel wrote through the mapping before the stream's end.
+  volatile int64_t *word = errorWord_;
+  const int64_t seen[2] = {word[0], word[1]};
+  if (seen[0] == 0)
+    return Status::ok();
+  word[0] = word[1] = 0;
+  return rowIndexErrorOf(kernels_->info(kernel_), seen, classes_);
+}
+
 // --- GpuOp -----------------------------------------------------------------
 
 GpuOp::GpuOp(GpuDevice &device, KernelFn fn,
@@ -500,10 +536,21 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
   DTF_RETURN_IF_ERROR(graph_.run(sig, [&] { return enqueue(); }));
   graph_.ran(std::move(sig));
 
-  if (!downloads())
+  if (!downloads() && !reports())
     return Status::ok();
   DTF_RETURN_IF_ERROR(device_.synchronize());
+  DTF_RETURN_IF_ERROR(finishReports());
   return finishDownloads();
+}
+
+bool GpuOp::reports() const {
+  auto *fused = dynamic_cast<const GpuFusedContext *>(ctx_.get());
+  return fused && fused->checksRowIndices();
+}
+
+Status GpuOp::finishReports() {
+  auto *fused = dynamic_cast<GpuFusedContext *>(ctx_.get());
+  return fused ? fused->rowIndexError() : Status::ok();
 }
 
 } // namespace dtf::gpu

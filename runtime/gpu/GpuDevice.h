@@ -172,6 +172,7 @@ public:
                   const GpuKernelCode &code)
       : GpuKernelContext(device), kernels_(std::move(kernels)), kernel_(kernel),
         code_(code) {}
+  ~GpuFusedContext() override;
   const GeneratedKernels &kernels() const { return *kernels_; }
   int kernel() const { return kernel_; }
   const GpuKernelCode &code() const { return code_; }
@@ -179,11 +180,33 @@ public:
   /// device, GpuDevice::loadModule).
   Status function(cuda::CUfunction *fn);
 
+  /// A row kernel's "row-index-error" word (GeneratedKernels.h): pinned
+  /// host memory mapped into the device's address space (`*device`, its
+  /// device pointer), which the kernel writes only for a bad label: nothing
+  /// is copied or cleared on the stream, so the op's CUDA graph holds the
+  /// launch alone. Made by the first (eager) call; a capture finds it.
+  Status rowIndexErrorWord(cuda::CUdeviceptr *device);
+  /// Whether the work last enqueued (and so every replay of its graph)
+  /// reports in the word, and the class count C it checks against.
+  void setRowIndexCheck(bool on, int64_t classes) {
+    checksRowIndices_ = on;
+    classes_ = classes;
+  }
+  bool checksRowIndices() const { return checksRowIndices_; }
+  /// After the stream is synchronized: the bad label the launches since
+  /// the last call reported (checkRowIndices' message), or ok; clears the
+  /// word for the next step (the device is idle).
+  Status rowIndexError();
+
 private:
   std::shared_ptr<const GeneratedKernels> kernels_;
   int kernel_;
   GpuKernelCode code_;
   cuda::CUfunction function_ = nullptr;
+  int64_t *errorWord_ = nullptr; // mapped pinned memory: row + 1, label
+  cuda::CUdeviceptr errorWordDevice_ = 0;
+  bool checksRowIndices_ = false;
+  int64_t classes_ = 0;
 };
 
 /// What a captured graph depends on: its inputs' shapes and buffers.
@@ -264,6 +287,11 @@ public:
   Status enqueue();
   bool downloads() const;
   Status finishDownloads();
+  /// Whether the op's work reports a bad input through device memory (a row
+  /// kernel's row-index-error word), and, after the stream is synchronized,
+  /// that report as an error.
+  bool reports() const;
+  Status finishReports();
 
 private:
   struct Input {

@@ -611,13 +611,22 @@ Status fusedKernel(KernelContext &base) {
                                             launch.outputShapes[o], &out));
     operands.push_back(out->rawData());
   }
+  ctx->setRowIndexCheck(false, 0);
   if (elements == 0)
     return Status::ok();
+  // A row kernel's report of a label outside [0, C): a word of mapped host
+  // memory, read at the step's wait (plan-format.md).
+  CUdeviceptr errorWord = 0;
+  const bool checksLabels = reportsRowIndexErrors(info);
+  if (checksLabels)
+    DTF_RETURN_IF_ERROR(ctx->rowIndexErrorWord(&errorWord));
   std::vector<uint64_t> params;
   size_t scalar = 0;
   for (const GeneratedParam &p : info.params) {
     if (p.kind == GeneratedParam::Kind::kI64) {
       params.push_back(uint64_t(launch.scalars[scalar++]));
+    } else if (p.meaning == GeneratedParam::Meaning::kRowIndexError) {
+      params.push_back(uint64_t(errorWord));
     } else {
       if (p.operand < 0 || p.operand >= int(operands.size()))
         return errorStatus(info.name, ": a parameter names operand ",
@@ -639,10 +648,13 @@ Status fusedKernel(KernelContext &base) {
                    reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_SIZE),
                    &bytes, reinterpret_cast<void *>(CU_LAUNCH_PARAM_END)};
   GpuDevice &dev = ctx->device();
-  return dev.check(strCat("cuLaunchKernel(", info.name, ")").c_str(),
-                   dev.driver().cuLaunchKernel(
-                       fn, unsigned(grid), 1, 1, unsigned(block),
-                       unsigned(blockY), 1, 0, dev.stream(), nullptr, extra));
+  DTF_RETURN_IF_ERROR(dev.check(
+      strCat("cuLaunchKernel(", info.name, ")").c_str(),
+      dev.driver().cuLaunchKernel(fn, unsigned(grid), 1, 1, unsigned(block),
+                                  unsigned(blockY), 1, 0, dev.stream(), nullptr,
+                                  extra)));
+  ctx->setRowIndexCheck(checksLabels, launch.reduced);
+  return Status::ok();
 }
 
 } // namespace

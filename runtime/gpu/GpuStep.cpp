@@ -110,12 +110,24 @@ Status GpuSegment::run(uint64_t step, uint64_t seed) {
     graph_.ran(std::move(after));
   }
 
-  bool anyDownload = false;
-  for (GpuOp *op : ops_)
+  bool anyDownload = false, anyReport = false;
+  for (GpuOp *op : ops_) {
     anyDownload |= op->downloads();
-  if (!anyDownload)
+    anyReport |= op->reports();
+  }
+  if (!anyDownload && !anyReport)
     return Status::ok();
+  // One wait for the segment's downloads; a report of bad input (a row
+  // kernel's label outside the classes) fails the step here, before any
+  // host op reads what the segment made.
   DTF_RETURN_IF_ERROR(device_.synchronize());
+  for (size_t k = 0; k < ops_.size(); ++k) {
+    Status s = ops_[k]->finishReports();
+    if (!s.isOk()) {
+      failed_ = int(k);
+      return s;
+    }
+  }
   for (size_t k = 0; k < ops_.size(); ++k) {
     Status s = ops_[k]->finishDownloads();
     if (!s.isOk()) {

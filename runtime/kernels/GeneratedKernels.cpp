@@ -34,6 +34,8 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
       out->meaning = M::kRow;
     else if (meaning == "row-index")
       out->meaning = M::kRowIndex;
+    else if (meaning == "row-index-error")
+      out->meaning = M::kRowIndexError;
     else if (meaning.rfind("prefix:", 0) == 0) {
       out->meaning = M::kPrefix;
       const std::string_view d = meaning.substr(7);
@@ -417,6 +419,26 @@ Status checkRowIndices(const GeneratedKernelInfo &info, const Tensor &labels,
   return Status::ok();
 }
 
+Status rowIndexErrorOf(const GeneratedKernelInfo &info, const int64_t word[2],
+                       int64_t classes) {
+  if (word[0] == 0)
+    return Status::ok();
+  // The op-by-op kernel's words, with the op the kernel runs.
+  return errorStatus(info.opName.empty() ? info.name
+                                         : strCat(info.opName, " (kernel ",
+                                                  info.name, ")"),
+                     ": label ", word[1], " of example ", word[0] - 1,
+                     " is outside the classes [0, ", classes, ")");
+}
+
+bool reportsRowIndexErrors(const GeneratedKernelInfo &info) {
+  for (const GeneratedParam &p : info.params)
+    if (p.kind == GeneratedParam::Kind::kBuffer &&
+        p.meaning == GeneratedParam::Meaning::kRowIndexError)
+      return true;
+  return false;
+}
+
 Status fusedKernel(KernelContext &ctx) {
   auto *fused = dynamic_cast<FusedKernelContext *>(&ctx);
   if (!fused || !fused->kernels())
@@ -456,9 +478,16 @@ Status fusedKernel(KernelContext &ctx) {
                                            launch.outputShapes[size_t(o)],
                                            &outputs[o]));
   using M = GeneratedParam::Meaning;
+  // The kernel's report of a bad label: the labels were checked before the
+  // call (below), so it stays clear; read after the call all the same.
+  int64_t rowIndexError[2] = {0, 0};
   for (const GeneratedParam &p : info.params) {
     if (p.kind == GeneratedParam::Kind::kI64)
       continue;
+    if (p.meaning == M::kRowIndexError) {
+      buffers.push_back(rowIndexError);
+      continue;
+    }
     if (p.operand < 0 || p.operand >= numInputs + numOutputs)
       return errorStatus(info.name, ": a parameter names operand ", p.operand,
                          " of ", numInputs + numOutputs);
@@ -546,7 +575,7 @@ Status fusedKernel(KernelContext &ctx) {
   parallelFor(ctx.threadPool(), elements,
               std::max<int64_t>(1, 16384 / std::max<int64_t>(1, launch.reduced)),
               [&](int64_t lo, int64_t hi) { fn(b, s, lo, hi); });
-  return Status::ok();
+  return rowIndexErrorOf(info, rowIndexError, launch.reduced);
 }
 
 } // namespace dtf

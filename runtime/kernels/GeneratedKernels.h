@@ -48,6 +48,9 @@ struct GeneratedParam {
                // checked against [0, C) before the call ("row-index")
     kRowSize,  // i64: C, a row kernel's row size (its last axis); a kernel
                // with it loops over rows ("row-size")
+    kRowIndexError, // buffer: two i64, (row + 1, label) of a row whose
+                    // row-index (input `operand`) is outside [0, C), zero
+                    // when none; written by the kernel ("row-index-error")
   };
   Kind kind = Kind::kBuffer;
   /// buffer: index into the op's inputs followed by its outputs.
@@ -63,6 +66,8 @@ struct GeneratedParam {
 /// What dtf-run needs to call one generated kernel.
 struct GeneratedKernelInfo {
   std::string name;      // "dtf_fused_3", for messages
+  /// The op of a kernel of one op (a row kernel's), for messages; else "".
+  std::string opName;
   std::string cpuSymbol; // in the shared object
   /// A kernel with a column reduction: its chunked entry point (empty when
   /// the plan has none; docs/plan-format.md, "Column reductions cut into
@@ -163,6 +168,15 @@ private:
 /// sparse cross-entropy kernels word it.
 Status checkRowIndices(const GeneratedKernelInfo &info, const Tensor &labels,
                        int64_t classes);
+
+/// The error of a row kernel's "row-index-error" word as the kernel left it
+/// ({row + 1, label}; {0, ...}: no bad label), worded as checkRowIndices
+/// words it.
+Status rowIndexErrorOf(const GeneratedKernelInfo &info, const int64_t word[2],
+                       int64_t classes);
+
+/// Whether `info` has a "row-index-error" parameter.
+bool reportsRowIndexErrors(const GeneratedKernelInfo &info);
 
 /// The dtf.fused op: checks its inputs against the kernel's parameters,
 /// allocates the outputs in the iteration shape (the inputs broadcast

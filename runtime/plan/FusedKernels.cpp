@@ -12,7 +12,8 @@ namespace dtf::plan {
 namespace {
 
 const char *const kKnownBufferMeanings[] = {
-    "same", "scalar", "suffix", "output", "inout", "row", "row-index"};
+    "same",  "scalar", "suffix",    "output",
+    "inout", "row",    "row-index", "row-index-error"};
 
 // "reduce:<spec>": spec one of k, r, 1 per axis, its r and 1 contiguous.
 bool isReduceMeaning(const std::string &m) {
@@ -202,7 +203,8 @@ Status checkRowKernel(const Kernel &kernel, const std::string &where) {
       rowSizes += p.meaning() == "row-size";
       elements += p.meaning() == "elements";
       others += p.meaning() != "row-size" && p.meaning() != "elements";
-    } else if (p.meaning() == "row" || p.meaning() == "row-index") {
+    } else if (p.meaning() == "row" || p.meaning() == "row-index" ||
+               p.meaning() == "row-index-error") {
       perRow = true;
     } else if (p.meaning() != "same" && p.meaning() != "output") {
       ++others;
@@ -217,13 +219,31 @@ Status checkRowKernel(const Kernel &kernel, const std::string &where) {
   if (rowSizes != 1 || elements != 1 || others != 0)
     return errorStatus(where, " is a row kernel (an i64 row-size) and takes "
                               "one i64 elements, one row-size and buffers "
-                              "same, output, row or row-index only");
+                              "same, output, row or row-index (and its "
+                              "row-index-error) only");
   if (kernel.body_size() != 1 || kernel.outputs_size() != 1)
     return errorStatus(where, " is a row kernel and holds one op with one "
                               "output");
+  // Each row-index has one row-index-error word naming it, where the
+  // kernel reports a label outside [0, C) (plan-format.md).
+  int rowIndices = 0, errorWords = 0;
+  for (const KernelParam &p : kernel.params()) {
+    if (p.kind() != "buffer" || p.meaning() != "row-index-error")
+      continue;
+    ++errorWords;
+    if (std::none_of(kernel.params().begin(), kernel.params().end(),
+                     [&](const KernelParam &q) {
+                       return q.kind() == "buffer" &&
+                              q.meaning() == "row-index" &&
+                              q.operand() == p.operand();
+                     }))
+      return errorStatus(where, ": a row-index-error parameter names operand ",
+                         p.operand(), ", which is not a row-index input");
+  }
   for (const KernelParam &p : kernel.params()) {
     if (p.kind() != "buffer" || p.meaning() != "row-index")
       continue;
+    ++rowIndices;
     const TensorType *type =
         p.operand() < kernel.inputs_size()
             ? typeOf(kernel.values(), kernel.inputs(p.operand()))
@@ -232,6 +252,12 @@ Status checkRowKernel(const Kernel &kernel, const std::string &where) {
       return errorStatus(where, ": a row-index parameter is an i32 or i64 "
                                 "input (class indices)");
   }
+  if (rowIndices != errorWords)
+    return errorStatus(where, " has ", rowIndices, " row-index and ",
+                       errorWords,
+                       " row-index-error parameters, one of each (a plan "
+                       "older than its reader: compile the model again "
+                       "with dtfc)");
   return Status::ok();
 }
 

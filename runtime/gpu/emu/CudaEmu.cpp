@@ -54,6 +54,21 @@ int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
       return CUDA_SUCCESS;
     }
   }
+  // Pinned host memory mapped into the device's address space
+  // (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP): its device pointer is
+  // its host address, as under unified addressing.
+  auto h = m.mapped.upper_bound(p);
+  if (h != m.mapped.begin()) {
+    --h;
+    if (p < h->first + h->second) {
+      if (p + bytes > h->first + h->second)
+        return refuse(code, what + ": " + std::to_string(bytes) +
+                                " bytes run past the end of mapped host memory "
+                                "of " +
+                                std::to_string(h->second) + " bytes");
+      return CUDA_SUCCESS;
+    }
+  }
   auto f = m.freed.upper_bound(p);
   if (f != m.freed.begin()) {
     --f;
@@ -206,7 +221,7 @@ CUresult memFree(CUdeviceptr p) {
   m.live.erase(it);
   return CUDA_SUCCESS;
 }
-CUresult memHostAlloc(void **pp, size_t bytes, unsigned) {
+CUresult memHostAlloc(void **pp, size_t bytes, unsigned flags) {
   EMU_ENTRY
   if (int code = 0; unsafeInCapture("cuMemHostAlloc", &code))
     return code;
@@ -215,6 +230,8 @@ CUresult memHostAlloc(void **pp, size_t bytes, unsigned) {
   if (!mem)
     return refuse(CUDA_ERROR_OUT_OF_MEMORY, "out of host memory");
   machine().pinned[uintptr_t(mem)] = bytes;
+  if (flags & CU_MEMHOSTALLOC_DEVICEMAP)
+    machine().mapped[uintptr_t(mem)] = bytes;
   ++machine().counters.hostAllocs;
   *pp = mem;
   return CUDA_SUCCESS;
@@ -226,7 +243,20 @@ CUresult memFreeHost(void *p) {
   if (!machine().pinned.erase(uintptr_t(p)))
     return refuse(CUDA_ERROR_INVALID_VALUE,
                   "cuMemFreeHost: not from cuMemHostAlloc");
+  machine().mapped.erase(uintptr_t(p));
   std::free(p);
+  return CUDA_SUCCESS;
+}
+CUresult memHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned flags) {
+  EMU_ENTRY
+  if (flags != 0)
+    return refuse(CUDA_ERROR_INVALID_VALUE,
+                  "cuMemHostGetDevicePointer: flags must be 0");
+  if (!machine().mapped.count(uintptr_t(p)))
+    return refuse(CUDA_ERROR_INVALID_VALUE,
+                  "cuMemHostGetDevicePointer: not the start of memory from "
+                  "cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP");
+  *dptr = CUdeviceptr(uintptr_t(p));
   return CUDA_SUCCESS;
 }
 
@@ -513,6 +543,8 @@ const ProcEntry kProcs[] = {
     {"cuMemFree", reinterpret_cast<void *>(memFree)},
     {"cuMemHostAlloc", reinterpret_cast<void *>(memHostAlloc)},
     {"cuMemFreeHost", reinterpret_cast<void *>(memFreeHost)},
+    {"cuMemHostGetDevicePointer",
+     reinterpret_cast<void *>(memHostGetDevicePointer)},
     {"cuMemcpyHtoDAsync", reinterpret_cast<void *>(memcpyHtoD)},
     {"cuMemcpyDtoHAsync", reinterpret_cast<void *>(memcpyDtoH)},
     {"cuMemcpyDtoDAsync", reinterpret_cast<void *>(memcpyDtoD)},

@@ -61,6 +61,8 @@ struct Machine {
   std::map<uintptr_t, Allocation> freed; // kept (never reused) to tell
                                          // use after free from a bad pointer
   std::map<uintptr_t, size_t> pinned;    // cuMemHostAlloc
+  std::map<uintptr_t, size_t> mapped;    // those with DEVICEMAP: kernels
+                                         // may read and write them
   Counters counters;
 };
 

@@ -1035,11 +1035,13 @@ TEST(RowKernels, SeedCnnLossGradientAndArgmaxAreRowKernels) {
   for (const auto &p : plan.kernels(k).params())
     meanings += p.kind() + ":" + p.meaning() + " ";
   // (With GPU code the i64s come first: the GPU kernel's order.)
+  // A label outside [0, C) is reported in the row-index-error word.
   EXPECT_EQ(meanings, plan.gpu_ptx().empty()
                           ? "buffer:same buffer:row-index buffer:row "
-                            "i64:elements i64:row-size "
+                            "buffer:row-index-error i64:elements i64:row-size "
                           : "i64:elements i64:row-size buffer:same "
-                            "buffer:row-index buffer:row ");
+                            "buffer:row-index buffer:row "
+                            "buffer:row-index-error ");
 }
 
 TEST(Dtfc, FuseRowsOffKeepsTheOpByOpLossKernels) {
@@ -1106,7 +1108,9 @@ TEST(RowKernels, LabelOutsideTheClassesIsAPreciseError) {
 
 // The generated code itself (what a GPU runs: no host check there) makes a
 // row with a label outside [0, C) NaN, reads nothing outside the row, and
-// leaves the other rows as they are.
+// leaves the other rows as they are; it reports that row and its label in
+// its row-index-error word (row + 1, label), which a good batch leaves
+// clear.
 TEST(RowKernels, GeneratedCodeMakesARowWithABadLabelNaN) {
   dtf::plan::Plan plan;
   ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
@@ -1133,7 +1137,20 @@ TEST(RowKernels, GeneratedCodeMakesARowWithABadLabelNaN) {
                                             grad ? std::vector<int64_t>{3, 10}
                                                  : std::vector<int64_t>{3});
     buffers.push_back(out.rawData());
+    int64_t word[2] = {0, 0}; // the row-index-error word, last
+    buffers.push_back(word);
     const int64_t scalars[] = {3, 10};
+    kernels->loaded->function(k)(buffers.data(), scalars, 0, 3);
+    EXPECT_EQ(word[0], 2) << op << ": the bad row (1) + 1";
+    EXPECT_EQ(word[1], 1000) << op << ": the bad label";
+    // A good batch leaves the word clear.
+    std::vector<dtf::Tensor> good = lossInputs(plan.kernels(k), 9);
+    buffers[grad ? 2 : 1] = good[1].rawData();
+    word[0] = word[1] = 0;
+    kernels->loaded->function(k)(buffers.data(), scalars, 0, 3);
+    EXPECT_EQ(word[0], 0) << op << ": a good batch reported row "
+                          << word[0] - 1;
+    buffers[grad ? 2 : 1] = inputs[1].rawData();
     kernels->loaded->function(k)(buffers.data(), scalars, 0, 3);
     const int64_t per = grad ? 10 : 1;
     for (int64_t r = 0; r < 3; ++r)
@@ -1215,6 +1232,36 @@ TEST(PlanReader, RejectsAFloatRowIndex) {
     if (p.meaning() == "same")
       p.set_meaning("row-index");
   expectRefused(plan, "a row-index parameter is an i32 or i64 input");
+}
+
+// A row kernel that reads labels reports the bad ones in its row-index-error
+// word: a plan without the word (made before it) or with a word naming
+// another operand is refused.
+TEST(PlanReader, RejectsARowIndexWithoutItsErrorWordOrAWordNamingNoLabels) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  const int k = kernelOf(plan, "dtf.sparse_softmax_cross_entropy");
+  ASSERT_GE(k, 0);
+  dtf::plan::Plan without = plan;
+  auto *params = without.mutable_kernels(k)->mutable_params();
+  for (int i = 0; i < params->size(); ++i)
+    if (params->Get(i).meaning() == "row-index-error") {
+      params->DeleteSubrange(i, 1);
+      break;
+    }
+  expectRefused(without, "has 1 row-index and 0 row-index-error parameters");
+  dtf::plan::Plan elsewhere = plan;
+  int logits = -1;
+  for (const auto &p : plan.kernels(k).params())
+    if (p.meaning() == "same")
+      logits = p.operand();
+  ASSERT_GE(logits, 0);
+  for (auto &p : *elsewhere.mutable_kernels(k)->mutable_params())
+    if (p.meaning() == "row-index-error")
+      p.set_operand(logits);
+  expectRefused(elsewhere, "a row-index-error parameter names operand " +
+                               std::to_string(logits) +
+                               ", which is not a row-index input");
 }
 
 // A kernel with a column reduction (a reduce:<spec> ending in 'k': bias

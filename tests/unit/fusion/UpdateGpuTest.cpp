@@ -10,46 +10,25 @@
 #include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
+#include "tests/unit/fusion/EmulatedGpuPlan.h"
 #include "tests/unit/fusion/KernelInputs.h"
 #include "tests/unit/fusion/SkipReasons.h"
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <random>
-#include <unistd.h>
-
-namespace fs = std::filesystem;
 
 namespace {
 
 TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
-  if (std::string why = dtf::test::noCudaToolkit(
-          DTF_HAVE_CUDA_TOOLKIT, std::string(DTF_CUDA_TOOLKIT) + "/bin/ptxas");
-      !why.empty())
-    GTEST_SKIP() << why;
-  const std::string model =
-      (fs::path(DTF_SOURCE_DIR) / "tests/unit/fusion/updates/update_adam.dtf")
-          .string();
-  const std::string out =
-      (fs::temp_directory_path() /
-       ("dtf-update-gpu-" + std::to_string(::getpid()) + ".bin"))
-          .string();
-  const std::string cmd =
-      std::string(DTF_DTFC_PATH) + " '" + model +
-      "' --no-data-check --gpu-kernels=on --cuda-toolkit '" + DTF_CUDA_TOOLKIT +
-      "' -o '" + out + "'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   dtf::plan::Plan plan;
-  dtf::Status s = dtf::plan::readPlanFile(out, &plan);
-  fs::remove(out);
-  ASSERT_TRUE(s.isOk()) << s.message();
+  std::string skip;
+  ASSERT_NO_FATAL_FAILURE(dtf::test::compileWithGpuCode(
+      "tests/unit/fusion/updates/update_adam.dtf", "update-gpu", &plan, &skip));
   // The emulation runs the GPU kernel's CPU twin: the generated CPU code.
-  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
-      !why.empty())
-    GTEST_SKIP() << why;
+  if (!skip.empty())
+    GTEST_SKIP() << skip;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
 
@@ -65,16 +44,10 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
   const dtf::plan::Kernel &kernel = plan.kernels(k);
   ASSERT_TRUE(kernels->gpu[size_t(k)].present());
 
-  dtf::gpu::CudaLibraries libs;
-  libs.driver = DTF_CUDA_EMU_PATH;
-  libs.emulatedGpus = 1;
-  dtf::gpu::configureProcessGpus(libs);
-  std::string noDriver;
-  dtf::gpu::CudaDriver *driver = dtf::gpu::processDriver(&noDriver);
-  ASSERT_TRUE(driver) << noDriver;
+  dtf::gpu::CudaDriver *driver = nullptr;
   std::unique_ptr<dtf::gpu::GpuDevice> device;
-  s = dtf::gpu::GpuDevice::create(*driver, 0, &device);
-  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_NO_FATAL_FAILURE(dtf::test::emulatedGpu(&driver, &device));
+  dtf::Status s;
 
   // Inputs: var, m, v (v >= 0), grad, lr, step; each on the host and in a
   // device buffer of its own.

@@ -194,6 +194,41 @@ TEST(CudaEmu, ALaunchRunsTheKernelsCpuTwinWithTheCubinsParameters) {
       << d->emulationStats();
 }
 
+// Pinned host memory mapped into the device (CU_MEMHOSTALLOC_DEVICEMAP: a row
+// kernel's label report) is a kernel's to write; other pinned memory has no
+// device pointer and is not a device buffer.
+TEST(CudaEmu, MappedPinnedMemoryIsAKernelsBufferAndOtherPinnedMemoryIsNot) {
+  auto d = emulated();
+  Scale sc;
+  ASSERT_NO_FATAL_FAILURE(loadScale(*d, &sc));
+  void *mapped = nullptr, *plain = nullptr;
+  ASSERT_EQ(
+      d->cuMemHostAlloc(&mapped, 40,
+                        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+      CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemHostAlloc(&plain, 40, CU_MEMHOSTALLOC_PORTABLE),
+            CUDA_SUCCESS);
+  CUdeviceptr p = 0;
+  ASSERT_EQ(d->cuMemHostGetDevicePointer(&p, mapped, 0), CUDA_SUCCESS);
+  std::vector<float> x(10, 1.5f);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(sc.in, x.data(), 40, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(launch(*d, sc.fn, {sc.in, p, 10}, 24), CUDA_SUCCESS)
+      << d->errorText("cuLaunchKernel", 1);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(static_cast<float *>(mapped)[i], 3.0f) << i;
+  CUdeviceptr q = 0;
+  EXPECT_EQ(d->cuMemHostGetDevicePointer(&q, plain, 0),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_NE(d->errorText("x", 1).find("CU_MEMHOSTALLOC_DEVICEMAP"),
+            std::string::npos);
+  EXPECT_EQ(launch(*d, sc.fn, {sc.in, CUdeviceptr(uintptr_t(plain)), 10}, 24),
+            CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(d->cuMemFreeHost(mapped), CUDA_SUCCESS);
+  EXPECT_EQ(d->cuMemFreeHost(plain), CUDA_SUCCESS);
+  // Freed: no longer a device buffer.
+  EXPECT_EQ(launch(*d, sc.fn, {sc.in, p, 10}, 24), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
 TEST(CudaEmu, ALaunchWithTheWrongParameterCountOrSizesIsRefused) {
   auto d = emulated();
   Scale sc;
