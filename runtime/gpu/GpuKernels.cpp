@@ -5,6 +5,7 @@
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/kernels/cpu/OneDnn.h"
 
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -642,6 +643,11 @@ Status fusedKernel(KernelContext &base) {
   const int64_t perBlock =
       ctx->code().outputsPerBlock > 0 ? ctx->code().outputsPerBlock : block;
   const int64_t grid = (elements + perBlock - 1) / perBlock;
+  if (grid > int64_t(std::numeric_limits<int32_t>::max()))
+    return errorStatus(info.name, ": ", elements, " elements need ", grid,
+                       " blocks of ", perBlock,
+                       ", more than a launch's grid "
+                       "holds (2^31 - 1)");
   size_t bytes = params.size() * sizeof(uint64_t);
   void *extra[] = {reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_POINTER),
                    params.data(),

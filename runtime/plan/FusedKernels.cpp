@@ -82,8 +82,8 @@ Program updateKernelBodyProgram(const Kernel &kernel) {
 
 namespace {
 
-const TensorType *typeOf(const google::protobuf::RepeatedPtrField<Value> &values,
-                         int32_t id) {
+const TensorType *
+typeOf(const google::protobuf::RepeatedPtrField<Value> &values, int32_t id) {
   for (const Value &v : values)
     if (v.id() == id)
       return &v.type();
@@ -134,8 +134,7 @@ Status checkFusedOps(const Plan &plan, const Program &program,
     for (int n = 0; n < op.inputs_size(); ++n)
       DTF_RETURN_IF_ERROR(check(op.inputs(n), kernel.inputs(n), "input", n));
     for (int n = 0; n < op.outputs_size(); ++n)
-      DTF_RETURN_IF_ERROR(
-          check(op.outputs(n), kernel.outputs(n), "output", n));
+      DTF_RETURN_IF_ERROR(check(op.outputs(n), kernel.outputs(n), "output", n));
   }
   return Status::ok();
 }
@@ -292,6 +291,28 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                          kernel.block_y(),
                          " threads (at most 1024 in all), or a negative "
                          "outputs_per_block or shared_bytes");
+    // The two block-wide tree shapes dtfc compiles (docs/plan-format.md,
+    // "Reductions on the GPU"): any other outputs_per_block launches a grid
+    // that leaves outputs unwritten, or runs a tree off its slots.
+    if (kernel.outputs_per_block() != 0) {
+      const bool rows = kernel.block() == 256 && kernel.block_y() <= 1 &&
+                        kernel.outputs_per_block() == 1;
+      const bool columns = kernel.block() == 32 && kernel.block_y() == 8 &&
+                           kernel.outputs_per_block() == 32;
+      const bool reduces =
+          std::any_of(kernel.params().begin(), kernel.params().end(),
+                      [](const KernelParam &p) {
+                        return p.meaning().rfind("reduce:", 0) == 0;
+                      });
+      if (!(rows || columns) || !reduces)
+        return errorStatus(
+            where, " has outputs_per_block ", kernel.outputs_per_block(),
+            " with a block of ", kernel.block(), " x ", kernel.block_y(),
+            reduces ? "" : " and no reduction",
+            ": a reduced kernel's tree is 256 x 1 threads for 1 output or "
+            "32 x 8 for 32 (docs/plan-format.md); recompile the plan with "
+            "dtfc");
+    }
     // An update kernel ("inout" params: the variable and its slots, the
     // first inputs) is one optimizer update and has no outputs.
     const int inout = inPlaceInputs(kernel);
@@ -323,8 +344,8 @@ Status validateKernels(const Plan &plan, const std::string &name) {
       if (param.kind() == "buffer") {
         if (param.operand() < 0 || param.operand() >= operands)
           return errorStatus(where, ": parameter ", p, " names operand ",
-                             param.operand(), ", but the kernel has ",
-                             operands, " (inputs, then outputs)");
+                             param.operand(), ", but the kernel has ", operands,
+                             " (inputs, then outputs)");
         if (!isKnownBufferMeaning(param.meaning()))
           return errorStatus(where, ": parameter ", p,
                              " has an unknown "
@@ -430,7 +451,8 @@ Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
 
 Status expandAllFusedOps(Plan *plan) {
   Program *programs[] = {plan->mutable_train_step(), plan->mutable_eval(),
-                         plan->mutable_worker_step(), plan->mutable_ps_update()};
+                         plan->mutable_worker_step(),
+                         plan->mutable_ps_update()};
   for (Program *p : programs)
     DTF_RETURN_IF_ERROR(expandFusedOps(plan->kernels(), p));
   plan->clear_kernels();

@@ -29,6 +29,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace fs = std::filesystem;
@@ -292,7 +293,8 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     return;
   }
   ASSERT_FALSE(plan.cpu_object().empty());
-  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
@@ -325,8 +327,8 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     dtf::exec::ExecutorOptions options;
     options.intraOpPool = &pool;
     std::unique_ptr<dtf::exec::Executor> opByOp;
-    dtf::Status s =
-        dtf::exec::Executor::create(body, variables, registry, options, &opByOp);
+    dtf::Status s = dtf::exec::Executor::create(body, variables, registry,
+                                                options, &opByOp);
     ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
 
     // Batches of 1, an odd partial one, and ones past the pool's 16k chunk.
@@ -437,8 +439,8 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
   }
   if (!HasFailure())
     std::printf("[ fusion   ] %s: %d kernels, %d runs match the op-by-op "
-              "kernels\n",
-              GetParam().c_str(), plan.kernels_size(), checked);
+                "kernels\n",
+                GetParam().c_str(), plan.kernels_size(), checked);
 }
 
 // The parameter table ptxas writes into a cubin: per kernel, the section
@@ -456,7 +458,9 @@ bool readNvInfo(const std::string &elf, std::map<std::string, ParamTable> *out,
     *error = what;
     return false;
   };
-  if (elf.size() < sizeof(Elf64_Ehdr) || elf.compare(0, 4, "\x7f" "ELF") != 0)
+  if (elf.size() < sizeof(Elf64_Ehdr) || elf.compare(0, 4,
+                                                     "\x7f"
+                                                     "ELF") != 0)
     return fail("not an ELF file");
   Elf64_Ehdr h;
   std::memcpy(&h, elf.data(), sizeof h);
@@ -530,13 +534,17 @@ void expectParamTables(const dtf::plan::Plan &plan, const std::string &cubin,
     auto it = tables.find(k.name());
     ASSERT_NE(it, tables.end()) << what << " has no .nv.info." << k.name();
     const ParamTable &t = it->second;
-    ASSERT_EQ(int(t.params.size()), k.params_size()) << what << ": " << k.name();
+    ASSERT_EQ(int(t.params.size()), k.params_size())
+        << what << ": " << k.name();
     EXPECT_EQ(t.cbankSize, 8 * k.params_size()) << what << ": " << k.name();
     for (int i = 0; i < k.params_size(); ++i) {
       auto p = t.params.find(i);
-      ASSERT_NE(p, t.params.end()) << what << ": " << k.name() << " param " << i;
-      EXPECT_EQ(p->second.first, 8 * i) << what << ": " << k.name() << " param " << i;
-      EXPECT_EQ(p->second.second, 8) << what << ": " << k.name() << " param " << i;
+      ASSERT_NE(p, t.params.end())
+          << what << ": " << k.name() << " param " << i;
+      EXPECT_EQ(p->second.first, 8 * i)
+          << what << ": " << k.name() << " param " << i;
+      EXPECT_EQ(p->second.second, 8)
+          << what << ": " << k.name() << " param " << i;
     }
   }
 }
@@ -553,8 +561,8 @@ TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
   ASSERT_TRUE(fs::exists(ptxas))
       << ptxas << " was there when the build was configured and is gone";
   dtf::plan::Plan plan;
-  ASSERT_NO_FATAL_FAILURE(compileModel(GetParam(), &plan,
-                                       "--gpu-kernels=on --fuse-reductions=all"));
+  ASSERT_NO_FATAL_FAILURE(compileModel(
+      GetParam(), &plan, "--gpu-kernels=on --fuse-reductions=all"));
   if (plan.kernels_size() == 0) {
     EXPECT_TRUE(plan.gpu_ptx().empty());
     return;
@@ -591,12 +599,10 @@ TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
       ++barriers;
     EXPECT_EQ(barriers, reduced ? (tile ? 4 : 9) : 0) << k.name();
   }
-  const fs::path dir = fs::temp_directory_path() /
-                       ("dtf-ptx-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("dtf-ptx-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  {
-    std::ofstream(dir / "k.ptx", std::ios::binary) << plan.gpu_ptx();
-  }
+  { std::ofstream(dir / "k.ptx", std::ios::binary) << plan.gpu_ptx(); }
   for (const char *chip : {"sm_80", "sm_90"}) {
     const fs::path cubin = dir / (std::string(chip) + ".cubin");
     const std::string cmd = ptxas + " -arch=" + chip + " -o '" +
@@ -607,18 +613,21 @@ TEST_P(EveryKernel, GpuCodeAssemblesAndItsParameterTablesMatchThePlan) {
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
     expectParamTables(plan, bytes, std::string("ptxas -arch=") + chip);
     auto stored = plan.gpu_cubins().find(chip);
-    ASSERT_NE(stored, plan.gpu_cubins().end()) << "the plan has no " << chip << " cubin";
-    expectParamTables(plan, stored->second, std::string("the plan's ") + chip + " cubin");
+    ASSERT_NE(stored, plan.gpu_cubins().end())
+        << "the plan has no " << chip << " cubin";
+    expectParamTables(plan, stored->second,
+                      std::string("the plan's ") + chip + " cubin");
   }
   fs::remove_all(dir);
   if (!HasFailure())
-    std::printf("[ gpu      ] %s: %d kernels; ptxas accepts the PTX for sm_80 and "
-              "sm_90, and every parameter table matches\n",
-              GetParam().c_str(), plan.kernels_size());
+    std::printf(
+        "[ gpu      ] %s: %d kernels; ptxas accepts the PTX for sm_80 and "
+        "sm_90, and every parameter table matches\n",
+        GetParam().c_str(), plan.kernels_size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, EveryKernel,
-                         ::testing::ValuesIn(modelFiles()), testName);
+INSTANTIATE_TEST_SUITE_P(Models, EveryKernel, ::testing::ValuesIn(modelFiles()),
+                         testName);
 
 std::string seedModel() {
   return (fs::path(DTF_SOURCE_DIR) / "models" / "mnist_cnn.dtf").string();
@@ -648,7 +657,8 @@ TEST(GeneratedKernels, ApproximatedFunctionsStayWithinAFewUlpsOfLibm) {
   ASSERT_NO_FATAL_FAILURE(
       compileModel(model.string(), &plan, "--fuse-reductions=none"));
   fs::remove(model);
-  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
@@ -729,7 +739,8 @@ TEST(GeneratedKernels, ApproximatedFunctionsStayWithinAFewUlpsOfLibm) {
 
 TEST(GeneratedKernels, ObjectThatIsNotElfIsAPreciseError) {
   std::unique_ptr<dtf::GeneratedKernels> loaded;
-  dtf::Status s = dtf::GeneratedKernels::load(std::string(200, 'x'), {}, &loaded);
+  dtf::Status s =
+      dtf::GeneratedKernels::load(std::string(200, 'x'), {}, &loaded);
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("is not an ELF shared object"), std::string::npos)
       << s.message();
@@ -753,7 +764,8 @@ TEST(GeneratedKernels, MissingSymbolIsAPreciseError) {
   info.name = "dtf_fused_99";
   info.cpuSymbol = "dtf_fused_99";
   std::unique_ptr<dtf::GeneratedKernels> loaded;
-  dtf::Status s = dtf::GeneratedKernels::load(plan.cpu_object(), {info}, &loaded);
+  dtf::Status s =
+      dtf::GeneratedKernels::load(plan.cpu_object(), {info}, &loaded);
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("has no symbol 'dtf_fused_99'"), std::string::npos)
       << s.message();
@@ -909,9 +921,9 @@ TEST(FusedLaunch, ReducedOutputsAndCountsFollowTheSpec) {
         << kind << " " << meaning;
     return p;
   };
-  info.params = {param("i64", "elements", 0), param("i64", "reduced", 0),
-                 param("i64", "inner", 0),    param("buffer", "same", 0),
-                 param("buffer", "suffix", 1), param("buffer", "output", 2),
+  info.params = {param("i64", "elements", 0),      param("i64", "reduced", 0),
+                 param("i64", "inner", 0),         param("buffer", "same", 0),
+                 param("buffer", "suffix", 1),     param("buffer", "output", 2),
                  param("buffer", "reduce:rrrk", 3)};
   dtf::FusedLaunch launch;
   ASSERT_TRUE(dtf::fusedLaunchOf(info, {{7, 5, 5, 32}, {32}}, &launch).isOk());
@@ -954,7 +966,8 @@ TEST(FusedLaunch, APrefixInputOfTheWrongShapeIsRefused) {
   ASSERT_NO_FATAL_FAILURE(compileModel(model, &plan));
   // The check refuses before any generated code runs, but only a CPU that
   // loads the kernels reaches it.
-  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan); !why.empty())
+  if (std::string why = dtf::test::cannotRunGeneratedKernels(plan);
+      !why.empty())
     GTEST_SKIP() << why;
   auto kernels = dtf::exec::planKernelsOf(plan);
   ASSERT_TRUE(kernels && kernels->loaded) << kernels->fallbackReason;
@@ -971,7 +984,8 @@ TEST(FusedLaunch, APrefixInputOfTheWrongShapeIsRefused) {
     std::vector<dtf::Tensor> inputs;
     std::vector<dtf::Tensor *> pointers;
     for (int i = 0; i < kernel.inputs_size(); ++i) {
-      std::vector<int64_t> dims = {3, i == prefix ? 1 : 16, i == prefix ? 1 : 64};
+      std::vector<int64_t> dims = {3, i == prefix ? 1 : 16,
+                                   i == prefix ? 1 : 64};
       for (const auto &p : kernel.params())
         if (p.operand() == i && p.meaning() == "suffix")
           dims = {64};
@@ -1367,6 +1381,43 @@ TEST(PlanReader, RejectsAGpuBlockOfMoreThan1024Threads) {
   plan.mutable_kernels(0)->set_block(256);
   plan.mutable_kernels(0)->set_block_y(8);
   expectRefused(plan, "(at most 1024 in all)");
+}
+
+// outputs_per_block is one of the two tree shapes dtfc compiles, on a kernel
+// with a reduction: another value would launch a grid that leaves outputs
+// unwritten (too many outputs per block) or runs the tree off its slots.
+TEST(PlanReader, RejectsAnOutputsPerBlockOtherThanTheTwoTreeShapes) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  int reduced = -1, plain = -1;
+  for (int k = 0; k < plan.kernels_size(); ++k) {
+    bool reduces = false;
+    for (const auto &p : plan.kernels(k).params())
+      reduces |= p.meaning().rfind("reduce:", 0) == 0;
+    (reduces ? reduced : plain) = k;
+  }
+  ASSERT_GE(reduced, 0);
+  ASSERT_GE(plain, 0);
+  auto shape = [](dtf::plan::Kernel *k, int x, int y, int perBlock) {
+    k->set_block(x);
+    k->set_block_y(y);
+    k->set_outputs_per_block(perBlock);
+  };
+  // The two shapes pass on a reduced kernel.
+  for (auto [x, y, per] : {std::tuple{256, 1, 1}, std::tuple{32, 8, 32}}) {
+    dtf::plan::Plan ok = plan;
+    shape(ok.mutable_kernels(reduced), x, y, per);
+    dtf::Status s = dtf::plan::validatePlan(ok, "p.bin");
+    EXPECT_TRUE(s.isOk()) << s.message();
+  }
+  for (auto [x, y, per] : {std::tuple{256, 1, 64}, std::tuple{32, 8, 64},
+                           std::tuple{128, 1, 1}, std::tuple{32, 4, 32}}) {
+    dtf::plan::Plan bad = plan;
+    shape(bad.mutable_kernels(reduced), x, y, per);
+    expectRefused(bad, "has outputs_per_block " + std::to_string(per));
+  }
+  shape(plan.mutable_kernels(plain), 256, 1, 1);
+  expectRefused(plan, "with a block of 256 x 1 and no reduction");
 }
 
 /// The seed CNN's plan and its sparse cross-entropy gradient's row kernel.
