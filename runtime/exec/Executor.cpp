@@ -1685,7 +1685,7 @@ Status Executor::runNode(Node &node, uint64_t step) {
   }
   KernelContext &ctx = *node.ctx;
   ctx.setStep(step, options_.seed);
-  ctx.setBatchOffset(batchOffset_);
+  ctx.setBatchOffset(batchOffset_, batchRows_);
   Status s = callKernel(node.fn, ctx);
   if (!s.isOk()) {
     // Kernel messages mostly start with the op's name already.

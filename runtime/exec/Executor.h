@@ -3,8 +3,8 @@
 #pragma once
 
 #include "runtime/core/Status.h"
-#include "runtime/exec/PlanKernels.h"
 #include "runtime/core/Tensor.h"
+#include "runtime/exec/PlanKernels.h"
 #include "runtime/exec/VariableStore.h"
 #include "runtime/kernels/Kernel.h"
 
@@ -225,9 +225,12 @@ public:
   /// The resident variable `name` changes on the host every step (its update
   /// runs there): upload it at every run.
   void uploadEveryRun(std::string_view name);
-  /// Towers: this executor's batch is the global batch's examples from
-  /// `rows` on; random ops (dropout) draw the masks of those examples.
-  void setBatchOffset(int64_t rows) { batchOffset_ = rows; }
+  /// Towers: this executor's batch is the global batch's `rows` examples
+  /// from `first` on; random ops (dropout) draw the masks of those examples.
+  void setBatchOffset(int64_t first, int64_t rows) {
+    batchOffset_ = first;
+    batchRows_ = rows;
+  }
   /// Waits for the GPU work of the last run (before another stream reads
   /// its device values).
   Status synchronizeGpus();
@@ -360,6 +363,7 @@ private:
   std::map<const Tensor *, Resident> resident_;
   bool residentUploaded_ = false;
   int64_t batchOffset_ = 0;
+  int64_t batchRows_ = 0;
   // Device feeds (options.deviceFeeds): per fed value its device view; the
   // feeds GPU ops read there, and those no host op reads.
   std::map<int, Tensor> deviceFeedViews_;

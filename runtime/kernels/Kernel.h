@@ -55,10 +55,13 @@ public:
     step_ = step;
     seed_ = seed;
   }
-  /// Towers: the examples of the global batch before this tower's share, so
-  /// that a random op draws the masks those rows get in one step of the
-  /// whole batch.
-  void setBatchOffset(int64_t rows) { batchOffset_ = rows; }
+  /// Towers: the examples of the global batch before this tower's share
+  /// (`first`) and in it (`rows`, 0: not known), so that a random op draws
+  /// the masks those examples get in one step of the whole batch.
+  void setBatchOffset(int64_t first, int64_t rows = 0) {
+    batchOffset_ = first;
+    batchRows_ = rows;
+  }
   std::vector<Tensor> &outputs() { return outputs_; }
 
   // --- Used by kernels
@@ -106,6 +109,7 @@ public:
   uint64_t step() const { return step_; }
   uint64_t seed() const { return seed_; }
   int64_t batchOffset() const { return batchOffset_; }
+  int64_t batchRows() const { return batchRows_; }
   const std::string &opName() const { return opName_; }
 
 private:
@@ -120,6 +124,7 @@ private:
   uint64_t step_ = 0;
   uint64_t seed_ = 0;
   int64_t batchOffset_ = 0;
+  int64_t batchRows_ = 0;
   mutable Status attrError_;
 };
 

@@ -239,7 +239,7 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
       Status s = feeder.feed(slice(batch, begins[k], begins[k + 1]));
       if (s.isOk())
         s = feedLearningRate(e, globalStep);
-      e.setBatchOffset(int64_t(begins[k]));
+      e.setBatchOffset(int64_t(begins[k]), int64_t(begins[k + 1] - begins[k]));
       if (s.isOk())
         s = e.run(uint64_t(globalStep));
       if (s.isOk()) // its gradients are read on the all-reduce's streams

@@ -49,11 +49,18 @@ Status dropoutLike(KernelContext &ctx, const char *name) {
     const T scale = T(1.0 / (1.0 - rate));
     const T *px = x.data<T>();
     T *po = out->data<T>();
-    // A tower's share of a batch (rows from batchOffset() on) takes the
-    // elements those rows have in the whole batch's mask.
-    const int64_t first = x.rank() > 0 && x.dim(0) > 0
-                              ? ctx.batchOffset() * (x.numElements() / x.dim(0))
-                              : 0;
+    // A tower's share of a batch (batchRows() examples from batchOffset()
+    // on) takes the elements those examples have in the whole batch's mask.
+    // An example's elements: the tensor's over the tower's examples when its
+    // first axis is a multiple of them (a [B * H, T, T] attention holds H
+    // rows per example), else a row's.
+    const int64_t examples = ctx.batchRows();
+    int64_t perExample = 0;
+    if (x.rank() > 0 && examples > 0 && x.dim(0) % examples == 0)
+      perExample = x.numElements() / examples;
+    else if (x.rank() > 0 && x.dim(0) > 0)
+      perExample = x.numElements() / x.dim(0);
+    const int64_t first = ctx.batchOffset() * perExample;
     parallelFor(ctx.threadPool(), x.numElements(), kExpensiveGrain,
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t i = lo; i < hi; ++i)

@@ -1,6 +1,8 @@
 // dropout and dropout_grad: the rate, the scale, reproducible masks.
 #include "KernelTestUtil.h"
 
+#include <algorithm>
+
 namespace dtf::test {
 namespace {
 
@@ -91,6 +93,45 @@ TEST(Dropout, RateZeroIsIdentityAndRateOneIsAnError) {
   KernelRun none("dtf.dropout_grad");
   none.in(x);
   EXPECT_EQ(errorOf(none), "dtf.dropout_grad needs the rate attribute");
+}
+
+// Towers: each tower's share of a batch draws the masks its examples get in
+// one step of the whole batch, also for a tensor with several rows per
+// example (an attention's [B * H, T, T]) and for an uneven split.
+TEST(Dropout, ATowersShareDrawsItsExamplesMasksOfTheWholeBatch) {
+  Rng rng;
+  for (const Shape &perExample : {Shape{6}, Shape{3, 4, 4}}) {
+    const int64_t batch = 7, rowsPer = perExample[0];
+    int64_t inner = 1;
+    for (size_t d = 1; d < perExample.size(); ++d)
+      inner *= perExample[d];
+    Shape whole = perExample;
+    whole[0] = batch * rowsPer;
+    Values xv = rng.uniform(numElementsOf(whole), 0.5, 1.5);
+    KernelRun all("dtf.dropout");
+    all.attr("rate", 0.5).step(3, 11).in(test::f32(whole, xv));
+    ASSERT_EQ(errorOf(all), "");
+    const Values want = valuesOf(all.out());
+    Values got;
+    for (auto [first, rows] : {std::pair<int64_t, int64_t>{0, 3}, {3, 4}}) {
+      Shape part = whole;
+      part[0] = rows * rowsPer;
+      const int64_t from = first * rowsPer * inner, n = rows * rowsPer * inner;
+      KernelRun tower("dtf.dropout");
+      tower.attr("rate", 0.5)
+          .step(3, 11)
+          .in(test::f32(part,
+                        Values(xv.begin() + from, xv.begin() + from + n)));
+      tower.ctx().setBatchOffset(first, rows);
+      ASSERT_EQ(errorOf(tower), "");
+      const Values v = valuesOf(tower.out());
+      got.insert(got.end(), v.begin(), v.end());
+    }
+    EXPECT_EQ(got, want) << ::testing::PrintToString(perExample);
+    // Not vacuous: the mask dropped some elements and kept some.
+    EXPECT_GT(std::count(want.begin(), want.end(), 0.0), 0);
+    EXPECT_LT(std::count(want.begin(), want.end(), 0.0), int64_t(want.size()));
+  }
 }
 
 } // namespace
