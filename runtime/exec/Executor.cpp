@@ -136,9 +136,10 @@ Status assignAdd(Tensor &var, const Tensor &value) {
     addInPlace<int64_t>(var, value);
     return Status::ok();
   default:
-    return errorStatus("dtf.assign_add supports f32, f64, i32 and i64 variables, "
-                       "got ",
-                       var.describe());
+    return errorStatus(
+        "dtf.assign_add supports f32, f64, i32 and i64 variables, "
+        "got ",
+        var.describe());
   }
 }
 
@@ -277,8 +278,8 @@ Status Executor::create(const plan::Program &program, VariableStore &variables,
     const plan::Kernel &kernel = pk.kernels[int(k->second.i())];
     bool column = false;
     for (const plan::KernelParam &p : kernel.params())
-      column |= p.meaning().rfind("reduce:", 0) == 0 &&
-                p.meaning().back() == 'k';
+      column |=
+          p.meaning().rfind("reduce:", 0) == 0 && p.meaning().back() == 'k';
     return kernel.body_size() == 1 || column;
   };
   if (plan::hasFusedOps(program)) {
@@ -446,7 +447,8 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
           op.inputs_size() != (send ? 1 : 0) ||
           op.outputs_size() != (send ? 0 : 1))
         return fail("a ", op.name(), " takes a key and a peer, and ",
-                    send ? "one input and no result" : "no input and one result");
+                    send ? "one input and no result"
+                         : "no input and one result");
       if (!options_.rendezvous)
         return fail("this program is one stage of a model-parallel replica; it "
                     "runs only in a cluster, with its other stages");
@@ -772,8 +774,7 @@ void Executor::wireGpuNodes() {
         down += readOnHost.count(nodes_[size_t(n)].outputs[k]) ? 1 : 0;
     line += strCat(g == 0 ? "" : "; ", "GPU:", nodes_[size_t(members[0])].gpu,
                    " ", members.size(), members.size() == 1 ? " op" : " ops",
-                   " from ",
-                   nodes_[size_t(members.front())].where, " to ",
+                   " from ", nodes_[size_t(members.front())].where, " to ",
                    nodes_[size_t(members.back())].where, ", ",
                    segments_[g]->numUploads(), " values up, ", down, " down");
   }
@@ -793,8 +794,7 @@ int Executor::numGpuOps() const {
 // The device the plan gives `op`. A dtf.fused op that names none runs where
 // its region's ops were placed (when they agree).
 std::string Executor::placedDevice(const plan::Op &op) const {
-  if (!op.device().empty() || op.name() != "dtf.fused" ||
-      !options_.planKernels)
+  if (!op.device().empty() || op.name() != "dtf.fused" || !options_.planKernels)
     return op.device();
   auto k = op.attrs().find("kernel");
   const auto &kernels = options_.planKernels->kernels;
@@ -823,7 +823,8 @@ std::string Executor::fusedGpuCodeMissing(const plan::Op &op) const {
     return "a generated optimizer update writes its variable in place, and "
            "its variable lives on the host";
   const int index = int(k->second.i());
-  if (index < 0 || index >= int(pk->gpu.size()) || !pk->gpu[size_t(index)].present())
+  if (index < 0 || index >= int(pk->gpu.size()) ||
+      !pk->gpu[size_t(index)].present())
     return "the plan has no GPU code for its generated kernels (dtf.fused; "
            "dtfc compiles it where the CUDA toolkit is, see --gpu-kernels)";
   return "";
@@ -1133,8 +1134,8 @@ Status Executor::place(const plan::Program &program) {
         } else {
           lacking = device;
           why = kNoGpuKernel;
-          noGpuKernel.insert(strCat(plan::printable(op.name()),
-                                    f32 ? "" : " (not f32)"));
+          noGpuKernel.insert(
+              strCat(plan::printable(op.name()), f32 ? "" : " (not f32)"));
         }
       }
     } else if (!device.empty() && lacksDevice(device)) {
@@ -1150,14 +1151,14 @@ Status Executor::place(const plan::Program &program) {
               !gpuAvailable(gpuIndexOf(it->second), &why)) ||
              (gpuIndexOf(it->second) < 0 && lacksDevice(it->second)))) {
           lacking = it->second;
-          because = strCat(" (its variable '", plan::printable(it->first),
-                           "' is)");
+          because =
+              strCat(" (its variable '", plan::printable(it->first), "' is)");
         }
       }
     }
     if (why == kNoGpuKernel)
-      why = strCat("dtf-run has no GPU kernel for ",
-                   plan::printable(op.name()), " (",
+      why = strCat("dtf-run has no GPU kernel for ", plan::printable(op.name()),
+                   " (",
                    "its GPU kernels are dtf.matmul, dtf.conv2d and its "
                    "gradients, dtf.max_pool, dtf.avg_pool and their gradients, "
                    "in f32, dtf.reshape, and dtf.fused with the plan's GPU "
@@ -1191,12 +1192,12 @@ Status Executor::place(const plan::Program &program) {
                                     ? strCat("op #", i)
                                     : plan::printable(op.location());
       const int g = opGpu_[size_t(i)];
-      log += strCat(name, " (", where, "): ",
-                    g >= 0 ? gpu::gpuDeviceName(g) : options_.device,
-                    lacking.empty() ? ""
-                                    : strCat(" (placed on ",
-                                             plan::printable(lacking),
-                                             ": soft placement)"),
+      log += strCat(name, " (", where,
+                    "): ", g >= 0 ? gpu::gpuDeviceName(g) : options_.device,
+                    lacking.empty()
+                        ? ""
+                        : strCat(" (placed on ", plan::printable(lacking),
+                                 ": soft placement)"),
                     "\n");
     }
   }
@@ -1414,17 +1415,28 @@ Status Executor::run(uint64_t step) {
                          "' was not given a value");
   if (!resident_.empty() && !residentUploaded_)
     DTF_RETURN_IF_ERROR(uploadResidentVariables());
-  else
+  else {
+    // Variables written on the host each step: every copy goes on its GPU's
+    // stream, then one wait per GPU (not one per variable).
+    std::vector<int> copiedTo;
     for (auto &[host, r] : resident_)
-      if (r.everyRun) { // written on the host each step
+      if (r.everyRun) {
         gpu::GpuDevice &device = *gpus_.at(r.gpu);
         DTF_RETURN_IF_ERROR(device.makeCurrent());
         DTF_RETURN_IF_ERROR(device.check(
             "cuMemcpyHtoDAsync (a resident variable)",
             device.driver().cuMemcpyHtoDAsync(r.ptr, host->rawData(), r.bytes,
                                               device.stream())));
-        DTF_RETURN_IF_ERROR(device.synchronize());
+        if (std::find(copiedTo.begin(), copiedTo.end(), r.gpu) ==
+            copiedTo.end())
+          copiedTo.push_back(r.gpu);
       }
+    for (int g : copiedTo) {
+      gpu::GpuDevice &device = *gpus_.at(g);
+      DTF_RETURN_IF_ERROR(device.makeCurrent());
+      DTF_RETURN_IF_ERROR(device.synchronize());
+    }
+  }
   // Outputs that share an input's buffer (reshape, an updated variable) would
   // make that buffer's producer allocate anew: let them go first.
   for (int n : releaseBeforeRun_)
