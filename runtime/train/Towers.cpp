@@ -190,11 +190,12 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
       for (int k = 0; k < towers_; ++k)
         towerExecutor(k).uploadEveryRun(name);
     }
-    if (!updateShared_.empty())
+    if (!broadcast_.empty())
       towersNote_ +=
           strCat("; ", broadcast_.size(),
-                 " variables stay on every tower's GPU, updated on GPU ",
-                 gpus[0], " and sent to the others with ncclBroadcast");
+                 broadcast_.size() == 1 ? " variable stays" : " variables stay",
+                 " on every tower's GPU, updated on GPU ", gpus[0],
+                 " and sent to the others with ncclBroadcast");
   }
   return Status::ok();
 }
