@@ -1027,6 +1027,42 @@ void Executor::uploadEveryRun(std::string_view name) {
       r.everyRun = true;
 }
 
+void Executor::receiveEveryRun(std::string_view name) {
+  for (auto &[host, r] : resident_)
+    if (!r.constant && r.name == name)
+      r.received = true;
+}
+
+Status Executor::uploadResidentBeforeRun() {
+  DTF_RETURN_IF_ERROR(residentUploaded_ ? uploadEveryRunVariables()
+                                        : uploadResidentVariables());
+  uploadedBeforeRun_ = true;
+  return Status::ok();
+}
+
+// Variables written on the host each step: every copy goes on its GPU's
+// stream, then one wait per GPU (not one per variable).
+Status Executor::uploadEveryRunVariables() {
+  std::vector<int> copiedTo;
+  for (auto &[host, r] : resident_)
+    if (r.everyRun) {
+      gpu::GpuDevice &device = *gpus_.at(r.gpu);
+      DTF_RETURN_IF_ERROR(device.makeCurrent());
+      DTF_RETURN_IF_ERROR(
+          device.check("cuMemcpyHtoDAsync (a resident variable)",
+                       device.driver().cuMemcpyHtoDAsync(
+                           r.ptr, host->rawData(), r.bytes, device.stream())));
+      if (std::find(copiedTo.begin(), copiedTo.end(), r.gpu) == copiedTo.end())
+        copiedTo.push_back(r.gpu);
+    }
+  for (int g : copiedTo) {
+    gpu::GpuDevice &device = *gpus_.at(g);
+    DTF_RETURN_IF_ERROR(device.makeCurrent());
+    DTF_RETURN_IF_ERROR(device.synchronize());
+  }
+  return Status::ok();
+}
+
 int Executor::numResidentVariables() const {
   int n = 0;
   for (const auto &[host, r] : resident_)
@@ -1037,7 +1073,7 @@ int Executor::numResidentVariables() const {
 Status Executor::uploadResidentVariables() {
   std::set<int> used;
   for (auto &[host, r] : resident_) {
-    if (r.shared)
+    if (r.shared || r.received)
       continue; // its owner uploads it
     gpu::GpuDevice &device = *gpus_.at(r.gpu);
     DTF_RETURN_IF_ERROR(device.makeCurrent());
@@ -1058,7 +1094,7 @@ Status Executor::syncVariablesToHost() {
     return Status::ok(); // the host holds the values
   std::set<int> used;
   for (auto &[host, r] : resident_) {
-    if (r.constant || r.shared || r.everyRun)
+    if (r.constant || r.shared || r.everyRun || r.received)
       continue; // never changed here, or held by another executor
     gpu::GpuDevice &device = *gpus_.at(r.gpu);
     DTF_RETURN_IF_ERROR(device.makeCurrent());
@@ -1413,30 +1449,12 @@ Status Executor::run(uint64_t step) {
     if (!feedTensors_[k].defined() && feedReadOnHost(int(k)))
       return errorStatus(options_.programName, ": feed '", feeds_[k].info.name,
                          "' was not given a value");
-  if (!resident_.empty() && !residentUploaded_)
+  if (uploadedBeforeRun_)
+    uploadedBeforeRun_ = false; // uploadResidentBeforeRun did it
+  else if (!resident_.empty() && !residentUploaded_)
     DTF_RETURN_IF_ERROR(uploadResidentVariables());
-  else {
-    // Variables written on the host each step: every copy goes on its GPU's
-    // stream, then one wait per GPU (not one per variable).
-    std::vector<int> copiedTo;
-    for (auto &[host, r] : resident_)
-      if (r.everyRun) {
-        gpu::GpuDevice &device = *gpus_.at(r.gpu);
-        DTF_RETURN_IF_ERROR(device.makeCurrent());
-        DTF_RETURN_IF_ERROR(device.check(
-            "cuMemcpyHtoDAsync (a resident variable)",
-            device.driver().cuMemcpyHtoDAsync(r.ptr, host->rawData(), r.bytes,
-                                              device.stream())));
-        if (std::find(copiedTo.begin(), copiedTo.end(), r.gpu) ==
-            copiedTo.end())
-          copiedTo.push_back(r.gpu);
-      }
-    for (int g : copiedTo) {
-      gpu::GpuDevice &device = *gpus_.at(g);
-      DTF_RETURN_IF_ERROR(device.makeCurrent());
-      DTF_RETURN_IF_ERROR(device.synchronize());
-    }
-  }
+  else
+    DTF_RETURN_IF_ERROR(uploadEveryRunVariables());
   // Outputs that share an input's buffer (reshape, an updated variable) would
   // make that buffer's producer allocate anew: let them go first.
   for (int n : releaseBeforeRun_)

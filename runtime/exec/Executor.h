@@ -225,6 +225,16 @@ public:
   /// The resident variable `name` changes on the host every step (its update
   /// runs there): upload it at every run.
   void uploadEveryRun(std::string_view name);
+  /// The resident variable `name` is written into its device copy by
+  /// another executor's GPU each step (a worker's towers: tower 0 uploads
+  /// what the worker pulled and broadcasts it): this executor neither
+  /// uploads nor downloads it.
+  void receiveEveryRun(std::string_view name);
+  /// The uploads run() starts with (every resident variable at the first
+  /// run and after reloadVariablesFromHost, then those of uploadEveryRun),
+  /// done now, before the next run, which then skips them: the towers
+  /// broadcast tower 0's copies between the two.
+  Status uploadResidentBeforeRun();
   /// Towers: this executor's batch is the global batch's `rows` examples
   /// from `first` on; random ops (dropout) draw the masks of those examples.
   void setBatchOffset(int64_t first, int64_t rows) {
@@ -358,10 +368,13 @@ private:
     bool constant = false; // a dtf.constant: uploaded, never downloaded
     bool shared = false;   // options.sharedResident's: another owns it
     bool everyRun = false; // uploadEveryRun
+    bool received = false; // receiveEveryRun: another executor writes it
     std::string name;
   };
   std::map<const Tensor *, Resident> resident_;
   bool residentUploaded_ = false;
+  bool uploadedBeforeRun_ = false; // uploadResidentBeforeRun
+  Status uploadEveryRunVariables();
   int64_t batchOffset_ = 0;
   int64_t batchRows_ = 0;
   // Device feeds (options.deviceFeeds): per fed value its device view; the

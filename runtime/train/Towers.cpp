@@ -143,7 +143,40 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
     towersNote_ += strCat(k ? ", " : "", gpus[k]);
   towersNote_ += strCat("; ", note);
 
-  if (!options_.driver) {
+  if (options_.driver) {
+    // A worker pulls its variables to the host every step. With NCCL, one
+    // that every tower keeps on its first GPU goes up once, into tower 0's
+    // copy, and from there to the other towers' (ncclBroadcast) before they
+    // run; any other goes up to every tower that keeps it.
+    for (const std::string &name : variables_.names()) {
+      std::vector<uint64_t> copies;
+      size_t bytes = 0;
+      for (int k = 0; k < towers_; ++k)
+        if (exec::Executor::ResidentBuffer b =
+                towerExecutor(k).residentBuffer(name);
+            b.gpu == gpus[size_t(k)]) {
+          copies.push_back(b.ptr);
+          bytes = b.bytes;
+        }
+      if (allReduce_->usesNccl() && int(copies.size()) == towers_) {
+        train_->uploadEveryRun(name);
+        for (int k = 1; k < towers_; ++k)
+          towerExecutor(k).receiveEveryRun(name);
+        broadcast_.push_back(std::move(copies));
+        broadcastBytes_.push_back(bytes);
+      } else {
+        for (int k = 0; k < towers_; ++k)
+          towerExecutor(k).uploadEveryRun(name);
+      }
+    }
+    if (!broadcast_.empty())
+      towersNote_ +=
+          strCat("; ", broadcast_.size(),
+                 broadcast_.size() == 1 ? " pulled variable goes"
+                                        : " pulled variables go",
+                 " up to GPU ", gpus[0],
+                 " once per step and to the others with ncclBroadcast");
+  } else {
     // One process: the plan's ps_update, as a single ps would run it, applies
     // the averaged sends to this process's variables.
     plan::Placement placement;
@@ -232,6 +265,16 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
   // The towers run at the same time, one per thread of towerPool_: each
   // feeds its share and runs its step on its own GPU (its executor, feeder
   // and device are its own; the variables are only read until the update).
+  if (options_.driver && !broadcast_.empty()) {
+    // The variables this worker pulled: up to tower 0's GPU once, then from
+    // there to the other towers' GPUs.
+    Status s = train_->uploadResidentBeforeRun();
+    if (s.isOk())
+      s = allReduce_->broadcast(broadcast_, broadcastBytes_);
+    if (!s.isOk())
+      return errorStatus("the pulled variables to the towers' GPUs: ",
+                         s.message());
+  }
   std::vector<Status> status(towers);
   towerPool_->parallelFor(int64_t(towers), 1, [&](int64_t lo, int64_t hi) {
     for (int64_t k = lo; k < hi; ++k) {

@@ -361,8 +361,10 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
     o.profile = options_.profile && name != "eval";
     if (name.rfind("worker_step (tower ", 0) == 0) {
       o.deviceFetches = towerDeviceSends_;
-      // One process: the variables the towers' GPUs read stay there.
-      o.residentReads = !options_.driver && !towerDeviceSends_.empty();
+      // The variables the towers' GPUs read stay there: updated on GPU 0
+      // and broadcast (one process), or uploaded to GPU 0 after each pull
+      // and broadcast (a worker).
+      o.residentReads = !towerDeviceSends_.empty();
     }
     if (name == "ps_update") {
       o.sharedResident = updateShared_;

@@ -280,12 +280,14 @@ private:
   /// queueing its own GPU's work.
   std::unique_ptr<ThreadPool> towerPool_;
   std::unique_ptr<gpu::TowerAllReduce> allReduce_;
-  std::vector<int> reducedSends_; // fetch indices of the f32 sends
+  std::vector<int> reducedSends_;          // fetch indices of the f32 sends
   std::set<std::string> towerDeviceSends_; // kept on the towers' GPUs
   // One process with NCCL: tower 0's device copies of the variables, which
   // ps_update updates in place (name -> GPU, pointer); per variable that
   // the update writes there, its copy on every tower's GPU (broadcast from
-  // tower 0's after each update) and its size.
+  // tower 0's after each update) and its size. A worker with NCCL: the
+  // pulled variables every tower keeps on its first GPU, broadcast from
+  // tower 0's copy before each step.
   std::map<std::string, std::pair<int, uint64_t>, std::less<>> updateShared_;
   std::vector<std::vector<uint64_t>> broadcast_;
   std::vector<size_t> broadcastBytes_;

@@ -5,9 +5,10 @@
 #     session(gpu_towers = 2): each worker's towers all-reduce their gradients
 #     with NCCL once per step (its step count) on both its GPUs, and the ps
 #     sees one push per worker step (async: updates applied = the workers'
-#     steps; sync 2 of 2: 300 updates of 2 gradients each); a worker keeps
-#     no variable on its towers' GPUs (it pulls them to the host every
-#     step) and broadcasts nothing;
+#     steps; sync 2 of 2: 300 updates of 2 gradients each); a worker pulls
+#     its variables to the host every step, uploads each that its towers'
+#     GPUs read to GPU 0 once and sends it to GPU 1 with ncclBroadcast (the
+#     MLP's 6 variables: 6 broadcasts per step);
 #   backup: 1 ps + 3 GPU workers in sync with a backup worker
 #     (replicas_to_aggregate = 2, total_num_replicas = 3): 300 updates of 2
 #     gradients, every worker on its GPU;
@@ -108,10 +109,12 @@ for name in ("towers-async", "towers-sync"):
             bad.append("%s: %s does not say its 2 towers use NCCL" % (name, w))
         if n <= 0 or count(r"(\d+) NCCL all-reduces", st) != n:
             bad.append("%s: %s ran %d steps but its NCCL all-reduces were: %s" % (name, w, n, st))
-        # A worker pulls its variables to the host every step: none stays
-        # on the towers' GPUs, nothing is broadcast between them.
-        if count(r"NCCL broadcasts: (\d+)", st) != 0 or any("variables stay on every tower's GPU" in l for l in task(log, w)):
-            bad.append("%s: %s kept variables on its towers' GPUs: %s" % (name, w, st))
+        # A worker pulls its variables to the host every step; each goes up
+        # to GPU 0 once and to GPU 1 by ncclBroadcast (6 per step).
+        if count(r"NCCL broadcasts: (\d+)", st) != 6 * n or any("variables stay on every tower's GPU" in l for l in task(log, w)):
+            bad.append("%s: %s did not broadcast its 6 pulled variables once per step (%d steps): %s" % (name, w, n, st))
+        if not any(l.startswith("towers: ") and l.endswith("; 6 pulled variables go up to GPU 0 once per step and to the others with ncclBroadcast") for l in task(log, w)):
+            bad.append("%s: %s does not say its pulled variables go up once and are broadcast" % (name, w))
         per = dict(re.findall(r" (\d+)=(\d+)", st.split("stream work per GPU:")[-1].split(";")[0])) if st else {}
         for g in ("0", "1"):
             if int(per.get(g, 0)) < 5 * max(n, 1):
