@@ -79,6 +79,14 @@ struct Executor::Node {
 };
 
 namespace {
+// DTF_GPU_RESIDENT_VARIABLES=0: every variable stays on the host.
+bool residentVariablesOff() {
+  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
+  return env && std::string_view(env) == "0";
+}
+} // namespace
+
+namespace {
 
 // Room for outputs a kernel makes beyond those the plan declares (the norm of
 // global_norm_clip, say) without moving the others.
@@ -559,12 +567,13 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
   deviceFetchNow_.assign(fetches_.size(), Tensor());
   deviceFetchKept_.assign(fetches_.size(), {0, 0});
   // A constant that a GPU op reads (a learning rate, a scale) is uploaded
-  // once too, with the resident variables: it never changes.
+  // once, before the first run (with the resident variables, if any): it
+  // never changes.
   std::set<const Tensor *> constants;
   for (const Tensor &t : constants_)
     constants.insert(&t);
   for (const Node &node : nodes_)
-    if (node.kind == NodeKind::kGpu && !resident_.empty())
+    if (node.kind == NodeKind::kGpu && !residentVariablesOff())
       for (int v : node.inputs)
         if (constants.count(slots_[v]) && !resident_.count(slots_[v])) {
           Resident &res = resident_[slots_[v]];
@@ -848,11 +857,6 @@ bool Executor::gpuAvailable(int index, std::string *why) {
 }
 
 namespace {
-// DTF_GPU_RESIDENT_VARIABLES=0: every variable stays on the host.
-bool residentVariablesOff() {
-  const char *env = std::getenv("DTF_GPU_RESIDENT_VARIABLES");
-  return env && std::string_view(env) == "0";
-}
 // Whether the dtf.fused `op` has GPU code in the plan.
 bool hasGpuCode(const PlanKernels *pk, const plan::Op &op) {
   auto k = op.attrs().find("kernel");

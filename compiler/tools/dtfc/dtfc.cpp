@@ -309,6 +309,7 @@ int main(int argc, char **argv) {
     fuseOptions.updates = fuseUpdates == Fusion::On;
     fuseOptions.rows = fuseRows == Fusion::On;
     fuse.addPass(mlir::dtf::createDtfFuseLibrary());
+    fuse.addPass(mlir::dtf::createDtfGpuClip());
     fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));
     if (mlir::failed(fuse.run(*module))) {
       diagnostics.printSummary();

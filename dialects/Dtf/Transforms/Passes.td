@@ -91,4 +91,21 @@ def DtfFuseLibrary : Pass<"dtf-fuse-library", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }
 
+def DtfGpuClip : Pass<"dtf-gpu-clip", "::mlir::ModuleOp"> {
+  let summary = "Clips gradients made on one GPU by their global norm there";
+  let description = [{
+    A `global_norm_clip` (placed on the task's CPU by dtf-optimize) whose
+    every gradient is made by an op on the same GPU becomes, on that GPU,
+    the ops that compute it: per gradient the sum of its squares in f64
+    (`cast`, `mul`, `sum`), their sum, its `sqrt` (the global norm),
+    `clip_norm / maximum(norm, clip_norm) + (norm - norm)` (NaN when the
+    norm is not finite, as the CPU kernel gives) and each gradient times
+    that scale, cast to its type. dtf-fuse then makes them generated
+    kernels, so the gradients stay on the GPU instead of going to the CPU
+    and back each step. dtfc runs it before dtf-fuse, unless
+    `--fusion=off` (the GPU has no op-by-op kernels for these ops).
+  }];
+  let dependentDialects = ["::mlir::dtf::DtfDialect"];
+}
+
 #endif // DTF_PASSES_TD
