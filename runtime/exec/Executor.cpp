@@ -1038,32 +1038,8 @@ void Executor::receiveEveryRun(std::string_view name) {
 }
 
 Status Executor::uploadResidentBeforeRun() {
-  DTF_RETURN_IF_ERROR(residentUploaded_ ? uploadEveryRunVariables()
-                                        : uploadResidentVariables());
+  DTF_RETURN_IF_ERROR(uploadResident(!residentUploaded_));
   uploadedBeforeRun_ = true;
-  return Status::ok();
-}
-
-// Variables written on the host each step: every copy goes on its GPU's
-// stream, then one wait per GPU (not one per variable).
-Status Executor::uploadEveryRunVariables() {
-  std::vector<int> copiedTo;
-  for (auto &[host, r] : resident_)
-    if (r.everyRun) {
-      gpu::GpuDevice &device = *gpus_.at(r.gpu);
-      DTF_RETURN_IF_ERROR(device.makeCurrent());
-      DTF_RETURN_IF_ERROR(
-          device.check("cuMemcpyHtoDAsync (a resident variable)",
-                       device.driver().cuMemcpyHtoDAsync(
-                           r.ptr, host->rawData(), r.bytes, device.stream())));
-      if (std::find(copiedTo.begin(), copiedTo.end(), r.gpu) == copiedTo.end())
-        copiedTo.push_back(r.gpu);
-    }
-  for (int g : copiedTo) {
-    gpu::GpuDevice &device = *gpus_.at(g);
-    DTF_RETURN_IF_ERROR(device.makeCurrent());
-    DTF_RETURN_IF_ERROR(device.synchronize());
-  }
   return Status::ok();
 }
 
@@ -1074,11 +1050,15 @@ int Executor::numResidentVariables() const {
   return n;
 }
 
-Status Executor::uploadResidentVariables() {
+// Every resident variable this executor uploads (`everyOne`: the first run,
+// after reloadVariablesFromHost), or those written on the host each step
+// (uploadEveryRun): every copy goes on its GPU's stream, then one wait per
+// GPU (not one per variable).
+Status Executor::uploadResident(bool everyOne) {
   std::set<int> used;
   for (auto &[host, r] : resident_) {
-    if (r.shared || r.received)
-      continue; // its owner uploads it
+    if (everyOne ? r.shared || r.received : !r.everyRun)
+      continue; // its owner uploads it, or it does not change
     gpu::GpuDevice &device = *gpus_.at(r.gpu);
     DTF_RETURN_IF_ERROR(device.makeCurrent());
     DTF_RETURN_IF_ERROR(
@@ -1087,9 +1067,12 @@ Status Executor::uploadResidentVariables() {
                          r.ptr, host->rawData(), r.bytes, device.stream())));
     used.insert(r.gpu);
   }
-  for (int g : used)
+  for (int g : used) {
+    DTF_RETURN_IF_ERROR(gpus_.at(g)->makeCurrent());
     DTF_RETURN_IF_ERROR(gpus_.at(g)->synchronize());
-  residentUploaded_ = true;
+  }
+  if (everyOne)
+    residentUploaded_ = true;
   return Status::ok();
 }
 
@@ -1455,10 +1438,8 @@ Status Executor::run(uint64_t step) {
                          "' was not given a value");
   if (uploadedBeforeRun_)
     uploadedBeforeRun_ = false; // uploadResidentBeforeRun did it
-  else if (!resident_.empty() && !residentUploaded_)
-    DTF_RETURN_IF_ERROR(uploadResidentVariables());
-  else
-    DTF_RETURN_IF_ERROR(uploadEveryRunVariables());
+  else if (!resident_.empty())
+    DTF_RETURN_IF_ERROR(uploadResident(!residentUploaded_));
   // Outputs that share an input's buffer (reshape, an updated variable) would
   // make that buffer's producer allocate anew: let them go first.
   for (int n : releaseBeforeRun_)

@@ -300,7 +300,7 @@ private:
   bool gpuAvailable(int index, std::string *why);
   std::string fusedGpuCodeMissing(const plan::Op &op) const;
   int residentGpuOf(const plan::Program &program, int i) const;
-  Status uploadResidentVariables();
+  Status uploadResident(bool everyOne);
   std::string placedDevice(const plan::Op &op) const;
   Status kernelAttrs(const plan::Op &op, const Node &node,
                      AttrMap *attrs) const;
@@ -374,7 +374,6 @@ private:
   std::map<const Tensor *, Resident> resident_;
   bool residentUploaded_ = false;
   bool uploadedBeforeRun_ = false; // uploadResidentBeforeRun
-  Status uploadEveryRunVariables();
   int64_t batchOffset_ = 0;
   int64_t batchRows_ = 0;
   // Device feeds (options.deviceFeeds): per fed value its device view; the
