@@ -154,6 +154,7 @@ bool keepPoolArgmax(MaxPoolOp pool) {
 
 struct FuseLibraryPass
     : public mlir::dtf::impl::DtfFuseLibraryBase<FuseLibraryPass> {
+  using DtfFuseLibraryBase::DtfFuseLibraryBase;
   void runOnOperation() override {
     SmallVector<Conv2DOp> convs;
     getOperation().walk([&](Conv2DOp c) { convs.push_back(c); });
