@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include <cstring>
 #include <limits>
 
@@ -476,6 +479,110 @@ void maxPoolWithArgmax(const Window2D &w, const T *px, T *py, uint8_t *pidx,
   });
 }
 
+#if defined(__AVX2__)
+// maxPoolWithArgmaxTiled's step for 8 f32 channels, in AVX2 registers
+// (GCC's vectorizer keeps the maxima and positions in memory): x0 is the
+// window's first position, off[j] position j's offset from it.
+void argmaxBlock8(const float *x0, const int64_t *off, int32_t positions,
+                  float *y, uint8_t *idx) {
+  const __m256 lowest = _mm256_set1_ps(std::numeric_limits<float>::lowest());
+  __m256 b = _mm256_loadu_ps(x0);
+  __m256 m = _mm256_blendv_ps(lowest, b, _mm256_cmp_ps(b, lowest, _CMP_GT_OQ));
+  __m256i a = _mm256_setzero_si256();
+  for (int32_t j = 1; j < positions; ++j) {
+    const __m256 v = _mm256_loadu_ps(x0 + off[j]);
+    const __m256 more = _mm256_cmp_ps(v, b, _CMP_GT_OQ);
+    b = _mm256_blendv_ps(b, v, more);
+    a = _mm256_blendv_epi8(a, _mm256_set1_epi32(j), _mm256_castps_si256(more));
+    m = _mm256_blendv_ps(m, v, _mm256_cmp_ps(v, m, _CMP_GT_OQ));
+  }
+  _mm256_storeu_ps(y, m);
+  const __m256 positive = _mm256_cmp_ps(b, _mm256_setzero_ps(), _CMP_GT_OQ);
+  const __m256i bytes = _mm256_or_si256(
+      a, _mm256_andnot_si256(_mm256_castps_si256(positive),
+                             _mm256_set1_epi32(kNotPositive)));
+  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(bytes),
+                                         _mm256_extracti128_si256(bytes, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i *>(idx),
+                   _mm_packus_epi16(words, words));
+}
+#endif
+
+// maxPoolWithArgmax for windows that tile (windowsTile), the same values:
+// channels in blocks of kBlock whose maxima, positions and bytes stay in
+// registers (the loops vectorize), the rest of the channels as in
+// maxPoolWithArgmax.
+template <typename T>
+void maxPoolWithArgmaxTiled(const Window2D &w, const T *px, T *py,
+                            uint8_t *pidx, ThreadPool *pool) {
+  constexpr int64_t kBlock = 64 / sizeof(T);
+  constexpr T kLowest = std::numeric_limits<T>::lowest();
+  constexpr bool kF32 = std::is_same_v<T, float>;
+  const int64_t c = w.c, row = w.iw * c, image = w.ih * row;
+  const int64_t stride = argmaxStride(c), positions = w.kh * w.kw;
+  // Keeps max_pool's value m (see maxPoolWithArgmax) and the first
+  // maximum b at a, over v.
+  auto step = [](T v, T &b, T &m, int32_t &a, int32_t j) {
+    const bool more = v > b;
+    b = more ? v : b;
+    a = more ? j : a;
+    if constexpr (kF32)
+      m = v > m ? v : m;
+    else
+      m = (v > m) | (v != v) ? v : m;
+  };
+  std::vector<int64_t> off(positions); // position j's offset in x
+  for (int64_t j = 0; j < positions; ++j)
+    off[j] = (j / w.kw) * row + (j % w.kw) * c;
+  parallelFor(pool, w.n * w.oh, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t n = r / w.oh, oy = r % w.oh;
+      const T *xr = px + n * image + oy * w.kh * row;
+      for (int64_t ox = 0; ox < w.ow; ++ox) {
+        const int64_t p = r * w.ow + ox;
+        const T *x0 = xr + ox * w.kw * c;
+        T *y = py + p * c;
+        uint8_t *idx = pidx + p * stride;
+        int64_t q0 = 0;
+#if defined(__AVX2__)
+        if constexpr (kF32) {
+          for (; q0 + 8 <= c; q0 += 8)
+            argmaxBlock8(x0 + q0, off.data(), int32_t(positions), y + q0,
+                         idx + q0);
+        }
+#endif
+        for (; q0 + kBlock <= c; q0 += kBlock) {
+          T b[kBlock], m[kBlock];
+          int32_t a[kBlock];
+          for (int64_t q = 0; q < kBlock; ++q) {
+            b[q] = x0[q0 + q];
+            m[q] = kF32 ? (b[q] > kLowest ? b[q] : kLowest) : b[q];
+            a[q] = 0;
+          }
+          for (int32_t j = 1; j < positions; ++j) {
+            const T *v = x0 + off[j] + q0;
+            for (int64_t q = 0; q < kBlock; ++q)
+              step(v[q], b[q], m[q], a[q], j);
+          }
+          for (int64_t q = 0; q < kBlock; ++q) {
+            y[q0 + q] = m[q];
+            idx[q0 + q] = uint8_t(a[q] | (b[q] > T(0) ? 0 : kNotPositive));
+          }
+        }
+        for (int64_t q = q0; q < c; ++q) {
+          T b = x0[q], m = kF32 ? (b > kLowest ? b : kLowest) : b;
+          int32_t a = 0;
+          for (int32_t j = 1; j < positions; ++j)
+            step(x0[off[j] + q], b, m, a, j);
+          y[q] = m;
+          idx[q] = uint8_t(a | (b > T(0) ? 0 : kNotPositive));
+        }
+        std::memset(idx + c, 0, size_t(stride - c));
+      }
+    }
+  });
+}
+
 // The gradient for windows that tile (windowsTile): as maxPoolGradTiled,
 // every dx element written once. A byte naming no position of its window
 // sets `bad` (the caller then finds and reports it); kNoPosition sends
@@ -616,9 +723,13 @@ Status maxPoolWithArgmaxKernel(KernelContext &ctx) {
     return Status::ok();
   return dispatchFloat(name, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxPoolWithArgmax(w, x.data<T>(), y->data<T>(),
-                      static_cast<uint8_t *>(idx->rawData()),
-                      ctx.threadPool());
+    auto *bytes = static_cast<uint8_t *>(idx->rawData());
+    if (windowsTile(w))
+      maxPoolWithArgmaxTiled(w, x.data<T>(), y->data<T>(), bytes,
+                             ctx.threadPool());
+    else
+      maxPoolWithArgmax(w, x.data<T>(), y->data<T>(), bytes,
+                        ctx.threadPool());
     return Status::ok();
   });
 }
