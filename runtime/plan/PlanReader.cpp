@@ -90,13 +90,12 @@ Status checkPoolArgmax(const Program &program, int i, const std::string &what,
     want[3] = (want[3] + 3) / 4;
   if (want.size() != 4 || dtype != ::dtf::DType::I32 ||
       dimsOf(argmax.shape()) != want)
-    return errorStatus(what, ": ", describeOp(program, i),
-                       " needs its argmax of type ",
-                       typeString(::dtf::DType::I32, want),
-                       " (four window-position bytes to an i32) for pooled "
-                       "values of type ",
-                       typeString(pooled), ", the plan gives ",
-                       typeString(argmax));
+    return errorStatus(
+        what, ": ", describeOp(program, i), " needs its argmax of type ",
+        typeString(::dtf::DType::I32, want),
+        " (four window-position bytes to an i32) for pooled "
+        "values of type ",
+        typeString(pooled), ", the plan gives ", typeString(argmax));
   return Status::ok();
 }
 

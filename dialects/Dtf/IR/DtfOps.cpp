@@ -584,12 +584,10 @@ static RankedTensorType argmaxTypeOf(RankedTensorType output) {
 /// The checks both ops share: the window has at most 127 positions, the
 /// pooled type follows from `input`, and `argmax` has the type that
 /// pooled output calls for.
-static LogicalResult verifyPoolArgmax(Operation *op, RankedTensorType input,
-                                      RankedTensorType output,
-                                      RankedTensorType argmax,
-                                      ArrayRef<int64_t> window,
-                                      ArrayRef<int64_t> strides,
-                                      Padding padding) {
+static LogicalResult
+verifyPoolArgmax(Operation *op, RankedTensorType input, RankedTensorType output,
+                 RankedTensorType argmax, ArrayRef<int64_t> window,
+                 ArrayRef<int64_t> strides, Padding padding) {
   auto emitError = [op]() { return op->emitOpError(); };
   if (window.size() == 2 && window[0] * window[1] > 127)
     return op->emitOpError() << "keeps a window position in seven bits, so "
@@ -600,8 +598,8 @@ static LogicalResult verifyPoolArgmax(Operation *op, RankedTensorType input,
   if (failed(pooled))
     return failure();
   if (*pooled != output)
-    return op->emitOpError() << "pools " << input << " to " << *pooled
-                             << ", got " << output;
+    return op->emitOpError()
+           << "pools " << input << " to " << *pooled << ", got " << output;
   if (argmax != argmaxTypeOf(output))
     return op->emitOpError()
            << "expects its argmax of type " << argmaxTypeOf(output)
@@ -612,11 +610,10 @@ static LogicalResult verifyPoolArgmax(Operation *op, RankedTensorType input,
 }
 
 LogicalResult MaxPoolWithArgmaxOp::verify() {
-  return verifyPoolArgmax(
-      *this, cast<RankedTensorType>(getInput().getType()),
-      cast<RankedTensorType>(getOutput().getType()),
-      cast<RankedTensorType>(getArgmax().getType()), getWindow(), getStrides(),
-      getPadding());
+  return verifyPoolArgmax(*this, cast<RankedTensorType>(getInput().getType()),
+                          cast<RankedTensorType>(getOutput().getType()),
+                          cast<RankedTensorType>(getArgmax().getType()),
+                          getWindow(), getStrides(), getPadding());
 }
 
 LogicalResult MaxPoolGradWithArgmaxOp::verify() {
@@ -624,7 +621,8 @@ LogicalResult MaxPoolGradWithArgmaxOp::verify() {
   ArrayRef<int64_t> inputShape = getInputShape();
   bool matches = static_cast<int64_t>(inputShape.size()) == output.getRank();
   for (size_t i = 0; matches && i < inputShape.size(); ++i)
-    matches = inputShape[i] == (output.isDynamicDim(i) ? -1 : output.getDimSize(i));
+    matches =
+        inputShape[i] == (output.isDynamicDim(i) ? -1 : output.getDimSize(i));
   if (!matches)
     return emitOpError() << "expects input_shape to be its result's shape "
                             "(-1 where dynamic), got "
@@ -632,8 +630,8 @@ LogicalResult MaxPoolGradWithArgmaxOp::verify() {
                          << inputShape.size() << " dimensions";
   auto dy = cast<RankedTensorType>(getDy().getType());
   if (dy.getElementType() != output.getElementType())
-    return emitOpError() << "expects dy and the result of one dtype, got "
-                         << dy << " and " << output;
+    return emitOpError() << "expects dy and the result of one dtype, got " << dy
+                         << " and " << output;
   return verifyPoolArgmax(*this, output, dy,
                           cast<RankedTensorType>(getArgmax().getType()),
                           getWindow(), getStrides(), getPadding());

@@ -498,9 +498,9 @@ void argmaxBlock8(const float *x0, const int64_t *off, int32_t positions,
   }
   _mm256_storeu_ps(y, m);
   const __m256 positive = _mm256_cmp_ps(b, _mm256_setzero_ps(), _CMP_GT_OQ);
-  const __m256i bytes = _mm256_or_si256(
-      a, _mm256_andnot_si256(_mm256_castps_si256(positive),
-                             _mm256_set1_epi32(kNotPositive)));
+  const __m256i bytes =
+      _mm256_or_si256(a, _mm256_andnot_si256(_mm256_castps_si256(positive),
+                                             _mm256_set1_epi32(kNotPositive)));
   const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(bytes),
                                          _mm256_extracti128_si256(bytes, 1));
   _mm_storel_epi64(reinterpret_cast<__m128i *>(idx),
@@ -679,21 +679,18 @@ void maxPoolGradArgmax(const Window2D &w, const uint8_t *pidx, const T *pdy,
 
 // The first argmax byte that names no position of its window inside the
 // input, as an error (kNoPosition is allowed: no gradient).
-Status findBadArgmax(const char *name, const Window2D &w,
-                     const uint8_t *pidx) {
+Status findBadArgmax(const char *name, const Window2D &w, const uint8_t *pidx) {
   const int64_t stride = argmaxStride(w.c);
   for (int64_t n = 0; n < w.n; ++n)
     for (int64_t oy = 0; oy < w.oh; ++oy)
       for (int64_t ox = 0; ox < w.ow; ++ox)
         for (int64_t q = 0; q < w.c; ++q) {
-          const uint8_t byte =
-              pidx[((n * w.oh + oy) * w.ow + ox) * stride + q];
+          const uint8_t byte = pidx[((n * w.oh + oy) * w.ow + ox) * stride + q];
           const int j = byte & kNoPosition;
           const int64_t iy = oy * w.sh - w.padTop + j / w.kw;
           const int64_t ix = ox * w.sw - w.padLeft + j % w.kw;
           if (j == kNoPosition ||
-              (j < w.kh * w.kw && iy >= 0 && iy < w.ih && ix >= 0 &&
-               ix < w.iw))
+              (j < w.kh * w.kw && iy >= 0 && iy < w.ih && ix >= 0 && ix < w.iw))
             continue;
           return errorStatus(
               name, ": argmax byte ", int(byte), " of output [", n, ", ", oy,
@@ -712,8 +709,9 @@ Status maxPoolWithArgmaxKernel(KernelContext &ctx) {
   Window2D w;
   DTF_RETURN_IF_ERROR(poolGeometry(ctx, name, x, &w));
   if (w.kh * w.kw > kNoPosition)
-    return errorStatus(name, " keeps a window position in seven bits, so its "
-                             "window has at most 127 positions, got ",
+    return errorStatus(name,
+                       " keeps a window position in seven bits, so its "
+                       "window has at most 127 positions, got ",
                        w.kh, "x", w.kw);
   Tensor *y, *idx;
   DTF_RETURN_IF_ERROR(
@@ -728,8 +726,7 @@ Status maxPoolWithArgmaxKernel(KernelContext &ctx) {
       maxPoolWithArgmaxTiled(w, x.data<T>(), y->data<T>(), bytes,
                              ctx.threadPool());
     else
-      maxPoolWithArgmax(w, x.data<T>(), y->data<T>(), bytes,
-                        ctx.threadPool());
+      maxPoolWithArgmax(w, x.data<T>(), y->data<T>(), bytes, ctx.threadPool());
     return Status::ok();
   });
 }
@@ -745,8 +742,9 @@ Status maxPoolGradWithArgmaxKernel(KernelContext &ctx) {
     return errorStatus(name, " expects dy of rank 4, got ", dy.describe());
   std::vector<int64_t> inputShape = ctx.getInts("input_shape");
   if (inputShape.size() != 4)
-    return errorStatus(name, " needs input_shape, the pooled input's shape "
-                             "(4 dimensions), got ",
+    return errorStatus(name,
+                       " needs input_shape, the pooled input's shape "
+                       "(4 dimensions), got ",
                        shapeString(inputShape));
   if (inputShape[0] == -1)
     inputShape[0] = dy.dim(0);
@@ -765,8 +763,9 @@ Status maxPoolGradWithArgmaxKernel(KernelContext &ctx) {
                        " (max_pool_with_argmax's of input ",
                        shapeString(inputShape), "), got ", idx.describe());
   if (w.kh * w.kw > kNoPosition)
-    return errorStatus(name, " reads window positions of seven bits, so its "
-                             "window has at most 127 positions, got ",
+    return errorStatus(name,
+                       " reads window positions of seven bits, so its "
+                       "window has at most 127 positions, got ",
                        w.kh, "x", w.kw);
   Tensor *dx;
   DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, dy.dtype(), inputShape, &dx));

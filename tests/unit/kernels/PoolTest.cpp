@@ -292,9 +292,9 @@ template <typename T> void checkFirstMaximumRule() {
             .in(tensor(outShape, dyv));
         ASSERT_EQ(errorOf(indexed), "");
         ASSERT_EQ(indexed.out().shape(), got.shape());
-        EXPECT_EQ(std::memcmp(indexed.out().rawData(), want.data(),
-                              got.byteSize()),
-                  0)
+        EXPECT_EQ(
+            std::memcmp(indexed.out().rawData(), want.data(), got.byteSize()),
+            0)
             << threads << " threads, from the argmax";
       }
       // Not vacuous: some dy landed, and some -0 dy landed as +0.
@@ -336,14 +336,16 @@ TEST(Pool, MaxPoolArgmaxBytesAndBadOnesAreErrors) {
   const std::vector<uint8_t> want = {0, 1, 2, 3, 0x80, 0, 0, 0};
   EXPECT_EQ(std::vector<uint8_t>(bytes, bytes + 8), want);
   EXPECT_EQ(std::vector<uint8_t>(bytes + 8, bytes + 16), want);
-  EXPECT_TRUE(equal(kept.out(0), {1, 1, 2, 5}, {1, 2, 3, 4, -1, 1, 2, 3, 4, -1}));
+  EXPECT_TRUE(
+      equal(kept.out(0), {1, 1, 2, 5}, {1, 2, 3, 4, -1, 1, 2, 3, 4, -1}));
 
   for (bool tiles : {true, false}) {
     SCOPED_TRACE(tiles ? "windows that tile" : "overlapping windows");
     PoolCase g = tiles ? c : PoolCase{{1, 2, 4, 5}, 2, 2, 1, 2, false};
     Tensor edited = Tensor::allocate(DType::I32, {1, 1, 2, 2});
     std::memcpy(edited.rawData(), bytes, 16);
-    static_cast<uint8_t *>(edited.rawData())[9] = 4; // [0, 0, 1, 1]: 2x2 has 0..3
+    static_cast<uint8_t *>(edited.rawData())[9] =
+        4; // [0, 0, 1, 1]: 2x2 has 0..3
     KernelRun grad("dtf.max_pool_grad_with_argmax");
     poolAttrs(grad, g)
         .attr("input_shape", Shape{-1, 2, 4, 5})
@@ -395,7 +397,7 @@ TEST(Pool, MaxPoolWithArgmaxGivesMaxPoolsValuesForNaNsAndZeros) {
   const double nan = std::numeric_limits<double>::quiet_NaN(),
                inf = std::numeric_limits<double>::infinity();
   // Seven 1x2 windows over one row of 14, one channel.
-  const Values x = {nan, 1, 2,    nan,  nan,  nan,  -inf,
+  const Values x = {nan,  1,    2,   nan, nan,  nan,  -inf,
                     -inf, -0.0, 0.0, 0.0, -0.0, -inf, nan};
   PoolCase c{{1, 1, 14, 1}, 1, 2, 1, 2, false};
   for (bool f64 : {false, true}) {
