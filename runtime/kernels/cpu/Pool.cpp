@@ -72,10 +72,11 @@ Status checkPoolDy(const char *name, const Window2D &w, const Tensor &x,
   return Status::ok();
 }
 
-// Calls fn(pos) for the input offsets (in elements, channel 0) of output
-// (oy, ox)'s window that fall inside the image, in row-major window order.
+// Calls fn(pos, j) for the input offsets (in elements, channel 0) of output
+// (oy, ox)'s window that fall inside the image, in row-major window order,
+// with their window positions j = ky * kw + kx.
 template <typename F>
-void forWindow(const Window2D &w, int64_t oy, int64_t ox, F &&fn) {
+void forWindowAt(const Window2D &w, int64_t oy, int64_t ox, F &&fn) {
   for (int64_t ky = 0; ky < w.kh; ++ky) {
     const int64_t iy = oy * w.sh - w.padTop + ky;
     if (iy < 0 || iy >= w.ih)
@@ -84,9 +85,15 @@ void forWindow(const Window2D &w, int64_t oy, int64_t ox, F &&fn) {
       const int64_t ix = ox * w.sw - w.padLeft + kx;
       if (ix < 0 || ix >= w.iw)
         continue;
-      fn((iy * w.iw + ix) * w.c);
+      fn((iy * w.iw + ix) * w.c, int32_t(ky * w.kw + kx));
     }
   }
+}
+
+// forWindowAt without the window positions.
+template <typename F>
+void forWindow(const Window2D &w, int64_t oy, int64_t ox, F &&fn) {
+  forWindowAt(w, oy, ox, [&](int64_t pos, int32_t) { fn(pos); });
 }
 
 // The f64 reference forward pass: the window's maximum, or its mean over
@@ -431,38 +438,29 @@ void maxPoolWithArgmax(const Window2D &w, const T *px, T *py, uint8_t *pidx,
         T *b = best.data(), *m = top.data();
         int32_t *a = at.data();
         bool any = false;
-        for (int64_t ky = 0; ky < w.kh; ++ky) {
-          const int64_t iy = oy * w.sh - w.padTop + ky;
-          if (iy < 0 || iy >= w.ih)
-            continue;
-          for (int64_t kx = 0; kx < w.kw; ++kx) {
-            const int64_t ix = ox * w.sw - w.padLeft + kx;
-            if (ix < 0 || ix >= w.iw)
-              continue;
-            const T *v = xn + (iy * w.iw + ix) * c;
-            const int32_t j = int32_t(ky * w.kw + kx);
-            if (!any) {
-              std::memcpy(b, v, size_t(c) * sizeof(T));
-              std::fill(at.begin(), at.end(), j);
-              if constexpr (std::is_same_v<T, float>)
-                for (int64_t q = 0; q < c; ++q)
-                  m[q] = v[q] > kLowest ? v[q] : kLowest;
-              else
-                std::memcpy(m, v, size_t(c) * sizeof(T));
-              any = true;
-              continue;
-            }
-            for (int64_t q = 0; q < c; ++q) {
-              const bool more = v[q] > b[q];
-              b[q] = more ? v[q] : b[q];
-              a[q] = more ? j : a[q];
-              if constexpr (std::is_same_v<T, float>)
-                m[q] = v[q] > m[q] ? v[q] : m[q];
-              else
-                m[q] = (v[q] > m[q]) | (v[q] != v[q]) ? v[q] : m[q];
-            }
+        forWindowAt(w, oy, ox, [&](int64_t pos, int32_t j) {
+          const T *v = xn + pos;
+          if (!any) {
+            std::memcpy(b, v, size_t(c) * sizeof(T));
+            std::fill(at.begin(), at.end(), j);
+            if constexpr (std::is_same_v<T, float>)
+              for (int64_t q = 0; q < c; ++q)
+                m[q] = v[q] > kLowest ? v[q] : kLowest;
+            else
+              std::memcpy(m, v, size_t(c) * sizeof(T));
+            any = true;
+            return;
           }
-        }
+          for (int64_t q = 0; q < c; ++q) {
+            const bool more = v[q] > b[q];
+            b[q] = more ? v[q] : b[q];
+            a[q] = more ? j : a[q];
+            if constexpr (std::is_same_v<T, float>)
+              m[q] = v[q] > m[q] ? v[q] : m[q];
+            else
+              m[q] = (v[q] > m[q]) | (v[q] != v[q]) ? v[q] : m[q];
+          }
+        });
         T *y = py + p * c;
         uint8_t *idx = pidx + p * stride;
         if (!any) {
