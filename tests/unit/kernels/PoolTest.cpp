@@ -399,22 +399,30 @@ TEST(Pool, MaxPoolWithArgmaxGivesMaxPoolsValuesForNaNsAndZeros) {
   // Seven 1x2 windows over one row of 14, one channel.
   const Values x = {nan,  1,    2,   nan, nan,  nan,  -inf,
                     -inf, -0.0, 0.0, 0.0, -0.0, -inf, nan};
-  PoolCase c{{1, 1, 14, 1}, 1, 2, 1, 2, false};
-  for (bool f64 : {false, true}) {
-    SCOPED_TRACE(f64 ? "f64" : "f32");
-    Tensor in = f64 ? test::f64(c.x, x) : test::f32(c.x, x);
-    KernelRun kept("dtf.max_pool_with_argmax");
-    poolAttrs(kept, c).in(in);
-    ASSERT_EQ(errorOf(kept), "");
-    KernelRun plain("dtf.max_pool");
-    poolAttrs(plain, c).in(in);
-    ASSERT_EQ(errorOf(plain), "");
-    const Values got = valuesOf(kept.out(0)), want = valuesOf(plain.out());
-    ASSERT_EQ(got.size(), 7u);
-    for (size_t i = 0; i < want.size(); ++i)
-      EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(double)), 0)
-          << "window " << i << ": " << got[i] << " and max_pool's " << want[i];
-  }
+  // One channel (the scalar loop), and 8 and 9 (f32: 8 channels in AVX2
+  // registers, then one scalar).
+  for (int64_t channels : {1, 8, 9})
+    for (bool f64 : {false, true}) {
+      SCOPED_TRACE(std::string(f64 ? "f64, " : "f32, ") +
+                   std::to_string(channels) + " channels");
+      PoolCase c{{1, 1, 14, channels}, 1, 2, 1, 2, false};
+      Values xc;
+      for (double v : x)
+        xc.insert(xc.end(), size_t(channels), v);
+      Tensor in = f64 ? test::f64(c.x, xc) : test::f32(c.x, xc);
+      KernelRun kept("dtf.max_pool_with_argmax");
+      poolAttrs(kept, c).in(in);
+      ASSERT_EQ(errorOf(kept), "");
+      KernelRun plain("dtf.max_pool");
+      poolAttrs(plain, c).in(in);
+      ASSERT_EQ(errorOf(plain), "");
+      const Values got = valuesOf(kept.out(0)), want = valuesOf(plain.out());
+      ASSERT_EQ(got.size(), size_t(7 * channels));
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(double)), 0)
+            << "element " << i << ": " << got[i] << " and max_pool's "
+            << want[i];
+    }
 }
 
 TEST(Pool, BadShapesAreErrors) {
