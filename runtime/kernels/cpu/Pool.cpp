@@ -481,8 +481,13 @@ void maxPoolWithArgmax(const Window2D &w, const T *px, T *py, uint8_t *pidx,
 // maxPoolWithArgmaxTiled's step for 8 f32 channels, in AVX2 registers
 // (GCC's vectorizer keeps the maxima and positions in memory): x0 is the
 // window's first position, off[j] position j's offset from it.
+// kPositions > 0 fixes the window's positions (the 2x2 pool's 4: the loop
+// over them unrolls).
+template <int32_t kPositions>
 void argmaxBlock8(const float *x0, const int64_t *off, int32_t positions,
                   float *y, uint8_t *idx) {
+  if constexpr (kPositions > 0)
+    positions = kPositions;
   const __m256 lowest = _mm256_set1_ps(std::numeric_limits<float>::lowest());
   __m256 b = _mm256_loadu_ps(x0);
   __m256 m = _mm256_blendv_ps(lowest, b, _mm256_cmp_ps(b, lowest, _CMP_GT_OQ));
@@ -544,9 +549,13 @@ void maxPoolWithArgmaxTiled(const Window2D &w, const T *px, T *py,
         int64_t q0 = 0;
 #if defined(__AVX2__)
         if constexpr (kF32) {
-          for (; q0 + 8 <= c; q0 += 8)
-            argmaxBlock8(x0 + q0, off.data(), int32_t(positions), y + q0,
-                         idx + q0);
+          for (; q0 + 8 <= c; q0 += 8) {
+            if (positions == 4)
+              argmaxBlock8<4>(x0 + q0, off.data(), 4, y + q0, idx + q0);
+            else
+              argmaxBlock8<0>(x0 + q0, off.data(), int32_t(positions),
+                              y + q0, idx + q0);
+          }
         }
 #endif
         for (; q0 + kBlock <= c; q0 += kBlock) {
