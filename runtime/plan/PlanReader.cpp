@@ -76,6 +76,29 @@ Status checkArity(const Program &program, int i, const std::string &what,
   return Status::ok();
 }
 
+// max_pool_with_argmax's argmax (output 1) and max_pool_grad_with_argmax's
+// (input 0) must be i32 [N, OH, OW, ceil(C / 4)] for the pooled values
+// `pooled` (output 0, or the gradient's dy) of [N, OH, OW, C]: the kernels
+// read four window-position bytes to an element (docs/plan-format.md, "Max
+// pooling with its argmax").
+Status checkPoolArgmax(const Program &program, int i, const std::string &what,
+                       const TensorType &pooled, const TensorType &argmax) {
+  ::dtf::DType dtype = ::dtf::DType::F32;
+  (void)toDType(argmax.dtype(), &dtype);
+  std::vector<int64_t> want = dimsOf(pooled.shape());
+  if (want.size() == 4 && want[3] >= 0)
+    want[3] = (want[3] + 3) / 4;
+  if (want.size() != 4 || dtype != ::dtf::DType::I32 ||
+      dimsOf(argmax.shape()) != want)
+    return errorStatus(
+        what, ": ", describeOp(program, i), " needs its argmax of type ",
+        typeString(::dtf::DType::I32, want),
+        " (four window-position bytes to an i32) for pooled "
+        "values of type ",
+        typeString(pooled), ", the plan gives ", typeString(argmax));
+  return Status::ok();
+}
+
 } // namespace
 
 int updatedOperands(const Op &op) {
@@ -229,6 +252,16 @@ Status validateProgram(const Program &program, const std::string &what) {
                            typeString(declared));
     } else if (op.name() == "dtf.assign_add") {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 2, 2, 0, 1));
+    } else if (op.name() == "dtf.max_pool_with_argmax") {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 1, 1, 2, 2));
+      DTF_RETURN_IF_ERROR(checkPoolArgmax(
+          program, i, what, program.values(lookup(op.outputs(0))).type(),
+          program.values(lookup(op.outputs(1))).type()));
+    } else if (op.name() == "dtf.max_pool_grad_with_argmax") {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 2, 2, 1, 1));
+      DTF_RETURN_IF_ERROR(checkPoolArgmax(
+          program, i, what, program.values(lookup(op.inputs(1))).type(),
+          program.values(lookup(op.inputs(0))).type()));
     }
     const int updated = updatedOperands(op);
     for (int k = 0; k < updated && k < op.inputs_size(); ++k)

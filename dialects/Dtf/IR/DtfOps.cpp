@@ -566,3 +566,73 @@ LogicalResult SparseApplyAdagradOp::verify() {
 LogicalResult SparseApplyRmspropOp::verify() {
   return verifySparseSlices(*this, getVarAttr(), getLr(), getSlices());
 }
+
+//===----------------------------------------------------------------------===//
+// Max pooling with its argmax (dtf-fuse-library)
+//===----------------------------------------------------------------------===//
+
+/// The argmax type of a max pool whose output is `output`: i32, the output's
+/// shape with ceil(C / 4) as its last dimension (four bytes to an element).
+static RankedTensorType argmaxTypeOf(RankedTensorType output) {
+  SmallVector<int64_t> shape(output.getShape());
+  if (!ShapedType::isDynamic(shape.back()))
+    shape.back() = (shape.back() + 3) / 4;
+  return RankedTensorType::get(shape,
+                               IntegerType::get(output.getContext(), 32));
+}
+
+/// The checks both ops share: the window has at most 127 positions, the
+/// pooled type follows from `input`, and `argmax` has the type that
+/// pooled output calls for.
+static LogicalResult
+verifyPoolArgmax(Operation *op, RankedTensorType input, RankedTensorType output,
+                 RankedTensorType argmax, ArrayRef<int64_t> window,
+                 ArrayRef<int64_t> strides, Padding padding) {
+  auto emitError = [op]() { return op->emitOpError(); };
+  if (window.size() == 2 && window[0] * window[1] > 127)
+    return op->emitOpError() << "keeps a window position in seven bits, so "
+                                "its window has at most 127 positions, got ["
+                             << window[0] << ", " << window[1] << "]";
+  FailureOr<RankedTensorType> pooled = inferPool(
+      op->getName().getStringRef(), input, window, strides, padding, emitError);
+  if (failed(pooled))
+    return failure();
+  if (*pooled != output)
+    return op->emitOpError()
+           << "pools " << input << " to " << *pooled << ", got " << output;
+  if (argmax != argmaxTypeOf(output))
+    return op->emitOpError()
+           << "expects its argmax of type " << argmaxTypeOf(output)
+           << " (the pooled shape, four bytes to an i32 in the last "
+              "dimension), got "
+           << argmax;
+  return success();
+}
+
+LogicalResult MaxPoolWithArgmaxOp::verify() {
+  return verifyPoolArgmax(*this, cast<RankedTensorType>(getInput().getType()),
+                          cast<RankedTensorType>(getOutput().getType()),
+                          cast<RankedTensorType>(getArgmax().getType()),
+                          getWindow(), getStrides(), getPadding());
+}
+
+LogicalResult MaxPoolGradWithArgmaxOp::verify() {
+  auto output = cast<RankedTensorType>(getOutput().getType());
+  ArrayRef<int64_t> inputShape = getInputShape();
+  bool matches = static_cast<int64_t>(inputShape.size()) == output.getRank();
+  for (size_t i = 0; matches && i < inputShape.size(); ++i)
+    matches =
+        inputShape[i] == (output.isDynamicDim(i) ? -1 : output.getDimSize(i));
+  if (!matches)
+    return emitOpError() << "expects input_shape to be its result's shape "
+                            "(-1 where dynamic), got "
+                         << output << " and input_shape of "
+                         << inputShape.size() << " dimensions";
+  auto dy = cast<RankedTensorType>(getDy().getType());
+  if (dy.getElementType() != output.getElementType())
+    return emitOpError() << "expects dy and the result of one dtype, got " << dy
+                         << " and " << output;
+  return verifyPoolArgmax(*this, output, dy,
+                          cast<RankedTensorType>(getArgmax().getType()),
+                          getWindow(), getStrides(), getPadding());
+}

@@ -112,6 +112,61 @@ def Dtf_MaxPoolGradOp : Dtf_GradLikeOp<"max_pool_grad", "max_pool", ["x"]> {
 }
 def Dtf_AvgPoolGradOp : Dtf_PoolGradOp<"avg_pool_grad", "avg_pool">;
 
+// dtf-fuse-library's pair for a CPU-placed max pool and its gradient: the
+// forward pass keeps where each window's maximum is, so the gradient reads
+// those bytes and dy instead of x (docs/plan-format.md, "Max pooling with
+// its argmax").
+def Dtf_MaxPoolWithArgmaxOp : Dtf_Op<"max_pool_with_argmax", [Pure]> {
+  let summary = "max pooling that also keeps where each window's maximum is";
+  let description = [{
+    `output` is `max_pool`'s. `argmax` holds one byte per element of
+    `output`, packed four to an i32 (its last dimension is ceil(C / 4)): the
+    low seven bits are the window position (ky * window[1] + kx) of the
+    first maximum in row-major window order (a NaN first stays, a later NaN
+    never wins: `max_pool_grad`'s rule), 127 when no position of the window
+    lies inside the input; the high bit is set when that maximum is not
+    positive (relu's mask, for `max_pool_grad_with_argmax relu`). Windows of
+    at most 127 positions. dtf-fuse-library makes it; the front end never
+    emits it.
+
+    ```mlir
+    %y, %i = dtf.max_pool_with_argmax %x padding valid window [2, 2] strides [2, 2]
+        : tensor<?x28x28x32xf32> -> tensor<?x14x14x32xf32>, tensor<?x14x14x8xi32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$input, Dtf_Padding:$padding,
+                       Dtf_Pair:$window, Dtf_Pair:$strides);
+  let results = (outs Dtf_FloatTensor:$output, RankedTensorOf<[I32]>:$argmax);
+  let assemblyFormat = "$input `padding` $padding `window` $window `strides` "
+                       "$strides attr-dict `:` type($input) `->` type($output) "
+                       "`,` type($argmax)";
+  let hasVerifier = 1;
+}
+
+def Dtf_MaxPoolGradWithArgmaxOp : Dtf_GradOp<"max_pool_grad_with_argmax",
+    "max_pool from the argmax max_pool_with_argmax kept"> {
+  let description = [{
+    `max_pool_grad(x, dy)` (with `relu`, `max_pool_grad relu`) bit for bit,
+    from `max_pool_with_argmax`'s `argmax` of that `x` instead of `x`.
+    `input_shape` is `x`'s shape, -1 for the batch (taken from `dy`).
+
+    ```mlir
+    %dx = dtf.max_pool_grad_with_argmax %i, %dy padding valid window [2, 2] strides [2, 2]
+        input_shape [-1, 28, 28, 32] relu
+        : (tensor<?x14x14x8xi32>, tensor<?x14x14x32xf32>) -> tensor<?x28x28x32xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[I32]>:$argmax, Dtf_FloatTensor:$dy,
+                       Dtf_Padding:$padding, Dtf_Pair:$window, Dtf_Pair:$strides,
+                       DenseI64ArrayAttr:$input_shape, UnitAttr:$relu);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$argmax `,` $dy `padding` $padding `window` $window "
+                       "`strides` $strides `input_shape` $input_shape "
+                       "(`relu` $relu^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Dtf_SumToShapeOp : Dtf_GradLikeOp<"sum_to_shape",
     "broadcasting: dy summed over the dimensions that were broadcast", ["like"]> {
   let description = [{

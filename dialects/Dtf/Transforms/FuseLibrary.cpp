@@ -1,6 +1,7 @@
 // dtf-fuse-library: a convolution, its bias add and relu as one library call
 // (oneDNN post-ops), and a max pool's gradient with the relu's gradient after
-// it as one pass, where the ops run on the CPU.
+// it as one pass, and a max pool that keeps its argmax for its gradient,
+// where the ops run on the CPU.
 #include "dialects/Dtf/Transforms/Fusion.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
@@ -93,8 +94,67 @@ bool foldPoolGrad(ReluGradOp reluGrad) {
   return true;
 }
 
+/// Makes a CPU-placed f32/f64 max pool whose every gradient (a
+/// max_pool_grad of the same input and window, on the pool's device, after
+/// it in its block) is there a max_pool_with_argmax, and those gradients
+/// max_pool_grad_with_argmax: they read the argmax bytes and dy, not x.
+/// A pool with no gradient (evaluation) stays as it is. Returns true when it
+/// did.
+bool keepPoolArgmax(MaxPoolOp pool) {
+  auto inType = cast<RankedTensorType>(pool.getInput().getType());
+  auto outType = cast<RankedTensorType>(pool.getType());
+  ArrayRef<int64_t> window = pool.getWindow();
+  Attribute device = pool->getAttr("dtf.device");
+  if (!(inType.getElementType().isF32() || inType.getElementType().isF64()) ||
+      isGpuDevice(device) || window[0] * window[1] > 127)
+    return false;
+  SmallVector<MaxPoolGradOp> grads;
+  for (Operation *user : pool.getInput().getUsers()) {
+    auto g = dyn_cast<MaxPoolGradOp>(user);
+    if (!g || g.getX() != pool.getInput() || g.getDy() == pool.getInput() ||
+        g.getWindow() != window || g.getStrides() != pool.getStrides() ||
+        g.getPadding() != pool.getPadding())
+      continue;
+    if (g->getAttr("dtf.device") != device ||
+        g->getBlock() != pool->getBlock() || !pool->isBeforeInBlock(g))
+      return false;
+    grads.push_back(g);
+  }
+  if (grads.empty())
+    return false;
+  SmallVector<int64_t> argmaxShape(outType.getShape());
+  if (!ShapedType::isDynamic(argmaxShape.back()))
+    argmaxShape.back() = (argmaxShape.back() + 3) / 4;
+  OpBuilder b(pool);
+  auto kept = b.create<MaxPoolWithArgmaxOp>(
+      pool.getLoc(), outType,
+      RankedTensorType::get(argmaxShape, b.getI32Type()), pool.getInput(),
+      pool.getPaddingAttr(), pool.getWindowAttr(), pool.getStridesAttr());
+  if (device)
+    kept->setAttr("dtf.device", device);
+  pool.getResult().replaceAllUsesWith(kept.getOutput());
+  pool.erase();
+  SmallVector<int64_t> inputShape;
+  for (int64_t i = 0; i < inType.getRank(); ++i)
+    inputShape.push_back(inType.isDynamicDim(i) ? -1 : inType.getDimSize(i));
+  for (MaxPoolGradOp g : grads) {
+    OpBuilder gb(g);
+    auto grad = gb.create<MaxPoolGradWithArgmaxOp>(
+        g.getLoc(), g.getType(), kept.getArgmax(), g.getDy(),
+        g.getPaddingAttr(), g.getWindowAttr(), g.getStridesAttr(),
+        gb.getDenseI64ArrayAttr(inputShape),
+        g.getRelu() ? gb.getUnitAttr() : UnitAttr());
+    if (device)
+      grad->setAttr("dtf.device", device);
+    g.getResult().replaceAllUsesWith(grad.getResult());
+    g.erase();
+  }
+  return true;
+}
+
 struct FuseLibraryPass
     : public mlir::dtf::impl::DtfFuseLibraryBase<FuseLibraryPass> {
+  using DtfFuseLibraryBase::DtfFuseLibraryBase;
   void runOnOperation() override {
     SmallVector<Conv2DOp> convs;
     getOperation().walk([&](Conv2DOp c) { convs.push_back(c); });
@@ -106,6 +166,13 @@ struct FuseLibraryPass
     getOperation().walk([&](ReluGradOp g) { reluGrads.push_back(g); });
     for (ReluGradOp g : reluGrads)
       foldPoolGrad(g);
+    // After the relu_grads: a gradient keeps its relu through the rewrite.
+    if (poolArgmax) {
+      SmallVector<MaxPoolOp> pools;
+      getOperation().walk([&](MaxPoolOp p) { pools.push_back(p); });
+      for (MaxPoolOp p : pools)
+        keepPoolArgmax(p);
+    }
   }
 };
 

@@ -85,9 +85,18 @@ def DtfFuseLibrary : Pass<"dtf-fuse-library", "::mlir::ModuleOp"> {
     which is positive where its input was. Convolutions placed on a GPU are
     left alone. Likewise `relu_grad(max_pool_grad(x, dy), x)` becomes
     `max_pool_grad` with `relu`: one pass that sends each dy to its window's
-    maximum only where that maximum is positive. dtfc runs it before
-    dtf-fuse, unless `--fusion=off`.
+    maximum only where that maximum is positive. Then a CPU-placed f32/f64
+    `max_pool` whose gradients are `max_pool_grad`s on its device becomes
+    `max_pool_with_argmax`, and those gradients
+    `max_pool_grad_with_argmax`, which read the kept window positions and dy
+    instead of x (windows of at most 127 positions; `pool-argmax=false`
+    keeps the old pair). dtfc runs it before dtf-fuse, unless
+    `--fusion=off`.
   }];
+  let options = [
+    Option<"poolArgmax", "pool-argmax", "bool", /*default=*/"true",
+           "a max pool with a gradient keeps its argmax for it">
+  ];
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }
 

@@ -934,3 +934,35 @@ func.func @sparse_row_dtype(%lr: tensor<f64>, %ids: tensor<2xi32>, %rows: tensor
   dtf.sparse_apply_sgd @table, %lr, %ids, %rows : tensor<f64>, tensor<2xi32>, tensor<2x4xf32>
   return
 }
+
+// -----
+
+func.func @argmax_type(%x: tensor<?x8x8x5xf32>) {
+  // expected-error @+1 {{'dtf.max_pool_with_argmax' op expects its argmax of type 'tensor<?x4x4x2xi32>' (the pooled shape, four bytes to an i32 in the last dimension), got 'tensor<?x4x4x5xi32>'}}
+  %y, %i = dtf.max_pool_with_argmax %x padding valid window [2, 2] strides [2, 2] : tensor<?x8x8x5xf32> -> tensor<?x4x4x5xf32>, tensor<?x4x4x5xi32>
+  return
+}
+
+// -----
+
+func.func @argmax_window(%x: tensor<?x16x16x4xf32>) {
+  // expected-error @+1 {{'dtf.max_pool_with_argmax' op keeps a window position in seven bits, so its window has at most 127 positions, got [16, 8]}}
+  %y, %i = dtf.max_pool_with_argmax %x padding valid window [16, 8] strides [1, 1] : tensor<?x16x16x4xf32> -> tensor<?x1x9x4xf32>, tensor<?x1x9x1xi32>
+  return
+}
+
+// -----
+
+func.func @argmax_grad_shape(%i: tensor<?x4x4x2xi32>, %dy: tensor<?x4x4x5xf32>) {
+  // expected-error @+1 {{'dtf.max_pool_grad_with_argmax' op expects input_shape to be its result's shape (-1 where dynamic), got 'tensor<?x8x8x5xf32>' and input_shape of 3 dimensions}}
+  %dx = dtf.max_pool_grad_with_argmax %i, %dy padding valid window [2, 2] strides [2, 2] input_shape [8, 8, 5] : (tensor<?x4x4x2xi32>, tensor<?x4x4x5xf32>) -> tensor<?x8x8x5xf32>
+  return
+}
+
+// -----
+
+func.func @argmax_grad_dy(%i: tensor<?x4x4x2xi32>, %dy: tensor<?x3x4x5xf32>) {
+  // expected-error @+1 {{'dtf.max_pool_grad_with_argmax' op pools 'tensor<?x8x8x5xf32>' to 'tensor<?x4x4x5xf32>', got 'tensor<?x3x4x5xf32>'}}
+  %dx = dtf.max_pool_grad_with_argmax %i, %dy padding valid window [2, 2] strides [2, 2] input_shape [-1, 8, 8, 5] : (tensor<?x4x4x2xi32>, tensor<?x3x4x5xf32>) -> tensor<?x8x8x5xf32>
+  return
+}

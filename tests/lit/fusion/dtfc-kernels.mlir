@@ -52,9 +52,16 @@
 // MLIR-NEXT: dtf.relu
 // MLIR-NEXT: dtf.yield
 
-// Each convolution's relu_grad is folded into the max_pool_grad before it.
+// Each convolution's relu_grad is folded into the max_pool_grad before it,
+// and in train_step each pool keeps its argmax for its gradient, which reads
+// it instead of x; the evaluation program's pools stay plain max_pools.
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=fused-mlir | FileCheck %s --check-prefix=POOLGRAD
-// POOLGRAD-COUNT-2: dtf.max_pool_grad {{.*}} relu :
+// POOLGRAD: func.func @eval
+// POOLGRAD-COUNT-2: dtf.max_pool {{.*}} -> tensor<
+// POOLGRAD: func.func @train_step
+// POOLGRAD: dtf.max_pool_with_argmax {{.*}} -> tensor<?x14x14x32xf32>, tensor<?x14x14x8xi32>
+// POOLGRAD: dtf.max_pool_with_argmax {{.*}} -> tensor<?x7x7x64xf32>, tensor<?x7x7x16xi32>
+// POOLGRAD-COUNT-2: dtf.max_pool_grad_with_argmax {{.*}} relu :
 // POOLGRAD-NOT: dtf.max_pool_grad
 
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --emit=kernel-llvm | FileCheck %s --check-prefix=LLVM
@@ -67,6 +74,11 @@
 // RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fusion=off --emit=fused-mlir | FileCheck %s --check-prefix=NOLIB
 // NOLIB-NOT: conv2d_bias
 // NOLIB: dtf.conv2d
+// --fusion=off keeps the op-by-op pools: max_pool_grad reads x.
+// RUN: dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fusion=off --emit=fused-mlir | FileCheck %s --check-prefix=NOARGMAX
+// NOARGMAX-NOT: with_argmax
+// NOARGMAX: dtf.max_pool_grad
+// NOARGMAX-NOT: with_argmax
 
 // RUN: not dtfc %S/../../../models/mnist_cnn.dtf --no-data-check --fusion=maybe 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: Cannot find option named 'maybe'

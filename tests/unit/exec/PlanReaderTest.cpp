@@ -188,6 +188,60 @@ TEST(PlanReader, StructuralErrorsNameTheProgramAndOp) {
   }
 }
 
+// max_pool_with_argmax and max_pool_grad_with_argmax: the reader checks
+// that the argmax is i32 [N, OH, OW, ceil(C / 4)] for the pooled values
+// (output 0 or dy) before any kernel reads its bytes.
+TEST(PlanReader, PoolArgmaxOfAnotherTypeIsRefused) {
+  auto planWith = [](std::vector<int64_t> argmaxDims, plan::DType argmaxDType,
+                     int gradOutputs) {
+    plan::Plan p = logisticRegressionPlan();
+    plan::Program *t = p.mutable_train_step();
+    int x = -1;
+    for (const plan::Op &op : t->ops())
+      if (op.name() == "dtf.input")
+        x = op.outputs(0);
+    auto value = [&](int id, plan::DType dtype, std::vector<int64_t> dims) {
+      plan::Value *v = t->add_values();
+      v->set_id(id);
+      v->mutable_type()->set_dtype(dtype);
+      for (int64_t d : dims)
+        v->mutable_type()->mutable_shape()->add_dims(d);
+    };
+    value(1000, plan::F32, {-1, 2, 2, 5});
+    value(1001, argmaxDType, argmaxDims);
+    value(1002, plan::F32, {-1, 4, 4, 5});
+    plan::Op *pool = t->add_ops();
+    pool->set_name("dtf.max_pool_with_argmax");
+    pool->add_inputs(x);
+    pool->add_outputs(1000);
+    pool->add_outputs(1001);
+    plan::Op *grad = t->add_ops();
+    grad->set_name("dtf.max_pool_grad_with_argmax");
+    grad->set_location("test.dtf:9:1");
+    grad->add_inputs(1001);
+    grad->add_inputs(1000);
+    for (int k = 0; k < gradOutputs; ++k)
+      grad->add_outputs(1002);
+    return p;
+  };
+  plan::Plan out;
+  Status ok = parse(planWith({-1, 2, 2, 2}, plan::I32, 1), &out);
+  EXPECT_TRUE(ok.isOk()) << ok.message();
+  EXPECT_EQ(loadError(planWith({-1, 2, 2, 5}, plan::I32, 1)),
+            "plan.bin: train_step: op #20 dtf.max_pool_with_argmax needs its "
+            "argmax of type i32[B,2,2,2] (four window-position bytes to an "
+            "i32) for pooled values of type f32[B,2,2,5], the plan gives "
+            "i32[B,2,2,5]");
+  EXPECT_EQ(loadError(planWith({-1, 2, 2, 2}, plan::F32, 1)),
+            "plan.bin: train_step: op #20 dtf.max_pool_with_argmax needs its "
+            "argmax of type i32[B,2,2,2] (four window-position bytes to an "
+            "i32) for pooled values of type f32[B,2,2,5], the plan gives "
+            "f32[B,2,2,2]");
+  EXPECT_EQ(loadError(planWith({-1, 2, 2, 2}, plan::I32, 0)),
+            "plan.bin: train_step: test.dtf:9:1: "
+            "dtf.max_pool_grad_with_argmax has 1 results, the plan gives it 0");
+}
+
 // Loads `bytes` as far as it goes; a plan that loads is then initialized,
 // built into executors and run for a step on a real batch. Any failure must
 // come back as a message.

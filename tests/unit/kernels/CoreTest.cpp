@@ -192,6 +192,7 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       "dtf.relu_grad", "dtf.sigmoid_grad", "dtf.tanh_grad",
       "dtf.conv2d_backprop_input", "dtf.conv2d_backprop_filter",
       "dtf.max_pool_grad", "dtf.avg_pool_grad", "dtf.sum_to_shape",
+      "dtf.max_pool_with_argmax", "dtf.max_pool_grad_with_argmax",
       "dtf.reduce_grad", "dtf.max_reduce_grad",
       "dtf.softmax_cross_entropy_grad", "dtf.sparse_softmax_cross_entropy_grad",
       "dtf.softmax_grad", "dtf.log_softmax_grad", "dtf.gather_grad",

@@ -268,6 +268,34 @@ template <typename T> void checkFirstMaximumRule() {
         ASSERT_EQ(got.numElements(), int64_t(want.size()));
         EXPECT_EQ(std::memcmp(got.rawData(), want.data(), got.byteSize()), 0)
             << threads << " threads";
+        // The same dx from max_pool_with_argmax's bytes and dy, and its y
+        // is max_pool's, bit for bit.
+        KernelRun kept("dtf.max_pool_with_argmax");
+        kept.pool(&pool);
+        poolAttrs(kept, pc).in(tensor(c.x, xv));
+        ASSERT_EQ(errorOf(kept), "");
+        KernelRun plain("dtf.max_pool");
+        plain.pool(&pool);
+        poolAttrs(plain, pc).in(tensor(c.x, xv));
+        ASSERT_EQ(errorOf(plain), "");
+        ASSERT_EQ(kept.out(0).shape(), plain.out().shape());
+        EXPECT_EQ(std::memcmp(kept.out(0).rawData(), plain.out().rawData(),
+                              plain.out().byteSize()),
+                  0)
+            << threads << " threads";
+        KernelRun indexed("dtf.max_pool_grad_with_argmax");
+        indexed.pool(&pool);
+        poolAttrs(indexed, pc)
+            .attr("relu", relu)
+            .attr("input_shape", Shape{-1, c.x[1], c.x[2], c.x[3]})
+            .in(kept.out(1))
+            .in(tensor(outShape, dyv));
+        ASSERT_EQ(errorOf(indexed), "");
+        ASSERT_EQ(indexed.out().shape(), got.shape());
+        EXPECT_EQ(
+            std::memcmp(indexed.out().rawData(), want.data(), got.byteSize()),
+            0)
+            << threads << " threads, from the argmax";
       }
       // Not vacuous: some dy landed, and some -0 dy landed as +0.
       int64_t landed = 0, positiveZeros = 0;
@@ -283,6 +311,118 @@ template <typename T> void checkFirstMaximumRule() {
 TEST(Pool, MaxPoolGradFollowsTheFirstMaximumRuleBitForBit) {
   checkFirstMaximumRule<float>();
   checkFirstMaximumRule<double>();
+}
+
+// The argmax bytes: their layout (four to an i32, the window position in
+// the low seven bits, the high bit where the maximum is not positive), and a
+// byte edited to name no position of its window is an error, not a write
+// outside dx.
+TEST(Pool, MaxPoolArgmaxBytesAndBadOnesAreErrors) {
+  // Two 2x2 windows side by side, 5 channels (a second i32 of padding
+  // bytes): channel q's maximum at position q % 4, negative for channel 4.
+  PoolCase c{{1, 2, 4, 5}, 2, 2, 2, 2, false};
+  Values x(numElementsOf(c.x), -3.0);
+  for (int64_t ox = 0; ox < 2; ++ox)
+    for (int64_t q = 0; q < 5; ++q) {
+      const int64_t j = q % 4, iy = j / 2, ix = ox * 2 + j % 2;
+      x[(iy * 4 + ix) * 5 + q] = q == 4 ? -1.0 : 1.0 + q;
+    }
+  KernelRun kept("dtf.max_pool_with_argmax");
+  poolAttrs(kept, c).in(test::f32(c.x, x));
+  ASSERT_EQ(errorOf(kept), "");
+  ASSERT_EQ(kept.out(1).dtype(), DType::I32);
+  ASSERT_EQ(kept.out(1).shape(), (Shape{1, 1, 2, 2}));
+  const auto *bytes = static_cast<const uint8_t *>(kept.out(1).rawData());
+  const std::vector<uint8_t> want = {0, 1, 2, 3, 0x80, 0, 0, 0};
+  EXPECT_EQ(std::vector<uint8_t>(bytes, bytes + 8), want);
+  EXPECT_EQ(std::vector<uint8_t>(bytes + 8, bytes + 16), want);
+  EXPECT_TRUE(
+      equal(kept.out(0), {1, 1, 2, 5}, {1, 2, 3, 4, -1, 1, 2, 3, 4, -1}));
+
+  for (bool tiles : {true, false}) {
+    SCOPED_TRACE(tiles ? "windows that tile" : "overlapping windows");
+    PoolCase g = tiles ? c : PoolCase{{1, 2, 4, 5}, 2, 2, 1, 2, false};
+    Tensor edited = Tensor::allocate(DType::I32, {1, 1, 2, 2});
+    std::memcpy(edited.rawData(), bytes, 16);
+    static_cast<uint8_t *>(edited.rawData())[9] =
+        4; // [0, 0, 1, 1]: 2x2 has 0..3
+    KernelRun grad("dtf.max_pool_grad_with_argmax");
+    poolAttrs(grad, g)
+        .attr("input_shape", Shape{-1, 2, 4, 5})
+        .in(edited)
+        .in(test::f32({1, 1, 2, 5}, Values(10, 1.0)));
+    EXPECT_EQ(errorOf(grad),
+              "dtf.max_pool_grad_with_argmax: argmax byte 4 of output [0, 0, "
+              "1, 1] names window position 4, which is not in its 2x2 window "
+              "inside the input (the argmax of another pool, or edited?)");
+  }
+
+  KernelRun wrongType("dtf.max_pool_grad_with_argmax");
+  poolAttrs(wrongType, c)
+      .attr("input_shape", Shape{-1, 2, 4, 5})
+      .in(test::f32({1, 1, 2, 2}, Values(4)))
+      .in(test::f32({1, 1, 2, 5}, Values(10)));
+  EXPECT_EQ(errorOf(wrongType),
+            "dtf.max_pool_grad_with_argmax expects the argmax of type "
+            "i32[1,1,2,2] (max_pool_with_argmax's of input [1,2,4,5]), got "
+            "f32[1,1,2,2]");
+  KernelRun wrongShape("dtf.max_pool_grad_with_argmax");
+  poolAttrs(wrongShape, c)
+      .attr("input_shape", Shape{-1, 2, 4, 5})
+      .in(kept.out(1).reshaped({1, 1, 1, 4}))
+      .in(test::f32({1, 1, 2, 5}, Values(10)));
+  EXPECT_EQ(errorOf(wrongShape),
+            "dtf.max_pool_grad_with_argmax expects the argmax of type "
+            "i32[1,1,2,2] (max_pool_with_argmax's of input [1,2,4,5]), got "
+            "i32[1,1,1,4]");
+  KernelRun noShape("dtf.max_pool_grad_with_argmax");
+  poolAttrs(noShape, c).in(kept.out(1)).in(test::f32({1, 1, 2, 5}, Values(10)));
+  EXPECT_EQ(errorOf(noShape),
+            "dtf.max_pool_grad_with_argmax needs input_shape, the pooled "
+            "input's shape (4 dimensions), got []");
+  KernelRun big("dtf.max_pool_with_argmax");
+  big.attr("window", Shape{8, 16})
+      .attr("strides", Shape{1, 1})
+      .attr("padding", std::string("same"))
+      .in(test::f32({1, 4, 4, 1}, Values(16)));
+  EXPECT_EQ(errorOf(big),
+            "dtf.max_pool_with_argmax keeps a window position in seven bits, "
+            "so its window has at most 127 positions, got 8x16");
+}
+
+// max_pool_with_argmax's y is max_pool's bit for bit where the two
+// maxima differ in what they do: NaNs (oneDNN's f32 pool passes over them,
+// the f64 loop keeps them), windows of NaNs and of -inf only, +0 and -0.
+TEST(Pool, MaxPoolWithArgmaxGivesMaxPoolsValuesForNaNsAndZeros) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(),
+               inf = std::numeric_limits<double>::infinity();
+  // Seven 1x2 windows over one row of 14, one channel.
+  const Values x = {nan,  1,    2,   nan, nan,  nan,  -inf,
+                    -inf, -0.0, 0.0, 0.0, -0.0, -inf, nan};
+  // One channel (the scalar loop), and 8 and 9 (f32: 8 channels in AVX2
+  // registers, then one scalar).
+  for (int64_t channels : {1, 8, 9})
+    for (bool f64 : {false, true}) {
+      SCOPED_TRACE(std::string(f64 ? "f64, " : "f32, ") +
+                   std::to_string(channels) + " channels");
+      PoolCase c{{1, 1, 14, channels}, 1, 2, 1, 2, false};
+      Values xc;
+      for (double v : x)
+        xc.insert(xc.end(), size_t(channels), v);
+      Tensor in = f64 ? test::f64(c.x, xc) : test::f32(c.x, xc);
+      KernelRun kept("dtf.max_pool_with_argmax");
+      poolAttrs(kept, c).in(in);
+      ASSERT_EQ(errorOf(kept), "");
+      KernelRun plain("dtf.max_pool");
+      poolAttrs(plain, c).in(in);
+      ASSERT_EQ(errorOf(plain), "");
+      const Values got = valuesOf(kept.out(0)), want = valuesOf(plain.out());
+      ASSERT_EQ(got.size(), size_t(7 * channels));
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(double)), 0)
+            << "element " << i << ": " << got[i] << " and max_pool's "
+            << want[i];
+    }
 }
 
 TEST(Pool, BadShapesAreErrors) {
