@@ -42,6 +42,13 @@ uint64_t nextClique = 1;
 int runPending() {
   std::vector<PendingReduce> calls = std::move(pending);
   pending.clear();
+  // A collective runs after the work queued on its stream before it (the
+  // emulation runs it at once, so that work runs first).
+  for (const PendingReduce &p : calls)
+    if (int r = finishStream(p.stream))
+      return refuse(ncclInvalidUsage,
+                    "work queued before an NCCL call failed (CUDA error " +
+                        std::to_string(r) + ")");
   std::set<uint64_t> cliques;
   for (const PendingReduce &p : calls)
     cliques.insert(p.comm->clique);
@@ -122,7 +129,7 @@ int checkStream(const std::string &call, const Comm *c, CUstream stream) {
     return refuse(ncclInvalidUsage,
                   call + ": the stream is on GPU " + std::to_string(s->device) +
                       ", the communicator on GPU " + std::to_string(c->device));
-  if (s && s->capturing)
+  if (s && s->capture)
     return refuse(ncclInvalidUsage,
                   call + ": the emulation does not capture NCCL calls");
   return ncclSuccess;
