@@ -695,6 +695,8 @@ void Executor::wireGpuNodes() {
       node.segmentHead = true;
     }
     node.segment = int(segments_.size()) - 1;
+    if (node.updated > 0) // copies down on the copy stream finish first
+      node.gpuOp->setWritesInputs();
     segments_.back()->add(node.gpuOp.get());
     segmentNodes_.back().push_back(int(n));
   }
