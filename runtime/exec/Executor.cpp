@@ -1513,6 +1513,14 @@ Status Executor::keepDeviceFetches(int gpu) {
   return Status::ok();
 }
 
+Status Executor::waitOnGpu(int gpu, gpu::cuda::CUevent event) {
+  auto it = gpus_.find(gpu);
+  if (!event || it == gpus_.end())
+    return Status::ok();
+  DTF_RETURN_IF_ERROR(it->second->makeCurrent());
+  return it->second->waitFor(event);
+}
+
 Status Executor::synchronizeGpus() {
   for (auto &[index, device] : gpus_) {
     DTF_RETURN_IF_ERROR(device->makeCurrent());

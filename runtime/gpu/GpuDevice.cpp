@@ -154,6 +154,11 @@ Status GpuDevice::createEvent(CUevent *event) {
                driver_.cuEventCreate(event, CU_EVENT_DISABLE_TIMING));
 }
 
+Status GpuDevice::waitFor(CUevent event) {
+  return check("cuStreamWaitEvent",
+               driver_.cuStreamWaitEvent(stream_, event, 0));
+}
+
 Status GpuDevice::order(CUevent event, CUstream from, CUstream to) {
   DTF_RETURN_IF_ERROR(
       check("cuEventRecord", driver_.cuEventRecord(event, from)));

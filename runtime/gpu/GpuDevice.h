@@ -90,6 +90,8 @@ public:
   Status synchronize();
   /// An event for ordering the streams (no timing), or an error.
   Status createEvent(cuda::CUevent *event);
+  /// The compute stream's later work waits for `event` (another stream's).
+  Status waitFor(cuda::CUevent event);
   /// `event` recorded on `from`, and `to` made to wait for it.
   Status order(cuda::CUevent event, cuda::CUstream from, cuda::CUstream to);
   /// Makes `b` hold at least `bytes` (a new allocation only when it grows).

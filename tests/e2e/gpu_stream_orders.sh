@@ -9,12 +9,16 @@
 # run when submitted, where no event can be missing); the emulation must
 # have run cross-stream waits eagerly and replayed at least one edge between
 # the streams per upload and graph launch. A value that names no order is
-# refused.
-# usage: gpu_stream_orders.sh BIN_DIR WORK_DIR MODEL STEPS LOG_EVERY
+# refused. With TOWERS > 1 the model trains as that many in-graph towers on
+# as many emulated GPUs (NCCL all-reduce and broadcast ordered by events):
+# the same losses in every order, and cross-stream waits.
+# usage: gpu_stream_orders.sh BIN_DIR WORK_DIR MODEL STEPS LOG_EVERY [TOWERS]
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
-model=$3 steps=$4 every=$5
-work=$work/gpu_orders_$model
+model=$3 steps=$4 every=$5 towers=${6:-1}
+work=$work/gpu_orders_${model}_$towers
+gpus=(--emulate-gpus "$towers")
+[ "$towers" -gt 1 ] && gpus+=(--gpu-towers "$towers")
 mkdir -p "$work"
 python3 "$root/tests/e2e/gpu_model.py" "$root/models/$model.dtf" "$work/model.dtf" "$steps" \
   "soft_placement = true, log_device_placement = true"
@@ -28,13 +32,13 @@ grep -q "DTF_EMU_STREAM_ORDER=sideways names no order of the emulation's streams
   "$work/bad.log" || fail "the refusal does not name the orders: $(cat "$work/bad.log")"
 
 for order in submission reversed interleaved; do
-  DTF_EMU_STREAM_ORDER=$order "$bin/dtf-run" "$work/model.plan" --emulate-gpus 1 \
+  DTF_EMU_STREAM_ORDER=$order "$bin/dtf-run" "$work/model.plan" "${gpus[@]}" \
     --log-every "$every" > "$work/$order.log" 2>&1 || {
     echo "e2e: the run under $order failed:" >&2; tail -20 "$work/$order.log" >&2; exit 1; }
 done
-python3 - "$work" "$steps" "$every" <<'PY'
+python3 - "$work" "$steps" "$every" "$towers" <<'PY'
 import re, sys
-work, steps, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+work, steps, every, towers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 fail = []
 def losses(text):
     return [(int(m.group(1)), m.group(2)) for line in text.splitlines()
@@ -47,7 +51,7 @@ for order in ("reversed", "interleaved"):
     got = losses(runs[order])
     if got != base:
         fail.append("%s: losses %s differ from submission's %s" % (order, got, base))
-seg = re.search(r"train_step: (\d+) GPU segments? \(one CUDA graph each\): (.*)", runs["reversed"])
+seg = re.search(r"(?:train_step|worker_step \(tower 0\)): (\d+) GPU segments? \(one CUDA graph each\): (.*)", runs["reversed"])
 up = sum(int(u) for u, _ in re.findall(r"(\d+) values up, (\d+) down", seg.group(2))) if seg else 0
 if not seg or up == 0:
     fail.append("no segment with uploads in the placement log")

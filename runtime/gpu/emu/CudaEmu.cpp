@@ -151,14 +151,21 @@ void runOthersOnce(const Stream *s) {
 
 // Makes `s` run its first `seq` items, and whatever they wait for.
 void force(Stream *s, uint64_t seq) {
+  bool othersRan = false;
   while (s && s->completed < seq) {
     const Pending &p = s->pending.front();
     if (!done(p.waitOn, p.waitSeq)) {
       force(p.waitOn, p.waitSeq);
       continue;
     }
-    if (machine().order == StreamOrder::kInterleaved)
+    if (machine().order == StreamOrder::kInterleaved && !othersRan) {
+      // Another stream's item may run this one's (an NCCL collective):
+      // look at the head again.
       runOthersOnce(s);
+      othersRan = true;
+      continue;
+    }
+    othersRan = false;
     runHead(s);
   }
 }
@@ -239,6 +246,49 @@ int submit(CUstream stream, Work work) {
     return r;
   }
   return CUDA_SUCCESS;
+}
+
+void submitCollective(const std::vector<CUstream> &streams,
+                      std::function<void()> run) {
+  std::vector<Stream *> ranks;
+  for (CUstream c : streams)
+    ranks.push_back(reinterpret_cast<Stream *>(c));
+  const bool now =
+      machine().order == StreamOrder::kSubmission ||
+      std::find(ranks.begin(), ranks.end(), nullptr) != ranks.end();
+  if (now) {
+    for (Stream *s : ranks)
+      force(s, s ? s->submitted : 0);
+    run();
+    return;
+  }
+  // Each rank's item: the first one run brings the other ranks' streams up
+  // to their items (a collective waits for every rank), runs it once, and
+  // the other items find it done.
+  struct Collective {
+    std::function<void()> run;
+    std::vector<std::pair<Stream *, uint64_t>> items; // stream, its seq
+    bool done = false;
+  };
+  auto c = std::make_shared<Collective>();
+  c->run = std::move(run);
+  for (Stream *s : ranks)
+    c->items.emplace_back(s, s->submitted + 1);
+  for (Stream *s : ranks) {
+    Work w{"an NCCL collective",
+           [c] {
+             if (!c->done) {
+               c->done = true;
+               for (const auto &[t, seq] : c->items)
+                 force(t, seq - 1);
+               c->run();
+             }
+             return CUDA_SUCCESS;
+           },
+           {},
+           false};
+    enqueue(s, {std::move(w), nullptr, 0, 0});
+  }
 }
 
 int finishStream(CUstream stream) {

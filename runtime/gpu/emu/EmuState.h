@@ -125,6 +125,12 @@ bool unsafeInCapture(const char *what, int *code);
 /// the legacy stream), or records it when `stream` is capturing.
 int submit(CUstream stream, Work work);
 
+/// An NCCL collective over the ranks' `streams`: one item of each, run once
+/// (`run`) when one of them is reached, after each stream's work before it
+/// (at once in submission order, or when a stream is the legacy one).
+void submitCollective(const std::vector<CUstream> &streams,
+                      std::function<void()> run);
+
 /// Runs every item queued on `stream` (and what it waits for); the first
 /// failure of its queued work, if any.
 int finishStream(CUstream stream);
