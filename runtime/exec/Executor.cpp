@@ -704,6 +704,8 @@ void Executor::wireGpuNodes() {
       node.segmentHead = true;
     }
     node.segment = int(segments_.size()) - 1;
+    if (node.updated > 0) // copies down on the copy stream finish first
+      node.gpuOp->setWritesInputs();
     segments_.back()->add(node.gpuOp.get());
     segmentNodes_.back().push_back(int(n));
   }
@@ -1512,6 +1514,14 @@ Status Executor::keepDeviceFetches(int gpu) {
   if (copied)
     DTF_RETURN_IF_ERROR(device.synchronize());
   return Status::ok();
+}
+
+Status Executor::waitOnGpu(int gpu, gpu::cuda::CUevent event) {
+  auto it = gpus_.find(gpu);
+  if (!event || it == gpus_.end())
+    return Status::ok();
+  DTF_RETURN_IF_ERROR(it->second->makeCurrent());
+  return it->second->waitFor(event);
 }
 
 Status Executor::synchronizeGpus() {

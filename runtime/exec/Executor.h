@@ -244,6 +244,10 @@ public:
   /// Waits for the GPU work of the last run (before another stream reads
   /// its device values).
   Status synchronizeGpus();
+  /// The next run's work on GPU `gpu` waits for `event` (recorded on
+  /// another stream, e.g. the towers' all-reduce); nothing to do for a GPU
+  /// this executor does not use or a null event.
+  Status waitOnGpu(int gpu, gpu::cuda::CUevent event);
 
   /// The ops that run each step (kernel ops and dtf.assign_add; inputs,
   /// constants and variable reads cost nothing at run time).

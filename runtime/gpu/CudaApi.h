@@ -37,13 +37,19 @@ inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
 inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;
 inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_MERGE = 902;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNMATCHED = 903;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNJOINED = 904;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_ISOLATION = 905;
 inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906;
+inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_CAPTURED_EVENT = 907;
 inline constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 
 inline constexpr int CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75;
 inline constexpr int CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76;
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
+inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
 inline constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 inline constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 1;
 inline constexpr unsigned CU_MEMHOSTALLOC_DEVICEMAP = 2;
@@ -81,6 +87,7 @@ inline constexpr int kCudaApiVersion = 12000;
   X(cuStreamCreate, (CUstream * stream, unsigned flags))                       \
   X(cuStreamDestroy, (CUstream stream))                                        \
   X(cuStreamSynchronize, (CUstream stream))                                    \
+  X(cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned flags))       \
   X(cuEventCreate, (CUevent * event, unsigned flags))                          \
   X(cuEventRecord, (CUevent event, CUstream stream))                           \
   X(cuEventSynchronize, (CUevent event))                                       \

@@ -81,11 +81,14 @@ Status CudaDriver::load(const CudaLibraries &libs,
     if (!configure)
       return errorStatus(libs.driver,
                          " is not dtf's CUDA emulation (no dtfEmuConfigure)");
-    if (configure(libs.emulatedGpus) != 0)
-      return errorStatus("the CUDA emulation cannot emulate ",
-                         libs.emulatedGpus, " GPUs");
     d->emuLastError_ = reinterpret_cast<const char *(*)()>(
         dlsym(d->driverLib_, "dtfEmuLastError"));
+    if (int r = configure(libs.emulatedGpus); r == 2)
+      return errorStatus("the CUDA emulation cannot start",
+                         d->emulationReason());
+    else if (r != 0)
+      return errorStatus("the CUDA emulation cannot emulate ",
+                         libs.emulatedGpus, " GPUs");
     d->emuStats_ = reinterpret_cast<int (*)(char *, size_t)>(
         dlsym(d->driverLib_, "dtfEmuStats"));
     d->emuRegisterKernel = reinterpret_cast<decltype(d->emuRegisterKernel)>(

@@ -84,9 +84,12 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
   a->device_.resize(gpus.size());
   a->pinned_.assign(gpus.size(), nullptr);
   a->pinnedCapacity_.assign(gpus.size(), 0);
+  a->pinnedPending_.assign(gpus.size(), false);
   for (int g : gpus) {
     std::unique_ptr<GpuDevice> d;
     DTF_RETURN_IF_ERROR(GpuDevice::create(*driver, g, &d));
+    a->finished_.push_back(nullptr);
+    DTF_RETURN_IF_ERROR(d->createEvent(&a->finished_.back()));
     a->devices_.push_back(std::move(d));
   }
   a->comms_.assign(gpus.size(), nullptr);
@@ -114,7 +117,28 @@ TowerAllReduce::~TowerAllReduce() {
     devices_[k]->release(device_[k]);
     if (pinned_[k])
       driver_->cuMemFreeHost(pinned_[k]);
+    if (k < finished_.size() && finished_[k])
+      driver_->cuEventDestroy(finished_[k]);
   }
+}
+
+Status TowerAllReduce::recordFinished() {
+  for (size_t k = 0; k < devices_.size(); ++k) {
+    DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
+    DTF_RETURN_IF_ERROR(devices_[k]->check(
+        "cuEventRecord",
+        driver_->cuEventRecord(finished_[k], devices_[k]->stream())));
+  }
+  recorded_ = true;
+  return Status::ok();
+}
+
+Status TowerAllReduce::pinnedFree(size_t k) {
+  if (!pinnedPending_[k])
+    return Status::ok();
+  pinnedPending_[k] = false;
+  return devices_[k]->check("cuEventSynchronize",
+                            driver_->cuEventSynchronize(finished_[k]));
 }
 
 Status TowerAllReduce::reduceOnHost(
@@ -197,8 +221,10 @@ TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
                     : std::string());
           continue;
         }
+        DTF_RETURN_IF_ERROR(pinnedFree(k));
         DTF_RETURN_IF_ERROR(
             d.reservePinned(&pinned_[k], &pinnedCapacity_[k], totalBytes));
+        pinnedPending_[k] = true;
         float *p = static_cast<float *>(pinned_[k]) + offset_[i];
         const float *v = values[k][i]->data<float>();
         for (int64_t j = 0; j < elements_[i]; ++j)
@@ -239,6 +265,7 @@ TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
     const size_t bytes =
         (offset_[end - 1] + size_t(elements_[end - 1]) - offset_[i]) *
         sizeof(float);
+    DTF_RETURN_IF_ERROR(pinnedFree(0));
     DTF_RETURN_IF_ERROR(
         first.reservePinned(&pinned_[0], &pinnedCapacity_[0], totalBytes));
     DTF_RETURN_IF_ERROR(first.check(
@@ -249,16 +276,21 @@ TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
     anyDown = true;
     i = end;
   }
+  // No host wait unless a sum comes down: the streams that read the sums
+  // or write what the all-reduce reads wait for finished(k).
+  DTF_RETURN_IF_ERROR(recordFinished());
+  if (!anyDown)
+    return Status::ok();
   for (size_t k = 0; k < towers; ++k) {
     DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
     DTF_RETURN_IF_ERROR(devices_[k]->synchronize());
+    pinnedPending_[k] = false;
   }
-  if (anyDown)
-    for (size_t i = 0; i < elements_.size() && i < out.size(); ++i)
-      if (out[i])
-        std::memcpy(out[i]->data<float>(),
-                    static_cast<const float *>(pinned_[0]) + offset_[i],
-                    size_t(elements_[i]) * sizeof(float));
+  for (size_t i = 0; i < elements_.size() && i < out.size(); ++i)
+    if (out[i])
+      std::memcpy(out[i]->data<float>(),
+                  static_cast<const float *>(pinned_[0]) + offset_[i],
+                  size_t(elements_[i]) * sizeof(float));
   return Status::ok();
 }
 
@@ -287,11 +319,8 @@ TowerAllReduce::broadcast(const std::vector<std::vector<uint64_t>> &buffers,
       }
     }
   DTF_RETURN_IF_ERROR(check("ncclGroupEnd", driver_->ncclGroupEnd()));
-  for (size_t k = 0; k < towers; ++k) {
-    DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
-    DTF_RETURN_IF_ERROR(devices_[k]->synchronize());
-  }
-  return Status::ok();
+  // Each tower's next step waits for finished(k) on its GPU: no host wait.
+  return recordFinished();
 }
 
 } // namespace dtf::gpu

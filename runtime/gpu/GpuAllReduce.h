@@ -63,6 +63,17 @@ public:
   Status broadcast(const std::vector<std::vector<uint64_t>> &buffers,
                    const std::vector<size_t> &bytes);
 
+  /// With NCCL: an event that follows the stream work of the last reduce()
+  /// or broadcast() on tower k's GPU (null before the first). Neither waits
+  /// for its work on the host unless a sum comes down: a stream that reads
+  /// the sums, or writes what they read (tower k's next gradients, the
+  /// update of tower 0's variables), waits for this event first.
+  cuda::CUevent finished(size_t k) const {
+    return k < finished_.size() && recorded_ ? finished_[k] : nullptr;
+  }
+  /// Tower k's GPU.
+  int gpu(size_t k) const { return devices_[k]->index(); }
+
   int buckets() const { return static_cast<int>(buckets_.size()); }
   bool usesNccl() const { return !comms_.empty(); }
 
@@ -76,6 +87,11 @@ private:
                       const std::vector<float> &weights,
                       const std::vector<Tensor *> &out);
   Status check(const char *call, int r) const;
+  // Records finished_ on every tower's stream.
+  Status recordFinished();
+  // Before the host rewrites tower k's pinned buffer: the copies from it
+  // that the last step queued are done.
+  Status pinnedFree(size_t k);
 
   CudaDriver *driver_ = nullptr;
   std::vector<int64_t> elements_;
@@ -86,6 +102,9 @@ private:
   std::vector<DeviceBuffer> device_; // per tower: every bucket
   std::vector<void *> pinned_;       // per tower
   std::vector<size_t> pinnedCapacity_;
+  std::vector<cuda::CUevent> finished_; // per tower
+  bool recorded_ = false;
+  std::vector<bool> pinnedPending_; // per tower: copies from pinned_ queued
 };
 
 } // namespace dtf::gpu

@@ -95,6 +95,9 @@ Status GpuDevice::create(CudaDriver &driver, int index,
   DTF_RETURN_IF_ERROR(
       d->check("cuStreamCreate",
                driver.cuStreamCreate(&d->stream_, CU_STREAM_NON_BLOCKING)));
+  DTF_RETURN_IF_ERROR(
+      d->check("cuStreamCreate",
+               driver.cuStreamCreate(&d->copyStream_, CU_STREAM_NON_BLOCKING)));
   if (driver.cublasCreate_v2(&d->blas_) != CUBLAS_STATUS_SUCCESS ||
       driver.cublasSetStream_v2(d->blas_, d->stream_) != CUBLAS_STATUS_SUCCESS)
     return errorStatus("GPU ", index, ": cuBLAS cannot start");
@@ -109,6 +112,8 @@ GpuDevice::~GpuDevice() {
   if (!ctx_)
     return;
   driver_.cuCtxSetCurrent(ctx_);
+  if (copyStream_)
+    driver_.cuStreamSynchronize(copyStream_);
   if (stream_)
     driver_.cuStreamSynchronize(stream_);
   release(workspace_);
@@ -123,6 +128,8 @@ GpuDevice::~GpuDevice() {
     driver_.cudnnDestroy(dnn_);
   if (blas_)
     driver_.cublasDestroy_v2(blas_);
+  if (copyStream_)
+    driver_.cuStreamDestroy(copyStream_);
   if (stream_)
     driver_.cuStreamDestroy(stream_);
   CUdevice dev = 0;
@@ -135,7 +142,27 @@ Status GpuDevice::makeCurrent() {
 }
 
 Status GpuDevice::synchronize() {
+  // Segments join the copy stream back into the compute stream; a failed
+  // one may not have.
+  DTF_RETURN_IF_ERROR(
+      check("cuStreamSynchronize", driver_.cuStreamSynchronize(copyStream_)));
   return check("cuStreamSynchronize", driver_.cuStreamSynchronize(stream_));
+}
+
+Status GpuDevice::createEvent(CUevent *event) {
+  return check("cuEventCreate",
+               driver_.cuEventCreate(event, CU_EVENT_DISABLE_TIMING));
+}
+
+Status GpuDevice::waitFor(CUevent event) {
+  return check("cuStreamWaitEvent",
+               driver_.cuStreamWaitEvent(stream_, event, 0));
+}
+
+Status GpuDevice::order(CUevent event, CUstream from, CUstream to) {
+  DTF_RETURN_IF_ERROR(
+      check("cuEventRecord", driver_.cuEventRecord(event, from)));
+  return check("cuStreamWaitEvent", driver_.cuStreamWaitEvent(to, event, 0));
 }
 
 Status GpuDevice::reserve(DeviceBuffer &b, size_t bytes) {
@@ -438,6 +465,18 @@ Status GraphReplay::run(const GraphSignature &sig,
 // The op's work on the stream: copies up, the kernel's library calls,
 // copies down (into pinned buffers).
 Status GpuOp::enqueue() {
+  DTF_RETURN_IF_ERROR(enqueueKernel());
+  return enqueueDownloads(device_.stream());
+}
+
+bool GpuOp::reads(const Tensor *view) const {
+  for (const Input &in : inputs_)
+    if (in.device == view)
+      return true;
+  return false;
+}
+
+Status GpuOp::enqueueKernel() {
   CudaDriver &d = device_.driver();
   for (Input &in : inputs_)
     if (in.host && in.host->byteSize() > 0)
@@ -445,9 +484,11 @@ Status GpuOp::enqueue() {
           "cuMemcpyHtoDAsync",
           d.cuMemcpyHtoDAsync(in.buffer.ptr, in.pinned, in.host->byteSize(),
                               device_.stream())));
-  Status s = callKernel(fn_, *ctx_);
-  if (!s.isOk())
-    return s;
+  return callKernel(fn_, *ctx_);
+}
+
+Status GpuOp::enqueueDownloads(CUstream stream) {
+  CudaDriver &d = device_.driver();
   for (size_t k = 0; k < download_.size(); ++k) {
     if (!download_[k])
       continue;
@@ -462,7 +503,7 @@ Status GpuOp::enqueue() {
           device_.check("cuMemcpyDtoHAsync",
                         d.cuMemcpyDtoHAsync(pinnedOut_[k],
                                             CUdeviceptr(uintptr_t(o.rawData())),
-                                            o.byteSize(), device_.stream())));
+                                            o.byteSize(), stream)));
   }
   return Status::ok();
 }

@@ -63,8 +63,10 @@ struct GpuModuleCode {
   std::map<std::string, std::string> cubins; // "sm_90" -> cubin
 };
 
-/// One GPU as one executor uses it: the primary context, one stream for its
-/// steps, and cuBLAS and cuDNN handles bound to that stream.
+/// One GPU as one executor uses it: the primary context, a compute stream
+/// for its steps' kernels (cuBLAS and cuDNN handles are bound to it), and a
+/// copy stream on which segments (GpuStep.h) move values between host and
+/// device beside the kernels, ordered by events.
 class GpuDevice {
 public:
   static Status create(CudaDriver &driver, int index,
@@ -74,6 +76,8 @@ public:
   CudaDriver &driver() { return driver_; }
   int index() const { return index_; }
   cuda::CUstream stream() const { return stream_; }
+  /// The stream for copies that overlap the compute stream's kernels.
+  cuda::CUstream copyStream() const { return copyStream_; }
   cuda::cublasHandle_t blas() const { return blas_; }
   cuda::cudnnHandle_t dnn() const { return dnn_; }
   /// The device's compute capability, e.g. 90.
@@ -82,7 +86,14 @@ public:
   /// An error naming the call when r is not CUDA_SUCCESS.
   Status check(const char *call, cuda::CUresult r) const;
   Status makeCurrent();
+  /// Waits for both streams' work.
   Status synchronize();
+  /// An event for ordering the streams (no timing), or an error.
+  Status createEvent(cuda::CUevent *event);
+  /// The compute stream's later work waits for `event` (another stream's).
+  Status waitFor(cuda::CUevent event);
+  /// `event` recorded on `from`, and `to` made to wait for it.
+  Status order(cuda::CUevent event, cuda::CUstream from, cuda::CUstream to);
   /// Makes `b` hold at least `bytes` (a new allocation only when it grows).
   /// Its contents do not survive growth or planArena(): every buffer is
   /// written before it is read within a step.
@@ -118,6 +129,7 @@ private:
   int cc_ = 0;
   cuda::CUcontext ctx_ = nullptr;
   cuda::CUstream stream_ = nullptr;
+  cuda::CUstream copyStream_ = nullptr;
   cuda::cublasHandle_t blas_ = nullptr;
   cuda::cudnnHandle_t dnn_ = nullptr;
   DeviceBuffer workspace_;
@@ -285,6 +297,16 @@ public:
   /// is synchronized, copies the downloads into the host outputs.
   Status stage(uint64_t step, uint64_t seed, Signature *sig);
   Status enqueue();
+  /// enqueue() in two parts: the copies up and the kernel on the compute
+  /// stream; the copies down on `stream` (a segment's copy stream).
+  Status enqueueKernel();
+  Status enqueueDownloads(cuda::CUstream stream);
+  /// Whether the op reads the device view `view` (a segment's upload).
+  bool reads(const Tensor *view) const;
+  /// The op writes some input in place (an optimizer update): a copy down
+  /// still reading device memory must finish first.
+  void setWritesInputs() { writesInputs_ = true; }
+  bool writesInputs() const { return writesInputs_; }
   bool downloads() const;
   Status finishDownloads();
   /// Whether the op's work reports a bad input through device memory (a row
@@ -311,6 +333,7 @@ private:
   std::vector<bool> download_;
   std::vector<void *> pinnedOut_;
   std::vector<size_t> pinnedOutCapacity_;
+  bool writesInputs_ = false;
   GraphReplay graph_;
 };
 

@@ -15,8 +15,26 @@ GpuSegment::GpuSegment(GpuDevice &device)
 GpuSegment::~GpuSegment() {
   (void)device_.makeCurrent();
   (void)device_.synchronize();
-  for (auto &u : uploads_)
+  CudaDriver &d = device_.driver();
+  for (auto &u : uploads_) {
     device_.releaseStaged(u->buffer, u->pinned);
+    if (u->copied)
+      d.cuEventDestroy(u->copied);
+  }
+  for (CUevent e : {fork_, ran_, copied_, joined_})
+    if (e)
+      d.cuEventDestroy(e);
+}
+
+// The events are made once, before any capture.
+Status GpuSegment::createEvents() {
+  for (CUevent *e : {&fork_, &ran_, &copied_, &joined_})
+    if (!*e)
+      DTF_RETURN_IF_ERROR(device_.createEvent(e));
+  for (auto &u : uploads_)
+    if (!u->copied)
+      DTF_RETURN_IF_ERROR(device_.createEvent(&u->copied));
+  return Status::ok();
 }
 
 const Tensor *GpuSegment::upload(const Tensor *host) {
@@ -67,33 +85,66 @@ Status GpuSegment::bindOps(uint64_t step, uint64_t seed,
   return Status::ok();
 }
 
-// The segment's work on the stream: the uploads, then each op's work in
-// program order, each op bound to its inputs just before (an op's output
-// may be made by the op before it).
+// The segment's work on its two streams. The copy stream forks off the
+// compute stream (in a capture it joins the capture) and uploads every host
+// value, each followed by its event; each op's kernel goes on the compute
+// stream, after the events of the uploads it is the first to read, so that
+// an upload that only a later op needs overlaps the earlier kernels; an
+// op's copies down go on the copy stream after an event recorded behind its
+// kernel, so that later kernels run while they come down. An op that
+// writes an input in place waits for the copies down issued so far (one
+// may still read that memory). The copy stream joins back into the compute
+// stream at the end, so a capture makes one graph and the host waits for
+// one stream. Each op is bound to its inputs just before (an op's input may
+// be made by the op before it).
 Status GpuSegment::enqueue(uint64_t step, uint64_t seed) {
   CudaDriver &d = device_.driver();
-  for (auto &u : uploads_)
+  const CUstream compute = device_.stream(), copy = device_.copyStream();
+  DTF_RETURN_IF_ERROR(device_.order(fork_, compute, copy));
+  for (auto &u : uploads_) {
     if (u->host->byteSize() > 0)
       DTF_RETURN_IF_ERROR(device_.check(
-          "cuMemcpyHtoDAsync",
-          d.cuMemcpyHtoDAsync(u->buffer.ptr, u->pinned, u->host->byteSize(),
-                              device_.stream())));
+          "cuMemcpyHtoDAsync", d.cuMemcpyHtoDAsync(u->buffer.ptr, u->pinned,
+                                                   u->host->byteSize(), copy)));
+    DTF_RETURN_IF_ERROR(
+        device_.check("cuEventRecord", d.cuEventRecord(u->copied, copy)));
+  }
+  std::vector<bool> awaited(uploads_.size(), false);
+  bool copyingDown = false;
   for (size_t k = 0; k < ops_.size(); ++k) {
+    GpuOp &op = *ops_[k];
     GpuOp::Signature unused;
-    Status s = ops_[k]->stage(step, seed, &unused);
+    Status s = op.stage(step, seed, &unused);
+    for (size_t i = 0; s.isOk() && i < uploads_.size(); ++i)
+      if (!awaited[i] && op.reads(&uploads_[i]->view)) {
+        awaited[i] = true;
+        s = device_.check("cuStreamWaitEvent",
+                          d.cuStreamWaitEvent(compute, uploads_[i]->copied, 0));
+      }
+    if (s.isOk() && op.writesInputs() && copyingDown) {
+      s = device_.order(copied_, copy, compute);
+      copyingDown = false;
+    }
     if (s.isOk())
-      s = ops_[k]->enqueue();
+      s = op.enqueueKernel();
+    if (s.isOk() && op.downloads()) {
+      s = device_.order(ran_, compute, copy);
+      if (s.isOk())
+        s = op.enqueueDownloads(copy);
+      copyingDown = true;
+    }
     if (!s.isOk()) {
       failed_ = int(k);
       return s;
     }
   }
-  return Status::ok();
+  return device_.order(joined_, copy, compute);
 }
 
 Status GpuSegment::run(uint64_t step, uint64_t seed) {
   failed_ = -1;
   DTF_RETURN_IF_ERROR(device_.makeCurrent());
+  DTF_RETURN_IF_ERROR(createEvents());
   GpuOp::Signature uploaded;
   DTF_RETURN_IF_ERROR(stageUploads(&uploaded));
   GpuOp::Signature sig = uploaded;

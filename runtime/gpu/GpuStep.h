@@ -1,6 +1,8 @@
 // GpuSegment: a run of consecutive GPU ops of a program on one device,
-// executed as one unit: the host values they read are uploaded once, their
-// work goes on the device's stream in program order, and after the first
+// executed as one unit: the host values they read are uploaded once on the
+// device's copy stream, their kernels go on its compute stream in program
+// order (each upload's first reader waits for it by an event; copies down go
+// back on the copy stream after their op's event), and after the first
 // steps it is captured as one CUDA graph and replayed with one cuGraphLaunch.
 #pragma once
 
@@ -45,7 +47,9 @@ private:
     DeviceBuffer buffer;
     void *pinned = nullptr;
     size_t pinnedCapacity = 0;
+    cuda::CUevent copied = nullptr; // recorded on the copy stream after it
   };
+  Status createEvents();
   Status stageUploads(GpuOp::Signature *sig);
   Status bindOps(uint64_t step, uint64_t seed, GpuOp::Signature *sig);
   Status enqueue(uint64_t step, uint64_t seed);
@@ -54,6 +58,12 @@ private:
   std::vector<std::unique_ptr<Upload>> uploads_; // stable view addresses
   std::vector<GpuOp *> ops_;
   GraphReplay graph_;
+  // Ordering the two streams: the copy stream forks off the compute stream
+  // (fork_), copies an op's results after it (ran_), the compute stream
+  // waits for pending copies before an in-place write (copied_) and for
+  // all of them at the end (joined_).
+  cuda::CUevent fork_ = nullptr, ran_ = nullptr, copied_ = nullptr,
+                joined_ = nullptr;
   int failed_ = -1;
 };
 

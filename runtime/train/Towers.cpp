@@ -284,10 +284,14 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
       if (s.isOk())
         s = feedLearningRate(e, globalStep);
       e.setBatchOffset(int64_t(begins[k]), int64_t(begins[k + 1] - begins[k]));
+      // The last step's all-reduce (and broadcast) on this GPU may still
+      // read its gradients and write its variables: its stream waits for
+      // them by an event, not the host. The run ends by synchronizing its
+      // GPUs, so the all-reduce's streams may then read the gradients.
+      if (s.isOk() && allReduce_ && allReduce_->finished(k))
+        s = e.waitOnGpu(allReduce_->gpu(k), allReduce_->finished(k));
       if (s.isOk())
         s = e.run(uint64_t(globalStep));
-      if (s.isOk()) // its gradients are read on the all-reduce's streams
-        s = e.synchronizeGpus();
       status[k] = std::move(s);
     }
   });
@@ -364,13 +368,18 @@ Status Trainer::runStep(const data::Batch &batch, int64_t globalStep) {
     DTF_RETURN_IF_ERROR(update_->setFeed(
         feed, Tensor::view(t.dtype(), t.shape(), t.rawData())));
   }
-  Status s = update_->run(uint64_t(globalStep));
-  if (s.isOk() && !broadcast_.empty()) {
-    // The new values from tower 0's GPU to the other towers' GPUs.
-    s = update_->synchronizeGpus();
-    if (s.isOk())
-      s = allReduce_->broadcast(broadcast_, broadcastBytes_);
-  }
+  // The update reads the sums on tower 0's GPU after the all-reduce's
+  // stream made them (an event, no host wait).
+  Status s =
+      allReduce_->finished(0)
+          ? update_->waitOnGpu(allReduce_->gpu(0), allReduce_->finished(0))
+          : Status::ok();
+  if (s.isOk())
+    s = update_->run(uint64_t(globalStep));
+  // The new values from tower 0's GPU to the other towers' GPUs (the
+  // update's run ended by synchronizing its GPUs).
+  if (s.isOk() && !broadcast_.empty())
+    s = allReduce_->broadcast(broadcast_, broadcastBytes_);
   if (!s.isOk())
     return errorStatus("ps_update: ", s.message());
   return Status::ok();

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <set>
 
 namespace dtf::gpu::emu {
 
@@ -80,19 +81,136 @@ int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
   return refuse(code, what + ": not a device pointer");
 }
 
+/// A capture in progress: the nodes recorded so far on its streams (each
+/// with the nodes it follows), the streams that joined it.
+struct Capture {
+  uint64_t id = 0;
+  Stream *origin = nullptr;
+  struct Node {
+    Work work;
+    std::vector<size_t> deps;
+    uint64_t stream = 0; // the id of the stream it was captured on
+  };
+  std::vector<Node> nodes;
+  std::vector<Stream *> members;
+  bool invalidated = false; // a call the capture does not allow was made
+};
+
 namespace {
-// The streams this thread is capturing (thread-local capture mode, the one
+// The captures this thread is making (thread-local capture mode, the one
 // dtf uses): while there is one, the driver refuses the calls that could
 // synchronize with the device, and the capture is invalidated.
-thread_local std::vector<Stream *> capturingHere;
+thread_local std::vector<Capture *> capturingHere;
+
+// Captures not yet ended, by id (an event recorded in one names it).
+std::map<uint64_t, Capture *> &activeCaptures() {
+  static auto *m = new std::map<uint64_t, Capture *>();
+  return *m;
+}
+uint64_t nextCaptureId = 1;
 
 // A refusal of `what` inside a capture, as the real driver's: the call fails
 // and so will the capture's end.
 int refuseInCapture(int code, const std::string &what) {
-  for (Stream *s : capturingHere)
-    s->invalidated = true;
+  for (Capture *c : capturingHere)
+    c->invalidated = true;
   return refuse(code, what + " while this thread captures a stream (a CUDA "
                              "graph may hold only asynchronous stream work)");
+}
+
+// --- Queued work: run when the host or another stream needs it -------------
+
+bool done(const Stream *s, uint64_t seq) { return !s || s->completed >= seq; }
+
+bool headMayRun(const Stream *s) {
+  if (s->pending.empty())
+    return false;
+  const Pending &p = s->pending.front();
+  return done(p.waitOn, p.waitSeq);
+}
+
+// Runs the head of `s`, whose wait (if any) is over.
+void runHead(Stream *s) {
+  Pending p = std::move(s->pending.front());
+  s->pending.pop_front();
+  if (p.work.run) {
+    if (p.work.counted)
+      ++machine().counters.workPerDevice[s->device];
+    if (int r = p.work.run(); r != CUDA_SUCCESS && s->error == CUDA_SUCCESS)
+      s->error = r;
+  }
+  ++s->completed;
+}
+
+// Interleaved order: one item of every other stream that may run.
+void runOthersOnce(const Stream *s) {
+  for (Stream *t : std::vector<Stream *>(machine().streams))
+    if (t != s && headMayRun(t))
+      runHead(t);
+}
+
+// Makes `s` run its first `seq` items, and whatever they wait for.
+void force(Stream *s, uint64_t seq) {
+  bool othersRan = false;
+  while (s && s->completed < seq) {
+    const Pending &p = s->pending.front();
+    if (!done(p.waitOn, p.waitSeq)) {
+      force(p.waitOn, p.waitSeq);
+      continue;
+    }
+    if (machine().order == StreamOrder::kInterleaved && !othersRan) {
+      // Another stream's item may run this one's (an NCCL collective):
+      // look at the head again.
+      runOthersOnce(s);
+      othersRan = true;
+      continue;
+    }
+    othersRan = false;
+    runHead(s);
+  }
+}
+
+// Runs everything queued on every stream (an implicit synchronization of
+// the device, as cuMemFree's), in the hostile order.
+void drainAll() {
+  Machine &m = machine();
+  size_t turn = 0;
+  for (;;) {
+    Stream *pick = nullptr;
+    size_t at = 0;
+    for (size_t i = 0; i < m.streams.size(); ++i) {
+      Stream *s = m.streams[(turn + i) % m.streams.size()];
+      if (!headMayRun(s))
+        continue;
+      if (m.order == StreamOrder::kInterleaved) {
+        pick = s;
+        at = (turn + i) % m.streams.size();
+        break;
+      }
+      const bool later =
+          !pick || s->pending.front().order > pick->pending.front().order;
+      if (m.order == StreamOrder::kReversed ? later : !later)
+        pick = s;
+    }
+    if (!pick)
+      return; // waits only ever name work queued before them: nothing left
+    runHead(pick);
+    turn = at + 1;
+  }
+}
+
+// Work on the legacy stream waits for the blocking streams (dtf makes
+// non-blocking ones).
+void finishBlockingStreams() {
+  for (Stream *s : std::vector<Stream *>(machine().streams))
+    if (s->blocking)
+      force(s, s->submitted);
+}
+
+void enqueue(Stream *s, Pending p) {
+  p.order = machine().nextOrder++;
+  s->pending.push_back(std::move(p));
+  ++s->submitted;
 }
 } // namespace
 
@@ -108,21 +226,94 @@ int submit(CUstream stream, Work work) {
   if (!s && !capturingHere.empty())
     return refuseInCapture(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
                            work.what + " on the legacy default stream");
-  if (s && s->capturing) {
-    s->recorded.push_back(std::move(work));
+  if (s && s->capture) {
+    Capture &c = *s->capture;
+    c.nodes.push_back({std::move(work), s->tail, s->id});
+    s->tail = {c.nodes.size() - 1};
     return CUDA_SUCCESS;
   }
-  ++machine().counters.workPerDevice[s ? s->device : currentDevice()];
-  return work.run();
+  if (!s) {
+    finishBlockingStreams();
+    if (work.counted)
+      ++machine().counters.workPerDevice[currentDevice()];
+    return work.run();
+  }
+  enqueue(s, {std::move(work), nullptr, 0, 0});
+  if (machine().order == StreamOrder::kSubmission) {
+    runHead(s);
+    const int r = s->error;
+    s->error = CUDA_SUCCESS;
+    return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+void submitCollective(const std::vector<CUstream> &streams,
+                      std::function<void()> run) {
+  std::vector<Stream *> ranks;
+  for (CUstream c : streams)
+    ranks.push_back(reinterpret_cast<Stream *>(c));
+  const bool now =
+      machine().order == StreamOrder::kSubmission ||
+      std::find(ranks.begin(), ranks.end(), nullptr) != ranks.end();
+  if (now) {
+    for (Stream *s : ranks)
+      force(s, s ? s->submitted : 0);
+    run();
+    return;
+  }
+  // Each rank's item: the first one run brings the other ranks' streams up
+  // to their items (a collective waits for every rank), runs it once, and
+  // the other items find it done.
+  struct Collective {
+    std::function<void()> run;
+    std::vector<std::pair<Stream *, uint64_t>> items; // stream, its seq
+    bool done = false;
+  };
+  auto c = std::make_shared<Collective>();
+  c->run = std::move(run);
+  for (Stream *s : ranks)
+    c->items.emplace_back(s, s->submitted + 1);
+  for (Stream *s : ranks) {
+    Work w{"an NCCL collective",
+           [c] {
+             if (!c->done) {
+               c->done = true;
+               for (const auto &[t, seq] : c->items)
+                 force(t, seq - 1);
+               c->run();
+             }
+             return CUDA_SUCCESS;
+           },
+           {},
+           false};
+    enqueue(s, {std::move(w), nullptr, 0, 0});
+  }
+}
+
+int finishStream(CUstream stream) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s)
+    return CUDA_SUCCESS;
+  force(s, s->submitted);
+  const int r = s->error;
+  s->error = CUDA_SUCCESS;
+  return r;
 }
 
 namespace {
 
+/// Where an event was last recorded: nowhere, after a stream's first `seq`
+/// items, or in a capture after its nodes `nodes`.
 struct Event {
   bool recorded = false;
+  Stream *stream = nullptr;
+  uint64_t seq = 0;
+  uint64_t capture = 0;
+  std::vector<size_t> nodes;
 };
 struct Graph {
-  std::vector<Work> work;
+  std::vector<Capture::Node> nodes;
 };
 
 bool initialized() { return machine().initialized; }
@@ -209,6 +400,8 @@ CUresult memFree(CUdeviceptr p) {
   EMU_ENTRY
   if (int code = 0; unsafeInCapture("cuMemFree", &code))
     return code;
+  // As the real cuMemFree: queued work that may use the memory runs first.
+  drainAll();
   Machine &m = machine();
   auto it = m.live.find(uintptr_t(p));
   if (it == m.live.end())
@@ -240,6 +433,7 @@ CUresult memFreeHost(void *p) {
   EMU_ENTRY
   if (int code = 0; unsafeInCapture("cuMemFreeHost", &code))
     return code;
+  drainAll();
   if (!machine().pinned.erase(uintptr_t(p)))
     return refuse(CUDA_ERROR_INVALID_VALUE,
                   "cuMemFreeHost: not from cuMemHostAlloc");
@@ -321,30 +515,105 @@ CUresult memsetD8(CUdeviceptr dst, unsigned char value, size_t n,
   return submit(stream, std::move(w));
 }
 
-CUresult streamCreate(CUstream *stream, unsigned) {
+CUresult streamCreate(CUstream *stream, unsigned flags) {
   EMU_ENTRY
   EMU_NEEDS_CONTEXT
+  Machine &m = machine();
   auto *s = new Stream();
   s->device = currentDevice();
+  s->id = m.nextStreamId++;
+  s->blocking = !(flags & CU_STREAM_NON_BLOCKING);
+  m.streams.push_back(s);
   *stream = reinterpret_cast<CUstream>(s);
   return CUDA_SUCCESS;
 }
 CUresult streamDestroy(CUstream stream) {
   EMU_ENTRY
-  delete reinterpret_cast<Stream *>(stream);
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s)
+    return refuse(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy of no stream");
+  // Its queued work still runs (as the real driver's does, later); the
+  // stream itself is kept, since events may still name it.
+  force(s, s->submitted);
+  auto &all = machine().streams;
+  all.erase(std::remove(all.begin(), all.end(), s), all.end());
   return CUDA_SUCCESS;
 }
 CUresult streamSynchronize(CUstream stream) {
   EMU_ENTRY
   auto *s = reinterpret_cast<Stream *>(stream);
-  if (s && s->capturing) {
-    s->invalidated = true;
+  if (s && s->capture) {
+    s->capture->invalidated = true;
     return refuse(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
                   "cuStreamSynchronize on a capturing stream");
   }
   if (int code = 0; unsafeInCapture("cuStreamSynchronize", &code))
     return code;
-  return CUDA_SUCCESS; // work ran when it was submitted
+  if (!s) {
+    finishBlockingStreams();
+    return CUDA_SUCCESS;
+  }
+  if (int r = finishStream(stream))
+    return refuse(r, "cuStreamSynchronize: queued work on the stream failed");
+  return CUDA_SUCCESS;
+}
+CUresult streamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
+  EMU_ENTRY
+  auto *s = reinterpret_cast<Stream *>(stream);
+  auto *e = reinterpret_cast<Event *>(event);
+  if (!e)
+    return refuse(CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent of no event");
+  if (flags != 0)
+    return refuse(CUDA_ERROR_INVALID_VALUE,
+                  "cuStreamWaitEvent: the emulation takes flags 0 only");
+  if (!e->recorded)
+    return CUDA_SUCCESS; // an empty set of work: nothing to wait for
+  if (e->capture) {
+    auto it = activeCaptures().find(e->capture);
+    if (it == activeCaptures().end())
+      return refuse(CUDA_ERROR_STREAM_CAPTURE_CAPTURED_EVENT,
+                    "cuStreamWaitEvent on an event last recorded in a "
+                    "capture that has ended");
+    Capture *c = it->second;
+    if (!s) {
+      c->invalidated = true;
+      return refuse(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+                    "cuStreamWaitEvent: the legacy default stream cannot "
+                    "join a capture");
+    }
+    if (s->capture && s->capture != c) {
+      s->capture->invalidated = c->invalidated = true;
+      return refuse(CUDA_ERROR_STREAM_CAPTURE_MERGE,
+                    "cuStreamWaitEvent would merge two captures");
+    }
+    if (!s->capture) {
+      // The stream joins the capture: its next node follows the event's.
+      s->capture = c;
+      s->tail = e->nodes;
+      c->members.push_back(s);
+      return CUDA_SUCCESS;
+    }
+    for (size_t n : e->nodes)
+      if (std::find(s->tail.begin(), s->tail.end(), n) == s->tail.end())
+        s->tail.push_back(n);
+    return CUDA_SUCCESS;
+  }
+  if (s && s->capture) {
+    s->capture->invalidated = true;
+    return refuse(CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+                  "cuStreamWaitEvent in a capture on an event recorded "
+                  "outside it (a dependency across the capture's boundary)");
+  }
+  if (!s) {
+    force(e->stream, e->seq); // the legacy stream's work runs at once
+    return CUDA_SUCCESS;
+  }
+  if (e->stream == s || done(e->stream, e->seq))
+    return CUDA_SUCCESS; // ordered already
+  ++machine().counters.crossStreamWaits;
+  enqueue(
+      s, {Work{"cuStreamWaitEvent", nullptr, {}, false}, e->stream, e->seq, 0});
+  return CUDA_SUCCESS;
 }
 
 CUresult eventCreate(CUevent *event, unsigned) {
@@ -355,17 +624,36 @@ CUresult eventCreate(CUevent *event, unsigned) {
 CUresult eventRecord(CUevent event, CUstream stream) {
   EMU_ENTRY
   auto *e = reinterpret_cast<Event *>(event);
-  return submit(stream, {"cuEventRecord",
-                         [e] {
-                           e->recorded = true;
-                           return CUDA_SUCCESS;
-                         },
-                         {}});
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!e)
+    return refuse(CUDA_ERROR_INVALID_HANDLE, "cuEventRecord of no event");
+  if (!s && !capturingHere.empty())
+    return refuseInCapture(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+                           "cuEventRecord on the legacy default stream");
+  *e = Event();
+  e->recorded = true;
+  if (s && s->capture) {
+    e->capture = s->capture->id;
+    e->nodes = s->tail;
+  } else if (s) {
+    e->stream = s;
+    e->seq = s->submitted;
+  } else {
+    finishBlockingStreams();
+  }
+  return CUDA_SUCCESS;
 }
-CUresult eventSynchronize(CUevent) {
+CUresult eventSynchronize(CUevent event) {
   EMU_ENTRY
   if (int code = 0; unsafeInCapture("cuEventSynchronize", &code))
     return code;
+  auto *e = reinterpret_cast<Event *>(event);
+  if (!e)
+    return refuse(CUDA_ERROR_INVALID_HANDLE, "cuEventSynchronize of no event");
+  if (e->capture)
+    return refuse(CUDA_ERROR_STREAM_CAPTURE_CAPTURED_EVENT,
+                  "cuEventSynchronize on an event recorded in a capture");
+  force(e->stream, e->seq);
   return CUDA_SUCCESS;
 }
 CUresult eventElapsedTime(float *ms, CUevent start, CUevent end) {
@@ -388,33 +676,73 @@ CUresult beginCapture(CUstream stream, int) {
   if (!s)
     return refuse(CUDA_ERROR_NOT_SUPPORTED,
                   "the legacy default stream cannot be captured");
-  if (s->capturing)
+  if (s->capture)
     return refuse(CUDA_ERROR_INVALID_VALUE, "the stream is already capturing");
-  s->capturing = true;
-  s->invalidated = false;
-  s->recorded.clear();
-  capturingHere.push_back(s);
+  auto *c = new Capture();
+  c->id = nextCaptureId++;
+  c->origin = s;
+  c->members = {s};
+  activeCaptures()[c->id] = c;
+  s->capture = c;
+  s->tail.clear();
+  capturingHere.push_back(c);
   return CUDA_SUCCESS;
 }
+
+// The capture's first node that the origin stream's last nodes do not
+// follow (work forked onto another stream and not joined back), or -1.
+long unjoinedNode(const Capture &c) {
+  std::vector<bool> joined(c.nodes.size(), false);
+  std::vector<size_t> todo = c.origin->tail;
+  while (!todo.empty()) {
+    const size_t n = todo.back();
+    todo.pop_back();
+    if (joined[n])
+      continue;
+    joined[n] = true;
+    for (size_t d : c.nodes[n].deps)
+      todo.push_back(d);
+  }
+  for (size_t n = 0; n < c.nodes.size(); ++n)
+    if (!joined[n])
+      return long(n);
+  return -1;
+}
+
 CUresult endCapture(CUstream stream, CUgraph *graph) {
   EMU_ENTRY
   auto *s = reinterpret_cast<Stream *>(stream);
-  if (!s || !s->capturing)
+  *graph = nullptr;
+  if (!s || !s->capture)
     return refuse(CUDA_ERROR_INVALID_VALUE, "the stream is not capturing");
-  s->capturing = false;
+  if (s->capture->origin != s)
+    return refuse(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED,
+                  "cuStreamEndCapture on a stream that joined the capture; "
+                  "it began on another stream");
+  std::unique_ptr<Capture> c(s->capture);
+  const long unjoined = unjoinedNode(*c);
+  // Every stream of the capture leaves it.
+  for (Stream *m : c->members) {
+    m->capture = nullptr;
+    m->tail.clear();
+  }
+  activeCaptures().erase(c->id);
   capturingHere.erase(
-      std::remove(capturingHere.begin(), capturingHere.end(), s),
+      std::remove(capturingHere.begin(), capturingHere.end(), c.get()),
       capturingHere.end());
-  if (s->invalidated) {
-    s->recorded.clear();
-    *graph = nullptr;
+  if (c->invalidated)
     return refuse(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
                   "cuStreamEndCapture: a call during the capture invalidated "
                   "it");
-  }
+  if (const long n = unjoined; n >= 0)
+    return refuse(CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
+                  "cuStreamEndCapture: node " + std::to_string(n) + " (" +
+                      c->nodes[size_t(n)].work.what +
+                      "), captured on another stream, was not joined back "
+                      "to the origin stream (record an event after it and "
+                      "make the origin stream wait for it)");
   auto *g = new Graph();
-  g->work = std::move(s->recorded);
-  s->recorded.clear();
+  g->nodes = std::move(c->nodes);
   ++machine().counters.graphsCaptured;
   *graph = reinterpret_cast<CUgraph>(g);
   return CUDA_SUCCESS;
@@ -422,39 +750,87 @@ CUresult endCapture(CUstream stream, CUgraph *graph) {
 CUresult graphInstantiate(CUgraphExec *exec, CUgraph graph,
                           unsigned long long) {
   EMU_ENTRY
-  auto *copy = new Graph(*reinterpret_cast<Graph *>(graph));
+  auto *copy = new std::shared_ptr<Graph>(
+      std::make_shared<Graph>(*reinterpret_cast<Graph *>(graph)));
   *exec = reinterpret_cast<CUgraphExec>(copy);
   return CUDA_SUCCESS;
 }
+
+// Runs a graph's nodes, each after the nodes it follows, in the hostile
+// order: the last-captured node that may run first (reversed), or nodes of
+// the capture's streams in turn (interleaved), or in capture order.
+int replay(const Graph &g, int device) {
+  Machine &m = machine();
+  const size_t n = g.nodes.size();
+  std::vector<size_t> waiting(n);
+  std::vector<std::vector<size_t>> next(n);
+  for (size_t i = 0; i < n; ++i) {
+    waiting[i] = g.nodes[i].deps.size();
+    for (size_t d : g.nodes[i].deps) {
+      next[d].push_back(i);
+      if (g.nodes[d].stream != g.nodes[i].stream)
+        ++m.counters.replayedCrossStreamEdges;
+    }
+  }
+  std::set<size_t> ready;
+  for (size_t i = 0; i < n; ++i)
+    if (waiting[i] == 0)
+      ready.insert(i);
+  uint64_t lastStream = 0;
+  while (!ready.empty()) {
+    auto pick = ready.begin();
+    if (m.order == StreamOrder::kReversed) {
+      pick = std::prev(ready.end());
+    } else if (m.order == StreamOrder::kInterleaved) {
+      for (auto it = ready.begin(); it != ready.end(); ++it)
+        if (g.nodes[*it].stream != lastStream) {
+          pick = it;
+          break;
+        }
+    }
+    const size_t i = *pick;
+    ready.erase(pick);
+    lastStream = g.nodes[i].stream;
+    ++m.counters.replayedWork;
+    ++m.counters.workPerDevice[device];
+    if (int r = g.nodes[i].work.run())
+      return r;
+    for (size_t c : next[i])
+      if (--waiting[c] == 0)
+        ready.insert(c);
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult graphLaunch(CUgraphExec exec, CUstream stream) {
   EMU_ENTRY
   Machine &m = machine();
-  auto *g = reinterpret_cast<Graph *>(exec);
+  const std::shared_ptr<Graph> g =
+      *reinterpret_cast<std::shared_ptr<Graph> *>(exec);
   // A node's pointers were baked in at capture: every allocation it used
   // must still be the one it was.
-  for (size_t i = 0; i < g->work.size(); ++i)
-    for (const auto &[id, base] : g->work[i].touched) {
+  for (size_t i = 0; i < g->nodes.size(); ++i)
+    for (const auto &[id, base] : g->nodes[i].work.touched) {
       auto it = m.live.find(base);
       if (it == m.live.end() || it->second.id != id)
         return refuse(CUDA_ERROR_ILLEGAL_ADDRESS,
                       "cuGraphLaunch: node " + std::to_string(i) + " (" +
-                          g->work[i].what +
+                          g->nodes[i].work.what +
                           ") uses a device buffer that was freed or moved "
                           "after the capture");
     }
   ++m.counters.graphLaunches;
   const auto *s = reinterpret_cast<Stream *>(stream);
-  for (Work &w : g->work) {
-    ++m.counters.replayedWork;
-    ++m.counters.workPerDevice[s ? s->device : currentDevice()];
-    if (int r = w.run())
-      return r;
-  }
-  return CUDA_SUCCESS;
+  const int device = s ? s->device : currentDevice();
+  // One item of the stream: the graph runs after the stream's earlier work
+  // and before its later work (the executable may be destroyed meanwhile).
+  Work w{
+      "cuGraphLaunch", [g, device] { return replay(*g, device); }, {}, false};
+  return submit(stream, std::move(w));
 }
 CUresult graphExecDestroy(CUgraphExec exec) {
   EMU_ENTRY
-  delete reinterpret_cast<Graph *>(exec);
+  delete reinterpret_cast<std::shared_ptr<Graph> *>(exec);
   return CUDA_SUCCESS;
 }
 CUresult graphDestroy(CUgraph graph) {
@@ -462,6 +838,7 @@ CUresult graphDestroy(CUgraph graph) {
   delete reinterpret_cast<Graph *>(graph);
   return CUDA_SUCCESS;
 }
+
 CUresult getErrorString(CUresult r, const char **text) {
   switch (r) {
   case CUDA_SUCCESS:
@@ -552,6 +929,7 @@ const ProcEntry kProcs[] = {
     {"cuStreamCreate", reinterpret_cast<void *>(streamCreate)},
     {"cuStreamDestroy", reinterpret_cast<void *>(streamDestroy)},
     {"cuStreamSynchronize", reinterpret_cast<void *>(streamSynchronize)},
+    {"cuStreamWaitEvent", reinterpret_cast<void *>(streamWaitEvent)},
     {"cuEventCreate", reinterpret_cast<void *>(eventCreate)},
     {"cuEventRecord", reinterpret_cast<void *>(eventRecord)},
     {"cuEventSynchronize", reinterpret_cast<void *>(eventSynchronize)},
@@ -575,15 +953,48 @@ const ProcEntry kProcs[] = {
 
 using namespace dtf::gpu::emu;
 
+namespace {
+// $DTF_EMU_STREAM_ORDER (default reversed) into the machine; false, with
+// the reason, for a value that names no order.
+bool setStreamOrder(const std::string &order) {
+  if (order == "submission")
+    machine().order = StreamOrder::kSubmission;
+  else if (order == "reversed")
+    machine().order = StreamOrder::kReversed;
+  else if (order == "interleaved")
+    machine().order = StreamOrder::kInterleaved;
+  else {
+    refuse(CUDA_ERROR_INVALID_VALUE,
+           "DTF_EMU_STREAM_ORDER=" + order +
+               " names no order: submission, reversed (the default) or "
+               "interleaved");
+    return false;
+  }
+  return true;
+}
+bool readStreamOrder() {
+  const char *v = std::getenv("DTF_EMU_STREAM_ORDER");
+  return setStreamOrder(v ? v : "reversed");
+}
+} // namespace
+
 extern "C" {
 
-/// Emulation only: how many GPUs to emulate; before cuInit.
+/// Emulation only (tests): the order of streams from now on, as
+/// DTF_EMU_STREAM_ORDER names it; 2 for no order (dtfEmuLastError says why).
+int dtfEmuSetStreamOrder(const char *order) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  return setStreamOrder(order ? order : "") ? 0 : 2;
+}
+
+/// Emulation only: how many GPUs to emulate; before cuInit. 2 when
+/// $DTF_EMU_STREAM_ORDER names no order (dtfEmuLastError says why).
 int dtfEmuConfigure(int numDevices) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   if (numDevices < 1 || numDevices > 64 || machine().initialized)
     return 1;
   machine().numDevices = numDevices;
-  return 0;
+  return readStreamOrder() ? 0 : 2;
 }
 
 /// Emulation only: why the last refused call was refused ("" if none).
@@ -607,7 +1018,7 @@ int dtfEmuStats(char *buf, size_t size) {
       "replayed), %llu refusals, %llu NCCL all-reduces, %llu cuDNN "
       "algorithm choices, stream work per GPU:%s; copies between host and "
       "device: %llu (%llu bytes), between device buffers: %llu; NCCL "
-      "broadcasts: %llu",
+      "broadcasts: %llu; cross-stream waits: %llu eager, %llu replayed",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
@@ -617,13 +1028,17 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.algorithmChoices, perDevice.c_str(),
       (unsigned long long)c.hostDeviceCopies,
       (unsigned long long)c.hostDeviceBytes, (unsigned long long)c.deviceCopies,
-      (unsigned long long)c.ncclBroadcasts);
+      (unsigned long long)c.ncclBroadcasts,
+      (unsigned long long)c.crossStreamWaits,
+      (unsigned long long)c.replayedCrossStreamEdges);
 }
 
 CUresult cuInit(unsigned flags) {
   if (flags != 0)
     return refuse(CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0");
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  if (!readStreamOrder())
+    return CUDA_ERROR_INVALID_VALUE;
   machine().initialized = true;
   return CUDA_SUCCESS;
 }

@@ -33,6 +33,14 @@ thread_local int groupDepth = 0;
 thread_local std::vector<PendingReduce> pending;
 uint64_t nextClique = 1;
 
+// The ranks' streams, in rank order.
+std::vector<CUstream> streamsOf(const std::vector<const PendingReduce *> &r) {
+  std::vector<CUstream> out;
+  for (const PendingReduce *p : r)
+    out.push_back(p->stream);
+  return out;
+}
+
 // Runs the all-reduces collected in one group: every rank of a clique must
 // have called, with the same count.
 // Runs the collectives collected in one group: per communicator clique, the
@@ -90,26 +98,37 @@ int runPending() {
             return refuse(ncclInvalidUsage,
                           "ncclBroadcast: the ranks of one communicator gave "
                           "different roots or sizes");
-        for (const PendingReduce *p : ranks) {
-          // The root's receive buffer too, unless in place (as NCCL).
-          if (p->recv != root->send)
-            std::memmove(p->recv, root->send, p->bytes);
-          ++machine().counters.workPerDevice[p->comm->device];
-        }
-        ++machine().counters.ncclBroadcasts;
+        std::vector<PendingReduce> all;
+        for (const PendingReduce *p : ranks)
+          all.push_back(*p);
+        const PendingReduce from = *root;
+        submitCollective(streamsOf(ranks), [all, from] {
+          for (const PendingReduce &p : all) {
+            // The root's receive buffer too, unless in place (as NCCL).
+            if (p.recv != from.send)
+              std::memmove(p.recv, from.send, p.bytes);
+            ++machine().counters.workPerDevice[p.comm->device];
+          }
+          ++machine().counters.ncclBroadcasts;
+        });
         continue;
       }
-      const size_t count = ranks.front()->count;
-      std::vector<float> sum(count, 0.0f);
-      // In rank order, so the sum does not depend on the call order.
+      std::vector<PendingReduce> all;
       for (const PendingReduce *p : ranks)
-        for (size_t i = 0; i < count; ++i)
-          sum[i] += p->send[i];
-      for (const PendingReduce *p : ranks) {
-        std::memcpy(p->recv, sum.data(), count * sizeof(float));
-        ++machine().counters.workPerDevice[p->comm->device];
-      }
-      ++machine().counters.ncclAllReduces;
+        all.push_back(*p);
+      submitCollective(streamsOf(ranks), [all] {
+        const size_t count = all.front().count;
+        std::vector<float> sum(count, 0.0f);
+        // In rank order, so the sum does not depend on the call order.
+        for (const PendingReduce &p : all)
+          for (size_t i = 0; i < count; ++i)
+            sum[i] += p.send[i];
+        for (const PendingReduce &p : all) {
+          std::memcpy(p.recv, sum.data(), count * sizeof(float));
+          ++machine().counters.workPerDevice[p.comm->device];
+        }
+        ++machine().counters.ncclAllReduces;
+      });
     }
   }
   return ncclSuccess;
@@ -122,7 +141,7 @@ int checkStream(const std::string &call, const Comm *c, CUstream stream) {
     return refuse(ncclInvalidUsage,
                   call + ": the stream is on GPU " + std::to_string(s->device) +
                       ", the communicator on GPU " + std::to_string(c->device));
-  if (s && s->capturing)
+  if (s && s->capture)
     return refuse(ncclInvalidUsage,
                   call + ": the emulation does not capture NCCL calls");
   return ncclSuccess;

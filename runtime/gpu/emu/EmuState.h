@@ -1,11 +1,12 @@
 // The state of dtf's host emulation of a CUDA machine: device memory (host
-// memory, every allocation tracked), streams that run or record work, and
-// the counters that show what ran.
+// memory, every allocation tracked), streams that queue, run or record work,
+// and the counters that show what ran.
 #pragma once
 
 #include "runtime/gpu/CudaApi.h"
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -22,20 +23,49 @@ struct Allocation {
   int device = 0;
 };
 
-/// One piece of work on a stream: run at once, or recorded by a capture and
-/// run at each launch of the graph. `touched` are the ids and bases of the
-/// device allocations it uses, checked again before each replay.
+/// One piece of work on a stream: queued and run later (or at once), or
+/// recorded by a capture and run at each launch of the graph. `touched` are
+/// the ids and bases of the device allocations it uses, checked again before
+/// each replay. `counted`: it is stream work of its own (a graph launch is
+/// not: its nodes are).
 struct Work {
   std::string what;
   std::function<int()> run;
   std::vector<std::pair<uint64_t, uintptr_t>> touched;
+  bool counted = true;
+};
+
+struct Stream;
+struct Capture;
+
+/// An item of a stream's queue: work, or a wait for another stream to have
+/// run its first `seq` items (cuStreamWaitEvent).
+struct Pending {
+  Work work;
+  Stream *waitOn = nullptr;
+  uint64_t waitSeq = 0;
+  uint64_t order = 0; // submission order over the whole machine
+};
+
+/// When queued work runs, among streams that no event orders
+/// (DTF_EMU_STREAM_ORDER).
+enum class StreamOrder {
+  kSubmission,  // at submission, as if each stream ran at once
+  kReversed,    // only when the host or another stream needs it; the latest
+                // submitted first where several may run
+  kInterleaved, // as late, but one item of every other stream that may run
+                // before each item run
 };
 
 struct Stream {
   int device = 0;
-  bool capturing = false;
-  bool invalidated = false; // a call the capture does not allow was made
-  std::vector<Work> recorded;
+  uint64_t id = 0;
+  bool blocking = false; // created without CU_STREAM_NON_BLOCKING
+  std::deque<Pending> pending;
+  uint64_t submitted = 0, completed = 0; // items queued, items run
+  int error = 0; // the first failure of queued work, for its synchronization
+  Capture *capture = nullptr; // the capture it records into, if any
+  std::vector<size_t> tail;   // capture: the nodes its next node follows
 };
 
 struct Counters {
@@ -47,6 +77,10 @@ struct Counters {
   /// too), or two device buffers (one GPU's, or a peer's).
   uint64_t hostDeviceCopies = 0, hostDeviceBytes = 0, deviceCopies = 0;
   uint64_t ncclBroadcasts = 0;
+  /// cuStreamWaitEvent calls that ordered a stream after another's work
+  /// (eager), and edges between nodes captured on different streams
+  /// (per graph replay).
+  uint64_t crossStreamWaits = 0, replayedCrossStreamEdges = 0;
   /// Stream work run per device (eagerly or as a replayed graph node).
   std::map<int, uint64_t> workPerDevice;
 };
@@ -64,6 +98,9 @@ struct Machine {
   std::map<uintptr_t, size_t> mapped;    // those with DEVICEMAP: kernels
                                          // may read and write them
   Counters counters;
+  StreamOrder order = StreamOrder::kReversed;
+  std::vector<Stream *> streams; // live, in creation order
+  uint64_t nextStreamId = 1, nextOrder = 1;
 };
 
 Machine &machine();
@@ -84,7 +121,18 @@ int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
 /// then the refusal's result.
 bool unsafeInCapture(const char *what, int *code);
 
-/// Runs `work` now, or records it when `stream` is capturing.
+/// Queues `work` on `stream` (runs it at once in submission order or on
+/// the legacy stream), or records it when `stream` is capturing.
 int submit(CUstream stream, Work work);
+
+/// An NCCL collective over the ranks' `streams`: one item of each, run once
+/// (`run`) when one of them is reached, after each stream's work before it
+/// (at once in submission order, or when a stream is the legacy one).
+void submitCollective(const std::vector<CUstream> &streams,
+                      std::function<void()> run);
+
+/// Runs every item queued on `stream` (and what it waits for); the first
+/// failure of its queued work, if any.
+int finishStream(CUstream stream);
 
 } // namespace dtf::gpu::emu

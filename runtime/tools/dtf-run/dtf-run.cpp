@@ -63,7 +63,9 @@ options:
                    (libdtf-cuda-emu.so beside dtf-run), loaded through the
                    same path as the real libraries, so that a GPU plan can be
                    checked on any machine; prints what it ran at exit
-                   (docs/gpu.md). Without it, GPU ops need libcuda.so.1
+                   (docs/gpu.md); DTF_EMU_STREAM_ORDER=submission|reversed|
+                   interleaved picks when its streams' queued work runs
+                   (default reversed). Without it, GPU ops need libcuda.so.1
                    (DTF_CUDA_DRIVER=PATH names another driver library)
   --gpu-towers N   in-graph towers over this task's GPUs (overrides the
                    plan's session(gpu_towers = N)): the step runs once per
@@ -365,6 +367,19 @@ int main(int argc, char **argv) {
       if (arg == "--gpu-towers") {
         options.gpuTowers = int(n);
         continue;
+      }
+      // The emulation's run order of streams (docs/gpu.md): refused here,
+      // not left to fall back onto the CPU.
+      if (const char *order = std::getenv("DTF_EMU_STREAM_ORDER");
+          order && std::string(order) != "submission" &&
+          std::string(order) != "reversed" &&
+          std::string(order) != "interleaved") {
+        std::fprintf(stderr,
+                     "dtf-run: error: DTF_EMU_STREAM_ORDER=%s names no order "
+                     "of the emulation's streams: submission, reversed (the "
+                     "default) or interleaved\n",
+                     order);
+        return kUsageError;
       }
       dtf::gpu::CudaLibraries libs;
       libs.driver = dtf::gpu::emulationLibraryPath();

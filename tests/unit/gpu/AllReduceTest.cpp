@@ -180,13 +180,19 @@ TEST(TowerAllReduce, PacksDeviceGradientsOnTheGpusAndBroadcasts) {
                     {uint64_t(ptrs[0][1]), uint64_t(ptrs[1][1])}},
                    {size_t(n[0]) * 4, size_t(n[1]) * 4});
   ASSERT_TRUE(s.isOk()) << s.message();
-  EXPECT_EQ(statsCounter(*d, kBroadcasts) - broadcastsBefore, 2u);
-  EXPECT_EQ(statsCounter(*d, kHostCopies), copies);
+  // Queued on the towers' streams (the emulation's default order runs
+  // work when another stream or the host needs it): no host wait.
+  EXPECT_EQ(statsCounter(*d, kBroadcasts) - broadcastsBefore, 0u);
+  // A reader on another stream waits for finished(k) by an event.
+  ASSERT_NE(a->finished(1), nullptr);
+  ASSERT_EQ(d->cuStreamWaitEvent(streams[1], a->finished(1), 0), CUDA_SUCCESS);
   std::vector<float> got(static_cast<size_t>(n[0]));
   ASSERT_EQ(d->cuMemcpyDtoHAsync(got.data(), ptrs[1][0],
                                  got.size() * sizeof(float), streams[1]),
             CUDA_SUCCESS);
   ASSERT_EQ(d->cuStreamSynchronize(streams[1]), CUDA_SUCCESS);
+  EXPECT_EQ(statsCounter(*d, kBroadcasts) - broadcastsBefore, 2u);
+  EXPECT_EQ(statsCounter(*d, kHostCopies), copies + 1);
   for (int64_t j = 0; j < n[0]; ++j)
     ASSERT_EQ(got[size_t(j)], values[0][0].data<float>()[j]);
 }
@@ -341,6 +347,41 @@ TEST(EmulatedNccl, BroadcastFillsEveryRanksReceiveBufferTheRootsToo) {
     ASSERT_EQ(d->cuStreamSynchronize(r.streams[k]), CUDA_SUCCESS);
     EXPECT_EQ(got, sent) << "rank " << k << "'s receive buffer";
   }
+}
+
+// Under the emulation's default order a collective is queued on each
+// rank's stream: nothing runs at ncclGroupEnd, and the host waiting for
+// rank 1 alone runs rank 0's earlier work (the root's upload) first, then
+// the broadcast once.
+TEST(EmulatedNccl, ACollectiveIsQueuedAndRunsAfterEveryRanksEarlierWork) {
+  CudaDriver *d = emulatedProcess(2);
+  ASSERT_NE(d, nullptr);
+  TwoRanks r;
+  setUpTwoRanks(*d, &r);
+  std::vector<float> sent(16), zeros(16, 0.0f), got(16, -1.0f);
+  for (size_t i = 0; i < sent.size(); ++i)
+    sent[i] = 1.5f + float(i);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(r.bufs[0], sent.data(), 64, r.streams[0]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(r.bufs[1], zeros.data(), 64, r.streams[1]),
+            CUDA_SUCCESS);
+  const char *kBroadcasts = "NCCL broadcasts: (\\d+)";
+  const uint64_t before = statsCounter(*d, kBroadcasts);
+  ASSERT_EQ(d->ncclGroupStart(), ncclSuccess);
+  for (int k = 0; k < 2; ++k)
+    ASSERT_EQ(d->ncclBroadcast(reinterpret_cast<const void *>(r.bufs[0]),
+                               reinterpret_cast<void *>(r.bufs[k]), 16,
+                               ncclFloat32, 0, r.comms[k], r.streams[k]),
+              ncclSuccess);
+  ASSERT_EQ(d->ncclGroupEnd(), ncclSuccess);
+  EXPECT_EQ(statsCounter(*d, kBroadcasts), before);
+  ASSERT_EQ(d->cuMemcpyDtoHAsync(got.data(), r.bufs[1], 64, r.streams[1]),
+            CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamSynchronize(r.streams[1]), CUDA_SUCCESS);
+  EXPECT_EQ(got, sent);
+  EXPECT_EQ(statsCounter(*d, kBroadcasts), before + 1);
+  ASSERT_EQ(d->cuStreamSynchronize(r.streams[0]), CUDA_SUCCESS);
+  EXPECT_EQ(statsCounter(*d, kBroadcasts), before + 1);
 }
 
 // NCCL refuses a buffer allocated on another GPU than its communicator's

@@ -344,6 +344,7 @@ TEST(CudaEmu, AGraphReplaysItsWorkAndIsRefusedAfterABufferMoved) {
   EXPECT_EQ(std::vector<float>(hc, hc + 4), (std::vector<float>{1, 2, 9, 12}));
   ha[0] = 2; // a replay reads the host buffer anew
   ASSERT_EQ(d->cuGraphLaunch(exec, stream), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamSynchronize(stream), CUDA_SUCCESS);
   EXPECT_EQ(std::vector<float>(hc, hc + 4), (std::vector<float>{2, 2, 10, 12}));
   ASSERT_EQ(d->cuMemFree(c), CUDA_SUCCESS);
   CUdeviceptr c2 = 0;

@@ -2,7 +2,8 @@
 // of its ops is copied up once; the segment runs eagerly while its buffers
 // change, then is captured as one CUDA graph and replayed with one
 // cuGraphLaunch per step; a new input shape runs it eagerly and captures it
-// again; the results stay the CPU kernels'.
+// again; the results stay the CPU kernels'. The uploads go on the device's
+// copy stream, ordered before their readers by events.
 #include "runtime/gpu/GpuStep.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "tests/unit/gpu/EmulatedGpu.h"
@@ -11,6 +12,7 @@
 
 #include <cmath>
 #include <random>
+#include <regex>
 
 namespace dtf::gpu {
 namespace {
@@ -38,45 +40,42 @@ Tensor reference(Tensor &x, Tensor &w) {
   return second.outputs()[0];
 }
 
-TEST(GpuSegment, OneUploadPerHostValueAndOneGraphLaunchPerStep) {
-  Emulated e;
-  ASSERT_TRUE(e.device);
-  GpuDevice *dev = e.device.get();
-  // z = (x W) x: x is read by both matmuls, the second reads the first's
-  // result on the device.
+// z = (x W) x as one segment of two matmuls on `dev`: x is read by both,
+// the second reads the first's result on the device, z comes down.
+struct TwoMatmuls {
   Tensor x = Tensor::allocate(DType::F32, {4, 4});
   Tensor w = Tensor::allocate(DType::F32, {4, 4});
-  auto op = [&]() {
-    auto ctx = std::make_unique<GpuKernelContext>(*dev);
-    ctx->setOpName("dtf.matmul");
-    return std::make_unique<GpuOp>(
-        *dev, gpuKernelRegistry().lookup("dtf.matmul"), std::move(ctx));
-  };
-  std::unique_ptr<GpuOp> first = op(), second = op();
-  first->setNumOutputs(1);
-  second->setNumOutputs(1);
-  GpuSegment segment(*dev);
-  const Tensor *xOnGpu = segment.upload(&x);
-  EXPECT_EQ(segment.upload(&x), xOnGpu); // one copy however many readers
-  first->addDeviceInput(xOnGpu);
-  first->addDeviceInput(segment.upload(&w));
-  second->addDeviceInput(&first->context().output(0));
-  second->addDeviceInput(xOnGpu);
-  second->setDownload(0);
-  segment.add(first.get());
-  segment.add(second.get());
-  EXPECT_EQ(segment.numUploads(), 2);
-  EXPECT_EQ(segment.numOps(), 2);
-
-  const long copies0 = counter("copies"), launches0 = counter("graph launches");
-  const long captured0 = counter("graphs captured");
+  std::unique_ptr<GpuOp> first, second;
+  std::unique_ptr<GpuSegment> segment;
+  const Tensor *xOnGpu = nullptr;
+  explicit TwoMatmuls(GpuDevice *dev) {
+    auto op = [&]() {
+      auto ctx = std::make_unique<GpuKernelContext>(*dev);
+      ctx->setOpName("dtf.matmul");
+      auto o = std::make_unique<GpuOp>(
+          *dev, gpuKernelRegistry().lookup("dtf.matmul"), std::move(ctx));
+      o->setNumOutputs(1);
+      return o;
+    };
+    first = op();
+    second = op();
+    segment = std::make_unique<GpuSegment>(*dev);
+    xOnGpu = segment->upload(&x);
+    first->addDeviceInput(xOnGpu);
+    first->addDeviceInput(segment->upload(&w));
+    second->addDeviceInput(&first->context().output(0));
+    second->addDeviceInput(xOnGpu);
+    second->setDownload(0);
+    segment->add(first.get());
+    segment->add(second.get());
+  }
   // Runs steps [from, to) with new values each step, in the same host
   // buffers (a replay reads them), against the CPU kernels.
-  auto runSteps = [&](int from, int to) {
+  void runSteps(GpuDevice *dev, int from, int to) {
     for (int step = from; step < to; ++step) {
       fill(x, uint32_t(2 * step + 1));
       fill(w, uint32_t(2 * step + 2));
-      Status s = segment.run(uint64_t(step), 0);
+      Status s = segment->run(uint64_t(step), 0);
       ASSERT_TRUE(s.isOk()) << s.message();
       ASSERT_TRUE(dev->synchronize().isOk());
       ASSERT_TRUE(dev->planArena().isOk());
@@ -84,11 +83,26 @@ TEST(GpuSegment, OneUploadPerHostValueAndOneGraphLaunchPerStep) {
       const Tensor &got = *second->hostOutput(0);
       ASSERT_EQ(got.shape(), want.shape());
       for (int64_t i = 0; i < want.numElements(); ++i)
-        EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5f)
+        ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-5f)
             << "step " << step << " element " << i;
     }
-  };
-  runSteps(0, 6);
+  }
+};
+
+TEST(GpuSegment, OneUploadPerHostValueAndOneGraphLaunchPerStep) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  GpuDevice *dev = e.device.get();
+  TwoMatmuls m(dev);
+  Tensor &x = m.x, &w = m.w;
+  GpuSegment &segment = *m.segment;
+  EXPECT_EQ(segment.upload(&x), m.xOnGpu); // one copy however many readers
+  EXPECT_EQ(segment.numUploads(), 2);
+  EXPECT_EQ(segment.numOps(), 2);
+
+  const long copies0 = counter("copies"), launches0 = counter("graph launches");
+  const long captured0 = counter("graphs captured");
+  ASSERT_NO_FATAL_FAILURE(m.runSteps(dev, 0, 6));
   // Per step: x and W up once each, z down. Step 1 made the buffers (and
   // the arena moved them), step 2 ran in the arena, step 3 was captured;
   // steps 3 to 6 are one cuGraphLaunch each for both matmuls.
@@ -101,10 +115,51 @@ TEST(GpuSegment, OneUploadPerHostValueAndOneGraphLaunchPerStep) {
   // while the buffers grow and move into a new arena, then captured anew.
   x = Tensor::allocate(DType::F32, {20, 20});
   w = Tensor::allocate(DType::F32, {20, 20});
-  runSteps(6, 10);
+  ASSERT_NO_FATAL_FAILURE(m.runSteps(dev, 6, 10));
   EXPECT_EQ(dev->arenasPlanned(), 2);
   EXPECT_EQ(counter("graphs captured") - captured0, 2);
   EXPECT_EQ(segment.graphLaunches(), 6u);
+}
+
+// The emulation's "cross-stream waits: E eager, R replayed".
+std::pair<long, long> crossStreamWaits() {
+  std::smatch m;
+  const std::string stats = processEmulationStats();
+  if (!std::regex_search(stats, m,
+                         std::regex("cross-stream waits: (\\d+) eager, "
+                                    "(\\d+) replayed")))
+    return {-1, -1};
+  return {std::stol(m[1]), std::stol(m[2])};
+}
+
+// The segment's uploads run on the copy stream and its copy down goes back
+// there: each eager step orders the compute stream after the two uploads
+// (x and W, read first by the first matmul), the copy stream after the
+// second matmul (for z's copy down) and the compute stream after the copy
+// stream at the end (4 waits); each replayed graph keeps the 3 edges
+// between nodes of the two streams (x's and W's copies to the first
+// matmul, the second matmul to z's copy). The results stay right under the
+// default order (reversed), where a missing wait reads stale bytes.
+TEST(GpuSegment, UploadsAndCopiesDownGoOnTheCopyStreamOrderedByEvents) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  GpuDevice *dev = e.device.get();
+  EXPECT_NE(dev->copyStream(), dev->stream());
+  TwoMatmuls m(dev);
+  Tensor &w = m.w;
+  GpuSegment &segment = *m.segment;
+  GpuOp *first = m.first.get(), *second = m.second.get();
+  const Tensor *xOnGpu = m.xOnGpu;
+  EXPECT_TRUE(first->reads(xOnGpu));
+  EXPECT_FALSE(second->reads(segment.upload(&w)));
+  const auto [eager0, replayed0] = crossStreamWaits();
+  ASSERT_GE(eager0, 0) << processEmulationStats();
+  ASSERT_NO_FATAL_FAILURE(m.runSteps(dev, 0, 6));
+  // Steps 1 and 2 eager, step 3 captured and launched, 4 to 6 replayed.
+  EXPECT_EQ(segment.graphLaunches(), 4u);
+  const auto [eager, replayed] = crossStreamWaits();
+  EXPECT_EQ(eager - eager0, 2 * 4) << processEmulationStats();
+  EXPECT_EQ(replayed - replayed0, 4 * 3) << processEmulationStats();
 }
 
 } // namespace
