@@ -531,6 +531,15 @@ struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
           for (Operation *op : rowOps)
             fuseRowOp(op, kernel++);
         }
+        if (dropout) {
+          // One op, one result, as a row op's region (a dropout kernel).
+          SmallVector<Operation *> dropouts;
+          for (Operation &op : block)
+            if (isFusableDropout(&op) && !op.use_empty())
+              dropouts.push_back(&op);
+          for (Operation *op : dropouts)
+            fuseRowOp(op, kernel++);
+        }
         if (!updates)
           continue;
         SmallVector<Operation *> toFuse;

@@ -104,4 +104,14 @@ Operation *fusedRowOp(Operation *fused);
 std::string rowParamMeaning(Operation *rowOp, Type type,
                             ArrayRef<int64_t> shape, bool isResult);
 
+/// For a dtf.dropout or dtf.dropout_grad on f32 or f64 elements that dtf-fuse
+/// puts alone into a dtf.fused region (a "dropout kernel", docs/kernels.md):
+/// true. Its kernel draws the op-by-op kernel's mask (runtime/kernels/
+/// DropoutMask.h) from a per-step word dtf-run fills ("dropout-key").
+bool isFusableDropout(Operation *op);
+
+/// The dropout op of a dtf.fused region that holds one (alone); null
+/// otherwise.
+Operation *fusedDropoutOp(Operation *fused);
+
 } // namespace mlir::dtf
