@@ -59,6 +59,15 @@ if [ "$model" = mlp ]; then
   grep -qE "is placed on /device:GPU:0, a device this process does not have \(dtf-run has no GPU kernel for dtf\.dropout" "$work/nodrop.log" ||
     fail "no refusal naming dtf.dropout: $(cat "$work/nodrop.log")"
   grep -q "soft_placement = true" "$work/nodrop.log" || fail "the refusal gives no fix"
+  # With soft placement those 4 ops (2 dropouts, 2 gradients) run on the CPU,
+  # said once, and split the step into segments again.
+  "$bin/dtfc" "$work/soft.dtf" --fuse-dropout=off -o "$work/nodropsoft.plan"
+  "$bin/dtf-run" "$work/nodropsoft.plan" --emulate-gpus 1 --steps 1 > "$work/nodropsoft.log" 2>&1 ||
+    fail "the MLP with op-by-op dropouts did not train under soft placement: $(tail -5 "$work/nodropsoft.log")"
+  grep -q "train_step: soft placement: 4 ops placed on a device this process lacks run on /job:localhost/replica:0/task:0/device:CPU:0 (first: .*: dtf.dropout on /device:GPU:0)" "$work/nodropsoft.log" &&
+    grep -q "train_step: soft placement: dtf-run has no GPU kernel for dtf.dropout, dtf.dropout_grad (" "$work/nodropsoft.log" &&
+    grep -q "train_step: 5 GPU segments" "$work/nodropsoft.log" ||
+    fail "soft placement did not move the 4 op-by-op dropouts to the CPU: $(grep 'soft placement\|GPU segment' "$work/nodropsoft.log" | cut -c1-200)"
 fi
 
 # No driver, soft placement: the CPU path, said once per program.
