@@ -15,11 +15,6 @@ bool mlir::dtf::isFusableDropout(Operation *op) {
 }
 
 Operation *mlir::dtf::fusedDropoutOp(Operation *fused) {
-  if (!isa<FusedOp>(fused) || fused->getNumResults() != 1)
-    return nullptr;
-  Block &body = fused->getRegion(0).front();
-  if (body.getOperations().size() != 2) // the op and the yield
-    return nullptr;
-  Operation *op = &body.front();
-  return isFusableDropout(op) ? op : nullptr;
+  Operation *op = fusedLoneOp(fused);
+  return op && isFusableDropout(op) ? op : nullptr;
 }

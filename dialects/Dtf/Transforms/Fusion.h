@@ -92,6 +92,10 @@ Operation *fusedUpdateOp(Operation *fused);
 /// stays op by op).
 Value rowOpRowsOperand(Operation *op);
 
+/// The op of a dtf.fused region of one result that holds one op alone (a
+/// row op, a dropout); null otherwise.
+Operation *fusedLoneOp(Operation *fused);
+
 /// The row op of a dtf.fused region that holds one (a row region holds that
 /// op alone); null otherwise.
 Operation *fusedRowOp(Operation *fused);
