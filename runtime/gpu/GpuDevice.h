@@ -162,11 +162,11 @@ struct GpuKernelCode {
   }
 };
 
+struct GraphSignature;
+
 /// The context of a dtf.fused op on a GPU: the plan's loaded kernels (for
 /// the parameters, and the CPU twin that the emulation runs), which one it
 /// runs, its GPU code, and the module loaded from that code.
-struct GraphSignature;
-
 class GpuFusedContext : public GpuKernelContext {
 public:
   GpuFusedContext(GpuDevice &device,
