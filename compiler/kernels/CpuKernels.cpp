@@ -1,4 +1,5 @@
 // dtf.fused regions to CPU machine code: loops in scf, LLVM, a shared object.
+#include "compiler/kernels/DropoutKernels.h"
 #include "compiler/kernels/KernelGen.h"
 #include "compiler/kernels/RowKernels.h"
 #include "compiler/kernels/ScalarOps.h"
@@ -168,6 +169,8 @@ LogicalResult buildKernelFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     return buildCpuUpdateFunc(fused, update, b, name);
   if (Operation *row = fusedRowOp(fused)) // one row per call: RowKernels.h
     return buildCpuRowFunc(fused, row, b, name);
+  if (Operation *dropout = fusedDropoutOp(fused)) // DropoutKernels.h
+    return buildCpuDropoutFunc(fused, dropout, b, name);
   MLIRContext *ctx = b.getContext();
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(ctx);

@@ -2,6 +2,7 @@
 // scf.parallel tiled by the block size, mapped to gpu.launch, outlined into
 // one gpu.module, lowered to NVVM and compiled to sm_80 PTX and sm_80/sm_90
 // cubins with the CUDA toolkit's ptxas.
+#include "compiler/kernels/DropoutKernels.h"
 #include "compiler/kernels/KernelGen.h"
 #include "compiler/kernels/RowKernels.h"
 #include "compiler/kernels/ScalarOps.h"
@@ -190,6 +191,8 @@ LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
     return buildGpuUpdateFunc(fused, update, b, name);
   if (Operation *row = fusedRowOp(fused)) // one thread per row: RowKernels.h
     return buildGpuRowFunc(fused, row, b, name);
+  if (Operation *dropout = fusedDropoutOp(fused)) // DropoutKernels.h
+    return buildGpuDropoutFunc(fused, dropout, b, name);
   MLIRContext *ctx = b.getContext();
   Location loc = fused.getLoc();
   auto ptr = LLVM::LLVMPointerType::get(ctx);

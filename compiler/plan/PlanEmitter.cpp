@@ -308,6 +308,22 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
     }
     return success();
   }
+  if (fusedDropoutOp(fused)) {
+    // A dropout kernel (docs/plan-format.md "Dropout kernels"): x (or dy)
+    // and the output, then the word dtf-run fills before each run with the
+    // step's stream key and the first element (naming x, whose shape says
+    // where a tower's examples start), then the element count.
+    for (const char *meaning : {"same", "output", "dropout-key"}) {
+      pb::KernelParam *p = kernel->add_params();
+      p->set_kind("buffer");
+      p->set_operand(std::string(meaning) == "output" ? 1 : 0);
+      p->set_meaning(meaning);
+    }
+    pb::KernelParam *p = kernel->add_params();
+    p->set_kind("i64");
+    p->set_meaning("elements");
+    return success();
+  }
   for (Value in : fused.getInputs()) {
     std::optional<FusedIndex> index =
         fusedIndexOf(cast<RankedTensorType>(in.getType()), shape);

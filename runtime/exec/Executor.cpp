@@ -779,15 +779,21 @@ void Executor::wireGpuNodes() {
   std::string line;
   for (size_t g = 0; g < segments_.size(); ++g) {
     const std::vector<int> &members = segmentNodes_[g];
-    int down = 0;
-    for (int n : members)
+    int down = 0, keys = 0;
+    for (int n : members) {
       for (size_t k = 0; k < nodes_[size_t(n)].outputs.size(); ++k)
         down += readOnHost.count(nodes_[size_t(n)].outputs[k]) ? 1 : 0;
+      // A dropout kernel copies its step's key up (GpuFusedContext).
+      if (auto *fused = dynamic_cast<gpu::GpuFusedContext *>(
+              &nodes_[size_t(n)].gpuOp->context()))
+        keys += isDropoutKernel(fused->kernels().info(fused->kernel()));
+    }
     line += strCat(g == 0 ? "" : "; ", "GPU:", nodes_[size_t(members[0])].gpu,
                    " ", members.size(), members.size() == 1 ? " op" : " ops",
                    " from ", nodes_[size_t(members.front())].where, " to ",
                    nodes_[size_t(members.back())].where, ", ",
-                   segments_[g]->numUploads(), " values up, ", down, " down");
+                   segments_[g]->numUploads(), " values up, ", down, " down",
+                   keys > 0 ? strCat(", ", keys, " dropout keys up") : "");
   }
   std::fprintf(options_.log,
                "%s: %zu GPU segment%s (one CUDA graph each): %s\n",
@@ -1691,6 +1697,10 @@ Status Executor::runNode(Node &node, uint64_t step) {
     if (!node.segmentHead)
       return Status::ok(); // ran with its segment's first op
     gpu::GpuSegment &segment = *segments_[size_t(node.segment)];
+    // A tower's dropout kernels draw its examples' share of the mask.
+    for (int m : segmentNodes_[size_t(node.segment)])
+      nodes_[size_t(m)].gpuOp->context().setBatchOffset(batchOffset_,
+                                                        batchRows_);
     Status s = segment.run(step, options_.seed);
     if (!s.isOk() && segment.failedOp() >= 0) {
       const Node &failed = nodes_[size_t(

@@ -17,8 +17,15 @@ Status infoOf(const plan::Kernel &kernel, GeneratedKernelInfo *out) {
   out->name = kernel.name();
   out->cpuSymbol = kernel.cpu_symbol();
   out->cpuColumnsSymbol = kernel.cpu_columns_symbol();
-  if (kernel.body_size() == 1)
+  if (kernel.body_size() == 1) {
     out->opName = plan::printable(kernel.body(0).name());
+    // A dropout's stream: its seed (0 when it has none, as the op-by-op
+    // kernel reads it).
+    auto seed = kernel.body(0).attrs().find("seed");
+    if (seed != kernel.body(0).attrs().end() &&
+        seed->second.value_case() == plan::AttrValue::kI)
+      out->dropoutSeed = uint64_t(seed->second.i());
+  }
   for (const plan::KernelParam &p : kernel.params()) {
     GeneratedParam param;
     if (!parseGeneratedParam(p.kind(), p.meaning(), p.operand(), &param))

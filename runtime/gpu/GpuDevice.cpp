@@ -364,6 +364,44 @@ Status GpuFusedContext::function(CUfunction *fn) {
 GpuFusedContext::~GpuFusedContext() {
   if (errorWord_)
     device().driver().cuMemFreeHost(errorWord_);
+  if (dropoutKeyPinned_ || dropoutKeyDevice_.ptr)
+    device().releaseStaged(dropoutKeyDevice_, dropoutKeyPinned_);
+}
+
+Status GpuFusedContext::stageDropoutKey(GraphSignature *sig) {
+  const GeneratedKernelInfo &info = kernels_->info(kernel_);
+  if (!isDropoutKernel(info))
+    return Status::ok();
+  if (numInputs() < 1 || !input(0).defined())
+    return Status::ok(); // bound later, before its launch (GpuSegment)
+  constexpr size_t kBytes = 2 * sizeof(int64_t);
+  void *pinned = dropoutKeyPinned_;
+  DTF_RETURN_IF_ERROR(
+      device().reservePinned(&pinned, &dropoutKeyCapacity_, kBytes));
+  dropoutKeyPinned_ = static_cast<int64_t *>(pinned);
+  DTF_RETURN_IF_ERROR(device().reserve(dropoutKeyDevice_, kBytes));
+  // The previous step's copy out of the pinned word finished at that step's
+  // end (the executor synchronizes every device).
+  dropoutKeyWord(info, step(), seed(), input(0).shape(), batchOffset(),
+                 batchRows(), dropoutKeyPinned_);
+  sig->pointers.push_back(dropoutKeyPinned_);
+  sig->pointers.push_back(
+      reinterpret_cast<const void *>(uintptr_t(dropoutKeyDevice_.ptr)));
+  return Status::ok();
+}
+
+Status GpuFusedContext::enqueueDropoutKey(CUdeviceptr *device) {
+  if (!dropoutKeyPinned_ || !dropoutKeyDevice_.ptr)
+    return errorStatus(kernels_->info(kernel_).name,
+                       ": its dropout-key word was not staged before the "
+                       "launch");
+  DTF_RETURN_IF_ERROR(
+      this->device().check("cuMemcpyHtoDAsync (a dropout kernel's key)",
+                           this->device().driver().cuMemcpyHtoDAsync(
+                               dropoutKeyDevice_.ptr, dropoutKeyPinned_,
+                               2 * sizeof(int64_t), this->device().stream())));
+  *device = dropoutKeyDevice_.ptr;
+  return Status::ok();
 }
 
 Status GpuFusedContext::rowIndexErrorWord(CUdeviceptr *out) {
@@ -543,6 +581,9 @@ Status GpuOp::stage(uint64_t step, uint64_t seed, Signature *sig) {
       ptrs.push_back(&t);
     ctx_->setInputs(std::move(ptrs));
   }
+  // A dropout kernel's key changes every step, replays too.
+  if (auto *fused = dynamic_cast<GpuFusedContext *>(ctx_.get()))
+    DTF_RETURN_IF_ERROR(fused->stageDropoutKey(sig));
   return Status::ok();
 }
 

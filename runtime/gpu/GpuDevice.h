@@ -174,6 +174,8 @@ struct GpuKernelCode {
   }
 };
 
+struct GraphSignature;
+
 /// The context of a dtf.fused op on a GPU: the plan's loaded kernels (for
 /// the parameters, and the CPU twin that the emulation runs), which one it
 /// runs, its GPU code, and the module loaded from that code.
@@ -210,6 +212,18 @@ public:
   /// word for the next step (the device is idle).
   Status rowIndexError();
 
+  /// A dropout kernel's "dropout-key" word (GeneratedKernels.h): GpuOp's
+  /// stage() calls this every step, replays too: it writes this step's key
+  /// and first element (dropoutKeyWord, from the step, seed and batch
+  /// offset set on this context, and input 0's shape) into a pinned buffer
+  /// and appends that buffer and its device copy to `sig`. No-op for other
+  /// kernels. The buffers are made at the first (eager) call.
+  Status stageDropoutKey(GraphSignature *sig);
+  /// Puts the copy of the staged word into its device buffer on the stream
+  /// (inside a captured graph, so every replay copies that step's word) and
+  /// gives the device buffer, which the launch passes.
+  Status enqueueDropoutKey(cuda::CUdeviceptr *device);
+
 private:
   std::shared_ptr<const GeneratedKernels> kernels_;
   int kernel_;
@@ -219,6 +233,9 @@ private:
   cuda::CUdeviceptr errorWordDevice_ = 0;
   bool checksRowIndices_ = false;
   int64_t classes_ = 0;
+  int64_t *dropoutKeyPinned_ = nullptr; // key, first element
+  size_t dropoutKeyCapacity_ = 0;
+  DeviceBuffer dropoutKeyDevice_;
 };
 
 /// What a captured graph depends on: its inputs' shapes and buffers.

@@ -628,6 +628,12 @@ Status fusedKernel(KernelContext &base) {
       params.push_back(uint64_t(launch.scalars[scalar++]));
     } else if (p.meaning == GeneratedParam::Meaning::kRowIndexError) {
       params.push_back(uint64_t(errorWord));
+    } else if (p.meaning == GeneratedParam::Meaning::kDropoutKey) {
+      // This step's key, copied up on the stream (in the graph) just
+      // before the launch.
+      CUdeviceptr key = 0;
+      DTF_RETURN_IF_ERROR(ctx->enqueueDropoutKey(&key));
+      params.push_back(uint64_t(key));
     } else {
       if (p.operand < 0 || p.operand >= int(operands.size()))
         return errorStatus(info.name, ": a parameter names operand ",

@@ -3,6 +3,7 @@
 
 #include "runtime/core/ThreadPool.h"
 #include "runtime/kernels/ColumnChunks.h"
+#include "runtime/kernels/DropoutMask.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -36,6 +37,8 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
       out->meaning = M::kRowIndex;
     else if (meaning == "row-index-error")
       out->meaning = M::kRowIndexError;
+    else if (meaning == "dropout-key")
+      out->meaning = M::kDropoutKey;
     else if (meaning.rfind("prefix:", 0) == 0) {
       out->meaning = M::kPrefix;
       const std::string_view d = meaning.substr(7);
@@ -84,6 +87,21 @@ bool isRowKernel(const GeneratedKernelInfo &info) {
         p.meaning == GeneratedParam::Meaning::kRowSize)
       return true;
   return false;
+}
+
+bool isDropoutKernel(const GeneratedKernelInfo &info) {
+  for (const GeneratedParam &p : info.params)
+    if (p.kind == GeneratedParam::Kind::kBuffer &&
+        p.meaning == GeneratedParam::Meaning::kDropoutKey)
+      return true;
+  return false;
+}
+
+void dropoutKeyWord(const GeneratedKernelInfo &info, uint64_t step,
+                    uint64_t seed, const std::vector<int64_t> &shape,
+                    int64_t first, int64_t rows, int64_t word[2]) {
+  word[0] = int64_t(dropout::streamKey(seed, info.dropoutSeed, step));
+  word[1] = dropout::firstElement(shape, first, rows);
 }
 
 namespace {
@@ -481,11 +499,22 @@ Status fusedKernel(KernelContext &ctx) {
   // The kernel's report of a bad label: the labels were checked before the
   // call (below), so it stays clear; read after the call all the same.
   int64_t rowIndexError[2] = {0, 0};
+  int64_t dropoutKey[2] = {0, 0};
   for (const GeneratedParam &p : info.params) {
     if (p.kind == GeneratedParam::Kind::kI64)
       continue;
     if (p.meaning == M::kRowIndexError) {
       buffers.push_back(rowIndexError);
+      continue;
+    }
+    if (p.meaning == M::kDropoutKey) {
+      // This run's key and first element, as the op-by-op kernel's.
+      if (p.operand < 0 || p.operand >= numInputs)
+        return errorStatus(info.name, ": its dropout-key names operand ",
+                           p.operand, ", not an input");
+      dropoutKeyWord(info, ctx.step(), ctx.seed(), inputShapes[p.operand],
+                     ctx.batchOffset(), ctx.batchRows(), dropoutKey);
+      buffers.push_back(dropoutKey);
       continue;
     }
     if (p.operand < 0 || p.operand >= numInputs + numOutputs)

@@ -51,6 +51,10 @@ struct GeneratedParam {
     kRowIndexError, // buffer: two i64, (row + 1, label) of a row whose
                     // row-index (input `operand`) is outside [0, C), zero
                     // when none; written by the kernel ("row-index-error")
+    kDropoutKey,    // buffer: two i64 the caller fills before each run, the
+                    // stream key of the step and the index of element 0 in
+                    // the batch's mask (input `operand`'s shape gives it):
+                    // a dropout kernel's ("dropout-key")
   };
   Kind kind = Kind::kBuffer;
   /// buffer: index into the op's inputs followed by its outputs.
@@ -68,6 +72,8 @@ struct GeneratedKernelInfo {
   std::string name;      // "dtf_fused_3", for messages
   /// The op of a kernel of one op (a row kernel's), for messages; else "".
   std::string opName;
+  /// A dropout kernel's op seed (its op's `seed` attribute), for the key.
+  uint64_t dropoutSeed = 0;
   std::string cpuSymbol; // in the shared object
   /// A kernel with a column reduction: its chunked entry point (empty when
   /// the plan has none; docs/plan-format.md, "Column reductions cut into
@@ -177,6 +183,17 @@ Status rowIndexErrorOf(const GeneratedKernelInfo &info, const int64_t word[2],
 
 /// Whether `info` has a "row-index-error" parameter.
 bool reportsRowIndexErrors(const GeneratedKernelInfo &info);
+
+/// Whether `info` is a dropout kernel (a "dropout-key" parameter).
+bool isDropoutKernel(const GeneratedKernelInfo &info);
+
+/// A dropout kernel's "dropout-key" word for one run: the stream key of
+/// (run seed, the op's seed, step) and the index of element 0 of an input
+/// of `shape` in the whole batch's mask (a tower's share: `rows` examples
+/// from `first` on), as the op-by-op kernel computes them (DropoutMask.h).
+void dropoutKeyWord(const GeneratedKernelInfo &info, uint64_t step,
+                    uint64_t seed, const std::vector<int64_t> &shape,
+                    int64_t first, int64_t rows, int64_t word[2]);
 
 /// The dtf.fused op: checks its inputs against the kernel's parameters,
 /// allocates the outputs in the iteration shape (the inputs broadcast

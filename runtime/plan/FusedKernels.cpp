@@ -28,6 +28,8 @@ bool isReduceMeaning(const std::string &m) {
 }
 
 bool isKnownBufferMeaning(const std::string &m) {
+  if (m == "dropout-key") // a dropout kernel's per-step word
+    return true;
   for (const char *k : kKnownBufferMeanings)
     if (m == k)
       return true;
@@ -260,6 +262,59 @@ Status checkRowKernel(const Kernel &kernel, const std::string &where) {
   return Status::ok();
 }
 
+/// A dropout kernel (docs/plan-format.md "Dropout kernels"): its body is
+/// one dtf.dropout or dtf.dropout_grad on f32 or f64, and its parameters
+/// are the buffers x ("same", operand 0), the output ("output", operand 1)
+/// and the key word ("dropout-key", naming x), in that order, and one i64
+/// elements. A kernel that holds a dropout without the key word, or has the
+/// word without a dropout, would draw no mask or a wrong one: refused.
+Status checkDropoutKernel(const Kernel &kernel, const std::string &where) {
+  int keys = 0;
+  for (const KernelParam &p : kernel.params())
+    keys += p.kind() == "buffer" && p.meaning() == "dropout-key";
+  const bool dropout =
+      std::any_of(kernel.body().begin(), kernel.body().end(), [](const Op &op) {
+        return op.name() == "dtf.dropout" || op.name() == "dtf.dropout_grad";
+      });
+  if (!dropout && keys == 0)
+    return Status::ok();
+  if (!dropout)
+    return errorStatus(where, " has a dropout-key parameter but holds no "
+                              "dtf.dropout or dtf.dropout_grad");
+  if (keys != 1)
+    return errorStatus(where, " holds a dropout and has ", keys,
+                       " dropout-key parameters; a dropout kernel takes one "
+                       "(the step's key: a plan older than its reader? "
+                       "compile the model again with dtfc)");
+  if (kernel.body_size() != 1 || kernel.inputs_size() != 1 ||
+      kernel.outputs_size() != 1)
+    return errorStatus(where, " is a dropout kernel and holds one "
+                              "dtf.dropout or dtf.dropout_grad alone, with "
+                              "one input and one output");
+  const TensorType *in = typeOf(kernel.values(), kernel.inputs(0));
+  const TensorType *out = typeOf(kernel.values(), kernel.outputs(0));
+  if (!in || !out || in->dtype() != out->dtype() ||
+      (in->dtype() != F32 && in->dtype() != F64))
+    return errorStatus(where,
+                       " is a dropout kernel, whose input and output "
+                       "are both f32 or both f64; they are ",
+                       in ? typeString(*in) : std::string("undeclared"),
+                       " and ",
+                       out ? typeString(*out) : std::string("undeclared"));
+  std::vector<std::string> buffers, i64s;
+  for (const KernelParam &p : kernel.params())
+    (p.kind() == "i64" ? i64s : buffers)
+        .push_back(p.meaning() + ":" + std::to_string(p.operand()));
+  const std::vector<std::string> wantBuffers = {"same:0", "output:1",
+                                                "dropout-key:0"};
+  if (buffers != wantBuffers || i64s != std::vector<std::string>{"elements:0"})
+    return errorStatus(where, " is a dropout kernel: its parameters are the "
+                              "buffers same (x), output and dropout-key "
+                              "(naming x), in that order, and one i64 "
+                              "elements");
+  return Status::ok();
+}
+
 } // namespace
 
 Status validateKernels(const Plan &plan, const std::string &name) {
@@ -352,7 +407,8 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                              "meaning '",
                              printable(param.meaning()),
                              "' (same, scalar, suffix, prefix:<D>, inout, "
-                             "output, reduce:<spec>)");
+                             "output, reduce:<spec>, row, row-index, "
+                             "row-index-error, dropout-key)");
         if (param.meaning() == "inout" && param.operand() >= inout)
           return errorStatus(where, ": parameter ", p, " updates operand ",
                              param.operand(), " in place; only the first ",
@@ -383,6 +439,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                                      printable(plan.kernels(k).name()), "'");
     DTF_RETURN_IF_ERROR(checkRowKernel(plan.kernels(k), where));
     DTF_RETURN_IF_ERROR(checkRowKernelLayout(plan.kernels(k), where));
+    DTF_RETURN_IF_ERROR(checkDropoutKernel(plan.kernels(k), where));
   }
   const Program *programs[] = {&plan.train_step(), &plan.eval(),
                                &plan.worker_step(), &plan.ps_update()};

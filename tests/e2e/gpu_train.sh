@@ -7,9 +7,11 @@
 #      placement the plan is refused with the op, the device and the fix;
 #   2. on one GPU of dtf's CUDA emulation (dtf-run --emulate-gpus 1): matmul
 #      on cuBLAS, convolution and pooling on cuDNN, every fusable op as a
-#      generated kernel (the loss, its gradient and argmax too), only the
-#      ops no generated kernel covers yet (the MLP's dropouts) moved to the
-#      CPU; the emulation must have run the library calls and graph
+#      generated kernel (the loss, its gradient and argmax, the MLP's
+#      dropouts and their gradients too), no op moved to the CPU (the MLP
+#      compiled with --fuse-dropout=off keeps op-by-op dropouts, which have
+#      no GPU kernel: refused without soft placement); the emulation must
+#      have run the library calls and graph
 #      launches it reports at exit (one graph launch per GPU segment and
 #      step, the segments' copies and no more), and the loss at every
 #      logged step must match the CPU run's within TOL (relative).
@@ -39,22 +41,33 @@ grep -q "soft_placement = true" "$work/hard.log" || fail "the refusal gives no f
 grep -q -- "--emulate-gpus 1" "$work/hard.log" || fail "the refusal does not mention --emulate-gpus"
 echo "e2e: refused without a driver: $(grep -m1 'placed on' "$work/hard.log" | cut -c1-160)..."
 
-# A GPU, no soft placement: an op with no GPU kernel is refused, named with
-# its device and the fix. The seed CNN has none left (its loss, gradient and
-# argmax are generated row kernels): it trains on the GPU without soft
-# placement.
-if [ "$model" = mnist_cnn ]; then
-  "$bin/dtf-run" "$work/hard.plan" --emulate-gpus 1 --steps 1 > "$work/nokernel.log" 2>&1 ||
-    fail "the seed CNN without soft placement did not run on the GPU: $(tail -5 "$work/nokernel.log")"
-  grep -q "soft placement" "$work/nokernel.log" &&
-    fail "the seed CNN without soft placement moved ops: $(grep 'soft placement' "$work/nokernel.log")"
-else
-  if "$bin/dtf-run" "$work/hard.plan" --emulate-gpus 1 --steps 1 > "$work/nokernel.log" 2>&1; then
+# A GPU, no soft placement: neither model has an op without a GPU kernel
+# left (the loss, its gradient and argmax are generated row kernels, the
+# MLP's dropouts generated dropout kernels): each trains on the GPU without
+# soft placement.
+"$bin/dtf-run" "$work/hard.plan" --emulate-gpus 1 --steps 1 > "$work/nokernel.log" 2>&1 ||
+  fail "$model without soft placement did not run on the GPU: $(tail -5 "$work/nokernel.log")"
+grep -q "soft placement" "$work/nokernel.log" &&
+  fail "$model without soft placement moved ops: $(grep 'soft placement' "$work/nokernel.log")"
+# The MLP with op-by-op dropouts (--fuse-dropout=off): dtf.dropout has no GPU
+# kernel, so the plan is refused, the op named with its device and the fix.
+if [ "$model" = mlp ]; then
+  "$bin/dtfc" "$work/hard.dtf" --fuse-dropout=off -o "$work/nodrop.plan"
+  if "$bin/dtf-run" "$work/nodrop.plan" --emulate-gpus 1 --steps 1 > "$work/nodrop.log" 2>&1; then
     fail "an op with no GPU kernel ran on a GPU without soft placement"
   fi
-  grep -qE "is placed on /device:GPU:0, a device this process does not have \((dtf-run has no GPU kernel for dtf\.|the plan has no GPU code for its generated kernels)" "$work/nokernel.log" ||
-    fail "no refusal naming the op without a GPU kernel: $(cat "$work/nokernel.log")"
-  grep -q "soft_placement = true" "$work/nokernel.log" || fail "the refusal gives no fix"
+  grep -qE "is placed on /device:GPU:0, a device this process does not have \(dtf-run has no GPU kernel for dtf\.dropout" "$work/nodrop.log" ||
+    fail "no refusal naming dtf.dropout: $(cat "$work/nodrop.log")"
+  grep -q "soft_placement = true" "$work/nodrop.log" || fail "the refusal gives no fix"
+  # With soft placement those 4 ops (2 dropouts, 2 gradients) run on the CPU,
+  # said once, and split the step into segments again.
+  "$bin/dtfc" "$work/soft.dtf" --fuse-dropout=off -o "$work/nodropsoft.plan"
+  "$bin/dtf-run" "$work/nodropsoft.plan" --emulate-gpus 1 --steps 1 > "$work/nodropsoft.log" 2>&1 ||
+    fail "the MLP with op-by-op dropouts did not train under soft placement: $(tail -5 "$work/nodropsoft.log")"
+  grep -q "train_step: soft placement: 4 ops placed on a device this process lacks run on /job:localhost/replica:0/task:0/device:CPU:0 (first: .*: dtf.dropout on /device:GPU:0)" "$work/nodropsoft.log" &&
+    grep -q "train_step: soft placement: dtf-run has no GPU kernel for dtf.dropout, dtf.dropout_grad (" "$work/nodropsoft.log" &&
+    grep -q "train_step: 5 GPU segments" "$work/nodropsoft.log" ||
+    fail "soft placement did not move the 4 op-by-op dropouts to the CPU: $(grep 'soft placement\|GPU segment' "$work/nodropsoft.log" | cut -c1-200)"
 fi
 
 # No driver, soft placement: the CPU path, said once per program.
@@ -126,14 +139,13 @@ if model == "mnist_cnn" and (not alg or int(alg.group(1)) != 5):
 for op in ["dtf.matmul"] + (["dtf.conv2d", "dtf.conv2d_backprop_input", "dtf.conv2d_backprop_filter", "dtf.max_pool", "dtf.max_pool_grad"] if model == "mnist_cnn" else []):
     if not re.search(re.escape(op) + r" \(.*\): /job:localhost/replica:0/task:0/device:GPU:0\n", text):
         fail.append("%s is not placed on GPU:0 in the placement log" % op)
-# (The MLP's dropouts have no GPU kernel; every op of the seed CNN has one.)
-if model != "mnist_cnn" and not re.search(r"\): /job:localhost/replica:0/task:0/device:CPU:0 \(placed on /device:GPU:0: soft placement\)", text):
-    fail.append("the placement log shows no op moved to the CPU")
-# Every op of the step runs on the GPU but those with no GPU kernel yet
-# (dropout's random mask and its gradient), each named by the soft placement
+# Every op of both models has a GPU kernel now (the MLP's dropouts are
+# generated kernels): none moved to the CPU, none named by a soft placement
 # line.
+if re.search(r"\): /job:localhost/replica:0/task:0/device:CPU:0 \(placed on /device:GPU:0: soft placement\)", text):
+    fail.append("the placement log shows an op moved to the CPU")
 left = re.search(r"train_step: soft placement: dtf-run has no GPU kernel for (.*?) \(its GPU kernels", text)
-allowed = {"dtf.dropout", "dtf.dropout_grad"}
+allowed = set()
 on_cpu = set(left.group(1).replace(" (not f32)", "").split(", ")) if left else set()
 if not on_cpu <= allowed:
     fail.append("ops with a generated GPU kernel stayed on the CPU: %s" % sorted(on_cpu - allowed))
@@ -146,6 +158,8 @@ if not seg:
 else:
     segments = int(seg.group(1))
     copies_listed = sum(int(u) + int(d) for u, d in re.findall(r"(\d+) values up, (\d+) down", seg.group(2)))
+    # Each dropout kernel copies its step's key up inside the graph.
+    copies_listed += sum(int(k) for k in re.findall(r"(\d+) dropout keys up", seg.group(2)))
     # Before segments (every GPU op its own graph and uploads): the CNN made
     # 22 graph launches and 32 copies per step, the MLP 11 and 31. Now the
     # CNN keeps its weights on the GPU (10 copies); the MLP keeps none (its
@@ -153,8 +167,11 @@ else:
     # run on the GPU, so the per-example losses of the CPU loss cross up (30).
     # With the loss, its gradient and argmax as generated row kernels the
     # CNN's step is one segment (was 4 segments, 10 copies, 3 ops on the
-    # CPU), the MLP's 5 split only by its dropouts (was 8, 30, 7).
-    most = {"mnist_cnn": (1, 5, 0), "mlp": (5, 25, 4)}[model]
+    # CPU), the MLP's 5 split only by its dropouts (was 8, 30, 7). With the
+    # dropouts as generated kernels the MLP's step is one segment too, 21
+    # copies (9 up, 8 down, 4 dropout keys; was 5 segments, 25 copies, 4 ops
+    # on the CPU).
+    most = {"mnist_cnn": (1, 5, 0), "mlp": (1, 21, 0)}[model]
     if segments > most[0]: fail.append("%d GPU segments per step, expected at most %d" % (segments, most[0]))
     if copies_listed > most[1]: fail.append("%d copies per step, expected at most %d" % (copies_listed, most[1]))
     if (int(moved.group(1)) if moved else 0) > most[2]:

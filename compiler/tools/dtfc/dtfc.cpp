@@ -120,6 +120,15 @@ cl::opt<Fusion> fuseRows(
                clEnumValN(Fusion::Off, "off", "the op-by-op loss kernels")),
     cl::init(Fusion::On), cl::cat(category));
 
+cl::opt<Fusion> fuseDropout(
+    "fuse-dropout",
+    cl::desc("With --fusion=on, run each dropout and dropout_grad as a "
+             "generated kernel that draws the op-by-op kernel's mask from a "
+             "per-step key (so it runs on a GPU too; default on)"),
+    cl::values(clEnumValN(Fusion::On, "on", "generated dropout kernels"),
+               clEnumValN(Fusion::Off, "off", "the op-by-op dropout kernels")),
+    cl::init(Fusion::On), cl::cat(category));
+
 enum class GpuKernels { Auto, On, Off };
 cl::opt<GpuKernels> gpuKernels(
     "gpu-kernels",
@@ -171,6 +180,8 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
         reduces = ", " + p.meaning();
       if (p.meaning() == "row-size") // a row kernel: one row per iteration
         reduces = ", rows of the last axis";
+      if (p.meaning() == "dropout-key") // its mask from a per-step key
+        reduces = ", a mask keyed by the step";
     }
     for (const ::dtf::plan::KernelParam &p : k.params())
       if (!reduces.empty() && p.meaning() == "same" &&
@@ -308,6 +319,7 @@ int main(int argc, char **argv) {
     fuseOptions.reductions = fuseReductions;
     fuseOptions.updates = fuseUpdates == Fusion::On;
     fuseOptions.rows = fuseRows == Fusion::On;
+    fuseOptions.dropout = fuseDropout == Fusion::On;
     fuse.addPass(mlir::dtf::createDtfFuseLibrary());
     fuse.addPass(mlir::dtf::createDtfGpuClip());
     fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));

@@ -523,10 +523,13 @@ struct FusePass : public mlir::dtf::impl::DtfFuseBase<FusePass> {
         for (Group &g : groups)
           if ((g.ops.size() >= 2 || isGpuDevice(g.device)) && fuse(g, kernel))
             ++kernel;
-        if (rows) {
+        if (rows || dropout) {
+          // Row ops and dropouts: each alone in a region of one result.
           SmallVector<Operation *> rowOps;
           for (Operation &op : block)
-            if (rowOpRowsOperand(&op) && !op.use_empty())
+            if (((rows && rowOpRowsOperand(&op)) ||
+                 (dropout && isFusableDropout(&op))) &&
+                !op.use_empty())
               rowOps.push_back(&op);
           for (Operation *op : rowOps)
             fuseRowOp(op, kernel++);

@@ -95,14 +95,18 @@ Value mlir::dtf::rowOpRowsOperand(Operation *op) {
   return logits;
 }
 
-Operation *mlir::dtf::fusedRowOp(Operation *fused) {
+Operation *mlir::dtf::fusedLoneOp(Operation *fused) {
   if (!isa<FusedOp>(fused) || fused->getNumResults() != 1)
     return nullptr;
   Block &body = fused->getRegion(0).front();
   if (body.getOperations().size() != 2) // the op and the yield
     return nullptr;
-  Operation *op = &body.front();
-  return rowOpRowsOperand(op) ? op : nullptr;
+  return &body.front();
+}
+
+Operation *mlir::dtf::fusedRowOp(Operation *fused) {
+  Operation *op = fusedLoneOp(fused);
+  return op && rowOpRowsOperand(op) ? op : nullptr;
 }
 
 std::string mlir::dtf::rowParamMeaning(Operation *rowOp, Type type,

@@ -92,6 +92,10 @@ Operation *fusedUpdateOp(Operation *fused);
 /// stays op by op).
 Value rowOpRowsOperand(Operation *op);
 
+/// The op of a dtf.fused region of one result that holds one op alone (a
+/// row op, a dropout); null otherwise.
+Operation *fusedLoneOp(Operation *fused);
+
 /// The row op of a dtf.fused region that holds one (a row region holds that
 /// op alone); null otherwise.
 Operation *fusedRowOp(Operation *fused);
@@ -103,5 +107,15 @@ Operation *fusedRowOp(Operation *fused);
 /// per row, which the runtime checks against [0, classes)).
 std::string rowParamMeaning(Operation *rowOp, Type type,
                             ArrayRef<int64_t> shape, bool isResult);
+
+/// For a dtf.dropout or dtf.dropout_grad on f32 or f64 elements that dtf-fuse
+/// puts alone into a dtf.fused region (a "dropout kernel", docs/kernels.md):
+/// true. Its kernel draws the op-by-op kernel's mask (runtime/kernels/
+/// DropoutMask.h) from a per-step word dtf-run fills ("dropout-key").
+bool isFusableDropout(Operation *op);
+
+/// The dropout op of a dtf.fused region that holds one (alone); null
+/// otherwise.
+Operation *fusedDropoutOp(Operation *fused);
 
 } // namespace mlir::dtf

@@ -59,6 +59,9 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
     cross-entropy (dense or sparse labels), their gradients and argmax along
     the last axis becomes a region of its own: its kernel takes one row per
     iteration.
+    With `dropout` (the default), each dropout and dropout_grad on f32 or
+    f64 becomes a region of its own: its kernel draws the op-by-op kernel's
+    mask from a per-step key that dtf-run passes it.
   }];
   let options = [
     Option<"reductions", "reductions", "std::string", /*default=*/"\"rows\"",
@@ -69,7 +72,10 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
     Option<"rows", "rows", "bool", /*default=*/"true",
            "each softmax, log_softmax, cross-entropy, their gradients and "
            "argmax along the last axis becomes a dtf.fused region of its own "
-           "(a row kernel)">
+           "(a row kernel)">,
+    Option<"dropout", "dropout", "bool", /*default=*/"true",
+           "each dropout and dropout_grad becomes a dtf.fused region of its "
+           "own (a dropout kernel)">
   ];
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }

@@ -41,8 +41,9 @@ constexpr const char *kOnGpu = "@gpu";
 
 std::vector<std::string> modelFiles() {
   std::vector<std::string> files;
-  for (const char *dir : {"models", "tests/e2e", "tests/unit/fusion/updates",
-                          "tests/unit/fusion/rows"}) {
+  for (const char *dir :
+       {"models", "tests/e2e", "tests/unit/fusion/updates",
+        "tests/unit/fusion/rows", "tests/unit/fusion/dropout"}) {
     fs::path p = fs::path(DTF_SOURCE_DIR) / dir;
     for (const auto &entry : fs::directory_iterator(p))
       if (entry.path().extension() == ".dtf")
@@ -326,6 +327,10 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
     }
     dtf::exec::ExecutorOptions options;
     options.intraOpPool = &pool;
+    // A dropout kernel's mask follows the run's seed, the step and a
+    // tower's offset in the batch: none of them the default.
+    constexpr uint64_t kRunSeed = 20261124, kStep = 7;
+    options.seed = kRunSeed;
     std::unique_ptr<dtf::exec::Executor> opByOp;
     dtf::Status s = dtf::exec::Executor::create(body, variables, registry,
                                                 options, &opByOp);
@@ -381,12 +386,15 @@ TEST_P(EveryKernel, MatchesTheOpByOpKernels) {
       fused.setInputs(pointers);
       fused.setNumOutputs(kernel.outputs_size());
       fused.setThreadPool(&pool);
+      fused.setStep(kStep, kRunSeed);
+      fused.setBatchOffset(2 * batch, batch); // the third tower's share
       s = dtf::callKernel(dtf::fusedKernel, fused);
       ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
 
       for (int i = inPlace; i < kernel.inputs_size(); ++i)
         ASSERT_TRUE(opByOp->setFeed(i - inPlace, inputs[i]).isOk());
-      s = opByOp->run(0);
+      opByOp->setBatchOffset(2 * batch, batch);
+      s = opByOp->run(kStep);
       ASSERT_TRUE(s.isOk()) << kernel.name() << ": " << s.message();
       for (int i = 0; i < inPlace; ++i) {
         const dtf::Tensor &want = *variables.find("input" + std::to_string(i));
