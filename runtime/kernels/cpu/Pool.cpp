@@ -258,6 +258,21 @@ bool windowsTile(const Window2D &w) {
          w.oh * w.kh <= w.ih && w.ow * w.kw <= w.iw;
 }
 
+// Windows that tile (windowsTile), the row of windows at output row oy
+// (dxn: its first input row of image n): zeroes the dx elements no window
+// covers, the columns right of the last window and, after the last row of
+// windows, the rows below it.
+template <typename T>
+void zeroUncovered(const Window2D &w, int64_t oy, T *dxn) {
+  const int64_t row = w.iw * w.c, covered = w.ow * w.kw * w.c;
+  for (int64_t ky = 0; ky < w.kh; ++ky)
+    std::memset(dxn + ky * row + covered, 0,
+                size_t(row - covered) * sizeof(T));
+  if (oy + 1 == w.oh)
+    std::memset(dxn + w.kh * row, 0,
+                size_t((w.ih - oy * w.kh - w.kh) * row) * sizeof(T));
+}
+
 // maxPoolGrad for windows that tile: every dx element is written once (dy,
 // or zero), with no memset before and no scatter, and the rows of windows
 // are split over the pool (so batch 1 uses every thread). The same rule as
@@ -338,7 +353,6 @@ template <typename T>
 void maxPoolGradTiled(const Window2D &w, const T *px, const T *pdy, T *pdx,
                       bool relu, ThreadPool *pool) {
   const int64_t c = w.c, row = w.iw * c, image = w.ih * row;
-  const int64_t covered = w.ow * w.kw * c; // a row's elements under windows
   parallelFor(pool, w.n * w.oh, 1, [&](int64_t lo, int64_t hi) {
     std::vector<T> best(c);
     std::vector<int32_t> at(c); // the maximum's position in window order
@@ -346,14 +360,7 @@ void maxPoolGradTiled(const Window2D &w, const T *px, const T *pdy, T *pdx,
       const int64_t n = r / w.oh, oy = r % w.oh, y0 = oy * w.kh;
       const T *xn = px + n * image + y0 * row;
       T *dxn = pdx + n * image + y0 * row;
-      // What no window covers: the columns right of the last window, and
-      // the rows below the last row of windows.
-      for (int64_t ky = 0; ky < w.kh; ++ky)
-        std::memset(dxn + ky * row + covered, 0,
-                    size_t(row - covered) * sizeof(T));
-      if (oy + 1 == w.oh)
-        std::memset(dxn + w.kh * row, 0,
-                    size_t((w.ih - y0 - w.kh) * row) * sizeof(T));
+      zeroUncovered(w, oy, dxn);
       for (int64_t ox = 0; ox < w.ow; ++ox) {
         const int64_t x0 = ox * w.kw * c;
         T *b = best.data();
@@ -599,18 +606,13 @@ void maxPoolGradArgmaxTiled(const Window2D &w, const uint8_t *pidx,
                             const T *pdy, T *pdx, bool relu,
                             std::atomic<bool> *bad, ThreadPool *pool) {
   const int64_t c = w.c, row = w.iw * c, image = w.ih * row;
-  const int64_t covered = w.ow * w.kw * c, stride = argmaxStride(c);
+  const int64_t stride = argmaxStride(c);
   const int32_t positions = int32_t(w.kh * w.kw);
   parallelFor(pool, w.n * w.oh, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const int64_t n = r / w.oh, oy = r % w.oh, y0 = oy * w.kh;
       T *dxn = pdx + n * image + y0 * row;
-      for (int64_t ky = 0; ky < w.kh; ++ky)
-        std::memset(dxn + ky * row + covered, 0,
-                    size_t(row - covered) * sizeof(T));
-      if (oy + 1 == w.oh)
-        std::memset(dxn + w.kh * row, 0,
-                    size_t((w.ih - y0 - w.kh) * row) * sizeof(T));
+      zeroUncovered(w, oy, dxn);
       int32_t misses = 0;
       for (int64_t ox = 0; ox < w.ow; ++ox) {
         const int64_t p = r * w.ow + ox, x0 = ox * w.kw * c;
