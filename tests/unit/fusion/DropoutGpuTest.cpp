@@ -36,6 +36,9 @@ TEST(DropoutKernelOnTheEmulatedGpu, EveryReplayOfItsGraphDrawsItsOwnStepsMask) {
     ASSERT_NO_FATAL_FAILURE(dtf::test::compileWithGpuCode(
         std::string("tests/unit/fusion/dropout/") + model + ".dtf",
         "dropout-gpu", &plan, &skip));
+    // Skips only where the build has no CUDA toolkit (noCudaToolkit) or this
+    // CPU cannot run the kernels' CPU twins (cannotRunGeneratedKernels); the
+    // message says which and what checks the rest (SkipReasons.h).
     if (!skip.empty())
       GTEST_SKIP() << skip;
     auto kernels = dtf::exec::planKernelsOf(plan);

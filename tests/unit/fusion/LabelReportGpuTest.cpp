@@ -26,6 +26,9 @@ TEST(RowKernelOnTheEmulatedGpu, ReportsABadLabelFromEveryReplayOfItsGraph) {
   std::string skip;
   ASSERT_NO_FATAL_FAILURE(dtf::test::compileWithGpuCode(
       "tests/unit/fusion/rows/labels.dtf", "labels-gpu", &plan, &skip));
+  // Skips only where the build has no CUDA toolkit (noCudaToolkit) or this
+  // CPU cannot run the kernels' CPU twins (cannotRunGeneratedKernels); the
+  // message says which and what checks the rest (SkipReasons.h).
   if (!skip.empty())
     GTEST_SKIP() << skip;
   auto kernels = dtf::exec::planKernelsOf(plan);

@@ -27,6 +27,9 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
   ASSERT_NO_FATAL_FAILURE(dtf::test::compileWithGpuCode(
       "tests/unit/fusion/updates/update_adam.dtf", "update-gpu", &plan, &skip));
   // The emulation runs the GPU kernel's CPU twin: the generated CPU code.
+  // Skips only where the build has no CUDA toolkit (noCudaToolkit) or this
+  // CPU cannot run the CPU twin (cannotRunGeneratedKernels); the message
+  // says which and what checks the rest (SkipReasons.h).
   if (!skip.empty())
     GTEST_SKIP() << skip;
   auto kernels = dtf::exec::planKernelsOf(plan);
