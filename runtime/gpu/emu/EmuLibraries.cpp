@@ -2,6 +2,7 @@
 // calls, checked like the device memory they touch, run by reference
 // implementations (oneDNN's sgemm under the products) on the handle's stream.
 #include "runtime/gpu/emu/EmuState.h"
+#include "runtime/kernels/cpu/F32Matmul.h"
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -36,9 +37,18 @@ struct PoolDesc {
 };
 
 // Column-major C[m,n] = alpha op(A) op(B) + beta C, as oneDNN's row-major
-// C^T = op(B)^T op(A)^T.
+// C^T = op(B)^T op(A)^T. A plain product goes through the CPU matmul kernel's
+// own routine, so that it is computed exactly as there.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
           int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  if (alpha == 1.0f && beta == 0.0f && m > 0 && n > 0 && k > 0) {
+    try {
+      dtf::cpu::f32Matmul(tb, ta, n, m, k, b, ldb, a, lda, c, ldc);
+      return;
+    } catch (const dnnl::error &) {
+      // Not a shape the primitive takes: sgemm below computes it all the same.
+    }
+  }
   dnnl_sgemm(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, alpha, b, ldb, a, lda,
              beta, c, ldc);
 }

@@ -53,6 +53,31 @@ ConvDescs convDescs(const Window2D &w) {
   return d;
 }
 
+// oneDNN's first choice for a forward convolution on AVX-512 is its brgemm
+// kernel, which is slow with few input channels: for the seed CNN's first
+// layer (1 channel) the direct JIT kernel takes two thirds of its time, and
+// with 3 or 4 channels it is as fast or faster, while from 16 channels on
+// brgemm wins (bench/results/kernels.md, "Notes (eighth session)"). So for
+// up to 4 input channels the next implementation in oneDNN's order of
+// preference that is not brgemm is taken, when it is a JIT kernel. The
+// choice depends only on the shape and the CPU, never on a timing, so a run
+// stays as reproducible as before.
+constexpr int64_t kMaxChannelsForDirectConv = 4;
+
+// `make` creates the primitive descriptor; a descriptor is a shared handle
+// that next_impl() advances, so falling back means making a fresh one.
+template <typename Make>
+auto preferDirectForFewChannels(const Window2D &w, Make &&make) {
+  auto pd = make();
+  if (w.c > kMaxChannelsForDirectConv)
+    return pd;
+  while (std::string(pd.impl_info_str()).rfind("brgconv", 0) == 0)
+    if (!pd.next_impl())
+      return make();
+  // Only a JIT kernel: never the reference loops or an im2col + gemm.
+  return std::string(pd.impl_info_str()).rfind("jit:", 0) == 0 ? pd : make();
+}
+
 dnnl::convolution_forward::primitive_desc forwardPd(const ConvDescs &d,
                                                     dnnl::prop_kind kind) {
   dnnl::convolution_forward::desc desc(
@@ -240,7 +265,9 @@ Status conv2dKernel(KernelContext &ctx) {
   return guardDnnl(name, [&] {
     auto prim = convCache().get(w.key(kForward), [&] {
       ConvDescs d = convDescs(w);
-      auto pd = forwardPd(d, dnnl::prop_kind::forward_inference);
+      auto pd = preferDirectForFewChannels(w, [&] {
+        return forwardPd(d, dnnl::prop_kind::forward_inference);
+      });
       return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
                               {{DNNL_ARG_SRC, d.src, false},
                                {DNNL_ARG_WEIGHTS, d.weights, false},
@@ -316,7 +343,10 @@ Status conv2dBiasKernel(KernelContext &ctx) {
             ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
             attr.set_post_ops(ops);
           }
-          dnnl::convolution_forward::primitive_desc pd(desc, attr, cpuEngine());
+          auto pd = preferDirectForFewChannels(w, [&] {
+            return dnnl::convolution_forward::primitive_desc(desc, attr,
+                                                             cpuEngine());
+          });
           return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
                                   {{DNNL_ARG_SRC, d.src, false},
                                    {DNNL_ARG_WEIGHTS, d.weights, false},

@@ -1,8 +1,8 @@
-// Matrix products: f32 through oneDNN's sgemm; f64 (oneDNN has no dgemm
+// Matrix products: f32 through oneDNN's matmul primitive; f64 (oneDNN has no dgemm
 // on CPU), i32 and i64 with plain loops.
 #include "runtime/kernels/cpu/KernelUtil.h"
-
-#include <oneapi/dnnl/dnnl.h>
+#include "runtime/kernels/cpu/F32Matmul.h"
+#include "runtime/kernels/cpu/OneDnn.h"
 
 #include <algorithm>
 #include <cstring>
@@ -124,11 +124,12 @@ Status matmulKernel(KernelContext &ctx) {
       const T *ai = pa + aAt[size_t(i)] * m * k, *bi = pb + bAt[size_t(i)] * k * n;
       T *ci = pc + i * m * n;
       if constexpr (std::is_same_v<T, float>) {
-        dnnl_status_t s = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', gemmM, n,
-                                     k, 1.0f, ai, lda, bi, ldb, 0.0f, ci, n);
-        if (s != dnnl_success)
-          return errorStatus(name, ": oneDNN sgemm failed (status ", int(s),
-                             ") on ", a.describe(), " x ", b.describe());
+        try {
+          f32Matmul(ta, tb, gemmM, n, k, ai, lda, bi, ldb, ci, n);
+        } catch (const dnnl::error &e) {
+          return errorStatus(name, ": oneDNN failed on ", a.describe(), " x ",
+                             b.describe(), ": ", e.what());
+        }
       } else {
         loopGemm(ta, tb, gemmM, n, k, ai, lda, bi, ldb, ci, ctx.threadPool());
       }

@@ -1,6 +1,10 @@
 // matmul against a float64 reference: transposes, batches, integer dtypes.
 #include "KernelTestUtil.h"
 
+#include "runtime/kernels/cpu/F32Matmul.h"
+
+#include <dlfcn.h>
+
 namespace dtf::test {
 namespace {
 
@@ -43,7 +47,9 @@ Shape stored(int64_t rows, int64_t cols, bool transposed, Shape batch = {}) {
 TEST(Matmul, EveryTransposeCombinationAndOddShape) {
   Rng rng;
   for (auto [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-           {13, 7, 5}, {1, 9, 1}, {3, 1, 4}, {64, 33, 17}}) {
+           {13, 7, 5}, {1, 9, 1}, {3, 1, 4}, {64, 33, 17},
+           // Over kOneThreadMatmulFlops: a primitive on every OpenMP thread.
+           {130, 257, 70}}) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         SCOPED_TRACE(::testing::Message() << m << "x" << k << "x" << n
@@ -62,6 +68,34 @@ TEST(Matmul, EveryTransposeCombinationAndOddShape) {
         EXPECT_TRUE(near(run.out(), outShape, want, 1e-5, 1e-5));
       }
   }
+}
+
+// A small product runs on the calling thread alone, and the thread's OpenMP
+// thread count is back as it was afterwards (else every later oneDNN call on
+// it would run on one thread).
+TEST(Matmul, SmallProductsLimitOpenMpOnlyWhileTheyRun) {
+  using SetFn = void (*)(int);
+  using GetFn = int (*)();
+  auto set = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  auto get = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+  ASSERT_TRUE(set && get) << "oneDNN's OpenMP is not in the process";
+  const int before = get();
+  set(3);
+  {
+    cpu::OneDnnOnThisThreadOnly limit;
+    EXPECT_EQ(get(), 1);
+  }
+  EXPECT_EQ(get(), 3);
+  Rng rng;
+  Values a = rng.uniform(6), b = rng.uniform(6);
+  Shape outShape;
+  Values want = refMatmul({2, 3}, a, {3, 2}, b, false, false, &outShape);
+  KernelRun run("dtf.matmul");
+  run.in(f32({2, 3}, a)).in(f32({3, 2}, b));
+  ASSERT_EQ(errorOf(run), "");
+  EXPECT_TRUE(near(run.out(), outShape, want, 1e-6, 1e-6));
+  EXPECT_EQ(get(), 3);
+  set(before);
 }
 
 TEST(Matmul, BatchedRankThreeAndSharedOperands) {

@@ -1,0 +1,122 @@
+// f32 matrix products through oneDNN's matmul primitive. Header-only so that
+// the CPU matmul kernel and the CUDA emulation's cuBLAS (a shared library of
+// its own, linking only oneDNN) compute a product in exactly the same way:
+// a model on an emulated GPU then follows its CPU run bit for bit through its
+// dense layers, and the e2e tests that compare the two stay sharp.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace dtf::cpu {
+
+/// While alive, oneDNN primitives made or run on this thread use this thread
+/// alone. oneDNN runs on OpenMP threads that sleep between calls (dtf-run makes
+/// their wait policy passive), and waking one costs tens of microseconds on a
+/// virtual machine: more than a small product takes on one core. OpenMP is
+/// looked up at run time (oneDNN brings it; we do not link it); without it
+/// this does nothing.
+class OneDnnOnThisThreadOnly {
+public:
+  OneDnnOnThisThreadOnly() {
+    const OpenMp &omp = openMp();
+    if (!omp.setNumThreads)
+      return;
+    saved_ = omp.getMaxThreads();
+    if (saved_ > 1)
+      omp.setNumThreads(1);
+  }
+  ~OneDnnOnThisThreadOnly() {
+    if (saved_ > 1)
+      openMp().setNumThreads(saved_);
+  }
+  OneDnnOnThisThreadOnly(const OneDnnOnThisThreadOnly &) = delete;
+  OneDnnOnThisThreadOnly &operator=(const OneDnnOnThisThreadOnly &) = delete;
+
+private:
+  struct OpenMp {
+    void (*setNumThreads)(int) = nullptr;
+    int (*getMaxThreads)() = nullptr;
+  };
+  static const OpenMp &openMp() {
+    static const OpenMp omp = [] {
+      OpenMp o;
+      o.setNumThreads = reinterpret_cast<void (*)(int)>(
+          dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+      o.getMaxThreads = reinterpret_cast<int (*)()>(
+          dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+      if (!o.setNumThreads || !o.getMaxThreads)
+        o = OpenMp{};
+      return o;
+    }();
+    return omp;
+  }
+  int saved_ = 0;
+};
+
+/// Products of at most this many flops (2 M N K) run on the calling thread
+/// alone: waking oneDNN's second thread costs more than it saves.
+constexpr double kOneThreadMatmulFlops = 4e6;
+
+/// C[M,N] = op(A) op(B), row-major, with leading dimensions lda, ldb and ldc.
+/// A cached oneDNN matmul primitive per shape; its brgemm kernels read the
+/// operands where they are, where oneDNN's sgemm (used before) packed B on
+/// every call and ran small products several times slower in the middle of a
+/// training step than alone (bench/results/kernels.md, "Notes (eighth
+/// session)"). Throws dnnl::error when oneDNN fails.
+inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                      const float *a, int64_t lda, const float *b, int64_t ldb,
+                      float *c, int64_t ldc) {
+  struct Prim {
+    dnnl::matmul prim;
+    dnnl::memory::desc a, b, c;
+  };
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static std::mutex mutex;
+  static std::map<std::vector<int64_t>, std::shared_ptr<Prim>> cache;
+  // A primitive keeps the thread count it was made with, so the one-thread
+  // ones are made (and run) under the same limit, and keyed apart.
+  const bool oneThread =
+      2.0 * double(m) * double(n) * double(k) <= kOneThreadMatmulFlops;
+  std::unique_ptr<OneDnnOnThisThreadOnly> limit;
+  if (oneThread)
+    limit = std::make_unique<OneDnnOnThisThreadOnly>();
+  const std::vector<int64_t> key = {ta, tb, m, n, k, lda, ldb, ldc, oneThread};
+  std::shared_ptr<Prim> p;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end())
+      p = it->second;
+  }
+  if (!p) {
+    using dims = dnnl::memory::dims;
+    const auto f32 = dnnl::memory::data_type::f32;
+    dnnl::memory::desc ad({m, k}, f32, ta ? dims{1, lda} : dims{lda, 1});
+    dnnl::memory::desc bd({k, n}, f32, tb ? dims{1, ldb} : dims{ldb, 1});
+    dnnl::memory::desc cd({m, n}, f32, dims{ldc, 1});
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), engine);
+    p = std::make_shared<Prim>(Prim{dnnl::matmul(pd), ad, bd, cd});
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cache.size() >= 512)
+      cache.clear(); // shapes churn only in unusual plans; start over
+    cache.emplace(key, p);
+  }
+  dnnl::stream stream(engine);
+  dnnl::memory am(p->a, engine, const_cast<float *>(a));
+  dnnl::memory bm(p->b, engine, const_cast<float *>(b));
+  dnnl::memory cm(p->c, engine, c);
+  p->prim.execute(stream, {{DNNL_ARG_SRC, am},
+                           {DNNL_ARG_WEIGHTS, bm},
+                           {DNNL_ARG_DST, cm}});
+  stream.wait();
+}
+
+} // namespace dtf::cpu
