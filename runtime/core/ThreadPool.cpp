@@ -11,9 +11,17 @@ thread_local bool tInsideWorker = false;
 } // namespace
 
 ThreadPool::ThreadPool(int numThreads,
-                       const std::function<void()> &onWorkerStart) {
+                       const std::function<void()> &onWorkerStart,
+                       Workers workers)
+    : kind_(workers) {
+#ifndef _OPENMP
+  kind_ = Workers::kOwn; // built without OpenMP: threads of the pool's own
+#endif
   if (numThreads < 1)
     numThreads = std::max(1u, std::thread::hardware_concurrency());
+  numThreads_ = numThreads;
+  if (kind_ == Workers::kOpenMp)
+    return;
   workers_.reserve(numThreads - 1);
   for (int i = 1; i < numThreads; ++i)
     workers_.emplace_back([this, onWorkerStart] {
@@ -87,6 +95,21 @@ void ThreadPool::parallelFor(int64_t n, int64_t minChunk, RangeFn fn) {
   Job job{fn, n, (n + numChunks - 1) / numChunks, 0};
   job.numChunks = (n + job.chunk - 1) / job.chunk;
   job.remaining.store(job.numChunks);
+#ifdef _OPENMP
+  if (kind_ == Workers::kOpenMp) {
+    // OpenMP may give the region fewer threads than asked; the chunks are
+    // taken as they come, so any team size runs them all. A parallelFor
+    // inside a chunk runs inline (tInsideWorker), as on the own workers.
+#pragma omp parallel num_threads(numThreads_)
+    {
+      const bool outer = tInsideWorker;
+      tInsideWorker = true;
+      runChunks(job);
+      tInsideWorker = outer;
+    }
+    return;
+  }
+#endif
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &job;

@@ -39,20 +39,35 @@ private:
 /// another is in flight (from another thread, or nested inside a chunk) runs
 /// its whole range on the calling thread instead of waiting, so it can never
 /// deadlock.
+///
+/// The workers are either threads of the pool's own or OpenMP's team: the
+/// threads oneDNN's primitives run on. The intra-op pool of a training run
+/// uses OpenMP's, so that a step's kernels and its oneDNN calls share one set
+/// of threads. With two sets, each worker slept between its pool's jobs
+/// (a spinning one would take the core the other set needs next), and waking
+/// a sleeping thread for every job cost the seed CNN 7% of its step time
+/// (bench/results/kernels.md, "Notes (eighth session)"). The chunks are the
+/// same either way, so results do not depend on the choice.
 class ThreadPool {
 public:
+  enum class Workers { kOwn, kOpenMp };
+
   /// `numThreads` counts the calling thread: ThreadPool(2) starts one worker.
   /// Values below 1 mean std::thread::hardware_concurrency(). Each worker
   /// calls `onWorkerStart` (when given) before its first job: per-thread
   /// settings such as OpenMP's thread count, which a new thread does not
-  /// inherit.
+  /// inherit. With Workers::kOpenMp the pool starts no thread: a parallelFor
+  /// is an OpenMP parallel region of numThreads threads (onWorkerStart is not
+  /// called).
   explicit ThreadPool(int numThreads,
-                      const std::function<void()> &onWorkerStart = {});
+                      const std::function<void()> &onWorkerStart = {},
+                      Workers workers = Workers::kOwn);
   ~ThreadPool();
   ThreadPool(const ThreadPool &) = delete;
   ThreadPool &operator=(const ThreadPool &) = delete;
 
-  int numThreads() const { return static_cast<int>(workers_.size()) + 1; }
+  int numThreads() const { return numThreads_; }
+  Workers workers() const { return kind_; }
 
   /// Runs fn(begin, end) over [0, n) in at most numThreads() chunks of at
   /// least `minChunk` indices each (one chunk, inline, when n is small).
@@ -72,6 +87,8 @@ private:
   void workerLoop();
   static void runChunks(Job &job);
 
+  int numThreads_ = 1;
+  Workers kind_ = Workers::kOwn;
   std::vector<std::thread> workers_;
   std::mutex submitMutex_; // one job at a time
   std::mutex mutex_;

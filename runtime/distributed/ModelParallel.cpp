@@ -404,7 +404,8 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
     threads = int(std::max(1u, std::thread::hardware_concurrency()));
   std::unique_ptr<ThreadPool> pool;
   if (threads > 1)
-    pool = std::make_unique<ThreadPool>(threads);
+    pool = std::make_unique<ThreadPool>(threads, nullptr,
+                                        ThreadPool::Workers::kOpenMp);
   exec::ExecutorOptions o;
   o.intraOpPool = pool.get();
   exec::applySessionOptions(plan, &o);

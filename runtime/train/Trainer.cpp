@@ -267,8 +267,10 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   else
     threads = std::max(1u, std::thread::hardware_concurrency());
   threads_ = threads;
+  // The intra-op pool runs on OpenMP's team, oneDNN's threads (ThreadPool.h).
   if (threads > 1)
-    pool_ = std::make_unique<ThreadPool>(threads);
+    pool_ = std::make_unique<ThreadPool>(threads, nullptr,
+                                         ThreadPool::Workers::kOpenMp);
   int interOp = options_.interOpThreads > 0
                     ? options_.interOpThreads
                     : plan.session().inter_op_threads();

@@ -9,6 +9,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -65,15 +66,14 @@ private:
 /// alone: waking oneDNN's second thread costs more than it saves.
 constexpr double kOneThreadMatmulFlops = 4e6;
 
-/// C[M,N] = op(A) op(B), row-major, with leading dimensions lda, ldb and ldc.
-/// A cached oneDNN matmul primitive per shape; its brgemm kernels read the
-/// operands where they are, where oneDNN's sgemm (used before) packed B on
-/// every call and ran small products several times slower in the middle of a
-/// training step than alone (bench/results/kernels.md, "Notes (eighth
-/// session)"). Throws dnnl::error when oneDNN fails.
-inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                      const float *a, int64_t lda, const float *b, int64_t ldb,
-                      float *c, int64_t ldc) {
+namespace detail {
+// Runs the primitive for (a, b, c) descriptors, made once per `key`; `flops`
+// decides whether it runs on this thread alone.
+inline void runMatmul(std::vector<int64_t> key, double flops,
+                      const dnnl::memory::desc &ad,
+                      const dnnl::memory::desc &bd,
+                      const dnnl::memory::desc &cd, const float *a,
+                      const float *b, float *c) {
   struct Prim {
     dnnl::matmul prim;
     dnnl::memory::desc a, b, c;
@@ -83,12 +83,11 @@ inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   static std::map<std::vector<int64_t>, std::shared_ptr<Prim>> cache;
   // A primitive keeps the thread count it was made with, so the one-thread
   // ones are made (and run) under the same limit, and keyed apart.
-  const bool oneThread =
-      2.0 * double(m) * double(n) * double(k) <= kOneThreadMatmulFlops;
+  const bool oneThread = flops <= kOneThreadMatmulFlops;
   std::unique_ptr<OneDnnOnThisThreadOnly> limit;
   if (oneThread)
     limit = std::make_unique<OneDnnOnThisThreadOnly>();
-  const std::vector<int64_t> key = {ta, tb, m, n, k, lda, ldb, ldc, oneThread};
+  key.push_back(oneThread);
   std::shared_ptr<Prim> p;
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -97,11 +96,6 @@ inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
       p = it->second;
   }
   if (!p) {
-    using dims = dnnl::memory::dims;
-    const auto f32 = dnnl::memory::data_type::f32;
-    dnnl::memory::desc ad({m, k}, f32, ta ? dims{1, lda} : dims{lda, 1});
-    dnnl::memory::desc bd({k, n}, f32, tb ? dims{1, ldb} : dims{ldb, 1});
-    dnnl::memory::desc cd({m, n}, f32, dims{ldc, 1});
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), engine);
     p = std::make_shared<Prim>(Prim{dnnl::matmul(pd), ad, bd, cd});
     std::lock_guard<std::mutex> lock(mutex);
@@ -117,6 +111,68 @@ inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                            {DNNL_ARG_WEIGHTS, bm},
                            {DNNL_ARG_DST, cm}});
   stream.wait();
+}
+} // namespace detail
+
+/// C[M,N] = op(A) op(B), row-major, with leading dimensions lda, ldb and ldc.
+/// A cached oneDNN matmul primitive per shape; its brgemm kernels read the
+/// operands where they are, where oneDNN's sgemm (used before) packed B on
+/// every call and ran small products several times slower in the middle of a
+/// training step than alone (bench/results/kernels.md, "Notes (eighth
+/// session)"). Throws dnnl::error when oneDNN fails.
+inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                      const float *a, int64_t lda, const float *b, int64_t ldb,
+                      float *c, int64_t ldc) {
+  using dims = dnnl::memory::dims;
+  const auto f32 = dnnl::memory::data_type::f32;
+  detail::runMatmul(
+      {ta, tb, m, n, k, lda, ldb, ldc},
+      2.0 * double(m) * double(n) * double(k),
+      dnnl::memory::desc({m, k}, f32, ta ? dims{1, lda} : dims{lda, 1}),
+      dnnl::memory::desc({k, n}, f32, tb ? dims{1, ldb} : dims{ldb, 1}),
+      dnnl::memory::desc({m, n}, f32, dims{ldc, 1}), a, b, c);
+}
+
+/// The batched product C[batch..., M, N] = op(A) op(B) of dense row-major
+/// operands A [aBatch..., M, K] (or [..., K, M] with ta) and B [bBatch...,
+/// K, N] (or [..., N, K] with tb), whose batch dimensions (of one rank)
+/// broadcast as NumPy's: one primitive call for every matrix of the batch,
+/// where a call per matrix cost more in overhead than the small products of
+/// attention took.
+inline void f32BatchedMatmul(bool ta, bool tb,
+                             const std::vector<int64_t> &aBatch,
+                             const std::vector<int64_t> &bBatch, int64_t m,
+                             int64_t n, int64_t k, const float *a,
+                             const float *b, float *c) {
+  using dims = dnnl::memory::dims;
+  const auto f32 = dnnl::memory::data_type::f32;
+  const size_t rank = aBatch.size();
+  // Logical dims and the strides of the stored (maybe transposed) matrices.
+  auto desc = [&](const std::vector<int64_t> &batch, int64_t rows,
+                  int64_t cols, bool transposed) {
+    dims d(batch.begin(), batch.end()), strides(rank + 2);
+    d.push_back(rows);
+    d.push_back(cols);
+    strides[rank] = transposed ? 1 : cols;
+    strides[rank + 1] = transposed ? rows : 1;
+    int64_t s = rows * cols;
+    for (size_t i = rank; i-- > 0;) {
+      strides[i] = s;
+      s *= batch[i];
+    }
+    return dnnl::memory::desc(d, f32, strides);
+  };
+  std::vector<int64_t> outBatch(rank), key = {ta, tb, m, n, k};
+  double matrices = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    outBatch[i] = std::max(aBatch[i], bBatch[i]);
+    matrices *= double(outBatch[i]);
+    key.push_back(aBatch[i]);
+    key.push_back(bBatch[i]);
+  }
+  detail::runMatmul(key, 2.0 * matrices * double(m) * double(n) * double(k),
+                    desc(aBatch, m, k, ta), desc(bBatch, k, n, tb),
+                    desc(outBatch, m, n, false), a, b, c);
 }
 
 } // namespace dtf::cpu

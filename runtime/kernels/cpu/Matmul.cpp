@@ -120,18 +120,29 @@ Status matmulKernel(KernelContext &ctx) {
       gemmM = batch * m;
       gemmBatch = 1;
     }
-    for (int64_t i = 0; i < gemmBatch; ++i) {
-      const T *ai = pa + aAt[size_t(i)] * m * k, *bi = pb + bAt[size_t(i)] * k * n;
-      T *ci = pc + i * m * n;
-      if constexpr (std::is_same_v<T, float>) {
-        try {
-          f32Matmul(ta, tb, gemmM, n, k, ai, lda, bi, ldb, ci, n);
-        } catch (const dnnl::error &e) {
-          return errorStatus(name, ": oneDNN failed on ", a.describe(), " x ",
-                             b.describe(), ": ", e.what());
+    // f32: the whole batch in one oneDNN call.
+    if constexpr (std::is_same_v<T, float>) {
+      try {
+        if (gemmBatch == 1) {
+          f32Matmul(ta, tb, gemmM, n, k, pa, lda, pb, ldb, pc, n);
+        } else {
+          std::vector<int64_t> aPadded(batchRank, 1), bPadded(batchRank, 1);
+          std::copy(aBatch.begin(), aBatch.end(),
+                    aPadded.end() - aBatch.size());
+          std::copy(bBatch.begin(), bBatch.end(),
+                    bPadded.end() - bBatch.size());
+          f32BatchedMatmul(ta, tb, aPadded, bPadded, m, n, k, pa, pb, pc);
         }
-      } else {
-        loopGemm(ta, tb, gemmM, n, k, ai, lda, bi, ldb, ci, ctx.threadPool());
+      } catch (const dnnl::error &e) {
+        return errorStatus(name, ": oneDNN failed on ", a.describe(), " x ",
+                           b.describe(), ": ", e.what());
+      }
+    } else {
+      for (int64_t i = 0; i < gemmBatch; ++i) {
+        const T *ai = pa + aAt[size_t(i)] * m * k,
+                *bi = pb + bAt[size_t(i)] * k * n;
+        loopGemm(ta, tb, gemmM, n, k, ai, lda, bi, ldb, pc + i * m * n,
+                 ctx.threadPool());
       }
     }
     return Status::ok();

@@ -185,9 +185,13 @@ A damaged checkpoint stops the run with an error naming the file and the
 tensor (and the previous complete checkpoint, if any).
 
 environment:
-  OMP_WAIT_POLICY  oneDNN's OpenMP threads; dtf-run sets it to passive when
-                   unset, so that idle OpenMP threads do not spin on the cores
-                   the other threads need
+  OMP_WAIT_POLICY, GOMP_SPINCOUNT
+                   how the OpenMP threads (oneDNN's and the intra-op pool's)
+                   wait between jobs. When neither is set, dtf-run training
+                   alone spins briefly (GOMP_SPINCOUNT=10000) so that the
+                   next job finds its threads awake, and a task of a cluster
+                   waits passively (OMP_WAIT_POLICY=passive), since tasks
+                   started together share the machine's cores
 
 exit codes:
   0    trained
@@ -266,19 +270,29 @@ long long parseCount(const char *text) {
   return v;
 }
 
-// oneDNN runs on OpenMP threads whose default wait policy spins after each
-// parallel region, taking the cores that the intra-op pool and the data
-// prefetch thread need next: on 2 cores a small model ran 20 times slower.
-// libgomp reads the policy once, when it loads, so dtf-run sets it and starts
-// itself again. A policy the user set is kept.
-void preferPassiveOpenMpWaits(char **argv) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("DTF_RUN_REEXECED"))
+// oneDNN's primitives and the intra-op pool's jobs run on OpenMP's threads.
+// libgomp's default wait policy spins for a long while (300,000 rounds) after
+// each parallel region, taking the cores that the data prefetch thread, the
+// inter-op threads and other processes need: on 2 cores a small model once ran
+// 20 times slower. Passive waits cost a wake-up per region instead.
+// - Training alone on this machine: a short spin (GOMP_SPINCOUNT=10000), so
+//   that the next region of the step finds the threads awake. The seed CNN
+//   trained 7% faster than with passive waits (bench/results/kernels.md,
+//   "Notes (eighth session)").
+// - As a task of a cluster: passive, since the tasks a launcher starts share
+//   this machine's cores.
+// libgomp reads these once, when it loads, so dtf-run sets them and starts
+// itself again. A policy or spin count the user set is kept.
+void chooseOpenMpWaits(char **argv, bool alone) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT") ||
+      std::getenv("DTF_RUN_REEXECED"))
     return;
-  setenv("OMP_WAIT_POLICY", "passive", 1);
+  const char *name = alone ? "GOMP_SPINCOUNT" : "OMP_WAIT_POLICY";
+  setenv(name, alone ? "10000" : "passive", 1);
   setenv("DTF_RUN_REEXECED", "1", 1);
   execv("/proc/self/exe", argv);
   // Exec failed: go on with the default policy.
-  unsetenv("OMP_WAIT_POLICY");
+  unsetenv(name);
 }
 
 int exitCodeOf(dtf::train::FailureKind kind) {
@@ -630,7 +644,7 @@ int main(int argc, char **argv) {
     return dtf::run::runLauncherMode(choice, argc, argv);
   }
 
-  preferPassiveOpenMpWaits(argv);
+  chooseOpenMpWaits(argv, choice.mode == dtf::cluster::RunMode::kLocal);
 
   // The plan reader reports every problem itself; protobuf's own log lines
   // (invalid UTF-8 in a corrupted plan, say) would only add noise.

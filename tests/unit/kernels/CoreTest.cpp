@@ -62,9 +62,22 @@ TEST(Tensor, DTypeNamesRoundTrip) {
   EXPECT_EQ(dtypeSize(DType::Bool), 1u);
 }
 
-TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
-  ThreadPool pool(3);
+// Every ThreadPool test runs on both kinds of workers: the pool's own
+// threads and OpenMP's team (the intra-op pool of a training run).
+class ThreadPoolTest : public ::testing::TestWithParam<ThreadPool::Workers> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    Workers, ThreadPoolTest,
+    ::testing::Values(ThreadPool::Workers::kOwn, ThreadPool::Workers::kOpenMp),
+    [](const auto &info) {
+      return info.param == ThreadPool::Workers::kOwn ? "Own" : "OpenMp";
+    });
+
+TEST_P(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
+  ThreadPool pool(3, nullptr, GetParam());
   EXPECT_EQ(pool.numThreads(), 3);
+  // The runtime is built with OpenMP (oneDNN's libgomp): no silent fallback.
+  EXPECT_EQ(pool.workers(), GetParam());
   for (int64_t n : {1, 2, 7, 100, 10001}) {
     std::vector<std::atomic<int>> hits(n);
     std::atomic<int> chunks{0};
@@ -79,8 +92,8 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
   }
 }
 
-TEST(ThreadPool, UsesWorkersAndRunsNestedCallsInline) {
-  ThreadPool pool(2);
+TEST_P(ThreadPoolTest, UsesWorkersAndRunsNestedCallsInline) {
+  ThreadPool pool(2, nullptr, GetParam());
   std::mutex m;
   std::condition_variable cv;
   std::vector<std::thread::id> ids;
@@ -104,8 +117,8 @@ TEST(ThreadPool, UsesWorkersAndRunsNestedCallsInline) {
   EXPECT_NE(ids[0], ids[1]) << "the second chunk should run on the worker";
 }
 
-TEST(ThreadPool, ConcurrentCallersAllFinish) {
-  ThreadPool pool(2);
+TEST_P(ThreadPoolTest, ConcurrentCallersAllFinish) {
+  ThreadPool pool(2, nullptr, GetParam());
   std::atomic<int64_t> total{0};
   std::vector<std::thread> callers;
   for (int c = 0; c < 4; ++c)

@@ -110,7 +110,11 @@ TEST(Matmul, BatchedRankThreeAndSharedOperands) {
                          {{13, 5, 7}, {7, 4}, false, false},
                          {{2, 7, 5}, {7, 4}, true, false},
                          {{5, 7}, {3, 7, 4}, false, false},
-                         {{2, 3, 5, 7}, {2, 3, 7, 2}, false, false}}) {
+                         {{2, 3, 5, 7}, {2, 3, 7, 2}, false, false},
+                         // Over kOneThreadMatmulFlops, transposed: one
+                         // batched primitive on every OpenMP thread.
+                         {{3, 130, 70}, {3, 90, 130}, true, true},
+                         {{2, 130, 70}, {130, 90}, true, false}}) {
     SCOPED_TRACE(shapeString(c.as) + " x " + shapeString(c.bs));
     Values a = rng.uniform(numElementsOf(c.as)),
            b = rng.uniform(numElementsOf(c.bs));
