@@ -20,9 +20,11 @@
 #     --out FILE      results file (default bench/results/kernels.md; "-": none)
 #
 #   environment: DTF_BENCH_VENV, DTF_BENCH_TORCH, DTF_BENCH_TF, DTF_BENCH_DATA
-#   as in bench/throughput.sh. Every framework runs with
-#   OMP_WAIT_POLICY=passive (on a shared machine PyTorch's spinning OpenMP
-#   threads cost it a factor of 3 to 30; bench/README.md).
+#   as in bench/throughput.sh. Every framework runs with GOMP_SPINCOUNT=10000:
+#   OpenMP threads spin that many rounds after a job, then sleep. It is
+#   dtf-run's own choice when training alone; PyTorch's default spin is far
+#   longer, which on a shared machine cost it a factor of 3 to 30
+#   (bench/README.md), and passive waits cost dtf its short spin.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,7 +59,8 @@ for b in dtfc dtf-run; do
   [[ -x $build/bin/$b ]] || die "$build/bin/$b not found (build it, or pass --build DIR)"
 done
 [[ -e /usr/include/oneapi/dnnl/dnnl.h ]] || die "no oneDNN headers (apt-get install libdnnl-dev)"
-export OMP_WAIT_POLICY=passive
+export GOMP_SPINCOUNT=10000
+unset OMP_WAIT_POLICY
 # shellcheck source=bench/venv.sh
 source "$root/bench/venv.sh"
 bench_venv || exit 2
@@ -94,7 +97,7 @@ cnn_table=""
 cnn_launches=""
 if ((cnn)); then
   "$root/bench/throughput.sh" --build "$build" --warmup "$warmup" --steps "$steps" \
-    --threads "$threads" --repeat 1 --omp-passive --out "$work/cnn.md"
+    --threads "$threads" --repeat 1 --omp-spin 10000 --out "$work/cnn.md"
   cnn_table=$(grep '^|' "$work/cnn.md")
   grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" > "$work/cnn.dtf"
   "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
@@ -143,7 +146,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo
   echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
   echo "Machine: $(nproc) cores ($cpu); load average (1, 5, 15 min) $load_before before,"
-  echo "$load_after after. OMP_WAIT_POLICY=passive for every framework; $threads threads each;"
+  echo "$load_after after. GOMP_SPINCOUNT=10000 for every framework; $threads threads each;"
   echo "$warmup warm-up steps, then $steps timed steps; one run of each."
   if awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
     echo "**The machine was busy with other work (load above half its cores): these"

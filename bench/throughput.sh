@@ -17,10 +17,16 @@
 #                     runs twice: with its generated kernels and --fusion=off)
 #     --out FILE      results file (default bench/results/throughput.md;
 #                     "-" writes none)
-#     --omp-passive   run every framework with OMP_WAIT_POLICY=passive (dtf-run
-#                     sets it for itself anyway; PyTorch's OpenMP threads spin
-#                     by default, which costs it a factor of 3 to 5 when other
-#                     processes load the cores; on an idle machine leave it out)
+#     --omp-passive   run every framework with OMP_WAIT_POLICY=passive: OpenMP
+#                     threads sleep between jobs. PyTorch's spin for a long
+#                     while by default, which costs it a factor of 3 to 5 when
+#                     other processes load the cores. It costs dtf its short
+#                     spin (dtf-run's own choice when neither variable is set:
+#                     GOMP_SPINCOUNT=10000 when training alone)
+#     --omp-spin N    run every framework with GOMP_SPINCOUNT=N (and no
+#                     OMP_WAIT_POLICY): each OpenMP thread spins N rounds after
+#                     a job before it sleeps; 10000 is dtf-run's own choice.
+#                     Fair to every peer on an idle or a loaded machine
 #
 #   environment:
 #     DTF_BENCH_VENV  the peers' virtualenv, made on first use and reused
@@ -57,7 +63,9 @@ while (($#)); do
     --repeat) posint --repeat "${2-}"; repeat=$2; shift 2 ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
-    --omp-passive) export OMP_WAIT_POLICY=passive; shift ;;
+    --omp-passive) export OMP_WAIT_POLICY=passive; unset GOMP_SPINCOUNT; shift ;;
+    --omp-spin) posint --omp-spin "${2-}"; export GOMP_SPINCOUNT=$2
+                unset OMP_WAIT_POLICY; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -139,7 +147,7 @@ run() {
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "== seed CNN, batch 50, $threads threads, $warmup warm-up + $steps timed steps, $repeat run(s) each (load $load_before${OMP_WAIT_POLICY:+, OMP_WAIT_POLICY=$OMP_WAIT_POLICY})"
+echo "== seed CNN, batch 50, $threads threads, $warmup warm-up + $steps timed steps, $repeat run(s) each (load $load_before${OMP_WAIT_POLICY:+, OMP_WAIT_POLICY=$OMP_WAIT_POLICY}${GOMP_SPINCOUNT:+, GOMP_SPINCOUNT=$GOMP_SPINCOUNT})"
 for ((i = 1; i <= repeat; ++i)); do
   for fw in dtf dtf-nofuse torch tf; do
     if [[ $fw == dtf-nofuse ]]; then want dtf && run "$fw" "$i"; continue; fi
@@ -223,7 +231,11 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
     echo "**The machine was busy with other work (load above half its cores): these"
     echo "figures are noisy; rerun on an idle machine before quoting them.**"
   fi
-  echo "OMP_WAIT_POLICY: ${OMP_WAIT_POLICY:-unset (dtf-run makes it passive for itself)}."
+  if [[ -n ${OMP_WAIT_POLICY-} || -n ${GOMP_SPINCOUNT-} ]]; then
+    echo "OpenMP waits, for every framework: ${OMP_WAIT_POLICY:+OMP_WAIT_POLICY=$OMP_WAIT_POLICY}${GOMP_SPINCOUNT:+GOMP_SPINCOUNT=$GOMP_SPINCOUNT}."
+  else
+    echo "OpenMP waits: each framework's default (dtf-run's own: GOMP_SPINCOUNT=10000)."
+  fi
   echo
   echo "$table"
   echo

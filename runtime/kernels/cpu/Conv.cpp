@@ -83,7 +83,7 @@ dnnl::convolution_forward::primitive_desc forwardPd(const ConvDescs &d,
   dnnl::convolution_forward::desc desc(
       kind, dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny,
       d.dstAny, d.strides, d.dilates, d.padL, d.padR);
-  return {desc, cpuEngine()};
+  return {desc, userScratchpad(), cpuEngine()};
 }
 
 enum ConvKind : int64_t {
@@ -337,7 +337,7 @@ Status conv2dBiasKernel(KernelContext &ctx) {
               dnnl::prop_kind::forward_inference,
               dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny, b,
               d.dstAny, d.strides, d.dilates, d.padL, d.padR);
-          dnnl::primitive_attr attr;
+          dnnl::primitive_attr attr = userScratchpad();
           if (relu) {
             dnnl::post_ops ops;
             ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
@@ -412,7 +412,8 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
           dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny, d.dstAny,
           d.strides, d.dilates, d.padL, d.padR);
       dnnl::convolution_backward_data::primitive_desc pd(
-          desc, cpuEngine(), forwardPd(d, dnnl::prop_kind::forward_training));
+          desc, userScratchpad(), cpuEngine(),
+          forwardPd(d, dnnl::prop_kind::forward_training));
       return PlannedPrimitive(pd, dnnl::convolution_backward_data(pd),
                               {{DNNL_ARG_DIFF_DST, d.dst, false},
                                {DNNL_ARG_WEIGHTS, d.weights, false},
@@ -462,7 +463,8 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
           dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny, d.dstAny,
           d.strides, d.dilates, d.padL, d.padR);
       dnnl::convolution_backward_weights::primitive_desc pd(
-          desc, cpuEngine(), forwardPd(d, dnnl::prop_kind::forward_training));
+          desc, userScratchpad(), cpuEngine(),
+          forwardPd(d, dnnl::prop_kind::forward_training));
       return PlannedPrimitive(pd, dnnl::convolution_backward_weights(pd),
                               {{DNNL_ARG_SRC, d.src, false},
                                {DNNL_ARG_DIFF_DST, d.dst, false},

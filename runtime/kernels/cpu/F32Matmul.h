@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -76,7 +78,7 @@ inline void runMatmul(std::vector<int64_t> key, double flops,
                       const float *b, float *c) {
   struct Prim {
     dnnl::matmul prim;
-    dnnl::memory::desc a, b, c;
+    dnnl::memory::desc a, b, c, scratchpad;
   };
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   static std::mutex mutex;
@@ -96,20 +98,42 @@ inline void runMatmul(std::vector<int64_t> key, double flops,
       p = it->second;
   }
   if (!p) {
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), engine);
-    p = std::make_shared<Prim>(Prim{dnnl::matmul(pd), ad, bd, cd});
+    // The scratchpad (brgemm's packed copies) is the caller's: a primitive
+    // keeps a library one per primitive, which two threads running the same
+    // shape at once (inter-op branches) would share.
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), attr,
+                                    engine);
+    p = std::make_shared<Prim>(
+        Prim{dnnl::matmul(pd), ad, bd, cd, pd.scratchpad_desc()});
     std::lock_guard<std::mutex> lock(mutex);
     if (cache.size() >= 512)
       cache.clear(); // shapes churn only in unusual plans; start over
     cache.emplace(key, p);
   }
+  // Per thread, 64-byte aligned, grown as needed.
+  struct Scratch {
+    std::unique_ptr<char, void (*)(void *)> data{nullptr, std::free};
+    size_t size = 0;
+  };
+  thread_local Scratch scratch;
+  if (scratch.size < p->scratchpad.get_size()) {
+    void *data = nullptr;
+    if (posix_memalign(&data, 64, p->scratchpad.get_size()) != 0)
+      throw std::bad_alloc();
+    scratch.data.reset(static_cast<char *>(data));
+    scratch.size = p->scratchpad.get_size();
+  }
   dnnl::stream stream(engine);
   dnnl::memory am(p->a, engine, const_cast<float *>(a));
   dnnl::memory bm(p->b, engine, const_cast<float *>(b));
   dnnl::memory cm(p->c, engine, c);
+  dnnl::memory sm(p->scratchpad, engine, scratch.data.get());
   p->prim.execute(stream, {{DNNL_ARG_SRC, am},
                            {DNNL_ARG_WEIGHTS, bm},
-                           {DNNL_ARG_DST, cm}});
+                           {DNNL_ARG_DST, cm},
+                           {DNNL_ARG_SCRATCHPAD, sm}});
   stream.wait();
 }
 } // namespace detail

@@ -11,6 +11,9 @@ dnnl::engine &cpuEngine() {
 PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,
                                    dnnl::primitive prim, std::vector<Arg> args)
     : prim_(std::move(prim)) {
+  if (pd.get_primitive_attr().get_scratchpad_mode() ==
+      dnnl::scratchpad_mode::user)
+    scratchpad_ = pd.scratchpad_desc();
   for (Arg &a : args) {
     dnnl::memory::desc internal = pd.query_md(dnnl::query::exec_arg_md, a.id);
     Planned p{a, internal, internal != a.user, {}, {}};
@@ -32,8 +35,8 @@ void PlannedPrimitive::execute(
   // Scratch for reordered arguments, one slot per argument position, kept
   // per thread so that steady-state steps allocate nothing.
   thread_local std::vector<Tensor> scratch;
-  if (scratch.size() < args_.size())
-    scratch.resize(args_.size());
+  if (scratch.size() < args_.size() + 1)
+    scratch.resize(args_.size() + 1);
   dnnl::stream stream(cpuEngine());
   std::unordered_map<int, dnnl::memory> mems = extra;
   std::vector<dnnl::memory> users(args_.size());
@@ -52,6 +55,14 @@ void PlannedPrimitive::execute(
     mems[p.arg.id] = internal;
     if (!p.arg.output)
       p.toInternal.execute(stream, users[i], internal);
+  }
+  if (const size_t size = scratchpad_.get_size()) {
+    Tensor &buffer = scratch[args_.size()];
+    if (!buffer.canHold(DType::Bool, {int64_t(size)}) ||
+        buffer.bufferUseCount() != 1)
+      buffer = Tensor::allocate(DType::Bool, {int64_t(size)});
+    mems[DNNL_ARG_SCRATCHPAD] =
+        dnnl::memory(scratchpad_, cpuEngine(), buffer.rawData());
   }
   prim_.execute(stream, mems);
   for (size_t i = 0; i < args_.size(); ++i) {

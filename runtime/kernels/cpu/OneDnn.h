@@ -51,11 +51,21 @@ private:
   std::map<std::vector<int64_t>, std::shared_ptr<V>> map_;
 };
 
+/// `attr` with the primitive's scratchpad left to the caller, which
+/// PlannedPrimitive keeps per thread. By default oneDNN keeps one scratchpad
+/// per primitive, so two threads running one cached primitive at once (the
+/// same shape in two inter-op branches) would write each other's.
+inline dnnl::primitive_attr userScratchpad(dnnl::primitive_attr attr = {}) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 /// A oneDNN primitive with reorders between the caller's memory formats
 /// (NHWC activations, HWIO filters) and the formats the primitive runs
 /// fastest with, which oneDNN picks when a descriptor says `any`. Inputs in
 /// another format are reordered into per-thread scratch memory before the
-/// primitive runs, outputs from it afterwards.
+/// primitive runs, outputs from it afterwards. A primitive made with
+/// userScratchpad() gets a per-thread scratchpad too.
 class PlannedPrimitive {
 public:
   struct Arg {
@@ -81,6 +91,7 @@ private:
   };
   dnnl::primitive prim_;
   std::vector<Planned> args_;
+  dnnl::memory::desc scratchpad_; // empty unless the caller provides it
 };
 
 /// The geometry of a 2-D convolution or pooling window over NHWC data, with
