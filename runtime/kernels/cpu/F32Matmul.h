@@ -12,20 +12,20 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <new>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <vector>
 
 namespace dtf::cpu {
 
 /// While alive, oneDNN primitives made or run on this thread use this thread
-/// alone. oneDNN runs on OpenMP threads that sleep between calls (dtf-run makes
-/// their wait policy passive), and waking one costs tens of microseconds on a
+/// alone. oneDNN runs on OpenMP threads that may be asleep (a task of a
+/// cluster waits passively), and waking one costs tens of microseconds on a
 /// virtual machine: more than a small product takes on one core. OpenMP is
-/// looked up at run time (oneDNN brings it; we do not link it); without it
-/// this does nothing.
+/// looked up at run time (oneDNN brings it; this header does not link it);
+/// without it this does nothing.
 class OneDnnOnThisThreadOnly {
 public:
   OneDnnOnThisThreadOnly() {
@@ -150,7 +150,7 @@ inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   using dims = dnnl::memory::dims;
   const auto f32 = dnnl::memory::data_type::f32;
   detail::runMatmul(
-      {ta, tb, m, n, k, lda, ldb, ldc},
+      {/*2-D*/ 0, ta, tb, m, n, k, lda, ldb, ldc},
       2.0 * double(m) * double(n) * double(k),
       dnnl::memory::desc({m, k}, f32, ta ? dims{1, lda} : dims{lda, 1}),
       dnnl::memory::desc({k, n}, f32, tb ? dims{1, ldb} : dims{ldb, 1}),
@@ -186,7 +186,8 @@ inline void f32BatchedMatmul(bool ta, bool tb,
     }
     return dnnl::memory::desc(d, f32, strides);
   };
-  std::vector<int64_t> outBatch(rank), key = {ta, tb, m, n, k};
+  std::vector<int64_t> outBatch(rank),
+      key = {/*batched, of rank*/ 1 + int64_t(rank), ta, tb, m, n, k};
   double matrices = 1;
   for (size_t i = 0; i < rank; ++i) {
     outBatch[i] = std::max(aBatch[i], bBatch[i]);
