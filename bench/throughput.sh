@@ -146,6 +146,14 @@ run() {
     "$(($(tail -1 "$work/$fw.$i.rss") / 1024))"
 }
 
+# The SGEMM bound (as bench/fusion.sh measures it), before and after the
+# runs, under the same OpenMP settings: dtf's median against the larger.
+bound() { OMP_NUM_THREADS=$threads "$work/sgemm_bound" 1024 10; }
+if want dtf; then
+  [[ -e /usr/include/oneapi/dnnl/dnnl.h ]] || die "no oneDNN headers (apt-get install libdnnl-dev)"
+  c++ -O2 -std=c++17 "$root/bench/peers/sgemm_bound.cpp" -ldnnl -o "$work/sgemm_bound"
+  gflops_before=$(bound)
+fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== seed CNN, batch 50, $threads threads, $warmup warm-up + $steps timed steps, $repeat run(s) each (load $load_before${OMP_WAIT_POLICY:+, OMP_WAIT_POLICY=$OMP_WAIT_POLICY}${GOMP_SPINCOUNT:+, GOMP_SPINCOUNT=$GOMP_SPINCOUNT})"
 for ((i = 1; i <= repeat; ++i)); do
@@ -155,6 +163,22 @@ for ((i = 1; i <= repeat; ++i)); do
   done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+bound_line=""
+if want dtf; then
+  gflops_after=$(bound)
+  bound_line=$(python3 - "$gflops_before" "$gflops_after" "$work/runs" <<'PY'
+import statistics, sys
+before, after = float(sys.argv[1]), float(sys.argv[2])
+dtf = [float(l.split()[1]) for l in open(sys.argv[3]) if l.split()[0] == "dtf"]
+peak = max(before, after)
+bound = peak * 1e9 / 73e6
+print("SGEMM bound (bench/peers/sgemm_bound.cpp, oneDNN sgemm 1024^3 on the same threads, best of 10): "
+      "%.1f GFLOP/s before the runs, %.1f after; at about 73 MFLOP per image the seed CNN's bound is "
+      "%.0f images/s (the larger), and dtf's median is **%.0f%%** of it." % (before, after, bound, 100 * statistics.median(dtf) / bound))
+PY
+)
+  echo "$bound_line"
+fi
 
 # Versions, from the runs themselves where they say it.
 versions="dtf $("$build/bin/dtf-run" --version 2>/dev/null | awk '{print $2}')"
@@ -236,6 +260,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   else
     echo "OpenMP waits: each framework's default (dtf-run's own: GOMP_SPINCOUNT=10000)."
   fi
+  [[ -n $bound_line ]] && echo "$bound_line"
   echo
   echo "$table"
   echo
