@@ -191,7 +191,8 @@ environment:
                    alone spins briefly (GOMP_SPINCOUNT=10000) so that the
                    next job finds its threads awake, and a task of a cluster
                    waits passively (OMP_WAIT_POLICY=passive), since tasks
-                   started together share the machine's cores
+                   started together share the machine's cores; a task alone
+                   on its machine can set GOMP_SPINCOUNT=10000 to spin too
 
 exit codes:
   0    trained
