@@ -278,7 +278,7 @@ long long parseCount(const char *text) {
 // 20 times slower. Passive waits cost a wake-up per region instead.
 // - Training alone on this machine: a short spin (GOMP_SPINCOUNT=10000), so
 //   that the next region of the step finds the threads awake. The seed CNN
-//   trained 7% faster than with passive waits (bench/results/kernels.md,
+//   trained 8% faster than with passive waits (bench/results/kernels.md,
 //   "Notes (eighth session)").
 // - As a task of a cluster: passive, since the tasks a launcher starts share
 //   this machine's cores.
