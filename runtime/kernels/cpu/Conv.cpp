@@ -358,25 +358,6 @@ Status conv2dBiasKernel(KernelContext &ctx) {
   });
 }
 
-// Reads a 4-D shape attribute whose -1 entries are taken from `like`.
-Status shapeAttr(const KernelContext &ctx, const char *op, const char *attr,
-                 const std::vector<int64_t> &like, std::vector<int64_t> *out) {
-  if (!ctx.hasAttr(attr))
-    return errorStatus(op, " needs the ", attr, " attribute");
-  *out = ctx.getInts(attr);
-  if (out->size() != 4)
-    return errorStatus(op, " expects ", attr, " of 4 dimensions, got ",
-                       shapeString(*out));
-  for (size_t i = 0; i < 4; ++i) {
-    if ((*out)[i] == -1 && i < like.size())
-      (*out)[i] = like[i];
-    if ((*out)[i] < 0)
-      return errorStatus(op, ": ", attr, " ", shapeString(ctx.getInts(attr)),
-                         " has a negative dimension");
-  }
-  return Status::ok();
-}
-
 // dx = conv2d_backprop_input(dy, filter): the gradient of conv2d for its input.
 Status conv2dBackpropInputKernel(KernelContext &ctx) {
   const char *name = "dtf.conv2d_backprop_input";

@@ -73,6 +73,26 @@ void PlannedPrimitive::execute(
   stream.wait();
 }
 
+Status shapeAttr(const KernelContext &ctx, const char *op, const char *attr,
+                 const std::vector<int64_t> &like, std::vector<int64_t> *out) {
+  if (!ctx.hasAttr(attr))
+    return errorStatus(op, " needs the ", attr,
+                       " attribute (4 dimensions: the forward op's input "
+                       "shape)");
+  *out = ctx.getInts(attr);
+  if (out->size() != 4)
+    return errorStatus(op, " expects ", attr, " of 4 dimensions, got ",
+                       shapeString(*out));
+  for (size_t i = 0; i < 4; ++i) {
+    if ((*out)[i] == -1 && i < like.size())
+      (*out)[i] = like[i];
+    if ((*out)[i] < 0)
+      return errorStatus(op, ": ", attr, " ", shapeString(ctx.getInts(attr)),
+                         " has a negative dimension");
+  }
+  return Status::ok();
+}
+
 Status getPair(const KernelContext &ctx, const char *op, const char *attr,
                int64_t dflt, int64_t *first, int64_t *second) {
   std::vector<int64_t> v = ctx.getInts(attr, {dflt, dflt});

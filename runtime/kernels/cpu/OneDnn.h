@@ -118,6 +118,13 @@ Status makeWindow2D(const KernelContext &ctx, const char *op,
                     const std::vector<int64_t> &inputShape, int64_t kh,
                     int64_t kw, bool useDilations, Window2D *w);
 
+/// Reads a 4-D shape attribute (conv2d_backprop_input's and the pool
+/// gradients' `input_shape`) whose -1 entries are taken from `like` (as far
+/// as it goes); a missing attribute, another rank or a negative dimension is
+/// an error naming the op and the attribute.
+Status shapeAttr(const KernelContext &ctx, const char *op, const char *attr,
+                 const std::vector<int64_t> &like, std::vector<int64_t> *out);
+
 /// Reads a pair attribute (`strides`, `window`, ...) of positive values.
 Status getPair(const KernelContext &ctx, const char *op, const char *attr,
                int64_t dflt, int64_t *first, int64_t *second);

@@ -749,19 +749,10 @@ Status maxPoolGradWithArgmaxKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   if (dy.rank() != 4)
     return errorStatus(name, " expects dy of rank 4, got ", dy.describe());
-  std::vector<int64_t> inputShape = ctx.getInts("input_shape");
-  if (inputShape.size() != 4)
-    return errorStatus(name,
-                       " needs input_shape, the pooled input's shape "
-                       "(4 dimensions), got ",
-                       shapeString(inputShape));
-  if (inputShape[0] == -1)
-    inputShape[0] = dy.dim(0);
-  for (int64_t d : inputShape)
-    if (d < 0)
-      return errorStatus(name, ": input_shape ",
-                         shapeString(ctx.getInts("input_shape")),
-                         " has a negative dimension");
+  // The pooled input's shape; a -1 batch is dy's.
+  std::vector<int64_t> inputShape;
+  DTF_RETURN_IF_ERROR(
+      shapeAttr(ctx, name, "input_shape", {dy.dim(0)}, &inputShape));
   const Tensor shapeOnly = Tensor::view(dy.dtype(), inputShape, nullptr);
   Window2D w;
   DTF_RETURN_IF_ERROR(poolGeometry(ctx, name, shapeOnly, &w));

@@ -378,8 +378,8 @@ TEST(Pool, MaxPoolArgmaxBytesAndBadOnesAreErrors) {
   KernelRun noShape("dtf.max_pool_grad_with_argmax");
   poolAttrs(noShape, c).in(kept.out(1)).in(test::f32({1, 1, 2, 5}, Values(10)));
   EXPECT_EQ(errorOf(noShape),
-            "dtf.max_pool_grad_with_argmax needs input_shape, the pooled "
-            "input's shape (4 dimensions), got []");
+            "dtf.max_pool_grad_with_argmax needs the input_shape attribute "
+            "(4 dimensions: the forward op's input shape)");
   KernelRun big("dtf.max_pool_with_argmax");
   big.attr("window", Shape{8, 16})
       .attr("strides", Shape{1, 1})
