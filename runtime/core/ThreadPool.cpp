@@ -97,10 +97,11 @@ void ThreadPool::parallelFor(int64_t n, int64_t minChunk, RangeFn fn) {
   job.remaining.store(job.numChunks);
 #ifdef _OPENMP
   if (kind_ == Workers::kOpenMp) {
-    // OpenMP may give the region fewer threads than asked; the chunks are
-    // taken as they come, so any team size runs them all. A parallelFor
-    // inside a chunk runs inline (tInsideWorker), as on the own workers.
-#pragma omp parallel num_threads(numThreads_)
+    // A thread per chunk at most. OpenMP may give the region fewer threads
+    // than asked; the chunks are taken as they come, so any team size runs
+    // them all. A parallelFor inside a chunk runs inline (tInsideWorker), as
+    // on the own workers.
+#pragma omp parallel num_threads(int(job.numChunks))
     {
       const bool outer = tInsideWorker;
       tInsideWorker = true;

@@ -76,26 +76,32 @@ Status matmulKernel(KernelContext &ctx) {
     outShape[i] = da == 1 ? db : da;
   }
   const int64_t batch = numElementsOf(outShape);
-  // Each output matrix's operands: the offsets (in matrices) into a and b.
-  std::vector<int64_t> aAt(size_t(batch), 0), bAt(size_t(batch), 0);
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t rest = i, strideA = 1, strideB = 1;
-    for (size_t d = batchRank; d-- > 0;) {
-      const int64_t idx = rest % outShape[d];
-      rest /= outShape[d];
-      const size_t pa = batchRank - aBatch.size(), pb = batchRank - bBatch.size();
-      if (d >= pa) {
-        const int64_t da = aBatch[d - pa];
-        aAt[size_t(i)] += (da == 1 ? 0 : idx) * strideA;
-        strideA *= da;
-      }
-      if (d >= pb) {
-        const int64_t db = bBatch[d - pb];
-        bAt[size_t(i)] += (db == 1 ? 0 : idx) * strideB;
-        strideB *= db;
+  // Each output matrix's operands: the offsets (in matrices) into a and b,
+  // for the loops of the other dtypes (f32 hands oneDNN the batch strides).
+  std::vector<int64_t> aAt, bAt;
+  auto matrixOffsets = [&] {
+    aAt.assign(size_t(batch), 0);
+    bAt.assign(size_t(batch), 0);
+    for (int64_t i = 0; i < batch; ++i) {
+      int64_t rest = i, strideA = 1, strideB = 1;
+      for (size_t d = batchRank; d-- > 0;) {
+        const int64_t idx = rest % outShape[d];
+        rest /= outShape[d];
+        const size_t pa = batchRank - aBatch.size(),
+                     pb = batchRank - bBatch.size();
+        if (d >= pa) {
+          const int64_t da = aBatch[d - pa];
+          aAt[size_t(i)] += (da == 1 ? 0 : idx) * strideA;
+          strideA *= da;
+        }
+        if (d >= pb) {
+          const int64_t db = bBatch[d - pb];
+          bAt[size_t(i)] += (db == 1 ? 0 : idx) * strideB;
+          strideB *= db;
+        }
       }
     }
-  }
+  };
   const bool bShared = numElementsOf(bBatch) == 1;
   const bool aWhole = numElementsOf(aBatch) == batch;
   outShape.push_back(m);
@@ -138,6 +144,7 @@ Status matmulKernel(KernelContext &ctx) {
                            b.describe(), ": ", e.what());
       }
     } else {
+      matrixOffsets();
       for (int64_t i = 0; i < gemmBatch; ++i) {
         const T *ai = pa + aAt[size_t(i)] * m * k,
                 *bi = pb + bAt[size_t(i)] * k * n;
