@@ -43,11 +43,12 @@ private:
 /// The workers are either threads of the pool's own or OpenMP's team: the
 /// threads oneDNN's primitives run on. The intra-op pool of a training run
 /// uses OpenMP's, so that a step's kernels and its oneDNN calls share one set
-/// of threads. With two sets, each worker slept between its pool's jobs
-/// (a spinning one would take the core the other set needs next), and waking
-/// a sleeping thread for every job cost the seed CNN 7% of its step time
-/// (bench/results/kernels.md, "Notes (eighth session)"). The chunks are the
-/// same either way, so results do not depend on the choice.
+/// of threads. With two sets, each had to sleep between its jobs (a spinning
+/// one took the core the other set needed next), so nearly every job paid a
+/// wake-up; one set can spin briefly between jobs instead, which
+/// bench/omp_waits.sh measures against passive waits (1.09x for the seed CNN
+/// to 2.2x for the transformer, bench/results/omp_waits.md). The chunks are
+/// the same either way, so results do not depend on the choice.
 class ThreadPool {
 public:
   enum class Workers { kOwn, kOpenMp };

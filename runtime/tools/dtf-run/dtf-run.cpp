@@ -277,9 +277,9 @@ long long parseCount(const char *text) {
 // inter-op threads and other processes need: on 2 cores a small model once ran
 // 20 times slower. Passive waits cost a wake-up per region instead.
 // - Training alone on this machine: a short spin (GOMP_SPINCOUNT=10000), so
-//   that the next region of the step finds the threads awake. The seed CNN
-//   trained 8% faster than with passive waits (bench/results/kernels.md,
-//   "Notes (eighth session)").
+//   that the next region of the step finds the threads awake: 1.09x (the
+//   seed CNN) to 2.2x (the transformer) the speed with passive waits
+//   (bench/omp_waits.sh, bench/results/omp_waits.md).
 // - As a task of a cluster: passive, since the tasks a launcher starts share
 //   this machine's cores.
 // libgomp reads these once, when it loads, so dtf-run sets them and starts
