@@ -16,6 +16,10 @@ struct FrontendOptions {
   bool checkDataPaths = true;
   /// When set, receives definitions, uses and types for editors (dtf-lsp).
   FrontendIndex *index = nullptr;
+  /// An f32 `lstm` layer placed on the CPU becomes one dtf.lstm op (oneDNN's
+  /// LSTM primitive in dtf-run); false, or any other float type or a GPU,
+  /// unrolls it into one step's ops per time step (dtfc --recurrent).
+  bool libraryLstm = true;
 };
 
 /// Checks `file` (names, arity, shapes, dtypes, devices, training settings)

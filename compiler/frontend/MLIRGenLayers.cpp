@@ -380,6 +380,17 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
                                      init(InitKind::zeros), at);
   if (!kernel || !recurrent || !bias || (!lstm && !recurrentBias))
     return nullptr;
+  // An f32 LSTM on the CPU is one library op (oneDNN's LSTM primitive):
+  // the same function as the unrolled steps below, without the hundreds of
+  // small ops (docs/language.md, "Layers").
+  const bool onGpu = !deviceTagger.devices.empty() &&
+                     deviceTagger.devices.back().type == ::dtf::DeviceType::GPU;
+  if (lstm && options.libraryLstm && element.isF32() && !onGpu) {
+    Type out = *sequences ? type({xt.getDimSize(0), steps, u})
+                          : type({xt.getDimSize(0), u});
+    return builder.create<LstmOp>(l, out, x, kernel, recurrent, bias,
+                                  *sequences ? builder.getUnitAttr() : UnitAttr());
+  }
   auto constant = [&](double v) -> Value {
     return builder.create<ConstantOp>(
         l, DenseElementsAttr::get(type({}), builder.getFloatAttr(element, v)));

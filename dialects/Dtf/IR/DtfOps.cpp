@@ -636,3 +636,87 @@ LogicalResult MaxPoolGradWithArgmaxOp::verify() {
                           cast<RankedTensorType>(getArgmax().getType()),
                           getWindow(), getStrides(), getPadding());
 }
+
+//===----------------------------------------------------------------------===//
+// The LSTM layer as one op
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// x [B, T, F], kernel [F, 4 U], recurrent_kernel [U, 4 U], bias [4 U] of
+/// one float type, and the output [B, U] ([B, T, U] with return_sequences).
+LogicalResult verifyLstm(Operation *op, Value x, Value kernel, Value recurrent,
+                         Value bias, Value output, bool sequences) {
+  auto xt = cast<RankedTensorType>(x.getType());
+  auto kt = cast<RankedTensorType>(kernel.getType());
+  auto rt = cast<RankedTensorType>(recurrent.getType());
+  auto bt = cast<RankedTensorType>(bias.getType());
+  auto ot = cast<RankedTensorType>(output.getType());
+  Type element = xt.getElementType();
+  for (Type t : {kt.getElementType(), rt.getElementType(), bt.getElementType(),
+                 ot.getElementType()})
+    if (t != element)
+      return op->emitOpError() << "expects x, its variables and its output of "
+                                  "one float type, got "
+                               << xt << ", " << kt << ", " << rt << ", " << bt
+                               << " and " << ot;
+  if (xt.getRank() != 3 || kt.getRank() != 2 || rt.getRank() != 2 ||
+      bt.getRank() != 1 || kt.isDynamicDim(1) || rt.isDynamicDim(0))
+    return op->emitOpError()
+           << "expects x [B, T, F], kernel [F, 4 U], recurrent_kernel "
+              "[U, 4 U] and bias [4 U] with U known, got "
+           << xt << ", " << kt << ", " << rt << " and " << bt;
+  const int64_t u = rt.getDimSize(0);
+  auto dimIs = [](RankedTensorType t, int64_t i, int64_t want) {
+    return t.isDynamicDim(i) || ShapedType::isDynamic(want) || t.getDimSize(i) == want;
+  };
+  if (kt.getDimSize(1) != 4 * u || !dimIs(rt, 1, 4 * u) || !dimIs(bt, 0, 4 * u) ||
+      !dimIs(kt, 0, xt.getDimSize(2)))
+    return op->emitOpError()
+           << "expects kernel [F, 4 U], recurrent_kernel [U, 4 U] and bias "
+              "[4 U] for x [B, T, F], got "
+           << xt << ", " << kt << ", " << rt << " and " << bt;
+  const bool shapeOk =
+      sequences ? ot.getRank() == 3 && dimIs(ot, 0, xt.getDimSize(0)) &&
+                      dimIs(ot, 1, xt.getDimSize(1)) && dimIs(ot, 2, u)
+                : ot.getRank() == 2 && dimIs(ot, 0, xt.getDimSize(0)) &&
+                      dimIs(ot, 1, u);
+  if (!shapeOk)
+    return op->emitOpError() << "expects its output "
+                             << (sequences ? "[B, T, U]" : "[B, U]") << " with U = "
+                             << u << " for x " << xt << ", got " << ot;
+  return success();
+}
+
+} // namespace
+
+LogicalResult LstmOp::verify() {
+  return verifyLstm(*this, getX(), getKernel(), getRecurrentKernel(), getBias(),
+                    getOutput(), getReturnSequences());
+}
+
+LogicalResult LstmTrainOp::verify() {
+  if (cast<RankedTensorType>(getWorkspace().getType()).getRank() != 1)
+    return emitOpError() << "expects a workspace of rank 1, got "
+                         << getWorkspace().getType();
+  return verifyLstm(*this, getX(), getKernel(), getRecurrentKernel(), getBias(),
+                    getOutput(), getReturnSequences());
+}
+
+LogicalResult LstmGradOp::verify() {
+  if (cast<RankedTensorType>(getWorkspace().getType()).getRank() != 1)
+    return emitOpError() << "expects a workspace of rank 1, got "
+                         << getWorkspace().getType();
+  if (getDy().getType() != getOutput().getType())
+    return emitOpError() << "expects dy of its output's type " << getOutput().getType()
+                         << ", got " << getDy().getType();
+  Value operands[] = {getX(), getKernel(), getRecurrentKernel(), getBias()};
+  Value results[] = {getDx(), getDkernel(), getDrecurrentKernel(), getDbias()};
+  for (int i = 0; i < 4; ++i)
+    if (operands[i].getType() != results[i].getType())
+      return emitOpError() << "expects result " << i << " of operand " << i
+                           << "'s type " << operands[i].getType() << ", got "
+                           << results[i].getType();
+  return verifyLstm(*this, getX(), getKernel(), getRecurrentKernel(), getBias(),
+                    getOutput(), getReturnSequences());
+}

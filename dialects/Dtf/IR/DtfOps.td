@@ -596,6 +596,37 @@ def Dtf_DropoutOp : Dtf_Op<"dropout", [SameOperandsAndResultType]> {
   let hasFolder = 1;
 }
 
+def Dtf_LstmOp : Dtf_Op<"lstm", [Pure]> {
+  let summary = "an LSTM layer over a whole sequence, as one library call";
+  let description = [{
+    `x` is `[B, T, F]`, `kernel` `[F, 4 U]`, `recurrent_kernel` `[U, 4 U]`
+    and `bias` `[4 U]`, with the gates in the order i, f, c, o (Keras'
+    layout). From zero states, step t computes
+    `z = x[:, t] @ kernel + h @ recurrent_kernel + bias`,
+    `i, f, g, o = sigmoid(z_i), sigmoid(z_f + 1), tanh(z_c), sigmoid(z_o)`,
+    `c = f * c + i * g` and `h = o * tanh(c)`: the forget gate's
+    pre-activation is offset by 1 (Keras' unit_forget_bias, as a constant).
+    The result is the last step's `h`, `[B, U]`, or with `return_sequences`
+    every step's, `[B, T, U]`. The front end emits it for an f32 `lstm` layer
+    placed on the CPU (dtfc --recurrent=library, the default); anywhere else
+    the layer is unrolled into one step's ops per time step. dtf-run runs it
+    on oneDNN's LSTM primitive (inference).
+
+    ```mlir
+    %h = dtf.lstm %x, %k, %r, %b
+        : (tensor<?x28x28xf32>, tensor<28x256xf32>, tensor<64x256xf32>, tensor<256xf32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
+                       Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
+                       UnitAttr:$return_sequences);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias "
+                       "(`return_sequences` $return_sequences^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 include "dialects/Dtf/IR/DtfTrainOps.td"
 include "dialects/Dtf/IR/DtfFusedOps.td"
 

@@ -408,4 +408,62 @@ def Dtf_GlobalNormClipOp : Dtf_Op<"global_norm_clip",
   let assemblyFormat = "$grads `clip_norm` $clip_norm attr-dict `:` type($grads)";
 }
 
+// dtf-autodiff's pair for a library LSTM (dtf.lstm): the forward pass of
+// the training step keeps oneDNN's workspace (every step's gates and
+// states), which its gradient reads instead of running the sequence again
+// (docs/plan-format.md, "The LSTM layer").
+def Dtf_LstmTrainOp : Dtf_Op<"lstm_train", [Pure]> {
+  let summary = "dtf.lstm in the training step: also keeps its workspace";
+  let description = [{
+    `output` is `dtf.lstm`'s for the same operands. `workspace` is what
+    oneDNN's LSTM primitive keeps for its backward pass (every step's gates
+    and states, and without `return_sequences` every step's output too), as
+    opaque bytes packed in i32; its length depends on the batch and the
+    primitive, so only `dtf.lstm_grad` of the same shapes reads it.
+    dtf-autodiff makes it; the front end never emits it.
+
+    ```mlir
+    %h, %ws = dtf.lstm_train %x, %k, %r, %b
+        : (tensor<?x28x28xf32>, tensor<28x256xf32>, tensor<64x256xf32>, tensor<256xf32>)
+          -> (tensor<?x64xf32>, tensor<?xi32>)
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
+                       Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
+                       UnitAttr:$return_sequences);
+  let results = (outs Dtf_FloatTensor:$output, RankedTensorOf<[I32]>:$workspace);
+  let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias "
+                       "(`return_sequences` $return_sequences^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Dtf_LstmGradOp : Dtf_Op<"lstm_grad", [Pure]> {
+  let summary = "gradient of dtf.lstm for its input and its three variables";
+  let description = [{
+    From `dtf.lstm_train`'s `output` and `workspace` for the same `x`,
+    `kernel`, `recurrent_kernel` and `bias`, and `dy` (the gradient of
+    `output`): the gradients of `x`, `kernel`, `recurrent_kernel` and `bias`,
+    each of its operand's type (oneDNN's LSTM backward primitive).
+
+    ```mlir
+    %dx, %dk, %dr, %db = dtf.lstm_grad %x, %k, %r, %b, %h, %ws, %dh
+        : (tensor<?x28x28xf32>, tensor<28x256xf32>, tensor<64x256xf32>, tensor<256xf32>,
+           tensor<?x64xf32>, tensor<?xi32>, tensor<?x64xf32>)
+          -> (tensor<?x28x28xf32>, tensor<28x256xf32>, tensor<64x256xf32>, tensor<256xf32>)
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
+                       Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
+                       Dtf_FloatTensor:$output, RankedTensorOf<[I32]>:$workspace,
+                       Dtf_FloatTensor:$dy, UnitAttr:$return_sequences);
+  let results = (outs Dtf_FloatTensor:$dx, Dtf_FloatTensor:$dkernel,
+                      Dtf_FloatTensor:$drecurrent_kernel, Dtf_FloatTensor:$dbias);
+  let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias `,` "
+                       "$output `,` $workspace `,` $dy "
+                       "(`return_sequences` $return_sequences^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // DTF_TRAIN_OPS_TD

@@ -73,6 +73,9 @@ private:
   Location loc = UnknownLoc::get(b.getContext());
   DenseMap<Value, Value> grads;
   DenseSet<Value> needsGrad; // values that depend on a trainable variable
+  // Forward ops that a training variant replaced (dtf.lstm by
+  // dtf.lstm_train): erased once the gradients are built.
+  SmallVector<Operation *> replaced;
 };
 
 FailureOr<llvm::MapVector<StringAttr, Value>>
@@ -128,6 +131,8 @@ GradientBuilder::run(Block &block, Value loss) {
     if (auto read = dyn_cast<ReadVariableOp>(op))
       if (auto g = varGrads.lookup(read.getNameAttr().getAttr()))
         ordered.insert({read.getNameAttr().getAttr(), g});
+  for (Operation *op : replaced)
+    op->erase();
   return ordered;
 }
 
@@ -289,6 +294,36 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
                                    loc, typeOf(o.getFilter()), o.getInput(), dy,
                                    o.getPaddingAttr(), o.getStridesAttr(),
                                    o.getDilationsAttr(), shapeAttr(b, typeOf(o.getFilter()))));
+        return success();
+      })
+      .Case([&](LstmOp o) {
+        // The training step keeps oneDNN's workspace for the gradient: the
+        // forward op becomes lstm_train (in its place, on its device), and
+        // the lstm op, now unused, goes once the gradients are built.
+        Value x = o.getX(), k = o.getKernel(), r = o.getRecurrentKernel(),
+              bias = o.getBias();
+        UnitAttr sequences = o.getReturnSequencesAttr();
+        LstmTrainOp train;
+        {
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(o);
+          train = b.create<LstmTrainOp>(
+              o.getLoc(),
+              TypeRange{o.getType(), RankedTensorType::get({ShapedType::kDynamic},
+                                                           b.getI32Type())},
+              x, k, r, bias, sequences);
+          if (Attribute device = o->getAttr("dtf.device"))
+            train->setAttr("dtf.device", device);
+        }
+        o.getOutput().replaceAllUsesWith(train.getOutput());
+        replaced.push_back(o);
+        auto grad = b.create<LstmGradOp>(
+            loc, TypeRange{x.getType(), k.getType(), r.getType(), bias.getType()}, x, k,
+            r, bias, train.getOutput(), train.getWorkspace(), dy, sequences);
+        unary(x, grad.getDx());
+        unary(k, grad.getDkernel());
+        unary(r, grad.getDrecurrentKernel());
+        unary(bias, grad.getDbias());
         return success();
       })
       .Case([&](MaxPoolOp o) {

@@ -458,7 +458,67 @@ private:
       node(op, "Where", {in(0), in(1), in(2)}, {out()});
       return Status::ok();
     }
+    if (kind == "dtf.lstm")
+      return lstm(op);
     return Status::error(kUnsupported);
+  }
+
+  // dtf.lstm as ONNX's LSTM: x [B, T, F] to [T, B, F]; Keras' kernel
+  // [F, 4 U] and recurrent_kernel [U, 4 U] (gates i, f, c, o) to W [1, 4 U,
+  // F] and R [1, 4 U, U] in ONNX's gate order i, o, f, c; the bias, with the
+  // layer's 1 added to the forget gate, as B's input half [1, 8 U] (the
+  // recurrent half zero); then Y_h [1, B, U] or Y [T, 1, B, U] back to the
+  // layer's [B, U] or [B, T, U].
+  Status lstm(const plan::Op &op) {
+    const std::vector<int64_t> w = dims(op.inputs(2));
+    if (w.size() != 2 || w[0] <= 0)
+      return errorStatus(op.location(), ": dtf.lstm with a recurrent kernel of ",
+                         "unknown size");
+    const int64_t u = w[0];
+    const bool sequences = flag(op, "return_sequences");
+    auto gates = [&](const std::string &v, int axis) {
+      std::vector<std::string> parts;
+      for (int g = 0; g < 4; ++g)
+        parts.push_back(fresh("gate"));
+      setInt(node(op, "Split", {v, int64Constant("split", {u, u, u, u})}, parts),
+             "axis", axis);
+      return parts; // i, f, c, o
+    };
+    auto onnxWeights = [&](int k) {
+      std::vector<std::string> p = gates(name(op.inputs(k)), 1);
+      const std::string iofc = fresh("iofc"), t = fresh("transposed"),
+                        result = fresh("weights");
+      setInt(node(op, "Concat", {p[0], p[3], p[1], p[2]}, {iofc}), "axis", 1);
+      setInts(node(op, "Transpose", {iofc}, {t}), "perm", {1, 0});
+      node(op, "Unsqueeze", {t, int64Constant("axes", {0})}, {result});
+      return result;
+    };
+    const std::string x = fresh("tnf");
+    setInts(node(op, "Transpose", {name(op.inputs(0))}, {x}), "perm", {1, 0, 2});
+    const std::string wOnnx = onnxWeights(1), rOnnx = onnxWeights(2);
+    std::vector<std::string> b = gates(name(op.inputs(3)), 0);
+    Tensor one = Tensor::allocate(DType::F32, {});
+    one.data<float>()[0] = 1.0f;
+    Tensor zeros = Tensor::zeros(DType::F32, {4 * u});
+    const std::string oneName = fresh("forget_offset"), zeroName = fresh("zeros");
+    DTF_RETURN_IF_ERROR(tensorInitializer(oneName, one));
+    DTF_RETURN_IF_ERROR(tensorInitializer(zeroName, zeros));
+    const std::string forget = fresh("forget"), bias = fresh("bias"),
+                      bias2 = fresh("bias");
+    node(op, "Add", {b[1], oneName}, {forget});
+    setInt(node(op, "Concat", {b[0], b[3], forget, b[2], zeroName}, {bias}), "axis", 0);
+    node(op, "Unsqueeze", {bias, int64Constant("axes", {0})}, {bias2});
+    const std::string y = fresh("y"), yh = fresh("y_h");
+    setInt(node(op, "LSTM", {x, wOnnx, rOnnx, bias2}, {y, yh}), "hidden_size", u);
+    if (sequences) {
+      const std::string squeezed = fresh("squeezed");
+      node(op, "Squeeze", {y, int64Constant("axes", {1})}, {squeezed});
+      setInts(node(op, "Transpose", {squeezed}, {name(op.outputs(0))}), "perm",
+              {1, 0, 2});
+    } else {
+      node(op, "Squeeze", {yh, int64Constant("axes", {0})}, {name(op.outputs(0))});
+    }
+    return Status::ok();
   }
 
   const plan::Program &program_;

@@ -966,3 +966,29 @@ func.func @argmax_grad_dy(%i: tensor<?x4x4x2xi32>, %dy: tensor<?x3x4x5xf32>) {
   %dx = dtf.max_pool_grad_with_argmax %i, %dy padding valid window [2, 2] strides [2, 2] input_shape [-1, 8, 8, 5] : (tensor<?x4x4x2xi32>, tensor<?x3x4x5xf32>) -> tensor<?x8x8x5xf32>
   return
 }
+
+// -----
+
+func.func @lstm_gates(%x: tensor<?x5x3xf32>, %k: tensor<3x6xf32>, %r: tensor<2x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'dtf.lstm' op expects kernel [F, 4 U], recurrent_kernel [U, 4 U] and bias [4 U] for x [B, T, F], got 'tensor<?x5x3xf32>', 'tensor<3x6xf32>', 'tensor<2x8xf32>' and 'tensor<8xf32>'}}
+  %0 = dtf.lstm %x, %k, %r, %b : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x8xf32>, tensor<8xf32>) -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @lstm_output(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: tensor<2x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'dtf.lstm' op expects its output [B, T, U] with U = 2 for x 'tensor<?x5x3xf32>', got 'tensor<?x2xf32>'}}
+  %0 = dtf.lstm %x, %k, %r, %b return_sequences : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @lstm_grad_types(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: tensor<2x8xf32>, %b: tensor<8xf32>, %y: tensor<?x2xf32>, %ws: tensor<?xi32>) {
+  // expected-error @+1 {{'dtf.lstm_grad' op expects result 2 of operand 2's type 'tensor<2x8xf32>', got 'tensor<8x2xf32>'}}
+  %dx, %dk, %dr, %db = dtf.lstm_grad %x, %k, %r, %b, %y, %ws, %y
+      : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xf32>)
+        -> (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<8x2xf32>, tensor<8xf32>)
+  return
+}

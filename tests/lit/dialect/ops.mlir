@@ -179,3 +179,17 @@ func.func @losses(%logits: tensor<?x10xf32>, %p: tensor<?x10xf32>, %y: tensor<?x
   %8 = dtf.dropout %logits rate 0.25 {seed = 42 : i64} : tensor<?x10xf32>
   return
 }
+
+// CHECK-LABEL: func.func @lstm
+func.func @lstm(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: tensor<2x8xf32>,
+                %b: tensor<8xf32>, %dy: tensor<?x5x2xf32>) {
+  // CHECK: dtf.lstm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> tensor<?x2xf32>
+  %0 = dtf.lstm %x, %k, %r, %b : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> tensor<?x2xf32>
+  // CHECK: dtf.lstm_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} return_sequences : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<?x5x2xf32>, tensor<?xi32>)
+  %1, %ws = dtf.lstm_train %x, %k, %r, %b return_sequences : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<?x5x2xf32>, tensor<?xi32>)
+  // CHECK: dtf.lstm_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} return_sequences : {{.*}} -> (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>)
+  %dx, %dk, %dr, %db = dtf.lstm_grad %x, %k, %r, %b, %1, %ws, %dy return_sequences
+      : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<?x5x2xf32>, tensor<?xi32>, tensor<?x5x2xf32>)
+        -> (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
