@@ -107,31 +107,46 @@ if ((cnn)); then
 fi
 
 rows=""
-for m in ${models//,/ }; do
+# bench_model MODEL LABEL [DTFC_FLAGS...]: one row of the table.
+bench_model() {
+  local m=$1 label=$2
+  shift 2
   # One process, no evaluation (as the twins): mlp's sync replication
   # (2 of 3 workers) is dropped, so it trains alone with batch 100.
   grep -v -e '^[[:space:]]*eval[[:space:]]*=' -e '^[[:space:]]*replication[[:space:]]*=' \
     -e '^[[:space:]]*update[[:space:]]*=' "$root/models/$m.dtf" > "$work/$m.dtf"
+  local batch
   batch=$(awk '/^[[:space:]]*batch[[:space:]]*=/ { print $3; exit }' "$work/$m.dtf")
-  "$build/bin/dtfc" "$work/$m.dtf" -o "$work/$m.plan"
-  "$build/bin/dtfc" "$work/$m.dtf" --fusion=off -o "$work/$m-off.plan"
-  kernels=$("$build/bin/dtfc" "$work/$m.dtf" --emit=kernels | grep -c '^dtf_fused_' || true)
-  rates=()
-  for p in "$m" "$m-off"; do
+  "$build/bin/dtfc" "$work/$m.dtf" "$@" -o "$work/$label.plan"
+  "$build/bin/dtfc" "$work/$m.dtf" "$@" --fusion=off -o "$work/$label-off.plan"
+  local kernels
+  kernels=$("$build/bin/dtfc" "$work/$m.dtf" "$@" --emit=kernels | grep -c '^dtf_fused_' || true)
+  local rates=() p
+  for p in "$label" "$label-off"; do
     "$build/bin/dtf-run" "$work/$p.plan" --steps $((warmup + steps)) --log-every "$every" \
       --threads "$threads" > "$work/$p.log" 2>&1 || { tail "$work/$p.log" >&2; die "dtf-run $p failed"; }
     ! grep -q "op by op" "$work/$p.log" || die "$p fell back to the op-by-op kernels"
     rates+=("$(dtf_rate "$work/$p.log")")
   done
-  launches=$(ops_per_step "$work/$m.plan")
-  launches_off=$(ops_per_step "$work/$m-off.plan")
-  "$bench_py" "$root/bench/peers/torch_layers.py" "$m" --steps $((warmup + steps)) --warmup "$warmup" \
-    --batch "$batch" --threads "$threads" > "$work/$m.torch.json" 2> "$work/$m.torch.err" ||
-    { cat "$work/$m.torch.err" >&2; die "the PyTorch twin of $m failed"; }
+  local launches launches_off
+  launches=$(ops_per_step "$work/$label.plan")
+  launches_off=$(ops_per_step "$work/$label-off.plan")
+  if [[ ! -s $work/$m.torch.json ]]; then
+    "$bench_py" "$root/bench/peers/torch_layers.py" "$m" --steps $((warmup + steps)) --warmup "$warmup" \
+      --batch "$batch" --threads "$threads" > "$work/$m.torch.json" 2> "$work/$m.torch.err" ||
+      { cat "$work/$m.torch.err" >&2; die "the PyTorch twin of $m failed"; }
+  fi
+  local trate
   trate=$(python3 -c 'import json,sys; print("%.1f" % json.loads(open(sys.argv[1]).read().splitlines()[-1])["images_per_sec"])' "$work/$m.torch.json")
   printf '   %-11s dtf %8.1f, --fusion=off %8.1f, PyTorch %8.1f images/s; %s kernels; launches/step %s vs %s\n' \
-    "$m" "${rates[0]}" "${rates[1]}" "$trate" "$kernels" "$launches" "$launches_off"
-  rows+="| $m | $batch | ${rates[0]} | ${rates[1]} | $trate | $(python3 -c "print('%.2f | %.2f' % (${rates[0]} / ${rates[1]}, ${rates[0]} / $trate))") | $kernels | $launches | $launches_off |"$'\n'
+    "$label" "${rates[0]}" "${rates[1]}" "$trate" "$kernels" "$launches" "$launches_off"
+  rows+="| $label | $batch | ${rates[0]} | ${rates[1]} | $trate | $(python3 -c "print('%.2f | %.2f' % (${rates[0]} / ${rates[1]}, ${rates[0]} / $trate))") | $kernels | $launches | $launches_off |"$'\n'
+}
+for m in ${models//,/ }; do
+  bench_model "$m" "$m"
+  # The LSTM's layer is one oneDNN call by default; its unrolled cell (the
+  # form before) beside it, against the same PyTorch run.
+  [[ $m == lstm ]] && bench_model lstm lstm-unrolled --recurrent=unrolled
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 table="| model | batch | dtf images/s | dtf --fusion=off | PyTorch | kernels ÷ off | dtf ÷ PyTorch | kernels | launches/step | launches/step off |

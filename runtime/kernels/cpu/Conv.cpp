@@ -278,8 +278,30 @@ Status conv2dKernel(KernelContext &ctx) {
   });
 }
 
+// conv2d_bias promises conv2d's result plus the bias (then relu) bit for
+// bit, as the separate ops give it. oneDNN's AVX-512 kernels (brgemm, and
+// the direct JIT kernel) add the bias to the finished sum; its AVX2 JIT
+// kernel starts the sum from the bias, which rounds otherwise
+// (kernels.Conv2D.BiasAndReluPostOpsEqualTheSeparateOpsBitForBit failed on
+// an AVX2-only EPYC). Anywhere but those kernels the bias and relu are a
+// pass after conv2d's own primitive.
+bool addsBiasAfterTheSum(const dnnl::primitive_desc &pd) {
+  const std::string impl = pd.impl_info_str();
+  return impl.rfind("brgconv", 0) == 0 || impl.rfind("jit:avx512", 0) == 0;
+}
+
+struct BiasConv {
+  PlannedPrimitive planned;
+  bool separateBias; // planned is conv2d's primitive; add the bias after
+};
+
+PrimitiveCache<BiasConv> &biasConvCache() {
+  static PrimitiveCache<BiasConv> cache;
+  return cache;
+}
+
 // y += bias per channel (the last dim), then y = max(y, 0) with relu: the
-// f64 path and empty inputs of conv2d_bias.
+// f64 path, empty inputs, and kernels that would round otherwise.
 template <typename T>
 void addBiasRelu(Tensor &y, const Tensor &bias, bool relu, ThreadPool *pool) {
   const int64_t c = bias.numElements();
@@ -329,8 +351,8 @@ Status conv2dBiasKernel(KernelContext &ctx) {
     return Status::ok();
   }
   return guardDnnl(name, [&] {
-    auto prim =
-        convCache().get(w.key(relu ? kForwardBiasRelu : kForwardBias), [&] {
+    auto prim = biasConvCache().get(
+        w.key(relu ? kForwardBiasRelu : kForwardBias), [&]() -> BiasConv {
           ConvDescs d = convDescs(w);
           memory::desc b({w.oc}, memory::data_type::f32, Tag::x);
           dnnl::convolution_forward::desc desc(
@@ -347,13 +369,29 @@ Status conv2dBiasKernel(KernelContext &ctx) {
             return dnnl::convolution_forward::primitive_desc(desc, attr,
                                                              cpuEngine());
           });
-          return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
-                                  {{DNNL_ARG_SRC, d.src, false},
-                                   {DNNL_ARG_WEIGHTS, d.weights, false},
-                                   {DNNL_ARG_BIAS, b, false},
-                                   {DNNL_ARG_DST, d.dst, true}});
+          if (addsBiasAfterTheSum(pd))
+            return {PlannedPrimitive(pd, dnnl::convolution_forward(pd),
+                                     {{DNNL_ARG_SRC, d.src, false},
+                                      {DNNL_ARG_WEIGHTS, d.weights, false},
+                                      {DNNL_ARG_BIAS, b, false},
+                                      {DNNL_ARG_DST, d.dst, true}}),
+                    false};
+          // conv2d's own primitive, then the bias and relu in a pass.
+          auto plain = preferDirectForFewChannels(w, [&] {
+            return forwardPd(d, dnnl::prop_kind::forward_inference);
+          });
+          return {PlannedPrimitive(plain, dnnl::convolution_forward(plain),
+                                   {{DNNL_ARG_SRC, d.src, false},
+                                    {DNNL_ARG_WEIGHTS, d.weights, false},
+                                    {DNNL_ARG_DST, d.dst, true}}),
+                  true};
         });
-    prim->execute({ptr(x), ptr(f), ptr(bias), out->rawData()});
+    if (prim->separateBias) {
+      prim->planned.execute({ptr(x), ptr(f), out->rawData()});
+      addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
+    } else {
+      prim->planned.execute({ptr(x), ptr(f), ptr(bias), out->rawData()});
+    }
     return Status::ok();
   });
 }

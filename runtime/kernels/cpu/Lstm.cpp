@@ -69,6 +69,7 @@ struct LstmPrimitive {
   PlannedPrimitive planned;
   memory::desc workspace;
   int64_t workspaceBytes = 0;
+  memory::desc iter; // the initial states' (and their gradients')
 };
 
 PrimitiveCache<LstmPrimitive> &lstmCache() {
@@ -160,7 +161,7 @@ std::shared_ptr<LstmPrimitive> forwardPrimitive(const LstmShape &s, bool trainin
                                            {DNNL_ARG_WEIGHTS_ITER, d.weightsIter, false},
                                            {DNNL_ARG_BIAS, d.bias, false},
                                            {DNNL_ARG_DST_LAYER, d.dst, true}}),
-                         ws, training ? padded(ws.get_size()) : 0};
+                         ws, training ? padded(ws.get_size()) : 0, d.iter};
   });
 }
 
@@ -198,7 +199,7 @@ Status lstmForward(KernelContext &ctx, const char *name, bool training) {
       dst = sequence.data();
     }
     std::unordered_map<int, memory> extra;
-    addInitialStates(s, lstmDescs(s).iter, false, &extra);
+    addInitialStates(s, prim->iter, false, &extra);
     if (training)
       extra[DNNL_ARG_WORKSPACE] = memory(prim->workspace, cpuEngine(), ws->rawData());
     prim->planned.execute({ptr(x), ptr(k), ptr(r),
@@ -264,7 +265,7 @@ Status lstmGradKernel(KernelContext &ctx) {
                             {DNNL_ARG_DIFF_WEIGHTS_LAYER, d.weightsLayer, true},
                             {DNNL_ARG_DIFF_WEIGHTS_ITER, d.weightsIter, true},
                             {DNNL_ARG_DIFF_BIAS, d.bias, true}}),
-          workspace, padded(workspace.get_size())};
+          workspace, padded(workspace.get_size()), d.iter};
     });
     const int64_t want = workspaceElements(s, prim->workspaceBytes);
     if (ws.dtype() != DType::I32 || ws.shape() != std::vector<int64_t>{want})
@@ -285,7 +286,7 @@ Status lstmGradKernel(KernelContext &ctx) {
       ddst = dsequence.data();
     }
     std::unordered_map<int, memory> extra;
-    addInitialStates(s, lstmDescs(s).iter, true, &extra);
+    addInitialStates(s, prim->iter, true, &extra);
     extra[DNNL_ARG_WORKSPACE] = memory(prim->workspace, cpuEngine(), wsBytes);
     prim->planned.execute({ptr(x), ptr(k), ptr(r),
                            const_cast<float *>(forgetBiased(bias, s.u)),

@@ -321,13 +321,22 @@ const Case kCases[] = {
     {"attention_output", "  input x: $T[B, 3, 4]", "",
      "    a = multi_head_attention(x, x, heads = 2, key_dim = 2) as att\n    loss = sum(a * a)",
      -1.0, 1.0, "att/attention_output/kernel"},
-    // Recurrent layers, unrolled: every step's use of the shared kernels.
+    // Recurrent layers: every step's use of the shared kernels. In f64 the
+    // lstm is unrolled; in f32 it is one dtf.lstm (oneDNN's LSTM primitive,
+    // dtf.lstm_train and dtf.lstm_grad), so the F32 cases check that
+    // primitive's gradients for all three variables and the input.
     {"lstm_kernel", "  input x: $T[B, 3, 2]", "",
      "    h = lstm(x, units = 3) as rnn\n    loss = sum(h * h)",
      -1.0, 1.0, "rnn/kernel"},
     {"lstm_recurrent_sequences", "  input x: $T[B, 4, 2]", "",
      "    h = lstm(x, units = 2, return_sequences = true) as rnn\n    loss = sum(h * h * h)",
      -1.0, 1.0, "rnn/recurrent_kernel"},
+    {"lstm_bias", "  input x: $T[B, 3, 2]", "",
+     "    h = lstm(x, units = 3) as rnn\n    loss = sum(h * h)",
+     -1.0, 1.0, "rnn/bias"},
+    {"lstm_input_stacked", "  input x: $T[B, 4, 2]", "$T[4, 2]",
+     "    s = lstm(x * w, units = 3, return_sequences = true) as a\n"
+     "    h = lstm(s, units = 2) as b\n    loss = sum(h * h * h)"},
     {"gru_kernel", "  input x: $T[B, 3, 2]", "",
      "    h = gru(x, units = 3) as rnn\n    loss = sum(h * h)",
      -1.0, 1.0, "rnn/kernel"},
