@@ -646,7 +646,11 @@ namespace {
 /// x [B, T, F], kernel [F, 4 U], recurrent_kernel [U, 4 U], bias [4 U] of
 /// one float type, and the output [B, U] ([B, T, U] with return_sequences).
 LogicalResult verifyLstm(Operation *op, Value x, Value kernel, Value recurrent,
-                         Value bias, Value output, bool sequences) {
+                         Value bias, Value output, bool sequences,
+                         Value workspace = Value()) {
+  if (workspace && cast<RankedTensorType>(workspace.getType()).getRank() != 1)
+    return op->emitOpError() << "expects a workspace of rank 1, got "
+                             << workspace.getType();
   auto xt = cast<RankedTensorType>(x.getType());
   auto kt = cast<RankedTensorType>(kernel.getType());
   auto rt = cast<RankedTensorType>(recurrent.getType());
@@ -696,17 +700,11 @@ LogicalResult LstmOp::verify() {
 }
 
 LogicalResult LstmTrainOp::verify() {
-  if (cast<RankedTensorType>(getWorkspace().getType()).getRank() != 1)
-    return emitOpError() << "expects a workspace of rank 1, got "
-                         << getWorkspace().getType();
   return verifyLstm(*this, getX(), getKernel(), getRecurrentKernel(), getBias(),
-                    getOutput(), getReturnSequences());
+                    getOutput(), getReturnSequences(), getWorkspace());
 }
 
 LogicalResult LstmGradOp::verify() {
-  if (cast<RankedTensorType>(getWorkspace().getType()).getRank() != 1)
-    return emitOpError() << "expects a workspace of rank 1, got "
-                         << getWorkspace().getType();
   if (getDy().getType() != getOutput().getType())
     return emitOpError() << "expects dy of its output's type " << getOutput().getType()
                          << ", got " << getDy().getType();
@@ -718,5 +716,5 @@ LogicalResult LstmGradOp::verify() {
                            << "'s type " << operands[i].getType() << ", got "
                            << results[i].getType();
   return verifyLstm(*this, getX(), getKernel(), getRecurrentKernel(), getBias(),
-                    getOutput(), getReturnSequences());
+                    getOutput(), getReturnSequences(), getWorkspace());
 }

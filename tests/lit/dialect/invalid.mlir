@@ -992,3 +992,11 @@ func.func @lstm_grad_types(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: tenso
         -> (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<8x2xf32>, tensor<8xf32>)
   return
 }
+
+// -----
+
+func.func @lstm_workspace_rank(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: tensor<2x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'dtf.lstm_train' op expects a workspace of rank 1, got 'tensor<?x2xi32>'}}
+  %y, %ws = dtf.lstm_train %x, %k, %r, %b : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+  return
+}
