@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Generated kernels (issue 14) in one invocation: the seed CNN beside PyTorch
 # and TensorFlow (bench/throughput.sh), and the other models of models/
-# (resnet: batch norm, transformer, lstm, autoencoder, and mlp run in one
+# (resnet: batch norm, transformer, lstm, gru, autoencoder, and mlp run in one
 # process) beside their PyTorch twins (bench/peers/torch_layers.py), dtf each
 # time with its generated kernels and with --fusion=off; the kernel launches
 # per training step of each plan (the ops dtf-run's executor runs per step:
@@ -15,7 +15,10 @@
 #     --steps N       timed steps of each run (default 300)
 #     --warmup N      untimed steps before them (default 50)
 #     --threads N     threads for each framework (default 2)
-#     --models LIST   comma-separated subset of resnet,transformer,lstm,autoencoder,mlp
+#     --repeat N      runs of each framework and model, interleaved; tables give
+#                     the median (default 1)
+#     --models LIST   comma-separated subset of resnet,transformer,lstm,gru,autoencoder,
+#                     mlp
 #     --no-cnn        leave out the seed CNN (bench/throughput.sh)
 #     --out FILE      results file (default bench/results/kernels.md; "-": none)
 #
@@ -32,7 +35,8 @@ build=$root/build
 steps=300
 warmup=50
 threads=2
-models=resnet,transformer,lstm,autoencoder,mlp
+repeat=1
+models=resnet,transformer,lstm,gru,autoencoder,mlp
 cnn=1
 out=$root/bench/results/kernels.md
 cmdline="bench/fusion.sh${*:+ $*}"
@@ -45,6 +49,7 @@ while (($#)); do
     --steps) posint --steps "${2-}"; steps=$2; shift 2 ;;
     --warmup) posint --warmup "${2-}"; warmup=$2; shift 2 ;;
     --threads) posint --threads "${2-}"; threads=$2; shift 2 ;;
+    --repeat) posint --repeat "${2-}"; repeat=$2; shift 2 ;;
     --models) models=${2:?--models needs a list}; shift 2 ;;
     --no-cnn) cnn=0; shift ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
@@ -53,7 +58,7 @@ while (($#)); do
   esac
 done
 for m in ${models//,/ }; do
-  case $m in resnet|transformer|lstm|autoencoder|mlp) ;; *) die "--models: unknown model '$m'" ;; esac
+  case $m in resnet|transformer|lstm|gru|autoencoder|mlp) ;; *) die "--models: unknown model '$m'" ;; esac
 done
 for b in dtfc dtf-run; do
   [[ -x $build/bin/$b ]] || die "$build/bin/$b not found (build it, or pass --build DIR)"
@@ -94,11 +99,15 @@ dtf_rate() {
 }
 
 cnn_table=""
+cnn_bound_line=""
 cnn_launches=""
 if ((cnn)); then
   "$root/bench/throughput.sh" --build "$build" --warmup "$warmup" --steps "$steps" \
-    --threads "$threads" --repeat 1 --omp-spin 10000 --out "$work/cnn.md"
+    --threads "$threads" --repeat "$repeat" --omp-spin 10000 --out "$work/cnn.md"
   cnn_table=$(grep '^|' "$work/cnn.md")
+  # throughput.sh's own bound (the larger of its measurements before and
+  # after its runs), against which it states dtf's share.
+  cnn_bound_line=$(grep '^SGEMM bound' "$work/cnn.md" || true)
   grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" > "$work/cnn.dtf"
   "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
   "$build/bin/dtfc" "$work/cnn.dtf" --fusion=off -o "$work/cnn-off.plan"
@@ -107,6 +116,9 @@ if ((cnn)); then
 fi
 
 rows=""
+runlog=""
+# median RUN...: the middle run (the mean of the middle two).
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.1f", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'; }
 # bench_model MODEL LABEL [DTFC_FLAGS...]: one row of the table.
 bench_model() {
   local m=$1 label=$2
@@ -121,32 +133,42 @@ bench_model() {
   "$build/bin/dtfc" "$work/$m.dtf" "$@" --fusion=off -o "$work/$label-off.plan"
   local kernels
   kernels=$("$build/bin/dtfc" "$work/$m.dtf" "$@" --emit=kernels | grep -c '^dtf_fused_' || true)
-  local rates=() p
-  for p in "$label" "$label-off"; do
-    "$build/bin/dtf-run" "$work/$p.plan" --steps $((warmup + steps)) --log-every "$every" \
-      --threads "$threads" > "$work/$p.log" 2>&1 || { tail "$work/$p.log" >&2; die "dtf-run $p failed"; }
-    ! grep -q "op by op" "$work/$p.log" || die "$p fell back to the op-by-op kernels"
-    rates+=("$(dtf_rate "$work/$p.log")")
+  local on=() off=() torch=() r p rate
+  for ((r = 1; r <= repeat; ++r)); do
+    for p in "$label" "$label-off"; do
+      "$build/bin/dtf-run" "$work/$p.plan" --steps $((warmup + steps)) --log-every "$every" \
+        --threads "$threads" > "$work/$p.log" 2>&1 || { tail "$work/$p.log" >&2; die "dtf-run $p failed"; }
+      ! grep -q "op by op" "$work/$p.log" || die "$p fell back to the op-by-op kernels"
+      rate=$(dtf_rate "$work/$p.log")
+      if [[ $p == "$label" ]]; then on+=("$rate"); else off+=("$rate"); fi
+    done
+    # The PyTorch twin runs once per model and round (lstm-unrolled reuses lstm's).
+    if [[ ! -s $work/$m.torch.$r.json ]]; then
+      "$bench_py" "$root/bench/peers/torch_layers.py" "$m" --steps $((warmup + steps)) --warmup "$warmup" \
+        --batch "$batch" --threads "$threads" > "$work/$m.torch.$r.json" 2> "$work/$m.torch.err" ||
+        { cat "$work/$m.torch.err" >&2; die "the PyTorch twin of $m failed"; }
+    fi
+    torch+=("$(python3 -c 'import json,sys; print("%.1f" % json.loads(open(sys.argv[1]).read().splitlines()[-1])["images_per_sec"])' "$work/$m.torch.$r.json")")
   done
+  local rates=("$(median "${on[@]}")" "$(median "${off[@]}")")
   local launches launches_off
   launches=$(ops_per_step "$work/$label.plan")
   launches_off=$(ops_per_step "$work/$label-off.plan")
-  if [[ ! -s $work/$m.torch.json ]]; then
-    "$bench_py" "$root/bench/peers/torch_layers.py" "$m" --steps $((warmup + steps)) --warmup "$warmup" \
-      --batch "$batch" --threads "$threads" > "$work/$m.torch.json" 2> "$work/$m.torch.err" ||
-      { cat "$work/$m.torch.err" >&2; die "the PyTorch twin of $m failed"; }
-  fi
   local trate
-  trate=$(python3 -c 'import json,sys; print("%.1f" % json.loads(open(sys.argv[1]).read().splitlines()[-1])["images_per_sec"])' "$work/$m.torch.json")
+  trate=$(median "${torch[@]}")
   printf '   %-11s dtf %8.1f, --fusion=off %8.1f, PyTorch %8.1f images/s; %s kernels; launches/step %s vs %s\n' \
     "$label" "${rates[0]}" "${rates[1]}" "$trate" "$kernels" "$launches" "$launches_off"
+  if ((repeat > 1)); then
+    echo "               runs: dtf ${on[*]}; --fusion=off ${off[*]}; PyTorch ${torch[*]}"
+    runlog+="- $label: dtf ${on[*]}; --fusion=off ${off[*]}; PyTorch ${torch[*]}"$'\n'
+  fi
   rows+="| $label | $batch | ${rates[0]} | ${rates[1]} | $trate | $(python3 -c "print('%.2f | %.2f' % (${rates[0]} / ${rates[1]}, ${rates[0]} / $trate))") | $kernels | $launches | $launches_off |"$'\n'
 }
 for m in ${models//,/ }; do
   bench_model "$m" "$m"
-  # The LSTM's layer is one oneDNN call by default; its unrolled cell (the
-  # form before) beside it, against the same PyTorch run.
-  [[ $m == lstm ]] && bench_model lstm lstm-unrolled --recurrent=unrolled
+  # The LSTM's and GRU's layers are one oneDNN call by default; the unrolled
+  # cell (the form before) beside each, against the same PyTorch runs.
+  [[ $m == lstm || $m == gru ]] && bench_model "$m" "$m-unrolled" --recurrent=unrolled
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 table="| model | batch | dtf images/s | dtf --fusion=off | PyTorch | kernels ÷ off | dtf ÷ PyTorch | kernels | launches/step | launches/step off |
@@ -162,7 +184,8 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
   echo "Machine: $(nproc) cores ($cpu); load average (1, 5, 15 min) $load_before before,"
   echo "$load_after after. GOMP_SPINCOUNT=10000 for every framework; $threads threads each;"
-  echo "$warmup warm-up steps, then $steps timed steps; one run of each."
+  echo "$warmup warm-up steps, then $steps timed steps; $repeat run(s) of each, interleaved"
+  echo "(a model's dtf, dtf --fusion=off and PyTorch runs take turns); medians."
   if awk -v l="${load_before%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > n / 2) }'; then
     echo "**The machine was busy with other work (load above half its cores): these"
     echo "figures are noisy; differences below about 20% between two runs say nothing.**"
@@ -177,6 +200,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
     echo
     echo "$cnn_table"
     echo
+    [[ -z $cnn_bound_line ]] || { echo "$cnn_bound_line"; echo; }
     echo "Kernel launches per training step (ops the executor runs: dtf.fused plus"
     echo "library calls, dtf-run --profile): $cnn_launches."
   fi
@@ -188,5 +212,10 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "plan's generated kernels (both programs); launches/step: ops per training step."
   echo
   echo "$table"
+  if [[ -n $runlog ]]; then
+    echo "Every run's images/s, in the order they ran:"
+    echo
+    echo -n "$runlog"
+  fi
 } > "$out"
 echo "written to ${out#"$root"/}"

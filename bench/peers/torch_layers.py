@@ -4,7 +4,9 @@ convention = dtf's 0.9, eps 1e-3, two residual blocks, global average pool),
 transformer.dtf (7x7 patches, a linear embedding plus a learned position,
 two post-norm encoder blocks of 4-head attention with key_dim 16 and a
 128-unit feed-forward layer, LayerNorm eps 1e-5, mean over patches) and
-lstm.dtf (an LSTM of 64 units over the 28 rows, the last output),
+lstm.dtf (an LSTM of 64 units over the 28 rows, the last output), gru.dtf
+(the same with nn.GRU, whose reset gate scales the recurrent product as
+TensorFlow 2's reset_after does),
 autoencoder.dtf (784-256-64-256-784, relu, sigmoid output, mean squared
 error; its "accuracy" is the test set's mean squared error) and mlp.dtf run
 in one process (784-256-128-10, dropout 0.2, momentum SGD 0.05 decayed by
@@ -25,7 +27,7 @@ import fmnist
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["resnet", "transformer", "lstm", "autoencoder", "mlp"])
+    ap.add_argument("model", choices=["resnet", "transformer", "lstm", "gru", "autoencoder", "mlp"])
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--batch", type=int, default=64)
@@ -111,6 +113,16 @@ def main():
             y, _ = self.rnn(x.view(-1, 28, 28))
             return self.out(y[:, -1])
 
+    class GRU(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(28, 64, batch_first=True)
+            self.out = nn.Linear(64, 10)
+
+        def forward(self, x):
+            y, _ = self.rnn(x.view(-1, 28, 28))
+            return self.out(y[:, -1])
+
     class Autoencoder(nn.Module):
         def __init__(self):
             super().__init__()
@@ -132,7 +144,7 @@ def main():
             return self.out(h)
 
     model, lr = {"resnet": (ResNet, 0.002), "transformer": (Transformer, 0.001),
-                 "lstm": (LSTM, 0.002), "autoencoder": (Autoencoder, 0.001),
+                 "lstm": (LSTM, 0.002), "gru": (GRU, 0.002), "autoencoder": (Autoencoder, 0.001),
                  "mlp": (MLP, 0.05)}[a.model]
     model = model()
     keras_init(model)

@@ -16,10 +16,11 @@ struct FrontendOptions {
   bool checkDataPaths = true;
   /// When set, receives definitions, uses and types for editors (dtf-lsp).
   FrontendIndex *index = nullptr;
-  /// An f32 `lstm` layer placed on the CPU becomes one dtf.lstm op (oneDNN's
-  /// LSTM primitive in dtf-run); false, or any other float type or a GPU,
-  /// unrolls it into one step's ops per time step (dtfc --recurrent).
-  bool libraryLstm = true;
+  /// An f32 `lstm` or `gru` layer placed on the CPU becomes one dtf.lstm or
+  /// dtf.gru op (oneDNN's LSTM or GRU primitive in dtf-run); false, or any
+  /// other float type or a GPU, unrolls it into one step's ops per time step
+  /// (dtfc --recurrent).
+  bool libraryRecurrent = true;
 };
 
 /// Checks `file` (names, arity, shapes, dtypes, devices, training settings)

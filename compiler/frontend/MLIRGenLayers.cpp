@@ -380,16 +380,19 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
                                      init(InitKind::zeros), at);
   if (!kernel || !recurrent || !bias || (!lstm && !recurrentBias))
     return nullptr;
-  // An f32 LSTM on the CPU is one library op (oneDNN's LSTM primitive):
-  // the same function as the unrolled steps below, without the hundreds of
-  // small ops (docs/language.md, "Layers").
+  // An f32 LSTM or GRU on the CPU is one library op (oneDNN's LSTM or
+  // linear-before-reset GRU primitive): the same function as the unrolled
+  // steps below, without the hundreds of small ops (docs/language.md,
+  // "Layers").
   const bool onGpu = !deviceTagger.devices.empty() &&
                      deviceTagger.devices.back().type == ::dtf::DeviceType::GPU;
-  if (lstm && options.libraryLstm && element.isF32() && !onGpu) {
+  if (options.libraryRecurrent && element.isF32() && !onGpu) {
     Type out = *sequences ? type({xt.getDimSize(0), steps, u})
                           : type({xt.getDimSize(0), u});
-    return builder.create<LstmOp>(l, out, x, kernel, recurrent, bias,
-                                  *sequences ? builder.getUnitAttr() : UnitAttr());
+    UnitAttr seq = *sequences ? builder.getUnitAttr() : UnitAttr();
+    if (lstm)
+      return builder.create<LstmOp>(l, out, x, kernel, recurrent, bias, seq);
+    return builder.create<GruOp>(l, out, x, kernel, recurrent, bias, recurrentBias, seq);
   }
   auto constant = [&](double v) -> Value {
     return builder.create<ConstantOp>(

@@ -263,6 +263,12 @@ Status validateProgram(const Program &program, const std::string &what) {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 4, 4, 2, 2));
     } else if (op.name() == "dtf.lstm_grad") {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 7, 7, 4, 4));
+    } else if (op.name() == "dtf.gru") {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 5, 5, 1, 1));
+    } else if (op.name() == "dtf.gru_train") {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 5, 5, 2, 2));
+    } else if (op.name() == "dtf.gru_grad") {
+      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 8, 8, 5, 5));
     } else if (op.name() == "dtf.max_pool_grad_with_argmax") {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 2, 2, 1, 1));
       DTF_RETURN_IF_ERROR(checkPoolArgmax(

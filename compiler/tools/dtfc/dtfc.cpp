@@ -132,12 +132,12 @@ cl::opt<Fusion> fuseDropout(
 enum class Recurrent { Library, Unrolled };
 cl::opt<Recurrent> recurrent(
     "recurrent",
-    cl::desc("How an f32 lstm layer placed on the CPU runs (default "
+    cl::desc("How an f32 lstm or gru layer placed on the CPU runs (default "
              "library; on a GPU, and in other float types, it is always "
              "unrolled)"),
     cl::values(clEnumValN(Recurrent::Library, "library",
-                          "one op for the whole sequence: oneDNN's LSTM "
-                          "primitive, forward and backward"),
+                          "one op for the whole sequence: oneDNN's LSTM or "
+                          "GRU primitive, forward and backward"),
                clEnumValN(Recurrent::Unrolled, "unrolled",
                           "one step's ops (products, slices, gates) per "
                           "time step")),
@@ -295,7 +295,7 @@ int main(int argc, char **argv) {
   mlir::dtf::FrontendOptions options;
   options.modelName = modelName;
   options.checkDataPaths = !noDataCheck;
-  options.libraryLstm = recurrent == Recurrent::Library;
+  options.libraryRecurrent = recurrent == Recurrent::Library;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::dtf::buildModule(*file, &context, options);
   if (!module) {

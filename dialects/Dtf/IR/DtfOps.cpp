@@ -638,48 +638,71 @@ LogicalResult MaxPoolGradWithArgmaxOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
-// The LSTM layer as one op
+// The LSTM and GRU layers as one op
 //===----------------------------------------------------------------------===//
 
 namespace {
 
-/// x [B, T, F], kernel [F, 4 U], recurrent_kernel [U, 4 U], bias [4 U] of
-/// one float type, and the output [B, U] ([B, T, U] with return_sequences).
-LogicalResult verifyLstm(Operation *op, Value x, Value kernel, Value recurrent,
-                         Value bias, Value output, bool sequences,
-                         Value workspace = Value()) {
+/// x [B, T, F], kernel [F, G U], recurrent_kernel [U, G U], biases [G U]
+/// (the LSTM's one, G = 4; the GRU's two, G = 3) of one float type, and the
+/// output [B, U] ([B, T, U] with return_sequences).
+LogicalResult verifyRecurrent(Operation *op, int64_t gates, Value x, Value kernel,
+                              Value recurrent, ArrayRef<Value> biases, Value output,
+                              bool sequences, Value workspace = Value()) {
   if (workspace && cast<RankedTensorType>(workspace.getType()).getRank() != 1)
     return op->emitOpError() << "expects a workspace of rank 1, got "
                              << workspace.getType();
   auto xt = cast<RankedTensorType>(x.getType());
   auto kt = cast<RankedTensorType>(kernel.getType());
   auto rt = cast<RankedTensorType>(recurrent.getType());
-  auto bt = cast<RankedTensorType>(bias.getType());
   auto ot = cast<RankedTensorType>(output.getType());
+  SmallVector<RankedTensorType> bts;
+  for (Value b : biases)
+    bts.push_back(cast<RankedTensorType>(b.getType()));
+  const std::string g = std::to_string(gates);
+  // "x, kernel, ... and the last" of the operands' types (and the output's).
+  auto operandList = [&](InFlightDiagnostic &diag, bool withOutput) -> LogicalResult {
+    SmallVector<Type> types = {xt, kt, rt};
+    types.append(bts.begin(), bts.end());
+    if (withOutput)
+      types.push_back(ot);
+    for (size_t i = 0; i < types.size(); ++i)
+      diag << (i == 0 ? "" : i + 1 == types.size() ? " and " : ", ") << types[i];
+    return diag;
+  };
   Type element = xt.getElementType();
-  for (Type t : {kt.getElementType(), rt.getElementType(), bt.getElementType(),
-                 ot.getElementType()})
-    if (t != element)
-      return op->emitOpError() << "expects x, its variables and its output of "
-                                  "one float type, got "
-                               << xt << ", " << kt << ", " << rt << ", " << bt
-                               << " and " << ot;
-  if (xt.getRank() != 3 || kt.getRank() != 2 || rt.getRank() != 2 ||
-      bt.getRank() != 1 || kt.isDynamicDim(1) || rt.isDynamicDim(0))
-    return op->emitOpError()
-           << "expects x [B, T, F], kernel [F, 4 U], recurrent_kernel "
-              "[U, 4 U] and bias [4 U] with U known, got "
-           << xt << ", " << kt << ", " << rt << " and " << bt;
+  SmallVector<Type> elements = {kt.getElementType(), rt.getElementType(),
+                                ot.getElementType()};
+  for (RankedTensorType bt : bts)
+    elements.push_back(bt.getElementType());
+  for (Type t : elements)
+    if (t != element) {
+      auto diag = op->emitOpError()
+                  << "expects x, its variables and its output of one float type, got ";
+      return operandList(diag, true);
+    }
+  const bool biasRanks = llvm::all_of(bts, [](RankedTensorType t) { return t.getRank() == 1; });
+  const std::string biasText =
+      bts.size() == 1 ? "bias [" + g + " U]" : "bias and recurrent_bias [" + g + " U]";
+  if (xt.getRank() != 3 || kt.getRank() != 2 || rt.getRank() != 2 || !biasRanks ||
+      kt.isDynamicDim(1) || rt.isDynamicDim(0)) {
+    auto diag = op->emitOpError() << "expects x [B, T, F], kernel [F, " << g
+                                  << " U], recurrent_kernel [U, " << g << " U] and "
+                                  << biasText << " with U known, got ";
+    return operandList(diag, false);
+  }
   const int64_t u = rt.getDimSize(0);
   auto dimIs = [](RankedTensorType t, int64_t i, int64_t want) {
     return t.isDynamicDim(i) || ShapedType::isDynamic(want) || t.getDimSize(i) == want;
   };
-  if (kt.getDimSize(1) != 4 * u || !dimIs(rt, 1, 4 * u) || !dimIs(bt, 0, 4 * u) ||
-      !dimIs(kt, 0, xt.getDimSize(2)))
-    return op->emitOpError()
-           << "expects kernel [F, 4 U], recurrent_kernel [U, 4 U] and bias "
-              "[4 U] for x [B, T, F], got "
-           << xt << ", " << kt << ", " << rt << " and " << bt;
+  if (kt.getDimSize(1) != gates * u || !dimIs(rt, 1, gates * u) ||
+      !llvm::all_of(bts, [&](RankedTensorType t) { return dimIs(t, 0, gates * u); }) ||
+      !dimIs(kt, 0, xt.getDimSize(2))) {
+    auto diag = op->emitOpError() << "expects kernel [F, " << g
+                                  << " U], recurrent_kernel [U, " << g << " U] and "
+                                  << biasText << " for x [B, T, F], got ";
+    return operandList(diag, false);
+  }
   const bool shapeOk =
       sequences ? ot.getRank() == 3 && dimIs(ot, 0, xt.getDimSize(0)) &&
                       dimIs(ot, 1, xt.getDimSize(1)) && dimIs(ot, 2, u)
@@ -692,29 +715,60 @@ LogicalResult verifyLstm(Operation *op, Value x, Value kernel, Value recurrent,
   return success();
 }
 
+/// A gradient op's dy has its output's type, and each result its operand's.
+LogicalResult verifyRecurrentGrad(Operation *op, Value output, Value dy,
+                                  ArrayRef<Value> operands, ValueRange results) {
+  if (dy.getType() != output.getType())
+    return op->emitOpError() << "expects dy of its output's type " << output.getType()
+                             << ", got " << dy.getType();
+  for (size_t i = 0; i < operands.size(); ++i)
+    if (operands[i].getType() != results[i].getType())
+      return op->emitOpError() << "expects result " << i << " of operand " << i
+                               << "'s type " << operands[i].getType() << ", got "
+                               << results[i].getType();
+  return success();
+}
+
 } // namespace
 
 LogicalResult LstmOp::verify() {
-  return verifyLstm(*this, getX(), getKernel(), getRecurrentKernel(), getBias(),
-                    getOutput(), getReturnSequences());
+  return verifyRecurrent(*this, 4, getX(), getKernel(), getRecurrentKernel(),
+                         {getBias()}, getOutput(), getReturnSequences());
 }
 
 LogicalResult LstmTrainOp::verify() {
-  return verifyLstm(*this, getX(), getKernel(), getRecurrentKernel(), getBias(),
-                    getOutput(), getReturnSequences(), getWorkspace());
+  return verifyRecurrent(*this, 4, getX(), getKernel(), getRecurrentKernel(),
+                         {getBias()}, getOutput(), getReturnSequences(), getWorkspace());
 }
 
 LogicalResult LstmGradOp::verify() {
-  if (getDy().getType() != getOutput().getType())
-    return emitOpError() << "expects dy of its output's type " << getOutput().getType()
-                         << ", got " << getDy().getType();
-  Value operands[] = {getX(), getKernel(), getRecurrentKernel(), getBias()};
-  Value results[] = {getDx(), getDkernel(), getDrecurrentKernel(), getDbias()};
-  for (int i = 0; i < 4; ++i)
-    if (operands[i].getType() != results[i].getType())
-      return emitOpError() << "expects result " << i << " of operand " << i
-                           << "'s type " << operands[i].getType() << ", got "
-                           << results[i].getType();
-  return verifyLstm(*this, getX(), getKernel(), getRecurrentKernel(), getBias(),
-                    getOutput(), getReturnSequences(), getWorkspace());
+  if (failed(verifyRecurrentGrad(*this, getOutput(), getDy(),
+                                 {getX(), getKernel(), getRecurrentKernel(), getBias()},
+                                 getResults())))
+    return failure();
+  return verifyRecurrent(*this, 4, getX(), getKernel(), getRecurrentKernel(),
+                         {getBias()}, getOutput(), getReturnSequences(), getWorkspace());
+}
+
+LogicalResult GruOp::verify() {
+  return verifyRecurrent(*this, 3, getX(), getKernel(), getRecurrentKernel(),
+                         {getBias(), getRecurrentBias()}, getOutput(),
+                         getReturnSequences());
+}
+
+LogicalResult GruTrainOp::verify() {
+  return verifyRecurrent(*this, 3, getX(), getKernel(), getRecurrentKernel(),
+                         {getBias(), getRecurrentBias()}, getOutput(),
+                         getReturnSequences(), getWorkspace());
+}
+
+LogicalResult GruGradOp::verify() {
+  if (failed(verifyRecurrentGrad(
+          *this, getOutput(), getDy(),
+          {getX(), getKernel(), getRecurrentKernel(), getBias(), getRecurrentBias()},
+          getResults())))
+    return failure();
+  return verifyRecurrent(*this, 3, getX(), getKernel(), getRecurrentKernel(),
+                         {getBias(), getRecurrentBias()}, getOutput(),
+                         getReturnSequences(), getWorkspace());
 }

@@ -627,6 +627,38 @@ def Dtf_LstmOp : Dtf_Op<"lstm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Dtf_GruOp : Dtf_Op<"gru", [Pure]> {
+  let summary = "a GRU layer over a whole sequence, as one library call";
+  let description = [{
+    TensorFlow 2's GRU (`reset_after`): `x` is `[B, T, F]`, `kernel`
+    `[F, 3 U]`, `recurrent_kernel` `[U, 3 U]`, `bias` and `recurrent_bias`
+    `[3 U]`, with the gates in the order z, r, h (Keras' layout). From a zero
+    state, step t computes `xz = x[:, t] @ kernel + bias` and
+    `hz = h @ recurrent_kernel + recurrent_bias`,
+    `z, r = sigmoid(xz_z + hz_z), sigmoid(xz_r + hz_r)`,
+    `g = tanh(xz_h + r * hz_h)` and `h = z * h + (1 - z) * g`. The result is
+    the last step's `h`, `[B, U]`, or with `return_sequences` every step's,
+    `[B, T, U]`. The front end emits it for an f32 `gru` layer placed on the
+    CPU (dtfc --recurrent=library, the default); anywhere else the layer is
+    unrolled. dtf-run runs it on oneDNN's linear-before-reset GRU primitive
+    (inference).
+
+    ```mlir
+    %h = dtf.gru %x, %k, %r, %b, %rb
+        : (tensor<?x28x28xf32>, tensor<28x192xf32>, tensor<64x192xf32>, tensor<192xf32>,
+           tensor<192xf32>) -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
+                       Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
+                       Dtf_FloatTensor:$recurrent_bias, UnitAttr:$return_sequences);
+  let results = (outs Dtf_FloatTensor:$output);
+  let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias `,` "
+                       "$recurrent_bias (`return_sequences` $return_sequences^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 include "dialects/Dtf/IR/DtfTrainOps.td"
 include "dialects/Dtf/IR/DtfFusedOps.td"
 

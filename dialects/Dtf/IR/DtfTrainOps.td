@@ -466,4 +466,53 @@ def Dtf_LstmGradOp : Dtf_Op<"lstm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+// dtf-autodiff's pair for a library GRU (dtf.gru), as for the LSTM.
+def Dtf_GruTrainOp : Dtf_Op<"gru_train", [Pure]> {
+  let summary = "dtf.gru in the training step: also keeps its workspace";
+  let description = [{
+    `output` is `dtf.gru`'s for the same operands; `workspace` is oneDNN's
+    GRU workspace (and without `return_sequences` every step's output), as
+    `dtf.lstm_train`'s. dtf-autodiff makes it; the front end never emits it.
+  }];
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
+                       Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
+                       Dtf_FloatTensor:$recurrent_bias, UnitAttr:$return_sequences);
+  let results = (outs Dtf_FloatTensor:$output, RankedTensorOf<[I32]>:$workspace);
+  let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias `,` "
+                       "$recurrent_bias (`return_sequences` $return_sequences^)? "
+                       "attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Dtf_GruGradOp : Dtf_Op<"gru_grad", [Pure]> {
+  let summary = "gradient of dtf.gru for its input and its four variables";
+  let description = [{
+    From `dtf.gru_train`'s `output` and `workspace` for the same operands,
+    and `dy` (the gradient of `output`): the gradients of `x`, `kernel`,
+    `recurrent_kernel`, `bias` and `recurrent_bias`, each of its operand's
+    type (oneDNN's GRU backward primitive).
+
+    ```mlir
+    %dx, %dk, %dr, %db, %drb = dtf.gru_grad %x, %k, %r, %b, %rb, %h, %ws, %dh
+        : (tensor<?x28x28xf32>, tensor<28x192xf32>, tensor<64x192xf32>, tensor<192xf32>,
+           tensor<192xf32>, tensor<?x64xf32>, tensor<?xi32>, tensor<?x64xf32>)
+          -> (tensor<?x28x28xf32>, tensor<28x192xf32>, tensor<64x192xf32>, tensor<192xf32>,
+              tensor<192xf32>)
+    ```
+  }];
+  let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
+                       Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
+                       Dtf_FloatTensor:$recurrent_bias, Dtf_FloatTensor:$output,
+                       RankedTensorOf<[I32]>:$workspace, Dtf_FloatTensor:$dy,
+                       UnitAttr:$return_sequences);
+  let results = (outs Dtf_FloatTensor:$dx, Dtf_FloatTensor:$dkernel,
+                      Dtf_FloatTensor:$drecurrent_kernel, Dtf_FloatTensor:$dbias,
+                      Dtf_FloatTensor:$drecurrent_bias);
+  let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias `,` "
+                       "$recurrent_bias `,` $output `,` $workspace `,` $dy "
+                       "(`return_sequences` $return_sequences^)? attr-dict `:` "
+                       "functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // DTF_TRAIN_OPS_TD

@@ -67,6 +67,40 @@ private:
     return var && var.getTrainable() && isFloat(read);
   }
   LogicalResult backward(Operation *op, Value dy);
+  /// A library LSTM or GRU: the training step keeps oneDNN's workspace for
+  /// the gradient. The forward op becomes its Train variant (in its place,
+  /// on its device), and the forward op, now unused, goes once the
+  /// gradients are built. Operands: x, then the layer's variables.
+  template <typename Train, typename Grad, typename Forward>
+  LogicalResult recurrent(Forward o, Value dy) {
+    SmallVector<Value> operands(o->getOperands());
+    UnitAttr sequences = o.getReturnSequencesAttr();
+    Train train;
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(o);
+      train = b.create<Train>(
+          o.getLoc(),
+          TypeRange{o.getType(),
+                    RankedTensorType::get({ShapedType::kDynamic}, b.getI32Type())},
+          operands);
+      train.setReturnSequences(static_cast<bool>(sequences));
+      if (Attribute device = o->getAttr("dtf.device"))
+        train->setAttr("dtf.device", device);
+    }
+    o.getOutput().replaceAllUsesWith(train.getOutput());
+    replaced.push_back(o);
+    SmallVector<Value> gradOperands(operands);
+    gradOperands.append({train.getOutput(), train.getWorkspace(), dy});
+    SmallVector<Type> types;
+    for (Value v : operands)
+      types.push_back(v.getType());
+    auto grad = b.create<Grad>(loc, types, gradOperands);
+    grad.setReturnSequences(static_cast<bool>(sequences));
+    for (auto [v, g] : llvm::zip(operands, grad->getResults()))
+      accumulate(v, g);
+    return success();
+  }
 
   OpBuilder &b;
   SymbolTable &symbols;
@@ -74,7 +108,8 @@ private:
   DenseMap<Value, Value> grads;
   DenseSet<Value> needsGrad; // values that depend on a trainable variable
   // Forward ops that a training variant replaced (dtf.lstm by
-  // dtf.lstm_train): erased once the gradients are built.
+  // dtf.lstm_train, dtf.gru by dtf.gru_train): erased once the gradients
+  // are built.
   SmallVector<Operation *> replaced;
 };
 
@@ -296,36 +331,8 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
                                    o.getDilationsAttr(), shapeAttr(b, typeOf(o.getFilter()))));
         return success();
       })
-      .Case([&](LstmOp o) {
-        // The training step keeps oneDNN's workspace for the gradient: the
-        // forward op becomes lstm_train (in its place, on its device), and
-        // the lstm op, now unused, goes once the gradients are built.
-        Value x = o.getX(), k = o.getKernel(), r = o.getRecurrentKernel(),
-              bias = o.getBias();
-        UnitAttr sequences = o.getReturnSequencesAttr();
-        LstmTrainOp train;
-        {
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPoint(o);
-          train = b.create<LstmTrainOp>(
-              o.getLoc(),
-              TypeRange{o.getType(), RankedTensorType::get({ShapedType::kDynamic},
-                                                           b.getI32Type())},
-              x, k, r, bias, sequences);
-          if (Attribute device = o->getAttr("dtf.device"))
-            train->setAttr("dtf.device", device);
-        }
-        o.getOutput().replaceAllUsesWith(train.getOutput());
-        replaced.push_back(o);
-        auto grad = b.create<LstmGradOp>(
-            loc, TypeRange{x.getType(), k.getType(), r.getType(), bias.getType()}, x, k,
-            r, bias, train.getOutput(), train.getWorkspace(), dy, sequences);
-        unary(x, grad.getDx());
-        unary(k, grad.getDkernel());
-        unary(r, grad.getDrecurrentKernel());
-        unary(bias, grad.getDbias());
-        return success();
-      })
+      .Case([&](LstmOp o) { return recurrent<LstmTrainOp, LstmGradOp>(o, dy); })
+      .Case([&](GruOp o) { return recurrent<GruTrainOp, GruGradOp>(o, dy); })
       .Case([&](MaxPoolOp o) {
         unary(o.getInput(), b.create<MaxPoolGradOp>(loc, typeOf(o.getInput()), o.getInput(), dy,
                                                     o.getPaddingAttr(), o.getWindowAttr(),

@@ -11,7 +11,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   cpu::registerElementwiseKernels(registry);
   cpu::registerMatmulKernels(registry);
   cpu::registerConvKernels(registry);
-  cpu::registerLstmKernels(registry);
+  cpu::registerRecurrentKernels(registry);
   cpu::registerPoolKernels(registry);
   cpu::registerReduceKernels(registry);
   cpu::registerShapeKernels(registry);

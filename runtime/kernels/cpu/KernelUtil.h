@@ -205,7 +205,7 @@ namespace dtf::cpu {
 void registerElementwiseKernels(KernelRegistry &registry);
 void registerMatmulKernels(KernelRegistry &registry);
 void registerConvKernels(KernelRegistry &registry);
-void registerLstmKernels(KernelRegistry &registry);
+void registerRecurrentKernels(KernelRegistry &registry);
 void registerPoolKernels(KernelRegistry &registry);
 void registerReduceKernels(KernelRegistry &registry);
 void registerShapeKernels(KernelRegistry &registry);

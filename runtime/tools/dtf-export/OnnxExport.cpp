@@ -460,6 +460,8 @@ private:
     }
     if (kind == "dtf.lstm")
       return lstm(op);
+    if (kind == "dtf.gru")
+      return gru(op);
     return Status::error(kUnsupported);
   }
 
@@ -475,7 +477,6 @@ private:
       return errorStatus(op.location(), ": dtf.lstm with a recurrent kernel of ",
                          "unknown size");
     const int64_t u = w[0];
-    const bool sequences = flag(op, "return_sequences");
     auto gates = [&](const std::string &v, int axis) {
       std::vector<std::string> parts;
       for (int g = 0; g < 4; ++g)
@@ -493,8 +494,7 @@ private:
       node(op, "Unsqueeze", {t, int64Constant("axes", {0})}, {result});
       return result;
     };
-    const std::string x = fresh("tnf");
-    setInts(node(op, "Transpose", {name(op.inputs(0))}, {x}), "perm", {1, 0, 2});
+    const std::string x = timeMajor(op);
     const std::string wOnnx = onnxWeights(1), rOnnx = onnxWeights(2);
     std::vector<std::string> b = gates(name(op.inputs(3)), 0);
     Tensor one = Tensor::allocate(DType::F32, {});
@@ -510,7 +510,50 @@ private:
     node(op, "Unsqueeze", {bias, int64Constant("axes", {0})}, {bias2});
     const std::string y = fresh("y"), yh = fresh("y_h");
     setInt(node(op, "LSTM", {x, wOnnx, rOnnx, bias2}, {y, yh}), "hidden_size", u);
-    if (sequences) {
+    layerOutput(op, y, yh);
+    return Status::ok();
+  }
+
+  // dtf.gru as ONNX's GRU with linear_before_reset (TensorFlow 2's
+  // reset_after), whose gate order z, r, h is Keras': kernel [F, 3 U] and
+  // recurrent_kernel [U, 3 U] transposed to W [1, 3 U, F] and R [1, 3 U, U],
+  // B [1, 6 U] the bias then the recurrent bias; x and the result as for
+  // the LSTM.
+  Status gru(const plan::Op &op) {
+    const std::vector<int64_t> w = dims(op.inputs(2));
+    if (w.size() != 2 || w[0] <= 0)
+      return errorStatus(op.location(), ": dtf.gru with a recurrent kernel of ",
+                         "unknown size");
+    const int64_t u = w[0];
+    auto onnxWeights = [&](int k) {
+      const std::string t = fresh("transposed"), result = fresh("weights");
+      setInts(node(op, "Transpose", {name(op.inputs(k))}, {t}), "perm", {1, 0});
+      node(op, "Unsqueeze", {t, int64Constant("axes", {0})}, {result});
+      return result;
+    };
+    const std::string x = timeMajor(op);
+    const std::string wOnnx = onnxWeights(1), rOnnx = onnxWeights(2);
+    const std::string bias = fresh("bias"), bias2 = fresh("bias");
+    setInt(node(op, "Concat", {name(op.inputs(3)), name(op.inputs(4))}, {bias}), "axis", 0);
+    node(op, "Unsqueeze", {bias, int64Constant("axes", {0})}, {bias2});
+    const std::string y = fresh("y"), yh = fresh("y_h");
+    onnx::NodeProto *gru = node(op, "GRU", {x, wOnnx, rOnnx, bias2}, {y, yh});
+    setInt(gru, "hidden_size", u);
+    setInt(gru, "linear_before_reset", 1);
+    layerOutput(op, y, yh);
+    return Status::ok();
+  }
+
+  // A recurrent layer's x [B, T, F] as ONNX's [T, B, F].
+  std::string timeMajor(const plan::Op &op) {
+    const std::string x = fresh("tnf");
+    setInts(node(op, "Transpose", {name(op.inputs(0))}, {x}), "perm", {1, 0, 2});
+    return x;
+  }
+
+  // ONNX's Y [T, 1, B, U] or Y_h [1, B, U] as the layer's [B, T, U] or [B, U].
+  void layerOutput(const plan::Op &op, const std::string &y, const std::string &yh) {
+    if (flag(op, "return_sequences")) {
       const std::string squeezed = fresh("squeezed");
       node(op, "Squeeze", {y, int64Constant("axes", {1})}, {squeezed});
       setInts(node(op, "Transpose", {squeezed}, {name(op.outputs(0))}), "perm",
@@ -518,7 +561,6 @@ private:
     } else {
       node(op, "Squeeze", {yh, int64Constant("axes", {0})}, {name(op.outputs(0))});
     }
-    return Status::ok();
   }
 
   const plan::Program &program_;
@@ -536,7 +578,7 @@ std::string supportedOps() {
   std::string s = "input, read_variable, constant, rsqrt, matmul, conv2d, "
                   "max_pool, avg_pool, reshape, flatten, transpose, concat, "
                   "gather, slice, softmax, log_softmax, argmax, cast, "
-                  "compare, select";
+                  "compare, select, lstm, gru";
   for (const auto &u : kUnary)
     s += std::string(", ") + (u[0] + 4);
   for (const auto &b : kBinary)

@@ -1000,3 +1000,21 @@ func.func @lstm_workspace_rank(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: t
   %y, %ws = dtf.lstm_train %x, %k, %r, %b : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
   return
 }
+
+// -----
+
+func.func @gru_biases(%x: tensor<?x5x3xf32>, %k: tensor<3x6xf32>, %r: tensor<2x6xf32>, %b: tensor<6xf32>, %rb: tensor<8xf32>) {
+  // expected-error @+1 {{'dtf.gru' op expects kernel [F, 3 U], recurrent_kernel [U, 3 U] and bias and recurrent_bias [3 U] for x [B, T, F], got 'tensor<?x5x3xf32>', 'tensor<3x6xf32>', 'tensor<2x6xf32>', 'tensor<6xf32>' and 'tensor<8xf32>'}}
+  %0 = dtf.gru %x, %k, %r, %b, %rb : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<8xf32>) -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
+func.func @gru_grad_types(%x: tensor<?x5x3xf32>, %k: tensor<3x6xf32>, %r: tensor<2x6xf32>, %b: tensor<6xf32>, %y: tensor<?x2xf32>, %ws: tensor<?xi32>) {
+  // expected-error @+1 {{'dtf.gru_grad' op expects result 4 of operand 4's type 'tensor<6xf32>', got 'tensor<6xf64>'}}
+  %dx, %dk, %dr, %db, %drb = dtf.gru_grad %x, %k, %r, %b, %b, %y, %ws, %y
+      : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xf32>)
+        -> (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf64>)
+  return
+}

@@ -193,3 +193,17 @@ func.func @lstm(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: tensor<2x8xf32>,
         -> (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>)
   return
 }
+
+// CHECK-LABEL: func.func @gru
+func.func @gru(%x: tensor<?x5x3xf32>, %k: tensor<3x6xf32>, %r: tensor<2x6xf32>,
+               %b: tensor<6xf32>, %rb: tensor<6xf32>, %dy: tensor<?x2xf32>) {
+  // CHECK: dtf.gru %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} return_sequences : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<?x5x2xf32>
+  %0 = dtf.gru %x, %k, %r, %b, %rb return_sequences : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<?x5x2xf32>
+  // CHECK: dtf.gru_train %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<?x2xf32>, tensor<?xi32>)
+  %1, %ws = dtf.gru_train %x, %k, %r, %b, %rb : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>) -> (tensor<?x2xf32>, tensor<?xi32>)
+  // CHECK: dtf.gru_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : {{.*}} -> (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>)
+  %dx, %dk, %dr, %db, %drb = dtf.gru_grad %x, %k, %r, %b, %rb, %1, %ws, %dy
+      : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<?x2xf32>, tensor<?xi32>, tensor<?x2xf32>)
+        -> (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>)
+  return
+}

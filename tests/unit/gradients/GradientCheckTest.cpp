@@ -322,9 +322,10 @@ const Case kCases[] = {
      "    a = multi_head_attention(x, x, heads = 2, key_dim = 2) as att\n    loss = sum(a * a)",
      -1.0, 1.0, "att/attention_output/kernel"},
     // Recurrent layers: every step's use of the shared kernels. In f64 the
-    // lstm is unrolled; in f32 it is one dtf.lstm (oneDNN's LSTM primitive,
-    // dtf.lstm_train and dtf.lstm_grad), so the F32 cases check that
-    // primitive's gradients for all three variables and the input.
+    // lstm and gru are unrolled; in f32 each is one op (dtf.lstm or dtf.gru:
+    // oneDNN's LSTM or GRU primitive, with their _train and _grad ops), so
+    // the F32 cases check those primitives' gradients for every variable
+    // and the input.
     {"lstm_kernel", "  input x: $T[B, 3, 2]", "",
      "    h = lstm(x, units = 3) as rnn\n    loss = sum(h * h)",
      -1.0, 1.0, "rnn/kernel"},
@@ -343,6 +344,15 @@ const Case kCases[] = {
     {"gru_recurrent_bias", "  input x: $T[B, 3, 2]", "",
      "    h = gru(x, 2, return_sequences = true) as rnn\n    loss = sum(h * h * h)",
      -1.0, 1.0, "rnn/recurrent_bias"},
+    {"gru_recurrent_kernel", "  input x: $T[B, 4, 2]", "",
+     "    h = gru(x, units = 3) as rnn\n    loss = sum(h * h * h)",
+     -1.0, 1.0, "rnn/recurrent_kernel"},
+    {"gru_bias", "  input x: $T[B, 3, 2]", "",
+     "    h = gru(x, units = 3) as rnn\n    loss = sum(h * h)",
+     -1.0, 1.0, "rnn/bias"},
+    {"gru_input_stacked", "  input x: $T[B, 4, 2]", "$T[4, 2]",
+     "    s = gru(x * w, units = 3, return_sequences = true) as a\n"
+     "    h = gru(s, units = 2) as b\n    loss = sum(h * h * h)"},
     // batch_norm while training: through the batch's mean and variance (the
     // input scaled by w), and its gamma.
     {"batch_norm_input", "  input x: $T[B, 2, 3]", "$T[3]",

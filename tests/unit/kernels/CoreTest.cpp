@@ -201,8 +201,8 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       "dtf.mean", "dtf.max", "dtf.argmax", "dtf.softmax", "dtf.log_softmax",
       "dtf.softmax_cross_entropy", "dtf.sparse_softmax_cross_entropy",
       "dtf.one_hot", "dtf.gather", "dtf.dropout",
-      // the LSTM layer on oneDNN
-      "dtf.lstm", "dtf.lstm_train", "dtf.lstm_grad",
+      // the LSTM and GRU layers on oneDNN
+      "dtf.lstm", "dtf.lstm_train", "dtf.lstm_grad", "dtf.gru", "dtf.gru_train", "dtf.gru_grad",
       // gradients
       "dtf.relu_grad", "dtf.sigmoid_grad", "dtf.tanh_grad",
       "dtf.conv2d_backprop_input", "dtf.conv2d_backprop_filter",
