@@ -12,7 +12,8 @@
 # plans hold what they say: the library plan its three layer ops and no
 # sigmoid, the unrolled plan no layer op. Then the library plan's checkpoint
 # restores, trains on and evaluates (dtf.lstm or dtf.gru, the inference
-# primitive) above 0.5.
+# primitive) above 0.5, and the library plan trains with sync replication
+# on 1 ps and 2 workers.
 # usage: recurrent_library.sh BIN_DIR WORK_DIR lstm|gru
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -68,4 +69,23 @@ PY
 grep -q "restored checkpoint ckpt-$steps" "$work/restored.log" || fail "ckpt-$steps was not restored: $(head -3 "$work/restored.log")"
 grep -Eq "^eval .*accuracy 0\.[5-9]" "$work/restored.log" ||
   fail "the restored run's evaluation is not above 0.5: $(grep '^eval' "$work/restored.log")"
-echo "e2e: the $layer library op matches the unrolled cell"
+
+# Between-graph sync replication on 1 ps and 2 workers (real processes on
+# 127.0.0.1): the train step is cut at its updates, so the layer's pair runs
+# on each worker and its gradients (four for the LSTM, five for the GRU)
+# travel to the ps. Both workers finish, and the chief evaluates above 0.5.
+sed -E -e "s/^model ([a-z_]+) \{/model \1 {\n  placement replicate/" \
+  -e "s/^( *)batch( *)= /\1replication = between_graph\n\1update = sync(replicas_to_aggregate = 2, total_num_replicas = 2)\n\1batch\2= /" \
+  "$work/model.dtf" > "$work/cluster.dtf"
+grep -q "placement replicate" "$work/cluster.dtf" && grep -q "update = sync" "$work/cluster.dtf" ||
+  fail "could not make the replicated model"
+"$bin/dtfc" "$work/cluster.dtf" -o "$work/cluster.plan"
+cluster_json "$work/cluster.json" 1 2
+timeout 300 "$bin/dtf-run" "$work/cluster.plan" --cluster "$work/cluster.json" --log-every 50 \
+  > "$work/cluster.log" 2>&1 || { tail -30 "$work/cluster.log" >&2; fail "the ps/worker job failed"; }
+for w in 0 1; do
+  grep -q "^worker.$w | final: steps=$steps " "$work/cluster.log" || fail "worker $w did not finish $steps steps"
+done
+grep -Eq "^worker.0 \| eval .*accuracy 0\.[5-9]" "$work/cluster.log" ||
+  fail "the chief's evaluation is not above 0.5: $(grep 'eval ' "$work/cluster.log")"
+echo "e2e: the $layer library op matches the unrolled cell and trains on a ps/worker cluster"
