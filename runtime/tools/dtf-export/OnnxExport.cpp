@@ -472,11 +472,8 @@ private:
   // recurrent half zero); then Y_h [1, B, U] or Y [T, 1, B, U] back to the
   // layer's [B, U] or [B, T, U].
   Status lstm(const plan::Op &op) {
-    const std::vector<int64_t> w = dims(op.inputs(2));
-    if (w.size() != 2 || w[0] <= 0)
-      return errorStatus(op.location(), ": dtf.lstm with a recurrent kernel of ",
-                         "unknown size");
-    const int64_t u = w[0];
+    int64_t u = 0;
+    DTF_RETURN_IF_ERROR(units(op, &u));
     auto gates = [&](const std::string &v, int axis) {
       std::vector<std::string> parts;
       for (int g = 0; g < 4; ++g)
@@ -520,11 +517,8 @@ private:
   // B [1, 6 U] the bias then the recurrent bias; x and the result as for
   // the LSTM.
   Status gru(const plan::Op &op) {
-    const std::vector<int64_t> w = dims(op.inputs(2));
-    if (w.size() != 2 || w[0] <= 0)
-      return errorStatus(op.location(), ": dtf.gru with a recurrent kernel of ",
-                         "unknown size");
-    const int64_t u = w[0];
+    int64_t u = 0;
+    DTF_RETURN_IF_ERROR(units(op, &u));
     auto onnxWeights = [&](int k) {
       const std::string t = fresh("transposed"), result = fresh("weights");
       setInts(node(op, "Transpose", {name(op.inputs(k))}, {t}), "perm", {1, 0});
@@ -541,6 +535,16 @@ private:
     setInt(gru, "hidden_size", u);
     setInt(gru, "linear_before_reset", 1);
     layerOutput(op, y, yh);
+    return Status::ok();
+  }
+
+  // A recurrent layer's units: recurrent_kernel's [U, G U] first dimension.
+  Status units(const plan::Op &op, int64_t *u) {
+    const std::vector<int64_t> w = dims(op.inputs(2));
+    if (w.size() != 2 || w[0] <= 0)
+      return errorStatus(op.location(), ": ", op.name(),
+                         " with a recurrent kernel of unknown size");
+    *u = w[0];
     return Status::ok();
   }
 

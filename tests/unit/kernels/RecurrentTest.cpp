@@ -18,6 +18,28 @@ struct Dims {
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
+/// Step s's share of the products' gradients: with the pre-activations
+/// x_s @ k [b, G u] and h_s @ r [b, G u] and their gradients dzx and dzh,
+/// adds to dx, dk, dr and dh (h_s's gradient).
+void backpropProducts(const Dims &d, int64_t gu, int64_t s, const Values &x,
+                      const Values &k, const Values &r, const Values &hs,
+                      const Values &dzx, const Values &dzh, Values &dx, Values &dk,
+                      Values &dr, Values &dh) {
+  const int64_t t = d.t, f = d.f, u = d.u;
+  for (int64_t n = 0; n < d.b; ++n)
+    for (int64_t j = 0; j < gu; ++j) {
+      const double a = dzx[n * gu + j], c = dzh[n * gu + j];
+      for (int64_t q = 0; q < f; ++q) {
+        dk[q * gu + j] += x[(n * t + s) * f + q] * a;
+        dx[(n * t + s) * f + q] += k[q * gu + j] * a;
+      }
+      for (int64_t q = 0; q < u; ++q) {
+        dr[q * gu + j] += hs[n * u + q] * c;
+        dh[n * u + q] += r[q * gu + j] * c;
+      }
+    }
+}
+
 /// The reference: forward, and with `dy` the gradients of x, kernel,
 /// recurrent_kernel and bias.
 struct Reference {
@@ -79,18 +101,9 @@ Reference reference(const Dims &d, const Values &x, const Values &k, const Value
       }
     std::fill(dh.begin(), dh.end(), 0.0);
     for (int64_t n = 0; n < b; ++n)
-      for (int64_t j = 0; j < g4; ++j) {
-        const double z = dz[n * g4 + j];
-        out.db[j] += z;
-        for (int64_t q = 0; q < f; ++q) {
-          out.dk[q * g4 + j] += x[(n * t + s) * f + q] * z;
-          out.dx[(n * t + s) * f + q] += k[q * g4 + j] * z;
-        }
-        for (int64_t q = 0; q < u; ++q) {
-          out.dr[q * g4 + j] += h[s][n * u + q] * z;
-          dh[n * u + q] += r[q * g4 + j] * z;
-        }
-      }
+      for (int64_t j = 0; j < g4; ++j)
+        out.db[j] += dz[n * g4 + j];
+    backpropProducts(d, g4, s, x, k, r, h[s], dz, dz, out.dx, out.dk, out.dr, dh);
   }
   return out;
 }
@@ -268,18 +281,10 @@ GruReference gruReference(const Dims &d, const Values &x, const Values &k,
       }
     for (int64_t n = 0; n < b; ++n)
       for (int64_t j = 0; j < g3; ++j) {
-        const double a = dxz[n * g3 + j], c = dhz[n * g3 + j];
-        out.db[j] += a;
-        out.drb[j] += c;
-        for (int64_t q = 0; q < f; ++q) {
-          out.dk[q * g3 + j] += x[(n * t + s) * f + q] * a;
-          out.dx[(n * t + s) * f + q] += k[q * g3 + j] * a;
-        }
-        for (int64_t q = 0; q < u; ++q) {
-          out.dr[q * g3 + j] += h[s][n * u + q] * c;
-          dh[n * u + q] += r[q * g3 + j] * c;
-        }
+        out.db[j] += dxz[n * g3 + j];
+        out.drb[j] += dhz[n * g3 + j];
       }
+    backpropProducts(d, g3, s, x, k, r, h[s], dxz, dhz, out.dx, out.dk, out.dr, dh);
   }
   return out;
 }
