@@ -18,6 +18,17 @@ struct Dims {
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
+/// The layer's output from the states h[0..T]: the last step's [B, U], or
+/// every step's [B, T, U].
+Values layerOutput(const Dims &d, const std::vector<Values> &h) {
+  Values y;
+  for (int64_t n = 0; n < d.b; ++n)
+    for (int64_t s = d.sequences ? 0 : d.t - 1; s < d.t; ++s)
+      for (int64_t j = 0; j < d.u; ++j)
+        y.push_back(h[s + 1][n * d.u + j]);
+  return y;
+}
+
 /// Step s's share of the products' gradients: with the pre-activations
 /// x_s @ k [b, G u] and h_s @ r [b, G u] and their gradients dzx and dzh,
 /// adds to dx, dk, dr and dh (h_s's gradient).
@@ -71,10 +82,7 @@ Reference reference(const Dims &d, const Values &x, const Values &k, const Value
       }
   }
   Reference out;
-  for (int64_t n = 0; n < b; ++n)
-    for (int64_t s = d.sequences ? 0 : t - 1; s < t; ++s)
-      for (int64_t j = 0; j < u; ++j)
-        out.y.push_back(h[s + 1][n * u + j]);
+  out.y = layerOutput(d, h);
   if (!dy)
     return out;
   out.dx.assign(b * t * f, 0.0);
@@ -249,10 +257,7 @@ GruReference gruReference(const Dims &d, const Values &x, const Values &k,
       }
     }
   GruReference out;
-  for (int64_t n = 0; n < b; ++n)
-    for (int64_t s = d.sequences ? 0 : t - 1; s < t; ++s)
-      for (int64_t j = 0; j < u; ++j)
-        out.y.push_back(h[s + 1][n * u + j]);
+  out.y = layerOutput(d, h);
   if (!dy)
     return out;
   out.dx.assign(b * t * f, 0.0);
