@@ -77,7 +77,7 @@ grep -Eq "^eval .*accuracy 0\.[5-9]" "$work/restored.log" ||
 sed -E -e "s/^model ([a-z_]+) \{/model \1 {\n  placement replicate/" \
   -e "s/^( *)batch( *)= /\1replication = between_graph\n\1update = sync(replicas_to_aggregate = 2, total_num_replicas = 2)\n\1batch\2= /" \
   "$work/model.dtf" > "$work/cluster.dtf"
-grep -q "placement replicate" "$work/cluster.dtf" && grep -q "update = sync" "$work/cluster.dtf" ||
+{ grep -q "placement replicate" "$work/cluster.dtf" && grep -q "update = sync" "$work/cluster.dtf"; } ||
   fail "could not make the replicated model"
 "$bin/dtfc" "$work/cluster.dtf" -o "$work/cluster.plan"
 cluster_json "$work/cluster.json" 1 2
