@@ -411,7 +411,7 @@ def Dtf_GlobalNormClipOp : Dtf_Op<"global_norm_clip",
 // dtf-autodiff's pair for a library LSTM (dtf.lstm): the forward pass of
 // the training step keeps oneDNN's workspace (every step's gates and
 // states), which its gradient reads instead of running the sequence again
-// (docs/plan-format.md, "The LSTM layer").
+// (docs/plan-format.md, "The LSTM and GRU layers").
 def Dtf_LstmTrainOp : Dtf_Op<"lstm_train", [Pure]> {
   let summary = "dtf.lstm in the training step: also keeps its workspace";
   let description = [{
