@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace dtf::cpu {
 namespace {
@@ -240,6 +241,22 @@ void refConvBackpropFilter(const Window2D &w, const T *x, const T *dy, T *df,
   });
 }
 
+/// conv2d's f32 forward primitive for these shapes (cached): also what
+/// conv2d_bias runs, before its bias pass, where oneDNN's bias would round
+/// otherwise.
+std::shared_ptr<PlannedPrimitive> plainConv(const Window2D &w) {
+  return convCache().get(w.key(kForward), [&] {
+    ConvDescs d = convDescs(w);
+    auto pd = preferDirectForFewChannels(w, [&] {
+      return forwardPd(d, dnnl::prop_kind::forward_inference);
+    });
+    return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
+                            {{DNNL_ARG_SRC, d.src, false},
+                             {DNNL_ARG_WEIGHTS, d.weights, false},
+                             {DNNL_ARG_DST, d.dst, true}});
+  });
+}
+
 Status conv2dKernel(KernelContext &ctx) {
   const char *name = "dtf.conv2d";
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
@@ -263,17 +280,7 @@ Status conv2dKernel(KernelContext &ctx) {
     return Status::ok();
   }
   return guardDnnl(name, [&] {
-    auto prim = convCache().get(w.key(kForward), [&] {
-      ConvDescs d = convDescs(w);
-      auto pd = preferDirectForFewChannels(w, [&] {
-        return forwardPd(d, dnnl::prop_kind::forward_inference);
-      });
-      return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
-                              {{DNNL_ARG_SRC, d.src, false},
-                               {DNNL_ARG_WEIGHTS, d.weights, false},
-                               {DNNL_ARG_DST, d.dst, true}});
-    });
-    prim->execute({ptr(x), ptr(f), out->rawData()});
+    plainConv(w)->execute({ptr(x), ptr(f), out->rawData()});
     return Status::ok();
   });
 }
@@ -290,9 +297,11 @@ bool addsBiasAfterTheSum(const dnnl::primitive_desc &pd) {
   return impl.rfind("brgconv", 0) == 0 || impl.rfind("jit:avx512", 0) == 0;
 }
 
+/// The convolution with its bias (and relu) post-ops where oneDNN adds the
+/// bias after the sum; empty where it would not (conv2d's plainConv, then a
+/// pass).
 struct BiasConv {
-  PlannedPrimitive planned;
-  bool separateBias; // planned is conv2d's primitive; add the bias after
+  std::optional<PlannedPrimitive> fused;
 };
 
 PrimitiveCache<BiasConv> &biasConvCache() {
@@ -369,28 +378,19 @@ Status conv2dBiasKernel(KernelContext &ctx) {
             return dnnl::convolution_forward::primitive_desc(desc, attr,
                                                              cpuEngine());
           });
-          if (addsBiasAfterTheSum(pd))
-            return {PlannedPrimitive(pd, dnnl::convolution_forward(pd),
-                                     {{DNNL_ARG_SRC, d.src, false},
-                                      {DNNL_ARG_WEIGHTS, d.weights, false},
-                                      {DNNL_ARG_BIAS, b, false},
-                                      {DNNL_ARG_DST, d.dst, true}}),
-                    false};
-          // conv2d's own primitive, then the bias and relu in a pass.
-          auto plain = preferDirectForFewChannels(w, [&] {
-            return forwardPd(d, dnnl::prop_kind::forward_inference);
-          });
-          return {PlannedPrimitive(plain, dnnl::convolution_forward(plain),
+          if (!addsBiasAfterTheSum(pd))
+            return {std::nullopt};
+          return {PlannedPrimitive(pd, dnnl::convolution_forward(pd),
                                    {{DNNL_ARG_SRC, d.src, false},
                                     {DNNL_ARG_WEIGHTS, d.weights, false},
-                                    {DNNL_ARG_DST, d.dst, true}}),
-                  true};
+                                    {DNNL_ARG_BIAS, b, false},
+                                    {DNNL_ARG_DST, d.dst, true}})};
         });
-    if (prim->separateBias) {
-      prim->planned.execute({ptr(x), ptr(f), out->rawData()});
-      addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
+    if (prim->fused) {
+      prim->fused->execute({ptr(x), ptr(f), ptr(bias), out->rawData()});
     } else {
-      prim->planned.execute({ptr(x), ptr(f), ptr(bias), out->rawData()});
+      plainConv(w)->execute({ptr(x), ptr(f), out->rawData()});
+      addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
     }
     return Status::ok();
   });
