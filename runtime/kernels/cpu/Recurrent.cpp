@@ -46,11 +46,12 @@ constexpr Cell kGru{false, "dtf.gru", "dtf.gru_train", "dtf.gru_grad", 3, 4};
 constexpr int64_t kBiasGates = 4;
 
 struct RnnShape {
-  bool lstm = true;
+  const Cell *cell = &kLstm;
   int64_t b = 0, t = 0, f = 0, u = 0;
   bool sequences = false;
+  bool lstm() const { return cell->lstm; }
   std::vector<int64_t> key(Kind kind) const {
-    return {lstm ? 0 : 1, kind, b, t, f, u, sequences ? 1 : 0};
+    return {lstm() ? 0 : 1, kind, b, t, f, u, sequences ? 1 : 0};
   }
   std::vector<int64_t> outputShape() const {
     return sequences ? std::vector<int64_t>{b, t, u} : std::vector<int64_t>{b, u};
@@ -64,7 +65,7 @@ struct RnnDescs {
 
 RnnDescs rnnDescs(const RnnShape &s) {
   auto f32 = memory::data_type::f32;
-  const int64_t g = s.lstm ? kLstm.gates : kGru.gates;
+  const int64_t g = s.cell->gates;
   RnnDescs d;
   d.layer = memory::desc({s.t, s.b, s.f}, f32, Tag::ntc);
   d.iter = memory::desc({1, 1, s.b, s.u}, f32, Tag::ldnc);
@@ -99,7 +100,7 @@ dnnl::lbr_gru_forward::primitive_desc gruForwardPd(const RnnDescs &d,
 
 dnnl::primitive_desc forwardPd(const RnnShape &s, const RnnDescs &d,
                                dnnl::prop_kind kind) {
-  if (s.lstm)
+  if (s.lstm())
     return lstmForwardPd(d, kind);
   return gruForwardPd(d, kind);
 }
@@ -156,7 +157,7 @@ Status rnnShape(const KernelContext &ctx, const Cell &cell, const char *op,
                        cell.lstm ? "bias" : "bias and recurrent_bias", " [", g,
                        " U], got ", got);
   }
-  *s = {cell.lstm,    x.shape()[0], x.shape()[1], x.shape()[2], r.shape()[0],
+  *s = {&cell, x.shape()[0], x.shape()[1], x.shape()[2], r.shape()[0],
         ctx.getBool("return_sequences")};
   if (s->t == 0 || s->u == 0)
     return errorStatus(op, " needs at least one time step and one unit, got x ",
@@ -172,7 +173,7 @@ const float *primitiveBias(const KernelContext &ctx, const RnnShape &s) {
   const int64_t u = s.u;
   adjusted.resize(kBiasGates * u);
   const float *bias = ctx.input(3).data<float>();
-  if (s.lstm) {
+  if (s.lstm()) {
     std::copy(bias, bias + 4 * u, adjusted.begin());
     for (int64_t i = u; i < 2 * u; ++i)
       adjusted[i] += 1.0f;
@@ -197,14 +198,15 @@ void addInitialStates(const RnnShape &s, const memory::desc &iter, bool backward
                       std::unordered_map<int, memory> *extra) {
   thread_local std::vector<float> zeros, unused;
   const size_t n = static_cast<size_t>(s.b * s.u);
-  zeros.assign(2 * n, 0.0f);
+  if (zeros.size() < 2 * n) // inputs only: oneDNN never writes them
+    zeros.assign(2 * n, 0.0f);
   (*extra)[DNNL_ARG_SRC_ITER] = memory(iter, cpuEngine(), zeros.data());
-  if (s.lstm)
+  if (s.lstm())
     (*extra)[DNNL_ARG_SRC_ITER_C] = memory(iter, cpuEngine(), zeros.data() + n);
   if (backward) {
     unused.resize(2 * n);
     (*extra)[DNNL_ARG_DIFF_SRC_ITER] = memory(iter, cpuEngine(), unused.data());
-    if (s.lstm)
+    if (s.lstm())
       (*extra)[DNNL_ARG_DIFF_SRC_ITER_C] = memory(iter, cpuEngine(), unused.data() + n);
   }
 }
@@ -283,7 +285,7 @@ dnnl::primitive_desc backwardPd(const RnnShape &s, const RnnDescs &d) {
   memory::desc none;
   auto backward = dnnl::prop_kind::backward;
   auto training = dnnl::prop_kind::forward_training;
-  if (s.lstm)
+  if (s.lstm())
     return dnnl::lstm_backward::primitive_desc(
         dnnl::lstm_backward::desc(backward, kLeftToRight, d.layer, d.iter, d.iter,
                                   d.weightsLayerAny, d.weightsIterAny, d.bias, d.dst,
@@ -367,7 +369,7 @@ Status rnnGrad(KernelContext &ctx, const Cell &cell) {
     // adds to it) and is split into the layer's two biases below.
     thread_local std::vector<float> dbiasParts;
     float *dbias = grads[3]->data<float>();
-    if (!s.lstm) {
+    if (!s.lstm()) {
       dbiasParts.assign(kBiasGates * s.u, 0.0f);
       dbias = dbiasParts.data();
     }
@@ -380,7 +382,7 @@ Status rnnGrad(KernelContext &ctx, const Cell &cell) {
                            grads[0]->rawData(), grads[1]->rawData(),
                            grads[2]->rawData(), dbias},
                           extra);
-    if (!s.lstm) {
+    if (!s.lstm()) {
       const int64_t u = s.u;
       float *db = grads[3]->data<float>(), *drb = grads[4]->data<float>();
       std::copy(dbias, dbias + 3 * u, db);
