@@ -76,6 +76,24 @@ Status checkArity(const Program &program, int i, const std::string &what,
   return Status::ok();
 }
 
+// Ops with a fixed number of inputs and results that the reader checks
+// before any kernel indexes them: the recurrent layers' library ops.
+struct FixedArity {
+  const char *op;
+  int inputs, outputs;
+};
+constexpr FixedArity kFixedArity[] = {
+    {"dtf.lstm", 4, 1}, {"dtf.lstm_train", 4, 2}, {"dtf.lstm_grad", 7, 4},
+    {"dtf.gru", 5, 1},  {"dtf.gru_train", 5, 2},  {"dtf.gru_grad", 8, 5},
+};
+
+const FixedArity *fixedArity(const std::string &op) {
+  for (const FixedArity &a : kFixedArity)
+    if (op == a.op)
+      return &a;
+  return nullptr;
+}
+
 // max_pool_with_argmax's argmax (output 1) and max_pool_grad_with_argmax's
 // (input 0) must be i32 [N, OH, OW, ceil(C / 4)] for the pooled values
 // `pooled` (output 0, or the gradient's dy) of [N, OH, OW, C]: the kernels
@@ -257,18 +275,9 @@ Status validateProgram(const Program &program, const std::string &what) {
       DTF_RETURN_IF_ERROR(checkPoolArgmax(
           program, i, what, program.values(lookup(op.outputs(0))).type(),
           program.values(lookup(op.outputs(1))).type()));
-    } else if (op.name() == "dtf.lstm") {
-      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 4, 4, 1, 1));
-    } else if (op.name() == "dtf.lstm_train") {
-      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 4, 4, 2, 2));
-    } else if (op.name() == "dtf.lstm_grad") {
-      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 7, 7, 4, 4));
-    } else if (op.name() == "dtf.gru") {
-      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 5, 5, 1, 1));
-    } else if (op.name() == "dtf.gru_train") {
-      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 5, 5, 2, 2));
-    } else if (op.name() == "dtf.gru_grad") {
-      DTF_RETURN_IF_ERROR(checkArity(program, i, what, 8, 8, 5, 5));
+    } else if (const FixedArity *a = fixedArity(op.name())) {
+      DTF_RETURN_IF_ERROR(
+          checkArity(program, i, what, a->inputs, a->inputs, a->outputs, a->outputs));
     } else if (op.name() == "dtf.max_pool_grad_with_argmax") {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 2, 2, 1, 1));
       DTF_RETURN_IF_ERROR(checkPoolArgmax(

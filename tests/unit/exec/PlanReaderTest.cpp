@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <tuple>
 
 namespace dtf::testing {
 namespace {
@@ -240,6 +241,45 @@ TEST(PlanReader, PoolArgmaxOfAnotherTypeIsRefused) {
   EXPECT_EQ(loadError(planWith({-1, 2, 2, 2}, plan::I32, 0)),
             "plan.bin: train_step: test.dtf:9:1: "
             "dtf.max_pool_grad_with_argmax has 1 results, the plan gives it 0");
+}
+
+// The recurrent layers' library ops have fixed input and result counts,
+// which the reader checks before their kernels index them (the kernels read
+// input 4 of a dtf.gru, output 4 of a dtf.gru_grad).
+TEST(PlanReader, RecurrentOpsWithTheWrongArityAreRefused) {
+  auto planWith = [](const char *name, int inputs, int outputs) {
+    plan::Plan p = logisticRegressionPlan();
+    plan::Program *t = p.mutable_train_step();
+    int x = -1;
+    for (const plan::Op &op : t->ops())
+      if (op.name() == "dtf.input")
+        x = op.outputs(0);
+    plan::Op *op = t->add_ops();
+    op->set_name(name);
+    op->set_location("test.dtf:4:9");
+    for (int k = 0; k < inputs; ++k)
+      op->add_inputs(x);
+    for (int k = 0; k < outputs; ++k) {
+      plan::Value *v = t->add_values();
+      v->set_id(2000 + k);
+      v->mutable_type()->set_dtype(plan::F32);
+      op->add_outputs(2000 + k);
+    }
+    return p;
+  };
+  plan::Plan out;
+  for (auto [name, in, res] : {std::tuple{"dtf.lstm", 4, 1}, {"dtf.lstm_train", 4, 2},
+                               {"dtf.lstm_grad", 7, 4}, {"dtf.gru", 5, 1},
+                               {"dtf.gru_train", 5, 2}, {"dtf.gru_grad", 8, 5}}) {
+    Status ok = parse(planWith(name, in, res), &out);
+    EXPECT_TRUE(ok.isOk()) << name << ": " << ok.message();
+    EXPECT_EQ(loadError(planWith(name, in - 1, res)),
+              strCat("plan.bin: train_step: test.dtf:4:9: ", name, " takes ", in,
+                     " inputs, the plan gives it ", in - 1));
+    EXPECT_EQ(loadError(planWith(name, in, res - 1)),
+              strCat("plan.bin: train_step: test.dtf:4:9: ", name, " has ", res,
+                     " results, the plan gives it ", res - 1));
+  }
 }
 
 // Loads `bytes` as far as it goes; a plan that loads is then initialized,
