@@ -103,20 +103,12 @@ def main():
             h = self.b2(self.b1(self.embed(p) + self.position))
             return self.out(h.mean(dim=1))
 
-    class LSTM(nn.Module):
-        def __init__(self):
+    class Rows(nn.Module):
+        """lstm.dtf and gru.dtf: `cell` (nn.LSTM or nn.GRU) of 64 units over
+        the 28 rows, a linear classifier on the last output."""
+        def __init__(self, cell):
             super().__init__()
-            self.rnn = nn.LSTM(28, 64, batch_first=True)
-            self.out = nn.Linear(64, 10)
-
-        def forward(self, x):
-            y, _ = self.rnn(x.view(-1, 28, 28))
-            return self.out(y[:, -1])
-
-    class GRU(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.rnn = nn.GRU(28, 64, batch_first=True)
+            self.rnn = cell(28, 64, batch_first=True)
             self.out = nn.Linear(64, 10)
 
         def forward(self, x):
@@ -144,7 +136,8 @@ def main():
             return self.out(h)
 
     model, lr = {"resnet": (ResNet, 0.002), "transformer": (Transformer, 0.001),
-                 "lstm": (LSTM, 0.002), "gru": (GRU, 0.002), "autoencoder": (Autoencoder, 0.001),
+                 "lstm": (lambda: Rows(nn.LSTM), 0.002), "gru": (lambda: Rows(nn.GRU), 0.002),
+                 "autoencoder": (Autoencoder, 0.001),
                  "mlp": (MLP, 0.05)}[a.model]
     model = model()
     keras_init(model)
