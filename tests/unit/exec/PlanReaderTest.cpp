@@ -192,15 +192,21 @@ TEST(PlanReader, StructuralErrorsNameTheProgramAndOp) {
 // max_pool_with_argmax and max_pool_grad_with_argmax: the reader checks
 // that the argmax is i32 [N, OH, OW, ceil(C / 4)] for the pooled values
 // (output 0 or dy) before any kernel reads its bytes.
+// The value of a program's (last) dtf.input, for ops added to a test plan.
+int inputValue(const plan::Program &program) {
+  int x = -1;
+  for (const plan::Op &op : program.ops())
+    if (op.name() == "dtf.input")
+      x = op.outputs(0);
+  return x;
+}
+
 TEST(PlanReader, PoolArgmaxOfAnotherTypeIsRefused) {
   auto planWith = [](std::vector<int64_t> argmaxDims, plan::DType argmaxDType,
                      int gradOutputs) {
     plan::Plan p = logisticRegressionPlan();
     plan::Program *t = p.mutable_train_step();
-    int x = -1;
-    for (const plan::Op &op : t->ops())
-      if (op.name() == "dtf.input")
-        x = op.outputs(0);
+    const int x = inputValue(*t);
     auto value = [&](int id, plan::DType dtype, std::vector<int64_t> dims) {
       plan::Value *v = t->add_values();
       v->set_id(id);
@@ -250,10 +256,7 @@ TEST(PlanReader, RecurrentOpsWithTheWrongArityAreRefused) {
   auto planWith = [](const char *name, int inputs, int outputs) {
     plan::Plan p = logisticRegressionPlan();
     plan::Program *t = p.mutable_train_step();
-    int x = -1;
-    for (const plan::Op &op : t->ops())
-      if (op.name() == "dtf.input")
-        x = op.outputs(0);
+    const int x = inputValue(*t);
     plan::Op *op = t->add_ops();
     op->set_name(name);
     op->set_location("test.dtf:4:9");
