@@ -7,7 +7,7 @@
 #include "compiler/frontend/Parser.h"
 #include "dialects/Dtf/IR/DtfDialect.h"
 #include "dialects/Dtf/IR/ShapeInference.h"
-#include "runtime/core/DeviceName.h"
+#include "schema/DeviceName.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

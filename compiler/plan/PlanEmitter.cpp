@@ -1,8 +1,8 @@
 // From the dtf dialect to the plan's protobuf: values numbered per program,
 // attributes in the kernels' terms, variables with their roles.
 #include "compiler/plan/PlanEmitter.h"
-#include "runtime/plan/Partition.h"
-#include "runtime/plan/PlanReader.h"
+#include "compiler/partition/Partition.h"
+#include "schema/PlanSchema.h"
 #include "dialects/Dtf/IR/DtfDialect.h"
 #include "dialects/Dtf/Transforms/Fusion.h"
 #include "dtf/Version.h"
@@ -615,8 +615,8 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
     return failure();
   if (auto t = module->getAttrOfType<DictionaryAttr>("dtf.train"))
     fillTraining(t, plan);
-  // The cut for ps/worker training: worker_step and ps_update.
-  ::dtf::Status partitioned = ::dtf::plan::partitionTrainStep(&plan);
+  // The cut for ps/worker training: every task's program.
+  ::dtf::Status partitioned = ::dtf::plan::cutPlan(&plan);
   if (!partitioned.isOk())
     return mlir::emitError(module.getLoc()) << partitioned.message();
   return success();

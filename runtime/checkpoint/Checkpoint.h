@@ -23,7 +23,7 @@
 //                         the number of ps may differ from the writer's.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // task, for mutual TLS between the tasks (docs/security.md).
 #pragma once
 
-#include "runtime/cluster/ClusterSpec.h"
+#include "schema/ClusterSpec.h"
 
 #include <string>
 

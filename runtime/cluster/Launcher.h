@@ -2,7 +2,7 @@
 // child dtf-run and supervises them (output, restarts, stopping).
 #pragma once
 
-#include "runtime/cluster/ClusterSpec.h"
+#include "schema/ClusterSpec.h"
 
 #include <chrono>
 #include <cstdio>

@@ -1,7 +1,7 @@
 // RunMode: what dtf-run does given --cluster, --job, --task and TF_CONFIG.
 #pragma once
 
-#include "runtime/cluster/ClusterSpec.h"
+#include "schema/ClusterSpec.h"
 #include "runtime/cluster/SlurmCluster.h"
 
 #include <optional>

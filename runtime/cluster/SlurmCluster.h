@@ -2,7 +2,7 @@
 // derived from the variables srun sets for each task.
 #pragma once
 
-#include "runtime/cluster/ClusterSpec.h"
+#include "schema/ClusterSpec.h"
 
 #include <functional>
 #include <string>

@@ -4,9 +4,9 @@
 // chief says the job is done.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/distributed/Cluster.h"
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 
 #include "plan.pb.h"
 

@@ -11,7 +11,7 @@
 #include "runtime/distributed/Wire.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 #include "runtime/train/DynamicTable.h"

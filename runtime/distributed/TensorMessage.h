@@ -5,7 +5,7 @@
 // destination (the variable, a feed) instead of parsing a copy first.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 
 #include "service.grpc.pb.h"

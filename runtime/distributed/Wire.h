@@ -2,7 +2,7 @@
 // gRPC settings every task uses.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 
 #include "service.grpc.pb.h"

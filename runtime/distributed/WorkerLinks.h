@@ -5,7 +5,7 @@
 #include "runtime/distributed/Cluster.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 
 #include "service.grpc.pb.h"
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "runtime/distributed/Cluster.h"
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 #include "runtime/train/Trainer.h"
 
 #include "plan.pb.h"

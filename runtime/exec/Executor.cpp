@@ -2,7 +2,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Rendezvous.h"
 
-#include "runtime/core/DeviceName.h"
+#include "schema/DeviceName.h"
 #include "runtime/core/ThreadPool.h"
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/gpu/GpuStep.h"

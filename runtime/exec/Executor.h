@@ -2,7 +2,7 @@
 // with one kernel context per op built once at load time.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/exec/PlanKernels.h"
 #include "runtime/exec/VariableStore.h"

@@ -3,7 +3,7 @@
 // unique per step; a recv waits for its key and step.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 
 #include <chrono>

@@ -2,7 +2,7 @@
 // and that optimizer ops update in place.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 
 #include <functional>

@@ -2,7 +2,7 @@
 // dlopen (dtf links no CUDA library), or the host emulation of all three.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/gpu/CudaApi.h"
 
 #include <memory>

@@ -4,7 +4,7 @@
 // on the host when NCCL is missing or the towers have no GPU.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/gpu/GpuDevice.h"
 

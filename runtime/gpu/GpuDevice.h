@@ -5,7 +5,7 @@
 // the first steps).
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/gpu/CudaDriver.h"
 #include "runtime/kernels/GeneratedKernels.h"

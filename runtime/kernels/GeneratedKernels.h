@@ -3,7 +3,7 @@
 // the dtf.fused op that calls them over the intra-op pool. No MLIR here.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/kernels/Kernel.h"
 

@@ -2,7 +2,7 @@
 // registry that maps op names ("dtf.matmul") to kernel functions.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 
 #include <cstdint>

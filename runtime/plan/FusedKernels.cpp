@@ -5,7 +5,10 @@
 #include "runtime/plan/PlanTypes.h"
 
 #include <algorithm>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace dtf::plan {
 
@@ -441,12 +444,19 @@ Status validateKernels(const Plan &plan, const std::string &name) {
     DTF_RETURN_IF_ERROR(checkRowKernelLayout(plan.kernels(k), where));
     DTF_RETURN_IF_ERROR(checkDropoutKernel(plan.kernels(k), where));
   }
-  const Program *programs[] = {&plan.train_step(), &plan.eval(),
-                               &plan.worker_step(), &plan.ps_update()};
-  const char *labels[] = {"train_step", "eval", "worker_step", "ps_update"};
-  for (int p = 0; p < 4; ++p)
+  std::vector<std::pair<const Program *, std::string>> programs = {
+      {&plan.train_step(), "train_step"},
+      {&plan.eval(), "eval"},
+      {&plan.worker_step(), "worker_step"},
+      {&plan.ps_update(), "ps_update"},
+      {&plan.lookups().worker_step(), "lookups.worker_step"},
+      {&plan.lookups().ps_update(), "lookups.ps_update"},
+      {&plan.lookups().eval(), "lookups.eval"}};
+  for (int k = 0; k < plan.stages_size(); ++k)
+    programs.push_back({&plan.stages(k), strCat("stage ", k)});
+  for (const auto &[program, label] : programs)
     DTF_RETURN_IF_ERROR(
-        checkFusedOps(plan, *programs[p], strCat(name, ": ", labels[p])));
+        checkFusedOps(plan, *program, strCat(name, ": ", label)));
   return Status::ok();
 }
 
@@ -496,6 +506,7 @@ Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
       *copy = inner;
       if (copy->device().empty())
         copy->set_device(op.device());
+      copy->set_held(op.held()); // a ps program's ops serve what it holds
       for (int32_t &id : *copy->mutable_inputs())
         id = rename.at(id);
       for (int32_t &id : *copy->mutable_outputs())
@@ -507,9 +518,16 @@ Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
 }
 
 Status expandAllFusedOps(Plan *plan) {
-  Program *programs[] = {plan->mutable_train_step(), plan->mutable_eval(),
-                         plan->mutable_worker_step(),
-                         plan->mutable_ps_update()};
+  std::vector<Program *> programs = {
+      plan->mutable_train_step(), plan->mutable_eval(),
+      plan->mutable_worker_step(), plan->mutable_ps_update()};
+  if (plan->has_lookups())
+    for (Program *p : {plan->mutable_lookups()->mutable_worker_step(),
+                       plan->mutable_lookups()->mutable_ps_update(),
+                       plan->mutable_lookups()->mutable_eval()})
+      programs.push_back(p);
+  for (Program &stage : *plan->mutable_stages())
+    programs.push_back(&stage);
   for (Program *p : programs)
     DTF_RETURN_IF_ERROR(expandFusedOps(plan->kernels(), p));
   plan->clear_kernels();

@@ -2,7 +2,7 @@
 // of each dtf.fused op back into the ops of its region (the op-by-op path).
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "plan.pb.h"
 
 #include <functional>

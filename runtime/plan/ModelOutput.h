@@ -3,7 +3,7 @@
 // --predict runs and dtf-export writes as ONNX.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 
 #include "plan.pb.h"
 

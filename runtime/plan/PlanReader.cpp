@@ -4,8 +4,10 @@
 
 #include "runtime/plan/PlanTypes.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <unordered_map>
@@ -119,45 +121,6 @@ Status checkPoolArgmax(const Program &program, int i, const std::string &what,
 
 } // namespace
 
-int updatedOperands(const Op &op) {
-  const std::string &n = op.name();
-  if (n == "dtf.apply_sgd" || n == "dtf.sparse_apply_sgd" ||
-      n == "dtf.assign_add" || n == "dtf.moving_average_update" ||
-      n == "dtf.assign_moving_average")
-    return 1;
-  if (n == "dtf.apply_momentum" || n == "dtf.apply_adagrad" ||
-      n == "dtf.sparse_apply_momentum" || n == "dtf.sparse_apply_adagrad")
-    return 2;
-  if (n == "dtf.apply_adam" || n == "dtf.sparse_apply_adam" ||
-      n == "dtf.sparse_apply_rmsprop")
-    return 3;
-  if (n == "dtf.fused") {
-    // A generated optimizer update: its first `inplace` inputs (the variable
-    // and its slots) are written in place.
-    auto it = op.attrs().find("inplace");
-    if (it != op.attrs().end() && it->second.value_case() == AttrValue::kI &&
-        it->second.i() > 0 && it->second.i() <= op.inputs_size())
-      return int(it->second.i());
-    return 0;
-  }
-  if (n == "dtf.apply_rmsprop") {
-    auto it = op.attrs().find("centered");
-    const AttrValue *centered = it == op.attrs().end() ? nullptr : &it->second;
-    bool isCentered =
-        centered && centered->value_case() == AttrValue::kB && centered->b();
-    return isCentered ? 4 : 3;
-  }
-  return 0;
-}
-
-
-std::string describeOp(const Program &program, int index) {
-  const Op &op = program.ops(index);
-  std::string name = op.name().empty() ? "(unnamed op)" : printable(op.name());
-  if (!op.location().empty())
-    return printable(op.location()) + ": " + name;
-  return strCat("op #", index, " ", name);
-}
 
 bool isKnownInitializer(std::string_view kind) {
   return kind.empty() || kind == "zeros" || kind == "ones" ||
@@ -369,19 +332,31 @@ Status validatePlan(const Plan &plan, const std::string &name) {
 
   struct Named {
     const Program *program;
-    const char *label;
+    std::string label;
+    bool held; // a ps program: its reads name held tensors
   };
-  // ps_update receives its operands: checked as if they were fed.
-  Program psUpdate = plan.ps_update();
-  for (const Transfer &recv : psUpdate.recvs()) {
-    Feed *feed = psUpdate.add_feeds();
-    feed->set_name(recv.key());
-    feed->set_value(recv.value());
-  }
-  Named programs[] = {{&plan.train_step(), "train_step"},
-                      {&plan.eval(), "eval"},
-                      {&plan.worker_step(), "worker_step"},
-                      {&psUpdate, "ps_update"}};
+  // A ps program receives its operands: checked as if they were fed.
+  auto asFed = [](const Program &ps) {
+    Program p = ps;
+    for (const Transfer &recv : ps.recvs()) {
+      Feed *feed = p.add_feeds();
+      feed->set_name(recv.key());
+      feed->set_value(recv.value());
+    }
+    return p;
+  };
+  const Program psUpdate = asFed(plan.ps_update());
+  const Program lookupPs = asFed(plan.lookups().ps_update());
+  std::vector<Named> programs = {{&plan.train_step(), "train_step", false},
+                                 {&plan.eval(), "eval", false},
+                                 {&plan.worker_step(), "worker_step", false},
+                                 {&psUpdate, "ps_update", true},
+                                 {&plan.lookups().worker_step(),
+                                  "lookups.worker_step", false},
+                                 {&lookupPs, "lookups.ps_update", true},
+                                 {&plan.lookups().eval(), "lookups.eval", false}};
+  for (int k = 0; k < plan.stages_size(); ++k)
+    programs.push_back({&plan.stages(k), strCat("stage ", k), false});
   for (const Named &p : programs) {
     const Program &program = *p.program;
     if (program.ops_size() == 0 && program.fetches_size() == 0 &&
@@ -396,18 +371,41 @@ Status validatePlan(const Plan &plan, const std::string &name) {
       const Op &op = program.ops(i);
       if (op.name() != "dtf.read_variable")
         continue;
-      const std::string &varName = op.attrs().at("name").s();
+      const std::string &readName = op.attrs().at("name").s();
+      // A ps program reads one axis-0 shard of a partitioned variable as
+      // "<variable>/part_<k>": its rows, the other dims whole.
+      std::string varName = readName;
+      int64_t shard = -1;
+      if (p.held) {
+        const size_t at = readName.rfind("/part_");
+        auto it = at == std::string::npos ? variables.end()
+                                          : variables.find(readName.substr(0, at));
+        if (it != variables.end() && !variables.count(readName)) {
+          varName = it->first;
+          shard = std::atoll(readName.c_str() + at + 6);
+        }
+      }
       auto it = variables.find(varName);
       if (it == variables.end())
         return errorStatus(what, ": ", describeOp(program, i),
-                           " reads variable '", printable(varName),
+                           " reads variable '", printable(readName),
                            "', which the plan does not declare");
       const TensorType &declared = program.values(index[op.outputs(0)]).type();
       const TensorType &varType = it->second->type();
-      if (declared.dtype() != varType.dtype() ||
-          dimsOf(declared.shape()) != dimsOf(varType.shape()))
+      std::vector<int64_t> dims = dimsOf(varType.shape());
+      if (shard >= 0) {
+        const int64_t parts = std::max<int64_t>(it->second->partitions(), 1);
+        if (shard >= parts || dims.empty() ||
+            strCat("/part_", shard) != readName.substr(varName.size()))
+          return errorStatus(what, ": ", describeOp(program, i),
+                             " reads '", printable(readName), "', but '",
+                             printable(varName), "' has ", parts,
+                             " partition", parts == 1 ? "" : "s");
+        dims[0] = dims[0] / parts + (shard < dims[0] % parts ? 1 : 0);
+      }
+      if (declared.dtype() != varType.dtype() || dimsOf(declared.shape()) != dims)
         return errorStatus(what, ": ", describeOp(program, i),
-                           " reads variable '", printable(varName),
+                           " reads variable '", printable(readName),
                            "' of type ", typeString(varType), " as ",
                            typeString(declared));
     }

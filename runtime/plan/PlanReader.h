@@ -2,7 +2,8 @@
 // structural check of everything the executor relies on.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/PlanSchema.h"
+#include "schema/Status.h"
 
 #include "plan.pb.h"
 
@@ -12,9 +13,6 @@
 #include <string_view>
 
 namespace dtf::plan {
-
-/// The plan format this runtime reads (Plan.format_version).
-constexpr uint32_t kPlanFormatVersion = 2;
 
 /// What kind of failure a load met, for the caller's exit code.
 enum class PlanErrorKind {
@@ -53,15 +51,6 @@ Status validatePlan(const Plan &plan, const std::string &name);
 /// (dtf.input, dtf.constant, dtf.read_variable, dtf.assign_add). `what`
 /// names the program in messages ("plan.bin: train_step").
 Status validateProgram(const Program &program, const std::string &what);
-
-/// "model.dtf:12:9: dtf.matmul" or, without a location, "op #12 dtf.matmul":
-/// how messages name op `index` of a program.
-std::string describeOp(const Program &program, int index);
-
-/// How many leading inputs of `op` it updates in place (an optimizer's
-/// variable and slots, assign_add's variable, a moving average): 0 for ops
-/// that update nothing.
-int updatedOperands(const Op &op);
 
 /// True for an Initializer.kind the runtime implements ("" means zeros).
 bool isKnownInitializer(std::string_view kind);

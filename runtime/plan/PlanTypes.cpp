@@ -35,68 +35,8 @@ Status toDType(int planDType, ::dtf::DType *out) {
   }
 }
 
-std::vector<int64_t> dimsOf(const Shape &shape) {
-  return std::vector<int64_t>(shape.dims().begin(), shape.dims().end());
-}
-
-std::string dimsString(const std::vector<int64_t> &dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i)
-      s += ',';
-    s += dims[i] == -1 ? std::string("B") : std::to_string(dims[i]);
-  }
-  return s + ']';
-}
-
 std::string typeString(::dtf::DType dtype, const std::vector<int64_t> &dims) {
   return dtypeName(dtype) + dimsString(dims);
-}
-
-std::string typeString(const TensorType &type) {
-  ::dtf::DType dtype = ::dtf::DType::F32;
-  if (!toDType(type.dtype(), &dtype).isOk())
-    return "?" + dimsString(dimsOf(type.shape()));
-  return typeString(dtype, dimsOf(type.shape()));
-}
-
-bool shapeFits(const std::vector<int64_t> &declared,
-               const std::vector<int64_t> &actual) {
-  if (declared.size() != actual.size())
-    return false;
-  for (size_t i = 0; i < declared.size(); ++i)
-    if (declared[i] != -1 && declared[i] != actual[i])
-      return false;
-  return true;
-}
-
-int64_t staticElements(const std::vector<int64_t> &dims, int64_t limit) {
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    if (d < 0)
-      return -1;
-    if (d != 0 && n > limit / d)
-      return -1;
-    n *= d;
-  }
-  return n;
-}
-
-std::string printable(std::string_view text) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string s;
-  s.reserve(text.size());
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u >= 0x7f) {
-      s += "\\x";
-      s += kHex[u >> 4];
-      s += kHex[u & 15];
-    } else {
-      s += c;
-    }
-  }
-  return s;
 }
 
 Status checkTensorValue(const TensorValue &value, ::dtf::DType *dtypeOut,

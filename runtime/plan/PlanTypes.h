@@ -1,15 +1,15 @@
-// Conversions between the plan's protobuf types and the runtime's: dtypes,
-// shapes with a batch dimension, and constant tensors.
+// Conversions between the plan's protobuf types and the runtime's: dtypes and
+// constant tensors (the plan's own type helpers are in schema/PlanSchema.h).
 #pragma once
 
-#include "runtime/core/Status.h"
 #include "runtime/core/Tensor.h"
+#include "schema/PlanSchema.h"
+#include "schema/Status.h"
 
 #include "plan.pb.h"
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace dtf::plan {
@@ -18,28 +18,8 @@ namespace dtf::plan {
 /// number this runtime does not know.
 Status toDType(int planDType, ::dtf::DType *out);
 
-/// The dims of a plan shape; -1 stands for the batch.
-std::vector<int64_t> dimsOf(const Shape &shape);
-
-/// "[B,784]": dims with B for the batch (-1).
-std::string dimsString(const std::vector<int64_t> &dims);
-/// "f32[B,784]": the plan type as the model language writes it, with B for
-/// the batch (-1) dimension.
-std::string typeString(const TensorType &type);
+/// "f32[B,784]" for a runtime dtype and dims, B for the batch (-1).
 std::string typeString(::dtf::DType dtype, const std::vector<int64_t> &dims);
-
-/// True when `actual` (a concrete shape) fits `declared`, where a declared -1
-/// matches any size.
-bool shapeFits(const std::vector<int64_t> &declared,
-               const std::vector<int64_t> &actual);
-
-/// The element count of a static shape, or -1 when a dim is negative or the
-/// product would exceed `limit`.
-int64_t staticElements(const std::vector<int64_t> &dims, int64_t limit);
-
-/// `text` with control bytes and bytes >= 0x7f written as \xNN, for names
-/// from a plan in messages (a corrupted plan may hold anything).
-std::string printable(std::string_view text);
 
 /// Checks that a TensorValue is well formed (see tensorFromValue) and gives
 /// its dtype and dims, without copying its data.

@@ -2,7 +2,7 @@
 // summaries, as TensorFlow's tf.summary.FileWriter writes one.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 
 #include <condition_variable>
 #include <cstdint>

@@ -3,7 +3,7 @@
 // CRC-32C of the data.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 // TensorBoard scalars of one task and its plain-text log, and when.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/summary/EventWriter.h"
 #include "runtime/summary/TrainLog.h"
 

@@ -1,7 +1,7 @@
 // TrainLog: the training log as a plain text file in the run's directory.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 
 #include <cstdio>
 #include <memory>

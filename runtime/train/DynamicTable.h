@@ -22,7 +22,7 @@
 #pragma once
 
 #include "runtime/checkpoint/Checkpoint.h"
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/core/ThreadPool.h"
 #include "runtime/exec/Rendezvous.h"

@@ -2,7 +2,7 @@
 // and the rule that maps a batch's features and labels onto the inputs.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/data/BatchIterator.h"
 #include "runtime/data/Dataset.h"
 #include "runtime/exec/Executor.h"

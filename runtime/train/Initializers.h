@@ -2,7 +2,7 @@
 // seed and each variable's name so that every run and machine agrees.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/exec/VariableStore.h"
 

@@ -2,9 +2,9 @@
 // training): the worker_step once per tower, each tower on its share of the
 // batch and its own GPU, the towers' gradients averaged (weighted by their
 // shares) with NCCL, then one update (one process) or one push (a worker).
-#include "runtime/core/DeviceName.h"
+#include "schema/DeviceName.h"
 #include "runtime/gpu/GpuAllReduce.h"
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 #include "runtime/plan/PlanTypes.h"
 #include "runtime/train/DynamicTable.h"
 #include "runtime/train/Trainer.h"

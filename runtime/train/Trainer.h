@@ -2,7 +2,7 @@
 // embedded default): variables, data, steps, progress, evaluation.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/ThreadPool.h"
 #include "runtime/data/BatchIterator.h"
 #include "runtime/exec/Executor.h"

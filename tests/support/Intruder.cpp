@@ -5,7 +5,7 @@
 //   ATTACK: refused CODE: message
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
 

@@ -1,6 +1,6 @@
 #include "tests/support/OneVariablePs.h"
 
-#include "runtime/plan/Partition.h"
+#include "compiler/partition/Partition.h"
 #include "runtime/plan/PlanReader.h"
 
 #include <netinet/in.h>
@@ -61,7 +61,7 @@ plan::Plan oneVariableSgdPlan(int64_t elements, const char *model) {
   (*op("dtf.input", {}, {2})->mutable_attrs())["name"].set_s("lr");
   op("dtf.apply_sgd", {0, 1, 2}, {});
   p.mutable_training()->set_seed(1);
-  (void)plan::partitionTrainStep(&p);
+  (void)plan::cutPlan(&p);
   return p;
 }
 

@@ -661,5 +661,6 @@ def Dtf_GruOp : Dtf_Op<"gru", [Pure]> {
 
 include "dialects/Dtf/IR/DtfTrainOps.td"
 include "dialects/Dtf/IR/DtfFusedOps.td"
+include "dialects/Dtf/IR/DtfDistOps.td"
 
 #endif // DTF_OPS_TD

@@ -2,7 +2,7 @@
 // the values of its variables into an ONNX model.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 
 #include "onnx_model.pb.h"

@@ -4,7 +4,7 @@
 #include "runtime/distributed/ParameterServer.h"
 #include "runtime/distributed/Wire.h"
 #include "runtime/distributed/WorkerTask.h"
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 #include "runtime/plan/PlanTypes.h"
 
 #include <algorithm>
@@ -91,9 +91,9 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &compiled,
     return 2;
   };
   // Between-graph training looks its embedding tables up on the ps (only
-  // the rows of a step's ids travel; plan::partitionTrainStep): every task
-  // cuts the train_step again the same way. In-graph and model-parallel
-  // training keep dtfc's cut, which sends dense gradients.
+  // the rows of a step's ids travel): dtfc's lookup cut (Plan.lookups),
+  // which it makes only where it applies. In-graph and model-parallel
+  // training keep the dense cut.
   // DTF_EMBEDDING_LOOKUPS=pull keeps the dense cut (for comparisons).
   dtf::plan::Plan plan = compiled;
   const char *lookups = std::getenv("DTF_EMBEDDING_LOOKUPS");
@@ -102,13 +102,8 @@ int runTask(const std::string &planPath, const dtf::plan::Plan &compiled,
                              "embedding table's rows are looked up on its ps) "
                              "or pull (every step pulls whole tables), not '") +
                  lookups + "'");
-  if ((!lookups || std::string(lookups) == "ps") &&
-      plan.training().replication() != "in_graph" &&
-      dtf::plan::replicaSpan(plan) == 1 && plan.worker_step().ops_size() > 0) {
-    dtf::Status cut = dtf::plan::partitionTrainStep(&plan, true);
-    if (!cut.isOk())
-      return usage(planPath + ": " + cut.message());
-  }
+  if (!lookups || std::string(lookups) == "ps")
+    dtf::plan::selectLookupCut(&plan);
   // A dynamic table's rows exist only on the ps that holds it.
   for (const dtf::plan::Program *p : {&plan.worker_step(), &plan.eval()})
     for (const dtf::plan::Op &op : p->ops())

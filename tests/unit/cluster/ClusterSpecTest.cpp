@@ -1,6 +1,6 @@
 // Tests of ClusterSpec: every parse error's message, TF_CONFIG, chief
 // selection, isLocal, and the choice of run mode.
-#include "runtime/cluster/ClusterSpec.h"
+#include "schema/ClusterSpec.h"
 #include "runtime/cluster/RunMode.h"
 
 #include <gmock/gmock.h>

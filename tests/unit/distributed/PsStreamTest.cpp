@@ -6,7 +6,7 @@
 #include "runtime/distributed/ParameterServer.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 #include "runtime/plan/PlanReader.h"
 #include "tests/support/OneVariablePs.h"
 

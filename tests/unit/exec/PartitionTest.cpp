@@ -1,10 +1,11 @@
 // The ps/worker cut of a train_step and the replica device setter
-// (runtime/plan/Partition.h): the worker's and the ps tasks' programs run
+// (schema/Placement.h): the worker's and the ps tasks' programs run
 // together must do exactly what the train_step does, for whole and for
 // partitioned variables.
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Rendezvous.h"
-#include "runtime/plan/Partition.h"
+#include "compiler/partition/Partition.h"
+#include "schema/Placement.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/train/Initializers.h"
 #include "runtime/train/Trainer.h"
@@ -25,7 +26,7 @@ using exec::VariableStore;
 
 constexpr int64_t kBatch = 6;
 
-Plan cutPlan(int64_t features, int partitionsOfW) {
+Plan partitionedPlan(int64_t features, int partitionsOfW) {
   testing::LogisticRegressionOptions o;
   o.features = features;
   Plan p = testing::logisticRegressionPlan(o);
@@ -39,7 +40,7 @@ Plan cutPlan(int64_t features, int partitionsOfW) {
       (*v.mutable_initializer()->mutable_params())["maxval"] = 1;
       v.mutable_initializer()->set_seed(3);
     }
-  EXPECT_TRUE(partitionTrainStep(&p).isOk());
+  EXPECT_TRUE(cutPlan(&p).isOk());
   return p;
 }
 
@@ -161,7 +162,7 @@ void expectSame(const std::map<std::string, Tensor> &a,
 }
 
 TEST(Partition, CutsAtTheUpdatesWithKeyedSends) {
-  Plan p = cutPlan(4, 1);
+  Plan p = partitionedPlan(4, 1);
   EXPECT_TRUE(validatePlan(p, "plan.bin").isOk()) << validatePlan(p, "plan.bin").message();
   for (const Op &op : p.worker_step().ops())
     EXPECT_NE(op.name(), "dtf.apply_sgd");
@@ -178,14 +179,14 @@ TEST(Partition, CutsAtTheUpdatesWithKeyedSends) {
 }
 
 TEST(Partition, WorkerAndPsTogetherDoWhatTheTrainStepDoes) {
-  Plan p = cutPlan(5, 1);
+  Plan p = partitionedPlan(5, 1);
   expectSame(trainStepResult(p, 5), cutResult(p, 1, 5));
   expectSame(trainStepResult(p, 5), cutResult(p, 2, 5));
 }
 
 TEST(Partition, ShardsOfAPartitionedVariableUpdateTheirRows) {
   // 7 rows in 3 shards (3, 2, 2) over 2 ps tasks.
-  Plan p = cutPlan(7, 3);
+  Plan p = partitionedPlan(7, 3);
   Placement placement;
   ASSERT_TRUE(placeVariables(p, 2, "round_robin", &placement).isOk());
   std::vector<std::string> names;
@@ -242,7 +243,8 @@ Plan embeddingPlan() {
 
 TEST(Partition, RemoteLookupsGatherTablesOnThePsAndSendRows) {
   Plan p = embeddingPlan();
-  ASSERT_TRUE(partitionTrainStep(&p, /*remoteLookups=*/true).isOk());
+  ASSERT_TRUE(cutPlan(&p).isOk());
+  ASSERT_TRUE(selectLookupCut(&p)); // what a between-graph task runs
   std::vector<std::string> reads, lookups;
   for (const Op &op : p.worker_step().ops()) {
     if (op.name() == "dtf.read_variable")
@@ -290,9 +292,10 @@ TEST(Partition, RemoteLookupsGatherTablesOnThePsAndSendRows) {
       }
   }
 
-  // Without remote lookups (dtfc's cut) both tables are read on the worker.
+  // The dense cut (in-graph and model-parallel training, or
+  // DTF_EMBEDDING_LOOKUPS=pull) reads both tables on the worker.
   Plan dense = embeddingPlan();
-  ASSERT_TRUE(partitionTrainStep(&dense).isOk());
+  ASSERT_TRUE(cutPlan(&dense).isOk());
   for (const Op &op : dense.worker_step().ops())
     EXPECT_NE(op.name(), "dtf.ps_gather");
   for (const Transfer &t : dense.worker_step().sends())
@@ -300,7 +303,7 @@ TEST(Partition, RemoteLookupsGatherTablesOnThePsAndSendRows) {
 }
 
 TEST(Partition, APinnedPsTaskTheClusterLacksIsRefused) {
-  Plan p = cutPlan(4, 1);
+  Plan p = partitionedPlan(4, 1);
   for (Variable &v : *p.mutable_variables())
     if (v.name() == "b")
       v.set_device("/job:ps/task:2");
@@ -320,13 +323,20 @@ TEST(Partition, APinnedPsTaskTheClusterLacksIsRefused) {
 // Places worker_step op i (not inputs, constants or reads) on worker task
 // stageFor(i).
 template <typename F> Plan stagedPlan(int64_t features, F stageFor) {
-  Plan p = cutPlan(features, 1);
-  Program *w = p.mutable_worker_step();
-  for (int i = 0; i < w->ops_size(); ++i) {
+  Plan p = partitionedPlan(features, 1);
+  // The devices go on the train_step's ops (as dtfc places them), found by
+  // their outputs, and the plan is cut again.
+  std::map<int32_t, std::string> deviceOf;
+  const Program &w = p.worker_step();
+  for (int i = 0; i < w.ops_size(); ++i) {
     const int stage = stageFor(i);
-    if (stage > 0)
-      w->mutable_ops(i)->set_device("/job:worker/task:" + std::to_string(stage));
+    if (stage > 0 && w.ops(i).outputs_size() > 0)
+      deviceOf[w.ops(i).outputs(0)] = "/job:worker/task:" + std::to_string(stage);
   }
+  for (Op &op : *p.mutable_train_step()->mutable_ops())
+    if (op.outputs_size() > 0 && deviceOf.count(op.outputs(0)))
+      op.set_device(deviceOf[op.outputs(0)]);
+  EXPECT_TRUE(cutPlan(&p).isOk());
   return p;
 }
 
@@ -405,7 +415,7 @@ void expectStagesDoWhatTheWorkerStepDoes(const Plan &p, int64_t features,
 }
 
 TEST(Partition, AReplicaSpansTheWorkerTasksItsOpsName) {
-  EXPECT_EQ(replicaSpan(cutPlan(4, 1)), 1);
+  EXPECT_EQ(replicaSpan(partitionedPlan(4, 1)), 1);
   Plan p = stagedPlan(4, [](int i) { return i % 3; });
   EXPECT_EQ(replicaSpan(p), 3);
   Op op;

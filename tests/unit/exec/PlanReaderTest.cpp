@@ -79,14 +79,14 @@ TEST(PlanReader, MissingFileIsUnreadable) {
 
 TEST(PlanReader, NewerFormatIsRefusedWithBothVersions) {
   plan::Plan p = logisticRegressionPlan();
-  p.set_format_version(3);
+  p.set_format_version(plan::kPlanFormatVersion + 1);
   plan::Plan out;
   PlanErrorKind kind;
   Status s = parse(p, &out, &kind);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(kind, PlanErrorKind::kNewerFormat);
-  EXPECT_EQ(s.message(), "plan.bin was written by a newer dtfc (format 3); "
-                         "this dtf-run reads format 2");
+  EXPECT_EQ(s.message(), "plan.bin was written by a newer dtfc (format 4); "
+                         "this dtf-run reads format 3");
 }
 
 TEST(PlanReader, EmptyAndVersionlessInputsAreNotPlans) {

@@ -1,5 +1,5 @@
 // Tests of device-name parsing, printing, compatibility and completion.
-#include "runtime/core/DeviceName.h"
+#include "schema/DeviceName.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Parsing and printing of TensorFlow-style device names.
-#include "runtime/core/DeviceName.h"
+#include "schema/DeviceName.h"
 
 #include <cctype>
 #include <string>

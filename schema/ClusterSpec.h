@@ -2,7 +2,7 @@
 // cluster.json file or the TF_CONFIG environment variable.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 
 #include <map>
 #include <optional>

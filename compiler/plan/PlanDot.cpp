@@ -1,6 +1,7 @@
-#include "runtime/plan/PlanDot.h"
+// dtfc --emit=dot: each task's program of a plan as a Graphviz graph.
+#include "compiler/plan/PlanDot.h"
 
-#include "runtime/plan/PlanTypes.h"
+#include "schema/PlanSchema.h"
 
 #include <map>
 #include <set>
@@ -115,22 +116,15 @@ std::string planToDot(const Plan &plan, const Placement *placement) {
   const Program &ps = plan.ps_update();
   const int numPs = placement && placement->numPs > 0 ? placement->numPs : 1;
   for (int k = 0; k < numPs; ++k) {
+    const bool all = !placement || placement->numPs == 0;
+    std::set<std::string> held;
+    if (!all)
+      for (const HeldTensor &h : heldBy(plan, *placement, k))
+        held.insert(h.name);
     std::set<int> ops;
-    for (int i = 0; i < ps.ops_size(); ++i) {
-      if (!placement || placement->numPs == 0) {
+    for (int i = 0; i < ps.ops_size(); ++i)
+      if (all || held.count(ps.ops(i).held()))
         ops.insert(i);
-        continue;
-      }
-      std::string var;
-      const Op &op = ps.ops(i);
-      if (op.name() == "dtf.read_variable")
-        var = op.attrs().at("name").s();
-      else
-        var = updatedVariable(ps, i);
-      auto it = placement->psOf.find(var);
-      if (it != placement->psOf.end() && it->second == k)
-        ops.insert(i);
-    }
     const std::string prefix = "ps" + std::to_string(k);
     const std::string label =
         placement && placement->numPs > 0

@@ -1,49 +1,25 @@
-// The train_step cut at its updates (worker_step / ps_update), and the replica
-// device setter over a plan's variables.
-#include "runtime/plan/Partition.h"
+// The train_step cut for ps/worker training, done once by dtfc: the worker's
+// and the ps's programs (the ps's per held tensor), the lookup cut of
+// between-graph training, and the stages of model parallelism. Every task
+// binds these programs to its cluster (schema/Placement.h); none cuts again.
+#include "compiler/partition/Partition.h"
 
-#include "runtime/core/DeviceName.h"
-#include "runtime/plan/PlanReader.h"
-#include "runtime/plan/PlanTypes.h"
+#include "schema/DeviceName.h"
+#include "schema/Placement.h"
+#include "schema/PlanSchema.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <set>
 #include <map>
+#include <set>
 #include <type_traits>
 #include <unordered_map>
 
 namespace dtf::plan {
 namespace {
-
 std::string shortOpName(const std::string &name) {
   return name.rfind("dtf.", 0) == 0 ? name.substr(4) : name;
 }
 
-int64_t elementBytes(int dtype) {
-  switch (dtype) {
-  case F16:
-  case BF16:
-    return 2;
-  case I64:
-  case F64:
-    return 8;
-  case BOOL:
-    return 1;
-  default:
-    return 4;
-  }
-}
-
-int64_t bytesOf(const Variable &v) {
-  int64_t n = 1;
-  for (int64_t d : v.type().shape().dims())
-    n *= std::max<int64_t>(d, 0);
-  return n * elementBytes(v.type().dtype());
-}
-
-// A sparse update's fixed inputs (the variable, its slots, lr and Adam's
 // step) before its (indices, rows) pairs, and the dense op it stands for.
 struct SparseForm {
   const char *dense;
@@ -274,7 +250,6 @@ void lookUpRowsOnPs(Program *program,
   *program->mutable_values() = std::move(values);
 }
 
-} // namespace
 
 int localOperands(const Op &op) {
   int n = updatedOperands(op);
@@ -297,7 +272,7 @@ std::string updatedVariable(const Program &program, int opIndex) {
   return "";
 }
 
-Status partitionTrainStep(Plan *plan, bool remoteLookups) {
+Status cutTrainStep(Plan *plan, bool remoteLookups) {
   Program train = plan->train_step();
   const std::map<int32_t, std::string> remote =
       remoteLookups ? remoteTables(train) : std::map<int32_t, std::string>();
@@ -448,164 +423,34 @@ Status partitionTrainStep(Plan *plan, bool remoteLookups) {
   return checkReplicaSpan(*plan);
 }
 
-int64_t Placement::bytesOn(int ps) const {
-  int64_t total = 0;
-  for (const PlacedShard &s : shards)
-    if (s.ps == ps)
-      total += s.bytes;
-  return total;
-}
-
-double Placement::imbalance() const {
-  if (numPs == 0)
-    return 1.0;
-  int64_t most = 0, least = INT64_MAX;
-  for (int ps = 0; ps < numPs; ++ps) {
-    most = std::max(most, bytesOn(ps));
-    least = std::min(least, bytesOn(ps));
-  }
-  return least == 0 ? (most == 0 ? 1.0 : INFINITY)
-                    : double(most) / double(least);
-}
-
-std::vector<PlacedShard> Placement::shardsOf(const Plan &plan,
-                                             const std::string &variable) const {
+// The shards of `variable` (a slot or moving average: its owner's, under its
+// own name), whatever ps holds them.
+std::vector<PlacedShard> shardsOf(const Plan &plan,
+                                  const std::string &variable) {
   std::string owner = variable;
   for (const Variable &v : plan.variables())
     if (v.name() == variable && !v.slot_of().empty())
       owner = v.slot_of();
   std::vector<PlacedShard> out;
-  for (const PlacedShard &s : shards)
-    if (s.variable == owner) {
-      out.push_back(s);
-      out.back().variable = variable;
-    }
-  return out;
-}
-
-std::vector<std::string> Placement::variablesOn(const Plan &plan,
-                                                int ps) const {
-  std::vector<std::string> out;
   for (const Variable &v : plan.variables())
-    for (const PlacedShard &s : shardsOf(plan, v.name()))
-      if (s.ps == ps) {
-        out.push_back(v.name());
-        break;
+    if (v.name() == owner)
+      for (PlacedShard s : axisZeroShards(v)) {
+        s.variable = variable;
+        out.push_back(s);
       }
   return out;
 }
 
-std::vector<HeldTensor> heldBy(const Plan &plan, const Placement &placement,
-                               int ps) {
-  std::vector<HeldTensor> out;
-  for (const Variable &v : plan.variables()) {
-    std::vector<PlacedShard> shards = placement.shardsOf(plan, v.name());
-    std::vector<int64_t> dims(v.type().shape().dims().begin(),
-                              v.type().shape().dims().end());
-    for (const PlacedShard &s : shards) {
-      if (s.ps != ps)
-        continue;
-      HeldTensor h;
-      h.variable = v.name();
-      h.fullDims = dims;
-      h.partitioned = s.shards > 1;
-      h.name = h.partitioned ? v.name() + "/part_" + std::to_string(s.shard)
-                             : v.name();
-      h.rowOffset = h.partitioned ? s.rowOffset : 0;
-      h.rows = h.partitioned ? s.rows : (dims.empty() ? 1 : dims[0]);
-      out.push_back(h);
-    }
-  }
-  return out;
-}
-
-Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,
-                      Placement *out) {
-  Placement placement;
-  placement.strategy = !strategy.empty()           ? strategy
-                       : !plan.ps_strategy().empty() ? plan.ps_strategy()
-                                                     : "round_robin";
-  if (placement.strategy != "round_robin" && placement.strategy != "greedy")
-    return errorStatus("the ps strategy is round_robin or greedy, not '",
-                       printable(placement.strategy), "'");
-  placement.numPs = numPs;
-  std::unordered_map<std::string, int64_t> slotBytes;
-  for (const Variable &v : plan.variables())
-    if (!v.slot_of().empty())
-      slotBytes[v.slot_of()] += bytesOf(v);
-
-  std::vector<int64_t> load(std::max(numPs, 0), 0);
-  int next = 0;
-  for (const Variable &v : plan.variables()) {
-    if (!v.slot_of().empty())
-      continue;
-    const std::string &name = v.name();
-    const int shards = int(std::max<int64_t>(v.partitions(), 1));
-    const int64_t total = bytesOf(v) + slotBytes[name];
-    const int64_t rows =
-        v.type().shape().dims_size() ? v.type().shape().dims(0) : 1;
-    std::optional<int> pinnedPs;
-    if (!v.device().empty()) {
-      DeviceNameParse parsed = parseDeviceName(v.device());
-      if (parsed.name && parsed.name->job == "ps") {
-        int task = parsed.name->task.value_or(0);
-        if (task >= numPs)
-          return errorStatus("variable '", printable(name), "' is placed on ",
-                             v.device(), ", but the cluster has ", numPs,
-                             " ps task", numPs == 1 ? "" : "s",
-                             " (/job:ps/task:0 to /job:ps/task:", numPs - 1,
-                             "); add ps tasks or change its `on` scope");
-        pinnedPs = task;
-      }
-      // An `on` scope naming a worker job says where the variable's ops
-      // run; the variable itself is shared by the replicas, so the setter
-      // still puts it on a ps.
-    }
-    const bool isStep = v.role() == "global_step";
-    if (isStep)
-      pinnedPs = 0; // as TensorFlow's replica_device_setter
-    int64_t offset = 0;
-    for (int k = 0; k < shards; ++k) {
-      // Rows split as evenly as they go, the first ones one row larger.
-      const int64_t shardRows = rows / shards + (k < rows % shards ? 1 : 0);
-      PlacedShard shard;
-      shard.variable = name;
-      shard.shard = k;
-      shard.shards = shards;
-      shard.rows = shardRows;
-      shard.rowOffset = offset;
-      offset += shardRows;
-      shard.bytes = rows ? total * shardRows / rows : total;
-      shard.pinned = pinnedPs.has_value() && !isStep;
-      if (numPs > 0) {
-        if (pinnedPs)
-          shard.ps = *pinnedPs;
-        else if (placement.strategy == "greedy")
-          shard.ps = int(std::min_element(load.begin(), load.end()) -
-                         load.begin());
-        else
-          shard.ps = next++ % numPs;
-        load[shard.ps] += shard.bytes;
-      }
-      if (k == 0)
-        placement.psOf[name] = shard.ps;
-      placement.shards.push_back(shard);
-    }
-  }
-  for (const Variable &v : plan.variables())
-    if (!v.slot_of().empty()) {
-      auto it = placement.psOf.find(v.slot_of());
-      placement.psOf[v.name()] = it == placement.psOf.end() ? 0 : it->second;
-    }
-  *out = std::move(placement);
-  return Status::ok();
-}
-
-Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
-                    Program *out) {
-  const Program &all = plan.ps_update();
+// ps_update per held tensor: each update once per shard of its variable,
+// over that shard's rows (all updates are elementwise), its ops marked with
+// the shard's Op.held. A task's ps program is then the ops of what it holds
+// (plan::psProgramFor): the reads name the shard, and the recvs of values
+// shaped like the variable take the shard's rows ("emb:grad/part_1", with
+// row_offset and rows); other operands (a learning rate) are received whole,
+// once.
+Status shardPsUpdate(const Plan &plan, const Program &all, Program *out) {
   Program p;
-  p.set_name("ps_update (ps " + std::to_string(ps) + ")");
+  p.set_name(all.name());
   std::unordered_map<int32_t, const Value *> valueById;
   int32_t nextId = 0;
   for (const Value &v : all.values()) {
@@ -636,15 +481,13 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
     if (updatedOperands(op) == 0)
       continue;
     const std::string var = updatedVariable(all, i);
-    std::vector<PlacedShard> shards = placement.shardsOf(plan, var);
+    std::vector<PlacedShard> shards = shardsOf(plan, var);
     if (shards.empty())
       return errorStatus("ps_update: ", describeOp(all, i), " updates '",
-                         printable(var),
-                         "', which the placement does not know");
+                         printable(var), "', which the plan does not declare");
     const std::vector<int64_t> &full = varDims[var];
     for (const PlacedShard &shard : shards) {
-      if (shard.ps != ps)
-        continue;
+      const std::string held = heldName(var, shard);
       const bool part = shard.shards > 1;
       const std::string suffix =
           part ? "/part_" + std::to_string(shard.shard) : std::string();
@@ -664,6 +507,7 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
       };
       Op copy = op;
       copy.clear_inputs();
+      copy.set_held(held);
       const int local = localOperands(op);
       for (int k = 0; k < op.inputs_size(); ++k) {
         const int32_t in = op.inputs(k);
@@ -683,6 +527,7 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
               continue; // one read serves several updates
           }
           read.set_outputs(0, id);
+          read.set_held(held);
           *p.add_ops() = read;
           continue;
         }
@@ -759,97 +604,9 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
   return Status::ok();
 }
 
-namespace {
-std::string humanBytes(int64_t bytes) {
-  char buf[64];
-  if (bytes >= (1 << 20))
-    std::snprintf(buf, sizeof buf, "%.1f MiB", double(bytes) / double(1 << 20));
-  else if (bytes >= (1 << 10))
-    std::snprintf(buf, sizeof buf, "%.1f KiB", double(bytes) / double(1 << 10));
-  else
-    std::snprintf(buf, sizeof buf, "%lld B", (long long)bytes);
-  return buf;
-}
-} // namespace
-
-int stageOf(const Op &op) {
-  if (op.name() == "dtf.input")
-    return 0;
-  if (op.name() == "dtf.constant" || op.name() == "dtf.read_variable")
-    return -1;
-  if (op.device().empty())
-    return 0;
-  DeviceNameParse parsed = parseDeviceName(op.device());
-  if (!parsed.name || !parsed.name->task)
-    return 0;
-  const std::optional<std::string> &job = parsed.name->job;
-  if (job && *job == "chief")
-    return 0;
-  if (job && *job != "worker")
-    return 0; // compute placed on a ps runs on the worker, as before
-  return *parsed.name->task;
-}
-
-Status checkReplicaSpan(const Plan &plan) {
+// The program stage `stage` of a replica spanning `span` worker tasks runs.
+Status cutStage(const Plan &plan, int stage, int span, Program *out) {
   const Program &worker = plan.worker_step();
-  for (int i = 0; i < worker.ops_size(); ++i)
-    if (stageOf(worker.ops(i)) >= kMaxReplicaSpan)
-      return errorStatus(describeOp(worker, i), " is placed on ",
-                         printable(worker.ops(i).device()),
-                         ": a replica spans at most ", kMaxReplicaSpan,
-                         " worker tasks (/job:worker/task:0 to /job:worker/task:",
-                         kMaxReplicaSpan - 1, ")");
-  return Status::ok();
-}
-
-int replicaSpan(const Plan &plan) {
-  int span = 1;
-  for (const Op &op : plan.worker_step().ops())
-    span = std::max(span, stageOf(op) + 1);
-  return span;
-}
-
-Status replicasFor(const Plan &plan, int numWorkers, int *replicas) {
-  DTF_RETURN_IF_ERROR(checkReplicaSpan(plan));
-  const Training &t = plan.training();
-  const int span = replicaSpan(plan);
-  auto workers = [](int n) {
-    return std::to_string(n) + " worker" + (n == 1 ? "" : "s");
-  };
-  if (span > 1 && t.replication() == "in_graph")
-    return errorStatus("the plan places ops on ", span,
-                       " worker tasks (model parallelism), which needs "
-                       "between_graph replication; in in_graph replication "
-                       "each tower runs on one worker");
-  if (numWorkers < 1 || numWorkers % span != 0)
-    return errorStatus("a replica of this plan spans ", span,
-                       " worker tasks (its ops are placed up to "
-                       "/job:worker/task:",
-                       span - 1, "), but the cluster has ", workers(numWorkers),
-                       "; give it a multiple of ", span);
-  *replicas = numWorkers / span;
-  if (t.update() == "sync" && t.replication() != "in_graph" &&
-      t.replicas_to_aggregate() > *replicas)
-    return errorStatus(
-        "the plan aggregates ", t.replicas_to_aggregate(),
-        " replicas per update, but the cluster has ",
-        span > 1 ? std::to_string(*replicas) + " replica" +
-                       (*replicas == 1 ? "" : "s") + " (" +
-                       workers(numWorkers) + ", " + std::to_string(span) +
-                       " per replica)"
-                 : workers(numWorkers),
-        "; add workers or lower replicas_to_aggregate");
-  return Status::ok();
-}
-
-Status stageProgramFor(const Plan &plan, int stage, Program *out) {
-  const Program &worker = plan.worker_step();
-  DTF_RETURN_IF_ERROR(checkReplicaSpan(plan));
-  const int span = replicaSpan(plan);
-  if (stage < 0 || stage >= span)
-    return errorStatus("the worker_step has no stage ", stage, " (its replica "
-                       "spans ", span, " worker task", span == 1 ? "" : "s",
-                       ")");
   const int numOps = worker.ops_size();
   std::unordered_map<int32_t, int> definedBy;
   for (int i = 0; i < numOps; ++i)
@@ -967,31 +724,33 @@ Status stageProgramFor(const Plan &plan, int stage, Program *out) {
   return Status::ok();
 }
 
-std::string placementReport(const Placement &placement) {
-  std::string os = "placement over " + std::to_string(placement.numPs) +
-                   " ps task" + (placement.numPs == 1 ? "" : "s") + " (" +
-                   placement.strategy + "; bytes include optimizer slots)\n";
-  for (int ps = 0; ps < placement.numPs; ++ps) {
-    os += "  /job:ps/task:" + std::to_string(ps) + "  " +
-          humanBytes(placement.bytesOn(ps)) + "\n";
-    for (const PlacedShard &s : placement.shards) {
-      if (s.ps != ps)
-        continue;
-      os += "    " + s.variable;
-      if (s.shards > 1)
-        os += " (shard " + std::to_string(s.shard) + " of " +
-              std::to_string(s.shards) + ")";
-      os += "  " + humanBytes(s.bytes) + (s.pinned ? "  [pinned by on]" : "") +
-            "\n";
-    }
-  }
-  for (const PlacedShard &s : placement.shards)
-    if (s.ps < 0)
-      os += "  on a worker: " + s.variable + "  " + humanBytes(s.bytes) + "\n";
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "  imbalance (largest / smallest): %.2f\n",
-                placement.imbalance());
-  return os + buf;
+} // namespace
+
+Status cutPlan(Plan *plan) {
+  DTF_RETURN_IF_ERROR(cutTrainStep(plan, false));
+  Program sharded;
+  DTF_RETURN_IF_ERROR(shardPsUpdate(*plan, plan->ps_update(), &sharded));
+  *plan->mutable_ps_update() = std::move(sharded);
+  plan->clear_stages();
+  const int span = replicaSpan(*plan);
+  if (span > 1)
+    for (int k = 0; k < span; ++k)
+      DTF_RETURN_IF_ERROR(cutStage(*plan, k, span, plan->add_stages()));
+  plan->clear_lookups();
+  // Between-graph training with one task per replica looks its embedding
+  // tables up on the ps (only the rows of a step's ids travel); in-graph and
+  // model-parallel training keep the dense cut.
+  if (span > 1 || plan->training().replication() == "in_graph" ||
+      remoteTables(plan->train_step()).empty())
+    return Status::ok();
+  Plan cut = *plan;
+  DTF_RETURN_IF_ERROR(cutTrainStep(&cut, true));
+  Lookups *lookups = plan->mutable_lookups();
+  *lookups->mutable_worker_step() = std::move(*cut.mutable_worker_step());
+  DTF_RETURN_IF_ERROR(
+      shardPsUpdate(cut, cut.ps_update(), lookups->mutable_ps_update()));
+  *lookups->mutable_eval() = std::move(*cut.mutable_eval());
+  return Status::ok();
 }
 
 } // namespace dtf::plan

@@ -1,7 +1,7 @@
 // dtfc --emit=dot: each task's program of a plan as a Graphviz graph.
 #pragma once
 
-#include "runtime/plan/Partition.h"
+#include "schema/Placement.h"
 
 #include "plan.pb.h"
 

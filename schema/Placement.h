@@ -1,10 +1,12 @@
-// Partitioning a train_step for ps/worker training, and binding a plan's
-// symbolic placement to a real number of ps tasks. No MLIR: dtfc partitions
-// when it writes a plan, dtf-run binds when it starts a task, and both give
-// the same answer on every task.
+// The replica device setter over a plan's variables (which ps task holds
+// what), and each task's program bound to a cluster. dtfc cuts the programs
+// (compiler/partition) and writes them into the plan; every task binds them
+// here, and dtfc's placement report uses the same rule, so both sides and
+// every task give the same answer. Placement stays a run-time binding: the
+// cluster is known only then, and may change while a job runs.
 #pragma once
 
-#include "runtime/core/Status.h"
+#include "schema/Status.h"
 
 #include "plan.pb.h"
 
@@ -14,34 +16,6 @@
 #include <vector>
 
 namespace dtf::plan {
-
-/// Splits plan->train_step() into plan->worker_step() and plan->ps_update()
-/// (see proto/plan.proto). The cut runs at the updates: every op that updates
-/// a variable in place (the optimizers' apply ops, assign_add, moving-average
-/// updates) goes to ps_update with the variable reads it updates or averages;
-/// everything else stays on the worker, which sends each other operand of an
-/// update under a rendezvous key. A value several updates take (a learning
-/// rate) is sent once.
-///
-/// With `remoteLookups` (between-graph training), an embedding table whose
-/// every use is a dtf.gather of its rows and a sparse update is looked up on
-/// its ps instead: the worker_step's gathers become dtf.ps_gather (attribute
-/// `variable`; the worker fetches the rows of the step's unique ids from the
-/// shards that hold them), the worker never reads the table, and each
-/// (ids, rows) pair of the sparse update is one sparse Transfer
-/// ("emb:grad:0", rows_value) that the ps's dtf.sparse_apply_* takes as it
-/// is. Without it (dtfc's plans; in-graph and model-parallel training) sparse
-/// updates become dense ones, as documented at densifySparseUpdates.
-Status partitionTrainStep(Plan *plan, bool remoteLookups = false);
-
-/// The leading inputs of an update op that live on its ps (the variable, its
-/// slots; a moving average's variable): updatedOperands plus one for
-/// dtf.moving_average_update.
-int localOperands(const Op &op);
-
-/// The variable an update op updates (its first input's dtf.read_variable),
-/// or "" for an op that updates nothing.
-std::string updatedVariable(const Program &program, int opIndex);
 
 /// One variable (or one axis-0 shard of a partitioned one) on its ps.
 struct PlacedShard {
@@ -106,14 +80,19 @@ struct HeldTensor {
 std::vector<HeldTensor> heldBy(const Plan &plan, const Placement &placement,
                                int ps);
 
-/// The program ps task `ps` runs for each (aggregated) push: the updates of
-/// what `placement` gives it, with their local reads, and its recvs as feeds
-/// named by their keys. The update of a partitioned variable runs once per
-/// shard it holds, over that shard's rows (all updates are elementwise): its
-/// reads name the shard, and its recvs of values shaped like the variable
-/// take the shard's rows ("emb:grad/part_1", with row_offset and rows); other
-/// operands (a learning rate) are received whole. Empty (no ops) for a ps
-/// with no variables.
+/// The axis-0 shards of a variable (one unless it is partitioned), rows
+/// split as evenly as they go, the first ones one row larger; `ps` unset.
+std::vector<PlacedShard> axisZeroShards(const Variable &v);
+
+/// What a ps calls one shard of `variable` (a variable, slot or moving
+/// average): the name itself, or "<variable>/part_<k>" when partitioned.
+/// ps_update's ops carry it as Op.held.
+std::string heldName(const std::string &variable, const PlacedShard &shard);
+
+/// The program ps task `ps` runs for each (aggregated) push: the ops of
+/// plan.ps_update() whose Op.held it holds (dtfc cut ps_update per held
+/// tensor), with the values, recvs and feeds they use. Empty (no ops) for a
+/// ps with no variables. An op with no Op.held (an older plan) is an error.
 Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
                     Program *out);
 
@@ -147,14 +126,15 @@ Status replicasFor(const Plan &plan, int numWorkers, int *replicas);
 /// repeats (constants, variable reads).
 int stageOf(const Op &op);
 
-/// The program stage `stage` of a replica runs: its ops of the worker_step in
-/// program order, with a dtf.send after each op whose result another stage
-/// uses and a dtf.recv before the first op of this stage that uses a value
-/// made elsewhere (attributes: `key`, and `peer`, the other stage). Each
-/// transfer's key, "v<value>:<from>-><to>", is unique per step. Stage 0 keeps
-/// the feeds, fetches and sends to the ps. Every stage follows the
-/// worker_step's order, so a recv never waits for a send that itself waits:
-/// the stages cannot deadlock.
+/// Between-graph training with one task per replica: the plan's lookup cut
+/// (Plan.lookups, dtfc's) becomes its worker_step, ps_update and eval, so that
+/// a table only gathered is looked up on its ps. False, and `plan` as it
+/// was, when dtfc made none (no table qualifies, in-graph or model-parallel
+/// training).
+bool selectLookupCut(Plan *plan);
+
+/// The program stage `stage` of a replica runs: plan.stages(stage), which
+/// dtfc cut (the worker_step itself when the replica spans one task).
 Status stageProgramFor(const Plan &plan, int stage, Program *out);
 
 /// dtfc --placement-report: per ps its variables and bytes, and the

@@ -1,5 +1,5 @@
 // ClusterSpec: parsing and checking cluster.json and TF_CONFIG.
-#include "runtime/cluster/ClusterSpec.h"
+#include "schema/ClusterSpec.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,0 +1,61 @@
+//===- DtfDistOps.td - the ops of the ps/worker cut ----------*- tablegen -*-===//
+//
+// The ops that dtfc's cut of the train_step puts into the per-task programs
+// (compiler/partition, docs/plan-format.md "Per-task programs"): transfers
+// between the stages of a model-parallel replica, and embedding rows looked
+// up on the ps that holds the table.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DTF_DIST_OPS_TD
+#define DTF_DIST_OPS_TD
+
+def Dtf_SendOp : Dtf_Op<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "hands a value to another stage of the replica";
+  let description = [{
+    Placed after the op that makes `value` when a stage `peer` of the same
+    replica uses it; `key` names the transfer, `v<value>:<from>-><to>`,
+    unique per step.
+
+    ```mlir
+    dtf.send %h {key = "v16:1->0", peer = 0 : i64} : tensor<?x500xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$value, StrAttr:$key, I64Attr:$peer);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def Dtf_RecvOp : Dtf_Op<"recv", [MemoryEffects<[MemRead]>]> {
+  let summary = "waits for a value another stage of the replica made";
+  let description = [{
+    Placed before the first op of its stage that uses a value made on stage
+    `peer`; `key` is the matching `dtf.send`'s.
+
+    ```mlir
+    %h = dtf.recv {key = "v16:1->0", peer = 1 : i64} : tensor<?x500xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$key, I64Attr:$peer);
+  let results = (outs Dtf_Tensor:$value);
+  let assemblyFormat = "attr-dict `:` type($value)";
+}
+
+def Dtf_PsGatherOp : Dtf_Op<"ps_gather", [MemoryEffects<[MemRead]>]> {
+  let summary = "rows of a table looked up on the ps tasks that hold it";
+  let description = [{
+    A `dtf.gather` of `variable` whose rows are fetched from the ps shards
+    holding them: the worker sends the step's unique ids, never reads the
+    table whole. With `create` (a dynamic table in training) the ps makes
+    rows for ids it admits.
+
+    ```mlir
+    %e = dtf.ps_gather %ids {variable = "words/embeddings"} : (tensor<?x20xi64>) -> tensor<?x20x64xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_IntTensor:$indices, StrAttr:$variable,
+                       UnitAttr:$create);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$indices attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // DTF_DIST_OPS_TD

@@ -1,0 +1,59 @@
+// What both sides know of a plan beyond its protobuf (proto/plan.proto): the
+// format version, types and ops as messages name them, and which ops update
+// their operands in place.
+#pragma once
+
+#include "plan.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dtf::plan {
+
+/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 3:
+/// every task's program cut by dtfc (ps_update per held tensor, the stages,
+/// the lookup cut); docs/plan-format.md.
+constexpr uint32_t kPlanFormatVersion = 3;
+
+/// "f32", "i64", ...: a plan dtype as the model language writes it; "?" for
+/// one this version does not know.
+const char *dtypeName(int planDType);
+
+/// The bytes of one element of a plan dtype (4 for one it does not know).
+int64_t elementBytes(int planDType);
+
+/// The dims of a plan shape; -1 stands for the batch.
+std::vector<int64_t> dimsOf(const Shape &shape);
+
+/// "[B,784]": dims with B for the batch (-1).
+std::string dimsString(const std::vector<int64_t> &dims);
+
+/// "f32[B,784]": the plan type as the model language writes it, with B for
+/// the batch (-1) dimension.
+std::string typeString(const TensorType &type);
+
+/// True when `actual` (a concrete shape) fits `declared`, where a declared -1
+/// matches any size.
+bool shapeFits(const std::vector<int64_t> &declared,
+               const std::vector<int64_t> &actual);
+
+/// The element count of a static shape, or -1 when a dim is negative or the
+/// product would exceed `limit`.
+int64_t staticElements(const std::vector<int64_t> &dims, int64_t limit);
+
+/// `text` with control bytes and bytes >= 0x7f written as \xNN, for names
+/// from a plan in messages (a corrupted plan may hold anything).
+std::string printable(std::string_view text);
+
+/// "model.dtf:12:9: dtf.matmul" or, without a location, "op #12 dtf.matmul":
+/// how messages name op `index` of a program.
+std::string describeOp(const Program &program, int index);
+
+/// How many leading inputs of `op` it updates in place (an optimizer's
+/// variable and slots, assign_add's variable, a moving average): 0 for ops
+/// that update nothing.
+int updatedOperands(const Op &op);
+
+} // namespace dtf::plan
