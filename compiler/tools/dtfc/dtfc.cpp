@@ -228,6 +228,191 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
   }
 }
 
+/// Where the result goes, opened only once there is something to write, so a
+/// failed compile never truncates an earlier output.
+struct Output {
+  std::string path;
+  int write(llvm::function_ref<void(llvm::raw_ostream &)> body) const {
+    std::string errorMessage;
+    auto output = mlir::openOutputFile(path, &errorMessage);
+    if (!output) {
+      llvm::errs() << "dtfc: error: " << errorMessage << "\n";
+      return kIoError;
+    }
+    body(output->os());
+    output->keep();
+    return kOk;
+  }
+  int print(mlir::ModuleOp module) const {
+    return write([&](llvm::raw_ostream &os) { module->print(os); });
+  }
+};
+
+/// The training step (dtf-autodiff, dtf-optimize, CSE), printed with
+/// --emit=train-mlir, then dtf-fuse's regions with --fusion=on. kOk to go
+/// on; -1 when the output was written; an exit code otherwise.
+int runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
+                mlir::dtf::FrontendDiagnostics &diagnostics, const Output &out) {
+  mlir::PassManager pm(&context);
+  pm.addPass(mlir::dtf::createDtfAutodiff());
+  pm.addPass(mlir::dtf::createDtfOptimize());
+  pm.addPass(mlir::createCSEPass());
+  if (mlir::failed(pm.run(module))) {
+    diagnostics.printSummary();
+    return kCompileError;
+  }
+  if (emit == Emit::TrainMLIR)
+    return out.print(module) == kOk ? -1 : kIoError;
+  if (fusion == Fusion::Off)
+    return kOk;
+  // Only the plan's two programs get kernels; the model's own function (the
+  // forward pass they were built from) is not in the plan.
+  for (auto func : llvm::make_early_inc_range(module.getOps<mlir::func::FuncOp>()))
+    if (func.getSymName() != "train_step" && func.getSymName() != "eval")
+      func.erase();
+  if (fuseReductions != "all" && fuseReductions != "rows" &&
+      fuseReductions != "none") {
+    llvm::errs() << "dtfc: --fuse-reductions must be all, rows or none, not '"
+                 << fuseReductions << "'\n";
+    return kUsageError;
+  }
+  mlir::dtf::DtfFuseOptions fuseOptions;
+  fuseOptions.reductions = fuseReductions;
+  fuseOptions.updates = fuseUpdates == Fusion::On;
+  fuseOptions.rows = fuseRows == Fusion::On;
+  fuseOptions.dropout = fuseDropout == Fusion::On;
+  mlir::PassManager fuse(&context);
+  fuse.addPass(mlir::dtf::createDtfFuseLibrary());
+  fuse.addPass(mlir::dtf::createDtfGpuClip());
+  fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));
+  if (mlir::failed(fuse.run(module))) {
+    diagnostics.printSummary();
+    return kCompileError;
+  }
+  return kOk;
+}
+
+/// The generated kernels' machine code (CPU, and GPU where a toolkit is);
+/// --emit=kernel-llvm prints the CPU kernels' IR. kOk to go on; -1 when the
+/// output was written; an exit code otherwise.
+int compileKernels(mlir::ModuleOp module, ::dtf::plan::Plan &plan,
+                   const Output &out) {
+  if (plan.kernels_size() == 0)
+    return kOk;
+  std::string error, llvmIR;
+  if (mlir::failed(mlir::dtf::compileCpuKernels(
+          module, plan, error, emit == Emit::KernelLLVM ? &llvmIR : nullptr))) {
+    llvm::errs() << "dtfc: error: generating the CPU kernels: " << error << "\n";
+    return kCompileError;
+  }
+  if (emit == Emit::KernelLLVM)
+    return out.write([&](llvm::raw_ostream &os) { os << llvmIR; }) == kOk ? -1 : kIoError;
+  const bool haveToolkit =
+      llvm::sys::fs::exists(cudaToolkit.getValue() + "/bin/ptxas");
+  if (gpuKernels == GpuKernels::On ||
+      (gpuKernels == GpuKernels::Auto && haveToolkit)) {
+    if (mlir::failed(mlir::dtf::compileGpuKernels(module, plan, cudaToolkit, error))) {
+      llvm::errs() << "dtfc: error: generating the GPU kernels: " << error << "\n";
+      return gpuKernels == GpuKernels::On && !haveToolkit ? kNotAvailable
+                                                          : kCompileError;
+    }
+  }
+  return kOk;
+}
+
+/// --cluster: binds the symbolic placement now: every variable names its ps
+/// task, and dtf-run refuses a cluster of another size.
+int bindCluster(::dtf::plan::Plan &plan) {
+  ::dtf::cluster::ClusterSpec spec;
+  ::dtf::Status parsed = ::dtf::cluster::ClusterSpec::parseFile(clusterFile, &spec);
+  if (!parsed.isOk()) {
+    llvm::errs() << "dtfc: error: " << parsed.message() << "\n";
+    return kUsageError;
+  }
+  const int workers = spec.numWorkers() + spec.numTasks(::dtf::cluster::kChiefJob);
+  if (spec.numPs() < 1) {
+    llvm::errs() << "dtfc: error: " << clusterFile
+                 << " has no ps job: ps/worker training needs at least one ps task\n";
+    return kCompileError;
+  }
+  int replicas = 0;
+  if (::dtf::Status s = ::dtf::plan::replicasFor(plan, workers, &replicas); !s.isOk()) {
+    llvm::errs() << "dtfc: error: " << clusterFile << ": " << s.message() << "\n";
+    return kCompileError;
+  }
+  ::dtf::plan::Placement placement;
+  ::dtf::Status placed = ::dtf::plan::placeVariables(plan, spec.numPs(), "", &placement);
+  if (!placed.isOk()) {
+    llvm::errs() << "dtfc: error: " << clusterFile << ": " << placed.message() << "\n";
+    return kCompileError;
+  }
+  for (::dtf::plan::Variable &v : *plan.mutable_variables()) {
+    auto it = placement.psOf.find(v.name());
+    if (it != placement.psOf.end() && it->second >= 0)
+      v.set_device("/job:ps/task:" + std::to_string(it->second));
+  }
+  plan.set_bound_ps_tasks(spec.numPs());
+  plan.set_bound_worker_tasks(workers);
+  numPs = spec.numPs();
+  return kOk;
+}
+
+/// What --placement-report, --emit=dot, --emit=plan-text or the plan itself
+/// write of a finished plan.
+int writePlan(const ::dtf::plan::Plan &plan, const Output &out) {
+  if (placementReport) {
+    if (numPs < 1) {
+      llvm::errs() << "dtfc: error: --ps must be at least 1\n";
+      return kUsageError;
+    }
+    std::string strategy = psStrategy.getValue();
+    if (strategy.empty()) {
+      strategy = plan.ps_strategy().empty() ? "round_robin" : plan.ps_strategy();
+    }
+    if (strategy != "round_robin" && strategy != "greedy") {
+      llvm::errs() << "dtfc: error: --ps-strategy is round_robin or greedy, not '"
+                   << strategy << "'\n";
+      return kUsageError;
+    }
+    ::dtf::plan::Placement placement;
+    ::dtf::Status placed = ::dtf::plan::placeVariables(plan, numPs, strategy, &placement);
+    if (!placed.isOk()) {
+      llvm::errs() << "dtfc: error: " << placed.message() << "\n";
+      return kCompileError;
+    }
+    llvm::outs() << ::dtf::plan::placementReport(placement);
+    return kOk;
+  }
+
+  if (emit == Emit::Dot) {
+    // Each task's program; per ps task when the placement is bound
+    // (--cluster) or asked for (--ps N).
+    ::dtf::plan::Placement placement;
+    const bool perPs = plan.bound_ps_tasks() > 0 || numPs.getNumOccurrences() > 0;
+    if (perPs) {
+      ::dtf::Status placed = ::dtf::plan::placeVariables(plan, numPs, "", &placement);
+      if (!placed.isOk()) {
+        llvm::errs() << "dtfc: error: " << placed.message() << "\n";
+        return kCompileError;
+      }
+    }
+    return out.write([&](llvm::raw_ostream &os) {
+      os << ::dtf::plan::planToDot(plan, perPs ? &placement : nullptr);
+    });
+  }
+  if (emit == Emit::PlanText)
+    return out.write([&](llvm::raw_ostream &os) {
+      std::string text;
+      google::protobuf::TextFormat::PrintToString(plan, &text);
+      os << text;
+    });
+  return out.write([&](llvm::raw_ostream &os) {
+    std::string bytes;
+    plan.SerializeToString(&bytes);
+    os << bytes;
+  });
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -271,25 +456,11 @@ int main(int argc, char **argv) {
     return kCompileError;
   }
 
-  // The output is opened only once there is something to write, so a
-  // failed compile never truncates an earlier output.
-  std::string outputPath = outputFile.empty()
-                               ? (emit == Emit::Plan ? "plan.bin" : "-")
-                               : outputFile.getValue();
-  auto writeOutput = [&](llvm::function_ref<void(llvm::raw_ostream &)> write) {
-    std::string errorMessage;
-    auto output = mlir::openOutputFile(outputPath, &errorMessage);
-    if (!output) {
-      llvm::errs() << "dtfc: error: " << errorMessage << "\n";
-      return kIoError;
-    }
-    write(output->os());
-    output->keep();
-    return kOk;
-  };
-
+  const Output out{outputFile.empty()
+                       ? (emit == Emit::Plan ? "plan.bin" : "-")
+                       : outputFile.getValue()};
   if (emit == Emit::AST)
-    return writeOutput(
+    return out.write(
         [&](llvm::raw_ostream &os) { mlir::dtf::ast::dump(*file, os); });
 
   mlir::dtf::FrontendOptions options;
@@ -303,76 +474,21 @@ int main(int argc, char **argv) {
     return kCompileError;
   }
   if (emit == Emit::MLIR)
-    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+    return out.print(*module);
 
-  // The training step: gradients, then the optimizer's updates.
-  mlir::PassManager pm(&context);
-  pm.addPass(mlir::dtf::createDtfAutodiff());
-  pm.addPass(mlir::dtf::createDtfOptimize());
-  pm.addPass(mlir::createCSEPass());
-  if (mlir::failed(pm.run(*module))) {
-    diagnostics.printSummary();
-    return kCompileError;
-  }
-  if (emit == Emit::TrainMLIR)
-    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
-  if (fusion == Fusion::On) {
-    // Only the plan's two programs get kernels; the model's own function
-    // (the forward pass they were built from) is not in the plan.
-    for (auto func : llvm::make_early_inc_range(module->getOps<mlir::func::FuncOp>()))
-      if (func.getSymName() != "train_step" && func.getSymName() != "eval")
-        func.erase();
-    mlir::PassManager fuse(&context);
-    if (fuseReductions != "all" && fuseReductions != "rows" &&
-        fuseReductions != "none") {
-      llvm::errs() << "dtfc: --fuse-reductions must be all, rows or none, "
-                      "not '"
-                   << fuseReductions << "'\n";
-      return kUsageError;
-    }
-    mlir::dtf::DtfFuseOptions fuseOptions;
-    fuseOptions.reductions = fuseReductions;
-    fuseOptions.updates = fuseUpdates == Fusion::On;
-    fuseOptions.rows = fuseRows == Fusion::On;
-    fuseOptions.dropout = fuseDropout == Fusion::On;
-    fuse.addPass(mlir::dtf::createDtfFuseLibrary());
-    fuse.addPass(mlir::dtf::createDtfGpuClip());
-    fuse.addPass(mlir::dtf::createDtfFuse(fuseOptions));
-    if (mlir::failed(fuse.run(*module))) {
-      diagnostics.printSummary();
-      return kCompileError;
-    }
-  }
+  if (int code = runPipeline(context, *module, diagnostics, out); code != kOk)
+    return code < 0 ? kOk : code;
   if (emit == Emit::FusedMLIR)
-    return writeOutput([&](llvm::raw_ostream &os) { module->print(os); });
+    return out.print(*module);
   ::dtf::plan::Plan plan;
   if (mlir::failed(mlir::dtf::emitPlan(*module, filename, plan))) {
     diagnostics.printSummary();
     return kCompileError;
   }
   if (emit == Emit::Kernels)
-    return writeOutput([&](llvm::raw_ostream &os) { printKernels(plan, os); });
-  if (plan.kernels_size() > 0) {
-    std::string error, llvmIR;
-    if (mlir::failed(mlir::dtf::compileCpuKernels(
-            *module, plan, error, emit == Emit::KernelLLVM ? &llvmIR : nullptr))) {
-      llvm::errs() << "dtfc: error: generating the CPU kernels: " << error << "\n";
-      return kCompileError;
-    }
-    if (emit == Emit::KernelLLVM)
-      return writeOutput([&](llvm::raw_ostream &os) { os << llvmIR; });
-    const bool haveToolkit =
-        llvm::sys::fs::exists(cudaToolkit.getValue() + "/bin/ptxas");
-    if (gpuKernels == GpuKernels::On ||
-        (gpuKernels == GpuKernels::Auto && haveToolkit)) {
-      if (mlir::failed(mlir::dtf::compileGpuKernels(*module, plan, cudaToolkit,
-                                                    error))) {
-        llvm::errs() << "dtfc: error: generating the GPU kernels: " << error << "\n";
-        return gpuKernels == GpuKernels::On && !haveToolkit ? kNotAvailable
-                                                            : kCompileError;
-      }
-    }
-  }
+    return out.write([&](llvm::raw_ostream &os) { printKernels(plan, os); });
+  if (int code = compileKernels(*module, plan, out); code != kOk)
+    return code < 0 ? kOk : code;
   if (emit == Emit::PTX) {
     if (plan.gpu_ptx().empty()) {
       llvm::errs() << "dtfc: error: the plan has no GPU kernels ("
@@ -381,92 +497,10 @@ int main(int argc, char **argv) {
                    << ")\n";
       return kNotAvailable;
     }
-    return writeOutput([&](llvm::raw_ostream &os) { os << plan.gpu_ptx(); });
+    return out.write([&](llvm::raw_ostream &os) { os << plan.gpu_ptx(); });
   }
-  if (!clusterFile.empty()) {
-    // Bind the symbolic placement now: every variable names its ps task, and
-    // dtf-run refuses a cluster of another size.
-    ::dtf::cluster::ClusterSpec spec;
-    ::dtf::Status parsed = ::dtf::cluster::ClusterSpec::parseFile(clusterFile, &spec);
-    if (!parsed.isOk()) {
-      llvm::errs() << "dtfc: error: " << parsed.message() << "\n";
-      return kUsageError;
-    }
-    const int workers = spec.numWorkers() + spec.numTasks(::dtf::cluster::kChiefJob);
-    if (spec.numPs() < 1) {
-      llvm::errs() << "dtfc: error: " << clusterFile
-                   << " has no ps job: ps/worker training needs at least one ps task\n";
-      return kCompileError;
-    }
-    int replicas = 0;
-    if (::dtf::Status s = ::dtf::plan::replicasFor(plan, workers, &replicas); !s.isOk()) {
-      llvm::errs() << "dtfc: error: " << clusterFile << ": " << s.message() << "\n";
-      return kCompileError;
-    }
-    ::dtf::plan::Placement placement;
-    ::dtf::Status placed = ::dtf::plan::placeVariables(plan, spec.numPs(), "", &placement);
-    if (!placed.isOk()) {
-      llvm::errs() << "dtfc: error: " << clusterFile << ": " << placed.message() << "\n";
-      return kCompileError;
-    }
-    for (::dtf::plan::Variable &v : *plan.mutable_variables()) {
-      auto it = placement.psOf.find(v.name());
-      if (it != placement.psOf.end() && it->second >= 0)
-        v.set_device("/job:ps/task:" + std::to_string(it->second));
-    }
-    plan.set_bound_ps_tasks(spec.numPs());
-    plan.set_bound_worker_tasks(workers);
-    numPs = spec.numPs();
-  }
-  if (placementReport) {
-    if (numPs < 1) {
-      llvm::errs() << "dtfc: error: --ps must be at least 1\n";
-      return kUsageError;
-    }
-    std::string strategy = psStrategy.getValue();
-    if (strategy.empty()) {
-      strategy = plan.ps_strategy().empty() ? "round_robin" : plan.ps_strategy();
-    }
-    if (strategy != "round_robin" && strategy != "greedy") {
-      llvm::errs() << "dtfc: error: --ps-strategy is round_robin or greedy, not '"
-                   << strategy << "'\n";
-      return kUsageError;
-    }
-    ::dtf::plan::Placement placement;
-    ::dtf::Status placed = ::dtf::plan::placeVariables(plan, numPs, strategy, &placement);
-    if (!placed.isOk()) {
-      llvm::errs() << "dtfc: error: " << placed.message() << "\n";
-      return kCompileError;
-    }
-    llvm::outs() << ::dtf::plan::placementReport(placement);
-    return kOk;
-  }
-
-  if (emit == Emit::Dot) {
-    // Each task's program; per ps task when the placement is bound
-    // (--cluster) or asked for (--ps N).
-    ::dtf::plan::Placement placement;
-    const bool perPs = plan.bound_ps_tasks() > 0 || numPs.getNumOccurrences() > 0;
-    if (perPs) {
-      ::dtf::Status placed = ::dtf::plan::placeVariables(plan, numPs, "", &placement);
-      if (!placed.isOk()) {
-        llvm::errs() << "dtfc: error: " << placed.message() << "\n";
-        return kCompileError;
-      }
-    }
-    return writeOutput([&](llvm::raw_ostream &os) {
-      os << ::dtf::plan::planToDot(plan, perPs ? &placement : nullptr);
-    });
-  }
-  if (emit == Emit::PlanText)
-    return writeOutput([&](llvm::raw_ostream &os) {
-      std::string text;
-      google::protobuf::TextFormat::PrintToString(plan, &text);
-      os << text;
-    });
-  return writeOutput([&](llvm::raw_ostream &os) {
-    std::string bytes;
-    plan.SerializeToString(&bytes);
-    os << bytes;
-  });
+  if (!clusterFile.empty())
+    if (int code = bindCluster(plan); code != kOk)
+      return code;
+  return writePlan(plan, out);
 }
