@@ -448,160 +448,202 @@ std::vector<PlacedShard> shardsOf(const Plan &plan,
 // shaped like the variable take the shard's rows ("emb:grad/part_1", with
 // row_offset and rows); other operands (a learning rate) are received whole,
 // once.
-Status shardPsUpdate(const Plan &plan, const Program &all, Program *out) {
-  Program p;
-  p.set_name(all.name());
-  std::unordered_map<int32_t, const Value *> valueById;
-  int32_t nextId = 0;
-  for (const Value &v : all.values()) {
-    valueById[v.id()] = &v;
-    nextId = std::max(nextId, v.id() + 1);
-  }
-  std::unordered_map<int32_t, int> definedBy;
-  for (int i = 0; i < all.ops_size(); ++i)
-    for (int32_t o : all.ops(i).outputs())
-      definedBy[o] = i;
-  std::unordered_map<int32_t, const Transfer *> recvOf;
-  for (const Transfer &r : all.recvs())
-    recvOf[r.value()] = &r;
-  std::unordered_map<std::string, std::vector<int64_t>> varDims;
-  for (const Variable &v : plan.variables())
-    varDims[v.name()] = {v.type().shape().dims().begin(),
-                         v.type().shape().dims().end()};
-
-  std::set<int32_t> declared;
-  auto declare = [&](const Value &v) {
-    if (declared.insert(v.id()).second)
-      *p.add_values() = v;
-  };
-  std::set<std::string> recvKeys;
-  std::set<int32_t> emittedReads;
-  for (int i = 0; i < all.ops_size(); ++i) {
-    const Op &op = all.ops(i);
-    if (updatedOperands(op) == 0)
-      continue;
-    const std::string var = updatedVariable(all, i);
-    std::vector<PlacedShard> shards = shardsOf(plan, var);
-    if (shards.empty())
-      return errorStatus("ps_update: ", describeOp(all, i), " updates '",
-                         printable(var), "', which the plan does not declare");
-    const std::vector<int64_t> &full = varDims[var];
-    for (const PlacedShard &shard : shards) {
-      const std::string held = heldName(var, shard);
-      const bool part = shard.shards > 1;
-      const std::string suffix =
-          part ? "/part_" + std::to_string(shard.shard) : std::string();
-      // A value of the variable's shape becomes the shard's rows.
-      auto shardValue = [&](int32_t id) -> int32_t {
-        if (!part)
-          return id;
-        Value v = *valueById.at(id);
-        std::vector<int64_t> dims(v.type().shape().dims().begin(),
-                                  v.type().shape().dims().end());
-        if (dims != full || dims.empty())
-          return id;
-        v.set_id(nextId++);
-        v.mutable_type()->mutable_shape()->set_dims(0, shard.rows);
-        declare(v);
-        return v.id();
-      };
-      Op copy = op;
-      copy.clear_inputs();
-      copy.set_held(held);
-      const int local = localOperands(op);
-      for (int k = 0; k < op.inputs_size(); ++k) {
-        const int32_t in = op.inputs(k);
-        if (k < local) {
-          auto d = definedBy.find(in);
-          if (d == definedBy.end())
-            return errorStatus("ps_update: ", describeOp(all, i), " input ",
-                               k, " is not a variable read");
-          Op read = all.ops(d->second);
-          const std::string name = read.attrs().at("name").s();
-          (*read.mutable_attrs())["name"].set_s(name + suffix);
-          const int32_t id = shardValue(in);
-          copy.add_inputs(id);
-          if (!part) {
-            declare(*valueById.at(in));
-            if (!emittedReads.insert(id).second)
-              continue; // one read serves several updates
-          }
-          read.set_outputs(0, id);
-          read.set_held(held);
-          *p.add_ops() = read;
-          continue;
-        }
-        auto r = recvOf.find(in);
-        if (r != recvOf.end() && r->second->sparse() &&
-            k + 1 < op.inputs_size()) {
-          // A sparse gradient: this shard's ids (relative to its first
-          // row) and their rows, fed under the key and key#rows.
-          const Transfer &sent = *r->second;
-          int32_t ids = in, rows = sent.rows_value();
-          if (!valueById.count(rows))
-            return errorStatus("ps_update: ", describeOp(all, i),
-                               " takes rows (value ", rows,
-                               ") that the program does not declare");
-          Transfer recv = sent;
-          if (part) {
-            Value v = *valueById.at(in);
-            v.set_id(nextId++);
-            declare(v);
-            ids = v.id();
-            v = *valueById.at(rows);
-            v.set_id(nextId++);
-            declare(v);
-            rows = v.id();
-            recv.set_key(sent.key() + suffix);
-            recv.set_value(ids);
-            recv.set_rows_value(rows);
-          } else {
-            declare(*valueById.at(ids));
-            declare(*valueById.at(rows));
-          }
-          recv.set_row_offset(shard.rowOffset);
-          recv.set_rows(shard.rows);
-          if (recvKeys.insert(recv.key()).second) {
-            *p.add_recvs() = recv;
-            Feed *f = p.add_feeds();
-            f->set_name(recv.key());
-            f->set_value(ids);
-            f = p.add_feeds();
-            f->set_name(recv.key() + "#rows");
-            f->set_value(rows);
-          }
-          copy.add_inputs(ids);
-          copy.add_inputs(rows);
-          ++k;
-          continue;
-        }
-        if (r == recvOf.end()) {
-          copy.add_inputs(in);
-          continue;
-        }
-        const int32_t id = shardValue(in);
-        if (id == in)
-          declare(*valueById.at(in));
-        Transfer recv = *r->second;
-        if (id != in) {
-          recv.set_key(recv.key() + suffix);
-          recv.set_value(id);
-          recv.set_row_offset(shard.rowOffset);
-          recv.set_rows(shard.rows);
-        }
-        if (recvKeys.insert(recv.key()).second) {
-          *p.add_recvs() = recv;
-          Feed *f = p.add_feeds();
-          f->set_name(recv.key());
-          f->set_value(recv.value());
-        }
-        copy.add_inputs(id);
-      }
-      *p.add_ops() = copy;
+class PsUpdateSharder {
+public:
+  PsUpdateSharder(const Plan &plan, const Program &all) : plan_(plan), all_(all) {
+    for (const Value &v : all.values()) {
+      valueById_[v.id()] = &v;
+      nextId_ = std::max(nextId_, v.id() + 1);
     }
+    for (int i = 0; i < all.ops_size(); ++i)
+      for (int32_t o : all.ops(i).outputs())
+        definedBy_[o] = i;
+    for (const Transfer &r : all.recvs())
+      recvOf_[r.value()] = &r;
+    for (const Variable &v : plan.variables())
+      varDims_[v.name()] = {v.type().shape().dims().begin(),
+                            v.type().shape().dims().end()};
   }
-  *out = std::move(p);
-  return Status::ok();
+
+  Status run(Program *out) {
+    out_.set_name(all_.name());
+    for (int i = 0; i < all_.ops_size(); ++i) {
+      if (updatedOperands(all_.ops(i)) == 0)
+        continue;
+      const std::string var = updatedVariable(all_, i);
+      std::vector<PlacedShard> shards = shardsOf(plan_, var);
+      if (shards.empty())
+        return errorStatus("ps_update: ", describeOp(all_, i), " updates '",
+                           printable(var), "', which the plan does not declare");
+      for (const PlacedShard &shard : shards)
+        DTF_RETURN_IF_ERROR(addUpdate(i, var, shard));
+    }
+    *out = std::move(out_);
+    return Status::ok();
+  }
+
+private:
+  // Update op `i` over one shard of `var`, after the reads it takes.
+  Status addUpdate(int i, const std::string &var, const PlacedShard &shard) {
+    const Op &op = all_.ops(i);
+    Shard s{heldName(var, shard), shard.shards > 1,
+            shard.shards > 1 ? "/part_" + std::to_string(shard.shard) : "",
+            shard, varDims_[var]};
+    Op copy = op;
+    copy.clear_inputs();
+    copy.set_held(s.held);
+    const int local = localOperands(op);
+    for (int k = 0; k < op.inputs_size(); ++k) {
+      const int32_t in = op.inputs(k);
+      if (k < local) {
+        DTF_RETURN_IF_ERROR(addRead(i, k, s, &copy));
+        continue;
+      }
+      auto r = recvOf_.find(in);
+      if (r != recvOf_.end() && r->second->sparse() && k + 1 < op.inputs_size()) {
+        DTF_RETURN_IF_ERROR(addSparseRecv(i, *r->second, s, &copy));
+        ++k; // the pair's rows
+        continue;
+      }
+      if (r == recvOf_.end()) {
+        copy.add_inputs(in);
+        continue;
+      }
+      copy.add_inputs(addDenseRecv(*r->second, s));
+    }
+    *out_.add_ops() = copy;
+    return Status::ok();
+  }
+
+  struct Shard {
+    std::string held;   // Op.held
+    bool part;          // one of several shards
+    std::string suffix; // "/part_<k>" or ""
+    const PlacedShard &placed;
+    const std::vector<int64_t> &fullDims;
+  };
+
+  void declare(const Value &v) {
+    if (declared_.insert(v.id()).second)
+      *out_.add_values() = v;
+  }
+
+  // A value of the variable's shape becomes the shard's rows (a new value).
+  int32_t shardValue(int32_t id, const Shard &s) {
+    if (!s.part)
+      return id;
+    Value v = *valueById_.at(id);
+    std::vector<int64_t> dims(v.type().shape().dims().begin(),
+                              v.type().shape().dims().end());
+    if (dims != s.fullDims || dims.empty())
+      return id;
+    v.set_id(nextId_++);
+    v.mutable_type()->mutable_shape()->set_dims(0, s.placed.rows);
+    declare(v);
+    return v.id();
+  }
+
+  // Input k of update op `i` (the variable or a slot): its read, of the shard.
+  Status addRead(int i, int k, const Shard &s, Op *copy) {
+    const int32_t in = all_.ops(i).inputs(k);
+    auto d = definedBy_.find(in);
+    if (d == definedBy_.end())
+      return errorStatus("ps_update: ", describeOp(all_, i), " input ", k,
+                         " is not a variable read");
+    Op read = all_.ops(d->second);
+    const std::string name = read.attrs().at("name").s();
+    (*read.mutable_attrs())["name"].set_s(name + s.suffix);
+    const int32_t id = shardValue(in, s);
+    copy->add_inputs(id);
+    if (!s.part) {
+      declare(*valueById_.at(in));
+      if (!emittedReads_.insert(id).second)
+        return Status::ok(); // one read serves several updates
+    }
+    read.set_outputs(0, id);
+    read.set_held(s.held);
+    *out_.add_ops() = read;
+    return Status::ok();
+  }
+
+  // A sparse gradient: this shard's ids (relative to its first row) and
+  // their rows, fed under the key and key#rows.
+  Status addSparseRecv(int i, const Transfer &sent, const Shard &s, Op *copy) {
+    int32_t ids = sent.value(), rows = sent.rows_value();
+    if (!valueById_.count(rows))
+      return errorStatus("ps_update: ", describeOp(all_, i), " takes rows (value ",
+                         rows, ") that the program does not declare");
+    Transfer recv = sent;
+    if (s.part) {
+      Value v = *valueById_.at(ids);
+      v.set_id(nextId_++);
+      declare(v);
+      ids = v.id();
+      v = *valueById_.at(rows);
+      v.set_id(nextId_++);
+      declare(v);
+      rows = v.id();
+      recv.set_key(sent.key() + s.suffix);
+      recv.set_value(ids);
+      recv.set_rows_value(rows);
+    } else {
+      declare(*valueById_.at(ids));
+      declare(*valueById_.at(rows));
+    }
+    recv.set_row_offset(s.placed.rowOffset);
+    recv.set_rows(s.placed.rows);
+    if (recvKeys_.insert(recv.key()).second) {
+      *out_.add_recvs() = recv;
+      Feed *f = out_.add_feeds();
+      f->set_name(recv.key());
+      f->set_value(ids);
+      f = out_.add_feeds();
+      f->set_name(recv.key() + "#rows");
+      f->set_value(rows);
+    }
+    copy->add_inputs(ids);
+    copy->add_inputs(rows);
+    return Status::ok();
+  }
+
+  // Any other received operand: the shard's rows of a value shaped like the
+  // variable, else the whole value, received once.
+  int32_t addDenseRecv(const Transfer &sent, const Shard &s) {
+    const int32_t in = sent.value();
+    const int32_t id = shardValue(in, s);
+    if (id == in)
+      declare(*valueById_.at(in));
+    Transfer recv = sent;
+    if (id != in) {
+      recv.set_key(recv.key() + s.suffix);
+      recv.set_value(id);
+      recv.set_row_offset(s.placed.rowOffset);
+      recv.set_rows(s.placed.rows);
+    }
+    if (recvKeys_.insert(recv.key()).second) {
+      *out_.add_recvs() = recv;
+      Feed *f = out_.add_feeds();
+      f->set_name(recv.key());
+      f->set_value(recv.value());
+    }
+    return id;
+  }
+
+  const Plan &plan_;
+  const Program &all_;
+  Program out_;
+  std::unordered_map<int32_t, const Value *> valueById_;
+  int32_t nextId_ = 0;
+  std::unordered_map<int32_t, int> definedBy_;
+  std::unordered_map<int32_t, const Transfer *> recvOf_;
+  std::unordered_map<std::string, std::vector<int64_t>> varDims_;
+  std::set<int32_t> declared_;
+  std::set<std::string> recvKeys_;
+  std::set<int32_t> emittedReads_;
+};
+
+Status shardPsUpdate(const Plan &plan, const Program &all, Program *out) {
+  return PsUpdateSharder(plan, all).run(out);
 }
 
 // The program stage `stage` of a replica spanning `span` worker tasks runs.

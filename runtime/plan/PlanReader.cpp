@@ -279,24 +279,20 @@ Status validateProgram(const Program &program, const std::string &what) {
   return Status::ok();
 }
 
-Status validatePlan(const Plan &plan, const std::string &name) {
-  if (plan.format_version() == 0)
-    return errorStatus(name,
-                       " is not a dtf plan (it has no format version; plans "
-                       "are written by dtfc)");
-  if (plan.format_version() > kPlanFormatVersion)
-    return errorStatus(name, " was written by a newer dtfc (format ",
-                       plan.format_version(), "); this dtf-run reads format ",
-                       kPlanFormatVersion);
+namespace {
 
-  std::unordered_map<std::string, const Variable *> variables;
+// The variables: unique names, known dtypes, static shapes that fit
+// together, known initializers; `variables` by name.
+Status checkVariables(
+    const Plan &plan, const std::string &name,
+    std::unordered_map<std::string, const Variable *> *variables) {
   int64_t totalBytes = 0;
   for (const Variable &var : plan.variables()) {
     const std::string where =
         strCat(name, ": variable '", printable(var.name()), "'");
     if (var.name().empty())
       return errorStatus(name, ": a variable has no name");
-    if (!variables.emplace(var.name(), &var).second)
+    if (!variables->emplace(var.name(), &var).second)
       return errorStatus(where, " is declared twice");
     DTF_RETURN_IF_ERROR(checkType(var.type(), where));
     std::vector<int64_t> dims = dimsOf(var.type().shape());
@@ -323,6 +319,23 @@ Status validatePlan(const Plan &plan, const std::string &name) {
     if (var.partitions() < 0)
       return errorStatus(where, " has a negative partition count");
   }
+  return Status::ok();
+}
+
+} // namespace
+
+Status validatePlan(const Plan &plan, const std::string &name) {
+  if (plan.format_version() == 0)
+    return errorStatus(name,
+                       " is not a dtf plan (it has no format version; plans "
+                       "are written by dtfc)");
+  if (plan.format_version() > kPlanFormatVersion)
+    return errorStatus(name, " was written by a newer dtfc (format ",
+                       plan.format_version(), "); this dtf-run reads format ",
+                       kPlanFormatVersion);
+
+  std::unordered_map<std::string, const Variable *> variables;
+  DTF_RETURN_IF_ERROR(checkVariables(plan, name, &variables));
 
   const Program &train = plan.train_step();
   if (train.ops_size() == 0 || train.fetches_size() == 0)
