@@ -2,6 +2,7 @@
 // what), and each task's program under it: the compiler cut the programs
 // (compiler/partition), and every task binds them to its cluster here.
 #include "schema/Placement.h"
+#include "dtf/OpNames.h"
 
 #include "schema/DeviceName.h"
 #include "schema/PlanSchema.h"
@@ -203,9 +204,9 @@ Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,
 }
 
 int stageOf(const Op &op) {
-  if (op.name() == "dtf.input")
+  if (op.name() == dtf::ops::kInput)
     return 0;
-  if (op.name() == "dtf.constant" || op.name() == "dtf.read_variable")
+  if (op.name() == dtf::ops::kConstant || op.name() == dtf::ops::kReadVariable)
     return -1;
   if (op.device().empty())
     return 0;

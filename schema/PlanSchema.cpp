@@ -4,6 +4,8 @@
 
 #include "schema/Status.h"
 
+#include "dtf/OpNames.h"
+
 namespace dtf::plan {
 
 const char *dtypeName(int planDType) {
@@ -109,17 +111,17 @@ std::string describeOp(const Program &program, int index) {
 
 int updatedOperands(const Op &op) {
   const std::string &n = op.name();
-  if (n == "dtf.apply_sgd" || n == "dtf.sparse_apply_sgd" ||
-      n == "dtf.assign_add" || n == "dtf.moving_average_update" ||
-      n == "dtf.assign_moving_average")
+  if (n == dtf::ops::kApplySgd || n == dtf::ops::kSparseApplySgd ||
+      n == dtf::ops::kAssignAdd || n == dtf::ops::kMovingAverageUpdate ||
+      n == dtf::ops::kAssignMovingAverage)
     return 1;
-  if (n == "dtf.apply_momentum" || n == "dtf.apply_adagrad" ||
-      n == "dtf.sparse_apply_momentum" || n == "dtf.sparse_apply_adagrad")
+  if (n == dtf::ops::kApplyMomentum || n == dtf::ops::kApplyAdagrad ||
+      n == dtf::ops::kSparseApplyMomentum || n == dtf::ops::kSparseApplyAdagrad)
     return 2;
-  if (n == "dtf.apply_adam" || n == "dtf.sparse_apply_adam" ||
-      n == "dtf.sparse_apply_rmsprop")
+  if (n == dtf::ops::kApplyAdam || n == dtf::ops::kSparseApplyAdam ||
+      n == dtf::ops::kSparseApplyRmsprop)
     return 3;
-  if (n == "dtf.fused") {
+  if (n == dtf::ops::kFused) {
     // A generated optimizer update: its first `inplace` inputs (the variable
     // and its slots) are written in place.
     auto it = op.attrs().find("inplace");
@@ -128,7 +130,7 @@ int updatedOperands(const Op &op) {
       return int(it->second.i());
     return 0;
   }
-  if (n == "dtf.apply_rmsprop") {
+  if (n == dtf::ops::kApplyRmsprop) {
     auto it = op.attrs().find("centered");
     const AttrValue *centered = it == op.attrs().end() ? nullptr : &it->second;
     bool isCentered =
@@ -136,6 +138,14 @@ int updatedOperands(const Op &op) {
     return isCentered ? 4 : 3;
   }
   return 0;
+}
+
+bool isDenseUpdate(std::string_view opName) {
+  for (const char *name : {ops::kApplySgd, ops::kApplyMomentum, ops::kApplyAdam,
+                           ops::kApplyAdagrad, ops::kApplyRmsprop})
+    if (opName == name)
+      return true;
+  return false;
 }
 
 } // namespace dtf::plan

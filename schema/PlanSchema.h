@@ -56,4 +56,8 @@ std::string describeOp(const Program &program, int index);
 /// that update nothing.
 int updatedOperands(const Op &op);
 
+/// True for the dense optimizer updates (dtf.apply_sgd, apply_momentum,
+/// apply_adam, apply_adagrad, apply_rmsprop).
+bool isDenseUpdate(std::string_view opName);
+
 } // namespace dtf::plan

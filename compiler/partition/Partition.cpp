@@ -3,6 +3,7 @@
 // between-graph training, and the stages of model parallelism. Every task
 // binds these programs to its cluster (schema/Placement.h); none cuts again.
 #include "compiler/partition/Partition.h"
+#include "dtf/OpNames.h"
 
 #include "schema/DeviceName.h"
 #include "schema/Placement.h"
@@ -30,11 +31,11 @@ struct SparseForm {
 
 const SparseForm *sparseForm(const std::string &name) {
   static const std::map<std::string, SparseForm, std::less<>> forms = {
-      {"dtf.sparse_apply_sgd", {"dtf.apply_sgd", 2, 1, false}},
-      {"dtf.sparse_apply_momentum", {"dtf.apply_momentum", 3, 2, true}},
-      {"dtf.sparse_apply_adam", {"dtf.apply_adam", 5, 3, true}},
-      {"dtf.sparse_apply_adagrad", {"dtf.apply_adagrad", 3, 2, false}},
-      {"dtf.sparse_apply_rmsprop", {"dtf.apply_rmsprop", 4, 3, true}},
+      {dtf::ops::kSparseApplySgd, {dtf::ops::kApplySgd, 2, 1, false}},
+      {dtf::ops::kSparseApplyMomentum, {dtf::ops::kApplyMomentum, 3, 2, true}},
+      {dtf::ops::kSparseApplyAdam, {dtf::ops::kApplyAdam, 5, 3, true}},
+      {dtf::ops::kSparseApplyAdagrad, {dtf::ops::kApplyAdagrad, 3, 2, false}},
+      {dtf::ops::kSparseApplyRmsprop, {dtf::ops::kApplyRmsprop, 4, 3, true}},
   };
   auto it = forms.find(name);
   return it == forms.end() ? nullptr : &it->second;
@@ -81,7 +82,7 @@ Status densifySparseUpdates(Program *train,
     int32_t grad = -1;
     for (int k = form->fixed; k + 1 < op.inputs_size(); k += 2) {
       Op *scatter = ops.Add();
-      scatter->set_name("dtf.gather_grad");
+      scatter->set_name(dtf::ops::kGatherGrad);
       scatter->add_inputs(op.inputs(k + 1)); // rows: the gather's dy
       scatter->add_inputs(op.inputs(k));     // indices
       scatter->add_outputs(newValue());
@@ -90,7 +91,7 @@ Status densifySparseUpdates(Program *train,
       scatter->set_location(op.location());
       if (grad >= 0) {
         Op *add = ops.Add();
-        add->set_name("dtf.add");
+        add->set_name(dtf::ops::kAdd);
         add->add_inputs(grad);
         add->add_inputs(scatter->outputs(0));
         add->add_outputs(newValue());
@@ -137,7 +138,7 @@ std::map<int32_t, std::string> remoteTables(const Program &train) {
   };
   std::map<std::string, Uses> byName;
   for (const Op &op : train.ops()) {
-    if (op.name() != "dtf.read_variable" || op.outputs_size() != 1 ||
+    if (op.name() != dtf::ops::kReadVariable || op.outputs_size() != 1 ||
         !op.attrs().count("name"))
       continue;
     Uses &u = byName[op.attrs().at("name").s()];
@@ -145,7 +146,7 @@ std::map<int32_t, std::string> remoteTables(const Program &train) {
     if (fetched.count(op.outputs(0)))
       u.onlyRows = false;
     for (const auto &[user, k] : uses[op.outputs(0)]) {
-      if (user->name() == "dtf.gather" && k == 0 && user->inputs_size() == 2)
+      if (user->name() == dtf::ops::kGather && k == 0 && user->inputs_size() == 2)
         u.gathered = true;
       else if (sparseForm(user->name()) && k == 0)
         u.sparseUpdate = true;
@@ -171,7 +172,7 @@ void lookUpRowsOnPs(Program *program,
     tables.insert(entry.second);
   std::map<int32_t, std::string> reads;
   for (const Op &op : program->ops())
-    if (op.name() == "dtf.read_variable" && op.outputs_size() == 1 &&
+    if (op.name() == dtf::ops::kReadVariable && op.outputs_size() == 1 &&
         op.attrs().count("name") && tables.count(op.attrs().at("name").s()))
       reads[op.outputs(0)] = op.attrs().at("name").s();
   for (const Fetch &f : program->fetches())
@@ -180,16 +181,16 @@ void lookUpRowsOnPs(Program *program,
   for (const Op &op : program->ops())
     for (int k = 0; k < op.inputs_size(); ++k)
       if (auto it = reads.find(op.inputs(k)); it != reads.end())
-        if ((op.name() != "dtf.gather" || op.inputs_size() != 2 || k != 0) &&
+        if ((op.name() != dtf::ops::kGather || op.inputs_size() != 2 || k != 0) &&
             !(sparseForm(op.name()) && k == 0))
           tables.erase(it->second);
   for (Op &op : *program->mutable_ops()) {
-    if (op.name() != "dtf.gather" || op.inputs_size() != 2)
+    if (op.name() != dtf::ops::kGather || op.inputs_size() != 2)
       continue;
     auto table = reads.find(op.inputs(0));
     if (table == reads.end() || !tables.count(table->second))
       continue;
-    op.set_name("dtf.ps_gather");
+    op.set_name(dtf::ops::kPsGather);
     const int32_t ids = op.inputs(1);
     op.clear_inputs();
     op.add_inputs(ids);
@@ -200,7 +201,7 @@ void lookUpRowsOnPs(Program *program,
   // and in its sparse gradients, and drops its dtf.dynamic_rows.
   std::map<int32_t, std::pair<int32_t, bool>> rawIds; // rows -> ids, create
   for (const Op &op : program->ops())
-    if (op.name() == "dtf.dynamic_rows" && op.inputs_size() == 1 &&
+    if (op.name() == dtf::ops::kDynamicRows && op.inputs_size() == 1 &&
         op.outputs_size() == 1 && op.attrs().count("table") &&
         tables.count(op.attrs().at("table").s())) {
       auto create = op.attrs().find("create");
@@ -212,13 +213,13 @@ void lookUpRowsOnPs(Program *program,
       for (int k = 0; k < op.inputs_size(); ++k)
         if (auto it = rawIds.find(op.inputs(k)); it != rawIds.end()) {
           op.set_inputs(k, it->second.first);
-          if (op.name() == "dtf.ps_gather")
+          if (op.name() == dtf::ops::kPsGather)
             (*op.mutable_attrs())["create"].set_b(it->second.second);
         }
     }
     google::protobuf::RepeatedPtrField<Op> kept;
     for (const Op &op : program->ops())
-      if (!(op.name() == "dtf.dynamic_rows" && op.outputs_size() == 1 &&
+      if (!(op.name() == dtf::ops::kDynamicRows && op.outputs_size() == 1 &&
             rawIds.count(op.outputs(0))))
         *kept.Add() = op;
     *program->mutable_ops() = std::move(kept);
@@ -239,7 +240,7 @@ void lookUpRowsOnPs(Program *program,
       dead.insert(value);
   google::protobuf::RepeatedPtrField<Op> ops;
   for (const Op &op : program->ops())
-    if (!(op.name() == "dtf.read_variable" && op.outputs_size() == 1 &&
+    if (!(op.name() == dtf::ops::kReadVariable && op.outputs_size() == 1 &&
           dead.count(op.outputs(0))))
       *ops.Add() = op;
   *program->mutable_ops() = std::move(ops);
@@ -253,7 +254,7 @@ void lookUpRowsOnPs(Program *program,
 
 int localOperands(const Op &op) {
   int n = updatedOperands(op);
-  if (op.name() == "dtf.moving_average_update")
+  if (op.name() == dtf::ops::kMovingAverageUpdate)
     ++n;
   return n;
 }
@@ -266,7 +267,7 @@ std::string updatedVariable(const Program &program, int opIndex) {
     const Op &def = program.ops(i);
     for (int32_t out : def.outputs())
       if (out == op.inputs(0))
-        return def.name() == "dtf.read_variable" ? def.attrs().at("name").s()
+        return def.name() == dtf::ops::kReadVariable ? def.attrs().at("name").s()
                                                  : "";
   }
   return "";
@@ -331,7 +332,7 @@ Status cutTrainStep(Plan *plan, bool remoteLookups) {
     const Op &op = train.ops(i);
     if (isUpdate[i])
       continue;
-    if (op.name() == "dtf.read_variable" && !usedOnWorker.count(op.outputs(0)))
+    if (op.name() == dtf::ops::kReadVariable && !usedOnWorker.count(op.outputs(0)))
       continue; // read only by updates: the ps reads it
     for (int32_t out : op.outputs())
       declare(worker, workerValues, out);
@@ -379,7 +380,7 @@ Status cutTrainStep(Plan *plan, bool remoteLookups) {
       if (k < local) {
         auto it = definedBy.find(in);
         if (it == definedBy.end() ||
-            train.ops(it->second).name() != "dtf.read_variable")
+            train.ops(it->second).name() != dtf::ops::kReadVariable)
           return errorStatus("train_step: ", describeOp(train, i),
                              " takes input ", k,
                              " from an op that is not a variable read");
@@ -395,7 +396,7 @@ Status cutTrainStep(Plan *plan, bool remoteLookups) {
       // (A generated update, dtf.fused with `inplace`, takes the gradient
       // where its op-by-op update does: right after the variable and slots.)
       const bool isGrad =
-          (op.name().rfind("dtf.apply_", 0) == 0 || op.name() == "dtf.fused") &&
+          (isDenseUpdate(op.name()) || op.name() == dtf::ops::kFused) &&
           k == local;
       key += isGrad ? std::string("grad")
                     : shortOpName(op.name()) + ":" + std::to_string(k);
@@ -717,7 +718,7 @@ Status cutStage(const Plan &plan, int stage, int span, Program *out) {
     received.insert(value);
     declare(value);
     Op *r = p.add_ops();
-    r->set_name("dtf.recv");
+    r->set_name(dtf::ops::kRecv);
     r->add_outputs(value);
     r->set_location(worker.ops(it->second).location());
     attr(*r, "key", keyOf(value, from, stage));
@@ -745,7 +746,7 @@ Status cutStage(const Plan &plan, int stage, int span, Program *out) {
         continue;
       for (int to : it->second) {
         Op *s = p.add_ops();
-        s->set_name("dtf.send");
+        s->set_name(dtf::ops::kSend);
         s->add_inputs(o);
         s->set_location(op.location());
         attr(*s, "key", keyOf(o, stage, to));

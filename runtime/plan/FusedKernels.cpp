@@ -1,5 +1,6 @@
 // Checking a plan's generated kernels, and expanding dtf.fused ops.
 #include "runtime/plan/FusedKernels.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
@@ -74,7 +75,7 @@ Program updateKernelBodyProgram(const Kernel &kernel) {
   google::protobuf::RepeatedPtrField<Op> ops;
   for (int i = 0; i < inout; ++i) {
     Op *read = ops.Add();
-    read->set_name("dtf.read_variable");
+    read->set_name(dtf::ops::kReadVariable);
     read->add_outputs(kernel.inputs(i));
     (*read->mutable_attrs())["name"].set_s("input" + std::to_string(i));
   }
@@ -103,7 +104,7 @@ Status checkFusedOps(const Plan &plan, const Program &program,
                      const std::string &what) {
   for (int i = 0; i < program.ops_size(); ++i) {
     const Op &op = program.ops(i);
-    if (op.name() != "dtf.fused")
+    if (op.name() != dtf::ops::kFused)
       continue;
     auto where = [&] { return strCat(what, ": ", describeOp(program, i)); };
     auto attr = op.attrs().find("kernel");
@@ -277,7 +278,7 @@ Status checkDropoutKernel(const Kernel &kernel, const std::string &where) {
     keys += p.kind() == "buffer" && p.meaning() == "dropout-key";
   const bool dropout =
       std::any_of(kernel.body().begin(), kernel.body().end(), [](const Op &op) {
-        return op.name() == "dtf.dropout" || op.name() == "dtf.dropout_grad";
+        return op.name() == dtf::ops::kDropout || op.name() == dtf::ops::kDropoutGrad;
       });
   if (!dropout && keys == 0)
     return Status::ok();
@@ -376,7 +377,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
     const int inout = inPlaceInputs(kernel);
     const bool isUpdate = inout > 0 && kernel.body_size() == 1 &&
                           updatedOperands(kernel.body(0)) == inout &&
-                          kernel.body(0).name().rfind("dtf.apply_", 0) == 0;
+                          isDenseUpdate(kernel.body(0).name());
     if (inout > 0 && !isUpdate)
       return errorStatus(where, " has ", inout,
                          " in-place (inout) "
@@ -387,8 +388,8 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                          isUpdate ? " updates in place and has no outputs"
                                   : " needs inputs, outputs and a body of ops");
     for (const Op &op : kernel.body())
-      if (op.name() == "dtf.fused" || op.name() == "dtf.input" ||
-          op.name() == "dtf.read_variable" ||
+      if (op.name() == dtf::ops::kFused || op.name() == dtf::ops::kInput ||
+          op.name() == dtf::ops::kReadVariable ||
           (updatedOperands(op) > 0 && !isUpdate))
         return errorStatus(where, " holds a ", printable(op.name()),
                            " op, which cannot be fused");
@@ -462,7 +463,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
 
 bool hasFusedOps(const Program &program) {
   for (const Op &op : program.ops())
-    if (op.name() == "dtf.fused")
+    if (op.name() == dtf::ops::kFused)
       return true;
   return false;
 }
@@ -477,7 +478,7 @@ Status expandFusedOps(const google::protobuf::RepeatedPtrField<Kernel> &kernels,
     nextId = std::max(nextId, v.id() + 1);
   google::protobuf::RepeatedPtrField<Op> ops;
   for (Op &op : *program->mutable_ops()) {
-    if (op.name() != "dtf.fused" || (only && !only(op))) {
+    if (op.name() != dtf::ops::kFused || (only && !only(op))) {
       *ops.Add() = std::move(op);
       continue;
     }

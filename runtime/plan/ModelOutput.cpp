@@ -1,5 +1,6 @@
 // Finding a model's output and cutting the program that computes it.
 #include "runtime/plan/ModelOutput.h"
+#include "dtf/OpNames.h"
 
 #include <set>
 
@@ -12,13 +13,13 @@ namespace {
 bool isCrossEntropy(const Op &op,
                     const google::protobuf::RepeatedPtrField<Kernel> *kernels) {
   auto isLoss = [](const std::string &name) {
-    return name == "dtf.sparse_softmax_cross_entropy" ||
-           name == "dtf.softmax_cross_entropy";
+    return name == dtf::ops::kSparseSoftmaxCrossEntropy ||
+           name == dtf::ops::kSoftmaxCrossEntropy;
   };
   if (isLoss(op.name()))
     return true;
   auto k = op.attrs().find("kernel");
-  if (op.name() != "dtf.fused" || !kernels || k == op.attrs().end() ||
+  if (op.name() != dtf::ops::kFused || !kernels || k == op.attrs().end() ||
       k->second.i() < 0 || k->second.i() >= kernels->size())
     return false;
   const Kernel &kernel = kernels->Get(int(k->second.i()));
@@ -44,9 +45,9 @@ Status findModelOutput(const Program &eval, ModelOutput *out,
     const Op &op = eval.ops(i);
     // A fused region may yield several values; the output is the one that
     // nothing reads.
-    if (op.name() == "dtf.input" || op.name() == "dtf.read_variable" ||
-        op.name() == "dtf.constant" ||
-        (op.outputs_size() != 1 && op.name() != "dtf.fused"))
+    if (op.name() == dtf::ops::kInput || op.name() == dtf::ops::kReadVariable ||
+        op.name() == dtf::ops::kConstant ||
+        (op.outputs_size() != 1 && op.name() != dtf::ops::kFused))
       continue;
     for (int32_t v : op.outputs())
       if (!read.count(v)) {

@@ -1,6 +1,7 @@
 // Reading plan.bin and checking its structure before anything runs.
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/FusedKernels.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/plan/PlanTypes.h"
 
@@ -85,8 +86,8 @@ struct FixedArity {
   int inputs, outputs;
 };
 constexpr FixedArity kFixedArity[] = {
-    {"dtf.lstm", 4, 1}, {"dtf.lstm_train", 4, 2}, {"dtf.lstm_grad", 7, 4},
-    {"dtf.gru", 5, 1},  {"dtf.gru_train", 5, 2},  {"dtf.gru_grad", 8, 5},
+    {dtf::ops::kLstm, 4, 1}, {dtf::ops::kLstmTrain, 4, 2}, {dtf::ops::kLstmGrad, 7, 4},
+    {dtf::ops::kGru, 5, 1},  {dtf::ops::kGruTrain, 5, 2},  {dtf::ops::kGruGrad, 8, 5},
 };
 
 const FixedArity *fixedArity(const std::string &op) {
@@ -184,7 +185,7 @@ Status validateProgram(const Program &program, const std::string &what) {
                            " before any op defines it (the ops must be in "
                            "execution order)");
     }
-    const bool isInput = op.name() == "dtf.input";
+    const bool isInput = op.name() == dtf::ops::kInput;
     for (int32_t id : op.outputs()) {
       int v = lookup(id);
       if (v < 0)
@@ -207,11 +208,11 @@ Status validateProgram(const Program &program, const std::string &what) {
     if (isInput) {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 0, 0, 1, 1));
       DTF_RETURN_IF_ERROR(requireName(program, i, what, &name));
-    } else if (op.name() == "dtf.read_variable") {
+    } else if (op.name() == dtf::ops::kReadVariable) {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 0, 0, 1, 1));
       DTF_RETURN_IF_ERROR(requireName(program, i, what, &name));
       fromReadVariable[lookup(op.outputs(0))] = 1;
-    } else if (op.name() == "dtf.constant") {
+    } else if (op.name() == dtf::ops::kConstant) {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 0, 0, 1, 1));
       const AttrValue *value = findAttr(op, "value");
       if (!value || value->value_case() != AttrValue::kTensor)
@@ -231,9 +232,9 @@ Status validateProgram(const Program &program, const std::string &what) {
                            " holds a constant of type ",
                            typeString(dtype, dims), " for a value of type ",
                            typeString(declared));
-    } else if (op.name() == "dtf.assign_add") {
+    } else if (op.name() == dtf::ops::kAssignAdd) {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 2, 2, 0, 1));
-    } else if (op.name() == "dtf.max_pool_with_argmax") {
+    } else if (op.name() == dtf::ops::kMaxPoolWithArgmax) {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 1, 1, 2, 2));
       DTF_RETURN_IF_ERROR(checkPoolArgmax(
           program, i, what, program.values(lookup(op.outputs(0))).type(),
@@ -241,7 +242,7 @@ Status validateProgram(const Program &program, const std::string &what) {
     } else if (const FixedArity *a = fixedArity(op.name())) {
       DTF_RETURN_IF_ERROR(
           checkArity(program, i, what, a->inputs, a->inputs, a->outputs, a->outputs));
-    } else if (op.name() == "dtf.max_pool_grad_with_argmax") {
+    } else if (op.name() == dtf::ops::kMaxPoolGradWithArgmax) {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 2, 2, 1, 1));
       DTF_RETURN_IF_ERROR(checkPoolArgmax(
           program, i, what, program.values(lookup(op.inputs(1))).type(),
@@ -259,7 +260,7 @@ Status validateProgram(const Program &program, const std::string &what) {
 
   for (int v = 0; v < numValues; ++v)
     if (fed[v] && definedBy[v] >= 0 &&
-        program.ops(definedBy[v]).name() != "dtf.input")
+        program.ops(definedBy[v]).name() != dtf::ops::kInput)
       return errorStatus(what, ": value ", program.values(v).id(),
                          " is both fed and computed");
 
@@ -382,7 +383,7 @@ Status validatePlan(const Plan &plan, const std::string &name) {
       index.emplace(program.values(v).id(), v);
     for (int i = 0; i < program.ops_size(); ++i) {
       const Op &op = program.ops(i);
-      if (op.name() != "dtf.read_variable")
+      if (op.name() != dtf::ops::kReadVariable)
         continue;
       const std::string &readName = op.attrs().at("name").s();
       // A ps program reads one axis-0 shard of a partitioned variable as

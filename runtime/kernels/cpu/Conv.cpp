@@ -1,6 +1,7 @@
 // 2-D convolution (NHWC input, HWIO filter) and its two gradients: f32 on
 // oneDNN, f64 with reference loops (oneDNN has no f64 convolution on CPU).
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "dtf/OpNames.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -258,7 +259,7 @@ std::shared_ptr<PlannedPrimitive> plainConv(const Window2D &w) {
 }
 
 Status conv2dKernel(KernelContext &ctx) {
-  const char *name = "dtf.conv2d";
+  const char *name = dtf::ops::kConv2d;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &x = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
@@ -329,7 +330,7 @@ void addBiasRelu(Tensor &y, const Tensor &bias, bool relu, ThreadPool *pool) {
 // conv2d(x, f) + bias, then relu with the `relu` attribute: one oneDNN
 // convolution with a bias and an eltwise_relu post-op (dtf-fuse-library).
 Status conv2dBiasKernel(KernelContext &ctx) {
-  const char *name = "dtf.conv2d_bias";
+  const char *name = dtf::ops::kConv2dBias;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 3));
   const Tensor &x = ctx.input(0), &f = ctx.input(1), &bias = ctx.input(2);
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
@@ -398,7 +399,7 @@ Status conv2dBiasKernel(KernelContext &ctx) {
 
 // dx = conv2d_backprop_input(dy, filter): the gradient of conv2d for its input.
 Status conv2dBackpropInputKernel(KernelContext &ctx) {
-  const char *name = "dtf.conv2d_backprop_input";
+  const char *name = dtf::ops::kConv2dBackpropInput;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
@@ -446,7 +447,7 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
 // dfilter = conv2d_backprop_filter(x, dy): the gradient of conv2d for its
 // filter.
 Status conv2dBackpropFilterKernel(KernelContext &ctx) {
-  const char *name = "dtf.conv2d_backprop_filter";
+  const char *name = dtf::ops::kConv2dBackpropFilter;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &x = ctx.input(0), &dy = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
@@ -497,10 +498,10 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
 } // namespace
 
 void registerConvKernels(KernelRegistry &registry) {
-  registry.add("dtf.conv2d", conv2dKernel);
-  registry.add("dtf.conv2d_bias", conv2dBiasKernel);
-  registry.add("dtf.conv2d_backprop_input", conv2dBackpropInputKernel);
-  registry.add("dtf.conv2d_backprop_filter", conv2dBackpropFilterKernel);
+  registry.add(dtf::ops::kConv2d, conv2dKernel);
+  registry.add(dtf::ops::kConv2dBias, conv2dBiasKernel);
+  registry.add(dtf::ops::kConv2dBackpropInput, conv2dBackpropInputKernel);
+  registry.add(dtf::ops::kConv2dBackpropFilter, conv2dBackpropFilterKernel);
 }
 
 } // namespace dtf::cpu

@@ -1,6 +1,7 @@
 // registerCpuKernels: every op family's table, added explicitly so that
 // static libraries need no static-initialization tricks.
 #include "runtime/kernels/CpuKernels.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/kernels/cpu/KernelUtil.h"
@@ -19,7 +20,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   cpu::registerGatherKernels(registry);
   cpu::registerRandomKernels(registry);
   cpu::registerOptimizerKernels(registry);
-  registry.add("dtf.fused", fusedKernel);
+  registry.add(dtf::ops::kFused, fusedKernel);
 }
 
 } // namespace dtf

@@ -1,6 +1,7 @@
 // Elementwise kernels: broadcasting arithmetic, compare, select, unary math,
 // cast, and the gradients of relu, sigmoid and tanh.
 #include "runtime/kernels/cpu/KernelUtil.h"
+#include "dtf/OpNames.h"
 
 #include <cmath>
 #include <limits>
@@ -134,26 +135,26 @@ Status arithmetic(KernelContext &ctx, const char *name,
 }
 
 Status addKernel(KernelContext &ctx) {
-  return arithmetic<AddOp>(ctx, "dtf.add");
+  return arithmetic<AddOp>(ctx, dtf::ops::kAdd);
 }
 Status subKernel(KernelContext &ctx) {
-  return arithmetic<SubOp>(ctx, "dtf.sub");
+  return arithmetic<SubOp>(ctx, dtf::ops::kSub);
 }
 Status mulKernel(KernelContext &ctx) {
-  return arithmetic<MulOp>(ctx, "dtf.mul");
+  return arithmetic<MulOp>(ctx, dtf::ops::kMul);
 }
 Status divKernel(KernelContext &ctx) {
-  return arithmetic<DivOp>(ctx, "dtf.div");
+  return arithmetic<DivOp>(ctx, dtf::ops::kDiv);
 }
 Status maximumKernel(KernelContext &ctx) {
-  return arithmetic<MaximumOp>(ctx, "dtf.maximum");
+  return arithmetic<MaximumOp>(ctx, dtf::ops::kMaximum);
 }
 Status minimumKernel(KernelContext &ctx) {
-  return arithmetic<MinimumOp>(ctx, "dtf.minimum");
+  return arithmetic<MinimumOp>(ctx, dtf::ops::kMinimum);
 }
 
 Status powKernel(KernelContext &ctx) {
-  const char *name = "dtf.pow";
+  const char *name = dtf::ops::kPow;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   DTF_RETURN_IF_ERROR(requireSameDType(name, ctx.input(0), ctx.input(1)));
   DTF_RETURN_IF_ERROR(requireFloat(name, "operands", ctx.input(0)));
@@ -168,7 +169,7 @@ template <typename Pred> struct CompareOp {
 };
 
 Status compareKernel(KernelContext &ctx) {
-  const char *name = "dtf.compare";
+  const char *name = dtf::ops::kCompare;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   DTF_RETURN_IF_ERROR(requireSameDType(name, ctx.input(0), ctx.input(1)));
   std::string pred = ctx.getString("predicate");
@@ -194,7 +195,7 @@ Status compareKernel(KernelContext &ctx) {
 }
 
 Status selectKernel(KernelContext &ctx) {
-  const char *name = "dtf.select";
+  const char *name = dtf::ops::kSelect;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 3));
   const Tensor &c = ctx.input(0), &t = ctx.input(1), &f = ctx.input(2);
   if (c.dtype() != DType::Bool)
@@ -249,8 +250,8 @@ Status runUnary(KernelContext &ctx, F f, int64_t grain) {
 }
 
 Status negKernel(KernelContext &ctx) {
-  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, "dtf.neg", 1));
-  return dispatchNumeric("dtf.neg", ctx.input(0).dtype(), [&](auto tag) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, dtf::ops::kNeg, 1));
+  return dispatchNumeric(dtf::ops::kNeg, ctx.input(0).dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return runUnary<T>(
         ctx,
@@ -265,8 +266,8 @@ Status negKernel(KernelContext &ctx) {
 }
 
 Status reluKernel(KernelContext &ctx) {
-  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, "dtf.relu", 1));
-  return dispatchNumeric("dtf.relu", ctx.input(0).dtype(), [&](auto tag) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, dtf::ops::kRelu, 1));
+  return dispatchNumeric(dtf::ops::kRelu, ctx.input(0).dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     // relu(NaN) = NaN, as TensorFlow's.
     return runUnary<T>(
@@ -288,28 +289,28 @@ Status floatUnary(KernelContext &ctx, const char *name, F f,
 }
 
 Status expKernel(KernelContext &ctx) {
-  return floatUnary(ctx, "dtf.exp", [](auto v) { return std::exp(v); });
+  return floatUnary(ctx, dtf::ops::kExp, [](auto v) { return std::exp(v); });
 }
 Status logKernel(KernelContext &ctx) {
-  return floatUnary(ctx, "dtf.log", [](auto v) { return std::log(v); });
+  return floatUnary(ctx, dtf::ops::kLog, [](auto v) { return std::log(v); });
 }
 Status sqrtKernel(KernelContext &ctx) {
   return floatUnary(
-      ctx, "dtf.sqrt", [](auto v) { return std::sqrt(v); }, kCheapGrain);
+      ctx, dtf::ops::kSqrt, [](auto v) { return std::sqrt(v); }, kCheapGrain);
 }
 Status rsqrtKernel(KernelContext &ctx) {
   return floatUnary(
-      ctx, "dtf.rsqrt", [](auto v) { return decltype(v)(1) / std::sqrt(v); },
+      ctx, dtf::ops::kRsqrt, [](auto v) { return decltype(v)(1) / std::sqrt(v); },
       kCheapGrain);
 }
 Status sigmoidKernel(KernelContext &ctx) {
-  return floatUnary(ctx, "dtf.sigmoid", [](auto v) {
+  return floatUnary(ctx, dtf::ops::kSigmoid, [](auto v) {
     using T = decltype(v);
     return T(1) / (T(1) + std::exp(-v));
   });
 }
 Status tanhKernel(KernelContext &ctx) {
-  return floatUnary(ctx, "dtf.tanh", [](auto v) { return std::tanh(v); });
+  return floatUnary(ctx, dtf::ops::kTanh, [](auto v) { return std::tanh(v); });
 }
 
 // Float to integer conversion saturates and maps NaN to 0 (C++ leaves both
@@ -334,7 +335,7 @@ template <typename From, typename To> inline To convert(From v) {
 }
 
 Status castKernel(KernelContext &ctx) {
-  const char *name = "dtf.cast";
+  const char *name = dtf::ops::kCast;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
   DType outType = DType::F32;
@@ -384,18 +385,18 @@ Status activationGrad(KernelContext &ctx, const char *name, const char *vName,
 
 // d relu / dx is 1 for x > 0 and 0 elsewhere (0 at x = 0, as TensorFlow).
 Status reluGradKernel(KernelContext &ctx) {
-  return activationGrad(ctx, "dtf.relu_grad", "x", [](auto dy, auto x) {
+  return activationGrad(ctx, dtf::ops::kReluGrad, "x", [](auto dy, auto x) {
     return x > decltype(x)(0) ? dy : decltype(dy)(0);
   });
 }
 // In terms of the forward result y: sigmoid' = y (1 - y), tanh' = 1 - y^2.
 Status sigmoidGradKernel(KernelContext &ctx) {
-  return activationGrad(ctx, "dtf.sigmoid_grad", "y", [](auto dy, auto y) {
+  return activationGrad(ctx, dtf::ops::kSigmoidGrad, "y", [](auto dy, auto y) {
     return dy * y * (decltype(y)(1) - y);
   });
 }
 Status tanhGradKernel(KernelContext &ctx) {
-  return activationGrad(ctx, "dtf.tanh_grad", "y", [](auto dy, auto y) {
+  return activationGrad(ctx, dtf::ops::kTanhGrad, "y", [](auto dy, auto y) {
     return dy * (decltype(y)(1) - y * y);
   });
 }
@@ -403,27 +404,27 @@ Status tanhGradKernel(KernelContext &ctx) {
 } // namespace
 
 void registerElementwiseKernels(KernelRegistry &registry) {
-  registry.add("dtf.add", addKernel);
-  registry.add("dtf.sub", subKernel);
-  registry.add("dtf.mul", mulKernel);
-  registry.add("dtf.div", divKernel);
-  registry.add("dtf.maximum", maximumKernel);
-  registry.add("dtf.minimum", minimumKernel);
-  registry.add("dtf.pow", powKernel);
-  registry.add("dtf.compare", compareKernel);
-  registry.add("dtf.select", selectKernel);
-  registry.add("dtf.neg", negKernel);
-  registry.add("dtf.relu", reluKernel);
-  registry.add("dtf.exp", expKernel);
-  registry.add("dtf.log", logKernel);
-  registry.add("dtf.sqrt", sqrtKernel);
-  registry.add("dtf.rsqrt", rsqrtKernel);
-  registry.add("dtf.sigmoid", sigmoidKernel);
-  registry.add("dtf.tanh", tanhKernel);
-  registry.add("dtf.cast", castKernel);
-  registry.add("dtf.relu_grad", reluGradKernel);
-  registry.add("dtf.sigmoid_grad", sigmoidGradKernel);
-  registry.add("dtf.tanh_grad", tanhGradKernel);
+  registry.add(dtf::ops::kAdd, addKernel);
+  registry.add(dtf::ops::kSub, subKernel);
+  registry.add(dtf::ops::kMul, mulKernel);
+  registry.add(dtf::ops::kDiv, divKernel);
+  registry.add(dtf::ops::kMaximum, maximumKernel);
+  registry.add(dtf::ops::kMinimum, minimumKernel);
+  registry.add(dtf::ops::kPow, powKernel);
+  registry.add(dtf::ops::kCompare, compareKernel);
+  registry.add(dtf::ops::kSelect, selectKernel);
+  registry.add(dtf::ops::kNeg, negKernel);
+  registry.add(dtf::ops::kRelu, reluKernel);
+  registry.add(dtf::ops::kExp, expKernel);
+  registry.add(dtf::ops::kLog, logKernel);
+  registry.add(dtf::ops::kSqrt, sqrtKernel);
+  registry.add(dtf::ops::kRsqrt, rsqrtKernel);
+  registry.add(dtf::ops::kSigmoid, sigmoidKernel);
+  registry.add(dtf::ops::kTanh, tanhKernel);
+  registry.add(dtf::ops::kCast, castKernel);
+  registry.add(dtf::ops::kReluGrad, reluGradKernel);
+  registry.add(dtf::ops::kSigmoidGrad, sigmoidGradKernel);
+  registry.add(dtf::ops::kTanhGrad, tanhGradKernel);
 }
 
 } // namespace dtf::cpu

@@ -1,6 +1,7 @@
 // Row lookups: gather (embedding lookup), its gradient (a scatter-add), and
 // one_hot.
 #include "runtime/kernels/cpu/KernelUtil.h"
+#include "dtf/OpNames.h"
 
 #include <cstring>
 
@@ -21,7 +22,7 @@ Status checkIndices(const char *name, const I *idx, int64_t count,
 // gather(params [V, ...], indices) = params[indices], of shape
 // indices.shape + params.shape[1:]; any dtype.
 Status gatherKernel(KernelContext &ctx) {
-  const char *name = "dtf.gather";
+  const char *name = dtf::ops::kGather;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &params = ctx.input(0), &indices = ctx.input(1);
   if (params.rank() == 0)
@@ -58,7 +59,7 @@ Status gatherKernel(KernelContext &ctx) {
 // gather_grad(dy, indices) adds the rows of dy into zeros of `params_shape`
 // at the indexed rows (repeated indices accumulate).
 Status gatherGradKernel(KernelContext &ctx) {
-  const char *name = "dtf.gather_grad";
+  const char *name = dtf::ops::kGatherGrad;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &indices = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
@@ -114,7 +115,7 @@ Status gatherGradKernel(KernelContext &ctx) {
 // the out_dtype (f32 by default); an index outside [0, depth) gives a row of
 // off_value, as TensorFlow's one_hot does.
 Status oneHotKernel(KernelContext &ctx) {
-  const char *name = "dtf.one_hot";
+  const char *name = dtf::ops::kOneHot;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &indices = ctx.input(0);
   if (!ctx.hasAttr("depth"))
@@ -158,9 +159,9 @@ Status oneHotKernel(KernelContext &ctx) {
 } // namespace
 
 void registerGatherKernels(KernelRegistry &registry) {
-  registry.add("dtf.gather", gatherKernel);
-  registry.add("dtf.gather_grad", gatherGradKernel);
-  registry.add("dtf.one_hot", oneHotKernel);
+  registry.add(dtf::ops::kGather, gatherKernel);
+  registry.add(dtf::ops::kGatherGrad, gatherGradKernel);
+  registry.add(dtf::ops::kOneHot, oneHotKernel);
 }
 
 } // namespace dtf::cpu

@@ -2,6 +2,7 @@
 // gradients. Every normalization subtracts the maximum first, so large
 // logits neither overflow nor lose the small terms.
 #include "runtime/kernels/cpu/KernelUtil.h"
+#include "dtf/OpNames.h"
 
 #include <cmath>
 #include <limits>
@@ -112,10 +113,10 @@ Status softmaxLike(KernelContext &ctx, const char *name, bool log) {
 }
 
 Status softmaxKernel(KernelContext &ctx) {
-  return softmaxLike(ctx, "dtf.softmax", false);
+  return softmaxLike(ctx, dtf::ops::kSoftmax, false);
 }
 Status logSoftmaxKernel(KernelContext &ctx) {
-  return softmaxLike(ctx, "dtf.log_softmax", true);
+  return softmaxLike(ctx, dtf::ops::kLogSoftmax, true);
 }
 
 // softmax_grad(dy, y) = y * (dy - sum(dy * y)); log_softmax_grad(dy, y) =
@@ -157,10 +158,10 @@ Status softmaxLikeGrad(KernelContext &ctx, const char *name, bool log) {
 }
 
 Status softmaxGradKernel(KernelContext &ctx) {
-  return softmaxLikeGrad(ctx, "dtf.softmax_grad", false);
+  return softmaxLikeGrad(ctx, dtf::ops::kSoftmaxGrad, false);
 }
 Status logSoftmaxGradKernel(KernelContext &ctx) {
-  return softmaxLikeGrad(ctx, "dtf.log_softmax_grad", true);
+  return softmaxLikeGrad(ctx, dtf::ops::kLogSoftmaxGrad, true);
 }
 
 // logits [..., C] as rows of C classes; the loss has shape [...].
@@ -214,7 +215,7 @@ inline int64_t labelAt(const Tensor &labels, int64_t r) {
 // loss = sum_c labels_c * (logsumexp(x) - x_c) = -sum_c labels_c log
 // softmax(x)_c.
 Status softmaxCrossEntropyKernel(KernelContext &ctx) {
-  const char *name = "dtf.softmax_cross_entropy";
+  const char *name = dtf::ops::kSoftmaxCrossEntropy;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &logits = ctx.input(0), &labels = ctx.input(1);
   int64_t rows = 0, c = 0;
@@ -247,7 +248,7 @@ Status softmaxCrossEntropyKernel(KernelContext &ctx) {
 
 // loss = logsumexp(x) - x_label.
 Status sparseSoftmaxCrossEntropyKernel(KernelContext &ctx) {
-  const char *name = "dtf.sparse_softmax_cross_entropy";
+  const char *name = dtf::ops::kSparseSoftmaxCrossEntropy;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &logits = ctx.input(0), &labels = ctx.input(1);
   int64_t rows = 0, c = 0;
@@ -324,10 +325,10 @@ Status crossEntropyGrad(KernelContext &ctx, const char *name, bool sparse) {
 }
 
 Status softmaxCrossEntropyGradKernel(KernelContext &ctx) {
-  return crossEntropyGrad(ctx, "dtf.softmax_cross_entropy_grad", false);
+  return crossEntropyGrad(ctx, dtf::ops::kSoftmaxCrossEntropyGrad, false);
 }
 Status sparseSoftmaxCrossEntropyGradKernel(KernelContext &ctx) {
-  return crossEntropyGrad(ctx, "dtf.sparse_softmax_cross_entropy_grad", true);
+  return crossEntropyGrad(ctx, dtf::ops::kSparseSoftmaxCrossEntropyGrad, true);
 }
 
 #undef AT
@@ -335,15 +336,15 @@ Status sparseSoftmaxCrossEntropyGradKernel(KernelContext &ctx) {
 } // namespace
 
 void registerLossKernels(KernelRegistry &registry) {
-  registry.add("dtf.softmax", softmaxKernel);
-  registry.add("dtf.log_softmax", logSoftmaxKernel);
-  registry.add("dtf.softmax_grad", softmaxGradKernel);
-  registry.add("dtf.log_softmax_grad", logSoftmaxGradKernel);
-  registry.add("dtf.softmax_cross_entropy", softmaxCrossEntropyKernel);
-  registry.add("dtf.sparse_softmax_cross_entropy",
+  registry.add(dtf::ops::kSoftmax, softmaxKernel);
+  registry.add(dtf::ops::kLogSoftmax, logSoftmaxKernel);
+  registry.add(dtf::ops::kSoftmaxGrad, softmaxGradKernel);
+  registry.add(dtf::ops::kLogSoftmaxGrad, logSoftmaxGradKernel);
+  registry.add(dtf::ops::kSoftmaxCrossEntropy, softmaxCrossEntropyKernel);
+  registry.add(dtf::ops::kSparseSoftmaxCrossEntropy,
                sparseSoftmaxCrossEntropyKernel);
-  registry.add("dtf.softmax_cross_entropy_grad", softmaxCrossEntropyGradKernel);
-  registry.add("dtf.sparse_softmax_cross_entropy_grad",
+  registry.add(dtf::ops::kSoftmaxCrossEntropyGrad, softmaxCrossEntropyGradKernel);
+  registry.add(dtf::ops::kSparseSoftmaxCrossEntropyGrad,
                sparseSoftmaxCrossEntropyGradKernel);
 }
 

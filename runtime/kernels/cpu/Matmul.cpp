@@ -3,6 +3,7 @@
 #include "runtime/kernels/cpu/KernelUtil.h"
 #include "runtime/kernels/cpu/F32Matmul.h"
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "dtf/OpNames.h"
 
 #include <algorithm>
 #include <cstring>
@@ -46,7 +47,7 @@ void loopGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
 }
 
 Status matmulKernel(KernelContext &ctx) {
-  const char *name = "dtf.matmul";
+  const char *name = dtf::ops::kMatmul;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &a = ctx.input(0), &b = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireSameDType(name, a, b));
@@ -159,7 +160,7 @@ Status matmulKernel(KernelContext &ctx) {
 } // namespace
 
 void registerMatmulKernels(KernelRegistry &registry) {
-  registry.add("dtf.matmul", matmulKernel);
+  registry.add(dtf::ops::kMatmul, matmulKernel);
 }
 
 } // namespace dtf::cpu

@@ -8,6 +8,7 @@
 // attribute. Every kernel leaves an alias of the updated variable in output 0
 // when the executor asked for an output.
 #include "runtime/kernels/cpu/KernelUtil.h"
+#include "dtf/OpNames.h"
 
 #include <algorithm>
 #include <cmath>
@@ -248,7 +249,7 @@ Status checkUpdateOperands(const KernelContext &ctx, const char *name,
 
 // var -= lr * grad. Inputs: var, grad, lr (sparse: var, lr, pairs).
 Status applySgd(KernelContext &ctx, bool sparse) {
-  const char *name = sparse ? "dtf.sparse_apply_sgd" : "dtf.apply_sgd";
+  const char *name = sparse ? dtf::ops::kSparseApplySgd : dtf::ops::kApplySgd;
   DTF_RETURN_IF_ERROR(checkUpdateOperands(ctx, name, sparse, {"var"}));
   double lr = 0;
   DTF_RETURN_IF_ERROR(
@@ -269,7 +270,7 @@ Status applySgd(KernelContext &ctx, bool sparse) {
 // (sparse: var, accum, lr, pairs).
 Status applyMomentum(KernelContext &ctx, bool sparse) {
   const char *name =
-      sparse ? "dtf.sparse_apply_momentum" : "dtf.apply_momentum";
+      sparse ? dtf::ops::kSparseApplyMomentum : dtf::ops::kApplyMomentum;
   DTF_RETURN_IF_ERROR(
       checkUpdateOperands(ctx, name, sparse, {"var", "accum"}));
   double lr = 0, momentum = 0;
@@ -309,7 +310,7 @@ Status applyMomentum(KernelContext &ctx, bool sparse) {
 // f32 slots. Inputs: var, m, v, grad, lr, step (sparse: var, m, v, lr, step,
 // pairs: lazy Adam, the rows present only).
 Status applyAdam(KernelContext &ctx, bool sparse) {
-  const char *name = sparse ? "dtf.sparse_apply_adam" : "dtf.apply_adam";
+  const char *name = sparse ? dtf::ops::kSparseApplyAdam : dtf::ops::kApplyAdam;
   DTF_RETURN_IF_ERROR(
       checkUpdateOperands(ctx, name, sparse, {"var", "m", "v"}));
   const int lrAt = sparse ? 3 : 4;
@@ -346,7 +347,7 @@ Status applyAdam(KernelContext &ctx, bool sparse) {
 // defaults to 0, which is ApplyAdagrad (TF1's AdagradOptimizer). Inputs:
 // var, accum, grad, lr (sparse: var, accum, lr, pairs).
 Status applyAdagrad(KernelContext &ctx, bool sparse) {
-  const char *name = sparse ? "dtf.sparse_apply_adagrad" : "dtf.apply_adagrad";
+  const char *name = sparse ? dtf::ops::kSparseApplyAdagrad : dtf::ops::kApplyAdagrad;
   DTF_RETURN_IF_ERROR(
       checkUpdateOperands(ctx, name, sparse, {"var", "accum"}));
   double lr = 0, epsilon = 0;
@@ -374,7 +375,7 @@ Status applyAdagrad(KernelContext &ctx, bool sparse) {
 // defaults to 0.9, momentum to 0, epsilon to 1e-10 (TF1's RMSPropOptimizer).
 // Sparse (not centered): var, ms, mom, lr, pairs.
 Status applyRmsprop(KernelContext &ctx, bool sparse) {
-  const char *name = sparse ? "dtf.sparse_apply_rmsprop" : "dtf.apply_rmsprop";
+  const char *name = sparse ? dtf::ops::kSparseApplyRmsprop : dtf::ops::kApplyRmsprop;
   const bool centered = !sparse && ctx.getBool("centered");
   if (centered)
     DTF_RETURN_IF_ERROR(
@@ -416,7 +417,7 @@ Status applyRmsprop(KernelContext &ctx, bool sparse) {
 // norm itself (f32, rank 0). A norm that is not finite gives NaN
 // everywhere, as TensorFlow's clip_by_global_norm.
 Status globalNormClipKernel(KernelContext &ctx) {
-  const char *name = "dtf.global_norm_clip";
+  const char *name = dtf::ops::kGlobalNormClip;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1, INT32_MAX));
   double clip = 0;
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "clip_norm", std::nullopt, &clip));
@@ -472,7 +473,7 @@ Status globalNormClipKernel(KernelContext &ctx) {
 // avg -= (avg - var) * (1 - decay), TensorFlow's assign_moving_average
 // without zero debiasing; decay is the attribute or input 2.
 Status movingAverageUpdateKernel(KernelContext &ctx) {
-  const char *name = "dtf.moving_average_update";
+  const char *name = dtf::ops::kMovingAverageUpdate;
   DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"avg", "var"}));
   double decay = 0;
   DTF_RETURN_IF_ERROR(hyper(ctx, name, 2, "decay", std::nullopt, &decay));
@@ -493,7 +494,7 @@ Status movingAverageUpdateKernel(KernelContext &ctx) {
 // var -= (var - value) * (1 - momentum): a moving statistic of a value the
 // step computed (batch_norm's moving mean and variance). Inputs: var, value.
 Status assignMovingAverageKernel(KernelContext &ctx) {
-  const char *name = "dtf.assign_moving_average";
+  const char *name = dtf::ops::kAssignMovingAverage;
   DTF_RETURN_IF_ERROR(checkOperands(ctx, name, {"var", "value"}));
   double momentum = 0;
   DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "momentum", std::nullopt, &momentum));
@@ -520,19 +521,19 @@ Status kernelOf(KernelContext &ctx) {
 
 void registerOptimizerKernels(KernelRegistry &registry) {
   // Each optimizer's dense and sparse forms share one update rule.
-  registry.add("dtf.apply_sgd", kernelOf<applySgd, false>);
-  registry.add("dtf.sparse_apply_sgd", kernelOf<applySgd, true>);
-  registry.add("dtf.apply_momentum", kernelOf<applyMomentum, false>);
-  registry.add("dtf.sparse_apply_momentum", kernelOf<applyMomentum, true>);
-  registry.add("dtf.apply_adam", kernelOf<applyAdam, false>);
-  registry.add("dtf.sparse_apply_adam", kernelOf<applyAdam, true>);
-  registry.add("dtf.apply_adagrad", kernelOf<applyAdagrad, false>);
-  registry.add("dtf.sparse_apply_adagrad", kernelOf<applyAdagrad, true>);
-  registry.add("dtf.apply_rmsprop", kernelOf<applyRmsprop, false>);
-  registry.add("dtf.sparse_apply_rmsprop", kernelOf<applyRmsprop, true>);
-  registry.add("dtf.global_norm_clip", globalNormClipKernel);
-  registry.add("dtf.moving_average_update", movingAverageUpdateKernel);
-  registry.add("dtf.assign_moving_average", assignMovingAverageKernel);
+  registry.add(dtf::ops::kApplySgd, kernelOf<applySgd, false>);
+  registry.add(dtf::ops::kSparseApplySgd, kernelOf<applySgd, true>);
+  registry.add(dtf::ops::kApplyMomentum, kernelOf<applyMomentum, false>);
+  registry.add(dtf::ops::kSparseApplyMomentum, kernelOf<applyMomentum, true>);
+  registry.add(dtf::ops::kApplyAdam, kernelOf<applyAdam, false>);
+  registry.add(dtf::ops::kSparseApplyAdam, kernelOf<applyAdam, true>);
+  registry.add(dtf::ops::kApplyAdagrad, kernelOf<applyAdagrad, false>);
+  registry.add(dtf::ops::kSparseApplyAdagrad, kernelOf<applyAdagrad, true>);
+  registry.add(dtf::ops::kApplyRmsprop, kernelOf<applyRmsprop, false>);
+  registry.add(dtf::ops::kSparseApplyRmsprop, kernelOf<applyRmsprop, true>);
+  registry.add(dtf::ops::kGlobalNormClip, globalNormClipKernel);
+  registry.add(dtf::ops::kMovingAverageUpdate, movingAverageUpdateKernel);
+  registry.add(dtf::ops::kAssignMovingAverage, assignMovingAverageKernel);
 }
 
 } // namespace dtf::cpu

@@ -2,6 +2,7 @@
 // for f32 except for max_pool_grad (see there); f64 with reference loops
 // (oneDNN has no f64 pooling on CPU).
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "dtf/OpNames.h"
 
 #include <algorithm>
 #include <atomic>
@@ -190,16 +191,16 @@ Status poolForward(KernelContext &ctx, const char *name, bool isMax) {
 }
 
 Status maxPoolKernel(KernelContext &ctx) {
-  return poolForward(ctx, "dtf.max_pool", true);
+  return poolForward(ctx, dtf::ops::kMaxPool, true);
 }
 Status avgPoolKernel(KernelContext &ctx) {
-  return poolForward(ctx, "dtf.avg_pool", false);
+  return poolForward(ctx, dtf::ops::kAvgPool, false);
 }
 
 // dx = avg_pool_grad(x, dy): each dy spreads evenly over the input
 // positions of its window (padding excluded), through oneDNN.
 Status avgPoolGradKernel(KernelContext &ctx) {
-  const char *name = "dtf.avg_pool_grad";
+  const char *name = dtf::ops::kAvgPoolGrad;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &x = ctx.input(0), &dy = ctx.input(1);
   Window2D w;
@@ -284,7 +285,7 @@ void maxPoolGradTiled(const Window2D &w, const T *px, const T *pdy, T *pdx,
                       bool relu, ThreadPool *pool);
 
 Status maxPoolGradKernel(KernelContext &ctx) {
-  const char *name = "dtf.max_pool_grad";
+  const char *name = dtf::ops::kMaxPoolGrad;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &x = ctx.input(0), &dy = ctx.input(1);
   Window2D w;
@@ -712,7 +713,7 @@ Status findBadArgmax(const char *name, const Window2D &w, const uint8_t *pidx) {
 }
 
 Status maxPoolWithArgmaxKernel(KernelContext &ctx) {
-  const char *name = "dtf.max_pool_with_argmax";
+  const char *name = dtf::ops::kMaxPoolWithArgmax;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
   Window2D w;
@@ -743,7 +744,7 @@ Status maxPoolWithArgmaxKernel(KernelContext &ctx) {
 // dx = max_pool_grad_with_argmax(argmax, dy): max_pool_grad(x, dy) (with
 // `relu`, max_pool_grad relu) bit for bit, x's shape from `input_shape`.
 Status maxPoolGradWithArgmaxKernel(KernelContext &ctx) {
-  const char *name = "dtf.max_pool_grad_with_argmax";
+  const char *name = dtf::ops::kMaxPoolGradWithArgmax;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &idx = ctx.input(0), &dy = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
@@ -789,12 +790,12 @@ Status maxPoolGradWithArgmaxKernel(KernelContext &ctx) {
 } // namespace
 
 void registerPoolKernels(KernelRegistry &registry) {
-  registry.add("dtf.max_pool", maxPoolKernel);
-  registry.add("dtf.avg_pool", avgPoolKernel);
-  registry.add("dtf.max_pool_grad", maxPoolGradKernel);
-  registry.add("dtf.avg_pool_grad", avgPoolGradKernel);
-  registry.add("dtf.max_pool_with_argmax", maxPoolWithArgmaxKernel);
-  registry.add("dtf.max_pool_grad_with_argmax", maxPoolGradWithArgmaxKernel);
+  registry.add(dtf::ops::kMaxPool, maxPoolKernel);
+  registry.add(dtf::ops::kAvgPool, avgPoolKernel);
+  registry.add(dtf::ops::kMaxPoolGrad, maxPoolGradKernel);
+  registry.add(dtf::ops::kAvgPoolGrad, avgPoolGradKernel);
+  registry.add(dtf::ops::kMaxPoolWithArgmax, maxPoolWithArgmaxKernel);
+  registry.add(dtf::ops::kMaxPoolGradWithArgmax, maxPoolGradWithArgmaxKernel);
 }
 
 } // namespace dtf::cpu

@@ -2,6 +2,7 @@
 // that the gradient recomputes the forward pass's mask instead of storing it.
 #include "runtime/kernels/DropoutMask.h"
 #include "runtime/kernels/cpu/KernelUtil.h"
+#include "dtf/OpNames.h"
 
 namespace dtf::cpu {
 namespace {
@@ -47,17 +48,17 @@ Status dropoutLike(KernelContext &ctx, const char *name) {
 }
 
 Status dropoutKernel(KernelContext &ctx) {
-  return dropoutLike(ctx, "dtf.dropout");
+  return dropoutLike(ctx, dtf::ops::kDropout);
 }
 Status dropoutGradKernel(KernelContext &ctx) {
-  return dropoutLike(ctx, "dtf.dropout_grad");
+  return dropoutLike(ctx, dtf::ops::kDropoutGrad);
 }
 
 } // namespace
 
 void registerRandomKernels(KernelRegistry &registry) {
-  registry.add("dtf.dropout", dropoutKernel);
-  registry.add("dtf.dropout_grad", dropoutGradKernel);
+  registry.add(dtf::ops::kDropout, dropoutKernel);
+  registry.add(dtf::ops::kDropoutGrad, dropoutGradKernel);
 }
 
 } // namespace dtf::cpu

@@ -22,6 +22,7 @@
 // layers"): oneDNN's workspace, padded to 64 bytes, then with
 // return_sequences unset B * T * U floats of dst_layer.
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "dtf/OpNames.h"
 
 #include <cstring>
 
@@ -40,8 +41,8 @@ struct Cell {
   int64_t gates;                         // in the kernels: 4 or 3
   int64_t variables;                     // kernel, recurrent_kernel, biases
 };
-constexpr Cell kLstm{true, "dtf.lstm", "dtf.lstm_train", "dtf.lstm_grad", 4, 3};
-constexpr Cell kGru{false, "dtf.gru", "dtf.gru_train", "dtf.gru_grad", 3, 4};
+constexpr Cell kLstm{true, dtf::ops::kLstm, dtf::ops::kLstmTrain, dtf::ops::kLstmGrad, 4, 3};
+constexpr Cell kGru{false, dtf::ops::kGru, dtf::ops::kGruTrain, dtf::ops::kGruGrad, 3, 4};
 // Both primitives' biases have 4 gates (the GRU's h twice: input and recurrent).
 constexpr int64_t kBiasGates = 4;
 
@@ -396,14 +397,14 @@ Status rnnGrad(KernelContext &ctx, const Cell &cell) {
 } // namespace
 
 void registerRecurrentKernels(KernelRegistry &registry) {
-  registry.add("dtf.lstm", [](KernelContext &ctx) { return rnnForward(ctx, kLstm, false); });
-  registry.add("dtf.lstm_train",
+  registry.add(dtf::ops::kLstm, [](KernelContext &ctx) { return rnnForward(ctx, kLstm, false); });
+  registry.add(dtf::ops::kLstmTrain,
                [](KernelContext &ctx) { return rnnForward(ctx, kLstm, true); });
-  registry.add("dtf.lstm_grad", [](KernelContext &ctx) { return rnnGrad(ctx, kLstm); });
-  registry.add("dtf.gru", [](KernelContext &ctx) { return rnnForward(ctx, kGru, false); });
-  registry.add("dtf.gru_train",
+  registry.add(dtf::ops::kLstmGrad, [](KernelContext &ctx) { return rnnGrad(ctx, kLstm); });
+  registry.add(dtf::ops::kGru, [](KernelContext &ctx) { return rnnForward(ctx, kGru, false); });
+  registry.add(dtf::ops::kGruTrain,
                [](KernelContext &ctx) { return rnnForward(ctx, kGru, true); });
-  registry.add("dtf.gru_grad", [](KernelContext &ctx) { return rnnGrad(ctx, kGru); });
+  registry.add(dtf::ops::kGruGrad, [](KernelContext &ctx) { return rnnGrad(ctx, kGru); });
 }
 
 } // namespace dtf::cpu

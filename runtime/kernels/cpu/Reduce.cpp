@@ -2,6 +2,7 @@
 // reduce_grad, max_reduce_grad).
 #include "runtime/kernels/ColumnChunks.h"
 #include "runtime/kernels/cpu/KernelUtil.h"
+#include "dtf/OpNames.h"
 
 #include <cmath>
 #include <cstring>
@@ -292,19 +293,19 @@ Status reduceKernel(KernelContext &ctx, const char *name, ReduceKind kind,
 }
 
 Status sumKernel(KernelContext &ctx) {
-  return reduceKernel(ctx, "dtf.sum", ReduceKind::Sum, false);
+  return reduceKernel(ctx, dtf::ops::kSum, ReduceKind::Sum, false);
 }
 Status meanKernel(KernelContext &ctx) {
-  return reduceKernel(ctx, "dtf.mean", ReduceKind::Sum, true);
+  return reduceKernel(ctx, dtf::ops::kMean, ReduceKind::Sum, true);
 }
 Status maxKernel(KernelContext &ctx) {
-  return reduceKernel(ctx, "dtf.max", ReduceKind::Max, false);
+  return reduceKernel(ctx, dtf::ops::kMax, ReduceKind::Max, false);
 }
 
 // The index of the first largest element along `axis`; i64 unless out_dtype
 // (or the output the executor placed) says i32.
 Status argmaxKernel(KernelContext &ctx) {
-  const char *name = "dtf.argmax";
+  const char *name = dtf::ops::kArgmax;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
   int axis = 0;
@@ -362,7 +363,7 @@ Status argmaxKernel(KernelContext &ctx) {
 // The gradient of broadcasting: sums dy over the dims in which `like` was
 // stretched, giving a tensor of like's shape.
 Status sumToShapeKernel(KernelContext &ctx) {
-  const char *name = "dtf.sum_to_shape";
+  const char *name = dtf::ops::kSumToShape;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &like = ctx.input(1);
   const int pad = dy.rank() - like.rank();
@@ -413,7 +414,7 @@ Status keepDimsShape(const KernelContext &ctx, const char *name,
 // The gradient of sum (and of mean, with `mean`): dy broadcast back over the
 // reduced axes, divided by the number of reduced elements for a mean.
 Status reduceGradKernel(KernelContext &ctx) {
-  const char *name = "dtf.reduce_grad";
+  const char *name = dtf::ops::kReduceGrad;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &x = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
@@ -442,7 +443,7 @@ Status reduceGradKernel(KernelContext &ctx) {
 // The gradient of max: dy goes to the elements equal to the maximum, split
 // evenly among ties (TensorFlow's gradient of reduce_max does the same).
 Status maxReduceGradKernel(KernelContext &ctx) {
-  const char *name = "dtf.max_reduce_grad";
+  const char *name = dtf::ops::kMaxReduceGrad;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 3));
   const Tensor &dy = ctx.input(0), &x = ctx.input(1), &y = ctx.input(2);
   DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
@@ -494,13 +495,13 @@ Status maxReduceGradKernel(KernelContext &ctx) {
 } // namespace
 
 void registerReduceKernels(KernelRegistry &registry) {
-  registry.add("dtf.sum", sumKernel);
-  registry.add("dtf.mean", meanKernel);
-  registry.add("dtf.max", maxKernel);
-  registry.add("dtf.argmax", argmaxKernel);
-  registry.add("dtf.sum_to_shape", sumToShapeKernel);
-  registry.add("dtf.reduce_grad", reduceGradKernel);
-  registry.add("dtf.max_reduce_grad", maxReduceGradKernel);
+  registry.add(dtf::ops::kSum, sumKernel);
+  registry.add(dtf::ops::kMean, meanKernel);
+  registry.add(dtf::ops::kMax, maxKernel);
+  registry.add(dtf::ops::kArgmax, argmaxKernel);
+  registry.add(dtf::ops::kSumToShape, sumToShapeKernel);
+  registry.add(dtf::ops::kReduceGrad, reduceGradKernel);
+  registry.add(dtf::ops::kMaxReduceGrad, maxReduceGradKernel);
 }
 
 } // namespace dtf::cpu

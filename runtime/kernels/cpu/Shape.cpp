@@ -1,6 +1,7 @@
 // Shape ops: reshape (a view), transpose, concat, slice, broadcast_to. They
 // move bytes, so they take every dtype, f16 and bf16 included.
 #include "runtime/kernels/cpu/KernelUtil.h"
+#include "dtf/OpNames.h"
 
 #include <cstring>
 
@@ -180,7 +181,7 @@ Status targetShape(const KernelContext &ctx, const char *name, bool isReshape,
 // outputs between steps should know that the input's buffer then has two
 // holders until the reshape's output is replaced.
 Status reshapeKernel(KernelContext &ctx) {
-  const char *name = "dtf.reshape";
+  const char *name = dtf::ops::kReshape;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1, 2));
   const Tensor &x = ctx.input(0);
   std::vector<int64_t> shape;
@@ -194,7 +195,7 @@ Status reshapeKernel(KernelContext &ctx) {
 }
 
 Status broadcastToKernel(KernelContext &ctx) {
-  const char *name = "dtf.broadcast_to";
+  const char *name = dtf::ops::kBroadcastTo;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1, 2));
   const Tensor &x = ctx.input(0);
   std::vector<int64_t> shape;
@@ -216,7 +217,7 @@ Status broadcastToKernel(KernelContext &ctx) {
 }
 
 Status transposeKernel(KernelContext &ctx) {
-  const char *name = "dtf.transpose";
+  const char *name = dtf::ops::kTranspose;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
   std::vector<int64_t> perm = ctx.getInts("permutation");
@@ -243,7 +244,7 @@ Status transposeKernel(KernelContext &ctx) {
 }
 
 Status sliceKernel(KernelContext &ctx) {
-  const char *name = "dtf.slice";
+  const char *name = dtf::ops::kSlice;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
   std::vector<int64_t> begin = ctx.getInts("begin"), size = ctx.getInts("size");
@@ -276,7 +277,7 @@ Status sliceKernel(KernelContext &ctx) {
 
 // The gradient of slice: dy written at `begin` into zeros shaped like x.
 Status sliceGradKernel(KernelContext &ctx) {
-  const char *name = "dtf.slice_grad";
+  const char *name = dtf::ops::kSliceGrad;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &dy = ctx.input(0), &x = ctx.input(1);
   std::vector<int64_t> begin = ctx.getInts("begin");
@@ -311,7 +312,7 @@ Status sliceGradKernel(KernelContext &ctx) {
 }
 
 Status concatKernel(KernelContext &ctx) {
-  const char *name = "dtf.concat";
+  const char *name = dtf::ops::kConcat;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1, INT32_MAX));
   const Tensor &first = ctx.input(0);
   if (first.rank() == 0)
@@ -366,12 +367,12 @@ Status concatKernel(KernelContext &ctx) {
 } // namespace
 
 void registerShapeKernels(KernelRegistry &registry) {
-  registry.add("dtf.reshape", reshapeKernel);
-  registry.add("dtf.broadcast_to", broadcastToKernel);
-  registry.add("dtf.transpose", transposeKernel);
-  registry.add("dtf.slice", sliceKernel);
-  registry.add("dtf.slice_grad", sliceGradKernel);
-  registry.add("dtf.concat", concatKernel);
+  registry.add(dtf::ops::kReshape, reshapeKernel);
+  registry.add(dtf::ops::kBroadcastTo, broadcastToKernel);
+  registry.add(dtf::ops::kTranspose, transposeKernel);
+  registry.add(dtf::ops::kSlice, sliceKernel);
+  registry.add(dtf::ops::kSliceGrad, sliceGradKernel);
+  registry.add(dtf::ops::kConcat, concatKernel);
 }
 
 } // namespace dtf::cpu

@@ -1,5 +1,6 @@
 // dtf ops to ONNX (opset 13) nodes, one translation per op kind.
 #include "OnnxExport.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/plan/PlanTypes.h"
 
@@ -60,19 +61,19 @@ std::string text(const plan::Op &op, const char *name) {
 }
 
 const char *kUnary[][2] = {
-    {"dtf.relu", "Relu"}, {"dtf.sigmoid", "Sigmoid"},  {"dtf.tanh", "Tanh"},
-    {"dtf.exp", "Exp"},   {"dtf.log", "Log"},          {"dtf.sqrt", "Sqrt"},
-    {"dtf.neg", "Neg"},   {"dtf.dropout", "Identity"},
+    {dtf::ops::kRelu, "Relu"}, {dtf::ops::kSigmoid, "Sigmoid"},  {dtf::ops::kTanh, "Tanh"},
+    {dtf::ops::kExp, "Exp"},   {dtf::ops::kLog, "Log"},          {dtf::ops::kSqrt, "Sqrt"},
+    {dtf::ops::kNeg, "Neg"},   {dtf::ops::kDropout, "Identity"},
 };
 const char *kBinary[][2] = {
-    {"dtf.add", "Add"}, {"dtf.sub", "Sub"},     {"dtf.mul", "Mul"},
-    {"dtf.div", "Div"}, {"dtf.maximum", "Max"}, {"dtf.minimum", "Min"},
-    {"dtf.pow", "Pow"},
+    {dtf::ops::kAdd, "Add"}, {dtf::ops::kSub, "Sub"},     {dtf::ops::kMul, "Mul"},
+    {dtf::ops::kDiv, "Div"}, {dtf::ops::kMaximum, "Max"}, {dtf::ops::kMinimum, "Min"},
+    {dtf::ops::kPow, "Pow"},
 };
 const char *kReduce[][2] = {
-    {"dtf.sum", "ReduceSum"},
-    {"dtf.mean", "ReduceMean"},
-    {"dtf.max", "ReduceMax"},
+    {dtf::ops::kSum, "ReduceSum"},
+    {dtf::ops::kMean, "ReduceMean"},
+    {dtf::ops::kMax, "ReduceMax"},
 };
 const char *kCompare[][2] = {
     {"eq", "Equal"},   {"lt", "Less"},           {"le", "LessOrEqual"},
@@ -257,11 +258,11 @@ private:
     const std::string &kind = op.name();
     auto in = [&](int k) { return name(op.inputs(k)); };
     auto out = [&]() { return name(op.outputs(0)); };
-    if (kind == "dtf.input") {
+    if (kind == dtf::ops::kInput) {
       names_[op.outputs(0)] = text(op, "name");
       return valueInfo(op.outputs(0), text(op, "name"), graph_->add_input());
     }
-    if (kind == "dtf.read_variable") {
+    if (kind == dtf::ops::kReadVariable) {
       const std::string var = text(op, "name");
       if (!initialized_.count(var)) {
         Tensor value;
@@ -275,7 +276,7 @@ private:
         names_[op.outputs(0)] = var;
       return Status::ok();
     }
-    if (kind == "dtf.constant") {
+    if (kind == dtf::ops::kConstant) {
       const plan::AttrValue *v = attr(op, "value");
       if (!v || !v->has_tensor())
         return errorStatus(op.location(), ": dtf.constant has no value");
@@ -296,13 +297,13 @@ private:
         node(op, b[1], {in(0), in(1)}, {out()});
         return Status::ok();
       }
-    if (kind == "dtf.rsqrt") {
+    if (kind == dtf::ops::kRsqrt) {
       const std::string root = fresh("sqrt");
       node(op, "Sqrt", {in(0)}, {root});
       node(op, "Reciprocal", {root}, {out()});
       return Status::ok();
     }
-    if (kind == "dtf.matmul") {
+    if (kind == dtf::ops::kMatmul) {
       std::string a = in(0), b = in(1);
       auto transposed = [&](int k, std::string v) {
         const size_t rank = dims(op.inputs(k)).size();
@@ -322,14 +323,14 @@ private:
       node(op, "MatMul", {a, b}, {out()});
       return Status::ok();
     }
-    if (kind == "dtf.conv2d" || kind == "dtf.conv2d_bias") {
+    if (kind == dtf::ops::kConv2d || kind == dtf::ops::kConv2dBias) {
       // The filter HWIO -> OIHW; conv2d_bias adds ONNX Conv's bias input B
       // and, with `relu`, a Relu.
       const std::string filter = fresh("oihw");
       setInts(node(op, "Transpose", {in(1)}, {filter}), "perm", {3, 2, 0, 1});
       const std::vector<int64_t> f = dims(op.inputs(1));
       std::vector<std::string> inputs = {filter};
-      const bool biased = kind == "dtf.conv2d_bias";
+      const bool biased = kind == dtf::ops::kConv2dBias;
       if (biased)
         inputs.push_back(in(2));
       const bool withRelu = biased && flag(op, "relu");
@@ -350,8 +351,8 @@ private:
           withRelu ? "Relu" : nullptr);
       return Status::ok();
     }
-    if (kind == "dtf.max_pool" || kind == "dtf.avg_pool") {
-      nchw(op, kind == "dtf.max_pool" ? "MaxPool" : "AveragePool", {},
+    if (kind == dtf::ops::kMaxPool || kind == dtf::ops::kAvgPool) {
+      nchw(op, kind == dtf::ops::kMaxPool ? "MaxPool" : "AveragePool", {},
            [&](onnx::NodeProto *n) {
              setString(n, "auto_pad", autoPad(op));
              setInts(n, "kernel_shape", ints(op, "window"));
@@ -359,7 +360,7 @@ private:
            });
       return Status::ok();
     }
-    if (kind == "dtf.reshape" || kind == "dtf.flatten") {
+    if (kind == dtf::ops::kReshape) {
       // The result's own type: static dims, and -1 for the batch.
       std::vector<int64_t> shape = dims(op.outputs(0));
       int free = 0;
@@ -371,23 +372,23 @@ private:
       node(op, "Reshape", {in(0), int64Constant("shape", shape)}, {out()});
       return Status::ok();
     }
-    if (kind == "dtf.transpose") {
+    if (kind == dtf::ops::kTranspose) {
       setInts(node(op, "Transpose", {in(0)}, {out()}), "perm",
               ints(op, "permutation"));
       return Status::ok();
     }
-    if (kind == "dtf.concat") {
+    if (kind == dtf::ops::kConcat) {
       std::vector<std::string> inputs;
       for (int k = 0; k < op.inputs_size(); ++k)
         inputs.push_back(in(k));
       setInt(node(op, "Concat", inputs, {out()}), "axis", intOr(op, "axis", 0));
       return Status::ok();
     }
-    if (kind == "dtf.gather") {
+    if (kind == dtf::ops::kGather) {
       setInt(node(op, "Gather", {in(0), in(1)}, {out()}), "axis", 0);
       return Status::ok();
     }
-    if (kind == "dtf.slice") {
+    if (kind == dtf::ops::kSlice) {
       std::vector<int64_t> begin = ints(op, "begin"), size = ints(op, "size");
       std::vector<int64_t> ends, axes;
       for (size_t i = 0; i < begin.size(); ++i) {
@@ -409,21 +410,21 @@ private:
           for (size_t i = 0; i < dims(op.inputs(0)).size(); ++i)
             axes.push_back(int64_t(i));
         onnx::NodeProto *n =
-            kind == "dtf.sum"
+            kind == dtf::ops::kSum
                 ? node(op, r[1], {in(0), int64Constant("axes", axes)}, {out()})
                 : node(op, r[1], {in(0)}, {out()});
-        if (kind != "dtf.sum")
+        if (kind != dtf::ops::kSum)
           setInts(n, "axes", axes);
         setInt(n, "keepdims", flag(op, "keep_dims") ? 1 : 0);
         return Status::ok();
       }
-    if (kind == "dtf.softmax" || kind == "dtf.log_softmax") {
-      setInt(node(op, kind == "dtf.softmax" ? "Softmax" : "LogSoftmax", {in(0)},
+    if (kind == dtf::ops::kSoftmax || kind == dtf::ops::kLogSoftmax) {
+      setInt(node(op, kind == dtf::ops::kSoftmax ? "Softmax" : "LogSoftmax", {in(0)},
                   {out()}),
              "axis", intOr(op, "axis", -1));
       return Status::ok();
     }
-    if (kind == "dtf.argmax") {
+    if (kind == dtf::ops::kArgmax) {
       const int target = onnxType(type(op.outputs(0)).dtype());
       const std::string index =
           target == onnx::TensorProto::INT64 ? out() : fresh("argmax");
@@ -434,12 +435,12 @@ private:
         setInt(node(op, "Cast", {index}, {out()}), "to", target);
       return Status::ok();
     }
-    if (kind == "dtf.cast") {
+    if (kind == dtf::ops::kCast) {
       setInt(node(op, "Cast", {in(0)}, {out()}), "to",
              onnxType(type(op.outputs(0)).dtype()));
       return Status::ok();
     }
-    if (kind == "dtf.compare") {
+    if (kind == dtf::ops::kCompare) {
       const std::string predicate = text(op, "predicate");
       if (predicate == "ne") {
         const std::string eq = fresh("equal");
@@ -454,13 +455,13 @@ private:
         }
       return Status::error(kUnsupported);
     }
-    if (kind == "dtf.select") {
+    if (kind == dtf::ops::kSelect) {
       node(op, "Where", {in(0), in(1), in(2)}, {out()});
       return Status::ok();
     }
-    if (kind == "dtf.lstm")
+    if (kind == dtf::ops::kLstm)
       return lstm(op);
-    if (kind == "dtf.gru")
+    if (kind == dtf::ops::kGru)
       return gru(op);
     return Status::error(kUnsupported);
   }
