@@ -351,12 +351,22 @@ bool selectLookupCut(Plan *plan) {
 }
 
 Status stageProgramFor(const Plan &plan, int stage, Program *out) {
-  const int span = plan.stages_size() > 0 ? plan.stages_size() : 1;
+  DTF_RETURN_IF_ERROR(checkReplicaSpan(plan));
+  const int span = replicaSpan(plan);
   if (stage < 0 || stage >= span)
     return errorStatus("the worker_step has no stage ", stage, " (its replica "
                        "spans ", span, " worker task", span == 1 ? "" : "s",
                        ")");
-  *out = plan.stages_size() > 0 ? plan.stages(stage) : plan.worker_step();
+  if (span == 1) {
+    *out = plan.worker_step();
+    return Status::ok();
+  }
+  if (plan.stages_size() != span)
+    return errorStatus("the plan holds ", plan.stages_size(),
+                       " stage programs for a replica that spans ", span,
+                       " worker tasks (a plan of an older dtfc, format ",
+                       plan.format_version(), "); compile it again");
+  *out = plan.stages(stage);
   return Status::ok();
 }
 

@@ -134,7 +134,8 @@ int stageOf(const Op &op);
 bool selectLookupCut(Plan *plan);
 
 /// The program stage `stage` of a replica runs: plan.stages(stage), which
-/// dtfc cut (the worker_step itself when the replica spans one task).
+/// dtfc cut (the worker_step itself when the replica spans one task). An
+/// error when the plan lacks the stages its worker_step's devices call for.
 Status stageProgramFor(const Plan &plan, int stage, Program *out);
 
 /// dtfc --placement-report: per ps its variables and bytes, and the

@@ -4,6 +4,7 @@
 #include "dtf/OpNames.h"
 
 #include "runtime/plan/PlanTypes.h"
+#include "schema/Placement.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -369,6 +370,11 @@ Status validatePlan(const Plan &plan, const std::string &name) {
                                   "lookups.worker_step", false},
                                  {&lookupPs, "lookups.ps_update", true},
                                  {&plan.lookups().eval(), "lookups.eval", false}};
+  if (plan.stages_size() > 0 &&
+      (!checkReplicaSpan(plan).isOk() || plan.stages_size() != replicaSpan(plan)))
+    return errorStatus(name, ": the plan holds ", plan.stages_size(),
+                       " stage programs, but its worker_step spans ",
+                       replicaSpan(plan), " worker tasks");
   for (int k = 0; k < plan.stages_size(); ++k)
     programs.push_back({&plan.stages(k), strCat("stage ", k), false});
   for (const Named &p : programs) {
