@@ -24,7 +24,7 @@ PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
   for (size_t k = 0; k < roster.ps.size(); ++k) {
     PsLink l;
     l.task = roster.ps[k];
-    l.connectAgain();
+    l.connectAgain(links.config().transport);
     // What the worker_step reads (and the global step, which says when
     // the job is done); the eval program's moving averages on demand.
     std::set<std::string> read;

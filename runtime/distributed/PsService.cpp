@@ -138,7 +138,8 @@ grpc::Status PsService::restoreInPlace(int64_t step, int64_t version) {
                 name_ + " was started without --model-dir: it cannot read "
                         "a checkpoint itself");
   std::unique_ptr<checkpoint::CheckpointReader> reader;
-  Status s = checkpoint::CheckpointReader::open(config_.modelDir, step, &reader);
+  Status s =
+      checkpoint::CheckpointReader::open(config_.modelDir, step, &reader);
   // Everything is checked before any variable changes.
   for (const plan::HeldTensor &h : held_) {
     if (!s.isOk())
@@ -256,9 +257,9 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
       Status made = initialShard(h, &t);
       Tensor *v = variables_.find(h.name);
       if (!made.isOk() || !v || v->byteSize() != t.byteSize())
-        return fail(grpc::StatusCode::INTERNAL,
-                    name_ + ": cannot reset '" + h.name + "': " +
-                        made.message());
+        return fail(grpc::StatusCode::INTERNAL, name_ + ": cannot reset '" +
+                                                    h.name +
+                                                    "': " + made.message());
       std::memcpy(v->rawData(), t.rawData(), t.byteSize());
     }
   }
@@ -430,13 +431,14 @@ void PsService::releaseParked(std::unique_lock<std::mutex> &lock, bool all) {
 }
 
 grpc::Status PsService::openStream(grpc::CallbackServerContext *ctx) {
-  const std::string peer =
-      transport().tls ? peerTask(*ctx) : std::string(ctx->peer());
+  const std::string peer = config_.transport.tls
+                               ? config_.transport.peerTask(*ctx)
+                               : std::string(ctx->peer());
   std::lock_guard<std::recursive_mutex> lock(streamsMu_);
   if (streams_.size() >= kMaxStreams || streamsBy_[peer] >= kMaxStreamsPerPeer)
     return fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
                 name_ + ": too many open streams" +
-                    (transport().tls ? " from " + peer : std::string()));
+                    (config_.transport.tls ? " from " + peer : std::string()));
   ++streamsBy_[peer];
   streams_[ctx] = {peer, Clock::now()};
   return grpc::Status::OK;
@@ -803,9 +805,9 @@ std::string PsService::summary() {
 
 grpc::Status PsService::admit(const grpc::ServerContextBase &ctx, Role role,
                               const char *what, std::string *who) {
-  if (!transport().tls)
+  if (!config_.transport.tls)
     return grpc::Status::OK;
-  *who = peerTask(ctx);
+  *who = config_.transport.peerTask(ctx);
   const Roster &r = config_.roster;
   int worker = -1;
   bool member = false;
@@ -983,9 +985,9 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
                 name_ + " is not initialized yet (the chief does it)");
   const Tensor *t = variables_.find(req->name());
   if (!t || t->rank() < 1)
-    return fail(grpc::StatusCode::NOT_FOUND,
-                name_ + " holds no table '" + plan::printable(req->name()) +
-                    "'");
+    return fail(grpc::StatusCode::NOT_FOUND, name_ + " holds no table '" +
+                                                 plan::printable(req->name()) +
+                                                 "'");
   const int64_t rows = t->dim(0);
   const size_t rowBytes = rows ? t->byteSize() / size_t(rows) : 0;
   if (auto d = dynamicByName_.find(req->name()); d != dynamicByName_.end()) {
@@ -1038,8 +1040,8 @@ Tensor PsService::concatRows(const Tensor &a, const Tensor &b) {
   if (a.byteSize())
     std::memcpy(out.rawData(), a.rawData(), a.byteSize());
   if (b.byteSize())
-    std::memcpy(static_cast<char *>(out.rawData()) + a.byteSize(),
-                b.rawData(), b.byteSize());
+    std::memcpy(static_cast<char *>(out.rawData()) + a.byteSize(), b.rawData(),
+                b.byteSize());
   return out;
 }
 

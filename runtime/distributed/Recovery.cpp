@@ -167,7 +167,7 @@ Status PsRecovery::recover(bool chief, const Status &why) {
       if (!client_.status(l, &reply).isOk()) {
         allUp = false;
         down = l.task.name + " at " + l.task.address;
-        l.connectAgain();
+        l.connectAgain(links_.config().transport);
         continue;
       }
       if (!reply.initialized())

@@ -4,7 +4,7 @@
 
 #include "runtime/cluster/Certificates.h"
 #include "runtime/distributed/ParameterServer.h"
-#include "runtime/distributed/Wire.h"
+#include "runtime/distributed/Transport.h"
 #include "runtime/distributed/WorkerTask.h"
 #include "runtime/plan/Partition.h"
 #include "runtime/plan/PlanTypes.h"
@@ -269,10 +269,8 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
       return s.message() == "interrupted" ? kInterrupted : kClusterError;
     }
   }
-  dtf::dist::Transport transport;
-  if (int code = makeTransport(choice, flags, &transport))
+  if (int code = makeTransport(choice, flags, &config.transport))
     return code;
-  dtf::dist::setTransport(std::move(transport));
 
   if (task.job == dtf::cluster::kPsJob)
     return dtf::dist::runParameterServer(plan, placement, task.index, config);
