@@ -333,6 +333,19 @@ bool parseShape(const std::string &s, std::vector<int64_t> *shape) {
   return shape->size() <= size_t(kMaxRank);
 }
 
+bool parseHex32(const std::string &s, uint32_t *v) {
+  if (s.size() != 10 || s.rfind("0x", 0) != 0)
+    return false;
+  char *end = nullptr;
+  unsigned long x = std::strtoul(s.c_str() + 2, &end, 16);
+  if (*end)
+    return false;
+  *v = uint32_t(x);
+  return true;
+}
+
+} // namespace
+
 std::string encodeIndex(const Index &index) {
   std::ostringstream os;
   os << kIndexMagic << "\n";
@@ -353,19 +366,6 @@ std::string encodeIndex(const Index &index) {
           hex32(crc32c::mask(crc32c::value(body.data(), body.size()))) + "\n";
   return body;
 }
-
-bool parseHex32(const std::string &s, uint32_t *v) {
-  if (s.size() != 10 || s.rfind("0x", 0) != 0)
-    return false;
-  char *end = nullptr;
-  unsigned long x = std::strtoul(s.c_str() + 2, &end, 16);
-  if (*end)
-    return false;
-  *v = uint32_t(x);
-  return true;
-}
-
-} // namespace
 
 // Checks that the slices of `e` (sorted here) cover its rows exactly once.
 Status checkCoverage(Entry *e, const std::string &where) {
