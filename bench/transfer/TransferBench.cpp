@@ -117,7 +117,7 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, Figures *f) {
   config.out = quiet;
   std::thread ps([&] { dist::runParameterServer(p, placement, 0, config); });
 
-  auto channel = dist::makeChannel(address);
+  auto channel = config.transport.channel(address);
   auto stub = rpc::ParameterServer::NewStub(channel);
   grpc::GenericStub raw(channel);
   // The ps initializes its variable (and a copy for resets) first: seconds

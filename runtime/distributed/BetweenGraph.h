@@ -1,11 +1,13 @@
 // Between-graph replication: a worker's driver of the ps tasks. Before each
 // step it pulls the variables it reads, after it pushes the updates'
-// operands (async, or sync with stale gradients dropped); the chief
-// initializes the ps tasks, saves checkpoints and recovers a lost ps. The
-// in-graph client and stage 0 of a model-parallel replica drive their ps
-// traffic through it too.
+// operands (async, or sync with stale gradients dropped), through PsClient;
+// the chief saves checkpoints, and PsRecovery initializes the ps tasks and
+// recovers a lost ps. The in-graph client and stage 0 of a model-parallel
+// replica drive their ps traffic through it too.
 #pragma once
 
+#include "runtime/distributed/PsClient.h"
+#include "runtime/distributed/Recovery.h"
 #include "runtime/distributed/WorkerLinks.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Rendezvous.h"
@@ -21,12 +23,10 @@
 
 namespace dtf::dist {
 
-/// A ps whose share of a checkpoint is at least this large restores it by
-/// reading the checkpoint itself (InitializeRequest.restore) rather than
-/// receiving it from the chief.
-inline constexpr uint64_t kRestoreOnPsBytes = uint64_t(64) << 20;
-
-/// Pulls and pushes for one worker (or tower).
+/// A worker's step driver over the ps tasks: pulls before each step,
+/// pushes after it, saves checkpoints when due (the chief), and waits out a
+/// lost ps. The calls themselves are PsClient's; initialization and
+/// recovery PsRecovery's.
 class PsDriver : public train::StepDriver, public exec::RowLookup {
 public:
   /// `reads`: the program whose variable reads each step pulls (a stage of
@@ -36,36 +36,27 @@ public:
            const plan::Program *reads = nullptr);
 
   void setChief(bool chief) { chief_ = chief; }
-  void say(const std::string &line) const { links_.say(line); }
+  void say(const std::string &line) const { client_.links().say(line); }
   /// Per ps: the least version the next pulls take.
-  void setMinVersions(std::vector<int64_t> v) { minVersions_ = std::move(v); }
+  void setMinVersions(std::vector<int64_t> v) {
+    client_.setMinVersions(std::move(v));
+  }
 
-  void bind(exec::VariableStore *store) { store_ = store; }
-  std::vector<PsLink> &ps() { return ps_; }
+  void bind(exec::VariableStore *store) { client_.bind(store); }
+  std::vector<PsLink> &ps() { return client_.ps(); }
 
-  Status connect();
+  Status connect() { return client_.connect(); }
 
   /// The chief: initializes every ps that is not yet (from the latest
   /// checkpoint in the model dir when there is one). Others: wait for it.
-  Status initializeOrWait(bool chief);
-
-  Status status(PsLink &l, rpc::StatusReply *reply);
-
-  /// The chief: (re)initializes every ps, from the latest checkpoint of the
-  /// model dir when there is one, else from the plan's initializers. With
-  /// force, also the ones that are initialized (after a ps was lost, all go
-  /// back to the same checkpoint).
-  Status restoreAll(bool force);
-
-  /// After a lost ps (or one that lost its state): waits until every ps
-  /// answers again; the chief then sets them all back to the last
-  /// checkpoint, the others wait until that happened.
-  Status recover(bool chief, const Status &why);
+  Status initializeOrWait(bool chief) {
+    return recovery_.initializeOrWait(chief);
+  }
 
   /// The chief's checkpoint policy (the plan's `checkpoint every ...`).
   void setCheckpointPolicy(const plan::Training &t) {
-    schedule_ =
-        train::CheckpointSchedule(t, !links_.config().modelDir.empty(), -1);
+    schedule_ = train::CheckpointSchedule(
+        t, !client_.links().config().modelDir.empty(), -1);
   }
   bool checkpointDue(int64_t step) const { return schedule_.due(step); }
 
@@ -73,21 +64,15 @@ public:
   /// the chief writes the index (a checkpoint exists only once it does).
   Status save(int64_t step);
 
-  Status pull(bool forEval, int64_t *globalStep);
-
   Status beforeStep(int64_t *globalStep, bool *done) override;
 
   /// An in-graph tower does not wait for a lost ps itself: its client (the
   /// chief) drops the step and recovers.
   void setRecoverInPlace(bool recover) { recoverInPlace_ = recover; }
   /// The last pull, push or save failed because a ps is gone or restarted.
-  bool lastRecoverable() const { return lastRecoverable_; }
+  bool lastRecoverable() const { return client_.lastRecoverable(); }
 
-  /// A step's value for a send's key; null when the step made none.
-  using ValueOf = std::function<const Tensor *(const std::string &)>;
-
-  /// Pushes the sends, `value(key)` giving each one's tensor.
-  Status pushAll(const ValueOf &value);
+  using ValueOf = PsClient::ValueOf;
 
   Status afterStep(exec::Executor &e, int firstSend) override;
 
@@ -96,65 +81,35 @@ public:
   Status pushAndSave(const ValueOf &value);
 
   /// The global step of the last pull.
-  int64_t lastStep() const {
-    const Tensor *t = store_ ? store_->find("global_step") : nullptr;
-    return t ? t->data<int64_t>()[0] : 0;
-  }
+  int64_t lastStep() const { return client_.lastStep(); }
 
   Status beforeEval() override;
 
   /// A dtf.ps_gather: the rows of the step's unique ids, each from the ps
   /// that holds it (one call per shard that holds any).
   Status lookup(const std::string &variable, const Tensor &ids, bool create,
-                Tensor *out) override;
+                Tensor *out) override {
+    return client_.lookup(variable, ids, create, out);
+  }
   /// A step whose lookup lost its ps is dropped; the next pull recovers.
   bool dropStep(const Status &failure) override;
 
   /// Tells ps 0 this worker is done; returns how many are.
-  Status done(int *workersDone);
+  Status done(int *workersDone) { return client_.done(workersDone); }
 
-  void shutdownAll(const std::string &reason);
+  void shutdownAll(const std::string &reason) { client_.shutdownAll(reason); }
 
-  int64_t stale() const { return stale_; }
+  int64_t stale() const { return client_.stale(); }
 
 private:
-  const plan::Plan &plan_;
-  Links &links_;
+  PsClient client_;
+  train::CheckpointSchedule schedule_{plan::Training(), false, -1};
+  PsRecovery recovery_;
   bool sync_;
   bool push_;
   bool chief_ = false;
-  bool lastRecoverable_ = false;
   bool recoverInPlace_ = true;
-  std::vector<std::vector<plan::HeldTensor>> heldBy_;
-  train::CheckpointSchedule schedule_{plan::Training(), false, -1};
-  exec::VariableStore *store_ = nullptr;
-  std::vector<PsLink> ps_;
   std::map<std::string, int> sendIndex_;
-  std::vector<int64_t> minVersions_;
-  int64_t stale_ = 0;
-  // The tables looked up on the ps: their shards (ps, rows) and row shape.
-  struct Table {
-    std::vector<plan::PlacedShard> shards;
-    int64_t rows = 0;
-    std::vector<int64_t> rowDims;
-    DType dtype = DType::F32;
-    // A dynamic table: shards hold ids by hash (train::dynamicShardOf),
-    // and the ids travel as they are.
-    bool dynamic = false;
-    int64_t parts = 1;
-  };
-  std::map<std::string, Table> tables_;
-  bool lookupFailed_ = false;
-  // A step's sparse gradient, its rows summed per unique id (ascending).
-  struct SparseSum {
-    std::vector<int64_t> ids;
-    Tensor rows;
-  };
-  /// sum += more, by id (both ascending): the rows of an id in both are
-  /// added, sum's first.
-  static Status addSparse(SparseSum *sum, const SparseSum &more);
-  Status sumSparse(const plan::Transfer &send, const ValueOf &value,
-                   SparseSum *out) const;
 };
 
 } // namespace dtf::dist

@@ -2,6 +2,8 @@
 // addresses and the workers (the chief first), with the names messages use.
 #pragma once
 
+#include "runtime/distributed/Transport.h"
+
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -26,7 +28,6 @@ struct Roster {
 struct TaskConfig {
   Roster roster;
   std::string planPath;
-  std::string planBytes; // for the fingerprint
   uint64_t planFingerprint = 0;
   std::string modelDir;
   /// How long to wait for another task to answer before naming it and
@@ -41,6 +42,9 @@ struct TaskConfig {
   /// A stream that moves no chunk for this long is cut by the ps
   /// (dtf-run --stall-timeout).
   double stallTimeoutSeconds = 30;
+  /// TLS or plaintext, who may call, where to listen: every channel and
+  /// server of the task is made through it.
+  Transport transport;
   const std::atomic<bool> *stop = nullptr;
   std::FILE *out = stdout;
 };

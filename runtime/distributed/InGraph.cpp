@@ -14,8 +14,9 @@ namespace dtf::dist {
 grpc::Status TowerService::RunTower(grpc::ServerContext *ctx,
                                     const rpc::TowerRequest *req,
                                     rpc::TowerReply *reply) {
-  if (auto bad = admitOnly(*ctx, links_.config().roster.workers[0].name,
-                           links_.self(), "run a tower");
+  const TaskConfig &config = links_.config();
+  if (auto bad = config.transport.admitOnly(*ctx, config.roster.workers[0].name,
+                                            links_.self(), "run a tower");
       !bad.ok())
     return bad;
   if (req->caller().plan_fingerprint() != links_.config().planFingerprint)
@@ -47,15 +48,13 @@ InGraphDriver::InGraphDriver(PsDriver &ps, Links &links)
   for (size_t i = 1; i < roster.workers.size(); ++i) {
     Remote r;
     r.task = roster.workers[i];
-    r.channel = makeChannel(r.task.address);
+    r.channel = links.config().transport.channel(r.task.address);
     r.stub = rpc::Worker::NewStub(r.channel);
     remotes_.push_back(std::move(r));
   }
 }
 
-Status InGraphDriver::connect() {
-  return links_.connectPeers(remotes_);
-}
+Status InGraphDriver::connect() { return links_.connectPeers(remotes_); }
 
 Status InGraphDriver::startStep(int64_t globalStep) {
   // The other towers run while this one does.
@@ -157,7 +156,8 @@ int serveTowers(train::Trainer &trainer, Links &links, PsDriver &ps,
   const std::string &self = links.self();
   TowerService service(trainer, links, ps);
   std::unique_ptr<grpc::Server> server;
-  Status s = serveWorker(service, roster.workers[replica], &server);
+  Status s =
+      serveWorker(service, roster.workers[replica], config.transport, &server);
   if (!s.isOk())
     return fail(self, s, 4);
   links.say("serving in-graph towers on " + roster.workers[replica].address +

@@ -19,7 +19,7 @@ public:
   grpc::Status GetStatus(grpc::ServerContext *ctx, const rpc::StatusRequest *,
                          rpc::StatusReply *reply) override {
     std::string who;
-    if (auto bad = admitTask(*ctx, &who); !bad.ok())
+    if (auto bad = links_.config().transport.admitTask(*ctx, &who); !bad.ok())
       return bad;
     reply->set_task(links_.self());
     reply->set_plan_fingerprint(links_.config().planFingerprint);
@@ -33,8 +33,10 @@ public:
   // Only the in-graph client (the chief) runs towers and stops them.
   grpc::Status Shutdown(grpc::ServerContext *ctx, const rpc::ShutdownRequest *,
                         rpc::ShutdownReply *) override {
-    if (auto bad = admitOnly(*ctx, links_.config().roster.workers[0].name,
-                             links_.self(), "stop its towers");
+    const TaskConfig &config = links_.config();
+    if (auto bad =
+            config.transport.admitOnly(*ctx, config.roster.workers[0].name,
+                                       links_.self(), "stop its towers");
         !bad.ok())
       return bad;
     std::lock_guard<std::mutex> lock(mu_);

@@ -17,7 +17,7 @@ grpc::Status StageService::GetStatus(grpc::ServerContext *ctx,
                                      const rpc::StatusRequest *,
                                      rpc::StatusReply *reply) {
   std::string who;
-  if (auto bad = admitTask(*ctx, &who); !bad.ok())
+  if (auto bad = links_.config().transport.admitTask(*ctx, &who); !bad.ok())
     return bad;
   reply->set_task(links_.self());
   reply->set_plan_fingerprint(links_.config().planFingerprint);
@@ -35,7 +35,7 @@ grpc::Status StageService::BeginStep(grpc::ServerContext *ctx,
                                      const rpc::BeginStepRequest *req,
                                      rpc::BeginStepReply *) {
   std::string who;
-  if (auto bad = admitTask(*ctx, &who); !bad.ok())
+  if (auto bad = links_.config().transport.admitTask(*ctx, &who); !bad.ok())
     return bad;
   if (auto bad = checkCaller(req->caller()); !bad.ok())
     return bad;
@@ -60,7 +60,7 @@ StageService::Transfer(grpc::CallbackServerContext *ctx,
                        grpc::ByteBuffer *response) {
   grpc::ServerUnaryReactor *reactor = ctx->DefaultReactor();
   std::string who;
-  grpc::Status st = admitTask(*ctx, &who);
+  grpc::Status st = links_.config().transport.admitTask(*ctx, &who);
   if (st.ok())
     st = transfer(*request);
   if (st.ok())
@@ -153,7 +153,7 @@ StageLinks::StageLinks(Links &links, exec::RendezvousTable &table, int replica,
     Peer p;
     p.task = roster.workers[size_t(replica * span + k)];
     if (k != stage) {
-      p.channel = makeChannel(p.task.address);
+      p.channel = links.config().transport.channel(p.task.address);
       p.stub = rpc::Worker::NewStub(p.channel);
       p.raw = std::make_unique<grpc::GenericStub>(p.channel);
     }
@@ -387,7 +387,7 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
                        int64_t((uint64_t(entropy()) << 31) ^ entropy()) | 1,
                        program);
   std::unique_ptr<grpc::Server> server;
-  Status s = serveWorker(service, me, &server);
+  Status s = serveWorker(service, me, links.config().transport, &server);
   if (!s.isOk())
     return fail(self, s, 4);
   StageLinks stages(links, table, replica, stage, span);

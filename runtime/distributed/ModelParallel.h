@@ -54,7 +54,7 @@ public:
   grpc::Status Shutdown(grpc::ServerContext *ctx, const rpc::ShutdownRequest *,
                         rpc::ShutdownReply *) override {
     std::string who;
-    if (auto bad = admitTask(*ctx, &who); !bad.ok())
+    if (auto bad = links_.config().transport.admitTask(*ctx, &who); !bad.ok())
       return bad;
     std::lock_guard<std::mutex> lock(mu_);
     shutdown_ = true;

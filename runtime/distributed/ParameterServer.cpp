@@ -18,7 +18,7 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
   const std::string &address = config.roster.ps[index].address;
   grpc::ServerBuilder builder;
   int port = 0;
-  addListeningPort(&builder, address, &port);
+  config.transport.addListeningPort(&builder, address, &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
@@ -27,15 +27,16 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
                  "by another process, or is the address not one of this "
                  "machine's?)\n",
                  config.roster.ps[index].name.c_str(),
-                 listenAddress(address).c_str());
+                 config.transport.listenAddress(address).c_str());
     return 4;
   }
   std::string held;
   for (const plan::HeldTensor &h : plan::heldBy(plan, placement, index))
     held += (held.empty() ? "" : ", ") + h.name;
-  service.log("serving on " + listenAddress(address) +
-              (transport().tls ? " (mutual TLS)" : " (plaintext, --insecure)") +
-              "; holds " + (held.empty() ? std::string("no variables") : held));
+  service.log(
+      "serving on " + config.transport.listenAddress(address) +
+      (config.transport.tls ? " (mutual TLS)" : " (plaintext, --insecure)") +
+      "; holds " + (held.empty() ? std::string("no variables") : held));
   std::string reason = service.waitForShutdown();
   service.stopParking();
   service.log(service.summary());

@@ -1,135 +1,55 @@
-// The parameter-server service's calls, checks and updates.
+// The parameter-server service's calls: admission, pulls (parked until
+// their update), pushes, initialization, checkpoints, lookups; the held
+// tensors, the update and the sync sums are PsStore's, PsUpdate's and
+// SyncAggregator's.
 #include "runtime/distributed/PsService.h"
 
-namespace dtf::dist::ps {
+#include "runtime/distributed/Wire.h"
 
-// Whether the recv'd value `value` is what the ps's update adds to the
-// global step (the operand of an assign_add to the global_step variable).
-bool feedsGlobalStep(const plan::Plan &plan, const plan::Program &program,
-                     int32_t value) {
-  std::set<std::string> steps;
-  for (const plan::Variable &v : plan.variables())
-    if (v.role() == "global_step")
-      steps.insert(v.name());
-  std::set<int32_t> stepReads;
-  for (const plan::Op &op : program.ops())
-    if (op.name() == "dtf.read_variable" && op.outputs_size() == 1) {
-      auto name = op.attrs().find("name");
-      if (name != op.attrs().end() && steps.count(name->second.s()))
-        stepReads.insert(op.outputs(0));
-    }
-  for (const plan::Op &op : program.ops())
-    if (op.name() == "dtf.assign_add" && op.inputs_size() == 2 &&
-        stepReads.count(op.inputs(0)) && op.inputs(1) == value)
-      return true;
-  return false;
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+namespace dtf::dist::ps {
+namespace {
+
+grpc::Status fail(grpc::StatusCode code, const std::string &message) {
+  return grpc::Status(code, message);
 }
+
+bool syncUpdates(const plan::Plan &plan) {
+  const plan::Training &t = plan.training();
+  return t.update() == "sync" && t.replication() != "in_graph";
+}
+
+int64_t replicasToAggregate(const plan::Plan &plan) {
+  return syncUpdates(plan)
+             ? std::max<int64_t>(plan.training().replicas_to_aggregate(), 1)
+             : 1;
+}
+
+} // namespace
 
 PsService::PsService(const plan::Plan &plan, const plan::Placement &placement,
                      int index, const TaskConfig &config)
-    : plan_(plan), placement_(placement), index_(index), config_(config) {
-  name_ = config.roster.ps[index].name;
-  const plan::Training &t = plan.training();
-  sync_ = t.update() == "sync" && t.replication() != "in_graph";
-  replicas_ = sync_ ? std::max<int64_t>(t.replicas_to_aggregate(), 1) : 1;
-  span_ = size_t(std::max(plan::replicaSpan(plan), 1));
-}
+    : config_(config), name_(config.roster.ps[index].name),
+      sync_(syncUpdates(plan)),
+      span_(size_t(std::max(plan::replicaSpan(plan), 1))), plan_(plan),
+      placement_(placement), index_(index), store_(plan, placement, index),
+      update_(name_),
+      aggregator_(replicasToAggregate(plan),
+                  config.modelDir.empty()
+                      ? std::string()
+                      : config.modelDir + "/" + name_ + ".sync.log"),
+      streams_(name_, config.stallTimeoutSeconds, config.out) {}
 
 Status PsService::setUp() {
   parker_ = std::thread([this] { parkLoop(); });
-  // This ps's variables (or shards), initialized from the plan: each shard
-  // holds the rows the whole variable would have on one machine (so that
-  // any placement starts from the same values), made without the whole in
-  // memory. The chief may replace them with a checkpoint's in Initialize.
-  held_ = plan::heldBy(plan_, placement_, index_);
-  for (const plan::HeldTensor &h : held_) {
-    Tensor part;
-    DTF_RETURN_IF_ERROR(initialShard(h, &part));
-    DTF_RETURN_IF_ERROR(variables_.add(h.name, std::move(part)));
-    names_.push_back(h.name);
-    if (h.variable == "global_step")
-      holdsStep_ = true;
-  }
-  // Dynamic tables: each held shard with the shards of its slots.
-  for (const plan::HeldTensor &h : held_) {
-    const plan::Variable *var = nullptr;
-    for (const plan::Variable &v : plan_.variables())
-      if (v.name() == h.variable && v.dynamic().enabled() &&
-          v.slot_of().empty())
-        var = &v;
-    if (!var)
-      continue;
-    const std::string suffix = h.name.substr(h.variable.size());
-    const int part = suffix.empty() ? 0 : std::atoi(suffix.c_str() + 6);
-    std::vector<std::pair<const plan::Variable *, Tensor *>> slots;
-    for (const plan::Variable &v : plan_.variables())
-      if (v.slot_of() == var->name()) {
-        Tensor *t = variables_.find(v.name() + suffix);
-        if (!t)
-          return errorStatus("the slot '", plan::printable(v.name()),
-                             "' of the dynamic table '",
-                             plan::printable(var->name()),
-                             "' is not on the ps that holds its shard ", part);
-        slots.push_back({&v, t});
-      }
-    auto table = std::make_unique<train::DynamicTable>(
-        *var, uint64_t(plan_.training().seed()), variables_.find(h.name),
-        std::move(slots), std::vector<int>{part}, std::vector<int64_t>{0},
-        std::vector<int64_t>{h.rows});
-    dynamicByName_[h.name] = table.get();
-    dynamic_.add(std::move(table), h.name);
-  }
-  plan::Program program;
-  DTF_RETURN_IF_ERROR(plan::psProgramFor(plan_, placement_, index_, &program));
-  // The updates here run on shards: one reserved row each.
-  for (plan::Op &op : *program.mutable_ops())
-    if (auto it = op.mutable_attrs()->find("dynamic_shards");
-        it != op.mutable_attrs()->end())
-      it->second.set_i(1);
-  if (program.ops_size() > 0) {
-    exec::ExecutorOptions o;
-    o.seed = uint64_t(plan_.training().seed());
-    o.programName = name_ + ": ps_update";
-    exec::applySessionOptions(plan_, &o);
-    o.device =
-        "/job:ps/replica:0/task:" + std::to_string(index_) + "/device:CPU:0";
-    DTF_RETURN_IF_ERROR(exec::Executor::create(
-        program, variables_, train::cpuKernelRegistry(), o, &update_));
-    auto typeOf = [&](int32_t id) {
-      plan::TensorType type;
-      for (const plan::Value &v : program.values())
-        if (v.id() == id)
-          type = v.type();
-      return type;
-    };
-    for (const plan::Transfer &r : program.recvs()) {
-      keys_.push_back(r.key());
-      // What the update takes under the key: a push must fit it before
-      // anything is allocated for it.
-      expected_.push_back(typeOf(r.value()));
-      stepKey_.push_back(!r.sparse() &&
-                         feedsGlobalStep(plan_, program, r.value()));
-      concat_.push_back(r.sparse());
-      idRows_.push_back(r.sparse() ? r.rows() : -1);
-      {
-        const std::string part = r.key().rfind("/part_") != std::string::npos
-                                     ? r.key().substr(r.key().rfind("/part_"))
-                                     : std::string();
-        auto d = dynamicByName_.find(r.variable() + part);
-        dynamicKey_.push_back(
-            r.sparse() && d != dynamicByName_.end() ? d->second : nullptr);
-      }
-      if (r.sparse()) { // its rows follow its ids
-        dynamicKey_.push_back(nullptr);
-        keys_.push_back(r.key() + "#rows");
-        expected_.push_back(typeOf(r.rows_value()));
-        stepKey_.push_back(false);
-        concat_.push_back(true);
-        idRows_.push_back(-1);
-      }
-    }
-  }
-  return Status::ok();
+  // This ps's variables (or shards), initialized from the plan; the chief
+  // may replace them with a checkpoint's in Initialize.
+  DTF_RETURN_IF_ERROR(store_.setUp());
+  return update_.setUp(plan_, placement_, index_, store_);
 }
 
 grpc::Status PsService::restoreInPlace(int64_t step, int64_t version) {
@@ -138,55 +58,21 @@ grpc::Status PsService::restoreInPlace(int64_t step, int64_t version) {
                 name_ + " was started without --model-dir: it cannot read "
                         "a checkpoint itself");
   std::unique_ptr<checkpoint::CheckpointReader> reader;
-  Status s = checkpoint::CheckpointReader::open(config_.modelDir, step, &reader);
+  Status s =
+      checkpoint::CheckpointReader::open(config_.modelDir, step, &reader);
   // Everything is checked before any variable changes.
-  for (const plan::HeldTensor &h : held_) {
-    if (!s.isOk())
-      break;
-    if (dynamic_.holdsVariable(h.variable))
-      continue; // its live rows, by DynamicTable::restore
-    const checkpoint::TensorInfo *info = reader->find(h.variable);
-    const Tensor *t = variables_.find(h.name);
-    if (!info || !t || info->shape != h.fullDims || info->dtype != t->dtype())
-      s = errorStatus("checkpoint ", checkpoint::checkpointName(step),
-                      " has no variable '", h.variable, "' of ",
-                      t ? dtypeName(t->dtype()) : "its", " ",
-                      shapeString(h.fullDims));
-  }
+  if (s.isOk())
+    s = store_.checkRestorable(*reader);
   if (!s.isOk())
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
                 name_ + ": " + s.message() + " (nothing changed)");
-  for (const plan::HeldTensor &h : held_) {
-    s = dynamic_.holdsVariable(h.variable)
-            ? Status::ok()
-            : reader->readRowsInto(h.variable, h.rowOffset,
-                                   variables_.find(h.name));
-    if (s.isOk() && &h == &held_.back())
-      s = dynamic_.restore(*reader, version);
-    if (!s.isOk()) {
-      // Half restored: not usable until the chief initializes it again.
-      initialized_ = false;
-      return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
-    }
+  s = store_.restore(*reader, version);
+  if (!s.isOk()) {
+    // Half restored: not usable until the chief initializes it again.
+    initialized_ = false;
+    return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
   }
   return grpc::Status::OK;
-}
-
-Status PsService::initialShard(const plan::HeldTensor &h, Tensor *out) const {
-  // A moving average starts at its variable's first value.
-  const plan::Variable *var = nullptr;
-  for (const plan::Variable &v : plan_.variables())
-    if (v.name() == h.variable)
-      var = &v;
-  if (var && var->role() == "moving_average" && !var->slot_of().empty())
-    for (const plan::Variable &v : plan_.variables())
-      if (v.name() == var->slot_of())
-        var = &v;
-  if (!var)
-    return errorStatus("the plan does not declare '",
-                       plan::printable(h.variable), "'");
-  return train::initializeRows(*var, uint64_t(plan_.training().seed()),
-                               h.rowOffset, h.partitioned ? h.rows : -1, out);
 }
 
 grpc::Status PsService::GetStatus(grpc::ServerContext *ctx,
@@ -225,46 +111,20 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
     return grpc::Status::OK;
   }
   // All or nothing: every value is checked before any variable changes.
-  for (int i = 0; i < req->values_size(); ++i) {
-    const rpc::WireTensor &w = req->values(i);
-    const Tensor *t = variables_.find(w.name());
-    if (!t)
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + " does not hold variable '" +
-                      plan::printable(w.name()) + "' (nothing changed)");
-    if (staged)
-      continue; // checked against the variable as the stream arrived
-    DType dtype = DType::F32;
-    std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
-    if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != t->dtype() ||
-        dims != t->shape() || w.data().size() != t->byteSize())
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  "variable '" + plan::printable(w.name()) + "' does not fit " +
-                      t->describe() + " on " + name_ + " (nothing changed)");
-  }
+  if (auto bad = checkInitialValues(*req, staged != nullptr); !bad.ok())
+    return bad;
   if (req->restore()) {
     if (auto bad = restoreInPlace(req->restore_step(), req->version());
         !bad.ok())
       return bad;
   } else if (req->values_size() == 0 && initialized_) {
     // Back to the plan's initializers (no checkpoint yet), made again.
-    dynamic_.clear(); // rows are made again as ids come
-    for (const plan::HeldTensor &h : held_) {
-      if (dynamic_.holdsVariable(h.variable))
-        continue;
-      Tensor t;
-      Status made = initialShard(h, &t);
-      Tensor *v = variables_.find(h.name);
-      if (!made.isOk() || !v || v->byteSize() != t.byteSize())
-        return fail(grpc::StatusCode::INTERNAL,
-                    name_ + ": cannot reset '" + h.name + "': " +
-                        made.message());
-      std::memcpy(v->rawData(), t.rawData(), t.byteSize());
-    }
+    if (Status s = store_.resetToInitializers(); !s.isOk())
+      return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
   }
   for (int i = 0; i < req->values_size(); ++i) {
     const rpc::WireTensor &w = req->values(i);
-    Tensor *t = variables_.find(w.name());
+    Tensor *t = store_.variables().find(w.name());
     if (!t)
       return fail(grpc::StatusCode::INVALID_ARGUMENT,
                   name_ + " does not hold variable '" + w.name() + "'");
@@ -279,8 +139,7 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   version_ = req->version();
   initialized_ = true;
   ++incarnation_;
-  sums_.clear();
-  contributors_.clear();
+  aggregator_.clear();
   reply->set_incarnation(incarnation_);
   log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
       who +
@@ -291,6 +150,30 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
            ? " from a checkpoint at step " + std::to_string(req->version())
            : std::string(" (the plan's initializers)")));
   cv_.notify_all();
+  return grpc::Status::OK;
+}
+
+grpc::Status
+PsService::checkInitialValues(const rpc::InitializeRequest &request,
+                              bool staged) {
+  const rpc::InitializeRequest *req = &request;
+  for (int i = 0; i < req->values_size(); ++i) {
+    const rpc::WireTensor &w = req->values(i);
+    const Tensor *t = store_.variables().find(w.name());
+    if (!t)
+      return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  name_ + " does not hold variable '" +
+                      plan::printable(w.name()) + "' (nothing changed)");
+    if (staged)
+      continue; // checked against the variable as the stream arrived
+    DType dtype = DType::F32;
+    std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+    if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != t->dtype() ||
+        dims != t->shape() || w.data().size() != t->byteSize())
+      return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  "variable '" + plan::printable(w.name()) + "' does not fit " +
+                      t->describe() + " on " + name_ + " (nothing changed)");
+  }
   return grpc::Status::OK;
 }
 
@@ -350,10 +233,11 @@ void PsService::startPull(grpc::CallbackServerContext *ctx,
 }
 
 grpc::Status PsService::checkPullNames(const rpc::PullRequest &req) const {
-  if (size_t(req.names_size()) > names_.size())
+  if (size_t(req.names_size()) > store_.names().size())
     return fail(grpc::StatusCode::INVALID_ARGUMENT,
                 name_ + ": a pull names " + std::to_string(req.names_size()) +
-                    " variables; it holds " + std::to_string(names_.size()));
+                    " variables; it holds " +
+                    std::to_string(store_.names().size()));
   std::set<std::string> seen;
   for (const std::string &n : req.names())
     if (!seen.insert(n).second)
@@ -374,14 +258,15 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
   reply->set_incarnation(incarnation_);
   if (req->incarnation() == incarnation_ && version_ < req->min_version()) {
     reply->set_ready(false);
-    reply->set_waiting_for(waitingFor());
+    reply->set_waiting_for(
+        aggregator_.waitingFor(version_, config_.roster, span_));
     emit(*reply, {});
     return grpc::Status::OK;
   }
   reply->set_ready(true);
   std::vector<const Tensor *> payload;
   for (const std::string &n : req->names()) {
-    const Tensor *t = variables_.find(n);
+    const Tensor *t = store_.variables().find(n);
     if (!t)
       return fail(grpc::StatusCode::NOT_FOUND,
                   name_ + " does not hold variable '" + n + "'");
@@ -399,7 +284,7 @@ void PsService::parkLoop() {
     cv_.wait_for(lock, std::chrono::milliseconds(20));
     releaseParked(lock, /*all=*/false);
     lock.unlock(); // a cancelled stream may end (and lock mu_) at once
-    cutStalledStreams();
+    streams_.cutStalled();
     lock.lock();
   }
 }
@@ -430,46 +315,10 @@ void PsService::releaseParked(std::unique_lock<std::mutex> &lock, bool all) {
 }
 
 grpc::Status PsService::openStream(grpc::CallbackServerContext *ctx) {
-  const std::string peer =
-      transport().tls ? peerTask(*ctx) : std::string(ctx->peer());
-  std::lock_guard<std::recursive_mutex> lock(streamsMu_);
-  if (streams_.size() >= kMaxStreams || streamsBy_[peer] >= kMaxStreamsPerPeer)
-    return fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                name_ + ": too many open streams" +
-                    (transport().tls ? " from " + peer : std::string()));
-  ++streamsBy_[peer];
-  streams_[ctx] = {peer, Clock::now()};
-  return grpc::Status::OK;
-}
-
-void PsService::closeStream(grpc::CallbackServerContext *ctx) {
-  std::lock_guard<std::recursive_mutex> lock(streamsMu_);
-  auto it = streams_.find(ctx);
-  if (it == streams_.end())
-    return;
-  if (--streamsBy_[it->second.peer] <= 0)
-    streamsBy_.erase(it->second.peer);
-  streams_.erase(it);
-}
-
-void PsService::cutStalledStreams() {
-  const auto limit = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(config_.stallTimeoutSeconds));
-  std::lock_guard<std::recursive_mutex> lock(streamsMu_);
-  std::vector<grpc::CallbackServerContext *> stalled;
-  for (auto &[ctx, stream] : streams_)
-    if (Clock::now() - stream.moved > limit && !stream.cut)
-      stalled.push_back(ctx);
-  for (grpc::CallbackServerContext *ctx : stalled) {
-    auto it = streams_.find(ctx);
-    if (it == streams_.end())
-      continue;
-    it->second.cut = true;
-    log("cut a stream of " + it->second.peer + " that moved nothing for " +
-        std::to_string(int(config_.stallTimeoutSeconds)) +
-        " s (--stall-timeout)");
-    ctx->TryCancel();
-  }
+  const bool tls = config_.transport.tls;
+  return streams_.open(
+      ctx, tls ? config_.transport.peerTask(*ctx) : std::string(ctx->peer()),
+      tls);
 }
 
 void PsService::stopParking() {
@@ -484,10 +333,17 @@ void PsService::stopParking() {
   releaseParked(lock, /*all=*/true);
 }
 
+std::string PsService::waitForShutdown() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!shutdown_ && !(config_.stop && config_.stop->load()))
+    cv_.wait_for(lock, std::chrono::milliseconds(200));
+  return shutdown_ ? shutdownReason_ : std::string("interrupted");
+}
+
 grpc::ServerWriteReactor<grpc::ByteBuffer> *
 PsService::PullStream(grpc::CallbackServerContext *ctx,
                       const grpc::ByteBuffer *request) {
-  auto *writer = new PullWriter(this, ctx);
+  auto *writer = new PullWriter(&streams_, ctx);
   if (grpc::Status st = openStream(ctx); !st.ok()) {
     writer->start(st);
     return writer;
@@ -515,13 +371,17 @@ PsService::InitializeStream(grpc::CallbackServerContext *ctx,
                             grpc::ByteBuffer *response) {
   std::string who;
   if (auto bad = admit(*ctx, Role::kChief, "initialize it", &who); !bad.ok())
-    return new Refused(bad);
+    return new RefusedStream(bad);
   if (auto bad = openStream(ctx); !bad.ok())
-    return new Refused(bad);
+    return new RefusedStream(bad);
   ++streamedInits_;
   return new StreamReader<rpc::InitializeRequest, rpc::InitializeReply>(
-      this, ctx, response, "an initialization stream", "nothing changed",
-      &PsService::prepareInitialize,
+      &streams_, ctx, response,
+      name_ + ": refused an initialization stream: ", "nothing changed",
+      [this](const rpc::InitializeRequest &req, std::vector<Tensor> *staged,
+             std::vector<PayloadTarget> *targets) {
+        return prepareInitialize(req, staged, targets);
+      },
       [this, who](const rpc::InitializeRequest &req,
                   std::vector<Tensor> &staged, rpc::InitializeReply *reply) {
         return initialize(req, &staged, reply, named(who, req.caller()));
@@ -534,7 +394,7 @@ grpc::Status PsService::prepareInitialize(const rpc::InitializeRequest &req,
   if (auto bad = checkCaller(req.caller()); !bad.ok())
     return bad;
   for (const rpc::WireTensor &w : req.values()) {
-    const Tensor *t = variables_.find(w.name());
+    const Tensor *t = store_.variables().find(w.name());
     if (!t)
       return fail(grpc::StatusCode::INVALID_ARGUMENT,
                   name_ + " does not hold variable '" +
@@ -571,6 +431,39 @@ grpc::ServerUnaryReactor *PsService::Push(grpc::CallbackServerContext *ctx,
   return reactor;
 }
 
+grpc::ServerReadReactor<grpc::ByteBuffer> *
+PsService::PushStream(grpc::CallbackServerContext *ctx,
+                      grpc::ByteBuffer *response) {
+  std::string who;
+  if (auto bad = admit(*ctx, Role::kPusher, "push", &who); !bad.ok())
+    return new RefusedStream(bad);
+  if (auto bad = openStream(ctx); !bad.ok())
+    return new RefusedStream(bad);
+  ++streamedPushes_;
+  return new StreamReader<rpc::PushRequest, rpc::PushReply>(
+      &streams_, ctx, response,
+      name_ + ": refused a push stream: ", "nothing applied",
+      [this](const rpc::PushRequest &req, std::vector<Tensor> *values,
+             std::vector<PayloadTarget> *targets) {
+        return preparePush(req, values, targets);
+      },
+      [this, who](const rpc::PushRequest &req, std::vector<Tensor> &values,
+                  rpc::PushReply *reply) {
+        return applyPush(req, values, reply, named(who, req.caller()));
+      });
+}
+
+grpc::Status PsService::preparePush(const rpc::PushRequest &req,
+                                    std::vector<Tensor> *values,
+                                    std::vector<PayloadTarget> *targets) {
+  if (auto bad = checkCaller(req.caller()); !bad.ok())
+    return bad;
+  Status s = update_.prepare(req, values, targets);
+  if (!s.isOk())
+    return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
+  return grpc::Status::OK;
+}
+
 grpc::Status PsService::push(const grpc::ByteBuffer &request,
                              rpc::PushReply *reply, const std::string &who) {
   rpc::PushRequest req;
@@ -588,55 +481,19 @@ grpc::Status PsService::push(const grpc::ByteBuffer &request,
   return applyPush(req, values, reply, named(who, req.caller()));
 }
 
-grpc::Status PsService::preparePush(const rpc::PushRequest &req,
-                                    std::vector<Tensor> *values,
-                                    std::vector<PayloadTarget> *targets) {
-  if (auto bad = checkCaller(req.caller()); !bad.ok())
-    return bad;
-  values->assign(keys_.size(), Tensor());
-  for (const rpc::WireTensor &w : req.values()) {
-    int k = keyIndex(w.name());
-    if (k < 0)
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + " takes no value under key '" +
-                      plan::printable(w.name()) + "'");
-    if ((*values)[size_t(k)].defined())
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": a push carries '" + plan::printable(w.name()) +
-                      "' twice");
-    DType dtype = DType::F32;
-    std::vector<int64_t> dims;
-    if (!declaredType(w, w.size(), &dtype, &dims))
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": pushed value '" + plan::printable(w.name()) +
-                      "' does not fit its size");
-    const plan::TensorType &want = expected_[size_t(k)];
-    DType wantType = DType::F32;
-    if (want.dtype() != plan::DTYPE_UNSPECIFIED &&
-        (!plan::toDType(want.dtype(), &wantType).isOk() || wantType != dtype ||
-         !plan::shapeFits(plan::dimsOf(want.shape()), dims)))
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": pushed value '" + plan::printable(w.name()) +
-                      "' is " + plan::typeString(dtype, dims) +
-                      ", but the update takes " +
-                      plan::typeString(wantType, plan::dimsOf(want.shape())));
-    (*values)[size_t(k)] = Tensor::allocate(dtype, dims);
-    targets->push_back({(*values)[size_t(k)].rawData(), w.size()});
-  }
-  for (size_t k = 0; k < keys_.size(); ++k)
-    if (!(*values)[k].defined())
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  "a push to " + name_ + " lacks '" + keys_[k] + "'");
-  return grpc::Status::OK;
-}
-
 grpc::Status PsService::applyPush(const rpc::PushRequest &request,
                                   std::vector<Tensor> &values,
                                   rpc::PushReply *reply,
                                   const std::string &who) {
   const rpc::PushRequest *req = &request;
-  if (auto bad = checkPushValues(values, who); !bad.ok())
-    return bad;
+  std::string refused;
+  uint64_t sparseRows = 0;
+  Status checked = update_.checkValues(values, who, &refused, &sparseRows);
+  sparseRowsPushed_ += sparseRows;
+  if (!refused.empty())
+    refusal(refused);
+  if (!checked.isOk())
+    return fail(grpc::StatusCode::INVALID_ARGUMENT, checked.message());
   for (const Tensor &v : values)
     payloadIn_ += v.byteSize();
   std::unique_lock<std::mutex> lock(mu_);
@@ -657,50 +514,45 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
     reply->set_version(version_);
     return grpc::Status::OK;
   }
-  // Sync: gradients computed at an older version (or before a restore)
-  // are stale.
-  if (req->version() != version_ || req->incarnation() != incarnation_) {
-    ++stale_;
+  return joinSyncUpdate(*req, values, reply, who);
+}
+
+// Sync: the push joins the open update, which is applied once
+// replicas_to_aggregate replicas joined (mu_ held).
+grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
+                                       std::vector<Tensor> &values,
+                                       rpc::PushReply *reply,
+                                       const std::string &who) {
+  // Gradients computed at an older version (or before a restore) are stale;
+  // so is a second gradient of a replica for one update (a restarted worker
+  // that pushes again for the update its dead self already joined).
+  if (req.version() != version_ || req.incarnation() != incarnation_ ||
+      aggregator_.joined(who)) {
+    aggregator_.dropStale();
     reply->set_stale(true);
     reply->set_version(version_);
     return grpc::Status::OK;
   }
-  // One gradient per replica and update: a restarted worker that pushes
-  // again for the update its dead self already joined is dropped.
-  if (std::find(contributors_.begin(), contributors_.end(), who) !=
-      contributors_.end()) {
-    ++stale_;
-    reply->set_stale(true);
+  if (!aggregator_.add(values, who, update_.concat())) {
     reply->set_version(version_);
     return grpc::Status::OK;
   }
-  if (sums_.empty()) {
-    sums_ = std::move(values);
-    contributors_.clear();
-  } else {
-    for (size_t k = 0; k < keys_.size(); ++k)
-      if (concat_[k])
-        sums_[k] = concatRows(sums_[k], values[k]);
-      else
-        accumulate(sums_[k], values[k]);
-  }
-  contributors_.push_back(who);
-  if (int64_t(contributors_.size()) < replicas_) {
-    reply->set_version(version_);
-    return grpc::Status::OK;
-  }
-  for (Tensor &t : sums_)
-    scale(t, 1.0 / double(replicas_));
   const int64_t at = version_;
-  Status s = apply(sums_);
+  Status s = apply(aggregator_.average());
   if (!s.isOk())
     return fail(grpc::StatusCode::INTERNAL, s.message());
-  traceSync(at);
-  sums_.clear();
-  contributors_.clear();
+  aggregator_.applied(at);
   reply->set_applied(true);
   reply->set_version(version_);
   return grpc::Status::OK;
+}
+
+Status PsService::apply(std::vector<Tensor> &values) {
+  DTF_RETURN_IF_ERROR(update_.run(values, version_));
+  ++version_;
+  store_.dynamic().sweep(version_);
+  cv_.notify_all();
+  return Status::ok();
 }
 
 grpc::Status PsService::Save(grpc::ServerContext *ctx,
@@ -723,16 +575,13 @@ grpc::Status PsService::Save(grpc::ServerContext *ctx,
     saving_ = true;
   }
   std::vector<checkpoint::SavedTensor> tensors;
-  for (const plan::HeldTensor &h : held_)
-    if (!dynamic_.holdsVariable(h.variable))
-      tensors.push_back(
-          {h.variable, h.fullDims, h.rowOffset, variables_.find(h.name)});
+  store_.listForSave(&tensors);
   std::vector<std::unique_ptr<Tensor>> dynamicRows; // alive until written
-  if (!dynamic_.empty()) {
+  if (!store_.dynamic().empty()) {
     // Compacted under the lock, so that no lookup copies a row as it
     // moves; lookups afterwards make rows only past the live ones.
     std::lock_guard<std::mutex> lock(mu_);
-    dynamic_.save(&tensors, &dynamicRows);
+    store_.dynamic().save(&tensors, &dynamicRows);
   }
   Status s = checkpoint::writeShard(req->dir(), req->step(), req->shard(),
                                     req->num_shards(), tensors);
@@ -783,8 +632,9 @@ std::string PsService::summary() {
   std::lock_guard<std::mutex> lock(mu_);
   std::string s = std::to_string(version_) + " updates applied";
   if (sync_)
-    s += " (each averaging " + std::to_string(replicas_) + " gradients), " +
-         std::to_string(stale_) + " stale gradients dropped";
+    s += " (each averaging " + std::to_string(aggregator_.replicas()) +
+         " gradients), " + std::to_string(aggregator_.stale()) +
+         " stale gradients dropped";
   if (streamedPulls_ + streamedPushes_ + streamedInits_ > 0)
     s += "; streamed in chunks of " + std::to_string(config_.chunkBytes) +
          " bytes: " + std::to_string(streamedPulls_) + " pulls, " +
@@ -796,16 +646,16 @@ std::string PsService::summary() {
     s += "; embedding rows: " + std::to_string(rowsLookedUp_.load()) +
          " looked up in " + std::to_string(lookups_.load()) + " lookups, " +
          std::to_string(sparseRowsPushed_.load()) + " updated";
-  if (!dynamic_.empty())
-    s += "; dynamic tables: " + dynamic_.describe();
+  if (!store_.dynamic().empty())
+    s += "; dynamic tables: " + store_.dynamic().describe();
   return s;
 }
 
 grpc::Status PsService::admit(const grpc::ServerContextBase &ctx, Role role,
                               const char *what, std::string *who) {
-  if (!transport().tls)
+  if (!config_.transport.tls)
     return grpc::Status::OK;
-  *who = peerTask(ctx);
+  *who = config_.transport.peerTask(ctx);
   const Roster &r = config_.roster;
   int worker = -1;
   bool member = false;
@@ -851,79 +701,6 @@ grpc::Status PsService::checkCaller(const rpc::Caller &caller) {
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::checkPushValues(const std::vector<Tensor> &values,
-                                        const std::string &who) {
-  for (size_t k = 0; k < values.size() && k < keys_.size(); ++k) {
-    const Tensor &t = values[k];
-    if (idRows_[k] >= 0) {
-      // A sparse gradient: ids inside this shard, one row each.
-      const Tensor &rows = values[k + 1];
-      if (t.dtype() != DType::I64 || t.rank() != 1 || rows.rank() < 1 ||
-          rows.dim(0) != t.dim(0))
-        return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                    name_ + ": the sparse gradient '" + keys_[k] + "' from " +
-                        who + " has " + rows.describe() + " for ids " +
-                        t.describe());
-      const int64_t *id = t.data<int64_t>();
-      if (train::DynamicTable *table = dynamicKey_[k]) {
-        // A dynamic table's ids as they are: each must be of this shard.
-        for (int64_t i = 0; i < t.numElements(); ++i)
-          if (!table->holdsShardOf(id[i]))
-            return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                        name_ + ": the sparse gradient '" + keys_[k] +
-                            "' from " + who + " has id " +
-                            std::to_string(id[i]) +
-                            ", which belongs to another shard");
-        sparseRowsPushed_ += uint64_t(t.numElements());
-        continue;
-      }
-      for (int64_t i = 0; i < t.numElements(); ++i)
-        if (id[i] < 0 || id[i] >= idRows_[k])
-          return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                      name_ + ": the sparse gradient '" + keys_[k] + "' from " +
-                          who + " has id " + std::to_string(id[i]) +
-                          ", outside [0, " + std::to_string(idRows_[k]) + ")");
-      sparseRowsPushed_ += uint64_t(t.numElements());
-      continue;
-    }
-    bool bad = false;
-    if (t.dtype() == DType::F32) {
-      const float *a = t.data<float>();
-      for (int64_t i = 0; i < t.numElements() && !bad; ++i)
-        bad = !std::isfinite(a[i]);
-    } else if (t.dtype() == DType::F64) {
-      const double *a = t.data<double>();
-      for (int64_t i = 0; i < t.numElements() && !bad; ++i)
-        bad = !std::isfinite(a[i]);
-    } else if (stepKey_[k]) {
-      for (int64_t i = 0; i < t.numElements() && !bad; ++i)
-        bad = (t.dtype() == DType::I64 ? t.data<int64_t>()[i]
-                                       : int64_t(t.data<int32_t>()[i])) != 1;
-      if (bad) {
-        refusal("a push from " + who +
-                " moves the global step by other "
-                "than 1 under '" +
-                keys_[k] + "'");
-        return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                    name_ + " refused the push of " + who +
-                        ": the global step advances by 1 per update, "
-                        "not by what '" +
-                        keys_[k] + "' holds (nothing applied)");
-      }
-      continue;
-    }
-    if (bad) {
-      refusal("a push from " + who + " holds non-finite values in '" +
-              keys_[k] + "'");
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + " refused the push of " + who + ": '" + keys_[k] +
-                      "' holds non-finite values (NaN or Inf; nothing "
-                      "applied)");
-    }
-  }
-  return grpc::Status::OK;
-}
-
 grpc::Status PsService::checkSaveDir(const std::string &dir) {
   if (config_.modelDir.empty())
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
@@ -947,12 +724,8 @@ void PsService::fillStatus(rpc::StatusReply *reply) {
   reply->set_initialized(initialized_);
   reply->set_incarnation(incarnation_);
   reply->set_version(version_);
-  int64_t step = -1;
-  if (holdsStep_)
-    if (const Tensor *t = variables_.find("global_step"))
-      step = t->data<int64_t>()[0];
-  reply->set_global_step(step);
-  for (const std::string &n : names_)
+  reply->set_global_step(store_.globalStep());
+  for (const std::string &n : store_.names())
     reply->add_variables(n);
   reply->set_payload_bytes_in(payloadIn_.load());
   reply->set_payload_bytes_out(payloadOut_.load());
@@ -981,47 +754,16 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
   if (!initialized_)
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
                 name_ + " is not initialized yet (the chief does it)");
-  const Tensor *t = variables_.find(req->name());
-  if (!t || t->rank() < 1)
-    return fail(grpc::StatusCode::NOT_FOUND,
-                name_ + " holds no table '" + plan::printable(req->name()) +
-                    "'");
-  const int64_t rows = t->dim(0);
-  const size_t rowBytes = rows ? t->byteSize() / size_t(rows) : 0;
-  if (auto d = dynamicByName_.find(req->name()); d != dynamicByName_.end()) {
-    // A dynamic table's ids: their rows (made for the ids admitted when a
-    // training step asks; an id without a row reads the reserved zeros).
-    if (n > size_t(std::max<int64_t>(rows, 1)))
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": a lookup of " + std::to_string(n) + " ids in '" +
-                      plan::printable(req->name()) + "', which holds at most " +
-                      std::to_string(rows) + " rows");
-    Status s = d->second->rows(ids.data(), int64_t(n), req->create(), version_,
-                               ids.data());
-    if (!s.isOk())
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": " + s.message());
-  }
-  // The reply is at most the table: a lookup cannot ask for more bytes
-  // than the ps holds (repeated ids are each answered, up to that bound).
-  if (n > size_t(std::max<int64_t>(rows, 1)))
-    return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                name_ + ": a lookup of " + std::to_string(n) + " ids in '" +
-                    plan::printable(req->name()) + "', which has " +
-                    std::to_string(rows) + " rows");
   std::string *out = reply->mutable_rows();
-  out->resize(n * rowBytes);
-  const char *src = static_cast<const char *>(t->rawData());
-  for (size_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= rows)
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": id " + std::to_string(ids[i]) + " at position " +
-                      std::to_string(i) + " is outside [0, " +
-                      std::to_string(rows) + ") of '" +
-                      plan::printable(req->name()) + "'");
-    std::memcpy(out->data() + i * rowBytes, src + size_t(ids[i]) * rowBytes,
-                rowBytes);
-  }
+  bool unknown = false;
+  Status s =
+      store_.lookup(req->name(), ids, req->create(), version_, out, &unknown);
+  if (unknown)
+    return fail(grpc::StatusCode::NOT_FOUND, name_ + " holds no table '" +
+                                                 plan::printable(req->name()) +
+                                                 "'");
+  if (!s.isOk())
+    return fail(grpc::StatusCode::INVALID_ARGUMENT, name_ + ": " + s.message());
   reply->set_version(version_);
   payloadOut_ += out->size();
   rowsLookedUp_ += n;
@@ -1029,96 +771,4 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
   return grpc::Status::OK;
 }
 
-Tensor PsService::concatRows(const Tensor &a, const Tensor &b) {
-  std::vector<int64_t> dims = a.shape();
-  if (dims.empty() || a.dtype() != b.dtype() || b.rank() != a.rank())
-    return a;
-  dims[0] += b.shape()[0];
-  Tensor out = Tensor::allocate(a.dtype(), dims);
-  if (a.byteSize())
-    std::memcpy(out.rawData(), a.rawData(), a.byteSize());
-  if (b.byteSize())
-    std::memcpy(static_cast<char *>(out.rawData()) + a.byteSize(),
-                b.rawData(), b.byteSize());
-  return out;
-}
-
-void PsService::accumulate(Tensor &sum, const Tensor &t) {
-  if (sum.dtype() != t.dtype() || sum.numElements() != t.numElements())
-    return;
-  if (t.dtype() == DType::F32)
-    addInto<float>(sum, t);
-  else if (t.dtype() == DType::F64)
-    addInto<double>(sum, t);
-  // Integer operands (assign_add's 1) are the same from every replica:
-  // the first one's stands.
-}
-
-void PsService::scale(Tensor &t, double f) {
-  if (t.dtype() == DType::F64) {
-    double *a = t.data<double>();
-    for (int64_t i = 0; i < t.numElements(); ++i)
-      a[i] *= f;
-    return;
-  }
-  if (t.dtype() != DType::F32)
-    return;
-  float *a = t.data<float>();
-  for (int64_t i = 0; i < t.numElements(); ++i)
-    a[i] = float(a[i] * f);
-}
-
-Status PsService::apply(std::vector<Tensor> &values) {
-  if (update_) {
-    // A dynamic table's ids become its rows (the reserved one, which the
-    // update skips, for ids without a row: not admitted, or evicted since
-    // the worker looked them up).
-    for (size_t k = 0; k < keys_.size() && k < dynamicKey_.size(); ++k)
-      if (dynamicKey_[k] && values[k].dtype() == DType::I64)
-        DTF_RETURN_IF_ERROR(dynamicKey_[k]->rows(
-            values[k].data<int64_t>(), values[k].numElements(), false, version_,
-            values[k].data<int64_t>()));
-    for (size_t k = 0; k < keys_.size(); ++k) {
-      int feed = update_->findFeed(keys_[k]);
-      DTF_RETURN_IF_ERROR(update_->setFeed(feed, values[k]));
-    }
-    DTF_RETURN_IF_ERROR(update_->run(uint64_t(version_)));
-  }
-  ++version_;
-  dynamic_.sweep(version_);
-  cv_.notify_all();
-  return Status::ok();
-}
-
-std::string PsService::waitingFor() const {
-  std::string s = std::to_string(contributors_.size()) + " of " +
-                  std::to_string(replicas_) + " gradients for update " +
-                  std::to_string(version_ + 1) + "; not yet from:";
-  // Only stage 0 of a model-parallel replica pushes.
-  const size_t span = span_;
-  for (size_t i = 0; i < config_.roster.workers.size(); i += span) {
-    const TaskRef &w = config_.roster.workers[i];
-    if (std::find(contributors_.begin(), contributors_.end(), w.name) ==
-        contributors_.end())
-      s += " " + w.name;
-  }
-  return s;
-}
-
-void PsService::traceSync(int64_t at) {
-  if (config_.modelDir.empty())
-    return;
-  if (!trace_) {
-    std::string path = config_.modelDir + "/" + name_ + ".sync.log";
-    trace_ = std::fopen(path.c_str(), "a");
-    if (!trace_)
-      return;
-  }
-  std::fprintf(trace_, "update %lld averaged %zu gradients computed at %lld:",
-               (long long)(at + 1), contributors_.size(), (long long)at);
-  for (const std::string &c : contributors_)
-    std::fprintf(trace_, " %s", c.c_str());
-  std::fputc('\n', trace_);
-  std::fflush(trace_);
-}
 } // namespace dtf::dist::ps

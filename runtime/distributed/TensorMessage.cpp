@@ -37,7 +37,8 @@ grpc::ByteBuffer packTensors(const google::protobuf::MessageLite &header,
     if (copy)
       slices.emplace_back(t->rawData(), t->byteSize());
     else
-      slices.emplace_back(t->rawData(), t->byteSize(), grpc::Slice::STATIC_SLICE);
+      slices.emplace_back(t->rawData(), t->byteSize(),
+                          grpc::Slice::STATIC_SLICE);
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
@@ -187,8 +188,8 @@ Status ChunkReader::take(const char *p, size_t n) {
         continue;
       std::memcpy(&headerSize_, head_.data(), 4);
       if (headerSize_ > kMaxHeaderBytes)
-        return errorStatus("a header of ", headerSize_,
-                           " bytes (at most ", kMaxHeaderBytes,
+        return errorStatus("a header of ", headerSize_, " bytes (at most ",
+                           kMaxHeaderBytes,
                            " are taken): not a dtf tensor message");
       head_.clear();
       sized_ = true;
@@ -235,11 +236,10 @@ Status ChunkReader::take(const char *p, size_t n) {
 
 Status ChunkReader::finish() const {
   if (!headerDone_)
-    return errorStatus("it ended inside its header (after ", bytes_,
-                       " bytes)");
+    return errorStatus("it ended inside its header (after ", bytes_, " bytes)");
   if (payload_ < payloadTotal_)
-    return errorStatus("it ended after ", payload_, " of the ",
-                       payloadTotal_, " payload bytes its header announces");
+    return errorStatus("it ended after ", payload_, " of the ", payloadTotal_,
+                       " payload bytes its header announces");
   return Status::ok();
 }
 

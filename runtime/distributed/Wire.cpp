@@ -1,3 +1,4 @@
+// Tensors on the wire, the plan fingerprint, failed calls and deadlines.
 #include "runtime/distributed/Wire.h"
 
 #include "runtime/plan/PlanTypes.h"
@@ -47,7 +48,8 @@ Status fromWire(const rpc::WireTensor &w, Tensor *out) {
   DType dtype = DType::F32;
   Status s = plan::toDType(w.dtype(), &dtype);
   if (!s.isOk())
-    return errorStatus("tensor '", plan::printable(w.name()), "': ", s.message());
+    return errorStatus("tensor '", plan::printable(w.name()),
+                       "': ", s.message());
   std::vector<int64_t> dims;
   if (!declaredType(w, w.data().size(), &dtype, &dims))
     return errorStatus("tensor '", plan::printable(w.name()), "' of type ",
@@ -81,17 +83,18 @@ Status copyRowsFromWire(const rpc::WireTensor &w, Tensor *dst,
     return copyFromWire(w, dst);
   std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
   std::vector<int64_t> rest(dst->shape().begin() + 1, dst->shape().end());
-  const size_t rowBytes = dst->shape()[0] == 0
-                              ? 0
-                              : dst->byteSize() / size_t(dst->shape()[0]);
-  if (dims.empty() || std::vector<int64_t>(dims.begin() + 1, dims.end()) != rest ||
+  const size_t rowBytes =
+      dst->shape()[0] == 0 ? 0 : dst->byteSize() / size_t(dst->shape()[0]);
+  if (dims.empty() ||
+      std::vector<int64_t>(dims.begin() + 1, dims.end()) != rest ||
       rowOffset < 0 || rowOffset + dims[0] > dst->shape()[0] ||
       w.data().size() != size_t(dims[0]) * rowBytes)
     return errorStatus("shard '", plan::printable(w.name()), "' arrived as ",
                        plan::typeString(dst->dtype(), dims), " (",
                        w.data().size(), " bytes) for rows from ", rowOffset,
                        " of ", dst->describe());
-  std::memcpy(static_cast<char *>(dst->rawData()) + size_t(rowOffset) * rowBytes,
+  std::memcpy(static_cast<char *>(dst->rawData()) +
+                  size_t(rowOffset) * rowBytes,
               w.data().data(), w.data().size());
   return Status::ok();
 }
@@ -116,135 +119,24 @@ uint64_t fingerprint(const std::string &bytes) {
   return h;
 }
 
-namespace {
-Transport &transportSlot() {
-  static Transport t;
-  return t;
-}
-
-Status readWhole(const std::string &path, std::string *out) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return errorStatus("cannot read ", path, ": ", std::strerror(errno));
-  char buf[4096];
-  size_t n;
-  out->clear();
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    out->append(buf, n);
-  std::fclose(f);
-  return Status::ok();
-}
-} // namespace
-
-void setTransport(Transport transport) {
-  transportSlot() = std::move(transport);
-}
-const Transport &transport() { return transportSlot(); }
-
-Status loadTlsMaterial(const std::string &dir, const std::string &task,
-                       Transport *out) {
-  const std::string files[3] = {dir + "/ca.pem", dir + "/" + task + ".pem",
-                                dir + "/" + task + ".key"};
-  std::string *into[3] = {&out->caPem, &out->certPem, &out->keyPem};
-  for (int i = 0; i < 3; ++i)
-    if (Status s = readWhole(files[i], into[i]); !s.isOk())
-      return errorStatus(s.message(),
-                         " (dtf-run certs --cluster FILE --out DIR makes a "
-                         "cluster's certificates)");
-  out->tls = true;
-  return Status::ok();
-}
-
-std::shared_ptr<grpc::ServerCredentials> serverCredentials() {
-  const Transport &t = transport();
-  if (!t.tls)
-    return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions options(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_root_certs = t.caPem;
-  options.pem_key_cert_pairs.push_back({t.keyPem, t.certPem});
-  return grpc::SslServerCredentials(options);
-}
-
-std::string peerTask(const grpc::ServerContextBase &ctx) {
-  if (!transport().tls)
-    return "";
-  std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
-  if (!auth || !auth->IsPeerAuthenticated())
-    return "";
-  std::vector<grpc::string_ref> cn =
-      auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME);
-  return cn.size() == 1 ? std::string(cn[0].data(), cn[0].size())
-                        : std::string();
-}
-
-grpc::Status admitTask(const grpc::ServerContextBase &ctx, std::string *who) {
-  who->clear();
-  if (!transport().tls)
-    return grpc::Status::OK;
-  *who = peerTask(ctx);
-  for (const auto &entry : transport().taskAt)
-    if (!who->empty() && entry.second == *who)
-      return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      "refused: not a task of this job");
-}
-
-grpc::Status admitOnly(const grpc::ServerContextBase &ctx,
-                       const std::string &allowed, const std::string &self,
-                       const std::string &what) {
-  std::string who;
-  grpc::Status st = admitTask(ctx, &who);
-  if (!st.ok() || who.empty() || who == allowed)
-    return st;
-  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      self + ": " + who + " may not " + what + " (only " +
-                          allowed + " may)");
-}
-
-void addListeningPort(grpc::ServerBuilder *builder, const std::string &address,
-                      int *port) {
-  builder->AddListeningPort(listenAddress(address), serverCredentials(), port);
-  builder->SetMaxReceiveMessageSize(-1);
-  builder->SetMaxSendMessageSize(-1);
-  // gRPC lets two servers share a port by default (SO_REUSEPORT): a second
-  // job on the same cluster file would silently split the connections.
-  builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-}
-
-std::shared_ptr<grpc::Channel> makeChannel(const std::string &address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(-1);
-  args.SetMaxSendMessageSize(-1);
-  // Reconnect quickly while a peer starts (the default backoff grows to
-  // minutes).
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  const Transport &t = transport();
-  if (!t.tls)
-    return grpc::CreateCustomChannel(address,
-                                     grpc::InsecureChannelCredentials(), args);
-  // The server must present the certificate of the task the cluster file
-  // puts at this address (its DNS name "ps.0"), whatever host it is on.
-  auto named = t.taskAt.find(address);
-  args.SetSslTargetNameOverride(named != t.taskAt.end() ? named->second
-                                                        : std::string("?"));
-  grpc::SslCredentialsOptions options;
-  options.pem_root_certs = t.caPem;
-  options.pem_private_key = t.keyPem;
-  options.pem_cert_chain = t.certPem;
-  return grpc::CreateCustomChannel(address, grpc::SslCredentials(options),
-                                   args);
-}
-
 std::string describe(const grpc::Status &status) {
-  static const char *names[] = {
-      "OK",          "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND",   "ALREADY_EXISTS",    "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",  "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",        "UNAVAILABLE",       "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char *names[] = {"OK",
+                                "CANCELLED",
+                                "UNKNOWN",
+                                "INVALID_ARGUMENT",
+                                "DEADLINE_EXCEEDED",
+                                "NOT_FOUND",
+                                "ALREADY_EXISTS",
+                                "PERMISSION_DENIED",
+                                "RESOURCE_EXHAUSTED",
+                                "FAILED_PRECONDITION",
+                                "ABORTED",
+                                "OUT_OF_RANGE",
+                                "UNIMPLEMENTED",
+                                "INTERNAL",
+                                "UNAVAILABLE",
+                                "DATA_LOSS",
+                                "UNAUTHENTICATED"};
   int code = int(status.error_code());
   std::string s = code >= 0 && code <= 16 ? names[code] : "ERROR";
   if (!status.error_message().empty())
@@ -254,10 +146,6 @@ std::string describe(const grpc::Status &status) {
 
 void setDeadline(grpc::ClientContext *ctx, std::chrono::milliseconds timeout) {
   ctx->set_deadline(std::chrono::system_clock::now() + timeout);
-}
-
-std::string listenAddress(const std::string &address) {
-  return transport().bind.empty() ? address : transport().bind;
 }
 
 } // namespace dtf::dist

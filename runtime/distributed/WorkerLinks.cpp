@@ -65,14 +65,16 @@ int fail(const std::string &self, const Status &s, int code) {
 }
 
 Status serveWorker(grpc::Service &service, const TaskRef &task,
+                   const Transport &transport,
                    std::unique_ptr<grpc::Server> *out) {
   grpc::ServerBuilder builder;
   int port = 0;
-  addListeningPort(&builder, task.address, &port);
+  transport.addListeningPort(&builder, task.address, &port);
   builder.RegisterService(&service);
   *out = builder.BuildAndStart();
   if (!*out || port == 0)
-    return errorStatus("cannot listen on ", listenAddress(task.address),
+    return errorStatus("cannot listen on ",
+                       transport.listenAddress(task.address),
                        " (is the port in use by another process, or is the "
                        "address not one of this machine's?)");
   return Status::ok();

@@ -48,8 +48,8 @@ struct PsLink {
   /// A new channel (and stubs) to the ps: gRPC 1.51's TLS channel to a ps
   /// that was killed and restarted kept failing its connection attempts
   /// ("tcp handshaker shutdown") while a new channel connected at once.
-  void connectAgain() {
-    channel = makeChannel(task.address);
+  void connectAgain(const Transport &transport) {
+    channel = transport.channel(task.address);
     stub = rpc::ParameterServer::NewStub(channel);
     raw = std::make_unique<grpc::GenericStub>(channel);
   }
@@ -113,6 +113,7 @@ int fail(const std::string &self, const Status &s, int code);
 /// Starts a worker's Worker service (a stage's, or an in-graph tower's) on
 /// its address.
 Status serveWorker(grpc::Service &service, const TaskRef &task,
+                   const Transport &transport,
                    std::unique_ptr<grpc::Server> *out);
 
 } // namespace dtf::dist

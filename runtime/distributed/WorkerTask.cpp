@@ -70,8 +70,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     const uint64_t run = (uint64_t(entropy()) << 32) ^ entropy() ^ 1;
     stageService = std::make_unique<StageService>(
         links, table, int64_t(run >> 1) | 1, stageProgram);
-    Status served =
-        serveWorker(*stageService, roster.workers[replica], &stageServer);
+    Status served = serveWorker(*stageService, roster.workers[replica],
+                                config.transport, &stageServer);
     if (!served.isOk())
       return fail(self, served, 4);
     stages = std::make_unique<StageLinks>(links, table, group, 0, span);

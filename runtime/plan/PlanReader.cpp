@@ -479,7 +479,8 @@ Status parsePlan(std::string_view bytes, const std::string &name, Plan *out,
   return Status::ok();
 }
 
-Status readPlanFile(const std::string &path, Plan *out, PlanErrorKind *kind) {
+Status readPlanFile(const std::string &path, Plan *out, PlanErrorKind *kind,
+                    std::string *fileBytes) {
   setKind(kind, PlanErrorKind::kNone);
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f) {
@@ -509,7 +510,10 @@ Status readPlanFile(const std::string &path, Plan *out, PlanErrorKind *kind) {
     return errorStatus(path, " is larger than ", kMaxPlanBytes,
                        " bytes, which no plan is");
   }
-  return parsePlan(bytes, path, out, kind);
+  Status parsed = parsePlan(bytes, path, out, kind);
+  if (fileBytes)
+    *fileBytes = std::move(bytes);
+  return parsed;
 }
 
 } // namespace dtf::plan

@@ -28,9 +28,11 @@ enum class PlanErrorKind {
 /// Reads, parses and validates the plan in `path`. Errors name the file and
 /// what is wrong ("plan.bin: train_step op #3 (model.dtf:4:7 dtf.add): input
 /// value 9 is used before it is defined"); `kind`, when given, says which
-/// kind of failure it was.
+/// kind of failure it was; `fileBytes`, when given, gets the file's bytes
+/// (dtf-run fingerprints them without reading the file again).
 Status readPlanFile(const std::string &path, Plan *out,
-                    PlanErrorKind *kind = nullptr);
+                    PlanErrorKind *kind = nullptr,
+                    std::string *fileBytes = nullptr);
 
 /// The same for bytes already in memory; `name` stands for the file.
 Status parsePlan(std::string_view bytes, const std::string &name, Plan *out,

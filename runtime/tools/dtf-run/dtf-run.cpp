@@ -1,33 +1,24 @@
 // dtf-run: trains a plan, alone on this machine or as tasks of a ps/worker
-// cluster.
+// cluster. This file parses the command line; runtime/task runs it.
 #include "dtf/Version.h"
 
-#include "Distributed.h"
-#include "Evaluator.h"
-
-#include "Launch.h"
-#include "Predict.h"
 #include "runtime/cluster/RunMode.h"
-#include "runtime/plan/PlanReader.h"
-#include "runtime/gpu/GpuDevice.h"
-#include "runtime/train/Trainer.h"
-
-#include <google/protobuf/stubs/logging.h>
+#include "runtime/task/Task.h"
+#include "runtime/tools/dtf-run/CertsCommand.h"
 
 #include <malloc.h>
 
-#include <atomic>
 #include <cerrno>
-#include <csignal>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <pthread.h>
 #include <string>
-#include <thread>
-#include <unistd.h>
 
 namespace {
+
+using dtf::task::kOk;
+using dtf::task::kUsageError;
 
 constexpr const char *kUsage = R"(usage: dtf-run PLAN [options]
 
@@ -213,51 +204,17 @@ exit codes:
   retryable; 1 to 127, the usage, build, I/O and kernel errors, are not).
 )";
 
-// Exit codes, distinct per kind of failure.
-enum ExitCode {
-  kOk = 0,
-  kUsageError = 2,
-  kNotAvailable = 3,
-  kIoError = 4,
-  kRuntimeError = 5,
-  kInterrupted = 130,
+// What the command line says: the request, and the cluster options that
+// chooseRunMode and --chief turn into its choice.
+struct CommandLine {
+  dtf::task::TaskRequest request;
+  dtf::cluster::ClusterFlags clusterFlags;
+  std::string chief; // --chief TASK
 };
 
-std::atomic<bool> gStop{false};
-
-extern "C" void onInterrupt(int) { gStop.store(true); }
-
-// Ctrl-C and SIGTERM are taken by one thread that waits for them: they are
-// blocked in every other thread (threads started later inherit the mask), so
-// that no signal handler runs on a thread in the middle of a kernel. The
-// first sets the stop flag; a second Ctrl-C ends the process at once. (The
-// handler stays as the disposition, so that a signal reaching a thread that
-// a library started unblocked still only sets the flag.)
-void watchInterrupts() {
-  std::signal(SIGINT, onInterrupt);
-  std::signal(SIGTERM, onInterrupt);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([set] {
-    int sig = 0;
-    bool first = true;
-    while (sigwait(&set, &sig) == 0) {
-      gStop.store(true);
-      if (!first && sig == SIGINT) {
-        std::signal(SIGINT, SIG_DFL);
-        sigset_t interrupt;
-        sigemptyset(&interrupt);
-        sigaddset(&interrupt, SIGINT);
-        pthread_sigmask(SIG_UNBLOCK, &interrupt, nullptr);
-        raise(SIGINT);
-      }
-      first = false;
-    }
-  }).detach();
-}
+// parse* return kGoOn to go on, else the exit code to stop with; kNotMine
+// when the option is not one they parse.
+constexpr int kGoOn = -1, kNotMine = -2;
 
 // A non-negative integer option value, or -1.
 long long parseCount(const char *text) {
@@ -271,65 +228,179 @@ long long parseCount(const char *text) {
   return v;
 }
 
-// oneDNN's primitives and the intra-op pool's jobs run on OpenMP's threads.
-// libgomp's default wait policy spins for a long while (300,000 rounds) after
-// each parallel region, taking the cores that the data prefetch thread, the
-// inter-op threads and other processes need: on 2 cores a small model once ran
-// 20 times slower. Passive waits cost a wake-up per region instead.
-// - Training alone on this machine: a short spin (GOMP_SPINCOUNT=10000), so
-//   that the next region of the step finds the threads awake: 1.09x (the
-//   seed CNN) to 2.2x (the transformer) the speed with passive waits
-//   (bench/omp_waits.sh, bench/results/omp_waits.md).
-// - As a task of a cluster: passive, since the tasks a launcher starts share
-//   this machine's cores.
-// libgomp reads these once, when it loads, so dtf-run sets them and starts
-// itself again. A policy or spin count the user set is kept.
-void chooseOpenMpWaits(char **argv, bool alone) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT") ||
-      std::getenv("DTF_RUN_REEXECED"))
-    return;
-  const char *name = alone ? "GOMP_SPINCOUNT" : "OMP_WAIT_POLICY";
-  setenv(name, alone ? "10000" : "passive", 1);
-  setenv("DTF_RUN_REEXECED", "1", 1);
-  execv("/proc/self/exe", argv);
-  // Exec failed: go on with the default policy.
-  unsetenv(name);
+// Says "dtf-run: error: " and the message, and returns the usage error.
+__attribute__((format(printf, 1, 2))) int usageError(const char *format, ...) {
+  std::fputs("dtf-run: error: ", stderr);
+  va_list args;
+  va_start(args, format);
+  std::vfprintf(stderr, format, args);
+  va_end(args);
+  std::fputc('\n', stderr);
+  return kUsageError;
 }
 
-int exitCodeOf(dtf::train::FailureKind kind) {
-  switch (kind) {
-  case dtf::train::FailureKind::kUsage:
+// An option without a value; false when `arg` is none.
+bool parseSwitch(const std::string &arg, CommandLine *cl) {
+  dtf::task::TaskRequest &r = cl->request;
+  if (arg == "--quiet" || arg == "-q")
+    r.train.quiet = true;
+  else if (arg == "--profile")
+    r.train.profile = true;
+  else if (arg == "--chief-failover")
+    ; // the launcher reads it
+  else if (arg == "--insecure")
+    r.cluster.insecure = true;
+  else if (arg == "--fresh")
+    r.train.fresh = true;
+  else
+    return false;
+  return true;
+}
+
+// --gpu-towers N or --emulate-gpus N.
+int parseGpuCount(const std::string &arg, const char *value, CommandLine *cl) {
+  const long long n = value ? parseCount(value) : -1;
+  if (n < 1 || n > 16) {
+    std::fprintf(stderr,
+                 "dtf-run: error: %s expects a %s count from 1 to 16, "
+                 "got '%s'\n",
+                 arg.c_str(), arg == "--gpu-towers" ? "tower" : "GPU",
+                 value ? value : "");
     return kUsageError;
-  case dtf::train::FailureKind::kUnavailable:
-    return kNotAvailable;
-  case dtf::train::FailureKind::kPlan:
-  case dtf::train::FailureKind::kData:
-    return kIoError;
-  case dtf::train::FailureKind::kRuntime:
-  case dtf::train::FailureKind::kNone:
-    break;
   }
-  return kRuntimeError;
+  if (arg == "--gpu-towers") {
+    cl->request.train.gpuTowers = int(n);
+    return kGoOn;
+  }
+  // The emulation's run order of streams (docs/gpu.md): refused here,
+  // not left to fall back onto the CPU.
+  if (const char *order = std::getenv("DTF_EMU_STREAM_ORDER");
+      order && std::string(order) != "submission" &&
+      std::string(order) != "reversed" && std::string(order) != "interleaved")
+    return usageError("DTF_EMU_STREAM_ORDER=%s names no order of the "
+                      "emulation's streams: submission, reversed (the "
+                      "default) or interleaved",
+                      order);
+  cl->request.emulatedGpus = int(n);
+  return kGoOn;
 }
 
-} // namespace
+bool takesValue(const std::string &arg) {
+  for (const char *name : {"--cluster",
+                           "--job",
+                           "--model-dir",
+                           "--max-restarts",
+                           "--chief",
+                           "--connect-timeout",
+                           "--sync-timeout",
+                           "--chunk-bytes",
+                           "--slurm-jobs",
+                           "--slurm-port-base",
+                           "--evaluator-idle-timeout",
+                           "--stall-timeout",
+                           "--tls-dir",
+                           "--bind",
+                           "--task",
+                           "--steps",
+                           "--log-every",
+                           "--threads",
+                           "--inter-op-threads",
+                           "--predict",
+                           "--output",
+                           "-o"})
+    if (arg == name)
+      return true;
+  return false;
+}
 
-int main(int argc, char **argv) {
-  // Tensors of a step and the messages that carry variables and gradients
-  // between tasks are megabytes each, made and freed every step: keep them
-  // on the heap for reuse instead of mapping and unmapping (and faulting in)
-  // fresh pages each time.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  std::string plan;
-  dtf::cluster::ClusterFlags clusterFlags;
-  dtfrun::DistributedFlags distributedFlags;
-  dtfrun::EvaluatorFlags evaluatorFlags;
-  std::string chiefFlag;
-  dtfrun::PredictFlags predict;
-  dtf::train::TrainOptions options;
-  if (argc > 1 && std::strcmp(argv[1], "certs") == 0)
-    return dtfrun::runCertsCommand(argc, argv);
+// An option whose value is text: a path, a name, a list.
+int parseText(const std::string &arg, const char *value, CommandLine *cl) {
+  dtf::task::TaskRequest &r = cl->request;
+  if (arg == "--model-dir") {
+    if (!*value)
+      return usageError("--model-dir needs a directory");
+    r.train.modelDir = value;
+  } else if (arg == "--predict" || arg == "--output" || arg == "-o") {
+    if (!*value)
+      return usageError("%s needs a value", arg.c_str());
+    (arg == "--predict" ? r.predict.source : r.predict.output) = value;
+  } else if (arg == "--cluster") {
+    cl->clusterFlags.cluster = value;
+  } else if (arg == "--tls-dir" || arg == "--bind") {
+    if (!*value)
+      return usageError("%s needs a value", arg.c_str());
+    (arg == "--tls-dir" ? r.cluster.tlsDir : r.cluster.bind) = value;
+  } else if (arg == "--job") {
+    cl->clusterFlags.job = value;
+  } else if (arg == "--slurm-jobs") {
+    dtf::Status s =
+        dtf::cluster::SlurmJobs::parse(value, &cl->clusterFlags.slurm.jobs);
+    if (!s.isOk())
+      return usageError("%s", s.message().c_str());
+  } else if (arg == "--task") {
+    cl->clusterFlags.task = value;
+  } else if (arg == "--max-restarts") {
+    // the launcher reads it
+  } else if (arg == "--chief") {
+    cl->chief = value;
+  } else {
+    return kNotMine;
+  }
+  return kGoOn;
+}
+
+// An option whose value is a number: seconds, bytes, a count.
+int parseNumber(const std::string &arg, const char *value, CommandLine *cl) {
+  dtf::task::TaskRequest &r = cl->request;
+  if (arg == "--slurm-port-base") {
+    const long long port = parseCount(value);
+    if (port < 1 || port > 65535)
+      return usageError("--slurm-port-base expects a port (1 to 65535), got "
+                        "'%s'",
+                        value);
+    cl->clusterFlags.slurm.portBase = int(port);
+    return kGoOn;
+  }
+  if (arg == "--connect-timeout" || arg == "--sync-timeout" ||
+      arg == "--evaluator-idle-timeout" || arg == "--stall-timeout") {
+    char *end = nullptr;
+    double seconds = std::strtod(value, &end);
+    if (!*value || *end || !(seconds > 0) || seconds > 1e6)
+      return usageError("%s expects seconds (> 0), got '%s'", arg.c_str(),
+                        value);
+    (arg == "--connect-timeout" ? r.cluster.connectTimeoutSeconds
+     : arg == "--sync-timeout"  ? r.cluster.syncTimeoutSeconds
+     : arg == "--stall-timeout" ? r.cluster.stallTimeoutSeconds
+                                : r.evaluator.idleTimeoutSeconds) = seconds;
+    return kGoOn;
+  }
+  long long n = parseCount(value);
+  if (arg == "--chunk-bytes") {
+    // At least a page: smaller chunks only multiply the calls.
+    if (n < 4096 || n > (1ll << 30))
+      return usageError("--chunk-bytes expects bytes from 4096 to "
+                        "1073741824, got '%s'",
+                        value);
+    r.cluster.chunkBytes = size_t(n);
+    return kGoOn;
+  }
+  if (n < 0 || (arg != "--steps" && n == 0) ||
+      ((arg == "--threads" || arg == "--inter-op-threads") && n > 4096))
+    return usageError("%s expects a %s integer, got '%s'", arg.c_str(),
+                      arg == "--steps" ? "non-negative" : "positive", value);
+  if (arg == "--steps")
+    r.train.steps = n;
+  else if (arg == "--log-every")
+    r.train.logEvery = n;
+  else if (arg == "--inter-op-threads")
+    r.train.interOpThreads = int(n);
+  else
+    r.train.threads = int(n);
+  return kGoOn;
+}
+
+// Every argument after the program's name.
+int parseArguments(int argc, char **argv, CommandLine *cl) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     const char *value = nullptr;
@@ -349,335 +420,124 @@ int main(int argc, char **argv) {
       std::printf("dtf-run %s\n", DTF_VERSION_STRING);
       return kOk;
     }
-    if (arg == "--quiet" || arg == "-q") {
-      options.quiet = true;
+    if (parseSwitch(arg, cl))
       continue;
-    }
-    if (arg == "--profile") {
-      options.profile = true;
-      continue;
-    }
-    if (arg == "--chief-failover")
-      continue; // the launcher reads it
-    if (arg == "--insecure") {
-      distributedFlags.insecure = true;
-      continue;
-    }
-    if (arg == "--fresh") {
-      options.fresh = true;
-      continue;
-    }
+    int code = kGoOn;
     if (arg == "--gpu-towers" || arg == "--emulate-gpus") {
       if (!value && i + 1 < argc)
         value = argv[++i];
-      const long long n = value ? parseCount(value) : -1;
-      if (n < 1 || n > 16) {
-        std::fprintf(stderr,
-                     "dtf-run: error: %s expects a %s count from 1 to 16, "
-                     "got '%s'\n",
-                     arg.c_str(), arg == "--gpu-towers" ? "tower" : "GPU",
-                     value ? value : "");
-        return kUsageError;
-      }
-      if (arg == "--gpu-towers") {
-        options.gpuTowers = int(n);
-        continue;
-      }
-      // The emulation's run order of streams (docs/gpu.md): refused here,
-      // not left to fall back onto the CPU.
-      if (const char *order = std::getenv("DTF_EMU_STREAM_ORDER");
-          order && std::string(order) != "submission" &&
-          std::string(order) != "reversed" &&
-          std::string(order) != "interleaved") {
-        std::fprintf(stderr,
-                     "dtf-run: error: DTF_EMU_STREAM_ORDER=%s names no order "
-                     "of the emulation's streams: submission, reversed (the "
-                     "default) or interleaved\n",
-                     order);
-        return kUsageError;
-      }
-      dtf::gpu::CudaLibraries libs;
-      libs.driver = dtf::gpu::emulationLibraryPath();
-      libs.emulatedGpus = int(n);
-      dtf::gpu::configureProcessGpus(libs);
-      // What the emulation ran, so that a test can tell it ran at all.
-      std::atexit([] {
-        const std::string stats = dtf::gpu::processEmulationStats();
-        if (!stats.empty())
-          std::fprintf(stderr, "%s\n", stats.c_str());
-      });
-      continue;
-    }
-    const bool takesValue = arg == "--cluster" || arg == "--job" ||
-                            arg == "--model-dir" || arg == "--max-restarts" ||
-                            arg == "--chief" ||
-                            arg == "--connect-timeout" ||
-                            arg == "--sync-timeout" ||
-                            arg == "--chunk-bytes" ||
-                            arg == "--slurm-jobs" ||
-                            arg == "--slurm-port-base" ||
-                            arg == "--evaluator-idle-timeout" ||
-                            arg == "--stall-timeout" ||
-                            arg == "--chunk-bytes" || arg == "--tls-dir" ||
-                            arg == "--bind" ||
-                            arg == "--task" || arg == "--steps" ||
-                            arg == "--log-every" || arg == "--threads" ||
-                            arg == "--inter-op-threads" ||
-                            arg == "--predict" || arg == "--output" ||
-                            arg == "-o";
-    if (takesValue) {
+      code = parseGpuCount(arg, value, cl);
+    } else if (takesValue(arg)) {
       if (!value) {
-        if (i + 1 >= argc) {
-          std::fprintf(stderr, "dtf-run: error: %s needs a value\n",
-                       arg.c_str());
-          return kUsageError;
-        }
+        if (i + 1 >= argc)
+          return usageError("%s needs a value", arg.c_str());
         value = argv[++i];
       }
-      if (arg == "--model-dir") {
-        if (!*value) {
-          std::fprintf(stderr, "dtf-run: error: --model-dir needs a directory\n");
-          return kUsageError;
-        }
-        options.modelDir = value;
-        continue;
-      }
-      if (arg == "--predict" || arg == "--output" || arg == "-o") {
-        if (!*value) {
-          std::fprintf(stderr, "dtf-run: error: %s needs a value\n",
-                       arg.c_str());
-          return kUsageError;
-        }
-        (arg == "--predict" ? predict.source : predict.output) = value;
-        continue;
-      }
-      if (arg == "--cluster") {
-        clusterFlags.cluster = value;
-        continue;
-      }
-      if (arg == "--tls-dir" || arg == "--bind") {
-        if (!*value) {
-          std::fprintf(stderr, "dtf-run: error: %s needs a value\n",
-                       arg.c_str());
-          return kUsageError;
-        }
-        (arg == "--tls-dir" ? distributedFlags.tlsDir : distributedFlags.bind) =
-            value;
-        continue;
-      }
-      if (arg == "--job") {
-        clusterFlags.job = value;
-        continue;
-      }
-      if (arg == "--slurm-jobs") {
-        dtf::Status s =
-            dtf::cluster::SlurmJobs::parse(value, &clusterFlags.slurm.jobs);
-        if (!s.isOk()) {
-          std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
-          return kUsageError;
-        }
-        continue;
-      }
-      if (arg == "--slurm-port-base") {
-        const long long port = parseCount(value);
-        if (port < 1 || port > 65535) {
-          std::fprintf(stderr,
-                       "dtf-run: error: --slurm-port-base expects a port "
-                       "(1 to 65535), got '%s'\n",
-                       value);
-          return kUsageError;
-        }
-        clusterFlags.slurm.portBase = int(port);
-        continue;
-      }
-      if (arg == "--task") {
-        clusterFlags.task = value;
-        continue;
-      }
-      if (arg == "--max-restarts")
-        continue; // the launcher reads it
-      if (arg == "--chief") {
-        chiefFlag = value;
-        continue;
-      }
-      if (arg == "--connect-timeout" || arg == "--sync-timeout" ||
-          arg == "--evaluator-idle-timeout" || arg == "--stall-timeout") {
-        char *end = nullptr;
-        double seconds = std::strtod(value, &end);
-        if (!*value || *end || !(seconds > 0) || seconds > 1e6) {
-          std::fprintf(stderr,
-                       "dtf-run: error: %s expects seconds (> 0), got '%s'\n",
-                       arg.c_str(), value);
-          return kUsageError;
-        }
-        (arg == "--connect-timeout" ? distributedFlags.connectTimeoutSeconds
-         : arg == "--sync-timeout"  ? distributedFlags.syncTimeoutSeconds
-         : arg == "--stall-timeout" ? distributedFlags.stallTimeoutSeconds
-                                    : evaluatorFlags.idleTimeoutSeconds) =
-            seconds;
-        continue;
-      }
-      long long n = parseCount(value);
-      if (arg == "--chunk-bytes") {
-        // At least a page: smaller chunks only multiply the calls.
-        if (n < 4096 || n > (1ll << 30)) {
-          std::fprintf(stderr,
-                       "dtf-run: error: --chunk-bytes expects bytes from 4096 "
-                       "to 1073741824, got '%s'\n",
-                       value);
-          return kUsageError;
-        }
-        distributedFlags.chunkBytes = size_t(n);
-        continue;
-      }
-      if (n < 0 || (arg != "--steps" && n == 0) ||
-          ((arg == "--threads" || arg == "--inter-op-threads") &&
-           n > 4096)) {
-        std::fprintf(
-            stderr, "dtf-run: error: %s expects a %s integer, got '%s'\n",
-            arg.c_str(), arg == "--steps" ? "non-negative" : "positive", value);
-        return kUsageError;
-      }
-      if (arg == "--steps")
-        options.steps = n;
-      else if (arg == "--log-every")
-        options.logEvery = n;
-      else if (arg == "--inter-op-threads")
-        options.interOpThreads = int(n);
-      else
-        options.threads = int(n);
-      continue;
+      code = parseText(arg, value, cl);
+      if (code == kNotMine)
+        code = parseNumber(arg, value, cl);
+    } else if (arg[0] == '-' && arg.size() > 1) {
+      return usageError("unknown option '%s' (see dtf-run --help)", argv[i]);
+    } else if (!cl->request.planPath.empty()) {
+      return usageError("more than one plan given ('%s' and '%s')",
+                        cl->request.planPath.c_str(), argv[i]);
+    } else {
+      cl->request.planPath = argv[i];
     }
-    if (arg[0] == '-' && arg.size() > 1) {
-      std::fprintf(stderr,
-                   "dtf-run: error: unknown option '%s' (see dtf-run --help)\n",
-                   argv[i]);
-      return kUsageError;
-    }
-    if (!plan.empty()) {
-      std::fprintf(stderr,
-                   "dtf-run: error: more than one plan given ('%s' and '%s')\n",
-                   plan.c_str(), argv[i]);
-      return kUsageError;
-    }
-    plan = argv[i];
+    if (code != kGoOn)
+      return code;
   }
-  if (plan.empty()) {
+  return kGoOn;
+}
+
+// --predict's companions: -o, --model-dir, and no cluster.
+int checkPredict(CommandLine *cl) {
+  dtf::task::TaskRequest &r = cl->request;
+  if (r.predict.source.empty() && r.predict.output.empty())
+    return kGoOn;
+  if (r.predict.source.empty() || r.predict.output.empty() ||
+      r.train.modelDir.empty())
+    return usageError("--predict DATA needs -o FILE (.csv or .npy) and "
+                      "--model-dir DIR (the checkpoints to predict with)");
+  if (cl->clusterFlags.cluster || cl->clusterFlags.job)
+    return usageError("--predict runs on this machine; leave out --cluster "
+                      "and --job");
+  r.predict.modelDir = r.train.modelDir;
+  r.predict.threads = r.train.threads;
+  return kGoOn;
+}
+
+// --chief TASK: "worker.1" (as dtf-run names tasks) or "worker:1".
+int applyChief(CommandLine *cl) {
+  const std::string &chief = cl->chief;
+  dtf::cluster::RunChoice &choice = cl->request.choice;
+  const size_t dot = chief.find_first_of(".:");
+  long long index =
+      dot == std::string::npos ? -1 : parseCount(chief.c_str() + dot + 1);
+  if (choice.mode == dtf::cluster::RunMode::kLocal)
+    return usageError("--chief needs a cluster (--cluster FILE or TF_CONFIG)");
+  dtf::Status s =
+      index < 0 ? dtf::errorStatus("--chief expects a task such as worker.1, "
+                                   "not '",
+                                   chief, "'")
+                : choice.cluster.setChief({chief.substr(0, dot), int(index)});
+  if (!s.isOk())
+    return usageError("%s", s.message().c_str());
+  return kGoOn;
+}
+
+// The options that only make sense together, and the run mode they choose.
+int checkCombinations(CommandLine *cl) {
+  dtf::task::TaskRequest &r = cl->request;
+  if (r.planPath.empty()) {
     std::fprintf(stderr, "dtf-run: error: no plan given\n%s", kUsage);
     return kUsageError;
   }
-  if (options.fresh && options.modelDir.empty()) {
-    std::fprintf(stderr, "dtf-run: error: --fresh needs --model-dir DIR (the "
-                         "directory whose checkpoints to set aside)\n");
-    return kUsageError;
-  }
-  if (!predict.source.empty() || !predict.output.empty()) {
-    if (predict.source.empty() || predict.output.empty() ||
-        options.modelDir.empty()) {
-      std::fprintf(stderr, "dtf-run: error: --predict DATA needs -o FILE "
-                           "(.csv or .npy) and --model-dir DIR (the "
-                           "checkpoints to predict with)\n");
-      return kUsageError;
-    }
-    if (clusterFlags.cluster || clusterFlags.job) {
-      std::fprintf(stderr, "dtf-run: error: --predict runs on this machine; "
-                           "leave out --cluster and --job\n");
-      return kUsageError;
-    }
-    predict.modelDir = options.modelDir;
-    predict.threads = options.threads;
-  }
-  dtf::cluster::RunChoice choice;
-  {
-    dtf::Status s =
-        dtf::cluster::chooseRunMode(clusterFlags, std::getenv("TF_CONFIG"), &choice);
-    if (!s.isOk()) {
-      std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
-      return kUsageError;
-    }
-  }
-  if (!chiefFlag.empty()) {
-    // "worker.1" (as dtf-run names tasks) or "worker:1".
-    const size_t dot = chiefFlag.find_first_of(".:");
-    long long index = dot == std::string::npos
-                          ? -1
-                          : parseCount(chiefFlag.c_str() + dot + 1);
-    if (choice.mode == dtf::cluster::RunMode::kLocal) {
-      std::fprintf(stderr, "dtf-run: error: --chief needs a cluster "
-                           "(--cluster FILE or TF_CONFIG)\n");
-      return kUsageError;
-    }
-    dtf::Status s =
-        index < 0 ? dtf::errorStatus("--chief expects a task such as worker.1, "
-                                     "not '", chiefFlag, "'")
-                  : choice.cluster.setChief(
-                        {chiefFlag.substr(0, dot), int(index)});
-    if (!s.isOk()) {
-      std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
-      return kUsageError;
-    }
-  }
-  if (!predict.source.empty())
-    choice.mode = dtf::cluster::RunMode::kLocal; // whatever TF_CONFIG says
-  if (choice.mode != dtf::cluster::RunMode::kTask &&
-      (!distributedFlags.bind.empty() || !distributedFlags.tlsDir.empty() ||
-       distributedFlags.insecure) &&
-      (choice.mode == dtf::cluster::RunMode::kLocal ||
-       !distributedFlags.bind.empty())) {
-    std::fprintf(stderr, "dtf-run: error: %s\n",
-                 choice.mode == dtf::cluster::RunMode::kLocal
-                     ? "--tls-dir, --insecure and --bind need a cluster "
-                       "(--cluster FILE or TF_CONFIG)"
-                     : "--bind is for one task (--job/--task): the tasks "
-                       "the launcher starts each listen on their own "
-                       "address in the cluster file");
-    return kUsageError;
-  }
-  if (choice.mode == dtf::cluster::RunMode::kLauncher) {
-    // Check the plan before starting anything.
-    google::protobuf::SetLogHandler(nullptr);
-    dtf::plan::Plan parsed;
-    dtf::Status s = dtf::plan::readPlanFile(plan, &parsed);
-    if (!s.isOk()) {
-      std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
-      return kIoError;
-    }
-    return dtf::run::runLauncherMode(choice, argc, argv);
-  }
+  if (r.train.fresh && r.train.modelDir.empty())
+    return usageError("--fresh needs --model-dir DIR (the directory whose "
+                      "checkpoints to set aside)");
+  if (int code = checkPredict(cl); code != kGoOn)
+    return code;
+  dtf::Status s = dtf::cluster::chooseRunMode(
+      cl->clusterFlags, std::getenv("TF_CONFIG"), &r.choice);
+  if (!s.isOk())
+    return usageError("%s", s.message().c_str());
+  if (!cl->chief.empty())
+    if (int code = applyChief(cl); code != kGoOn)
+      return code;
+  using dtf::cluster::RunMode;
+  if (!r.predict.source.empty())
+    r.choice.mode = RunMode::kLocal; // whatever TF_CONFIG says
+  const RunMode mode = r.choice.mode;
+  if (mode != RunMode::kTask &&
+      (!r.cluster.bind.empty() || !r.cluster.tlsDir.empty() ||
+       r.cluster.insecure) &&
+      (mode == RunMode::kLocal || !r.cluster.bind.empty()))
+    return usageError("%s",
+                      mode == RunMode::kLocal
+                          ? "--tls-dir, --insecure and --bind need a cluster "
+                            "(--cluster FILE or TF_CONFIG)"
+                          : "--bind is for one task (--job/--task): the tasks "
+                            "the launcher starts each listen on their own "
+                            "address in the cluster file");
+  return kGoOn;
+}
 
-  chooseOpenMpWaits(argv, choice.mode == dtf::cluster::RunMode::kLocal);
+} // namespace
 
-  // The plan reader reports every problem itself; protobuf's own log lines
-  // (invalid UTF-8 in a corrupted plan, say) would only add noise.
-  google::protobuf::SetLogHandler(nullptr);
-
-  dtf::plan::Plan parsed;
-  dtf::plan::PlanErrorKind planError = dtf::plan::PlanErrorKind::kNone;
-  dtf::Status s = dtf::plan::readPlanFile(plan, &parsed, &planError);
-  if (!s.isOk()) {
-    std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
-    return kIoError;
-  }
-
-  if (!predict.source.empty())
-    return dtfrun::runPredict(parsed, predict);
-  watchInterrupts();
-  options.stop = &gStop;
-  if (choice.mode == dtf::cluster::RunMode::kTask &&
-      choice.task.job == dtf::cluster::kEvaluatorJob)
-    return dtfrun::cloudExitCode(
-        choice, dtfrun::runEvaluator(parsed, options, evaluatorFlags, &gStop));
-  if (choice.mode == dtf::cluster::RunMode::kTask)
-    return dtfrun::cloudExitCode(choice,
-                                 dtfrun::runTask(plan, parsed, choice, options,
-                                                 distributedFlags, &gStop));
-  dtf::train::TrainReport report;
-  dtf::train::FailureKind kind = dtf::train::FailureKind::kNone;
-  s = dtf::train::train(parsed, options, &report, &kind);
-  if (!s.isOk()) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
-    return exitCodeOf(kind);
-  }
-  return report.interrupted ? kInterrupted : kOk;
+int main(int argc, char **argv) {
+  // Tensors of a step and the messages that carry variables and gradients
+  // between tasks are megabytes each, made and freed every step: keep them
+  // on the heap for reuse instead of mapping and unmapping (and faulting in)
+  // fresh pages each time.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  if (argc > 1 && std::strcmp(argv[1], "certs") == 0)
+    return dtfrun::runCertsCommand(argc, argv);
+  CommandLine cl;
+  if (int code = parseArguments(argc, argv, &cl); code != kGoOn)
+    return code;
+  if (int code = checkCombinations(&cl); code != kGoOn)
+    return code;
+  return dtf::task::runTask(cl.request, argc, argv);
 }

@@ -36,7 +36,7 @@ protected:
     config_.out = quiet_;
     ps_ = std::thread(
         [this] { code_ = runParameterServer(plan_, placement_, 0, config_); });
-    channel_ = makeChannel(address);
+    channel_ = Transport().channel(address);
     stub_ = rpc::ParameterServer::NewStub(channel_);
     raw_ = std::make_unique<grpc::GenericStub>(channel_);
     ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +

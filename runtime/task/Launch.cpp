@@ -1,5 +1,5 @@
 // Launch: dtf-run's launcher mode, between main's options and runLauncher.
-#include "runtime/tools/dtf-run/Launch.h"
+#include "runtime/task/Launch.h"
 
 #include "runtime/cluster/Certificates.h"
 #include "runtime/cluster/Launcher.h"
@@ -10,7 +10,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-namespace dtf::run {
+namespace dtf::task {
 namespace {
 
 // Removes a directory of certificates the launcher made, and its files.
@@ -74,4 +74,4 @@ int runLauncherMode(const cluster::RunChoice &choice, int argc, char **argv) {
   return code;
 }
 
-} // namespace dtf::run
+} // namespace dtf::task

@@ -1,6 +1,6 @@
 // dtf-run --predict: restore, run the eval program's output over a data
 // source in order, write CSV or NPY.
-#include "Predict.h"
+#include "runtime/task/Predict.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/core/ThreadPool.h"
@@ -17,7 +17,7 @@
 #include <memory>
 #include <thread>
 
-namespace dtfrun {
+namespace dtf::task {
 namespace {
 
 using dtf::errorStatus;
@@ -223,7 +223,7 @@ private:
 
 } // namespace
 
-int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
+int runPredict(const dtf::plan::Plan &plan, const PredictOptions &flags) {
   auto fail = [](int code, const Status &s) {
     std::fprintf(stderr, "dtf-run: error: %s\n", s.message().c_str());
     return code;
@@ -252,8 +252,7 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
 
   std::shared_ptr<const dtf::data::Dataset> data;
   dtf::train::FeedLayout layout;
-  s = dtf::train::openPlanSource(plan, src, role, program, &data,
-                                     &layout);
+  s = dtf::train::openPlanSource(plan, src, role, program, &data, &layout);
   if (!s.isOk())
     return fail(4, s);
 
@@ -346,4 +345,4 @@ int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags) {
   return 0;
 }
 
-} // namespace dtfrun
+} // namespace dtf::task

@@ -6,9 +6,9 @@
 
 #include <string>
 
-namespace dtfrun {
+namespace dtf::task {
 
-struct PredictFlags {
+struct PredictOptions {
   /// eval, data, or KIND:PATH (idx:DIR, csv:FILE, tfrecord:PATTERN).
   std::string source;
   std::string modelDir;
@@ -19,6 +19,6 @@ struct PredictFlags {
 
 /// Runs the prediction and returns dtf-run's exit code (0, 2 usage, 3 op
 /// without a kernel, 4 I/O, data or checkpoint, 5 a kernel failed).
-int runPredict(const dtf::plan::Plan &plan, const PredictFlags &flags);
+int runPredict(const dtf::plan::Plan &plan, const PredictOptions &flags);
 
-} // namespace dtfrun
+} // namespace dtf::task

@@ -1,5 +1,5 @@
 // The evaluator task: a loop over the job's new checkpoints.
-#include "Evaluator.h"
+#include "runtime/task/Evaluator.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/summary/EventWriter.h"
@@ -13,7 +13,7 @@
 #include <thread>
 #include <unistd.h>
 
-namespace dtfrun {
+namespace dtf::task {
 namespace {
 
 using dtf::errorStatus;
@@ -44,7 +44,7 @@ Status restore(const std::string &dir, int64_t step,
 
 int runEvaluator(const dtf::plan::Plan &plan,
                  const dtf::train::TrainOptions &base,
-                 const EvaluatorFlags &flags, const std::atomic<bool> *stop) {
+                 const EvaluatorOptions &flags, const std::atomic<bool> *stop) {
   const std::string dir = base.modelDir;
   if (dir.empty())
     return fail("the evaluator reads the job's checkpoints: give it the "
@@ -162,4 +162,4 @@ int runEvaluator(const dtf::plan::Plan &plan,
   return kInterrupted;
 }
 
-} // namespace dtfrun
+} // namespace dtf::task

@@ -1,4 +1,5 @@
-// dtf-run as one task of a ps/worker cluster (--job/--task or TF_CONFIG).
+// One task of a ps/worker cluster (--job/--task or TF_CONFIG): its roster,
+// placement and transport, then the ps or worker loop.
 #pragma once
 
 #include "runtime/cluster/RunMode.h"
@@ -7,14 +8,15 @@
 #include "plan.pb.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace dtfrun {
+namespace dtf::task {
 
-struct DistributedFlags {
+struct ClusterTaskOptions {
   double connectTimeoutSeconds = 15;
   double syncTimeoutSeconds = 120;
   double stallTimeoutSeconds = 30;     // --stall-timeout
@@ -24,15 +26,15 @@ struct DistributedFlags {
   std::string bind;                    // --bind HOST:PORT
 };
 
-/// dtf-run certs --cluster FILE --out DIR [--days N]: a new CA and a
-/// certificate per task of the cluster (docs/security.md).
-int runCertsCommand(int argc, char **argv);
-
 /// Runs the task `choice.task` of `choice.cluster` and returns the exit code.
-int runTask(const std::string &planPath, const dtf::plan::Plan &plan,
-            const dtf::cluster::RunChoice &choice,
-            const dtf::train::TrainOptions &options,
-            const DistributedFlags &flags, const std::atomic<bool> *stop);
+/// `planFingerprint` is dist::fingerprint of the plan file's bytes, which
+/// every task of the job compares.
+int runClusterTask(const std::string &planPath, const dtf::plan::Plan &plan,
+                   uint64_t planFingerprint,
+                   const dtf::cluster::RunChoice &choice,
+                   const dtf::train::TrainOptions &options,
+                   const ClusterTaskOptions &flags,
+                   const std::atomic<bool> *stop);
 
 /// The exit code `code` as the task's process returns it: under a TF_CONFIG
 /// whose environment is "cloud" (Kubeflow), the cluster failure 6 becomes
@@ -50,4 +52,4 @@ dtf::Status waitForNames(const std::vector<std::pair<std::string, std::string>>
                          double timeoutSeconds, const std::atomic<bool> *stop,
                          std::FILE *out);
 
-} // namespace dtfrun
+} // namespace dtf::task

@@ -4,7 +4,7 @@
 
 #include "runtime/cluster/RunMode.h"
 
-namespace dtf::run {
+namespace dtf::task {
 
 /// Starts and supervises the local tasks of choice.cluster, each running
 /// this dtf-run with the user's arguments (argv minus --cluster, --job,
@@ -13,4 +13,4 @@ namespace dtf::run {
 /// code of the task that ended the job.
 int runLauncherMode(const cluster::RunChoice &choice, int argc, char **argv);
 
-} // namespace dtf::run
+} // namespace dtf::task

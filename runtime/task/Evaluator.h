@@ -8,9 +8,9 @@
 
 #include <atomic>
 
-namespace dtfrun {
+namespace dtf::task {
 
-struct EvaluatorFlags {
+struct EvaluatorOptions {
   /// Seconds without a new checkpoint after which the evaluator gives up
   /// (exit 6), so that it stops by itself when the job is gone.
   double idleTimeoutSeconds = 3600;
@@ -28,6 +28,6 @@ struct EvaluatorFlags {
 /// it. Returns the exit code.
 int runEvaluator(const dtf::plan::Plan &plan,
                  const dtf::train::TrainOptions &options,
-                 const EvaluatorFlags &flags, const std::atomic<bool> *stop);
+                 const EvaluatorOptions &flags, const std::atomic<bool> *stop);
 
-} // namespace dtfrun
+} // namespace dtf::task

@@ -1,0 +1,719 @@
+// PsClient: pulls, pushes and lookups sliced over the ps shards, and the
+// job-level calls to the ps tasks.
+#include "runtime/distributed/PsClient.h"
+
+#include "runtime/distributed/TensorMessage.h"
+#include "runtime/plan/PlanTypes.h"
+#include "runtime/train/DynamicTable.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace dtf::dist {
+
+PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
+                   Links &links, const plan::Program *reads)
+    : links_(links) {
+  const Roster &roster = links.config().roster;
+  std::set<std::string> averages;
+  for (size_t k = 0; k < roster.ps.size(); ++k) {
+    PsLink l;
+    l.task = roster.ps[k];
+    l.connectAgain(links.config().transport);
+    // What the worker_step reads (and the global step, which says when
+    // the job is done); the eval program's moving averages on demand.
+    std::set<std::string> read;
+    for (const plan::Op &op : (reads ? *reads : plan.worker_step()).ops())
+      if (op.name() == "dtf.read_variable")
+        read.insert(op.attrs().at("name").s());
+    for (const plan::Variable &v : plan.variables()) {
+      if (v.role() == "global_step")
+        read.insert(v.name());
+      if (v.role() == "moving_average")
+        averages.insert(v.name());
+    }
+    // An evaluation also needs what only other stages read each step.
+    for (const plan::Op &op : plan.eval().ops())
+      if (op.name() == "dtf.read_variable" &&
+          !read.count(op.attrs().at("name").s()))
+        averages.insert(op.attrs().at("name").s());
+    for (const plan::HeldTensor &h : plan::heldBy(plan, placement, int(k))) {
+      if (read.count(h.variable))
+        l.pull.push_back(h);
+      else if (averages.count(h.variable))
+        l.evalPull.push_back(h);
+    }
+    plan::Program p;
+    if (plan::psProgramFor(plan, placement, int(k), &p).isOk())
+      for (const plan::Transfer &r : p.recvs())
+        l.keys.push_back(r);
+    ps_.push_back(std::move(l));
+  }
+  for (size_t k = 0; k < ps_.size(); ++k)
+    heldBy_.push_back(plan::heldBy(plan, placement, int(k)));
+  findTables(plan, placement, reads ? *reads : plan.worker_step());
+}
+
+// The tables the step looks up on the ps, and who holds them.
+void PsClient::findTables(const plan::Plan &plan,
+                          const plan::Placement &placement,
+                          const plan::Program &reads) {
+  for (const plan::Op &op : reads.ops()) {
+    if (op.name() != "dtf.ps_gather" || !op.attrs().count("variable"))
+      continue;
+    const std::string &name = op.attrs().at("variable").s();
+    for (const plan::Variable &v : plan.variables()) {
+      if (v.name() != name || v.type().shape().dims_size() < 1)
+        continue;
+      Table t;
+      t.shards = placement.shardsOf(plan, name);
+      t.rows = v.type().shape().dims(0);
+      t.rowDims.assign(v.type().shape().dims().begin() + 1,
+                       v.type().shape().dims().end());
+      (void)plan::toDType(v.type().dtype(), &t.dtype);
+      t.dynamic = v.dynamic().enabled();
+      t.parts = std::max<int64_t>(v.partitions(), 1);
+      for (const plan::PlacedShard &sh : t.shards)
+        if (sh.ps >= 0 && size_t(sh.ps) < ps_.size())
+          ps_[size_t(sh.ps)].servesLookups = true;
+      tables_[name] = std::move(t);
+    }
+  }
+}
+
+namespace {
+// The ids of a tensor of any integer type as int64.
+Status idsOf(const Tensor &ids, std::vector<int64_t> *out) {
+  const int64_t n = ids.numElements();
+  out->resize(size_t(n));
+  if (ids.dtype() == DType::I64)
+    std::memcpy(out->data(), ids.rawData(), size_t(n) * sizeof(int64_t));
+  else if (ids.dtype() == DType::I32)
+    for (int64_t i = 0; i < n; ++i)
+      (*out)[size_t(i)] = ids.data<int32_t>()[i];
+  else
+    return errorStatus("ids of type ", ids.describe(),
+                       "; an embedding takes int32 or int64 ids");
+  return Status::ok();
+}
+// The ascending unique values of `ids`, and for each position the index of
+// its value among them: one sort of (id, position) pairs.
+void uniqueIds(const std::vector<int64_t> &ids, std::vector<int64_t> *unique,
+               std::vector<uint32_t> *slot) {
+  std::vector<std::pair<int64_t, uint32_t>> order(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    order[i] = {ids[i], uint32_t(i)};
+  std::sort(order.begin(), order.end());
+  unique->clear();
+  slot->resize(ids.size());
+  for (const auto &[id, at] : order) {
+    if (unique->empty() || unique->back() != id)
+      unique->push_back(id);
+    (*slot)[at] = uint32_t(unique->size() - 1);
+  }
+}
+} // namespace
+
+Status PsClient::lookup(const std::string &variable, const Tensor &ids,
+                        bool create, Tensor *out) {
+  auto found = tables_.find(variable);
+  if (found == tables_.end())
+    return errorStatus("'", plan::printable(variable),
+                       "' is not a table this task looks up on the ps");
+  const Table &table = found->second;
+  std::vector<int64_t> all;
+  DTF_RETURN_IF_ERROR(idsOf(ids, &all));
+  for (size_t i = 0; i < all.size() && !table.dynamic; ++i)
+    if (all[i] < 0 || all[i] >= table.rows)
+      return errorStatus("id ", all[i], " at position ", i, " is outside [0, ",
+                         table.rows, ") of '", plan::printable(variable), "'");
+  std::vector<int64_t> unique;
+  std::vector<uint32_t> slot; // of each position in `unique`
+  uniqueIds(all, &unique, &slot);
+  if (table.dynamic) {
+    // By shard (then ascending), so that a shard's ids are one run again;
+    // slot follows the reordering.
+    std::vector<std::pair<int, size_t>> order(unique.size());
+    for (size_t u = 0; u < unique.size(); ++u)
+      order[u] = {train::dynamicShardOf(unique[u], table.parts), u};
+    std::sort(order.begin(), order.end());
+    std::vector<uint32_t> moved(unique.size());
+    std::vector<int64_t> sorted(unique.size());
+    for (size_t u = 0; u < order.size(); ++u) {
+      sorted[u] = unique[order[u].second];
+      moved[order[u].second] = uint32_t(u);
+    }
+    unique = std::move(sorted);
+    for (uint32_t &s : slot)
+      s = moved[s];
+  }
+  std::vector<int64_t> dims = ids.shape();
+  dims.insert(dims.end(), table.rowDims.begin(), table.rowDims.end());
+  if (!out->defined() || out->shape() != dims || out->dtype() != table.dtype)
+    *out = Tensor::allocate(table.dtype, dims);
+  size_t rowBytes = dtypeSize(table.dtype);
+  for (int64_t d : table.rowDims)
+    rowBytes *= size_t(d);
+  std::vector<char> rows(unique.size() * rowBytes);
+  // One call per shard that holds any of the ids, all in flight at once.
+  struct Call {
+    PsLink *link = nullptr;
+    size_t first = 0, count = 0; // of the unique ids
+    rpc::LookupRequest req;
+    rpc::LookupReply reply;
+    grpc::ClientContext ctx;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  for (const plan::PlacedShard &shard : table.shards) {
+    // The unique ids are ascending (a dynamic table's: by shard first): a
+    // shard's are one run of them.
+    auto lo = std::lower_bound(unique.begin(), unique.end(), shard.rowOffset);
+    auto hi = std::lower_bound(lo, unique.end(), shard.rowOffset + shard.rows);
+    if (table.dynamic) {
+      auto shardOf = [&](int64_t id) {
+        return train::dynamicShardOf(id, table.parts);
+      };
+      lo = std::partition_point(unique.begin(), unique.end(), [&](int64_t id) {
+        return shardOf(id) < shard.shard;
+      });
+      hi = std::partition_point(lo, unique.end(), [&](int64_t id) {
+        return shardOf(id) == shard.shard;
+      });
+    }
+    if (lo == hi)
+      continue;
+    if (shard.ps < 0 || size_t(shard.ps) >= ps_.size())
+      return errorStatus("no ps holds rows ", shard.rowOffset, " to ",
+                         shard.rowOffset + shard.rows, " of '",
+                         plan::printable(variable), "'");
+    auto call = std::make_unique<Call>();
+    call->link = &ps_[size_t(shard.ps)];
+    call->first = size_t(lo - unique.begin());
+    call->count = size_t(hi - lo);
+    *call->req.mutable_caller() = links_.caller();
+    call->req.set_name(shard.shards > 1
+                           ? variable + "/part_" + std::to_string(shard.shard)
+                           : variable);
+    std::string *bytes = call->req.mutable_ids();
+    bytes->resize(call->count * sizeof(int64_t));
+    int64_t *rel = reinterpret_cast<int64_t *>(bytes->data());
+    const int64_t base = table.dynamic ? 0 : shard.rowOffset;
+    for (auto it = lo; it != hi; ++it)
+      *rel++ = *it - base;
+    call->req.set_create(create);
+    setDeadline(&call->ctx, transferTimeout(call->count * rowBytes));
+    calls.push_back(std::move(call));
+  }
+  std::mutex mu;
+  std::condition_variable done;
+  size_t pending = calls.size();
+  for (auto &call : calls)
+    call->link->stub->async()->Lookup(&call->ctx, &call->req, &call->reply,
+                                      [&, c = call.get()](grpc::Status st) {
+                                        std::lock_guard<std::mutex> lock(mu);
+                                        c->status = std::move(st);
+                                        if (--pending == 0)
+                                          done.notify_one();
+                                      });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    done.wait(lock, [&] { return pending == 0; });
+  }
+  for (auto &call : calls) {
+    if (!call->status.ok()) {
+      lastRecoverable_ = recoverable(call->status);
+      lookupFailed_ = true;
+      return rpcError("a lookup of " + call->req.name(), call->link->task,
+                      call->status);
+    }
+    const size_t want = call->count * rowBytes;
+    if (call->reply.rows().size() != want)
+      return errorStatus(call->link->task.name, " answered a lookup of ",
+                         call->count, " rows of ", call->req.name(), " with ",
+                         call->reply.rows().size(), " bytes instead of ", want);
+    std::memcpy(rows.data() + call->first * rowBytes, call->reply.rows().data(),
+                want);
+  }
+  char *dst = static_cast<char *>(out->rawData());
+  for (size_t i = 0; i < all.size(); ++i)
+    std::memcpy(dst + i * rowBytes, rows.data() + size_t(slot[i]) * rowBytes,
+                rowBytes);
+  return Status::ok();
+}
+
+Status PsClient::sumSparse(const plan::Transfer &send, const ValueOf &value,
+                           SparseSum *out) const {
+  const std::string &key = send.key();
+  const std::string base = key.substr(0, key.rfind("/part_"));
+  const Tensor *ids = value(base);
+  const Tensor *rows = value(base + "#rows");
+  if (!ids || !rows)
+    return errorStatus("the step made no sparse gradient for '", base, "'");
+  std::vector<int64_t> all;
+  DTF_RETURN_IF_ERROR(idsOf(*ids, &all));
+  const int64_t n = int64_t(all.size());
+  if (rows->dtype() != DType::F32 && rows->dtype() != DType::F64)
+    return errorStatus("the rows of '", base, "' are ", rows->describe());
+  const int64_t width = n ? rows->numElements() / n : 0;
+  if (width * n != rows->numElements())
+    return errorStatus("the rows of '", base, "' (", rows->describe(),
+                       ") do not match its ", n, " ids");
+  std::vector<uint32_t> slot;
+  uniqueIds(all, &out->ids, &slot);
+  std::vector<int64_t> dims = {int64_t(out->ids.size())};
+  dims.insert(dims.end(), rows->shape().begin() + ids->rank(),
+              rows->shape().end());
+  out->rows = Tensor::allocate(rows->dtype(), dims);
+  auto sum = [&](auto tag) {
+    using T = decltype(tag);
+    const T *src = rows->data<T>();
+    T *dst = out->rows.data<T>();
+    std::fill(dst, dst + out->rows.numElements(), T(0));
+    // In position order: a row's duplicates are summed in the order the
+    // one-process kernel sums them.
+    for (int64_t i = 0; i < n; ++i) {
+      T *row = dst + int64_t(slot[size_t(i)]) * width;
+      for (int64_t j = 0; j < width; ++j)
+        row[j] += src[i * width + j];
+    }
+  };
+  if (rows->dtype() == DType::F32)
+    sum(float());
+  else
+    sum(double());
+  return Status::ok();
+}
+
+Status PsClient::addSparse(SparseSum *sum, const SparseSum &more) {
+  const Tensor &a = sum->rows, &b = more.rows;
+  if (a.dtype() != b.dtype() || a.rank() != b.rank())
+    return errorStatus("sparse gradients of one table differ: ", a.describe(),
+                       " and ", b.describe());
+  const int64_t width = a.dim(0)   ? a.numElements() / a.dim(0)
+                        : b.dim(0) ? b.numElements() / b.dim(0)
+                                   : 0;
+  std::vector<int64_t> ids;
+  ids.reserve(sum->ids.size() + more.ids.size());
+  std::set_union(sum->ids.begin(), sum->ids.end(), more.ids.begin(),
+                 more.ids.end(), std::back_inserter(ids));
+  std::vector<int64_t> dims = a.shape();
+  dims[0] = int64_t(ids.size());
+  Tensor rows = Tensor::allocate(a.dtype(), dims);
+  auto merge = [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = a.data<T>(), *y = b.data<T>();
+    T *out = rows.data<T>();
+    size_t i = 0, j = 0;
+    for (size_t u = 0; u < ids.size(); ++u, out += width) {
+      const bool inA = i < sum->ids.size() && sum->ids[i] == ids[u];
+      const bool inB = j < more.ids.size() && more.ids[j] == ids[u];
+      for (int64_t c = 0; c < width; ++c)
+        out[c] = inA && inB
+                     ? x[int64_t(i) * width + c] + y[int64_t(j) * width + c]
+                 : inA ? x[int64_t(i) * width + c]
+                       : y[int64_t(j) * width + c];
+      i += inA;
+      j += inB;
+    }
+  };
+  if (a.dtype() == DType::F64)
+    merge(double());
+  else
+    merge(float());
+  sum->ids = std::move(ids);
+  sum->rows = std::move(rows);
+  return Status::ok();
+}
+
+Status PsClient::connect() { return links_.connectPeers(ps_); }
+
+Status PsClient::status(PsLink &l, rpc::StatusReply *reply) {
+  grpc::ClientContext ctx;
+  setDeadline(&ctx, milliseconds(5000));
+  rpc::StatusRequest req;
+  *req.mutable_caller() = links_.caller();
+  grpc::Status st = l.stub->GetStatus(&ctx, req, reply);
+  if (!st.ok())
+    return rpcError("a status call", l.task, st);
+  if (reply->plan_fingerprint() != links_.config().planFingerprint)
+    return errorStatus(l.task.name, " at ", l.task.address,
+                       " runs a different plan than this task (",
+                       links_.config().planPath,
+                       "); every task of a job must run the same plan.bin");
+  return Status::ok();
+}
+
+Status PsClient::pull(bool forEval, bool sync, int64_t *globalStep) {
+  for (PsLink &l : ps_) {
+    // A ps that only serves lookups is asked too: in sync mode the pull
+    // waits for the update the rows must reflect.
+    if (l.pull.empty() && !(forEval && !l.evalPull.empty()) && !l.servesLookups)
+      continue;
+    DTF_RETURN_IF_ERROR(pullFrom(l, forEval, sync));
+  }
+  if (const Tensor *t = store_->find("global_step"))
+    *globalStep = t->data<int64_t>()[0];
+  return Status::ok();
+}
+
+// One ps's pull, repeated while the ps parks it (sync mode) and reporting
+// what it waits for.
+Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
+  int64_t want = sync && l.pushedAt >= 0 ? l.pushedAt + 1 : 0;
+  // A later stage of a model-parallel replica reads what stage 0 read.
+  if (size_t k = size_t(&l - ps_.data()); k < minVersions_.size())
+    want = std::max(want, minVersions_[k]);
+  const Clock::time_point start = Clock::now();
+  double lastSaid = 0;
+  std::map<std::string, const plan::HeldTensor *> byName;
+  rpc::PullRequest req;
+  *req.mutable_caller() = links_.caller();
+  for (const plan::HeldTensor &h : l.pull) {
+    req.add_names(h.name);
+    byName[h.name] = &h;
+  }
+  if (forEval)
+    for (const plan::HeldTensor &h : l.evalPull) {
+      req.add_names(h.name);
+      byName[h.name] = &h;
+    }
+  req.set_min_version(want);
+  // The ps parks a pull that must wait (no thread of its waits) and
+  // answers it when the update is applied or after this long; the loop
+  // below repeats and reports.
+  req.set_wait_ms(1000);
+  // What the reply carries when ready: a stream when that is more than
+  // one chunk.
+  uint64_t bytes = 0;
+  for (const auto &entry : byName)
+    if (const plan::HeldTensor *h = entry.second;
+        const Tensor *t = store_->find(h->variable))
+      bytes += h->partitioned ? rowsOf(*t, h->rowOffset, h->rows).byteSize()
+                              : t->byteSize();
+  const bool stream = bytes > links_.config().chunkBytes;
+  for (;;) {
+    req.set_incarnation(l.incarnation);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, transferTimeout(bytes));
+    rpc::PullReply reply;
+    // Each value straight into the variable (or its shard's rows), as
+    // its bytes arrive.
+    ChunkReader reader(&reply, [&](std::vector<PayloadTarget> *targets) {
+      for (const rpc::WireTensor &w : reply.values()) {
+        auto h = byName.find(w.name());
+        Tensor *t =
+            h == byName.end() ? nullptr : store_->find(h->second->variable);
+        if (!t)
+          return errorStatus("'", plan::printable(w.name()),
+                             "', which this task did not ask for");
+        Tensor dst = h->second->partitioned
+                         ? rowsOf(*t, h->second->rowOffset, h->second->rows)
+                         : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1);
+        std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+        DType dtype = DType::F32;
+        if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != dst.dtype() ||
+            dims != dst.shape() || w.size() != dst.byteSize())
+          return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
+                             " bytes) for ", dst.describe());
+        targets->push_back({dst.rawData(), w.size()});
+      }
+      return Status::ok();
+    });
+    Status refused = Status::ok();
+    grpc::Status st;
+    if (stream) {
+      st = receiveStream(*l.raw, &ctx, kPullStreamMethod, serializeMessage(req),
+                         &reader, &refused);
+    } else {
+      grpc::ByteBuffer response;
+      st = rawCall(*l.raw, &ctx, kPullMethod, serializeMessage(req), &response);
+      if (st.ok())
+        refused = reader.add(response);
+    }
+    if (refused.isOk() && st.ok())
+      refused = reader.finish();
+    if (!refused.isOk())
+      return errorStatus(l.task.name, " answered a pull with ",
+                         refused.message());
+    if (!st.ok()) {
+      lastRecoverable_ = recoverable(st);
+      return rpcError("a pull", l.task, st);
+    }
+    if (reply.incarnation() != l.incarnation) {
+      // Restored (or first seen): what this worker pushed before no
+      // longer counts.
+      l.incarnation = reply.incarnation();
+      l.pushedAt = -1;
+      req.set_min_version(0);
+      if (!reply.ready())
+        continue;
+    }
+    if (reply.ready()) {
+      // The values are in place already (the reader put them there).
+      l.pulledVersion = reply.version();
+      return Status::ok();
+    }
+    const double waited = secondsSince(start);
+    if (waited - lastSaid >= 5) {
+      links_.say("waiting for " + l.task.name + ": " + reply.waiting_for());
+      lastSaid = waited;
+    }
+    if (waited > links_.config().syncTimeoutSeconds)
+      return errorStatus(
+          "gave up after ", int(waited), " s waiting for ", l.task.name, ": ",
+          reply.waiting_for(),
+          " (--sync-timeout sets the wait; a replica that died must be "
+          "restarted or covered by a backup worker)");
+    if (links_.config().stop && links_.config().stop->load())
+      return errorStatus("interrupted");
+  }
+}
+
+// Each sparse gradient of the step summed per unique id once (then cut per
+// shard by pushTo).
+Status PsClient::sumSparseSends(const ValueOf &value,
+                                SparseSums *sparseOut) const {
+  SparseSums &sparse = *sparseOut;
+  for (const PsLink &l : ps_) {
+    for (const plan::Transfer &r : l.keys) {
+      const std::string base = r.key().substr(0, r.key().rfind("/part_"));
+      if (!r.sparse() || sparse.count(base))
+        continue;
+      SparseSum sum;
+      DTF_RETURN_IF_ERROR(sumSparse(r, value, &sum));
+      sparse.emplace(base, std::move(sum));
+    }
+  }
+  // A table gathered more than once has a pair per gather ("emb:grad:0",
+  // "emb:grad:1"): their rows go summed as the first pair (gather 0's
+  // sum plus gather 1's, ...), the others empty. So every replica's
+  // gradient reaches the ps whole, which (in sync mode) adds the replicas'
+  // as it adds dense gradients: (A0 + A1) + (B0 + B1) for each row, the
+  // order the dense path (and one process) sums in.
+  std::map<std::string, std::vector<std::string>>
+      pairsOf; // "emb:grad" -> bases
+  for (const auto &[base, sum] : sparse)
+    pairsOf[base.substr(0, base.rfind(':'))].push_back(base);
+  for (auto &[stem, bases] : pairsOf) {
+    if (bases.size() < 2)
+      continue;
+    std::sort(bases.begin(), bases.end(),
+              [](const std::string &a, const std::string &b) {
+                return std::atoi(a.c_str() + a.rfind(':') + 1) <
+                       std::atoi(b.c_str() + b.rfind(':') + 1);
+              });
+    SparseSum merged = std::move(sparse.at(bases[0]));
+    for (size_t k = 1; k < bases.size(); ++k) {
+      SparseSum &next = sparse.at(bases[k]);
+      DTF_RETURN_IF_ERROR(addSparse(&merged, next));
+      next.ids.clear();
+      std::vector<int64_t> dims = next.rows.shape();
+      if (!dims.empty())
+        dims[0] = 0;
+      next.rows = Tensor::allocate(next.rows.dtype(), dims);
+    }
+    sparse.at(bases[0]) = std::move(merged);
+  }
+  return Status::ok();
+}
+
+// One ps's push: its sends, from the step's own outputs (or views of their
+// rows), in one message or a stream of chunks.
+Status PsClient::pushTo(PsLink &l, const SparseSums &sparse,
+                        const ValueOf &value, bool sync, PushOutcome *out) {
+  rpc::PushRequest req;
+  *req.mutable_caller() = links_.caller();
+  req.set_version(l.pulledVersion);
+  req.set_incarnation(l.incarnation);
+  // Sent from the step's own outputs (or views of their rows): no copy.
+  std::vector<Tensor> views;
+  views.reserve(2 * l.keys.size());
+  for (const plan::Transfer &r : l.keys) {
+    const std::string &key = r.key();
+    if (r.sparse()) {
+      // The shard's ids (relative to its first row) and their rows.
+      const SparseSum &sum = sparse.at(key.substr(0, key.rfind("/part_")));
+      if (auto t = tables_.find(r.variable());
+          t != tables_.end() && t->second.dynamic) {
+        // A dynamic table's shard: its ids by hash, as they are.
+        const size_t part = key.rfind("/part_");
+        const int k =
+            part == std::string::npos ? 0 : std::atoi(key.c_str() + part + 6);
+        std::vector<int64_t> at;
+        for (size_t u = 0; u < sum.ids.size(); ++u)
+          if (train::dynamicShardOf(sum.ids[u], t->second.parts) == k)
+            at.push_back(int64_t(u));
+        Tensor ids = Tensor::allocate(DType::I64, {int64_t(at.size())});
+        std::vector<int64_t> dims = sum.rows.shape();
+        dims[0] = int64_t(at.size());
+        Tensor rows = Tensor::allocate(sum.rows.dtype(), dims);
+        const size_t rowBytes =
+            sum.rows.dim(0) ? sum.rows.byteSize() / size_t(sum.rows.dim(0)) : 0;
+        for (size_t j = 0; j < at.size(); ++j) {
+          ids.data<int64_t>()[j] = sum.ids[size_t(at[j])];
+          std::memcpy(static_cast<char *>(rows.rawData()) + j * rowBytes,
+                      static_cast<const char *>(sum.rows.rawData()) +
+                          size_t(at[j]) * rowBytes,
+                      rowBytes);
+        }
+        views.push_back(std::move(ids));
+        describeTensor(key, views.back(), req.add_values());
+        views.push_back(std::move(rows));
+        describeTensor(key + "#rows", views.back(), req.add_values());
+        continue;
+      }
+      const auto lo =
+          std::lower_bound(sum.ids.begin(), sum.ids.end(), r.row_offset());
+      const auto hi =
+          std::lower_bound(lo, sum.ids.end(), r.row_offset() + r.rows());
+      Tensor ids = Tensor::allocate(DType::I64, {int64_t(hi - lo)});
+      int64_t *rel = ids.data<int64_t>();
+      for (auto id = lo; id != hi; ++id)
+        *rel++ = *id - r.row_offset();
+      views.push_back(std::move(ids));
+      describeTensor(key, views.back(), req.add_values());
+      views.push_back(
+          rowsOf(sum.rows, int64_t(lo - sum.ids.begin()), int64_t(hi - lo)));
+      describeTensor(key + "#rows", views.back(), req.add_values());
+      continue;
+    }
+    // A shard's recv takes its rows of the worker's whole send.
+    const std::string base =
+        r.rows() > 0 ? key.substr(0, key.rfind("/part_")) : key;
+    const Tensor *t = value(base);
+    if (!t)
+      return errorStatus("the step made no value for '", base, "'");
+    views.push_back(r.rows() > 0 ? rowsOf(*t, r.row_offset(), r.rows())
+                                 : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1));
+    describeTensor(key, views.back(), req.add_values());
+  }
+  std::vector<const Tensor *> payload;
+  uint64_t bytes = 0;
+  for (const Tensor &v : views) {
+    payload.push_back(&v);
+    bytes += v.byteSize();
+  }
+  grpc::ClientContext ctx;
+  setDeadline(&ctx, transferTimeout(bytes));
+  grpc::ByteBuffer response;
+  // More than one chunk: a stream, which the ps applies only once it is
+  // complete.
+  const size_t chunk = links_.config().chunkBytes;
+  grpc::Status st =
+      bytes > chunk
+          ? sendStream(*l.raw, &ctx, kPushStreamMethod,
+                       packChunks(req, payload, chunk), &response)
+          : rawCall(*l.raw, &ctx, kPushMethod,
+                    packTensors(req, payload, /*copy=*/false), &response);
+  if (!st.ok()) {
+    out->recoverable = recoverable(st);
+    return rpcError("a push", l.task, st);
+  }
+  rpc::PushReply reply;
+  if (!parseMessage(response, &reply))
+    return errorStatus(l.task.name, " answered a push with a malformed reply");
+  out->stale = reply.stale();
+  if (!reply.stale())
+    l.pushedAt = l.pulledVersion;
+  if (sync && reply.stale())
+    // Computed at an older version: the current update is open, join
+    // it. At the current one (this replica already joined it, before a
+    // restart): wait for it to complete.
+    l.pushedAt = reply.version() == l.pulledVersion ? l.pulledVersion
+                                                    : reply.version() - 1;
+  return Status::ok();
+}
+
+Status PsClient::push(const ValueOf &value, bool sync) {
+  SparseSums sparse;
+  DTF_RETURN_IF_ERROR(sumSparseSends(value, &sparse));
+  std::vector<PsLink *> targets;
+  for (PsLink &l : ps_)
+    if (!l.keys.empty())
+      targets.push_back(&l);
+  std::vector<PushOutcome> outcomes(targets.size());
+  // Every ps at once: a push waits for its ps to apply it.
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < targets.size(); ++i)
+    others.emplace_back([&, i] {
+      outcomes[i].status =
+          pushTo(*targets[i], sparse, value, sync, &outcomes[i]);
+    });
+  if (!targets.empty())
+    outcomes[0].status = pushTo(*targets[0], sparse, value, sync, &outcomes[0]);
+  for (std::thread &t : others)
+    t.join();
+  for (const PushOutcome &o : outcomes) {
+    if (o.stale)
+      ++stale_;
+    if (!o.status.isOk()) {
+      lastRecoverable_ = o.recoverable;
+      return o.status;
+    }
+  }
+  return Status::ok();
+}
+
+Status PsClient::saveShards(const std::string &dir, int64_t step) {
+  for (size_t k = 0; k < ps_.size(); ++k) {
+    rpc::SaveRequest req;
+    *req.mutable_caller() = links_.caller();
+    req.set_dir(dir);
+    req.set_step(step);
+    req.set_shard(int(k));
+    req.set_num_shards(int(ps_.size()));
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, kCallTimeout);
+    rpc::SaveReply reply;
+    grpc::Status st = ps_[k].stub->Save(&ctx, req, &reply);
+    if (!st.ok()) {
+      lastRecoverable_ = recoverable(st);
+      return rpcError("saving a checkpoint", ps_[k].task, st);
+    }
+  }
+  return Status::ok();
+}
+
+void PsClient::forgetVersions() {
+  for (PsLink &l : ps_) {
+    l.incarnation = -1;
+    l.pushedAt = -1;
+  }
+}
+
+Status PsClient::done(int *workersDone) {
+  if (ps_.empty()) {
+    *workersDone = 0;
+    return Status::ok();
+  }
+  rpc::DoneRequest req;
+  *req.mutable_caller() = links_.caller();
+  grpc::ClientContext ctx;
+  setDeadline(&ctx, kCallTimeout);
+  rpc::DoneReply reply;
+  grpc::Status st = ps_[0].stub->WorkerDone(&ctx, req, &reply);
+  if (!st.ok())
+    return rpcError("reporting this worker done", ps_[0].task, st);
+  *workersDone = reply.workers_done();
+  return Status::ok();
+}
+
+void PsClient::shutdownAll(const std::string &reason) {
+  for (PsLink &l : ps_) {
+    rpc::ShutdownRequest req;
+    *req.mutable_caller() = links_.caller();
+    req.set_reason(reason);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, milliseconds(3000));
+    rpc::ShutdownReply reply;
+    (void)l.stub->Shutdown(&ctx, req, &reply);
+  }
+}
+
+} // namespace dtf::dist

@@ -1,0 +1,135 @@
+// PsClient: a worker's calls to the ps tasks, in the style of ps-lite's
+// KVWorker: Pull, Push and Lookup, each sliced over the ps shards that hold
+// what it names, and the job-level calls (Status, Save, Done, Shutdown).
+#pragma once
+
+#include "runtime/distributed/WorkerLinks.h"
+#include "runtime/exec/VariableStore.h"
+
+#include "plan.pb.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dtf::dist {
+
+/// The ps tasks as one worker (or tower, or stage) talks to them.
+class PsClient {
+public:
+  /// `reads`: the program whose variable reads each pull brings (a stage of
+  /// a model-parallel replica); null: the worker_step.
+  PsClient(const plan::Plan &plan, const plan::Placement &placement,
+           Links &links, const plan::Program *reads);
+
+  Links &links() const { return links_; }
+  std::vector<PsLink> &ps() { return ps_; }
+  const std::vector<PsLink> &ps() const { return ps_; }
+  /// What ps `k` holds (its variables and shards).
+  const std::vector<plan::HeldTensor> &heldBy(size_t k) const {
+    return heldBy_[k];
+  }
+  /// The variables pulls write into.
+  void bind(exec::VariableStore *store) { store_ = store; }
+  /// Per ps: the least version the next pulls take.
+  void setMinVersions(std::vector<int64_t> v) { minVersions_ = std::move(v); }
+
+  /// Waits until every ps accepts a connection.
+  Status connect();
+  /// Asks ps `l` how it is, and checks it runs this task's plan.
+  Status status(PsLink &l, rpc::StatusReply *reply);
+
+  /// Pull: from each ps, the variables the step reads (and, `forEval`, the
+  /// moving averages an evaluation reads), straight into the bound store.
+  /// `sync`: waits on the ps until the update of the version this worker
+  /// last pushed for is applied. *globalStep gets the pulled global step.
+  Status pull(bool forEval, bool sync, int64_t *globalStep);
+
+  /// A step's value for a send's key; null when the step made none.
+  using ValueOf = std::function<const Tensor *(const std::string &)>;
+  /// Push: to each ps at once, its sends, `value(key)` giving each one's
+  /// tensor (a shard's rows of it; a sparse gradient summed per id and cut
+  /// per shard). Each push waits until its ps applied (or took) it.
+  Status push(const ValueOf &value, bool sync);
+
+  /// Lookup: the rows of `ids` of table `variable` into *out, one call per
+  /// shard that holds any of the unique ids, all in flight at once.
+  Status lookup(const std::string &variable, const Tensor &ids, bool create,
+                Tensor *out);
+
+  /// Every ps writes its shard of the checkpoint of `step` into `dir`.
+  Status saveShards(const std::string &dir, int64_t step);
+  /// Tells ps 0 this worker is done; *workersDone: how many are.
+  Status done(int *workersDone);
+  void shutdownAll(const std::string &reason);
+
+  /// What was pulled and pushed before belongs to a state the ps lost.
+  void forgetVersions();
+  /// The global step of the last pull.
+  int64_t lastStep() const {
+    const Tensor *t = store_ ? store_->find("global_step") : nullptr;
+    return t ? t->data<int64_t>()[0] : 0;
+  }
+
+  /// The last pull, push, lookup or save failed because a ps is gone or
+  /// restarted.
+  bool lastRecoverable() const { return lastRecoverable_; }
+  void clearRecoverable() { lastRecoverable_ = false; }
+  /// Whether a lookup failed since the last call (and forgets it).
+  bool takeLookupFailure() {
+    const bool failed = lookupFailed_;
+    lookupFailed_ = false;
+    return failed;
+  }
+  /// Pushes the ps found stale (computed at an older version).
+  int64_t stale() const { return stale_; }
+
+private:
+  // A step's sparse gradient, its rows summed per unique id (ascending).
+  struct SparseSum {
+    std::vector<int64_t> ids;
+    Tensor rows;
+  };
+  using SparseSums = std::map<std::string, SparseSum>;
+  // The tables looked up on the ps: their shards (ps, rows) and row shape.
+  struct Table {
+    std::vector<plan::PlacedShard> shards;
+    int64_t rows = 0;
+    std::vector<int64_t> rowDims;
+    DType dtype = DType::F32;
+    // A dynamic table: shards hold ids by hash (train::dynamicShardOf),
+    // and the ids travel as they are.
+    bool dynamic = false;
+    int64_t parts = 1;
+  };
+  struct PushOutcome {
+    Status status = Status::ok();
+    bool recoverable = false;
+    bool stale = false;
+  };
+
+  void findTables(const plan::Plan &plan, const plan::Placement &placement,
+                  const plan::Program &reads);
+  Status pullFrom(PsLink &l, bool forEval, bool sync);
+  /// sum += more, by id (both ascending): the rows of an id in both are
+  /// added, sum's first.
+  static Status addSparse(SparseSum *sum, const SparseSum &more);
+  Status sumSparse(const plan::Transfer &send, const ValueOf &value,
+                   SparseSum *out) const;
+  Status sumSparseSends(const ValueOf &value, SparseSums *sparse) const;
+  Status pushTo(PsLink &l, const SparseSums &sparse, const ValueOf &value,
+                bool sync, PushOutcome *out);
+
+  Links &links_;
+  std::vector<PsLink> ps_;
+  std::vector<std::vector<plan::HeldTensor>> heldBy_;
+  exec::VariableStore *store_ = nullptr;
+  std::vector<int64_t> minVersions_;
+  std::map<std::string, Table> tables_;
+  bool lastRecoverable_ = false;
+  bool lookupFailed_ = false;
+  int64_t stale_ = 0;
+};
+
+} // namespace dtf::dist

@@ -1,0 +1,216 @@
+// PsUpdate: a ps task's update program, the checks on a push's values, and
+// running the update.
+#include "runtime/distributed/PsUpdate.h"
+
+#include "runtime/distributed/TensorMessage.h"
+#include "runtime/distributed/Wire.h"
+#include "runtime/plan/PlanTypes.h"
+#include "runtime/train/Trainer.h"
+
+#include <cmath>
+#include <set>
+
+namespace dtf::dist::ps {
+
+bool feedsGlobalStep(const plan::Plan &plan, const plan::Program &program,
+                     int32_t value) {
+  std::set<std::string> steps;
+  for (const plan::Variable &v : plan.variables())
+    if (v.role() == "global_step")
+      steps.insert(v.name());
+  std::set<int32_t> stepReads;
+  for (const plan::Op &op : program.ops())
+    if (op.name() == "dtf.read_variable" && op.outputs_size() == 1) {
+      auto name = op.attrs().find("name");
+      if (name != op.attrs().end() && steps.count(name->second.s()))
+        stepReads.insert(op.outputs(0));
+    }
+  for (const plan::Op &op : program.ops())
+    if (op.name() == "dtf.assign_add" && op.inputs_size() == 2 &&
+        stepReads.count(op.inputs(0)) && op.inputs(1) == value)
+      return true;
+  return false;
+}
+
+Status PsUpdate::setUp(const plan::Plan &plan, const plan::Placement &placement,
+                       int index, PsStore &store) {
+  plan::Program program;
+  DTF_RETURN_IF_ERROR(plan::psProgramFor(plan, placement, index, &program));
+  // The updates here run on shards: one reserved row each.
+  for (plan::Op &op : *program.mutable_ops())
+    if (auto it = op.mutable_attrs()->find("dynamic_shards");
+        it != op.mutable_attrs()->end())
+      it->second.set_i(1);
+  if (program.ops_size() == 0)
+    return Status::ok();
+  exec::ExecutorOptions o;
+  o.seed = uint64_t(plan.training().seed());
+  o.programName = name_ + ": ps_update";
+  exec::applySessionOptions(plan, &o);
+  o.device =
+      "/job:ps/replica:0/task:" + std::to_string(index) + "/device:CPU:0";
+  DTF_RETURN_IF_ERROR(exec::Executor::create(
+      program, store.variables(), train::cpuKernelRegistry(), o, &update_));
+  addKeys(plan, program, store);
+  return Status::ok();
+}
+
+// The keys a push carries: one per recv of the update (a sparse one's rows
+// follow its ids), with what the update takes under each.
+void PsUpdate::addKeys(const plan::Plan &plan, const plan::Program &program,
+                       PsStore &store) {
+  auto typeOf = [&](int32_t id) {
+    plan::TensorType type;
+    for (const plan::Value &v : program.values())
+      if (v.id() == id)
+        type = v.type();
+    return type;
+  };
+  for (const plan::Transfer &r : program.recvs()) {
+    keys_.push_back(r.key());
+    // What the update takes under the key: a push must fit it before
+    // anything is allocated for it.
+    expected_.push_back(typeOf(r.value()));
+    stepKey_.push_back(!r.sparse() &&
+                       feedsGlobalStep(plan, program, r.value()));
+    concat_.push_back(r.sparse());
+    idRows_.push_back(r.sparse() ? r.rows() : -1);
+    {
+      const std::string part = r.key().rfind("/part_") != std::string::npos
+                                   ? r.key().substr(r.key().rfind("/part_"))
+                                   : std::string();
+      train::DynamicTable *d = store.dynamicTable(r.variable() + part);
+      dynamicKey_.push_back(r.sparse() ? d : nullptr);
+    }
+    if (r.sparse()) { // its rows follow its ids
+      dynamicKey_.push_back(nullptr);
+      keys_.push_back(r.key() + "#rows");
+      expected_.push_back(typeOf(r.rows_value()));
+      stepKey_.push_back(false);
+      concat_.push_back(true);
+      idRows_.push_back(-1);
+    }
+  }
+}
+
+Status PsUpdate::prepare(const rpc::PushRequest &req,
+                         std::vector<Tensor> *values,
+                         std::vector<PayloadTarget> *targets) const {
+  values->assign(keys_.size(), Tensor());
+  for (const rpc::WireTensor &w : req.values()) {
+    int k = keyIndex(w.name());
+    if (k < 0)
+      return errorStatus(name_, " takes no value under key '",
+                         plan::printable(w.name()), "'");
+    if ((*values)[size_t(k)].defined())
+      return errorStatus(name_, ": a push carries '", plan::printable(w.name()),
+                         "' twice");
+    DType dtype = DType::F32;
+    std::vector<int64_t> dims;
+    if (!declaredType(w, w.size(), &dtype, &dims))
+      return errorStatus(name_, ": pushed value '", plan::printable(w.name()),
+                         "' does not fit its size");
+    const plan::TensorType &want = expected_[size_t(k)];
+    DType wantType = DType::F32;
+    if (want.dtype() != plan::DTYPE_UNSPECIFIED &&
+        (!plan::toDType(want.dtype(), &wantType).isOk() || wantType != dtype ||
+         !plan::shapeFits(plan::dimsOf(want.shape()), dims)))
+      return errorStatus(
+          name_, ": pushed value '", plan::printable(w.name()), "' is ",
+          plan::typeString(dtype, dims), ", but the update takes ",
+          plan::typeString(wantType, plan::dimsOf(want.shape())));
+    (*values)[size_t(k)] = Tensor::allocate(dtype, dims);
+    targets->push_back({(*values)[size_t(k)].rawData(), w.size()});
+  }
+  for (size_t k = 0; k < keys_.size(); ++k)
+    if (!(*values)[k].defined())
+      return errorStatus("a push to ", name_, " lacks '", keys_[k], "'");
+  return Status::ok();
+}
+
+Status PsUpdate::checkValues(const std::vector<Tensor> &values,
+                             const std::string &who, std::string *refusal,
+                             uint64_t *sparseRows) const {
+  for (size_t k = 0; k < values.size() && k < keys_.size(); ++k) {
+    const Tensor &t = values[k];
+    if (idRows_[k] >= 0) {
+      // A sparse gradient: ids inside this shard, one row each.
+      const Tensor &rows = values[k + 1];
+      if (t.dtype() != DType::I64 || t.rank() != 1 || rows.rank() < 1 ||
+          rows.dim(0) != t.dim(0))
+        return errorStatus(name_, ": the sparse gradient '", keys_[k],
+                           "' from ", who, " has ", rows.describe(),
+                           " for ids ", t.describe());
+      const int64_t *id = t.data<int64_t>();
+      if (train::DynamicTable *table = dynamicKey_[k]) {
+        // A dynamic table's ids as they are: each must be of this shard.
+        for (int64_t i = 0; i < t.numElements(); ++i)
+          if (!table->holdsShardOf(id[i]))
+            return errorStatus(name_, ": the sparse gradient '", keys_[k],
+                               "' from ", who, " has id ", id[i],
+                               ", which belongs to another shard");
+        *sparseRows += uint64_t(t.numElements());
+        continue;
+      }
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        if (id[i] < 0 || id[i] >= idRows_[k])
+          return errorStatus(name_, ": the sparse gradient '", keys_[k],
+                             "' from ", who, " has id ", id[i],
+                             ", outside [0, ", idRows_[k], ")");
+      *sparseRows += uint64_t(t.numElements());
+      continue;
+    }
+    bool bad = false;
+    if (t.dtype() == DType::F32) {
+      const float *a = t.data<float>();
+      for (int64_t i = 0; i < t.numElements() && !bad; ++i)
+        bad = !std::isfinite(a[i]);
+    } else if (t.dtype() == DType::F64) {
+      const double *a = t.data<double>();
+      for (int64_t i = 0; i < t.numElements() && !bad; ++i)
+        bad = !std::isfinite(a[i]);
+    } else if (stepKey_[k]) {
+      for (int64_t i = 0; i < t.numElements() && !bad; ++i)
+        bad = (t.dtype() == DType::I64 ? t.data<int64_t>()[i]
+                                       : int64_t(t.data<int32_t>()[i])) != 1;
+      if (bad) {
+        *refusal = "a push from " + who +
+                   " moves the global step by other than 1 under '" + keys_[k] +
+                   "'";
+        return errorStatus(name_, " refused the push of ", who,
+                           ": the global step advances by 1 per update, not "
+                           "by what '",
+                           keys_[k], "' holds (nothing applied)");
+      }
+      continue;
+    }
+    if (bad) {
+      *refusal = "a push from " + who + " holds non-finite values in '" +
+                 keys_[k] + "'";
+      return errorStatus(name_, " refused the push of ", who, ": '", keys_[k],
+                         "' holds non-finite values (NaN or Inf; nothing "
+                         "applied)");
+    }
+  }
+  return Status::ok();
+}
+
+Status PsUpdate::run(std::vector<Tensor> &values, int64_t version) {
+  if (!update_)
+    return Status::ok();
+  // A dynamic table's ids become its rows (the reserved one, which the
+  // update skips, for ids without a row: not admitted, or evicted since
+  // the worker looked them up).
+  for (size_t k = 0; k < keys_.size() && k < dynamicKey_.size(); ++k)
+    if (dynamicKey_[k] && values[k].dtype() == DType::I64)
+      DTF_RETURN_IF_ERROR(dynamicKey_[k]->rows(
+          values[k].data<int64_t>(), values[k].numElements(), false, version,
+          values[k].data<int64_t>()));
+  for (size_t k = 0; k < keys_.size(); ++k) {
+    int feed = update_->findFeed(keys_[k]);
+    DTF_RETURN_IF_ERROR(update_->setFeed(feed, values[k]));
+  }
+  return update_->run(uint64_t(version));
+}
+
+} // namespace dtf::dist::ps

@@ -1,0 +1,50 @@
+// PsRecovery: bringing the ps tasks to a known state: the chief initializes
+// them (from the latest checkpoint, else the plan's initializers) and, after
+// a ps was lost or restarted, sets every ps back to the last checkpoint; the
+// other workers wait until it has.
+#pragma once
+
+#include "runtime/distributed/PsClient.h"
+#include "runtime/train/CheckpointSchedule.h"
+
+#include "plan.pb.h"
+
+namespace dtf::dist {
+
+/// A ps whose share of a checkpoint is at least this large restores it by
+/// reading the checkpoint itself (InitializeRequest.restore) rather than
+/// receiving it from the chief.
+inline constexpr uint64_t kRestoreOnPsBytes = uint64_t(64) << 20;
+
+class PsRecovery {
+public:
+  /// `schedule`: the chief's checkpoint schedule, told which checkpoint the
+  /// ps tasks were restored from.
+  PsRecovery(const plan::Plan &plan, PsClient &client,
+             train::CheckpointSchedule &schedule)
+      : plan_(plan), client_(client), links_(client.links()),
+        schedule_(schedule) {}
+
+  /// The chief: initializes every ps that is not yet (from the latest
+  /// checkpoint in the model dir when there is one). Others: wait for it.
+  Status initializeOrWait(bool chief);
+
+  /// The chief: (re)initializes every ps, from the latest checkpoint of the
+  /// model dir when there is one, else from the plan's initializers. With
+  /// force, also the ones that are initialized (after a ps was lost, all go
+  /// back to the same checkpoint).
+  Status restoreAll(bool force);
+
+  /// After a lost ps (or one that lost its state): waits until every ps
+  /// answers again; the chief then sets them all back to the last
+  /// checkpoint, the others wait until that happened.
+  Status recover(bool chief, const Status &why);
+
+private:
+  const plan::Plan &plan_;
+  PsClient &client_;
+  Links &links_;
+  train::CheckpointSchedule &schedule_;
+};
+
+} // namespace dtf::dist
