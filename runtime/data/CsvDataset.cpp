@@ -122,6 +122,96 @@ std::string parseLabel(std::string_view text, int32_t &out) {
          "' is not a class label (a non-negative integer)";
 }
 
+/// The columns of a file: its header (when it has one), their count, and the
+/// label and feature columns the options pick.
+struct CsvColumns {
+  std::vector<std::string> header;
+  bool haveHeader = false;
+  size_t count = 0;
+  int label = -1;
+  std::vector<size_t> features;
+
+  /// How errors name column `col`: by its header, else by its number.
+  std::string name(size_t col) const {
+    if (haveHeader && !header[col].empty())
+      return "column '" + header[col] + "'";
+    return "column " + std::to_string(col + 1);
+  }
+};
+
+/// The column the header names `wanted`, for the options that choose
+/// columns by name.
+Expected<size_t> columnByName(const CsvColumns &cols, const std::string &wanted,
+                              const std::string &name,
+                              const std::string &where) {
+  if (!cols.haveHeader)
+    return Error(name + ": column '" + wanted +
+                 "' is chosen by name, but the file has no header row; "
+                 "choose columns by index");
+  const std::vector<std::string> &header = cols.header;
+  size_t found = header.size();
+  for (size_t c = 0; c < header.size(); ++c) {
+    if (header[c] != wanted)
+      continue;
+    if (found != header.size())
+      return Error(where + "the header names two columns '" + wanted + "' (" +
+                   std::to_string(found + 1) + " and " + std::to_string(c + 1) +
+                   ")");
+    found = c;
+  }
+  if (found == header.size()) {
+    std::string all;
+    for (const std::string &h : header)
+      all += (all.empty() ? "" : ", ") + h;
+    return Error(where + "no column named '" + wanted + "' in the header (" +
+                 all + ")");
+  }
+  return found;
+}
+
+/// Picks the label and feature columns of `cols` (its count known) by the
+/// options; the error names line `lineNo` of the file `name`.
+std::optional<Error> resolveColumns(const CsvOptions &options,
+                                    const std::string &name, size_t lineNo,
+                                    CsvColumns &cols) {
+  std::string where = name + ":" + std::to_string(lineNo) + ": ";
+  if (!options.labelColumn.empty()) {
+    Expected<size_t> c = columnByName(cols, options.labelColumn, name, where);
+    if (!c)
+      return Error(c.error());
+    cols.label = static_cast<int>(*c);
+  } else {
+    long long idx = options.labelIndex;
+    if (idx < 0)
+      idx += static_cast<long long>(cols.count);
+    if (idx < 0 || idx >= static_cast<long long>(cols.count))
+      return Error(where + "label column index " +
+                   std::to_string(options.labelIndex) + " is outside the " +
+                   std::to_string(cols.count) + " columns");
+    cols.label = static_cast<int>(idx);
+  }
+
+  if (!options.featureColumns.empty()) {
+    for (const std::string &f : options.featureColumns) {
+      Expected<size_t> c = columnByName(cols, f, name, where);
+      if (!c)
+        return Error(c.error());
+      if (static_cast<int>(*c) == cols.label)
+        return Error(where + "column '" + f +
+                     "' is the label; it cannot also be a feature");
+      cols.features.push_back(*c);
+    }
+  } else {
+    for (size_t c = 0; c < cols.count; ++c)
+      if (static_cast<int>(c) != cols.label)
+        cols.features.push_back(c);
+  }
+  if (cols.features.empty())
+    return Error(where + "no feature columns besides the label " +
+                 cols.name(static_cast<size_t>(cols.label)));
+  return std::nullopt;
+}
+
 } // namespace
 
 Expected<InMemoryDataset> parseCsv(const std::string &text,
@@ -131,82 +221,8 @@ Expected<InMemoryDataset> parseCsv(const std::string &text,
   if (rest.substr(0, 3) == "\xEF\xBB\xBF")
     rest.remove_prefix(3);
 
-  std::vector<std::string> header;
-  bool haveHeader = false;
-  size_t numColumns = 0;
   // Resolved once the column count is known (from the header or the first row).
-  int labelCol = -1;
-  std::vector<size_t> featureCols;
-
-  auto columnName = [&](size_t col) {
-    if (haveHeader && !header[col].empty())
-      return "column '" + header[col] + "'";
-    return "column " + std::to_string(col + 1);
-  };
-
-  auto resolveColumns = [&](size_t lineNo) -> std::optional<Error> {
-    std::string where = name + ":" + std::to_string(lineNo) + ": ";
-    auto byName = [&](const std::string &wanted) -> Expected<size_t> {
-      if (!haveHeader)
-        return Error(name + ": column '" + wanted +
-                     "' is chosen by name, but the file has no header row; "
-                     "choose columns by index");
-      size_t found = header.size();
-      for (size_t c = 0; c < header.size(); ++c) {
-        if (header[c] != wanted)
-          continue;
-        if (found != header.size())
-          return Error(where + "the header names two columns '" + wanted +
-                       "' (" + std::to_string(found + 1) + " and " +
-                       std::to_string(c + 1) + ")");
-        found = c;
-      }
-      if (found == header.size()) {
-        std::string all;
-        for (const std::string &h : header)
-          all += (all.empty() ? "" : ", ") + h;
-        return Error(where + "no column named '" + wanted +
-                     "' in the header (" + all + ")");
-      }
-      return found;
-    };
-
-    if (!options.labelColumn.empty()) {
-      Expected<size_t> c = byName(options.labelColumn);
-      if (!c)
-        return Error(c.error());
-      labelCol = static_cast<int>(*c);
-    } else {
-      long long idx = options.labelIndex;
-      if (idx < 0)
-        idx += static_cast<long long>(numColumns);
-      if (idx < 0 || idx >= static_cast<long long>(numColumns))
-        return Error(where + "label column index " +
-                     std::to_string(options.labelIndex) + " is outside the " +
-                     std::to_string(numColumns) + " columns");
-      labelCol = static_cast<int>(idx);
-    }
-
-    if (!options.featureColumns.empty()) {
-      for (const std::string &f : options.featureColumns) {
-        Expected<size_t> c = byName(f);
-        if (!c)
-          return Error(c.error());
-        if (static_cast<int>(*c) == labelCol)
-          return Error(where + "column '" + f +
-                       "' is the label; it cannot also be a feature");
-        featureCols.push_back(*c);
-      }
-    } else {
-      for (size_t c = 0; c < numColumns; ++c)
-        if (static_cast<int>(c) != labelCol)
-          featureCols.push_back(c);
-    }
-    if (featureCols.empty())
-      return Error(where + "no feature columns besides the label " +
-                   columnName(static_cast<size_t>(labelCol)));
-    return std::nullopt;
-  };
+  CsvColumns cols;
 
   std::vector<float> features;
   std::vector<int32_t> labels;
@@ -229,37 +245,38 @@ Expected<InMemoryDataset> parseCsv(const std::string &text,
     if (!fields)
       return Error(where + fields.error());
 
-    if (numColumns == 0) {
-      numColumns = fields->size();
+    if (cols.count == 0) {
+      cols.count = fields->size();
       if (options.hasHeader) {
-        header = std::move(*fields);
-        haveHeader = true;
-        if (std::optional<Error> e = resolveColumns(lineNo))
+        cols.header = std::move(*fields);
+        cols.haveHeader = true;
+        if (std::optional<Error> e =
+                resolveColumns(options, name, lineNo, cols))
           return *e;
         continue;
       }
-      if (std::optional<Error> e = resolveColumns(lineNo))
+      if (std::optional<Error> e = resolveColumns(options, name, lineNo, cols))
         return *e;
     }
 
-    if (fields->size() != numColumns)
+    if (fields->size() != cols.count)
       return Error(
-          where + "expected " + std::to_string(numColumns) + " columns" +
-          (haveHeader ? " as the header has" : " as the first line has") +
+          where + "expected " + std::to_string(cols.count) + " columns" +
+          (cols.haveHeader ? " as the header has" : " as the first line has") +
           ", found " + std::to_string(fields->size()));
 
-    for (size_t c : featureCols) {
+    for (size_t c : cols.features) {
       float value = 0;
       if (std::string why = parseNumber((*fields)[c], value); !why.empty())
-        return Error(where + columnName(c) + ": " + why);
+        return Error(where + cols.name(c) + ": " + why);
       features.push_back(value);
     }
-    size_t lc = static_cast<size_t>(labelCol);
+    size_t lc = static_cast<size_t>(cols.label);
     int32_t label = 0;
     if (std::string why = parseLabel((*fields)[lc], label); !why.empty())
-      return Error(where + columnName(lc) + ": " + why);
+      return Error(where + cols.name(lc) + ": " + why);
     if (options.numClasses && label >= *options.numClasses)
-      return Error(where + columnName(lc) + ": label " + std::to_string(label) +
+      return Error(where + cols.name(lc) + ": label " + std::to_string(label) +
                    " is outside 0.." + std::to_string(*options.numClasses - 1) +
                    " (" + std::to_string(*options.numClasses) + " classes)");
     maxLabel = std::max(maxLabel, label);
@@ -268,11 +285,11 @@ Expected<InMemoryDataset> parseCsv(const std::string &text,
 
   if (labels.empty())
     return Error(name + ": no data rows" +
-                 (haveHeader ? " after the header" : std::string()));
+                 (cols.haveHeader ? " after the header" : std::string()));
   std::optional<int32_t> numClasses = options.numClasses;
   if (!numClasses)
     numClasses = maxLabel + 1;
-  int64_t width = static_cast<int64_t>(featureCols.size());
+  int64_t width = static_cast<int64_t>(cols.features.size());
   return InMemoryDataset::create(std::move(features), std::move(labels),
                                  {width}, numClasses, "csv:" + name);
 }

@@ -440,6 +440,52 @@ Status openSource(const plan::Plan &plan, const plan::DataSource &src,
                      "' (idx, csv, tfrecord or synthetic)");
 }
 
+// Feed i's elements per example (its dims after the batch), and its fixed
+// batch (a number as its first dim) into *fixedBatch, which every feed with
+// one must agree on.
+Status feedExampleElements(const exec::Executor &executor, int i,
+                           const std::string &source, int64_t *fixedBatch,
+                           int64_t *count) {
+  const exec::TensorSlotInfo &info = executor.feedInfo(i);
+  const std::string type = plan::typeString(info.dtype, info.dims);
+  if (info.dims.empty())
+    return errorStatus("input '", info.name, "' of type ", type,
+                       " is a scalar, so it cannot take a batch of ", source);
+  int64_t n = 1;
+  for (size_t d = 1; d < info.dims.size(); ++d) {
+    if (info.dims[d] < 0)
+      return errorStatus("input '", info.name, "' of type ", type,
+                         " has the batch in dimension ", d,
+                         "; dtf-run feeds batches along dimension 0");
+    n *= info.dims[d];
+  }
+  if (info.dims[0] >= 0) {
+    if (*fixedBatch != 0 && *fixedBatch != info.dims[0])
+      return errorStatus("the inputs disagree on the batch size (", *fixedBatch,
+                         " and ", info.dims[0], ")");
+    *fixedBatch = info.dims[0];
+  }
+  *count = n;
+  return Status::ok();
+}
+
+// Every bound feed takes a dtype the data converts to.
+Status checkFeedTypes(const exec::Executor &executor,
+                      const std::vector<FeedBinding> &bindings) {
+  for (const FeedBinding &b : bindings) {
+    DType d = executor.feedInfo(b.feed).dtype;
+    // The data are f32 (pixels / 255, csv numbers); an f64 input gets them
+    // converted exactly. f16 and bf16 inputs have no CPU kernels to feed.
+    if (d != DType::F32 && d != DType::F64 && !isInteger(d) &&
+        !(d == DType::Bool && b.source == FeedBinding::Source::kFeatures))
+      return errorStatus("input '", executor.feedInfo(b.feed).name, "' is ",
+                         dtypeName(d),
+                         "; dtf-run feeds data to f32, f64, i32, i64 and bool "
+                         "inputs");
+  }
+  return Status::ok();
+}
+
 template <typename T>
 void copyColumns(const data::Batch &batch, int64_t elements, int64_t offset,
                  int64_t count, T *out) {
@@ -530,28 +576,8 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
   std::vector<int> feeds = dataFeeds(executor);
 
   // Each feed's elements per example, and its fixed batch if it has one.
-  auto perExample = [&](int i, int64_t *count) -> Status {
-    const exec::TensorSlotInfo &info = executor.feedInfo(i);
-    const std::string type = plan::typeString(info.dtype, info.dims);
-    if (info.dims.empty())
-      return errorStatus("input '", info.name, "' of type ", type,
-                         " is a scalar, so it cannot take a batch of ", source);
-    int64_t n = 1;
-    for (size_t d = 1; d < info.dims.size(); ++d) {
-      if (info.dims[d] < 0)
-        return errorStatus("input '", info.name, "' of type ", type,
-                           " has the batch in dimension ", d,
-                           "; dtf-run feeds batches along dimension 0");
-      n *= info.dims[d];
-    }
-    if (info.dims[0] >= 0) {
-      if (f->fixedBatch_ != 0 && f->fixedBatch_ != info.dims[0])
-        return errorStatus("the inputs disagree on the batch size (",
-                           f->fixedBatch_, " and ", info.dims[0], ")");
-      f->fixedBatch_ = info.dims[0];
-    }
-    *count = n;
-    return Status::ok();
+  auto perExample = [&](int i, int64_t *count) {
+    return feedExampleElements(executor, i, source, &f->fixedBatch_, count);
   };
 
   if (layout.kind == FeedLayout::Kind::kNamed) {
@@ -666,17 +692,7 @@ Status BatchFeeder::bind(exec::Executor &executor, const data::Dataset &dataset,
           {labelFeed, FeedBinding::Source::kLabels, 0, 1, {}});
     }
   }
-  for (const FeedBinding &b : f->bindings_) {
-    DType d = executor.feedInfo(b.feed).dtype;
-    // The data are f32 (pixels / 255, csv numbers); an f64 input gets them
-    // converted exactly. f16 and bf16 inputs have no CPU kernels to feed.
-    if (d != DType::F32 && d != DType::F64 && !isInteger(d) &&
-        !(d == DType::Bool && b.source == FeedBinding::Source::kFeatures))
-      return errorStatus("input '", executor.feedInfo(b.feed).name, "' is ",
-                         dtypeName(d),
-                         "; dtf-run feeds data to f32, f64, i32, i64 and bool "
-                         "inputs");
-  }
+  DTF_RETURN_IF_ERROR(checkFeedTypes(executor, f->bindings_));
   *out = std::move(f);
   return Status::ok();
 }

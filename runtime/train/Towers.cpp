@@ -143,93 +143,103 @@ Status Trainer::setUpTowers(const plan::Plan &plan, const plan::Program &worker,
     towersNote_ += strCat(k ? ", " : "", gpus[k]);
   towersNote_ += strCat("; ", note);
 
-  if (options_.driver) {
-    // A worker pulls its variables to the host every step. With NCCL, one
-    // that every tower keeps on its first GPU goes up once, into tower 0's
-    // copy, and from there to the other towers' (ncclBroadcast) before they
-    // run; any other goes up to every tower that keeps it.
-    for (const std::string &name : variables_.names()) {
-      std::vector<uint64_t> copies;
-      size_t bytes = 0;
-      for (int k = 0; k < towers_; ++k)
-        if (exec::Executor::ResidentBuffer b =
-                towerExecutor(k).residentBuffer(name);
-            b.gpu == gpus[size_t(k)]) {
-          copies.push_back(b.ptr);
-          bytes = b.bytes;
-        }
-      if (allReduce_->usesNccl() && int(copies.size()) == towers_) {
-        train_->uploadEveryRun(name);
-        for (int k = 1; k < towers_; ++k)
-          towerExecutor(k).receiveEveryRun(name);
-        broadcast_.push_back(std::move(copies));
-        broadcastBytes_.push_back(bytes);
-      } else {
-        for (int k = 0; k < towers_; ++k)
-          towerExecutor(k).uploadEveryRun(name);
+  if (options_.driver)
+    shareTowerPulls(gpus);
+  else
+    DTF_RETURN_IF_ERROR(setUpTowerUpdate(plan, gpus, build));
+  return Status::ok();
+}
+
+void Trainer::shareTowerPulls(const std::vector<int> &gpus) {
+  // A worker pulls its variables to the host every step. With NCCL, one
+  // that every tower keeps on its first GPU goes up once, into tower 0's
+  // copy, and from there to the other towers' (ncclBroadcast) before they
+  // run; any other goes up to every tower that keeps it.
+  for (const std::string &name : variables_.names()) {
+    std::vector<uint64_t> copies;
+    size_t bytes = 0;
+    for (int k = 0; k < towers_; ++k)
+      if (exec::Executor::ResidentBuffer b =
+              towerExecutor(k).residentBuffer(name);
+          b.gpu == gpus[size_t(k)]) {
+        copies.push_back(b.ptr);
+        bytes = b.bytes;
       }
-    }
-    if (!broadcast_.empty())
-      towersNote_ +=
-          strCat("; ", broadcast_.size(),
-                 broadcast_.size() == 1 ? " pulled variable goes"
-                                        : " pulled variables go",
-                 " up to GPU ", gpus[0],
-                 " once per step and to the others with ncclBroadcast");
-  } else {
-    // One process: the plan's ps_update, as a single ps would run it, applies
-    // the averaged sends to this process's variables.
-    plan::Placement placement;
-    DTF_RETURN_IF_ERROR(plan::placeVariables(plan, 1, "", &placement));
-    plan::Program update;
-    DTF_RETURN_IF_ERROR(plan::psProgramFor(plan, placement, 0, &update));
-    // With NCCL, the variables that tower 0's first GPU reads live there, and
-    // the update writes them in place (on that GPU, from the sum there) when
-    // every tower keeps them on its first GPU too: NCCL's communicators are on
-    // those GPUs and refuse buffers on others. The other resident variables
-    // are updated on the host and uploaded to the towers each step.
-    if (allReduce_->usesNccl())
-      for (const std::string &name : variables_.names()) {
-        const exec::Executor::ResidentBuffer b = train_->residentBuffer(name);
-        bool shared = b.gpu == gpus[0];
-        for (int k = 1; k < towers_ && shared; ++k)
-          shared = towerExecutor(k).residentBuffer(name).gpu == gpus[size_t(k)];
-        if (shared)
-          updateShared_[name] = {b.gpu, b.ptr};
-        else
-          for (int k = 0; k < towers_; ++k)
-            towerExecutor(k).uploadEveryRun(name);
-      }
-    DTF_RETURN_IF_ERROR(build(update, "ps_update", &update_, 0));
-    for (int i = numMetrics_; i < train_->numFetches(); ++i)
-      if (int feed = update_->findFeed(train_->fetchInfo(i).name); feed >= 0)
-        updateFeeds_.push_back({i, feed});
-    // A variable the towers keep on their GPUs goes from tower 0's to the
-    // others' after each update (ncclBroadcast) when the update ran on
-    // tower 0's GPU, else (an update on the host) up from the host each step.
-    for (const auto &[name, where] : updateShared_) {
-      std::vector<uint64_t> copies;
-      for (int k = 0; k < towers_; ++k)
-        if (exec::Executor::ResidentBuffer b =
-                towerExecutor(k).residentBuffer(name);
-            b.gpu >= 0)
-          copies.push_back(b.ptr);
-      const exec::Executor::ResidentBuffer mine = update_->residentBuffer(name);
-      if (mine.gpu >= 0 && int(copies.size()) == towers_) {
-        broadcast_.push_back(std::move(copies));
-        broadcastBytes_.push_back(mine.bytes);
-        continue;
-      }
+    if (allReduce_->usesNccl() && int(copies.size()) == towers_) {
+      train_->uploadEveryRun(name);
+      for (int k = 1; k < towers_; ++k)
+        towerExecutor(k).receiveEveryRun(name);
+      broadcast_.push_back(std::move(copies));
+      broadcastBytes_.push_back(bytes);
+    } else {
       for (int k = 0; k < towers_; ++k)
         towerExecutor(k).uploadEveryRun(name);
     }
-    if (!broadcast_.empty())
-      towersNote_ +=
-          strCat("; ", broadcast_.size(),
-                 broadcast_.size() == 1 ? " variable stays" : " variables stay",
-                 " on every tower's GPU, updated on GPU ", gpus[0],
-                 " and sent to the others with ncclBroadcast");
   }
+  if (!broadcast_.empty())
+    towersNote_ +=
+        strCat("; ", broadcast_.size(),
+               broadcast_.size() == 1 ? " pulled variable goes"
+                                      : " pulled variables go",
+               " up to GPU ", gpus[0],
+               " once per step and to the others with ncclBroadcast");
+}
+
+Status Trainer::setUpTowerUpdate(const plan::Plan &plan,
+                                 const std::vector<int> &gpus,
+                                 const BuildFn &build) {
+  // One process: the plan's ps_update, as a single ps would run it, applies
+  // the averaged sends to this process's variables.
+  plan::Placement placement;
+  DTF_RETURN_IF_ERROR(plan::placeVariables(plan, 1, "", &placement));
+  plan::Program update;
+  DTF_RETURN_IF_ERROR(plan::psProgramFor(plan, placement, 0, &update));
+  // With NCCL, the variables that tower 0's first GPU reads live there, and
+  // the update writes them in place (on that GPU, from the sum there) when
+  // every tower keeps them on its first GPU too: NCCL's communicators are on
+  // those GPUs and refuse buffers on others. The other resident variables
+  // are updated on the host and uploaded to the towers each step.
+  if (allReduce_->usesNccl())
+    for (const std::string &name : variables_.names()) {
+      const exec::Executor::ResidentBuffer b = train_->residentBuffer(name);
+      bool shared = b.gpu == gpus[0];
+      for (int k = 1; k < towers_ && shared; ++k)
+        shared = towerExecutor(k).residentBuffer(name).gpu == gpus[size_t(k)];
+      if (shared)
+        updateShared_[name] = {b.gpu, b.ptr};
+      else
+        for (int k = 0; k < towers_; ++k)
+          towerExecutor(k).uploadEveryRun(name);
+    }
+  DTF_RETURN_IF_ERROR(build(update, "ps_update", &update_, 0));
+  for (int i = numMetrics_; i < train_->numFetches(); ++i)
+    if (int feed = update_->findFeed(train_->fetchInfo(i).name); feed >= 0)
+      updateFeeds_.push_back({i, feed});
+  // A variable the towers keep on their GPUs goes from tower 0's to the
+  // others' after each update (ncclBroadcast) when the update ran on
+  // tower 0's GPU, else (an update on the host) up from the host each step.
+  for (const auto &[name, where] : updateShared_) {
+    std::vector<uint64_t> copies;
+    for (int k = 0; k < towers_; ++k)
+      if (exec::Executor::ResidentBuffer b =
+              towerExecutor(k).residentBuffer(name);
+          b.gpu >= 0)
+        copies.push_back(b.ptr);
+    const exec::Executor::ResidentBuffer mine = update_->residentBuffer(name);
+    if (mine.gpu >= 0 && int(copies.size()) == towers_) {
+      broadcast_.push_back(std::move(copies));
+      broadcastBytes_.push_back(mine.bytes);
+      continue;
+    }
+    for (int k = 0; k < towers_; ++k)
+      towerExecutor(k).uploadEveryRun(name);
+  }
+  if (!broadcast_.empty())
+    towersNote_ +=
+        strCat("; ", broadcast_.size(),
+               broadcast_.size() == 1 ? " variable stays" : " variables stay",
+               " on every tower's GPU, updated on GPU ", gpus[0],
+               " and sent to the others with ncclBroadcast");
   return Status::ok();
 }
 

@@ -220,19 +220,64 @@ public:
 
 private:
   Trainer() = default;
+  using BuildFn =
+      std::function<Status(const plan::Program &, const std::string &,
+                           std::unique_ptr<exec::Executor> *, int)>;
+  // Set-up (Trainer.cpp): setUp reads the options and calls the others in
+  // this order.
   Status setUp(const plan::Plan &plan, FailureKind *kind);
+  void setUpThreads(const plan::Plan &plan);
+  Status setUpVariables(const plan::Plan &plan, FailureKind *kind);
+  Status openData(const plan::Plan &plan, PlanData *data, FailureKind *kind);
+  // An executor of `program` on this trainer's variables and threads, its
+  // GPU ops `gpuOffset` GPUs further (a tower's).
+  Status buildExecutor(const plan::Plan &plan, const plan::Program &program,
+                       const std::string &name,
+                       std::unique_ptr<exec::Executor> *out, int gpuOffset,
+                       FailureKind *kind);
+  // train_ (the train_step, or the worker_step with its sends as fetches),
+  // its feeder, and the towers.
+  Status setUpTrainProgram(const plan::Plan &plan, const PlanData &data,
+                           const BuildFn &build, FailureKind *kind);
+  // eval_ and its feeder, when there are an eval program and eval data.
+  Status setUpEval(const plan::Plan &plan, PlanData *data, const BuildFn &build,
+                   FailureKind *kind);
+
+  // The loop (TrainLoop.cpp): run() carries a RunState from step to step.
+  struct RunState;
+  // The start-up line, the summaries and the restored checkpoint's note.
+  Status startRun(RunState &r);
+  // The train batches, past those a restored run already used.
+  Status openRunBatches(RunState &r);
+  // The first progress interval (and a worker's line on its program).
+  void startIntervals(RunState &r);
+  // The global step of loop step `step`: the job's with a driver, else
+  // `step`. *finished once the job has reached its step count.
+  Status nextGlobalStep(int64_t step, int64_t *globalStep, bool *finished,
+                        FailureKind *kind);
+  // The progress line at global step `done`; a new interval starts.
+  Status reportProgress(RunState &r, int64_t done);
+  // An evaluation at `step`, printed and written to the summaries.
+  Status reportEval(RunState &r, int64_t step);
+  // The report's final metrics and line, --profile's report, and the
+  // summaries' last interval at `lastStep`.
+  Status finishRun(RunState &r, int64_t lastStep);
   Status feedLearningRate(exec::Executor &e, int64_t step);
   // Downloads the variables (and slots) that live on GPUs into the store:
   // train_'s, and with towers ps_update's.
   Status syncResidentVariables();
-  using BuildFn =
-      std::function<Status(const plan::Program &, const std::string &,
-                           std::unique_ptr<exec::Executor> *, int)>;
   // Towers (Towers.cpp): builds towers 1..N-1 beside train_ (tower 0), their
   // feeders, the all-reduce and, in one process, the update program.
   Status setUpTowers(const plan::Plan &plan, const plan::Program &worker,
                      const data::Dataset &data, const FeedLayout &layout,
                      const BuildFn &build, FailureKind *kind);
+  // A worker's towers: which pulled variables go up to tower 0's GPU and
+  // from there to the others' (ncclBroadcast), and which up to every tower.
+  void shareTowerPulls(const std::vector<int> &gpus);
+  // One process's towers: the update program (the plan's ps_update) that
+  // applies the averaged sends, and which variables stay on the GPUs.
+  Status setUpTowerUpdate(const plan::Plan &plan, const std::vector<int> &gpus,
+                          const BuildFn &build);
   // The float32 sends of `worker` that the towers keep on their GPUs for
   // the all-reduce (none when the sum runs on the host).
   static std::set<std::string> towerDeviceSends(const plan::Program &worker,
@@ -243,7 +288,8 @@ private:
   Status runStep(const data::Batch &batch, int64_t globalStep);
   data::Expected<std::unique_ptr<data::BatchIterator>>
   makeTrainBatches(int64_t *skipBatches);
-  // Checkpoints (options_.modelDir): restore at set-up, save during run().
+  // Checkpoints (options_.modelDir, Checkpoints.cpp): restore at set-up,
+  // save during run().
   Status restoreLatestCheckpoint(FailureKind *kind);
   Status saveCheckpoint(int64_t step, TrainReport *report, FailureKind *kind);
 

@@ -1,0 +1,592 @@
+// The training loop of a Trainer: steps, progress, evaluation, summaries,
+// the final line and the --profile report.
+#include "runtime/summary/RunSummaries.h"
+#include "runtime/train/CheckpointSchedule.h"
+#include "runtime/train/Trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+
+namespace dtf::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+void setKind(FailureKind *kind, FailureKind value) {
+  if (kind)
+    *kind = value;
+}
+
+// --- Summaries: TensorBoard scalars and the training log (--model-dir) ---
+
+// Opens the summaries of a run with a model directory; null without one.
+Status openSummaries(const TrainOptions &options,
+                     const plan::Training &training,
+                     const exec::Executor &train, int numMetrics,
+                     std::unique_ptr<summary::RunSummaries> *out,
+                     FailureKind *kind) {
+  out->reset();
+  if (options.modelDir.empty())
+    return Status::ok();
+  summary::RunSummariesOptions o;
+  o.modelDir = options.modelDir;
+  o.task = options.summaryTask.empty() ? "train" : options.summaryTask;
+  std::vector<std::string> fetches;
+  for (int k = 0; k < numMetrics; ++k)
+    fetches.push_back(train.fetchInfo(k).name);
+  Status s = summary::RunSummaries::open(
+      o, summary::SummaryPolicy::fromPlan(training), fetches, out);
+  if (!s.isOk()) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("--model-dir: ", s.message());
+  }
+  for (const std::string &name : (*out)->missingNames())
+    if (!options.quiet)
+      std::fprintf(stderr,
+                   "dtf-run: warning: the summary value '%s' is not a fetch "
+                   "of the train_step; it is not written\n",
+                   name.c_str());
+  return Status::ok();
+}
+
+// The learning rate the plan's schedule gave the step before global step
+// `done` (a plan that computes it in the graph from global_step follows the
+// same schedule); NaN without an optimizer.
+double summaryLearningRate(const plan::Training &training, int64_t done) {
+  if (!training.has_optimizer() || training.optimizer().kind().empty())
+    return std::nan("");
+  return scheduledLearningRate(training.optimizer().learning_rate(),
+                               std::max<int64_t>(0, done - 1));
+}
+
+// After each step: adds it to the summary interval and writes the scalars
+// when the policy says so, and after the last step.
+Status summarizeStep(summary::RunSummaries &summaries, exec::Executor &train,
+                     int numMetrics, const plan::Training &training,
+                     int64_t done, bool last, double examples, double seconds,
+                     FailureKind *kind) {
+  std::vector<double> values(static_cast<size_t>(numMetrics));
+  for (int k = 0; k < numMetrics; ++k)
+    values[size_t(k)] = meanValue(train.fetch(k));
+  summaries.addStep(values, examples, seconds);
+  if (!last && !summaries.due(done))
+    return Status::ok();
+  Status s = summaries.write(done, summaryLearningRate(training, done));
+  if (!s.isOk())
+    setKind(kind, FailureKind::kData);
+  return s;
+}
+
+// A line of the training log; a write error fails the run, as TensorFlow's
+// does, rather than leaving a silently partial log.
+Status logLine(summary::RunSummaries *summaries, const std::string &line,
+               FailureKind *kind) {
+  if (!summaries)
+    return Status::ok();
+  Status s = summaries->log(line);
+  if (!s.isOk())
+    setKind(kind, FailureKind::kData);
+  return s;
+}
+
+} // namespace
+
+double meanValue(const Tensor &t) {
+  const int64_t n = t.numElements();
+  if (!t.defined() || n == 0)
+    return std::nan("");
+  double sum = 0;
+  switch (t.dtype()) {
+  case DType::F32:
+    for (int64_t i = 0; i < n; ++i)
+      sum += t.data<float>()[i];
+    break;
+  case DType::F64:
+    for (int64_t i = 0; i < n; ++i)
+      sum += t.data<double>()[i];
+    break;
+  case DType::I32:
+    for (int64_t i = 0; i < n; ++i)
+      sum += t.data<int32_t>()[i];
+    break;
+  case DType::I64:
+    for (int64_t i = 0; i < n; ++i)
+      sum += double(t.data<int64_t>()[i]);
+    break;
+  case DType::Bool:
+    for (int64_t i = 0; i < n; ++i)
+      sum += t.data<bool>()[i] ? 1 : 0;
+    break;
+  default:
+    return std::nan("");
+  }
+  return sum / double(n);
+}
+
+std::string profileReport(const std::vector<exec::OpProfile> &ops,
+                          int64_t steps) {
+  double total = 0;
+  std::map<std::string, std::pair<double, int>> byKind;
+  for (const exec::OpProfile &op : ops) {
+    total += op.seconds;
+    auto &k = byKind[op.opName];
+    k.first += op.seconds;
+    ++k.second;
+  }
+  const double perStep = steps > 0 ? 1e3 / double(steps) : 0;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "profile: train_step, %lld steps, %.3f s in %zu ops (%.3f ms "
+                "per step)\n  by op kind:\n",
+                (long long)steps, total, ops.size(), total * perStep);
+  std::string s = buf;
+  std::vector<std::pair<double, std::string>> kinds;
+  for (const auto &[name, t] : byKind)
+    kinds.push_back({t.first, name});
+  std::sort(kinds.rbegin(), kinds.rend());
+  for (const auto &[seconds, name] : kinds) {
+    std::snprintf(buf, sizeof buf, "    %-40s x%-3d %9.3f ms/step %5.1f%%\n",
+                  name.c_str(), byKind[name].second, seconds * perStep,
+                  total > 0 ? 100 * seconds / total : 0.0);
+    s += buf;
+  }
+  std::vector<const exec::OpProfile *> slowest;
+  for (const exec::OpProfile &op : ops)
+    slowest.push_back(&op);
+  std::sort(slowest.begin(), slowest.end(),
+            [](const exec::OpProfile *a, const exec::OpProfile *b) {
+              return a->seconds > b->seconds;
+            });
+  s += "  slowest ops:\n";
+  for (size_t i = 0; i < slowest.size() && i < 10; ++i) {
+    std::snprintf(buf, sizeof buf, "    %9.3f ms/step  %s\n",
+                  slowest[i]->seconds * perStep, slowest[i]->where.c_str());
+    s += buf;
+  }
+  return s;
+}
+
+Status Trainer::feedLearningRate(exec::Executor &e, int64_t step) {
+  int i = e.findFeed(kLearningRateFeed);
+  if (i < 0)
+    return Status::ok();
+  Tensor *t = nullptr;
+  DTF_RETURN_IF_ERROR(e.prepareFeed(i, 1, &t));
+  if (t->numElements() != 1 ||
+      (t->dtype() != DType::F32 && t->dtype() != DType::F64))
+    return errorStatus(
+        "the learning_rate input must be an f32 or f64 scalar, not ",
+        t->describe());
+  const double lr =
+      scheduledLearningRate(training_.optimizer().learning_rate(), step);
+  if (t->dtype() == DType::F64)
+    t->data<double>()[0] = lr;
+  else
+    t->data<float>()[0] = float(lr);
+  return Status::ok();
+}
+
+Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
+                         FailureKind *kind) {
+  setKind(kind, FailureKind::kNone);
+  metrics->clear();
+  if (!eval_)
+    return Status::ok();
+  // The evaluation reads the store: resident variables come down first.
+  DTF_RETURN_IF_ERROR(syncResidentVariables());
+  data::BatchOptions o;
+  o.batchSize =
+      size_t(evalFeeder_->fixedBatch() ? evalFeeder_->fixedBatch() : batch_);
+  o.shuffle = false;
+  o.numEpochs = 1;
+  o.prefetch = 2;
+  o.dropRemainder = evalFeeder_->fixedBatch() != 0;
+  auto it = data::BatchIterator::create(evalData_, o);
+  if (!it) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("eval data: ", it.error());
+  }
+  const int n = eval_->numFetches();
+  std::vector<double> sums(n, 0.0);
+  double examples = 0;
+  while (std::optional<data::Batch> batch = (*it)->next()) {
+    if (options_.stop && options_.stop->load())
+      return errorStatus("interrupted");
+    Status s = evalFeeder_->feed(*batch);
+    if (s.isOk())
+      s = feedLearningRate(*eval_, int64_t(step));
+    if (s.isOk())
+      s = eval_->run(step);
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kRuntime);
+      return errorStatus("eval: ", s.message());
+    }
+    const double w = double(batch->size());
+    for (int k = 0; k < n; ++k)
+      sums[k] += w * meanValue(eval_->fetch(k));
+    examples += w;
+  }
+  if (auto err = (*it)->error()) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("eval data: ", err->message());
+  }
+  for (int k = 0; k < n; ++k)
+    metrics->push_back({eval_->fetchInfo(k).name,
+                        examples > 0 ? sums[k] / examples : std::nan("")});
+  return Status::ok();
+}
+
+data::Expected<std::unique_ptr<data::BatchIterator>>
+Trainer::makeTrainBatches(int64_t *skipBatches) {
+  data::BatchOptions o;
+  o.batchSize = size_t(batch_);
+  o.shuffle = true;
+  o.seed = uint64_t(training_.seed());
+  o.numEpochs = 0; // repeat; the step count ends training
+  o.prefetch = 2;
+  o.dropRemainder = trainFeeder_->fixedBatch() != 0;
+  o.shardCount =
+      trainShardedByFile_ ? 1 : std::max<size_t>(options_.shardCount, 1);
+  o.shardIndex = trainShardedByFile_ ? 0 : options_.shardIndex;
+  // A restored run goes on with the batches an uninterrupted one would have
+  // had: an epoch's order depends only on the seed and its number.
+  *skipBatches = 0;
+  const size_t examples = trainData_->size() / o.shardCount;
+  const int64_t batchesPerEpoch =
+      int64_t(o.dropRemainder ? examples / o.batchSize
+                              : (examples + o.batchSize - 1) / o.batchSize);
+  if (startStep_ > 0 && batchesPerEpoch > 0 && startStep_ < steps_) {
+    o.firstEpoch = uint64_t(startStep_ / batchesPerEpoch);
+    *skipBatches = startStep_ % batchesPerEpoch;
+  }
+  return data::BatchIterator::create(trainData_, o);
+}
+
+Status Trainer::runTowerStep(int64_t *globalStep, int64_t *examples) {
+  if (!towerBatches_) {
+    int64_t skip = 0;
+    auto it = makeTrainBatches(&skip);
+    if (!it)
+      return errorStatus("data: ", it.error());
+    towerBatches_ = std::move(*it);
+  }
+  bool done = false;
+  *globalStep = 0;
+  if (options_.driver)
+    DTF_RETURN_IF_ERROR(options_.driver->beforeStep(globalStep, &done));
+  std::optional<data::Batch> batch = towerBatches_->next();
+  if (!batch) {
+    auto err = towerBatches_->error();
+    return errorStatus("data: ",
+                       err ? err->message() : std::string("no more batches"));
+  }
+  Status s = runStep(*batch, *globalStep);
+  if (!s.isOk())
+    return errorStatus("step ", *globalStep + 1, ": ", s.message());
+  *examples = int64_t(batch->size());
+  return Status::ok();
+}
+
+// What run() carries from step to step: where its lines go, its batches, and
+// the means of the current progress interval. Made once per run: a step adds
+// to these vectors, it allocates nothing.
+struct Trainer::RunState {
+  RunState(const TrainOptions &options, TrainReport *report, FailureKind *kind)
+      : report(report), kind(kind), writer(options.out, options.interactive) {}
+
+  // Adds a step's fetches and examples to the interval.
+  void addStep(const exec::Executor &train, size_t examples) {
+    for (size_t k = 0; k < sums.size(); ++k)
+      sums[k] += meanValue(train.fetch(int(k)));
+    ++intervalSteps;
+    intervalExamples += double(examples);
+    totalExamples += double(examples);
+  }
+  // Counts the time since the clock last started as training time.
+  void stopClock() {
+    const double dt = secondsSince(intervalStart);
+    intervalSeconds += dt;
+    trainSeconds += dt;
+    intervalStart = Clock::now();
+  }
+  // The interval's means, into lastTrain.
+  void takeMeans() {
+    for (size_t k = 0; k < sums.size(); ++k)
+      lastTrain[k].value = sums[k] / double(intervalSteps);
+  }
+
+  TrainReport *report;
+  FailureKind *kind;
+  ProgressWriter writer;
+  std::unique_ptr<summary::RunSummaries> summaries;
+  std::unique_ptr<data::BatchIterator> batches;
+  // The loop's start, and the time in steps (evaluation left out).
+  Clock::time_point start;
+  double trainSeconds = 0;
+  double totalExamples = 0;
+  // The interval since the last progress line: each fetch's sum over its
+  // steps, and the means of the last one that ended.
+  std::vector<double> sums;
+  std::vector<Metric> lastTrain;
+  int64_t intervalSteps = 0;
+  double intervalExamples = 0;
+  double intervalSeconds = 0;
+  Clock::time_point intervalStart;
+};
+
+Status Trainer::startRun(RunState &r) {
+  if (!options_.quiet)
+    r.writer.line(describe());
+  DTF_RETURN_IF_ERROR(openSummaries(options_, training_, *train_, numMetrics_,
+                                    &r.summaries, r.kind));
+  DTF_RETURN_IF_ERROR(logLine(r.summaries.get(), describe(), r.kind));
+  if (!options_.quiet && !checkpointNote_.empty())
+    r.writer.line(checkpointNote_);
+  r.report->restoredStep = restoredStep_;
+  return Status::ok();
+}
+
+Status Trainer::openRunBatches(RunState &r) {
+  int64_t skipBatches = 0;
+  auto it = makeTrainBatches(&skipBatches);
+  if (!it) {
+    setKind(r.kind, FailureKind::kData);
+    return errorStatus("data: ", it.error());
+  }
+  r.batches = std::move(*it);
+  for (int64_t i = 0; i < skipBatches; ++i)
+    if (!r.batches->next()) {
+      setKind(r.kind, FailureKind::kData);
+      auto err = r.batches->error();
+      return errorStatus("data: ",
+                         err ? err->message() : std::string("no more batches"));
+    }
+  return Status::ok();
+}
+
+void Trainer::startIntervals(RunState &r) {
+  r.sums.assign(size_t(numMetrics_), 0.0);
+  for (int k = 0; k < numMetrics_; ++k)
+    r.lastTrain.push_back({train_->fetchInfo(k).name, std::nan("")});
+  if (options_.driver && !options_.quiet)
+    r.writer.line("  program: " +
+                  (options_.workerProgram ? options_.workerProgram->name()
+                                          : std::string("worker_step")) +
+                  " (" + std::to_string(train_->numRunOps()) + " ops), " +
+                  std::to_string(train_->numFetches() - numMetrics_) +
+                  " sends per step");
+  r.intervalStart = Clock::now();
+}
+
+Status Trainer::nextGlobalStep(int64_t step, int64_t *globalStep,
+                               bool *finished, FailureKind *kind) {
+  *finished = false;
+  if (!options_.driver) {
+    if (step >= steps_)
+      *finished = true;
+    else
+      *globalStep = step;
+    return Status::ok();
+  }
+  bool jobDone = false;
+  Status s = options_.driver->beforeStep(globalStep, &jobDone);
+  if (s.isOk() && (jobDone || *globalStep >= steps_)) {
+    *finished = true;
+    return Status::ok();
+  }
+  if (s.isOk())
+    s = options_.driver->startStep(*globalStep);
+  if (!s.isOk())
+    setKind(kind, FailureKind::kRuntime);
+  return s;
+}
+
+Status Trainer::reportProgress(RunState &r, int64_t done) {
+  r.takeMeans();
+  r.report->progress.push_back({done, r.lastTrain});
+  const double rate =
+      r.intervalSeconds > 0 ? r.intervalExamples / r.intervalSeconds : 0;
+  const double eta =
+      r.trainSeconds / double(done - startStep_) * double(steps_ - done);
+  if (!options_.quiet)
+    r.writer.progress(progressLine(done, steps_, r.lastTrain, rate, eta));
+  DTF_RETURN_IF_ERROR(
+      logLine(r.summaries.get(),
+              progressLine(done, steps_, r.lastTrain, rate, eta), r.kind));
+  std::fill(r.sums.begin(), r.sums.end(), 0.0);
+  r.intervalSteps = 0;
+  r.intervalExamples = 0;
+  r.intervalSeconds = 0;
+  return Status::ok();
+}
+
+Status Trainer::reportEval(RunState &r, int64_t step) {
+  std::vector<Metric> metrics;
+  Status s = options_.driver ? options_.driver->beforeEval() : Status::ok();
+  if (s.isOk())
+    s = evaluate(uint64_t(step), &metrics, r.kind);
+  if (!s.isOk()) {
+    if (options_.stop && options_.stop->load()) {
+      setKind(r.kind, FailureKind::kNone);
+      r.report->interrupted = true;
+      return Status::ok();
+    }
+    return s;
+  }
+  r.report->evals.push_back({step, metrics});
+  r.report->finalMetrics = metrics;
+  r.report->finalFromEval = true;
+  if (!options_.quiet)
+    r.writer.line(evalLine(step, metrics));
+  if (r.summaries) {
+    std::vector<summary::Scalar> scalars;
+    for (const Metric &m : metrics)
+      scalars.push_back({m.name, m.value});
+    Status w = r.summaries->writeEval(step, scalars);
+    if (!w.isOk()) {
+      setKind(r.kind, FailureKind::kData);
+      return w;
+    }
+    DTF_RETURN_IF_ERROR(
+        logLine(r.summaries.get(), evalLine(step, metrics), r.kind));
+  }
+  return Status::ok();
+}
+
+Status Trainer::finishRun(RunState &r, int64_t lastStep) {
+  TrainReport *report = r.report;
+  if (!report->finalFromEval || report->interrupted) {
+    report->finalMetrics = r.lastTrain;
+    report->finalFromEval = false;
+  }
+  report->seconds = secondsSince(r.start);
+  report->examplesPerSec =
+      r.trainSeconds > 0 ? r.totalExamples / r.trainSeconds : 0;
+  report->finalLine = finalLine(report->steps, report->finalMetrics,
+                                report->examplesPerSec, report->seconds);
+  if (options_.profile) {
+    std::fflush(options_.out);
+    std::fputs(profileReport(train_->profile(), report->steps).c_str(), stderr);
+  }
+  if (dynamicTables_ && !options_.quiet)
+    std::fprintf(stderr, "dtf-run: dynamic tables: %s\n",
+                 dynamicTables_->describe().c_str());
+  r.writer.line(report->finalLine);
+  if (!r.summaries)
+    return Status::ok();
+  // An interrupted run's last partial interval, then the final line.
+  Status s =
+      r.summaries->write(lastStep, summaryLearningRate(training_, lastStep));
+  if (s.isOk())
+    s = logLine(r.summaries.get(), report->finalLine, r.kind);
+  if (s.isOk())
+    s = r.summaries->close();
+  if (!s.isOk())
+    setKind(r.kind, FailureKind::kData);
+  return s;
+}
+
+Status Trainer::run(TrainReport *report, FailureKind *kind) {
+  setKind(kind, FailureKind::kNone);
+  *report = TrainReport();
+  RunState r(options_, report, kind);
+  DTF_RETURN_IF_ERROR(startRun(r));
+  CheckpointSchedule checkpoints(
+      training_, !options_.modelDir.empty() && !options_.driver, startStep_);
+  r.start = Clock::now();
+  DTF_RETURN_IF_ERROR(openRunBatches(r));
+  startIntervals(r);
+
+  int64_t step = startStep_;
+  // With a driver the job's global step (from the ps) counts, not this
+  // process's steps: several workers advance it.
+  int64_t globalStep = startStep_;
+  for (;; ++step) {
+    if (options_.stop && options_.stop->load()) {
+      report->interrupted = true;
+      break;
+    }
+    bool finished = false;
+    DTF_RETURN_IF_ERROR(nextGlobalStep(step, &globalStep, &finished, kind));
+    if (finished)
+      break;
+    const Clock::time_point stepStart = Clock::now();
+    std::optional<data::Batch> batch = r.batches->next();
+    if (!batch) {
+      setKind(kind, FailureKind::kData);
+      auto err = r.batches->error();
+      return errorStatus("data: ",
+                         err ? err->message() : std::string("no more batches"));
+    }
+    Status s = runStep(*batch, globalStep);
+    if (!s.isOk() && options_.driver && options_.driver->dropStep(s))
+      continue;
+    if (!s.isOk()) {
+      setKind(kind, FailureKind::kRuntime);
+      return errorStatus("step ", globalStep + 1, ": ", s.message());
+    }
+    if (dynamicTables_)
+      dynamicTables_->sweep(globalStep + 1);
+    if (options_.driver) {
+      s = options_.driver->afterStep(*train_, numMetrics_);
+      if (!s.isOk()) {
+        setKind(kind, FailureKind::kRuntime);
+        return s;
+      }
+    }
+    r.addStep(*train_, batch->size());
+
+    const int64_t done = globalStep + 1;
+    if (r.summaries)
+      DTF_RETURN_IF_ERROR(summarizeStep(
+          *r.summaries, *train_, numMetrics_, training_, done, done == steps_,
+          double(batch->size()), secondsSince(stepStart), kind));
+    const bool logNow = options_.driver
+                            ? (step + 1) % logEvery_ == 0
+                            : done % logEvery_ == 0 || done == steps_;
+    const bool evalNow =
+        eval_ && evalEvery_ > 0 && done % evalEvery_ == 0 && done != steps_;
+    const bool saveNow = checkpoints.due(done) && done != steps_;
+    if (logNow || evalNow || saveNow)
+      r.stopClock();
+    if (logNow)
+      DTF_RETURN_IF_ERROR(reportProgress(r, done));
+    if (saveNow) {
+      DTF_RETURN_IF_ERROR(saveCheckpoint(done, report, kind));
+      checkpoints.saved(done);
+      r.intervalStart = Clock::now();
+    }
+    if (evalNow) {
+      DTF_RETURN_IF_ERROR(reportEval(r, done));
+      if (report->interrupted) {
+        ++step;
+        break;
+      }
+      r.intervalStart = Clock::now();
+    }
+  }
+  if (r.intervalSteps > 0) {
+    // Interrupted between reports: the partial interval's means.
+    r.trainSeconds += secondsSince(r.intervalStart);
+    r.takeMeans();
+  }
+  report->steps = step;
+  // The store holds the trained values at the end (resident variables).
+  DTF_RETURN_IF_ERROR(syncResidentVariables());
+  // The end of training and Ctrl-C save too (unless this step is saved).
+  if (checkpoints.unsaved(step)) {
+    DTF_RETURN_IF_ERROR(saveCheckpoint(step, report, kind));
+    checkpoints.saved(step);
+  }
+  if (eval_ && !report->interrupted)
+    DTF_RETURN_IF_ERROR(reportEval(r, options_.driver ? globalStep : step));
+  return finishRun(r, options_.driver ? globalStep : step);
+}
+
+} // namespace dtf::train
