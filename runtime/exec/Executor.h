@@ -19,14 +19,16 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace dtf {
 class ThreadPool;
-namespace gpu {
-class GpuDevice;
-class GpuSegment;
-} // namespace gpu
+namespace device {
+class Device;
+class Event;
+class Graph;
+} // namespace device
 } // namespace dtf
 
 namespace dtf::exec {
@@ -247,7 +249,7 @@ public:
   /// The next run's work on GPU `gpu` waits for `event` (recorded on
   /// another stream, e.g. the towers' all-reduce); nothing to do for a GPU
   /// this executor does not use or a null event.
-  Status waitOnGpu(int gpu, gpu::cuda::CUevent event);
+  Status waitOnGpu(int gpu, const device::Event *event);
 
   /// The ops that run each step (kernel ops and dtf.assign_add; inputs,
   /// constants and variable reads cost nothing at run time).
@@ -262,7 +264,7 @@ public:
   /// machine has the GPU and a GPU kernel for them).
   int numGpuOps() const;
   /// The runs of consecutive GPU ops on one device that run as one unit
-  /// (one CUDA graph each once captured; runtime/gpu/GpuStep.h).
+  /// (one device::Graph each: a CUDA graph once captured).
   int numGpuSegments() const { return int(segments_.size()); }
 
   /// Variables that live on a GPU between steps: each one whose every
@@ -296,29 +298,56 @@ private:
   };
 
   struct Schedule;
+  struct Loading;
 
   Executor();
+  // Loading (ProgramLoader.cpp): values, feeds, one node per op, fetches.
   Status build(const plan::Program &program, VariableStore &variables,
                const KernelRegistry &kernels);
+  void loadValues(Loading &l);
+  Status loadFeeds(Loading &l);
+  Status loadOp(Loading &l, int i);
+  Status loadReadVariable(Loading &l, int i);
+  Status loadAssignAdd(Loading &l, int i, Node &node);
+  Status loadSendRecv(Loading &l, int i, Node &node);
+  Status loadRowsOp(Loading &l, int i, Node &node);
+  Status loadKernelOp(Loading &l, int i, Node &node);
+  Status opError(const Loading &l, int i, const std::string &message) const;
+  Status kernelAttrs(const plan::Op &op, const Node &node,
+                     AttrMap *attrs) const;
+  // Placement (Placement.cpp): which ops run on which GPU.
   Status place(const plan::Program &program);
+  struct PlacementLog;
+  Status placeOp(const plan::Program &program, int i, PlacementLog &log);
+  void logPlacement(const plan::Program &program, const PlacementLog &log);
+  int residentUpdateGpu(const plan::Program &program, int i);
   bool gpuAvailable(int index, std::string *why);
   std::string fusedGpuCodeMissing(const plan::Op &op) const;
   int residentGpuOf(const plan::Program &program, int i) const;
-  Status uploadResident(bool everyOne);
   std::string placedDevice(const plan::Op &op) const;
-  Status kernelAttrs(const plan::Op &op, const Node &node,
-                     AttrMap *attrs) const;
+  // Devices (DeviceWiring.cpp): GPU nodes, their graphs and their inputs.
   Status buildGpuNode(const plan::Op &op, int index, Node *node);
   void wireGpuNodes();
+  void
+  addGpuInputs(const std::unordered_map<int, std::pair<int, int>> &producer,
+               std::set<int> &readOnHost);
+  void logGpuSegments(const std::set<int> &readOnHost) const;
+  // Resident variables (ResidentVariables.cpp).
+  Status allocateResident();
+  Status uploadResident(bool everyOne);
+  // Scheduling (Scheduler.cpp).
   void planSchedule();
+  Status runConcurrently(uint64_t step);
+  void participate(Schedule &s);
+  // Running a step (StepRunner.cpp).
+  Status finishGpuStep();
   Status runNode(Node &node, uint64_t step);
+  Status runGpuSegment(Node &node, uint64_t step);
   Status timedRunNode(Node &node, uint64_t step);
   Status checkOutputs(const Node &node) const;
   // Records whether node n's outputs share an input's buffer; true when it
   // does though the schedule did not expect it.
   bool noteAliasing(int n);
-  Status runConcurrently(uint64_t step);
-  void participate(Schedule &s);
 
   ExecutorOptions options_;
   // Per dense value index: where the value lives, and its declared type.
@@ -339,13 +368,13 @@ private:
   Status keepDeviceFetches(int gpu);
   std::deque<Tensor> constants_; // stable addresses
   // The GPUs this program's ops run on (before nodes_: their ops use them).
-  std::map<int, std::unique_ptr<gpu::GpuDevice>> gpus_;
+  std::map<int, std::unique_ptr<device::Device>> gpus_;
   std::vector<int> opGpu_; // per program op: its GPU, or -1
   bool hasGpu_ = false;
   std::vector<Node> nodes_;
   // The GPU segments and, per segment, its nodes in program order (after
   // nodes_: they point at its GPU ops).
-  std::vector<std::unique_ptr<gpu::GpuSegment>> segments_;
+  std::vector<std::unique_ptr<device::Graph>> segments_;
   std::vector<std::vector<int>> segmentNodes_;
   // Nodes whose outputs alias an input, let go at the start of each step.
   std::vector<int> releaseBeforeRun_;
@@ -366,7 +395,7 @@ private:
   struct Resident {
     Tensor *host = nullptr;
     int gpu = -1;
-    gpu::cuda::CUdeviceptr ptr = 0;
+    uint64_t ptr = 0; // its device address
     size_t bytes = 0;
     Tensor view;           // the device copy, as GPU ops read it
     bool constant = false; // a dtf.constant: uploaded, never downloaded

@@ -49,11 +49,11 @@ Status infoOf(const plan::Kernel &kernel, GeneratedKernelInfo *out) {
 
 std::shared_ptr<const PlanKernels> load(const plan::Plan &plan) {
   auto result = std::make_shared<PlanKernels>();
-  auto module = std::make_shared<gpu::GpuModuleCode>();
+  auto module = std::make_shared<device::ModuleCode>();
   module->ptx = plan.gpu_ptx();
   module->cubins.insert(plan.gpu_cubins().begin(), plan.gpu_cubins().end());
   for (const plan::Kernel &k : plan.kernels()) {
-    gpu::GpuKernelCode &code = result->gpu.emplace_back();
+    device::KernelCode &code = result->gpu.emplace_back();
     code.name = k.name();
     code.block = k.block();
     code.blockY = std::max(1, k.block_y());

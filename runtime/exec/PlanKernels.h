@@ -2,13 +2,14 @@
 // process, or the reason dtf-run runs their regions op by op instead.
 #pragma once
 
-#include "runtime/gpu/GpuDevice.h"
+#include "runtime/device/KernelCode.h"
 #include "runtime/kernels/GeneratedKernels.h"
 
 #include "plan.pb.h"
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dtf::exec {
 
@@ -20,8 +21,8 @@ struct PlanKernels {
   /// Why `loaded` is null ("" when it is not).
   std::string fallbackReason;
   /// Per kernel, its GPU code (block 0 when the plan has none), for the
-  /// dtf.fused ops placed on a GPU (runtime/gpu).
-  std::vector<gpu::GpuKernelCode> gpu;
+  /// dtf.fused ops placed on a GPU (runtime/device).
+  std::vector<device::KernelCode> gpu;
 };
 
 /// The kernels of `plan` (null when it has none). Loads its cpu_object the

@@ -88,8 +88,8 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
   for (int g : gpus) {
     std::unique_ptr<GpuDevice> d;
     DTF_RETURN_IF_ERROR(GpuDevice::create(*driver, g, &d));
-    a->finished_.push_back(nullptr);
-    DTF_RETURN_IF_ERROR(d->createEvent(&a->finished_.back()));
+    a->finished_.emplace_back();
+    DTF_RETURN_IF_ERROR(d->createEvent(&a->finished_.back().event));
     a->devices_.push_back(std::move(d));
   }
   a->comms_.assign(gpus.size(), nullptr);
@@ -117,8 +117,8 @@ TowerAllReduce::~TowerAllReduce() {
     devices_[k]->release(device_[k]);
     if (pinned_[k])
       driver_->cuMemFreeHost(pinned_[k]);
-    if (k < finished_.size() && finished_[k])
-      driver_->cuEventDestroy(finished_[k]);
+    if (k < finished_.size() && finished_[k].event)
+      driver_->cuEventDestroy(finished_[k].event);
   }
 }
 
@@ -126,8 +126,8 @@ Status TowerAllReduce::recordFinished() {
   for (size_t k = 0; k < devices_.size(); ++k) {
     DTF_RETURN_IF_ERROR(devices_[k]->makeCurrent());
     DTF_RETURN_IF_ERROR(devices_[k]->check(
-        "cuEventRecord",
-        driver_->cuEventRecord(finished_[k], devices_[k]->stream())));
+        "cuEventRecord", driver_->cuEventRecord(finished_[k].event,
+                                                devices_[k]->computeStream())));
   }
   recorded_ = true;
   return Status::ok();
@@ -138,7 +138,7 @@ Status TowerAllReduce::pinnedFree(size_t k) {
     return Status::ok();
   pinnedPending_[k] = false;
   return devices_[k]->check("cuEventSynchronize",
-                            driver_->cuEventSynchronize(finished_[k]));
+                            driver_->cuEventSynchronize(finished_[k].event));
 }
 
 Status TowerAllReduce::reduceOnHost(
@@ -231,8 +231,9 @@ TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
           p[j] = weights[k] * v[j];
         DTF_RETURN_IF_ERROR(d.check(
             "cuMemcpyHtoDAsync",
-            driver_->cuMemcpyHtoDAsync(
-                dst, p, size_t(elements_[i]) * sizeof(float), d.stream())));
+            driver_->cuMemcpyHtoDAsync(dst, p,
+                                       size_t(elements_[i]) * sizeof(float),
+                                       d.computeStream())));
       }
     }
     DTF_RETURN_IF_ERROR(check("ncclGroupStart", driver_->ncclGroupStart()));
@@ -241,7 +242,8 @@ TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
       const CUdeviceptr at = device_[k].ptr + offset_[b.first] * sizeof(float);
       const int r = driver_->ncclAllReduce(
           reinterpret_cast<const void *>(at), reinterpret_cast<void *>(at),
-          b.elements, ncclFloat32, ncclSum, comms_[k], devices_[k]->stream());
+          b.elements, ncclFloat32, ncclSum, comms_[k],
+          devices_[k]->computeStream());
       if (r != ncclSuccess) {
         (void)driver_->ncclGroupEnd();
         return check("ncclAllReduce", r);
@@ -272,7 +274,7 @@ TowerAllReduce::reduce(const std::vector<std::vector<const Tensor *>> &values,
         "cuMemcpyDtoHAsync", driver_->cuMemcpyDtoHAsync(
                                  static_cast<float *>(pinned_[0]) + offset_[i],
                                  device_[0].ptr + offset_[i] * sizeof(float),
-                                 bytes, first.stream())));
+                                 bytes, first.computeStream())));
     anyDown = true;
     i = end;
   }
@@ -311,7 +313,8 @@ TowerAllReduce::broadcast(const std::vector<std::vector<uint64_t>> &buffers,
               ? driver_->ncclBroadcast(
                     reinterpret_cast<const void *>(uintptr_t(buffers[j][0])),
                     reinterpret_cast<void *>(uintptr_t(buffers[j][k])),
-                    bytes[j], ncclUint8, 0, comms_[k], devices_[k]->stream())
+                    bytes[j], ncclUint8, 0, comms_[k],
+                    devices_[k]->computeStream())
               : ncclInvalidUsage;
       if (r != ncclSuccess) {
         (void)driver_->ncclGroupEnd();

@@ -68,8 +68,9 @@ public:
   /// for its work on the host unless a sum comes down: a stream that reads
   /// the sums, or writes what they read (tower k's next gradients, the
   /// update of tower 0's variables), waits for this event first.
-  cuda::CUevent finished(size_t k) const {
-    return k < finished_.size() && recorded_ ? finished_[k] : nullptr;
+  /// (A device::Event: the executor's waitOnGpu takes it.)
+  const GpuEvent *finished(size_t k) const {
+    return k < finished_.size() && recorded_ ? &finished_[k] : nullptr;
   }
   /// Tower k's GPU.
   int gpu(size_t k) const { return devices_[k]->index(); }
@@ -102,7 +103,7 @@ private:
   std::vector<DeviceBuffer> device_; // per tower: every bucket
   std::vector<void *> pinned_;       // per tower
   std::vector<size_t> pinnedCapacity_;
-  std::vector<cuda::CUevent> finished_; // per tower
+  std::vector<GpuEvent> finished_; // per tower
   bool recorded_ = false;
   std::vector<bool> pinnedPending_; // per tower: copies from pinned_ queued
 };

@@ -2,7 +2,9 @@
 // backward-data and backward-filter and pooling forward and backward on
 // cuDNN. Tensors are NHWC and filters HWIO as on the CPU; cuDNN takes the
 // filter as KRSC, so it is transposed on the device with cublasSgeam.
+#include "runtime/gpu/GpuKernels.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/gpu/GpuFusedContext.h"
 #include "runtime/kernels/cpu/OneDnn.h"
 
 #include <limits>
@@ -123,7 +125,7 @@ Status matmulKernel(KernelContext &base) {
   if (k == 0)
     return dev.check("cuMemsetD8Async",
                      dev.driver().cuMemsetD8Async(
-                         dptr(*out), 0, out->byteSize(), dev.stream()));
+                         dptr(*out), 0, out->byteSize(), dev.computeStream()));
   const float one = 1, zero = 0;
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   const int opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -663,8 +665,8 @@ Status fusedKernel(KernelContext &base) {
   DTF_RETURN_IF_ERROR(dev.check(
       strCat("cuLaunchKernel(", info.name, ")").c_str(),
       dev.driver().cuLaunchKernel(fn, unsigned(grid), 1, 1, unsigned(block),
-                                  unsigned(blockY), 1, 0, dev.stream(), nullptr,
-                                  extra)));
+                                  unsigned(blockY), 1, 0, dev.computeStream(),
+                                  nullptr, extra)));
   ctx->setRowIndexCheck(checksLabels, launch.reduced);
   return Status::ok();
 }

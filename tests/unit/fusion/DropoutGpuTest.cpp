@@ -9,6 +9,9 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/PlanKernels.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/gpu/GpuFusedContext.h"
+#include "runtime/gpu/GpuKernels.h"
+#include "runtime/gpu/GpuOp.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/plan/FusedKernels.h"
@@ -70,7 +73,7 @@ TEST(DropoutKernelOnTheEmulatedGpu, EveryReplayOfItsGraphDrawsItsOwnStepsMask) {
       CUdeviceptr buffer = 0;
       ASSERT_EQ(driver->cuMemAlloc(&buffer, x.byteSize()), 0);
       ASSERT_EQ(driver->cuMemcpyHtoDAsync(buffer, x.rawData(), x.byteSize(),
-                                          device->stream()),
+                                          device->computeStream()),
                 0);
       ASSERT_TRUE(device->synchronize().isOk());
       dtf::Tensor view = dtf::Tensor::view(x.dtype(), x.shape(),

@@ -7,6 +7,8 @@
 // kernel's message and clears; a good batch leaves it clear.
 #include "runtime/exec/PlanKernels.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/gpu/GpuFusedContext.h"
+#include "runtime/gpu/GpuKernels.h"
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "tests/unit/fusion/EmulatedGpuPlan.h"
@@ -84,7 +86,7 @@ TEST(RowKernelOnTheEmulatedGpu, ReportsABadLabelFromEveryReplayOfItsGraph) {
       for (size_t i = 0; i < host.size(); ++i)
         ASSERT_EQ(driver->cuMemcpyHtoDAsync(buffers[i], host[i].rawData(),
                                             host[i].byteSize(),
-                                            device->stream()),
+                                            device->computeStream()),
                   0);
       ASSERT_TRUE(device->synchronize().isOk());
     };
@@ -112,7 +114,7 @@ TEST(RowKernelOnTheEmulatedGpu, ReportsABadLabelFromEveryReplayOfItsGraph) {
     s = device->capture(enqueue, &exec);
     ASSERT_TRUE(s.isOk()) << s.message();
     auto replay = [&] {
-      ASSERT_EQ(driver->cuGraphLaunch(exec, device->stream()), 0);
+      ASSERT_EQ(driver->cuGraphLaunch(exec, device->computeStream()), 0);
       ASSERT_TRUE(device->synchronize().isOk());
     };
     struct Case {

@@ -6,6 +6,8 @@
 // parameter table and runs the kernel's CPU twin on the device buffers.
 #include "runtime/exec/PlanKernels.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/gpu/GpuFusedContext.h"
+#include "runtime/gpu/GpuKernels.h"
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/plan/FusedKernels.h"
 #include "runtime/plan/PlanReader.h"
@@ -74,8 +76,9 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
     const size_t bytes = size_t(t.numElements()) * dtf::dtypeSize(dtype);
     dtf::gpu::cuda::CUdeviceptr p = 0;
     ASSERT_EQ(driver->cuMemAlloc(&p, bytes), 0);
-    ASSERT_EQ(
-        driver->cuMemcpyHtoDAsync(p, t.rawData(), bytes, device->stream()), 0);
+    ASSERT_EQ(driver->cuMemcpyHtoDAsync(p, t.rawData(), bytes,
+                                        device->computeStream()),
+              0);
     buffers.push_back(p);
     views.push_back(
         dtf::Tensor::view(dtype, t.shape(), reinterpret_cast<void *>(p)));
@@ -118,7 +121,7 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
         dtf::Tensor::allocate(host[size_t(i)].dtype(), host[size_t(i)].shape());
     const size_t bytes = size_t(got.numElements()) * sizeof(float);
     ASSERT_EQ(driver->cuMemcpyDtoHAsync(got.rawData(), buffers[size_t(i)],
-                                        bytes, device->stream()),
+                                        bytes, device->computeStream()),
               0);
     ASSERT_TRUE(device->synchronize().isOk());
     EXPECT_NE(std::memcmp(got.rawData(), host[size_t(i)].rawData(), bytes), 0)

@@ -185,7 +185,8 @@ TEST(TowerAllReduce, PacksDeviceGradientsOnTheGpusAndBroadcasts) {
   EXPECT_EQ(statsCounter(*d, kBroadcasts) - broadcastsBefore, 0u);
   // A reader on another stream waits for finished(k) by an event.
   ASSERT_NE(a->finished(1), nullptr);
-  ASSERT_EQ(d->cuStreamWaitEvent(streams[1], a->finished(1), 0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamWaitEvent(streams[1], a->finished(1)->event, 0),
+            CUDA_SUCCESS);
   std::vector<float> got(static_cast<size_t>(n[0]));
   ASSERT_EQ(d->cuMemcpyDtoHAsync(got.data(), ptrs[1][0],
                                  got.size() * sizeof(float), streams[1]),

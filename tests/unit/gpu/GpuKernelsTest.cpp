@@ -2,7 +2,10 @@
 // the CPU kernels' results: matmul (transposed, batched), conv2d and its two
 // gradients, pooling and its gradients, reshape; GpuOp captures its second
 // step as a CUDA graph and replays it; the arena.
+#include "runtime/gpu/GpuKernels.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/gpu/GpuKernelContext.h"
+#include "runtime/gpu/GpuOp.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "tests/unit/gpu/EmulatedGpu.h"
 

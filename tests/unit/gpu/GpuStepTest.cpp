@@ -4,7 +4,10 @@
 // cuGraphLaunch per step; a new input shape runs it eagerly and captures it
 // again; the results stay the CPU kernels'. The uploads go on the device's
 // copy stream, ordered before their readers by events.
-#include "runtime/gpu/GpuStep.h"
+#include "runtime/gpu/GpuKernelContext.h"
+#include "runtime/gpu/GpuKernels.h"
+#include "runtime/gpu/GpuOp.h"
+#include "runtime/gpu/GpuSegment.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "tests/unit/gpu/EmulatedGpu.h"
 
@@ -144,7 +147,7 @@ TEST(GpuSegment, UploadsAndCopiesDownGoOnTheCopyStreamOrderedByEvents) {
   Emulated e;
   ASSERT_TRUE(e.device);
   GpuDevice *dev = e.device.get();
-  EXPECT_NE(dev->copyStream(), dev->stream());
+  EXPECT_NE(dev->copyStream(), dev->computeStream());
   TwoMatmuls m(dev);
   Tensor &w = m.w;
   GpuSegment &segment = *m.segment;

@@ -3,20 +3,23 @@
 // device's copy stream, their kernels go on its compute stream in program
 // order (each upload's first reader waits for it by an event; copies down go
 // back on the copy stream after their op's event), and after the first
-// steps it is captured as one CUDA graph and replayed with one cuGraphLaunch.
+// steps it is captured as one CUDA graph and replayed with one cuGraphLaunch;
+// the CUDA device::Graph.
 #pragma once
 
+#include "runtime/device/Graph.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/gpu/GpuOp.h"
 
 #include <memory>
 #include <vector>
 
 namespace dtf::gpu {
 
-class GpuSegment {
+class GpuSegment : public device::Graph {
 public:
   explicit GpuSegment(GpuDevice &device);
-  ~GpuSegment();
+  ~GpuSegment() override;
   GpuSegment(const GpuSegment &) = delete;
   GpuSegment &operator=(const GpuSegment &) = delete;
 
@@ -24,19 +27,21 @@ public:
   /// `host` (a fed batch, a variable, a CPU op's result): copied up once per
   /// step, however many of the segment's ops read it. The view lives as long
   /// as the segment.
-  const Tensor *upload(const Tensor *host);
-  /// Appends an op (program order). Its inputs are device views: outputs of
-  /// GPU ops on this device or upload() views.
-  void add(GpuOp *op) { ops_.push_back(op); }
+  const Tensor *upload(const Tensor *host) override;
+  /// Appends an op (program order), a GpuOp of this device. Its inputs are
+  /// device views: outputs of GPU ops on this device or upload() views.
+  void add(device::DeviceOp *op) override {
+    ops_.push_back(static_cast<GpuOp *>(op));
+  }
 
   /// Runs every op of the segment: eagerly while shapes or buffers change,
   /// then captured once as one graph and replayed. On failure, failedOp()
   /// is the index of the op that failed (-1: the segment's own work).
-  Status run(uint64_t step, uint64_t seed);
-  int failedOp() const { return failed_; }
+  Status run(uint64_t step, uint64_t seed) override;
+  int failedOp() const override { return failed_; }
 
   int numOps() const { return int(ops_.size()); }
-  int numUploads() const { return int(uploads_.size()); }
+  int numUploads() const override { return int(uploads_.size()); }
   /// cuGraphLaunch calls so far.
   uint64_t graphLaunches() const { return graph_.launches(); }
 

@@ -1,5 +1,5 @@
 // GpuSegment: consecutive GPU ops of a program as one CUDA graph.
-#include "runtime/gpu/GpuStep.h"
+#include "runtime/gpu/GpuSegment.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -9,8 +9,7 @@ namespace dtf::gpu {
 
 using namespace cuda;
 
-GpuSegment::GpuSegment(GpuDevice &device)
-    : device_(device), graph_(device) {}
+GpuSegment::GpuSegment(GpuDevice &device) : device_(device), graph_(device) {}
 
 GpuSegment::~GpuSegment() {
   (void)device_.makeCurrent();
@@ -99,7 +98,7 @@ Status GpuSegment::bindOps(uint64_t step, uint64_t seed,
 // be made by the op before it).
 Status GpuSegment::enqueue(uint64_t step, uint64_t seed) {
   CudaDriver &d = device_.driver();
-  const CUstream compute = device_.stream(), copy = device_.copyStream();
+  const CUstream compute = device_.computeStream(), copy = device_.copyStream();
   DTF_RETURN_IF_ERROR(device_.order(fork_, compute, copy));
   for (auto &u : uploads_) {
     if (u->host->byteSize() > 0)

@@ -1,0 +1,39 @@
+// The device interface that the executor runs ops through, in the style of
+// IREE's HAL: a device, its allocator, its stream, the ops placed on it and
+// the graphs they run in. CUDA implements it (runtime/gpu), and so does the
+// host (runtime/device/cpu).
+#pragma once
+
+#include "schema/Status.h"
+#include "runtime/device/Allocator.h"
+#include "runtime/device/DeviceOp.h"
+#include "runtime/device/Graph.h"
+#include "runtime/device/Stream.h"
+
+#include <memory>
+#include <string>
+
+namespace dtf::device {
+
+/// "/job:localhost/replica:0/task:0/device:GPU:N", as log_device_placement
+/// and messages name GPU `index`.
+std::string gpuDeviceName(int index);
+
+class Device {
+public:
+  virtual ~Device() = default;
+  /// Its number among the devices of its kind (GPU:N).
+  virtual int index() const = 0;
+  /// Its full name ("/job:localhost/replica:0/task:0/device:GPU:0").
+  virtual std::string name() const = 0;
+  virtual Allocator &allocator() = 0;
+  /// The stream its ops run on (the executor's copies go there too).
+  virtual Stream &stream() = 0;
+  /// An op placed on this device (its kernel looked up by spec.opName).
+  virtual Status createOp(DeviceOpSpec spec,
+                          std::unique_ptr<DeviceOp> *out) = 0;
+  /// An empty graph of this device's ops.
+  virtual std::unique_ptr<Graph> createGraph() = 0;
+};
+
+} // namespace dtf::device

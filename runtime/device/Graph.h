@@ -1,0 +1,30 @@
+// A run of consecutive ops on one device executed as one unit: the host
+// values they read uploaded once per step, their work recorded once (a CUDA
+// graph) and replayed while shapes and buffers stay the same.
+#pragma once
+
+#include "schema/Status.h"
+#include "runtime/core/Tensor.h"
+#include "runtime/device/DeviceOp.h"
+
+#include <cstdint>
+
+namespace dtf::device {
+
+class Graph {
+public:
+  virtual ~Graph() = default;
+  /// The device view through which the graph's ops read the host value
+  /// `host`: copied up once per step, however many ops read it. Lives as
+  /// long as the graph.
+  virtual const Tensor *upload(const Tensor *host) = 0;
+  /// Appends an op of the same device (program order).
+  virtual void add(DeviceOp *op) = 0;
+  /// Runs every op once. On failure, failedOp() is the index of the op
+  /// that failed (-1: the graph's own work).
+  virtual Status run(uint64_t step, uint64_t seed) = 0;
+  virtual int failedOp() const = 0;
+  virtual int numUploads() const = 0;
+};
+
+} // namespace dtf::device

@@ -1,0 +1,110 @@
+// GpuFusedContext: a dtf.fused op's kernel, label report and dropout key
+// on a GPU.
+#include "runtime/gpu/GpuFusedContext.h"
+
+namespace dtf::gpu {
+
+using namespace cuda;
+
+Status GpuFusedContext::function(CUfunction *fn) {
+  if (!function_) {
+    CudaDriver &d = device().driver();
+    CUmodule module = nullptr;
+    DTF_RETURN_IF_ERROR(device().loadModule(*code_.module, &module));
+    DTF_RETURN_IF_ERROR(device().check(
+        strCat("cuModuleGetFunction(", code_.name, ")").c_str(),
+        d.cuModuleGetFunction(&function_, module, code_.name.c_str())));
+    if (d.emulated() && d.emuRegisterKernel) {
+      // The emulation runs the kernel's CPU code from the same plan.
+      const GeneratedKernelInfo &info = kernels_->info(kernel_);
+      std::string kinds;
+      int range = -1;
+      for (const GeneratedParam &p : info.params) {
+        if (p.kind == GeneratedParam::Kind::kI64 &&
+            p.meaning == GeneratedParam::Meaning::kElements)
+          range = int(kinds.size());
+        kinds += p.kind == GeneratedParam::Kind::kBuffer ? 'b' : 'i';
+      }
+      d.emuRegisterKernel(code_.name.c_str(), kernels_->function(kernel_),
+                          kinds.c_str(), range);
+    }
+  }
+  *fn = function_;
+  return Status::ok();
+}
+
+GpuFusedContext::~GpuFusedContext() {
+  if (errorWord_)
+    device().driver().cuMemFreeHost(errorWord_);
+  if (dropoutKeyPinned_ || dropoutKeyDevice_.ptr)
+    device().releaseStaged(dropoutKeyDevice_, dropoutKeyPinned_);
+}
+
+Status GpuFusedContext::stageDropoutKey(GraphSignature *sig) {
+  const GeneratedKernelInfo &info = kernels_->info(kernel_);
+  if (!isDropoutKernel(info))
+    return Status::ok();
+  if (numInputs() < 1 || !input(0).defined())
+    return Status::ok(); // bound later, before its launch (GpuSegment)
+  constexpr size_t kBytes = 2 * sizeof(int64_t);
+  void *pinned = dropoutKeyPinned_;
+  DTF_RETURN_IF_ERROR(
+      device().reservePinned(&pinned, &dropoutKeyCapacity_, kBytes));
+  dropoutKeyPinned_ = static_cast<int64_t *>(pinned);
+  DTF_RETURN_IF_ERROR(device().reserve(dropoutKeyDevice_, kBytes));
+  // The previous step's copy out of the pinned word finished at that step's
+  // end (the executor synchronizes every device).
+  dropoutKeyWord(info, step(), seed(), input(0).shape(), batchOffset(),
+                 batchRows(), dropoutKeyPinned_);
+  sig->pointers.push_back(dropoutKeyPinned_);
+  sig->pointers.push_back(
+      reinterpret_cast<const void *>(uintptr_t(dropoutKeyDevice_.ptr)));
+  return Status::ok();
+}
+
+Status GpuFusedContext::enqueueDropoutKey(CUdeviceptr *device) {
+  if (!dropoutKeyPinned_ || !dropoutKeyDevice_.ptr)
+    return errorStatus(kernels_->info(kernel_).name,
+                       ": its dropout-key word was not staged before the "
+                       "launch");
+  DTF_RETURN_IF_ERROR(this->device().check(
+      "cuMemcpyHtoDAsync (a dropout kernel's key)",
+      this->device().driver().cuMemcpyHtoDAsync(
+          dropoutKeyDevice_.ptr, dropoutKeyPinned_, 2 * sizeof(int64_t),
+          this->device().computeStream())));
+  *device = dropoutKeyDevice_.ptr;
+  return Status::ok();
+}
+
+Status GpuFusedContext::rowIndexErrorWord(CUdeviceptr *out) {
+  if (!errorWord_) {
+    CudaDriver &d = device().driver();
+    void *p = nullptr;
+    DTF_RETURN_IF_ERROR(
+        device().check("cuMemHostAlloc (a row kernel's label report)",
+                       d.cuMemHostAlloc(&p, 2 * sizeof(int64_t),
+                                        CU_MEMHOSTALLOC_PORTABLE |
+                                            CU_MEMHOSTALLOC_DEVICEMAP)));
+    errorWord_ = static_cast<int64_t *>(p);
+    errorWord_[0] = errorWord_[1] = 0;
+    DTF_RETURN_IF_ERROR(device().check(
+        "cuMemHostGetDevicePointer (a row kernel's label report)",
+        d.cuMemHostGetDevicePointer(&errorWordDevice_, p, 0)));
+  }
+  *out = errorWordDevice_;
+  return Status::ok();
+}
+
+Status GpuFusedContext::rowIndexError() {
+  if (!checksRowIndices_ || !errorWord_)
+    return Status::ok();
+  // The kernel wrote through the mapping before the stream's end.
+  volatile int64_t *word = errorWord_;
+  const int64_t seen[2] = {word[0], word[1]};
+  if (seen[0] == 0)
+    return Status::ok();
+  word[0] = word[1] = 0;
+  return rowIndexErrorOf(kernels_->info(kernel_), seen, classes_);
+}
+
+} // namespace dtf::gpu
