@@ -1,6 +1,7 @@
 // Model parallelism: a stage's service and links to the other stages of its
 // replica, stage 0's driver, and the loop of a later stage.
 #include "runtime/distributed/ModelParallel.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/core/ThreadPool.h"
 #include "runtime/distributed/TensorMessage.h"
@@ -360,7 +361,7 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
   exec::VariableStore store;
   std::set<std::string> reads;
   for (const plan::Op &op : program.ops())
-    if (op.name() == "dtf.read_variable")
+    if (op.name() == dtf::ops::kReadVariable)
       reads.insert(op.attrs().at("name").s());
   for (const plan::Variable &v : plan.variables()) {
     if (!reads.count(v.name()) && v.role() != "global_step")

@@ -7,6 +7,7 @@
 
 #include "runtime/distributed/BetweenGraph.h"
 #include "runtime/exec/Rendezvous.h"
+#include "dtf/OpNames.h"
 
 #include <condition_variable>
 #include <deque>
@@ -29,7 +30,7 @@ public:
                const plan::Program &program)
       : links_(links), table_(table), incarnation_(incarnation) {
     for (const plan::Op &op : program.ops())
-      if (op.name() == "dtf.recv")
+      if (op.name() == dtf::ops::kRecv)
         keys_.insert(op.attrs().at("key").s());
   }
 

@@ -1,6 +1,7 @@
 // PsClient: pulls, pushes and lookups sliced over the ps shards, and the
 // job-level calls to the ps tasks.
 #include "runtime/distributed/PsClient.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/plan/PlanTypes.h"
@@ -29,7 +30,7 @@ PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
     // the job is done); the eval program's moving averages on demand.
     std::set<std::string> read;
     for (const plan::Op &op : (reads ? *reads : plan.worker_step()).ops())
-      if (op.name() == "dtf.read_variable")
+      if (op.name() == dtf::ops::kReadVariable)
         read.insert(op.attrs().at("name").s());
     for (const plan::Variable &v : plan.variables()) {
       if (v.role() == "global_step")
@@ -39,7 +40,7 @@ PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
     }
     // An evaluation also needs what only other stages read each step.
     for (const plan::Op &op : plan.eval().ops())
-      if (op.name() == "dtf.read_variable" &&
+      if (op.name() == dtf::ops::kReadVariable &&
           !read.count(op.attrs().at("name").s()))
         averages.insert(op.attrs().at("name").s());
     for (const plan::HeldTensor &h : plan::heldBy(plan, placement, int(k))) {
@@ -64,7 +65,7 @@ void PsClient::findTables(const plan::Plan &plan,
                           const plan::Placement &placement,
                           const plan::Program &reads) {
   for (const plan::Op &op : reads.ops()) {
-    if (op.name() != "dtf.ps_gather" || !op.attrs().count("variable"))
+    if (op.name() != dtf::ops::kPsGather || !op.attrs().count("variable"))
       continue;
     const std::string &name = op.attrs().at("variable").s();
     for (const plan::Variable &v : plan.variables()) {

@@ -1,6 +1,7 @@
 // PsUpdate: a ps task's update program, the checks on a push's values, and
 // running the update.
 #include "runtime/distributed/PsUpdate.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
@@ -20,13 +21,13 @@ bool feedsGlobalStep(const plan::Plan &plan, const plan::Program &program,
       steps.insert(v.name());
   std::set<int32_t> stepReads;
   for (const plan::Op &op : program.ops())
-    if (op.name() == "dtf.read_variable" && op.outputs_size() == 1) {
+    if (op.name() == dtf::ops::kReadVariable && op.outputs_size() == 1) {
       auto name = op.attrs().find("name");
       if (name != op.attrs().end() && steps.count(name->second.s()))
         stepReads.insert(op.outputs(0));
     }
   for (const plan::Op &op : program.ops())
-    if (op.name() == "dtf.assign_add" && op.inputs_size() == 2 &&
+    if (op.name() == dtf::ops::kAssignAdd && op.inputs_size() == 2 &&
         stepReads.count(op.inputs(0)) && op.inputs(1) == value)
       return true;
   return false;

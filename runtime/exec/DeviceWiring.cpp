@@ -4,6 +4,7 @@
 // through their graph's uploads; and the device work between steps.
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ExecutorNode.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/device/Device.h"
 #include "runtime/device/Platform.h"
@@ -31,7 +32,7 @@ Status Executor::buildGpuNode(const plan::Op &op, int index, Node *node) {
   device::DeviceOpSpec spec;
   spec.opName = op.name();
   spec.numOutputs = static_cast<int>(node->outputs.size());
-  if (op.name() == "dtf.fused") {
+  if (op.name() == dtf::ops::kFused) {
     spec.kernel = int(op.attrs().at("kernel").i());
     spec.kernels = options_.planKernels->loaded;
     spec.code = &options_.planKernels->gpu[size_t(spec.kernel)];

@@ -4,6 +4,7 @@
 // running a step live in the files the README lists.
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ExecutorNode.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/device/Device.h"
 #include "runtime/plan/FusedKernels.h"
@@ -92,7 +93,7 @@ Status Executor::create(const plan::Program &program, VariableStore &variables,
   if (plan::hasFusedOps(program)) {
     bool any = false;
     for (const plan::Op &op : program.ops())
-      any |= op.name() == "dtf.fused" && gpuRegionOnCpu(op);
+      any |= op.name() == dtf::ops::kFused && gpuRegionOnCpu(op);
     if (any) {
       plan::Program expanded = program;
       DTF_RETURN_IF_ERROR(plan::expandFusedOps(options.planKernels->kernels,

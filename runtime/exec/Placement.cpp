@@ -3,6 +3,7 @@
 // moves to the CPU (with the notes and the log_device_placement listing).
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ExecutorNode.h"
+#include "dtf/OpNames.h"
 
 #include "schema/DeviceName.h"
 #include "runtime/device/Device.h"
@@ -69,7 +70,7 @@ Status Executor::place(const plan::Program &program) {
     DTF_RETURN_IF_ERROR(placeOp(program, i, log));
   if (options_.residentReads)
     for (const plan::Op &o : program.ops())
-      if (o.name() == "dtf.read_variable") {
+      if (o.name() == dtf::ops::kReadVariable) {
         const std::string &name = o.attrs().at("name").s();
         if (int g = readOnlyResidentGpu(program, name); g >= 0)
           residentNames_.emplace(name, g);
@@ -90,7 +91,7 @@ int Executor::residentUpdateGpu(const plan::Program &program, int i) {
     residentUpdates_.insert(&op);
     for (int k = 0; k < plan::updatedOperands(op); ++k)
       for (const plan::Op &o : program.ops())
-        if (o.name() == "dtf.read_variable" && o.outputs(0) == op.inputs(k))
+        if (o.name() == dtf::ops::kReadVariable && o.outputs(0) == op.inputs(k))
           residentNames_[o.attrs().at("name").s()] = gpuIndex;
   }
   return gpuIndex;
@@ -105,14 +106,14 @@ Status Executor::placeOp(const plan::Program &program, int i,
   std::string lacking, because, why;
   // Ops that make no kernel call: their values live in host memory
   // wherever the plan places them.
-  const bool valueOnly = op.name() == "dtf.input" ||
-                         op.name() == "dtf.constant" ||
-                         op.name() == "dtf.read_variable";
+  const bool valueOnly = op.name() == dtf::ops::kInput ||
+                         op.name() == dtf::ops::kConstant ||
+                         op.name() == dtf::ops::kReadVariable;
   const std::string device = placedDevice(op);
   int gpuIndex = device.empty() ? -1 : gpuIndexOf(device);
   if (gpuIndex >= 0)
     gpuIndex += options_.gpuOffset; // this tower's copy of the GPU
-  if (gpuIndex < 0 && device.empty() && op.name() == "dtf.fused" &&
+  if (gpuIndex < 0 && device.empty() && op.name() == dtf::ops::kFused &&
       plan::updatedOperands(op) > 0)
     gpuIndex = residentUpdateGpu(program, i);
   const std::string kNoGpuKernel = "no GPU kernel";
@@ -125,17 +126,17 @@ Status Executor::placeOp(const plan::Program &program, int i,
       for (int32_t id : op.outputs())
         for (const plan::Value &v : program.values())
           if (v.id() == id && v.type().dtype() != plan::DType::F32 &&
-              op.name() != "dtf.reshape")
+              op.name() != dtf::ops::kReshape)
             f32 = false;
       const std::string noFusedCode = fusedGpuCodeMissing(op);
       device::Platform *gpus = device::gpuPlatform(nullptr);
-      if (op.name() == "dtf.fused") {
+      if (op.name() == dtf::ops::kFused) {
         if (noFusedCode.empty())
           opGpu_[size_t(i)] = gpuIndex;
         else
           lacking = device, why = noFusedCode;
       } else if (gpus && gpus->hasKernel(op.name()) && f32 &&
-                 (op.name() != "dtf.reshape" || op.inputs_size() == 1)) {
+                 (op.name() != dtf::ops::kReshape || op.inputs_size() == 1)) {
         opGpu_[size_t(i)] = gpuIndex;
       } else {
         lacking = device;
@@ -146,7 +147,7 @@ Status Executor::placeOp(const plan::Program &program, int i,
     }
   } else if (!device.empty() && lacksDevice(device)) {
     lacking = device;
-  } else if (op.name() == "dtf.read_variable") {
+  } else if (op.name() == dtf::ops::kReadVariable) {
     auto name = op.attrs().find("name");
     if (name != op.attrs().end()) {
       auto it = options_.variableDevices.find(name->second.s());
@@ -239,7 +240,7 @@ void Executor::logPlacement(const plan::Program &program,
 // The device the plan gives `op`. A dtf.fused op that names none runs where
 // its region's ops were placed (when they agree).
 std::string Executor::placedDevice(const plan::Op &op) const {
-  if (!op.device().empty() || op.name() != "dtf.fused" || !options_.planKernels)
+  if (!op.device().empty() || op.name() != dtf::ops::kFused || !options_.planKernels)
     return op.device();
   auto k = op.attrs().find("kernel");
   const auto &kernels = options_.planKernels->kernels;
@@ -258,7 +259,7 @@ std::string Executor::placedDevice(const plan::Op &op) const {
 // Why the dtf.fused `op` cannot run on a GPU ("" when it can): the plan's
 // generated kernels run op by op here, or the plan has no GPU code for it.
 std::string Executor::fusedGpuCodeMissing(const plan::Op &op) const {
-  if (op.name() != "dtf.fused")
+  if (op.name() != dtf::ops::kFused)
     return "";
   const PlanKernels *pk = options_.planKernels.get();
   auto k = op.attrs().find("kernel");
@@ -305,7 +306,7 @@ int Executor::residentGpuOf(const plan::Program &program, int i) const {
     return -1;
   std::map<int32_t, std::string> readOf; // value -> the variable it reads
   for (const plan::Op &o : program.ops())
-    if (o.name() == "dtf.read_variable" && o.outputs_size() == 1)
+    if (o.name() == dtf::ops::kReadVariable && o.outputs_size() == 1)
       readOf[o.outputs(0)] = o.attrs().at("name").s();
   std::set<std::string> names;
   for (int n = 0; n < plan::updatedOperands(op); ++n) {
@@ -329,7 +330,7 @@ int Executor::residentGpuOf(const plan::Program &program, int i) const {
     // sum_to_shape's `like` and reduce_grad's `x` give only a shape, which
     // the host tensor keeps: those uses read no element.
     const bool shapeOnly =
-        o.name() == "dtf.sum_to_shape" || o.name() == "dtf.reduce_grad";
+        o.name() == dtf::ops::kSumToShape || o.name() == dtf::ops::kReduceGrad;
     bool reads = false;
     for (int k = 0; k < o.inputs_size(); ++k)
       reads = reads || ((!shapeOnly || k == 0) && readsThem(o.inputs(k)));
@@ -367,9 +368,9 @@ int Executor::sharedUpdateGpu(const plan::Program &program, int i) const {
     return -1;
   std::map<int32_t, std::string> readOf, fedAs;
   for (const plan::Op &o : program.ops()) {
-    if (o.name() == "dtf.read_variable" && o.outputs_size() == 1)
+    if (o.name() == dtf::ops::kReadVariable && o.outputs_size() == 1)
       readOf[o.outputs(0)] = o.attrs().at("name").s();
-    if (o.name() == "dtf.input" && o.outputs_size() == 1)
+    if (o.name() == dtf::ops::kInput && o.outputs_size() == 1)
       fedAs[o.outputs(0)] = o.attrs().at("name").s();
   }
   for (const plan::Feed &f : program.feeds())
@@ -410,7 +411,7 @@ int Executor::readOnlyResidentGpu(const plan::Program &program,
     return -1;
   std::set<int32_t> values;
   for (const plan::Op &o : program.ops())
-    if (o.name() == "dtf.read_variable" && o.outputs_size() == 1 &&
+    if (o.name() == dtf::ops::kReadVariable && o.outputs_size() == 1 &&
         o.attrs().at("name").s() == name)
       values.insert(o.outputs(0));
   for (const plan::Fetch &f : program.fetches())
@@ -420,7 +421,7 @@ int Executor::readOnlyResidentGpu(const plan::Program &program,
   for (int j = 0; j < program.ops_size(); ++j) {
     const plan::Op &o = program.ops(j);
     const bool shapeOnly =
-        o.name() == "dtf.sum_to_shape" || o.name() == "dtf.reduce_grad";
+        o.name() == dtf::ops::kSumToShape || o.name() == dtf::ops::kReduceGrad;
     bool reads = false;
     for (int k = 0; k < o.inputs_size(); ++k)
       reads = reads || ((!shapeOnly || k == 0) && values.count(o.inputs(k)));

@@ -5,6 +5,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ExecutorNode.h"
 #include "runtime/exec/Rendezvous.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
@@ -17,19 +18,19 @@ namespace {
 // from the op's declared result type when the plan leaves them out (see
 // runtime/kernels/README.md, "Attributes").
 const char *derivedShapeAttr(std::string_view op, int numInputs) {
-  if ((op == "dtf.reshape" || op == "dtf.broadcast_to") && numInputs < 2)
+  if ((op == dtf::ops::kReshape || op == dtf::ops::kBroadcastTo) && numInputs < 2)
     return "out_shape";
-  if (op == "dtf.conv2d_backprop_input")
+  if (op == dtf::ops::kConv2dBackpropInput)
     return "input_shape";
-  if (op == "dtf.conv2d_backprop_filter")
+  if (op == dtf::ops::kConv2dBackpropFilter)
     return "filter_shape";
-  if (op == "dtf.gather_grad")
+  if (op == dtf::ops::kGatherGrad)
     return "params_shape";
   return nullptr;
 }
 
 bool takesOutDType(std::string_view op) {
-  return op == "dtf.cast" || op == "dtf.argmax" || op == "dtf.one_hot";
+  return op == dtf::ops::kCast || op == dtf::ops::kArgmax || op == dtf::ops::kOneHot;
 }
 
 } // namespace
@@ -133,7 +134,7 @@ Status Executor::loadFeeds(Loading &l) {
   }
   for (int i = 0; i < program.ops_size(); ++i) {
     const plan::Op &op = program.ops(i);
-    if (op.name() != "dtf.input")
+    if (op.name() != dtf::ops::kInput)
       continue;
     int v = l.slot(op.outputs(0));
     if (fedValues.count(v))
@@ -168,9 +169,9 @@ Status Executor::opError(const Loading &l, int i,
 Status Executor::loadOp(Loading &l, int i) {
   const plan::Op &op = l.program.ops(i);
   const std::string &what = options_.programName;
-  if (op.name() == "dtf.input")
+  if (op.name() == dtf::ops::kInput)
     return Status::ok(); // its value is a feed
-  if (op.name() == "dtf.constant") {
+  if (op.name() == dtf::ops::kConstant) {
     Tensor t;
     Status s = plan::tensorFromValue(op.attrs().at("value").tensor(), &t);
     if (!s.isOk())
@@ -179,7 +180,7 @@ Status Executor::loadOp(Loading &l, int i) {
     slots_[l.slot(op.outputs(0))] = &constants_.back();
     return Status::ok();
   }
-  if (op.name() == "dtf.read_variable")
+  if (op.name() == dtf::ops::kReadVariable)
     return loadReadVariable(l, i);
 
   Node node;
@@ -196,12 +197,12 @@ Status Executor::loadOp(Loading &l, int i) {
   for (int32_t id : op.outputs())
     node.outputs.push_back(l.slot(id));
   node.updated = plan::updatedOperands(op);
-  node.mayAlias = op.name() == "dtf.reshape" || node.updated > 0;
-  if (op.name() == "dtf.assign_add")
+  node.mayAlias = op.name() == dtf::ops::kReshape || node.updated > 0;
+  if (op.name() == dtf::ops::kAssignAdd)
     return loadAssignAdd(l, i, node);
-  if (op.name() == "dtf.send" || op.name() == "dtf.recv")
+  if (op.name() == dtf::ops::kSend || op.name() == dtf::ops::kRecv)
     return loadSendRecv(l, i, node);
-  if (op.name() == "dtf.ps_gather" || op.name() == "dtf.dynamic_rows")
+  if (op.name() == dtf::ops::kPsGather || op.name() == dtf::ops::kDynamicRows)
     return loadRowsOp(l, i, node);
   if (opGpu_[size_t(i)] >= 0) {
     DTF_RETURN_IF_ERROR(buildGpuNode(op, opGpu_[size_t(i)], &node));
@@ -270,7 +271,7 @@ Status Executor::loadAssignAdd(Loading &l, int i, Node &node) {
 // others through options_.rendezvous.
 Status Executor::loadSendRecv(Loading &l, int i, Node &node) {
   const plan::Op &op = l.program.ops(i);
-  const bool send = op.name() == "dtf.send";
+  const bool send = op.name() == dtf::ops::kSend;
   auto key = op.attrs().find("key");
   auto peer = op.attrs().find("peer");
   if (key == op.attrs().end() || peer == op.attrs().end() ||
@@ -305,7 +306,7 @@ Status Executor::loadSendRecv(Loading &l, int i, Node &node) {
 // dynamic table): ids in, one result, served by an interface.
 Status Executor::loadRowsOp(Loading &l, int i, Node &node) {
   const plan::Op &op = l.program.ops(i);
-  const bool lookup = op.name() == "dtf.ps_gather";
+  const bool lookup = op.name() == dtf::ops::kPsGather;
   auto name = op.attrs().find(lookup ? "variable" : "table");
   if (name == op.attrs().end() || op.inputs_size() != 1 ||
       op.outputs_size() != 1)
@@ -352,7 +353,7 @@ Status Executor::loadKernelOp(Loading &l, int i, Node &node) {
     return Status::ok();
   }
   std::unique_ptr<KernelContext> ctx;
-  if (op.name() == "dtf.fused")
+  if (op.name() == dtf::ops::kFused)
     ctx = std::make_unique<FusedKernelContext>(
         options_.planKernels->loaded, int(op.attrs().at("kernel").i()));
   else

@@ -6,6 +6,7 @@
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/gpu/GpuFusedContext.h"
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "dtf/OpNames.h"
 
 #include <limits>
 #include <map>
@@ -87,7 +88,7 @@ cudnnStatus_t nhwc(TensorDesc &t, int64_t n, int64_t h, int64_t w, int64_t c) {
 
 Status matmulKernel(KernelContext &base) {
   GpuKernelContext &ctx = gpuCtx(base);
-  const char *name = "dtf.matmul";
+  const char *name = dtf::ops::kMatmul;
   if (ctx.numInputs() != 2)
     return errorStatus(name, " expects 2 inputs");
   DTF_RETURN_IF_ERROR(requireF32(ctx));
@@ -330,7 +331,7 @@ Status shapeAttr(KernelContext &ctx, const char *name, const char *attr,
 
 Status conv2dKernel(KernelContext &base) {
   GpuKernelContext &ctx = gpuCtx(base);
-  const char *name = "dtf.conv2d";
+  const char *name = dtf::ops::kConv2d;
   DTF_RETURN_IF_ERROR(requireF32(ctx));
   const Tensor &x = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(filterShape(name, f.shape()));
@@ -366,7 +367,7 @@ Status conv2dKernel(KernelContext &base) {
 
 Status conv2dBackpropInputKernel(KernelContext &base) {
   GpuKernelContext &ctx = gpuCtx(base);
-  const char *name = "dtf.conv2d_backprop_input";
+  const char *name = dtf::ops::kConv2dBackpropInput;
   DTF_RETURN_IF_ERROR(requireF32(ctx));
   const Tensor &dy = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(filterShape(name, f.shape()));
@@ -408,7 +409,7 @@ Status conv2dBackpropInputKernel(KernelContext &base) {
 
 Status conv2dBackpropFilterKernel(KernelContext &base) {
   GpuKernelContext &ctx = gpuCtx(base);
-  const char *name = "dtf.conv2d_backprop_filter";
+  const char *name = dtf::ops::kConv2dBackpropFilter;
   DTF_RETURN_IF_ERROR(requireF32(ctx));
   const Tensor &x = ctx.input(0), &dy = ctx.input(1);
   if (!ctx.hasAttr("filter_shape"))
@@ -531,10 +532,10 @@ Status poolBackward(KernelContext &base, const char *name, bool isMax) {
 }
 
 Status maxPoolKernel(KernelContext &c) {
-  return poolForward(c, "dtf.max_pool", true);
+  return poolForward(c, dtf::ops::kMaxPool, true);
 }
 Status avgPoolKernel(KernelContext &c) {
-  return poolForward(c, "dtf.avg_pool", false);
+  return poolForward(c, dtf::ops::kAvgPool, false);
 }
 Status maxPoolGradKernel(KernelContext &c) {
   // dtf-fuse-library folds relu_grad in only for CPU-placed ops; never drop
@@ -543,17 +544,17 @@ Status maxPoolGradKernel(KernelContext &c) {
     return errorStatus("dtf.max_pool_grad with relu (relu_grad folded in by "
                        "dtf-fuse-library for the CPU) has no GPU kernel; "
                        "place it on the CPU, or compile with --fusion=off");
-  return poolBackward(c, "dtf.max_pool_grad", true);
+  return poolBackward(c, dtf::ops::kMaxPoolGrad, true);
 }
 Status avgPoolGradKernel(KernelContext &c) {
-  return poolBackward(c, "dtf.avg_pool_grad", false);
+  return poolBackward(c, dtf::ops::kAvgPoolGrad, false);
 }
 
 // dtf.reshape: the same device buffer under the new shape (no copy, no
 // stream work), so that a flatten between GPU ops keeps the data on the GPU.
 Status reshapeKernel(KernelContext &base) {
   GpuKernelContext &ctx = gpuCtx(base);
-  const char *name = "dtf.reshape";
+  const char *name = dtf::ops::kReshape;
   if (ctx.numInputs() != 1)
     return errorStatus(name, " on a GPU takes its shape as an attribute, not "
                              "as a tensor (place it on the CPU)");
@@ -682,16 +683,16 @@ uint64_t convAlgorithmQueries() {
 const KernelRegistry &gpuKernelRegistry() {
   static const KernelRegistry *r = [] {
     auto *reg = new KernelRegistry();
-    reg->add("dtf.matmul", matmulKernel);
-    reg->add("dtf.conv2d", conv2dKernel);
-    reg->add("dtf.conv2d_backprop_input", conv2dBackpropInputKernel);
-    reg->add("dtf.conv2d_backprop_filter", conv2dBackpropFilterKernel);
-    reg->add("dtf.max_pool", maxPoolKernel);
-    reg->add("dtf.avg_pool", avgPoolKernel);
-    reg->add("dtf.max_pool_grad", maxPoolGradKernel);
-    reg->add("dtf.avg_pool_grad", avgPoolGradKernel);
-    reg->add("dtf.fused", fusedKernel);
-    reg->add("dtf.reshape", reshapeKernel);
+    reg->add(dtf::ops::kMatmul, matmulKernel);
+    reg->add(dtf::ops::kConv2d, conv2dKernel);
+    reg->add(dtf::ops::kConv2dBackpropInput, conv2dBackpropInputKernel);
+    reg->add(dtf::ops::kConv2dBackpropFilter, conv2dBackpropFilterKernel);
+    reg->add(dtf::ops::kMaxPool, maxPoolKernel);
+    reg->add(dtf::ops::kAvgPool, avgPoolKernel);
+    reg->add(dtf::ops::kMaxPoolGrad, maxPoolGradKernel);
+    reg->add(dtf::ops::kAvgPoolGrad, avgPoolGradKernel);
+    reg->add(dtf::ops::kFused, fusedKernel);
+    reg->add(dtf::ops::kReshape, reshapeKernel);
     return reg;
   }();
   return *r;

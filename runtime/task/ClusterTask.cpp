@@ -1,6 +1,7 @@
 // One task of a ps/worker cluster: checks the plan and the cluster, then
 // runs the ps or the worker.
 #include "runtime/task/ClusterTask.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/cluster/Certificates.h"
 #include "runtime/distributed/ParameterServer.h"
@@ -110,7 +111,7 @@ Status selectPrograms(const std::string &planPath, dtf::plan::Plan *plan) {
   // A dynamic table's rows exist only on the ps that holds it.
   for (const dtf::plan::Program *p : {&plan->worker_step(), &plan->eval()})
     for (const dtf::plan::Op &op : p->ops())
-      if (op.name() == "dtf.dynamic_rows")
+      if (op.name() == dtf::ops::kDynamicRows)
         return errorStatus(
             planPath, ": ", op.location(), ": the dynamic table '",
             dtf::plan::printable(op.attrs().count("table")

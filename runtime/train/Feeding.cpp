@@ -1,5 +1,6 @@
 // Opening a plan's datasets and copying their batches into feeds.
 #include "runtime/train/Feeding.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/data/CsvDataset.h"
 #include "runtime/data/IdxDataset.h"
@@ -91,7 +92,7 @@ std::vector<PlanInput> planInputs(const plan::Program &program) {
   for (const plan::Feed &feed : program.feeds())
     add(feed.name(), feed.value());
   for (const plan::Op &op : program.ops()) {
-    if (op.name() != "dtf.input" || op.outputs_size() != 1)
+    if (op.name() != dtf::ops::kInput || op.outputs_size() != 1)
       continue;
     auto name = op.attrs().find("name");
     if (name != op.attrs().end())
@@ -113,7 +114,7 @@ bool isIntegerType(const plan::TensorType &t) {
 // first sparse_softmax_cross_entropy.
 int32_t lossClasses(const plan::Program &program) {
   for (const plan::Op &op : program.ops()) {
-    if (op.name() != "dtf.sparse_softmax_cross_entropy" || op.inputs_size() < 1)
+    if (op.name() != dtf::ops::kSparseSoftmaxCrossEntropy || op.inputs_size() < 1)
       continue;
     const plan::TensorType *t = typeOf(program, op.inputs(0));
     if (t && t->shape().dims_size() > 0) {
@@ -130,7 +131,7 @@ int32_t lossClasses(const plan::Program &program) {
 int labelInputOf(const plan::Program &program,
                  const std::vector<PlanInput> &inputs) {
   for (const plan::Op &op : program.ops()) {
-    if (op.name() != "dtf.sparse_softmax_cross_entropy" || op.inputs_size() < 2)
+    if (op.name() != dtf::ops::kSparseSoftmaxCrossEntropy || op.inputs_size() < 2)
       continue;
     for (size_t k = 0; k < inputs.size(); ++k)
       if (inputs[k].value == op.inputs(1) && isIntegerType(*inputs[k].type))
@@ -149,21 +150,21 @@ int64_t idBound(const plan::Program &program, int32_t value) {
       bound = b;
   };
   for (const plan::Op &op : program.ops()) {
-    if (op.name() == "dtf.gather" && op.inputs_size() >= 2 &&
+    if (op.name() == dtf::ops::kGather && op.inputs_size() >= 2 &&
         op.inputs(1) == value) {
       const plan::TensorType *params = typeOf(program, op.inputs(0));
       if (params && params->shape().dims_size() > 0)
         take(params->shape().dims(0));
-    } else if (op.name() == "dtf.dynamic_rows" && op.inputs_size() == 1 &&
+    } else if (op.name() == dtf::ops::kDynamicRows && op.inputs_size() == 1 &&
                op.outputs_size() == 1 && op.inputs(0) == value) {
       // Ids of a dynamic table: as many as it has rows.
       take(idBound(program, op.outputs(0)));
-    } else if (op.name() == "dtf.one_hot" && op.inputs_size() >= 1 &&
+    } else if (op.name() == dtf::ops::kOneHot && op.inputs_size() >= 1 &&
                op.inputs(0) == value) {
       auto depth = op.attrs().find("depth");
       if (depth != op.attrs().end())
         take(depth->second.i());
-    } else if (op.name() == "dtf.sparse_softmax_cross_entropy" &&
+    } else if (op.name() == dtf::ops::kSparseSoftmaxCrossEntropy &&
                op.inputs_size() >= 2 && op.inputs(1) == value) {
       take(lossClasses(program));
     }

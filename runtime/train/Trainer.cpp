@@ -1,6 +1,7 @@
 // Setting up a Trainer: threads, variables, data, the executors of its
 // programs, and the start-up line.
 #include "runtime/train/Trainer.h"
+#include "dtf/OpNames.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/gpu/GpuAllReduce.h"
@@ -53,8 +54,8 @@ void setOpenMpThreads(int n) {
 bool lacksKernel(const plan::Program &program, const KernelRegistry &kernels) {
   for (const plan::Op &op : program.ops()) {
     const std::string &n = op.name();
-    if (n == "dtf.input" || n == "dtf.constant" || n == "dtf.read_variable" ||
-        n == "dtf.assign_add" || n == "dtf.send" || n == "dtf.recv")
+    if (n == dtf::ops::kInput || n == dtf::ops::kConstant || n == dtf::ops::kReadVariable ||
+        n == dtf::ops::kAssignAdd || n == dtf::ops::kSend || n == dtf::ops::kRecv)
       continue;
     if (!kernels.lookup(n))
       return true;
@@ -72,7 +73,7 @@ plan::Plan heldVariables(const plan::Plan &plan,
   for (const plan::Program *p :
        {workerProgram ? workerProgram : &plan.worker_step(), &plan.eval()})
     for (const plan::Op &op : p->ops())
-      if (op.name() == "dtf.read_variable" && op.attrs().count("name"))
+      if (op.name() == dtf::ops::kReadVariable && op.attrs().count("name"))
         read.insert(op.attrs().at("name").s());
   for (const plan::Variable &v : plan.variables())
     if (read.count(v.name()) && v.role() == "moving_average")
