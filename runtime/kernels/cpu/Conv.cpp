@@ -1,7 +1,6 @@
 // 2-D convolution (NHWC input, HWIO filter) and its two gradients: f32 on
 // oneDNN, f64 with reference loops (oneDNN has no f64 convolution on CPU).
 #include "runtime/kernels/cpu/OneDnn.h"
-#include "dtf/OpNames.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,7 +1,6 @@
 // registerCpuKernels: every op family's table, added explicitly so that
 // static libraries need no static-initialization tricks.
 #include "runtime/kernels/CpuKernels.h"
-#include "dtf/OpNames.h"
 
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/kernels/cpu/KernelUtil.h"

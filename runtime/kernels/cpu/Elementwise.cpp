@@ -1,7 +1,6 @@
 // Elementwise kernels: broadcasting arithmetic, compare, select, unary math,
 // cast, and the gradients of relu, sigmoid and tanh.
 #include "runtime/kernels/cpu/KernelUtil.h"
-#include "dtf/OpNames.h"
 
 #include <cmath>
 #include <limits>

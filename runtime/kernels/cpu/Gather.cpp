@@ -1,7 +1,6 @@
 // Row lookups: gather (embedding lookup), its gradient (a scatter-add), and
 // one_hot.
 #include "runtime/kernels/cpu/KernelUtil.h"
-#include "dtf/OpNames.h"
 
 #include <cstring>
 

@@ -5,6 +5,8 @@
 #include "runtime/core/ThreadPool.h"
 #include "runtime/kernels/Kernel.h"
 
+#include "dtf/OpNames.h" // every kernel file names its ops through the table
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>

@@ -2,7 +2,6 @@
 // gradients. Every normalization subtracts the maximum first, so large
 // logits neither overflow nor lose the small terms.
 #include "runtime/kernels/cpu/KernelUtil.h"
-#include "dtf/OpNames.h"
 
 #include <cmath>
 #include <limits>

@@ -3,7 +3,6 @@
 #include "runtime/kernels/cpu/KernelUtil.h"
 #include "runtime/kernels/cpu/F32Matmul.h"
 #include "runtime/kernels/cpu/OneDnn.h"
-#include "dtf/OpNames.h"
 
 #include <algorithm>
 #include <cstring>

@@ -8,7 +8,6 @@
 // attribute. Every kernel leaves an alias of the updated variable in output 0
 // when the executor asked for an output.
 #include "runtime/kernels/cpu/KernelUtil.h"
-#include "dtf/OpNames.h"
 
 #include <algorithm>
 #include <cmath>

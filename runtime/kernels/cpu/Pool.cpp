@@ -2,7 +2,6 @@
 // for f32 except for max_pool_grad (see there); f64 with reference loops
 // (oneDNN has no f64 pooling on CPU).
 #include "runtime/kernels/cpu/OneDnn.h"
-#include "dtf/OpNames.h"
 
 #include <algorithm>
 #include <atomic>

@@ -2,7 +2,6 @@
 // that the gradient recomputes the forward pass's mask instead of storing it.
 #include "runtime/kernels/DropoutMask.h"
 #include "runtime/kernels/cpu/KernelUtil.h"
-#include "dtf/OpNames.h"
 
 namespace dtf::cpu {
 namespace {

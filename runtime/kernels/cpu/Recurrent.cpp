@@ -22,7 +22,6 @@
 // layers"): oneDNN's workspace, padded to 64 bytes, then with
 // return_sequences unset B * T * U floats of dst_layer.
 #include "runtime/kernels/cpu/OneDnn.h"
-#include "dtf/OpNames.h"
 
 #include <cstring>
 

@@ -2,7 +2,6 @@
 // reduce_grad, max_reduce_grad).
 #include "runtime/kernels/ColumnChunks.h"
 #include "runtime/kernels/cpu/KernelUtil.h"
-#include "dtf/OpNames.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,7 +1,6 @@
 // Shape ops: reshape (a view), transpose, concat, slice, broadcast_to. They
 // move bytes, so they take every dtype, f16 and bf16 included.
 #include "runtime/kernels/cpu/KernelUtil.h"
-#include "dtf/OpNames.h"
 
 #include <cstring>
 
