@@ -4,7 +4,9 @@
 #include "compiler/Registration.h"
 #include "dtf/OpNames.h"
 
+#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OperationSupport.h"
 
 #include <gtest/gtest.h>
 
