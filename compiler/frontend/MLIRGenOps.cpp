@@ -27,7 +27,6 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
                       const BoundArgs &args) {
   StringRef name = spec.name;
   ast::Loc at = call.getLoc();
-  Location l = loc(at);
   if (name == "concat")
     return genConcat(call, args);
   // Ops over two tensors where either may be a number: maximum(0, x).
@@ -55,29 +54,87 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
                              : tensorArg(args, spec.params.front());
   if (!x)
     return nullptr;
-  auto xt = cast<RankedTensorType>(x.getType());
-  std::pair<const ast::Expr *, Value> xOperand[] = {
-      {args.get(spec.params.front()), x}};
-  auto requireFloat = [&](Value v) {
-    if (isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
-      return true;
-    auto diag = error(at) << name << " needs a floating-point tensor, got "
-                          << formatType(v.getType());
-    noteOrigin(diag, args.get(spec.params.front()), v);
-    return false;
-  };
-  auto requireNumeric = [&](Value v) {
-    if (!cast<RankedTensorType>(v.getType()).getElementType().isInteger(1))
-      return true;
-    error(at) << name << " is not defined on bool tensors";
-    return false;
-  };
+  OpCall op{call,
+            spec,
+            args,
+            name,
+            at,
+            x,
+            cast<RankedTensorType>(x.getType()),
+            pairFirst,
+            pairSecond};
 
+  // Each family of ops checks its own arguments.
+  using FamilyFn = Value (ModelGen::*)(const OpCall &);
+  static const llvm::StringMap<FamilyFn> families = {
+      {"matmul", &ModelGen::genArithmeticOp},
+      {"relu", &ModelGen::genArithmeticOp},
+      {"neg", &ModelGen::genArithmeticOp},
+      {"sigmoid", &ModelGen::genArithmeticOp},
+      {"tanh", &ModelGen::genArithmeticOp},
+      {"exp", &ModelGen::genArithmeticOp},
+      {"log", &ModelGen::genArithmeticOp},
+      {"sqrt", &ModelGen::genArithmeticOp},
+      {"rsqrt", &ModelGen::genArithmeticOp},
+      {"maximum", &ModelGen::genArithmeticOp},
+      {"minimum", &ModelGen::genArithmeticOp},
+      {"pow", &ModelGen::genArithmeticOp},
+      {"cast", &ModelGen::genArithmeticOp},
+      {"select", &ModelGen::genSelect},
+      {"reshape", &ModelGen::genReshape},
+      {"broadcast_to", &ModelGen::genReshape},
+      {"flatten", &ModelGen::genShapeOp},
+      {"transpose", &ModelGen::genShapeOp},
+      {"slice", &ModelGen::genShapeOp},
+      {"sum", &ModelGen::genReductionOp},
+      {"mean", &ModelGen::genReductionOp},
+      {"max", &ModelGen::genReductionOp},
+      {"argmax", &ModelGen::genReductionOp},
+      {"softmax", &ModelGen::genReductionOp},
+      {"log_softmax", &ModelGen::genReductionOp},
+      {"softmax_cross_entropy", &ModelGen::genLossOp},
+      {"sparse_softmax_cross_entropy", &ModelGen::genLossOp},
+      {"one_hot", &ModelGen::genIndicesOp},
+      {"gather", &ModelGen::genIndicesOp},
+      {"dropout", &ModelGen::genDropout},
+      {"max_pool", &ModelGen::genPool},
+      {"avg_pool", &ModelGen::genPool},
+  };
+  auto family = families.find(name);
+  if (family != families.end())
+    return (this->*family->second)(op);
+  error(at) << name << " is not supported here";
+  return nullptr;
+}
+
+bool ModelGen::requireFloat(const OpCall &op, Value v) {
+  if (isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
+    return true;
+  auto diag = error(op.at) << op.name << " needs a floating-point tensor, got "
+                           << formatType(v.getType());
+  noteOrigin(diag, op.args.get(op.spec.params.front()), v);
+  return false;
+}
+
+bool ModelGen::requireNumeric(const OpCall &op, Value v) {
+  if (!cast<RankedTensorType>(v.getType()).getElementType().isInteger(1))
+    return true;
+  error(op.at) << op.name << " is not defined on bool tensors";
+  return false;
+}
+
+Value ModelGen::genArithmeticOp(const OpCall &op) {
+  StringRef name = op.name;
+  ast::Loc at = op.at;
+  Location l = loc(at);
+  const BoundArgs &args = op.args;
+  Value x = op.x;
+  RankedTensorType xt = op.xt;
   if (name == "matmul") {
-    Value b = pairSecond;
+    Value b = op.pairSecond;
     std::optional<bool> ta = boolArg(args, "transpose_a", false);
     std::optional<bool> tb = boolArg(args, "transpose_b", false);
-    if (!b || !ta || !tb || !requireNumeric(x))
+    if (!b || !ta || !tb || !requireNumeric(op, x))
       return nullptr;
     auto bt = cast<RankedTensorType>(b.getType());
     std::pair<const ast::Expr *, Value> operands[] = {{args.get("a"), x},
@@ -88,14 +145,14 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
         x, b, *ta, *tb);
   }
   if (name == "relu" || name == "neg") {
-    if (!requireNumeric(x))
+    if (!requireNumeric(op, x))
       return nullptr;
     return name == "relu" ? builder.create<ReluOp>(l, x).getResult()
                           : builder.create<NegOp>(l, x).getResult();
   }
   if (name == "sigmoid" || name == "tanh" || name == "exp" || name == "log" ||
       name == "sqrt" || name == "rsqrt") {
-    if (!requireFloat(x))
+    if (!requireFloat(op, x))
       return nullptr;
     if (name == "sigmoid")
       return builder.create<SigmoidOp>(l, x);
@@ -110,8 +167,8 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
     return builder.create<RsqrtOp>(l, x);
   }
   if (name == "maximum" || name == "minimum" || name == "pow") {
-    Value y = pairSecond;
-    if (!y || !requireNumeric(x) || (name == "pow" && !requireFloat(x)))
+    Value y = op.pairSecond;
+    if (!y || !requireNumeric(op, x) || (name == "pow" && !requireFloat(op, x)))
       return nullptr;
     auto yt = cast<RankedTensorType>(y.getType());
     std::pair<const ast::Expr *, Value> operands[] = {{args.get("x"), x},
@@ -125,139 +182,157 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       return buildChecked<MinimumOp>(at, operands, infer, x, y);
     return buildChecked<PowOp>(at, operands, infer, x, y);
   }
-  if (name == "select") {
-    if (!xt.getElementType().isInteger(1)) {
-      auto diag = error(at)
-                  << "select needs a bool condition, got " << formatType(xt);
-      noteOrigin(diag, args.get("condition"), x);
+  // cast
+  std::optional<Type> to = dtypeValue(args.get("to"), "to");
+  if (!to)
+    return nullptr;
+  return builder.create<CastOp>(l, RankedTensorType::get(xt.getShape(), *to),
+                                x);
+}
+
+Value ModelGen::genSelect(const OpCall &op) {
+  const BoundArgs &args = op.args;
+  Value x = op.x;
+  RankedTensorType xt = op.xt;
+  if (!xt.getElementType().isInteger(1)) {
+    auto diag = error(op.at)
+                << "select needs a bool condition, got " << formatType(xt);
+    noteOrigin(diag, args.get("condition"), x);
+    return nullptr;
+  }
+  Value t = op.pairFirst, f = op.pairSecond;
+  if (!t || !f)
+    return nullptr;
+  auto tt = cast<RankedTensorType>(t.getType());
+  auto ft = cast<RankedTensorType>(f.getType());
+  std::pair<const ast::Expr *, Value> operands[] = {{args.get("condition"), x},
+                                                    {args.get("on_true"), t},
+                                                    {args.get("on_false"), f}};
+  return buildChecked<SelectOp>(
+      op.at, operands,
+      [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {
+        FailureOr<RankedTensorType> values =
+            inferBroadcast("select", tt, ft, emit);
+        if (failed(values))
+          return failure();
+        FailureOr<SmallVector<int64_t>> shape =
+            broadcastShapes(xt.getShape(), values->getShape());
+        if (failed(shape)) {
+          emit() << "select expects a condition that broadcasts with the "
+                    "values, got "
+                 << xt << " and " << *values;
+          return failure();
+        }
+        return RankedTensorType::get(*shape, values->getElementType());
+      },
+      x, t, f);
+}
+
+Value ModelGen::genReshape(const OpCall &op) {
+  StringRef name = op.name;
+  ast::Loc at = op.at;
+  const BoundArgs &args = op.args;
+  Value x = op.x;
+  RankedTensorType xt = op.xt;
+  std::optional<SmallVector<int64_t>> shape =
+      intListValue(args.get("shape"), "shape", false);
+  if (!shape)
+    return nullptr;
+  ast::Loc shapeLoc = resolve(args.get("shape"))->getLoc();
+  int inferred = -1;
+  for (auto [i, d] : llvm::enumerate(*shape)) {
+    if (d == -1 && name == "reshape" && inferred < 0) {
+      inferred = i;
+      continue;
+    }
+    if (d < 1 || d > kMaxDimSize) {
+      error(shapeLoc) << name << " sizes must be positive"
+                      << (name == "reshape" ? " (with one -1 for the size "
+                                              "that follows from the others)"
+                                            : "")
+                      << ", got " << d << " at position " << i;
       return nullptr;
     }
-    Value t = pairFirst, f = pairSecond;
-    if (!t || !f)
-      return nullptr;
-    auto tt = cast<RankedTensorType>(t.getType());
-    auto ft = cast<RankedTensorType>(f.getType());
-    std::pair<const ast::Expr *, Value> operands[] = {
-        {args.get("condition"), x},
-        {args.get("on_true"), t},
-        {args.get("on_false"), f}};
-    return buildChecked<SelectOp>(
-        at, operands,
-        [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {
-          FailureOr<RankedTensorType> values =
-              inferBroadcast("select", tt, ft, emit);
-          if (failed(values))
-            return failure();
-          FailureOr<SmallVector<int64_t>> shape =
-              broadcastShapes(xt.getShape(), values->getShape());
-          if (failed(shape)) {
-            emit() << "select expects a condition that broadcasts with the "
-                      "values, got "
-                   << xt << " and " << *values;
-            return failure();
-          }
-          return RankedTensorType::get(*shape, values->getElementType());
-        },
-        x, t, f);
   }
-  if (name == "cast") {
-    std::optional<Type> to = dtypeValue(args.get("to"), "to");
-    if (!to)
-      return nullptr;
-    return builder.create<CastOp>(l, RankedTensorType::get(xt.getShape(), *to),
-                                  x);
-  }
-  if (name == "reshape" || name == "broadcast_to") {
-    std::optional<SmallVector<int64_t>> shape =
-        intListValue(args.get("shape"), "shape", false);
-    if (!shape)
-      return nullptr;
-    ast::Loc shapeLoc = resolve(args.get("shape"))->getLoc();
-    int inferred = -1;
-    for (auto [i, d] : llvm::enumerate(*shape)) {
-      if (d == -1 && name == "reshape" && inferred < 0) {
-        inferred = i;
-        continue;
-      }
-      if (d < 1 || d > kMaxDimSize) {
-        error(shapeLoc) << name << " sizes must be positive"
-                        << (name == "reshape" ? " (with one -1 for the size "
-                                                "that follows from the others)"
-                                              : "")
-                        << ", got " << d << " at position " << i;
+  SmallVector<int64_t> target(*shape);
+  int64_t mergedFactor = 1; // rows per example after the reshape
+  if (inferred >= 0) {
+    // -1 takes what is left; with a batch dimension it stays symbolic.
+    int64_t rest = 1;
+    for (auto [i, d] : llvm::enumerate(target))
+      if (static_cast<int>(i) != inferred)
+        rest *= d;
+    if (!xt.hasStaticShape()) {
+      // The only unknown size is the batch: -1 stands for it, first. The
+      // other sizes may merge it with other axes ([B, 16, 49] -> [-1, 49]:
+      // 16 rows per example) or split it back ([-1, 16, 64]); the rows
+      // per example must stay a whole number.
+      int64_t perExample = batchFactor(x);
+      for (int64_t d : xt.getShape())
+        if (!ShapedType::isDynamic(d))
+          perExample *= d;
+      if (inferred != 0 || rest == 0 || perExample % rest != 0) {
+        auto diag = error(shapeLoc)
+                    << "reshape of a batch keeps the batch first and "
+                       "whole: write -1 first and sizes whose product "
+                       "divides the "
+                    << perExample << " elements of one example, as in "
+                    << "reshape(x, [-1, " << perExample << "])";
+        noteOrigin(diag, args.get("x"), x);
         return nullptr;
       }
+      mergedFactor = perExample / rest;
     }
-    SmallVector<int64_t> target(*shape);
-    int64_t mergedFactor = 1; // rows per example after the reshape
-    if (inferred >= 0) {
-      // -1 takes what is left; with a batch dimension it stays symbolic.
-      int64_t rest = 1;
-      for (auto [i, d] : llvm::enumerate(target))
-        if (static_cast<int>(i) != inferred)
-          rest *= d;
-      if (!xt.hasStaticShape()) {
-        // The only unknown size is the batch: -1 stands for it, first. The
-        // other sizes may merge it with other axes ([B, 16, 49] -> [-1, 49]:
-        // 16 rows per example) or split it back ([-1, 16, 64]); the rows
-        // per example must stay a whole number.
-        int64_t perExample = batchFactor(x);
-        for (int64_t d : xt.getShape())
-          if (!ShapedType::isDynamic(d))
-            perExample *= d;
-        if (inferred != 0 || rest == 0 || perExample % rest != 0) {
-          auto diag = error(shapeLoc)
-                      << "reshape of a batch keeps the batch first and "
-                         "whole: write -1 first and sizes whose product "
-                         "divides the "
-                      << perExample << " elements of one example, as in "
-                      << "reshape(x, [-1, " << perExample << "])";
-          noteOrigin(diag, args.get("x"), x);
-          return nullptr;
-        }
-        mergedFactor = perExample / rest;
+    if (xt.hasStaticShape()) {
+      int64_t count = xt.getNumElements();
+      if (count % rest != 0) {
+        auto diag =
+            error(shapeLoc)
+            << "reshape cannot fit " << count << " elements of "
+            << formatType(xt) << " into "
+            << formatType(RankedTensorType::get(target, xt.getElementType()))
+            << " (with -1 for one size)";
+        noteOrigin(diag, args.get("x"), x);
+        return nullptr;
       }
-      if (xt.hasStaticShape()) {
-        int64_t count = xt.getNumElements();
-        if (count % rest != 0) {
-          auto diag =
-              error(shapeLoc)
-              << "reshape cannot fit " << count << " elements of "
-              << formatType(xt) << " into "
-              << formatType(RankedTensorType::get(target, xt.getElementType()))
-              << " (with -1 for one size)";
-          noteOrigin(diag, args.get("x"), x);
-          return nullptr;
-        }
-        target[inferred] = count / rest;
-      } else {
-        target[inferred] = kDynamic;
-      }
+      target[inferred] = count / rest;
+    } else {
+      target[inferred] = kDynamic;
     }
-    auto type = RankedTensorType::get(target, xt.getElementType());
-    std::pair<const ast::Expr *, Value> operands[] = {{args.get("x"), x}};
-    if (name == "reshape") {
-      Value y = buildChecked<ReshapeOp>(
-          at, operands,
-          [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {
-            if (failed(verifyReshape(xt, type, emit)))
-              return failure();
-            return type;
-          },
-          x);
-      if (y && mergedFactor > 1)
-        batchFactors[y] = mergedFactor;
-      return y;
-    }
-    return buildChecked<BroadcastToOp>(
+  }
+  auto type = RankedTensorType::get(target, xt.getElementType());
+  std::pair<const ast::Expr *, Value> operands[] = {{args.get("x"), x}};
+  if (name == "reshape") {
+    Value y = buildChecked<ReshapeOp>(
         at, operands,
         [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {
-          if (failed(verifyBroadcastable(xt.getShape(), type.getShape(), emit)))
+          if (failed(verifyReshape(xt, type, emit)))
             return failure();
           return type;
         },
         x);
+    if (y && mergedFactor > 1)
+      batchFactors[y] = mergedFactor;
+    return y;
   }
+  return buildChecked<BroadcastToOp>(
+      at, operands,
+      [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {
+        if (failed(verifyBroadcastable(xt.getShape(), type.getShape(), emit)))
+          return failure();
+        return type;
+      },
+      x);
+}
+
+Value ModelGen::genShapeOp(const OpCall &op) {
+  StringRef name = op.name;
+  ast::Loc at = op.at;
+  const BoundArgs &args = op.args;
+  Value x = op.x;
+  RankedTensorType xt = op.xt;
+  std::pair<const ast::Expr *, Value> xOperand[] = {
+      {args.get(op.spec.params.front()), x}};
   if (name == "flatten") {
     if (xt.getRank() < 1) {
       error(at) << "flatten needs a tensor with a batch dimension, got "
@@ -275,7 +350,8 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       rest *= d;
     }
     return builder.create<ReshapeOp>(
-        l, RankedTensorType::get({xt.getDimSize(0), rest}, xt.getElementType()),
+        loc(at),
+        RankedTensorType::get({xt.getDimSize(0), rest}, xt.getElementType()),
         x);
   }
   if (name == "transpose") {
@@ -288,10 +364,32 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
         [&](EmitErrorFn emit) { return inferTranspose(xt, *perm, emit); }, x,
         *perm);
   }
+  // slice
+  std::optional<SmallVector<int64_t>> begin =
+      intListValue(args.get("begin"), "begin", false);
+  std::optional<SmallVector<int64_t>> size =
+      intListValue(args.get("size"), "size", false);
+  if (!begin || !size)
+    return nullptr;
+  return buildChecked<SliceOp>(
+      at, xOperand,
+      [&](EmitErrorFn emit) { return inferSlice(xt, *begin, *size, emit); }, x,
+      *begin, *size);
+}
+
+Value ModelGen::genReductionOp(const OpCall &op) {
+  StringRef name = op.name;
+  ast::Loc at = op.at;
+  Location l = loc(at);
+  const BoundArgs &args = op.args;
+  Value x = op.x;
+  RankedTensorType xt = op.xt;
   if (name == "sum" || name == "mean" || name == "max") {
+    std::pair<const ast::Expr *, Value> xOperand[] = {
+        {args.get(op.spec.params.front()), x}};
     auto axes = axesArg(args, "axis");
     std::optional<bool> keep = boolArg(args, "keep_dims", false);
-    if (!axes || !keep || !requireNumeric(x))
+    if (!axes || !keep || !requireNumeric(op, x))
       return nullptr;
     auto infer = [&](EmitErrorFn emit) {
       return inferReduce(name, xt,
@@ -312,7 +410,7 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
     std::optional<Type> outType = builder.getI32Type();
     if (args.get("output_type"))
       outType = dtypeValue(args.get("output_type"), "output_type");
-    if (!axis || !outType || !requireNumeric(x))
+    if (!axis || !outType || !requireNumeric(op, x))
       return nullptr;
     if (!outType->isInteger(32) && !outType->isInteger(64)) {
       error(resolve(args.get("output_type"))->getLoc())
@@ -326,52 +424,60 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
     return builder.create<ArgmaxOp>(l, RankedTensorType::get(*shape, *outType),
                                     x, *axis);
   }
-  if (name == "softmax" || name == "log_softmax") {
-    std::optional<int64_t> axis =
-        intArg(args, "axis", -1, INT32_MIN, INT32_MAX);
-    if (!axis || !requireFloat(x))
-      return nullptr;
-    auto emit = [&]() { return error(at); };
-    if (failed(normalizeAxis(name, *axis, xt.getRank(), emit)))
-      return nullptr;
-    if (name == "softmax")
-      return builder.create<SoftmaxOp>(l, x, *axis);
-    return builder.create<LogSoftmaxOp>(l, x, *axis);
-  }
-  if (name == "softmax_cross_entropy" ||
-      name == "sparse_softmax_cross_entropy") {
-    Value labels = tensorArg(args, "labels");
-    if (!labels || !requireFloat(x))
-      return nullptr;
-    auto lt = cast<RankedTensorType>(labels.getType());
-    std::pair<const ast::Expr *, Value> operands[] = {
-        {args.get("logits"), x}, {args.get("labels"), labels}};
-    if (name == "softmax_cross_entropy")
-      return buildChecked<SoftmaxCrossEntropyOp>(
-          at, operands,
-          [&](EmitErrorFn emit) {
-            return inferSoftmaxCrossEntropy(xt, lt, emit);
-          },
-          x, labels);
-    if (!lt.getElementType().isInteger(32) &&
-        !lt.getElementType().isInteger(64)) {
-      auto diag = error(at)
-                  << "sparse_softmax_cross_entropy needs class indices "
-                     "(i32 or i64) as labels, got "
-                  << formatType(lt)
-                  << " (for label distributions, use "
-                     "softmax_cross_entropy)";
-      noteOrigin(diag, args.get("labels"), labels);
-      return nullptr;
-    }
-    return buildChecked<SparseSoftmaxCrossEntropyOp>(
+  // softmax, log_softmax
+  std::optional<int64_t> axis = intArg(args, "axis", -1, INT32_MIN, INT32_MAX);
+  if (!axis || !requireFloat(op, x))
+    return nullptr;
+  auto emit = [&]() { return error(at); };
+  if (failed(normalizeAxis(name, *axis, xt.getRank(), emit)))
+    return nullptr;
+  if (name == "softmax")
+    return builder.create<SoftmaxOp>(l, x, *axis);
+  return builder.create<LogSoftmaxOp>(l, x, *axis);
+}
+
+Value ModelGen::genLossOp(const OpCall &op) {
+  ast::Loc at = op.at;
+  const BoundArgs &args = op.args;
+  Value x = op.x;
+  RankedTensorType xt = op.xt;
+  Value labels = tensorArg(args, "labels");
+  if (!labels || !requireFloat(op, x))
+    return nullptr;
+  auto lt = cast<RankedTensorType>(labels.getType());
+  std::pair<const ast::Expr *, Value> operands[] = {
+      {args.get("logits"), x}, {args.get("labels"), labels}};
+  if (op.name == "softmax_cross_entropy")
+    return buildChecked<SoftmaxCrossEntropyOp>(
         at, operands,
         [&](EmitErrorFn emit) {
-          return inferSparseSoftmaxCrossEntropy(xt, lt, emit);
+          return inferSoftmaxCrossEntropy(xt, lt, emit);
         },
         x, labels);
+  if (!lt.getElementType().isInteger(32) &&
+      !lt.getElementType().isInteger(64)) {
+    auto diag = error(at) << "sparse_softmax_cross_entropy needs class indices "
+                             "(i32 or i64) as labels, got "
+                          << formatType(lt)
+                          << " (for label distributions, use "
+                             "softmax_cross_entropy)";
+    noteOrigin(diag, args.get("labels"), labels);
+    return nullptr;
   }
-  if (name == "one_hot") {
+  return buildChecked<SparseSoftmaxCrossEntropyOp>(
+      at, operands,
+      [&](EmitErrorFn emit) {
+        return inferSparseSoftmaxCrossEntropy(xt, lt, emit);
+      },
+      x, labels);
+}
+
+Value ModelGen::genIndicesOp(const OpCall &op) {
+  ast::Loc at = op.at;
+  const BoundArgs &args = op.args;
+  Value x = op.x;
+  RankedTensorType xt = op.xt;
+  if (op.name == "one_hot") {
     std::optional<int64_t> depth = intArg(args, "depth", 0, 1, kMaxDimSize);
     std::optional<double> on = numberArg(args, "on_value", 1.0);
     std::optional<double> off = numberArg(args, "off_value", 0.0);
@@ -395,85 +501,78 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
     }
     SmallVector<int64_t> shape(xt.getShape());
     shape.push_back(*depth);
-    return builder.create<OneHotOp>(l, RankedTensorType::get(shape, *dtype), x,
-                                    builder.getI64IntegerAttr(*depth),
-                                    builder.getF64FloatAttr(*on),
-                                    builder.getF64FloatAttr(*off));
+    return builder.create<OneHotOp>(
+        loc(at), RankedTensorType::get(shape, *dtype), x,
+        builder.getI64IntegerAttr(*depth), builder.getF64FloatAttr(*on),
+        builder.getF64FloatAttr(*off));
   }
-  if (name == "gather") {
-    Value indices = tensorArg(args, "indices");
-    if (!indices)
-      return nullptr;
-    auto it = cast<RankedTensorType>(indices.getType());
-    if (!it.getElementType().isInteger(32) &&
-        !it.getElementType().isInteger(64)) {
-      auto diag = error(at) << "gather needs integer indices (i32 or i64), got "
-                            << formatType(it);
-      noteOrigin(diag, args.get("indices"), indices);
-      return nullptr;
-    }
-    std::pair<const ast::Expr *, Value> operands[] = {
-        {args.get("params"), x}, {args.get("indices"), indices}};
-    return buildChecked<GatherOp>(
-        at, operands,
-        [&](EmitErrorFn emit) { return inferGather(xt, it, emit); }, x,
-        indices);
+  // gather
+  Value indices = tensorArg(args, "indices");
+  if (!indices)
+    return nullptr;
+  auto it = cast<RankedTensorType>(indices.getType());
+  if (!it.getElementType().isInteger(32) &&
+      !it.getElementType().isInteger(64)) {
+    auto diag = error(at) << "gather needs integer indices (i32 or i64), got "
+                          << formatType(it);
+    noteOrigin(diag, args.get("indices"), indices);
+    return nullptr;
   }
-  if (name == "dropout") {
-    std::optional<double> rate = numberArg(args, "rate", 0.0);
-    if (!rate || !requireFloat(x))
-      return nullptr;
-    if (!(*rate >= 0.0 && *rate < 1.0)) {
-      error(resolve(args.get("rate"))->getLoc())
-          << "dropout rate must be in [0, 1), got " << *rate;
-      return nullptr;
-    }
-    IntegerAttr seed;
-    auto *noSeed = dyn_cast_or_null<ast::NameExpr>(
-        args.get("seed") ? resolve(args.get("seed")) : nullptr);
-    if (args.get("seed") && !(noSeed && noSeed->name == "none")) {
-      std::optional<int64_t> s = intValue(args.get("seed"), "seed");
-      if (!s)
-        return nullptr;
-      seed = builder.getI64IntegerAttr(*s);
-    }
-    return builder.create<DropoutOp>(l, x, builder.getF64FloatAttr(*rate),
-                                     seed);
+  std::pair<const ast::Expr *, Value> operands[] = {
+      {args.get("params"), x}, {args.get("indices"), indices}};
+  return buildChecked<GatherOp>(
+      at, operands, [&](EmitErrorFn emit) { return inferGather(xt, it, emit); },
+      x, indices);
+}
+
+Value ModelGen::genDropout(const OpCall &op) {
+  const BoundArgs &args = op.args;
+  std::optional<double> rate = numberArg(args, "rate", 0.0);
+  if (!rate || !requireFloat(op, op.x))
+    return nullptr;
+  if (!(*rate >= 0.0 && *rate < 1.0)) {
+    error(resolve(args.get("rate"))->getLoc())
+        << "dropout rate must be in [0, 1), got " << *rate;
+    return nullptr;
   }
-  if (name == "max_pool" || name == "avg_pool") {
-    std::optional<SmallVector<int64_t>> size = pairArg(args, "size", 2);
-    if (!size)
+  IntegerAttr seed;
+  auto *noSeed = dyn_cast_or_null<ast::NameExpr>(
+      args.get("seed") ? resolve(args.get("seed")) : nullptr);
+  if (args.get("seed") && !(noSeed && noSeed->name == "none")) {
+    std::optional<int64_t> s = intValue(args.get("seed"), "seed");
+    if (!s)
       return nullptr;
-    std::optional<SmallVector<int64_t>> strides =
-        args.get("strides") ? pairArg(args, "strides", 1) : size;
-    std::optional<std::string> padding =
-        symbolArg(args, "padding", {"valid", "same"}, "valid");
-    if (!strides || !padding || !requireFloat(x))
-      return nullptr;
-    Padding pad = *padding == "same" ? Padding::same : Padding::valid;
-    auto infer = [&](EmitErrorFn emit) {
-      return inferPool(name, xt, *size, *strides, pad, emit);
-    };
-    if (name == "max_pool")
-      return buildChecked<MaxPoolOp>(at, xOperand, infer, x, pad, *size,
-                                     *strides);
-    return buildChecked<AvgPoolOp>(at, xOperand, infer, x, pad, *size,
+    seed = builder.getI64IntegerAttr(*s);
+  }
+  return builder.create<DropoutOp>(loc(op.at), op.x,
+                                   builder.getF64FloatAttr(*rate), seed);
+}
+
+Value ModelGen::genPool(const OpCall &op) {
+  StringRef name = op.name;
+  const BoundArgs &args = op.args;
+  Value x = op.x;
+  RankedTensorType xt = op.xt;
+  std::pair<const ast::Expr *, Value> xOperand[] = {
+      {args.get(op.spec.params.front()), x}};
+  std::optional<SmallVector<int64_t>> size = pairArg(args, "size", 2);
+  if (!size)
+    return nullptr;
+  std::optional<SmallVector<int64_t>> strides =
+      args.get("strides") ? pairArg(args, "strides", 1) : size;
+  std::optional<std::string> padding =
+      symbolArg(args, "padding", {"valid", "same"}, "valid");
+  if (!strides || !padding || !requireFloat(op, x))
+    return nullptr;
+  Padding pad = *padding == "same" ? Padding::same : Padding::valid;
+  auto infer = [&](EmitErrorFn emit) {
+    return inferPool(name, xt, *size, *strides, pad, emit);
+  };
+  if (name == "max_pool")
+    return buildChecked<MaxPoolOp>(op.at, xOperand, infer, x, pad, *size,
                                    *strides);
-  }
-  if (name == "slice") {
-    std::optional<SmallVector<int64_t>> begin =
-        intListValue(args.get("begin"), "begin", false);
-    std::optional<SmallVector<int64_t>> size =
-        intListValue(args.get("size"), "size", false);
-    if (!begin || !size)
-      return nullptr;
-    return buildChecked<SliceOp>(
-        at, xOperand,
-        [&](EmitErrorFn emit) { return inferSlice(xt, *begin, *size, emit); },
-        x, *begin, *size);
-  }
-  error(at) << name << " is not supported here";
-  return nullptr;
+  return buildChecked<AvgPoolOp>(op.at, xOperand, infer, x, pad, *size,
+                                 *strides);
 }
 
 Value ModelGen::genConcat(const ast::CallExpr &call, const BoundArgs &args) {

@@ -311,6 +311,18 @@ Value ModelGen::graphValue(StringRef name, ast::Loc at, StringRef what) {
   return v;
 }
 
+namespace {
+/// Adds a value the train block names (a metric, a summary) to the step's
+/// outputs, once.
+void addOutput(SmallVectorImpl<std::pair<std::string, Value>> &outputs,
+               StringRef name, Value v) {
+  for (auto &[n, value] : outputs)
+    if (n == name)
+      return;
+  outputs.push_back({name.str(), v});
+}
+} // namespace
+
 void ModelGen::genTrain(
     SmallVectorImpl<std::pair<std::string, Value>> &outputs) {
   if (model.trainBlocks.empty())
@@ -321,17 +333,7 @@ void ModelGen::genTrain(
   }
   NamedAttrList settings;
   llvm::StringMap<ast::Loc> seen;
-  auto addOutput = [&](StringRef name, Value v) {
-    for (auto &[n, value] : outputs)
-      if (n == name)
-        return;
-    outputs.push_back({name.str(), v});
-  };
   std::optional<std::pair<std::string, ast::Loc>> lossName;
-  static const StringRef keys[] = {
-      "loss",        "metrics", "optimizer", "clip_gradients", "moving_average",
-      "replication", "update",  "batch",     "steps",          "seed",
-      "data",        "eval",    "session"};
   const ast::TrainItem *sync = nullptr;
 
   for (const ast::TrainItem &item : model.train) {
@@ -345,261 +347,293 @@ void ModelGen::genTrain(
       diag.attachNote(loc(it->second)) << "first set here";
       continue;
     }
-    if (item.kind == ast::TrainItem::Kind::Checkpoint ||
-        item.kind == ast::TrainItem::Kind::Summary) {
-      bool checkpoint = item.kind == ast::TrainItem::Kind::Checkpoint;
-      static const StringRef checkpointUnits[] = {"s", "min", "steps"};
-      static const StringRef summaryUnits[] = {"steps", "s", "min"};
-      ArrayRef<StringRef> units = checkpoint
-                                      ? ArrayRef<StringRef>(checkpointUnits)
-                                      : ArrayRef<StringRef>(summaryUnits);
-      if (!llvm::is_contained(units, item.unit)) {
-        error(item.unitLoc) << "unknown unit '" << item.unit << "' (use "
-                            << llvm::join(units, ", ") << ")";
-        continue;
-      }
-      if (!(item.every > 0) || !std::isfinite(item.every)) {
-        error(item.everyLoc)
-            << key << " interval must be a positive number of reasonable size";
-        continue;
-      }
-      NamedAttrList policy;
-      policy.append("every", builder.getF64FloatAttr(item.every));
-      policy.append("unit", builder.getStringAttr(item.unit));
-      if (item.keep) {
-        if (*item.keep < 1) {
-          error(item.keepLoc) << "keep must be at least 1";
-          continue;
-        }
-        policy.append("keep", builder.getI64IntegerAttr(*item.keep));
-      }
-      if (!checkpoint) {
-        SmallVector<Attribute> names;
-        for (auto &[name, at] : item.names) {
-          if (Value v = graphValue(name, at, "summary value")) {
-            addOutput(name, v);
-            names.push_back(builder.getStringAttr(name));
-          }
-        }
-        policy.append("values", builder.getArrayAttr(names));
-      }
-      settings.append(key, policy.getDictionary(context));
-      continue;
-    }
-
-    const ast::Expr *value = item.value.get();
-    if (!llvm::is_contained(keys, StringRef(key))) {
-      auto diag = error(item.loc) << "unknown training setting '" << key << "'";
-      std::vector<std::string> names(std::begin(keys), std::end(keys));
-      names.push_back("checkpoint");
-      names.push_back("summary");
-      if (auto s = closestName(key, names))
-        diag << "; did you mean '" << *s << "'?";
-      continue;
-    }
-    if (key != "eval" && !item.extra.empty()) {
-      error(item.extra.front().keyLoc) << "'" << key << "' takes one value";
-      continue;
-    }
-    Attribute attr;
-    if (key == "loss") {
-      auto *name = dyn_cast<ast::NameExpr>(value);
-      if (!name) {
-        error(value->getLoc())
-            << "loss names a graph value, as in `loss = xent`";
-        continue;
-      }
-      lossName = {name->name, name->getLoc()};
-      continue;
-    } else if (key == "metrics") {
-      auto *list = dyn_cast<ast::ListExpr>(value);
-      if (!list) {
-        error(value->getLoc()) << "metrics is a list of graph values, as in "
-                                  "[loss, accuracy]";
-        continue;
-      }
-      SmallVector<Attribute> names;
-      for (const ast::ExprPtr &e : list->items) {
-        auto *name = dyn_cast<ast::NameExpr>(e.get());
-        if (!name) {
-          error(e->getLoc()) << "metrics lists names of graph values";
-          continue;
-        }
-        if (Value v = graphValue(name->name, name->getLoc(), "metric")) {
-          addOutput(name->name, v);
-          names.push_back(builder.getStringAttr(name->name));
-        }
-      }
-      attr = builder.getArrayAttr(names);
-    } else if (key == "optimizer") {
-      attr = configCall(value, BuiltinKind::Optimizer, "optimizer");
-    } else if (key == "clip_gradients") {
-      attr = configCall(value, BuiltinKind::Config, "clip_gradients");
-      if (attr &&
-          cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
-              "global_norm") {
-        error(value->getLoc()) << "clip_gradients takes global_norm(N)";
-        attr = nullptr;
-      }
-    } else if (key == "moving_average") {
-      std::optional<double> decay = numberValue(value, "moving_average");
-      if (decay && !(*decay > 0 && *decay < 1)) {
-        error(value->getLoc())
-            << "moving_average is a decay in (0, 1), as in 0.999";
-        decay.reset();
-      }
-      if (decay)
-        attr = builder.getF64FloatAttr(*decay);
-    } else if (key == "replication") {
-      if (auto s =
-              symbolValue(value, "replication", {"between_graph", "in_graph"}))
-        attr = builder.getStringAttr(*s);
-    } else if (key == "update") {
-      auto *name = dyn_cast<ast::NameExpr>(resolve(value));
-      auto *call = dyn_cast<ast::CallExpr>(resolve(value));
-      if (name && name->name == "async") {
-        attr = builder.getDictionaryAttr(
-            builder.getNamedAttr("kind", builder.getStringAttr("async")));
-      } else if ((name && name->name != "sync") ||
-                 (call && call->callee != "sync")) {
-        StringRef written =
-            name ? StringRef(name->name) : StringRef(call->callee);
-        auto diag = error(value->getLoc())
-                    << "update is async or sync(replicas_to_aggregate = N, "
-                       "total_num_replicas = M), not '"
-                    << written << "'";
-        if (auto s = closestName(written, {"async", "sync"}))
-          diag << "; did you mean '" << *s << "'?";
-      } else if (call || name) {
-        attr = configCall(value, BuiltinKind::Config, "update");
-        if (attr &&
-            cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
-                "sync") {
-          error(value->getLoc())
-              << "update is async or sync(replicas_to_aggregate "
-                 "= N, total_num_replicas = M)";
-          attr = nullptr;
-        }
-        sync = &item;
-      } else {
-        error(value->getLoc()) << "update is async or sync(...)";
-      }
-    } else if (key == "batch" || key == "steps" || key == "seed") {
-      if (std::optional<int64_t> n = intValue(value, key)) {
-        if (*n < (key == "seed" ? 0 : 1))
-          error(value->getLoc())
-              << key << " must be "
-              << (key == "seed" ? "non-negative" : "positive");
-        else
-          attr = builder.getI64IntegerAttr(*n);
-      }
-    } else if (key == "data" || key == "eval") {
-      attr = configCall(value, BuiltinKind::Data, "data source");
-      if (attr) {
-        auto dict = cast<DictionaryAttr>(attr);
-        NamedAttrList data(dict);
-        StringRef kindName = dict.getAs<StringAttr>("kind").getValue();
-        auto *call = dyn_cast<ast::CallExpr>(resolve(value));
-        if (kindName != "synthetic" && !dict.get("path")) {
-          error(value->getLoc()) << kindName << " needs a path";
-          continue;
-        }
-        if (auto path = dict.getAs<StringAttr>("path")) {
-          // tfrecord's path is a glob: it must match a file.
-          auto exists = [&](StringRef p) {
-            if (kindName != "tfrecord")
-              return llvm::sys::fs::exists(p);
-            glob_t g{};
-            const bool found =
-                ::glob(p.str().c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0;
-            globfree(&g);
-            return found;
-          };
-          if (options.checkDataPaths && !exists(path.getValue())) {
-            const ast::Expr *pathExpr = call && !call->args.empty()
-                                            ? call->args.front().value.get()
-                                            : value;
-            emitWarning(loc(pathExpr->getLoc()))
-                << "data path '" << path.getValue()
-                << (kindName == "tfrecord"
-                        ? "' matches no file on this machine; training will "
-                          "need some"
-                        : "' does not exist on this machine; training will "
-                          "need it");
-          }
-        }
-        if (auto split = dict.get("split")) {
-          auto s = dyn_cast<StringAttr>(split);
-          if (!s || (s.getValue() != "train" && s.getValue() != "test")) {
-            error(value->getLoc()) << "split is train or test";
-            continue;
-          }
-        }
-        if (kindName == "tfrecord" && !checkTFRecordArgs(dict, call))
-          continue;
-        for (const ast::Arg &extra : item.extra) {
-          if (extra.key != "every") {
-            error(extra.keyLoc) << "eval takes `every = N` (steps) after the "
-                                   "data source, not '"
-                                << extra.key << "'";
-            continue;
-          }
-          if (std::optional<int64_t> every =
-                  intValue(extra.value.get(), "every")) {
-            if (*every < 1)
-              error(extra.value->getLoc()) << "every must be positive";
-            else
-              data.append("every", builder.getI64IntegerAttr(*every));
-          }
-        }
-        attr = data.getDictionary(context);
-      }
-    } else if (key == "session") {
-      attr = configCall(value, BuiltinKind::Config, "session");
-      if (attr &&
-          cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
-              "session") {
-        error(value->getLoc()) << "session takes session(soft_placement = "
-                                  "true, inter_op_threads = 2, ...)";
-        attr = nullptr;
-      }
-    }
+    Attribute attr = item.kind == ast::TrainItem::Kind::Setting
+                         ? genTrainSetting(item, key, outputs, lossName, sync)
+                         : genTrainPolicy(item, key, outputs);
     if (attr)
       settings.append(key, attr);
   }
+  if (sync)
+    checkSyncReplicas(settings, *sync);
+  genTrainLoss(settings, outputs, lossName);
+  module->setAttr("dtf.train", settings.getDictionary(context));
+}
 
-  // SyncReplicasOptimizer: aggregating more gradients than there are replicas
-  // would wait forever.
-  if (sync) {
-    if (auto dict = dyn_cast_or_null<DictionaryAttr>(settings.get("update"))) {
-      auto aggregate = dict.getAs<IntegerAttr>("replicas_to_aggregate");
-      auto total = dict.getAs<IntegerAttr>("total_num_replicas");
-      auto *call = dyn_cast<ast::CallExpr>(resolve(sync->value.get()));
-      auto argLoc = [&](StringRef name) {
-        if (call)
-          for (const ast::Arg &a : call->args)
-            if (a.key == name)
-              return a.keyLoc;
-        return sync->value->getLoc();
-      };
-      if ((dict.get("replicas_to_aggregate") && !aggregate) ||
-          (dict.get("total_num_replicas") && !total))
-        error(sync->value->getLoc()) << "sync takes integer replica counts";
-      else if ((aggregate && aggregate.getInt() < 1) ||
-               (total && total.getInt() < 1))
-        error(sync->value->getLoc()) << "replica counts must be at least 1";
-      else if (aggregate && total && aggregate.getInt() > total.getInt()) {
-        auto diag = error(argLoc("replicas_to_aggregate"))
-                    << "replicas_to_aggregate (" << aggregate.getInt()
-                    << ") exceeds total_num_replicas (" << total.getInt()
-                    << "): each step would wait for gradients that never come";
-        diag.attachNote(loc(argLoc("total_num_replicas")))
-            << "total_num_replicas is set here";
+Attribute ModelGen::genTrainPolicy(
+    const ast::TrainItem &item, StringRef key,
+    SmallVectorImpl<std::pair<std::string, Value>> &outputs) {
+  bool checkpoint = item.kind == ast::TrainItem::Kind::Checkpoint;
+  static const StringRef checkpointUnits[] = {"s", "min", "steps"};
+  static const StringRef summaryUnits[] = {"steps", "s", "min"};
+  ArrayRef<StringRef> units = checkpoint ? ArrayRef<StringRef>(checkpointUnits)
+                                         : ArrayRef<StringRef>(summaryUnits);
+  if (!llvm::is_contained(units, item.unit)) {
+    error(item.unitLoc) << "unknown unit '" << item.unit << "' (use "
+                        << llvm::join(units, ", ") << ")";
+    return {};
+  }
+  if (!(item.every > 0) || !std::isfinite(item.every)) {
+    error(item.everyLoc)
+        << key << " interval must be a positive number of reasonable size";
+    return {};
+  }
+  NamedAttrList policy;
+  policy.append("every", builder.getF64FloatAttr(item.every));
+  policy.append("unit", builder.getStringAttr(item.unit));
+  if (item.keep) {
+    if (*item.keep < 1) {
+      error(item.keepLoc) << "keep must be at least 1";
+      return {};
+    }
+    policy.append("keep", builder.getI64IntegerAttr(*item.keep));
+  }
+  if (!checkpoint) {
+    SmallVector<Attribute> names;
+    for (auto &[name, at] : item.names) {
+      if (Value v = graphValue(name, at, "summary value")) {
+        addOutput(outputs, name, v);
+        names.push_back(builder.getStringAttr(name));
       }
     }
+    policy.append("values", builder.getArrayAttr(names));
   }
+  return policy.getDictionary(context);
+}
 
-  // The loss: named in the train block, or the graph value called `loss`.
+Attribute ModelGen::genTrainSetting(
+    const ast::TrainItem &item, StringRef key,
+    SmallVectorImpl<std::pair<std::string, Value>> &outputs,
+    std::optional<std::pair<std::string, ast::Loc>> &lossName,
+    const ast::TrainItem *&sync) {
+  static const StringRef keys[] = {
+      "loss",        "metrics", "optimizer", "clip_gradients", "moving_average",
+      "replication", "update",  "batch",     "steps",          "seed",
+      "data",        "eval",    "session"};
+  const ast::Expr *value = item.value.get();
+  if (!llvm::is_contained(keys, key)) {
+    auto diag = error(item.loc) << "unknown training setting '" << key << "'";
+    std::vector<std::string> names(std::begin(keys), std::end(keys));
+    names.push_back("checkpoint");
+    names.push_back("summary");
+    if (auto s = closestName(key, names))
+      diag << "; did you mean '" << *s << "'?";
+    return {};
+  }
+  if (key != "eval" && !item.extra.empty()) {
+    error(item.extra.front().keyLoc) << "'" << key << "' takes one value";
+    return {};
+  }
+  Attribute attr;
+  if (key == "loss") {
+    auto *name = dyn_cast<ast::NameExpr>(value);
+    if (!name) {
+      error(value->getLoc()) << "loss names a graph value, as in `loss = xent`";
+      return {};
+    }
+    lossName = {name->name, name->getLoc()};
+    return {};
+  } else if (key == "metrics") {
+    auto *list = dyn_cast<ast::ListExpr>(value);
+    if (!list) {
+      error(value->getLoc()) << "metrics is a list of graph values, as in "
+                                "[loss, accuracy]";
+      return {};
+    }
+    SmallVector<Attribute> names;
+    for (const ast::ExprPtr &e : list->items) {
+      auto *name = dyn_cast<ast::NameExpr>(e.get());
+      if (!name) {
+        error(e->getLoc()) << "metrics lists names of graph values";
+        continue;
+      }
+      if (Value v = graphValue(name->name, name->getLoc(), "metric")) {
+        addOutput(outputs, name->name, v);
+        names.push_back(builder.getStringAttr(name->name));
+      }
+    }
+    attr = builder.getArrayAttr(names);
+  } else if (key == "optimizer") {
+    attr = configCall(value, BuiltinKind::Optimizer, "optimizer");
+  } else if (key == "clip_gradients") {
+    attr = configCall(value, BuiltinKind::Config, "clip_gradients");
+    if (attr &&
+        cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
+            "global_norm") {
+      error(value->getLoc()) << "clip_gradients takes global_norm(N)";
+      attr = nullptr;
+    }
+  } else if (key == "moving_average") {
+    std::optional<double> decay = numberValue(value, "moving_average");
+    if (decay && !(*decay > 0 && *decay < 1)) {
+      error(value->getLoc())
+          << "moving_average is a decay in (0, 1), as in 0.999";
+      decay.reset();
+    }
+    if (decay)
+      attr = builder.getF64FloatAttr(*decay);
+  } else if (key == "replication") {
+    if (auto s =
+            symbolValue(value, "replication", {"between_graph", "in_graph"}))
+      attr = builder.getStringAttr(*s);
+  } else if (key == "update") {
+    attr = genUpdateSetting(item, sync);
+  } else if (key == "batch" || key == "steps" || key == "seed") {
+    if (std::optional<int64_t> n = intValue(value, key)) {
+      if (*n < (key == "seed" ? 0 : 1))
+        error(value->getLoc()) << key << " must be "
+                               << (key == "seed" ? "non-negative" : "positive");
+      else
+        attr = builder.getI64IntegerAttr(*n);
+    }
+  } else if (key == "data" || key == "eval") {
+    attr = genDataSetting(item);
+  } else if (key == "session") {
+    attr = configCall(value, BuiltinKind::Config, "session");
+    if (attr &&
+        cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
+            "session") {
+      error(value->getLoc()) << "session takes session(soft_placement = "
+                                "true, inter_op_threads = 2, ...)";
+      attr = nullptr;
+    }
+  }
+  return attr;
+}
+
+Attribute ModelGen::genUpdateSetting(const ast::TrainItem &item,
+                                     const ast::TrainItem *&sync) {
+  const ast::Expr *value = item.value.get();
+  Attribute attr;
+  auto *name = dyn_cast<ast::NameExpr>(resolve(value));
+  auto *call = dyn_cast<ast::CallExpr>(resolve(value));
+  if (name && name->name == "async") {
+    attr = builder.getDictionaryAttr(
+        builder.getNamedAttr("kind", builder.getStringAttr("async")));
+  } else if ((name && name->name != "sync") ||
+             (call && call->callee != "sync")) {
+    StringRef written = name ? StringRef(name->name) : StringRef(call->callee);
+    auto diag = error(value->getLoc())
+                << "update is async or sync(replicas_to_aggregate = N, "
+                   "total_num_replicas = M), not '"
+                << written << "'";
+    if (auto s = closestName(written, {"async", "sync"}))
+      diag << "; did you mean '" << *s << "'?";
+  } else if (call || name) {
+    attr = configCall(value, BuiltinKind::Config, "update");
+    if (attr &&
+        cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
+            "sync") {
+      error(value->getLoc()) << "update is async or sync(replicas_to_aggregate "
+                                "= N, total_num_replicas = M)";
+      attr = nullptr;
+    }
+    sync = &item;
+  } else {
+    error(value->getLoc()) << "update is async or sync(...)";
+  }
+  return attr;
+}
+
+Attribute ModelGen::genDataSetting(const ast::TrainItem &item) {
+  const ast::Expr *value = item.value.get();
+  Attribute attr = configCall(value, BuiltinKind::Data, "data source");
+  if (!attr)
+    return attr;
+  auto dict = cast<DictionaryAttr>(attr);
+  NamedAttrList data(dict);
+  StringRef kindName = dict.getAs<StringAttr>("kind").getValue();
+  auto *call = dyn_cast<ast::CallExpr>(resolve(value));
+  if (kindName != "synthetic" && !dict.get("path")) {
+    error(value->getLoc()) << kindName << " needs a path";
+    return {};
+  }
+  if (auto path = dict.getAs<StringAttr>("path")) {
+    // tfrecord's path is a glob: it must match a file.
+    auto exists = [&](StringRef p) {
+      if (kindName != "tfrecord")
+        return llvm::sys::fs::exists(p);
+      glob_t g{};
+      const bool found =
+          ::glob(p.str().c_str(), 0, nullptr, &g) == 0 && g.gl_pathc > 0;
+      globfree(&g);
+      return found;
+    };
+    if (options.checkDataPaths && !exists(path.getValue())) {
+      const ast::Expr *pathExpr =
+          call && !call->args.empty() ? call->args.front().value.get() : value;
+      emitWarning(loc(pathExpr->getLoc()))
+          << "data path '" << path.getValue()
+          << (kindName == "tfrecord"
+                  ? "' matches no file on this machine; training will "
+                    "need some"
+                  : "' does not exist on this machine; training will "
+                    "need it");
+    }
+  }
+  if (auto split = dict.get("split")) {
+    auto s = dyn_cast<StringAttr>(split);
+    if (!s || (s.getValue() != "train" && s.getValue() != "test")) {
+      error(value->getLoc()) << "split is train or test";
+      return {};
+    }
+  }
+  if (kindName == "tfrecord" && !checkTFRecordArgs(dict, call))
+    return {};
+  for (const ast::Arg &extra : item.extra) {
+    if (extra.key != "every") {
+      error(extra.keyLoc) << "eval takes `every = N` (steps) after the "
+                             "data source, not '"
+                          << extra.key << "'";
+      continue;
+    }
+    if (std::optional<int64_t> every = intValue(extra.value.get(), "every")) {
+      if (*every < 1)
+        error(extra.value->getLoc()) << "every must be positive";
+      else
+        data.append("every", builder.getI64IntegerAttr(*every));
+    }
+  }
+  return data.getDictionary(context);
+}
+
+// SyncReplicasOptimizer: aggregating more gradients than there are replicas
+// would wait forever.
+void ModelGen::checkSyncReplicas(const NamedAttrList &settings,
+                                 const ast::TrainItem &sync) {
+  auto dict = dyn_cast_or_null<DictionaryAttr>(settings.get("update"));
+  if (!dict)
+    return;
+  auto aggregate = dict.getAs<IntegerAttr>("replicas_to_aggregate");
+  auto total = dict.getAs<IntegerAttr>("total_num_replicas");
+  auto *call = dyn_cast<ast::CallExpr>(resolve(sync.value.get()));
+  auto argLoc = [&](StringRef name) {
+    if (call)
+      for (const ast::Arg &a : call->args)
+        if (a.key == name)
+          return a.keyLoc;
+    return sync.value->getLoc();
+  };
+  if ((dict.get("replicas_to_aggregate") && !aggregate) ||
+      (dict.get("total_num_replicas") && !total))
+    error(sync.value->getLoc()) << "sync takes integer replica counts";
+  else if ((aggregate && aggregate.getInt() < 1) ||
+           (total && total.getInt() < 1))
+    error(sync.value->getLoc()) << "replica counts must be at least 1";
+  else if (aggregate && total && aggregate.getInt() > total.getInt()) {
+    auto diag = error(argLoc("replicas_to_aggregate"))
+                << "replicas_to_aggregate (" << aggregate.getInt()
+                << ") exceeds total_num_replicas (" << total.getInt()
+                << "): each step would wait for gradients that never come";
+    diag.attachNote(loc(argLoc("total_num_replicas")))
+        << "total_num_replicas is set here";
+  }
+}
+
+// The loss: named in the train block, or the graph value called `loss`.
+void ModelGen::genTrainLoss(
+    NamedAttrList &settings,
+    SmallVectorImpl<std::pair<std::string, Value>> &outputs,
+    std::optional<std::pair<std::string, ast::Loc>> lossName) {
   Value loss;
   if (lossName) {
     loss = graphValue(lossName->first, lossName->second, "loss");
@@ -611,18 +645,15 @@ void ModelGen::genTrain(
         << "the train block has no loss: define `loss = ...` in the graph, "
            "or write `loss = NAME` in the train block";
   }
-  if (loss) {
-    if (!isa<FloatType>(
-            cast<RankedTensorType>(loss.getType()).getElementType()))
-      error(lossName->second) << "the loss must be floating-point, got "
-                              << formatType(loss.getType());
-    // The loss is the first result; a metric of the same name is the same.
-    llvm::erase_if(outputs,
-                   [&](auto &o) { return o.first == lossName->first; });
-    outputs.insert(outputs.begin(), {lossName->first, loss});
-    settings.append("loss", builder.getStringAttr(lossName->first));
-  }
-  module->setAttr("dtf.train", settings.getDictionary(context));
+  if (!loss)
+    return;
+  if (!isa<FloatType>(cast<RankedTensorType>(loss.getType()).getElementType()))
+    error(lossName->second) << "the loss must be floating-point, got "
+                            << formatType(loss.getType());
+  // The loss is the first result; a metric of the same name is the same.
+  llvm::erase_if(outputs, [&](auto &o) { return o.first == lossName->first; });
+  outputs.insert(outputs.begin(), {lossName->first, loss});
+  settings.append("loss", builder.getStringAttr(lossName->first));
 }
 
 } // namespace mlir::dtf::frontend

@@ -174,8 +174,34 @@ private:
   std::pair<Value, Value> genPair(const ast::Expr &lhs, const ast::Expr &rhs,
                                   Type hint = {});
   Value genCall(const ast::CallExpr &call);
+  /// A builtin op's call once genOp has generated its first tensor
+  /// operands, in their written order: what each family of ops starts from.
+  struct OpCall {
+    const ast::CallExpr &call;
+    const BuiltinSpec &spec;
+    const BoundArgs &args;
+    StringRef name;
+    ast::Loc at;
+    Value x; // the first tensor argument (select: its condition)
+    RankedTensorType xt;
+    Value pairFirst, pairSecond; // ops over two tensors: both, else null
+  };
   Value genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
               const BoundArgs &args);
+  /// False, with an error at the call, when `v` is not floating-point (or is
+  /// bool, for requireNumeric).
+  bool requireFloat(const OpCall &op, Value v);
+  bool requireNumeric(const OpCall &op, Value v);
+  // The families of builtin ops (MLIRGenOps.cpp).
+  Value genArithmeticOp(const OpCall &op); // matmul, unary math, max, pow, cast
+  Value genSelect(const OpCall &op);
+  Value genReshape(const OpCall &op);     // reshape, broadcast_to
+  Value genShapeOp(const OpCall &op);     // flatten, transpose, slice
+  Value genReductionOp(const OpCall &op); // sum, mean, max, argmax, softmax
+  Value genLossOp(const OpCall &op);      // the softmax cross-entropies
+  Value genIndicesOp(const OpCall &op);   // one_hot, gather
+  Value genDropout(const OpCall &op);
+  Value genPool(const OpCall &op); // max_pool, avg_pool
   Value genConcat(const ast::CallExpr &call, const BoundArgs &args);
   Value genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
                  const BoundArgs &args);
@@ -272,6 +298,25 @@ private:
 
   void genPlacement();
   void genTrain(SmallVectorImpl<std::pair<std::string, Value>> &outputs);
+  // The parts of the train block (MLIRGenTrain.cpp). Each returns the
+  // setting's attribute, or null (after an error, or for the loss, which
+  // genTrainLoss sets last).
+  Attribute
+  genTrainPolicy(const ast::TrainItem &item, StringRef key,
+                 SmallVectorImpl<std::pair<std::string, Value>> &outputs);
+  Attribute
+  genTrainSetting(const ast::TrainItem &item, StringRef key,
+                  SmallVectorImpl<std::pair<std::string, Value>> &outputs,
+                  std::optional<std::pair<std::string, ast::Loc>> &lossName,
+                  const ast::TrainItem *&sync);
+  Attribute genUpdateSetting(const ast::TrainItem &item,
+                             const ast::TrainItem *&sync);
+  Attribute genDataSetting(const ast::TrainItem &item);
+  void checkSyncReplicas(const NamedAttrList &settings,
+                         const ast::TrainItem &sync);
+  void genTrainLoss(NamedAttrList &settings,
+                    SmallVectorImpl<std::pair<std::string, Value>> &outputs,
+                    std::optional<std::pair<std::string, ast::Loc>> lossName);
   Attribute configCall(const ast::Expr *expr, BuiltinKind kind, StringRef what);
   Attribute literalAttr(const ast::Expr *expr, StringRef what);
   /// A parameter of a training call, checked for what it must hold.

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Operation.h"
 
 namespace mlir::dtf {
@@ -58,6 +59,19 @@ LogicalResult emitRegionAt(OpBuilder &lb, FusedOp fused,
                            ArrayRef<Value> pointers, Value i, Value total,
                            bool readUnusedInputs, Value rowStart = {},
                            int64_t rowSize = 0);
+
+/// emitRegionAt's work, which also gives in `scalars` each region value's
+/// element i (the reductions' operands among them) and leaves the
+/// reductions to the caller (ReducedRegions.cpp): loads each input at i (or
+/// 0, or i mod its size), emits the region's elementwise ops on scalars and
+/// stores each elementwise result at i.
+LogicalResult emitElementsAt(OpBuilder &lb, FusedOp fused,
+                             ArrayRef<Value> pointers, Value i, Value total,
+                             Value rowStart, int64_t rowSize,
+                             IRMapping &scalars, bool readUnusedInputs);
+
+/// A scalar constant of type `t` (float or integer) with value `v`.
+Value scalarConstant(OpBuilder &b, Location loc, Type t, double v);
 
 /// Whether `fused` holds reductions (dtf.sum, dtf.mean, dtf.sum_to_shape):
 /// its kernel then loops over the reduced outputs' elements.

@@ -67,6 +67,21 @@ private:
     return var && var.getTrainable() && isFloat(read);
   }
   LogicalResult backward(Operation *op, Value dy);
+  // backward's families of ops: each gives nothing for an op not its own.
+  std::optional<LogicalResult> backwardElementwise(Operation *op, Value dy);
+  std::optional<LogicalResult> backwardLayer(Operation *op, Value dy);
+  std::optional<LogicalResult> backwardShape(Operation *op, Value dy);
+  std::optional<LogicalResult> backwardReduction(Operation *op, Value dy);
+  bool needs(Value v) { return needsGrad.contains(v); }
+  void unary(Value x, Value g) { accumulate(x, g); }
+  /// Gradients of a broadcasting binary op's operands, each reduced to its
+  /// operand's shape.
+  void binary(Value lhs, Value rhs, Value gl, Value gr) {
+    if (needsGrad.contains(lhs))
+      accumulate(lhs, unbroadcast(gl, lhs));
+    if (needsGrad.contains(rhs))
+      accumulate(rhs, unbroadcast(gr, rhs));
+  }
   /// A library LSTM or GRU: the training step keeps oneDNN's workspace for
   /// the gradient. The forward op becomes its Train variant (in its place,
   /// on its device), and the forward op, now unused, goes once the
@@ -171,17 +186,11 @@ GradientBuilder::run(Block &block, Value loss) {
   return ordered;
 }
 
-LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
-  auto unary = [&](Value x, Value g) { accumulate(x, g); };
-  auto binary = [&](Value lhs, Value rhs, Value gl, Value gr) {
-    if (needsGrad.contains(lhs))
-      accumulate(lhs, unbroadcast(gl, lhs));
-    if (needsGrad.contains(rhs))
-      accumulate(rhs, unbroadcast(gr, rhs));
-  };
-  auto needs = [&](Value v) { return needsGrad.contains(v); };
+/// Elementwise math: gradients broadcast back to each operand's shape.
+std::optional<LogicalResult> GradientBuilder::backwardElementwise(Operation *op,
+                                                                  Value dy) {
   Type element = typeOf(dy).getElementType();
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case([&](AddOp o) {
         binary(o.getLhs(), o.getRhs(), dy, dy);
         return success();
@@ -280,6 +289,13 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
           unary(o.getX(), b.create<CastOp>(loc, typeOf(o.getX()), dy));
         return success();
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Matmul, convolution, the library recurrent layers and pooling.
+std::optional<LogicalResult> GradientBuilder::backwardLayer(Operation *op,
+                                                            Value dy) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case([&](MatmulOp o) {
         Value a = o.getA(), m = o.getB();
         bool ta = o.getTransposeA(), tb = o.getTransposeB();
@@ -345,6 +361,14 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
                                                     o.getStridesAttr()));
         return success();
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Ops that move elements: reshape, transpose, slices, broadcasts, concat,
+/// gather.
+std::optional<LogicalResult> GradientBuilder::backwardShape(Operation *op,
+                                                            Value dy) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case([&](ReshapeOp o) {
         unary(o.getX(), b.create<ReshapeOp>(loc, typeOf(o.getX()), dy));
         return success();
@@ -385,6 +409,19 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
         }
         return success();
       })
+      .Case([&](GatherOp o) {
+        unary(o.getParams(), b.create<GatherGradOp>(
+                                 loc, typeOf(o.getParams()), dy, o.getIndices(),
+                                 shapeAttr(b, typeOf(o.getParams()))));
+        return success();
+      })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// Reductions, the softmaxes and their losses, dropout.
+std::optional<LogicalResult> GradientBuilder::backwardReduction(Operation *op,
+                                                                Value dy) {
+  return llvm::TypeSwitch<Operation *, std::optional<LogicalResult>>(op)
       .Case<SumOp, MeanOp>([&](auto o) {
         unary(o.getX(), b.create<ReduceGradOp>(
                             loc, typeOf(o.getX()), dy, o.getX(), o.getAxesAttr(),
@@ -418,17 +455,22 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
                                  loc, typeOf(o.getLogits()), dy, o.getLogits(), o.getLabels()));
         return success();
       })
-      .Case([&](GatherOp o) {
-        unary(o.getParams(), b.create<GatherGradOp>(loc, typeOf(o.getParams()), dy,
-                                                    o.getIndices(),
-                                                    shapeAttr(b, typeOf(o.getParams()))));
-        return success();
-      })
       .Case([&](DropoutOp o) {
         unary(o.getX(), b.create<DropoutGradOp>(loc, typeOf(dy), dy, o.getRateAttr(),
                                                 o.getSeedAttr()));
         return success();
       })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
+  // Each family answers for its own ops and leaves the others.
+  for (auto family :
+       {&GradientBuilder::backwardElementwise, &GradientBuilder::backwardLayer,
+        &GradientBuilder::backwardShape, &GradientBuilder::backwardReduction})
+    if (std::optional<LogicalResult> done = (this->*family)(op, dy))
+      return *done;
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<ConstantOp, InputOp, ReadVariableOp, ArgmaxOp, CompareOp, OneHotOp>(
           [](Operation *) { return success(); })
       .Default([&](Operation *other) -> LogicalResult {

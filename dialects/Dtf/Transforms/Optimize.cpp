@@ -91,6 +91,12 @@ private:
     return InitializerAttr::get(b.getContext(), InitKind::zeros, DictionaryAttr());
   }
   Value learningRate(Attribute spec, Value step);
+  LogicalResult applyUpdate(VariableOp var, Value g, StringRef kind,
+                            DictionaryAttr optimizer, Value lr, Value step,
+                            bool sparse, ArrayRef<Value> slices);
+  LogicalResult addMovingAverages(FloatAttr decay,
+                                  ArrayRef<std::pair<VariableOp, Value>> grads,
+                                  Value step);
 
   ModuleOp module;
   func::FuncOp train;
@@ -137,6 +143,98 @@ Value UpdateBuilder::learningRate(Attribute spec, Value step) {
     lr = b.create<SelectOp>(loc, past, scalarFloat(valueAt(i + 1)), lr);
   }
   return lr;
+}
+
+/// The optimizer's update of `var` by its gradient `g` (or, when `sparse`,
+/// by the (indices, rows) pairs `slices`), with the optimizer's slots.
+LogicalResult UpdateBuilder::applyUpdate(VariableOp var, Value g,
+                                         StringRef kind,
+                                         DictionaryAttr optimizer, Value lr,
+                                         Value step, bool sparse,
+                                         ArrayRef<Value> slices) {
+  auto name = FlatSymbolRefAttr::get(var.getSymNameAttr());
+  if (kind == "sgd") {
+    if (sparse)
+      b.create<SparseApplySgdOp>(loc, name, lr, slices);
+    else
+      b.create<ApplySgdOp>(loc, name, g, lr);
+  } else if (kind == "momentum") {
+    auto accum = slot(var, "Momentum", zerosInit());
+    auto momentum = b.getF64FloatAttr(number(optimizer, "momentum", 0.9));
+    auto useNesterov = optimizer.getAs<BoolAttr>("use_nesterov");
+    UnitAttr nesterov =
+        useNesterov && useNesterov.getValue() ? b.getUnitAttr() : UnitAttr();
+    if (sparse)
+      b.create<SparseApplyMomentumOp>(loc, name, accum, lr, slices, momentum,
+                                      nesterov);
+    else
+      b.create<ApplyMomentumOp>(loc, name, accum, g, lr, momentum, nesterov);
+  } else if (kind == "adam") {
+    auto m = slot(var, "Adam", zerosInit());
+    auto v = slot(var, "Adam_1", zerosInit());
+    auto beta1 = b.getF64FloatAttr(number(optimizer, "beta1", 0.9));
+    auto beta2 = b.getF64FloatAttr(number(optimizer, "beta2", 0.999));
+    auto epsilon = b.getF64FloatAttr(number(optimizer, "epsilon", 1e-8));
+    if (sparse)
+      b.create<SparseApplyAdamOp>(loc, name, m, v, lr, step, slices, beta1,
+                                  beta2, epsilon);
+    else
+      b.create<ApplyAdamOp>(loc, name, m, v, g, lr, step, beta1, beta2,
+                            epsilon);
+  } else if (kind == "adagrad") {
+    auto accum =
+        slot(var, "Adagrad",
+             constantInit(number(optimizer, "initial_accumulator_value", 0.1)));
+    if (sparse)
+      b.create<SparseApplyAdagradOp>(loc, name, accum, lr, slices);
+    else
+      b.create<ApplyAdagradOp>(loc, name, accum, g, lr);
+  } else if (kind == "rmsprop") {
+    // TensorFlow 1 starts the mean square at one.
+    auto ms = slot(var, "RMSProp", constantInit(1.0));
+    auto mom = slot(var, "RMSProp_1", zerosInit());
+    auto decay = b.getF64FloatAttr(number(optimizer, "decay", 0.9));
+    auto momentum = b.getF64FloatAttr(number(optimizer, "momentum", 0.0));
+    auto epsilon = b.getF64FloatAttr(number(optimizer, "epsilon", 1e-10));
+    if (sparse)
+      b.create<SparseApplyRmspropOp>(loc, name, ms, mom, lr, slices, decay,
+                                     momentum, epsilon);
+    else
+      b.create<ApplyRmspropOp>(loc, name, ms, mom, g, lr, decay, momentum,
+                               epsilon);
+  } else {
+    return train.emitError() << "unknown optimizer '" << kind << "'";
+  }
+  return success();
+}
+
+/// The moving average of each trained variable (`decay`: the settings'),
+/// updated after its variable.
+LogicalResult UpdateBuilder::addMovingAverages(
+    FloatAttr decay, ArrayRef<std::pair<VariableOp, Value>> grads, Value step) {
+  // min(decay, (1 + step) / (10 + step)): TensorFlow's num_updates.
+  Value stepF = b.create<CastOp>(loc, floatScalar(), step);
+  Value ratio =
+      b.create<DivOp>(loc, b.create<AddOp>(loc, stepF, scalarFloat(1.0)),
+                      b.create<AddOp>(loc, stepF, scalarFloat(10.0)));
+  Value stepDecay =
+      b.create<MinimumOp>(loc, scalarFloat(decay.getValueAsDouble()), ratio);
+  for (auto [var, g] : grads) {
+    if (var->hasAttr("dtf.dynamic"))
+      return var.emitError()
+             << "moving_average cannot cover the dynamic table '"
+             << var.getSymName()
+             << "': its rows come and go at run time; remove "
+                "moving_average or use a fixed vocabulary";
+    auto avg = slot(var, "ExponentialMovingAverage", var.getInitializer());
+    // The runtime starts an average at its variable's first value.
+    symbols.lookup<VariableOp>(avg.getValue())
+        ->setAttr("dtf.moving_average", b.getUnitAttr());
+    b.create<MovingAverageUpdateOp>(
+        var.getLoc(), avg, FlatSymbolRefAttr::get(var.getSymNameAttr()), decay,
+        stepDecay);
+  }
+  return success();
 }
 
 LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
@@ -209,7 +307,6 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
       !clip && (kind == "sgd" || kind == "adagrad" || lazy);
   SmallVector<Operation *> unused; // dense gradients a sparse update replaced
   for (auto &[var, g] : grads) {
-    auto name = FlatSymbolRefAttr::get(var.getSymNameAttr());
     loc = var.getLoc();
     SmallVector<Value> slices;
     SmallVector<Operation *> made;
@@ -228,51 +325,8 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
                                     "row (lazy = false)"
                                   : "it is used other than by its gathers")
              << "; remove that or use a fixed vocabulary";
-    if (kind == "sgd") {
-      if (sparse)
-        b.create<SparseApplySgdOp>(loc, name, lr, slices);
-      else
-        b.create<ApplySgdOp>(loc, name, g, lr);
-    } else if (kind == "momentum") {
-      auto accum = slot(var, "Momentum", zerosInit());
-      auto momentum = b.getF64FloatAttr(number(optimizer, "momentum", 0.9));
-      auto useNesterov = optimizer.getAs<BoolAttr>("use_nesterov");
-      UnitAttr nesterov = useNesterov && useNesterov.getValue() ? b.getUnitAttr() : UnitAttr();
-      if (sparse)
-        b.create<SparseApplyMomentumOp>(loc, name, accum, lr, slices, momentum, nesterov);
-      else
-        b.create<ApplyMomentumOp>(loc, name, accum, g, lr, momentum, nesterov);
-    } else if (kind == "adam") {
-      auto m = slot(var, "Adam", zerosInit());
-      auto v = slot(var, "Adam_1", zerosInit());
-      auto beta1 = b.getF64FloatAttr(number(optimizer, "beta1", 0.9));
-      auto beta2 = b.getF64FloatAttr(number(optimizer, "beta2", 0.999));
-      auto epsilon = b.getF64FloatAttr(number(optimizer, "epsilon", 1e-8));
-      if (sparse)
-        b.create<SparseApplyAdamOp>(loc, name, m, v, lr, step, slices, beta1, beta2, epsilon);
-      else
-        b.create<ApplyAdamOp>(loc, name, m, v, g, lr, step, beta1, beta2, epsilon);
-    } else if (kind == "adagrad") {
-      auto accum = slot(var, "Adagrad",
-                        constantInit(number(optimizer, "initial_accumulator_value", 0.1)));
-      if (sparse)
-        b.create<SparseApplyAdagradOp>(loc, name, accum, lr, slices);
-      else
-        b.create<ApplyAdagradOp>(loc, name, accum, g, lr);
-    } else if (kind == "rmsprop") {
-      // TensorFlow 1 starts the mean square at one.
-      auto ms = slot(var, "RMSProp", constantInit(1.0));
-      auto mom = slot(var, "RMSProp_1", zerosInit());
-      auto decay = b.getF64FloatAttr(number(optimizer, "decay", 0.9));
-      auto momentum = b.getF64FloatAttr(number(optimizer, "momentum", 0.0));
-      auto epsilon = b.getF64FloatAttr(number(optimizer, "epsilon", 1e-10));
-      if (sparse)
-        b.create<SparseApplyRmspropOp>(loc, name, ms, mom, lr, slices, decay, momentum, epsilon);
-      else
-        b.create<ApplyRmspropOp>(loc, name, ms, mom, g, lr, decay, momentum, epsilon);
-    } else {
-      return train.emitError() << "unknown optimizer '" << kind << "'";
-    }
+    if (failed(applyUpdate(var, g, kind, optimizer, lr, step, sparse, slices)))
+      return failure();
   }
 
   // Mark the updates of dynamic tables (made just above, in order).
@@ -287,27 +341,11 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
         }
 
   // Moving averages of the trainable variables, after their update.
-  if (auto decay = settings ? settings.getAs<FloatAttr>("moving_average") : FloatAttr()) {
-    // min(decay, (1 + step) / (10 + step)): TensorFlow's num_updates.
+  if (auto decay = settings ? settings.getAs<FloatAttr>("moving_average")
+                            : FloatAttr()) {
     loc = ret.getLoc();
-    Value stepF = b.create<CastOp>(loc, floatScalar(), step);
-    Value ratio = b.create<DivOp>(loc, b.create<AddOp>(loc, stepF, scalarFloat(1.0)),
-                                  b.create<AddOp>(loc, stepF, scalarFloat(10.0)));
-    Value stepDecay = b.create<MinimumOp>(loc, scalarFloat(decay.getValueAsDouble()), ratio);
-    for (auto &[var, g] : grads) {
-      if (var->hasAttr("dtf.dynamic"))
-        return var.emitError()
-               << "moving_average cannot cover the dynamic table '"
-               << var.getSymName()
-               << "': its rows come and go at run time; remove "
-                  "moving_average or use a fixed vocabulary";
-      auto avg = slot(var, "ExponentialMovingAverage", var.getInitializer());
-      // The runtime starts an average at its variable's first value.
-      symbols.lookup<VariableOp>(avg.getValue())->setAttr("dtf.moving_average", b.getUnitAttr());
-      b.create<MovingAverageUpdateOp>(var.getLoc(), avg,
-                                      FlatSymbolRefAttr::get(var.getSymNameAttr()), decay,
-                                      stepDecay);
-    }
+    if (failed(addMovingAverages(decay, grads, step)))
+      return failure();
   }
 
   loc = ret.getLoc();
