@@ -347,18 +347,10 @@ grpc::Status StageLinks::status(Peer &p, rpc::StatusReply *reply) {
   *req.mutable_caller() = links_.caller();
   return p.stub->GetStatus(&ctx, req, reply);
 }
-int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
-                  const plan::Program &program, int replica, int stage,
-                  int span, const train::TrainOptions &base,
-                  const TaskConfig &config, bool sync) {
-  const Roster &roster = config.roster;
-  const TaskRef &me = roster.workers[size_t(replica * span + stage)];
-  const std::string &self = me.name;
-  const std::string &lead = roster.workers[size_t(replica * span)].name;
-  Links links(config, self);
-
-  // The variables this stage reads (the ps holds them; pulled each step).
-  exec::VariableStore store;
+// The variables a later stage's program reads, and the global step, zeroed
+// in `store` (the ps holds them; the stage pulls them each step).
+Status holdStageVariables(const plan::Plan &plan, const plan::Program &program,
+                          exec::VariableStore *store) {
   std::set<std::string> reads;
   for (const plan::Op &op : program.ops())
     if (op.name() == dtf::ops::kReadVariable)
@@ -372,11 +364,27 @@ int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
                    ? Tensor::allocate(dtype, plan::dimsOf(v.type().shape()))
                    : Tensor();
     if (!t.defined())
-      return fail(self, errorStatus("cannot hold variable '", v.name(), "'"),
-                  4);
+      return errorStatus("cannot hold variable '", v.name(), "'");
     std::memset(t.rawData(), 0, t.byteSize());
-    (void)store.add(v.name(), std::move(t));
+    (void)store->add(v.name(), std::move(t));
   }
+  return Status::ok();
+}
+
+int runLaterStage(const plan::Plan &plan, const plan::Placement &placement,
+                  const plan::Program &program, int replica, int stage,
+                  int span, const train::TrainOptions &base,
+                  const TaskConfig &config, bool sync) {
+  const Roster &roster = config.roster;
+  const TaskRef &me = roster.workers[size_t(replica * span + stage)];
+  const std::string &self = me.name;
+  const std::string &lead = roster.workers[size_t(replica * span)].name;
+  Links links(config, self);
+
+  // The variables this stage reads (the ps holds them; pulled each step).
+  exec::VariableStore store;
+  if (Status s = holdStageVariables(plan, program, &store); !s.isOk())
+    return fail(self, s, 4);
   PsDriver ps(plan, placement, links, sync, /*push=*/false, &program);
   ps.bind(&store);
   // A lost ps fails the step here; stage 0 drops it and recovers.

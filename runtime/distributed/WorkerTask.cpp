@@ -12,6 +12,59 @@
 #include <thread>
 
 namespace dtf::dist {
+namespace {
+
+// The chief's model directory: said when there is none; with --fresh, the
+// earlier checkpoints moved aside.
+Status prepareModelDir(Links &links, const TaskConfig &config, bool fresh) {
+  if (config.modelDir.empty()) {
+    links.say("no --model-dir: this job writes no checkpoints");
+    return Status::ok();
+  }
+  if (!fresh)
+    return Status::ok();
+  std::string moved;
+  DTF_RETURN_IF_ERROR(checkpoint::moveCheckpointsAside(config.modelDir, &moved));
+  if (!moved.empty())
+    links.say("--fresh: moved the earlier checkpoints to " + moved);
+  return Status::ok();
+}
+
+// The chief at the end: waits for the other workers (the ps tasks stop when
+// every worker is done, so that none loses its ps mid-step), writes the last
+// checkpoint, of the state every worker's updates reached, and stops the ps
+// tasks. 0, or the exit code of a failure.
+int finishJob(PsDriver &ps, Links &links, const TaskConfig &config,
+              int expected, int workersDone, const std::string &self) {
+  const Clock::time_point start = Clock::now();
+  double lastSaid = -100;
+  while (workersDone < expected && !(config.stop && config.stop->load())) {
+    const double waited = secondsSince(start);
+    if (waited > config.syncTimeoutSeconds) {
+      links.say("gave up waiting for the other workers to finish");
+      break;
+    }
+    if (waited - lastSaid >= 5) {
+      links.say("waiting for " + std::to_string(expected - workersDone) +
+                " more worker(s) to finish");
+      lastSaid = waited;
+    }
+    std::this_thread::sleep_for(milliseconds(200));
+    if (!ps.done(&workersDone).isOk())
+      break;
+  }
+  Status s = ps.beforeEval(); // a plain pull: no wait for a sync update
+  if (s.isOk())
+    s = ps.save(ps.lastStep());
+  if (!s.isOk()) {
+    ps.shutdownAll("the final checkpoint failed");
+    return fail(self, s, 6);
+  }
+  ps.shutdownAll("training finished");
+  return 0;
+}
+
+} // namespace
 
 int runWorker(const plan::Plan &plan, const plan::Placement &placement,
               int replica, const train::TrainOptions &base,
@@ -97,16 +150,9 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   ps.setChief(chief);
   if (chief) {
     ps.setCheckpointPolicy(t);
-    if (config.modelDir.empty())
-      links.say("no --model-dir: this job writes no checkpoints");
-    else if (base.fresh) {
-      std::string moved;
-      s = checkpoint::moveCheckpointsAside(config.modelDir, &moved);
-      if (!s.isOk())
-        return fail(self, s, 4);
-      if (!moved.empty())
-        links.say("--fresh: moved the earlier checkpoints to " + moved);
-    }
+    s = prepareModelDir(links, config, base.fresh);
+    if (!s.isOk())
+      return fail(self, s, 4);
   }
 
   s = ps.connect();
@@ -159,36 +205,9 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   if (chief) {
     if (client)
       client->shutdownTowers();
-    // The ps tasks stop when every worker is done (between-graph), so that
-    // none of them loses its ps mid-step.
-    const int expected = inGraph ? 1 : numWorkers;
-    const Clock::time_point start = Clock::now();
-    double lastSaid = -100;
-    while (workersDone < expected && !(config.stop && config.stop->load())) {
-      const double waited = secondsSince(start);
-      if (waited > config.syncTimeoutSeconds) {
-        links.say("gave up waiting for the other workers to finish");
-        break;
-      }
-      if (waited - lastSaid >= 5) {
-        links.say("waiting for " + std::to_string(expected - workersDone) +
-                  " more worker(s) to finish");
-        lastSaid = waited;
-      }
-      std::this_thread::sleep_for(milliseconds(200));
-      s = ps.done(&workersDone);
-      if (!s.isOk())
-        break;
-    }
-    // The last checkpoint, of the state every worker's updates reached.
-    s = ps.beforeEval(); // a plain pull: no wait for a sync update
-    if (s.isOk())
-      s = ps.save(ps.lastStep());
-    if (!s.isOk()) {
-      ps.shutdownAll("the final checkpoint failed");
-      return fail(self, s, 6);
-    }
-    ps.shutdownAll("training finished");
+    if (int code = finishJob(ps, links, config, inGraph ? 1 : numWorkers,
+                             workersDone, self))
+      return code;
   }
   return report.interrupted ? 130 : 0;
 }
