@@ -30,8 +30,8 @@ public:
                       Tensor *out) = 0;
 };
 
-/// Where a dtf.ps_gather (an embedding table looked up on its ps, see
-/// plan::partitionTrainStep) gets its rows: lookup() fills `out` with the
+/// Where a dtf.ps_gather (an embedding table looked up on its ps: dtfc's
+/// lookup cut, Plan.lookups) gets its rows: lookup() fills `out` with the
 /// rows of `variable` at `ids` (any integer tensor; out: ids' shape, then a
 /// row's), asking only for the unique ids.
 class RowLookup {
