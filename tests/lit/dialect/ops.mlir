@@ -207,3 +207,15 @@ func.func @gru(%x: tensor<?x5x3xf32>, %k: tensor<3x6xf32>, %r: tensor<2x6xf32>,
         -> (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf32>)
   return
 }
+
+// The ops of the ps/worker cut (DtfDistOps.td), as dtfc's per-task programs hold them.
+// CHECK-LABEL: func.func @cut
+// CHECK: dtf.send %{{.*}} {key = "v16:1->0", peer = 0 : i64} : tensor<?x8xf32>
+// CHECK: dtf.recv {key = "v16:1->0", peer = 1 : i64} : tensor<?x8xf32>
+// CHECK: dtf.ps_gather %{{.*}} {variable = "words/embeddings"} : (tensor<?x3xi64>) -> tensor<?x3x4xf32>
+func.func @cut(%h: tensor<?x8xf32>, %ids: tensor<?x3xi64>) -> (tensor<?x8xf32>, tensor<?x3x4xf32>) {
+  dtf.send %h {key = "v16:1->0", peer = 0 : i64} : tensor<?x8xf32>
+  %r = dtf.recv {key = "v16:1->0", peer = 1 : i64} : tensor<?x8xf32>
+  %e = dtf.ps_gather %ids {variable = "words/embeddings"} : (tensor<?x3xi64>) -> tensor<?x3x4xf32>
+  return %r, %e : tensor<?x8xf32>, tensor<?x3x4xf32>
+}
