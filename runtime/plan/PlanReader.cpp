@@ -350,10 +350,16 @@ Status validatePlan(const Plan &plan, const std::string &name) {
     std::string label;
     bool held; // a ps program: its reads name held tensors
   };
-  // A ps program receives its operands: checked as if they were fed.
+  // A ps program receives its operands: checked as if they were fed (dtfc
+  // writes the feeds of its recvs; a recv without one is fed all the same).
   auto asFed = [](const Program &ps) {
     Program p = ps;
+    std::set<std::string> fed;
+    for (const Feed &f : ps.feeds())
+      fed.insert(f.name());
     for (const Transfer &recv : ps.recvs()) {
+      if (fed.count(recv.key()))
+        continue;
       Feed *feed = p.add_feeds();
       feed->set_name(recv.key());
       feed->set_value(recv.value());
