@@ -420,7 +420,11 @@ Status validatePlan(const Plan &plan, const std::string &name) {
       const TensorType &varType = it->second->type();
       std::vector<int64_t> dims = dimsOf(varType.shape());
       if (shard >= 0) {
-        const int64_t parts = std::max<int64_t>(it->second->partitions(), 1);
+        // A slot is split as its variable is.
+        const Variable *owner = it->second;
+        if (auto o = variables.find(owner->slot_of()); o != variables.end())
+          owner = o->second;
+        const int64_t parts = std::max<int64_t>(owner->partitions(), 1);
         if (shard >= parts || dims.empty() ||
             strCat("/part_", shard) != readName.substr(varName.size()))
           return errorStatus(what, ": ", describeOp(program, i),
