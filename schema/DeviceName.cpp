@@ -181,4 +181,16 @@ DeviceNameParse parseDeviceName(std::string_view text) {
   return result;
 }
 
+int stageOfDevice(std::string_view device) {
+  if (device.empty())
+    return 0;
+  DeviceNameParse parsed = parseDeviceName(device);
+  if (!parsed.name || !parsed.name->task)
+    return 0;
+  const std::optional<std::string> &job = parsed.name->job;
+  if (job && *job != "worker")
+    return 0; // a chief's; compute placed on a ps runs on the worker, as before
+  return static_cast<int>(*parsed.name->task);
+}
+
 } // namespace dtf

@@ -45,4 +45,9 @@ struct DeviceNameParse {
 /// "/cpu:0", "/device:CPU:0", and the empty name (nothing set).
 DeviceNameParse parseDeviceName(std::string_view text);
 
+/// The stage of a model-parallel replica that an op placed on `device` runs
+/// on: the task of a worker device; 0 for a chief or ps device, for none and
+/// for one without a task (compute placed on a ps runs on the worker).
+int stageOfDevice(std::string_view device);
+
 } // namespace dtf

@@ -208,17 +208,7 @@ int stageOf(const Op &op) {
     return 0;
   if (op.name() == dtf::ops::kConstant || op.name() == dtf::ops::kReadVariable)
     return -1;
-  if (op.device().empty())
-    return 0;
-  DeviceNameParse parsed = parseDeviceName(op.device());
-  if (!parsed.name || !parsed.name->task)
-    return 0;
-  const std::optional<std::string> &job = parsed.name->job;
-  if (job && *job == "chief")
-    return 0;
-  if (job && *job != "worker")
-    return 0; // compute placed on a ps runs on the worker, as before
-  return *parsed.name->task;
+  return stageOfDevice(op.device());
 }
 
 Status checkReplicaSpan(const Plan &plan) {

@@ -2,13 +2,17 @@
 // attributes in the kernels' terms, variables with their roles.
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/partition/Partition.h"
+#include "schema/Placement.h"
 #include "schema/PlanSchema.h"
 #include "dialects/Dtf/IR/DtfDialect.h"
+#include "dialects/Dtf/Transforms/Cut.h"
 #include "dialects/Dtf/Transforms/Fusion.h"
+#include "dialects/Dtf/Transforms/Passes.h"
 #include "dtf/Version.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/ScopeExit.h"
 
 using namespace mlir;
 using namespace mlir::dtf;
@@ -112,6 +116,12 @@ public:
   ProgramEmitter(func::FuncOp func, pb::Program *program, pb::Plan *plan,
                  llvm::StringMap<std::string> readAs = {})
       : func(func), program(program), plan(plan), readAs(std::move(readAs)) {}
+  /// A program of the cut: its dtf.fused ops are copies of the train_step's
+  /// or eval's, and run the kernels those were given.
+  ProgramEmitter &sharingKernels() {
+    sharedKernels = true;
+    return *this;
+  }
 
   LogicalResult run();
 
@@ -120,6 +130,15 @@ private:
   LogicalResult emitOp(Operation &op);
   /// A dtf.fused op: the program op, and its Kernel (made once per index).
   LogicalResult emitFused(FusedOp fused, pb::Op *out);
+  /// A dtf.fused op of a cut program: its `kernel` attribute names the
+  /// kernel that its original in @train_step or @eval was given.
+  LogicalResult sharedKernel(FusedOp fused) {
+    auto k = fused->getAttrOfType<IntegerAttr>("kernel");
+    if (!plan || !k || k.getInt() < 0 || k.getInt() >= plan->kernels_size())
+      return fused.emitError() << "is not a copy of a fused op of @train_step "
+                                  "or @eval";
+    return success();
+  }
 
   int32_t define(Value v) {
     int32_t id = nextId++;
@@ -157,6 +176,7 @@ private:
   llvm::StringMap<int32_t> variableValues;
   int32_t nextId = 0;
   llvm::StringMap<std::string> readAs;
+  bool sharedKernels = false;
 };
 
 LogicalResult ProgramEmitter::convertAttr(Operation *op, NamedAttribute attr,
@@ -366,32 +386,34 @@ LogicalResult ProgramEmitter::emitFused(FusedOp fused, pb::Op *out) {
 }
 
 LogicalResult ProgramEmitter::emitOp(Operation &op) {
+  // The cut's transfers to the ps are the program's sends and recvs.
+  if (auto push = dyn_cast<PushOp>(op)) {
+    pb::Transfer *t = program->add_sends();
+    t->set_key(push.getKey().str());
+    t->set_to("ps");
+    t->set_variable(push.getVariable().str());
+    for (auto [k, v] : llvm::enumerate(push.getValues())) {
+      auto it = ids.find(v);
+      if (it == ids.end())
+        return op.emitError() << "pushes a value defined outside its program";
+      k == 0 ? t->set_value(it->second) : t->set_rows_value(it->second);
+    }
+    t->set_sparse(push.getSparse());
+    return success();
+  }
+  if (auto pushed = dyn_cast<PushedOp>(op)) {
+    pb::Transfer *t = program->add_recvs();
+    t->set_key(pushed.getKey().str());
+    t->set_variable(pushed.getVariable().str());
+    for (auto [k, v] : llvm::enumerate(pushed.getValues()))
+      k == 0 ? t->set_value(define(v)) : t->set_rows_value(define(v));
+    t->set_sparse(pushed.getSparse());
+    return success();
+  }
   {
     // Variables an update writes (or a moving average reads) are its first
     // inputs, in the order the op names them; their reads come before it.
-    SmallVector<StringRef> symbolOperands;
-    llvm::TypeSwitch<Operation *>(&op)
-        .Case([&](ApplySgdOp o) { symbolOperands = {o.getVar()}; })
-        .Case([&](ApplyMomentumOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
-        .Case([&](ApplyAdamOp o) { symbolOperands = {o.getVar(), o.getM(), o.getV()}; })
-        .Case([&](ApplyAdagradOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
-        .Case([&](ApplyRmspropOp o) { symbolOperands = {o.getVar(), o.getMs(), o.getMom()}; })
-        .Case([&](SparseApplySgdOp o) { symbolOperands = {o.getVar()}; })
-        .Case([&](SparseApplyMomentumOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
-        .Case([&](SparseApplyAdamOp o) { symbolOperands = {o.getVar(), o.getM(), o.getV()}; })
-        .Case([&](SparseApplyAdagradOp o) { symbolOperands = {o.getVar(), o.getAccum()}; })
-        .Case([&](SparseApplyRmspropOp o) {
-          symbolOperands = {o.getVar(), o.getMs(), o.getMom()};
-        })
-        .Case([&](AssignAddOp o) { symbolOperands = {o.getVar()}; })
-        .Case([&](AssignMovingAverageOp o) { symbolOperands = {o.getVar()}; })
-        .Case([&](MovingAverageUpdateOp o) { symbolOperands = {o.getAvg(), o.getVar()}; })
-        .Case([&](FusedOp o) {
-          // An update's region: its variable and slots lead, written in
-          // place (attribute `inplace`, docs/plan-format.md).
-          if (Operation *update = fusedUpdateOp(o))
-            symbolOperands = fusableUpdateSymbols(update);
-        });
+    SmallVector<StringRef> symbolOperands = updateSymbols(&op);
     std::vector<int32_t> symbolIds;
     for (StringRef s : symbolOperands)
       symbolIds.push_back(variable(s, &op));
@@ -418,7 +440,7 @@ LogicalResult ProgramEmitter::emitOp(Operation &op) {
     if (auto fused = dyn_cast<FusedOp>(op)) {
       if (fusedUpdateOp(fused))
         (*out->mutable_attrs())["inplace"].set_i(int64_t(symbolIds.size()));
-      if (failed(emitFused(fused, out)))
+      if (failed(sharedKernels ? sharedKernel(fused) : emitFused(fused, out)))
         return failure();
     }
     for (Value result : op.getResults())
@@ -561,6 +583,59 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
   }
 }
 
+/// Every task's program: dtf-cut-train-step and dtf-cut-stages run on a
+/// copy of the module, whose fused ops already name their kernels, and each
+/// function they make is written as its program; then ps_update per held
+/// tensor (compiler/partition). `evalReads` as the eval's.
+LogicalResult emitCut(ModuleOp module,
+                      const llvm::StringMap<std::string> &evalReads,
+                      pb::Plan &plan) {
+  OwningOpRef<ModuleOp> cut(module.clone());
+  // An error names the op of the user's source, not the copy's IR.
+  MLIRContext *context = module.getContext();
+  const bool printOps = context->shouldPrintOpOnDiagnostic();
+  context->printOpOnDiagnostic(false);
+  auto restore = llvm::make_scope_exit([&] { context->printOpOnDiagnostic(printOps); });
+  PassManager pm(context);
+  pm.addPass(createDtfCutTrainStep());
+  pm.addPass(createDtfCutStages());
+  if (failed(pm.run(*cut)))
+    return failure();
+  auto emit = [&](StringRef func, const std::string &name, pb::Program *out,
+                  llvm::StringMap<std::string> readAs = {}) {
+    auto f = cut->lookupSymbol<func::FuncOp>(func);
+    if (!f)
+      return LogicalResult(cut->emitError() << "the cut made no @" << func);
+    if (failed(ProgramEmitter(f, out, &plan, std::move(readAs))
+                   .sharingKernels()
+                   .run()))
+      return failure();
+    out->set_name(name);
+    return success();
+  };
+  if (failed(emit(kWorkerStep, "worker_step", plan.mutable_worker_step())) ||
+      failed(emit(kPsUpdate, "ps_update", plan.mutable_ps_update())))
+    return failure();
+  for (int k = 0;
+       cut->lookupSymbol<func::FuncOp>(kStagePrefix + std::to_string(k)); ++k)
+    if (failed(emit(kStagePrefix + std::to_string(k),
+                    "worker_step stage " + std::to_string(k), plan.add_stages())))
+      return failure();
+  if (cut->lookupSymbol<func::FuncOp>(kLookupWorkerStep)) {
+    pb::Lookups *l = plan.mutable_lookups();
+    if (failed(emit(kLookupWorkerStep, "worker_step", l->mutable_worker_step())) ||
+        failed(emit(kLookupPsUpdate, "ps_update", l->mutable_ps_update())) ||
+        failed(emit(kLookupEval, "eval", l->mutable_eval(), evalReads)))
+      return failure();
+  }
+  ::dtf::Status s = ::dtf::plan::shardPsPrograms(&plan);
+  if (s.isOk())
+    s = ::dtf::plan::checkReplicaSpan(plan);
+  if (!s.isOk())
+    return mlir::emitError(module.getLoc()) << s.message();
+  return success();
+}
+
 } // namespace
 
 LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &plan) {
@@ -610,14 +685,12 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
   for (const pb::Variable &var : plan.variables())
     if (var.role() == "moving_average")
       averages[var.slot_of()] = var.name();
+  const llvm::StringMap<std::string> evalReads = averages;
   if (failed(ProgramEmitter(train, plan.mutable_train_step(), &plan).run()) ||
       failed(ProgramEmitter(eval, plan.mutable_eval(), &plan, std::move(averages)).run()))
     return failure();
   if (auto t = module->getAttrOfType<DictionaryAttr>("dtf.train"))
     fillTraining(t, plan);
   // The cut for ps/worker training: every task's program.
-  ::dtf::Status partitioned = ::dtf::plan::cutPlan(&plan);
-  if (!partitioned.isOk())
-    return mlir::emitError(module.getLoc()) << partitioned.message();
-  return success();
+  return emitCut(module, evalReads, plan);
 }

@@ -36,19 +36,19 @@ plan::Plan oneVariableSgdPlan(int64_t elements, const char *model) {
   v->set_trainable(true);
   v->set_partitions(1);
   v->set_role("model");
-  plan::Program *t = p.mutable_train_step();
-  auto value = [&](int id, std::vector<int64_t> dims) {
-    plan::Value *val = t->add_values();
+  // The programs dtfc writes for this step (a train_step that is one
+  // apply_sgd of the variable `big` by the inputs g and lr): the worker feeds
+  // g and lr and pushes them; the ps reads big and updates it.
+  auto value = [](plan::Program *prog, int id, std::vector<int64_t> dims) {
+    plan::Value *val = prog->add_values();
     val->set_id(id);
     val->mutable_type()->set_dtype(plan::F32);
     for (int64_t d : dims)
       val->mutable_type()->mutable_shape()->add_dims(d);
   };
-  value(0, {elements});
-  value(1, {elements});
-  value(2, {});
-  auto op = [&](const char *name, std::vector<int> in, std::vector<int> out) {
-    plan::Op *o = t->add_ops();
+  auto op = [](plan::Program *prog, const char *name, std::vector<int> in,
+               std::vector<int> out) {
+    plan::Op *o = prog->add_ops();
     o->set_name(name);
     for (int i : in)
       o->add_inputs(i);
@@ -56,12 +56,47 @@ plan::Plan oneVariableSgdPlan(int64_t elements, const char *model) {
       o->add_outputs(i);
     return o;
   };
-  (*op("dtf.read_variable", {}, {0})->mutable_attrs())["name"].set_s("big");
-  (*op("dtf.input", {}, {1})->mutable_attrs())["name"].set_s("g");
-  (*op("dtf.input", {}, {2})->mutable_attrs())["name"].set_s("lr");
-  op("dtf.apply_sgd", {0, 1, 2}, {});
+  auto transfer = [](google::protobuf::RepeatedPtrField<plan::Transfer> *list,
+                     const char *key, int value, const char *to) {
+    plan::Transfer *t = list->Add();
+    t->set_key(key);
+    t->set_value(value);
+    t->set_to(to);
+    t->set_variable("big");
+  };
+  plan::Program *t = p.mutable_train_step();
+  t->set_name("train_step");
+  value(t, 0, {elements});
+  value(t, 1, {elements});
+  value(t, 2, {});
+  (*op(t, "dtf.read_variable", {}, {0})->mutable_attrs())["name"].set_s("big");
+  (*op(t, "dtf.input", {}, {1})->mutable_attrs())["name"].set_s("g");
+  (*op(t, "dtf.input", {}, {2})->mutable_attrs())["name"].set_s("lr");
+  op(t, "dtf.apply_sgd", {0, 1, 2}, {});
+  plan::Program *w = p.mutable_worker_step();
+  w->set_name("worker_step");
+  value(w, 0, {elements});
+  value(w, 1, {});
+  (*op(w, "dtf.input", {}, {0})->mutable_attrs())["name"].set_s("g");
+  (*op(w, "dtf.input", {}, {1})->mutable_attrs())["name"].set_s("lr");
+  for (auto [name, id] : {std::pair<const char *, int>{"g", 0}, {"lr", 1}}) {
+    plan::Feed *f = w->add_feeds();
+    f->set_name(name);
+    f->set_value(id);
+  }
+  transfer(w->mutable_sends(), "big:grad", 0, "ps");
+  transfer(w->mutable_sends(), "big:apply_sgd:2", 1, "ps");
+  plan::Program *ps = p.mutable_ps_update();
+  ps->set_name("ps_update");
+  value(ps, 0, {elements});
+  value(ps, 1, {elements});
+  value(ps, 2, {});
+  (*op(ps, "dtf.read_variable", {}, {0})->mutable_attrs())["name"].set_s("big");
+  op(ps, "dtf.apply_sgd", {0, 1, 2}, {});
+  transfer(ps->mutable_recvs(), "big:grad", 1, "");
+  transfer(ps->mutable_recvs(), "big:apply_sgd:2", 2, "");
+  (void)plan::shardPsPrograms(&p);
   p.mutable_training()->set_seed(1);
-  (void)plan::cutPlan(&p);
   return p;
 }
 

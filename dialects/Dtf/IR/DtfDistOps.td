@@ -1,9 +1,10 @@
 //===- DtfDistOps.td - the ops of the ps/worker cut ----------*- tablegen -*-===//
 //
-// The ops that dtfc's cut of the train_step puts into the per-task programs
-// (compiler/partition, docs/plan-format.md "Per-task programs"): transfers
-// between the stages of a model-parallel replica, and embedding rows looked
-// up on the ps that holds the table.
+// The ops that dtfc's cut of the train_step (dtf-cut-train-step and
+// dtf-cut-stages, docs/plan-format.md "Per-task programs") puts into the
+// per-task programs: an update's operands pushed from the worker to the ps,
+// transfers between the stages of a model-parallel replica, and embedding
+// rows looked up on the ps that holds the table.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,46 @@ def Dtf_RecvOp : Dtf_Op<"recv", [MemoryEffects<[MemRead]>]> {
   let arguments = (ins StrAttr:$key, I64Attr:$peer);
   let results = (outs Dtf_Tensor:$value);
   let assemblyFormat = "attr-dict `:` type($value)";
+}
+
+def Dtf_PushOp : Dtf_Op<"push", [MemoryEffects<[MemWrite]>]> {
+  let summary = "sends an operand of an update to the ps that holds its variable";
+  let description = [{
+    In a worker's program: after the step, `values` go to the ps task that
+    holds `variable` (each of its shards), under `key`, for the update there
+    that takes them (`dtf.pushed`). One value, or with `sparse` the (ids,
+    rows) pair of a sparse gradient, of which the ps takes the rows it holds.
+    The plan writes a push as a `Transfer` of the program's `sends`.
+
+    ```mlir
+    dtf.push %g {key = "W:grad", variable = @W} : tensor<784x10xf32>
+    dtf.push %ids, %rows {key = "emb:grad:0", variable = @emb, sparse} : tensor<?x20xi64>, tensor<?x20x64xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Dtf_Tensor>:$values, StrAttr:$key,
+                       FlatSymbolRefAttr:$variable, UnitAttr:$sparse);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+  let hasVerifier = 1;
+}
+
+def Dtf_PushedOp : Dtf_Op<"pushed", [MemoryEffects<[MemRead]>]> {
+  let summary = "on a ps, the operand of an update that the workers pushed";
+  let description = [{
+    In a ps's program: the value the workers' `dtf.push` of `key` sent (in
+    sync mode, the replicas' values aggregated), for the update of `variable`
+    that takes it. With `sparse`, the ids (int64, one per row) and the rows of
+    a sparse gradient. The plan writes it as a `Transfer` of the program's
+    `recvs`.
+
+    ```mlir
+    %g = dtf.pushed {key = "W:grad", variable = @W} : tensor<784x10xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$key, FlatSymbolRefAttr:$variable,
+                       UnitAttr:$sparse);
+  let results = (outs Variadic<Dtf_Tensor>:$values);
+  let assemblyFormat = "attr-dict `:` type($values)";
+  let hasVerifier = 1;
 }
 
 def Dtf_PsGatherOp : Dtf_Op<"ps_gather", [MemoryEffects<[MemRead]>]> {

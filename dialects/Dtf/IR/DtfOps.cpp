@@ -104,6 +104,22 @@ LogicalResult InputOp::verify() {
   return success();
 }
 
+// A push or pushed value: one value, or a sparse gradient's ids and rows.
+static LogicalResult verifyTransfer(Operation *op, TypeRange types, bool sparse) {
+  if (types.size() != (sparse ? 2u : 1u))
+    return op->emitOpError() << "carries " << (sparse ? "ids and rows" : "one value")
+                             << ", not " << types.size() << " values";
+  if (sparse && !isa<IntegerType>(cast<RankedTensorType>(types[0]).getElementType()))
+    return op->emitOpError() << "takes integer ids first, not " << types[0];
+  return success();
+}
+LogicalResult PushOp::verify() {
+  return verifyTransfer(*this, getValues().getTypes(), getSparse());
+}
+LogicalResult PushedOp::verify() {
+  return verifyTransfer(*this, getValues().getTypes(), getSparse());
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

@@ -123,4 +123,47 @@ def DtfGpuClip : Pass<"dtf-gpu-clip", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }
 
+def DtfCutTrainStep : Pass<"dtf-cut-train-step", "::mlir::ModuleOp"> {
+  let summary = "Cuts @train_step into the worker's @worker_step and the ps's @ps_update";
+  let description = [{
+    The cut for ps/worker training (docs/plan-format.md, "Per-task
+    programs"). Every op that updates a variable (the optimizers' apply ops,
+    dtf.assign_add, the moving averages, a dtf.fused update) goes to
+    `@ps_update`; everything else stays in `@worker_step`, which ends by
+    pushing each other operand of an update to the ps (`dtf.push`, one per
+    value, keyed `<var>:grad` for a gradient and `<var>:<op>:<operand>`
+    otherwise); in `@ps_update` each update takes what was pushed
+    (`dtf.pushed`). A sparse update becomes on the worker the sum of
+    `dtf.gather_grad` of its (ids, rows) pairs and on the ps the dense update
+    with `lazy` (its slots of absent rows stay as they are).
+
+    With `lookups` (the default), for between-graph training in one task per
+    replica, also `@lookup_worker_step`, `@lookup_ps_update` and
+    `@lookup_eval`: the cut in which an embedding table whose every use is a
+    dtf.gather and a sparse update is looked up on its ps (dtf.ps_gather) and
+    its sparse gradient pushed as (ids, rows) pairs (`<var>:grad:<k>`); a
+    dynamic table's ids go raw. Made only where a table qualifies.
+  }];
+  let options = [
+    Option<"lookups", "lookups", "bool", /*default=*/"true",
+           "Also make the lookup cut (@lookup_*) where a table qualifies">,
+  ];
+  let dependentDialects = ["::mlir::dtf::DtfDialect", "::mlir::func::FuncDialect"];
+}
+
+def DtfCutStages : Pass<"dtf-cut-stages", "::mlir::ModuleOp"> {
+  let summary = "Cuts @worker_step into one program per model-parallel stage";
+  let description = [{
+    When ops of `@worker_step` are placed on several worker tasks of a
+    replica (`dtf.device = "/job:worker/task:K"`, model parallelism), creates
+    `@worker_step_stage_<K>` for each task K of the span: the ops placed
+    there (constants and variable reads on every stage that uses them, the
+    inputs, fetches and pushes on stage 0), a `dtf.send` after each op whose
+    value another stage uses and a `dtf.recv` before its first use there,
+    keyed `v<n>:<from>-><to>`. Nothing when the replica spans one task; an
+    error when an op is placed beyond the largest span.
+  }];
+  let dependentDialects = ["::mlir::dtf::DtfDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // DTF_PASSES_TD

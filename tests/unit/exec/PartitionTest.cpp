@@ -1,19 +1,23 @@
-// The ps/worker cut of a train_step and the replica device setter
-// (schema/Placement.h): the worker's and the ps tasks' programs run
-// together must do exactly what the train_step does, for whole and for
-// partitioned variables.
+// The per-task programs that dtfc writes (the cut passes, then ps_update per
+// held tensor) and the replica device setter (schema/Placement.h): the
+// worker's and the ps tasks' programs run together must do exactly what the
+// train_step does, for whole and for partitioned variables, and the stages
+// of a model-parallel replica what the worker_step does. The plans come
+// from dtfc itself (op by op: --fusion=off); the cut's own form is checked
+// by the lit tests of dtf-cut-train-step and dtf-cut-stages.
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/Rendezvous.h"
-#include "compiler/partition/Partition.h"
 #include "schema/Placement.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/train/Initializers.h"
 #include "runtime/train/Trainer.h"
-#include "tests/unit/exec/TestPlans.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <set>
 #include <thread>
@@ -26,22 +30,63 @@ using exec::VariableStore;
 
 constexpr int64_t kBatch = 6;
 
-Plan partitionedPlan(int64_t features, int partitionsOfW) {
-  testing::LogisticRegressionOptions o;
-  o.features = features;
-  Plan p = testing::logisticRegressionPlan(o);
-  p.set_format_version(kPlanFormatVersion);
-  for (Variable &v : *p.mutable_variables())
-    if (v.name() == "W") {
-      v.set_partitions(partitionsOfW);
-      v.mutable_initializer()->Clear();
-      v.mutable_initializer()->set_kind("uniform");
-      (*v.mutable_initializer()->mutable_params())["minval"] = -1;
-      (*v.mutable_initializer()->mutable_params())["maxval"] = 1;
-      v.mutable_initializer()->set_seed(3);
-    }
-  EXPECT_TRUE(cutPlan(&p).isOk());
+// The plan dtfc writes for `source` (model `name`), with `args` added.
+Plan compiled(const std::string &name, const std::string &source,
+              const std::string &args = "") {
+  const std::string dtf = ::testing::TempDir() + "partition_" + name + ".dtf";
+  const std::string bin = ::testing::TempDir() + "partition_" + name + ".bin";
+  std::ofstream(dtf) << source;
+  const std::string cmd = std::string(DTF_DTFC_PATH) + " " + dtf +
+                          " --no-data-check --fusion=off " + args + " -o " +
+                          bin + " 2>&1";
+  std::string output;
+  FILE *pipe = popen(cmd.c_str(), "r");
+  char buf[512];
+  while (pipe && fgets(buf, sizeof buf, pipe))
+    output += buf;
+  const int rc = pipe ? pclose(pipe) : -1;
+  EXPECT_EQ(rc, 0) << cmd << "\n" << output;
+  Plan p;
+  Status s = readPlanFile(bin, &p);
+  EXPECT_TRUE(s.isOk()) << s.message();
   return p;
+}
+
+// Softmax regression over `features` inputs, W split into `partitionsOfW`
+// shards; `scopes` wraps the graph's lines in `on` blocks (model
+// parallelism): "h", "logits" and "loss" name the task of each line.
+Plan partitionedPlan(int64_t features, int partitionsOfW,
+                     std::map<std::string, int> scopes = {}) {
+  auto line = [&](const std::string &what, const std::string &stmt) {
+    auto it = scopes.find(what);
+    const std::string block =
+        it == scopes.end()
+            ? std::string("graph")
+            : "on \"/job:worker/task:" + std::to_string(it->second) + "\"";
+    return "  " + block + " {\n    " + stmt + "\n  }\n";
+  };
+  const std::string f = std::to_string(features);
+  const std::string source =
+      "model cut {\n"
+      "  input x: f32[B, " + f + "]\n"
+      "  input y: i32[B]\n"
+      "  var W: f32[" + f + ", 3] = uniform(minval = -1, maxval = 1, seed = 3), "
+      "partitions = " + std::to_string(partitionsOfW) + "\n"
+      "  var b: f32[3] = constant(0.25)\n" +
+      line("h", "h = x @ W") + line("logits", "logits = h + b") +
+      line("loss", "loss = mean(sparse_softmax_cross_entropy(logits, y))") +
+      "  train {\n"
+      "    optimizer = sgd(0.1)\n"
+      "    update = async\n"
+      "    batch = 6\n"
+      "    steps = 1\n"
+      "    data = synthetic(examples = 6)\n"
+      "  }\n"
+      "}\n";
+  std::string name = "f" + f + "_p" + std::to_string(partitionsOfW);
+  for (const auto &[what, task] : scopes)
+    name += "_" + what + std::to_string(task);
+  return compiled(name, source);
 }
 
 // Fills the x and y feeds of `e` with the same batch every time.
@@ -169,13 +214,15 @@ TEST(Partition, CutsAtTheUpdatesWithKeyedSends) {
   std::vector<std::string> keys;
   for (const Transfer &t : p.worker_step().sends())
     keys.push_back(t.key());
-  // The learning rate is sent once, under its first consumer's key.
-  EXPECT_EQ(keys, (std::vector<std::string>{"W:grad", "W:apply_sgd:2", "b:grad"}));
+  // The learning rate is sent once, under its first consumer's key; the
+  // global step's increment is an update too.
+  EXPECT_EQ(keys, (std::vector<std::string>{"W:grad", "W:apply_sgd:2", "b:grad",
+                                            "global_step:assign_add:1"}));
   int applies = 0;
   for (const Op &op : p.ps_update().ops())
     applies += op.name() == "dtf.apply_sgd";
   EXPECT_EQ(applies, 2);
-  EXPECT_EQ(p.ps_update().recvs_size(), 3);
+  EXPECT_EQ(p.ps_update().recvs_size(), 4);
 }
 
 TEST(Partition, WorkerAndPsTogetherDoWhatTheTrainStepDoes) {
@@ -216,34 +263,26 @@ TEST(Partition, ShardsOfAPartitionedVariableUpdateTheirRows) {
 // (`other`): with remote lookups the first is looked up on the ps and its
 // gradient sent as (ids, rows); the second keeps the dense way.
 Plan embeddingPlan() {
-  Plan p;
-  p.set_format_version(kPlanFormatVersion);
-  testing::addVariable(&p, "emb", F32, {10, 4}, "zeros");
-  testing::addVariable(&p, "other", F32, {6, 4}, "zeros");
-  for (Variable &v : *p.mutable_variables())
-    if (v.name() == "emb")
-      v.set_partitions(2);
-  testing::ProgramBuilder b(p.mutable_train_step());
-  const int ids = b.input("ids", I64, {-1, 3});
-  const int emb = b.readVariable("emb", F32, {10, 4});
-  const int rows = b.compute("dtf.gather", {emb, ids}, F32, {-1, 3, 4});
-  const int other = b.readVariable("other", F32, {6, 4});
-  const int rows2 = b.compute("dtf.gather", {other, ids}, F32, {-1, 3, 4});
-  const int sum = b.compute("dtf.add", {rows, rows2}, F32, {-1, 3, 4});
-  const int loss = b.compute("dtf.sum", {sum}, F32, {});
-  b.fetch("loss", loss);
-  b.fetch("other", other);
-  const int lr = b.constantF32({}, {0.1f});
-  const int emb2 = b.readVariable("emb", F32, {10, 4});
-  b.op("dtf.sparse_apply_sgd", {emb2, lr, ids, sum}, {});
-  const int other2 = b.readVariable("other", F32, {6, 4});
-  b.op("dtf.sparse_apply_sgd", {other2, lr, ids, sum}, {});
-  return p;
+  return compiled("embedding", R"(model lookups {
+  input ids: i64[B, 3]
+  var emb: f32[10, 4] = zeros, partitions = 2
+  var other: f32[6, 4] = zeros
+  graph {
+    rows = gather(emb, ids) + gather(other, ids)
+    loss = sum(rows) + sum(other)
+  }
+  train {
+    optimizer = sgd(0.1)
+    batch = 6
+    steps = 1
+    data = synthetic(examples = 6)
+  }
+}
+)");
 }
 
 TEST(Partition, RemoteLookupsGatherTablesOnThePsAndSendRows) {
   Plan p = embeddingPlan();
-  ASSERT_TRUE(cutPlan(&p).isOk());
   ASSERT_TRUE(selectLookupCut(&p)); // what a between-graph task runs
   std::vector<std::string> reads, lookups;
   for (const Op &op : p.worker_step().ops()) {
@@ -255,7 +294,9 @@ TEST(Partition, RemoteLookupsGatherTablesOnThePsAndSendRows) {
     }
   }
   EXPECT_EQ(lookups, std::vector<std::string>{"emb"});
-  EXPECT_EQ(reads, std::vector<std::string>{"other"}); // fetched: pulled whole
+  // `other` is also summed whole: pulled whole.
+  EXPECT_EQ(std::count(reads.begin(), reads.end(), "other"), 1);
+  EXPECT_EQ(std::count(reads.begin(), reads.end(), "emb"), 0);
   int sparse = 0;
   for (const Transfer &t : p.worker_step().sends())
     if (t.sparse()) {
@@ -295,7 +336,6 @@ TEST(Partition, RemoteLookupsGatherTablesOnThePsAndSendRows) {
   // The dense cut (in-graph and model-parallel training, or
   // DTF_EMBEDDING_LOOKUPS=pull) reads both tables on the worker.
   Plan dense = embeddingPlan();
-  ASSERT_TRUE(cutPlan(&dense).isOk());
   for (const Op &op : dense.worker_step().ops())
     EXPECT_NE(op.name(), "dtf.ps_gather");
   for (const Transfer &t : dense.worker_step().sends())
@@ -319,26 +359,6 @@ TEST(Partition, APinnedPsTaskTheClusterLacksIsRefused) {
 }
 
 // --- Model parallelism: the worker_step split into stages ----------------------
-
-// Places worker_step op i (not inputs, constants or reads) on worker task
-// stageFor(i).
-template <typename F> Plan stagedPlan(int64_t features, F stageFor) {
-  Plan p = partitionedPlan(features, 1);
-  // The devices go on the train_step's ops (as dtfc places them), found by
-  // their outputs, and the plan is cut again.
-  std::map<int32_t, std::string> deviceOf;
-  const Program &w = p.worker_step();
-  for (int i = 0; i < w.ops_size(); ++i) {
-    const int stage = stageFor(i);
-    if (stage > 0 && w.ops(i).outputs_size() > 0)
-      deviceOf[w.ops(i).outputs(0)] = "/job:worker/task:" + std::to_string(stage);
-  }
-  for (Op &op : *p.mutable_train_step()->mutable_ops())
-    if (op.outputs_size() > 0 && deviceOf.count(op.outputs(0)))
-      op.set_device(deviceOf[op.outputs(0)]);
-  EXPECT_TRUE(cutPlan(&p).isOk());
-  return p;
-}
 
 // Runs the worker_step whole, then split into its stages (stage k on its own
 // thread, all meeting in one LocalRendezvous), for `steps` steps on the same
@@ -416,7 +436,7 @@ void expectStagesDoWhatTheWorkerStepDoes(const Plan &p, int64_t features,
 
 TEST(Partition, AReplicaSpansTheWorkerTasksItsOpsName) {
   EXPECT_EQ(replicaSpan(partitionedPlan(4, 1)), 1);
-  Plan p = stagedPlan(4, [](int i) { return i % 3; });
+  Plan p = partitionedPlan(4, 1, {{"h", 1}, {"logits", 2}});
   EXPECT_EQ(replicaSpan(p), 3);
   Op op;
   op.set_name("dtf.matmul");
@@ -433,7 +453,7 @@ TEST(Partition, AReplicaSpansTheWorkerTasksItsOpsName) {
 }
 
 TEST(Partition, StagesKeepFeedsFetchesAndPsSendsOnStageZero) {
-  Plan p = stagedPlan(4, [](int i) { return i % 2; });
+  Plan p = partitionedPlan(4, 1, {{"h", 1}});
   Program s0, s1;
   ASSERT_TRUE(stageProgramFor(p, 0, &s0).isOk());
   ASSERT_TRUE(stageProgramFor(p, 1, &s1).isOk());
@@ -459,17 +479,17 @@ TEST(Partition, StagesKeepFeedsFetchesAndPsSendsOnStageZero) {
 TEST(Partition, TwoStagesDoWhatTheWorkerStepDoes) {
   // Forward on task 1, loss and backward on task 0, and the other way round.
   expectStagesDoWhatTheWorkerStepDoes(
-      stagedPlan(5, [](int i) { return i < 6 ? 1 : 0; }), 5, 3);
-  expectStagesDoWhatTheWorkerStepDoes(
-      stagedPlan(5, [](int i) { return i < 6 ? 0 : 1; }), 5, 3);
+      partitionedPlan(5, 1, {{"h", 1}, {"logits", 1}}), 5, 3);
+  expectStagesDoWhatTheWorkerStepDoes(partitionedPlan(5, 1, {{"loss", 1}}), 5, 3);
 }
 
 TEST(Partition, ThreeStagesPassingEveryValueAroundDoNotDeadlock) {
-  // Each op on another task than the last: a transfer on nearly every edge.
+  // Each line on another task than the last: a transfer on every edge
+  // between them, forward and backward.
   expectStagesDoWhatTheWorkerStepDoes(
-      stagedPlan(5, [](int i) { return i % 3; }), 5, 3);
+      partitionedPlan(5, 1, {{"h", 1}, {"logits", 2}}), 5, 3);
   expectStagesDoWhatTheWorkerStepDoes(
-      stagedPlan(5, [](int i) { return (i * 7 + 1) % 3; }), 5, 2);
+      partitionedPlan(5, 1, {{"h", 2}, {"loss", 1}}), 5, 2);
 }
 
 } // namespace
