@@ -1,41 +1,129 @@
 #!/usr/bin/env python3
-"""Writes dtf/OpNames.h, the table of the dtf dialect's op names, from its ODS
-definitions (dialects/Dtf/IR/*.td), so that the runtime, which builds
-without MLIR, names every op through one generated constant.
+"""Writes the dtf dialect's op table from its ODS definitions
+(dialects/Dtf/IR/*.td), as llvm-tblgen --dump-json resolves them:
 
-Every op is a `def` of Dtf_Op or of a class over it, whose first template
-argument is the op's mnemonic: `def Dtf_AddOp : Dtf_ArithmeticOp<"add", ...>`.
+- dtf/OpNames.h: one constant per op name (dtf::ops::kAdd = "dtf.add"), so
+  that the runtime, which builds without MLIR, names every op through one
+  generated constant;
+- dtf/OpTable.h: per op, what a plan's op may hold (dtf::ops::OpSpec): its
+  inputs (the variables an update names come first, as the plan writes
+  them; then the operands, each one, optional or variadic, with the element
+  types its constraint allows), its results, and its attributes (kind, and
+  whether the op needs it). The plan reader checks every op against it.
 
-Usage: op_table.py OUT.h FILE.td...
+Usage: op_table.py ODS.json OUT_DIR
 """
+import json
 import re
 import sys
 
-DEF = re.compile(r'^def\s+(Dtf_\w+Op)\s*:\s*(\w+)\s*<\s*"([a-z_0-9]+)"', re.M)
+# plan.proto's DType numbers (a mask bit each), by ODS type summary.
+DTYPES = {
+    "32-bit float": 1, "16-bit float": 2, "bfloat16 type": 3,
+    "32-bit signless integer": 4, "64-bit signless integer": 5,
+    "1-bit signless integer": 6, "64-bit float": 7,
+}
+ANY = sum(1 << v for v in DTYPES.values())
 
 
 def constant(mnemonic):
     return "k" + "".join(part.capitalize() for part in mnemonic.split("_"))
 
 
-def main(argv):
-    if len(argv) < 3:
-        sys.exit(__doc__)
-    out, sources = argv[1], argv[2:]
+def dtype_mask(summary):
+    m = re.match(r"ranked tensor of (.*) values$", summary or "")
+    if not m:
+        return ANY
+    mask = 0
+    for part in m.group(1).split(" or "):
+        if part not in DTYPES:
+            return ANY
+        mask |= 1 << DTYPES[part]
+    return mask
+
+
+def attr_kind(records, rec):
+    """The plan's AttrValue case for an ODS attribute (None: not in plans)."""
+    name = rec["!name"]
+    while "baseAttr" in rec and rec["baseAttr"]:
+        rec = records[rec["baseAttr"]["def"]]
+        name = rec["!name"]
+    sc = rec["!superclasses"]
+    if "TypeAttrBase" in sc or name in ("SymbolNameAttr", "Dtf_InitializerAttr"):
+        return None
+    if name == "UnitAttr" or name == "BoolAttr":
+        return "kBool"
+    if name == "F64Attr" or "FloatAttrBase" in sc:
+        return "kFloat"
+    if name == "I64Attr" or "SignlessIntegerAttrBase" in sc:
+        return "kInt"
+    if name in ("StrAttr", "FlatSymbolRefAttr") or "StringBasedAttr" in sc \
+            or "EnumAttrInfo" in sc or "IntEnumAttr" in sc or "I32EnumAttr" in sc \
+            or name in ("Dtf_Padding", "Dtf_ComparePredicate"):
+        return "kString"
+    if "DenseArrayAttrBase" in sc:
+        return "kInts"
+    if name == "ElementsAttr" or "ElementsAttrBase" in sc:
+        return "kTensor"
+    sys.exit(f"op_table.py: no plan attribute kind for {name}")
+
+
+def value_spec(records, rec, name):
+    sc = rec["!superclasses"]
+    arity = "kOne"
+    if "Variadic" in sc:
+        arity, rec = "kVariadic", records[rec["baseType"]["def"]]
+    elif "Optional" in sc:
+        arity, rec = "kOptional", records[rec["baseType"]["def"]]
+    return (name, arity, dtype_mask(rec.get("summary")))
+
+
+def op_specs(records):
     ops = []
-    for path in sources:
+    for rec in records.values():
+        if not isinstance(rec, dict) or "Op" not in rec.get("!superclasses", []):
+            continue
+        if rec.get("opDialect", {}).get("def") != "Dtf_Dialect":
+            continue
+        mnemonic = rec["opName"]
+        file, line = rec["!locs"][0].split(":")[:2]
+        variables, inputs, attrs = [], [], []
+        for arg, argname in rec["arguments"]["args"]:
+            a = records[arg["def"]]
+            sc = a["!superclasses"]
+            if "TypeConstraint" in sc:
+                inputs.append(value_spec(records, a, argname))
+                continue
+            if a["!name"] == "FlatSymbolRefAttr" and mnemonic != "read_variable":
+                variables.append(argname)  # an input of the plan's op
+                continue
+            kind = attr_kind(records, a)
+            if kind is None:
+                continue
+            optional = bool(a.get("isOptional")) or "DefaultValuedAttr" in sc \
+                or a["!name"] == "UnitAttr"
+            attrs.append((argname, kind, not optional))
+        outputs = [value_spec(records, records[r["def"]], n)
+                   for r, n in rec["results"]["args"]]
+        ops.append(dict(mnemonic=mnemonic, record=rec["!name"], file=file,
+                        line=int(line), variables=variables, inputs=inputs,
+                        outputs=outputs, attrs=attrs))
+    ops.sort(key=lambda o: (o["file"], o["line"]))
+    return ops
+
+
+def write_if_changed(path, text):
+    try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
-        for m in DEF.finditer(text):
-            ops.append((m.group(3), m.group(1), path.rsplit("/", 1)[-1]))
-    seen = {}
-    for mnemonic, record, source in ops:
-        if mnemonic in seen:
-            sys.exit(f"op_table.py: dtf.{mnemonic} is defined twice "
-                     f"({seen[mnemonic]} and {record})")
-        seen[mnemonic] = record
-    if not ops:
-        sys.exit("op_table.py: no op definitions found in " + " ".join(sources))
+            if f.read() == text:
+                return  # unchanged: nothing that includes it rebuilds
+    except OSError:
+        pass
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def names_header(ops):
     lines = [
         "// The dtf dialect's op names, generated by schema/op_table.py from",
         "// dialects/Dtf/IR/*.td (the ODS definitions): do not edit.",
@@ -44,31 +132,117 @@ def main(argv):
         "namespace dtf::ops {",
         "",
     ]
-    for mnemonic, record, source in ops:
-        lines.append(f'inline constexpr char {constant(mnemonic)}[] = '
-                     f'"dtf.{mnemonic}"; // {record} ({source})')
-    lines += [
+    for o in ops:
+        lines.append(f'inline constexpr char {constant(o["mnemonic"])}[] = '
+                     f'"dtf.{o["mnemonic"]}"; // {o["record"]} ({o["file"]})')
+    lines += ["", "/// Every op of the dialect, file by file in declaration order.",
+              "inline constexpr const char *kAll[] = {"]
+    lines += [f"    {constant(o['mnemonic'])}," for o in ops]
+    lines += ["};", f"inline constexpr int kCount = {len(ops)};", "",
+              "} // namespace dtf::ops", ""]
+    return "\n".join(lines)
+
+
+def table_header(ops):
+    lines = [
+        "// What a plan's op of each dtf dialect op may hold, generated by",
+        "// schema/op_table.py from dialects/Dtf/IR/*.td: do not edit.",
+        "#pragma once",
         "",
-        "/// Every op of the dialect, file by file in declaration order.",
-        "inline constexpr const char *kAll[] = {",
+        '#include "dtf/OpNames.h"',
+        "",
+        "#include <string_view>",
+        "",
+        "namespace dtf::ops {",
+        "",
+        "enum class Arity : unsigned char { kOne, kOptional, kVariadic };",
+        "enum class AttrKind : unsigned char { kInt, kFloat, kBool, kString, kInts, kTensor };",
+        "",
+        "/// An operand or result: its ODS name, arity, and the element types",
+        "/// its constraint allows (bit 1 << plan::DType each).",
+        "struct ValueSpec {",
+        "  const char *name;",
+        "  Arity arity;",
+        "  unsigned dtypes;",
+        "};",
+        "",
+        "/// An attribute as the plan writes it; `required`: ODS has no default.",
+        "struct AttrSpec {",
+        "  const char *name;",
+        "  AttrKind kind;",
+        "  bool required;",
+        "};",
+        "",
+        "struct OpSpec {",
+        "  const char *name;",
+        "  /// Leading inputs of the plan's op: the variables (and slots) an",
+        "  /// update names, read in place (ODS: FlatSymbolRefAttr).",
+        "  int variables;",
+        "  const ValueSpec *inputs;",
+        "  int numInputs;",
+        "  const ValueSpec *outputs;",
+        "  int numOutputs;",
+        "  const AttrSpec *attrs;",
+        "  int numAttrs;",
+        "};",
+        "",
     ]
-    lines += [f"    {constant(m)}," for m, _, _ in ops]
+    def values(name, specs):
+        if not specs:
+            return "nullptr"
+        lines.append(f"inline constexpr ValueSpec {name}[] = {{")
+        for n, arity, mask in specs:
+            lines.append(f'    {{"{n}", Arity::{arity}, 0x{mask:x}u}},')
+        lines.append("};")
+        return name
+    rows = []
+    for o in ops:
+        c = constant(o["mnemonic"])
+        ins = values(c + "Inputs", o["inputs"])
+        outs = values(c + "Outputs", o["outputs"])
+        attrs = "nullptr"
+        if o["attrs"]:
+            attrs = c + "Attrs"
+            lines.append(f"inline constexpr AttrSpec {attrs}[] = {{")
+            for n, kind, required in o["attrs"]:
+                lines.append(f'    {{"{n}", AttrKind::{kind}, {str(required).lower()}}},')
+            lines.append("};")
+        rows.append(f"    {{{c}, {len(o['variables'])}, {ins}, {len(o['inputs'])}, "
+                    f"{outs}, {len(o['outputs'])}, {attrs}, {len(o['attrs'])}}},")
+    lines += ["", "/// Every op, in kAll's order.", "inline constexpr OpSpec kSpecs[] = {"]
+    lines += rows
     lines += [
         "};",
-        f"inline constexpr int kCount = {len(ops)};",
+        "",
+        "/// The spec of op `name` (\"dtf.add\"); null for a name the dialect lacks.",
+        "inline const OpSpec *findSpec(std::string_view name) {",
+        "  for (const OpSpec &s : kSpecs)",
+        "    if (name == s.name)",
+        "      return &s;",
+        "  return nullptr;",
+        "}",
         "",
         "} // namespace dtf::ops",
         "",
     ]
-    text = "\n".join(lines)
-    try:
-        with open(out, encoding="utf-8") as f:
-            if f.read() == text:
-                return  # unchanged: nothing that includes it rebuilds
-    except OSError:
-        pass
-    with open(out, "w", encoding="utf-8") as f:
-        f.write(text)
+    return "\n".join(lines)
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.exit(__doc__)
+    with open(argv[1], encoding="utf-8") as f:
+        records = json.load(f)
+    ops = op_specs(records)
+    if not ops:
+        sys.exit("op_table.py: no op of the dtf dialect in " + argv[1])
+    seen = {}
+    for o in ops:
+        if o["mnemonic"] in seen:
+            sys.exit(f"op_table.py: dtf.{o['mnemonic']} is defined twice")
+        seen[o["mnemonic"]] = o
+    write_if_changed(argv[2] + "/OpNames.h", names_header(ops))
+    write_if_changed(argv[2] + "/OpTable.h", table_header(ops))
 
 
 if __name__ == "__main__":

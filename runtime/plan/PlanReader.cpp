@@ -1,12 +1,14 @@
 // Reading plan.bin and checking its structure before anything runs.
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/FusedKernels.h"
-#include "dtf/OpNames.h"
+#include "dtf/OpTable.h"
 
 #include "runtime/plan/PlanTypes.h"
 #include "schema/Placement.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -80,22 +82,76 @@ Status checkArity(const Program &program, int i, const std::string &what,
   return Status::ok();
 }
 
-// Ops with a fixed number of inputs and results that the reader checks
-// before any kernel indexes them: the recurrent layers' library ops.
-struct FixedArity {
-  const char *op;
-  int inputs, outputs;
-};
-constexpr FixedArity kFixedArity[] = {
-    {dtf::ops::kLstm, 4, 1}, {dtf::ops::kLstmTrain, 4, 2}, {dtf::ops::kLstmGrad, 7, 4},
-    {dtf::ops::kGru, 5, 1},  {dtf::ops::kGruTrain, 5, 2},  {dtf::ops::kGruGrad, 8, 5},
-};
-
-const FixedArity *fixedArity(const std::string &op) {
-  for (const FixedArity &a : kFixedArity)
-    if (op == a.op)
-      return &a;
-  return nullptr;
+// Op `i` against its ODS definition (dtf/OpTable.h, generated from the
+// dialect): an op of the dialect, with as many inputs (the variables an
+// update names first) and results as it takes, of the element types its
+// constraints allow, and every attribute it needs, of its kind.
+Status checkSpec(const Program &program, int i, const std::string &what,
+                 const std::function<const TensorType &(int32_t)> &typeOf) {
+  const Op &op = program.ops(i);
+  const dtf::ops::OpSpec *spec = dtf::ops::findSpec(op.name());
+  if (!spec)
+    return errorStatus(what, ": ", describeOp(program, i),
+                       " is not an op of the dtf dialect (a plan of another "
+                       "dtfc? recompile it with this one)");
+  auto count = [](const dtf::ops::ValueSpec *specs, int n, int *min, int *max) {
+    *min = 0;
+    *max = 0;
+    for (int k = 0; k < n; ++k) {
+      *min += specs[k].arity == dtf::ops::Arity::kOne;
+      *max = specs[k].arity == dtf::ops::Arity::kVariadic || *max < 0 ? -1 : *max + 1;
+    }
+  };
+  int minIn, maxIn, minOut, maxOut;
+  count(spec->inputs, spec->numInputs, &minIn, &maxIn);
+  count(spec->outputs, spec->numOutputs, &minOut, &maxOut);
+  minIn += spec->variables;
+  if (maxIn >= 0)
+    maxIn += spec->variables;
+  DTF_RETURN_IF_ERROR(checkArity(program, i, what, minIn,
+                                 maxIn < 0 ? INT32_MAX : maxIn, minOut,
+                                 maxOut < 0 ? INT32_MAX : maxOut));
+  // Element types, where every operand (or result) is exactly one value.
+  auto checkTypes = [&](const dtf::ops::ValueSpec *specs, int n, int first,
+                        const google::protobuf::RepeatedField<int32_t> &ids,
+                        const char *kind) -> Status {
+    if (n != ids.size() - first)
+      return Status::ok();
+    for (int k = 0; k < n; ++k) {
+      const TensorType &t = typeOf(ids[first + k]);
+      if (!(specs[k].dtypes & (1u << unsigned(t.dtype()))))
+        return errorStatus(what, ": ", describeOp(program, i), " ", kind, " '",
+                           specs[k].name, "' (", kind, " ", first + k,
+                           ") of type ", typeString(t),
+                           " is not of an element type the op takes");
+    }
+    return Status::ok();
+  };
+  DTF_RETURN_IF_ERROR(checkTypes(spec->inputs, spec->numInputs,
+                                 spec->variables, op.inputs(), "input"));
+  DTF_RETURN_IF_ERROR(
+      checkTypes(spec->outputs, spec->numOutputs, 0, op.outputs(), "result"));
+  for (int k = 0; k < spec->numAttrs; ++k) {
+    const dtf::ops::AttrSpec &a = spec->attrs[k];
+    const AttrValue *value = findAttr(op, a.name);
+    if (!value) {
+      if (a.required)
+        return errorStatus(what, ": ", describeOp(program, i),
+                           " needs attribute '", a.name, "'");
+      continue;
+    }
+    static constexpr AttrValue::ValueCase kCase[] = {
+        AttrValue::kI,    AttrValue::kF,    AttrValue::kB,
+        AttrValue::kS,    AttrValue::kInts, AttrValue::kTensor};
+    static constexpr const char *kKind[] = {"an integer", "a number", "a bool",
+                                            "a string", "a list of integers",
+                                            "a tensor"};
+    const int kind = int(a.kind);
+    if (value->value_case() != kCase[kind])
+      return errorStatus(what, ": ", describeOp(program, i), " attribute '",
+                         a.name, "' must be ", kKind[kind]);
+  }
+  return Status::ok();
 }
 
 // max_pool_with_argmax's argmax (output 1) and max_pool_grad_with_argmax's
@@ -204,6 +260,10 @@ Status validateProgram(const Program &program, const std::string &what) {
       definedBy[v] = i;
     }
 
+    DTF_RETURN_IF_ERROR(checkSpec(program, i, what, [&](int32_t id) -> const TensorType & {
+      return program.values(lookup(id)).type();
+    }));
+
     // The ops the executor implements itself.
     std::string name;
     if (isInput) {
@@ -240,9 +300,6 @@ Status validateProgram(const Program &program, const std::string &what) {
       DTF_RETURN_IF_ERROR(checkPoolArgmax(
           program, i, what, program.values(lookup(op.outputs(0))).type(),
           program.values(lookup(op.outputs(1))).type()));
-    } else if (const FixedArity *a = fixedArity(op.name())) {
-      DTF_RETURN_IF_ERROR(
-          checkArity(program, i, what, a->inputs, a->inputs, a->outputs, a->outputs));
     } else if (op.name() == dtf::ops::kMaxPoolGradWithArgmax) {
       DTF_RETURN_IF_ERROR(checkArity(program, i, what, 2, 2, 1, 1));
       DTF_RETURN_IF_ERROR(checkPoolArgmax(

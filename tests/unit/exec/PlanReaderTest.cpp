@@ -5,6 +5,7 @@
 #include "runtime/train/Initializers.h"
 #include "runtime/train/Trainer.h"
 #include "tests/unit/exec/TestPlans.h"
+#include "dtf/OpTable.h"
 
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
@@ -193,12 +194,67 @@ TEST(PlanReader, StructuralErrorsNameTheProgramAndOp) {
 // that the argmax is i32 [N, OH, OW, ceil(C / 4)] for the pooled values
 // (output 0 or dy) before any kernel reads its bytes.
 // The value of a program's (last) dtf.input, for ops added to a test plan.
+// The program's first input (the logistic regression's x: f32).
 int inputValue(const plan::Program &program) {
-  int x = -1;
   for (const plan::Op &op : program.ops())
     if (op.name() == "dtf.input")
-      x = op.outputs(0);
-  return x;
+      return op.outputs(0);
+  return -1;
+}
+
+// Op `spec` with `inputs` and `outputs` values, each of the first element
+// type its ODS constraint allows (the inputs fed), and its required
+// attributes but `skipAttr`, of their kind or (`wrongKind`) another.
+plan::Plan planWithOp(const dtf::ops::OpSpec &spec, int inputs, int outputs,
+                    const char *skipAttr = "", bool wrongKind = false) {
+  auto dtypeOf = [](const dtf::ops::ValueSpec *v, int n, int k) {
+    const unsigned mask = k < n ? v[k].dtypes : 0x2u;
+    for (int d = 1; d < 8; ++d)
+      if (mask & (1u << d))
+        return plan::DType(d);
+    return plan::F32;
+  };
+  plan::Plan p = logisticRegressionPlan();
+  plan::Program *t = p.mutable_train_step();
+  plan::Op *op = t->add_ops();
+  op->set_name(spec.name);
+  op->set_location("test.dtf:4:9");
+  for (int k = 0; k < inputs; ++k) {
+    const int operand = k - spec.variables;
+    plan::Value *v = t->add_values();
+    v->set_id(4000 + k);
+    v->mutable_type()->set_dtype(
+        operand < 0 ? plan::F32 : dtypeOf(spec.inputs, spec.numInputs, operand));
+    plan::Feed *f = t->add_feeds();
+    f->set_name(strCat("in", k));
+    f->set_value(4000 + k);
+    op->add_inputs(4000 + k);
+  }
+  for (int k = 0; k < outputs; ++k) {
+    plan::Value *v = t->add_values();
+    v->set_id(3000 + k);
+    v->mutable_type()->set_dtype(dtypeOf(spec.outputs, spec.numOutputs, k));
+    op->add_outputs(3000 + k);
+  }
+  for (int k = 0; k < spec.numAttrs; ++k) {
+    const dtf::ops::AttrSpec &a = spec.attrs[k];
+    if (!a.required || a.name == std::string(skipAttr))
+      continue;
+    plan::AttrValue &v = (*op->mutable_attrs())[a.name];
+    if (wrongKind) { // a string where it takes anything else, and back
+      a.kind == dtf::ops::AttrKind::kString ? v.set_i(1) : v.set_s("x");
+      continue;
+    }
+    switch (a.kind) {
+      case dtf::ops::AttrKind::kInt: v.set_i(1); break;
+      case dtf::ops::AttrKind::kFloat: v.set_f(1); break;
+      case dtf::ops::AttrKind::kBool: v.set_b(true); break;
+      case dtf::ops::AttrKind::kString: v.set_s("x"); break;
+      case dtf::ops::AttrKind::kInts: v.mutable_ints(); break;
+      case dtf::ops::AttrKind::kTensor: v.mutable_tensor(); break;
+    }
+  }
+  return p;
 }
 
 TEST(PlanReader, PoolArgmaxOfAnotherTypeIsRefused) {
@@ -220,11 +276,18 @@ TEST(PlanReader, PoolArgmaxOfAnotherTypeIsRefused) {
     plan::Op *pool = t->add_ops();
     pool->set_name("dtf.max_pool_with_argmax");
     pool->add_inputs(x);
+    auto attrs = [](plan::Op *op) {
+      (*op->mutable_attrs())["padding"].set_s("valid");
+      for (const char *a : {"window", "strides", "input_shape"})
+        (*op->mutable_attrs())[a].mutable_ints()->add_values(2);
+    };
+    attrs(pool);
     pool->add_outputs(1000);
     pool->add_outputs(1001);
     plan::Op *grad = t->add_ops();
     grad->set_name("dtf.max_pool_grad_with_argmax");
     grad->set_location("test.dtf:9:1");
+    attrs(grad);
     grad->add_inputs(1001);
     grad->add_inputs(1000);
     for (int k = 0; k < gradOutputs; ++k)
@@ -239,11 +302,11 @@ TEST(PlanReader, PoolArgmaxOfAnotherTypeIsRefused) {
             "argmax of type i32[B,2,2,2] (four window-position bytes to an "
             "i32) for pooled values of type f32[B,2,2,5], the plan gives "
             "i32[B,2,2,5]");
+  // A float argmax: refused by the op's ODS result type already.
   EXPECT_EQ(loadError(planWith({-1, 2, 2, 2}, plan::F32, 1)),
-            "plan.bin: train_step: op #20 dtf.max_pool_with_argmax needs its "
-            "argmax of type i32[B,2,2,2] (four window-position bytes to an "
-            "i32) for pooled values of type f32[B,2,2,5], the plan gives "
-            "f32[B,2,2,2]");
+            "plan.bin: train_step: op #20 dtf.max_pool_with_argmax result "
+            "'argmax' (result 1) of type f32[B,2,2,2] is not of an element "
+            "type the op takes");
   EXPECT_EQ(loadError(planWith({-1, 2, 2, 2}, plan::I32, 0)),
             "plan.bin: train_step: test.dtf:9:1: "
             "dtf.max_pool_grad_with_argmax has 1 results, the plan gives it 0");
@@ -254,21 +317,7 @@ TEST(PlanReader, PoolArgmaxOfAnotherTypeIsRefused) {
 // input 4 of a dtf.gru, output 4 of a dtf.gru_grad).
 TEST(PlanReader, RecurrentOpsWithTheWrongArityAreRefused) {
   auto planWith = [](const char *name, int inputs, int outputs) {
-    plan::Plan p = logisticRegressionPlan();
-    plan::Program *t = p.mutable_train_step();
-    const int x = inputValue(*t);
-    plan::Op *op = t->add_ops();
-    op->set_name(name);
-    op->set_location("test.dtf:4:9");
-    for (int k = 0; k < inputs; ++k)
-      op->add_inputs(x);
-    for (int k = 0; k < outputs; ++k) {
-      plan::Value *v = t->add_values();
-      v->set_id(2000 + k);
-      v->mutable_type()->set_dtype(plan::F32);
-      op->add_outputs(2000 + k);
-    }
-    return p;
+    return planWithOp(*dtf::ops::findSpec(name), inputs, outputs);
   };
   plan::Plan out;
   for (auto [name, in, res] : {std::tuple{"dtf.lstm", 4, 1}, {"dtf.lstm_train", 4, 2},
@@ -282,6 +331,69 @@ TEST(PlanReader, RecurrentOpsWithTheWrongArityAreRefused) {
     EXPECT_EQ(loadError(planWith(name, in, res - 1)),
               strCat("plan.bin: train_step: test.dtf:4:9: ", name, " has ", res,
                      " results, the plan gives it ", res - 1));
+  }
+}
+
+// Every op of the dialect is read against its ODS definition (dtf/OpTable.h):
+// an op one input short, one result short, without an attribute it needs or
+// with one of the wrong kind is refused naming it; a name the dialect lacks
+// and an input of an element type the op does not take too.
+TEST(PlanReader, EveryOpIsReadAgainstItsOdsDefinition) {
+  auto ones = [](const dtf::ops::ValueSpec *v, int n) {
+    int c = 0;
+    for (int k = 0; k < n; ++k)
+      c += v[k].arity == dtf::ops::Arity::kOne;
+    return c;
+  };
+  int checked = 0;
+  for (const dtf::ops::OpSpec &spec : dtf::ops::kSpecs) {
+    const int in = spec.variables + ones(spec.inputs, spec.numInputs);
+    const int out = ones(spec.outputs, spec.numOutputs);
+    const std::string where = strCat("plan.bin: train_step: test.dtf:4:9: ", spec.name);
+    if (in > 0) {
+      EXPECT_EQ(loadError(planWithOp(spec, in - 1, out, "", false)).rfind(where + " takes ", 0), 0u)
+          << spec.name;
+      ++checked;
+    }
+    if (out > 0) {
+      EXPECT_EQ(loadError(planWithOp(spec, in, out - 1, "", false)).rfind(where + " has ", 0), 0u)
+          << spec.name;
+    }
+    for (int k = 0; k < spec.numAttrs; ++k) {
+      if (!spec.attrs[k].required)
+        continue;
+      EXPECT_EQ(loadError(planWithOp(spec, in, out, spec.attrs[k].name, false)),
+                strCat(where, " needs attribute '", spec.attrs[k].name, "'"));
+      EXPECT_NE(loadError(planWithOp(spec, in, out, "", true)).find(" must be "),
+                std::string::npos)
+          << spec.name;
+    }
+  }
+  EXPECT_GT(checked, 60); // nearly every op takes an input
+  {
+    plan::Plan p = logisticRegressionPlan();
+    p.mutable_train_step()->mutable_ops(4)->set_name("dtf.matmul2");
+    EXPECT_EQ(loadError(p), "plan.bin: train_step: test.dtf:5:1: dtf.matmul2 is "
+                            "not an op of the dtf dialect (a plan of another "
+                            "dtfc? recompile it with this one)");
+  }
+  {
+    // The labels of the cross-entropy (an integer) given as floats.
+    plan::Plan p = logisticRegressionPlan();
+    plan::Program *t = p.mutable_train_step();
+    const int x = inputValue(*t);
+    plan::Op *op = t->add_ops();
+    op->set_name("dtf.one_hot");
+    op->set_location("test.dtf:4:9");
+    op->add_inputs(x);
+    plan::Value *v = t->add_values();
+    v->set_id(3000);
+    v->mutable_type()->set_dtype(plan::F32);
+    op->add_outputs(3000);
+    (*op->mutable_attrs())["depth"].set_i(3);
+    EXPECT_NE(loadError(p).find("dtf.one_hot input 'indices' (input 0) of type f32"),
+              std::string::npos)
+        << loadError(p);
   }
 }
 
