@@ -81,11 +81,28 @@ bool isFusableElement(Type t) {
 
 } // namespace
 
-bool mlir::dtf::isFusableElementwise(Operation *op) {
-  if (!isa<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, CompareOp,
+namespace {
+/// The elementwise ops a generated kernel may hold: one list for the test
+/// below and for fusableElementwiseOpNames().
+template <typename... Ops> struct OpList {
+  static bool contains(Operation *op) { return isa<Ops...>(op); }
+  static SmallVector<StringRef> names() {
+    return {Ops::getOperationName()...};
+  }
+};
+using FusableElementwise =
+    OpList<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, CompareOp,
            SelectOp, NegOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SigmoidOp,
            TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp,
-           ReduceGradOp>(op))
+           ReduceGradOp>;
+} // namespace
+
+SmallVector<StringRef> mlir::dtf::fusableElementwiseOpNames() {
+  return FusableElementwise::names();
+}
+
+bool mlir::dtf::isFusableElementwise(Operation *op) {
+  if (!FusableElementwise::contains(op))
     return false;
   if (op->getNumResults() != 1)
     return false;

@@ -38,6 +38,12 @@ int64_t fusedPrefixDivisor(RankedTensorType operand, ArrayRef<int64_t> shape);
 /// indexable over its result's shape.
 bool isFusableElementwise(Operation *op);
 
+/// The names of the ops isFusableElementwise may accept ("dtf.add", ...):
+/// tests/unit/dialect/FusableOpsTest.cpp checks that a kernel of
+/// tests/unit/fusion/elementwise/every_op.dtf holds each, so that the
+/// generated code of every one is compared with its op-by-op kernel.
+SmallVector<StringRef> fusableElementwiseOpNames();
+
 /// For a reduction a region may end in, its spec over its operand's shape
 /// (the region's iteration shape): one char per axis, 'k' kept, 'r' reduced
 /// and dropped, '1' reduced and kept as size 1 (KernelParam.meaning

@@ -43,7 +43,8 @@ std::vector<std::string> modelFiles() {
   std::vector<std::string> files;
   for (const char *dir :
        {"models", "tests/e2e", "tests/unit/fusion/updates",
-        "tests/unit/fusion/rows", "tests/unit/fusion/dropout"}) {
+        "tests/unit/fusion/rows", "tests/unit/fusion/dropout",
+        "tests/unit/fusion/elementwise"}) {
     fs::path p = fs::path(DTF_SOURCE_DIR) / dir;
     for (const auto &entry : fs::directory_iterator(p))
       if (entry.path().extension() == ".dtf")
@@ -53,9 +54,10 @@ std::vector<std::string> modelFiles() {
   // The seed CNN and the MLP with their graphs on /gpu:0 (as the e2e.gpu_*
   // tests place them): dtf-fuse then makes regions of single ops and lone
   // reductions too, which only GPU-placed ops get.
-  for (const char *model : {"mnist_cnn", "mlp"})
-    files.push_back((fs::path(DTF_SOURCE_DIR) / "models" / model).string() +
-                    ".dtf" + kOnGpu);
+  for (const char *model : {"models/mnist_cnn", "models/mlp",
+                            "tests/unit/fusion/elementwise/every_op"})
+    files.push_back((fs::path(DTF_SOURCE_DIR) / model).string() + ".dtf" +
+                    kOnGpu);
   return files;
 }
 
