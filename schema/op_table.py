@@ -86,6 +86,7 @@ def op_specs(records):
         if rec.get("opDialect", {}).get("def") != "Dtf_Dialect":
             continue
         mnemonic = rec["opName"]
+        supers = rec["!superclasses"]
         file, line = rec["!locs"][0].split(":")[:2]
         variables, inputs, attrs = [], [], []
         for arg, argname in rec["arguments"]["args"]:
@@ -94,7 +95,7 @@ def op_specs(records):
             if "TypeConstraint" in sc:
                 inputs.append(value_spec(records, a, argname))
                 continue
-            if a["!name"] == "FlatSymbolRefAttr" and mnemonic != "read_variable":
+            if a["!name"] == "FlatSymbolRefAttr" and "Dtf_UpdateOp" in supers:
                 variables.append(argname)  # an input of the plan's op
                 continue
             kind = attr_kind(records, a)

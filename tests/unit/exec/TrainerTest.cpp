@@ -546,12 +546,22 @@ TEST_F(DtfRun, ExitCodesSayWhatFailed) {
   r = run({writePlan(p)});
   EXPECT_EQ(r.exitCode, 4);
   EXPECT_NE(r.err.find("no-such-data"), std::string::npos) << r.err;
-  // An op without a kernel.
+  // An op of the dialect without a kernel (dtf.if_training never reaches a
+  // plan from dtfc: dtf-autodiff replaces it).
+  p = logisticRegressionPlan();
+  p.mutable_train_step()->mutable_ops(5)->set_name("dtf.if_training");
+  r = run({writePlan(p)});
+  EXPECT_EQ(r.exitCode, 3);
+  EXPECT_NE(r.err.find("test.dtf:6:1: dtf.if_training"), std::string::npos)
+      << r.err;
+  // A name the dialect lacks: the plan is refused as it is read.
   p = logisticRegressionPlan();
   p.mutable_train_step()->mutable_ops(5)->set_name("dtf.frobnicate");
   r = run({writePlan(p)});
-  EXPECT_EQ(r.exitCode, 3);
-  EXPECT_NE(r.err.find("test.dtf:6:1: dtf.frobnicate"), std::string::npos)
+  EXPECT_EQ(r.exitCode, 4);
+  EXPECT_NE(r.err.find("test.dtf:6:1: dtf.frobnicate is not an op of the dtf "
+                       "dialect"),
+            std::string::npos)
       << r.err;
   // A newer format.
   p = logisticRegressionPlan();
