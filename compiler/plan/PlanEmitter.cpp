@@ -2,7 +2,6 @@
 // attributes in the kernels' terms, variables with their roles.
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/partition/Partition.h"
-#include "schema/Placement.h"
 #include "schema/PlanSchema.h"
 #include "dialects/Dtf/IR/DtfDialect.h"
 #include "dialects/Dtf/Transforms/Cut.h"
@@ -628,9 +627,8 @@ LogicalResult emitCut(ModuleOp module,
         failed(emit(kLookupEval, "eval", l->mutable_eval(), evalReads)))
       return failure();
   }
+  // (dtf-cut-stages refused an op placed beyond the largest replica.)
   ::dtf::Status s = ::dtf::plan::shardPsPrograms(&plan);
-  if (s.isOk())
-    s = ::dtf::plan::checkReplicaSpan(plan);
   if (!s.isOk())
     return mlir::emitError(module.getLoc()) << s.message();
   return success();

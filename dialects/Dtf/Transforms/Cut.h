@@ -15,6 +15,13 @@ namespace mlir::dtf {
 /// Empty for an op that updates no variable.
 SmallVector<StringRef> updateSymbols(Operation *op);
 
+/// The stage of a model-parallel replica an op of a worker's step runs on:
+/// the task of its worker device (0 for a chief's, a ps's or none); the
+/// inputs and the pushes to the ps on stage 0; -1 for constants and
+/// variable reads, which every stage using them repeats (schema/Placement's
+/// stageOf, on the MLIR ops).
+int stageOf(Operation &op);
+
 /// The functions the cut makes, besides @train_step and @eval.
 inline constexpr const char *kWorkerStep = "worker_step";
 inline constexpr const char *kPsUpdate = "ps_update";

@@ -3,6 +3,7 @@
 #include "dialects/Dtf/Transforms/Cut.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 #include "schema/DeviceName.h"
+#include "schema/Placement.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -23,17 +24,7 @@ namespace mlir::dtf {
 using namespace mlir;
 using namespace mlir::dtf;
 
-namespace {
-
-/// At most this many worker tasks in a replica (schema/Placement.h's
-/// kMaxReplicaSpan, which the runtime checks the plan against).
-constexpr int kMaxReplicaSpan = 1024;
-
-/// The stage an op of the worker's step runs on: the task of its worker
-/// device (0 for a chief's, none, or a ps's); the inputs and the pushes to
-/// the ps on stage 0; -1 for constants and variable reads, which every
-/// stage using them repeats.
-int stageOf(Operation &op) {
+int mlir::dtf::stageOf(Operation &op) {
   if (isa<InputOp, PushOp>(op))
     return 0;
   if (isa<ConstantOp, ReadVariableOp>(op))
@@ -41,6 +32,10 @@ int stageOf(Operation &op) {
   auto device = op.getAttrOfType<StringAttr>("dtf.device");
   return device ? ::dtf::stageOfDevice(device.getValue().str()) : 0;
 }
+
+namespace {
+
+using ::dtf::plan::kMaxReplicaSpan;
 
 struct DtfCutStages : public mlir::dtf::impl::DtfCutStagesBase<DtfCutStages> {
   void runOnOperation() override {

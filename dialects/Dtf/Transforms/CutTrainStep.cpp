@@ -4,7 +4,6 @@
 #include "dialects/Dtf/Transforms/Cut.h"
 #include "dialects/Dtf/Transforms/Fusion.h"
 #include "dialects/Dtf/Transforms/Passes.h"
-#include "schema/DeviceName.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -311,17 +310,12 @@ func::FuncOp copyOf(func::FuncOp f, StringRef name) {
   return copy;
 }
 
-/// How many worker tasks a replica spans: one more than the largest worker
-/// task an op of `f` is placed on (dtf-cut-stages' rule).
+/// How many worker tasks a replica spans: one more than the largest stage
+/// an op of `f` runs on.
 int replicaSpan(func::FuncOp f) {
   int span = 1;
-  for (Operation &op : bodyOf(f)) {
-    if (isa<InputOp, ConstantOp, ReadVariableOp>(op))
-      continue;
-    auto device = op.getAttrOfType<StringAttr>("dtf.device");
-    if (device)
-      span = std::max(span, ::dtf::stageOfDevice(device.getValue().str()) + 1);
-  }
+  for (Operation &op : bodyOf(f))
+    span = std::max(span, stageOf(op) + 1);
   return span;
 }
 
