@@ -80,7 +80,18 @@ if want bw; then
   echo "   $bw"
   echo "== dtf push/pull of one 256 MB tensor through the ps service, one message and streamed (best of 5)"
   if [[ -x $build/bin/dtf-transfer-bench ]]; then
-    transfer=$("$build/bin/dtf-transfer-bench" --mb 256 --repeat 5)
+    # As the tasks of a job on one host talk: plaintext (--insecure), mutual
+    # TLS over TCP (--same-host tcp), and the default Unix socket.
+    echo '{"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:1"]}' > "$work/transfer.json"
+    "$build/bin/dtf-run" certs --cluster "$work/transfer.json" --out "$work/transfer-certs" > /dev/null
+    transfer=""
+    for wiring in "" "--tls-dir $work/transfer-certs --same-host tcp" "--tls-dir $work/transfer-certs --same-host unix"; do
+      # shellcheck disable=SC2086
+      t=$("$build/bin/dtf-transfer-bench" --mb 256 --repeat 5 $wiring)
+      transfer+="${transfer:+$'\n'}$(sed -n '3p' <<<"$t" | sed "s/^| 256 MB /| 256 MB, $(tail -1 <<<"$t" | sed 's/.*; //') /")"
+      [[ -n ${transfer_head:-} ]] || transfer_head=$(sed -n '1,2p' <<<"$t")
+    done
+    transfer="$transfer_head"$'\n'"$transfer"$'\n'"best of 5; chunks of 4 MiB; a push includes the ps applying sgd to the variable"
   else
     transfer="not measured ($build/bin/dtf-transfer-bench is not built)"
   fi
@@ -133,13 +144,16 @@ if want dtf; then
     grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
       sed "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#" > "$work/cnn.dtf"
     "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
-    # Each cluster twice: with the launcher's default mutual TLS between the
-    # tasks, and in plaintext (--insecure), to show what TLS costs.
+    # Each cluster three times: as the launcher runs it by default (mutual
+    # TLS, and Unix sockets between the tasks on this host), with TLS over
+    # TCP between them too (--same-host tcp, as between hosts), and in
+    # plaintext (--insecure), to show what TLS and the sockets cost.
     for c in ${clusters//,/ }; do
-     for sec in tls insecure; do
+     for sec in unix tcp insecure; do
       ps=${c%x*} workers=${c#*x}
-      label="dtf (mutual TLS)" secflags=()
-      [[ $sec == insecure ]] && label="dtf (--insecure)" secflags=(--insecure)
+      label="dtf (default: Unix sockets)" secflags=()
+      [[ $sec == tcp ]] && label="dtf (mutual TLS over TCP)" secflags=(--same-host tcp)
+      [[ $sec == insecure ]] && label="dtf (--insecure, TCP)" secflags=(--insecure)
       echo "== $label, $ps ps + $workers workers"
       bench_cluster_json "$ps" "$workers" > "$work/cluster.json"
       o=$work/dtf.$c.$sec.out
@@ -209,7 +223,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo
   echo "Loopback TCP bandwidth (one connection, Python sockets, 256 MB): $bw."
   echo ""
-  echo "dtf's pull and push of one 256 MB f32 tensor through the ps service (gRPC, the raw tensor messages and streams dtf-run uses; \`dtf-transfer-bench --mb 256 --repeat 5\`, a ps in the same process on loopback; larger sizes in results/transfer.md):"
+  echo "dtf's pull and push of one 256 MB f32 tensor through the ps service (gRPC, the raw tensor messages and streams dtf-run uses; \`dtf-transfer-bench --mb 256 --repeat 5 [--tls-dir DIR --same-host tcp|unix]\`, a ps in the same process on loopback; larger sizes in results/transfer.md):"
   echo
   echo "${transfer:-not measured}"
   echo

@@ -7,10 +7,16 @@
 // (bench/distributed.sh prints it).
 //
 //   dtf-transfer-bench [--mb 256,1024] [--repeat 5] [--chunk-bytes 4194304]
+//                      [--tls-dir DIR [--same-host unix|tcp]]
+//
+// Plaintext unless --tls-dir names the certificates `dtf-run certs` made for
+// a cluster of ps.0 and worker.0: then as dtf-run's tasks on one host talk,
+// over a Unix socket (--same-host unix, the default) or TLS over TCP.
 //
 // One message cannot carry 2 GiB or more (gRPC's limit): sizes from 2048 MB
 // up are measured streamed only.
 #include "runtime/distributed/ParameterServer.h"
+#include "runtime/distributed/Transport.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
 #include "schema/Placement.h"
@@ -95,8 +101,34 @@ int fail(const std::string &what, const grpc::Status &st) {
   std::_Exit(1);
 }
 
+// How the ps and the worker talk: plaintext, or with the TLS material of
+// tlsDir, the same-host choice of dtf-run's --same-host.
+struct Wiring {
+  std::string tlsDir;
+  dist::SameHost sameHost = dist::SameHost::kUnix;
+};
+
+// A task's transport in the job {ps.0 at psAddress, worker.0}.
+int transportOf(const Wiring &w, const std::string &task,
+                const std::string &psAddress, dist::Transport *t) {
+  t->taskAt[psAddress] = "ps.0";
+  t->taskAt["127.0.0.1:1"] = "worker.0";
+  if (w.tlsDir.empty())
+    return 0;
+  t->sameHost = w.sameHost;
+  Status s = dist::loadTlsMaterial(w.tlsDir, task, t);
+  if (s.isOk() && t->anyOverUnix())
+    s = t->checkSocketDirectory();
+  if (!s.isOk()) {
+    std::fprintf(stderr, "dtf-transfer-bench: %s\n", s.message().c_str());
+    return 2;
+  }
+  return 0;
+}
+
 // One size: a ps in this process, `repeat` rounds of each transfer, best of.
-int measure(int64_t mb, int repeat, size_t chunkBytes, Figures *f) {
+int measure(int64_t mb, int repeat, size_t chunkBytes, const Wiring &wiring,
+            Figures *f) {
   const int64_t elements = mb * (1 << 20) / 4;
   const bool single = mb < 2048; // one message: below 2 GiB
   plan::Plan p = testing::oneVariableSgdPlan(elements, "transfer");
@@ -115,9 +147,14 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, Figures *f) {
   config.chunkBytes = chunkBytes;
   std::FILE *quiet = std::fopen("/dev/null", "w");
   config.out = quiet;
+  dist::Transport worker;
+  if (int code = transportOf(wiring, "ps.0", address, &config.transport))
+    return code;
+  if (int code = transportOf(wiring, "worker.0", address, &worker))
+    return code;
   std::thread ps([&] { dist::runParameterServer(p, placement, 0, config); });
 
-  auto channel = config.transport.channel(address);
+  auto channel = worker.channel(address);
   auto stub = rpc::ParameterServer::NewStub(channel);
   grpc::GenericStub raw(channel);
   // The ps initializes its variable (and a copy for resets) first: seconds
@@ -241,9 +278,11 @@ int main(int argc, char **argv) {
   std::vector<int64_t> sizes = {256, 1024};
   int repeat = 5;
   size_t chunkBytes = dist::kDefaultChunkBytes;
+  Wiring wiring;
   auto usage = [] {
     std::fprintf(stderr, "usage: dtf-transfer-bench [--mb 256,1024] "
-                         "[--repeat 5] [--chunk-bytes 4194304]\n");
+                         "[--repeat 5] [--chunk-bytes 4194304] [--tls-dir DIR "
+                         "[--same-host unix|tcp]]\n");
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -270,6 +309,15 @@ int main(int argc, char **argv) {
         sizes.push_back(mb);
         q = *end ? end + 1 : end;
       }
+    } else if (a == "--tls-dir") {
+      wiring.tlsDir = v;
+    } else if (a == "--same-host") {
+      if (v != "unix" && v != "tcp") {
+        std::fprintf(stderr, "dtf-transfer-bench: --same-host expects unix "
+                             "or tcp, got '%s'\n", v.c_str());
+        return 2;
+      }
+      wiring.sameHost = v == "tcp" ? dist::SameHost::kTcp : dist::SameHost::kUnix;
     } else if (a == "--repeat" || a == "--chunk-bytes") {
       long long n = std::strtoll(v.c_str(), &end, 10);
       const long long lo = a == "--repeat" ? 1 : 4096;
@@ -294,7 +342,7 @@ int main(int argc, char **argv) {
   std::fflush(stdout);
   for (int64_t mb : sizes) {
     Figures f;
-    if (int code = measure(mb, repeat, chunkBytes, &f))
+    if (int code = measure(mb, repeat, chunkBytes, wiring, &f))
       return code;
     const double bytes = double(mb) * (1 << 20) / 1e6;
     auto cell = [&](double seconds) {
@@ -312,7 +360,11 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
   }
   std::printf("best of %d; chunks of %zu bytes; a push includes the ps "
-              "applying sgd to the variable\n",
-              repeat, chunkBytes);
+              "applying sgd to the variable; %s\n",
+              repeat, chunkBytes,
+              wiring.tlsDir.empty() ? "plaintext over TCP"
+              : wiring.sameHost == dist::SameHost::kTcp
+                  ? "mutual TLS over TCP"
+                  : "over a Unix socket (dtf-run's default on one host)");
   return 0;
 }

@@ -17,11 +17,22 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
   }
   const std::string &address = config.roster.ps[index].address;
   grpc::ServerBuilder builder;
-  int port = 0;
-  config.transport.addListeningPort(&builder, address, &port);
+  Listening ports;
+  if (Status u = config.transport.addListeningPort(&builder, address, &ports);
+      !u.isOk()) {
+    std::fprintf(stderr, "dtf-run: error: %s: %s\n",
+                 config.roster.ps[index].name.c_str(), u.message().c_str());
+    return 4;
+  }
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
+  if (server && ports.port != 0 && ports.unixPort == 0) {
+    std::fprintf(stderr,
+                 "dtf-run: error: %s cannot listen on the Unix socket %s\n",
+                 config.roster.ps[index].name.c_str(), ports.unixPath.c_str());
+    return 4;
+  }
+  if (!server || ports.port == 0) {
     std::fprintf(stderr,
                  "dtf-run: error: %s cannot listen on %s (is the port in use "
                  "by another process, or is the address not one of this "
@@ -36,6 +47,9 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
   service.log(
       "serving on " + config.transport.listenAddress(address) +
       (config.transport.tls ? " (mutual TLS)" : " (plaintext, --insecure)") +
+      (ports.unixPath.empty()
+           ? std::string()
+           : " and on " + ports.unixPath + " for the tasks on this host") +
       "; holds " + (held.empty() ? std::string("no variables") : held));
   std::string reason = service.waitForShutdown();
   service.stopParking();

@@ -13,12 +13,34 @@
 
 namespace dtf::dist {
 
+/// How tasks whose cluster addresses are on this host (a loopback address)
+/// talk under TLS: over a Unix domain socket in a directory only this user
+/// may enter (the kernel refuses anyone else's connect), each call naming
+/// its task and the job's CA (kUnix, the default: no encryption on the same
+/// host); or TLS over TCP, as between hosts (kTcp, --same-host tcp).
+enum class SameHost { kUnix, kTcp };
+
+/// A server's listening ports after BuildAndStart: the TCP port (0: not
+/// bound) and, when one was asked for, the Unix socket's (0: not bound).
+struct Listening {
+  int port = 0;
+  int unixPort = -1;
+  std::string unixPath;
+  bool ok() const { return port != 0 && unixPort != 0; }
+};
+
 /// How this task talks to the other tasks of its job: mutual TLS with the
 /// cluster's CA and this task's certificate (the default of dtf-run), or
 /// plaintext (--insecure, and tests that set nothing).
 struct Transport {
   bool tls = false;
   std::string caPem, certPem, keyPem;
+  /// This task's name ("worker.1"), the one its certificate holds.
+  std::string self;
+  SameHost sameHost = SameHost::kUnix;
+  /// The directory of the Unix sockets; "" means $DTF_SOCKET_DIR, else
+  /// /tmp/dtf-UID.
+  std::string socketDir;
   /// Every task of the job by address ("127.0.0.1:2222" -> "ps.0"): a
   /// channel to an address verifies that the server's certificate names
   /// that task.
@@ -30,8 +52,10 @@ struct Transport {
   /// verifies a client certificate of the cluster's CA, or plaintext.
   std::shared_ptr<grpc::ServerCredentials> serverCredentials() const;
 
-  /// The task that called, as its certificate names it (its subject CN);
-  /// "" when the transport is plaintext or the peer presented no name.
+  /// The task that called, as its certificate names it (its subject CN), or
+  /// over a Unix socket as its calls do (checked against the job's tasks
+  /// and CA before any call is served); "" when the transport is plaintext
+  /// or the peer presented no name.
   std::string peerTask(const grpc::ServerContextBase &ctx) const;
 
   /// Lets in a task of this job only: under TLS the caller's certificate
@@ -49,13 +73,33 @@ struct Transport {
 
   /// Adds the listening port of a task whose cluster address is `address`
   /// (or --bind's) with serverCredentials(), and the settings every server
-  /// of dtf shares; *port gets the bound port after BuildAndStart.
-  void addListeningPort(grpc::ServerBuilder *builder,
-                        const std::string &address, int *port) const;
+  /// of dtf shares; *port gets the bound port after BuildAndStart. Under
+  /// overUnix(address) also its Unix socket: an error when the socket
+  /// directory is not this user's alone, or another live task listens on
+  /// the socket.
+  Status addListeningPort(grpc::ServerBuilder *builder,
+                          const std::string &address, Listening *ports) const;
 
   /// A channel to `address` with no message size limit (variables can be
-  /// large) and quick reconnects, with this task's credentials.
+  /// large) and quick reconnects, with this task's credentials (over its
+  /// Unix socket when overUnix(address)).
   std::shared_ptr<grpc::Channel> channel(const std::string &address) const;
+
+  /// Whether calls to the task at `address` go over a Unix socket: TLS,
+  /// --same-host unix, and a loopback host (127.0.0.0/8, localhost, ::1).
+  bool overUnix(const std::string &address) const;
+  /// The Unix socket of the task at `address`: DIR/HOST_PORT.sock.
+  std::string socketPath(const std::string &address) const;
+  /// The socket directory (see socketDir).
+  std::string socketDirectory() const;
+  /// Makes the socket directory (mode 0700) or checks it is a directory of
+  /// this user that no one else may enter; an error saying what is wrong.
+  Status checkSocketDirectory() const;
+  /// Whether any task of the job is reached over a Unix socket.
+  bool anyOverUnix() const;
+  /// What every call over a Unix socket shows besides its task's name: a
+  /// fingerprint of the job's CA certificate (each job has its own CA).
+  std::string jobToken() const;
 
   /// The listening address for a task's "host:port": --bind's when given,
   /// else that very address (the interface its host resolves to), never

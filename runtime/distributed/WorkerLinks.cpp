@@ -68,15 +68,19 @@ Status serveWorker(grpc::Service &service, const TaskRef &task,
                    const Transport &transport,
                    std::unique_ptr<grpc::Server> *out) {
   grpc::ServerBuilder builder;
-  int port = 0;
-  transport.addListeningPort(&builder, task.address, &port);
+  Listening ports;
+  if (Status s = transport.addListeningPort(&builder, task.address, &ports);
+      !s.isOk())
+    return s;
   builder.RegisterService(&service);
   *out = builder.BuildAndStart();
-  if (!*out || port == 0)
+  if (!*out || ports.port == 0)
     return errorStatus("cannot listen on ",
                        transport.listenAddress(task.address),
                        " (is the port in use by another process, or is the "
                        "address not one of this machine's?)");
+  if (ports.unixPort == 0)
+    return errorStatus("cannot listen on the Unix socket ", ports.unixPath);
   return Status::ok();
 }
 

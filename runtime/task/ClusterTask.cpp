@@ -215,6 +215,16 @@ int makeTransport(const dtf::cluster::RunChoice &choice,
                  loaded.message().c_str());
     return kIoError;
   }
+  transport->sameHost = flags.sameHostTcp ? dtf::dist::SameHost::kTcp
+                                          : dtf::dist::SameHost::kUnix;
+  // The tasks on this host talk through the socket directory: it must be
+  // this user's alone before any of them connects or listens.
+  if (transport->anyOverUnix())
+    if (Status d = transport->checkSocketDirectory(); !d.isOk()) {
+      std::fprintf(stderr, "dtf-run: error: %s: %s\n", task.c_str(),
+                   d.message().c_str());
+      return kUsageError;
+    }
   return 0;
 }
 

@@ -24,6 +24,7 @@ struct ClusterTaskOptions {
   std::string tlsDir;                  // --tls-dir (else $DTF_TLS_DIR)
   bool insecure = false;               // --insecure: plaintext, no identity
   std::string bind;                    // --bind HOST:PORT
+  bool sameHostTcp = false;            // --same-host tcp (else unix)
 };
 
 /// Runs the task `choice.task` of `choice.cluster` and returns the exit code.

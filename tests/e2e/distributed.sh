@@ -7,6 +7,8 @@
 # replicas_to_aggregate gradients computed at the current version; a worker
 # with no ps must say which task and address it cannot reach, within seconds;
 # a sync run with --chunk-bytes 4096 moves its tensors in streams of chunks.
+# The tasks talk over Unix sockets (the default on one host), the first
+# sync run TLS over TCP (--same-host tcp).
 # A model-parallel replica spans two worker tasks; its later stage must run
 # every step.
 # usage: distributed.sh BIN_DIR WORK_DIR
@@ -95,6 +97,11 @@ for e in extra:
         if not counts or not any(int(m.group(1)) >= 300 and int(m.group(2)) >= 300
                                  for m in counts if m):
             bad.append(f"no ps streamed >= 300 pulls and pushes in {arg}-byte chunks: {lines}")
+    elif kind == "same-host":  # how the ps serves the tasks on this host
+        serving = [l for l in log if l.startswith("ps.0") and "serving on" in l]
+        unix = bool(serving) and re.search(r"\(mutual TLS\) and on \S+/127\.0\.0\.1_\d+\.sock for the tasks on this host", serving[0])
+        if not serving or bool(unix) != (arg == "unix"):
+            bad.append(f"ps.0 should serve the tasks on this host over {arg}: {serving}")
     elif kind == "towers":
         if not any("towers; done" in l for l in log if l.startswith("worker.1")):
             bad.append("worker.1 ran no in-graph towers")
@@ -156,8 +163,11 @@ sed -e 's/update = async/update = sync(replicas_to_aggregate = 2)/' \
   "$work/staged.dtf" > "$work/staged-sync.dtf"
 "$bin/dtfc" "$work/staged-sync.dtf" -o "$work/staged-sync.plan"
 
-check async "$work/c1x2.json" "$work/async.plan"
-check sync "$work/c1x2.json" "$work/sync.plan" sync=2
+check async "$work/c1x2.json" "$work/async.plan" same-host=unix
+# TLS over TCP on this host too (--same-host tcp), as between hosts.
+runflags=(--same-host tcp)
+check sync "$work/c1x2.json" "$work/sync.plan" sync=2 same-host=tcp
+runflags=()
 check backup "$work/c1x3.json" "$work/backup.plan" sync=2 stale
 check ingraph "$work/c1x2.json" "$work/ingraph.plan" towers
 check ps2-round-robin "$work/c2x2.json" "$work/rr.plan" holds=ps.0,ps.1

@@ -14,7 +14,12 @@
 # own certificate may not save outside the model
 # directory. The ps must listen only on its cluster address (127.0.0.1, not
 # 127.0.0.2), a task without certificates must refuse to start and say how
-# to make them, and the job must train to the end with a finite loss.
+# to make them, and the job must train to the end with a finite loss. The
+# tasks talk over Unix sockets in a directory of mode 0700 (one that others
+# may enter is refused): there the workers' connections are, the same
+# attacks are refused by the names the calls carry, a call without this
+# job's CA token or naming no task of it is refused, and another user's
+# connect is refused by the kernel.
 # usage: security.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -83,7 +88,26 @@ if grep -q "serving on 127.0.0.3:$bport (mutual TLS)" "$work/bind.log" &&
 else bad "--bind 127.0.0.3:$bport: $(cat "$work/bind.log")"; fi
 kill -INT "$bps"; wait "$bps" || true
 
+echo "== a socket directory that others may enter is refused"
+# The tasks on one host talk over Unix sockets in a directory only this
+# user may enter; one of mode 0777 (or another user's) is not used.
+sockets=/tmp/dtf-sec-$$
+badsockets=/tmp/dtf-sec-bad-$$
+rm -rf "$sockets" "$badsockets" && mkdir -m 0777 "$badsockets"
+trap 'rm -rf "$sockets" "$badsockets"' EXIT
+set +e
+DTF_SOCKET_DIR=$badsockets timeout 60 "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" \
+  --job ps --task 0 --tls-dir "$work/certs" > "$work/badsockets.log" 2>&1
+code=$?
+set -e
+if [ "$code" -ne 2 ] || ! grep -q "the socket directory $badsockets is not this user's alone (a directory of uid $(id -u), mode 0777.*mode 0700.*--same-host tcp" "$work/badsockets.log"; then
+  bad "a socket directory of mode 0777: exit $code: $(cat "$work/badsockets.log")"
+else
+  echo "   ok: exit 2: $(cut -c1-150 "$work/badsockets.log")"
+fi
+
 echo "== the job, attacked while it trains"
+export DTF_SOCKET_DIR=$sockets
 log="$work/job.log"
 timeout 600 "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --tls-dir "$work/certs" \
   --log-every 500 --model-dir "$work/model" --stall-timeout 3 > "$log" 2>&1 &
@@ -125,6 +149,44 @@ attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names 400 variables"
 attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names .* twice" pull-repeat "${w1[@]}" --count 2
 attack "park: 24 of 40 pulls refused RESOURCE_EXHAUSTED" park "${w1[@]}" --count 40
 attack "streams: 12 refused RESOURCE_EXHAUSTED, 8 cut, 0 other, of 20" streams "${w1[@]}" --count 20 --hold 6
+
+echo "== over the ps's Unix socket: only this job's tasks, only this user"
+sock=$sockets/127.0.0.1_$port.sock
+grep -q "^ps.0 *| serving on 127.0.0.1:$port (mutual TLS) and on $sock for the tasks on this host" "$log" ||
+  bad "ps.0 does not say it listens on $sock: $(grep -m1 'serving on' "$log")"
+[ "$(stat -c %a "$sockets")" = 700 ] || bad "$sockets has mode $(stat -c %a "$sockets"), not 700"
+# The listener and the two workers' connections (accepted sockets show the
+# listener's path in /proc/net/unix).
+n=$(grep -c " $sock\$" /proc/net/unix || true)
+[ "$n" -ge 3 ] || bad "$n sockets on $sock: the workers do not talk to ps.0 over it"
+echo "   ok: $n sockets on $sock (the listener and the workers' connections)"
+u1=(--unix "$sock" --unix-ca "$work/certs/ca.pem" --unix-task worker.1)
+attack "status: accepted" status "${u1[@]}"
+attack "status: refused UNAUTHENTICATED: refused: not a task of this job" status --unix "$sock"
+attack "status: refused UNAUTHENTICATED: refused: not a task of this job" status \
+  --unix "$sock" --unix-ca "$work/other/ca.pem" --unix-task worker.1
+attack "status: refused UNAUTHENTICATED: refused: not a task of this job" status \
+  --unix "$sock" --unix-ca "$work/certs/ca.pem" --unix-task worker.7
+attack "shutdown: refused PERMISSION_DENIED: .*worker.1 may not shut it down .*only the chief" shutdown "${u1[@]}"
+attack "push-nan: refused INVALID_ARGUMENT: ps.0 refused the push of worker.1: .*non-finite" \
+  push-nan "${u1[@]}" --claim worker.0
+# Another user: the kernel refuses the connect (the directory is 0700).
+if [ "$(id -u)" -ne 0 ] || ! command -v setpriv > /dev/null || [ ! -x /usr/bin/python3 ]; then
+  echo "   not checked: a connect as another user needs root, setpriv and /usr/bin/python3"
+else
+  other=$(setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 - "$sock" <<'PY' 2>&1 || true
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except OSError as e:
+    print(type(e).__name__, e.errno)
+PY
+)
+  if [ "$other" = "PermissionError 13" ]; then echo "   ok: uid 65534's connect: $other"
+  else bad "uid 65534's connect to $sock: $other"; fi
+fi
 
 echo "== the ps listens on its cluster address only"
 if answers_only 127.0.0.1 127.0.0.2 "$port"; then echo "   ok: 127.0.0.1:$port answers, 127.0.0.2:$port does not"

@@ -4,6 +4,7 @@
 //   ATTACK: accepted
 //   ATTACK: refused CODE: message
 #include "runtime/distributed/TensorMessage.h"
+#include "runtime/distributed/Transport.h"
 #include "runtime/distributed/Wire.h"
 #include "schema/Placement.h"
 #include "runtime/plan/PlanReader.h"
@@ -36,6 +37,9 @@ credentials (default: plaintext):
   --ca FILE         TLS, verifying the server with this CA, no client certificate
   --cert FILE --key FILE   and this client certificate
   --server-name N   the name the server's certificate must carry (ps.0)
+  --unix PATH       over the Unix socket PATH (--target still names the ps's
+                    cluster address), showing --unix-task and the token of
+                    --unix-ca's CA with every call when given
 options:
   --plan FILE       the job's plan (its fingerprint; push and pull shapes)
   --claim TASK      the task the request says it comes from (worker.0)
@@ -85,10 +89,29 @@ int main(int argc, char **argv) {
     creds = grpc::SslCredentials(o);
     args.SetSslTargetNameOverride(
         opt.count("--server-name") ? opt["--server-name"] : "ps.0");
-  } else {
+  } else if (!opt.count("--unix")) {
     creds = grpc::InsecureChannelCredentials();
   }
-  auto channel = grpc::CreateCustomChannel(target, creds, args);
+  std::shared_ptr<grpc::Channel> channel;
+  if (opt.count("--unix")) {
+    // The job's own credentials over its Unix socket, or some of them.
+    dist::Transport t;
+    t.tls = true;
+    t.caPem = opt.count("--unix-ca") ? readFile(opt["--unix-ca"]) : "";
+    t.self = opt["--unix-task"];
+    t.socketDir = opt["--unix"].substr(0, opt["--unix"].rfind('/'));
+    std::string file = opt["--unix"].substr(opt["--unix"].rfind('/') + 1);
+    file = file.substr(0, file.size() - 5); // HOST_PORT
+    const std::string address = "127.0.0.1:" + file.substr(file.rfind('_') + 1);
+    if (opt.count("--unix-ca") && opt.count("--unix-task"))
+      channel = t.channel(address);
+    else
+      channel = grpc::CreateCustomChannel(
+          "unix:" + opt["--unix"],
+          grpc::experimental::LocalCredentials(UDS), args);
+  } else {
+    channel = grpc::CreateCustomChannel(target, creds, args);
+  }
   auto stub = rpc::ParameterServer::NewStub(channel);
   grpc::GenericStub raw(channel);
 

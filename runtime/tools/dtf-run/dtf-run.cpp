@@ -124,6 +124,13 @@ options:
                    process that reaches a port can call it (warns)
   --bind HOST:PORT where a task started alone listens (default: its address
                    in the cluster file; never every interface)
+  --same-host unix|tcp  how tasks whose cluster addresses are loopback
+                   (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
+                   default) over Unix sockets in $DTF_SOCKET_DIR (else
+                   /tmp/dtf-UID), a directory of mode 0700 that only this
+                   user may enter, each call naming its task and the job's
+                   CA, without encryption; tcp: TLS over TCP, as between
+                   hosts (docs/security.md)
   --help           print this help and exit
   --version        print the version and exit
 
@@ -300,6 +307,7 @@ bool takesValue(const std::string &arg) {
                            "--stall-timeout",
                            "--tls-dir",
                            "--bind",
+                           "--same-host",
                            "--task",
                            "--steps",
                            "--log-every",
@@ -330,6 +338,10 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     if (!*value)
       return usageError("%s needs a value", arg.c_str());
     (arg == "--tls-dir" ? r.cluster.tlsDir : r.cluster.bind) = value;
+  } else if (arg == "--same-host") {
+    if (std::string(value) != "unix" && std::string(value) != "tcp")
+      return usageError("--same-host expects unix or tcp, got '%s'", value);
+    r.cluster.sameHostTcp = std::string(value) == "tcp";
   } else if (arg == "--job") {
     cl->clusterFlags.job = value;
   } else if (arg == "--slurm-jobs") {
