@@ -20,13 +20,16 @@
 # attacks are refused by the names the calls carry, a call without this
 # job's CA token or naming no task of it is refused, and another user's
 # connect is refused by the kernel.
-# usage: security.sh BIN_DIR WORK_DIR
+# usage: security.sh BIN_DIR WORK_DIR [STEPS]
 # shellcheck source=tests/e2e/lib.sh
-source "$(dirname "$0")/lib.sh" "$@"
+source "$(dirname "$0")/lib.sh" "$1" "$2"
 rm -rf "$work" && mkdir -p "$work"
-# Long enough that the attacks (a minute or more on a loaded machine) end
-# before the job does: 6000 steps once finished first (CI's run was loaded).
-steps=20000
+# Long enough that the attacks end before the job does (the test fails
+# saying so otherwise, and prints where they ended): on the idle 2-core
+# machine they ended at step 4,921 of the plain dtf-run's job and at 3,006
+# of the sanitized one's (3x slower); 6000 steps once finished first on a
+# loaded CI machine.
+steps=${3:-12000}
 sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
     -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/' \
     "$root/models/mlp.dtf" > "$work/sec.dtf"
@@ -109,6 +112,7 @@ fi
 echo "== the job, attacked while it trains"
 export DTF_SOCKET_DIR=$sockets
 log="$work/job.log"
+attacks_from=$SECONDS
 timeout 600 "$bin/dtf-run" "$work/sec.plan" --cluster "$work/c.json" --tls-dir "$work/certs" \
   --log-every 500 --model-dir "$work/model" --stall-timeout 3 > "$log" 2>&1 &
 job=$!
@@ -205,6 +209,7 @@ else
   echo "   ok: exit 6, warned: $(grep -o 'cannot reach ps.0 at [0-9.:]*' "$work/insecure.log")"
 fi
 
+echo "   the attacks ended $((SECONDS - attacks_from)) s after the job started; it is at step $(sed -n 's/^worker.0 *| step \([0-9]*\)\/.*/\1/p' "$log" | tail -1) of $steps"
 grep -q "the job finished" "$log" && bad "the job ended before the attacks did (make it longer)"
 set +e
 wait "$job"
