@@ -455,13 +455,13 @@ Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
     if (!refused.isOk())
       return errorStatus(l.task.name, " answered a pull with ",
                          refused.message());
-    for (auto &[bf16, dst] : narrowed)
-      widenFromBf16(static_cast<const uint16_t *>(bf16.rawData()),
-                    bf16.numElements(), dst.data<float>());
     if (!st.ok()) {
       lastRecoverable_ = recoverable(st);
       return rpcError("a pull", l.task, st);
     }
+    for (auto &[bf16, dst] : narrowed)
+      widenFromBf16(static_cast<const uint16_t *>(bf16.rawData()),
+                    bf16.numElements(), dst.data<float>());
     if (reply.incarnation() != l.incarnation) {
       // Restored (or first seen): what this worker pushed before no
       // longer counts.
@@ -617,8 +617,7 @@ Status PsClient::pushTo(PsLink &l, const SparseSums &sparse,
       if (views[i].dtype() == DType::F32) {
         views[i] = narrowToBf16(views[i]);
         const std::string name = req.values(int(i)).name();
-        describeTensor(name, views[i],
-                       req.mutable_values(int(i)));
+        describeTensor(name, views[i], req.mutable_values(int(i)));
       }
   std::vector<const Tensor *> payload;
   uint64_t bytes = 0;
