@@ -144,14 +144,16 @@ if want dtf; then
     grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
       sed "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#" > "$work/cnn.dtf"
     "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
-    # Each cluster three times: as the launcher runs it by default (mutual
+    # Each cluster four times: as the launcher runs it by default (mutual
     # TLS, and Unix sockets between the tasks on this host), with TLS over
-    # TCP between them too (--same-host tcp, as between hosts), and in
-    # plaintext (--insecure), to show what TLS and the sockets cost.
+    # TCP between them too (--same-host tcp, as between hosts), in
+    # plaintext (--insecure), to show what TLS and the sockets cost, and
+    # with bfloat16 pulls and pushes (--wire bf16, half the bytes).
     for c in ${clusters//,/ }; do
-     for sec in unix tcp insecure; do
+     for sec in unix tcp insecure bf16; do
       ps=${c%x*} workers=${c#*x}
       label="dtf (default: Unix sockets)" secflags=()
+      [[ $sec == bf16 ]] && label="dtf (Unix sockets, --wire bf16)" secflags=(--wire bf16)
       [[ $sec == tcp ]] && label="dtf (mutual TLS over TCP)" secflags=(--same-host tcp)
       [[ $sec == insecure ]] && label="dtf (--insecure, TCP)" secflags=(--insecure)
       echo "== $label, $ps ps + $workers workers"

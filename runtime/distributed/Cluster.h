@@ -42,6 +42,9 @@ struct TaskConfig {
   /// A stream that moves no chunk for this long is cut by the ps
   /// (dtf-run --stall-timeout).
   double stallTimeoutSeconds = 30;
+  /// Pulls and pushes carry f32 values as bfloat16 (dtf-run --wire bf16);
+  /// the ps keeps and updates its f32 variables.
+  bool wireBf16 = false;
   /// TLS or plaintext, who may call, where to listen: every channel and
   /// server of the task is made through it.
   Transport transport;

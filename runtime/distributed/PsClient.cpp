@@ -385,6 +385,8 @@ Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
       byName[h.name] = &h;
     }
   req.set_min_version(want);
+  if (links_.config().wireBf16)
+    req.set_wire_dtype(plan::BF16);
   // The ps parks a pull that must wait (no thread of its waits) and
   // answers it when the update is applied or after this long; the loop
   // below repeats and reports.
@@ -403,6 +405,8 @@ Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
     grpc::ClientContext ctx;
     setDeadline(&ctx, transferTimeout(bytes));
     rpc::PullReply reply;
+    // Values that cross as bfloat16 (--wire bf16) and where they go.
+    std::vector<std::pair<Tensor, Tensor>> narrowed;
     // Each value straight into the variable (or its shard's rows), as
     // its bytes arrive.
     ChunkReader reader(&reply, [&](std::vector<PayloadTarget> *targets) {
@@ -418,10 +422,19 @@ Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
                          : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1);
         std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
         DType dtype = DType::F32;
-        if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != dst.dtype() ||
-            dims != dst.shape() || w.size() != dst.byteSize())
+        const bool narrow = links_.config().wireBf16 &&
+                            w.dtype() == plan::BF16 &&
+                            dst.dtype() == DType::F32;
+        if (!plan::toDType(w.dtype(), &dtype).isOk() ||
+            (dtype != dst.dtype() && !narrow) || dims != dst.shape() ||
+            w.size() != size_t(dst.numElements()) * dtypeSize(dtype))
           return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
                              " bytes) for ", dst.describe());
+        if (narrow) {
+          narrowed.emplace_back(Tensor::allocate(DType::BF16, dims), dst);
+          targets->push_back({narrowed.back().first.rawData(), w.size()});
+          continue;
+        }
         targets->push_back({dst.rawData(), w.size()});
       }
       return Status::ok();
@@ -446,6 +459,9 @@ Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
       lastRecoverable_ = recoverable(st);
       return rpcError("a pull", l.task, st);
     }
+    for (auto &[bf16, dst] : narrowed)
+      widenFromBf16(static_cast<const uint16_t *>(bf16.rawData()),
+                    bf16.numElements(), dst.data<float>());
     if (reply.incarnation() != l.incarnation) {
       // Restored (or first seen): what this worker pushed before no
       // longer counts.
@@ -594,6 +610,15 @@ Status PsClient::pushTo(PsLink &l, const SparseSums &sparse,
                                  : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1));
     describeTensor(key, views.back(), req.add_values());
   }
+  // --wire bf16: every f32 value crosses as bfloat16 (one per value,
+  // in the order the header names them).
+  if (links_.config().wireBf16)
+    for (size_t i = 0; i < views.size(); ++i)
+      if (views[i].dtype() == DType::F32) {
+        views[i] = narrowToBf16(views[i]);
+        const std::string name = req.values(int(i)).name();
+        describeTensor(name, views[i], req.mutable_values(int(i)));
+      }
   std::vector<const Tensor *> payload;
   uint64_t bytes = 0;
   for (const Tensor &v : views) {

@@ -265,11 +265,19 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
   }
   reply->set_ready(true);
   std::vector<const Tensor *> payload;
+  // --wire bf16: the f32 variables as bfloat16 (emit copies them at once).
+  const bool narrow = req->wire_dtype() == plan::BF16;
+  std::vector<Tensor> narrowed;
+  narrowed.reserve(size_t(req->names_size()));
   for (const std::string &n : req->names()) {
     const Tensor *t = store_.variables().find(n);
     if (!t)
       return fail(grpc::StatusCode::NOT_FOUND,
                   name_ + " does not hold variable '" + n + "'");
+    if (narrow && t->dtype() == DType::F32) {
+      narrowed.push_back(narrowToBf16(*t));
+      t = &narrowed.back();
+    }
     describeTensor(n, *t, reply->add_values());
     payload.push_back(t);
     payloadOut_ += t->byteSize();
@@ -487,15 +495,17 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
                                   const std::string &who) {
   const rpc::PushRequest *req = &request;
   std::string refused;
-  uint64_t sparseRows = 0;
+  uint64_t sparseRows = 0, wireBytes = 0;
+  for (const Tensor &v : values)
+    wireBytes += v.byteSize();
+  update_.widen(&values);
   Status checked = update_.checkValues(values, who, &refused, &sparseRows);
   sparseRowsPushed_ += sparseRows;
   if (!refused.empty())
     refusal(refused);
   if (!checked.isOk())
     return fail(grpc::StatusCode::INVALID_ARGUMENT, checked.message());
-  for (const Tensor &v : values)
-    payloadIn_ += v.byteSize();
+  payloadIn_ += wireBytes;
   std::unique_lock<std::mutex> lock(mu_);
   waitWhileSaving(lock); // a checkpoint reads the variables in place
   if (!initialized_)

@@ -114,7 +114,9 @@ Status PsUpdate::prepare(const rpc::PushRequest &req,
     const plan::TensorType &want = expected_[size_t(k)];
     DType wantType = DType::F32;
     if (want.dtype() != plan::DTYPE_UNSPECIFIED &&
-        (!plan::toDType(want.dtype(), &wantType).isOk() || wantType != dtype ||
+        (!plan::toDType(want.dtype(), &wantType).isOk() ||
+         (wantType != dtype &&
+          !(wantType == DType::F32 && dtype == DType::BF16)) ||
          !plan::shapeFits(plan::dimsOf(want.shape()), dims)))
       return errorStatus(
           name_, ": pushed value '", plan::printable(w.name()), "' is ",
@@ -127,6 +129,20 @@ Status PsUpdate::prepare(const rpc::PushRequest &req,
     if (!(*values)[k].defined())
       return errorStatus("a push to ", name_, " lacks '", keys_[k], "'");
   return Status::ok();
+}
+
+void PsUpdate::widen(std::vector<Tensor> *values) const {
+  for (size_t k = 0; k < values->size() && k < keys_.size(); ++k) {
+    Tensor &t = (*values)[k];
+    if (t.dtype() != DType::BF16 ||
+        (expected_[k].dtype() != plan::F32 &&
+         expected_[k].dtype() != plan::DTYPE_UNSPECIFIED))
+      continue;
+    Tensor wide = Tensor::allocate(DType::F32, t.shape());
+    widenFromBf16(static_cast<const uint16_t *>(t.rawData()), t.numElements(),
+                  wide.data<float>());
+    t = std::move(wide);
+  }
 }
 
 Status PsUpdate::checkValues(const std::vector<Tensor> &values,

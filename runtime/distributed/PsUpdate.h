@@ -40,10 +40,14 @@ public:
   const std::vector<bool> &concat() const { return concat_; }
 
   /// The tensors a push's header announces, one per key, each checked to be
-  /// what the update takes before it is allocated; `targets` gets where
+  /// what the update takes (bf16 for f32: see widen) before it is allocated; `targets` gets where
   /// their bytes go. Errors are the caller's (INVALID_ARGUMENT).
   Status prepare(const rpc::PushRequest &req, std::vector<Tensor> *values,
                  std::vector<PayloadTarget> *targets) const;
+
+  /// Values that crossed as bfloat16 (--wire bf16) become the f32 the
+  /// update takes, once their bytes arrived.
+  void widen(std::vector<Tensor> *values) const;
 
   /// A push's gradients must be finite, and its integer operands (the
   /// global step's increment) 1: one update advances the step by one; a

@@ -41,6 +41,12 @@ Status copyFromWire(const rpc::WireTensor &w, Tensor *dst);
 Status copyRowsFromWire(const rpc::WireTensor &w, Tensor *dst,
                         int64_t rowOffset);
 
+/// `t` (F32) as bfloat16, each value rounded to the nearest (ties to even);
+/// NaN stays NaN, infinities and values beyond bf16's range become inf.
+Tensor narrowToBf16(const Tensor &t);
+/// Writes `n` bfloat16 values at `bf16` into `dst` (F32) as floats (exact).
+void widenFromBf16(const uint16_t *bf16, int64_t n, float *dst);
+
 /// A view of rows [rowOffset, rowOffset + rows) of `t` (no copy).
 Tensor rowsOf(const Tensor &t, int64_t rowOffset, int64_t rows);
 

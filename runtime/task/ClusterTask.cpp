@@ -262,6 +262,7 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.connectTimeoutSeconds = flags.connectTimeoutSeconds;
   config.syncTimeoutSeconds = flags.syncTimeoutSeconds;
   config.chunkBytes = flags.chunkBytes;
+  config.wireBf16 = flags.wireBf16;
   config.stallTimeoutSeconds = flags.stallTimeoutSeconds;
   config.stop = stop;
   config.out = options.out;

@@ -24,6 +24,7 @@ struct ClusterTaskOptions {
   std::string tlsDir;                  // --tls-dir (else $DTF_TLS_DIR)
   bool insecure = false;               // --insecure: plaintext, no identity
   std::string bind;                    // --bind HOST:PORT
+  bool wireBf16 = false;               // --wire bf16
   bool sameHostTcp = false;            // --same-host tcp (else unix)
 };
 

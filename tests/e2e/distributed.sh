@@ -8,7 +8,9 @@
 # with no ps must say which task and address it cannot reach, within seconds;
 # a sync run with --chunk-bytes 4096 moves its tensors in streams of chunks.
 # The tasks talk over Unix sockets (the default on one host), the first
-# sync run TLS over TCP (--same-host tcp).
+# sync run TLS over TCP (--same-host tcp). With --wire bf16 an async run
+# moves half the tensor bytes per update and reaches the f32 wire's accuracy
+# within 0.03.
 # A model-parallel replica spans two worker tasks; its later stage must run
 # every step.
 # usage: distributed.sh BIN_DIR WORK_DIR
@@ -164,6 +166,35 @@ sed -e 's/update = async/update = sync(replicas_to_aggregate = 2)/' \
 "$bin/dtfc" "$work/staged-sync.dtf" -o "$work/staged-sync.plan"
 
 check async "$work/c1x2.json" "$work/async.plan" same-host=unix
+# The bfloat16 wire (--wire bf16): half the tensor bytes per update, and
+# the same accuracy as the f32 wire within async's noise.
+runflags=(--wire bf16)
+check async-bf16 "$work/c1x2.json" "$work/async.plan"
+runflags=()
+if ! python3 - "$work/async.log" "$work/async-bf16.log" <<'PY'
+import re, sys
+def figures(path):
+    text = open(path).read()
+    m = re.search(r"^ps.0 *\| (\d+) updates applied.*tensor bytes received (\d+), sent (\d+)", text, re.M)
+    acc = re.findall(r"^worker.0 *\| final: .*accuracy=([0-9.]+)", text, re.M)
+    if not m or not acc:
+        sys.exit(f"{path}: no ps summary or final line")
+    updates, got, sent = map(int, m.groups())
+    return (got + sent) / updates, float(acc[-1])
+f32, bf16 = figures(sys.argv[1]), figures(sys.argv[2])
+ratio = bf16[0] / f32[0]
+print(f"   bf16 wire: {bf16[0]:.0f} tensor bytes per update against {f32[0]:.0f} ({ratio:.3f}); accuracy {bf16[1]} against {f32[1]}")
+bad = []
+if not 0.49 <= ratio <= 0.51:
+    bad.append(f"the bf16 wire moved {ratio:.3f} of the f32 wire's bytes per update, not half")
+if abs(bf16[1] - f32[1]) > 0.03:
+    bad.append(f"the bf16 wire's accuracy {bf16[1]} is not within 0.03 of the f32 wire's {f32[1]}")
+if bad:
+    print("\n".join(bad)); sys.exit(1)
+PY
+then
+  failures=$((failures + 1))
+fi
 # TLS over TCP on this host too (--same-host tcp), as between hosts.
 runflags=(--same-host tcp)
 check sync "$work/c1x2.json" "$work/sync.plan" sync=2 same-host=tcp

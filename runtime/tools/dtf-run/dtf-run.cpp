@@ -124,6 +124,10 @@ options:
                    process that reaches a port can call it (warns)
   --bind HOST:PORT where a task started alone listens (default: its address
                    in the cluster file; never every interface)
+  --wire f32|bf16  how pulls and pushes carry f32 values: as they are (f32,
+                   the default), or as bfloat16 (bf16: half the bytes; the
+                   ps keeps and updates f32 variables, the workers compute
+                   with the bf16-rounded ones and push bf16 gradients)
   --same-host unix|tcp  how tasks whose cluster addresses are loopback
                    (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
                    default) over Unix sockets in $DTF_SOCKET_DIR (else
@@ -308,6 +312,7 @@ bool takesValue(const std::string &arg) {
                            "--tls-dir",
                            "--bind",
                            "--same-host",
+                           "--wire",
                            "--task",
                            "--steps",
                            "--log-every",
@@ -338,6 +343,10 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     if (!*value)
       return usageError("%s needs a value", arg.c_str());
     (arg == "--tls-dir" ? r.cluster.tlsDir : r.cluster.bind) = value;
+  } else if (arg == "--wire") {
+    if (std::string(value) != "f32" && std::string(value) != "bf16")
+      return usageError("--wire expects f32 or bf16, got '%s'", value);
+    r.cluster.wireBf16 = std::string(value) == "bf16";
   } else if (arg == "--same-host") {
     if (std::string(value) != "unix" && std::string(value) != "tcp")
       return usageError("--same-host expects unix or tcp, got '%s'", value);

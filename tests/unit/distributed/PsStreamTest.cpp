@@ -176,6 +176,79 @@ TEST_F(PsStream, InitializePullAndPushInChunks) {
     ASSERT_EQ(v.data<float>()[i], 0.75f) << i;
 }
 
+// --wire bf16: a pull asking for bfloat16 gets the f32 variable rounded to
+// the nearest bf16, in half the bytes; a push of bf16 values is widened and
+// applied to the f32 variable, which keeps every f32 bit (a later f32 pull
+// sees them). Streamed and in one message alike.
+TEST_F(PsStream, Bfloat16WireHalvesTheBytesAndTheVariableStaysF32) {
+  const float start = 1.0f + 1.0f / 512; // not a bf16: rounds to 1
+  ASSERT_TRUE(initialize(start).ok());
+  auto pullBf16 = [&](bool streamed) {
+    rpc::PullRequest req;
+    *req.mutable_caller() = caller_;
+    req.add_names("big");
+    req.set_wire_dtype(plan::BF16);
+    rpc::PullReply reply;
+    Tensor out = Tensor::zeros(DType::BF16, {kElements});
+    ChunkReader reader(&reply, [&](std::vector<PayloadTarget> *targets) {
+      EXPECT_EQ(reply.values_size(), 1);
+      EXPECT_EQ(reply.values(0).dtype(), plan::BF16);
+      EXPECT_EQ(reply.values(0).size(), size_t(2 * kElements));
+      targets->push_back({out.rawData(), out.byteSize()});
+      return Status::ok();
+    });
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(10000));
+    Status refused = Status::ok();
+    grpc::Status st;
+    if (streamed) {
+      st = receiveStream(*raw_, &ctx, kPullStreamMethod, serializeMessage(req),
+                         &reader, &refused);
+    } else {
+      grpc::ByteBuffer response;
+      st = rawCall(*raw_, &ctx, kPullMethod, serializeMessage(req), &response);
+      if (st.ok())
+        refused = reader.add(response);
+    }
+    EXPECT_TRUE(st.ok()) << describe(st);
+    EXPECT_TRUE(refused.isOk()) << refused.message();
+    EXPECT_TRUE(reader.finish().isOk());
+    Tensor wide = Tensor::zeros(DType::F32, {kElements});
+    widenFromBf16(static_cast<const uint16_t *>(out.rawData()), kElements,
+                  wide.data<float>());
+    return wide;
+  };
+  for (bool streamed : {false, true}) {
+    Tensor v = pullBf16(streamed);
+    for (int64_t i = 0; i < kElements; ++i)
+      ASSERT_EQ(v.data<float>()[i], 1.0f) << i;
+  }
+  // grad 1 and lr 0.25, both as bf16 (exact): the f32 variable becomes
+  // start - 0.25, which bf16 cannot hold either.
+  Tensor one = Tensor::zeros(DType::F32, {kElements});
+  for (int64_t i = 0; i < kElements; ++i)
+    one.data<float>()[i] = 1.0f;
+  grad_ = narrowToBf16(one);
+  Tensor lr = Tensor::zeros(DType::F32, {});
+  lr.data<float>()[0] = 0.25f;
+  lr_ = narrowToBf16(lr);
+  rpc::PushRequest req;
+  *req.mutable_caller() = caller_;
+  req.set_version(version());
+  req.set_incarnation(incarnation_);
+  describeTensor("big:grad", grad_, req.add_values());
+  describeTensor("big:apply_sgd:2", lr_, req.add_values());
+  rpc::PushReply reply;
+  grpc::Status st = push(packChunks(req, {&grad_, &lr_}, kChunk), &reply);
+  ASSERT_TRUE(st.ok()) << describe(st);
+  EXPECT_TRUE(reply.applied());
+  Tensor exact = pull();
+  for (int64_t i = 0; i < kElements; ++i)
+    ASSERT_EQ(exact.data<float>()[i], start - 0.25f) << i;
+  Tensor rounded = pullBf16(false);
+  EXPECT_EQ(rounded.data<float>()[0], 0.75f) << "a tie rounds to even";
+}
+
 // Lookup (an embedding's rows, here the 1-element rows of "big"): the rows
 // at the ids, in their order; a lookup out of bounds, larger than the
 // table, malformed or of an unknown tensor is refused and answers nothing.
