@@ -151,6 +151,9 @@ def run_task(a):
     }), flush=True)
 
 
+CPU_SECONDS = {}  # pid -> user + system seconds, from wait4
+
+
 def reap(p, block_until):
     """Waits for child p (until block_until, a time.time()) with wait4, so
     that its peak RSS is known; returns (exit code, max RSS in KB) or None."""
@@ -158,6 +161,7 @@ def reap(p, block_until):
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid == p.pid:
             p.returncode = os.waitstatus_to_exitcode(status)
+            CPU_SECONDS[p.pid] = ru.ru_utime + ru.ru_stime
             return p.returncode, ru.ru_maxrss
         if time.time() > block_until:
             return None
@@ -182,9 +186,18 @@ def stop_all(procs, rss):
 
 
 def launch(a):
-    ports = free_ports(a.ps + a.workers)
-    spec = {"ps": [f"127.0.0.1:{p}" for p in ports[:a.ps]],
-            "worker": [f"127.0.0.1:{p}" for p in ports[a.ps:]]}
+    if a.spec:
+        # Given addresses (hosts in network namespaces: bench/hosts.sh).
+        spec = json.loads(a.spec)
+        if len(spec.get("ps", [])) != a.ps or len(spec.get("worker", [])) != a.workers:
+            raise SystemExit("tf_ps_worker: --spec does not have --ps ps and --workers workers")
+    else:
+        ports = free_ports(a.ps + a.workers)
+        spec = {"ps": [f"127.0.0.1:{p}" for p in ports[:a.ps]],
+                "worker": [f"127.0.0.1:{p}" for p in ports[a.ps:]]}
+    netns = a.netns.split(",") if a.netns else []
+    if netns and len(netns) != a.ps + a.workers:
+        raise SystemExit("tf_ps_worker: --netns needs one namespace per task (ps first)")
     common = [sys.executable, os.path.abspath(__file__),
               "--cluster", json.dumps(spec), "--data", a.data,
               "--warmup", str(a.warmup), "--steps", str(a.steps),
@@ -197,8 +210,10 @@ def launch(a):
     try:
         for job, n in (("ps", a.ps), ("worker", a.workers)):
             for t in range(n):
-                p = subprocess.Popen(common + ["--job", job, "--task", str(t)],
-                                     stdout=subprocess.PIPE, text=True)
+                cmd = common + ["--job", job, "--task", str(t)]
+                if netns:
+                    cmd = ["ip", "netns", "exec", netns[len(procs)]] + cmd
+                p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
                 procs.append((job, t, p))
         deadline = time.time() + a.timeout
         for job, t, p in procs:
@@ -216,7 +231,8 @@ def launch(a):
         # The ps tasks serve until stopped (server.join()); so do workers
         # left over after an error.
         stop_all(procs, rss)
-    return spec, results, rss
+    cpu = {f"{job}:{t}": round(CPU_SECONDS.get(p.pid, 0.0), 1) for job, t, p in procs}
+    return spec, results, rss, cpu
 
 
 def main():
@@ -236,6 +252,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600,
                     help="seconds to wait for the workers")
+    ap.add_argument("--spec", help="the cluster spec as JSON instead of free "
+                    "loopback ports (with --netns: each task's host)")
+    ap.add_argument("--netns", help="comma-separated network namespaces, one "
+                    "per task (ps first, then workers), each task run in its own")
     ap.add_argument("--cluster", help="(task mode) the cluster spec as JSON")
     ap.add_argument("--job", choices=["ps", "worker"])
     ap.add_argument("--task", type=int, default=0)
@@ -246,7 +266,7 @@ def main():
         return run_task(a)
     if a.ps < 1 or a.workers < 1:
         ap.error("--ps and --workers need at least 1 each")
-    spec, results, rss = launch(a)
+    spec, results, rss, cpu = launch(a)
     span = max(r["t1"] for r in results) - min(r["t0"] for r in results)
     print(json.dumps({
         "framework": "TensorFlow " + results[0]["tensorflow"],
@@ -257,6 +277,7 @@ def main():
         "loss_last_50": [round(r["loss_last_50"], 4) for r in results],
         "peak_rss_mb": {k: round(v) for k, v in sorted(rss.items())},
         "peak_rss_mb_total": round(sum(rss.values())),
+        "cpu_seconds": cpu,
         "threads": {"worker_intra": a.threads, "worker_inter": a.inter_threads,
                     "ps": a.ps_threads},
         "cluster": spec,

@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# The seed CNN's ps/worker cluster where real clusters live: every task on a
+# host of its own (a network namespace with its own address, on veth links
+# to a bridge in a namespace of its own), each link shaped to a rate with tc
+# tbf, TensorFlow's ps/worker runtime and dtf's side by side in one run.
+# Needs root (network namespaces). Prints a table and writes it to
+# results/hosts.md.
+#
+#   usage: bench/hosts.sh [options]
+#     --build DIR     dtf build directory with bin/dtfc and bin/dtf-run
+#                     (default: ./build of this checkout)
+#     --links L       comma-separated link rates for tc (default 1gbit)
+#     --warmup N      untimed steps per worker (default 50)
+#     --steps N       timed steps per worker (default 300)
+#     --only LIST     comma-separated subset of tf,dtf,bf16 (default all)
+#     --out FILE      results file (default bench/results/hosts.md; "-"
+#                     writes none)
+#
+# 1 ps + 2 workers, asynchronous, batch 50 per worker and step, 1 intra-op
+# thread per worker as in bench/distributed.sh. dtf runs with mutual TLS
+# over TCP (the hosts' addresses are not loopback), f32 and with --wire
+# bf16. Bytes per step: what crossed the ps host's link both ways (tc's
+# counters of its two qdiscs) over all the workers' steps, warm-up included;
+# link use: the busier direction's bytes per second over the run against
+# the link's rate. CPU: each task's user+system seconds.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build
+links=1gbit
+warmup=50
+steps=300
+only=tf,dtf,bf16
+out=$root/bench/results/hosts.md
+cmdline="bench/hosts.sh${*:+ $*}"
+die() { echo "hosts.sh: $*" >&2; exit 2; }
+while (($#)); do
+  case $1 in
+    --build) build=${2:?--build needs a directory}; shift 2 ;;
+    --links) links=${2:?--links needs rates}; shift 2 ;;
+    --warmup) [[ ${2-} =~ ^[0-9]+$ ]] || die "--warmup needs a count, got '${2-}'"; warmup=$2; shift 2 ;;
+    --steps) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--steps needs a positive count, got '${2-}'"; steps=$2; shift 2 ;;
+    --only) only=${2:?--only needs a list}; shift 2 ;;
+    --out) out=${2:?--out needs a file}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+for f in ${only//,/ }; do
+  case $f in tf|dtf|bf16) ;; *) die "--only: unknown part '$f' (tf, dtf, bf16)" ;; esac
+done
+for l in ${links//,/ }; do
+  [[ $l =~ ^[0-9]+(k|m|g)bit$ ]] || die "--links: '$l' is not a tc rate such as 1gbit or 100mbit"
+done
+want() { [[ ",$only," == *",$1,"* ]]; }
+[ "$(id -u)" -eq 0 ] || die "network namespaces need root"
+for tool in ip tc; do command -v "$tool" > /dev/null || die "'$tool' is missing (iproute2)"; done
+data=${DTF_BENCH_DATA:-/usr/share/datasets/fashion-mnist}
+[[ -x $build/bin/dtfc && -x $build/bin/dtf-run ]] || die "$build/bin has no dtfc and dtf-run (build first)"
+
+# shellcheck source=bench/venv.sh
+source "$root/bench/venv.sh"
+if want tf; then
+  bench_venv || exit 2
+fi
+
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+work=$(mktemp -d)
+tag=dtfb$$
+hub=$tag-hub
+hosts=(ps w0 w1)
+declare -A addr=([ps]=10.214.0.1 [w0]=10.214.0.2 [w1]=10.214.0.3)
+cleanup() {
+  local ns p
+  for ns in "${hosts[@]/#/$tag-}" "$hub"; do
+    for p in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$p" 2> /dev/null || true; done
+    ip netns del "$ns" 2> /dev/null || true
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The hosts and their links (as tests/e2e/netns.sh makes them).
+ip netns add "$hub" || die "this machine refuses to create a network namespace"
+ip -n "$hub" link add br0 type bridge
+ip -n "$hub" link set br0 up
+for h in "${hosts[@]}"; do
+  ns=$tag-$h
+  ip netns add "$ns"
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link add eth0 type veth peer name "v$h" netns "$hub"
+  ip -n "$hub" link set "v$h" master br0
+  ip -n "$hub" link set "v$h" up
+  ip -n "$ns" addr add "${addr[$h]}/24" dev eth0
+  ip -n "$ns" link set eth0 up
+done
+shape() { # shape RATE: every link, both ways
+  local h
+  for h in "${hosts[@]}"; do
+    ip netns exec "$tag-$h" tc qdisc replace dev eth0 root tbf rate "$1" burst 1mb latency 50ms
+    ip netns exec "$hub" tc qdisc replace dev "v$h" root tbf rate "$1" burst 1mb latency 50ms
+  done
+}
+# Bytes the ps host's link carried so far: out of it, and into it.
+ps_bytes() {
+  local o i
+  o=$(ip netns exec "$tag-ps" tc -s qdisc show dev eth0 | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1)
+  i=$(ip netns exec "$hub" tc -s qdisc show dev vps | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1)
+  echo "${o:-0} ${i:-0}"
+}
+shape "${links%%,*}"
+for _ in $(seq 50); do
+  ip netns exec "$tag-w0" python3 -c "
+import socket, sys
+s = socket.socket(); s.settimeout(1)
+try: s.connect(('${addr[ps]}', 9))
+except ConnectionRefusedError: pass
+except OSError: sys.exit(1)" && break
+  sleep 0.2
+done
+
+spec=$(printf '{"ps": ["%s:2222"], "worker": ["%s:2222", "%s:2222"]}' "${addr[ps]}" "${addr[w0]}" "${addr[w1]}")
+echo "$spec" > "$work/cluster.json"
+"$build/bin/dtf-run" certs --cluster "$work/cluster.json" --out "$work/tls" > /dev/null
+grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
+  sed "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#" > "$work/cnn.dtf"
+"$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
+
+rows=()
+notes=()
+failed=0
+# A row from a run: LABEL LINK IMAGES_PER_S PER_WORKER STEPS SECONDS BYTES_BEFORE BYTES_AFTER CPU
+row() {
+  python3 - "$@" <<'PY'
+import sys
+label, link, ips, per, steps, secs, before, after, cpu = sys.argv[1:10]
+o0, i0 = map(int, before.split()); o1, i1 = map(int, after.split())
+out, into, steps, secs = o1 - o0, i1 - i0, int(steps), float(secs)
+rate = {"k": 1e3, "m": 1e6, "g": 1e9}[link[-4]] * float(link[:-4]) / 8
+use = max(out, into) / secs / rate
+print("| %s | %s | %.0f | %s | %.2f MB | %.0f%% | %s |" % (
+    label, link, float(ips), per, (out + into) / steps / 1e6, 100 * use, cpu))
+PY
+}
+
+for link in ${links//,/ }; do
+  shape "$link"
+  if want tf; then
+    echo "== TensorFlow, 1 ps + 2 workers, links $link"
+    before=$(ps_bytes) t0=$SECONDS
+    if json=$("$bench_py" "$root/bench/peers/tf_ps_worker.py" --ps 1 --workers 2 --spec "$spec" \
+                --netns "$tag-ps,$tag-w0,$tag-w1" --warmup "$warmup" --steps "$steps" \
+                --data "$data" 2> "$work/tf.err"); then
+      after=$(ps_bytes)
+      r=$(python3 -c '
+import json, sys
+r = json.loads(sys.argv[1])
+print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
+      ", ".join("%s %.1f s" % kv for kv in sorted(r["cpu_seconds"].items())).replace(" ", "_"),
+      r["framework"])' "$json")
+      read -r ips per1 _ per2 tfcpu fw <<<"$r"
+      rows+=("$(row "$fw" "$link" "$ips" "$per1 / $per2" $((2 * (warmup + steps))) $((SECONDS - t0)) "$before" "$after" "${tfcpu//_/ }")")
+      echo "   ${rows[-1]}"
+    else
+      echo "   failed: $(tail -3 "$work/tf.err")"
+      rows+=("| TensorFlow | $link | failed | | | | |"); failed=1
+    fi
+  fi
+  for wire in f32 bf16; do
+    { [[ $wire == f32 ]] && want dtf; } || { [[ $wire == bf16 ]] && want bf16; } || continue
+    label="dtf (mutual TLS)"
+    [[ $wire == bf16 ]] && label="dtf (mutual TLS, --wire bf16)"
+    echo "== $label, 1 ps + 2 workers, links $link"
+    before=$(ps_bytes) t0=$SECONDS
+    pids=()
+    for h in "${hosts[@]}"; do
+      # Each host's launcher starts only the task whose address is its own.
+      # bash's `times` after it: the user and system seconds of the
+      # launcher and the task it started and waited for.
+      ( ip netns exec "$tag-$h" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
+          --tls-dir "$work/tls" --steps $((2 * (warmup + steps))) --log-every $((2 * steps)) \
+          --threads 1 --wire "$wire" --connect-timeout 60 > "$work/$h.$wire.log" 2>&1
+        code=$?; times > "$work/$h.$wire.times"; exit $code ) &
+      pids+=($!)
+    done
+    ok=1
+    for p in "${pids[@]}"; do wait "$p" || ok=0; done
+    after=$(ps_bytes)
+    secs=$((SECONDS - t0))
+    if [[ $ok == 1 ]]; then
+      rates=$(sed -n 's/^worker.[01] *| final: .*examples_per_sec=\([0-9.]*\).*/\1/p' "$work"/w[01].$wire.log)
+      cpu=$(for h in "${hosts[@]}"; do
+              python3 - "$h" "$work/$h.$wire.times" <<'PY'
+import re, sys
+# times: the shell's own user/system line, then its children's.
+line = open(sys.argv[2]).read().splitlines()[1]
+secs = [int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([0-9.]+)s", line)]
+print("%s %.1f s" % ({"ps": "ps:0", "w0": "worker:0", "w1": "worker:1"}[sys.argv[1]], sum(secs)))
+PY
+            done | paste -sd, - | sed 's/,/, /g')
+      ips=$(awk '{s+=$1} END{print s}' <<<"$rates")
+      rows+=("$(row "$label" "$link" "$ips" "$(paste -sd/ <<<"$rates" | sed 's#/# / #g')" $((2 * (warmup + steps))) "$secs" "$before" "$after" "${cpu:-not measured}")")
+      notes+=("- $label, $link: final lines: $(grep -h '| final:' "$work"/w[01].$wire.log | sed 's/.*| final: //' | tr '\n' ';')")
+      echo "   ${rows[-1]}"
+    else
+      echo "   failed: $(tail -3 "$work"/*."$wire".log)"
+      rows+=("| $label | $link | failed | | | | |"); failed=1
+    fi
+  done
+done
+
+table="| framework | links | images/s (sum over workers) | per worker | bytes per step (ps link) | link use | CPU |
+| --- | --- | ---: | --- | ---: | ---: | --- |"
+for r in "${rows[@]}"; do table+=$'\n'"$r"; done
+echo
+echo "$table"
+printf '%s\n' "${notes[@]}"
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+[[ $out == - ]] && exit $failed
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+{
+  echo "# Seed CNN on hosts with shaped links: TensorFlow's ps/worker runtime and dtf's"
+  echo
+  echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
+  echo "Machine: $(nproc) cores ($cpu). Every task is on a host of its own (a network"
+  echo "namespace on a veth link to a bridge), every link shaped with tc tbf to the rate"
+  echo "given, both ways; all tasks share the machine's cores. Load average (1, 5, 15"
+  echo "min) $load_before before, $load_after after."
+  echo
+  echo "Model: models/mnist_cnn.dtf (6.5 MB of float32 variables), Adam 1e-4, 1 ps + 2"
+  echo "workers, asynchronous, batch 50 per worker and step, $warmup warm-up + $steps timed"
+  echo "steps per worker (TensorFlow's figure leaves the warm-up out; dtf's includes it)."
+  echo "Bytes per step: both directions of the ps host's link over all the workers' steps."
+  echo
+  echo "$table"
+  echo
+  printf '%s\n' "${notes[@]}"
+} > "$out"
+echo "written to ${out#"$root"/}"
+exit $failed
