@@ -12,14 +12,16 @@
 #     --links L       comma-separated link rates for tc (default 1gbit)
 #     --warmup N      untimed steps per worker (default 50)
 #     --steps N       timed steps per worker (default 300)
-#     --only LIST     comma-separated subset of tf,dtf,bf16 (default all)
+#     --only LIST     comma-separated subset of tf,dtf,bf16 (default all;
+#                     bf16 is both bf16 runs)
 #     --out FILE      results file (default bench/results/hosts.md; "-"
 #                     writes none)
 #
 # 1 ps + 2 workers, asynchronous, batch 50 per worker and step, 1 intra-op
 # thread per worker as in bench/distributed.sh. dtf runs with mutual TLS
-# over TCP (the hosts' addresses are not loopback), f32 and with --wire
-# bf16. Bytes per step: what crossed the ps host's link both ways (tc's
+# over TCP (the hosts' addresses are not loopback), f32, with --wire bf16,
+# and with --wire bf16 --overlap-push (each step's push beside the next
+# step's pull). Bytes per step: what crossed the ps host's link both ways (tc's
 # counters of its two qdiscs) over all the workers' steps, warm-up included;
 # link use: the busier direction's bytes per second over the run against
 # the link's rate. CPU: each task's user+system seconds.
@@ -166,10 +168,11 @@ print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
       rows+=("| TensorFlow | $link | failed | | | | |"); failed=1
     fi
   fi
-  for wire in f32 bf16; do
-    { [[ $wire == f32 ]] && want dtf; } || { [[ $wire == bf16 ]] && want bf16; } || continue
-    label="dtf (mutual TLS)"
-    [[ $wire == bf16 ]] && label="dtf (mutual TLS, --wire bf16)"
+  for variant in f32 bf16 overlap; do
+    { [[ $variant == f32 ]] && want dtf; } || { [[ $variant != f32 ]] && want bf16; } || continue
+    label="dtf (mutual TLS)" wire=$variant extra=()
+    [[ $variant == bf16 ]] && label="dtf (mutual TLS, --wire bf16)"
+    [[ $variant == overlap ]] && label="dtf (mutual TLS, --wire bf16 --overlap-push)" wire=bf16 extra=(--overlap-push)
     echo "== $label, 1 ps + 2 workers, links $link"
     before=$(ps_bytes) t0=$SECONDS
     pids=()
@@ -179,8 +182,8 @@ print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
       # launcher and the task it started and waited for.
       ( ip netns exec "$tag-$h" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
           --tls-dir "$work/tls" --steps $((2 * (warmup + steps))) --log-every $((2 * steps)) \
-          --threads 1 --wire "$wire" --connect-timeout 60 > "$work/$h.$wire.log" 2>&1
-        code=$?; times > "$work/$h.$wire.times"; exit $code ) &
+          --threads 1 --wire "$wire" "${extra[@]}" --connect-timeout 60 > "$work/$h.$variant.log" 2>&1
+        code=$?; times > "$work/$h.$variant.times"; exit $code ) &
       pids+=($!)
     done
     ok=1
@@ -188,9 +191,9 @@ print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
     after=$(ps_bytes)
     secs=$((SECONDS - t0))
     if [[ $ok == 1 ]]; then
-      rates=$(sed -n 's/^worker.[01] *| final: .*examples_per_sec=\([0-9.]*\).*/\1/p' "$work"/w[01].$wire.log)
+      rates=$(sed -n 's/^worker.[01] *| final: .*examples_per_sec=\([0-9.]*\).*/\1/p' "$work"/w[01].$variant.log)
       cpu=$(for h in "${hosts[@]}"; do
-              python3 - "$h" "$work/$h.$wire.times" <<'PY'
+              python3 - "$h" "$work/$h.$variant.times" <<'PY'
 import re, sys
 # times: the shell's own user/system line, then its children's.
 line = open(sys.argv[2]).read().splitlines()[1]
@@ -200,10 +203,10 @@ PY
             done | paste -sd, - | sed 's/,/, /g')
       ips=$(awk '{s+=$1} END{print s}' <<<"$rates")
       rows+=("$(row "$label" "$link" "$ips" "$(paste -sd/ <<<"$rates" | sed 's#/# / #g')" $((2 * (warmup + steps))) "$secs" "$before" "$after" "${cpu:-not measured}")")
-      notes+=("- $label, $link: final lines: $(grep -h '| final:' "$work"/w[01].$wire.log | sed 's/.*| final: //' | tr '\n' ';')")
+      notes+=("- $label, $link: final lines: $(grep -h '| final:' "$work"/w[01].$variant.log | sed 's/.*| final: //' | tr '\n' ';')")
       echo "   ${rows[-1]}"
     else
-      echo "   failed: $(tail -3 "$work"/*."$wire".log)"
+      echo "   failed: $(tail -3 "$work"/*."$variant".log)"
       rows+=("| $label | $link | failed | | | | |"); failed=1
     fi
   done

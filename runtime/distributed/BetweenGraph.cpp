@@ -39,6 +39,11 @@ Status PsDriver::save(int64_t step) {
 
 Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
   *done = false;
+  if (prefetched_) {
+    prefetched_ = false;
+    *globalStep = prefetchedStep_;
+    return Status::ok();
+  }
   for (;;) {
     client_.clearRecoverable();
     Status s = client_.pull(/*forEval=*/false, sync_, globalStep);
@@ -61,14 +66,19 @@ Status PsDriver::afterStep(exec::Executor &e, int firstSend) {
 }
 
 Status PsDriver::pushAndSave(const ValueOf &value) {
+  // The global step this push completes (an overlapped pull moves the
+  // store's on).
+  const int64_t step = lastStep() + 1;
   client_.clearRecoverable();
-  Status s = client_.push(value, sync_);
+  prefetched_ = false;
+  Status s = overlap_ && !sync_ ? client_.pushAndPull(value, &prefetchedStep_)
+                                : client_.push(value, sync_);
   if (!s.isOk()) {
     if (!client_.lastRecoverable())
       return s;
     return recovery_.recover(chief_, s);
   }
-  const int64_t step = lastStep() + 1;
+  prefetched_ = overlap_ && !sync_;
   if (chief_ && checkpointDue(step)) {
     client_.clearRecoverable();
     s = save(step);

@@ -69,6 +69,9 @@ public:
   /// An in-graph tower does not wait for a lost ps itself: its client (the
   /// chief) drops the step and recovers.
   void setRecoverInPlace(bool recover) { recoverInPlace_ = recover; }
+  /// Async (--overlap-push): each step's push and the next step's pull
+  /// cross at once; beforeStep then takes that pull.
+  void setOverlap(bool overlap) { overlap_ = overlap; }
   /// The last pull, push or save failed because a ps is gone or restarted.
   bool lastRecoverable() const { return client_.lastRecoverable(); }
 
@@ -109,6 +112,10 @@ private:
   bool push_;
   bool chief_ = false;
   bool recoverInPlace_ = true;
+  bool overlap_ = false;
+  // The next step's pull came with the last push (overlap_).
+  bool prefetched_ = false;
+  int64_t prefetchedStep_ = 0;
   std::map<std::string, int> sendIndex_;
 };
 

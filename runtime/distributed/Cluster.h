@@ -45,6 +45,9 @@ struct TaskConfig {
   /// Pulls and pushes carry f32 values as bfloat16 (dtf-run --wire bf16);
   /// the ps keeps and updates its f32 variables.
   bool wireBf16 = false;
+  /// Async: each step's push and the next step's pull at once (dtf-run
+  /// --overlap-push; staleness at most 1).
+  bool overlapPush = false;
   /// TLS or plaintext, who may call, where to listen: every channel and
   /// server of the task is made through it.
   Transport transport;

@@ -542,12 +542,13 @@ Status PsClient::sumSparseSends(const ValueOf &value,
 
 // One ps's push: its sends, from the step's own outputs (or views of their
 // rows), in one message or a stream of chunks.
-Status PsClient::pushTo(PsLink &l, const SparseSums &sparse,
-                        const ValueOf &value, bool sync, PushOutcome *out) {
+Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
+                        const SparseSums &sparse, const ValueOf &value,
+                        bool sync, PushOutcome *out) {
   rpc::PushRequest req;
   *req.mutable_caller() = links_.caller();
-  req.set_version(l.pulledVersion);
-  req.set_incarnation(l.incarnation);
+  req.set_version(version);
+  req.set_incarnation(incarnation);
   // Sent from the step's own outputs (or views of their rows): no copy.
   std::vector<Tensor> views;
   views.reserve(2 * l.keys.size());
@@ -646,44 +647,69 @@ Status PsClient::pushTo(PsLink &l, const SparseSums &sparse,
     return errorStatus(l.task.name, " answered a push with a malformed reply");
   out->stale = reply.stale();
   if (!reply.stale())
-    l.pushedAt = l.pulledVersion;
+    out->pushedAt = version;
   if (sync && reply.stale())
     // Computed at an older version: the current update is open, join
     // it. At the current one (this replica already joined it, before a
     // restart): wait for it to complete.
-    l.pushedAt = reply.version() == l.pulledVersion ? l.pulledVersion
-                                                    : reply.version() - 1;
+    out->pushedAt = reply.version() == version ? version : reply.version() - 1;
   return Status::ok();
 }
 
 Status PsClient::push(const ValueOf &value, bool sync) {
+  return pushAndMaybePull(value, sync, nullptr);
+}
+
+Status PsClient::pushAndPull(const ValueOf &value, int64_t *globalStep) {
+  return pushAndMaybePull(value, /*sync=*/false, globalStep);
+}
+
+Status PsClient::pushAndMaybePull(const ValueOf &value, bool sync,
+                                  int64_t *globalStep) {
   SparseSums sparse;
   DTF_RETURN_IF_ERROR(sumSparseSends(value, &sparse));
   std::vector<PsLink *> targets;
   for (PsLink &l : ps_)
     if (!l.keys.empty())
       targets.push_back(&l);
+  // What each push says it was computed at, taken before a pull that runs
+  // meanwhile moves it on.
+  std::vector<std::pair<int64_t, int64_t>> at;
+  for (PsLink *l : targets)
+    at.emplace_back(l->pulledVersion, l->incarnation);
   std::vector<PushOutcome> outcomes(targets.size());
-  // Every ps at once: a push waits for its ps to apply it.
-  std::vector<std::thread> others;
-  for (size_t i = 1; i < targets.size(); ++i)
-    others.emplace_back([&, i] {
-      outcomes[i].status =
-          pushTo(*targets[i], sparse, value, sync, &outcomes[i]);
+  // Every ps at once: a push waits for its ps to apply it. With a pull,
+  // the pushes run beside it (each link carries both ways at once).
+  std::vector<std::thread> pushes;
+  const size_t first = globalStep ? 0 : 1;
+  for (size_t i = first; i < targets.size(); ++i)
+    pushes.emplace_back([&, i] {
+      outcomes[i].status = pushTo(*targets[i], at[i].first, at[i].second,
+                                  sparse, value, sync, &outcomes[i]);
     });
-  if (!targets.empty())
-    outcomes[0].status = pushTo(*targets[0], sparse, value, sync, &outcomes[0]);
-  for (std::thread &t : others)
+  Status pulled = Status::ok();
+  if (globalStep)
+    pulled = pull(/*forEval=*/false, /*sync=*/false, globalStep);
+  else if (!targets.empty())
+    outcomes[0].status = pushTo(*targets[0], at[0].first, at[0].second,
+                                sparse, value, sync, &outcomes[0]);
+  for (std::thread &t : pushes)
     t.join();
-  for (const PushOutcome &o : outcomes) {
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const PushOutcome &o = outcomes[i];
     if (o.stale)
       ++stale_;
+    // A pull that found the ps restored meanwhile forgot what was pushed.
+    if (o.pushedAt != PushOutcome::kUnchanged &&
+        targets[i]->incarnation == at[i].second)
+      targets[i]->pushedAt = o.pushedAt;
+  }
+  for (const PushOutcome &o : outcomes)
     if (!o.status.isOk()) {
       lastRecoverable_ = o.recoverable;
       return o.status;
     }
-  }
-  return Status::ok();
+  return pulled;
 }
 
 Status PsClient::saveShards(const std::string &dir, int64_t step) {

@@ -52,6 +52,10 @@ public:
   /// tensor (a shard's rows of it; a sparse gradient summed per id and cut
   /// per shard). Each push waits until its ps applied (or took) it.
   Status push(const ValueOf &value, bool sync);
+  /// Async with --overlap-push: the push of a step and the pull of the
+  /// next at once, both ways of every link busy; the pull may miss this
+  /// worker's own push (staleness at most 1). *globalStep as pull's.
+  Status pushAndPull(const ValueOf &value, int64_t *globalStep);
 
   /// Lookup: the rows of `ids` of table `variable` into *out, one call per
   /// shard that holds any of the unique ids, all in flight at once.
@@ -104,9 +108,12 @@ private:
     int64_t parts = 1;
   };
   struct PushOutcome {
+    static constexpr int64_t kUnchanged = -2;
     Status status = Status::ok();
     bool recoverable = false;
     bool stale = false;
+    /// The link's pushedAt after the push, applied once every call ended.
+    int64_t pushedAt = kUnchanged;
   };
 
   void findTables(const plan::Plan &plan, const plan::Placement &placement,
@@ -118,8 +125,13 @@ private:
   Status sumSparse(const plan::Transfer &send, const ValueOf &value,
                    SparseSum *out) const;
   Status sumSparseSends(const ValueOf &value, SparseSums *sparse) const;
-  Status pushTo(PsLink &l, const SparseSums &sparse, const ValueOf &value,
-                bool sync, PushOutcome *out);
+  /// One ps's push, computed at (version, incarnation); touches no state
+  /// of the link (a pull may run beside it): *out says what changes.
+  Status pushTo(const PsLink &l, int64_t version, int64_t incarnation,
+                const SparseSums &sparse, const ValueOf &value, bool sync,
+                PushOutcome *out);
+  Status pushAndMaybePull(const ValueOf &value, bool sync,
+                          int64_t *globalStep);
 
   Links &links_;
   std::vector<PsLink> ps_;

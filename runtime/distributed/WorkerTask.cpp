@@ -97,6 +97,16 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief,
               span > 1 ? &stageProgram : nullptr);
   ps.setRecoverInPlace(!inGraph || chief);
+  if (config.overlapPush) {
+    if (sync || inGraph || span > 1)
+      return fail(self,
+                  errorStatus("--overlap-push needs between-graph replication "
+                              "with update = async and replicas on one task "
+                              "each (a sync pull waits for the update the "
+                              "push completes)"),
+                  2);
+    ps.setOverlap(true);
+  }
   train::TrainOptions options = base;
   options.taskName = std::getenv("DTF_RESTART_COUNT") ? "" : self;
   options.summaryTask = self; // one directory (and log) per task

@@ -25,6 +25,7 @@ struct ClusterTaskOptions {
   bool insecure = false;               // --insecure: plaintext, no identity
   std::string bind;                    // --bind HOST:PORT
   bool wireBf16 = false;               // --wire bf16
+  bool overlapPush = false;            // --overlap-push
   bool sameHostTcp = false;            // --same-host tcp (else unix)
 };
 

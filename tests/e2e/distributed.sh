@@ -8,7 +8,11 @@
 # with no ps must say which task and address it cannot reach, within seconds;
 # a sync run with --chunk-bytes 4096 moves its tensors in streams of chunks.
 # The tasks talk over Unix sockets (the default on one host), the first
-# sync run TLS over TCP (--same-host tcp). With --wire bf16 a sync run
+# sync run TLS over TCP (--same-host tcp). An async run with
+# --overlap-push (each step's push beside the next step's pull) trains and
+# its ps applies its 300 updates (up to 2 more: the workers' last pushes may
+# land together, as without); a sync one is refused. With
+# --wire bf16 a sync run
 # moves half the tensor bytes per update and reaches the f32 wire's accuracy
 # within 0.01.
 # A model-parallel replica spans two worker tasks; its later stage must run
@@ -104,6 +108,12 @@ for e in extra:
         unix = bool(serving) and re.search(r"\(mutual TLS\) and on \S+/127\.0\.0\.1_\d+\.sock for the tasks on this host", serving[0])
         if not serving or bool(unix) != (arg == "unix"):
             bad.append(f"ps.0 should serve the tasks on this host over {arg}: {serving}")
+    elif kind == "updates":  # ps.0 applied LO-HI updates (async: a
+        # worker's last push may land beside the other's)
+        lo, hi = map(int, arg.split("-"))
+        applied = [int(m.group(1)) for l in log for m in [re.search(r"^ps.0 *\| (\d+) updates applied", l)] if m]
+        if len(applied) != 1 or not lo <= applied[0] <= hi:
+            bad.append(f"ps.0 applied {applied} updates, not {lo} to {hi}")
     elif kind == "towers":
         if not any("towers; done" in l for l in log if l.startswith("worker.1")):
             bad.append("worker.1 ran no in-graph towers")
@@ -166,6 +176,10 @@ sed -e 's/update = async/update = sync(replicas_to_aggregate = 2)/' \
 "$bin/dtfc" "$work/staged-sync.dtf" -o "$work/staged-sync.plan"
 
 check async "$work/c1x2.json" "$work/async.plan" same-host=unix
+# Each step's push and the next step's pull at once (--overlap-push).
+runflags=(--overlap-push)
+check async-overlap "$work/c1x2.json" "$work/async.plan" updates=300-302
+runflags=()
 # TLS over TCP on this host too (--same-host tcp), as between hosts.
 runflags=(--same-host tcp)
 check sync "$work/c1x2.json" "$work/sync.plan" sync=2 same-host=tcp
@@ -243,6 +257,19 @@ if [ "$code" -eq 0 ] || [ "$code" -eq 124 ] || [ "$elapsed" -gt 10 ] || \
   failures=$((failures + 1))
 else
   echo "   ok: exit $code after ${elapsed}s: $(grep -o 'cannot reach.*' "$work/unreachable.log" | head -1 | cut -c1-80)"
+fi
+
+echo "== --overlap-push is for async between-graph training only"
+set +e
+timeout 60 "$bin/dtf-run" "$work/sync.plan" --cluster "$work/c1x2.json" --job worker --task 1 \
+  --tls-dir "$work/c1x2-certs" --overlap-push > "$work/overlap-sync.log" 2>&1
+code=$?
+set -e
+if [ "$code" -ne 2 ] || ! grep -q "worker.1: --overlap-push needs between-graph replication with update = async" "$work/overlap-sync.log"; then
+  echo "e2e: --overlap-push in sync mode: exit $code:" >&2; cat "$work/overlap-sync.log" >&2
+  failures=$((failures + 1))
+else
+  echo "   ok: exit 2: $(cut -c1-100 "$work/overlap-sync.log")"
 fi
 
 if [ "$failures" -gt 0 ]; then

@@ -128,6 +128,10 @@ options:
                    the default), or as bfloat16 (bf16: half the bytes; the
                    ps keeps and updates f32 variables, the workers compute
                    with the bf16-rounded ones and push bf16 gradients)
+  --overlap-push   async between-graph training: each step's push and the
+                   next step's pull cross at once (both ways of every link
+                   busy); the pull may miss the worker's own last gradient
+                   (staleness at most 1)
   --same-host unix|tcp  how tasks whose cluster addresses are loopback
                    (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
                    default) over Unix sockets in $DTF_SOCKET_DIR (else
@@ -261,6 +265,8 @@ bool parseSwitch(const std::string &arg, CommandLine *cl) {
     ; // the launcher reads it
   else if (arg == "--insecure")
     r.cluster.insecure = true;
+  else if (arg == "--overlap-push")
+    r.cluster.overlapPush = true;
   else if (arg == "--fresh")
     r.train.fresh = true;
   else
@@ -541,6 +547,11 @@ int checkCombinations(CommandLine *cl) {
                           : "--bind is for one task (--job/--task): the tasks "
                             "the launcher starts each listen on their own "
                             "address in the cluster file");
+  if (mode == RunMode::kLocal &&
+      (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.sameHostTcp))
+    return usageError("--wire, --overlap-push and --same-host need a cluster "
+                      "(--cluster FILE or TF_CONFIG): they say how its tasks "
+                      "talk");
   return kGoOn;
 }
 
