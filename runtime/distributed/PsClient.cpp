@@ -664,10 +664,11 @@ Status PsClient::pushAndPull(const ValueOf &value, int64_t *globalStep) {
   return pushAndMaybePull(value, /*sync=*/false, globalStep);
 }
 
-Status PsClient::pushAndMaybePull(const ValueOf &value, bool sync,
+Status PsClient::pushAndMaybePull(const ValueOf &given, bool sync,
                                   int64_t *globalStep) {
   SparseSums sparse;
-  DTF_RETURN_IF_ERROR(sumSparseSends(value, &sparse));
+  DTF_RETURN_IF_ERROR(sumSparseSends(given, &sparse));
+  const ValueOf &value = given;
   std::vector<PsLink *> targets;
   for (PsLink &l : ps_)
     if (!l.keys.empty())

@@ -8,10 +8,10 @@
 # with no ps must say which task and address it cannot reach, within seconds;
 # a sync run with --chunk-bytes 4096 moves its tensors in streams of chunks.
 # The tasks talk over Unix sockets (the default on one host), the first
-# sync run TLS over TCP (--same-host tcp). An async run with
-# --overlap-push (each step's push beside the next step's pull) trains and
-# its ps applies its 300 updates (up to 2 more: the workers' last pushes may
-# land together, as without); a sync one is refused. With
+# sync run TLS over TCP (--same-host tcp). The partitioned async run with
+# --overlap-push (each step's push beside the next step's pull, to 2 ps)
+# trains and ps.0 applies its 300 updates (up to 2 more: the workers' last
+# pushes may land together, as without); a sync one is refused. With
 # --wire bf16 a sync run
 # moves half the tensor bytes per update and reaches the f32 wire's accuracy
 # within 0.01.
@@ -176,10 +176,6 @@ sed -e 's/update = async/update = sync(replicas_to_aggregate = 2)/' \
 "$bin/dtfc" "$work/staged-sync.dtf" -o "$work/staged-sync.plan"
 
 check async "$work/c1x2.json" "$work/async.plan" same-host=unix
-# Each step's push and the next step's pull at once (--overlap-push).
-runflags=(--overlap-push)
-check async-overlap "$work/c1x2.json" "$work/async.plan" updates=300-302
-runflags=()
 # TLS over TCP on this host too (--same-host tcp), as between hosts.
 runflags=(--same-host tcp)
 check sync "$work/c1x2.json" "$work/sync.plan" sync=2 same-host=tcp
@@ -219,6 +215,12 @@ check ingraph "$work/c1x2.json" "$work/ingraph.plan" towers
 check ps2-round-robin "$work/c2x2.json" "$work/rr.plan" holds=ps.0,ps.1
 check ps2-greedy "$work/c2x2.json" "$work/greedy.plan" holds=ps.0,ps.1
 check partitioned "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts
+# Each step's push and the next step's pull at once (--overlap-push), to
+# both ps. (Adagrad: the MLP's momentum with lr 0.05 diverges under the one
+# step of extra staleness, 0.25 accuracy at 300 steps against 0.75.)
+runflags=(--overlap-push)
+check partitioned-overlap "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts updates=300-302
+runflags=()
 # One replica on 2 workers; then 2 replicas of 2 workers each, in sync: the
 # ps averages the gradients of the replicas' stage 0 (worker.0, worker.2).
 check model-parallel "$work/c1x2.json" "$work/staged.plan" stages=worker.1
