@@ -64,6 +64,16 @@ int finishJob(PsDriver &ps, Links &links, const TaskConfig &config,
   return 0;
 }
 
+// --overlap-push: only for async between-graph replicas of one task each.
+Status overlapPushes(bool asked, bool refused, PsDriver *ps) {
+  if (asked && refused)
+    return errorStatus("--overlap-push needs between-graph replication with "
+                       "update = async and replicas on one task each (a sync "
+                       "pull waits for the update the push completes)");
+  ps->setOverlap(asked);
+  return Status::ok();
+}
+
 } // namespace
 
 int runWorker(const plan::Plan &plan, const plan::Placement &placement,
@@ -97,16 +107,10 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief,
               span > 1 ? &stageProgram : nullptr);
   ps.setRecoverInPlace(!inGraph || chief);
-  if (config.overlapPush) {
-    if (sync || inGraph || span > 1)
-      return fail(self,
-                  errorStatus("--overlap-push needs between-graph replication "
-                              "with update = async and replicas on one task "
-                              "each (a sync pull waits for the update the "
-                              "push completes)"),
-                  2);
-    ps.setOverlap(true);
-  }
+  if (Status o = overlapPushes(config.overlapPush, sync || inGraph || span > 1,
+                               &ps);
+      !o.isOk())
+    return fail(self, o, 2);
   train::TrainOptions options = base;
   options.taskName = std::getenv("DTF_RESTART_COUNT") ? "" : self;
   options.summaryTask = self; // one directory (and log) per task
