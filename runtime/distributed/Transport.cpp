@@ -240,10 +240,11 @@ std::string Transport::peerTask(const grpc::ServerContextBase &ctx) const {
   std::vector<grpc::string_ref> type =
       auth->FindPropertyValues(GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME);
   if (type.size() == 1 && type[0] == "local") {
-    // Over the Unix socket: the name its calls carry, checked again here.
+    // Over the Unix socket: the name its calls carry, which the socket's
+    // UnixCallAdmission checked (job token, a task of the job) before the
+    // call reached any handler.
     std::string task;
-    return unixCallerOk(ctx.client_metadata(), jobTasks(taskAt), jobToken(),
-                        &task)
+    return metadataValue(ctx.client_metadata(), kTaskKey, &task)
                ? task
                : std::string();
   }
