@@ -1,5 +1,6 @@
 // ClusterSpec: parsing and checking cluster.json and TF_CONFIG.
 #include "schema/ClusterSpec.h"
+#include "schema/PlanSchema.h"
 
 #include <nlohmann/json.hpp>
 
@@ -380,8 +381,75 @@ bool isLocalHost(const std::string &hostIn, const LocalHost &self) {
   return isPrefixLabel(me, host) || isPrefixLabel(host, me);
 }
 
+namespace {
+
+// Why `host` (without brackets) is neither an IP literal nor an RFC 1123
+// host name of at most 253 characters in labels of 1 to 63 letters, digits
+// and inner hyphens (one trailing dot allowed); "" when it is one of them.
+std::string invalidHost(const std::string &host) {
+  if (!canonicalAddress(host).empty()) {
+    const size_t percent = host.find('%'); // an IPv6 zone: an interface name
+    if (percent == std::string::npos)
+      return "";
+    const std::string zone = host.substr(percent + 1);
+    return !zone.empty() && zone.size() < IF_NAMESIZE &&
+                   std::all_of(zone.begin(), zone.end(),
+                               [](char c) {
+                                 return std::isalnum((unsigned char)c) ||
+                                        c == '-' || c == '_' || c == '.';
+                               })
+               ? ""
+               : "its IPv6 zone is not an interface name";
+  }
+  if (host.find(':') != std::string::npos)
+    return "it has a ':' but is not an IPv6 address";
+  std::string name = host;
+  if (!name.empty() && name.back() == '.')
+    name.pop_back();
+  if (name.size() > 253)
+    return strCat("it has ", host.size(),
+                  " characters; a host name has at most 253");
+  bool numeric = true;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('.', start);
+    if (end == std::string::npos)
+      end = name.size();
+    const std::string label = name.substr(start, end - start);
+    if (label.empty() || label.size() > 63)
+      return label.empty() ? "it has an empty label (two dots, or a dot first)"
+                           : "a label has more than 63 characters";
+    for (char c : label)
+      if (!std::isalnum((unsigned char)c) && c != '-')
+        return strCat("it holds '", ::dtf::plan::printable(std::string(1, c)),
+                      "'; a host name holds letters, digits, '-' and '.'");
+    if (label.front() == '-' || label.back() == '-')
+      return "a label starts or ends with '-'";
+    numeric = numeric && label.find_first_not_of("0123456789") ==
+                             std::string::npos;
+    start = end + 1;
+  }
+  if (numeric)
+    return "it is all digits and dots but not an IPv4 address";
+  return "";
+}
+
+} // namespace
+
 Status parseHostPort(const std::string &address, const std::string &where,
                      HostPort *out) {
+  // Before any message quotes it: no control bytes, and a bounded length.
+  if (address.size() > 253 + 2 + 6 ||
+      std::any_of(address.begin(), address.end(), [](char c) {
+        return (unsigned char)c < 0x20 || (unsigned char)c >= 0x7f;
+      }))
+    return errorStatus(
+        where, ": address '",
+        ::dtf::plan::printable(address.substr(0, 80)),
+        address.size() > 80 ? strCat("...' (", address.size(), " bytes)")
+                            : std::string("'"),
+        " is not host:port: a host is a name of at most 253 "
+        "characters (letters, digits, '-', '.') or an IP address");
   std::string host, port;
   if (!address.empty() && address.front() == '[') {
     size_t close = address.find(']');
@@ -412,9 +480,10 @@ Status parseHostPort(const std::string &address, const std::string &where,
   }
   if (host.empty())
     return errorStatus(where, ": address '", address, "' has no host");
-  if (host.find_first_of(" \t/") != std::string::npos)
+  if (std::string why = invalidHost(host); !why.empty())
     return errorStatus(where, ": address '", address, "' has an invalid host '",
-                       host, "'");
+                       host, "': ", why,
+                       " (hosts are RFC 1123 names or IP addresses)");
   if (port.empty())
     return errorStatus(where, ": address '", address,
                        "' has no port after ':'");

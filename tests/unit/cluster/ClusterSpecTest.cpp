@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <unistd.h>
+#include <string>
+#include <vector>
 
 namespace dtf::cluster {
 namespace {
@@ -178,6 +180,53 @@ TEST(ClusterSpec, AddressWithoutPort) {
 TEST(ClusterSpec, AddressWithoutHost) {
   EXPECT_THAT(errorOf(R"({"worker": [":2222"]})"),
               HasSubstr("worker[0]: address ':2222' has no host"));
+}
+
+// One validator for every reader of addresses (cluster files, TF_CONFIG,
+// Slurm, dtfc --cluster, dtf-run certs): RFC 1123 names or IP literals.
+TEST(ClusterSpec, HostsAreNamesOrIpAddresses) {
+  for (const char *ok :
+       {"localhost:1", "ps-0.train.svc.cluster.local:2222", "a:1", "10.0.0.7:80",
+        "[::1]:2", "[fe80::1%eth0]:3", "node17.:4", "x1-y2:5"})
+    EXPECT_EQ(errorOf(std::string(R"({"worker": [")") + ok + "\"]}"), "")
+        << ok;
+  struct Bad {
+    std::string address; // as JSON text
+    const char *says;
+  };
+  const std::vector<Bad> bad = {
+      {"evil.com\\u0000.good.com:1",
+       "address 'evil.com\\x00.good.com:1' is not host:port"},
+      {"a\\rb:1", "address 'a\\x0db:1' is not host:port"},
+      {"a\\nb:1", "address 'a\\x0ab:1' is not host:port"},
+      {"a\\u0007:1", "is not host:port"},
+      {"-rf:1", "invalid host '-rf': a label starts or ends with '-'"},
+      {"a,b:1", "invalid host 'a,b': it holds ','"},
+      {"a_b:1", "invalid host 'a_b': it holds '_'"},
+      {"a..b:1", "it has an empty label"},
+      {std::string(64, 'x') + ".com:1", "a label has more than 63 characters"},
+      {std::string(300, 'x') + ":1", "(302 bytes) is not host:port"},
+      {std::string(1 << 20, 'x') + ":1", "(1048578 bytes) is not host:port"},
+      {"1.2.3.999:1", "it is all digits and dots but not an IPv4 address"},
+      {"[fe80::1%e/0]:1", "its IPv6 zone is not an interface name"},
+      {"caf\\u00e9:1", "is not host:port"},
+  };
+  for (const Bad &b : bad) {
+    const std::string e = errorOf(R"({"worker": [")" + b.address + "\"]}");
+    EXPECT_THAT(e, HasSubstr("c.json: worker[0]: address '"))
+        << b.address.substr(0, 40);
+    EXPECT_THAT(e, HasSubstr(b.says)) << b.address.substr(0, 40);
+    EXPECT_LT(e.size(), 400u) << "a message quotes at most 80 bytes";
+    EXPECT_EQ(e.find('\0'), std::string::npos);
+  }
+  // TF_CONFIG goes through the same check.
+  ClusterSpec spec;
+  Status s = ClusterSpec::parseJson(
+      R"({"cluster": {"worker": ["bad host:1"]}, "task": {"type": "worker", "index": 0}})",
+      "TF_CONFIG", &spec);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_THAT(s.message(), HasSubstr("TF_CONFIG: worker[0]: address 'bad host:1' "
+                                     "has an invalid host 'bad host'"));
 }
 
 TEST(ClusterSpec, UnbracketedIpv6) {
