@@ -12,10 +12,17 @@
 
 namespace dtf::plan {
 
-/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 3:
-/// every task's program cut by dtfc (ps_update per held tensor, the stages,
-/// the lookup cut); docs/plan-format.md.
-constexpr uint32_t kPlanFormatVersion = 3;
+/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 4:
+/// the plan's and its code's digests (Plan.integrity); 3: every task's
+/// program cut by dtfc (ps_update per held tensor, the stages, the lookup
+/// cut); docs/plan-format.md.
+constexpr uint32_t kPlanFormatVersion = 4;
+
+/// The most threads a plan's session may ask for (inter_op_threads,
+/// intra_op_threads) and the most in-graph GPU towers: far beyond any
+/// machine dtf runs on, so that a damaged number is refused, not obeyed.
+constexpr int64_t kMaxSessionThreads = 1024;
+constexpr int64_t kMaxGpuTowers = 64;
 
 /// "f32", "i64", ...: a plan dtype as the model language writes it; "?" for
 /// one this version does not know.

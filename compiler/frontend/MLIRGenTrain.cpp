@@ -8,6 +8,7 @@
 #include "dialects/Dtf/IR/DtfDialect.h"
 #include "dialects/Dtf/IR/ShapeInference.h"
 #include "schema/DeviceName.h"
+#include "schema/PlanSchema.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -20,6 +21,7 @@
 
 #include <cmath>
 #include <glob.h>
+#include <limits>
 #include <sstream>
 
 namespace mlir::dtf::frontend {
@@ -118,6 +120,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     Ints,
     Numbers,
     LearningRate,
+    Seed,
     Any
   };
   Rule rule =
@@ -130,8 +133,9 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
                  "log_device_placement", "header", Rule::Bool)
           .Cases("decay_steps", "examples", "replicas_to_aggregate",
                  "total_num_replicas", Rule::Count)
-          .Cases("inter_op_threads", "intra_op_threads", "seed", "gpu_towers",
+          .Cases("inter_op_threads", "intra_op_threads", "gpu_towers",
                  Rule::Threads)
+          .Case("seed", Rule::Seed)
           .Cases("path", "label", Rule::Text)
           .Case("boundaries", Rule::Ints)
           .Case("values", Rule::Numbers)
@@ -152,13 +156,20 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     }
     return builder.getF64FloatAttr(*v);
   };
-  auto integer = [&](int64_t min) -> Attribute {
+  auto integer = [&](int64_t min,
+                     int64_t max = std::numeric_limits<int64_t>::max())
+      -> Attribute {
     std::optional<int64_t> v = intValue(resolved, param);
     if (!v)
       return nullptr;
     if (*v < min) {
       error(resolved->getLoc())
           << param << " must be at least " << min << ", got " << *v;
+      return nullptr;
+    }
+    if (*v > max) {
+      error(resolved->getLoc())
+          << param << " must be at most " << max << ", got " << *v;
       return nullptr;
     }
     return builder.getI64IntegerAttr(*v);
@@ -178,6 +189,9 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
   case Rule::Count:
     return integer(1);
   case Rule::Threads:
+    return integer(0, param == "gpu_towers" ? ::dtf::plan::kMaxGpuTowers
+                                            : ::dtf::plan::kMaxSessionThreads);
+  case Rule::Seed:
     return integer(0);
   case Rule::Bool:
     if (auto *b = dyn_cast<ast::BoolExpr>(resolved))

@@ -2,6 +2,7 @@
 #include "runtime/exec/PlanKernels.h"
 
 #include "runtime/plan/PlanTypes.h"
+#include "schema/PlanSeal.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -70,6 +71,11 @@ std::shared_ptr<const PlanKernels> load(const plan::Plan &plan) {
     why = "DTF_GENERATED_KERNELS=off";
   } else if (plan.cpu_object().empty()) {
     why = "the plan holds no CPU code for them";
+  } else if (plan.has_integrity() &&
+             plan::sha256(plan.cpu_object()) !=
+                 plan.integrity().cpu_object_sha256()) {
+    // (The reader checked the seal; this holds a plan changed in memory.)
+    why = "the cpu_object's SHA-256 is not the one dtfc sealed";
   } else if (cpuSupportsTarget(plan.cpu_target(), &why)) {
     std::vector<GeneratedKernelInfo> infos;
     Status s;

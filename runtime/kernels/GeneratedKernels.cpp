@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <dlfcn.h>
+#include <iterator>
 #include <elf.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -274,6 +275,61 @@ Status checkElf(std::string_view object) {
   return Status::ok();
 }
 
+// The functions `object` defines and exports: the global and weak FUNC
+// symbols of its dynamic symbol table. checkElf has bounded its section
+// headers; each table is bounded here before it is read.
+Status exportedFunctions(std::string_view object,
+                         std::vector<std::string> *out) {
+  auto bad = [&](const char *what) {
+    return errorStatus("cannot load the plan's cpu_object: its dynamic "
+                       "symbol table ",
+                       what, "; compile the model again with dtfc");
+  };
+  Elf64_Ehdr header;
+  std::memcpy(&header, object.data(), sizeof header);
+  if (header.e_shentsize != sizeof(Elf64_Shdr))
+    return bad("cannot be found (odd section headers)");
+  auto section = [&](size_t i) {
+    Elf64_Shdr sh;
+    std::memcpy(&sh, object.data() + header.e_shoff + i * sizeof sh, sizeof sh);
+    return sh;
+  };
+  auto fits = [&](const Elf64_Shdr &sh) {
+    return sh.sh_offset <= object.size() &&
+           sh.sh_size <= object.size() - sh.sh_offset;
+  };
+  for (size_t i = 0; i < header.e_shnum; ++i) {
+    const Elf64_Shdr symtab = section(i);
+    if (symtab.sh_type != SHT_DYNSYM)
+      continue;
+    if (!fits(symtab) || symtab.sh_entsize != sizeof(Elf64_Sym) ||
+        symtab.sh_link >= header.e_shnum)
+      return bad("runs past the object's end");
+    const Elf64_Shdr strtab = section(symtab.sh_link);
+    if (!fits(strtab))
+      return bad("names run past the object's end");
+    const std::string_view names = object.substr(strtab.sh_offset, strtab.sh_size);
+    for (size_t k = 0; k < symtab.sh_size / sizeof(Elf64_Sym); ++k) {
+      Elf64_Sym sym;
+      std::memcpy(&sym, object.data() + symtab.sh_offset + k * sizeof sym,
+                  sizeof sym);
+      const int bind = ELF64_ST_BIND(sym.st_info);
+      if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF ||
+          (bind != STB_GLOBAL && bind != STB_WEAK))
+        continue;
+      const size_t end = sym.st_name < names.size()
+                             ? names.find('\0', sym.st_name)
+                             : std::string_view::npos;
+      if (end == std::string_view::npos)
+        return bad("names a function outside its names");
+      out->emplace_back(names.substr(sym.st_name, end - sym.st_name));
+    }
+    std::sort(out->begin(), out->end());
+    return Status::ok();
+  }
+  return bad("is missing");
+}
+
 // Closes a file descriptor when it goes out of scope.
 struct FdCloser {
   int fd;
@@ -295,6 +351,29 @@ Status GeneratedKernels::load(std::string_view object,
                        " bytes) is not an ELF shared object; compile the "
                        "model again with dtfc");
   DTF_RETURN_IF_ERROR(checkElf(object));
+  // Exactly the kernels' functions: a symbol the plan does not name, or one
+  // it names that is missing, means other code than dtfc wrote for them.
+  std::vector<std::string> exported, expected;
+  DTF_RETURN_IF_ERROR(exportedFunctions(object, &exported));
+  for (const GeneratedKernelInfo &k : kernels) {
+    expected.push_back(k.cpuSymbol);
+    if (!k.cpuColumnsSymbol.empty())
+      expected.push_back(k.cpuColumnsSymbol);
+  }
+  std::sort(expected.begin(), expected.end());
+  if (exported != expected) {
+    std::vector<std::string> extra, missing;
+    std::set_difference(exported.begin(), exported.end(), expected.begin(),
+                        expected.end(), std::back_inserter(extra));
+    std::set_difference(expected.begin(), expected.end(), exported.begin(),
+                        exported.end(), std::back_inserter(missing));
+    return errorStatus(
+        "the plan's cpu_object exports ", exported.size(),
+        " functions where its kernels name ", expected.size(),
+        extra.empty() ? "" : strCat(" (it has '", extra[0], "', unnamed)"),
+        missing.empty() ? "" : strCat(" (it lacks '", missing[0], "')"),
+        "; compile the model again with dtfc");
+  }
   int fd = ::memfd_create("dtf-plan-kernels", MFD_CLOEXEC);
   if (fd < 0)
     return errorStatus("cannot create a memory file for the plan's kernels: ",

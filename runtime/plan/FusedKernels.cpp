@@ -6,6 +6,7 @@
 #include "runtime/plan/PlanTypes.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -334,6 +335,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
   if (!plan.cpu_object().empty() && plan.cpu_target().empty())
     return errorStatus(name, " has a cpu_object but no cpu_target (the "
                              "baseline it was compiled for)");
+  std::set<std::string> names;
   for (int k = 0; k < plan.kernels_size(); ++k) {
     const Kernel &kernel = plan.kernels(k);
     const std::string where =
@@ -342,6 +344,18 @@ Status validateKernels(const Plan &plan, const std::string &name) {
       return errorStatus(name, ": kernel ", k, " has no name");
     if (!plan.cpu_object().empty() && kernel.cpu_symbol().empty())
       return errorStatus(where, " has no cpu_symbol in the plan's cpu_object");
+    if (!names.insert(kernel.name()).second)
+      return errorStatus(where, " is named twice");
+    // dtfc names each kernel's CPU functions after it: a symbol of another
+    // name would run another kernel's code over this one's buffers.
+    for (const auto &[symbol, want] :
+         {std::pair{&kernel.cpu_symbol(), kernel.name()},
+          std::pair{&kernel.cpu_columns_symbol(), kernel.name() + "_columns"}})
+      if (!symbol->empty() && *symbol != want)
+        return errorStatus(where, " names the CPU function '",
+                           printable(*symbol), "' where dtfc writes '",
+                           printable(want),
+                           "'; compile the model again with dtfc");
     if (!kernel.cpu_columns_symbol().empty() &&
         std::none_of(kernel.params().begin(), kernel.params().end(),
                      [](const KernelParam &p) {

@@ -5,8 +5,11 @@
 
 #include "runtime/plan/PlanTypes.h"
 #include "schema/Placement.h"
+#include "schema/PlanSeal.h"
 
 #include <algorithm>
+#include <cmath>
+#include <tuple>
 #include <cstdint>
 #include <functional>
 #include <cerrno>
@@ -331,6 +334,30 @@ Status validateProgram(const Program &program, const std::string &what) {
 
 namespace {
 
+// An initializer's parameters: finite numbers of the ones its kind takes,
+// a spread that is not negative, a range that is not empty.
+Status checkInitializer(const Variable &var, const std::string &where) {
+  const Initializer &init = var.initializer();
+  for (const auto &[param, value] : init.params())
+    if (!std::isfinite(value))
+      return errorStatus(where, ": its ", printable(init.kind()),
+                         " initializer has ", printable(param), " = ", value,
+                         "; an initializer's parameters are finite numbers");
+  auto param = [&](const char *key, double fallback) {
+    auto it = init.params().find(key);
+    return it == init.params().end() ? fallback : it->second;
+  };
+  if (param("stddev", 0) < 0)
+    return errorStatus(where, ": its ", printable(init.kind()),
+                       " initializer has a negative stddev ",
+                       param("stddev", 0));
+  if (init.kind() == "uniform" && param("minval", 0) > param("maxval", 1))
+    return errorStatus(where, ": its uniform initializer has minval ",
+                       param("minval", 0), " above maxval ",
+                       param("maxval", 1));
+  return Status::ok();
+}
+
 // The variables: unique names, known dtypes, static shapes that fit
 // together, known initializers; `variables` by name.
 Status checkVariables(
@@ -366,9 +393,48 @@ Status checkVariables(
                          printable(var.initializer().kind()),
                          "' (known: zeros, ones, constant, uniform, normal, "
                          "truncated_normal, glorot_uniform, he_normal)");
-    if (var.partitions() < 0)
-      return errorStatus(where, " has a negative partition count");
+    DTF_RETURN_IF_ERROR(checkInitializer(var, where));
+    const int64_t rows = dims.empty() ? 1 : dims[0];
+    if (var.partitions() < 0 || var.partitions() > std::max<int64_t>(rows, 1))
+      return errorStatus(where, " has partitions = ", var.partitions(),
+                         "; a variable splits into 1 to ", std::max<int64_t>(rows, 1),
+                         " shards (its rows along axis 0)");
+    if (!(var.role().empty() || var.role() == "model" || var.role() == "slot" ||
+          var.role() == "global_step" || var.role() == "moving_average"))
+      return errorStatus(where, " has the unknown role '",
+                         printable(var.role()),
+                         "' (known: model, slot, global_step, moving_average)");
   }
+  // A slot or moving average belongs to a variable of the plan.
+  for (const Variable &var : plan.variables()) {
+    const bool owned = var.role() == "slot" || var.role() == "moving_average";
+    if (owned != !var.slot_of().empty() ||
+        (owned && (!variables->count(var.slot_of()) ||
+                   var.slot_of() == var.name())))
+      return errorStatus(name, ": variable '", printable(var.name()),
+                         "' (role '", printable(var.role()), "') has slot_of '",
+                         printable(var.slot_of()),
+                         "'; a slot or moving average names another variable "
+                         "of the plan, and only they name one");
+  }
+  return Status::ok();
+}
+
+// The session's threads and towers, within what any machine has.
+Status checkSession(const Plan &plan, const std::string &name) {
+  const SessionOptions &session = plan.session();
+  for (const auto &[what, value, max] :
+       {std::tuple{"inter_op_threads", int64_t(session.inter_op_threads()),
+                   kMaxSessionThreads},
+        std::tuple{"intra_op_threads", int64_t(session.intra_op_threads()),
+                   kMaxSessionThreads},
+        std::tuple{"gpu_towers", int64_t(session.gpu_towers()),
+                   kMaxGpuTowers}})
+    if (value < 0 || value > max)
+      return errorStatus(name, ": session.", what, " = ", value,
+                         " is outside 0..", max,
+                         " (0: the default); compile the model again with "
+                         "dtfc");
   return Status::ok();
 }
 
@@ -386,6 +452,7 @@ Status validatePlan(const Plan &plan, const std::string &name) {
 
   std::unordered_map<std::string, const Variable *> variables;
   DTF_RETURN_IF_ERROR(checkVariables(plan, name, &variables));
+  DTF_RETURN_IF_ERROR(checkSession(plan, name));
 
   const Program &train = plan.train_step();
   if (train.ops_size() == 0 || train.fetches_size() == 0)
@@ -527,7 +594,13 @@ Status parsePlan(std::string_view bytes, const std::string &name, Plan *out,
                        "truncated or corrupted (",
                        bytes.size(), " bytes); compile it again with dtfc");
   }
-  Status s = validatePlan(*out, name);
+  // Nothing of a plan is looked at before its bytes are known to be
+  // dtfc's, but a newer format is said as such.
+  Status s = out->format_version() > kPlanFormatVersion
+                 ? Status::ok()
+                 : checkSeal(bytes, *out, name);
+  if (s.isOk())
+    s = validatePlan(*out, name);
   if (!s.isOk()) {
     setKind(kind, out->format_version() > kPlanFormatVersion
                       ? PlanErrorKind::kNewerFormat

@@ -3,6 +3,7 @@
 // settings of synthetic.dtf (60 steps, summaries every 20 steps, eval every 30,
 // a staircase exponential decay).
 #include "tests/unit/exec/TestPlans.h"
+#include "schema/PlanSeal.h"
 
 #include <cstdio>
 #include <fstream>
@@ -32,7 +33,7 @@ int main(int argc, char **argv) {
   t->add_summaries("loss");
   t->add_summaries("accuracy");
   std::ofstream f(argv[1], std::ios::binary);
-  if (!(f << p.SerializeAsString())) {
+  if (!(f << dtf::plan::sealPlan(p))) { // as dtfc writes it
     std::fprintf(stderr, "%s: cannot write %s\n", argv[0], argv[1]);
     return 1;
   }

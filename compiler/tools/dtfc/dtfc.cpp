@@ -9,6 +9,7 @@
 #include "schema/ClusterSpec.h"
 #include "schema/Placement.h"
 #include "schema/PlanSchema.h"
+#include "schema/PlanSeal.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -406,11 +407,10 @@ int writePlan(const ::dtf::plan::Plan &plan, const Output &out) {
       google::protobuf::TextFormat::PrintToString(plan, &text);
       os << text;
     });
-  return out.write([&](llvm::raw_ostream &os) {
-    std::string bytes;
-    plan.SerializeToString(&bytes);
-    os << bytes;
-  });
+  // Sealed: the digests of its bytes and its code close the file
+  // (Plan.integrity), and every reader checks them before anything runs.
+  return out.write(
+      [&](llvm::raw_ostream &os) { os << ::dtf::plan::sealPlan(plan); });
 }
 
 } // namespace

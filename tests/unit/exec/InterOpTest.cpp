@@ -8,6 +8,7 @@
 #include "runtime/train/Trainer.h"
 #include "tests/unit/exec/AllocationCounter.h"
 #include "tests/unit/exec/TestPlans.h"
+#include "schema/PlanSeal.h"
 
 #include <gtest/gtest.h>
 
@@ -742,7 +743,7 @@ TEST(InterOp, DtfRunTakesInterOpThreads) {
   const std::string plan = dir + "/plan.bin";
   {
     std::ofstream f(plan, std::ios::binary);
-    f << p.SerializeAsString();
+    f << plan::sealPlan(p); // as dtfc writes it
   }
   RunResult one = runDtfRun(plan + " --quiet --threads 1 --inter-op-threads 1", dir);
   ASSERT_EQ(one.exitCode, 0) << one.err;

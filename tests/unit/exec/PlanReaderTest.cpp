@@ -6,13 +6,16 @@
 #include "runtime/train/Trainer.h"
 #include "tests/unit/exec/TestPlans.h"
 #include "dtf/OpTable.h"
+#include "schema/PlanSeal.h"
 
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <tuple>
@@ -29,11 +32,8 @@ const bool kQuietProtobuf = [] {
   return true;
 }();
 
-std::string serialize(const plan::Plan &p) {
-  std::string bytes;
-  EXPECT_TRUE(p.SerializeToString(&bytes));
-  return bytes;
-}
+// As dtfc writes it: sealed with its digests.
+std::string serialize(const plan::Plan &p) { return plan::sealPlan(p); }
 
 Status parse(const plan::Plan &p, plan::Plan *out,
              PlanErrorKind *kind = nullptr) {
@@ -86,8 +86,8 @@ TEST(PlanReader, NewerFormatIsRefusedWithBothVersions) {
   Status s = parse(p, &out, &kind);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(kind, PlanErrorKind::kNewerFormat);
-  EXPECT_EQ(s.message(), "plan.bin was written by a newer dtfc (format 4); "
-                         "this dtf-run reads format 3");
+  EXPECT_EQ(s.message(), "plan.bin was written by a newer dtfc (format 5); "
+                         "this dtf-run reads format 4");
 }
 
 TEST(PlanReader, EmptyAndVersionlessInputsAreNotPlans) {
@@ -451,14 +451,114 @@ TEST(PlanReader, TruncatedPlansFailWithAMessage) {
   int loaded = 0, cases = 0;
   for (size_t n = 0; n < bytes.size(); n += 7, ++cases)
     loadAsFarAsItGoes(bytes.substr(0, n), &loaded);
-  // The whole plan loads; hardly any prefix does.
+  // The whole plan loads; no prefix does (the seal ends the file).
+  EXPECT_EQ(loaded, 0) << "of " << cases << " truncations";
   loadAsFarAsItGoes(bytes, &loaded);
-  EXPECT_GE(loaded, 1);
-  EXPECT_LT(loaded, cases / 4) << "most truncations must be caught";
+  EXPECT_EQ(loaded, 1);
 }
 
-TEST(PlanReader, CorruptedPlansFailWithAMessageOrLoadValidly) {
+TEST(PlanReader, EveryChangedByteIsRefusedByTheSeal) {
   const std::string bytes = serialize(logisticRegressionPlan());
+  int refused = 0, changed = 0;
+  for (size_t at = 0; at < bytes.size(); ++at)
+    for (unsigned char flip : {0x01, 0x80}) {
+      std::string corrupted = bytes;
+      corrupted[at] = char(corrupted[at] ^ flip);
+      ++changed;
+      plan::Plan out;
+      Status s = plan::parsePlan(corrupted, "plan.bin", &out);
+      refused += !s.isOk();
+      if (s.isOk())
+        ADD_FAILURE() << "a flip of byte " << at << " of " << bytes.size()
+                      << " loaded";
+      else if (s.message().find("plan.bin") == std::string::npos)
+        ADD_FAILURE() << "a refusal without the file's name: " << s.message();
+    }
+  EXPECT_EQ(refused, changed);
+  // Bytes after the seal are refused too.
+  plan::Plan out;
+  Status s = plan::parsePlan(bytes + std::string("\x08\x01", 2), "plan.bin", &out);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("does not end with its integrity digest"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(PlanReader, APlanWithoutASealIsRefusedAsOlder) {
+  plan::Plan p = logisticRegressionPlan();
+  std::string bytes;
+  ASSERT_TRUE(p.SerializeToString(&bytes));
+  plan::Plan out;
+  Status s = plan::parsePlan(bytes, "old.bin", &out);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("old.bin has no integrity digest"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("compile the model again"), std::string::npos);
+}
+
+// Fields a run may not use are checked all the same, each refusal naming
+// the file and the field (an outside trial found these accepted).
+TEST(PlanReader, EveryFieldIsCheckedAgainstWhatItMayHold) {
+  struct Case {
+    const char *what;
+    std::function<void(plan::Plan *)> damage;
+    const char *says;
+  };
+  const std::vector<Case> cases = {
+      {"inter_op_threads", [](plan::Plan *p) {
+         p->mutable_session()->set_inter_op_threads(1000000);
+       }, "plan.bin: session.inter_op_threads = 1000000 is outside 0..1024"},
+      {"intra_op_threads", [](plan::Plan *p) {
+         p->mutable_session()->set_intra_op_threads(-1);
+       }, "plan.bin: session.intra_op_threads = -1 is outside 0..1024"},
+      {"gpu_towers", [](plan::Plan *p) {
+         p->mutable_session()->set_gpu_towers(1 << 20);
+       }, "session.gpu_towers = 1048576 is outside 0..64"},
+      {"partitions", [](plan::Plan *p) {
+         p->mutable_variables(0)->set_partitions(int64_t(1) << 40);
+       }, "plan.bin: variable 'W' has partitions = 1099511627776; a variable "
+          "splits into 1 to 4 shards"},
+      {"role", [](plan::Plan *p) {
+         p->mutable_variables(0)->set_role("weights");
+       }, "plan.bin: variable 'W' has the unknown role 'weights'"},
+      {"slot_of", [](plan::Plan *p) {
+         p->mutable_variables(1)->set_role("slot");
+         p->mutable_variables(1)->set_slot_of("missing");
+       }, "plan.bin: variable 'b' (role 'slot') has slot_of 'missing'"},
+      {"slot_of without a slot role", [](plan::Plan *p) {
+         p->mutable_variables(1)->set_slot_of("W");
+       }, "has slot_of 'W'; a slot or moving average names another variable"},
+      {"stddev inf", [](plan::Plan *p) {
+         plan::Initializer *init = p->mutable_variables(0)->mutable_initializer();
+         init->set_kind("normal");
+         (*init->mutable_params())["stddev"] = HUGE_VAL;
+       }, "plan.bin: variable 'W': its normal initializer has stddev = inf"},
+      {"stddev negative", [](plan::Plan *p) {
+         plan::Initializer *init = p->mutable_variables(0)->mutable_initializer();
+         init->set_kind("truncated_normal");
+         (*init->mutable_params())["stddev"] = -1;
+       }, "has a negative stddev -1"},
+      {"minval above maxval", [](plan::Plan *p) {
+         plan::Initializer *init = p->mutable_variables(0)->mutable_initializer();
+         init->set_kind("uniform");
+         (*init->mutable_params())["minval"] = 2;
+       }, "its uniform initializer has minval 2 above maxval 1"},
+  };
+  for (const Case &c : cases) {
+    plan::Plan p = logisticRegressionPlan();
+    ASSERT_EQ(p.variables(0).type().shape().dims(0), 4) << "W is [4, classes]";
+    c.damage(&p);
+    EXPECT_NE(loadError(p).find(c.says), std::string::npos)
+        << c.what << ": " << loadError(p);
+  }
+}
+
+// The reader behind the seal: plans whose bytes were changed and sealed
+// again (by a tool of the user's, say) still fail with a message or load a
+// valid plan.
+TEST(PlanReader, CorruptedPlansFailWithAMessageOrLoadValidly) {
+  const std::string bytes = logisticRegressionPlan().SerializeAsString();
   // DTF_PLAN_FUZZ_CASES and DTF_PLAN_FUZZ_SEED run more or other cases.
   const char *seedEnv = std::getenv("DTF_PLAN_FUZZ_SEED");
   const char *casesEnv = std::getenv("DTF_PLAN_FUZZ_CASES");
@@ -472,7 +572,10 @@ TEST(PlanReader, CorruptedPlansFailWithAMessageOrLoadValidly) {
       size_t at = rng() % corrupted.size();
       corrupted[at] = char(rng() % 256);
     }
-    loadAsFarAsItGoes(corrupted, &loaded);
+    plan::Plan reparsed;
+    if (!reparsed.ParseFromString(corrupted))
+      continue; // the protobuf itself is refused before any seal
+    loadAsFarAsItGoes(serialize(reparsed), &loaded);
     if (::testing::Test::HasFatalFailure())
       return;
   }

@@ -6,6 +6,7 @@
 #include "runtime/data/SyntheticDataset.h"
 #include "runtime/plan/PlanReader.h"
 #include "tests/unit/exec/TestPlans.h"
+#include "schema/PlanSeal.h"
 
 #include <gtest/gtest.h>
 
@@ -446,7 +447,7 @@ protected:
   std::string writePlan(const plan::Plan &p) {
     std::string path = dir_ + "/plan.bin";
     std::ofstream f(path, std::ios::binary);
-    f << p.SerializeAsString();
+    f << plan::sealPlan(p); // as dtfc writes it
     return path;
   }
 
@@ -530,7 +531,7 @@ TEST_F(DtfRun, ExitCodesSayWhatFailed) {
   EXPECT_NE(r.err.find("missing.bin"), std::string::npos);
   // A truncated plan.
   {
-    std::string bytes = logisticRegressionPlan().SerializeAsString();
+    std::string bytes = plan::sealPlan(logisticRegressionPlan());
     std::ofstream f(dir_ + "/cut.bin", std::ios::binary);
     f << bytes.substr(0, bytes.size() / 2);
   }

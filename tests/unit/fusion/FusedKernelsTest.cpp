@@ -12,6 +12,7 @@
 #include "runtime/kernels/GeneratedKernels.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
+#include "schema/PlanSeal.h"
 #include "tests/unit/fusion/KernelInputs.h"
 #include "tests/unit/fusion/SkipReasons.h"
 
@@ -777,8 +778,71 @@ TEST(GeneratedKernels, MissingSymbolIsAPreciseError) {
   dtf::Status s =
       dtf::GeneratedKernels::load(plan.cpu_object(), {info}, &loaded);
   ASSERT_FALSE(s.isOk());
-  EXPECT_NE(s.message().find("has no symbol 'dtf_fused_99'"), std::string::npos)
+  EXPECT_NE(s.message().find("(it lacks 'dtf_fused_99')"), std::string::npos)
       << s.message();
+}
+
+// The object's dynamic symbol table must be exactly the kernels' functions:
+// code the plan does not name is not loaded.
+TEST(GeneratedKernels, AFunctionNoKernelNamesIsRefused) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(plan.kernels_size(), 1);
+  std::vector<dtf::GeneratedKernelInfo> infos;
+  for (const dtf::plan::Kernel &k : plan.kernels()) {
+    dtf::GeneratedKernelInfo &info = infos.emplace_back();
+    info.name = k.name();
+    info.cpuSymbol = k.cpu_symbol();
+    info.cpuColumnsSymbol = k.cpu_columns_symbol();
+  }
+  std::unique_ptr<dtf::GeneratedKernels> loaded;
+  ASSERT_TRUE(dtf::GeneratedKernels::load(plan.cpu_object(), infos, &loaded).isOk());
+  // (The last kernel without a columns function, so that one name goes.)
+  while (!infos.back().cpuColumnsSymbol.empty())
+    infos.pop_back();
+  const std::string last = infos.back().cpuSymbol;
+  infos.pop_back();
+  dtf::Status s = dtf::GeneratedKernels::load(plan.cpu_object(), infos, &loaded);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("(it has '" + last + "', unnamed)"),
+            std::string::npos)
+      << s.message();
+}
+
+// A kernel whose cpu_symbol names another kernel's function would run that
+// code over its buffers (an outside trial: SIGSEGV): the reader refuses it,
+// even in a plan sealed again after the change.
+TEST(GeneratedKernels, ACpuSymbolNamingAnotherKernelIsRefused) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_GT(plan.kernels_size(), 1);
+  plan.mutable_kernels(0)->set_cpu_symbol(plan.kernels(1).name());
+  dtf::plan::Plan out;
+  dtf::Status s =
+      dtf::plan::parsePlan(dtf::plan::sealPlan(plan), "cnn.bin", &out);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("cnn.bin: kernel 0 '" + plan.kernels(0).name() +
+                             "' names the CPU function '" +
+                             plan.kernels(1).name() + "' where dtfc writes"),
+            std::string::npos)
+      << s.message();
+}
+
+// Code changed after the seal (in memory: the reader has checked the file)
+// is not run: the kernels run op by op, and the reason says why.
+TEST(GeneratedKernels, CodeThatIsNotTheSealedCodeRunsOpByOp) {
+  dtf::plan::Plan plan;
+  ASSERT_NO_FATAL_FAILURE(compileModel(seedModel(), &plan));
+  ASSERT_TRUE(plan.has_integrity());
+  std::string object = plan.cpu_object();
+  object[object.size() / 2] ^= 1;
+  plan.set_cpu_object(object);
+  auto kernels = dtf::exec::planKernelsOf(plan);
+  ASSERT_TRUE(kernels);
+  EXPECT_FALSE(kernels->loaded);
+  EXPECT_NE(kernels->fallbackReason.find("SHA-256 is not the one dtfc sealed"),
+            std::string::npos)
+      << kernels->fallbackReason;
 }
 
 TEST(GeneratedKernels, UnknownBaselineFallsBackOpByOp) {

@@ -7,6 +7,7 @@
 #include "tests/unit/gpu/FakeCubin.h"
 
 #include "plan.pb.h"
+#include "schema/PlanSeal.h"
 
 #include <cstdio>
 #include <fstream>
@@ -45,8 +46,10 @@ int main(int argc, char **argv) {
     std::vector<uint8_t> c = dtf::gpu::cubin(tables);
     (*plan.mutable_gpu_cubins())["sm_90"] = std::string(c.begin(), c.end());
   }
+  // Sealed again, as dtfc would have written the plan with this code.
   std::ofstream out(argv[2], std::ios::binary);
-  if (!plan.SerializeToOstream(&out)) {
+  out << dtf::plan::sealPlan(plan);
+  if (!out.flush()) {
     std::fprintf(stderr, "dtf-test-add-gpu-code: cannot write %s\n", argv[2]);
     return 1;
   }
