@@ -2,6 +2,8 @@
 // column.
 #include "runtime/data/CsvDataset.h"
 
+#include "schema/PlanSchema.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -74,6 +76,13 @@ Expected<std::vector<std::string>> splitFields(std::string_view line,
   return fields;
 }
 
+/// A field or header name as messages quote it: 'text', with control bytes
+/// (a NUL would end the message where it is printed) and bytes >= 0x7f
+/// written as \xNN.
+std::string quoted(std::string_view text) {
+  return "'" + plan::printable(text) + "'";
+}
+
 /// Parses a whole field as a finite float, in the C locale whatever the
 /// process's. Returns "" on success, else why the text is not a number.
 std::string parseNumber(std::string_view text, float &out) {
@@ -85,16 +94,16 @@ std::string parseNumber(std::string_view text, float &out) {
   if (digits.front() == '+') {
     digits.remove_prefix(1);
     if (digits.empty() || digits.front() == '-')
-      return "'" + std::string(t) + "' is not a number";
+      return quoted(t) + " is not a number";
   }
   auto [end, ec] =
       std::from_chars(digits.data(), digits.data() + digits.size(), out);
   if (ec == std::errc::result_out_of_range)
-    return "'" + std::string(t) + "' is out of the range of float32";
+    return quoted(t) + " is out of the range of float32";
   if (ec != std::errc() || end != digits.data() + digits.size())
-    return "'" + std::string(t) + "' is not a number";
+    return quoted(t) + " is not a number";
   if (!std::isfinite(out))
-    return "'" + std::string(t) + "' is not a finite number";
+    return quoted(t) + " is not a finite number";
   return "";
 }
 
@@ -106,7 +115,7 @@ std::string parseLabel(std::string_view text, int32_t &out) {
   auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
   if (ec == std::errc() && end == t.data() + t.size()) {
     if (out < 0)
-      return "label " + std::string(t) +
+      return "label " + plan::printable(t) +
              " is negative; labels are 0, 1, 2, ...";
     return "";
   }
@@ -118,8 +127,7 @@ std::string parseLabel(std::string_view text, int32_t &out) {
     out = static_cast<int32_t>(value);
     return "";
   }
-  return "'" + std::string(t) +
-         "' is not a class label (a non-negative integer)";
+  return quoted(t) + " is not a class label (a non-negative integer)";
 }
 
 /// The columns of a file: its header (when it has one), their count, and the
@@ -134,7 +142,7 @@ struct CsvColumns {
   /// How errors name column `col`: by its header, else by its number.
   std::string name(size_t col) const {
     if (haveHeader && !header[col].empty())
-      return "column '" + header[col] + "'";
+      return "column " + quoted(header[col]);
     return "column " + std::to_string(col + 1);
   }
 };
@@ -145,8 +153,8 @@ Expected<size_t> columnByName(const CsvColumns &cols, const std::string &wanted,
                               const std::string &name,
                               const std::string &where) {
   if (!cols.haveHeader)
-    return Error(name + ": column '" + wanted +
-                 "' is chosen by name, but the file has no header row; "
+    return Error(name + ": column " + quoted(wanted) +
+                 " is chosen by name, but the file has no header row; "
                  "choose columns by index");
   const std::vector<std::string> &header = cols.header;
   size_t found = header.size();
@@ -154,17 +162,17 @@ Expected<size_t> columnByName(const CsvColumns &cols, const std::string &wanted,
     if (header[c] != wanted)
       continue;
     if (found != header.size())
-      return Error(where + "the header names two columns '" + wanted + "' (" +
-                   std::to_string(found + 1) + " and " + std::to_string(c + 1) +
-                   ")");
+      return Error(where + "the header names two columns " + quoted(wanted) +
+                   " (" + std::to_string(found + 1) + " and " +
+                   std::to_string(c + 1) + ")");
     found = c;
   }
   if (found == header.size()) {
     std::string all;
     for (const std::string &h : header)
-      all += (all.empty() ? "" : ", ") + h;
-    return Error(where + "no column named '" + wanted + "' in the header (" +
-                 all + ")");
+      all += (all.empty() ? "" : ", ") + plan::printable(h);
+    return Error(where + "no column named " + quoted(wanted) +
+                 " in the header (" + all + ")");
   }
   return found;
 }
@@ -197,8 +205,8 @@ std::optional<Error> resolveColumns(const CsvOptions &options,
       if (!c)
         return Error(c.error());
       if (static_cast<int>(*c) == cols.label)
-        return Error(where + "column '" + f +
-                     "' is the label; it cannot also be a feature");
+        return Error(where + "column " + quoted(f) +
+                     " is the label; it cannot also be a feature");
       cols.features.push_back(*c);
     }
   } else {

@@ -32,9 +32,12 @@ struct CsvOptions {
 /// are the feature columns (as float32, shape {number of feature columns}) and
 /// whose label is the label column (a non-negative integer; "3" and "3.0" both
 /// read as class 3). Fields may be double-quoted; blank lines are skipped; CRLF
-/// line ends and a UTF-8 byte-order mark are accepted. Errors name the file,
-/// the 1-based line and the column: "data.csv:17: column 'x3': 'abc' is not a
-/// number".
+/// line ends and a UTF-8 byte-order mark are accepted. A feature that is NaN
+/// or infinite ("nan", "inf") is refused, as is a label that is fractional or
+/// negative. Errors name the file, the 1-based line and the column:
+/// "data.csv:17: column 'x3': 'abc' is not a number"; the text they quote
+/// from the file has control bytes (a NUL included) and bytes >= 0x7f written
+/// as \xNN, so a message is never cut short where it is printed.
 Expected<InMemoryDataset> readCsv(const std::string &path,
                                   const CsvOptions &options = {});
 

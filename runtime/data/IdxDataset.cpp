@@ -1,74 +1,18 @@
-// Reading IDX files through zlib (which passes raw files through unchanged).
+// Reading IDX files, raw or gzip (InputFile), with sizes checked before
+// anything is allocated.
 #include "runtime/data/IdxDataset.h"
 
-#include <zlib.h>
+#include "runtime/data/InputFile.h"
 
 #include <algorithm>
 #include <array>
 #include <cassert>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <system_error>
 
 namespace dtf::data {
 namespace {
-
-/// A gzFile closed on every return path.
-class GzReader {
-public:
-  explicit GzReader(gzFile file) : file_(file) {}
-  GzReader(const GzReader &) = delete;
-  GzReader &operator=(const GzReader &) = delete;
-  ~GzReader() {
-    if (file_)
-      gzclose(file_);
-  }
-
-  /// Reads up to `n` bytes; stops early only at the end of the data or on an
-  /// error, which error() then describes.
-  size_t read(void *out, size_t n) {
-    auto *bytes = static_cast<unsigned char *>(out);
-    size_t done = 0;
-    while (done < n) {
-      // gzread takes an unsigned length and returns an int.
-      unsigned chunk =
-          static_cast<unsigned>(std::min<size_t>(n - done, 1u << 24));
-      int got = gzread(file_, bytes + done, chunk);
-      if (got <= 0)
-        break;
-      done += static_cast<size_t>(got);
-    }
-    return done;
-  }
-
-  /// What went wrong in the reads so far, or "" when nothing did. zlib puts the
-  /// path in front of its messages; the callers name the file themselves.
-  std::string error(const std::string &path) const {
-    int code = Z_OK;
-    const char *message = gzerror(file_, &code);
-    if (code == Z_OK || code == Z_STREAM_END)
-      return "";
-    if (code == Z_ERRNO)
-      return std::strerror(errno);
-    std::string text = message ? message : "unknown error";
-    if (text.compare(0, path.size() + 2, path + ": ") == 0)
-      text.erase(0, path.size() + 2);
-    return "gzip: " + text;
-  }
-
-  /// Whether the reads stopped at a gzip stream cut short: a truncated file, as
-  /// opposed to corrupt data or an I/O error.
-  bool endedEarly() const {
-    int code = Z_OK;
-    gzerror(file_, &code);
-    return code == Z_OK || code == Z_STREAM_END || code == Z_BUF_ERROR;
-  }
-
-private:
-  gzFile file_;
-};
 
 std::string hex32(uint32_t v) {
   char buf[16];
@@ -89,15 +33,20 @@ std::string joinDims(const std::vector<uint32_t> &dims) {
 }
 
 /// The error for a read that came up short: "truncated: <what>" when the file
-/// (or its gzip stream) simply ended, or what the reader says went wrong
-/// instead.
-Error shortRead(const std::string &path, const GzReader &reader,
-                const std::string &what) {
-  std::string why = reader.error(path);
-  if (!reader.endedEarly())
+/// (or its gzip stream) simply ended, or what went wrong instead.
+Error shortRead(const InputFile &file, const std::string &what) {
+  const std::string &path = file.path();
+  const std::string &why = file.failureMessage();
+  switch (file.failure()) {
+  case InputFile::Failure::kNone:
+  case InputFile::Failure::kTruncated:
+    return Error(path + ": truncated: " + what +
+                 (why.empty() ? "" : " (" + why + ")"));
+  case InputFile::Failure::kTrailingBytes:
+    return Error(path + ": " + why);
+  default:
     return Error(path + ": cannot read: " + why);
-  return Error(path + ": truncated: " + what +
-               (why.empty() ? "" : " (" + why + ")"));
+  }
 }
 
 const char *kindOfRank(int rank) {
@@ -130,21 +79,18 @@ Expected<IdxArray> readIdxFile(const std::string &path, int rank) {
   if (std::filesystem::is_directory(path, ec))
     return Error(path + ": is a directory, not an IDX file");
 
-  errno = 0;
-  gzFile raw = gzopen(path.c_str(), "rb");
-  if (!raw)
-    return Error(path + ": cannot open: " +
-                 (errno ? std::strerror(errno) : "out of memory"));
-  GzReader reader(raw);
-  gzbuffer(raw, 1u << 17);
+  Expected<std::unique_ptr<InputFile>> opened =
+      InputFile::open(path, InputFile::Compression::kDetect);
+  if (!opened)
+    return Error(opened.error());
+  InputFile &file = **opened;
 
   unsigned char magicBytes[4];
-  size_t got = reader.read(magicBytes, 4);
-  if (got == 0 && reader.error(path).empty())
+  size_t got = file.read(magicBytes, 4);
+  if (got == 0 && file.failure() == InputFile::Failure::kNone)
     return Error(path + ": the file is empty; expected an IDX header");
   if (got < 4)
-    return shortRead(path, reader,
-                     "the file ends inside the 4-byte magic number");
+    return shortRead(file, "the file ends inside the 4-byte magic number");
   uint32_t magic = bigEndian32(magicBytes);
   uint32_t expected = 0x800u | static_cast<uint32_t>(rank);
   if (magic != expected)
@@ -158,11 +104,10 @@ Expected<IdxArray> readIdxFile(const std::string &path, int rank) {
   array.dims.resize(static_cast<size_t>(rank));
   for (int d = 0; d < rank; ++d) {
     unsigned char dimBytes[4];
-    if (reader.read(dimBytes, 4) < 4)
-      return shortRead(path, reader,
-                       "the file ends inside the header, at dimension " +
-                           std::to_string(d + 1) + " of " +
-                           std::to_string(rank));
+    if (file.read(dimBytes, 4) < 4)
+      return shortRead(file, "the file ends inside the header, at dimension " +
+                                 std::to_string(d + 1) + " of " +
+                                 std::to_string(rank));
     array.dims[static_cast<size_t>(d)] = bigEndian32(dimBytes);
   }
 
@@ -174,34 +119,41 @@ Expected<IdxArray> readIdxFile(const std::string &path, int rank) {
           path + ": dimensions " + joinDims(array.dims) +
           " overflow: their product does not fit in memory's size type");
   }
+  auto promised = [&](uint64_t present) {
+    return "the header says " + joinDims(array.dims) + " = " +
+           std::to_string(total) + " bytes of data, the file ends after " +
+           std::to_string(present);
+  };
+  // A raw file's size bounds the data before anything is allocated.
+  // (A pipe has no size: its data is read as a gzip stream's is.)
+  const uint64_t size = file.fileSize(), header = file.position();
+  if (!file.gzip() && size >= header && total > size - header)
+    return Error(path + ": truncated: " + promised(size - header));
 
-  // Grow in steps, so a header that promises far more than the file holds fails
-  // as truncated instead of allocating the promised size first.
-  const size_t step = size_t(64) << 20;
+  // A gzip stream's size is known only by reading it: the buffer grows by what
+  // is already there, so a header that promises far more than the stream
+  // holds fails as truncated after allocating at most twice the data.
   size_t have = 0;
   while (have < total) {
-    size_t want = std::min<size_t>(total - have, step);
+    size_t want =
+        std::min<size_t>(total - have, std::max<size_t>(have, 1 << 20));
     array.data.resize(have + want);
-    size_t n = reader.read(array.data.data() + have, want);
+    size_t n = file.read(array.data.data() + have, want);
     have += n;
     if (n < want)
-      return shortRead(path, reader,
-                       "the header says " + joinDims(array.dims) + " = " +
-                           std::to_string(total) +
-                           " bytes of data, the file ends after " +
-                           std::to_string(have));
+      return shortRead(file, promised(have));
   }
 
-  // Reading past the data also makes zlib check the gzip trailer's CRC.
+  // Reading past the data also checks the gzip trailer's CRC and what follows
+  // the stream.
   unsigned char extra;
-  if (reader.read(&extra, 1) != 0)
+  if (file.read(&extra, 1) != 0)
     return Error(path + ": has data after the " + std::to_string(total) +
                  " bytes its header (" + joinDims(array.dims) +
                  ") describes; is the header wrong?");
-  if (std::string why = reader.error(path); !why.empty())
-    return shortRead(path, reader,
-                     "the gzip stream ends after the data, before its "
-                     "checksum");
+  if (file.failure() != InputFile::Failure::kNone)
+    return shortRead(file, "the gzip stream ends after the data, before its "
+                           "checksum");
   return array;
 }
 

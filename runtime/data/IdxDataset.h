@@ -18,10 +18,14 @@ struct IdxArray {
 };
 
 /// Reads an IDX file whose magic number must be 0x0000080R: unsigned bytes in R
-/// dimensions (R = `rank`). The file may be gzip-compressed or raw, whatever
-/// its name. A wrong magic number, a short or corrupt file, data left after the
-/// last element, or dimensions whose product overflows give an Error naming the
-/// file.
+/// dimensions (R = `rank`). The file may be gzip-compressed (one member or
+/// several, as `cat a.gz b.gz` makes) or raw, whatever its name. A wrong magic
+/// number, a short or corrupt file, data left after the last element, bytes
+/// after the gzip stream that are not another member, or dimensions whose
+/// product overflows give an Error naming the file. A raw file's dimensions
+/// are checked against its size before the data is allocated; a gzip file's
+/// data buffer grows as the data arrives, so a header that lies costs at most
+/// twice the bytes the stream really holds.
 Expected<IdxArray> readIdxFile(const std::string &path, int rank);
 
 /// An images file: magic 0x00000803, [count, rows, cols].

@@ -2,13 +2,15 @@
 #include "runtime/data/TFRecordDataset.h"
 
 #include "runtime/core/Crc32c.h"
+#include "runtime/data/InputFile.h"
+#include "schema/PlanSchema.h"
 
 #include "example.pb.h"
 
 #include <glob.h>
-#include <zlib.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -47,24 +49,11 @@ uint32_t readLe32(const unsigned char *p) {
          uint32_t(p[3]) << 24;
 }
 
-struct GzCloser {
-  void operator()(gzFile_s *f) const { gzclose(f); }
-};
-
-// Reads exactly n bytes; returns the count read (< n at the end of the file),
-// or -1 on a read error.
-int64_t readFully(gzFile f, void *out, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    const unsigned chunk = unsigned(std::min<size_t>(n - done, 1u << 30));
-    int r = gzread(f, static_cast<char *>(out) + done, chunk);
-    if (r < 0)
-      return -1;
-    if (r == 0)
-      break;
-    done += size_t(r);
-  }
-  return int64_t(done);
+// A number as messages write it: 1.5, nan, inf, 1e+30.
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
 }
 
 // Appends one feature's values to `out`, or says what is wrong.
@@ -75,13 +64,14 @@ std::string appendFeature(const tensorflow::Example &ex,
   if (it == map.end()) {
     std::string names;
     for (const auto &kv : map)
-      names += (names.empty() ? "" : ", ") + kv.first;
-    return "has no feature '" + c.feature + "' for input '" + c.input +
-           "' (it has: " + (names.empty() ? "none" : names) + ")";
+      names += (names.empty() ? "" : ", ") + plan::printable(kv.first);
+    return "has no feature '" + plan::printable(c.feature) + "' for input '" +
+           c.input + "' (it has: " + (names.empty() ? "none" : names) + ")";
   }
+  const std::string feature = plan::printable(c.feature);
   const tensorflow::Feature &f = it->second;
   auto wrongCount = [&](int64_t n, const char *kind) {
-    return "feature '" + c.feature + "' (" + kind + ") holds " +
+    return "feature '" + feature + "' (" + kind + ") holds " +
            std::to_string(n) + " values; input '" + c.input + "' takes " +
            std::to_string(c.count) + " per example";
   };
@@ -99,7 +89,7 @@ std::string appendFeature(const tensorflow::Example &ex,
       return wrongCount(v.size(), "int64_list");
     for (int64_t x : v) {
       if (x > (int64_t(1) << 24) || x < -(int64_t(1) << 24))
-        return "feature '" + c.feature + "' holds " + std::to_string(x) +
+        return "feature '" + feature + "' holds " + std::to_string(x) +
                ", beyond the integers dtf-run's data pipeline holds exactly "
                "(|v| <= 2^24)";
       out.push_back(float(x));
@@ -109,7 +99,7 @@ std::string appendFeature(const tensorflow::Example &ex,
   case tensorflow::Feature::kBytesList: {
     const auto &v = f.bytes_list().value();
     if (v.size() != 1 || int64_t(v[0].size()) != c.count)
-      return "feature '" + c.feature + "' (bytes_list) holds " +
+      return "feature '" + feature + "' (bytes_list) holds " +
              std::to_string(v.size()) + " strings" +
              (v.size() == 1 ? " of " + std::to_string(v[0].size()) + " bytes"
                             : std::string()) +
@@ -120,75 +110,178 @@ std::string appendFeature(const tensorflow::Example &ex,
     return "";
   }
   default:
-    return "feature '" + c.feature + "' holds no list";
+    return "feature '" + feature + "' holds no list";
   }
+}
+
+// Why the values `v` of column `c` cannot feed its input, or "".
+std::string checkValues(const TFRecordColumn &c, const float *v) {
+  for (int64_t k = 0; k < c.count; ++k) {
+    const float x = v[k];
+    std::string why;
+    if (!std::isfinite(x))
+      why = "; inputs take finite numbers only";
+    else if (c.integer && (x != std::floor(x) || std::fabs(x) > 0x1p24f))
+      why = ", but input '" + c.input +
+            "' is an integer input: it takes whole numbers up to 2^24";
+    else if (c.classes > 0 && (x < 0 || x >= float(c.classes)))
+      why = ", but input '" + c.input + "' holds the labels of a loss over " +
+            std::to_string(c.classes) + " classes: labels lie in 0.." +
+            std::to_string(c.classes - 1);
+    if (!why.empty())
+      return "feature '" + plan::printable(c.feature) + "' holds " + number(x) +
+             " (value " + std::to_string(k + 1) + " of " +
+             std::to_string(c.count) + ")" + why;
+  }
+  return "";
+}
+
+// The reading of one file: where it is, and how problems are reported.
+struct FileReader {
+  const std::string &path;
+  const TFRecordOptions &o;
+  InputFile &file;
+  TFRecordReport &report;
+
+  std::string at(uint64_t offset) const {
+    return path + ": offset " + std::to_string(offset) + ": ";
+  }
+  // Keeps a warning (the first few) for a skip.
+  void warn(std::string line) {
+    if (report.warnings.size() < kMaxTFRecordWarnings)
+      report.warnings.push_back(std::move(line));
+  }
+  // A problem that makes the rest of the file unreadable: fatal, or the rest
+  // skipped. Returns the error, or "".
+  std::string endOfFile(const std::string &msg) {
+    if (!o.skipCorrupt)
+      return msg + " (on_corrupt = skip skips it)";
+    warn(msg + "; the rest of the file is skipped");
+    ++report.corruptSkipped;
+    return "";
+  }
+  // The read stopped short at `offset`: what the file says went wrong, or
+  // `truncated` when the data simply ended.
+  std::string shortRead(uint64_t offset, const std::string &truncated) {
+    const std::string &why = file.failureMessage();
+    switch (file.failure()) {
+    case InputFile::Failure::kIo:
+      return at(offset) + why;
+    case InputFile::Failure::kTrailingBytes:
+      return endOfFile(path + ": " + why);
+    case InputFile::Failure::kCorrupt:
+      return endOfFile(at(offset) + why);
+    default:
+      return endOfFile(at(offset) + truncated +
+                       (why.empty() ? "" : " (" + why + ")"));
+    }
+  }
+  // Why a record of `length` bytes at `offset` cannot be in this file, or "".
+  std::string lengthProblem(uint64_t offset, uint64_t length) const {
+    // A plain file's size bounds its records (a pipe has no size).
+    const uint64_t size = file.fileSize(), pos = file.position();
+    if (!file.gzip() && size >= pos) {
+      if (size - pos < 4 || length > size - pos - 4)
+        return at(offset) + "truncated record: its length field announces " +
+               std::to_string(length) + " data bytes and a 4-byte CRC, but " +
+               std::to_string(size - pos) +
+               " bytes of the file follow (the file is cut short, or not a "
+               "TFRecord file)";
+    } else if (length > kMaxGzipRecordBytes) {
+      return at(offset) + "the length field announces a record of " +
+             std::to_string(length) + " bytes, more than the " +
+             std::to_string(kMaxGzipRecordBytes >> 20) +
+             " MiB dtf-run reads from a gzip file: a corrupt file, or not a "
+             "TFRecord file";
+    }
+    if (length > uint64_t(INT_MAX) - 4)
+      return at(offset) + "a record of " + std::to_string(length) +
+             " bytes, more than the 2 GiB a tf.train.Example may hold";
+    return "";
+  }
+};
+
+// Reads the next record's bytes into data[0, *length): kRecord; at the end of
+// the file kEnd; kSkip when the rest of the file is skipped; else *error says
+// why reading stops.
+enum class Framing { kRecord, kEnd, kSkip, kError };
+Framing readRecord(FileReader &r, bool first, std::vector<unsigned char> &data,
+                   uint64_t *length, std::string *error) {
+  const uint64_t offset = r.file.position();
+  auto stop = [&](std::string err) {
+    *error = std::move(err);
+    return error->empty() ? Framing::kSkip : Framing::kError;
+  };
+  unsigned char header[12];
+  const size_t got = r.file.read(header, sizeof header);
+  if (got == 0 && r.file.failure() == InputFile::Failure::kNone)
+    return Framing::kEnd;
+  if (got < sizeof header)
+    return stop(r.shortRead(offset, "truncated record header (" +
+                                        std::to_string(got) + " of 12 bytes)"));
+  *length = readLe64(header);
+  const uint32_t lengthCrc = readLe32(header + 8);
+  if (maskedCrc(header, 8) != lengthCrc) {
+    if (first && !r.o.gzip && r.file.startsLikeGzip())
+      return stop(r.path + ": is gzip-compressed; add compression = gzip to "
+                           "the source");
+    return stop(r.endOfFile(r.at(offset) + "length CRC mismatch (stored " +
+                            hex32(lengthCrc) + ", computed " +
+                            hex32(maskedCrc(header, 8)) +
+                            "): not a TFRecord file, or a corrupt one"));
+  }
+  if (std::string why = r.lengthProblem(offset, *length); !why.empty())
+    return stop(r.endOfFile(why));
+  // The data and its CRC, read in pieces that grow with what has arrived:
+  // a length that lies is found by the end of the stream, not by allocating.
+  const size_t total = size_t(*length) + 4;
+  size_t have = 0;
+  while (have < total) {
+    const size_t want =
+        std::min(total - have, std::max<size_t>(have, size_t(1) << 20));
+    if (data.size() < have + want)
+      data.resize(have + want);
+    const size_t n = r.file.read(data.data() + have, want);
+    have += n;
+    if (n < want)
+      return stop(r.shortRead(
+          offset, "truncated record: " + std::to_string(*length) +
+                      " data bytes announced, " +
+                      std::to_string(have > 4 ? have - 4 : 0) + " present"));
+  }
+  return Framing::kRecord;
 }
 
 // Reads one file's records into `features`. Returns an error message naming
 // the file, or "".
 std::string readFile(const std::string &path, const TFRecordOptions &o,
-                     uint64_t plainBytesLeft, std::vector<float> &features,
+                     uint64_t plainBytes, std::vector<float> &features,
                      TFRecordReport &report) {
-  std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
-  if (!f)
-    return path + ": cannot open: " + std::strerror(errno);
-  gzbuffer(f.get(), 1 << 17);
+  Expected<std::unique_ptr<InputFile>> opened =
+      InputFile::open(path, o.gzip ? InputFile::Compression::kGzip
+                                   : InputFile::Compression::kNone);
+  if (!opened)
+    return opened.error();
+  InputFile &file = **opened;
+  if (o.gzip && !file.startsLikeGzip() && file.fileSize() > 0)
+    return path + ": is not gzip-compressed, but the source says "
+                  "compression = gzip";
+  FileReader r{path, o, file, report};
   std::vector<unsigned char> data;
   tensorflow::Example ex;
-  uint64_t offset = 0;
-  bool first = true;
-  for (;;) {
-    unsigned char header[12];
-    const int64_t got = readFully(f.get(), header, sizeof header);
-    if (first) {
-      first = false;
-      const bool direct = gzdirect(f.get()) != 0;
-      if (got > 0 && o.gzip && direct)
-        return path + ": is not gzip-compressed, but the source says "
-                      "compression = gzip";
-      if (!o.gzip && !direct)
-        return path + ": is gzip-compressed; add compression = gzip to the "
-                      "source";
+  for (uint64_t record = 1;; ++record) {
+    const uint64_t here = file.position();
+    uint64_t length = 0;
+    std::string err;
+    switch (readRecord(r, record == 1, data, &length, &err)) {
+    case Framing::kRecord:
+      break;
+    case Framing::kEnd:
+    case Framing::kSkip:
+      return "";
+    case Framing::kError:
+      return err;
     }
-    if (got < 0)
-      return path + ": offset " + std::to_string(offset) +
-             ": cannot read: " + gzerror(f.get(), nullptr);
-    if (got == 0)
-      return "";
-    // A problem that makes the rest of the file unreadable.
-    auto endOfFile = [&](const std::string &what) -> std::string {
-      std::string msg =
-          path + ": offset " + std::to_string(offset) + ": " + what;
-      if (!o.skipCorrupt)
-        return msg + " (on_corrupt = skip skips it)";
-      report.warnings.push_back(msg + "; the rest of the file is skipped");
-      ++report.corruptSkipped;
-      return "";
-    };
-    if (got < int64_t(sizeof header))
-      return endOfFile("truncated record header (" + std::to_string(got) +
-                       " of 12 bytes)");
-    const uint64_t length = readLe64(header);
-    const uint32_t lengthCrc = readLe32(header + 8);
-    if (maskedCrc(header, 8) != lengthCrc)
-      return endOfFile("length CRC mismatch (stored " + hex32(lengthCrc) +
-                       ", computed " + hex32(maskedCrc(header, 8)) +
-                       "): not a TFRecord file, or a corrupt one");
-    if (length > (uint64_t(1) << 31))
-      return endOfFile("record of " + std::to_string(length) +
-                       " bytes, more than 2 GiB");
-    data.resize(size_t(length) + 4);
-    const int64_t body = readFully(f.get(), data.data(), data.size());
-    if (body < 0)
-      return path + ": offset " + std::to_string(offset) +
-             ": cannot read: " + gzerror(f.get(), nullptr);
-    if (uint64_t(body) < data.size())
-      return endOfFile("truncated record: " + std::to_string(length) +
-                       " data bytes announced, " +
-                       std::to_string(std::max<int64_t>(body - 4, 0)) +
-                       " present");
-    const uint64_t here = offset;
-    offset += 12 + data.size();
     const uint32_t stored = readLe32(data.data() + length);
     const uint32_t computed = maskedCrc(data.data(), size_t(length));
     std::string bad;
@@ -198,28 +291,42 @@ std::string readFile(const std::string &path, const TFRecordOptions &o,
     else if (!ex.ParseFromArray(data.data(), int(length)))
       bad = "the record is not a tf.train.Example";
     if (!bad.empty()) {
-      std::string msg = path + ": offset " + std::to_string(here) + ": " + bad;
       if (!o.skipCorrupt)
-        return msg + " (on_corrupt = skip skips such records)";
-      report.warnings.push_back(msg + "; record skipped");
+        return r.at(here) + bad + " (on_corrupt = skip skips such records)";
+      r.warn(r.at(here) + bad + "; record skipped");
       ++report.corruptSkipped;
       continue;
     }
     const size_t before = features.size();
-    if (before == 0 && !o.gzip) {
+    std::string invalid;
+    for (const TFRecordColumn &c : o.columns) {
+      const size_t first = features.size();
+      if (std::string why = appendFeature(ex, c, features); !why.empty()) {
+        features.resize(before);
+        return r.at(here) + why;
+      }
+      if (invalid.empty())
+        invalid = checkValues(c, features.data() + first);
+    }
+    if (!invalid.empty()) {
+      features.resize(before);
+      const std::string msg =
+          r.at(here) + "record " + std::to_string(record) + ": " + invalid;
+      if (!o.skipCorrupt)
+        return msg + " (correct the record, or on_corrupt = skip skips such "
+                     "records)";
+      r.warn(msg + "; record skipped");
+      ++report.invalidSkipped;
+      continue;
+    }
+    if (report.records == 0 && !o.gzip) {
       // Records of one source are about the same size: room for all of them
       // at once, rather than a vector that doubles (twice the data at its
-      // peak).
-      const uint64_t records = plainBytesLeft / (16 + length);
+      // peak). Asked for once the first record proved it holds its values
+      // (a byte each at least), so the room stays near the files' size.
+      const uint64_t records = plainBytes / (16 + length);
       features.reserve(size_t(std::min<uint64_t>(records + 1, 1u << 28)) *
                        size_t(perRecord(o)));
-    }
-    for (const TFRecordColumn &c : o.columns) {
-      std::string why = appendFeature(ex, c, features);
-      if (!why.empty()) {
-        features.resize(before);
-        return path + ": offset " + std::to_string(here) + ": " + why;
-      }
     }
     ++report.records;
   }
@@ -289,6 +396,25 @@ Expected<InMemoryDataset> readTFRecords(const TFRecordOptions &o,
   if (d && reportOut)
     *reportOut = std::move(report);
   return d;
+}
+
+std::vector<std::string> describeSkips(const std::string &source,
+                                       const TFRecordReport &r) {
+  std::vector<std::string> lines = r.warnings;
+  auto plural = [](size_t n, const char *what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  };
+  const size_t skips = r.corruptSkipped + r.invalidSkipped;
+  if (skips > r.warnings.size())
+    lines.push_back(source + ": " + plural(skips - r.warnings.size(), "skip") +
+                    " more, not shown");
+  if (r.corruptSkipped > 0)
+    lines.push_back(source + ": skipped " +
+                    plural(r.corruptSkipped, "corrupt record"));
+  if (r.invalidSkipped > 0)
+    lines.push_back(source + ": skipped " + plural(r.invalidSkipped, "record") +
+                    " with values the inputs cannot take");
+  return lines;
 }
 
 } // namespace dtf::data

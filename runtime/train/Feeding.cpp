@@ -326,7 +326,12 @@ Status openTFRecord(const plan::Plan &plan, const plan::Program &program,
                     std::shared_ptr<const data::Dataset> *out,
                     FeedLayout *layout, bool *shardedByFile) {
   const std::vector<PlanInput> inputs = planInputs(program);
-  const std::vector<PlanInput> modelInputs = planInputs(plan.train_step());
+  // Labels are checked against the classes of the loss they feed (as
+  // synthetic data follows them), which may sit in a dtf.fused op.
+  plan::Program trainStep = plan.train_step();
+  DTF_RETURN_IF_ERROR(plan::expandFusedOps(plan.kernels(), &trainStep));
+  const std::vector<PlanInput> modelInputs = planInputs(trainStep);
+  const int label = labelInputOf(trainStep, modelInputs);
   std::map<std::string, std::string> renamed;
   for (const std::string &f : src.features()) {
     const size_t eq = f.find('=');
@@ -373,19 +378,19 @@ Status openTFRecord(const plan::Plan &plan, const plan::Program &program,
                          src.path());
     auto it = renamed.find(in.name);
     o.columns.push_back(
-        {in.name, it != renamed.end() ? it->second : in.name, n});
+        {in.name, it != renamed.end() ? it->second : in.name, n,
+         isIntegerType(*in.type),
+         label >= 0 && modelInputs[size_t(label)].name == in.name
+             ? lossClasses(trainStep)
+             : 0});
     named.named.push_back({in.name, o.columns.back().feature, n});
   }
   data::TFRecordReport report;
   data::Expected<data::InMemoryDataset> d = data::readTFRecords(o, &report);
   if (!d)
     return errorStatus(d.error());
-  for (const std::string &w : report.warnings)
-    std::fprintf(stderr, "dtf-run: warning: %s\n", w.c_str());
-  if (report.corruptSkipped > 0)
-    std::fprintf(stderr, "dtf-run: warning: %s: skipped %zu corrupt record%s\n",
-                 src.path().c_str(), report.corruptSkipped,
-                 report.corruptSkipped == 1 ? "" : "s");
+  for (const std::string &line : data::describeSkips(src.path(), report))
+    std::fprintf(stderr, "dtf-run: warning: %s\n", line.c_str());
   *out = std::make_shared<data::InMemoryDataset>(std::move(d).value());
   *layout = std::move(named);
   if (shardedByFile)

@@ -3,7 +3,8 @@
 # virtualenv under the build tree) feed dtf-run: 4 plain training shards, 2
 # gzip evaluation shards whose features the model renames, a corrupt record
 # (fatal by default, naming the file and offset; skipped with on_corrupt =
-# skip), dtf-run --predict over the gzip shards and unlabeled records, and a
+# skip), a label outside the model's classes (the same, naming the record
+# too, and counted apart), dtf-run --predict over the gzip shards and unlabeled records, and a
 # 1 ps + 2 worker cluster whose workers each read their own files.
 # usage: tfrecord.sh BUILD_DIR
 # shellcheck source=tests/interop/lib.sh
@@ -89,6 +90,25 @@ cat "$work/skip.log"
 grep -q "corrupt.tfrecord: offset $offset: data CRC mismatch.*record skipped" "$work/skip.log" ||
   fail "no warning names the skipped record"
 grep -q "corrupt.tfrecord: skipped 1 corrupt record$" "$work/skip.log" || fail "the skipped record was not counted"
+
+# ... and a label outside the loss's 10 classes: fatal, naming the file, the
+# offset and the record; skipped and counted with on_corrupt = skip.
+offset=$(cat "$work/records/badlabel.offset")
+sed -e "s#@DIR@/train-\*.tfrecord#$work/records/badlabel.tfrecord#" -e "s#@DIR@#$work/records#g" \
+  -e "s/steps = 300/steps = 20/" "$here/tfrecord_mlp.dtf.in" > "$work/badlabel.dtf"
+"$bin/dtfc" "$work/badlabel.dtf" -o "$work/badlabel.bin"
+rc=0
+"$bin/dtf-run" "$work/badlabel.bin" > "$work/badlabel.log" 2>&1 || rc=$?
+cat "$work/badlabel.log"
+[ "$rc" = 4 ] || fail "a label outside the classes made dtf-run exit $rc, want 4"
+grep -q "badlabel.tfrecord: offset $offset: record 4: feature 'y' holds 10 (value 1 of 1), but input 'y' holds the labels of a loss over 10 classes: labels lie in 0..9" "$work/badlabel.log" ||
+  fail "the error does not name badlabel.tfrecord, offset $offset and record 4"
+sed -i 's#badlabel.tfrecord")#badlabel.tfrecord", on_corrupt = skip)#' "$work/badlabel.dtf"
+"$bin/dtfc" "$work/badlabel.dtf" -o "$work/badlabel-skip.bin"
+"$bin/dtf-run" "$work/badlabel-skip.bin" > "$work/badlabel-skip.log" 2>&1 ||
+  { cat "$work/badlabel-skip.log" >&2; fail "dtf-run failed on a bad label with on_corrupt = skip"; }
+grep -q "badlabel.tfrecord: skipped 1 record with values the inputs cannot take$" "$work/badlabel-skip.log" ||
+  fail "the skipped label was not counted"
 
 # 4. The wrong compression is named.
 sed -e "s#compression = gzip#compression = none#" -e "s#@DIR@#$work/records#g" \

@@ -8,6 +8,9 @@ TensorFlow itself, for tfrecord.sh:
   unlabeled.tfrecord             the first 100 test images, no labels
   corrupt.tfrecord               10 records, one byte of record 3's data
                                  flipped; corrupt.offset holds its offset
+  badlabel.tfrecord              10 records, record 3 (from 0) labelled 10,
+                                 outside the model's 10 classes;
+                                 badlabel.offset holds its offset
 
 usage: write_tfrecords.py FASHION_MNIST_DIR OUT_DIR"""
 import gzip
@@ -71,5 +74,16 @@ for _ in range(3):  # skip records 0..2: 8-byte length, 4-byte CRC, data, 4-byte
 data[offset + 12 + 100] ^= 0x5A
 open(corrupt, "wb").write(bytes(data))
 open(os.path.join(out, "corrupt.offset"), "w").write(str(offset))
+
+badlabel = os.path.join(out, "badlabel.tfrecord")
+labels = train_y[:10].astype(np.int64)
+labels[3] = 10
+write(badlabel, train_x[:10], labels, "x", "y")
+data = open(badlabel, "rb").read()
+offset = 0
+for _ in range(3):
+    (length,) = struct.unpack("<Q", data[offset:offset + 8])
+    offset += 12 + length + 4
+open(os.path.join(out, "badlabel.offset"), "w").write(str(offset))
 print("wrote 4 train shards, 2 gzip test shards and corrupt.tfrecord (record 3 at offset %d) to %s"
       % (offset, out))

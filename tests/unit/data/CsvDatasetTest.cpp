@@ -91,6 +91,10 @@ TEST(CsvDataset, NotANumberNamesLineAndColumn) {
             "data.csv:2: column 'x1': is empty; expected a number");
   EXPECT_EQ(parseError("x1,y\nnan,0\n"),
             "data.csv:2: column 'x1': 'nan' is not a finite number");
+  EXPECT_EQ(parseError("x1,y\ninf,0\n"),
+            "data.csv:2: column 'x1': 'inf' is not a finite number");
+  EXPECT_EQ(parseError("x1,y\n-Infinity,0\n"),
+            "data.csv:2: column 'x1': '-Infinity' is not a finite number");
   EXPECT_EQ(parseError("x1,y\n1e99,0\n"),
             "data.csv:2: column 'x1': '1e99' is out of the range of float32");
   EXPECT_EQ(parseError("x1,y\n+-1,0\n"),
@@ -112,6 +116,20 @@ TEST(CsvDataset, BadLabels) {
   o.numClasses = 3;
   EXPECT_EQ(parseError("x,y\n1,2\n1,3\n", o),
             "data.csv:3: column 'y': label 3 is outside 0..2 (3 classes)");
+}
+
+// A NUL (or any control byte) in a field would cut the message short where
+// it is printed as a C string: it is written \x00 instead.
+TEST(CsvDataset, NonPrintableBytesInMessagesAreEscaped) {
+  const std::string err = parseError(std::string("x1,y\n1\0002,0\n", 11));
+  EXPECT_EQ(err, "data.csv:2: column 'x1': '1\\x002' is not a number");
+  EXPECT_EQ(err.find('\0'), std::string::npos);
+  EXPECT_EQ(parseError(std::string("x1,y\n1,\x01\n", 9)),
+            "data.csv:2: column 'y': '\\x01' is not a class label (a "
+            "non-negative integer)");
+  // The header's names, too.
+  EXPECT_EQ(parseError(std::string("a\0b,y\n?,0\n", 10)),
+            "data.csv:2: column 'a\\x00b': '?' is not a number");
 }
 
 TEST(CsvDataset, ColumnCountAndChoiceErrors) {

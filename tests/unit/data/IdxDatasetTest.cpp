@@ -1,4 +1,5 @@
-// Tests of the IDX reader: round trips (gzip and raw), every error, real data.
+// Tests of the IDX reader: round trips (gzip and raw, one member or several),
+// every error, sizes bounded before allocation, real data.
 #include "runtime/data/IdxDataset.h"
 
 #include "TestSupport.h"
@@ -251,6 +252,60 @@ TEST(IdxDataset, HugeHeaderOnASmallFileIsTruncatedNotAllocated) {
             dir.file("images") +
                 ": truncated: the header says 4294967295 x 1 x 1 = 4294967295 "
                 "bytes of data, the file ends after 18");
+}
+
+TEST(IdxDataset, HugeHeaderInAGzipStreamGrowsOnlyWithTheData) {
+  TempDir dir;
+  // 4 GB promised inside a gzip stream of 34 bytes: the size is unknown until
+  // the stream ends, and the buffer must not jump ahead of the data.
+  writeGzip(dir.file("img.gz"), idxBytes(0x803, {0xffffffffu, 1, 1}, kPixels));
+  const std::string expected =
+      dir.file("img.gz") +
+      ": truncated: the header says 4294967295 x 1 x 1 = 4294967295 bytes of "
+      "data, the file ends after 18";
+  Expected<IdxArray> a = readIdxImages(dir.file("img.gz"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error(), expected);
+  if (kSanitized)
+    GTEST_SKIP() << "no address-space limit under AddressSanitizer";
+  // 32 MiB of room: the reader that grew in 64 MiB steps failed here.
+  const int status = exitStatusUnderMemoryLimit(32 << 20, [&] {
+    Expected<IdxArray> b = readIdxImages(dir.file("img.gz"));
+    return !b.ok() && b.error() == expected ? 0 : 1;
+  });
+  EXPECT_EQ(status, 0) << "99: an allocation failed under the limit";
+}
+
+TEST(IdxDataset, GzipMembersReadAsOneStream) {
+  TempDir dir;
+  // `cat header.gz data.gz`: the header in one member, the labels in another.
+  Bytes labels = labelsFile();
+  writeGzip(dir.file("a.gz"), Bytes(labels.begin(), labels.begin() + 8));
+  writeGzip(dir.file("b.gz"), Bytes(labels.begin() + 8, labels.end()));
+  Bytes both = readRaw(dir.file("a.gz"));
+  Bytes second = readRaw(dir.file("b.gz"));
+  both.insert(both.end(), second.begin(), second.end());
+  writeRaw(dir.file("lab.gz"), both);
+  Expected<IdxArray> a = readIdxLabels(dir.file("lab.gz"));
+  ASSERT_TRUE(a.ok()) << a.error();
+  EXPECT_EQ(a->data, kLabels);
+}
+
+TEST(IdxDataset, BytesAfterTheGzipStreamAreNamedWithTheirOffset) {
+  TempDir dir;
+  writeGzip(dir.file("lab.gz"), labelsFile());
+  Bytes compressed = readRaw(dir.file("lab.gz"));
+  const size_t end = compressed.size();
+  compressed.insert(compressed.end(), {0, 0, 0, 0, 0});
+  writeRaw(dir.file("lab.gz"), compressed);
+  Expected<IdxArray> a = readIdxLabels(dir.file("lab.gz"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error(),
+            dir.file("lab.gz") + ": byte " + std::to_string(end) +
+                " of the file: the gzip stream ends there, and the 5 bytes "
+                "after it are not another gzip member (the file is damaged or "
+                "something was appended to it; cut it at byte " +
+                std::to_string(end) + " or write it again)");
 }
 
 TEST(IdxDataset, TrailingDataMeansAWrongHeader) {

@@ -1,7 +1,10 @@
 // Helpers for the data tests: temporary directories, IDX and gzip files,
-// timeouts.
+// timeouts, reads under a memory limit.
 #pragma once
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <gtest/gtest.h>
@@ -12,7 +15,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -106,5 +111,53 @@ void runWithin(std::chrono::milliseconds limit, const char *what, Body body) {
   }
   worker.join();
 }
+
+/// Runs `body` in a forked child whose address space may grow by at most
+/// `headroom` bytes beyond its size at the fork (RLIMIT_AS), and returns the
+/// child's exit status: what `body` returned, 99 when an allocation failed
+/// (std::bad_alloc), 98 when the limit could not be set. A reader that
+/// allocates what a lying length field promises fails with 99.
+inline int exitStatusUnderMemoryLimit(size_t headroom,
+                                      const std::function<int()> &body) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    long pages = 0;
+    if (std::FILE *f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld", &pages) != 1)
+        pages = 0;
+      std::fclose(f);
+    }
+    const rlim_t limit =
+        rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + rlim_t(headroom);
+    const rlimit r{limit, limit};
+    if (pages <= 0 || setrlimit(RLIMIT_AS, &r) != 0)
+      _exit(98);
+    try {
+      _exit(body());
+    } catch (const std::bad_alloc &) {
+      _exit(99);
+    }
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid)
+    return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Whether this build runs under AddressSanitizer, whose shadow memory an
+/// address-space limit breaks.
+constexpr bool kSanitized =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
 
 } // namespace dtf::data::testing
