@@ -3,8 +3,24 @@
 #include "runtime/distributed/ParameterServer.h"
 
 #include "runtime/distributed/PsService.h"
+#include "runtime/distributed/TensorMessage.h"
+
+#include <algorithm>
+#include <climits>
 
 namespace dtf::dist {
+
+size_t maxPsMessageBytes(const plan::Plan &plan,
+                         const plan::Placement &placement, int index,
+                         size_t chunkBytes) {
+  // Pulls, pushes and initial values over chunkBytes come in chunks of it;
+  // a lookup names each row of a held table at most once.
+  size_t largest = chunkBytes;
+  for (const plan::HeldTensor &h : plan::heldBy(plan, placement, index))
+    largest = std::max(largest, size_t(std::max<int64_t>(h.rows, 1)) *
+                                    sizeof(int64_t));
+  return largest + kMaxHeaderBytes + (size_t(64) << 10);
+}
 
 int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
                        int index, const TaskConfig &config) {
@@ -24,6 +40,13 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
                  config.roster.ps[index].name.c_str(), u.message().c_str());
     return 4;
   }
+  // gRPC refuses a larger message with its real size; but gRPC 1.51 (Debian
+  // 12's) does so only once it holds the whole message (grpc/grpc#43012),
+  // so this bounds what a handler sees, not the ps's peak memory
+  // (docs/security.md).
+  const size_t maxMessage =
+      maxPsMessageBytes(plan, placement, index, config.chunkBytes);
+  builder.SetMaxReceiveMessageSize(int(std::min<size_t>(maxMessage, INT_MAX)));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server && ports.port != 0 && ports.unixPort == 0) {
@@ -50,7 +73,8 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
       (ports.unixPath.empty()
            ? std::string()
            : " and on " + ports.unixPath + " for the tasks on this host") +
-      "; holds " + (held.empty() ? std::string("no variables") : held));
+      "; holds " + (held.empty() ? std::string("no variables") : held) +
+      "; takes messages of up to " + std::to_string(maxMessage) + " bytes");
   std::string reason = service.waitForShutdown();
   service.stopParking();
   service.log(service.summary());

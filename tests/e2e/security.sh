@@ -153,6 +153,20 @@ attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names 400 variables"
 attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names .* twice" pull-repeat "${w1[@]}" --count 2
 attack "park: 24 of 40 pulls refused RESOURCE_EXHAUSTED" park "${w1[@]}" --count 40
 attack "streams: 12 refused RESOURCE_EXHAUSTED, 8 cut, 0 other, of 20" streams "${w1[@]}" --count 20 --hold 6
+# A 1.5 GiB unary push: refused with its real size against the ps's bound.
+# gRPC 1.51 holds the whole message before it refuses it (grpc/grpc#43012):
+# the ps's peak memory is measured and printed, not bounded (docs/security.md).
+ps_pid=$(sed -n 's/^\[launcher\] ps.0 started (pid \([0-9]*\)).*/\1/p' "$log" | tail -1)
+max_message=$(sed -n 's/^ps.0 .*takes messages of up to \([0-9]*\) bytes.*/\1/p' "$log" | head -1)
+hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"; }
+if [ -z "$ps_pid" ] || [ -z "$max_message" ] || [ -z "$(hwm "$ps_pid")" ]; then
+  bad "no ps.0 process (${ps_pid:-none}) or no message limit in its log (${max_message:-none})"
+else
+  before=$(hwm "$ps_pid")
+  attack "push-huge: refused RESOURCE_EXHAUSTED: .*1610612[0-9]* vs. $max_message" push-huge "${w1[@]}"
+  after=$(hwm "$ps_pid")
+  echo "   measured: ps.0's peak memory grew by $(( (after - before) / 1024 )) MB (from $((before / 1024)) MB) for the refused push (not bounded: gRPC 1.51 holds it first)"
+fi
 
 echo "== over the ps's Unix socket: only this job's tasks, only this user"
 sock=$sockets/127.0.0.1_$port.sock

@@ -32,7 +32,8 @@ constexpr const char *kUsage =
     R"(usage: dtf-intruder ATTACK --target HOST:PORT [options]
 
 attacks: status, shutdown, initialize, save, push-nan, push-step, pull-repeat,
-         park (many waiting pulls at once), streams (stalled push streams)
+         park (many waiting pulls at once), streams (stalled push streams),
+         push-huge (one unary push of --bytes bytes)
 credentials (default: plaintext):
   --ca FILE         TLS, verifying the server with this CA, no client certificate
   --cert FILE --key FILE   and this client certificate
@@ -47,6 +48,7 @@ options:
   --count N         pull-repeat: how often the name repeats; park: pulls (40);
                     streams: streams (20)
   --hold S          streams: how long to hold them before finishing (5)
+  --bytes N         push-huge: the push's size (1610612736, 1.5 GiB)
 )";
 
 std::string readFile(const std::string &path) {
@@ -212,6 +214,22 @@ int main(int argc, char **argv) {
       st = dist::rawCall(raw, &ctx, dist::kPushMethod,
                          dist::packTensors(req, payload, true), &response);
     }
+  } else if (attack == "push-huge") {
+    // One unary push of --bytes bytes (1.5 GB): its header names one f32
+    // value that size. The ps must refuse it from its length, before it
+    // holds it.
+    const int64_t bytes = opt.count("--bytes") ? std::stoll(opt["--bytes"])
+                                               : int64_t(1536) << 20;
+    rpc::PushRequest req;
+    *req.mutable_caller() = caller;
+    req.set_version(0);
+    Tensor t = Tensor::zeros(DType::F32, {bytes / 4});
+    dist::describeTensor("huge:grad", t, req.add_values());
+    grpc::ClientContext ctx;
+    dist::setDeadline(&ctx, std::chrono::milliseconds(60000));
+    grpc::ByteBuffer response;
+    st = dist::rawCall(raw, &ctx, dist::kPushMethod,
+                       dist::packTensors(req, {&t}, /*copy=*/false), &response);
   } else if (attack == "pull-repeat" || attack == "park") {
     const int count = opt.count("--count") ? std::stoi(opt["--count"]) : 40;
     std::string first;
