@@ -1,23 +1,38 @@
 #!/usr/bin/env python3
-"""Checks a dtf-run log of single-machine training: the loss of its progress
-lines fell by 20%, the final line ran the expected steps and evaluated above
-an accuracy floor.
+"""Checks a dtf-run log of training: the loss of its progress lines fell by
+FALL (20%), the final line ran the expected steps and evaluated above an
+accuracy floor. With --task NAME, a cluster's log: only that task's lines
+("worker.0 | step ...").
 
-usage: check_training.py LOG STEPS MIN_ACCURACY [LABEL]"""
+usage: check_training.py LOG STEPS MIN_ACCURACY [LABEL] [--task NAME] [--fall F]"""
 import re
 import sys
 
-path, steps, floor = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-label = sys.argv[4] + " " if len(sys.argv) > 4 else ""
+args = sys.argv[1:]
+task, fall = None, 0.2
+for flag in ("--task", "--fall"):
+    if flag in args:
+        i = args.index(flag)
+        value = args[i + 1]
+        del args[i:i + 2]
+        if flag == "--task":
+            task = value
+        else:
+            fall = float(value)
+path, steps, floor = args[0], int(args[1]), float(args[2])
+label = args[3] + " " if len(args) > 3 else ""
 log = open(path).read().splitlines()
+if task:
+    log = [l.split("|", 1)[1].strip() for l in log
+           if l.split("|", 1)[0].strip() == task and "|" in l]
 losses = [float(m.group(1)) for line in log if line.startswith("step ")
           for m in [re.search(r"loss ([0-9.eE+-]+)", line)] if m]
 final = [l for l in log if l.startswith("final:")]
 failures = []
 if len(losses) < 2:
     failures.append("fewer than two progress lines with a loss")
-elif not losses[-1] < 0.8 * losses[0]:
-    failures.append("the loss did not fall by 20%%: %s" % losses)
+elif not losses[-1] < (1 - fall) * losses[0]:
+    failures.append("the loss did not fall by %d%%: %s" % (round(fall * 100), losses))
 if not final:
     failures.append("no final: line")
 else:

@@ -117,7 +117,7 @@ addr = [f"127.0.0.1:{p}" for p in ports]
 json.dump({"ps": addr[:2], "worker": addr[2:]}, open(sys.argv[1], "w"))
 PY
 more=$((steps + 200))
-timeout 600 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c2.json" --log-every 100 \
+timeout 600 "$bin/dtf-run" "$work/ft.plan" --cluster "$work/c2.json" --log-every 20 \
   --steps "$more" --model-dir "$work/faulty" > "$work/resharded.log" 2>&1 || {
   echo "e2e: the continued run failed:" >&2; tail -30 "$work/resharded.log" >&2; exit 1; }
 grep -q "restored checkpoint ckpt-[0-9]* from .* onto 2 ps tasks" "$work/resharded.log" || {
@@ -127,6 +127,19 @@ acc=$(accuracy "$work/resharded.log")
 if [ -z "$last" ] || [ "$last" -lt "$more" ]; then
   echo "e2e: the continued run ended at step '$last', not $more" >&2; exit 1
 fi
+# The shards hold the trained values, not initial ones: the continued run's
+# first logged loss is below the uninterrupted run's first (at step 200,
+# from the initializers), and it evaluates as well as that run did.
+first_loss() { sed -n 's/^worker.0 *| step [0-9]*\/[0-9]* *loss \([0-9.]*\).*/\1/p' "$1" | head -1; }
+python3 - "$(first_loss "$work/resharded.log")" "$(first_loss "$work/clean.log")" "$acc" "$clean" <<'PY' || exit 1
+import sys
+resumed, fresh, acc, clean = (float(x) for x in sys.argv[1:5])
+if not resumed < fresh:
+    sys.exit(f"e2e: the continued run's first loss {resumed} is not below a fresh run's {fresh}: restored values?")
+if acc < clean - 0.03:
+    sys.exit(f"e2e: the continued run evaluates {acc}, the uninterrupted one {clean}")
+print(f"   ok: first loss {resumed} after the restore (a fresh run's: {fresh})")
+PY
 echo "   ok: $(grep -o 'restored checkpoint.*' "$work/resharded.log" | head -1); test accuracy $acc at step $last"
 
 # kill_during NAME PLAN VICTIM STEP [FLAGS...]: runs PLAN (with dtf-run

@@ -5,7 +5,8 @@
 # with its moving statistics), 400 steps each in one process, must lower
 # their loss by 20% and evaluate well above chance. Then 1 ps + 2 workers
 # train the transformer and the residual CNN (its moving statistics updated
-# on the ps) and every task ends with 0. The residual CNN's checkpoint holds
+# on the ps): every task ends with 0, the chief's loss falls by 10% and it
+# evaluates above chance. The residual CNN's checkpoint holds
 # its moving statistics and restores.
 # usage: layer_models.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
@@ -33,8 +34,8 @@ grep -qx "restored checkpoint ckpt-100 from $work/ckpt; continuing at step 100" 
 grep -q '^final: steps=150 ' "$work/ckpt2.log" || fail "the restored run did not reach step 150"
 echo "   ok: ckpt-100 holds the moving statistics; restored and trained to 150"
 
-for m in transformer:200 resnet:60; do
-  name=${m%:*} steps=${m#*:}
+for m in transformer:200:0.4 resnet:60:0.2; do
+  IFS=: read -r name steps floor <<<"$m"
   cluster_json "$work/$name.json" 1 2
   timeout 300 "$bin/dtf-run" "$work/$name.plan" --cluster "$work/$name.json" --steps "$steps" \
     --log-every 20 --threads 1 > "$work/$name-cluster.log" 2>&1 ||
@@ -44,5 +45,9 @@ for m in transformer:200 resnet:60; do
     grep -q "^$w *| final: steps=" "$work/$name-cluster.log" ||
       fail "$name: $w did not finish: $(grep final "$work/$name-cluster.log")"
   done
+  # The job trained: the chief's loss fell by 10% and it evaluates above
+  # chance (0.1).
+  python3 "$root/tests/e2e/check_training.py" "$work/$name-cluster.log" "$steps" "$floor" \
+    "$name on 1 ps + 2 workers:" --task worker.0 --fall 0.1
 done
 echo "e2e: layer models OK"

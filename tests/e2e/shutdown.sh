@@ -30,6 +30,16 @@ for round in $(seq 1 "$rounds"); do
     [ "$(grep -c '^worker\.[01] *| step ' "$log" || true)" -ge 4 ] && break
     sleep 0.1
   done
+  # A stop before training says nothing of a stop while it runs.
+  trained=$(grep -c '^worker\.[01] *| step ' "$log" || true)
+  if [ "$trained" -lt 4 ]; then
+    echo "e2e: round $round: the job did not train within 60 s ($trained step lines):" >&2
+    tail -15 "$log" >&2
+    failures=$((failures + 1))
+    kill -9 "$job" 2>/dev/null || true
+    wait "$job" 2>/dev/null || true
+    continue
+  fi
   # A different moment within the step each round.
   sleep "0.$(( (round * 37) % 10 ))"
   if [ $((round % 2)) -eq 1 ]; then sig=TERM want=143; else sig=INT want=130; fi

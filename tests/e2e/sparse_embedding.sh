@@ -4,8 +4,8 @@
 # (dtf.sparse_apply_adagrad); the same model forced onto the dense path (a
 # clip norm too large to clip, which needs the dense gradient) must leave the
 # very same checkpoint bytes after 50 steps. Then 2 ps + 2 workers train it
-# on 127.0.0.1 (the table in two shards; the gradient travels dense) and
-# every task ends with 0.
+# on 127.0.0.1 (the table in two shards; the gradient travels dense): every
+# task ends with 0 and the chief's loss falls by 10%.
 # usage: sparse_embedding.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -32,12 +32,15 @@ echo "sparse and dense updates left the same checkpoint bytes"
 
 cluster_json "$work/cluster.json" 2 2
 timeout 300 "$bin/dtf-run" "$work/sparse.plan" --cluster "$work/cluster.json" --steps 100 --threads 1 \
-  --model-dir "$work/cluster-model" > "$work/cluster.log" 2>&1 ||
+  --log-every 10 --model-dir "$work/cluster-model" > "$work/cluster.log" 2>&1 ||
   { tail -30 "$work/cluster.log" >&2; fail "the cluster run failed"; }
 grep -q 'the job finished' "$work/cluster.log" || fail "the launcher did not report the job finished"
 for w in worker.0 worker.1; do
   grep -q "^$w *| final: steps=" "$work/cluster.log" || fail "$w did not finish: $(grep final "$work/cluster.log")"
 done
+# The job trained: the chief's loss fell by 10%.
+python3 "$root/tests/e2e/check_training.py" "$work/cluster.log" 100 0 "2 ps + 2 workers:" \
+  --task worker.0 --fall 0.1
 # Async: the last pushes of both workers may both count (ckpt-100 or 101).
 last=$(ls "$work/cluster-model" | sed -n 's/^ckpt-\([0-9]*\)\.index$/\1/p' | sort -n | tail -1)
 [ -n "$last" ] && [ "$last" -ge 100 ] ||

@@ -54,5 +54,13 @@ if [ $status -ne 0 ]; then
   ls -l "$work/artifacts" >&2
   exit 1
 fi
-runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/fuzz.log" | grep -o '[0-9]*$' || echo '?')
-echo "fuzz: ok, $runs inputs in ${seconds}s, no crash, leak or hang"
+runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/fuzz.log" | grep -o '[0-9]*$' || true)
+# A run that stopped early (its time budget on a slow machine, or an input
+# that made the fuzzer quit) explored less than it claims: at least half the
+# asked-for runs, and the seeds themselves, must have run.
+want=${DTF_FUZZ_RUNS:-12000}
+if [ -z "$runs" ] || [ "$runs" -lt $((want / 2)) ]; then
+  echo "fuzz: FAILED: ${runs:-no} inputs ran of $want asked for in ${seconds}s (see $work/fuzz.log)" >&2
+  exit 1
+fi
+echo "fuzz: ok, $runs inputs of $want in ${seconds}s, no crash, leak or hang"
