@@ -107,11 +107,18 @@ struct TensorInfo {
 /// the file, the tensor and its rows.
 class CheckpointReader {
 public:
-  /// Opens the checkpoint of `step` in `dir`: reads and checks its index and
-  /// the sizes of its data files.
+  /// Opens the checkpoint of `step` in `dir`: reads and checks its index,
+  /// and every data file's header and records against it (format::
+  /// scanDataFile: each field bounded before it is used; sizes, offsets and
+  /// CRCs as the index records them), and refuses a negative global_step.
   static Status open(const std::string &dir, int64_t step,
                      std::unique_ptr<CheckpointReader> *out);
   ~CheckpointReader();
+
+  /// Reads every slice of every tensor (through a small buffer) and checks
+  /// its CRC32C: the checkpoint is whole. A mismatch names the file, the
+  /// tensor and its rows.
+  Status verify() const;
 
   int64_t step() const;
   /// The number of shards it was written with.
