@@ -1,7 +1,8 @@
 // Sharded checkpoints: writing a shard and the index, keep-N and the state
 // file, listing, the reader that checks every data file against the index and
-// assembles axis-0 slices into whole tensors, and setting a run's checkpoints
-// aside. The bytes are Format's, the files DurableFile's.
+// assembles axis-0 slices into whole tensors, and setting a run's (or damaged)
+// checkpoints aside. The bytes are Format's, the files DurableFile's; which
+// checkpoint a run restores is Restore.cpp's.
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "runtime/checkpoint/DurableFile.h"
@@ -45,6 +46,10 @@ Status writeStateFile(const std::string &dir, int64_t latest,
 } // namespace
 
 std::string checkpointName(int64_t step) { return strCat("ckpt-", step); }
+
+std::string checkpointPath(const std::string &dir, int64_t step) {
+  return joinPath(dir, checkpointName(step));
+}
 
 std::string indexPath(const std::string &dir, int64_t step) {
   return joinPath(dir, checkpointName(step) + ".index");
@@ -598,6 +603,26 @@ Status moveCheckpointsAside(const std::string &dir, std::string *movedTo) {
         n == kStateFile)
       moving.push_back(n);
   return moveIntoNewDir(dir, moving, "previous-run", movedTo);
+}
+
+Status moveDamagedAside(const std::string &dir,
+                        const std::vector<int64_t> &steps,
+                        std::string *movedTo) {
+  std::vector<std::string> names;
+  bool missing = false;
+  DTF_RETURN_IF_ERROR(listDir(dir, &names, &missing));
+  const std::set<int64_t> damaged(steps.begin(), steps.end());
+  // The indexes first: a crash midway leaves data files without an index
+  // (not a checkpoint), never an index without its data.
+  std::vector<std::string> indexes, data;
+  for (const std::string &n : names) {
+    int64_t s = 0;
+    std::string rest;
+    if (parseStepName(n, "ckpt-", &s, &rest) && damaged.count(s))
+      (rest == ".index" ? indexes : data).push_back(n);
+  }
+  indexes.insert(indexes.end(), data.begin(), data.end());
+  return moveIntoNewDir(dir, indexes, "damaged", movedTo);
 }
 
 } // namespace dtf::checkpoint

@@ -1,7 +1,8 @@
 // Damaged checkpoints: every header and record field of a data file checked
 // on restore (real checkpoints written by the library, then patched with
-// their CRCs made to match, so that the field's own check must refuse), and
-// a negative or mismatching step.
+// their CRCs made to match, so that the field's own check must refuse), a
+// negative or mismatching step, and which checkpoint chooseCheckpoint takes
+// under each policy.
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Format.h"
 #include "runtime/core/Crc32c.h"
@@ -339,6 +340,118 @@ TEST_F(DamageTest, NegativeGlobalStepIsRefused) {
                              " is damaged: its variable 'global_step' is -5"),
             std::string::npos)
       << s.message();
+  RestoreChoice choice;
+  EXPECT_FALSE(
+      chooseCheckpoint(dir_, RestorePolicy::kLatestValid, "--fresh", &choice)
+          .isOk());
+  EXPECT_EQ(choice.step, -1);
+}
+
+TEST_F(DamageTest, DamagedNewestIsRefusedUnlessLatestValid) {
+  save(dir_, 5, 5);
+  save(dir_, 6, 6);
+  // A flipped byte in b's values: the file's size and footer are intact.
+  const std::string path = dir_ + "/ckpt-6.data-0-of-1";
+  DataFile f{readFile(path)};
+  f.bytes[f.byteSize(1) + 8 + 4 + 2] ^= 0x40;
+  writeFile(path, f.bytes);
+
+  RestoreChoice choice;
+  Status s = chooseCheckpoint(dir_, RestorePolicy::kLatest, "--fresh", &choice);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(choice.step, -1);
+  for (const std::string &part :
+       {"its newest checkpoint, ckpt-6, is damaged: checkpoint data file " +
+            path + " is damaged: tensor 'b'",
+        std::string("pass --restore=latest-valid to restore ckpt-5"),
+        std::string("--fresh to start over"),
+        "repair or remove the files of ckpt-6 (" + dir_ + "/ckpt-6.*)"})
+    EXPECT_NE(s.message().find(part), std::string::npos)
+        << "no '" << part << "' in: " << s.message();
+
+  ASSERT_OK(
+      chooseCheckpoint(dir_, RestorePolicy::kLatestValid, "--fresh", &choice));
+  EXPECT_EQ(choice.step, 5);
+  ASSERT_EQ(choice.passedOver.size(), 1u);
+  EXPECT_NE(choice.passedOver[0].find("checkpoint ckpt-6 in " + dir_ +
+                                      " is damaged (checkpoint data file " +
+                                      path),
+            std::string::npos)
+      << choice.passedOver[0];
+  EXPECT_NE(choice.passedOver[0].find("restoring ckpt-5, the newest whole one"),
+            std::string::npos)
+      << choice.passedOver[0];
+  EXPECT_EQ(choice.passedOverSteps, (std::vector<int64_t>{6}));
+
+  // A run that goes on from ckpt-5 sets ckpt-6 aside, and can save step 6.
+  std::string movedTo;
+  ASSERT_OK(moveDamagedAside(dir_, choice.passedOverSteps, &movedTo));
+  EXPECT_EQ(movedTo, dir_ + "/damaged-1");
+  struct stat st;
+  EXPECT_EQ(::stat((movedTo + "/ckpt-6.index").c_str(), &st), 0);
+  EXPECT_EQ(::stat((movedTo + "/ckpt-6.data-0-of-1").c_str(), &st), 0);
+  EXPECT_EQ(::stat((dir_ + "/ckpt-5.index").c_str(), &st), 0);
+  ASSERT_OK(chooseCheckpoint(dir_, RestorePolicy::kLatest, "--fresh", &choice));
+  EXPECT_EQ(choice.step, 5);
+  save(dir_, 6, 6);
+  ASSERT_OK(chooseCheckpoint(dir_, RestorePolicy::kLatest, "--fresh", &choice));
+  EXPECT_EQ(choice.step, 6);
+}
+
+TEST_F(DamageTest, OnlyDamagedCheckpointsAreRefusedUnderEitherPolicy) {
+  save(dir_, 4, 4);
+  const std::string index = dir_ + "/ckpt-4.index";
+  std::string text = readFile(index);
+  text[text.find("tensor W") + 7] = 'V';
+  writeFile(index, text);
+  for (RestorePolicy p :
+       {RestorePolicy::kLatest, RestorePolicy::kLatestValid}) {
+    RestoreChoice choice;
+    Status s = chooseCheckpoint(dir_, p, "--fresh", &choice);
+    ASSERT_FALSE(s.isOk()) << "a directory of damaged checkpoints was taken "
+                              "for an empty one";
+    EXPECT_EQ(choice.step, -1);
+    EXPECT_NE(s.message().find("none is whole: the newest, ckpt-4, is "
+                               "damaged: checkpoint index " +
+                               index),
+              std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("pass --fresh to start over"), std::string::npos)
+        << s.message();
+  }
+  // A tool without --fresh does not offer it.
+  RestoreChoice choice;
+  Status s = chooseCheckpoint(dir_, RestorePolicy::kLatest, nullptr, &choice);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_EQ(s.message().find("--fresh"), std::string::npos) << s.message();
+}
+
+TEST_F(DamageTest, UnfinishedSaveIsNotDamage) {
+  RestoreChoice choice;
+  ASSERT_OK(chooseCheckpoint(dir_, RestorePolicy::kLatest, "--fresh", &choice));
+  EXPECT_EQ(choice.step, -1); // an empty directory holds none
+  save(dir_, 5, 5);
+  // A crash after the shards, before the index: the previous one stays.
+  Tensor a = Tensor::zeros(DType::F32, {2});
+  ASSERT_OK(writeShard(dir_, 9, 0, 1, {SavedTensor::whole("a", a)}));
+  ASSERT_OK(chooseCheckpoint(dir_, RestorePolicy::kLatest, "--fresh", &choice));
+  EXPECT_EQ(choice.step, 5);
+  EXPECT_TRUE(choice.passedOver.empty());
+  ASSERT_EQ(choice.unfinished.size(), 1u);
+  EXPECT_NE(choice.unfinished[0].find("ckpt-9 in " + dir_ +
+                                      " has data files but no index"),
+            std::string::npos)
+      << choice.unfinished[0];
+}
+
+TEST_F(DamageTest, RestorePolicyNames) {
+  RestorePolicy p = RestorePolicy::kLatestValid;
+  EXPECT_TRUE(parseRestorePolicy("latest", &p));
+  EXPECT_EQ(p, RestorePolicy::kLatest);
+  EXPECT_TRUE(parseRestorePolicy("latest-valid", &p));
+  EXPECT_EQ(p, RestorePolicy::kLatestValid);
+  EXPECT_FALSE(parseRestorePolicy("newest", &p));
+  EXPECT_EQ(p, RestorePolicy::kLatestValid);
 }
 
 } // namespace
