@@ -51,14 +51,30 @@ Status PsRecovery::restoreAll(bool force) {
   const std::string &dir = links_.config().modelDir;
   int64_t step = -1;
   std::unique_ptr<checkpoint::CheckpointReader> reader;
+  checkpointRefused_ = false;
   if (!dir.empty()) {
-    std::vector<std::string> skipped;
-    DTF_RETURN_IF_ERROR(checkpoint::findLatest(dir, &step, &skipped));
-    for (const std::string &why : skipped)
-      links_.say("warning: skipping an incomplete checkpoint: " + why);
-    if (step >= 0)
-      DTF_RETURN_IF_ERROR(
-          checkpoint::CheckpointReader::open(dir, step, &reader));
+    // The chief decides for every ps: the checkpoint is checked whole here,
+    // before any ps is told to take it.
+    checkpoint::RestoreChoice choice;
+    Status s = checkpoint::chooseCheckpoint(dir, links_.config().restore,
+                                            "--fresh", &choice);
+    for (const std::string &why : choice.unfinished)
+      links_.say("warning: " + why);
+    for (const std::string &why : choice.passedOver)
+      links_.say("warning: " + why);
+    // The job saves those steps again: their damaged files move aside.
+    std::string movedTo;
+    if (s.isOk())
+      s = checkpoint::moveDamagedAside(dir, choice.passedOverSteps, &movedTo);
+    if (!movedTo.empty())
+      links_.say("warning: moved the damaged checkpoints' files to " + movedTo);
+    if (s.isOk() && choice.step >= 0)
+      s = checkpoint::CheckpointReader::open(dir, choice.step, &reader);
+    if (!s.isOk()) {
+      checkpointRefused_ = true;
+      return s;
+    }
+    step = choice.step;
   }
   // Every ps starts at the stored global step (its updates so far in sync
   // mode), whatever step the checkpoint is named for.
@@ -137,8 +153,13 @@ Status PsRecovery::restoreAll(bool force) {
         toWire(req.values(i).name(), values[size_t(i)], req.mutable_values(i));
       st = l.stub->Initialize(&ctx, req, &reply);
     }
-    if (!st.ok())
+    if (!st.ok()) {
+      // The ps found the checkpoint damaged as it read its share.
+      checkpointRefused_ |=
+          req.restore() &&
+          st.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
       return rpcError("initializing", l.task, st);
+    }
   }
   schedule_.saved(reader ? step : -1);
   if (reader)
