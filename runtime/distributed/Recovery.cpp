@@ -114,6 +114,9 @@ Status PsRecovery::restoreAll(bool force) {
       req.set_restore_step(step);
     } else if (reader) {
       for (const plan::HeldTensor &h : client_.heldBy(k)) {
+        // Another model's checkpoint, or one changed since it was checked:
+        // neither is fixed by a restart.
+        checkpointRefused_ = true;
         if (!reader->find(h.variable))
           return errorStatus(
               "the checkpoint ", checkpoint::checkpointName(step), " in ", dir,
@@ -124,6 +127,7 @@ Status PsRecovery::restoreAll(bool force) {
                                 ? reader->readRows(h.variable, h.rowOffset,
                                                    h.rowOffset + h.rows, &t)
                                 : reader->read(h.variable, &t));
+        checkpointRefused_ = false;
         describeTensor(h.name, t, req.add_values());
         values.push_back(std::move(t));
       }
