@@ -55,16 +55,16 @@ uint64_t get64(const char *p) {
 
 namespace {
 
-// Reads fields from a metadata block, remembering when it ran past the end.
+// Reads fields from a metadata block; a read past its end gives 0 (parseMeta
+// checks the block's size against the name size and rank before it reads
+// what they announce).
 class Cursor {
 public:
   Cursor(const std::string &bytes)
       : p_(bytes.data()), end_(p_ + bytes.size()) {}
   bool take(size_t n, const char **out) {
-    if (size_t(end_ - p_) < n) {
-      bad_ = true;
+    if (size_t(end_ - p_) < n)
       return false;
-    }
     *out = p_;
     p_ += n;
     return true;
@@ -81,12 +81,9 @@ public:
     const char *p;
     return take(1, &p) ? uint8_t(*p) : 0;
   }
-  bool ok() const { return !bad_; }
-  bool atEnd() const { return p_ == end_; }
 
 private:
   const char *p_, *end_;
-  bool bad_ = false;
 };
 
 } // namespace
