@@ -1,7 +1,8 @@
 // Sharded checkpoints: writing a shard and the index, keep-N and the state
-// file, listing, the reader that assembles axis-0 slices into whole tensors,
-// and setting a run's checkpoints aside. The bytes are Format's, the files
-// DurableFile's.
+// file, listing, the reader that checks every data file against the index and
+// assembles axis-0 slices into whole tensors, and setting a run's (or damaged)
+// checkpoints aside. The bytes are Format's, the files DurableFile's; which
+// checkpoint a run restores is Restore.cpp's.
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "runtime/checkpoint/DurableFile.h"
@@ -31,21 +32,6 @@ namespace {
 
 constexpr const char *kStateFile = "checkpoint";
 
-// Parses "<prefix><digits><rest>" (the step); `rest` gets what follows.
-bool parseStepName(const std::string &name, const std::string &prefix,
-                   int64_t *step, std::string *rest) {
-  if (name.rfind(prefix, 0) != 0)
-    return false;
-  size_t i = prefix.size(), j = i;
-  while (j < name.size() && j - i < 19 && name[j] >= '0' && name[j] <= '9')
-    ++j;
-  if (j == i)
-    return false;
-  *step = std::stoll(name.substr(i, j - i));
-  *rest = name.substr(j);
-  return true;
-}
-
 Status writeStateFile(const std::string &dir, int64_t latest,
                       const std::vector<int64_t> &kept) {
   std::string text = "latest " + checkpointName(latest) + "\n";
@@ -60,6 +46,10 @@ Status writeStateFile(const std::string &dir, int64_t latest,
 } // namespace
 
 std::string checkpointName(int64_t step) { return strCat("ckpt-", step); }
+
+std::string checkpointPath(const std::string &dir, int64_t step) {
+  return joinPath(dir, checkpointName(step));
+}
 
 std::string indexPath(const std::string &dir, int64_t step) {
   return joinPath(dir, checkpointName(step) + ".index");
@@ -271,6 +261,92 @@ Status findLatest(const std::string &dir, int64_t *step,
   return Status::ok();
 }
 
+namespace {
+
+// A slice whose bytes do not have the CRC32C its index records.
+Status sliceDamage(const std::string &path, const Entry &e, const Slice &s,
+                   uint32_t crc) {
+  return errorStatus("checkpoint data file ", path, " is damaged: tensor '",
+                     e.info.name, "' (rows ", s.rowOffset, "..",
+                     s.rowOffset + s.rowCount, " of ", dtypeName(e.info.dtype),
+                     shapeString(e.info.shape), ") has CRC32C ", hex32(crc),
+                     ", but ", hex32(crc32c::unmask(s.crc)), " was saved");
+}
+
+// One field of a record that differs from the index's slice: "" when none.
+std::string differingField(const Record &r, const Entry &e, const Slice &s) {
+  if (r.info.dtype != e.info.dtype)
+    return strCat("dtype ", dtypeName(r.info.dtype),
+                  " (the index: ", dtypeName(e.info.dtype), ")");
+  if (r.info.shape != e.info.shape)
+    return strCat("dims ", shapeString(r.info.shape),
+                  " (the index: ", shapeString(e.info.shape), ")");
+  if (r.slice.rowCount != s.rowCount)
+    return strCat("rows ", r.slice.rowCount, " (the index: ", s.rowCount, ")");
+  if (r.slice.dataOffset != s.dataOffset)
+    return strCat("offset ", r.slice.dataOffset, " (the index: ", s.dataOffset,
+                  ")");
+  if (r.slice.byteSize != s.byteSize)
+    return strCat("byte size ", r.slice.byteSize, " (the index: ", s.byteSize,
+                  ")");
+  if (r.slice.crc != s.crc)
+    return strCat("CRC32C ", hex32(crc32c::unmask(r.slice.crc)),
+                  " (the index: ", hex32(crc32c::unmask(s.crc)), ")");
+  return "";
+}
+
+// Checks each data file of `index` whole against it: its header and every
+// record (scanDataFile), its size and footer CRC, and that its records are
+// exactly the slices the index places in it.
+Status checkDataFiles(const std::string &dir, const Index &index) {
+  const int numShards = int(index.files.size());
+  for (int k = 0; k < numShards; ++k) {
+    const File &want = index.files[size_t(k)];
+    const std::string path = joinPath(dir, want.name);
+    std::vector<Record> records;
+    File got;
+    DTF_RETURN_IF_ERROR(
+        scanDataFile(path, index.step, k, numShards, &records, &got));
+    if (got.size != want.size || got.crc != want.crc)
+      return errorStatus("checkpoint data file ", path, " has ", got.size,
+                         " bytes and footer CRC32C ", hex32(got.crc),
+                         "; its index records ", want.size, " and ",
+                         hex32(want.crc), " (truncated or replaced)");
+    size_t inIndex = 0;
+    for (const auto &[name, e] : index.entries)
+      for (const Slice &sl : e.slices)
+        inIndex += sl.file == k;
+    std::set<std::pair<std::string, int64_t>> seen;
+    for (const Record &r : records) {
+      auto it = index.entries.find(r.info.name);
+      const Slice *match = nullptr;
+      for (size_t i = 0;
+           it != index.entries.end() && i < it->second.slices.size() && !match;
+           ++i) {
+        const Slice &sl = it->second.slices[i];
+        if (sl.file == k && sl.rowOffset == r.slice.rowOffset)
+          match = &sl;
+      }
+      const std::string of =
+          strCat("checkpoint data file ", path, " is damaged: tensor '",
+                 r.info.name, "' (from row ", r.slice.rowOffset, ")");
+      if (!match || !seen.insert({r.info.name, r.slice.rowOffset}).second)
+        return errorStatus(of, " is ", match ? "in it twice" : "not",
+                           match ? "" : " in its index");
+      const std::string field = differingField(r, it->second, *match);
+      if (!field.empty())
+        return errorStatus(of, " does not match its index: field ", field);
+    }
+    if (records.size() != inIndex)
+      return errorStatus("checkpoint data file ", path, " holds ",
+                         records.size(), " tensor slices; its index places ",
+                         inIndex, " in it");
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 struct CheckpointReader::Impl {
   std::string dir;
   int64_t step = 0;
@@ -316,11 +392,7 @@ struct CheckpointReader::Impl {
           preadAll(fd.get(), path, s.dataOffset, p, s.byteSize));
       const uint32_t crc = crc32c::value(p, s.byteSize);
       if (crc != crc32c::unmask(s.crc))
-        return errorStatus(
-            "checkpoint data file ", path, " is damaged: tensor '", e.info.name,
-            "' (rows ", s.rowOffset, "..", s.rowOffset + s.rowCount, " of ",
-            dtypeName(e.info.dtype), shapeString(e.info.shape), ") has CRC32C ",
-            hex32(crc), ", but ", hex32(crc32c::unmask(s.crc)), " was saved");
+        return sliceDamage(path, e, s, crc);
       if (!inPlace)
         std::memcpy(dst + uint64_t(lo - begin) * rowBytes,
                     p + uint64_t(lo - s.rowOffset) * rowBytes,
@@ -338,14 +410,58 @@ Status CheckpointReader::open(const std::string &dir, int64_t step,
                               std::unique_ptr<CheckpointReader> *out) {
   Index index;
   DTF_RETURN_IF_ERROR(parseIndex(indexPath(dir, step), step, &index));
+  // The cheap checks first: a truncated or replaced file is named as such.
   for (const File &f : index.files)
     DTF_RETURN_IF_ERROR(checkDataFile(joinPath(dir, f.name), f));
+  DTF_RETURN_IF_ERROR(checkDataFiles(dir, index));
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;
   impl->step = step;
   impl->files = std::move(index.files);
   impl->entries = std::move(index.entries);
-  out->reset(new CheckpointReader(std::move(impl)));
+  std::unique_ptr<CheckpointReader> reader(
+      new CheckpointReader(std::move(impl)));
+  // A negative step would restart the learning rate schedule and the data
+  // order somewhere no run has been.
+  const TensorInfo *gs = reader->find("global_step");
+  if (gs && gs->shape.empty() &&
+      (gs->dtype == DType::I64 || gs->dtype == DType::I32)) {
+    Tensor t;
+    DTF_RETURN_IF_ERROR(reader->read("global_step", &t));
+    const int64_t v = gs->dtype == DType::I64 ? t.data<int64_t>()[0]
+                                              : int64_t(t.data<int32_t>()[0]);
+    if (v < 0)
+      return errorStatus("checkpoint ", checkpointName(step), " in ", dir,
+                         " is damaged: its variable 'global_step' is ", v,
+                         "; a step is never negative");
+  }
+  *out = std::move(reader);
+  return Status::ok();
+}
+
+Status CheckpointReader::verify() const {
+  constexpr uint64_t kChunk = uint64_t(4) << 20;
+  std::vector<char> buffer;
+  for (const auto &[name, e] : impl_->entries)
+    for (const Slice &s : e.slices) {
+      const std::string path =
+          joinPath(impl_->dir, impl_->files[size_t(s.file)].name);
+      Fd fd;
+      uint64_t size = 0;
+      DTF_RETURN_IF_ERROR(openForRead(path, &fd, &size));
+      buffer.resize(
+          size_t(std::min(kChunk, std::max<uint64_t>(s.byteSize, 1))));
+      uint32_t crc = 0;
+      for (uint64_t done = 0; done < s.byteSize;) {
+        const uint64_t n = std::min<uint64_t>(buffer.size(), s.byteSize - done);
+        DTF_RETURN_IF_ERROR(
+            preadAll(fd.get(), path, s.dataOffset + done, buffer.data(), n));
+        crc = crc32c::extend(crc, buffer.data(), n);
+        done += n;
+      }
+      if (crc != crc32c::unmask(s.crc))
+        return sliceDamage(path, e, s, crc);
+    }
   return Status::ok();
 }
 
@@ -446,8 +562,38 @@ Status readCheckpoint(const std::string &dir, int64_t step,
   return Status::ok();
 }
 
-Status moveCheckpointsAside(const std::string &dir, std::string *movedTo) {
+namespace {
+
+// Moves `names` (files of `dir`) into a new subdirectory `dir/PREFIX-K`, the
+// first K unused, in that order; `movedTo` gets its path, "" when `names`
+// is empty.
+Status moveIntoNewDir(const std::string &dir,
+                      const std::vector<std::string> &names,
+                      const std::string &prefix, std::string *movedTo) {
   movedTo->clear();
+  if (names.empty())
+    return Status::ok();
+  std::string target;
+  for (int k = 1;; ++k) {
+    target = joinPath(dir, strCat(prefix, "-", k));
+    if (::mkdir(target.c_str(), 0755) == 0)
+      break;
+    if (errno != EEXIST)
+      return errorStatus(sysError("cannot create", target));
+  }
+  for (const std::string &n : names)
+    if (::rename(joinPath(dir, n).c_str(), joinPath(target, n).c_str()) != 0)
+      return errorStatus(
+          sysError(strCat("cannot move ", joinPath(dir, n), " to"), target));
+  DTF_RETURN_IF_ERROR(fsyncDir(target));
+  DTF_RETURN_IF_ERROR(fsyncDir(dir));
+  *movedTo = target;
+  return Status::ok();
+}
+
+} // namespace
+
+Status moveCheckpointsAside(const std::string &dir, std::string *movedTo) {
   std::vector<std::string> names;
   bool missing = false;
   DTF_RETURN_IF_ERROR(listDir(dir, &names, &missing));
@@ -456,24 +602,27 @@ Status moveCheckpointsAside(const std::string &dir, std::string *movedTo) {
     if (n.rfind("ckpt-", 0) == 0 || n.rfind(".ckpt-", 0) == 0 ||
         n == kStateFile)
       moving.push_back(n);
-  if (moving.empty())
-    return Status::ok();
-  std::string target;
-  for (int k = 1;; ++k) {
-    target = joinPath(dir, strCat("previous-run-", k));
-    if (::mkdir(target.c_str(), 0755) == 0)
-      break;
-    if (errno != EEXIST)
-      return errorStatus(sysError("cannot create", target));
+  return moveIntoNewDir(dir, moving, "previous-run", movedTo);
+}
+
+Status moveDamagedAside(const std::string &dir,
+                        const std::vector<int64_t> &steps,
+                        std::string *movedTo) {
+  std::vector<std::string> names;
+  bool missing = false;
+  DTF_RETURN_IF_ERROR(listDir(dir, &names, &missing));
+  const std::set<int64_t> damaged(steps.begin(), steps.end());
+  // The indexes first: a crash midway leaves data files without an index
+  // (not a checkpoint), never an index without its data.
+  std::vector<std::string> indexes, data;
+  for (const std::string &n : names) {
+    int64_t s = 0;
+    std::string rest;
+    if (parseStepName(n, "ckpt-", &s, &rest) && damaged.count(s))
+      (rest == ".index" ? indexes : data).push_back(n);
   }
-  for (const std::string &n : moving)
-    if (::rename(joinPath(dir, n).c_str(), joinPath(target, n).c_str()) != 0)
-      return errorStatus(
-          sysError(strCat("cannot move ", joinPath(dir, n), " to"), target));
-  DTF_RETURN_IF_ERROR(fsyncDir(target));
-  DTF_RETURN_IF_ERROR(fsyncDir(dir));
-  *movedTo = target;
-  return Status::ok();
+  indexes.insert(indexes.end(), data.begin(), data.end());
+  return moveIntoNewDir(dir, indexes, "damaged", movedTo);
 }
 
 } // namespace dtf::checkpoint

@@ -18,9 +18,12 @@
 // Distributed use (ps/worker runtime):
 //   each ps task k of n:  writeShard(dir, step, k, n, {its variables/slices})
 //   the chief, after all: writeIndex(dir, step, n, keep)
-//   at start, the chief:  findLatest(dir, &step); CheckpointReader::open(...)
-//                         and read (or readRows for one ps's slice) by name;
-//                         the number of ps may differ from the writer's.
+//   at start, the chief:  chooseCheckpoint(dir, policy, ...) (the newest
+//                         checkpoint, checked whole; a damaged one is refused
+//                         unless the policy is kLatestValid), then
+//                         CheckpointReader::open(...) and read (or readRows
+//                         for one ps's slice) by name; the number of ps may
+//                         differ from the writer's.
 #pragma once
 
 #include "schema/Status.h"
@@ -56,6 +59,9 @@ std::string dataPath(const std::string &dir, int64_t step, int shard,
                      int numShards);
 /// "ckpt-S", the checkpoint's name in messages.
 std::string checkpointName(int64_t step);
+/// "DIR/ckpt-S", the prefix of the checkpoint's files (what a tool that
+/// reads it says it read).
+std::string checkpointPath(const std::string &dir, int64_t step);
 
 /// Writes shard `shard` of `numShards` of the checkpoint of `step` (creating
 /// `dir` when missing). Tensor names must be unique within the shard; the
@@ -95,6 +101,47 @@ Status listCheckpoints(const std::string &dir, std::vector<int64_t> *steps,
 Status findLatest(const std::string &dir, int64_t *step,
                   std::vector<std::string> *skipped = nullptr);
 
+/// Which checkpoint a run restores (dtf-run --restore).
+enum class RestorePolicy {
+  /// The newest checkpoint, which must be whole: a damaged one stops the
+  /// run, named.
+  kLatest,
+  /// The newest whole checkpoint: damaged newer ones are passed over, each
+  /// named in a warning.
+  kLatestValid,
+};
+/// "latest" or "latest-valid"; false for anything else.
+bool parseRestorePolicy(const std::string &text, RestorePolicy *policy);
+
+struct RestoreChoice {
+  /// The checkpoint to restore, checked whole; -1: the directory holds no
+  /// checkpoint (no index file).
+  int64_t step = -1;
+  /// kLatestValid: one sentence per damaged checkpoint passed over, newest
+  /// first, naming it, its damage and the one taken instead.
+  std::vector<std::string> passedOver;
+  /// Their steps: a run that trains on from `step` sets them aside
+  /// (moveDamagedAside) before it saves those steps again.
+  std::vector<int64_t> passedOverSteps;
+  /// Saves that did not finish (data files newer than every index, no index
+  /// of their own): not checkpoints, said as warnings.
+  std::vector<std::string> unfinished;
+};
+
+/// Chooses the checkpoint of `dir` to restore under `policy`, and checks it
+/// whole before anything is read from it: its index, the header and every
+/// record of each data file against the index, a global_step that is not
+/// negative, and the CRC32C of every tensor (one read of the checkpoint,
+/// through a small buffer). A checkpoint exists once its index file does;
+/// one whose files fail any check is damaged. Fails, naming the damage and
+/// what to do, when the newest checkpoint is damaged under kLatest, and
+/// under either policy when checkpoints exist but none is whole (a run must
+/// not start from the initializers over them). `startOver` is the flag
+/// that sets the checkpoints aside ("--fresh"), or null where there is
+/// none. Fails too when the directory cannot be read.
+Status chooseCheckpoint(const std::string &dir, RestorePolicy policy,
+                        const char *startOver, RestoreChoice *out);
+
 /// What the index says about one variable.
 struct TensorInfo {
   std::string name;
@@ -107,11 +154,18 @@ struct TensorInfo {
 /// the file, the tensor and its rows.
 class CheckpointReader {
 public:
-  /// Opens the checkpoint of `step` in `dir`: reads and checks its index and
-  /// the sizes of its data files.
+  /// Opens the checkpoint of `step` in `dir`: reads and checks its index,
+  /// and every data file's header and records against it (format::
+  /// scanDataFile: each field bounded before it is used; sizes, offsets and
+  /// CRCs as the index records them), and refuses a negative global_step.
   static Status open(const std::string &dir, int64_t step,
                      std::unique_ptr<CheckpointReader> *out);
   ~CheckpointReader();
+
+  /// Reads every slice of every tensor (through a small buffer) and checks
+  /// its CRC32C: the checkpoint is whole. A mismatch names the file, the
+  /// tensor and its rows.
+  Status verify() const;
 
   int64_t step() const;
   /// The number of shards it was written with.
@@ -153,5 +207,15 @@ Status readCheckpoint(const std::string &dir, int64_t step,
 /// unused) so that a fresh run starts there without losing them; `movedTo`
 /// gets its path, or "" when there was nothing to move.
 Status moveCheckpointsAside(const std::string &dir, std::string *movedTo);
+
+/// Moves the files of the checkpoints of `steps` (ckpt-S.*) into a new
+/// subdirectory `dir/damaged-K` (the first K unused): a run that restored an
+/// older checkpoint (--restore=latest-valid) saves those steps again, which
+/// writeShard refuses while their index is there, and the damaged files are
+/// kept for a person to look at. `movedTo` gets its path ("" when nothing
+/// was moved).
+Status moveDamagedAside(const std::string &dir,
+                        const std::vector<int64_t> &steps,
+                        std::string *movedTo);
 
 } // namespace dtf::checkpoint

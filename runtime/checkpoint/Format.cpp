@@ -55,16 +55,16 @@ uint64_t get64(const char *p) {
 
 namespace {
 
-// Reads fields from a metadata block, remembering when it ran past the end.
+// Reads fields from a metadata block; a read past its end gives 0 (parseMeta
+// checks the block's size against the name size and rank before it reads
+// what they announce).
 class Cursor {
 public:
   Cursor(const std::string &bytes)
       : p_(bytes.data()), end_(p_ + bytes.size()) {}
   bool take(size_t n, const char **out) {
-    if (size_t(end_ - p_) < n) {
-      bad_ = true;
+    if (size_t(end_ - p_) < n)
       return false;
-    }
     *out = p_;
     p_ += n;
     return true;
@@ -81,15 +81,26 @@ public:
     const char *p;
     return take(1, &p) ? uint8_t(*p) : 0;
   }
-  bool ok() const { return !bad_; }
-  bool atEnd() const { return p_ == end_; }
 
 private:
   const char *p_, *end_;
-  bool bad_ = false;
 };
 
 } // namespace
+
+bool parseStepName(const std::string &name, const std::string &prefix,
+                   int64_t *step, std::string *rest) {
+  if (name.rfind(prefix, 0) != 0)
+    return false;
+  size_t i = prefix.size(), j = i;
+  while (j < name.size() && j - i < 19 && name[j] >= '0' && name[j] <= '9')
+    ++j;
+  if (j == i)
+    return false;
+  *step = std::stoll(name.substr(i, j - i));
+  *rest = name.substr(j);
+  return true;
+}
 
 int64_t rowsOf(const std::vector<int64_t> &shape) {
   return shape.empty() ? 1 : shape[0];
@@ -154,6 +165,181 @@ Status checkSaved(const SavedTensor &t, int64_t *rowCount) {
   return Status::ok();
 }
 
+namespace {
+
+// The smallest record: its metadata size, the smallest metadata (a 1-byte
+// name, a scalar), the metadata's CRC, no data and the data's CRC.
+constexpr uint64_t kMinMetaBytes = 4 + 1 + 1 + 4 + 3 * 8;
+constexpr uint64_t kMinRecordBytes = 4 + kMinMetaBytes + 4 + 4;
+// The largest metadata: the longest name and the highest rank.
+constexpr uint64_t kMaxMetaBytes =
+    4 + kMaxNameBytes + 1 + 4 + 8 * uint64_t(kMaxRank) + 3 * 8;
+
+// A data file refused: the file, then what is wrong with which field.
+Status damaged(const std::string &path, const std::string &what) {
+  return errorStatus("checkpoint data file ", path, " is damaged: ", what);
+}
+
+// Checks the header of the data file `fd` (`size` bytes) against the shard
+// and step the index expects; *count gets its tensor count.
+Status checkHeader(const Fd &fd, const std::string &path, uint64_t size,
+                   int64_t step, int shard, int numShards, uint32_t *count) {
+  char h[kHeaderSize];
+  DTF_RETURN_IF_ERROR(preadAll(fd.get(), path, 0, h, kHeaderSize));
+  if (std::memcmp(h, kDataMagic, 8) != 0)
+    return errorStatus(path, " is not a dtf checkpoint data file: its header "
+                             "field 'magic' is not DTFCKPTD");
+  if (crc32c::unmask(get32(h + 32)) != crc32c::value(h, 32))
+    return damaged(path, "the CRC32C of its header (field 'header CRC32C') "
+                         "does not match its other fields");
+  const uint32_t version = get32(h + 8), fShard = get32(h + 12),
+                 fShards = get32(h + 16);
+  const int64_t fStep = int64_t(get64(h + 24));
+  *count = get32(h + 20);
+  if (version != kDataVersion)
+    return errorStatus("checkpoint data file ", path,
+                       ": header field 'format version' is ", version,
+                       "; this dtf reads version ", kDataVersion,
+                       " (a file of another dtf, or damaged)");
+  if (fShards != uint32_t(numShards))
+    return damaged(path,
+                   strCat("header field 'shard count' is ", fShards,
+                          ", but the index lists ", numShards, " data files"));
+  if (fShard >= fShards)
+    return damaged(path, strCat("header field 'shard' is ", fShard,
+                                ", outside its ", fShards, " shards"));
+  if (fShard != uint32_t(shard))
+    return damaged(path,
+                   strCat("header field 'shard' is ", fShard,
+                          ", but the index lists this file as shard ", shard));
+  if (fStep < 0)
+    return damaged(path, strCat("header field 'step' is ", fStep,
+                                "; a step is never negative"));
+  if (fStep != step)
+    return damaged(path, strCat("header field 'step' is ", fStep,
+                                ", but its index is of step ", step));
+  // No count is trusted further than the file's bytes can hold.
+  const uint64_t most = (size - kHeaderSize - kFooterSize) / kMinRecordBytes;
+  if (*count > most)
+    return damaged(path, strCat("header field 'tensor count' is ", *count,
+                                ", but a file of ", size,
+                                " bytes holds at most ", most, " tensors"));
+  return Status::ok();
+}
+
+// The fields of one record's metadata (`meta`, CRC-checked), each checked
+// before it is used; `left`: the file's bytes after the metadata's CRC,
+// before the footer. `at` says which record in messages.
+Status parseMeta(const std::string &path, const std::string &meta,
+                 uint64_t left, const std::string &at, Record *r) {
+  Cursor c(meta);
+  const uint32_t nameSize = c.u32();
+  const char *name = nullptr;
+  if (nameSize == 0 || nameSize > kMaxNameBytes ||
+      nameSize > meta.size() - (kMinMetaBytes - 1) || !c.take(nameSize, &name))
+    return damaged(path, strCat(at, ": field 'name size' is ", nameSize,
+                                " (1 to ", kMaxNameBytes, " bytes within its ",
+                                meta.size(), "-byte metadata)"));
+  r->info.name.assign(name, nameSize);
+  const std::string of = strCat("tensor '", r->info.name, "' (", at, ")");
+  const uint8_t code = c.u8();
+  const uint32_t rank = c.u32();
+  if (code >= std::size(kDTypeCodes))
+    return damaged(path, strCat(of, ": field 'dtype' is ", int(code),
+                                " (a code from 0 to ",
+                                std::size(kDTypeCodes) - 1, ")"));
+  if (rank > uint32_t(kMaxRank))
+    return damaged(path, strCat(of, ": field 'rank' is ", rank, " (at most ",
+                                kMaxRank, ")"));
+  const uint64_t expected = 4 + nameSize + 1 + 4 + 8 * uint64_t(rank) + 3 * 8;
+  if (meta.size() != expected)
+    return damaged(path, strCat(of, ": field 'metadata size' is ", meta.size(),
+                                ", but its name and rank ", rank, " make ",
+                                expected));
+  r->info.dtype = kDTypeCodes[code];
+  for (uint32_t d = 0; d < rank; ++d) {
+    r->info.shape.push_back(int64_t(c.u64()));
+    if (r->info.shape.back() < 0)
+      return damaged(path, strCat(of, ": field 'dim ", d, "' is ",
+                                  r->info.shape.back(),
+                                  "; a dimension is never negative"));
+  }
+  int64_t perRow = 0;
+  if (!rowElements(r->info.shape, &perRow))
+    return damaged(path,
+                   strCat(of, ": field 'dims' ", shapeString(r->info.shape),
+                          " holds too many elements per row"));
+  r->slice.rowOffset = int64_t(c.u64());
+  r->slice.rowCount = int64_t(c.u64());
+  r->slice.byteSize = c.u64();
+  const int64_t rows = rowsOf(r->info.shape);
+  if (r->slice.rowOffset < 0 || r->slice.rowOffset > rows)
+    return damaged(path,
+                   strCat(of, ": field 'first row' is ", r->slice.rowOffset,
+                          ", outside its ", rows, " rows"));
+  if (r->slice.rowCount < 0 || r->slice.rowCount > rows - r->slice.rowOffset)
+    return damaged(path, strCat(of, ": field 'rows' is ", r->slice.rowCount,
+                                "; from row ", r->slice.rowOffset,
+                                " that passes its ", rows, " rows"));
+  // rows x elements per row x dtype size, without overflow.
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(uint64_t(r->slice.rowCount), uint64_t(perRow),
+                             &bytes) ||
+      __builtin_mul_overflow(bytes, uint64_t(dtypeSize(r->info.dtype)),
+                             &bytes) ||
+      r->slice.byteSize != bytes)
+    return damaged(path, strCat(of, ": field 'byte size' is ",
+                                r->slice.byteSize, ", but ", r->slice.rowCount,
+                                " rows of ", dtypeName(r->info.dtype),
+                                shapeString(r->info.shape), " take ", bytes));
+  if (left < 4 || r->slice.byteSize > left - 4)
+    return damaged(path, strCat(of, ": field 'byte size' is ",
+                                r->slice.byteSize, ", but only ", left,
+                                " bytes are left before the footer "
+                                "(truncated?)"));
+  return Status::ok();
+}
+
+// Reads and checks record `i` of `count` at `offset`, before the footer at
+// `end`; *next gets the offset after it.
+Status readRecord(const Fd &fd, const std::string &path, uint64_t offset,
+                  uint64_t end, uint32_t i, uint32_t count, Record *r,
+                  uint64_t *next) {
+  const std::string at = strCat("tensor ", i, " of ", count);
+  if (end - offset < kMinRecordBytes)
+    return damaged(path, strCat(at, " would start at byte ", offset,
+                                ", too near the footer at ", end,
+                                " (truncated, or the header field 'tensor "
+                                "count' is wrong)"));
+  char sz[4];
+  DTF_RETURN_IF_ERROR(preadAll(fd.get(), path, offset, sz, 4));
+  const uint32_t metaSize = get32(sz);
+  if (metaSize < kMinMetaBytes || metaSize > kMaxMetaBytes ||
+      metaSize > end - offset - 12)
+    return damaged(path,
+                   strCat(at, ": field 'metadata size' is ", metaSize, " (",
+                          kMinMetaBytes, " to ", kMaxMetaBytes, " bytes, and ",
+                          end - offset - 12, " are left before the footer)"));
+  std::string meta(4 + size_t(metaSize) + 4, '\0');
+  DTF_RETURN_IF_ERROR(
+      preadAll(fd.get(), path, offset, meta.data(), meta.size()));
+  if (crc32c::unmask(get32(meta.data() + 4 + metaSize)) !=
+      crc32c::value(meta.data(), 4 + metaSize))
+    return damaged(path, strCat(at, ": the CRC32C of its metadata (field "
+                                    "'metadata CRC32C') does not match"));
+  r->slice.dataOffset = offset + 4 + metaSize + 4;
+  DTF_RETURN_IF_ERROR(parseMeta(path, meta.substr(4, metaSize),
+                                end - r->slice.dataOffset, at, r));
+  char crc[4];
+  DTF_RETURN_IF_ERROR(preadAll(
+      fd.get(), path, r->slice.dataOffset + r->slice.byteSize, crc, 4));
+  r->slice.crc = get32(crc);
+  *next = r->slice.dataOffset + r->slice.byteSize + 4;
+  return Status::ok();
+}
+
+} // namespace
+
 // Reads a data file's header and the metadata of every record (skipping the
 // tensors' bytes) and checks its footer. `file` gets the size and footer CRC.
 Status scanDataFile(const std::string &path, int64_t step, int shard,
@@ -163,91 +349,27 @@ Status scanDataFile(const std::string &path, int64_t step, int shard,
   DTF_RETURN_IF_ERROR(openForRead(path, &fd, &size));
   if (size < kHeaderSize + kFooterSize)
     return errorStatus("checkpoint data file ", path, " is truncated (", size,
-                       " bytes)");
-  char h[kHeaderSize];
-  DTF_RETURN_IF_ERROR(preadAll(fd.get(), path, 0, h, kHeaderSize));
-  if (std::memcmp(h, kDataMagic, 8) != 0)
-    return errorStatus(path, " is not a dtf checkpoint data file");
-  if (crc32c::unmask(get32(h + 32)) != crc32c::value(h, 32))
-    return errorStatus("checkpoint data file ", path,
-                       " is damaged: the CRC32C of its header does not match");
-  if (get32(h + 8) != kDataVersion)
-    return errorStatus("checkpoint data file ", path, " has format version ",
-                       get32(h + 8), "; this dtf reads version ", kDataVersion);
-  const uint32_t fShard = get32(h + 12), fShards = get32(h + 16),
-                 count = get32(h + 20);
-  const int64_t fStep = int64_t(get64(h + 24));
-  if (fShard != uint32_t(shard) || fShards != uint32_t(numShards) ||
-      fStep != step)
-    return errorStatus("checkpoint data file ", path, " holds shard ", fShard,
-                       " of ", fShards, " of step ", fStep, ", not shard ",
-                       shard, " of ", numShards, " of step ", step);
+                       " bytes; a data file has at least ",
+                       kHeaderSize + kFooterSize, ")");
+  uint32_t count = 0;
+  DTF_RETURN_IF_ERROR(
+      checkHeader(fd, path, size, step, shard, numShards, &count));
   uint64_t offset = kHeaderSize;
   const uint64_t end = size - kFooterSize;
   for (uint32_t i = 0; i < count; ++i) {
-    char sz[4];
-    if (offset + 4 > end)
-      return errorStatus("checkpoint data file ", path,
-                         " is truncated: ", count, " tensors announced, ", i,
-                         " found");
-    DTF_RETURN_IF_ERROR(preadAll(fd.get(), path, offset, sz, 4));
-    const uint32_t metaSize = get32(sz);
-    if (metaSize > 4 * kMaxNameBytes || offset + 8 + metaSize > end)
-      return errorStatus("checkpoint data file ", path,
-                         " is damaged or truncated at tensor ", i);
-    std::string meta(4 + metaSize + 4, '\0');
-    DTF_RETURN_IF_ERROR(
-        preadAll(fd.get(), path, offset, meta.data(), meta.size()));
-    if (crc32c::unmask(get32(meta.data() + 4 + metaSize)) !=
-        crc32c::value(meta.data(), 4 + metaSize))
-      return errorStatus("checkpoint data file ", path,
-                         " is damaged: the CRC32C of the metadata of tensor ",
-                         i, " does not match");
-    const std::string body = meta.substr(4, metaSize);
-    Cursor c(body);
     Record r;
-    const uint32_t nameSize = c.u32();
-    const char *name = nullptr;
-    if (nameSize > kMaxNameBytes || !c.take(nameSize, &name))
-      return errorStatus("checkpoint data file ", path, ": bad name in tensor ",
-                         i);
-    r.info.name.assign(name, nameSize);
-    const uint8_t code = c.u8();
-    const uint32_t rank = c.u32();
-    if (code >= std::size(kDTypeCodes) || rank > uint32_t(kMaxRank))
-      return errorStatus("checkpoint data file ", path, ": tensor '",
-                         r.info.name, "' has a bad dtype or rank");
-    r.info.dtype = kDTypeCodes[code];
-    for (uint32_t d = 0; d < rank; ++d)
-      r.info.shape.push_back(int64_t(c.u64()));
     r.slice.file = shard;
-    r.slice.rowOffset = int64_t(c.u64());
-    r.slice.rowCount = int64_t(c.u64());
-    r.slice.byteSize = c.u64();
-    int64_t perRow = 0;
-    if (!c.ok() || !c.atEnd() || !rowElements(r.info.shape, &perRow) ||
-        r.slice.rowOffset < 0 || r.slice.rowCount < 0 ||
-        r.slice.rowOffset + r.slice.rowCount > rowsOf(r.info.shape) ||
-        r.slice.byteSize != uint64_t(r.slice.rowCount) * uint64_t(perRow) *
-                                dtypeSize(r.info.dtype))
-      return errorStatus("checkpoint data file ", path, ": tensor '",
-                         r.info.name, "' has inconsistent metadata");
-    r.slice.dataOffset = offset + 4 + metaSize + 4;
-    if (r.slice.dataOffset + r.slice.byteSize + 4 > end)
-      return errorStatus("checkpoint data file ", path,
-                         " is truncated in tensor '", r.info.name, "'");
-    char crc[4];
-    DTF_RETURN_IF_ERROR(preadAll(
-        fd.get(), path, r.slice.dataOffset + r.slice.byteSize, crc, 4));
-    r.slice.crc = get32(crc);
-    offset = r.slice.dataOffset + r.slice.byteSize + 4;
+    DTF_RETURN_IF_ERROR(
+        readRecord(fd, path, offset, end, i, count, &r, &offset));
     records->push_back(std::move(r));
   }
   char f[kFooterSize];
   if (offset != end)
-    return errorStatus("checkpoint data file ", path, " has ",
-                       int64_t(end) - int64_t(offset),
-                       " unexpected bytes before its footer");
+    return damaged(path, strCat(end - offset,
+                                " unexpected bytes after its last tensor, "
+                                "before its footer (the header field "
+                                "'tensor count' is ",
+                                count, ")"));
   DTF_RETURN_IF_ERROR(preadAll(fd.get(), path, end, f, kFooterSize));
   if (std::memcmp(f, kFooterMagic, 8) != 0 || get64(f + 8) != end)
     return errorStatus("checkpoint data file ", path,

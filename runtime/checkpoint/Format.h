@@ -66,6 +66,11 @@ void put64(std::string *s, uint64_t v);
 uint32_t get32(const char *p);
 uint64_t get64(const char *p);
 
+/// Parses a file name "<prefix><digits><rest>" ("ckpt-300.index"): *step
+/// gets the step, *rest what follows the digits.
+bool parseStepName(const std::string &name, const std::string &prefix,
+                   int64_t *step, std::string *rest);
+
 /// The rows of a shape (a scalar has one).
 int64_t rowsOf(const std::vector<int64_t> &shape);
 /// Elements per row (along axis 0); false on overflow or a negative dim.
@@ -77,8 +82,11 @@ std::string encodeMeta(const SavedTensor &t, int64_t rowCount,
 /// Checks a tensor to save; *rowCount gets its rows.
 Status checkSaved(const SavedTensor &t, int64_t *rowCount);
 /// Reads a data file's header and the metadata of every record (skipping the
-/// tensors' bytes) and checks its footer. `file` gets the size and footer
-/// CRC.
+/// tensors' bytes) and checks its footer. Every field is checked before it
+/// is used (magic, header CRC, version, shard within `numShards`, step, a
+/// tensor count the file's size can hold, name sizes, dtypes, ranks, dims
+/// and sizes that fit the file); a refusal names the file, the field and,
+/// in a record, the tensor. `file` gets the size and footer CRC.
 Status scanDataFile(const std::string &path, int64_t step, int shard,
                     int numShards, std::vector<Record> *records, File *file);
 /// Checks that a data file has the size and footer CRC the index records

@@ -52,6 +52,9 @@ public:
   Status initializeOrWait(bool chief) {
     return recovery_.initializeOrWait(chief);
   }
+  /// The last initialization or restore failed on the checkpoint, not on
+  /// the cluster.
+  bool checkpointRefused() const { return recovery_.checkpointRefused(); }
 
   /// The chief's checkpoint policy (the plan's `checkpoint every ...`).
   void setCheckpointPolicy(const plan::Training &t) {

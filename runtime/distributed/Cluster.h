@@ -2,6 +2,7 @@
 // addresses and the workers (the chief first), with the names messages use.
 #pragma once
 
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/distributed/Transport.h"
 
 #include <atomic>
@@ -30,6 +31,10 @@ struct TaskConfig {
   std::string planPath;
   uint64_t planFingerprint = 0;
   std::string modelDir;
+  /// Which checkpoint of modelDir the chief restores onto the ps tasks
+  /// (dtf-run --restore): the newest, refused when damaged, or the newest
+  /// whole one.
+  checkpoint::RestorePolicy restore = checkpoint::RestorePolicy::kLatest;
   /// How long to wait for another task to answer before naming it and
   /// giving up (dtf-run --connect-timeout).
   double connectTimeoutSeconds = 15;

@@ -51,14 +51,30 @@ Status PsRecovery::restoreAll(bool force) {
   const std::string &dir = links_.config().modelDir;
   int64_t step = -1;
   std::unique_ptr<checkpoint::CheckpointReader> reader;
+  checkpointRefused_ = false;
   if (!dir.empty()) {
-    std::vector<std::string> skipped;
-    DTF_RETURN_IF_ERROR(checkpoint::findLatest(dir, &step, &skipped));
-    for (const std::string &why : skipped)
-      links_.say("warning: skipping an incomplete checkpoint: " + why);
-    if (step >= 0)
-      DTF_RETURN_IF_ERROR(
-          checkpoint::CheckpointReader::open(dir, step, &reader));
+    // The chief decides for every ps: the checkpoint is checked whole here,
+    // before any ps is told to take it.
+    checkpoint::RestoreChoice choice;
+    Status s = checkpoint::chooseCheckpoint(dir, links_.config().restore,
+                                            "--fresh", &choice);
+    for (const std::string &why : choice.unfinished)
+      links_.say("warning: " + why);
+    for (const std::string &why : choice.passedOver)
+      links_.say("warning: " + why);
+    // The job saves those steps again: their damaged files move aside.
+    std::string movedTo;
+    if (s.isOk())
+      s = checkpoint::moveDamagedAside(dir, choice.passedOverSteps, &movedTo);
+    if (!movedTo.empty())
+      links_.say("warning: moved the damaged checkpoints' files to " + movedTo);
+    if (s.isOk() && choice.step >= 0)
+      s = checkpoint::CheckpointReader::open(dir, choice.step, &reader);
+    if (!s.isOk()) {
+      checkpointRefused_ = true;
+      return s;
+    }
+    step = choice.step;
   }
   // Every ps starts at the stored global step (its updates so far in sync
   // mode), whatever step the checkpoint is named for.
@@ -98,6 +114,9 @@ Status PsRecovery::restoreAll(bool force) {
       req.set_restore_step(step);
     } else if (reader) {
       for (const plan::HeldTensor &h : client_.heldBy(k)) {
+        // Another model's checkpoint, or one changed since it was checked:
+        // neither is fixed by a restart.
+        checkpointRefused_ = true;
         if (!reader->find(h.variable))
           return errorStatus(
               "the checkpoint ", checkpoint::checkpointName(step), " in ", dir,
@@ -108,6 +127,7 @@ Status PsRecovery::restoreAll(bool force) {
                                 ? reader->readRows(h.variable, h.rowOffset,
                                                    h.rowOffset + h.rows, &t)
                                 : reader->read(h.variable, &t));
+        checkpointRefused_ = false;
         describeTensor(h.name, t, req.add_values());
         values.push_back(std::move(t));
       }
@@ -137,8 +157,13 @@ Status PsRecovery::restoreAll(bool force) {
         toWire(req.values(i).name(), values[size_t(i)], req.mutable_values(i));
       st = l.stub->Initialize(&ctx, req, &reply);
     }
-    if (!st.ok())
+    if (!st.ok()) {
+      // The ps found the checkpoint damaged as it read its share.
+      checkpointRefused_ |=
+          req.restore() &&
+          st.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
       return rpcError("initializing", l.task, st);
+    }
   }
   schedule_.saved(reader ? step : -1);
   if (reader)

@@ -25,12 +25,15 @@ public:
       : plan_(plan), client_(client), links_(client.links()),
         schedule_(schedule) {}
 
-  /// The chief: initializes every ps that is not yet (from the latest
-  /// checkpoint in the model dir when there is one). Others: wait for it.
+  /// The chief: initializes every ps that is not yet (from the model dir's
+  /// checkpoint that config().restore picks, checked whole, when there is
+  /// one). Others: wait for it.
   Status initializeOrWait(bool chief);
 
-  /// The chief: (re)initializes every ps, from the latest checkpoint of the
-  /// model dir when there is one, else from the plan's initializers. With
+  /// The chief: (re)initializes every ps, from the model dir's checkpoint
+  /// that config().restore picks (checkpoint::chooseCheckpoint: checked
+  /// whole; a damaged newest one, or only damaged ones, are refused) when
+  /// there is one, else from the plan's initializers. With
   /// force, also the ones that are initialized (after a ps was lost, all go
   /// back to the same checkpoint).
   Status restoreAll(bool force);
@@ -40,11 +43,17 @@ public:
   /// checkpoint, the others wait until that happened.
   Status recover(bool chief, const Status &why);
 
+  /// The last restoreAll failed on the checkpoint (damaged, or refused by a
+  /// ps that read it), not on the cluster: dtf-run's exit code 4, which the
+  /// launcher does not restart.
+  bool checkpointRefused() const { return checkpointRefused_; }
+
 private:
   const plan::Plan &plan_;
   PsClient &client_;
   Links &links_;
   train::CheckpointSchedule &schedule_;
+  bool checkpointRefused_ = false;
 };
 
 } // namespace dtf::dist

@@ -172,8 +172,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   s = ps.connect();
   if (s.isOk())
     s = ps.initializeOrWait(chief);
-  if (!s.isOk())
-    return fail(self, s, 6);
+  if (!s.isOk()) // a damaged checkpoint is not fixed by a restart
+    return fail(self, s, ps.checkpointRefused() ? 4 : 6);
 
   if (inGraph && !chief)
     return serveTowers(*trainer, links, ps, replica);

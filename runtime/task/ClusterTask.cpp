@@ -259,6 +259,7 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.planPath = planPath;
   config.planFingerprint = planFingerprint;
   config.modelDir = options.modelDir;
+  config.restore = options.restore;
   config.connectTimeoutSeconds = flags.connectTimeoutSeconds;
   config.syncTimeoutSeconds = flags.syncTimeoutSeconds;
   config.chunkBytes = flags.chunkBytes;

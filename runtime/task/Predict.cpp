@@ -72,30 +72,37 @@ Status sourceOf(const dtf::plan::Plan &plan, const std::string &text,
   return Status::ok();
 }
 
-// Every variable from the latest checkpoint in `dir` (the dynamic tables'
-// live rows into `tables`).
+// Every variable from the checkpoint of `dir` that `policy` picks (the
+// dynamic tables' live rows into `tables`), said on stderr with its path and
+// step; a damaged one is refused.
 Status restore(const dtf::plan::Plan &plan, const std::string &dir,
+               dtf::checkpoint::RestorePolicy policy,
                dtf::exec::VariableStore *store,
                std::unique_ptr<dtf::train::DynamicTables> *tables,
                int64_t *step) {
   DTF_RETURN_IF_ERROR(dtf::train::initializeVariables(plan, 0, store));
   DTF_RETURN_IF_ERROR(
       dtf::train::DynamicTables::create(plan, 0, store, tables));
-  std::vector<std::string> skipped;
-  DTF_RETURN_IF_ERROR(dtf::checkpoint::findLatest(dir, step, &skipped));
-  for (const std::string &why : skipped)
-    std::fprintf(stderr, "dtf-run: warning: %s: %s\n", dir.c_str(),
-                 why.c_str());
+  dtf::checkpoint::RestoreChoice choice;
+  Status s = dtf::checkpoint::chooseCheckpoint(dir, policy, nullptr, &choice);
+  for (const std::string &why : choice.unfinished)
+    std::fprintf(stderr, "dtf-run: warning: %s\n", why.c_str());
+  for (const std::string &why : choice.passedOver)
+    std::fprintf(stderr, "dtf-run: warning: %s\n", why.c_str());
+  DTF_RETURN_IF_ERROR(s);
+  *step = choice.step;
   if (*step < 0)
     return errorStatus(dir, " holds no checkpoint: train with --model-dir ",
                        dir, " first");
+  const std::string name = dtf::checkpoint::checkpointName(*step);
+  std::fprintf(stderr, "dtf-run: --predict reads checkpoint %s (step %lld)\n",
+               dtf::checkpoint::checkpointPath(dir, *step).c_str(),
+               (long long)*step);
   std::unique_ptr<dtf::checkpoint::CheckpointReader> reader;
   DTF_RETURN_IF_ERROR(
       dtf::checkpoint::CheckpointReader::open(dir, *step, &reader));
   return dtf::train::restoreVariables(
-      *reader,
-      "checkpoint " + dtf::checkpoint::checkpointName(*step) + " in " + dir,
-      store, tables->get());
+      *reader, "checkpoint " + name + " in " + dir, store, tables->get());
 }
 
 // Rows of the output, as CSV or as an NPY array.
@@ -246,9 +253,9 @@ int runPredict(const dtf::plan::Plan &plan, const PredictOptions &flags) {
   dtf::exec::VariableStore variables;
   std::unique_ptr<dtf::train::DynamicTables> tables;
   int64_t step = -1;
-  s = restore(plan, flags.modelDir, &variables, &tables, &step);
+  s = restore(plan, flags.modelDir, flags.restore, &variables, &tables, &step);
   if (!s.isOk())
-    return fail(4, errorStatus("--model-dir ", s.message()));
+    return fail(4, errorStatus("--predict: ", s.message()));
 
   std::shared_ptr<const dtf::data::Dataset> data;
   dtf::train::FeedLayout layout;

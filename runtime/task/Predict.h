@@ -2,6 +2,8 @@
 // from the latest checkpoint.
 #pragma once
 
+#include "runtime/checkpoint/Checkpoint.h"
+
 #include "plan.pb.h"
 
 #include <string>
@@ -12,6 +14,10 @@ struct PredictOptions {
   /// eval, data, or KIND:PATH (idx:DIR, csv:FILE, tfrecord:PATTERN).
   std::string source;
   std::string modelDir;
+  /// Which checkpoint of modelDir (dtf-run --restore): the newest, refused
+  /// when damaged, or the newest whole one.
+  dtf::checkpoint::RestorePolicy restore =
+      dtf::checkpoint::RestorePolicy::kLatest;
   /// .csv or .npy.
   std::string output;
   int threads = 0;

@@ -33,17 +33,36 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
                         movedTo;
     return Status::ok();
   }
-  int64_t step = -1;
-  std::vector<std::string> skipped;
-  Status s = checkpoint::findLatest(dir, &step, &skipped);
-  for (const std::string &why : skipped)
-    std::fprintf(stderr, "dtf-run: warning: %s: %s\n", dir.c_str(),
-                 why.c_str());
-  if (s.isOk() && step < 0)
+  // The checkpoint is checked whole before any variable changes; a damaged
+  // one stops the run rather than quietly throwing training away.
+  checkpoint::RestoreChoice choice;
+  Status s =
+      checkpoint::chooseCheckpoint(dir, options_.restore, "--fresh", &choice);
+  for (const std::string &why : choice.unfinished)
+    std::fprintf(stderr, "dtf-run: warning: %s\n", why.c_str());
+  for (const std::string &why : choice.passedOver)
+    std::fprintf(stderr, "dtf-run: warning: %s\n", why.c_str());
+  if (!s.isOk()) {
+    setKind(kind, FailureKind::kData);
+    return s;
+  }
+  const int64_t step = choice.step;
+  if (step < 0)
     return Status::ok();
+  // This run saves those steps again: their damaged files move aside.
+  std::string movedTo;
+  s = checkpoint::moveDamagedAside(dir, choice.passedOverSteps, &movedTo);
+  if (!s.isOk()) {
+    setKind(kind, FailureKind::kData);
+    return errorStatus("--restore=latest-valid: ", s.message());
+  }
+  if (!movedTo.empty())
+    std::fprintf(stderr,
+                 "dtf-run: warning: moved the damaged checkpoints' files to "
+                 "%s\n",
+                 movedTo.c_str());
   std::unique_ptr<checkpoint::CheckpointReader> reader;
-  if (s.isOk())
-    s = checkpoint::CheckpointReader::open(dir, step, &reader);
+  s = checkpoint::CheckpointReader::open(dir, step, &reader);
   // Every variable of the model comes from the checkpoint, in place (the
   // executors point at the variables' buffers).
   for (const std::string &name : variables_.names()) {
@@ -63,20 +82,7 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
     s = dynamicTables_->restore(*reader, step);
   if (!s.isOk()) {
     setKind(kind, FailureKind::kData);
-    // Point at an older whole checkpoint when there is one.
-    std::vector<int64_t> steps;
-    std::string hint;
-    if (step >= 0 && checkpoint::listCheckpoints(dir, &steps).isOk())
-      for (auto it = steps.rbegin(); it != steps.rend(); ++it)
-        if (*it < step) {
-          hint = strCat("; the previous checkpoint, ",
-                        checkpoint::checkpointName(*it), ", is complete: move ",
-                        dir, "/", checkpoint::checkpointName(step),
-                        ".* aside to restore from it, or pass --fresh to "
-                        "start over");
-          break;
-        }
-    return errorStatus("cannot restore from ", dir, ": ", s.message(), hint);
+    return errorStatus("cannot restore from ", dir, ": ", s.message());
   }
   for (const checkpoint::TensorInfo &t : reader->tensors())
     if (!variables_.find(t.name) &&

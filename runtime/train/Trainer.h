@@ -2,7 +2,6 @@
 // embedded default): variables, data, steps, progress, evaluation.
 #pragma once
 
-#include "schema/Status.h"
 #include "runtime/core/ThreadPool.h"
 #include "runtime/data/BatchIterator.h"
 #include "runtime/exec/Executor.h"
@@ -10,6 +9,7 @@
 #include "runtime/train/DynamicTable.h"
 #include "runtime/train/Feeding.h"
 #include "runtime/train/Progress.h"
+#include "schema/Status.h"
 
 #include "plan.pb.h"
 
@@ -107,6 +107,10 @@ struct TrainOptions {
   /// anyway, after moving the old checkpoints into modelDir/previous-run-K
   /// (never deleting them). Without: restore the latest and continue.
   bool fresh = false;
+  /// Which checkpoint of modelDir to restore (dtf-run --restore): the newest,
+  /// which must be whole (a damaged one stops the run), or with kLatestValid
+  /// the newest whole one (with a warning naming each one passed over).
+  checkpoint::RestorePolicy restore = checkpoint::RestorePolicy::kLatest;
   /// This task's name in the run's directory: scalars go to
   /// `<modelDir>/<summaryTask>/`, the log to `<modelDir>/<summaryTask>.log`
   /// ("worker.0"... in a cluster); evaluations go to `<modelDir>/eval/`.

@@ -40,8 +40,15 @@ ONNX model (opset 13, which onnxruntime runs):
 An op without an ONNX translation stops the export and is named with its
 place in the model (models/x.dtf:12:9: dtf.one_hot), one line each.
 
+The checkpoint is checked whole first (index, data file headers, every
+tensor's CRC32C) and named with its step on stderr; a damaged one is refused
+(exit 4) with its damage named.
+
 options:
   --model-dir DIR   the run whose latest checkpoint holds the weights
+  --restore latest|latest-valid  which checkpoint: the newest, refused when
+                    damaged (latest, the default), or the newest whole one,
+                    with a warning naming each damaged one passed over
   -o, --output FILE where the model goes (model.onnx)
   --help            print this help and exit
   --version         print the version and exit
@@ -53,10 +60,37 @@ exit codes:
   4  I/O: the plan, the checkpoint or the output file
 )";
 
+// Opens the checkpoint of `modelDir` that `policy` picks, checked whole, and
+// says which on stderr.
+dtf::Status
+openCheckpoint(const std::string &modelDir,
+               dtf::checkpoint::RestorePolicy policy, int64_t *step,
+               std::unique_ptr<dtf::checkpoint::CheckpointReader> *reader) {
+  dtf::checkpoint::RestoreChoice choice;
+  dtf::Status s =
+      dtf::checkpoint::chooseCheckpoint(modelDir, policy, nullptr, &choice);
+  for (const std::string &why : choice.unfinished)
+    std::fprintf(stderr, "dtf-export: warning: %s\n", why.c_str());
+  for (const std::string &why : choice.passedOver)
+    std::fprintf(stderr, "dtf-export: warning: %s\n", why.c_str());
+  DTF_RETURN_IF_ERROR(s);
+  *step = choice.step;
+  if (*step < 0)
+    return dtf::errorStatus(modelDir,
+                            " holds no checkpoint: train with "
+                            "dtf-run --model-dir ",
+                            modelDir, " first");
+  std::fprintf(stderr, "dtf-export: reading checkpoint %s (step %lld)\n",
+               dtf::checkpoint::checkpointPath(modelDir, *step).c_str(),
+               (long long)*step);
+  return dtf::checkpoint::CheckpointReader::open(modelDir, *step, reader);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
   std::string planPath, modelDir, output;
+  auto policy = dtf::checkpoint::RestorePolicy::kLatest;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -75,7 +109,8 @@ int main(int argc, char **argv) {
       std::printf("dtf-export %s\n", DTF_VERSION_STRING);
       return 0;
     }
-    if (arg == "--model-dir" || arg == "-o" || arg == "--output") {
+    if (arg == "--model-dir" || arg == "-o" || arg == "--output" ||
+        arg == "--restore") {
       if (!hasValue) {
         if (i + 1 >= argc) {
           std::fprintf(stderr, "dtf-export: error: %s needs a value\n",
@@ -84,7 +119,16 @@ int main(int argc, char **argv) {
         }
         value = argv[++i];
       }
-      (arg == "--model-dir" ? modelDir : output) = value;
+      if (arg == "--restore" &&
+          !dtf::checkpoint::parseRestorePolicy(value, &policy)) {
+        std::fprintf(stderr,
+                     "dtf-export: error: --restore expects latest or "
+                     "latest-valid, got '%s'\n",
+                     value.c_str());
+        return 2;
+      }
+      if (arg != "--restore")
+        (arg == "--model-dir" ? modelDir : output) = value;
       continue;
     }
     if (arg.size() > 1 && arg[0] == '-') {
@@ -131,15 +175,8 @@ int main(int argc, char **argv) {
       dtf::plan::inferenceProgram(plan.eval(), modelOutput);
 
   int64_t step = -1;
-  s = dtf::checkpoint::findLatest(modelDir, &step);
-  if (s.isOk() && step < 0)
-    s = dtf::errorStatus(modelDir,
-                         " holds no checkpoint: train with "
-                         "dtf-run --model-dir ",
-                         modelDir, " first");
   std::unique_ptr<dtf::checkpoint::CheckpointReader> reader;
-  if (s.isOk())
-    s = dtf::checkpoint::CheckpointReader::open(modelDir, step, &reader);
+  s = openCheckpoint(modelDir, policy, &step, &reader);
   if (!s.isOk())
     return fail(4, s);
   auto read = [&](const std::string &name, dtf::Tensor *out) {

@@ -46,6 +46,14 @@ options:
   --fresh          with --model-dir: start from the initializers even when
                    DIR holds checkpoints; they are moved, never deleted, to
                    DIR/previous-run-K (the first K free)
+  --restore latest|latest-valid  with --model-dir: which checkpoint to
+                   restore (for --predict too; the launcher passes it to its
+                   tasks). latest (the default): the newest, checked whole
+                   first; a damaged one stops the run with exit 4, naming the
+                   damage. latest-valid: the newest whole one, with a warning
+                   naming each damaged one passed over and the one taken.
+                   Either way a DIR whose checkpoints are all damaged is
+                   refused (exit 4), never trained over from the initializers
   --quiet          print only the final line (and errors)
   --profile        time every op of the train_step and print, on stderr at
                    the end, the time per step by op kind and the slowest ops
@@ -206,7 +214,7 @@ exit codes:
   3    not available in this build (an op without a CPU kernel)
   4    I/O: the plan or a data source is missing, unreadable, malformed or
        does not fit the model's inputs; a checkpoint cannot be restored
-       (damaged, or of another model) or saved
+       (damaged, see --restore; or of another model) or saved
   5    runtime error in a kernel during a step
   6    cluster: another task could not be reached within --connect-timeout,
        was lost, or did not answer within --sync-timeout (the message names
@@ -325,6 +333,7 @@ bool takesValue(const std::string &arg) {
                            "--threads",
                            "--inter-op-threads",
                            "--predict",
+                           "--restore",
                            "--output",
                            "-o"})
     if (arg == name)
@@ -343,6 +352,10 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     if (!*value)
       return usageError("%s needs a value", arg.c_str());
     (arg == "--predict" ? r.predict.source : r.predict.output) = value;
+  } else if (arg == "--restore") {
+    if (!dtf::checkpoint::parseRestorePolicy(value, &r.train.restore))
+      return usageError("--restore expects latest or latest-valid, got '%s'",
+                        value);
   } else if (arg == "--cluster") {
     cl->clusterFlags.cluster = value;
   } else if (arg == "--tls-dir" || arg == "--bind") {
@@ -490,6 +503,7 @@ int checkPredict(CommandLine *cl) {
     return usageError("--predict runs on this machine; leave out --cluster "
                       "and --job");
   r.predict.modelDir = r.train.modelDir;
+  r.predict.restore = r.train.restore;
   r.predict.threads = r.train.threads;
   return kGoOn;
 }
@@ -523,6 +537,13 @@ int checkCombinations(CommandLine *cl) {
   if (r.train.fresh && r.train.modelDir.empty())
     return usageError("--fresh needs --model-dir DIR (the directory whose "
                       "checkpoints to set aside)");
+  using dtf::checkpoint::RestorePolicy;
+  if (r.train.restore != RestorePolicy::kLatest && r.train.modelDir.empty())
+    return usageError("--restore needs --model-dir DIR (the directory whose "
+                      "checkpoints to restore)");
+  if (r.train.restore != RestorePolicy::kLatest && r.train.fresh)
+    return usageError("--fresh starts over and --restore picks a checkpoint "
+                      "to go on from: give one of them");
   if (int code = checkPredict(cl); code != kGoOn)
     return code;
   dtf::Status s = dtf::cluster::chooseRunMode(

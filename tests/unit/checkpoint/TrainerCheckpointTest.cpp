@@ -24,6 +24,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdlib.h>
+#include <unistd.h>
 
 namespace dtf::testing {
 namespace {
@@ -67,6 +68,7 @@ protected:
     o.logEvery = 1000;
     o.interactive = 0;
     o.fresh = fresh;
+    o.restore = restore_;
     if (withDir)
       o.modelDir = dir_;
     std::unique_ptr<train::Trainer> trainer;
@@ -99,8 +101,25 @@ protected:
            std::memcmp(a.rawData(), b.rawData(), a.byteSize()) == 0;
   }
 
+  // Flips the last byte of tensor "b" in the data file of checkpoint
+  // `step` (the file's last tensor: 'W' < 'b'); its size stays.
+  void damageB(int64_t step) {
+    const std::string path =
+        dir_ + "/ckpt-" + std::to_string(step) + ".data-0-of-1";
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff at = f.tellg() - std::streamoff(20 + 4 + 1);
+    f.seekg(at);
+    char c = 0;
+    f.read(&c, 1);
+    c ^= 0x01;
+    f.seekp(at);
+    f.write(&c, 1);
+  }
+
   std::string dir_;
   plan::Plan plan_;
+  checkpoint::RestorePolicy restore_ = checkpoint::RestorePolicy::kLatest;
 };
 
 TEST_F(TrainerCheckpointTest, RestoredRunEndsWhereAnUninterruptedOneDoes) {
@@ -166,27 +185,59 @@ TEST_F(TrainerCheckpointTest, WithoutAPolicyOnlyTheEndIsSaved) {
 TEST_F(TrainerCheckpointTest, DamagedCheckpointStopsTheRunNamingTheTensor) {
   TrainReport r;
   ASSERT_OK(run(100, true, &r));
-  // The last tensor of the file is "b" ('W' < 'b'); flip its last byte.
+  damageB(100);
   const std::string path = dir_ + "/ckpt-100.data-0-of-1";
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(0, std::ios::end);
-  const std::streamoff at = f.tellg() - std::streamoff(20 + 4 + 1);
-  f.seekg(at);
-  char c = 0;
-  f.read(&c, 1);
-  c ^= 0x01;
-  f.seekp(at);
-  f.write(&c, 1);
-  f.close();
   FailureKind kind = FailureKind::kNone;
   Status s = run(200, true, &r, nullptr, nullptr, nullptr, &kind);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(kind, FailureKind::kData);
   EXPECT_NE(s.message().find("tensor 'b'"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("the previous checkpoint, ckpt-50, is complete"),
+  EXPECT_NE(s.message().find("pass --restore=latest-valid to restore ckpt-50"),
             std::string::npos)
       << s.message();
+  // Nothing was trained or saved over it.
+  std::vector<int64_t> steps;
+  ASSERT_OK(checkpoint::listCheckpoints(dir_, &steps));
+  EXPECT_EQ(steps, (std::vector<int64_t>{50, 100}));
+}
+
+TEST_F(TrainerCheckpointTest, LatestValidTakesTheNewestWholeOne) {
+  TrainReport r;
+  ASSERT_OK(run(100, true, &r));
+  damageB(100);
+  restore_ = checkpoint::RestorePolicy::kLatestValid;
+  std::string out;
+  ASSERT_OK(run(120, true, &r, &out));
+  EXPECT_EQ(r.restoredStep, 50);
+  EXPECT_NE(out.find("restored checkpoint ckpt-50 from " + dir_ +
+                     "; continuing at step 50"),
+            std::string::npos)
+      << out;
+}
+
+TEST_F(TrainerCheckpointTest, OnlyCheckpointDamagedIsRefusedNotAFreshStart) {
+  TrainReport r;
+  ASSERT_OK(run(50, true, &r));
+  damageB(50);
+  for (auto policy : {checkpoint::RestorePolicy::kLatest,
+                      checkpoint::RestorePolicy::kLatestValid}) {
+    restore_ = policy;
+    FailureKind kind = FailureKind::kNone;
+    Status s = run(100, true, &r, nullptr, nullptr, nullptr, &kind);
+    ASSERT_FALSE(s.isOk()) << "trained from the initializers over a damaged "
+                              "checkpoint";
+    EXPECT_EQ(kind, FailureKind::kData);
+    EXPECT_NE(s.message().find("none is whole"), std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("pass --fresh to start over"), std::string::npos)
+        << s.message();
+  }
+  std::vector<int64_t> steps;
+  std::vector<std::string> skipped;
+  ASSERT_OK(checkpoint::listCheckpoints(dir_, &steps, &skipped));
+  EXPECT_EQ(steps, (std::vector<int64_t>{50})); // its size is still right
+  EXPECT_FALSE(::access((dir_ + "/ckpt-100.index").c_str(), F_OK) == 0);
 }
 
 TEST_F(TrainerCheckpointTest, CheckpointOfAnotherModelIsRefused) {
