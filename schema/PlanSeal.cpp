@@ -98,7 +98,15 @@ std::vector<std::string> expectedCpuSymbols(const Plan &plan) {
 std::string sealPlan(const Plan &plan) {
   Plan unsealed = plan;
   unsealed.clear_integrity();
-  std::string bytes = unsealed.SerializeAsString();
+  // Deterministic (maps in key order): the same plan gives the same bytes
+  // and the same digest in every dtfc run.
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.SetSerializationDeterministic(true);
+    unsealed.SerializeToCodedStream(&out);
+  }
   Integrity integrity;
   integrity.set_plan_sha256(sha256(bytes));
   codeDigests(unsealed, &integrity);

@@ -223,16 +223,7 @@ Status listCheckpoints(const std::string &dir, std::vector<int64_t> *steps,
   bool missing = false;
   DTF_RETURN_IF_ERROR(listDir(dir, &names, &missing));
   std::set<int64_t> withData, withIndex;
-  for (const std::string &n : names) {
-    int64_t s = 0;
-    std::string rest;
-    if (!parseStepName(n, "ckpt-", &s, &rest))
-      continue;
-    if (rest == ".index")
-      withIndex.insert(s);
-    else if (rest.rfind(".data-", 0) == 0)
-      withData.insert(s);
-  }
+  format::checkpointSteps(names, &withData, &withIndex);
   for (int64_t s : withIndex) {
     Index index;
     Status st = parseIndex(indexPath(dir, s), s, &index);

@@ -102,6 +102,20 @@ bool parseStepName(const std::string &name, const std::string &prefix,
   return true;
 }
 
+void checkpointSteps(const std::vector<std::string> &names,
+                     std::set<int64_t> *withData, std::set<int64_t> *withIndex) {
+  for (const std::string &n : names) {
+    int64_t s = 0;
+    std::string rest;
+    if (!parseStepName(n, "ckpt-", &s, &rest))
+      continue;
+    if (rest == ".index")
+      withIndex->insert(s);
+    else if (rest.rfind(".data-", 0) == 0)
+      withData->insert(s);
+  }
+}
+
 int64_t rowsOf(const std::vector<int64_t> &shape) {
   return shape.empty() ? 1 : shape[0];
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,12 @@ uint64_t get64(const char *p);
 /// gets the step, *rest what follows the digits.
 bool parseStepName(const std::string &name, const std::string &prefix,
                    int64_t *step, std::string *rest);
+
+/// The steps of a directory's checkpoint files among `names`: those with a
+/// data file ("ckpt-S.data-K-of-N") and those with an index
+/// ("ckpt-S.index").
+void checkpointSteps(const std::vector<std::string> &names,
+                     std::set<int64_t> *withData, std::set<int64_t> *withIndex);
 
 /// The rows of a shape (a scalar has one).
 int64_t rowsOf(const std::vector<int64_t> &shape);

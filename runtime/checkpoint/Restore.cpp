@@ -12,7 +12,6 @@ namespace dtf::checkpoint {
 
 using files::joinPath;
 using files::listDir;
-using format::parseStepName;
 
 bool parseRestorePolicy(const std::string &text, RestorePolicy *policy) {
   if (text == "latest")
@@ -79,16 +78,7 @@ Status chooseCheckpoint(const std::string &dir, RestorePolicy policy,
   bool missing = false;
   DTF_RETURN_IF_ERROR(listDir(dir, &names, &missing));
   std::set<int64_t> withData, withIndex;
-  for (const std::string &n : names) {
-    int64_t s = 0;
-    std::string rest;
-    if (!parseStepName(n, "ckpt-", &s, &rest))
-      continue;
-    if (rest == ".index")
-      withIndex.insert(s);
-    else if (rest.rfind(".data-", 0) == 0)
-      withData.insert(s);
-  }
+  format::checkpointSteps(names, &withData, &withIndex);
   // A crash while the shards were written: not a checkpoint (docs/
   // checkpoint-format.md, crash safety), so not damage either.
   for (int64_t s : withData)

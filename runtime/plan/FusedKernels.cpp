@@ -329,6 +329,19 @@ Status checkDropoutKernel(const Kernel &kernel, const std::string &where) {
   return Status::ok();
 }
 
+// dtfc names each kernel's CPU functions after it: a symbol of another name
+// would run another kernel's code over this one's buffers.
+Status checkCpuSymbols(const Kernel &kernel, const std::string &where) {
+  for (const auto &[symbol, want] :
+       {std::pair{&kernel.cpu_symbol(), kernel.name()},
+        std::pair{&kernel.cpu_columns_symbol(), kernel.name() + "_columns"}})
+    if (!symbol->empty() && *symbol != want)
+      return errorStatus(where, " names the CPU function '", printable(*symbol),
+                         "' where dtfc writes '", printable(want),
+                         "'; compile the model again with dtfc");
+  return Status::ok();
+}
+
 } // namespace
 
 Status validateKernels(const Plan &plan, const std::string &name) {
@@ -346,16 +359,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
       return errorStatus(where, " has no cpu_symbol in the plan's cpu_object");
     if (!names.insert(kernel.name()).second)
       return errorStatus(where, " is named twice");
-    // dtfc names each kernel's CPU functions after it: a symbol of another
-    // name would run another kernel's code over this one's buffers.
-    for (const auto &[symbol, want] :
-         {std::pair{&kernel.cpu_symbol(), kernel.name()},
-          std::pair{&kernel.cpu_columns_symbol(), kernel.name() + "_columns"}})
-      if (!symbol->empty() && *symbol != want)
-        return errorStatus(where, " names the CPU function '",
-                           printable(*symbol), "' where dtfc writes '",
-                           printable(want),
-                           "'; compile the model again with dtfc");
+    DTF_RETURN_IF_ERROR(checkCpuSymbols(kernel, where));
     if (!kernel.cpu_columns_symbol().empty() &&
         std::none_of(kernel.params().begin(), kernel.params().end(),
                      [](const KernelParam &p) {

@@ -2,7 +2,8 @@
 """Checks a dtf-run log of training: the loss of its progress lines fell by
 FALL (20%), the final line ran the expected steps and evaluated above an
 accuracy floor. With --task NAME, a cluster's log: only that task's lines
-("worker.0 | step ...").
+("worker.0 | step ..."), and its final line's steps are its own share, not
+checked.
 
 usage: check_training.py LOG STEPS MIN_ACCURACY [LABEL] [--task NAME] [--fall F]"""
 import re
@@ -41,7 +42,9 @@ else:
     if not acc > floor:
         failures.append("test accuracy %s after %d steps (chance 0.1): want > %s"
                         % (acc, steps, floor))
-    if int(fields.get("steps", 0)) != steps:
+    # A cluster's task reports its own steps; the job's count is the
+    # caller's to check (the launcher's "the job finished").
+    if not task and int(fields.get("steps", 0)) != steps:
         failures.append("ran %s steps, not %d" % (fields.get("steps"), steps))
 for f in failures:
     print("e2e: FAIL: " + f)

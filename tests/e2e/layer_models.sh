@@ -38,7 +38,7 @@ for m in transformer:200:0.4 resnet:60:0.2; do
   IFS=: read -r name steps floor <<<"$m"
   cluster_json "$work/$name.json" 1 2
   timeout 300 "$bin/dtf-run" "$work/$name.plan" --cluster "$work/$name.json" --steps "$steps" \
-    --log-every 20 --threads 1 > "$work/$name-cluster.log" 2>&1 ||
+    --log-every 10 --threads 1 > "$work/$name-cluster.log" 2>&1 ||
     { tail -30 "$work/$name-cluster.log" >&2; fail "the $name cluster run failed"; }
   grep -q 'the job finished' "$work/$name-cluster.log" || fail "$name: the launcher did not report the job finished"
   for w in worker.0 worker.1; do

@@ -403,8 +403,11 @@ int writePlan(const ::dtf::plan::Plan &plan, const Output &out) {
   }
   if (emit == Emit::PlanText)
     return out.write([&](llvm::raw_ostream &os) {
+      // What plan.bin holds, its seal included.
+      ::dtf::plan::Plan sealed;
+      sealed.ParseFromString(::dtf::plan::sealPlan(plan));
       std::string text;
-      google::protobuf::TextFormat::PrintToString(plan, &text);
+      google::protobuf::TextFormat::PrintToString(sealed, &text);
       os << text;
     });
   // Sealed: the digests of its bytes and its code close the file
