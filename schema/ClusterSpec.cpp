@@ -536,6 +536,10 @@ Status ClusterSpec::parseJson(const std::string &text,
     lineColumnOf(text, e.byte, &line, &column);
     return errorStatus(sourceName, ":", line, ":", column,
                        ": invalid JSON: ", parseErrorDetail(e.what()));
+  } catch (const json::exception &e) {
+    // A number beyond a double (out_of_range 406), found by the fuzzer.
+    return errorStatus(sourceName, ": invalid JSON: ",
+                       ::dtf::plan::printable(parseErrorDetail(e.what())));
   }
   if (!duplicateKey.empty())
     return errorStatus(sourceName, ": key '", duplicateKey, "' is given twice",

@@ -229,6 +229,13 @@ TEST(ClusterSpec, HostsAreNamesOrIpAddresses) {
                                      "has an invalid host 'bad host'"));
 }
 
+// A number beyond a double made nlohmann::json throw out_of_range past the
+// parse_error handler, and dtf-run abort (found by dtf-fuzz-readers).
+TEST(ClusterSpec, ANumberBeyondADoubleIsAnErrorNotACrash) {
+  EXPECT_THAT(errorOf(R"({"worker": ["a:1"], "x": 7e999})"),
+              HasSubstr("c.json: invalid JSON: "));
+}
+
 TEST(ClusterSpec, UnbracketedIpv6) {
   EXPECT_THAT(errorOf(R"({"worker": ["::1:2222"]})"),
               HasSubstr("looks like an IPv6 address; put the host in "
