@@ -27,9 +27,11 @@ rm -rf "$work" && mkdir -p "$work"
 # Long enough that the attacks end before the job does (the test fails
 # saying so otherwise, and prints where they ended): on the idle 2-core
 # machine they ended at step 4,921 of the plain dtf-run's job and at 3,006
-# of the sanitized one's (3x slower); 6000 steps once finished first on a
-# loaded CI machine.
-steps=${3:-12000}
+# of the sanitized one's (3x slower) before the 1.5 GiB push; 6000 steps
+# once finished first on a loaded CI machine, and 12000 on an idle one
+# with the 1.5 GiB push, whose attacks then ended at step 10,879 (13,027
+# beside the sanitized run).
+steps=${3:-26000}
 sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
     -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/' \
     "$root/models/mlp.dtf" > "$work/sec.dtf"
@@ -153,20 +155,6 @@ attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names 400 variables"
 attack "pull-repeat: refused INVALID_ARGUMENT: ps.0: a pull names .* twice" pull-repeat "${w1[@]}" --count 2
 attack "park: 24 of 40 pulls refused RESOURCE_EXHAUSTED" park "${w1[@]}" --count 40
 attack "streams: 12 refused RESOURCE_EXHAUSTED, 8 cut, 0 other, of 20" streams "${w1[@]}" --count 20 --hold 6
-# A 1.5 GiB unary push: refused with its real size against the ps's bound.
-# gRPC 1.51 holds the whole message before it refuses it (grpc/grpc#43012):
-# the ps's peak memory is measured and printed, not bounded (docs/security.md).
-ps_pid=$(sed -n 's/^\[launcher\] ps.0 started (pid \([0-9]*\)).*/\1/p' "$log" | tail -1)
-max_message=$(sed -n 's/^ps.0 .*takes messages of up to \([0-9]*\) bytes.*/\1/p' "$log" | head -1)
-hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"; }
-if [ -z "$ps_pid" ] || [ -z "$max_message" ] || [ -z "$(hwm "$ps_pid")" ]; then
-  bad "no ps.0 process (${ps_pid:-none}) or no message limit in its log (${max_message:-none})"
-else
-  before=$(hwm "$ps_pid")
-  attack "push-huge: refused RESOURCE_EXHAUSTED: .*1610612[0-9]* vs. $max_message" push-huge "${w1[@]}"
-  after=$(hwm "$ps_pid")
-  echo "   measured: ps.0's peak memory grew by $(( (after - before) / 1024 )) MB (from $((before / 1024)) MB) for the refused push (not bounded: gRPC 1.51 holds it first)"
-fi
 
 echo "== over the ps's Unix socket: only this job's tasks, only this user"
 sock=$sockets/127.0.0.1_$port.sock
@@ -188,6 +176,22 @@ attack "status: refused UNAUTHENTICATED: refused: not a task of this job" status
 attack "shutdown: refused PERMISSION_DENIED: .*worker.1 may not shut it down .*only the chief" shutdown "${u1[@]}"
 attack "push-nan: refused INVALID_ARGUMENT: ps.0 refused the push of worker.1: .*non-finite" \
   push-nan "${u1[@]}" --claim worker.0
+# A 1.5 GiB unary push: refused with its real size against the ps's bound
+# (over the Unix socket, which moves it 3x as fast as TLS: the job must
+# still be training when the attacks end).
+# gRPC 1.51 holds the whole message before it refuses it (grpc/grpc#43012):
+# the ps's peak memory is measured and printed, not bounded (docs/security.md).
+ps_pid=$(sed -n 's/^\[launcher\] ps.0 started (pid \([0-9]*\)).*/\1/p' "$log" | tail -1)
+max_message=$(sed -n 's/^ps.0 .*takes messages of up to \([0-9]*\) bytes.*/\1/p' "$log" | head -1)
+hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"; }
+if [ -z "$ps_pid" ] || [ -z "$max_message" ] || [ -z "$(hwm "$ps_pid")" ]; then
+  bad "no ps.0 process (${ps_pid:-none}) or no message limit in its log (${max_message:-none})"
+else
+  before=$(hwm "$ps_pid")
+  attack "push-huge: refused RESOURCE_EXHAUSTED: .*1610612[0-9]* vs. $max_message" push-huge "${u1[@]}"
+  after=$(hwm "$ps_pid")
+  echo "   measured: ps.0's peak memory grew by $(( (after - before) / 1024 )) MB (from $((before / 1024)) MB) for the refused push (not bounded: gRPC 1.51 holds it first)"
+fi
 # Another user: the kernel refuses the connect (the directory is 0700).
 if [ "$(id -u)" -ne 0 ] || ! command -v setpriv > /dev/null || [ ! -x /usr/bin/python3 ]; then
   echo "   not checked: a connect as another user needs root, setpriv and /usr/bin/python3"
