@@ -126,6 +126,14 @@ struct RestoreChoice {
   /// Saves that did not finish (data files newer than every index, no index
   /// of their own): not checkpoints, said as warnings.
   std::vector<std::string> unfinished;
+
+  /// What a run says of its choice as warnings: `unfinished`, then
+  /// `passedOver`.
+  std::vector<std::string> warnings() const {
+    std::vector<std::string> all = unfinished;
+    all.insert(all.end(), passedOver.begin(), passedOver.end());
+    return all;
+  }
 };
 
 /// Chooses the checkpoint of `dir` to restore under `policy`, and checks it

@@ -58,9 +58,7 @@ Status PsRecovery::restoreAll(bool force) {
     checkpoint::RestoreChoice choice;
     Status s = checkpoint::chooseCheckpoint(dir, links_.config().restore,
                                             "--fresh", &choice);
-    for (const std::string &why : choice.unfinished)
-      links_.say("warning: " + why);
-    for (const std::string &why : choice.passedOver)
+    for (const std::string &why : choice.warnings())
       links_.say("warning: " + why);
     // The job saves those steps again: their damaged files move aside.
     std::string movedTo;

@@ -85,9 +85,7 @@ Status restore(const dtf::plan::Plan &plan, const std::string &dir,
       dtf::train::DynamicTables::create(plan, 0, store, tables));
   dtf::checkpoint::RestoreChoice choice;
   Status s = dtf::checkpoint::chooseCheckpoint(dir, policy, nullptr, &choice);
-  for (const std::string &why : choice.unfinished)
-    std::fprintf(stderr, "dtf-run: warning: %s\n", why.c_str());
-  for (const std::string &why : choice.passedOver)
+  for (const std::string &why : choice.warnings())
     std::fprintf(stderr, "dtf-run: warning: %s\n", why.c_str());
   DTF_RETURN_IF_ERROR(s);
   *step = choice.step;

@@ -38,9 +38,7 @@ Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
   checkpoint::RestoreChoice choice;
   Status s =
       checkpoint::chooseCheckpoint(dir, options_.restore, "--fresh", &choice);
-  for (const std::string &why : choice.unfinished)
-    std::fprintf(stderr, "dtf-run: warning: %s\n", why.c_str());
-  for (const std::string &why : choice.passedOver)
+  for (const std::string &why : choice.warnings())
     std::fprintf(stderr, "dtf-run: warning: %s\n", why.c_str());
   if (!s.isOk()) {
     setKind(kind, FailureKind::kData);

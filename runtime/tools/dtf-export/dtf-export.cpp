@@ -69,9 +69,7 @@ openCheckpoint(const std::string &modelDir,
   dtf::checkpoint::RestoreChoice choice;
   dtf::Status s =
       dtf::checkpoint::chooseCheckpoint(modelDir, policy, nullptr, &choice);
-  for (const std::string &why : choice.unfinished)
-    std::fprintf(stderr, "dtf-export: warning: %s\n", why.c_str());
-  for (const std::string &why : choice.passedOver)
+  for (const std::string &why : choice.warnings())
     std::fprintf(stderr, "dtf-export: warning: %s\n", why.c_str());
   DTF_RETURN_IF_ERROR(s);
   *step = choice.step;
