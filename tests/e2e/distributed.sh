@@ -217,9 +217,12 @@ check ps2-greedy "$work/c2x2.json" "$work/greedy.plan" holds=ps.0,ps.1
 check partitioned "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts
 # Each step's push and the next step's pull at once (--overlap-push), to
 # both ps. (Adagrad: the MLP's momentum with lr 0.05 diverges under the one
-# step of extra staleness, 0.25 accuracy at 300 steps against 0.75.)
+# step of extra staleness, 0.25 accuracy at 300 steps against 0.75.) A
+# worker's push is in flight while it pulls for the next step, so each of
+# the two may land one more update past the last step than without it (303
+# was seen once under load): 300 to 304.
 runflags=(--overlap-push)
-check partitioned-overlap "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts updates=300-302
+check partitioned-overlap "$work/c2x2.json" "$work/parts.plan" holds=ps.0,ps.1 parts updates=300-304
 runflags=()
 # One replica on 2 workers; then 2 replicas of 2 workers each, in sync: the
 # ps averages the gradients of the replicas' stage 0 (worker.0, worker.2).
