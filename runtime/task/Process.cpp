@@ -24,7 +24,9 @@ extern "C" void onInterrupt(int) { gStop.store(true); }
 
 // Ctrl-C and SIGTERM are taken by one thread that waits for them: they are
 // blocked in every other thread (threads started later inherit the mask), so
-// that no signal handler runs on a thread in the middle of a kernel. The
+// that no signal handler runs on a thread in the middle of a kernel. oneDNN
+// 2.6's f32 GEMM kernels run with the stack pointer in a malloc'ed workspace:
+// a handler's frame there is written over the heap (docs/security.md). The
 // first sets the stop flag; a second Ctrl-C ends the process at once. (The
 // handler stays as the disposition, so that a signal reaching a thread that
 // a library started unblocked still only sets the flag.)

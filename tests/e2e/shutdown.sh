@@ -17,6 +17,35 @@ sed -e 's/steps = 10000/steps = 1000000/' \
     "$root/models/mlp.dtf" > "$work/stop.dtf"
 "$bin/dtfc" "$work/stop.dtf" -o "$work/stop.plan"
 failures=0
+
+# check_signal_masks LAUNCHER: in every task the launcher started, every thread
+# but the one that waits for them (in sigtimedwait, which unblocks them while
+# it waits) blocks SIGINT and SIGTERM, and no asynchronous signal has a
+# handler: a handler running on a thread inside oneDNN's sgemm writes its
+# frame over the heap (docs/security.md, "The crash on shutdown").
+check_signal_masks() {
+  local task t blocked waiting bad=0 async=0
+  for s in 1 3 10 12 13 14 17 20 23 24 26 27 28 29; do async=$((async | 1 << (s - 1))); done
+  for task in $(pgrep -P "$1"); do
+    waiting=0
+    caught=$(awk '/^SigCgt/ {print $2}' "/proc/$task/status" 2>/dev/null) || continue
+    if (( (16#$caught & async) != 0 )); then
+      echo "e2e: task $task has a handler for an asynchronous signal (SigCgt $caught)" >&2; bad=1
+    fi
+    for t in /proc/"$task"/task/*; do
+      blocked=$(awk '/^SigBlk/ {print $2}' "$t/status" 2>/dev/null) || continue
+      [ -n "$blocked" ] || continue
+      (( (16#$blocked & 0x4002) == 0x4002 )) && continue
+      case "$(cat "$t/wchan" 2>/dev/null)" in
+        do_sigtimedwait*) waiting=$((waiting + 1)) ;;
+        *) echo "e2e: thread ${t##*/} ($(cat "$t/comm")) of task $task takes SIGINT or SIGTERM (SigBlk $blocked)" >&2; bad=1 ;;
+      esac
+    done
+    [ "$waiting" -le 1 ] || { echo "e2e: task $task has $waiting threads waiting for signals" >&2; bad=1; }
+  done
+  return "$bad"
+}
+
 for round in $(seq 1 "$rounds"); do
   cluster_json "$work/c$round.json" 1 2
   log="$work/round$round.log"
@@ -39,6 +68,9 @@ for round in $(seq 1 "$rounds"); do
     kill -9 "$job" 2>/dev/null || true
     wait "$job" 2>/dev/null || true
     continue
+  fi
+  if [ "$round" -eq 1 ] && ! check_signal_masks "$job"; then
+    failures=$((failures + 1))
   fi
   # A different moment within the step each round.
   sleep "0.$(( (round * 37) % 10 ))"
