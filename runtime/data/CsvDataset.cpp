@@ -286,7 +286,8 @@ Expected<InMemoryDataset> parseCsv(const std::string &text,
     if (options.numClasses && label >= *options.numClasses)
       return Error(where + cols.name(lc) + ": label " + std::to_string(label) +
                    " is outside 0.." + std::to_string(*options.numClasses - 1) +
-                   " (" + std::to_string(*options.numClasses) + " classes)");
+                   " (the model's loss has " + std::to_string(*options.numClasses) +
+                   " classes)");
     maxLabel = std::max(maxLabel, label);
     labels.push_back(label);
   }

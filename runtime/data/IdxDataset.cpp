@@ -187,8 +187,19 @@ Expected<IdxDataset> IdxDataset::open(const std::string &imagesPath,
     d.shape_ = {int64_t(rows) * int64_t(cols)};
   else
     d.shape_ = {int64_t(rows), int64_t(cols)};
-  if (!d.labels_.empty())
+  if (options.numClasses) {
+    for (size_t i = 0; i < d.labels_.size(); ++i)
+      if (d.labels_[i] >= *options.numClasses)
+        return Error(labelsPath + ": example " + std::to_string(i) +
+                     " has label " + std::to_string(d.labels_[i]) +
+                     ", outside the model's classes 0.." +
+                     std::to_string(*options.numClasses - 1) +
+                     " (its loss has " + std::to_string(*options.numClasses) +
+                     " classes)");
+    d.numClasses_ = options.numClasses;
+  } else if (!d.labels_.empty()) {
     d.numClasses_ = *std::max_element(d.labels_.begin(), d.labels_.end()) + 1;
+  }
   d.imagesPath_ = imagesPath;
   d.labelsPath_ = labelsPath;
   return d;

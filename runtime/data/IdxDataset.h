@@ -41,11 +41,16 @@ inline Expected<IdxArray> readIdxLabels(const std::string &path) {
 struct IdxOptions {
   /// Features of shape {rows * cols} (the default), or {rows, cols} when false.
   bool flatten = true;
+  /// When set, every label must lie in 0..numClasses-1 (the classes of the
+  /// model's loss); the first outside is an error naming the labels file and
+  /// the example.
+  std::optional<int32_t> numClasses;
 };
 
 /// MNIST-style images and labels. Pixels stay bytes in memory (a quarter of the
 /// float size) and become floats in [0, 1] (pixel / 255) when copied out;
-/// labels are int32, and the number of classes is the largest label plus one.
+/// labels are int32, and the number of classes is the largest label plus one,
+/// or options.numClasses when set.
 class IdxDataset : public Dataset {
 public:
   /// Opens an images file and its labels file; their counts must agree.

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# End to end: a label outside the classes on an emulated GPU is a precise
-# error, not a NaN loss. tests/e2e/gpu_labels.dtf (every op on /gpu:0, no soft
-# placement, so nothing may move to the CPU) trains on 64 CSV examples of 3
-# classes, one of them labelled 7:
-#   1. on the CPU (no driver, soft placement) the step that reads it fails
-#      with the op-by-op kernel's message;
+# End to end: a label outside the classes is a precise error, not a NaN loss.
+# tests/e2e/gpu_labels.dtf (every op on /gpu:0, no soft placement, so nothing
+# may move to the CPU) trains on 64 CSV examples of 3 classes:
+#   0. a label column holding 7 is refused by the reader before training,
+#      naming the file, the line and the loss's classes (exit 4);
+#   1. a label of 7 made in the graph (one example's x4 is flagged): on the
+#      CPU (no driver, soft placement) the step that reads it fails with the
+#      op-by-op kernel's message;
 #   2. on one emulated GPU (dtf-run --emulate-gpus 1) the same step fails
 #      with the same op, source location, example, label and class count
 #      (the sparse cross-entropy's row kernel reported it in its
@@ -18,10 +20,6 @@
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
 work=$work/gpu_labels
-if [ ! -x /usr/local/cuda/bin/ptxas ]; then
-  echo "e2e: SKIP: no CUDA toolkit at /usr/local/cuda: dtfc makes no GPU code for the row kernels here"
-  exit 77
-fi
 rm -rf "$work"
 mkdir -p "$work"
 python3 - "$work" <<'PY'
@@ -32,17 +30,22 @@ rows = []
 for i in range(64):
     c = rng.randrange(3)
     rows.append(([rng.gauss(c, 0.5) for _ in range(4)], c))
-for name, bad in (("good", None), ("bad", 37)):
+# good: every label in 0..2; bad: example 37 flagged (its label becomes 7 in
+# the graph); column: example 37's label column holds 7.
+for name, flag, column in (("good", None, None), ("bad", 37, None), ("column", None, 37)):
     with open("%s/%s.csv" % (work, name), "w") as f:
-        f.write("x0,x1,x2,x3,y\n")
+        f.write("x0,x1,x2,x3,x4,y\n")
         for i, (x, c) in enumerate(rows):
-            f.write(",".join("%.4f" % v for v in x) + ",%d\n" % (7 if i == bad else c))
+            f.write(",".join("%.4f" % v for v in x) + ",%d,%d\n"
+                    % (1000 if i == flag else 0, 7 if i == column else c))
 PY
-for data in good bad; do
+for data in good bad column; do
   sed "s|@DATA@|$work/$data.csv|" "$root/tests/e2e/gpu_labels.dtf" > "$work/$data.dtf"
   # The CPU run needs soft placement (no driver); the GPU runs do without.
   sed 's|^  train {$|  train {\n    session = session(soft_placement = true)|' \
     "$work/$data.dtf" > "$work/${data}_soft.dtf"
+  # The column check needs a loss that reads the label column itself.
+  [ "$data" = column ] && sed -i 's/labels = y + flagged \* (7 - y)/labels = y/' "$work/${data}_soft.dtf"
   "$bin/dtfc" "$work/$data.dtf" -o "$work/$data.plan"
   "$bin/dtfc" "$work/${data}_soft.dtf" -o "$work/${data}_soft.plan"
 done
@@ -54,6 +57,52 @@ run() {
   "$bin/dtf-run" "$plan" --log-every 4 "$@" > "$work/$name.log" 2>&1 || rc=$?
 }
 error_of() { grep -m1 "^dtf-run: error: " "$work/$1.log" || true; }
+
+# 0. The reader: a label column outside the loss's classes, before any step.
+DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1 run column "$work/column_soft.plan"
+[ "$rc" -eq 4 ] || fail "a label column holding 7 made dtf-run exit $rc, want 4: $(tail -3 "$work/column.log")"
+grep -q "^step " "$work/column.log" && fail "the run trained before refusing the label column"
+error_of column | grep -qF "column.csv:39: column 'y': label 7 is outside 0..2 (the model's loss has 3 classes)" ||
+  fail "the reader's refusal does not name the file, line and classes: $(error_of column)"
+echo "e2e: reader: $(error_of column)"
+# The same for an IDX split: 20 images of 2x2, example 13 labelled 12, for a
+# loss of 10 classes.
+mkdir -p "$work/idx"
+python3 - "$work/idx" <<'PY'
+import struct, sys
+d = sys.argv[1]
+with open(d + "/train-images-idx3-ubyte", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, 20, 2, 2) + bytes(range(80)))
+with open(d + "/train-labels-idx1-ubyte", "wb") as f:
+    f.write(struct.pack(">II", 0x801, 20) + bytes(12 if i == 13 else i % 10 for i in range(20)))
+PY
+cat > "$work/idx.dtf" <<EOF
+model idx_labels {
+  input x: f32[B, 4]
+  input y: i32[B]
+  graph {
+    logits = dense(x, units = 10) as out
+    loss = mean(sparse_softmax_cross_entropy(logits, y))
+  }
+  train {
+    optimizer = sgd(learning_rate = 0.1)
+    batch = 4
+    steps = 10
+    data = idx("$work/idx", split = train)
+  }
+}
+EOF
+"$bin/dtfc" "$work/idx.dtf" -o "$work/idx.plan"
+run idx "$work/idx.plan"
+[ "$rc" -eq 4 ] || fail "an IDX label of 12 for 10 classes made dtf-run exit $rc, want 4: $(tail -3 "$work/idx.log")"
+error_of idx | grep -qF "idx/train-labels-idx1-ubyte: example 13 has label 12, outside the model's classes 0..9 (its loss has 10 classes)" ||
+  fail "the IDX reader's refusal does not name the file, example and classes: $(error_of idx)"
+echo "e2e: reader: $(error_of idx)"
+
+if [ ! -x /usr/local/cuda/bin/ptxas ]; then
+  echo "e2e: SKIP: no CUDA toolkit at /usr/local/cuda: dtfc makes no GPU code for the row kernels here"
+  exit 77
+fi
 
 # 1. The CPU path.
 DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1 run cpu "$work/bad_soft.plan"

@@ -115,7 +115,8 @@ TEST(CsvDataset, BadLabels) {
   CsvOptions o;
   o.numClasses = 3;
   EXPECT_EQ(parseError("x,y\n1,2\n1,3\n", o),
-            "data.csv:3: column 'y': label 3 is outside 0..2 (3 classes)");
+            "data.csv:3: column 'y': label 3 is outside 0..2 (the model's loss "
+            "has 3 classes)");
 }
 
 // A NUL (or any control byte) in a field would cut the message short where

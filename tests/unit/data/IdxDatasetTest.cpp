@@ -66,6 +66,27 @@ TEST(IdxDataset, RawFilesRoundTrip) {
   EXPECT_EQ(second.features[0], 1.0f); // 255 scales to exactly 1
 }
 
+// Told the model's classes, the reader refuses the first label outside them,
+// naming the labels file and the example; labels inside them set the count.
+TEST(IdxDataset, ALabelOutsideTheModelsClassesIsRefused) {
+  TempDir dir;
+  writeRaw(dir.file("img"), imagesFile());
+  writeRaw(dir.file("lab"), labelsFile());
+  IdxOptions nine;
+  nine.numClasses = 9;
+  Expected<IdxDataset> d =
+      IdxDataset::open(dir.file("img"), dir.file("lab"), nine);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error(), dir.file("lab") +
+                           ": example 2 has label 9, outside the model's "
+                           "classes 0..8 (its loss has 9 classes)");
+  IdxOptions twelve;
+  twelve.numClasses = 12;
+  d = IdxDataset::open(dir.file("img"), dir.file("lab"), twelve);
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d->numClasses(), 12);
+}
+
 TEST(IdxDataset, GzipSplitRoundTripKeepsImageShape) {
   TempDir dir;
   writeGzip(dir.file("train-images-idx3-ubyte.gz"), imagesFile());
