@@ -509,6 +509,16 @@ Status ClusterSpec::parseJson(const std::string &text,
     return errorStatus(sourceName, ": is empty; expected a cluster like ",
                        kExample);
 
+  // nlohmann's lexer takes a NUL byte for the end of the input: whatever
+  // follows one would be ignored without a word.
+  if (size_t nul = text.find('\0'); nul != std::string::npos) {
+    int line = 0, column = 0;
+    lineColumnOf(text, nul + 1, &line, &column);
+    return errorStatus(sourceName, ":", line, ":", column,
+                       ": a NUL byte (offset ", nul,
+                       "): a cluster is JSON text; is this the right file?");
+  }
+
   // nlohmann keeps the last of two equal keys; a job given twice would lose
   // tasks without a word, so the parse callback looks for repeated keys.
   std::vector<std::set<std::string>> keysPerObject;

@@ -613,7 +613,22 @@ Status moveDamagedAside(const std::string &dir,
       (rest == ".index" ? indexes : data).push_back(n);
   }
   indexes.insert(indexes.end(), data.begin(), data.end());
-  return moveIntoNewDir(dir, indexes, "damaged", movedTo);
+  DTF_RETURN_IF_ERROR(moveIntoNewDir(dir, indexes, "damaged", movedTo));
+  // The state file then names only what stays: a step it names without an
+  // index counts as damaged (chooseCheckpoint).
+  std::vector<std::string> after;
+  DTF_RETURN_IF_ERROR(listDir(dir, &after, &missing));
+  std::vector<int64_t> left;
+  for (const std::string &n : after) {
+    int64_t s = 0;
+    std::string rest;
+    if (parseStepName(n, "ckpt-", &s, &rest) && rest == ".index")
+      left.push_back(s);
+  }
+  std::sort(left.begin(), left.end());
+  if (left.empty())
+    return unlinkIfThere(joinPath(dir, kStateFile));
+  return writeStateFile(dir, left.back(), left);
 }
 
 } // namespace dtf::checkpoint

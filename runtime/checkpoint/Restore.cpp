@@ -69,6 +69,35 @@ refuseDamaged(const std::string &dir,
                      " To go on, ", todo);
 }
 
+// The steps the `checkpoint` file names (`latest ckpt-S`, `kept ckpt-S`): the
+// chief writes it after their indexes, so each of them was saved whole. The
+// file is for people and tools: one that is missing or unreadable names none.
+std::set<int64_t> stepsNamedSaved(const std::string &dir) {
+  std::set<int64_t> steps;
+  std::string text;
+  if (!files::readWholeFile(joinPath(dir, "checkpoint"), &text).isOk() ||
+      text.size() > (1 << 20))
+    return steps;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos)
+      end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    for (const char *word : {"latest ckpt-", "kept ckpt-"}) {
+      const std::string prefix = word;
+      if (line.rfind(prefix, 0) != 0 || line.size() == prefix.size() ||
+          line.size() > prefix.size() + 18 ||
+          line.find_first_not_of("0123456789", prefix.size()) !=
+              std::string::npos)
+        continue;
+      steps.insert(std::stoll(line.substr(prefix.size())));
+    }
+  }
+  return steps;
+}
+
 } // namespace
 
 Status chooseCheckpoint(const std::string &dir, RestorePolicy policy,
@@ -79,16 +108,29 @@ Status chooseCheckpoint(const std::string &dir, RestorePolicy policy,
   DTF_RETURN_IF_ERROR(listDir(dir, &names, &missing));
   std::set<int64_t> withData, withIndex;
   format::checkpointSteps(names, &withData, &withIndex);
+  // A step the `checkpoint` file names as saved has lost its index: damage.
+  const std::set<int64_t> saved = stepsNamedSaved(dir);
+  std::set<int64_t> steps = withIndex;
+  for (int64_t s : saved)
+    if (!withIndex.count(s))
+      steps.insert(s);
   // A crash while the shards were written: not a checkpoint (docs/
   // checkpoint-format.md, crash safety), so not damage either.
   for (int64_t s : withData)
-    if (!withIndex.count(s) && (withIndex.empty() || s > *withIndex.rbegin()))
+    if (!steps.count(s) && (withIndex.empty() || s > *withIndex.rbegin()))
       out->unfinished.push_back(
           strCat(checkpointName(s), " in ", dir,
                  " has data files but no index: a save that did not finish, "
                  "not a checkpoint"));
   std::vector<std::pair<int64_t, std::string>> damaged;
-  for (auto it = withIndex.rbegin(); it != withIndex.rend(); ++it) {
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (!withIndex.count(*it)) {
+      damaged.push_back(
+          {*it, strCat("its index ", checkpointName(*it),
+                       ".index is missing, though the checkpoint file names it "
+                       "as saved (the index is written before that file)")});
+      continue;
+    }
     Status s = checkWhole(dir, *it);
     if (s.isOk()) {
       out->step = *it;

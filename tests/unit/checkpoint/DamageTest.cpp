@@ -444,6 +444,33 @@ TEST_F(DamageTest, UnfinishedSaveIsNotDamage) {
       << choice.unfinished[0];
 }
 
+// The `checkpoint` file is written after the index it names: a step it names
+// without an index lost its index (a disk, a hand), unlike a save that did not
+// finish; it is damage, never a reason to start from the initializers.
+TEST_F(DamageTest, AnIndexLostUnderTheStateFileIsDamage) {
+  save(dir_, 4, 4);
+  save(dir_, 6, 6);
+  ASSERT_NE(readFile(dir_ + "/checkpoint").find("latest ckpt-6"),
+            std::string::npos);
+  ASSERT_EQ(::unlink((dir_ + "/ckpt-6.index").c_str()), 0);
+  RestoreChoice choice;
+  Status s = chooseCheckpoint(dir_, RestorePolicy::kLatest, "--fresh", &choice);
+  ASSERT_FALSE(s.isOk()) << "the lost index was taken for an unfinished save";
+  EXPECT_NE(s.message().find("its newest checkpoint, ckpt-6, is damaged: its "
+                             "index ckpt-6.index is missing"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(choice.unfinished.empty());
+  ASSERT_OK(
+      chooseCheckpoint(dir_, RestorePolicy::kLatestValid, "--fresh", &choice));
+  EXPECT_EQ(choice.step, 4);
+  // The only checkpoint: refused under either policy.
+  ASSERT_EQ(::unlink((dir_ + "/ckpt-4.index").c_str()), 0);
+  EXPECT_FALSE(
+      chooseCheckpoint(dir_, RestorePolicy::kLatestValid, "--fresh", &choice)
+          .isOk());
+}
+
 TEST_F(DamageTest, RestorePolicyNames) {
   RestorePolicy p = RestorePolicy::kLatestValid;
   EXPECT_TRUE(parseRestorePolicy("latest", &p));

@@ -236,6 +236,13 @@ TEST(ClusterSpec, ANumberBeyondADoubleIsAnErrorNotACrash) {
               HasSubstr("c.json: invalid JSON: "));
 }
 
+// nlohmann stops at a NUL byte as at the end: what follows would be ignored.
+TEST(ClusterSpec, ANulByteIsRefusedNotTakenForTheEnd) {
+  std::string text = R"({"worker": ["a:1"]})";
+  text += std::string("\0garbage", 8);
+  EXPECT_THAT(errorOf(text), HasSubstr("c.json:1:20: a NUL byte (offset 19)"));
+}
+
 TEST(ClusterSpec, UnbracketedIpv6) {
   EXPECT_THAT(errorOf(R"({"worker": ["::1:2222"]})"),
               HasSubstr("looks like an IPv6 address; put the host in "
