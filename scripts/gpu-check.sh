@@ -1,17 +1,47 @@
 #!/usr/bin/env bash
-# Checks dtf's GPU path: runs the GPU tests (ctest -R gpu, on the CUDA
+# Checks dtf's GPU path: runs the GPU tests (ctest -L gpu, on the CUDA
 # emulation), and, when this machine has an NVIDIA GPU and driver, trains the
 # seed CNN with its graph on /gpu:0 on the real GPU: the loss curve beside the
 # CPU path's, and the step time with and without CUDA graphs. Without a GPU it
 # says so plainly; nothing is skipped silently.
 # usage: scripts/gpu-check.sh [BUILD_DIR]   (default: build/, built already)
+#        scripts/gpu-check.sh --bundle DIR [BUILD_DIR]
+#          packs the GPU bundle into DIR (scripts/gpu-bundle.sh): copy DIR to
+#          a GPU machine (it needs none of this project's packages) and run
+#          DIR/check.sh there; DIR/check.sh --emulate runs it here
+#        scripts/gpu-check.sh --bundle-test BUILD_DIR
+#          packs BUILD_DIR/gpu-bundle and runs its check.sh --emulate from
+#          another folder with a bare environment (ctest
+#          gpu.bundle_check_on_the_emulation)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = "--bundle" ]; then
+  shift
+  exec "$root/scripts/gpu-bundle.sh" "$@"
+fi
+if [ "${1:-}" = "--bundle-test" ]; then
+  build=$(cd "$2" && pwd)
+  bundle=$build/gpu-bundle
+  "$root/scripts/gpu-bundle.sh" "$bundle" "$build"
+  elsewhere=$(mktemp -d)
+  trap 'rm -rf "$elsewhere"' EXIT
+  rm -rf "$build/gpu-bundle-check"
+  (cd "$elsewhere" && env -i PATH=/usr/bin:/bin HOME="$elsewhere" OUT="$build/gpu-bundle-check" \
+    bash "$bundle/check.sh" --emulate --steps 20)
+  summary=$build/gpu-bundle-check/summary.md
+  for model in mnist_cnn mlp; do
+    [ "$(grep -c "^| $model | gpu.* | ok |$" "$summary")" -eq 2 ] ||
+      { cat "$summary"; echo "gpu-check: $model did not match its CPU run on both GPU runs" >&2; exit 1; }
+  done
+  grep -q "^RESULT: PASS$" "$summary" || { cat "$summary"; exit 1; }
+  echo "gpu-check: the bundle ($(du -sh "$bundle" | cut -f1)) passed its check on the emulation"
+  exit 0
+fi
 build=$(cd "${1:-$root/build}" && pwd)
 bin=$build/bin
 
-echo "== GPU tests on the emulation (ctest -R gpu)"
-(cd "$build" && ctest -R gpu --output-on-failure)
+echo "== GPU tests on the emulation (ctest -L gpu)"
+(cd "$build" && ctest -L gpu --output-on-failure)
 
 have_gpu=0
 if command -v nvidia-smi > /dev/null 2>&1 && nvidia-smi -L 2> /dev/null | grep -q "^GPU"; then
@@ -26,7 +56,7 @@ nvidia-smi -L
 
 # The plan the e2e test compiled: the seed CNN, graph on /gpu:0, soft placement.
 plan=$build/e2e-work/gpu_mnist_cnn/soft.plan
-[ -f "$plan" ] || { echo "gpu-check: $plan is missing (ctest -R gpu makes it)" >&2; exit 1; }
+[ -f "$plan" ] || { echo "gpu-check: $plan is missing (ctest -L gpu makes it)" >&2; exit 1; }
 work=$build/gpu-check
 mkdir -p "$work"
 steps=300

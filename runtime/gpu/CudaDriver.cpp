@@ -152,16 +152,23 @@ Status CudaDriver::load(const CudaLibraries &libs,
 Status CudaDriver::loadLibraries() {
   if (librariesLoaded_)
     return Status::ok();
-  const std::string &blas = emulated() ? libs_.driver : libs_.cublas;
-  const std::string &dnn = emulated() ? libs_.driver : libs_.cudnn;
+  // $DTF_CUBLAS_LIBRARY and $DTF_CUDNN_LIBRARY name others (the GPU bundle's
+  // check.sh passes what it found: a CUDA 12 cuBLAS, one in a Python
+  // environment).
+  std::string blas = emulated() ? libs_.driver : libs_.cublas;
+  std::string dnn = emulated() ? libs_.driver : libs_.cudnn;
+  if (const char *env = std::getenv("DTF_CUBLAS_LIBRARY"); env && !emulated())
+    blas = env;
+  if (const char *env = std::getenv("DTF_CUDNN_LIBRARY"); env && !emulated())
+    dnn = env;
   cublasLib_ = dlopen(blas.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!cublasLib_)
     return errorStatus("cannot load cuBLAS from ", blas, " (", dlerrorText(),
-                       ")");
+                       "; DTF_CUBLAS_LIBRARY=PATH names another)");
   cudnnLib_ = dlopen(dnn.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!cudnnLib_)
     return errorStatus("cannot load cuDNN from ", dnn, " (", dlerrorText(),
-                       ")");
+                       "; DTF_CUDNN_LIBRARY=PATH names another)");
 #define DTF_RESOLVE_IN(lib, path)                                              \
   [&](const char *sym, void **fn) -> Status {                                  \
     *fn = dlsym(lib, sym);                                                     \

@@ -13,6 +13,7 @@ namespace dtf::gpu {
 /// Where the three libraries come from.
 struct CudaLibraries {
   std::string driver = "libcuda.so.1";
+  /// $DTF_CUBLAS_LIBRARY and $DTF_CUDNN_LIBRARY name others.
   std::string cublas = "libcublas.so.13";
   std::string cudnn = "libcudnn.so.9";
   /// NCCL, for the towers' all-reduce (loaded only by towers over 2 or more

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# check.sh of the GPU bundle (scripts/gpu-bundle.sh makes it): checks dtf on
+# this machine's GPU from any folder, with a bare environment, in a few
+# minutes. It finds the CUDA driver, cuBLAS, cuDNN and NCCL (the loader's
+# cache, the usual folders, then Python environments' nvidia/*/lib), says
+# what it found, and for the seed CNN and the MLP (every op on /gpu:0)
+# trains the same plan on the CPU and on the GPU, with CUDA graphs and
+# without: the loss at every logged step against the CPU's, images/s; then
+# compute-sanitizer (memcheck, racecheck) over a few steps and Nsight
+# Systems' per-kernel times where they are installed, and towers where there
+# are 2 GPUs. One summary goes to $OUT/summary.md (else ./dtf-gpu-check/).
+# Nothing is skipped silently: each part not run says why.
+# usage: check.sh [--emulate] [--steps N]
+#   --emulate  the same on dtf's CUDA emulation (no GPU needed), as CI runs it
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+emulate=0 steps=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --emulate) emulate=1 ;;
+    --steps) steps=$2; shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) echo "check.sh: unknown argument '$1' (--emulate, --steps N)" >&2; exit 2 ;;
+  esac
+  shift
+done
+out=${OUT:-$PWD/dtf-gpu-check}
+mkdir -p "$out"
+summary=$out/summary.md
+work=$(mktemp -d "${TMPDIR:-/tmp}/dtf-gpu-check.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+failures=0
+say() { echo "$*"; echo "$*" >> "$summary"; }
+bad() { say "- FAIL: $*"; failures=$((failures + 1)); }
+: > "$summary"
+say "# dtf GPU check ($(cat "$here/VERSION" 2>/dev/null || echo unknown), $(date -u +%Y-%m-%dT%H:%MZ))"
+say ""
+
+mkdir -p "$work/lib"
+tar -C "$work/lib" -xzf "$here/lib.tar.gz" || { echo "check.sh: cannot unpack $here/lib.tar.gz" >&2; exit 1; }
+libpath=$work/lib
+
+# find_lib NAME...: the first file of these names in the loader's cache, the
+# usual folders, then Python environments (pip's nvidia-* wheels).
+python_dirs() {
+  for py in python3 /opt/conda/bin/python3 /usr/bin/python3; do
+    command -v "$py" > /dev/null 2>&1 || continue
+    "$py" - <<'PY' 2> /dev/null
+import site, sys
+for p in list(getattr(site, "getsitepackages", lambda: [])()) + [site.getusersitepackages()] + sys.path:
+    print(p)
+PY
+  done
+  ls -d /opt/conda/lib/python3*/site-packages /usr/local/lib/python3*/dist-packages \
+    /usr/lib/python3/dist-packages "$HOME"/.local/lib/python3*/site-packages 2> /dev/null
+}
+find_lib() {
+  local name found
+  for name in "$@"; do
+    found=$(ldconfig -p 2> /dev/null | awk -v n="$name" '$1 == n {print $NF; exit}')
+    [ -n "$found" ] && { echo "$found"; return; }
+    for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+             /usr/local/cuda-*/lib64 /usr/local/nvidia/lib64 /usr/lib/wsl/lib; do
+      [ -e "$d/$name" ] && { echo "$d/$name"; return; }
+    done
+    while read -r p; do
+      for f in "$p"/nvidia/*/lib/"$name"; do
+        [ -e "$f" ] && { echo "$f"; return; }
+      done
+    done < <(python_dirs | sort -u)
+  done
+}
+
+run_env=()
+if [ "$emulate" = 1 ]; then
+  say "mode: dtf's CUDA emulation (--emulate): no GPU is used; what only hardware shows is not measured"
+  gpu_flags=(--emulate-gpus 1)
+  ngpu=2
+  steps=${steps:-40}
+else
+  gpu_flags=()
+  driver=$(find_lib libcuda.so.1)
+  cublas=$(find_lib libcublas.so.13 libcublas.so.12)
+  cudnn=$(find_lib libcudnn.so.9)
+  nccl=$(find_lib libnccl.so.2)
+  say "## Libraries found"
+  say "- CUDA driver: ${driver:-NOT FOUND}"
+  say "- cuBLAS: ${cublas:-NOT FOUND}"
+  say "- cuDNN: ${cudnn:-NOT FOUND}"
+  say "- NCCL: ${nccl:-NOT FOUND}"
+  [ -n "$driver" ] || { bad "no CUDA driver (libcuda.so.1): nothing can run on a GPU here"; exit 1; }
+  # Their folders go on the loader's path too: cuBLAS needs cublasLt, cuDNN
+  # its engine libraries, each beside it.
+  for f in "$cublas" "$cudnn" "$nccl"; do
+    [ -n "$f" ] && libpath=$libpath:$(dirname "$f")
+  done
+  run_env=(DTF_CUDA_DRIVER="$driver")
+  [ -n "$cublas" ] && run_env+=(DTF_CUBLAS_LIBRARY="$cublas")
+  [ -n "$cudnn" ] && run_env+=(DTF_CUDNN_LIBRARY="$cudnn")
+  [ -n "$nccl" ] && run_env+=(DTF_NCCL_LIBRARY="$nccl")
+  if command -v nvidia-smi > /dev/null 2>&1; then
+    say "- device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+    ngpu=$(nvidia-smi -L | grep -c "^GPU" || true)
+  else
+    say "- device: nvidia-smi is not installed: the device is named by dtf-run's log below"
+    ngpu=1
+  fi
+  steps=${steps:-300}
+fi
+export LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The plans read ./fashion-mnist.
+ln -s "$here/data/fashion-mnist" "$work/fashion-mnist"
+cd "$work" || exit 1
+every=$((steps / 5 > 0 ? steps / 5 : 1))
+
+# run NAME PLAN [ENV=...] -- [dtf-run flags]: the log in $out/NAME.log.
+run() {
+  local name=$1 plan=$2; shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" timeout 300 "$here/bin/dtf-run" "$here/plans/$plan.plan" --steps "$steps" \
+    --log-every "$every" "$@" > "$out/$name.log" 2>&1
+}
+compare() { # compare MODEL TOL: losses of MODEL-gpu and MODEL-gpu-nographs against MODEL-cpu
+  python3 - "$out" "$1" "$2" <<'PY'
+import re, sys
+out, model, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+def read(name):
+    text = open(f"{out}/{model}-{name}.log", errors="replace").read()
+    losses = [float(x) for x in re.findall(r"^step \d+/\d+\s+loss ([0-9.eE+-]+|nan|inf)", text, re.M)]
+    ips = re.search(r"examples_per_sec=([0-9.]+)", text)
+    return losses, float(ips.group(1)) if ips else float("nan")
+cpu = read("cpu")
+worst_all = 0.0
+for name in ("gpu", "gpu-nographs"):
+    gpu = read(name)
+    if not gpu[0] or len(gpu[0]) != len(cpu[0]):
+        print(f"| {model} | {name} | {len(gpu[0])} logged losses against the CPU's {len(cpu[0])} | | FAIL |")
+        worst_all = float("inf")
+        continue
+    worst = max(abs(a - b) / max(abs(a), 1e-6) for a, b in zip(cpu[0], gpu[0]))
+    worst_all = max(worst_all, worst)
+    verdict = "ok" if worst <= tol else "FAIL"
+    print(f"| {model} | {name} | {worst:.2e} (tolerance {tol:g}) | {gpu[1]:.0f} (CPU {cpu[1]:.0f}, {gpu[1] / cpu[1]:.2f}x) | {verdict} |")
+sys.exit(0 if worst_all <= tol else 1)
+PY
+}
+
+say ""
+say "## Training: the same plan on the CPU and on the GPU ($steps steps)"
+say ""
+say "| model | run | worst relative loss difference from the CPU | images/s | verdict |"
+say "| --- | --- | --- | --- | --- |"
+for model in mnist_cnn mlp; do
+  # The emulation checks the plumbing to the CPU's own precision; a real GPU
+  # rounds otherwise (TF32 convolutions, other summation orders).
+  if [ "$emulate" = 1 ]; then tol=3e-3; else tol=3e-2; fi
+  run "$model-cpu" "$model" DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1 -- ||
+    { bad "$model on the CPU failed: $(tail -2 "$out/$model-cpu.log")"; continue; }
+  ok=1
+  run "$model-gpu" "$model" "${run_env[@]}" DTF_CUDA_GRAPHS=1 -- "${gpu_flags[@]}" ||
+    { bad "$model on the GPU failed: $(tail -2 "$out/$model-gpu.log")"; ok=0; }
+  run "$model-gpu-nographs" "$model" "${run_env[@]}" DTF_CUDA_GRAPHS=0 -- "${gpu_flags[@]}" ||
+    { bad "$model on the GPU without CUDA graphs failed: $(tail -2 "$out/$model-gpu-nographs.log")"; ok=0; }
+  [ "$ok" = 1 ] || continue
+  # Every op of the plan has a GPU kernel: none may fall back to the CPU.
+  if grep -q "soft placement: .* run on .*CPU" "$out/$model-gpu.log"; then
+    bad "$model: ops ran on the CPU instead: $(grep -m1 'soft placement:' "$out/$model-gpu.log")"
+  fi
+  grep -q "device:GPU:0" "$out/$model-gpu.log" || bad "$model: the GPU run's log names no GPU:0"
+  if [ "$emulate" = 1 ]; then
+    grep -qE "cuda emulation: [1-9][0-9]* kernel launches" "$out/$model-gpu.log" ||
+      bad "$model: the emulation launched no kernel"
+  fi
+  table=$(compare "$model" "$tol") || failures=$((failures + 1))
+  say "$table"
+done
+
+say ""
+say "## Sanitizers and kernel times"
+if [ "$emulate" = 1 ]; then
+  say "- compute-sanitizer and Nsight Systems need a real GPU: not run on the emulation"
+else
+  if command -v compute-sanitizer > /dev/null 2>&1; then
+    for tool in memcheck racecheck; do
+      if env "${run_env[@]}" timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+          "$here/bin/dtf-run" "$here/plans/mnist_cnn.plan" --steps 3 > "$out/sanitizer-$tool.log" 2>&1; then
+        say "- compute-sanitizer $tool, seed CNN, 3 steps: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" || echo 'no summary line')"
+      else
+        bad "compute-sanitizer $tool: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" || tail -1 "$out/sanitizer-$tool.log")"
+      fi
+    done
+  else
+    say "- NOT RUN: compute-sanitizer is not installed here"
+  fi
+  if command -v nsys > /dev/null 2>&1; then
+    if env "${run_env[@]}" nsys profile --force-overwrite true -o "$out/kernels" \
+         "$here/bin/dtf-run" "$here/plans/mnist_cnn.plan" --steps 50 > "$out/nsys.log" 2>&1 &&
+       nsys stats --report cuda_gpu_kern_sum "$out/kernels.nsys-rep" > "$out/kernels.txt" 2>&1; then
+      say "- per-kernel times (Nsight Systems, seed CNN, 50 steps): $out/kernels.txt"
+    else
+      bad "nsys profile failed: $(tail -1 "$out/nsys.log")"
+    fi
+  else
+    say "- NOT RUN: Nsight Systems (nsys) is not installed here: kernels not timed one by one"
+  fi
+fi
+
+say ""
+say "## Towers"
+if [ "$ngpu" -lt 2 ]; then
+  say "- NOT RUN: one GPU on this machine; towers over 2 GPUs need two"
+else
+  tflags=(--gpu-towers 2)
+  [ "$emulate" = 1 ] && tflags=(--emulate-gpus 2 --gpu-towers 2)
+  if run "mnist_cnn-towers" mnist_cnn "${run_env[@]}" -- "${tflags[@]}"; then
+    say "- towers over 2 GPUs, seed CNN: $(grep -m1 -o 'examples_per_sec=[0-9.]*' "$out/mnist_cnn-towers.log")"
+  else
+    bad "towers over 2 GPUs failed: $(tail -2 "$out/mnist_cnn-towers.log")"
+  fi
+fi
+
+say ""
+if [ "$failures" -eq 0 ]; then say "RESULT: PASS"; else say "RESULT: $failures FAILED"; fi
+echo "check.sh: summary in $summary, logs in $out"
+[ "$failures" -eq 0 ]

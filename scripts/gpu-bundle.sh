@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Packs what checks dtf on a GPU machine into one folder of at most 64 MiB,
+# for a machine that has a GPU, a CUDA driver and libraries (or a Python
+# environment holding cuBLAS, cuDNN and NCCL) but none of this project's
+# packages: dtf-run and every library it links but the C and C++ runtimes
+# (gzip-compressed, unpacked by check.sh), the CUDA emulation (for --emulate),
+# the check plans (the seed CNN and the MLP with every op on /gpu:0 and soft
+# placement, so that the same plan runs on the CPU where no driver loads),
+# Fashion-MNIST, and check.sh (scripts/gpu-bundle-check.sh).
+# usage: scripts/gpu-bundle.sh DIR [BUILD_DIR]   (default: build/, configured)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || { echo "usage: scripts/gpu-bundle.sh DIR [BUILD_DIR]" >&2; exit 2; }
+dir=$1
+build=$(cd "${2:-$root/build}" && pwd)
+data=/usr/share/datasets/fashion-mnist
+limit=$((64 * 1024 * 1024))
+
+echo "gpu-bundle: building dtf-run, dtfc and the CUDA emulation in $build"
+ninja -C "$build" dtf-run dtfc dtf-cuda-emu > /dev/null
+[ -f "$data/train-images-idx3-ubyte.gz" ] ||
+  { echo "gpu-bundle: Fashion-MNIST is not at $data (scripts/setup.sh installs it)" >&2; exit 1; }
+
+rm -rf "$dir"
+mkdir -p "$dir/bin" "$dir/plans" "$dir/data/fashion-mnist"
+cp "$build/bin/dtf-run" "$dir/bin/dtf-run"
+strip "$dir/bin/dtf-run"
+# The emulation is looked up beside the running executable.
+cp "$build/bin/libdtf-cuda-emu.so" "$dir/bin/"
+cp "$data"/*.gz "$dir/data/fashion-mnist/"
+
+# Every library dtf-run and the emulation load but the C and C++ runtimes,
+# which the GPU machine's own (newer) system provides.
+libs=$(mktemp -d)
+trap 'rm -rf "$libs"' EXIT
+ldd "$build/bin/dtf-run" "$build/bin/libdtf-cuda-emu.so" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+  sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*|ld-linux*|libpthread.so.*|libdl.so.*|librt.so.*) ;;
+      *) cp -L "$lib" "$libs/" ;;
+    esac
+  done
+tar -C "$libs" -czf "$dir/lib.tar.gz" .
+
+# The check plans: each model's graph on /gpu:0 with soft placement (the CPU
+# run of the same plan is the reference), reading Fashion-MNIST from
+# ./fashion-mnist (check.sh runs in a folder where that is the bundle's copy).
+for model in mnist_cnn mlp; do
+  python3 "$root/tests/e2e/gpu_model.py" "$root/models/$model.dtf" "$dir/plans/$model.dtf" 1000 \
+    "soft_placement = true"
+  sed -i "s|\"$data\"|\"fashion-mnist\"|g" "$dir/plans/$model.dtf"
+  "$build/bin/dtfc" "$dir/plans/$model.dtf" -o "$dir/plans/$model.plan" 2> "$dir/plans/$model.dtfc.log" ||
+    { cat "$dir/plans/$model.dtfc.log" >&2; exit 1; }
+  grep -q "fashion-mnist" "$dir/plans/$model.dtf" || { echo "gpu-bundle: $model reads no Fashion-MNIST" >&2; exit 1; }
+done
+cp "$root/scripts/gpu-bundle-check.sh" "$dir/check.sh"
+chmod +x "$dir/check.sh"
+git -C "$root" describe --always --dirty > "$dir/VERSION" 2> /dev/null || echo unknown > "$dir/VERSION"
+
+size=$(du -sb "$dir" | cut -f1)
+echo "gpu-bundle: $dir holds $((size / 1024 / 1024)) MiB ($(find "$dir/plans" -name "*.plan" | wc -l) plans)"
+[ "$size" -le "$limit" ] || { echo "gpu-bundle: over 64 MiB" >&2; exit 1; }
