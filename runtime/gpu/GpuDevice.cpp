@@ -1,10 +1,14 @@
 // GpuDevice: a GPU's context, streams, library handles and modules, and the
 // ops and segments made on it.
 #include "runtime/gpu/GpuDevice.h"
+
 #include "runtime/gpu/GpuFusedContext.h"
 #include "runtime/gpu/GpuKernels.h"
 #include "runtime/gpu/GpuOp.h"
 #include "runtime/gpu/GpuSegment.h"
+
+#include <atomic>
+#include <cstdio>
 
 namespace dtf::gpu {
 
@@ -129,11 +133,28 @@ Status GpuDevice::loadModule(const GpuModuleCode &code, CUmodule *out) {
                           ? static_cast<const void *>(cubin->second.data())
                           : static_cast<const void *>(code.ptx.c_str());
   CUmodule module = nullptr;
-  DTF_RETURN_IF_ERROR(
-      check(strCat("cuModuleLoadData(",
-                   cubin != code.cubins.end() ? chip + " cubin" : "PTX", ")")
-                .c_str(),
-            driver_.cuModuleLoadData(&module, image)));
+  CUresult r = driver_.cuModuleLoadData(&module, image);
+  if (r != CUDA_SUCCESS && cubin != code.cubins.end() && !code.ptx.empty()) {
+    // A driver that refuses the cubin (older than the toolkit that built it,
+    // a chip revision it does not cover) may still compile the PTX.
+    static std::atomic<bool> said{false}; // once per process
+    if (!said.exchange(true)) {
+      std::fprintf(stderr,
+                   "dtf-run: warning: %s: the driver refused the plan's %s "
+                   "cubin (%s); compiling its PTX instead (JIT, once per "
+                   "module)\n",
+                   name().c_str(), chip.c_str(),
+                   check("cuModuleLoadData", r).message().c_str());
+    }
+    r = driver_.cuModuleLoadData(&module, code.ptx.c_str());
+    DTF_RETURN_IF_ERROR(check("cuModuleLoadData(PTX, after the cubin)", r));
+  } else {
+    DTF_RETURN_IF_ERROR(
+        check(strCat("cuModuleLoadData(",
+                     cubin != code.cubins.end() ? chip + " cubin" : "PTX", ")")
+                  .c_str(),
+              r));
+  }
   modules_[&code] = module;
   *out = module;
   return Status::ok();

@@ -103,6 +103,7 @@ private:
   cuda::cublasHandle_t blas_ = nullptr;
   cuda::cudnnHandle_t dnn_ = nullptr;
   std::map<const GpuModuleCode *, cuda::CUmodule> modules_;
+
   GpuAllocator allocator_;
   GpuStream streamView_;
 };

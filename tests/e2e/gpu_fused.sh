@@ -11,7 +11,11 @@
 #      logged step matches the CPU path's;
 #   3. the same with stand-in PTX only (dtf-test-add-gpu-code), and with a
 #      stand-in sm_90 cubin beside a PTX that declares one parameter too few,
-#      which works only if the cubin for the device's chip is chosen.
+#      which works only if the cubin for the device's chip is chosen;
+#   4. dtfc's code on an emulation that refuses every cubin
+#      (DTF_EMU_REFUSE_CUBINS): the PTX is loaded instead, said once, and the
+#      losses are the same; the stand-in cubin's plan, whose PTX is wrong,
+#      then fails naming both loads.
 # usage: gpu_fused.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -52,3 +56,24 @@ for name in $runs; do
     fail "$name: the logged losses differ from the CPU path's: $(steps "$work/$name.log") vs $(steps "$work/cpu.log")"
   echo "e2e: $name: $launches generated-kernel launches; $(steps "$work/$name.log" | tail -1)"
 done
+
+# 4. A driver that refuses the cubins: the PTX instead.
+if [ -x /usr/local/cuda/bin/ptxas ]; then
+  DTF_EMU_REFUSE_CUBINS=1 run refused "$work/dtfc.plan" --emulate-gpus 1
+  [ "$(grep -c "the driver refused the plan's sm_90 cubin" "$work/refused.log")" -eq 1 ] ||
+    fail "a refused cubin was not said exactly once: $(grep -m2 refused "$work/refused.log")"
+  [ "$(steps "$work/refused.log")" = "$(steps "$work/cpu.log")" ] ||
+    fail "refused cubins: the logged losses differ from the CPU path's"
+  grep -qE "cuda emulation: [0-9]+ kernel launches.*[1-9][0-9]* refusals" "$work/refused.log" ||
+    fail "the emulation counted no refusal: $(grep 'cuda emulation' "$work/refused.log")"
+  echo "e2e: refused cubins: the PTX ran instead; $(steps "$work/refused.log" | tail -1)"
+else
+  echo "e2e: no CUDA toolkit at /usr/local/cuda: the PTX fallback of a refused cubin is not tested here"
+fi
+if DTF_EMU_REFUSE_CUBINS=1 "$bin/dtf-run" "$work/cubin.plan" --emulate-gpus 1 --steps 2 \
+    > "$work/refused-standin.log" 2>&1 && ! grep -q "soft placement" "$work/refused-standin.log"; then
+  fail "the stand-in cubin's plan ran on the GPU with its cubin refused and its PTX wrong"
+fi
+grep -q "the driver refused the plan's sm_90 cubin" "$work/refused-standin.log" ||
+  fail "the stand-in cubin's refusal was not said: $(tail -3 "$work/refused-standin.log")"
+echo "e2e: PASS"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <elf.h>
 #include <memory>
 #include <new>
 #include <set>
@@ -454,6 +455,13 @@ CUresult getErrorString(CUresult r, const char **text) {
 CUresult moduleLoadData(CUmodule *module, const void *image) {
   EMU_ENTRY
   EMU_NEEDS_CONTEXT
+  // A fault for the tests: the driver refuses every cubin, as a driver
+  // older than the plan's toolkit or a chip the cubin was not built for
+  // would (dtf then loads the plan's PTX).
+  if (std::getenv("DTF_EMU_REFUSE_CUBINS") &&
+      std::memcmp(image, ELFMAG, SELFMAG) == 0)
+    return refuse(CUDA_ERROR_INVALID_IMAGE,
+                  "cuModuleLoadData: a cubin (DTF_EMU_REFUSE_CUBINS)");
   auto mod = std::make_unique<Module>();
   std::string why;
   if (!loadModuleImage(image, mod.get(), &why))
