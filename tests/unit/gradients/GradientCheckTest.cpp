@@ -282,7 +282,7 @@ const Case kCases[] = {
     // floormod away from its jumps (x / y never crosses an integer here):
     // d/dx = 1, d/dy = -floor(x / y), with a positive and a negative divisor.
     {"floormod", "  input x: $T[B, 3]", "$T[3]",
-     "    loss = sum(((x + 5) % (w + 4)) * x + ((x + 5) % (w - 9)) * x + floormod(w + 4.25, 3) * x)",
+     "    loss = sum(((x + 5) % (w + 4)) * x + ((x + 5) % (w - 9)) * x * 2 + floormod(w + 4.25, 3) * x * 3)",
      0.5, 1.5},
     // floor, ceil, round and bucketize have no gradient (TensorFlow's None):
     // they hold w constant, so only w * x counts.
