@@ -65,8 +65,8 @@ Value ModelGen::genMathOp(const OpCall &op) {
                                                       {op.args.get("y"), y}};
     return buildChecked<FloorModOp>(
         op.at, operands,
-        [&](EmitErrorFn emit) { return inferBroadcast(name, xt, yt, emit); },
-        x, y);
+        [&](EmitErrorFn emit) { return inferBroadcast(name, xt, yt, emit); }, x,
+        y);
   }
   if (name == "abs") {
     if (!requireNumeric(op, x))
@@ -110,11 +110,11 @@ Value ModelGen::genBucketize(const OpCall &op) {
     if (!v)
       return nullptr;
     if (!bounds.empty() && *v < bounds.back()) {
-      error(item->getLoc()) << "bucketize boundaries must be sorted "
-                               "ascending, got "
-                            << asWritten(*v) << " after "
-                            << asWritten(bounds.back())
-                            << " at position " << bounds.size();
+      error(item->getLoc())
+          << "bucketize boundaries must be sorted "
+             "ascending, got "
+          << asWritten(*v) << " after " << asWritten(bounds.back())
+          << " at position " << bounds.size();
       return nullptr;
     }
     bounds.push_back(*v);

@@ -35,13 +35,12 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
   if (name == "select" && !(condition = tensorArg(args, "condition")))
     return nullptr;
   Value pairFirst, pairSecond;
-  StringRef secondParam =
-      name == "matmul"                                            ? "b"
-      : (name == "maximum" || name == "minimum" || name == "pow" ||
-         name == "floormod")
-          ? "y"
-      : name == "select"                                          ? "on_false"
-                                                                  : "";
+  StringRef secondParam = name == "matmul" ? "b"
+                          : (name == "maximum" || name == "minimum" ||
+                             name == "pow" || name == "floormod")
+                              ? "y"
+                          : name == "select" ? "on_false"
+                                             : "";
   StringRef firstParam = name == "select" ? "on_true" : spec.params.front();
   if (!secondParam.empty() && args.get(firstParam) && args.get(secondParam)) {
     std::tie(pairFirst, pairSecond) =

@@ -148,8 +148,8 @@ Value floorMod(OpBuilder &b, Location loc, Value x, Value y) {
   Value rNeg = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, r, zero);
   Value signs = b.create<arith::XOrIOp>(loc, yNeg, rNeg);
   Value fix = b.create<arith::AndIOp>(loc, nonZero, signs);
-  return b.create<arith::SelectOp>(loc, fix,
-                                   b.create<arith::AddFOp>(loc, r, y), r);
+  return b.create<arith::SelectOp>(loc, fix, b.create<arith::AddFOp>(loc, r, y),
+                                   r);
 }
 
 // The count of boundaries b with !(x < b): std::upper_bound's index over
@@ -166,8 +166,8 @@ Value bucketize(OpBuilder &b, Location loc, Value x, ArrayRef<double> bounds) {
   for (double bound : bounds) {
     Value past = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UGE, x,
                                          scalarConstant(b, loc, t, bound));
-    count = b.create<arith::AddIOp>(
-        loc, count, b.create<arith::ExtUIOp>(loc, i32, past));
+    count = b.create<arith::AddIOp>(loc, count,
+                                    b.create<arith::ExtUIOp>(loc, i32, past));
   }
   return count;
 }
@@ -252,8 +252,7 @@ Value mlir::dtf::emitScalarOp(OpBuilder &b, Operation *op,
         Value isZero = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ,
                                                operands[0], zero());
         return b.create<arith::SelectOp>(
-            loc, isZero, operands[0],
-            b.create<math::ErfOp>(loc, operands[0]));
+            loc, isZero, operands[0], b.create<math::ErfOp>(loc, operands[0]));
       })
       .Case([&](FloorOp) -> Value {
         return b.create<math::FloorOp>(loc, operands[0]);

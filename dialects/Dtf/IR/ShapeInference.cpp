@@ -473,8 +473,8 @@ LogicalResult verifyBucketize(RankedTensorType from, RankedTensorType to,
                               ArrayRef<double> boundaries,
                               EmitErrorFn emitError) {
   if (failed(verifyCompatibleShape(from.getShape(), to.getShape())))
-    return emitError() << "keeps the shape of its input, got " << from
-                       << " to " << to;
+    return emitError() << "keeps the shape of its input, got " << from << " to "
+                       << to;
   for (auto [i, b] : llvm::enumerate(boundaries)) {
     if (!std::isfinite(b))
       return emitError() << "boundaries must be finite, got " << b

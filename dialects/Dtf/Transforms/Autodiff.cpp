@@ -280,8 +280,10 @@ std::optional<LogicalResult> GradientBuilder::backwardElementwise(Operation *op,
       .Case([&](ErfOp o) {
         // d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2)
         Value x = o.getX();
-        Value e = b.create<ExpOp>(loc, b.create<NegOp>(loc, b.create<MulOp>(loc, x, x)));
-        Value scale = b.create<MulOp>(loc, dy, scalar(1.1283791670955126, element));
+        Value e = b.create<ExpOp>(
+            loc, b.create<NegOp>(loc, b.create<MulOp>(loc, x, x)));
+        Value scale =
+            b.create<MulOp>(loc, dy, scalar(1.1283791670955126, element));
         unary(x, b.create<MulOp>(loc, scale, e));
         return success();
       })
@@ -290,7 +292,8 @@ std::optional<LogicalResult> GradientBuilder::backwardElementwise(Operation *op,
         Value x = o.getX(), zero = scalar(0.0, element);
         Value pos = b.create<CompareOp>(loc, ComparePredicate::gt, x, zero);
         Value neg = b.create<CompareOp>(loc, ComparePredicate::lt, x, zero);
-        Value negDy = b.create<SelectOp>(loc, neg, b.create<NegOp>(loc, dy), zero);
+        Value negDy =
+            b.create<SelectOp>(loc, neg, b.create<NegOp>(loc, dy), zero);
         unary(x, b.create<SelectOp>(loc, pos, dy, negDy));
         return success();
       })

@@ -93,9 +93,8 @@ template <typename... Ops> struct OpList {
 using FusableElementwise =
     OpList<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, CompareOp,
            SelectOp, NegOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SigmoidOp,
-           TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp,
-           ReduceGradOp, ErfOp, FloorOp, CeilOp, RoundOp, AbsOp, FloorModOp,
-           BucketizeOp>;
+           TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp, ReduceGradOp,
+           ErfOp, FloorOp, CeilOp, RoundOp, AbsOp, FloorModOp, BucketizeOp>;
 } // namespace
 
 SmallVector<StringRef> mlir::dtf::fusableElementwiseOpNames() {

@@ -139,9 +139,9 @@ Status arithmetic(KernelContext &ctx, const char *name,
   DTF_RETURN_IF_ERROR(requireSameDType(name, ctx.input(0), ctx.input(1)));
   return dispatchNumeric(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr ((std::is_same_v<Op, DivOp> ||
-                   std::is_same_v<Op, FloorModOp>) &&
-                  std::is_integral_v<T>) {
+    constexpr bool divides =
+        std::is_same_v<Op, DivOp> || std::is_same_v<Op, FloorModOp>;
+    if constexpr (divides && std::is_integral_v<T>) {
       const Tensor &b = ctx.input(1);
       const T *pb = b.data<T>();
       for (int64_t i = 0; i < b.numElements(); ++i)
@@ -391,9 +391,9 @@ Status bucketizeKernel(KernelContext &ctx) {
     parallelFor(ctx.threadPool(), x.numElements(), kCheapGrain,
                 [&](int64_t lo, int64_t hi) {
                   for (int64_t i = lo; i < hi; ++i)
-                    po[i] = int32_t(std::upper_bound(b.begin(), b.end(),
-                                                     C(px[i])) -
-                                    b.begin());
+                    po[i] =
+                        int32_t(std::upper_bound(b.begin(), b.end(), C(px[i])) -
+                                b.begin());
                 });
     return Status::ok();
   });

@@ -661,7 +661,8 @@ TEST(GeneratedKernels, ApproximatedFunctionsStayWithinAFewUlpsOfLibm) {
            "  graph {\n    t = tanh(maximum(x, -100.0))\n"
            "    e = exp(maximum(x, -87.0))\n    l = log(maximum(x, 1e-30))\n"
            "    r = erf(maximum(x, -99.0))\n"
-           "    loss = mean(t) + mean(e) + mean(l) + mean(r) + sum(w * w)\n  }\n"
+           "    loss = mean(t) + mean(e) + mean(l) + mean(r) + sum(w * w)\n  "
+           "}\n"
            "  train {\n    optimizer = sgd(learning_rate = 0.1)\n    batch = "
            "4\n"
            "    steps = 1\n    data = synthetic(examples = 8)\n  }\n}\n";

@@ -89,8 +89,8 @@ TEST(MathOps, FloorModTakesTheDivisorsSign) {
   f.in(f64({2, 3}, {5.5, -5.5, 0.75, -0.75, 7.25, -7.25}))
       .in(f64({3}, {2, -2, 0.5}));
   ASSERT_EQ(errorOf(f), "");
-  EXPECT_TRUE(near(f.out(), {2, 3}, {1.5, -1.5, 0.25, 1.25, -0.75, 0.25},
-                   1e-15, 0));
+  EXPECT_TRUE(
+      near(f.out(), {2, 3}, {1.5, -1.5, 0.25, 1.25, -0.75, 0.25}, 1e-15, 0));
   // MIN % -1 is 0 (no trap); a zero integer divisor is an error, a float
   // one gives NaN.
   KernelRun wrap("dtf.floor_mod");
