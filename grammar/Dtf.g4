@@ -55,11 +55,11 @@ trainItem
   | SUMMARY EVERY every=number unit=ident ('[' ident (',' ident)* ']')?    # summaryPolicy
   ;
 
-// Operators bind as in Python: unary minus, then * / @, then + -, then comparisons.
+// Operators bind as in Python: unary minus, then * / % @, then + -, then comparisons.
 expr
   : primary                                              # primaryExpr
   | op='-' expr                                          # negExpr
-  | lhs=expr op=('*' | '/' | '@') rhs=expr               # mulExpr
+  | lhs=expr op=('*' | '/' | '%' | '@') rhs=expr         # mulExpr
   | lhs=expr op=('+' | '-') rhs=expr                     # addExpr
   | lhs=expr op=('==' | '!=' | '<' | '<=' | '>' | '>=') rhs=expr  # compareExpr
   ;

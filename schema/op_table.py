@@ -61,6 +61,8 @@ def attr_kind(records, rec):
             or "EnumAttrInfo" in sc or "IntEnumAttr" in sc or "I32EnumAttr" in sc \
             or name in ("Dtf_Padding", "Dtf_ComparePredicate"):
         return "kString"
+    if name == "DenseF64ArrayAttr":
+        return "kFloats"
     if "DenseArrayAttrBase" in sc:
         return "kInts"
     if name == "ElementsAttr" or "ElementsAttrBase" in sc:
@@ -157,7 +159,7 @@ def table_header(ops):
         "namespace dtf::ops {",
         "",
         "enum class Arity : unsigned char { kOne, kOptional, kVariadic };",
-        "enum class AttrKind : unsigned char { kInt, kFloat, kBool, kString, kInts, kTensor };",
+        "enum class AttrKind : unsigned char { kInt, kFloat, kBool, kString, kInts, kTensor, kFloats };",
         "",
         "/// An operand or result: its ODS name, arity, and the element types",
         "/// its constraint allows (bit 1 << plan::DType each).",

@@ -199,7 +199,7 @@ Value ModelGen::genBinary(const ast::BinaryExpr &expr, Type hint) {
   // The hint is the dtype wanted for the result: it carries to the operands
   // of arithmetic, not of comparisons.
   bool arithmetic = expr.op == "+" || expr.op == "-" || expr.op == "*" ||
-                    expr.op == "/" || expr.op == "@";
+                    expr.op == "/" || expr.op == "%" || expr.op == "@";
   auto [lhs, rhs] = genPair(*expr.lhs, *expr.rhs, arithmetic ? hint : Type());
   if (!lhs || !rhs)
     return nullptr;
@@ -223,7 +223,7 @@ Value ModelGen::genBinary(const ast::BinaryExpr &expr, Type hint) {
       return inferBroadcast(name, l, r, emit, element);
     };
   };
-  if ((op == "+" || op == "-" || op == "*" || op == "/") &&
+  if ((op == "+" || op == "-" || op == "*" || op == "/" || op == "%") &&
       l.getElementType().isInteger(1)) {
     error(at) << "arithmetic on bool tensors is not defined; cast them first";
     return nullptr;
@@ -236,6 +236,8 @@ Value ModelGen::genBinary(const ast::BinaryExpr &expr, Type hint) {
     return buildChecked<MulOp>(at, operands, broadcast("*"), lhs, rhs);
   if (op == "/")
     return buildChecked<DivOp>(at, operands, broadcast("/"), lhs, rhs);
+  if (op == "%") // TensorFlow's floormod, as Python's % and tf's
+    return buildChecked<FloorModOp>(at, operands, broadcast("%"), lhs, rhs);
   ComparePredicate predicate = llvm::StringSwitch<ComparePredicate>(op)
                                    .Case("==", ComparePredicate::eq)
                                    .Case("!=", ComparePredicate::ne)

@@ -140,6 +140,8 @@ Value ModelGen::applyActivation(Value x, StringRef activation, ast::Loc at) {
     return builder.create<TanhOp>(l, x);
   if (activation == "softmax")
     return builder.create<SoftmaxOp>(l, x, -1);
+  if (activation == "gelu") // Keras' activation: the exact form
+    return buildGelu(x, false, l);
   return x;
 }
 
@@ -389,8 +391,8 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
   StringRef name = spec.name;
   ast::Loc at = call.getLoc();
   Location l = loc(at);
-  static const StringRef activations[] = {"none",    "linear", "relu",
-                                          "sigmoid", "tanh",   "softmax"};
+  static const StringRef activations[] = {"none", "linear",  "relu", "sigmoid",
+                                          "tanh", "softmax", "gelu"};
   Value x = tensorArg(args, spec.params.front());
   if (!x)
     return nullptr;

@@ -35,11 +35,12 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
   if (name == "select" && !(condition = tensorArg(args, "condition")))
     return nullptr;
   Value pairFirst, pairSecond;
-  StringRef secondParam =
-      name == "matmul"                                            ? "b"
-      : (name == "maximum" || name == "minimum" || name == "pow") ? "y"
-      : name == "select"                                          ? "on_false"
-                                                                  : "";
+  StringRef secondParam = name == "matmul" ? "b"
+                          : (name == "maximum" || name == "minimum" ||
+                             name == "pow" || name == "floormod")
+                              ? "y"
+                          : name == "select" ? "on_false"
+                                             : "";
   StringRef firstParam = name == "select" ? "on_true" : spec.params.front();
   if (!secondParam.empty() && args.get(firstParam) && args.get(secondParam)) {
     std::tie(pairFirst, pairSecond) =
@@ -99,6 +100,14 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       {"dropout", &ModelGen::genDropout},
       {"max_pool", &ModelGen::genPool},
       {"avg_pool", &ModelGen::genPool},
+      {"gelu", &ModelGen::genMathOp},
+      {"erf", &ModelGen::genMathOp},
+      {"floor", &ModelGen::genMathOp},
+      {"ceil", &ModelGen::genMathOp},
+      {"round", &ModelGen::genMathOp},
+      {"abs", &ModelGen::genMathOp},
+      {"floormod", &ModelGen::genMathOp},
+      {"bucketize", &ModelGen::genMathOp},
   };
   auto family = families.find(name);
   if (family != families.end())

@@ -195,6 +195,10 @@ private:
   // The families of builtin ops (MLIRGenOps.cpp).
   Value genArithmeticOp(const OpCall &op); // matmul, unary math, max, pow, cast
   Value genSelect(const OpCall &op);
+  // erf, gelu, floor, ceil, round, abs, floormod, bucketize (MLIRGenMath.cpp)
+  Value genMathOp(const OpCall &op);
+  Value genBucketize(const OpCall &op);
+  Value buildGelu(Value x, bool approximate, Location l);
   Value genReshape(const OpCall &op);     // reshape, broadcast_to
   Value genShapeOp(const OpCall &op);     // flatten, transpose, slice
   Value genReductionOp(const OpCall &op); // sum, mean, max, argmax, softmax

@@ -136,6 +136,42 @@ Value extremum(OpBuilder &b, Location loc, Value l, Value r, bool max) {
   return b.create<arith::SelectOp>(loc, pick, l, r);
 }
 
+// TensorFlow's floor_fmod: fmod, plus the divisor where the remainder is
+// non-zero and of the other sign.
+Value floorMod(OpBuilder &b, Location loc, Value x, Value y) {
+  Type t = x.getType();
+  Value zero = scalarConstant(b, loc, t, 0);
+  Value r = b.create<arith::RemFOp>(loc, x, y);
+  Value nonZero =
+      b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNE, r, zero);
+  Value yNeg = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, y, zero);
+  Value rNeg = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OLT, r, zero);
+  Value signs = b.create<arith::XOrIOp>(loc, yNeg, rNeg);
+  Value fix = b.create<arith::AndIOp>(loc, nonZero, signs);
+  return b.create<arith::SelectOp>(loc, fix, b.create<arith::AddFOp>(loc, r, y),
+                                   r);
+}
+
+// The count of boundaries b with !(x < b): std::upper_bound's index over
+// sorted boundaries, NaN past all of them, as the CPU kernel. Floats compare
+// in their precision, integers as f64; unrolled, branch-free.
+Value bucketize(OpBuilder &b, Location loc, Value x, ArrayRef<double> bounds) {
+  Type t = x.getType();
+  if (!isFloat(t)) {
+    t = b.getF64Type();
+    x = b.create<arith::SIToFPOp>(loc, t, x);
+  }
+  Type i32 = b.getI32Type();
+  Value count = b.create<arith::ConstantOp>(loc, b.getIntegerAttr(i32, 0));
+  for (double bound : bounds) {
+    Value past = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UGE, x,
+                                         scalarConstant(b, loc, t, bound));
+    count = b.create<arith::AddIOp>(loc, count,
+                                    b.create<arith::ExtUIOp>(loc, i32, past));
+  }
+  return count;
+}
+
 } // namespace
 
 Value mlir::dtf::emitScalarOp(OpBuilder &b, Operation *op,
@@ -211,6 +247,42 @@ Value mlir::dtf::emitScalarOp(OpBuilder &b, Operation *op,
         return b.create<math::TanhOp>(loc, operands[0]);
       })
       .Case([&](CastOp) { return castScalar(b, loc, operands[0], t); })
+      .Case([&](ErfOp) -> Value {
+        // erf(+-0) = +-0 as libm's: float32's polynomial gives +0 for -0.
+        Value isZero = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ,
+                                               operands[0], zero());
+        return b.create<arith::SelectOp>(
+            loc, isZero, operands[0], b.create<math::ErfOp>(loc, operands[0]));
+      })
+      .Case([&](FloorOp) -> Value {
+        return b.create<math::FloorOp>(loc, operands[0]);
+      })
+      .Case([&](CeilOp) -> Value {
+        return b.create<math::CeilOp>(loc, operands[0]);
+      })
+      .Case([&](RoundOp) -> Value {
+        // Halves to even, as the CPU kernel's nearbyint. llvm.intr.roundeven:
+        // the NVVM lowering has no pattern for math.roundeven.
+        return b.create<LLVM::RoundEvenOp>(loc, operands[0]);
+      })
+      .Case([&](AbsOp) -> Value {
+        if (fp)
+          return b.create<math::AbsFOp>(loc, operands[0]);
+        // Wraps at the smallest integer, as the CPU kernel.
+        Value neg = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt,
+                                            operands[0], zero());
+        return b.create<arith::SelectOp>(
+            loc, neg, b.create<arith::SubIOp>(loc, zero(), operands[0]),
+            operands[0]);
+      })
+      .Case([&](FloorModOp) -> Value {
+        if (!fp)
+          return nullptr;
+        return floorMod(b, loc, operands[0], operands[1]);
+      })
+      .Case([&](BucketizeOp o) -> Value {
+        return bucketize(b, loc, operands[0], o.getBoundaries());
+      })
       .Case([&](ReluGradOp) -> Value {
         // dy where x > 0, else 0.
         Value pos =

@@ -209,6 +209,9 @@ LogicalResult ProgramEmitter::convertAttr(Operation *op, NamedAttribute attr,
   else if (auto a = dyn_cast<DenseI64ArrayAttr>(value))
     for (int64_t x : a.asArrayRef())
       v.mutable_ints()->add_values(x);
+  else if (auto a = dyn_cast<DenseF64ArrayAttr>(value))
+    for (double x : a.asArrayRef())
+      v.mutable_floats()->add_values(x);
   else if (auto e = dyn_cast<ElementsAttr>(value)) {
     if (!fillTensor(e, v.mutable_tensor()))
       return op->emitError() << "cannot write this constant into a plan";

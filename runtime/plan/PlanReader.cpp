@@ -145,10 +145,11 @@ Status checkSpec(const Program &program, int i, const std::string &what,
     }
     static constexpr AttrValue::ValueCase kCase[] = {
         AttrValue::kI,    AttrValue::kF,    AttrValue::kB,
-        AttrValue::kS,    AttrValue::kInts, AttrValue::kTensor};
+        AttrValue::kS,    AttrValue::kInts, AttrValue::kTensor,
+        AttrValue::kFloats};
     static constexpr const char *kKind[] = {"an integer", "a number", "a bool",
                                             "a string", "a list of integers",
-                                            "a tensor"};
+                                            "a tensor", "a list of numbers"};
     const int kind = int(a.kind);
     if (value->value_case() != kCase[kind])
       return errorStatus(what, ": ", describeOp(program, i), " attribute '",

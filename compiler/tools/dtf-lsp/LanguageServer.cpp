@@ -374,7 +374,7 @@ llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position
   if (afterKey("learning_rate"))
     addBuiltins({BuiltinKind::Schedule});
   if (afterKey("activation")) {
-    for (StringRef a : {"relu", "sigmoid", "tanh", "softmax", "none"})
+    for (StringRef a : {"relu", "sigmoid", "tanh", "softmax", "gelu", "none"})
       add(a, mlsp::CompletionItemKind::EnumMember, "activation");
     return owned(toJSON(list));
   }

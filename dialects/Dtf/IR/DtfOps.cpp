@@ -137,6 +137,7 @@ DTF_INFER_BINARY(DivOp, "div")
 DTF_INFER_BINARY(MaximumOp, "maximum")
 DTF_INFER_BINARY(MinimumOp, "minimum")
 DTF_INFER_BINARY(PowOp, "pow")
+DTF_INFER_BINARY(FloorModOp, "floor_mod")
 #undef DTF_INFER_BINARY
 
 LogicalResult CompareOp::inferReturnTypes(MLIRContext *context,
@@ -183,6 +184,12 @@ LogicalResult CastOp::verify() {
     return emitOpError() << "keeps the shape and changes only the dtype, got "
                          << from << " to " << to;
   return success();
+}
+
+LogicalResult BucketizeOp::verify() {
+  return verifyBucketize(cast<RankedTensorType>(getX().getType()),
+                         cast<RankedTensorType>(getType()), getBoundaries(),
+                         [&] { return emitOpError(); });
 }
 
 //===----------------------------------------------------------------------===//

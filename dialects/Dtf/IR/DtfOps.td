@@ -199,6 +199,42 @@ def Dtf_SqrtOp : Dtf_UnaryOp<"sqrt", Dtf_FloatTensor, "square root">;
 def Dtf_RsqrtOp : Dtf_UnaryOp<"rsqrt", Dtf_FloatTensor, "reciprocal square root">;
 def Dtf_SigmoidOp : Dtf_UnaryOp<"sigmoid", Dtf_FloatTensor, "logistic sigmoid 1 / (1 + exp(-x))">;
 def Dtf_TanhOp : Dtf_UnaryOp<"tanh", Dtf_FloatTensor, "hyperbolic tangent">;
+def Dtf_ErfOp : Dtf_UnaryOp<"erf", Dtf_FloatTensor, "error function (2 / sqrt(pi)) * integral of exp(-t^2) from 0 to x">;
+def Dtf_FloorOp : Dtf_UnaryOp<"floor", Dtf_FloatTensor, "largest integer not greater than x">;
+def Dtf_CeilOp : Dtf_UnaryOp<"ceil", Dtf_FloatTensor, "smallest integer not less than x">;
+def Dtf_RoundOp : Dtf_UnaryOp<"round", Dtf_FloatTensor, "nearest integer, halves to even (TensorFlow's round)">;
+def Dtf_AbsOp : Dtf_UnaryOp<"abs", Dtf_NumericTensor, "absolute value (integers wrap: abs(MIN) = MIN)">;
+
+def Dtf_FloorModOp : Dtf_BroadcastBinaryOp<"floor_mod", Dtf_NumericTensor> {
+  let summary = "elementwise floor modulo with broadcasting (TensorFlow's FloorMod)";
+  let description = [{
+    `lhs - floor(lhs / rhs) * rhs`: the remainder has the sign of the divisor
+    (Python's `%`), on integers and floats. An integer divisor of 0 is an
+    error at run time.
+
+    ```mlir
+    %r = dtf.floor_mod %x, %y : (tensor<?x10xi32>, tensor<i32>) -> tensor<?x10xi32>
+    ```
+  }];
+}
+
+def Dtf_BucketizeOp : Dtf_Op<"bucketize", [Pure]> {
+  let summary = "the bucket of each element among sorted boundaries (TensorFlow's Bucketize)";
+  let description = [{
+    Each element becomes the number of `boundaries` not greater than it (the
+    index `std::upper_bound` gives), as an i32 of the same shape. The
+    boundaries are finite and sorted ascending. Floats compare in their own
+    precision (boundaries rounded to it), integers as f64. Not differentiable.
+
+    ```mlir
+    %b = dtf.bucketize %x boundaries [0.000000e+00, 1.000000e+01] : tensor<?xf32> -> tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins Dtf_NumericTensor:$x, DenseF64ArrayAttr:$boundaries);
+  let results = (outs RankedTensorOf<[I32]>:$output);
+  let assemblyFormat = "$x `boundaries` $boundaries attr-dict `:` type($x) `->` type($output)";
+  let hasVerifier = 1;
+}
 
 def Dtf_CastOp : Dtf_Op<"cast", [Pure]> {
   let summary = "elementwise conversion to another dtype";

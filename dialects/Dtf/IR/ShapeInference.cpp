@@ -6,6 +6,8 @@
 #include "llvm/ADT/SmallBitVector.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
+
 namespace mlir::dtf {
 namespace {
 
@@ -463,6 +465,24 @@ LogicalResult verifyReshape(RankedTensorType from, RankedTensorType to,
                 << " elements) to " << to << " (" << pTo
                 << (dynTo ? " x batch" : "") << " elements)";
     return failure();
+  }
+  return success();
+}
+
+LogicalResult verifyBucketize(RankedTensorType from, RankedTensorType to,
+                              ArrayRef<double> boundaries,
+                              EmitErrorFn emitError) {
+  if (failed(verifyCompatibleShape(from.getShape(), to.getShape())))
+    return emitError() << "keeps the shape of its input, got " << from << " to "
+                       << to;
+  for (auto [i, b] : llvm::enumerate(boundaries)) {
+    if (!std::isfinite(b))
+      return emitError() << "boundaries must be finite, got " << b
+                         << " at position " << i;
+    if (i > 0 && b < boundaries[i - 1])
+      return emitError() << "boundaries must be sorted ascending, got " << b
+                         << " after " << boundaries[i - 1] << " at position "
+                         << i;
   }
   return success();
 }

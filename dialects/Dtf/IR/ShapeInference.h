@@ -108,4 +108,10 @@ FailureOr<RankedTensorType> inferGather(RankedTensorType params,
 LogicalResult verifyReshape(RankedTensorType from, RankedTensorType to,
                             EmitErrorFn emitError);
 
+/// bucketize keeps the shape of its input; its boundaries are finite and
+/// sorted ascending (TensorFlow's Bucketize; equal ones are allowed).
+LogicalResult verifyBucketize(RankedTensorType from, RankedTensorType to,
+                              ArrayRef<double> boundaries,
+                              EmitErrorFn emitError);
+
 } // namespace mlir::dtf

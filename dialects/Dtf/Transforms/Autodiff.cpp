@@ -277,6 +277,37 @@ std::optional<LogicalResult> GradientBuilder::backwardElementwise(Operation *op,
         unary(o.getX(), b.create<TanhGradOp>(loc, typeOf(dy), dy, o.getResult()));
         return success();
       })
+      .Case([&](ErfOp o) {
+        // d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2)
+        Value x = o.getX();
+        Value e = b.create<ExpOp>(
+            loc, b.create<NegOp>(loc, b.create<MulOp>(loc, x, x)));
+        Value scale =
+            b.create<MulOp>(loc, dy, scalar(1.1283791670955126, element));
+        unary(x, b.create<MulOp>(loc, scale, e));
+        return success();
+      })
+      .Case([&](AbsOp o) {
+        // dy * sign(x), 0 at x = 0 (TensorFlow's).
+        Value x = o.getX(), zero = scalar(0.0, element);
+        Value pos = b.create<CompareOp>(loc, ComparePredicate::gt, x, zero);
+        Value neg = b.create<CompareOp>(loc, ComparePredicate::lt, x, zero);
+        Value negDy =
+            b.create<SelectOp>(loc, neg, b.create<NegOp>(loc, dy), zero);
+        unary(x, b.create<SelectOp>(loc, pos, dy, negDy));
+        return success();
+      })
+      .Case([&](FloorModOp o) {
+        // TensorFlow's: dx = dy, dy_y = -dy * floor(x / y).
+        Value x = o.getLhs(), y = o.getRhs();
+        Value gr;
+        if (needs(y)) {
+          Value q = b.create<FloorOp>(loc, b.create<DivOp>(loc, x, y));
+          gr = b.create<NegOp>(loc, b.create<MulOp>(loc, dy, q));
+        }
+        binary(x, y, dy, gr);
+        return success();
+      })
       .Case([&](SelectOp o) {
         Value zero = scalar(0.0, element);
         binary(o.getOnTrue(), o.getOnFalse(),
@@ -471,7 +502,11 @@ LogicalResult GradientBuilder::backward(Operation *op, Value dy) {
     if (std::optional<LogicalResult> done = (this->*family)(op, dy))
       return *done;
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<ConstantOp, InputOp, ReadVariableOp, ArgmaxOp, CompareOp, OneHotOp>(
+      // No gradient (TensorFlow's None): floor, ceil and round are flat
+      // almost everywhere, so they hold their input constant, as
+      // stop_gradient does.
+      .Case<ConstantOp, InputOp, ReadVariableOp, ArgmaxOp, CompareOp, OneHotOp,
+            FloorOp, CeilOp, RoundOp, BucketizeOp>(
           [](Operation *) { return success(); })
       .Default([&](Operation *other) -> LogicalResult {
         return other->emitOpError()

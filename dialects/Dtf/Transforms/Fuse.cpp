@@ -93,8 +93,8 @@ template <typename... Ops> struct OpList {
 using FusableElementwise =
     OpList<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, CompareOp,
            SelectOp, NegOp, ReluOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SigmoidOp,
-           TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp,
-           ReduceGradOp>;
+           TanhOp, CastOp, ReluGradOp, SigmoidGradOp, TanhGradOp, ReduceGradOp,
+           ErfOp, FloorOp, CeilOp, RoundOp, AbsOp, FloorModOp, BucketizeOp>;
 } // namespace
 
 SmallVector<StringRef> mlir::dtf::fusableElementwiseOpNames() {
@@ -109,7 +109,9 @@ bool mlir::dtf::isFusableElementwise(Operation *op) {
   auto result = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!result || !isFusableElement(result.getElementType()))
     return false;
-  if (isa<DivOp>(op) && !isa<FloatType>(result.getElementType()))
+  // Integer division and floor_mod stay op by op: their kernels report a
+  // zero divisor, which a generated kernel cannot.
+  if (isa<DivOp, FloorModOp>(op) && !isa<FloatType>(result.getElementType()))
     return false;
   if (auto grad = dyn_cast<ReduceGradOp>(op)) {
     // dy broadcast over the reduced axes: fusable where they are leading

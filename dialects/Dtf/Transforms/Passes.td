@@ -39,8 +39,8 @@ def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
   let description = [{
     In every function, groups maximal chains of elementwise ops (add, sub,
     mul, float div, maximum, minimum, compare, select, neg, relu, exp, log,
-    sqrt, rsqrt, sigmoid, tanh, cast and the relu, sigmoid and tanh
-    gradients) whose results share one shape into a `dtf.fused` op that
+    sqrt, rsqrt, sigmoid, tanh, cast, erf, floor, ceil, round, abs, float
+    floor_mod, bucketize and the relu, sigmoid and tanh gradients) whose results share one shape into a `dtf.fused` op that
     keeps them in its region. An operand joins as an input when it has that
     shape, holds one element, or has static trailing dims of it (a bias).
     A group is closed once an op outside it uses one of its values, so the

@@ -1,7 +1,9 @@
-// Elementwise kernels: broadcasting arithmetic, compare, select, unary math,
-// cast, and the gradients of relu, sigmoid and tanh.
+// Elementwise kernels: broadcasting arithmetic (floor_mod too), compare,
+// select, unary math (erf, floor, ceil, round, abs too), cast, bucketize, and
+// the gradients of relu, sigmoid and tanh.
 #include "runtime/kernels/cpu/KernelUtil.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -56,6 +58,22 @@ struct MaximumOp {
 struct MinimumOp {
   template <typename T> T operator()(T a, T b) const {
     return (a < b || a != a) ? a : b;
+  }
+};
+// TensorFlow's FloorMod: the remainder takes the divisor's sign (its
+// google_floor_fmod and google_floor_mod). A zero integer divisor is reported
+// before the loop runs; MIN % -1 is 0.
+struct FloorModOp {
+  template <typename T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == -1)
+        return T(0);
+      const T r = a % b;
+      return r != 0 && ((b < 0) != (r < 0)) ? T(r + b) : r;
+    } else {
+      const T r = std::fmod(a, b);
+      return r != 0 && ((b < 0) != (r < 0)) ? r + b : r;
+    }
   }
 };
 struct PowOp {
@@ -121,7 +139,9 @@ Status arithmetic(KernelContext &ctx, const char *name,
   DTF_RETURN_IF_ERROR(requireSameDType(name, ctx.input(0), ctx.input(1)));
   return dispatchNumeric(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<Op, DivOp> && std::is_integral_v<T>) {
+    constexpr bool divides =
+        std::is_same_v<Op, DivOp> || std::is_same_v<Op, FloorModOp>;
+    if constexpr (divides && std::is_integral_v<T>) {
       const Tensor &b = ctx.input(1);
       const T *pb = b.data<T>();
       for (int64_t i = 0; i < b.numElements(); ++i)
@@ -150,6 +170,10 @@ Status maximumKernel(KernelContext &ctx) {
 }
 Status minimumKernel(KernelContext &ctx) {
   return arithmetic<MinimumOp>(ctx, dtf::ops::kMinimum);
+}
+
+Status floorModKernel(KernelContext &ctx) {
+  return arithmetic<FloorModOp>(ctx, dtf::ops::kFloorMod, kExpensiveGrain);
 }
 
 Status powKernel(KernelContext &ctx) {
@@ -312,6 +336,69 @@ Status tanhKernel(KernelContext &ctx) {
   return floatUnary(ctx, dtf::ops::kTanh, [](auto v) { return std::tanh(v); });
 }
 
+Status erfKernel(KernelContext &ctx) {
+  return floatUnary(ctx, dtf::ops::kErf, [](auto v) { return std::erf(v); });
+}
+Status floorKernel(KernelContext &ctx) {
+  return floatUnary(
+      ctx, dtf::ops::kFloor, [](auto v) { return std::floor(v); }, kCheapGrain);
+}
+Status ceilKernel(KernelContext &ctx) {
+  return floatUnary(
+      ctx, dtf::ops::kCeil, [](auto v) { return std::ceil(v); }, kCheapGrain);
+}
+// Halves to even (TensorFlow's round, Eigen's rint): nearbyint in the default
+// rounding mode, which nothing in dtf changes.
+Status roundKernel(KernelContext &ctx) {
+  return floatUnary(
+      ctx, dtf::ops::kRound, [](auto v) { return std::nearbyint(v); },
+      kCheapGrain);
+}
+Status absKernel(KernelContext &ctx) {
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, dtf::ops::kAbs, 1));
+  return dispatchNumeric(dtf::ops::kAbs, ctx.input(0).dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return runUnary<T>(
+        ctx,
+        [](T v) {
+          if constexpr (std::is_integral_v<T>)
+            return v < 0 ? T(Unsigned<T>(0) - Unsigned<T>(v)) : v;
+          else
+            return std::fabs(v);
+        },
+        kCheapGrain);
+  });
+}
+
+// TensorFlow's Bucketize: the number of boundaries not greater than x
+// (std::upper_bound; NaN goes past every boundary). Floats compare in their
+// own precision, integers as double.
+Status bucketizeKernel(KernelContext &ctx) {
+  const char *name = dtf::ops::kBucketize;
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
+  const std::vector<double> bounds = ctx.getFloats("boundaries");
+  if (!std::is_sorted(bounds.begin(), bounds.end()))
+    return errorStatus(name, ": boundaries must be sorted ascending");
+  const Tensor &x = ctx.input(0);
+  return dispatchNumeric(name, x.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    using C = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+    const std::vector<C> b(bounds.begin(), bounds.end());
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::I32, x.shape(), &out));
+    const T *px = x.data<T>();
+    int32_t *po = out->data<int32_t>();
+    parallelFor(ctx.threadPool(), x.numElements(), kCheapGrain,
+                [&](int64_t lo, int64_t hi) {
+                  for (int64_t i = lo; i < hi; ++i)
+                    po[i] =
+                        int32_t(std::upper_bound(b.begin(), b.end(), C(px[i])) -
+                                b.begin());
+                });
+    return Status::ok();
+  });
+}
+
 // Float to integer conversion saturates and maps NaN to 0 (C++ leaves both
 // undefined); integer narrowing wraps; anything to bool is x != 0.
 template <typename From, typename To> inline To convert(From v) {
@@ -422,6 +509,13 @@ void registerElementwiseKernels(KernelRegistry &registry) {
   registry.add(dtf::ops::kTanh, tanhKernel);
   registry.add(dtf::ops::kCast, castKernel);
   registry.add(dtf::ops::kReluGrad, reluGradKernel);
+  registry.add(dtf::ops::kFloorMod, floorModKernel);
+  registry.add(dtf::ops::kErf, erfKernel);
+  registry.add(dtf::ops::kFloor, floorKernel);
+  registry.add(dtf::ops::kCeil, ceilKernel);
+  registry.add(dtf::ops::kRound, roundKernel);
+  registry.add(dtf::ops::kAbs, absKernel);
+  registry.add(dtf::ops::kBucketize, bucketizeKernel);
   registry.add(dtf::ops::kSigmoidGrad, sigmoidGradKernel);
   registry.add(dtf::ops::kTanhGrad, tanhGradKernel);
 }

@@ -64,6 +64,8 @@ const char *kUnary[][2] = {
     {dtf::ops::kRelu, "Relu"}, {dtf::ops::kSigmoid, "Sigmoid"},  {dtf::ops::kTanh, "Tanh"},
     {dtf::ops::kExp, "Exp"},   {dtf::ops::kLog, "Log"},          {dtf::ops::kSqrt, "Sqrt"},
     {dtf::ops::kNeg, "Neg"},   {dtf::ops::kDropout, "Identity"},
+    {dtf::ops::kErf, "Erf"},   {dtf::ops::kFloor, "Floor"},      {dtf::ops::kCeil, "Ceil"},
+    {dtf::ops::kRound, "Round"}, {dtf::ops::kAbs, "Abs"}, // Round: halves to even, as dtf's
 };
 const char *kBinary[][2] = {
     {dtf::ops::kAdd, "Add"}, {dtf::ops::kSub, "Sub"},     {dtf::ops::kMul, "Mul"},
@@ -250,6 +252,93 @@ private:
             {0, 2, 3, 1});
   }
 
+  // Numbers as an initializer of a plan dtype: a scalar, or a vector.
+  std::string numbers(const std::string &stem, int planType,
+                      const std::vector<double> &values, bool vector) {
+    onnx::TensorProto *t = graph_->add_initializer();
+    t->set_name(fresh(stem));
+    t->set_data_type(onnxType(planType));
+    if (vector)
+      t->add_dims(int64_t(values.size()));
+    std::string raw;
+    auto put = [&](auto v) {
+      raw.append(reinterpret_cast<const char *>(&v), sizeof(v));
+    };
+    for (double v : values) {
+      if (planType == plan::F32)
+        put(float(v));
+      else if (planType == plan::F64)
+        put(v);
+      else if (planType == plan::I32)
+        put(int32_t(v));
+      else
+        put(int64_t(v));
+    }
+    t->set_raw_data(raw);
+    return t->name();
+  }
+
+  // TensorFlow's FloorMod. Integers: Mod with fmod = 0 (the divisor's sign).
+  // Floats: Mod with fmod = 1 (C's fmod, exact), plus the divisor where that
+  // remainder is non-zero and of the other sign, as TensorFlow computes it.
+  Status floorMod(const plan::Op &op) {
+    const int t = type(op.outputs(0)).dtype();
+    const std::string x = name(op.inputs(0)), y = name(op.inputs(1));
+    const std::string out = name(op.outputs(0));
+    if (t != plan::F32 && t != plan::F64) {
+      setInt(node(op, "Mod", {x, y}, {out}), "fmod", 0);
+      return Status::ok();
+    }
+    const std::string r = fresh("fmod"), zero = numbers("zero", t, {0}, false);
+    setInt(node(op, "Mod", {x, y}, {r}), "fmod", 1);
+    const std::string isZero = fresh("is_zero"), nonZero = fresh("non_zero");
+    const std::string rNeg = fresh("r_neg"), yNeg = fresh("y_neg");
+    const std::string signs = fresh("signs"), fix = fresh("fix");
+    const std::string shifted = fresh("shifted");
+    node(op, "Equal", {r, zero}, {isZero});
+    node(op, "Not", {isZero}, {nonZero});
+    node(op, "Less", {r, zero}, {rNeg});
+    node(op, "Less", {y, zero}, {yNeg});
+    node(op, "Xor", {rNeg, yNeg}, {signs});
+    node(op, "And", {nonZero, signs}, {fix});
+    node(op, "Add", {r, y}, {shifted});
+    node(op, "Where", {fix, shifted, r}, {out});
+    return Status::ok();
+  }
+
+  // No ONNX operator: the count of boundaries b with !(x < b), over a new
+  // last axis, summed (floats in their precision, integers as double).
+  Status bucketize(const plan::Op &op) {
+    int t = type(op.inputs(0)).dtype();
+    const plan::AttrValue *a = attr(op, "boundaries");
+    std::vector<double> bounds;
+    if (a && a->has_floats())
+      bounds.assign(a->floats().values().begin(), a->floats().values().end());
+    std::string x = name(op.inputs(0));
+    if (t != plan::F32 && t != plan::F64) {
+      const std::string d = fresh("as_double");
+      setInt(node(op, "Cast", {x}, {d}), "to", onnx::TensorProto::DOUBLE);
+      x = d, t = plan::F64;
+    }
+    if (bounds.empty()) { // every element in bucket 0 (NaN < NaN is false)
+      const std::string none = fresh("none");
+      node(op, "Less", {x, x}, {none});
+      setInt(node(op, "Cast", {none}, {name(op.outputs(0))}), "to",
+             onnx::TensorProto::INT32);
+      return Status::ok();
+    }
+    const std::string axes = int64Constant("axes", {-1});
+    const std::string column = fresh("column"), below = fresh("below");
+    const std::string past = fresh("past"), counts = fresh("counts");
+    node(op, "Unsqueeze", {x, axes}, {column});
+    node(op, "Less", {column, numbers("boundaries", t, bounds, true)}, {below});
+    node(op, "Not", {below}, {past});
+    setInt(node(op, "Cast", {past}, {counts}), "to", onnx::TensorProto::INT32);
+    setInt(node(op, "ReduceSum", {counts, axes}, {name(op.outputs(0))}),
+           "keepdims", 0);
+    return Status::ok();
+  }
+
   static std::string autoPad(const plan::Op &op) {
     return text(op, "padding") == "same" ? "SAME_UPPER" : "VALID";
   }
@@ -287,6 +376,10 @@ private:
       node(op, "Identity", {c}, {out()});
       return Status::ok();
     }
+    if (kind == dtf::ops::kFloorMod)
+      return floorMod(op);
+    if (kind == dtf::ops::kBucketize)
+      return bucketize(op);
     for (const auto &u : kUnary)
       if (kind == u[0]) {
         node(op, u[1], {in(0)}, {out()});

@@ -252,6 +252,7 @@ plan::Plan planWithOp(const dtf::ops::OpSpec &spec, int inputs, int outputs,
       case dtf::ops::AttrKind::kString: v.set_s("x"); break;
       case dtf::ops::AttrKind::kInts: v.mutable_ints(); break;
       case dtf::ops::AttrKind::kTensor: v.mutable_tensor(); break;
+      case dtf::ops::AttrKind::kFloats: v.mutable_floats(); break;
     }
   }
   return p;
@@ -370,6 +371,16 @@ TEST(PlanReader, EveryOpIsReadAgainstItsOdsDefinition) {
     }
   }
   EXPECT_GT(checked, 60); // nearly every op takes an input
+  {
+    // bucketize's boundaries are numbers (AttrKind::kFloats): a list of
+    // integers is another kind.
+    plan::Plan p = planWithOp(*dtf::ops::findSpec("dtf.bucketize"), 1, 1);
+    plan::Op *op = p.mutable_train_step()->mutable_ops(
+        p.train_step().ops_size() - 1);
+    (*op->mutable_attrs())["boundaries"].mutable_ints()->add_values(1);
+    EXPECT_EQ(loadError(p), "plan.bin: train_step: test.dtf:4:9: dtf.bucketize "
+                            "attribute 'boundaries' must be a list of numbers");
+  }
   {
     plan::Plan p = logisticRegressionPlan();
     p.mutable_train_step()->mutable_ops(4)->set_name("dtf.matmul2");

@@ -271,6 +271,25 @@ const Case kCases[] = {
     {"relu", "  input x: $T[B, 5]", "$T[5]", "    loss = sum(relu(w * x) * x)", -1.0, 1.0, "w", 1e-3},
     {"sigmoid", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(sigmoid(w * x) * x)"},
     {"tanh", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(tanh(w * x) * x)"},
+    {"erf", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(erf(w * x) * x)"},
+    {"gelu", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(gelu(w * x * 2) * x)"},
+    {"gelu_approximate", "  input x: $T[B, 3]", "$T[3]",
+     "    loss = sum(gelu(w * x * 2, approximate = true) * x)"},
+    {"gelu_activation", "  input x: $T[B, 3]", "",
+     "    d = dense(x, units = 2, activation = gelu) as d\n    loss = sum(d * d)",
+     -1.0, 1.0, "d/kernel"},
+    {"abs", "  input x: $T[B, 5]", "$T[5]", "    loss = sum(abs(w * x) * x)", -1.0, 1.0, "w", 1e-3},
+    // floormod away from its jumps (x / y never crosses an integer here):
+    // d/dx = 1, d/dy = -floor(x / y), with a positive and a negative divisor.
+    {"floormod", "  input x: $T[B, 3]", "$T[3]",
+     "    loss = sum(((x + 5) % (w + 4)) * x + ((x + 5) % (w - 9)) * x * 2 + floormod(w + 4.25, 3) * x * 3)",
+     0.5, 1.5},
+    // floor, ceil, round and bucketize have no gradient (TensorFlow's None):
+    // they hold w constant, so only w * x counts.
+    {"no_gradient_ops", "  input x: $T[B, 3]", "$T[3]",
+     "    k = floor(w * 4) + ceil(w * 4) + round(w * 4) + cast(bucketize(w, boundaries = [0.25]), to = $T)\n"
+     "    loss = sum(k * x + w * x)",
+     -1.0, 1.0, "w", 1e-3},
     {"select", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(select(x > 0, w * w, w * 3) * x)"},
     {"cast", "  input x: $T[B, 3]", "$T[3]", "    loss = sum(cast(w, to = $T) * x)"},
     {"cast_through_f64", "  input x: $T[B, 3]", "$T[3]",

@@ -201,6 +201,8 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       "dtf.mean", "dtf.max", "dtf.argmax", "dtf.softmax", "dtf.log_softmax",
       "dtf.softmax_cross_entropy", "dtf.sparse_softmax_cross_entropy",
       "dtf.one_hot", "dtf.gather", "dtf.dropout",
+      "dtf.erf", "dtf.floor", "dtf.ceil", "dtf.round", "dtf.abs",
+      "dtf.floor_mod", "dtf.bucketize",
       // the LSTM and GRU layers on oneDNN
       "dtf.lstm", "dtf.lstm_train", "dtf.lstm_grad", "dtf.gru", "dtf.gru_train", "dtf.gru_grad",
       // gradients
