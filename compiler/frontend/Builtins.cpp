@@ -143,7 +143,7 @@ mlir::dtf::closestName(StringRef name, ArrayRef<std::string> candidates) {
   return best;
 }
 
-std::optional<BoundArgs>
+BoundArgs
 mlir::dtf::bindArguments(const BuiltinSpec &spec,
                          const std::vector<ast::Arg> &args, ast::Loc callLoc,
                          const LocatedErrorFn &emitError) {
@@ -205,7 +205,7 @@ mlir::dtf::bindArguments(const BuiltinSpec &spec,
       ok = false;
     }
   }
-  if (!ok)
-    return std::nullopt;
+  bound.complete = ok;
+  bound.suggested = std::move(suggested);
   return bound;
 }

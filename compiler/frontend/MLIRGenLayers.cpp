@@ -558,17 +558,20 @@ Value ModelGen::genNetworkCall(const ast::CallExpr &call,
     params.push_back(p.name);
   BuiltinSpec spec{network.name, BuiltinKind::Op, params, 0, "network"};
   auto emit = [&](ast::Loc l) { return error(l); };
-  std::optional<BoundArgs> args =
-      bindArguments(spec, call.args, call.getLoc(), emit);
-  if (!args)
-    return nullptr;
+  BoundArgs args = bindArguments(spec, call.args, call.getLoc(), emit);
   Scope scope;
   scope.isBarrier = true;
-  bool ok = true;
+  // The arguments that bound are still made after a refused one, so that
+  // their own errors are reported too.
+  bool ok = args.complete;
   for (const ast::Param &p : network.params) {
-    const ast::Expr *arg = args->get(p.name);
+    const ast::Expr *arg = args.get(p.name);
     if (!arg)
       arg = p.defaultValue.get();
+    if (!arg && llvm::is_contained(args.suggested, p.name)) {
+      ok = false; // a misspelled keyword said it
+      continue;
+    }
     if (!arg) {
       auto diag = error(call.getLoc()) << "network '" << network.name
                                        << "' needs '" << p.name << "'";

@@ -269,22 +269,43 @@ Attribute ModelGen::configCall(const ast::Expr *expr, BuiltinKind kind,
     return nullptr;
   }
   auto emit = [&](ast::Loc l) { return error(l); };
-  std::optional<BoundArgs> bound =
-      bindArguments(*spec, *args, expr->getLoc(), emit);
-  if (!bound)
-    return nullptr;
+  BoundArgs bound = bindArguments(*spec, *args, expr->getLoc(), emit);
+  // Every argument that bound is checked, even after a refused one, so that
+  // one compile reports all the mistakes of a call and of the calls in it.
+  bool ok = bound.complete;
   NamedAttrList attrs;
   attrs.append("kind", builder.getStringAttr(spec->name));
   for (StringRef param : spec->params) {
-    const ast::Expr *value = bound->get(param);
+    const ast::Expr *value = bound.get(param);
     if (!value)
       continue;
+    // Keras' None: no warmup.
+    auto *none = dyn_cast<ast::NameExpr>(resolve(value));
+    if (none && none->name == "none" && param == "warmup_target")
+      continue;
+    if (kind == BuiltinKind::Schedule && param == "learning_rate" &&
+        isa<ast::CallExpr>(resolve(value))) {
+      error(resolve(value)->getLoc()) << "the learning_rate of " << spec->name
+                                      << " is a number: schedules do not nest";
+      ok = false;
+      continue;
+    }
     Attribute attr = checkedSetting(value, param);
-    if (!attr)
-      return nullptr;
-    attrs.append(param, attr);
+    ok &= bool(attr);
+    if (attr)
+      attrs.append(param, attr);
   }
+  if (!ok)
+    return nullptr;
   // Checks across parameters.
+  if (spec->name == "cosine_decay" && attrs.get("warmup_steps") &&
+      cast<IntegerAttr>(attrs.get("warmup_steps")).getInt() > 0 &&
+      !attrs.get("warmup_target")) {
+    error(expr->getLoc()) << "cosine_decay warms up only towards a "
+                             "warmup_target: give one, as in warmup_target "
+                             "= 0.001, or drop warmup_steps";
+    return nullptr;
+  }
   if (spec->name == "piecewise_constant") {
     auto boundaries = dyn_cast_or_null<ArrayAttr>(attrs.get("boundaries"));
     auto values = dyn_cast_or_null<ArrayAttr>(attrs.get("values"));
