@@ -120,7 +120,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     Ints,
     Numbers,
     LearningRate,
-    Seed,
+    NonNegativeInt,
     Any
   };
   Rule rule =
@@ -135,13 +135,17 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
                  "total_num_replicas", Rule::Count)
           .Cases("inter_op_threads", "intra_op_threads", "gpu_towers",
                  Rule::Threads)
-          .Case("seed", Rule::Seed)
+          .Cases("seed", "warmup_steps", Rule::NonNegativeInt)
           .Cases("path", "label", Rule::Text)
           .Case("boundaries", Rule::Ints)
           .Case("values", Rule::Numbers)
           .Default(Rule::Any);
-  if (param == "initial_accumulator_value")
+  if (llvm::is_contained({"initial_accumulator_value", "initial_learning_rate",
+                          "alpha", "weight_decay"},
+                         param))
     rule = Rule::NonNegative;
+  if (param == "warmup_target")
+    rule = Rule::Positive;
   const ast::Expr *resolved = resolve(expr);
   auto number = [&](auto check, StringRef what) -> Attribute {
     std::optional<double> v = numberValue(resolved, param);
@@ -191,7 +195,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
   case Rule::Threads:
     return integer(0, param == "gpu_towers" ? ::dtf::plan::kMaxGpuTowers
                                             : ::dtf::plan::kMaxSessionThreads);
-  case Rule::Seed:
+  case Rule::NonNegativeInt:
     return integer(0);
   case Rule::Bool:
     if (auto *b = dyn_cast<ast::BoolExpr>(resolved))
