@@ -288,6 +288,12 @@ VariableOp ModelGen::createVariable(StringRef symbol, RankedTensorType type,
               << formatType(type) << " (use zeros, ones or a number)";
     return nullptr;
   }
+  if (init.getKind() == InitKind::orthogonal && type.getRank() < 2) {
+    error(at) << "the orthogonal initializer makes a matrix, but '" << symbol
+              << "' is " << formatType(type)
+              << " (orthogonal needs rank 2 or more)";
+    return nullptr;
+  }
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPoint(graph);
   auto op = builder.create<VariableOp>(loc(at), symbol, type, init, trainable);

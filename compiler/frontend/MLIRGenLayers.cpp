@@ -339,6 +339,7 @@ Value ModelGen::genDynamicEmbedding(Value ids, const LayerName &layer,
   switch (init->getKind()) {
   case InitKind::glorot_uniform:
   case InitKind::he_normal:
+  case InitKind::orthogonal:
     error(resolve(args.get("initializer"))->getLoc())
         << "a dynamic table has no fixed vocabulary, so "
         << stringifyInitKind(init->getKind())

@@ -187,7 +187,7 @@ bool isKnownInitializer(std::string_view kind) {
   return kind.empty() || kind == "zeros" || kind == "ones" ||
          kind == "constant" || kind == "uniform" || kind == "normal" ||
          kind == "truncated_normal" || kind == "glorot_uniform" ||
-         kind == "he_normal";
+         kind == "he_normal" || kind == "orthogonal";
 }
 
 Status validateProgram(const Program &program, const std::string &what) {
@@ -351,6 +351,11 @@ Status checkInitializer(const Variable &var, const std::string &where) {
     return errorStatus(where, ": its ", printable(init.kind()),
                        " initializer has a negative stddev ",
                        param("stddev", 0));
+  if (init.kind() == "orthogonal" && var.type().shape().dims_size() < 2)
+    return errorStatus(where,
+                       ": the orthogonal initializer needs a variable "
+                       "of rank 2 or more, got ",
+                       typeString(var.type()));
   if (init.kind() == "uniform" && param("minval", 0) > param("maxval", 1))
     return errorStatus(where, ": its uniform initializer has minval ",
                        param("minval", 0), " above maxval ",
@@ -392,7 +397,8 @@ Status checkVariables(
       return errorStatus(where, " has an unknown initializer '",
                          printable(var.initializer().kind()),
                          "' (known: zeros, ones, constant, uniform, normal, "
-                         "truncated_normal, glorot_uniform, he_normal)");
+                         "truncated_normal, glorot_uniform, he_normal, "
+                         "orthogonal)");
     DTF_RETURN_IF_ERROR(checkInitializer(var, where));
     const int64_t rows = dims.empty() ? 1 : dims[0];
     if (var.partitions() < 0 || var.partitions() > std::max<int64_t>(rows, 1))
