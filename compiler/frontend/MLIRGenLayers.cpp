@@ -446,6 +446,10 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
   if (name == "lstm" || name == "gru")
     return genRecurrent(name, x, *layer, args, at);
 
+  // dense's units with the other arguments, so that each is reported.
+  std::optional<int64_t> denseUnits =
+      name == "dense" ? intArg(args, "units", 0, 1, kMaxDimSize)
+                      : std::optional<int64_t>(0);
   std::optional<std::string> activation =
       symbolArg(args, "activation", activations, "none");
   std::optional<bool> useBias = boolArg(args, "use_bias", true);
@@ -453,7 +457,7 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
       buildInitializer(args.get("kernel_initializer"), at, "glorot_uniform");
   std::optional<InitializerAttr> biasInit =
       buildInitializer(args.get("bias_initializer"), at, "zeros");
-  if (!activation || !useBias || !kernelInit || !biasInit)
+  if (!activation || !useBias || !kernelInit || !biasInit || !denseUnits)
     return nullptr;
   if (!isa<FloatType>(xt.getElementType())) {
     auto diag = error(at) << name << " needs a floating-point input, got "
@@ -465,10 +469,7 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
   Value y;
   int64_t units;
   if (name == "dense") {
-    std::optional<int64_t> u = intArg(args, "units", 0, 1, kMaxDimSize);
-    if (!u)
-      return nullptr;
-    units = *u;
+    units = *denseUnits;
     // Over the last axis, as Keras' Dense: [..., features] -> [..., units],
     // one kernel shared by every leading position (tokens, time steps).
     if (xt.getRank() < 2 || ShapedType::isDynamic(xt.getShape().back())) {
