@@ -21,9 +21,9 @@ const std::vector<BuiltinSpec> &catalogue() {
        "embedding lookup in a [vocab, dim] table, or in a dynamic one (vocab = dynamic: any i64 id, rows made on first sight)"},
       {"multi_head_attention", K::Layer, {"query", "value", "heads", "key_dim", "mask"}, 4,
        "multi-head scaled dot-product attention of query [B, Tq, E] over value [B, Tv, E']"},
-      {"lstm", K::Layer, {"x", "units", "return_sequences"}, 2,
+      {"lstm", K::Layer, {"x", "units", "return_sequences", "kernel_initializer", "recurrent_initializer"}, 2,
        "LSTM over axis 1 of [B, T, F]: the last output [B, units], or every output [B, T, units]"},
-      {"gru", K::Layer, {"x", "units", "return_sequences"}, 2,
+      {"gru", K::Layer, {"x", "units", "return_sequences", "kernel_initializer", "recurrent_initializer"}, 2,
        "GRU over axis 1 of [B, T, F]: the last output [B, units], or every output [B, T, units]"},
       {"batch_norm", K::Layer, {"x", "momentum", "epsilon", "center", "scale"}, 1,
        "batch normalization over every axis but the last, with moving statistics for evaluation"},
@@ -80,16 +80,22 @@ const std::vector<BuiltinSpec> &catalogue() {
       {"truncated_normal", K::Initializer, {"mean", "stddev", "seed"}, 0, "normal, redrawn beyond 2 stddev"},
       {"glorot_uniform", K::Initializer, {"seed"}, 0, "Glorot/Xavier uniform"},
       {"he_normal", K::Initializer, {"seed"}, 0, "He normal"},
+      {"orthogonal", K::Initializer, {"gain", "seed"}, 0,
+       "Keras' Orthogonal: Q of the QR of a normal matrix, sign-corrected, times gain"},
       // Optimizers.
-      {"sgd", K::Optimizer, {"learning_rate"}, 1, "gradient descent"},
-      {"momentum", K::Optimizer, {"learning_rate", "momentum", "use_nesterov", "lazy"}, 1, "momentum"},
-      {"adam", K::Optimizer, {"learning_rate", "beta1", "beta2", "epsilon", "lazy"}, 0, "Adam"},
-      {"adagrad", K::Optimizer, {"learning_rate", "initial_accumulator_value"}, 1, "Adagrad"},
-      {"rmsprop", K::Optimizer, {"learning_rate", "decay", "momentum", "epsilon", "lazy"}, 1, "RMSProp"},
+      {"sgd", K::Optimizer, {"learning_rate", "weight_decay", "lazy"}, 1, "gradient descent"},
+      {"momentum", K::Optimizer, {"learning_rate", "momentum", "use_nesterov", "lazy", "weight_decay"}, 1, "momentum"},
+      {"adam", K::Optimizer, {"learning_rate", "beta1", "beta2", "epsilon", "lazy", "weight_decay"}, 0, "Adam"},
+      {"adagrad", K::Optimizer, {"learning_rate", "initial_accumulator_value", "weight_decay", "lazy"}, 1, "Adagrad"},
+      {"rmsprop", K::Optimizer, {"learning_rate", "decay", "momentum", "epsilon", "lazy", "weight_decay"}, 1, "RMSProp"},
+      {"adamw", K::Optimizer, {"learning_rate", "weight_decay", "beta1", "beta2", "epsilon", "lazy"}, 0,
+       "Adam with decoupled weight decay (Keras' AdamW)"},
       // Learning-rate schedules.
       {"exponential_decay", K::Schedule, {"learning_rate", "decay_steps", "decay_rate", "staircase"}, 3,
        "learning_rate * decay_rate ^ (step / decay_steps)"},
       {"piecewise_constant", K::Schedule, {"boundaries", "values"}, 2, "values[i] between boundaries"},
+      {"cosine_decay", K::Schedule, {"initial_learning_rate", "decay_steps", "alpha", "warmup_target", "warmup_steps"}, 2,
+       "Keras' CosineDecay: a linear warmup to warmup_target, then a cosine decay to alpha times it over decay_steps"},
       // Data sources.
       {"idx", K::Data, {"path", "split"}, 1, "MNIST-format IDX files (gzip or raw) in a directory"},
       {"csv", K::Data, {"path", "label", "header"}, 1, "a CSV file of features and a label column"},
@@ -151,7 +157,7 @@ mlir::dtf::closestName(StringRef name, ArrayRef<std::string> candidates) {
   return best;
 }
 
-std::optional<BoundArgs>
+BoundArgs
 mlir::dtf::bindArguments(const BuiltinSpec &spec,
                          const std::vector<ast::Arg> &args, ast::Loc callLoc,
                          const LocatedErrorFn &emitError) {
@@ -213,7 +219,7 @@ mlir::dtf::bindArguments(const BuiltinSpec &spec,
       ok = false;
     }
   }
-  if (!ok)
-    return std::nullopt;
+  bound.complete = ok;
+  bound.suggested = std::move(suggested);
   return bound;
 }

@@ -49,6 +49,12 @@ std::optional<std::string> closestName(llvm::StringRef name,
 /// Arguments of one call bound to its parameters.
 struct BoundArgs {
   llvm::StringMap<const ast::Expr *> values;
+  /// False when binding reported an error; the arguments that did bind are
+  /// still here, so that their own errors are reported in the same compile.
+  bool complete = true;
+  /// Parameters an error suggested for a misspelled keyword: not reported
+  /// again as missing.
+  std::vector<std::string> suggested;
   const ast::Expr *get(llvm::StringRef param) const {
     auto it = values.find(param);
     return it == values.end() ? nullptr : it->second;
@@ -59,11 +65,10 @@ using LocatedErrorFn = std::function<InFlightDiagnostic(ast::Loc)>;
 
 /// Binds positional and keyword `args` of a call to `spec`'s parameters.
 /// Reports too many positional arguments, unknown keywords (with a
-/// suggestion), duplicates and missing required parameters; returns nullopt
-/// after any of them.
-std::optional<BoundArgs> bindArguments(const BuiltinSpec &spec,
-                                       const std::vector<ast::Arg> &args,
-                                       ast::Loc callLoc,
-                                       const LocatedErrorFn &emitError);
+/// suggestion), duplicates and missing required parameters, all of them;
+/// after any, the result is not `complete` but holds what did bind.
+BoundArgs bindArguments(const BuiltinSpec &spec,
+                        const std::vector<ast::Arg> &args, ast::Loc callLoc,
+                        const LocatedErrorFn &emitError);
 
 } // namespace mlir::dtf

@@ -209,12 +209,11 @@ ModelGen::buildInitializer(const ast::Expr *expr, ast::Loc fallbackLoc,
           lookupBuiltin(call->callee, BuiltinKind::Initializer);
       if (spec) {
         auto emit = [&](ast::Loc l) { return error(l); };
-        std::optional<BoundArgs> args =
-            bindArguments(*spec, call->args, call->getLoc(), emit);
-        if (!args)
-          return std::nullopt;
+        BoundArgs args = bindArguments(*spec, call->args, call->getLoc(), emit);
+        // Each bound argument is checked even after a refused one.
+        bool ok = args.complete;
         for (StringRef param : spec->params) {
-          const ast::Expr *value = args->get(param);
+          const ast::Expr *value = args.get(param);
           if (!value)
             continue;
           if (param == "seed") {
@@ -222,16 +221,18 @@ ModelGen::buildInitializer(const ast::Expr *expr, ast::Loc fallbackLoc,
                 n && n->name == "none")
               continue;
             std::optional<int64_t> seed = intValue(value, "seed");
-            if (!seed)
-              return std::nullopt;
-            params.append(param, builder.getI64IntegerAttr(*seed));
+            if (seed)
+              params.append(param, builder.getI64IntegerAttr(*seed));
+            ok &= seed.has_value();
           } else {
             std::optional<double> v = numberValue(value, param);
-            if (!v)
-              return std::nullopt;
-            params.append(param, builder.getF64FloatAttr(*v));
+            if (v)
+              params.append(param, builder.getF64FloatAttr(*v));
+            ok &= v.has_value();
           }
         }
+        if (!ok)
+          return std::nullopt;
       }
     } else {
       error(at) << "an initializer is a name (zeros), a call "
@@ -285,6 +286,12 @@ VariableOp ModelGen::createVariable(StringRef symbol, RankedTensorType type,
     error(at) << "initializer " << stringifyInitKind(init.getKind())
               << " draws floating-point numbers, but '" << symbol << "' is "
               << formatType(type) << " (use zeros, ones or a number)";
+    return nullptr;
+  }
+  if (init.getKind() == InitKind::orthogonal && type.getRank() < 2) {
+    error(at) << "the orthogonal initializer makes a matrix, but '" << symbol
+              << "' is " << formatType(type)
+              << " (orthogonal needs rank 2 or more)";
     return nullptr;
   }
   OpBuilder::InsertionGuard guard(builder);

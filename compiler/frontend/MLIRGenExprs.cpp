@@ -259,6 +259,28 @@ const ast::Network *ModelGen::findNetwork(StringRef name) const {
   return nullptr;
 }
 
+Value ModelGen::checkArguments(const ast::CallExpr &call) {
+  // Only what is a computation for certain is made: a call of an op, a layer
+  // or a network, or arithmetic. A bare name may be a setting (activation =
+  // relu) and a literal has nothing of its own to report. An argument that
+  // did not bind (an unknown keyword) is checked too.
+  std::function<bool(const ast::Expr *)> computes =
+      [&](const ast::Expr *e) -> bool {
+    e = resolve(e);
+    if (auto *inner = dyn_cast<ast::CallExpr>(e))
+      return findNetwork(inner->callee) ||
+             lookupBuiltin(inner->callee, BuiltinKind::Op) ||
+             lookupBuiltin(inner->callee, BuiltinKind::Layer);
+    if (auto *neg = dyn_cast<ast::NegExpr>(e))
+      return computes(neg->operand.get());
+    return isa<ast::BinaryExpr>(e);
+  };
+  for (const ast::Arg &arg : call.args) // in the order written
+    if (computes(arg.value.get()))
+      (void)genExpr(*arg.value);
+  return nullptr;
+}
+
 Value ModelGen::genCall(const ast::CallExpr &call) {
   if (const ast::Network *network = findNetwork(call.callee)) {
     indexReference(call.getLoc(), call.callee.size(), network->loc);
@@ -267,9 +289,10 @@ Value ModelGen::genCall(const ast::CallExpr &call) {
   auto emit = [&](ast::Loc at) { return error(at); };
   if (const BuiltinSpec *spec =
           lookupBuiltin(call.callee, BuiltinKind::Layer)) {
-    std::optional<BoundArgs> args =
-        bindArguments(*spec, call.args, call.getLoc(), emit);
-    return args ? genLayer(call, *spec, *args) : nullptr;
+    BoundArgs args = bindArguments(*spec, call.args, call.getLoc(), emit);
+    if (!args.complete)
+      return checkArguments(call);
+    return genLayer(call, *spec, args);
   }
   if (const BuiltinSpec *spec = lookupBuiltin(call.callee, BuiltinKind::Op)) {
     if (call.naming != ast::CallExpr::Naming::None) {
@@ -278,9 +301,10 @@ Value ModelGen::genCall(const ast::CallExpr &call) {
                               "and networks are named with `as` or `shares`";
       return nullptr;
     }
-    std::optional<BoundArgs> args =
-        bindArguments(*spec, call.args, call.getLoc(), emit);
-    return args ? genOp(call, *spec, *args) : nullptr;
+    BoundArgs args = bindArguments(*spec, call.args, call.getLoc(), emit);
+    if (!args.complete)
+      return checkArguments(call);
+    return genOp(call, *spec, args);
   }
   for (BuiltinKind kind : {BuiltinKind::Initializer, BuiltinKind::Optimizer,
                            BuiltinKind::Schedule, BuiltinKind::Data}) {

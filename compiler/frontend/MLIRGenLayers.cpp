@@ -341,6 +341,7 @@ Value ModelGen::genDynamicEmbedding(Value ids, const LayerName &layer,
   switch (init->getKind()) {
   case InitKind::glorot_uniform:
   case InitKind::he_normal:
+  case InitKind::orthogonal:
     error(resolve(args.get("initializer"))->getLoc())
         << "a dynamic table has no fixed vocabulary, so "
         << stringifyInitKind(init->getKind())
@@ -447,6 +448,10 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
   if (name == "lstm" || name == "gru")
     return genRecurrent(name, x, *layer, args, at);
 
+  // dense's units with the other arguments, so that each is reported.
+  std::optional<int64_t> denseUnits =
+      name == "dense" ? intArg(args, "units", 0, 1, kMaxDimSize)
+                      : std::optional<int64_t>(0);
   std::optional<std::string> activation =
       symbolArg(args, "activation", activations, "none");
   std::optional<bool> useBias = boolArg(args, "use_bias", true);
@@ -454,7 +459,7 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
       buildInitializer(args.get("kernel_initializer"), at, "glorot_uniform");
   std::optional<InitializerAttr> biasInit =
       buildInitializer(args.get("bias_initializer"), at, "zeros");
-  if (!activation || !useBias || !kernelInit || !biasInit)
+  if (!activation || !useBias || !kernelInit || !biasInit || !denseUnits)
     return nullptr;
   if (!isa<FloatType>(xt.getElementType())) {
     auto diag = error(at) << name << " needs a floating-point input, got "
@@ -466,10 +471,7 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
   Value y;
   int64_t units;
   if (name == "dense") {
-    std::optional<int64_t> u = intArg(args, "units", 0, 1, kMaxDimSize);
-    if (!u)
-      return nullptr;
-    units = *u;
+    units = *denseUnits;
     // Over the last axis, as Keras' Dense: [..., features] -> [..., units],
     // one kernel shared by every leading position (tokens, time steps).
     if (xt.getRank() < 2 || ShapedType::isDynamic(xt.getShape().back())) {
@@ -560,17 +562,20 @@ Value ModelGen::genNetworkCall(const ast::CallExpr &call,
     params.push_back(p.name);
   BuiltinSpec spec{network.name, BuiltinKind::Op, params, 0, "network"};
   auto emit = [&](ast::Loc l) { return error(l); };
-  std::optional<BoundArgs> args =
-      bindArguments(spec, call.args, call.getLoc(), emit);
-  if (!args)
-    return nullptr;
+  BoundArgs args = bindArguments(spec, call.args, call.getLoc(), emit);
   Scope scope;
   scope.isBarrier = true;
-  bool ok = true;
+  // The arguments that bound are still made after a refused one, so that
+  // their own errors are reported too.
+  bool ok = args.complete;
   for (const ast::Param &p : network.params) {
-    const ast::Expr *arg = args->get(p.name);
+    const ast::Expr *arg = args.get(p.name);
     if (!arg)
       arg = p.defaultValue.get();
+    if (!arg && llvm::is_contained(args.suggested, p.name)) {
+      ok = false; // a misspelled keyword said it
+      continue;
+    }
     if (!arg) {
       auto diag = error(call.getLoc()) << "network '" << network.name
                                        << "' needs '" << p.name << "'";

@@ -157,7 +157,13 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
   auto xt = cast<RankedTensorType>(x.getType());
   std::optional<int64_t> units = intArg(args, "units", 0, 1, kMaxDimSize);
   std::optional<bool> sequences = boolArg(args, "return_sequences", false);
-  if (!units || !sequences)
+  // Keras' defaults: a glorot_uniform kernel and an orthogonal recurrent
+  // kernel; either may be given.
+  std::optional<InitializerAttr> kernelInit =
+      buildInitializer(args.get("kernel_initializer"), at, "glorot_uniform");
+  std::optional<InitializerAttr> recurrentInit =
+      buildInitializer(args.get("recurrent_initializer"), at, "orthogonal");
+  if (!units || !sequences || !kernelInit || !recurrentInit)
     return nullptr;
   if (xt.getRank() != 3 || !isa<FloatType>(xt.getElementType()) ||
       ShapedType::isDynamic(xt.getDimSize(1)) ||
@@ -180,12 +186,10 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
   auto init = [&](InitKind kind) {
     return InitializerAttr::get(context, kind, DictionaryAttr());
   };
-  Value kernel =
-      layerVariable(layer, "kernel", type({xt.getDimSize(2), gates * u}),
-                    init(InitKind::glorot_uniform), at);
-  Value recurrent =
-      layerVariable(layer, "recurrent_kernel", type({u, gates * u}),
-                    init(InitKind::glorot_uniform), at);
+  Value kernel = layerVariable(
+      layer, "kernel", type({xt.getDimSize(2), gates * u}), *kernelInit, at);
+  Value recurrent = layerVariable(layer, "recurrent_kernel",
+                                  type({u, gates * u}), *recurrentInit, at);
   Value bias = layerVariable(layer, "bias", type({gates * u}),
                              init(InitKind::zeros), at);
   Value recurrentBias =

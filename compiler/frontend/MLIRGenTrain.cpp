@@ -120,7 +120,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     Ints,
     Numbers,
     LearningRate,
-    Seed,
+    NonNegativeInt,
     Any
   };
   Rule rule =
@@ -135,13 +135,17 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
                  "total_num_replicas", Rule::Count)
           .Cases("inter_op_threads", "intra_op_threads", "gpu_towers",
                  Rule::Threads)
-          .Case("seed", Rule::Seed)
+          .Cases("seed", "warmup_steps", Rule::NonNegativeInt)
           .Cases("path", "label", Rule::Text)
           .Case("boundaries", Rule::Ints)
           .Case("values", Rule::Numbers)
           .Default(Rule::Any);
-  if (param == "initial_accumulator_value")
+  if (llvm::is_contained({"initial_accumulator_value", "initial_learning_rate",
+                          "alpha", "weight_decay"},
+                         param))
     rule = Rule::NonNegative;
+  if (param == "warmup_target")
+    rule = Rule::Positive;
   const ast::Expr *resolved = resolve(expr);
   auto number = [&](auto check, StringRef what) -> Attribute {
     std::optional<double> v = numberValue(resolved, param);
@@ -191,7 +195,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
   case Rule::Threads:
     return integer(0, param == "gpu_towers" ? ::dtf::plan::kMaxGpuTowers
                                             : ::dtf::plan::kMaxSessionThreads);
-  case Rule::Seed:
+  case Rule::NonNegativeInt:
     return integer(0);
   case Rule::Bool:
     if (auto *b = dyn_cast<ast::BoolExpr>(resolved))
@@ -269,22 +273,43 @@ Attribute ModelGen::configCall(const ast::Expr *expr, BuiltinKind kind,
     return nullptr;
   }
   auto emit = [&](ast::Loc l) { return error(l); };
-  std::optional<BoundArgs> bound =
-      bindArguments(*spec, *args, expr->getLoc(), emit);
-  if (!bound)
-    return nullptr;
+  BoundArgs bound = bindArguments(*spec, *args, expr->getLoc(), emit);
+  // Every argument that bound is checked, even after a refused one, so that
+  // one compile reports all the mistakes of a call and of the calls in it.
+  bool ok = bound.complete;
   NamedAttrList attrs;
   attrs.append("kind", builder.getStringAttr(spec->name));
   for (StringRef param : spec->params) {
-    const ast::Expr *value = bound->get(param);
+    const ast::Expr *value = bound.get(param);
     if (!value)
       continue;
+    // Keras' None: no warmup.
+    auto *none = dyn_cast<ast::NameExpr>(resolve(value));
+    if (none && none->name == "none" && param == "warmup_target")
+      continue;
+    if (kind == BuiltinKind::Schedule && param == "learning_rate" &&
+        isa<ast::CallExpr>(resolve(value))) {
+      error(resolve(value)->getLoc()) << "the learning_rate of " << spec->name
+                                      << " is a number: schedules do not nest";
+      ok = false;
+      continue;
+    }
     Attribute attr = checkedSetting(value, param);
-    if (!attr)
-      return nullptr;
-    attrs.append(param, attr);
+    ok &= bool(attr);
+    if (attr)
+      attrs.append(param, attr);
   }
+  if (!ok)
+    return nullptr;
   // Checks across parameters.
+  if (spec->name == "cosine_decay" && attrs.get("warmup_steps") &&
+      cast<IntegerAttr>(attrs.get("warmup_steps")).getInt() > 0 &&
+      !attrs.get("warmup_target")) {
+    error(expr->getLoc()) << "cosine_decay warms up only towards a "
+                             "warmup_target: give one, as in warmup_target "
+                             "= 0.001, or drop warmup_steps";
+    return nullptr;
+  }
   if (spec->name == "piecewise_constant") {
     auto boundaries = dyn_cast_or_null<ArrayAttr>(attrs.get("boundaries"));
     auto values = dyn_cast_or_null<ArrayAttr>(attrs.get("values"));

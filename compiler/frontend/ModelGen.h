@@ -174,6 +174,9 @@ private:
   std::pair<Value, Value> genPair(const ast::Expr &lhs, const ast::Expr &rhs,
                                   Type hint = {});
   Value genCall(const ast::CallExpr &call);
+  /// After a call's binding failed: makes the computations among its
+  /// arguments, to report their own errors too; returns null.
+  Value checkArguments(const ast::CallExpr &call);
   /// A builtin op's call once genOp has generated its first tensor
   /// operands, in their written order: what each family of ops starts from.
   struct OpCall {

@@ -156,6 +156,10 @@ public:
     };
     SmallVector<Value> next(old);
     Value var = old[0];
+    if (auto decay = update->getAttrOfType<FloatAttr>("weight_decay"))
+      // Keras 3's decoupled weight decay first: var - var * wd * a, whose
+      // last product GCC contracts into the subtraction.
+      var = fma(neg(mul(var, inT(b, decay.getValueAsDouble()))), h.lr, var);
     if (isa<ApplySgdOp>(update)) {
       // var -= a * g
       next[0] = fma(neg(h.lr), g, var);

@@ -523,7 +523,14 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
     pb::Schedule *lr = o->mutable_learning_rate();
     if (auto schedule = opt.getAs<DictionaryAttr>("learning_rate")) {
       lr->set_kind(stringOf(schedule.get("kind")));
-      lr->set_learning_rate(numberOr(schedule.get("learning_rate")));
+      lr->set_learning_rate(numberOr(schedule.get(
+          schedule.get("initial_learning_rate") ? "initial_learning_rate"
+                                                : "learning_rate")));
+      lr->set_alpha(numberOr(schedule.get("alpha")));
+      if (Attribute target = schedule.get("warmup_target"))
+        lr->set_warmup_target(numberOr(target));
+      lr->set_warmup_steps(
+          static_cast<int64_t>(numberOr(schedule.get("warmup_steps"))));
       lr->set_decay_steps(static_cast<int64_t>(numberOr(schedule.get("decay_steps"))));
       lr->set_decay_rate(numberOr(schedule.get("decay_rate")));
       if (auto s = schedule.getAs<BoolAttr>("staircase"))

@@ -188,7 +188,7 @@ bool isKnownInitializer(std::string_view kind) {
   return kind.empty() || kind == "zeros" || kind == "ones" ||
          kind == "constant" || kind == "uniform" || kind == "normal" ||
          kind == "truncated_normal" || kind == "glorot_uniform" ||
-         kind == "he_normal";
+         kind == "he_normal" || kind == "orthogonal";
 }
 
 Status validateProgram(const Program &program, const std::string &what) {
@@ -337,6 +337,33 @@ namespace {
 
 // An initializer's parameters: finite numbers of the ones its kind takes,
 // a spread that is not negative, a range that is not empty.
+// The learning-rate schedule's numbers, where the runtime reads them (for
+// summaries and a fed learning rate): a cosine_decay's as dtfc checks them.
+Status checkSchedule(const Schedule &schedule, const std::string &name) {
+  if (schedule.kind() != "cosine_decay")
+    return Status::ok();
+  const std::string where = strCat(name, ": the cosine_decay schedule");
+  if (!(std::isfinite(schedule.learning_rate()) &&
+        schedule.learning_rate() >= 0))
+    return errorStatus(where, " has initial_learning_rate ",
+                       schedule.learning_rate(), "; it must be 0 or more");
+  if (schedule.decay_steps() < 1)
+    return errorStatus(where, " has decay_steps ", schedule.decay_steps(),
+                       "; it must be at least 1");
+  if (!(std::isfinite(schedule.alpha()) && schedule.alpha() >= 0))
+    return errorStatus(where, " has alpha ", schedule.alpha(),
+                       "; it must be 0 or more");
+  if (schedule.has_warmup_target() &&
+      !(std::isfinite(schedule.warmup_target()) &&
+        schedule.warmup_target() > 0))
+    return errorStatus(where, " has warmup_target ", schedule.warmup_target(),
+                       "; it must be positive");
+  if (schedule.warmup_steps() < 0)
+    return errorStatus(where, " has warmup_steps ", schedule.warmup_steps(),
+                       "; it must be 0 or more");
+  return Status::ok();
+}
+
 Status checkInitializer(const Variable &var, const std::string &where) {
   const Initializer &init = var.initializer();
   for (const auto &[param, value] : init.params())
@@ -352,6 +379,11 @@ Status checkInitializer(const Variable &var, const std::string &where) {
     return errorStatus(where, ": its ", printable(init.kind()),
                        " initializer has a negative stddev ",
                        param("stddev", 0));
+  if (init.kind() == "orthogonal" && var.type().shape().dims_size() < 2)
+    return errorStatus(where,
+                       ": the orthogonal initializer needs a variable "
+                       "of rank 2 or more, got ",
+                       typeString(var.type()));
   if (init.kind() == "uniform" && param("minval", 0) > param("maxval", 1))
     return errorStatus(where, ": its uniform initializer has minval ",
                        param("minval", 0), " above maxval ",
@@ -393,7 +425,8 @@ Status checkVariables(
       return errorStatus(where, " has an unknown initializer '",
                          printable(var.initializer().kind()),
                          "' (known: zeros, ones, constant, uniform, normal, "
-                         "truncated_normal, glorot_uniform, he_normal)");
+                         "truncated_normal, glorot_uniform, he_normal, "
+                         "orthogonal)");
     DTF_RETURN_IF_ERROR(checkInitializer(var, where));
     const int64_t rows = dims.empty() ? 1 : dims[0];
     if (var.partitions() < 0 || var.partitions() > std::max<int64_t>(rows, 1))
@@ -577,6 +610,8 @@ Status validatePlan(const Plan &plan, const std::string &name) {
   if (training.steps() < 0)
     return errorStatus(name, ": training steps ", training.steps(),
                        " is negative");
+  DTF_RETURN_IF_ERROR(
+      checkSchedule(training.optimizer().learning_rate(), name));
   return validateKernels(plan, name);
 }
 

@@ -685,22 +685,4 @@ std::string BatchFeeder::describe() const {
   return s;
 }
 
-double scheduledLearningRate(const plan::Schedule &schedule, int64_t step) {
-  const std::string &kind = schedule.kind();
-  if (kind == "exponential_decay" && schedule.decay_steps() > 0) {
-    double p = double(step) / double(schedule.decay_steps());
-    if (schedule.staircase())
-      p = std::floor(p);
-    return schedule.learning_rate() * std::pow(schedule.decay_rate(), p);
-  }
-  if (kind == "piecewise_constant" && schedule.values_size() > 0) {
-    int i = 0;
-    while (i < schedule.boundaries_size() && i + 1 < schedule.values_size() &&
-           step >= schedule.boundaries(i))
-      ++i;
-    return schedule.values(i);
-  }
-  return schedule.learning_rate();
-}
-
 } // namespace dtf::train

@@ -151,10 +151,4 @@ private:
   int64_t fixedBatch_ = 0;
 };
 
-/// The value of the Training.optimizer.learning_rate schedule at `step`:
-/// constant; exponential_decay (learning_rate * decay_rate ^ (step /
-/// decay_steps), the exponent floored when staircase); piecewise_constant
-/// (values[i] while boundaries[i-1] <= step < boundaries[i]).
-double scheduledLearningRate(const plan::Schedule &schedule, int64_t step);
-
 } // namespace dtf::train

@@ -7,8 +7,10 @@
 
 #include "runtime/plan/PlanTypes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace dtf::train {
 namespace {
@@ -133,6 +135,48 @@ uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var) {
   return splitMix(state);
 }
 
+// Keras' Orthogonal of a shape [..., cols] seen as a matrix [rows, cols]
+// (rows the product of the other dims): the Q of the QR decomposition of a
+// [max, min] matrix of unit normals, each column's sign made that of R's
+// diagonal, transposed when rows < cols, times gain; row-major [rows, cols]
+// in double. Gram-Schmidt, run twice over each column for orthogonality to
+// the rounding of double, gives R a positive diagonal, which is that sign
+// correction. The draws come from one stream, so a shard of the variable
+// costs the whole matrix (recurrent kernels are small).
+std::vector<double> orthogonalMatrix(uint64_t seed, int64_t rows, int64_t cols,
+                                     double gain) {
+  const int64_t m = std::max(rows, cols), k = std::min(rows, cols);
+  std::vector<double> q(size_t(m * k)); // column-major: column j at j * m
+  Stream stream(seed);
+  for (double &x : q)
+    x = stream.normal();
+  for (int64_t j = 0; j < k; ++j) {
+    double *col = q.data() + j * m;
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t p = 0; p < j; ++p) {
+        const double *prev = q.data() + p * m;
+        double dot = 0;
+        for (int64_t i = 0; i < m; ++i)
+          dot += prev[i] * col[i];
+        for (int64_t i = 0; i < m; ++i)
+          col[i] -= dot * prev[i];
+      }
+    double norm = 0;
+    for (int64_t i = 0; i < m; ++i)
+      norm += col[i] * col[i];
+    norm = std::sqrt(norm);
+    for (int64_t i = 0; i < m; ++i)
+      col[i] = norm > 0 ? col[i] / norm : 0.0;
+  }
+  // Q is [m, k]: as [rows, cols] when rows >= cols, else its transpose.
+  std::vector<double> out(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[size_t(r * cols + c)] =
+          gain * (rows >= cols ? q[size_t(c * m + r)] : q[size_t(r * m + c)]);
+  return out;
+}
+
 // The random initializers for a float element type T (float or double): the
 // numbers are drawn in double and rounded once to T.
 // Each row (along axis 0; a scalar is one row) draws from a stream of its
@@ -192,6 +236,18 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
       if (i >= begin)
         p[i] = x;
     }
+  } else if (kind == "orthogonal") {
+    if (shape.size() < 2)
+      return errorStatus(where,
+                         ": the orthogonal initializer needs rank 2 or "
+                         "more, got ",
+                         plan::typeString(var.type()));
+    const int64_t cols = shape.back();
+    const int64_t rows = cols ? numElementsOf(shape) / cols : 0;
+    const std::vector<double> whole =
+        orthogonalMatrix(seed, rows, cols, param(init, "gain", 1.0));
+    for (int64_t i = begin; i < n; ++i)
+      p[i] = T(whole[size_t(i)]);
   } else if (kind == "he_normal") {
     const double stddev =
         std::sqrt(2.0 * param(init, "scale", 1.0) / std::max(1.0, fanIn)) /

@@ -33,7 +33,10 @@ uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var);
 ///     again;
 ///   glorot_uniform: uniform in +-sqrt(6 / (fan_in + fan_out));
 ///   he_normal: truncated normal, stddev sqrt(2 / fan_in) / .8796... (the
-///     stddev of a unit normal truncated at 2, as TensorFlow's he_normal).
+///     stddev of a unit normal truncated at 2, as TensorFlow's he_normal);
+///   orthogonal{gain = 1}: Keras' Orthogonal, the rank >= 2 shape as a
+///     matrix [product of the other dims, last dim] with orthonormal rows or
+///     columns (whichever are fewer), times gain.
 /// An empty kind is zeros. Random kinds need f32 or f64 (drawn in double and
 /// rounded once); zeros, ones and constant also fill i32, i64 and bool
 /// variables.

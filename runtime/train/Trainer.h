@@ -9,6 +9,7 @@
 #include "runtime/train/DynamicTable.h"
 #include "runtime/train/Feeding.h"
 #include "runtime/train/Progress.h"
+#include "runtime/train/Schedule.h"
 #include "schema/Status.h"
 
 #include "plan.pb.h"

@@ -73,7 +73,8 @@ def Dtf_InitKind : I32EnumAttr<"InitKind", "how a variable is initialized", [
     I32EnumAttrCase<"normal", 4>,
     I32EnumAttrCase<"truncated_normal", 5>,
     I32EnumAttrCase<"glorot_uniform", 6>,
-    I32EnumAttrCase<"he_normal", 7>]> {
+    I32EnumAttrCase<"he_normal", 7>,
+    I32EnumAttrCase<"orthogonal", 8>]> {
   let cppNamespace = "::mlir::dtf";
   let genSpecializedAttr = 0;
 }
@@ -91,6 +92,7 @@ def Dtf_InitializerAttr : AttrDef<Dtf_Dialect, "Initializer"> {
     | `uniform` | `minval`, `maxval` (default 0 and 1), `seed` |
     | `normal`, `truncated_normal` | `mean` (default 0), `stddev` (default 1), `seed` |
     | `glorot_uniform`, `he_normal` | `seed` |
+    | `orthogonal` (rank 2 or more) | `gain` (default 1), `seed` |
 
     ```mlir
     #dtf.init<zeros>

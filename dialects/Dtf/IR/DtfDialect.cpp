@@ -48,6 +48,7 @@ ArrayRef<StringRef> allowedParams(InitKind kind) {
   static const StringRef uniform[] = {"minval", "maxval", "seed"};
   static const StringRef normal[] = {"mean", "stddev", "seed"};
   static const StringRef seedOnly[] = {"seed"};
+  static const StringRef orthogonal[] = {"gain", "seed"};
   switch (kind) {
   case InitKind::zeros:
   case InitKind::ones:
@@ -62,6 +63,8 @@ ArrayRef<StringRef> allowedParams(InitKind kind) {
   case InitKind::glorot_uniform:
   case InitKind::he_normal:
     return seedOnly;
+  case InitKind::orthogonal:
+    return orthogonal;
   }
   return {};
 }

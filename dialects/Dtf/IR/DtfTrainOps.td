@@ -238,6 +238,10 @@ def Dtf_DropoutGradOp : Dtf_GradLikeOp<"dropout_grad",
 
 //===----------------------------------------------------------------------===//
 // Variable updates
+//
+// Each optimizer update (apply_* and sparse_apply_*) takes an optional
+// `weight_decay`, Keras 3's decoupled weight decay: each element the update
+// visits first becomes var - var * weight_decay * lr, then takes the update.
 //===----------------------------------------------------------------------===//
 
 class Dtf_UpdateOp<string mnemonic, string what>
@@ -258,7 +262,8 @@ def Dtf_AssignAddOp : Dtf_UpdateOp<"assign_add", "adds a value to a variable"> {
 def Dtf_ApplySgdOp : Dtf_UpdateOp<"apply_sgd",
     "gradient descent: var -= lr * grad (TensorFlow's ApplyGradientDescent)"> {
   let arguments = (ins FlatSymbolRefAttr:$var, Dtf_FloatTensor:$grad,
-                       Dtf_FloatTensor:$lr);
+                       Dtf_FloatTensor:$lr,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $grad `,` $lr attr-dict `:` type($grad) `,` type($lr)";
 }
 
@@ -266,7 +271,8 @@ def Dtf_ApplyMomentumOp : Dtf_UpdateOp<"apply_momentum",
     "momentum (ApplyMomentum): accum = momentum * accum + grad; var -= lr * accum"> {
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
                        Dtf_FloatTensor:$grad, Dtf_FloatTensor:$lr,
-                       F64Attr:$momentum, UnitAttr:$use_nesterov);
+                       F64Attr:$momentum, UnitAttr:$use_nesterov,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $accum `,` $grad `,` $lr `momentum` $momentum "
                        "(`nesterov` $use_nesterov^)? attr-dict `:` type($grad) `,` type($lr)";
 }
@@ -280,7 +286,8 @@ def Dtf_ApplyAdamOp : Dtf_UpdateOp<"apply_adam",
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$m,
                        FlatSymbolRefAttr:$v, Dtf_FloatTensor:$grad,
                        Dtf_FloatTensor:$lr, Dtf_NumericTensor:$step,
-                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon);
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $m `,` $v `,` $grad `,` $lr `,` $step `beta1` $beta1 "
                        "`beta2` $beta2 `epsilon` $epsilon attr-dict `:` type($grad) "
                        "`,` type($lr) `,` type($step)";
@@ -289,7 +296,8 @@ def Dtf_ApplyAdamOp : Dtf_UpdateOp<"apply_adam",
 def Dtf_ApplyAdagradOp : Dtf_UpdateOp<"apply_adagrad",
     "Adagrad (ApplyAdagrad): accum += grad^2; var -= lr * grad / sqrt(accum)"> {
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
-                       Dtf_FloatTensor:$grad, Dtf_FloatTensor:$lr);
+                       Dtf_FloatTensor:$grad, Dtf_FloatTensor:$lr,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $accum `,` $grad `,` $lr attr-dict `:` type($grad) `,` type($lr)";
 }
 
@@ -298,7 +306,8 @@ def Dtf_ApplyRmspropOp : Dtf_UpdateOp<"apply_rmsprop",
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$ms,
                        FlatSymbolRefAttr:$mom, Dtf_FloatTensor:$grad,
                        Dtf_FloatTensor:$lr, F64Attr:$decay, F64Attr:$momentum,
-                       F64Attr:$epsilon);
+                       F64Attr:$epsilon,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $ms `,` $mom `,` $grad `,` $lr `decay` $decay "
                        "`momentum` $momentum `epsilon` $epsilon attr-dict `:` "
                        "type($grad) `,` type($lr)";
@@ -327,7 +336,8 @@ class Dtf_SparseUpdateOp<string mnemonic, string what>
 def Dtf_SparseApplySgdOp : Dtf_SparseUpdateOp<"sparse_apply_sgd",
     "gradient descent on the rows present: var[i] -= lr * grad[i]"> {
   let arguments = (ins FlatSymbolRefAttr:$var, Dtf_FloatTensor:$lr,
-                       Variadic<Dtf_NumericTensor>:$slices);
+                       Variadic<Dtf_NumericTensor>:$slices,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $lr `,` $slices attr-dict `:` type($lr) `,` type($slices)";
 }
 
@@ -335,7 +345,8 @@ def Dtf_SparseApplyMomentumOp : Dtf_SparseUpdateOp<"sparse_apply_momentum",
     "momentum on the rows present (SparseApplyMomentum)"> {
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
                        Dtf_FloatTensor:$lr, Variadic<Dtf_NumericTensor>:$slices,
-                       F64Attr:$momentum, UnitAttr:$use_nesterov);
+                       F64Attr:$momentum, UnitAttr:$use_nesterov,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $accum `,` $lr `,` $slices `momentum` $momentum "
                        "(`nesterov` $use_nesterov^)? attr-dict `:` type($lr) `,` type($slices)";
 }
@@ -345,7 +356,8 @@ def Dtf_SparseApplyAdamOp : Dtf_SparseUpdateOp<"sparse_apply_adam",
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$m,
                        FlatSymbolRefAttr:$v, Dtf_FloatTensor:$lr,
                        Dtf_NumericTensor:$step, Variadic<Dtf_NumericTensor>:$slices,
-                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon);
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $m `,` $v `,` $lr `,` $step `,` $slices `beta1` $beta1 "
                        "`beta2` $beta2 `epsilon` $epsilon attr-dict `:` type($lr) "
                        "`,` type($step) `,` type($slices)";
@@ -354,7 +366,8 @@ def Dtf_SparseApplyAdamOp : Dtf_SparseUpdateOp<"sparse_apply_adam",
 def Dtf_SparseApplyAdagradOp : Dtf_SparseUpdateOp<"sparse_apply_adagrad",
     "Adagrad on the rows present (SparseApplyAdagrad)"> {
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
-                       Dtf_FloatTensor:$lr, Variadic<Dtf_NumericTensor>:$slices);
+                       Dtf_FloatTensor:$lr, Variadic<Dtf_NumericTensor>:$slices,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $accum `,` $lr `,` $slices attr-dict `:` type($lr) `,` type($slices)";
 }
 
@@ -363,7 +376,8 @@ def Dtf_SparseApplyRmspropOp : Dtf_SparseUpdateOp<"sparse_apply_rmsprop",
   let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$ms,
                        FlatSymbolRefAttr:$mom, Dtf_FloatTensor:$lr,
                        Variadic<Dtf_NumericTensor>:$slices, F64Attr:$decay,
-                       F64Attr:$momentum, F64Attr:$epsilon);
+                       F64Attr:$momentum, F64Attr:$epsilon,
+                       OptionalAttr<F64Attr>:$weight_decay);
   let assemblyFormat = "$var `,` $ms `,` $mom `,` $lr `,` $slices `decay` $decay "
                        "`momentum` $momentum `epsilon` $epsilon attr-dict `:` "
                        "type($lr) `,` type($slices)";

@@ -134,7 +134,8 @@ LogicalResult densify(func::FuncOp f, const std::set<std::string> &remote) {
     dense.addOperands(grad);
     dense.addOperands(op->getOperands().take_front(form.fixed));
     dense.addAttributes(op->getAttrs());
-    if (form.lazyMatters)
+    // Weight decay too would reach the absent rows of a dense update.
+    if (form.lazyMatters || op->hasAttr("weight_decay"))
       dense.addAttribute("lazy", b.getUnitAttr());
     b.create(dense);
     op->erase();

@@ -239,7 +239,7 @@ SmallVector<StringRef> mlir::dtf::fusableUpdateSymbols(Operation *op) {
   SmallVector<StringRef> symbols;
   // The attributes each update may carry (others, such as centered or lazy,
   // leave it to the op-by-op kernel).
-  SmallVector<StringRef> known = {"var", "dtf.device"};
+  SmallVector<StringRef> known = {"var", "dtf.device", "weight_decay"};
   Value grad, lr, step;
   if (auto o = dyn_cast<ApplySgdOp>(op)) {
     symbols = {o.getVar()};

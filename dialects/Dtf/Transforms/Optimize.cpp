@@ -5,6 +5,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+#include <optional>
+
 namespace mlir::dtf {
 #define GEN_PASS_DEF_DTFOPTIMIZE
 #include "dialects/Dtf/Transforms/Passes.h.inc"
@@ -21,6 +24,12 @@ double valueOf(Attribute a, double fallback) {
 
 double number(DictionaryAttr dict, StringRef key, double fallback) {
   return dict ? valueOf(dict.get(key), fallback) : fallback;
+}
+
+/// Keras 3's decoupled weight decay of the optimizer: its `weight_decay`,
+/// by default 0.004 for adamw (Keras' AdamW) and none for the others.
+double weightDecay(StringRef kind, DictionaryAttr optimizer) {
+  return number(optimizer, "weight_decay", kind == "adamw" ? 0.004 : 0.0);
 }
 
 /// Appends the (indices, rows) pairs of a gradient made only of
@@ -91,6 +100,8 @@ private:
     return InitializerAttr::get(b.getContext(), InitKind::zeros, DictionaryAttr());
   }
   Value learningRate(Attribute spec, Value step);
+  Value cosineDecay(DictionaryAttr schedule, Value step);
+  Value cosOfPiTimes(Value fraction);
   LogicalResult applyUpdate(VariableOp var, Value g, StringRef kind,
                             DictionaryAttr optimizer, Value lr, Value step,
                             bool sparse, ArrayRef<Value> slices);
@@ -132,6 +143,8 @@ Value UpdateBuilder::learningRate(Attribute spec, Value step) {
     return b.create<MulOp>(loc, scalarFloat(lr),
                            b.create<PowOp>(loc, scalarFloat(rate), exponent));
   }
+  if (kind == "cosine_decay")
+    return cosineDecay(schedule, step);
   // piecewise_constant: values[i] once step >= boundaries[i - 1].
   auto boundaries = schedule.getAs<ArrayAttr>("boundaries");
   auto values = schedule.getAs<ArrayAttr>("values");
@@ -145,6 +158,73 @@ Value UpdateBuilder::learningRate(Attribute spec, Value step) {
   return lr;
 }
 
+/// cos(pi * f) for f in [0, 1], from the ops every backend has: -sin(y) at
+/// y = pi * (f - 1/2) in [-pi/2, pi/2], by its Taylor series to y^19, whose
+/// remainder (below 3e-16) is under the rounding of f64. The dialect has no
+/// cos op, and a schedule is not worth one on every backend.
+Value UpdateBuilder::cosOfPiTimes(Value fraction) {
+  Value y = b.create<MulOp>(loc, scalarFloat(M_PI),
+                            b.create<SubOp>(loc, fraction, scalarFloat(0.5)));
+  Value z = b.create<MulOp>(loc, y, y);
+  // sin(y) = y * sum_k (-1)^k z^k / (2k + 1)!, by Horner from k = 9.
+  double coefficients[10];
+  double factorial = 1;
+  for (int k = 0; k < 10; ++k) {
+    if (k > 0)
+      factorial *= double(2 * k) * double(2 * k + 1);
+    coefficients[k] = (k % 2 ? -1.0 : 1.0) / factorial;
+  }
+  Value sum = scalarFloat(coefficients[9]);
+  for (int k = 8; k >= 0; --k)
+    sum = b.create<AddOp>(loc, scalarFloat(coefficients[k]),
+                          b.create<MulOp>(loc, z, sum));
+  return b.create<NegOp>(loc, b.create<MulOp>(loc, y, sum));
+}
+
+/// Keras 3's CosineDecay of the global step: a linear warmup from
+/// initial_learning_rate to warmup_target over warmup_steps (when a target
+/// is given), then from that rate (the target, or the initial rate) a
+/// cosine down to alpha times it over decay_steps, held there after.
+Value UpdateBuilder::cosineDecay(DictionaryAttr schedule, Value step) {
+  double initial = number(schedule, "initial_learning_rate", 0.001);
+  double decaySteps = number(schedule, "decay_steps", 1);
+  double alpha = number(schedule, "alpha", 0.0);
+  std::optional<double> target;
+  if (Attribute t = schedule.get("warmup_target"))
+    target = valueOf(t, initial);
+  double warmupSteps = target ? number(schedule, "warmup_steps", 0) : 0;
+  Value s = b.create<CastOp>(loc, floatScalar(), step);
+  s = b.create<MinimumOp>(loc, s, scalarFloat(decaySteps + warmupSteps));
+  auto decayed = [&](Value t, double from) -> Value {
+    Value cosine =
+        cosOfPiTimes(b.create<DivOp>(loc, t, scalarFloat(decaySteps)));
+    Value half = b.create<MulOp>(
+        loc, scalarFloat(0.5), b.create<AddOp>(loc, scalarFloat(1.0), cosine));
+    // In [0, 1] as Keras' is: the polynomial's last bit must not make the
+    // rate negative at the end of the decay (or above its start in f32).
+    half = b.create<MinimumOp>(
+        loc, b.create<MaximumOp>(loc, half, scalarFloat(0.0)), scalarFloat(1.0));
+    Value fraction = b.create<AddOp>(
+        loc, b.create<MulOp>(loc, scalarFloat(1.0 - alpha), half),
+        scalarFloat(alpha));
+    return b.create<MulOp>(loc, scalarFloat(from), fraction);
+  };
+  if (!target)
+    return decayed(s, initial);
+  Value decay =
+      decayed(b.create<SubOp>(loc, s, scalarFloat(warmupSteps)), *target);
+  if (warmupSteps <= 0)
+    return decay;
+  Value warm = b.create<AddOp>(
+      loc,
+      b.create<MulOp>(loc, scalarFloat(*target - initial),
+                      b.create<DivOp>(loc, s, scalarFloat(warmupSteps))),
+      scalarFloat(initial));
+  Value warming = b.create<CompareOp>(loc, ComparePredicate::lt, s,
+                                      scalarFloat(warmupSteps));
+  return b.create<SelectOp>(loc, warming, warm, decay);
+}
+
 /// The optimizer's update of `var` by its gradient `g` (or, when `sparse`,
 /// by the (indices, rows) pairs `slices`), with the optimizer's slots.
 LogicalResult UpdateBuilder::applyUpdate(VariableOp var, Value g,
@@ -153,11 +233,14 @@ LogicalResult UpdateBuilder::applyUpdate(VariableOp var, Value g,
                                          Value step, bool sparse,
                                          ArrayRef<Value> slices) {
   auto name = FlatSymbolRefAttr::get(var.getSymNameAttr());
+  // Keras 3's decoupled weight decay, an attribute of the update.
+  const double rate = weightDecay(kind, optimizer);
+  FloatAttr wd = rate > 0 ? b.getF64FloatAttr(rate) : FloatAttr();
   if (kind == "sgd") {
     if (sparse)
-      b.create<SparseApplySgdOp>(loc, name, lr, slices);
+      b.create<SparseApplySgdOp>(loc, name, lr, slices, wd);
     else
-      b.create<ApplySgdOp>(loc, name, g, lr);
+      b.create<ApplySgdOp>(loc, name, g, lr, wd);
   } else if (kind == "momentum") {
     auto accum = slot(var, "Momentum", zerosInit());
     auto momentum = b.getF64FloatAttr(number(optimizer, "momentum", 0.9));
@@ -166,29 +249,32 @@ LogicalResult UpdateBuilder::applyUpdate(VariableOp var, Value g,
         useNesterov && useNesterov.getValue() ? b.getUnitAttr() : UnitAttr();
     if (sparse)
       b.create<SparseApplyMomentumOp>(loc, name, accum, lr, slices, momentum,
-                                      nesterov);
+                                      nesterov, wd);
     else
-      b.create<ApplyMomentumOp>(loc, name, accum, g, lr, momentum, nesterov);
-  } else if (kind == "adam") {
+      b.create<ApplyMomentumOp>(loc, name, accum, g, lr, momentum, nesterov,
+                                wd);
+  } else if (kind == "adam" || kind == "adamw") {
     auto m = slot(var, "Adam", zerosInit());
     auto v = slot(var, "Adam_1", zerosInit());
     auto beta1 = b.getF64FloatAttr(number(optimizer, "beta1", 0.9));
     auto beta2 = b.getF64FloatAttr(number(optimizer, "beta2", 0.999));
-    auto epsilon = b.getF64FloatAttr(number(optimizer, "epsilon", 1e-8));
+    // TF1's AdamOptimizer's epsilon; Keras' AdamW's for adamw.
+    auto epsilon = b.getF64FloatAttr(
+        number(optimizer, "epsilon", kind == "adamw" ? 1e-7 : 1e-8));
     if (sparse)
       b.create<SparseApplyAdamOp>(loc, name, m, v, lr, step, slices, beta1,
-                                  beta2, epsilon);
+                                  beta2, epsilon, wd);
     else
-      b.create<ApplyAdamOp>(loc, name, m, v, g, lr, step, beta1, beta2,
-                            epsilon);
+      b.create<ApplyAdamOp>(loc, name, m, v, g, lr, step, beta1, beta2, epsilon,
+                            wd);
   } else if (kind == "adagrad") {
     auto accum =
         slot(var, "Adagrad",
              constantInit(number(optimizer, "initial_accumulator_value", 0.1)));
     if (sparse)
-      b.create<SparseApplyAdagradOp>(loc, name, accum, lr, slices);
+      b.create<SparseApplyAdagradOp>(loc, name, accum, lr, slices, wd);
     else
-      b.create<ApplyAdagradOp>(loc, name, accum, g, lr);
+      b.create<ApplyAdagradOp>(loc, name, accum, g, lr, wd);
   } else if (kind == "rmsprop") {
     // TensorFlow 1 starts the mean square at one.
     auto ms = slot(var, "RMSProp", constantInit(1.0));
@@ -198,10 +284,10 @@ LogicalResult UpdateBuilder::applyUpdate(VariableOp var, Value g,
     auto epsilon = b.getF64FloatAttr(number(optimizer, "epsilon", 1e-10));
     if (sparse)
       b.create<SparseApplyRmspropOp>(loc, name, ms, mom, lr, slices, decay,
-                                     momentum, epsilon);
+                                     momentum, epsilon, wd);
     else
       b.create<ApplyRmspropOp>(loc, name, ms, mom, g, lr, decay, momentum,
-                               epsilon);
+                               epsilon, wd);
   } else {
     return train.emitError() << "unknown optimizer '" << kind << "'";
   }
@@ -300,11 +386,12 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
   // update of the rows its gathers picked, unless clipping needs its dense
   // gradient or the optimizer is told to update every row (lazy = false:
   // Adam's and momentum's slots then decay on every row, as TensorFlow 1's
-  // dense optimizers do).
+  // dense optimizers do, and so does weight decay, as Keras does).
   auto lazyAttr = optimizer ? optimizer.getAs<BoolAttr>("lazy") : BoolAttr();
   const bool lazy = !lazyAttr || lazyAttr.getValue();
-  const bool sparseAllowed =
-      !clip && (kind == "sgd" || kind == "adagrad" || lazy);
+  const bool sameEitherWay =
+      (kind == "sgd" || kind == "adagrad") && weightDecay(kind, optimizer) == 0;
+  const bool sparseAllowed = !clip && (sameEitherWay || lazy);
   SmallVector<Operation *> unused; // dense gradients a sparse update replaced
   for (auto &[var, g] : grads) {
     loc = var.getLoc();

@@ -193,8 +193,8 @@ Status sumSparseRows(const KernelContext &ctx, const char *name, int first,
 }
 
 template <typename T, typename Rule>
-Status visitGradient(KernelContext &ctx, const char *name, bool sparse,
-                     int gradIndex, int firstPair, Rule &&rule) {
+Status visitEach(KernelContext &ctx, const char *name, bool sparse,
+                 int gradIndex, int firstPair, Rule &&rule) {
   const Tensor &var = ctx.input(0);
   const int64_t n = var.numElements();
   const int64_t rows = var.rank() ? var.dim(0) : 1;
@@ -236,6 +236,27 @@ Status visitGradient(KernelContext &ctx, const char *name, bool sparse,
   return Status::ok();
 }
 
+// visitGradient, with Keras 3's decoupled weight decay when the update has
+// a `weight_decay`: each element visited first becomes var - var * wd * lr
+// (in T, as Keras computes it in the variable's dtype), then takes its
+// update; the rows a sparse (or lazy) update skips are not decayed.
+template <typename T, typename Rule>
+Status visitGradient(KernelContext &ctx, const char *name, bool sparse,
+                     int gradIndex, int firstPair, double lr, Rule &&rule) {
+  const double decay = ctx.getFloat("weight_decay", 0.0);
+  if (!(decay >= 0.0))
+    return errorStatus(name, " expects weight_decay >= 0, got ", decay);
+  if (decay == 0.0)
+    return visitEach<T>(ctx, name, sparse, gradIndex, firstPair, rule);
+  T *var = mut<T>(ctx, 0);
+  const T wd = T(decay), a = T(lr);
+  return visitEach<T>(ctx, name, sparse, gradIndex, firstPair,
+                      [&](int64_t i, T g) {
+                        var[i] = var[i] - var[i] * wd * a;
+                        rule(i, g);
+                      });
+}
+
 // The operands of an update: dense ones take the variable, its slots and
 // the gradient (all of one type); sparse ones the variable and its slots,
 // with the pairs checked when the rows are summed.
@@ -257,8 +278,8 @@ Status applySgd(KernelContext &ctx, bool sparse) {
     using T = typename decltype(tag)::type;
     T *var = mut<T>(ctx, 0);
     const T a = T(lr);
-    DTF_RETURN_IF_ERROR(visitGradient<T>(ctx, name, sparse, 1, 2,
-                                         [&](int64_t i, T g) { var[i] -= a * g; }));
+    DTF_RETURN_IF_ERROR(visitGradient<T>(
+        ctx, name, sparse, 1, 2, lr, [&](int64_t i, T g) { var[i] -= a * g; }));
     aliasVariable(ctx);
     return Status::ok();
   });
@@ -283,12 +304,12 @@ Status applyMomentum(KernelContext &ctx, bool sparse) {
     T *var = mut<T>(ctx, 0), *accum = mut<T>(ctx, 1);
     const T a = T(lr), mu = T(momentum);
     Status s = nesterov
-                   ? visitGradient<T>(ctx, name, sparse, 2, 3,
+                   ? visitGradient<T>(ctx, name, sparse, 2, 3, lr,
                                       [&](int64_t i, T g) {
                                         accum[i] = accum[i] * mu + g;
                                         var[i] -= g * a + accum[i] * mu * a;
                                       })
-                   : visitGradient<T>(ctx, name, sparse, 2, 3,
+                   : visitGradient<T>(ctx, name, sparse, 2, 3, lr,
                                       [&](int64_t i, T g) {
                                         accum[i] = accum[i] * mu + g;
                                         var[i] -= accum[i] * a;
@@ -331,7 +352,7 @@ Status applyAdam(KernelContext &ctx, bool sparse) {
     const T b1 = T(beta1), b2 = T(beta2), eps = T(epsilon);
     T *var = mut<T>(ctx, 0), *m = mut<T>(ctx, 1), *v = mut<T>(ctx, 2);
     DTF_RETURN_IF_ERROR(
-        visitGradient<T>(ctx, name, sparse, 3, 5, [&](int64_t i, T g) {
+        visitGradient<T>(ctx, name, sparse, 3, 5, lr, [&](int64_t i, T g) {
           m[i] += (g - m[i]) * (T(1) - b1);
           v[i] += (g * g - v[i]) * (T(1) - b2);
           const T num = nesterov ? m[i] * b1 + (T(1) - b1) * g : m[i];
@@ -358,7 +379,7 @@ Status applyAdagrad(KernelContext &ctx, bool sparse) {
     T *var = mut<T>(ctx, 0), *accum = mut<T>(ctx, 1);
     const T a = T(lr), eps = T(epsilon);
     DTF_RETURN_IF_ERROR(
-        visitGradient<T>(ctx, name, sparse, 2, 3, [&](int64_t i, T g) {
+        visitGradient<T>(ctx, name, sparse, 2, 3, lr, [&](int64_t i, T g) {
           accum[i] += g * g;
           var[i] -= a * g / (std::sqrt(accum[i]) + eps);
         }));
@@ -396,7 +417,7 @@ Status applyRmsprop(KernelContext &ctx, bool sparse) {
     T *mg = centered ? mut<T>(ctx, 3) : nullptr;
     const T a = T(lr), r = T(rho), mu = T(momentum), eps = T(epsilon);
     DTF_RETURN_IF_ERROR(visitGradient<T>(
-        ctx, name, sparse, gradIndex, 4, [&](int64_t i, T g) {
+        ctx, name, sparse, gradIndex, 4, lr, [&](int64_t i, T g) {
           ms[i] += (g * g - ms[i]) * (T(1) - r);
           T denom = ms[i] + eps;
           if (centered) {

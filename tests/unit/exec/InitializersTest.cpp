@@ -210,8 +210,9 @@ TEST(Initializers, DeterministicFromSeedAndName) {
 // A ps makes its shard of a table without the whole: the rows must be the
 // whole variable's rows, for every kind (the truncated ones redraw).
 TEST(Initializers, RowsOfAShardAreTheWholeVariablesRows) {
-  for (const char *kind : {"uniform", "normal", "truncated_normal", "he_normal",
-                           "glorot_uniform", "constant", "zeros"}) {
+  for (const char *kind :
+       {"uniform", "normal", "truncated_normal", "he_normal", "glorot_uniform",
+        "orthogonal", "constant", "zeros"}) {
     plan::Variable v = variable("emb", {101, 7}, kind, {{"value", 0.5}});
     const Tensor whole = init(v);
     for (auto [begin, rows] : {std::pair<int64_t, int64_t>{0, 34},
@@ -230,6 +231,58 @@ TEST(Initializers, RowsOfAShardAreTheWholeVariablesRows) {
                                    &part);
   EXPECT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("has 10 rows, not rows 8 to 11"),
+            std::string::npos)
+      << s.message();
+}
+
+// Keras' Orthogonal: the shape as [product of the leading dims, last dim]
+// has orthonormal columns (more rows than columns) or orthonormal rows
+// (fewer), times gain, in f64 to the rounding of double.
+TEST(Initializers, OrthogonalHasOrthonormalRowsOrColumnsTimesGain) {
+  struct Shape {
+    std::vector<int64_t> dims;
+    int64_t rows, cols;
+  };
+  for (const Shape &shape : {Shape{{16, 64}, 16, 64}, Shape{{64, 16}, 64, 16},
+                             Shape{{3, 4, 5}, 12, 5}, Shape{{7, 7}, 7, 7}})
+    for (double gain : {1.0, 2.5}) {
+      plan::Variable v =
+          variable("rk", shape.dims, "orthogonal", {{"gain", gain}}, plan::F64);
+      const Tensor t = init(v);
+      const double *q = t.data<double>();
+      const bool byColumn = shape.rows >= shape.cols;
+      const int64_t k = std::min(shape.rows, shape.cols);
+      const int64_t len = std::max(shape.rows, shape.cols);
+      auto at = [&](int64_t vec, int64_t i) {
+        return byColumn ? q[i * shape.cols + vec] : q[vec * shape.cols + i];
+      };
+      int positive = 0;
+      for (int64_t a = 0; a < k; ++a)
+        for (int64_t b = 0; b < k; ++b) {
+          double dot = 0;
+          for (int64_t i = 0; i < len; ++i)
+            dot += at(a, i) * at(b, i);
+          ASSERT_NEAR(dot, a == b ? gain * gain : 0.0, 1e-12)
+              << shape.rows << "x" << shape.cols << " vectors " << a << ", "
+              << b;
+        }
+      for (int64_t i = 0; i < t.numElements(); ++i)
+        positive += q[i] > 0;
+      // Random signs, not a fixed basis.
+      EXPECT_GT(positive, t.numElements() / 4);
+      EXPECT_LT(positive, t.numElements() * 3 / 4);
+    }
+  // Seeded like the others, and f32 is the f64 matrix rounded.
+  plan::Variable f64 = variable("rk", {8, 32}, "orthogonal", {}, plan::F64);
+  plan::Variable f32 = variable("rk", {8, 32}, "orthogonal");
+  const Tensor a = init(f64), b = init(f32), c = init(f64, 43);
+  for (int64_t i = 0; i < a.numElements(); ++i)
+    ASSERT_EQ(b.data<float>()[i], float(a.data<double>()[i])) << i;
+  EXPECT_NE(a.data<double>()[0], c.data<double>()[0]);
+  Tensor t;
+  Status s = train::initializeVariable(variable("v", {8}, "orthogonal"), 1, &t);
+  EXPECT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("orthogonal initializer needs rank 2 or more"),
             std::string::npos)
       << s.message();
 }

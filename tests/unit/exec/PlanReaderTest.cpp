@@ -550,6 +550,24 @@ TEST(PlanReader, EveryFieldIsCheckedAgainstWhatItMayHold) {
          init->set_kind("truncated_normal");
          (*init->mutable_params())["stddev"] = -1;
        }, "has a negative stddev -1"},
+      {"orthogonal of a vector", [](plan::Plan *p) {
+         p->mutable_variables(1)->mutable_initializer()->set_kind("orthogonal");
+       }, "plan.bin: variable 'b': the orthogonal initializer needs a variable "
+          "of rank 2 or more, got f32[3]"},
+      {"cosine_decay without steps", [](plan::Plan *p) {
+         plan::Schedule *s =
+             p->mutable_training()->mutable_optimizer()->mutable_learning_rate();
+         s->set_kind("cosine_decay");
+         s->set_learning_rate(0.1);
+       }, "plan.bin: the cosine_decay schedule has decay_steps 0; it must be "
+          "at least 1"},
+      {"cosine_decay warming up to 0", [](plan::Plan *p) {
+         plan::Schedule *s =
+             p->mutable_training()->mutable_optimizer()->mutable_learning_rate();
+         s->set_kind("cosine_decay");
+         s->set_decay_steps(10);
+         s->set_warmup_target(0);
+       }, "the cosine_decay schedule has warmup_target 0; it must be positive"},
       {"minval above maxval", [](plan::Plan *p) {
          plan::Initializer *init = p->mutable_variables(0)->mutable_initializer();
          init->set_kind("uniform");

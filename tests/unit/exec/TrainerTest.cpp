@@ -109,6 +109,35 @@ TEST(Schedule, LearningRateSchedules) {
   EXPECT_EQ(train::scheduledLearningRate(p, 250), 0.25);
 }
 
+// Keras 3's CosineDecay, by hand: 0.1 * ((1 - 0.2) * 0.5 * (1 + cos(pi * s /
+// 10)) + 0.2) with s held at 10; with a warmup from 0 to 0.5 over 4 steps,
+// then the decay from 0.5 over 8 steps.
+TEST(Schedule, CosineDecayAndItsWarmupAreKeras) {
+  plan::Schedule c;
+  c.set_kind("cosine_decay");
+  c.set_learning_rate(0.1);
+  c.set_decay_steps(10);
+  c.set_alpha(0.2);
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 0), 0.1);
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 5), 0.06);
+  // cos(pi / 5) = (1 + sqrt(5)) / 4.
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 2),
+                   0.1 * (0.8 * 0.5 * (1 + (1 + std::sqrt(5.0)) / 4) + 0.2));
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 10), 0.02);
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 1000), 0.02);
+  c.set_learning_rate(0.0);
+  c.set_decay_steps(8);
+  c.set_alpha(0.1);
+  c.set_warmup_target(0.5);
+  c.set_warmup_steps(4);
+  EXPECT_EQ(train::scheduledLearningRate(c, 0), 0.0);
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 1), 0.125);
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 4), 0.5);
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 8), 0.275);
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 12), 0.05);
+  EXPECT_DOUBLE_EQ(train::scheduledLearningRate(c, 99), 0.05);
+}
+
 // The acceptance test of the loop: 200 steps of SGD on synthetic data.
 TEST(Trainer, LogisticRegressionLearnsSyntheticData) {
   plan::Plan p = logisticRegressionPlan();

@@ -23,11 +23,14 @@
 
 namespace {
 
-TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
+// The Adam update of `model` (update_adam.dtf, or update_adamw.dtf with
+// its decoupled weight decay) launched on the emulated GPU and on the CPU.
+void checkAdamUpdateOnTheEmulatedGpu(const std::string &model,
+                                     const std::string &work) {
   dtf::plan::Plan plan;
   std::string skip;
   ASSERT_NO_FATAL_FAILURE(dtf::test::compileWithGpuCode(
-      "tests/unit/fusion/updates/update_adam.dtf", "update-gpu", &plan, &skip));
+      "tests/unit/fusion/updates/" + model, work, &plan, &skip));
   // The emulation runs the GPU kernel's CPU twin: the generated CPU code.
   // Skips only where the build has no CUDA toolkit (noCudaToolkit) or this
   // CPU cannot run the CPU twin (cannotRunGeneratedKernels); the message
@@ -134,6 +137,14 @@ TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
   std::printf("[ gpu      ] %s: its Adam update launched on the emulated GPU "
               "wrote var, m and v in place, equal to the CPU kernel's\n",
               kernel.name().c_str());
+}
+
+TEST(UpdateKernelOnTheEmulatedGpu, WritesTheVariableAndSlotsInPlaceAsOnTheCpu) {
+  checkAdamUpdateOnTheEmulatedGpu("update_adam.dtf", "update-gpu");
+}
+
+TEST(UpdateKernelOnTheEmulatedGpu, AdamWDecaysInPlaceAsOnTheCpu) {
+  checkAdamUpdateOnTheEmulatedGpu("update_adamw.dtf", "update-gpu-adamw");
 }
 
 } // namespace

@@ -135,6 +135,33 @@ TEST(Optimizers, AdamDefaultsAreTensorFlows) {
   }
 }
 
+// Keras 3's AdamW (and any optimizer's weight_decay): var - var * wd * lr
+// first, with the learning rate of the step (here an input overriding the
+// attribute), then the update, in f32 against float64.
+TEST(Optimizers, AdamWDecaysTheVariableBeforeTheUpdate) {
+  Rng rng;
+  State s(rng, 3, {0.0, 0.0});
+  const double lr = 0.02, wd = 0.004 * 50, eps = 1e-7;
+  for (int t = 0; t < 3; ++t) {
+    Values g = rng.uniform(kN);
+    for (double &v : s.ref[0])
+      v -= v * wd * lr;
+    adamRef(s, g, lr, 0.9, 0.999, eps, t + 1, false);
+    step("dtf.apply_adam", s, g,
+         {{"learning_rate", 1.0}, {"epsilon", eps}, {"weight_decay", wd}},
+         {f32({}, {lr}), tensorOf(DType::I64, {}, {double(t)})});
+    ASSERT_TRUE(s.matches()) << "step " << t;
+  }
+  // A negative decay is an error, not a growth.
+  KernelRun run("dtf.apply_sgd");
+  run.in(s.tensors[0]).in(f32(kShape, rng.uniform(kN)));
+  run.attr("learning_rate", 0.1);
+  run.attr("weight_decay", -0.1);
+  EXPECT_NE(errorOf(run).find("expects weight_decay >= 0, got -0.1"),
+            std::string::npos)
+      << errorOf(run);
+}
+
 TEST(Optimizers, AdagradWithAndWithoutEpsilon) {
   for (double eps : {0.0, 1e-7}) {
     Rng rng;

@@ -33,6 +33,20 @@ const std::vector<Case> &cases() {
       {"dtf.apply_adagrad", "dtf.sparse_apply_adagrad", 1, false, {}},
       {"dtf.apply_rmsprop", "dtf.sparse_apply_rmsprop", 2, false,
        {{"decay", 0.9}, {"momentum", 0.5}, {"epsilon", 1e-10}}},
+      // With Keras' decoupled weight decay: the rows present decay and take
+      // the update as the dense op's; the absent rows do not decay.
+      {"dtf.apply_sgd", "dtf.sparse_apply_sgd", 0, false,
+       {{"weight_decay", 0.3}}},
+      {"dtf.apply_momentum", "dtf.sparse_apply_momentum", 1, false,
+       {{"momentum", 0.9}, {"weight_decay", 0.3}}},
+      {"dtf.apply_adam", "dtf.sparse_apply_adam", 2, true,
+       {{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7},
+        {"weight_decay", 0.004}}},
+      {"dtf.apply_adagrad", "dtf.sparse_apply_adagrad", 1, false,
+       {{"weight_decay", 0.3}}},
+      {"dtf.apply_rmsprop", "dtf.sparse_apply_rmsprop", 2, false,
+       {{"decay", 0.9}, {"momentum", 0.5}, {"epsilon", 1e-10},
+        {"weight_decay", 0.3}}},
   };
   return all;
 }
@@ -121,6 +135,36 @@ TEST(SparseOptimizers, PresentRowsMatchTheDenseUpdateAndOthersStay) {
                   << "ps form: tensor " << k << " row " << r;
             }
       }
+}
+
+TEST(SparseOptimizers, WeightDecayMovesTheAbsentRowsOfTheDenseUpdateOnly) {
+  // The weight-decay cases above are not empty: dense SGD with a decay moves
+  // a row whose gradient is zero (row 0 is absent), the sparse form does not,
+  // and on a present row the decay changes the result.
+  const Case &plain = cases()[0], &decayed = cases()[6];
+  ASSERT_TRUE(decayed.attrs.count("weight_decay"));
+  Rng rng;
+  std::vector<Values> state = {rng.uniform(kRows * kWidth)};
+  Tensor rows1 = rng.f32({3, kWidth}), rows2 = rng.f32({2, kWidth});
+  KernelRun add("dtf.add");
+  add.in(scatter(DType::I64, kIds1, rows1))
+      .in(scatter(DType::I64, kIds2, rows2));
+  ASSERT_EQ(errorOf(add), "");
+  Tensor grad = add.out();
+  auto dense = update(decayed, false, false, DType::F32, DType::I64, state,
+                      rows1, rows2, grad);
+  auto sparse = update(decayed, true, false, DType::F32, DType::I64, state,
+                       rows1, rows2, grad);
+  auto undecayed = update(plain, true, false, DType::F32, DType::I64, state,
+                          rows1, rows2, grad);
+  EXPECT_NE(dense[0][0], state[0][0]);
+  EXPECT_EQ(sparse[0][0], state[0][0]);
+  EXPECT_NE(sparse[0][size_t(kWidth)], undecayed[0][size_t(kWidth)]); // row 1
+  // var - var * 0.3 * 0.05 - 0.05 * g on row 1, in f32.
+  const float v = float(state[0][size_t(kWidth)]);
+  const float g = float(valuesOf(grad)[size_t(kWidth)]);
+  const float expected = (v - v * 0.3f * 0.05f) - 0.05f * g;
+  EXPECT_NEAR(sparse[0][size_t(kWidth)], expected, 1e-6);
 }
 
 TEST(SparseOptimizers, AbsentRowsOfTheDenseUpdateDifferWhereSlotsDecay) {
