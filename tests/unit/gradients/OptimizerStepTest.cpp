@@ -352,8 +352,9 @@ TEST(WeightDecay, DenseUpdatesAreKerasDecayThenTheUpdate) {
       Session s;
       std::string error;
       ASSERT_TRUE(s.open(source, fuse, error)) << error << "\n" << source;
-      if (fuse)
+      if (fuse) {
         EXPECT_GT(s.plan.kernels_size(), 0) << "no generated update";
+      }
       s.set("w", start);
       std::vector<std::vector<double>> state = {start};
       for (size_t k = 0; k < c.slots.size(); ++k) {
