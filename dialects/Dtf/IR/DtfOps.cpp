@@ -71,10 +71,8 @@ LogicalResult VariableOp::verify() {
                             "is "
                          << type << " (use zeros, ones or constant)";
   if (init.getKind() == InitKind::orthogonal && type.getRank() < 2)
-    return emitOpError() << "@" << getSymName()
-                         << ": the orthogonal initializer needs a variable "
-                            "of rank 2 or more (a matrix), got "
-                         << type;
+    return emitOpError() << "@" << getSymName() << ": the orthogonal "
+                         << "initializer needs a matrix, got " << type;
   if (init.getKind() == InitKind::constant && !isa<FloatType>(element)) {
     double value = init.getParam("value", 0.0);
     if (value != std::trunc(value) || (element.isInteger(1) && value != 0 && value != 1))

@@ -86,8 +86,11 @@ TEST(PlanReader, NewerFormatIsRefusedWithBothVersions) {
   Status s = parse(p, &out, &kind);
   ASSERT_FALSE(s.isOk());
   EXPECT_EQ(kind, PlanErrorKind::kNewerFormat);
-  EXPECT_EQ(s.message(), "plan.bin was written by a newer dtfc (format 5); "
-                         "this dtf-run reads format 4");
+  EXPECT_EQ(s.message(),
+            "plan.bin was written by a newer dtfc (format " +
+                std::to_string(plan::kPlanFormatVersion + 1) +
+                "); this dtf-run reads format " +
+                std::to_string(plan::kPlanFormatVersion));
 }
 
 TEST(PlanReader, EmptyAndVersionlessInputsAreNotPlans) {
