@@ -70,9 +70,11 @@ class Trial:
         return plan
 
     def run(self, kind, what, args, named, must_refuse, env=None,
-            started=None):
+            started=None, must_accept=False):
         """Runs dtf-run ARGS; `named` must appear in a refusal. `started`
-        (a regex) marks output that says the input was taken."""
+        (a regex) marks output that says the input was taken. A pristine
+        input `must_accept`: the trial's own files must be valid, or every
+        damage of them would be refused for the wrong reason."""
         full_env = dict(os.environ, **(env or {}))
         try:
             p = subprocess.run([os.path.join(self.bin, "dtf-run")] + args,
@@ -93,6 +95,9 @@ class Trial:
                                  % (p.returncode, tail(out)))
             self.results["accepted (valid)"] += 1
             return
+        if must_accept:
+            return self.fail(kind, what, "a valid input was refused (exit %d): %s"
+                             % (p.returncode, tail(out)))
         if named not in out:
             return self.fail(kind, what, "refusal does not name %s: %s"
                              % (named, tail(out)))
@@ -137,6 +142,8 @@ def byte_damages(data, count, rng):
 def plan_cases(t, count):
     plan = t.compile("plan", 8, 3, "synthetic(examples = 64)")
     pristine = open(plan, "rb").read()
+    t.run("plan.bin", "pristine", [plan, "--quiet"], "plan.plan", False,
+          must_accept=True)
     for what, data in byte_damages(pristine, count, t.rng):
         damaged = t.path("damaged.plan")
         write(damaged, data)
@@ -150,6 +157,11 @@ def checkpoint_cases(t, count):
     subprocess.run([os.path.join(t.bin, "dtf-run"), plan, "--quiet",
                     "--model-dir", good], check=True, capture_output=True)
     names = sorted(n for n in os.listdir(good) if n.startswith("ckpt-") or n == "checkpoint")
+    d = t.path("ckpt-damaged")
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(good, d)
+    t.run("checkpoint", "pristine", [plan, "--quiet", "--model-dir", d, "--steps", "6"],
+          "ckpt-", False, must_accept=True)
     for name in names:
         pristine = open(os.path.join(good, name), "rb").read()
         damages = byte_damages(pristine, count // len(names) + 1, t.rng)
@@ -186,7 +198,7 @@ def crc32c(data):
 
 def masked_crc(data):
     c = crc32c(data)
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282AD8) & 0xFFFFFFFF
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def varint(n):
@@ -229,7 +241,8 @@ def tfrecord_cases(t, count):
     path = t.path("data.tfrecord")
     plan = t.compile("tfrecord", 8, 3, 'tfrecord("%s")' % path)
     write(path, pristine)
-    t.run("tfrecord", "pristine", [plan, "--quiet"], "data.tfrecord", False)
+    t.run("tfrecord", "pristine", [plan, "--quiet"], "data.tfrecord", False,
+          must_accept=True)
     for what, data in byte_damages(pristine, count, rng):
         write(path, data)
         # Every byte of a record is under a CRC: any change must be refused.
@@ -254,6 +267,9 @@ def idx_cases(t, count):
     images = struct.pack(">IIII", 0x803, 16, 2, 2) + rng.randbytes(64)
     labels = struct.pack(">II", 0x801, 16) + bytes(rng.randrange(10) for _ in range(16))
     plan = t.compile("idx", 4, 10, 'idx("%s", split = train)' % d)
+    write(os.path.join(d, "train-images-idx3-ubyte"), images)
+    write(os.path.join(d, "train-labels-idx1-ubyte"), labels)
+    t.run("idx", "pristine", [plan, "--quiet"], "idx", False, must_accept=True)
     for name, pristine, header in (("train-images-idx3-ubyte", images, 16),
                                    ("train-labels-idx1-ubyte", labels, 8)):
         other = labels if name.startswith("train-images") else images
@@ -290,7 +306,8 @@ def csv_cases(t):
             "".join(",".join(r) + "\n" for r in rs)
 
     write(path, text(rows).encode())
-    t.run("csv", "pristine", [plan, "--quiet"], "data.csv", False)
+    t.run("csv", "pristine", [plan, "--quiet"], "data.csv", False,
+          must_accept=True)
     cases = [("a word for a number", 5, 2, "abc"), ("NaN", 5, 2, "nan"),
              ("an infinity", 5, 2, "inf"), ("an empty field", 5, 2, ""),
              ("1e999", 5, 2, "1e999"), ("a fractional label", 5, 8, "1.5"),
