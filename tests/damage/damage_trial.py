@@ -29,6 +29,9 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tfrecord_framing import record  # noqa: E402
+
 TIMEOUT = 20
 
 MODEL = """model small {
@@ -187,20 +190,6 @@ def checkpoint_cases(t, count):
 
 # --- TFRecord ---------------------------------------------------------------
 
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc(data):
-    c = crc32c(data)
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def varint(n):
     out = b""
     while True:
@@ -225,12 +214,7 @@ def example(x, y):
 
 
 def tfrecord(records):
-    out = b""
-    for r in records:
-        length = struct.pack("<Q", len(r))
-        out += length + struct.pack("<I", masked_crc(length)) + r + \
-            struct.pack("<I", masked_crc(r))
-    return out
+    return b"".join(record(r) for r in records)
 
 
 def tfrecord_cases(t, count):

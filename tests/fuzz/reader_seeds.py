@@ -8,29 +8,13 @@ import os
 import struct
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tfrecord_framing import record  # noqa: E402
+
 out = sys.argv[1]
 args = sys.argv[2:]
 sep = args.index("--")
 plans, (index, data) = args[:sep], args[sep + 1:]
-
-
-def crc32c(b):
-    crc = 0xFFFFFFFF
-    for byte in b:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked(b):
-    c = crc32c(b)
-    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def record(payload):
-    length = struct.pack("<Q", len(payload))
-    return length + struct.pack("<I", masked(length)) + payload + struct.pack("<I", masked(payload))
 
 
 def example(image, label):
