@@ -8,6 +8,7 @@
 // float64 (suite F64: eps 1e-6 and a tight tolerance, the check of the rules
 // themselves, as TensorFlow's gradient tests run in float64) and in float32
 // (suite F32: the f32 kernels, with eps and tolerance chosen for float32).
+#include "CompileCase.h"
 #include "compiler/Registration.h"
 #include "compiler/kernels/KernelGen.h"
 #include "compiler/frontend/MLIRGen.h"
@@ -68,42 +69,7 @@ std::string substitute(std::string text, const char *dtype) {
   return text;
 }
 
-/// Compiles `source` to a plan, reporting any diagnostic as a failure.
-bool compile(const std::string &source, dtf::plan::Plan &plan, std::string &error,
-             bool fuse = false) {
-  mlir::DialectRegistry registry;
-  mlir::dtf::registerDialects(registry);
-  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
-  context.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
-    error += d.str() + "\n";
-    return mlir::success();
-  });
-  auto file = mlir::dtf::parseSource(source, "case.dtf", &context);
-  if (!file)
-    return false;
-  mlir::dtf::FrontendOptions options;
-  options.checkDataPaths = false;
-  auto module = mlir::dtf::buildModule(*file, &context, options);
-  if (!module)
-    return false;
-  mlir::PassManager pm(&context);
-  pm.addPass(mlir::dtf::createDtfAutodiff());
-  pm.addPass(mlir::dtf::createDtfOptimize());
-  if (fuse) {
-    // As dtfc: the library folds first (a max pool keeps its argmax for its
-    // gradient), then the generated kernels.
-    pm.addPass(mlir::dtf::createDtfFuseLibrary());
-    pm.addPass(mlir::dtf::createDtfFuse());
-  }
-  if (mlir::failed(pm.run(*module)))
-    return false;
-  if (!mlir::succeeded(mlir::dtf::emitPlan(*module, "case.dtf", plan)))
-    return false;
-  if (fuse && plan.kernels_size() > 0 &&
-      mlir::failed(mlir::dtf::compileCpuKernels(*module, plan, error)))
-    return false;
-  return true;
-}
+using dtf::testing::compileCase;
 
 /// Compiles case `c` with T as its float type, takes the gradient of `loss`
 /// for variable `c.checked` from one SGD step and compares every element
@@ -116,7 +82,7 @@ template <typename T> void checkGradient(const Case &c, const Precision &p) {
       p.dtype);
   dtf::plan::Plan plan;
   std::string error;
-  ASSERT_TRUE(compile(source, plan, error, p.fuse)) << error << "\n" << source;
+  ASSERT_TRUE(compileCase(source, plan, error, p.fuse)) << error << "\n" << source;
 
   std::mt19937 rng(1234);
   std::uniform_real_distribution<T> draw(T(c.lo), T(c.hi));
@@ -444,7 +410,7 @@ TEST(BatchNorm, TrainingUsesTheBatchEvaluationTheMovingStatistics) {
                        "}\n";
   dtf::plan::Plan plan;
   std::string error;
-  ASSERT_TRUE(compile(source, plan, error)) << error;
+  ASSERT_TRUE(compileCase(source, plan, error)) << error;
   dtf::exec::VariableStore variables;
   for (const auto &v : plan.variables()) {
     std::vector<int64_t> shape(v.type().shape().dims().begin(), v.type().shape().dims().end());

@@ -5,6 +5,7 @@
 // every Keras 3 optimizer applies before its update (BaseOptimizer.
 // _apply_weight_decay: variable - variable * weight_decay * learning_rate),
 // AdamW's included, on dense variables and on an embedding table's rows.
+#include "CompileCase.h"
 #include "compiler/Registration.h"
 #include "compiler/frontend/MLIRGen.h"
 #include "compiler/frontend/Parser.h"
@@ -27,38 +28,7 @@
 
 namespace {
 
-/// Compiles `source` as dtfc does (fused and with generated kernels when
-/// `fuse`), reporting any diagnostic into `error`.
-bool compile(const std::string &source, dtf::plan::Plan &plan,
-             std::string &error, bool fuse) {
-  mlir::DialectRegistry registry;
-  mlir::dtf::registerDialects(registry);
-  mlir::MLIRContext context(registry, mlir::MLIRContext::Threading::DISABLED);
-  context.getDiagEngine().registerHandler([&](mlir::Diagnostic &d) {
-    error += d.str() + "\n";
-    return mlir::success();
-  });
-  auto file = mlir::dtf::parseSource(source, "case.dtf", &context);
-  if (!file)
-    return false;
-  mlir::dtf::FrontendOptions options;
-  options.checkDataPaths = false;
-  auto module = mlir::dtf::buildModule(*file, &context, options);
-  if (!module)
-    return false;
-  mlir::PassManager pm(&context);
-  pm.addPass(mlir::dtf::createDtfAutodiff());
-  pm.addPass(mlir::dtf::createDtfOptimize());
-  if (fuse) {
-    pm.addPass(mlir::dtf::createDtfFuseLibrary());
-    pm.addPass(mlir::dtf::createDtfFuse());
-  }
-  if (mlir::failed(pm.run(*module)) ||
-      mlir::failed(mlir::dtf::emitPlan(*module, "case.dtf", plan)))
-    return false;
-  return !(fuse && plan.kernels_size() > 0 &&
-           mlir::failed(mlir::dtf::compileCpuKernels(*module, plan, error)));
-}
+using dtf::testing::compileCase;
 
 /// A compiled model with its variables, run step by step.
 struct Session {
@@ -69,7 +39,7 @@ struct Session {
 
   /// Compiles and initializes; false (with `error`) on any failure.
   bool open(const std::string &source, bool fuse, std::string &error) {
-    if (!compile(source, plan, error, fuse))
+    if (!compileCase(source, plan, error, fuse))
       return false;
     auto status = dtf::train::initializeVariables(plan, 7, &variables);
     if (!status.isOk()) {
