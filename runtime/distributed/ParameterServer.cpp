@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <grpcpp/resource_quota.h>
 
 namespace dtf::dist {
 
@@ -20,6 +21,10 @@ size_t maxPsMessageBytes(const plan::Plan &plan,
     largest = std::max(largest, size_t(std::max<int64_t>(h.rows, 1)) *
                                     sizeof(int64_t));
   return largest + kMaxHeaderBytes + (size_t(64) << 10);
+}
+
+size_t psMemoryBoundBytes(size_t maxMessage, size_t tasks) {
+  return std::max(size_t(64) << 20, 4 * maxMessage * std::max<size_t>(tasks, 1));
 }
 
 int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
@@ -41,12 +46,18 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
     return 4;
   }
   // gRPC refuses a larger message with its real size; but gRPC 1.51 (Debian
-  // 12's) does so only once it holds the whole message (grpc/grpc#43012),
-  // so this bounds what a handler sees, not the ps's peak memory
-  // (docs/security.md).
+  // 12's) does so only once it holds the whole message, so the memory it
+  // may hold is bounded apart: past the bound it cuts streams until it is
+  // under it again, and a message larger than the bound is cut on its way
+  // in (docs/security.md, "Messages and memory").
   const size_t maxMessage =
       maxPsMessageBytes(plan, placement, index, config.chunkBytes);
   builder.SetMaxReceiveMessageSize(int(std::min<size_t>(maxMessage, INT_MAX)));
+  const size_t memoryBound = psMemoryBoundBytes(
+      maxMessage, config.roster.ps.size() + config.roster.workers.size());
+  grpc::ResourceQuota quota(config.roster.ps[index].name + " messages");
+  quota.Resize(memoryBound);
+  builder.SetResourceQuota(quota);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server && ports.port != 0 && ports.unixPort == 0) {
@@ -74,7 +85,9 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
            ? std::string()
            : " and on " + ports.unixPath + " for the tasks on this host") +
       "; holds " + (held.empty() ? std::string("no variables") : held) +
-      "; takes messages of up to " + std::to_string(maxMessage) + " bytes");
+      "; takes messages of up to " + std::to_string(maxMessage) +
+      " bytes and holds at most " + std::to_string(memoryBound) +
+      " bytes of them at once");
   std::string reason = service.waitForShutdown();
   service.stopParking();
   service.log(service.summary());

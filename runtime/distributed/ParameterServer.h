@@ -23,6 +23,14 @@ size_t maxPsMessageBytes(const plan::Plan &plan,
                          const plan::Placement &placement, int index,
                          size_t chunkBytes);
 
+/// The memory gRPC may hold for ps task `index` in messages on their way in
+/// (a gRPC ResourceQuota): four of the largest message per task of the job,
+/// at least 64 MiB. gRPC 1.51 reads a whole message before it checks its
+/// size; past this bound it cuts streams (RST_STREAM ENHANCE_YOUR_CALM)
+/// until it is back under it, so a message larger than the bound never
+/// gets in whole.
+size_t psMemoryBoundBytes(size_t maxMessage, size_t tasks);
+
 /// Runs ps task `index` until the chief shuts it down, the stop flag is set
 /// or serving fails. Returns the process's exit status: 0 after a shutdown.
 int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,

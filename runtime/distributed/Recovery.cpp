@@ -176,8 +176,12 @@ Status PsRecovery::restoreAll(bool force) {
 }
 
 Status PsRecovery::recover(bool chief, const Status &why) {
-  links_.say(why.message() + "; waiting for the ps tasks to come back " +
-             "(the launcher restarts a lost one)");
+  // A call a ps cut for memory: the ps is up, the step goes on without it.
+  const bool cut = why.message().find(kCutForMemory) != std::string::npos;
+  links_.say(why.message() +
+             (cut ? std::string("; going on")
+                  : std::string("; waiting for the ps tasks to come back "
+                                "(the launcher restarts a lost one)")));
   const Clock::time_point start = Clock::now();
   double lastSaid = 0;
   for (;;) {
@@ -200,7 +204,7 @@ Status PsRecovery::recover(bool chief, const Status &why) {
     if (allUp && (chief || !anyFresh)) {
       if (chief && anyFresh)
         DTF_RETURN_IF_ERROR(restoreAll(/*force=*/true));
-      else
+      else if (!cut)
         links_.say("every ps answers again; going on");
       // What was pulled and pushed before belongs to the old state.
       client_.forgetVersions();

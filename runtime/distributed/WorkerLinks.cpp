@@ -36,8 +36,20 @@ Links::connect(const std::vector<std::shared_ptr<grpc::Channel>> &channels,
   }
   return Status::ok();
 }
+// A call the peer's gRPC cut to stay within its memory bound (gRPC turns
+// its RST_STREAM ENHANCE_YOUR_CALM into RESOURCE_EXHAUSTED): it may hit any
+// call in flight while a larger message comes in, and the peer lives on.
+bool cutForMemory(const grpc::Status &status) {
+  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         status.error_message().find("RST_STREAM with error code 11") !=
+             std::string::npos;
+}
+
 Status rpcError(const std::string &what, const TaskRef &task,
                 const grpc::Status &status) {
+  if (cutForMemory(status))
+    return errorStatus(task.name, " cut ", what, kCutForMemory, " (",
+                       describe(status), "); it is dropped");
   if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
       status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
       status.error_code() == grpc::StatusCode::INTERNAL)
@@ -51,6 +63,7 @@ Status rpcError(const std::string &what, const TaskRef &task,
 // the chief restores the last checkpoint), not a reason to stop.
 bool recoverable(const grpc::Status &status) {
   return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         cutForMemory(status) ||
          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
          status.error_code() == grpc::StatusCode::CANCELLED ||
          (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&

@@ -99,12 +99,20 @@ private:
 };
 
 /// A failed call to `task` as a Status: its own message when the task
-/// refused it, else "lost TASK at ADDRESS".
+/// refused it, "TASK cut ..." when its gRPC cut the call to stay within
+/// its memory bound, else "lost TASK at ADDRESS".
 Status rpcError(const std::string &what, const TaskRef &task,
                 const grpc::Status &status);
 
+/// True for a call the peer's gRPC cut to stay within its memory bound.
+bool cutForMemory(const grpc::Status &status);
+/// What rpcError says of such a call (and the recovery looks for).
+inline constexpr const char *kCutForMemory =
+    " to stay within the memory it gives messages on their way in";
+
 // A lost or restarted ps: worth waiting for (the launcher restarts it and
-// the chief restores the last checkpoint), not a reason to stop.
+// the chief restores the last checkpoint), not a reason to stop; so is a
+// call a ps cut for memory (the ps is up: the recovery finds it at once).
 bool recoverable(const grpc::Status &status);
 
 /// Prints `s` as this task's error and returns the exit code `code`.
