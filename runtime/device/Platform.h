@@ -20,6 +20,9 @@ public:
   virtual std::string description() const = 0;
   /// Whether an op of this name has a kernel on these devices.
   virtual bool hasKernel(std::string_view opName) const = 0;
+  /// Why the kernel of an op of this name cannot run here although it
+  /// exists (a library it calls did not load), in words; "" when it can.
+  virtual std::string kernelUnusable(std::string_view opName) const = 0;
   /// Device `index` (< deviceCount()), opened for one executor.
   virtual Status openDevice(int index, std::unique_ptr<Device> *out) = 0;
 };

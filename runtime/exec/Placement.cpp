@@ -137,7 +137,13 @@ Status Executor::placeOp(const plan::Program &program, int i,
           lacking = device, why = noFusedCode;
       } else if (gpus && gpus->hasKernel(op.name()) && f32 &&
                  (op.name() != dtf::ops::kReshape || op.inputs_size() == 1)) {
-        opGpu_[size_t(i)] = gpuIndex;
+        // A kernel whose library did not load: this op alone moves, said
+        // once per library.
+        if (std::string unusable = gpus->kernelUnusable(op.name());
+            unusable.empty())
+          opGpu_[size_t(i)] = gpuIndex;
+        else
+          lacking = device, why = std::move(unusable);
       } else {
         lacking = device;
         why = kNoGpuKernel;

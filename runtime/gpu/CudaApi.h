@@ -120,6 +120,7 @@ using cublasStatus_t = int;
 inline constexpr cublasStatus_t CUBLAS_STATUS_SUCCESS = 0;
 inline constexpr cublasStatus_t CUBLAS_STATUS_INVALID_VALUE = 7;
 inline constexpr cublasStatus_t CUBLAS_STATUS_EXECUTION_FAILED = 13;
+inline constexpr cublasStatus_t CUBLAS_STATUS_NOT_SUPPORTED = 15;
 inline constexpr int CUBLAS_OP_N = 0;
 inline constexpr int CUBLAS_OP_T = 1;
 

@@ -7,6 +7,9 @@
 
 #include <climits>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace dtf::gpu {
 
@@ -149,48 +152,64 @@ Status CudaDriver::load(const CudaLibraries &libs,
   return Status::ok();
 }
 
-Status CudaDriver::loadLibraries() {
+namespace {
+
+// dlopen of `path` and dlsym of each entry point `name` of one library into
+// `fns` (name, slot); the first failure in words, else "".
+std::string loadLibrary(const char *what, const std::string &path,
+                        const char *variable, void **lib,
+                        const std::vector<std::pair<const char *, void **>> &fns) {
+  *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!*lib)
+    return strCat("cannot load ", what, " from ", path, " (", dlerrorText(),
+                  "; ", variable, "=PATH names another)");
+  for (const auto &[name, slot] : fns) {
+    *slot = dlsym(*lib, name);
+    if (!*slot)
+      return strCat(path, " lacks ", name, " (", variable,
+                    "=PATH names another ", what, ")");
+  }
+  return "";
+}
+
+} // namespace
+
+void CudaDriver::loadLibraries() {
   if (librariesLoaded_)
-    return Status::ok();
+    return;
+  librariesLoaded_ = true;
   // $DTF_CUBLAS_LIBRARY and $DTF_CUDNN_LIBRARY name others (the GPU bundle's
   // check.sh passes what it found: a CUDA 12 cuBLAS, one in a Python
-  // environment).
+  // environment; the tests name a missing one under the emulation).
   std::string blas = emulated() ? libs_.driver : libs_.cublas;
   std::string dnn = emulated() ? libs_.driver : libs_.cudnn;
-  if (const char *env = std::getenv("DTF_CUBLAS_LIBRARY"); env && !emulated())
+  if (const char *env = std::getenv("DTF_CUBLAS_LIBRARY"))
     blas = env;
-  if (const char *env = std::getenv("DTF_CUDNN_LIBRARY"); env && !emulated())
+  if (const char *env = std::getenv("DTF_CUDNN_LIBRARY"))
     dnn = env;
-  cublasLib_ = dlopen(blas.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!cublasLib_)
-    return errorStatus("cannot load cuBLAS from ", blas, " (", dlerrorText(),
-                       "; DTF_CUBLAS_LIBRARY=PATH names another)");
-  cudnnLib_ = dlopen(dnn.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!cudnnLib_)
-    return errorStatus("cannot load cuDNN from ", dnn, " (", dlerrorText(),
-                       "; DTF_CUDNN_LIBRARY=PATH names another)");
-#define DTF_RESOLVE_IN(lib, path)                                              \
-  [&](const char *sym, void **fn) -> Status {                                  \
-    *fn = dlsym(lib, sym);                                                     \
-    if (!*fn)                                                                  \
-      return errorStatus(path, " lacks ", sym);                                \
-    return Status::ok();                                                       \
-  }
-  auto blasSym = DTF_RESOLVE_IN(cublasLib_, blas);
-  auto dnnSym = DTF_RESOLVE_IN(cudnnLib_, dnn);
-#undef DTF_RESOLVE_IN
+  std::vector<std::pair<const char *, void **>> blasFns, dnnFns;
 #define DTF_BLAS(name, params)                                                 \
-  DTF_RETURN_IF_ERROR(blasSym(#name, reinterpret_cast<void **>(&name)));
+  blasFns.emplace_back(#name, reinterpret_cast<void **>(&name));
 #define DTF_DNN(name, params)                                                  \
-  DTF_RETURN_IF_ERROR(dnnSym(#name, reinterpret_cast<void **>(&name)));
+  dnnFns.emplace_back(#name, reinterpret_cast<void **>(&name));
   DTF_CUBLAS_FUNCTIONS(DTF_BLAS)
   DTF_CUDNN_FUNCTIONS(DTF_DNN)
 #undef DTF_BLAS
 #undef DTF_DNN
-  DTF_RETURN_IF_ERROR(dnnSym("cudnnGetErrorString",
-                             reinterpret_cast<void **>(&cudnnGetErrorString)));
-  librariesLoaded_ = true;
-  return Status::ok();
+  dnnFns.emplace_back("cudnnGetErrorString",
+                      reinterpret_cast<void **>(&cudnnGetErrorString));
+  cublasError_ = loadLibrary("cuBLAS", blas, "DTF_CUBLAS_LIBRARY",
+                             &cublasLib_, blasFns);
+  cudnnError_ =
+      loadLibrary("cuDNN", dnn, "DTF_CUDNN_LIBRARY", &cudnnLib_, dnnFns);
+  // Half a library is none: its entry points are cleared, so that a use
+  // of one fails loudly rather than calling into the wrong place.
+  if (!cublasError_.empty())
+    for (auto &[name, slot] : blasFns)
+      *slot = nullptr;
+  if (!cudnnError_.empty())
+    for (auto &[name, slot] : dnnFns)
+      *slot = nullptr;
 }
 
 Status CudaDriver::loadNccl() {

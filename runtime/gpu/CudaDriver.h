@@ -40,8 +40,19 @@ public:
                      std::unique_ptr<CudaDriver> *out);
   ~CudaDriver();
 
-  /// Loads cuBLAS and cuDNN (once); an error names the library and why.
-  Status loadLibraries();
+  /// Loads cuBLAS and cuDNN (once), each on its own: a library that is
+  /// missing (or lacks an entry point) leaves the other usable, and the ops
+  /// that need it are placed elsewhere (missing() says why). Under the
+  /// emulation, $DTF_CUBLAS_LIBRARY or $DTF_CUDNN_LIBRARY naming a path that
+  /// does not load plays a machine without that library.
+  void loadLibraries();
+  /// A GPU library a kernel needs.
+  enum class Library { kCublas, kCudnn };
+  /// Why `lib` cannot be used ("cannot load cuDNN from ... (...)"), or ""
+  /// when it is loaded.
+  const std::string &missing(Library lib) const {
+    return lib == Library::kCublas ? cublasError_ : cudnnError_;
+  }
   /// Loads NCCL (once; the emulation's own under --emulate-gpus). An error
   /// names the library and why; callers fall back to copies through the host.
   Status loadNccl();
@@ -88,6 +99,7 @@ private:
   void *cudnnLib_ = nullptr;
   void *ncclLib_ = nullptr;
   bool librariesLoaded_ = false;
+  std::string cublasError_, cudnnError_;
   bool ncclTried_ = false;
   std::string ncclError_, ncclDescription_;
   int deviceCount_ = 0;

@@ -35,7 +35,7 @@ CudaDriver *loadedDriver(ProcessGpus &p, std::string *whyNot) {
     p.loaded = true;
     Status s = CudaDriver::load(p.libs, &p.driver);
     if (s.isOk())
-      s = p.driver->loadLibraries();
+      p.driver->loadLibraries(); // each on its own: kernelUnusable()
     if (!s.isOk()) {
       p.driver.reset();
       p.whyNot = s.message();
@@ -76,6 +76,14 @@ std::string processEmulationStats() {
 
 bool CudaPlatform::hasKernel(std::string_view opName) const {
   return gpuKernelRegistry().lookup(opName) != nullptr;
+}
+
+std::string CudaPlatform::kernelUnusable(std::string_view opName) const {
+  for (CudaDriver::Library lib : librariesOfKernel(opName))
+    if (!driver_.missing(lib).empty())
+      return strCat(lib == CudaDriver::Library::kCublas ? "cuBLAS" : "cuDNN",
+                    " is not usable: ", driver_.missing(lib));
+  return "";
 }
 
 Status CudaPlatform::openDevice(int index,

@@ -30,6 +30,7 @@ public:
   int deviceCount() const override { return driver_.deviceCount(); }
   std::string description() const override { return driver_.description(); }
   bool hasKernel(std::string_view opName) const override;
+  std::string kernelUnusable(std::string_view opName) const override;
   Status openDevice(int index, std::unique_ptr<device::Device> *out) override;
 
 private:

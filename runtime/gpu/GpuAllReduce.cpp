@@ -72,7 +72,11 @@ Status TowerAllReduce::create(const std::vector<int> &gpus,
     return Status::ok();
   }
   a->driver_ = driver;
-  Status nccl = driver->loadNccl();
+  // The packing before NCCL's sum weighs each tower's share with cuBLAS.
+  Status nccl = driver->missing(CudaDriver::Library::kCublas).empty()
+                    ? driver->loadNccl()
+                    : errorStatus("cuBLAS is not usable: ",
+                                  driver->missing(CudaDriver::Library::kCublas));
   if (!nccl.isOk()) {
     *note =
         strCat("the towers' gradients (", what,

@@ -40,11 +40,16 @@ Status GpuDevice::create(CudaDriver &driver, int index,
   DTF_RETURN_IF_ERROR(
       d->check("cuStreamCreate",
                driver.cuStreamCreate(&d->copyStream_, CU_STREAM_NON_BLOCKING)));
-  if (driver.cublasCreate_v2(&d->blas_) != CUBLAS_STATUS_SUCCESS ||
-      driver.cublasSetStream_v2(d->blas_, d->stream_) != CUBLAS_STATUS_SUCCESS)
+  // A library that did not load has no handle; placement keeps the ops
+  // that need it off this GPU (CudaPlatform::kernelUnusable).
+  if (driver.missing(CudaDriver::Library::kCublas).empty() &&
+      (driver.cublasCreate_v2(&d->blas_) != CUBLAS_STATUS_SUCCESS ||
+       driver.cublasSetStream_v2(d->blas_, d->stream_) !=
+           CUBLAS_STATUS_SUCCESS))
     return errorStatus("GPU ", index, ": cuBLAS cannot start");
-  if (driver.cudnnCreate(&d->dnn_) != CUDNN_STATUS_SUCCESS ||
-      driver.cudnnSetStream(d->dnn_, d->stream_) != CUDNN_STATUS_SUCCESS)
+  if (driver.missing(CudaDriver::Library::kCudnn).empty() &&
+      (driver.cudnnCreate(&d->dnn_) != CUDNN_STATUS_SUCCESS ||
+       driver.cudnnSetStream(d->dnn_, d->stream_) != CUDNN_STATUS_SUCCESS))
     return errorStatus("GPU ", index, ": cuDNN cannot start");
   *out = std::move(d);
   return Status::ok();
@@ -110,6 +115,8 @@ Status GpuDevice::capture(const std::function<Status()> &enqueue,
   Status s = enqueue();
   CUgraph graph = nullptr;
   CUresult r = driver_.cuStreamEndCapture(stream_, &graph);
+  if (graph && (!s.isOk() || r != CUDA_SUCCESS))
+    driver_.cuGraphDestroy(graph);
   DTF_RETURN_IF_ERROR(s);
   DTF_RETURN_IF_ERROR(check("cuStreamEndCapture", r));
   r = driver_.cuGraphInstantiateWithFlags(exec, graph, 0);

@@ -680,6 +680,22 @@ uint64_t convAlgorithmQueries() {
   return cache.queries;
 }
 
+std::vector<CudaDriver::Library> librariesOfKernel(std::string_view opName) {
+  using L = CudaDriver::Library;
+  if (opName == dtf::ops::kMatmul)
+    return {L::kCublas};
+  for (std::string_view conv :
+       {dtf::ops::kConv2d, dtf::ops::kConv2dBackpropInput,
+        dtf::ops::kConv2dBackpropFilter})
+    if (opName == conv)
+      return {L::kCudnn, L::kCublas};
+  for (std::string_view pool : {dtf::ops::kMaxPool, dtf::ops::kAvgPool,
+                                dtf::ops::kMaxPoolGrad, dtf::ops::kAvgPoolGrad})
+    if (opName == pool)
+      return {L::kCudnn};
+  return {};
+}
+
 const KernelRegistry &gpuKernelRegistry() {
   static const KernelRegistry *r = [] {
     auto *reg = new KernelRegistry();

@@ -1,13 +1,16 @@
 // The cuBLAS and cuDNN halves of libdtf-cuda-emu.so: the entry points dtf
 // calls, checked like the device memory they touch, run by reference
 // implementations (oneDNN's sgemm under the products) on the handle's stream.
+#include "runtime/gpu/emu/EmuQueue.h"
 #include "runtime/gpu/emu/EmuState.h"
 #include "runtime/kernels/cpu/F32Matmul.h"
 
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -242,6 +245,16 @@ cublasSgemmStridedBatched(cublasHandle_t handle, int transa, int transb, int m,
     return refuse(CUBLAS_STATUS_INVALID_VALUE,
                   "cublasSgemm: a negative size or a leading dimension too "
                   "small");
+  // A fault for the tests: cuBLAS calls that a capture cannot hold (as a
+  // cuBLAS that allocates its workspace inside does), so that dtf's eager
+  // fallback runs (DTF_EMU_CAPTURE_UNSAFE=cublas).
+  static const bool unsafe = [] {
+    const char *v = std::getenv("DTF_EMU_CAPTURE_UNSAFE");
+    return v && std::string(v) == "cublas";
+  }();
+  if (unsafe && !capturingHere().empty())
+    return refuseInCapture(CUBLAS_STATUS_NOT_SUPPORTED,
+                           "cublasSgemm (DTF_EMU_CAPTURE_UNSAFE=cublas)");
   Work w{"cublasSgemm", nullptr, {}};
   if (batch > 0) {
     const size_t last = size_t(batch - 1);

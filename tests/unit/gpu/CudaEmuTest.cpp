@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -28,8 +29,9 @@ std::unique_ptr<CudaDriver> emulated(int gpus = 1) {
   Status s = CudaDriver::load(libs, &d);
   EXPECT_TRUE(s.isOk()) << s.message();
   if (d) {
-    s = d->loadLibraries();
-    EXPECT_TRUE(s.isOk()) << s.message();
+    d->loadLibraries();
+    EXPECT_EQ(d->missing(CudaDriver::Library::kCublas), "");
+    EXPECT_EQ(d->missing(CudaDriver::Library::kCudnn), "");
   }
   return d;
 }
@@ -39,6 +41,28 @@ void makeCurrent(CudaDriver &d, int device = 0) {
   CUcontext ctx = nullptr;
   ASSERT_EQ(d.cuDevicePrimaryCtxRetain(&ctx, device), CUDA_SUCCESS);
   ASSERT_EQ(d.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+}
+
+// cuBLAS and cuDNN load each on its own: without cuDNN, cuBLAS still
+// works, and cuDNN's entry points are null rather than half loaded.
+TEST(CudaLoader, AMissingCudnnLeavesCublasUsable) {
+  CudaLibraries libs;
+  libs.driver = DTF_CUDA_EMU_PATH;
+  libs.emulatedGpus = 1;
+  std::unique_ptr<CudaDriver> d;
+  ASSERT_TRUE(CudaDriver::load(libs, &d).isOk());
+  setenv("DTF_CUDNN_LIBRARY", "/nonexistent/libcudnn.so.9", 1);
+  d->loadLibraries();
+  unsetenv("DTF_CUDNN_LIBRARY");
+  EXPECT_EQ(d->missing(CudaDriver::Library::kCublas), "");
+  const std::string &why = d->missing(CudaDriver::Library::kCudnn);
+  EXPECT_NE(why.find("cannot load cuDNN from /nonexistent/libcudnn.so.9"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("DTF_CUDNN_LIBRARY=PATH"), std::string::npos) << why;
+  EXPECT_EQ(d->cudnnCreate, nullptr);
+  EXPECT_NE(d->cublasCreate_v2, nullptr);
+  EXPECT_NE(d->cublasSgemm_v2, nullptr);
 }
 
 TEST(CudaLoader, AMissingDriverLibraryIsNoDriverInWords) {
