@@ -121,6 +121,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     Numbers,
     LearningRate,
     NonNegativeInt,
+    NonPositive,
     Any
   };
   Rule rule =
@@ -139,9 +140,11 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
           .Cases("path", "label", Rule::Text)
           .Case("boundaries", Rule::Ints)
           .Case("values", Rule::Numbers)
+          .Case("learning_rate_power", Rule::NonPositive)
           .Default(Rule::Any);
   if (llvm::is_contained({"initial_accumulator_value", "initial_learning_rate",
-                          "alpha", "weight_decay"},
+                          "alpha", "weight_decay", "l1", "l2", "l2_shrinkage",
+                          "beta"},
                          param))
     rule = Rule::NonNegative;
   if (param == "warmup_target")
@@ -188,6 +191,8 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     return number([](double v) { return v > 0; }, "positive");
   case Rule::NonNegative:
     return number([](double v) { return v >= 0; }, "zero or more");
+  case Rule::NonPositive: // Keras' Ftrl: learning_rate_power <= 0
+    return number([](double v) { return v <= 0; }, "zero or less");
   case Rule::Fraction:
     return number([](double v) { return v >= 0 && v < 1; }, "in [0, 1)");
   case Rule::Count:
@@ -374,8 +379,13 @@ void ModelGen::genTrain(
   llvm::StringMap<ast::Loc> seen;
   std::optional<std::pair<std::string, ast::Loc>> lossName;
   const ast::TrainItem *sync = nullptr;
+  SmallVector<const ast::TrainItem *> groups; // optimizer for ... = ...
 
   for (const ast::TrainItem &item : model.train) {
+    if (!item.group.empty()) {
+      groups.push_back(&item);
+      continue;
+    }
     std::string key = item.kind == ast::TrainItem::Kind::Setting ? item.key
                       : item.kind == ast::TrainItem::Kind::Checkpoint
                           ? "checkpoint"
@@ -392,6 +402,8 @@ void ModelGen::genTrain(
     if (attr)
       settings.append(key, attr);
   }
+  if (Attribute attr = genOptimizerGroups(groups))
+    settings.append("optimizer_groups", attr);
   if (sync)
     checkSyncReplicas(settings, *sync);
   genTrainLoss(settings, outputs, lossName);

@@ -319,6 +319,9 @@ private:
   Attribute genUpdateSetting(const ast::TrainItem &item,
                              const ast::TrainItem *&sync);
   Attribute genDataSetting(const ast::TrainItem &item);
+  /// `optimizer for TARGET, ... = ...` items (MLIRGenOptimizers.cpp): an
+  /// array of {group, variables, optimizer}, or null after an error.
+  Attribute genOptimizerGroups(ArrayRef<const ast::TrainItem *> items);
   void checkSyncReplicas(const NamedAttrList &settings,
                          const ast::TrainItem &sync);
   void genTrainLoss(NamedAttrList &settings,
