@@ -106,6 +106,20 @@ private:
   LogicalResult applyUpdate(VariableOp var, Value g, StringRef kind,
                             DictionaryAttr optimizer, Value lr, Value step,
                             bool sparse, ArrayRef<Value> slices);
+  /// The train block's optimizers: the model's and each group's.
+  void readOptimizers(DictionaryAttr settings);
+  /// The optimizer of `var` (its group's, else the model's; null: none),
+  /// recorded on it as dtf.optimizer for the plan's readers: "ftrl", or
+  /// "ftrl (optimizer for wide)".
+  DictionaryAttr optimizerOf(VariableOp var);
+  /// The learning rate of `optimizer` (null: none), computed once.
+  Value rateOf(DictionaryAttr optimizer, Value step) {
+    Value &lr = rates[optimizer];
+    if (!lr)
+      lr = learningRate(optimizer ? optimizer.get("learning_rate") : Attribute(),
+                        step);
+    return lr;
+  }
   LogicalResult addMovingAverages(FloatAttr decay,
                                   ArrayRef<std::pair<VariableOp, Value>> grads,
                                   Value step);
@@ -119,7 +133,36 @@ private:
   /// the first gradient's (f64 for an f64 model, as TensorFlow casts the
   /// learning rate to the variable's dtype), f32 when there is none.
   Type floatType = b.getF32Type();
+  DictionaryAttr defaultOptimizer;
+  /// Variable -> its group's optimizer and the group as written.
+  llvm::StringMap<std::pair<DictionaryAttr, StringRef>> groupOf;
+  llvm::DenseMap<Attribute, Value> rates;
 };
+
+void UpdateBuilder::readOptimizers(DictionaryAttr settings) {
+  defaultOptimizer =
+      settings ? settings.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
+  if (auto groups = settings ? settings.getAs<ArrayAttr>("optimizer_groups")
+                             : ArrayAttr())
+    for (auto group : groups.getAsRange<DictionaryAttr>())
+      for (auto v : group.getAs<ArrayAttr>("variables").getAsRange<StringAttr>())
+        groupOf[v.getValue()] = {group.getAs<DictionaryAttr>("optimizer"),
+                                 group.getAs<StringAttr>("group").getValue()};
+}
+
+DictionaryAttr UpdateBuilder::optimizerOf(VariableOp var) {
+  auto [optimizer, group] = groupOf.lookup(var.getSymName());
+  if (!optimizer)
+    optimizer = defaultOptimizer;
+  StringRef kind =
+      optimizer ? optimizer.getAs<StringAttr>("kind").getValue() : "sgd";
+  var->setAttr("dtf.optimizer",
+               b.getStringAttr(group.empty() ? kind.str()
+                                             : (kind + " (optimizer for " +
+                                                group + ")")
+                                                   .str()));
+  return optimizer;
+}
 
 /// The learning rate of this step, as a scalar of floatType: a constant or a
 /// schedule of the global step.
@@ -382,29 +425,10 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
     if (auto element = dyn_cast<FloatType>(
             cast<RankedTensorType>(grads.front().second.getType()).getElementType()))
       floatType = element;
-  // Each variable's optimizer: its group's (`optimizer for NAME = ...`), or
-  // the train block's `optimizer`. Each optimizer computes its learning rate
-  // once.
-  auto defaultOptimizer =
-      settings ? settings.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
-  llvm::StringMap<std::pair<DictionaryAttr, StringRef>> groupOf;
-  if (auto groups = settings ? settings.getAs<ArrayAttr>("optimizer_groups")
-                             : ArrayAttr())
-    for (auto group : groups.getAsRange<DictionaryAttr>())
-      for (auto v : group.getAs<ArrayAttr>("variables").getAsRange<StringAttr>())
-        groupOf[v.getValue()] = {group.getAs<DictionaryAttr>("optimizer"),
-                                 group.getAs<StringAttr>("group").getValue()};
-  llvm::DenseMap<Attribute, Value> rates;
-  auto rateOf = [&](DictionaryAttr optimizer) {
-    Value &lr = rates[optimizer];
-    if (!lr)
-      lr = learningRate(optimizer ? optimizer.get("learning_rate") : Attribute(),
-                        step);
-    return lr;
-  };
+  readOptimizers(settings);
   // The model's learning rate first, where it always was.
   if (defaultOptimizer || groupOf.empty())
-    rateOf(defaultOptimizer);
+    rateOf(defaultOptimizer, step);
 
   // Clipping by global norm.
   auto clip = settings ? settings.getAs<DictionaryAttr>("clip_gradients") : DictionaryAttr();
@@ -429,24 +453,15 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
   SmallVector<Operation *> unused; // dense gradients a sparse update replaced
   for (auto &[var, g] : grads) {
     loc = var.getLoc();
-    auto [optimizer, group] = groupOf.lookup(var.getSymName());
-    if (!optimizer)
-      optimizer = defaultOptimizer;
+    DictionaryAttr optimizer = optimizerOf(var);
     StringRef kind =
         optimizer ? optimizer.getAs<StringAttr>("kind").getValue() : "sgd";
-    // Which optimizer updates it, for the plan's readers (the placement
-    // report): "ftrl", or "ftrl (optimizer for wide)".
-    var->setAttr("dtf.optimizer",
-                 b.getStringAttr(group.empty() ? kind.str()
-                                               : (kind + " (optimizer for " +
-                                                  group + ")")
-                                                     .str()));
     auto lazyAttr = optimizer ? optimizer.getAs<BoolAttr>("lazy") : BoolAttr();
     const bool lazy = !lazyAttr || lazyAttr.getValue();
     const bool sameEitherWay = (kind == "sgd" || kind == "adagrad") &&
                                weightDecay(kind, optimizer) == 0;
     const bool sparseAllowed = !clip && (sameEitherWay || lazy);
-    Value lr = rateOf(optimizer);
+    Value lr = rateOf(optimizer, step);
     SmallVector<Value> slices;
     SmallVector<Operation *> made;
     const bool sparse = sparseAllowed && gatherSlices(g, slices, made);
