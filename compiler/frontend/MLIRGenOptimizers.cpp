@@ -95,9 +95,9 @@ Attribute ModelGen::genOptimizerGroups(
           ok = false;
         }
       }
-      if (any)
+      ok &= any;
+      if (any || (graphErrors > 0 && !untrained))
         continue;
-      ok = false;
       auto diag = error(target.loc) << "optimizer for "
                                     << (target.pattern ? "\"" : "'")
                                     << target.text

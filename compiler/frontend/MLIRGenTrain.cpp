@@ -375,6 +375,7 @@ void ModelGen::genTrain(
     auto diag = error(model.trainBlocks[i]) << "a model has one train block";
     diag.attachNote(loc(model.trainBlocks[0])) << "the first one is here";
   }
+  graphErrors = errors;
   NamedAttrList settings;
   llvm::StringMap<ast::Loc> seen;
   std::optional<std::pair<std::string, ast::Loc>> lossName;

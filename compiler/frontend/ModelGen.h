@@ -343,6 +343,9 @@ private:
   ModuleOp module;
   func::FuncOp graph;
   unsigned errors = 0;
+  /// The errors before the train block: a graph with errors may lack the
+  /// variables an optimizer group names, so that group is not reported.
+  unsigned graphErrors = 0;
 
   std::vector<Scope> scopes;
   llvm::StringMap<std::pair<VariableOp, ast::Loc>> variables;
