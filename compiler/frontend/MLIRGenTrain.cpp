@@ -315,6 +315,29 @@ Attribute ModelGen::configCall(const ast::Expr *expr, BuiltinKind kind,
                              "= 0.001, or drop warmup_steps";
     return nullptr;
   }
+  // FTRL divides by the learning rate (TensorFlow's kernel refuses lr <= 0):
+  // a schedule must not reach 0.
+  auto schedule = spec->name == "ftrl" ? attrs.getDictionary(context)
+                                             .getAs<DictionaryAttr>("learning_rate")
+                                       : DictionaryAttr();
+  if (schedule) {
+    auto kindOf = schedule.getAs<StringAttr>("kind").getValue();
+    auto alpha = schedule.getAs<FloatAttr>("alpha");
+    auto initial = schedule.getAs<FloatAttr>("initial_learning_rate");
+    bool zero = kindOf == "cosine_decay" &&
+                (!alpha || alpha.getValueAsDouble() == 0 ||
+                 (initial && initial.getValueAsDouble() == 0));
+    if (auto values = schedule.getAs<ArrayAttr>("values"))
+      for (Attribute v : values)
+        zero |= !(cast<FloatAttr>(v).getValueAsDouble() > 0);
+    if (zero) {
+      error(resolve(bound.get("learning_rate"))->getLoc())
+          << "ftrl divides by the learning rate, and this schedule reaches "
+             "0 or less; give cosine_decay an alpha > 0 and a positive "
+             "initial_learning_rate, piecewise_constant positive values";
+      return nullptr;
+    }
+  }
   if (spec->name == "piecewise_constant") {
     auto boundaries = dyn_cast_or_null<ArrayAttr>(attrs.get("boundaries"));
     auto values = dyn_cast_or_null<ArrayAttr>(attrs.get("values"));
