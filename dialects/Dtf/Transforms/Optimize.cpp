@@ -112,12 +112,17 @@ private:
   /// recorded on it as dtf.optimizer for the plan's readers: "ftrl", or
   /// "ftrl (optimizer for wide)".
   DictionaryAttr optimizerOf(VariableOp var);
-  /// The learning rate of `optimizer` (null: none), computed once.
+  /// The learning rate of `optimizer` (null: none), computed once, at the
+  /// step's location (not the variable's that first asked for it).
   Value rateOf(DictionaryAttr optimizer, Value step) {
     Value &lr = rates[optimizer];
-    if (!lr)
+    if (!lr) {
+      Location at = loc;
+      loc = step.getLoc();
       lr = learningRate(optimizer ? optimizer.get("learning_rate") : Attribute(),
                         step);
+      loc = at;
+    }
     return lr;
   }
   LogicalResult addMovingAverages(FloatAttr decay,
