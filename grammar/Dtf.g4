@@ -49,11 +49,13 @@ param : name=ident ('=' expr)? ;
 
 trainBlock : TRAIN '{' trainItem* '}' ;
 
+// optimizer for wide, "cross_*" = ftrl(learning_rate = 0.2): a group's own setting
 trainItem
-  : key=ident '=' expr (',' kwarg)*                                        # setting
+  : key=ident (FOR groupTarget (',' groupTarget)*)? '=' expr (',' kwarg)*  # setting
   | CHECKPOINT EVERY every=number unit=ident (KEEP keep=INT)?              # checkpointPolicy
   | SUMMARY EVERY every=number unit=ident ('[' ident (',' ident)* ']')?    # summaryPolicy
   ;
+groupTarget : ident | STRING ;
 
 // Operators bind as in Python: unary minus, then * / % @, then + -, then comparisons.
 expr
@@ -85,7 +87,7 @@ kwarg : key=ident '=' expr ;
 number : INT | FLOAT ;
 
 // Words that are keywords only where the grammar expects them, names elsewhere.
-ident : ID | CHECKPOINT | SUMMARY | EVERY | KEEP | PLACEMENT | TRAIN ;
+ident : ID | CHECKPOINT | SUMMARY | EVERY | KEEP | PLACEMENT | TRAIN | FOR ;
 
 MODEL : 'model' ;
 INPUT : 'input' ;
@@ -104,6 +106,7 @@ CHECKPOINT : 'checkpoint' ;
 SUMMARY : 'summary' ;
 EVERY : 'every' ;
 KEEP : 'keep' ;
+FOR : 'for' ;
 
 DTYPE : 'f32' | 'f64' | 'f16' | 'bf16' | 'i32' | 'i64' | 'bool' ;
 

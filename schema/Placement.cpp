@@ -117,6 +117,7 @@ std::vector<PlacedShard> axisZeroShards(const Variable &v) {
     // Rows split as evenly as they go, the first ones one row larger.
     PlacedShard shard;
     shard.variable = v.name();
+    shard.optimizer = v.optimizer();
     shard.shard = k;
     shard.shards = shards;
     shard.rows = rows / shards + (k < rows % shards ? 1 : 0);
@@ -278,12 +279,13 @@ std::string placementReport(const Placement &placement) {
         os += " (shard " + std::to_string(s.shard) + " of " +
               std::to_string(s.shards) + ")";
       os += "  " + humanBytes(s.bytes) + (s.pinned ? "  [pinned by on]" : "") +
-            "\n";
+            (s.optimizer.empty() ? "" : "  updated by " + s.optimizer) + "\n";
     }
   }
   for (const PlacedShard &s : placement.shards)
     if (s.ps < 0)
-      os += "  on a worker: " + s.variable + "  " + humanBytes(s.bytes) + "\n";
+      os += "  on a worker: " + s.variable + "  " + humanBytes(s.bytes) +
+            (s.optimizer.empty() ? "" : "  updated by " + s.optimizer) + "\n";
   char buf[96];
   std::snprintf(buf, sizeof buf, "  imbalance (largest / smallest): %.2f\n",
                 placement.imbalance());

@@ -27,6 +27,7 @@ struct PlacedShard {
   int64_t bytes = 0;    // the shard with its optimizer slots
   int ps = -1;          // -1: not on a ps (pinned to a worker)
   bool pinned = false;  // placed by an `on` scope, not by the setter
+  std::string optimizer; // Variable.optimizer: what updates it ("" if none)
 };
 
 /// The replica device setter's answer for one ps count.
@@ -138,8 +139,8 @@ bool selectLookupCut(Plan *plan);
 /// error when the plan lacks the stages its worker_step's devices call for.
 Status stageProgramFor(const Plan &plan, int stage, Program *out);
 
-/// dtfc --placement-report: per ps its variables and bytes, and the
-/// imbalance.
+/// dtfc --placement-report: per ps its variables, their bytes and the
+/// optimizer that updates each, and the imbalance.
 std::string placementReport(const Placement &placement);
 
 } // namespace dtf::plan

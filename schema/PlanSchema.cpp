@@ -119,6 +119,7 @@ int updatedOperands(const Op &op) {
       n == dtf::ops::kSparseApplyMomentum || n == dtf::ops::kSparseApplyAdagrad)
     return 2;
   if (n == dtf::ops::kApplyAdam || n == dtf::ops::kSparseApplyAdam ||
+      n == dtf::ops::kApplyFtrl || n == dtf::ops::kSparseApplyFtrl ||
       n == dtf::ops::kSparseApplyRmsprop)
     return 3;
   if (n == dtf::ops::kFused) {
@@ -142,7 +143,8 @@ int updatedOperands(const Op &op) {
 
 bool isDenseUpdate(std::string_view opName) {
   for (const char *name : {ops::kApplySgd, ops::kApplyMomentum, ops::kApplyAdam,
-                           ops::kApplyAdagrad, ops::kApplyRmsprop})
+                           ops::kApplyAdagrad, ops::kApplyFtrl,
+                           ops::kApplyRmsprop})
     if (opName == name)
       return true;
   return false;

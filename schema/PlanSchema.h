@@ -66,7 +66,7 @@ std::string describeOp(const Program &program, int index);
 int updatedOperands(const Op &op);
 
 /// True for the dense optimizer updates (dtf.apply_sgd, apply_momentum,
-/// apply_adam, apply_adagrad, apply_rmsprop).
+/// apply_adam, apply_adagrad, apply_ftrl, apply_rmsprop).
 bool isDenseUpdate(std::string_view opName);
 
 } // namespace dtf::plan

@@ -223,8 +223,15 @@ struct TrainItem {
   enum class Kind { Setting, Checkpoint, Summary };
   Kind kind;
   Loc loc;
-  // Setting: `key = value, extra = ...`
+  // Setting: `key = value, extra = ...`, or for a group of variables
+  // `key for target, ... = value` (a target: a name, or a "glob" string).
   std::string key;
+  struct GroupTarget {
+    std::string text;
+    bool pattern = false; // written as a string: a glob of variable names
+    Loc loc;
+  };
+  std::vector<GroupTarget> group;
   ExprPtr value;
   std::vector<Arg> extra;
   // Checkpoint and summary: `every N unit [keep K] [names]`

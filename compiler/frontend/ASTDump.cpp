@@ -120,7 +120,12 @@ private:
   void trainItem(const TrainItem &t) {
     switch (t.kind) {
     case TrainItem::Kind::Setting: {
-      line() << "Setting " << t.key << at(t.loc) << "\n";
+      line() << "Setting " << t.key;
+      for (size_t i = 0; i < t.group.size(); ++i)
+        os << (i ? ", " : " for ")
+           << (t.group[i].pattern ? "\"" + t.group[i].text + "\""
+                                  : t.group[i].text);
+      os << at(t.loc) << "\n";
       Indent in(*this);
       expr(*t.value);
       args(t.extra);

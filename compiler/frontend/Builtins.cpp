@@ -3,6 +3,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace mlir::dtf;
@@ -87,6 +88,8 @@ const std::vector<BuiltinSpec> &catalogue() {
       {"momentum", K::Optimizer, {"learning_rate", "momentum", "use_nesterov", "lazy", "weight_decay"}, 1, "momentum"},
       {"adam", K::Optimizer, {"learning_rate", "beta1", "beta2", "epsilon", "lazy", "weight_decay"}, 0, "Adam"},
       {"adagrad", K::Optimizer, {"learning_rate", "initial_accumulator_value", "weight_decay", "lazy"}, 1, "Adagrad"},
+      {"ftrl", K::Optimizer, {"learning_rate", "learning_rate_power", "initial_accumulator_value", "l1", "l2", "l2_shrinkage", "beta", "lazy", "weight_decay"}, 1,
+       "FTRL-proximal (Keras' Ftrl; l1, l2, l2_shrinkage: its *_regularization_strength)"},
       {"rmsprop", K::Optimizer, {"learning_rate", "decay", "momentum", "epsilon", "lazy", "weight_decay"}, 1, "RMSProp"},
       {"adamw", K::Optimizer, {"learning_rate", "weight_decay", "beta1", "beta2", "epsilon", "lazy"}, 0,
        "Adam with decoupled weight decay (Keras' AdamW)"},
@@ -110,6 +113,18 @@ const std::vector<BuiltinSpec> &catalogue() {
       {"replicate", K::Config, {"ps"}, 0, "replica device setter"},
   };
   return specs;
+}
+
+/// The short name dtf gives a parameter Keras spells out (Ftrl's
+/// l1_regularization_strength is ftrl's l1).
+std::optional<StringRef> shortNameOf(const BuiltinSpec &spec, StringRef key) {
+  if (spec.name != "ftrl")
+    return std::nullopt;
+  return llvm::StringSwitch<std::optional<StringRef>>(key)
+      .Case("l1_regularization_strength", StringRef("l1"))
+      .Case("l2_regularization_strength", StringRef("l2"))
+      .Case("l2_shrinkage_regularization_strength", StringRef("l2_shrinkage"))
+      .Default(std::nullopt);
 }
 
 } // namespace
@@ -192,7 +207,10 @@ mlir::dtf::bindArguments(const BuiltinSpec &spec,
       InFlightDiagnostic diag = emitError(arg.keyLoc);
       diag << spec.name << " has no parameter '" << arg.key << "'";
       std::vector<std::string> names(spec.params.begin(), spec.params.end());
-      if (auto suggestion = closestName(arg.key, names)) {
+      if (std::optional<StringRef> short_ = shortNameOf(spec, arg.key)) {
+        diag << "; Keras' " << arg.key << " is '" << *short_ << "' here";
+        suggested.push_back(short_->str());
+      } else if (auto suggestion = closestName(arg.key, names)) {
         diag << "; did you mean '" << *suggestion << "'?";
         suggested.push_back(*suggestion);
       }

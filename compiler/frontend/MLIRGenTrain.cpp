@@ -121,6 +121,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     Numbers,
     LearningRate,
     NonNegativeInt,
+    NonPositive,
     Any
   };
   Rule rule =
@@ -139,9 +140,11 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
           .Cases("path", "label", Rule::Text)
           .Case("boundaries", Rule::Ints)
           .Case("values", Rule::Numbers)
+          .Case("learning_rate_power", Rule::NonPositive)
           .Default(Rule::Any);
   if (llvm::is_contained({"initial_accumulator_value", "initial_learning_rate",
-                          "alpha", "weight_decay"},
+                          "alpha", "weight_decay", "l1", "l2", "l2_shrinkage",
+                          "beta"},
                          param))
     rule = Rule::NonNegative;
   if (param == "warmup_target")
@@ -188,6 +191,8 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     return number([](double v) { return v > 0; }, "positive");
   case Rule::NonNegative:
     return number([](double v) { return v >= 0; }, "zero or more");
+  case Rule::NonPositive: // Keras' Ftrl: learning_rate_power <= 0
+    return number([](double v) { return v <= 0; }, "zero or less");
   case Rule::Fraction:
     return number([](double v) { return v >= 0 && v < 1; }, "in [0, 1)");
   case Rule::Count:
@@ -310,6 +315,29 @@ Attribute ModelGen::configCall(const ast::Expr *expr, BuiltinKind kind,
                              "= 0.001, or drop warmup_steps";
     return nullptr;
   }
+  // FTRL divides by the learning rate (TensorFlow's kernel refuses lr <= 0):
+  // a schedule must not reach 0.
+  auto schedule = spec->name == "ftrl" ? attrs.getDictionary(context)
+                                             .getAs<DictionaryAttr>("learning_rate")
+                                       : DictionaryAttr();
+  if (schedule) {
+    auto kindOf = schedule.getAs<StringAttr>("kind").getValue();
+    auto alpha = schedule.getAs<FloatAttr>("alpha");
+    auto initial = schedule.getAs<FloatAttr>("initial_learning_rate");
+    bool zero = kindOf == "cosine_decay" &&
+                (!alpha || alpha.getValueAsDouble() == 0 ||
+                 (initial && initial.getValueAsDouble() == 0));
+    if (auto values = schedule.getAs<ArrayAttr>("values"))
+      for (Attribute v : values)
+        zero |= !(cast<FloatAttr>(v).getValueAsDouble() > 0);
+    if (zero) {
+      error(resolve(bound.get("learning_rate"))->getLoc())
+          << "ftrl divides by the learning rate, and this schedule reaches "
+             "0 or less; give cosine_decay an alpha > 0 and a positive "
+             "initial_learning_rate, piecewise_constant positive values";
+      return nullptr;
+    }
+  }
   if (spec->name == "piecewise_constant") {
     auto boundaries = dyn_cast_or_null<ArrayAttr>(attrs.get("boundaries"));
     auto values = dyn_cast_or_null<ArrayAttr>(attrs.get("values"));
@@ -370,12 +398,18 @@ void ModelGen::genTrain(
     auto diag = error(model.trainBlocks[i]) << "a model has one train block";
     diag.attachNote(loc(model.trainBlocks[0])) << "the first one is here";
   }
+  graphErrors = errors;
   NamedAttrList settings;
   llvm::StringMap<ast::Loc> seen;
   std::optional<std::pair<std::string, ast::Loc>> lossName;
   const ast::TrainItem *sync = nullptr;
+  SmallVector<const ast::TrainItem *> groups; // optimizer for ... = ...
 
   for (const ast::TrainItem &item : model.train) {
+    if (!item.group.empty()) {
+      groups.push_back(&item);
+      continue;
+    }
     std::string key = item.kind == ast::TrainItem::Kind::Setting ? item.key
                       : item.kind == ast::TrainItem::Kind::Checkpoint
                           ? "checkpoint"
@@ -392,6 +426,8 @@ void ModelGen::genTrain(
     if (attr)
       settings.append(key, attr);
   }
+  if (Attribute attr = genOptimizerGroups(groups))
+    settings.append("optimizer_groups", attr);
   if (sync)
     checkSyncReplicas(settings, *sync);
   genTrainLoss(settings, outputs, lossName);

@@ -319,6 +319,9 @@ private:
   Attribute genUpdateSetting(const ast::TrainItem &item,
                              const ast::TrainItem *&sync);
   Attribute genDataSetting(const ast::TrainItem &item);
+  /// `optimizer for TARGET, ... = ...` items (MLIRGenOptimizers.cpp): an
+  /// array of {group, variables, optimizer}, or null after an error.
+  Attribute genOptimizerGroups(ArrayRef<const ast::TrainItem *> items);
   void checkSyncReplicas(const NamedAttrList &settings,
                          const ast::TrainItem &sync);
   void genTrainLoss(NamedAttrList &settings,
@@ -340,6 +343,9 @@ private:
   ModuleOp module;
   func::FuncOp graph;
   unsigned errors = 0;
+  /// The errors before the train block: a graph with errors may lack the
+  /// variables an optimizer group names, so that group is not reported.
+  unsigned graphErrors = 0;
 
   std::vector<Scope> scopes;
   llvm::StringMap<std::pair<VariableOp, ast::Loc>> variables;

@@ -270,6 +270,13 @@ private:
       item.key = setting->key->getText();
       item.loc = locOf(setting->key);
       item.value = buildExpr(setting->expr());
+      for (auto *target : setting->groupTarget())
+        item.group.push_back(
+            target->STRING()
+                ? ast::TrainItem::GroupTarget{unquote(target->getText()), true,
+                                              locOf(target)}
+                : ast::TrainItem::GroupTarget{target->getText(), false,
+                                              locOf(target)});
       for (auto *kw : setting->kwarg())
         item.extra.push_back(buildKwarg(kw));
     } else if (auto *ckpt =

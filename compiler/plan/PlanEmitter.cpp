@@ -671,6 +671,8 @@ LogicalResult mlir::dtf::emitPlan(ModuleOp module, StringRef source, pb::Plan &p
       out->set_slot_of(of.getValue().str());
     } else
       out->set_role("model");
+    if (auto optimizer = var->getAttrOfType<StringAttr>("dtf.optimizer"))
+      out->set_optimizer(optimizer.getValue().str());
     VariableOp owner = var;
     if (auto of = var->getAttrOfType<FlatSymbolRefAttr>("dtf.slot_of"))
       if (auto table = module.lookupSymbol<VariableOp>(of.getAttr()))

@@ -438,6 +438,11 @@ Status checkVariables(
       return errorStatus(where, " has the unknown role '",
                          printable(var.role()),
                          "' (known: model, slot, global_step, moving_average)");
+    // Informational (what updates it), but only a model variable has one.
+    if (!var.optimizer().empty() && !var.role().empty() && var.role() != "model")
+      return errorStatus(where, " (role '", printable(var.role()),
+                         "') names the optimizer '", printable(var.optimizer()),
+                         "'; only a model variable is updated by one");
   }
   // A slot or moving average belongs to a variable of the plan.
   for (const Variable &var : plan.variables()) {

@@ -3,7 +3,10 @@
 checkpoint data files (docs/checkpoint-format.md, "Data file"), for tests
 that compare runs: prints `max_abs REL_TO_SCALE tensors N` and exits 1 when
 the files hold different names, dtypes or shapes.
-usage: ckpt_diff.py A.data B.data"""
+usage: ckpt_diff.py A.data B.data
+
+read(PATH) is also imported by other tests: {(name, first_row): (dtype,
+dims, rows, values)}."""
 import struct
 import sys
 
@@ -32,19 +35,24 @@ def read(path):
     return tensors
 
 
-a, b = read(sys.argv[1]), read(sys.argv[2])
-if a.keys() != b.keys():
-    sys.exit(f"different tensors: {sorted(set(a) ^ set(b))[:5]}")
-worst = scale = 0.0
-for key in a:
-    (da, sa, ra, va), (db, sb, rb, vb) = a[key], b[key]
-    if (da, sa, ra) != (db, sb, rb):
-        sys.exit(f"{key[0]}: dtype or shape differ")
-    if da not in (0, 1, 6):
-        if va != vb:
-            sys.exit(f"{key[0]}: integer values differ")
-        continue
-    for x, y in zip(va, vb):
-        worst = max(worst, abs(x - y))
-        scale = max(scale, abs(y))
-print(f"max_abs {worst:.3g} rel_to_scale {worst / max(scale, 1e-30):.3g} tensors {len(a)}")
+def main():
+    a, b = read(sys.argv[1]), read(sys.argv[2])
+    if a.keys() != b.keys():
+        sys.exit(f"different tensors: {sorted(set(a) ^ set(b))[:5]}")
+    worst = scale = 0.0
+    for key in a:
+        (da, sa, ra, va), (db, sb, rb, vb) = a[key], b[key]
+        if (da, sa, ra) != (db, sb, rb):
+            sys.exit(f"{key[0]}: dtype or shape differ")
+        if da not in (0, 1, 6):
+            if va != vb:
+                sys.exit(f"{key[0]}: integer values differ")
+            continue
+        for x, y in zip(va, vb):
+            worst = max(worst, abs(x - y))
+            scale = max(scale, abs(y))
+    print(f"max_abs {worst:.3g} rel_to_scale {worst / max(scale, 1e-30):.3g} tensors {len(a)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -65,6 +65,17 @@ CASES = [
     Case("    «checkpoint» = 5", "variable.other.assignment.dtf", absent=["keyword"]),
     Case("    x = «keep» + 1", "variable.other.dtf", absent=["keyword"]),
     Case("    x = «summary»", "variable.other.dtf", absent=["keyword"]),
+    # optimizer for GROUP = ...: `for` is a keyword only there.
+    Case('    «optimizer» for wide, "cross_*" = ftrl(learning_rate = 0.2)',
+         "variable.other.assignment.dtf"),
+    Case('    optimizer «for» wide, "cross_*" = ftrl(learning_rate = 0.2)', "keyword.other.for.dtf"),
+    Case('    optimizer for «wide», "cross_*" = ftrl(learning_rate = 0.2)',
+         "entity.name.variable.layer.dtf"),
+    Case('    optimizer for wide, «"cross_*"» = ftrl(learning_rate = 0.2)', "string.quoted.double.dtf"),
+    Case('    optimizer for wide, "cross_*" = «ftrl»(learning_rate = 0.2)',
+         "support.function.builtin.optimizer.dtf"),
+    Case("    optimizer = «ftrl»", "support.function.builtin.optimizer.dtf"),
+    Case("    x = «for» + 1", "variable.other.dtf", absent=["keyword"]),
     # Dtypes and shapes.
     Case("  input x: «f32»[B, 784]", "storage.type.dtype.dtf"),
     Case("  input x: «f32»[B, 784]", "meta.type.tensor.dtf"),

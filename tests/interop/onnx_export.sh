@@ -2,7 +2,7 @@
 # Every model in models/ that dtf-export can translate: a short training run
 # with dtf-run --model-dir, dtf-run --predict on its test split (Fashion-MNIST's
 # test set; for the embedding models, random ids that TensorFlow writes as a
-# TFRecord file), dtf-export, and onnxruntime (PyPI, a virtualenv under the
+# TFRecord file, and for wide_deep random features), dtf-export, and onnxruntime (PyPI, a virtualenv under the
 # build tree) on the same examples: the argmax must agree on >= 99.9% and the
 # logits within 1e-3. Every model must export (a refusal, exit 3, fails the
 # test); the ones that cannot be compared are listed below with the reason.
@@ -44,6 +44,7 @@ for model in "$root"/models/*.dtf; do
   case $name in
     embedding) ids=(ids:20:200000 context:20:200000) ;;
     ctr) ids=(ids:26:2000000) ;;
+    wide_deep) ids=(x:8:float) ;; # synthetic features: random ones
   esac
   if [ ${#ids[@]} -gt 0 ]; then
     "$python" "$here/write_id_data.py" "$dir/test.tfrecord" "$dir/test.npz" "${ids[@]}" 2> "$dir/tf.log" ||

@@ -210,7 +210,18 @@ def main():
           {"units", "activation", "use_bias"} <= set(labels), labels[:10])
     r = c.request("textDocument/completion", at(16, 16))  # after `optimizer = `
     labels = {i["label"] for i in r.get("result", {}).get("items", [])}
-    check("completion after `optimizer =` offers optimizers", {"adam", "sgd", "momentum"} <= labels, labels)
+    check("completion after `optimizer =` offers optimizers", {"adam", "sgd", "momentum", "ftrl"} <= labels, labels)
+    grouped = GOOD.replace("    optimizer = adam(learning_rate = 1e-3)",
+                             "    optimizer = adam(learning_rate = 1e-3)\n    optimizer for left, W = ftrl(0.2)")
+    c.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 5}, "contentChanges": [{"text": grouped}]})
+    c.wait_diagnostics()
+    r = c.request("textDocument/completion", at(17, 28))  # after `optimizer for left, W = `
+    labels = {i["label"] for i in r.get("result", {}).get("items", [])}
+    check("completion after `optimizer for ... =` offers optimizers", {"ftrl", "adagrad"} <= labels, labels)
+    r = c.request("textDocument/completion", at(17, 18))  # after `optimizer for `
+    labels = {i["label"] for i in r.get("result", {}).get("items", [])}
+    check("completion after `optimizer for` offers layers and variables",
+          {"W", "left"} <= labels and "adam" not in labels, labels)
 
     # Malformed JSON-RPC: an error response each time, and the server lives on.
     c.send_raw(b"Content-Length: 12\r\n\r\n{not json!!}")

@@ -363,8 +363,24 @@ llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position
   auto afterKey = [&](StringRef key) {
     return trimmed.ends_with("=") && trimmed.drop_back().rtrim().ends_with(key);
   };
-  if (afterKey("optimizer")) {
+  // `optimizer for wide, "cross_*" =`: a group's optimizer; `optimizer for`
+  // (and after a comma there): the layers and variables a group can name.
+  StringRef statement = trimmed.ltrim();
+  const bool inGroup = statement.starts_with("optimizer for ") &&
+                       !statement.contains('(');
+  if (afterKey("optimizer") || (inGroup && statement.ends_with("="))) {
     addBuiltins({BuiltinKind::Optimizer});
+    return owned(toJSON(list));
+  }
+  if (inGroup || statement == "optimizer for") {
+    std::set<std::string> seen;
+    for (const FrontendIndex::Definition &d : doc.index.definitions)
+      if ((d.kind == FrontendIndex::Kind::Layer ||
+           d.kind == FrontendIndex::Kind::Variable) &&
+          seen.insert(d.name).second)
+        add(d.name, mlsp::CompletionItemKind::Variable,
+            (d.detail + ": its variables take this group's optimizer"), "",
+            "0");
     return owned(toJSON(list));
   }
   if (afterKey("data") || afterKey("eval")) {
@@ -432,6 +448,10 @@ llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position
       add(key, mlsp::CompletionItemKind::Property, "training setting", (key + " = ").str(), "0");
     add("checkpoint every", mlsp::CompletionItemKind::Snippet, "checkpoint policy",
         "checkpoint every 600 s keep 5", "0");
+    add("optimizer for", mlsp::CompletionItemKind::Snippet,
+        "an optimizer for a group of variables (a layer's `as` name, a "
+        "variable, a \"glob\")",
+        "optimizer for wide = ftrl(learning_rate = 0.2)", "0");
     add("summary every", mlsp::CompletionItemKind::Snippet, "summary policy",
         "summary every 100 steps [loss]", "0");
     addBuiltins({BuiltinKind::Optimizer, BuiltinKind::Schedule, BuiltinKind::Data,

@@ -26,4 +26,10 @@ namespace mlir::dtf {
 /// than 64 bits is none); nullopt for anything else, null included.
 std::optional<double> numberOf(Attribute attr);
 
+/// The (indices, rows) pairs of a sparse update of `var` (dtf.sparse_apply_*):
+/// integer ids, and rows of lr's dtype shaped as the ids followed by the
+/// variable's row shape.
+LogicalResult verifySparseSlices(Operation *op, FlatSymbolRefAttr var, Value lr,
+                                 OperandRange slices);
+
 } // namespace mlir::dtf

@@ -544,8 +544,8 @@ LogicalResult DropoutOp::verify() {
 
 /// Pairs (indices, rows): integer ids, and rows shaped as the ids followed by
 /// the variable's row shape (when the variable can be found), of lr's dtype.
-static LogicalResult verifySparseSlices(Operation *op, FlatSymbolRefAttr var,
-                                        Value lr, OperandRange slices) {
+LogicalResult mlir::dtf::verifySparseSlices(Operation *op, FlatSymbolRefAttr var,
+                                            Value lr, OperandRange slices) {
   if (slices.empty() || slices.size() % 2 != 0)
     return op->emitOpError() << "expects pairs of (indices, rows), got "
                              << slices.size() << " slice operands";

@@ -313,6 +313,40 @@ def Dtf_ApplyRmspropOp : Dtf_UpdateOp<"apply_rmsprop",
                        "type($grad) `,` type($lr)";
 }
 
+def Dtf_ApplyFtrlOp : Dtf_UpdateOp<"apply_ftrl",
+    "FTRL-proximal (ApplyFtrlV2): var re-derived from the accum and linear slots"> {
+  let description = [{
+    TensorFlow's ApplyFtrlV2 with Keras' `beta` (Keras' Ftrl), elementwise,
+    with p = lr_power, g_s = grad + 2 * l2_shrinkage * var and
+    l2' = l2 + beta / (2 * lr):
+
+        new_accum = accum + grad^2
+        linear   += g_s - (new_accum^-p - accum^-p) / lr * var
+        quadratic = new_accum^-p / lr + 2 * l2'
+        var       = |linear| > l1 ? (sign(linear) * l1 - linear) / quadratic : 0
+        accum     = new_accum
+
+    Every element is re-derived, so an element whose gradient is zero is not
+    left as it was: it becomes what its linear and accum slots say (0 for
+    one never updated), and l2_shrinkage moves its linear slot.
+
+    ```mlir
+    dtf.apply_ftrl @w, @"w/Ftrl", @"w/Ftrl_1", %g, %lr lr_power -5.000000e-01
+        l1 0.000000e+00 l2 0.000000e+00 l2_shrinkage 0.000000e+00
+        beta 0.000000e+00 : tensor<10x1xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
+                       FlatSymbolRefAttr:$linear, Dtf_FloatTensor:$grad,
+                       Dtf_FloatTensor:$lr, F64Attr:$lr_power, F64Attr:$l1,
+                       F64Attr:$l2, F64Attr:$l2_shrinkage, F64Attr:$beta,
+                       OptionalAttr<F64Attr>:$weight_decay);
+  let assemblyFormat = "$var `,` $accum `,` $linear `,` $grad `,` $lr `lr_power` $lr_power "
+                       "`l1` $l1 `l2` $l2 `l2_shrinkage` $l2_shrinkage `beta` $beta "
+                       "attr-dict `:` type($grad) `,` type($lr)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Sparse updates: the gradient of a variable that is only gathered, as the
 // rows it picked (TensorFlow's IndexedSlices)
@@ -381,6 +415,18 @@ def Dtf_SparseApplyRmspropOp : Dtf_SparseUpdateOp<"sparse_apply_rmsprop",
   let assemblyFormat = "$var `,` $ms `,` $mom `,` $lr `,` $slices `decay` $decay "
                        "`momentum` $momentum `epsilon` $epsilon attr-dict `:` "
                        "type($lr) `,` type($slices)";
+}
+
+def Dtf_SparseApplyFtrlOp : Dtf_SparseUpdateOp<"sparse_apply_ftrl",
+    "FTRL-proximal on the rows present (SparseApplyFtrlV2)"> {
+  let arguments = (ins FlatSymbolRefAttr:$var, FlatSymbolRefAttr:$accum,
+                       FlatSymbolRefAttr:$linear, Dtf_FloatTensor:$lr,
+                       Variadic<Dtf_NumericTensor>:$slices, F64Attr:$lr_power,
+                       F64Attr:$l1, F64Attr:$l2, F64Attr:$l2_shrinkage,
+                       F64Attr:$beta, OptionalAttr<F64Attr>:$weight_decay);
+  let assemblyFormat = "$var `,` $accum `,` $linear `,` $lr `,` $slices `lr_power` $lr_power "
+                       "`l1` $l1 `l2` $l2 `l2_shrinkage` $l2_shrinkage `beta` $beta "
+                       "attr-dict `:` type($lr) `,` type($slices)";
 }
 
 def Dtf_AssignMovingAverageOp : Dtf_UpdateOp<"assign_moving_average",

@@ -31,11 +31,15 @@ SmallVector<StringRef> mlir::dtf::updateSymbols(Operation *op) {
       .Case([&](ApplyMomentumOp o) { s = {o.getVar(), o.getAccum()}; })
       .Case([&](ApplyAdamOp o) { s = {o.getVar(), o.getM(), o.getV()}; })
       .Case([&](ApplyAdagradOp o) { s = {o.getVar(), o.getAccum()}; })
+      .Case([&](ApplyFtrlOp o) { s = {o.getVar(), o.getAccum(), o.getLinear()}; })
       .Case([&](ApplyRmspropOp o) { s = {o.getVar(), o.getMs(), o.getMom()}; })
       .Case([&](SparseApplySgdOp o) { s = {o.getVar()}; })
       .Case([&](SparseApplyMomentumOp o) { s = {o.getVar(), o.getAccum()}; })
       .Case([&](SparseApplyAdamOp o) { s = {o.getVar(), o.getM(), o.getV()}; })
       .Case([&](SparseApplyAdagradOp o) { s = {o.getVar(), o.getAccum()}; })
+      .Case([&](SparseApplyFtrlOp o) {
+        s = {o.getVar(), o.getAccum(), o.getLinear()};
+      })
       .Case([&](SparseApplyRmspropOp o) { s = {o.getVar(), o.getMs(), o.getMom()}; })
       .Case([&](AssignAddOp o) { s = {o.getVar()}; })
       .Case([&](AssignMovingAverageOp o) { s = {o.getVar()}; })
@@ -73,6 +77,10 @@ std::optional<SparseForm> sparseForm(Operation *op) {
       .Case([](SparseApplyAdagradOp) {
         return SparseForm{ApplyAdagradOp::getOperationName(), 1, false};
       })
+      // A dense FTRL update re-derives the rows whose gradient is zero.
+      .Case([](SparseApplyFtrlOp) {
+        return SparseForm{ApplyFtrlOp::getOperationName(), 1, true};
+      })
       .Case([](SparseApplyRmspropOp) {
         return SparseForm{ApplyRmspropOp::getOperationName(), 1, true};
       })
@@ -81,7 +89,7 @@ std::optional<SparseForm> sparseForm(Operation *op) {
 
 bool isDenseUpdate(Operation *op) {
   return isa<ApplySgdOp, ApplyMomentumOp, ApplyAdamOp, ApplyAdagradOp,
-             ApplyRmspropOp>(op);
+             ApplyFtrlOp, ApplyRmspropOp>(op);
 }
 
 Block &bodyOf(func::FuncOp f) { return f.getBody().front(); }

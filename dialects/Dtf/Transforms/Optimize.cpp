@@ -1,5 +1,6 @@
-// dtf-optimize: the optimizer's updates, its slot variables, the global step,
-// the learning-rate schedule, clipping and moving averages.
+// dtf-optimize: the optimizers' updates (each variable's own: its group's or
+// the model's), their slot variables, the global step, the learning-rate
+// schedules, clipping and moving averages.
 #include "dialects/Dtf/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -105,6 +106,25 @@ private:
   LogicalResult applyUpdate(VariableOp var, Value g, StringRef kind,
                             DictionaryAttr optimizer, Value lr, Value step,
                             bool sparse, ArrayRef<Value> slices);
+  /// The train block's optimizers: the model's and each group's.
+  void readOptimizers(DictionaryAttr settings);
+  /// The optimizer of `var` (its group's, else the model's; null: none),
+  /// recorded on it as dtf.optimizer for the plan's readers: "ftrl", or
+  /// "ftrl (optimizer for wide)".
+  DictionaryAttr optimizerOf(VariableOp var);
+  /// The learning rate of `optimizer` (null: none), computed once, at the
+  /// step's location (not the variable's that first asked for it).
+  Value rateOf(DictionaryAttr optimizer, Value step) {
+    Value &lr = rates[optimizer];
+    if (!lr) {
+      Location at = loc;
+      loc = step.getLoc();
+      lr = learningRate(optimizer ? optimizer.get("learning_rate") : Attribute(),
+                        step);
+      loc = at;
+    }
+    return lr;
+  }
   LogicalResult addMovingAverages(FloatAttr decay,
                                   ArrayRef<std::pair<VariableOp, Value>> grads,
                                   Value step);
@@ -118,7 +138,36 @@ private:
   /// the first gradient's (f64 for an f64 model, as TensorFlow casts the
   /// learning rate to the variable's dtype), f32 when there is none.
   Type floatType = b.getF32Type();
+  DictionaryAttr defaultOptimizer;
+  /// Variable -> its group's optimizer and the group as written.
+  llvm::StringMap<std::pair<DictionaryAttr, StringRef>> groupOf;
+  llvm::DenseMap<Attribute, Value> rates;
 };
+
+void UpdateBuilder::readOptimizers(DictionaryAttr settings) {
+  defaultOptimizer =
+      settings ? settings.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
+  if (auto groups = settings ? settings.getAs<ArrayAttr>("optimizer_groups")
+                             : ArrayAttr())
+    for (auto group : groups.getAsRange<DictionaryAttr>())
+      for (auto v : group.getAs<ArrayAttr>("variables").getAsRange<StringAttr>())
+        groupOf[v.getValue()] = {group.getAs<DictionaryAttr>("optimizer"),
+                                 group.getAs<StringAttr>("group").getValue()};
+}
+
+DictionaryAttr UpdateBuilder::optimizerOf(VariableOp var) {
+  auto [optimizer, group] = groupOf.lookup(var.getSymName());
+  if (!optimizer)
+    optimizer = defaultOptimizer;
+  StringRef kind =
+      optimizer ? optimizer.getAs<StringAttr>("kind").getValue() : "sgd";
+  var->setAttr("dtf.optimizer",
+               b.getStringAttr(group.empty() ? kind.str()
+                                             : (kind + " (optimizer for " +
+                                                group + ")")
+                                                   .str()));
+  return optimizer;
+}
 
 /// The learning rate of this step, as a scalar of floatType: a constant or a
 /// schedule of the global step.
@@ -275,6 +324,24 @@ LogicalResult UpdateBuilder::applyUpdate(VariableOp var, Value g,
       b.create<SparseApplyAdagradOp>(loc, name, accum, lr, slices, wd);
     else
       b.create<ApplyAdagradOp>(loc, name, accum, g, lr, wd);
+  } else if (kind == "ftrl") {
+    // TensorFlow 1's FtrlOptimizer's slot names: Ftrl (accum), Ftrl_1
+    // (linear).
+    auto accum =
+        slot(var, "Ftrl",
+             constantInit(number(optimizer, "initial_accumulator_value", 0.1)));
+    auto linear = slot(var, "Ftrl_1", zerosInit());
+    auto lrPower = b.getF64FloatAttr(number(optimizer, "learning_rate_power", -0.5));
+    auto l1 = b.getF64FloatAttr(number(optimizer, "l1", 0.0));
+    auto l2 = b.getF64FloatAttr(number(optimizer, "l2", 0.0));
+    auto shrinkage = b.getF64FloatAttr(number(optimizer, "l2_shrinkage", 0.0));
+    auto beta = b.getF64FloatAttr(number(optimizer, "beta", 0.0));
+    if (sparse)
+      b.create<SparseApplyFtrlOp>(loc, name, accum, linear, lr, slices, lrPower,
+                                  l1, l2, shrinkage, beta, wd);
+    else
+      b.create<ApplyFtrlOp>(loc, name, accum, linear, g, lr, lrPower, l1, l2,
+                            shrinkage, beta, wd);
   } else if (kind == "rmsprop") {
     // TensorFlow 1 starts the mean square at one.
     auto ms = slot(var, "RMSProp", constantInit(1.0));
@@ -363,9 +430,10 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
     if (auto element = dyn_cast<FloatType>(
             cast<RankedTensorType>(grads.front().second.getType()).getElementType()))
       floatType = element;
-  auto optimizer = settings ? settings.getAs<DictionaryAttr>("optimizer") : DictionaryAttr();
-  StringRef kind = optimizer ? optimizer.getAs<StringAttr>("kind").getValue() : "sgd";
-  Value lr = learningRate(optimizer ? optimizer.get("learning_rate") : Attribute(), step);
+  readOptimizers(settings);
+  // The model's learning rate first, where it always was.
+  if (defaultOptimizer || groupOf.empty())
+    rateOf(defaultOptimizer, step);
 
   // Clipping by global norm.
   auto clip = settings ? settings.getAs<DictionaryAttr>("clip_gradients") : DictionaryAttr();
@@ -387,14 +455,18 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
   // gradient or the optimizer is told to update every row (lazy = false:
   // Adam's and momentum's slots then decay on every row, as TensorFlow 1's
   // dense optimizers do, and so does weight decay, as Keras does).
-  auto lazyAttr = optimizer ? optimizer.getAs<BoolAttr>("lazy") : BoolAttr();
-  const bool lazy = !lazyAttr || lazyAttr.getValue();
-  const bool sameEitherWay =
-      (kind == "sgd" || kind == "adagrad") && weightDecay(kind, optimizer) == 0;
-  const bool sparseAllowed = !clip && (sameEitherWay || lazy);
   SmallVector<Operation *> unused; // dense gradients a sparse update replaced
   for (auto &[var, g] : grads) {
     loc = var.getLoc();
+    DictionaryAttr optimizer = optimizerOf(var);
+    StringRef kind =
+        optimizer ? optimizer.getAs<StringAttr>("kind").getValue() : "sgd";
+    auto lazyAttr = optimizer ? optimizer.getAs<BoolAttr>("lazy") : BoolAttr();
+    const bool lazy = !lazyAttr || lazyAttr.getValue();
+    const bool sameEitherWay = (kind == "sgd" || kind == "adagrad") &&
+                               weightDecay(kind, optimizer) == 0;
+    const bool sparseAllowed = !clip && (sameEitherWay || lazy);
+    Value lr = rateOf(optimizer, step);
     SmallVector<Value> slices;
     SmallVector<Operation *> made;
     const bool sparse = sparseAllowed && gatherSlices(g, slices, made);

@@ -24,8 +24,12 @@ def DtfAutodiff : Pass<"dtf-autodiff", "::mlir::ModuleOp"> {
 def DtfOptimize : Pass<"dtf-optimize", "::mlir::ModuleOp"> {
   let summary = "Turns gradients into optimizer updates of the variables";
   let description = [{
-    Reads the optimizer of the module's `dtf.train` attribute and replaces the
-    gradient results of `@train_step` by update ops (`dtf.apply_adam`, ...),
+    Reads the optimizers of the module's `dtf.train` attribute (`optimizer`,
+    and `optimizer_groups`: `{group, variables, optimizer}` for the variables
+    a group names, which take that optimizer and its own learning rate) and
+    replaces the gradient results of `@train_step` by each variable's update
+    ops (`dtf.apply_adam`, `dtf.sparse_apply_ftrl`, ...; the variable records
+    its optimizer as `dtf.optimizer`),
     with their slot variables (created next to their variable, with its
     device), a `global_step` variable incremented once per step, the
     learning-rate schedule computed from it, clipping by global norm and

@@ -44,6 +44,10 @@ syn match dtfPolicyCount   contained "\%(\d\+\%(\.\d*\)\=\|\.\d\+\)\%([eE][+-]\=
 syn match dtfUnit          contained "\<\h\w*\>" nextgroup=dtfKeep skipwhite
 syn match dtfKeep          contained "\<keep\>"
 
+" optimizer for wide, "cross_*" = ftrl(...): `for` is a keyword only after a
+" setting's name and before the names of its group.
+syn match dtfKeyword       "\%(\<\h\w*\s\+\)\@<=for\>\ze\s\+\%(\h\|\"\)"
+
 " Numbers: 5, 0.1, 5., .5, 1e-4, 1.5E+3. The float is defined last so it wins.
 syn match dtfNumber        "\%(\w\|\.\)\@1<!\d\+"
 syn match dtfFloat         "\%(\w\|\.\)\@1<!\%(\d\+\.\d*\%([eE][+-]\=\d\+\)\=\|\.\d\+\%([eE][+-]\=\d\+\)\=\|\d\+[eE][+-]\=\d\+\)"
@@ -52,8 +56,8 @@ syn match dtfOperator      "[-+*/%@]\|[=!<>]=\|[<>=]"
 
 " Calls: any name before `(`, and the builtins (also as a value: `= zeros`).
 syn match dtfCall          "\<\h\w*\ze\s*("
-syn match dtfBuiltin       "\<\%(dense\|conv2d\|embedding\|layer_norm\|batch_norm\|multi_head_attention\|lstm\|gru\|matmul\|relu\|sigmoid\|tanh\|exp\|log\|sqrt\|rsqrt\|gelu\|erf\|floor\|ceil\|round\|abs\|floormod\|bucketize\|maximum\|minimum\|pow\|select\|cast\|reshape\|flatten\|transpose\|concat\|slice\|broadcast_to\|sum\|mean\|max\|argmax\|softmax\|log_softmax\|softmax_cross_entropy\|sparse_softmax_cross_entropy\|one_hot\|gather\|dropout\|max_pool\|avg_pool\|zeros\|ones\|constant\|uniform\|normal\|truncated_normal\|glorot_uniform\|he_normal\|orthogonal\|sgd\|momentum\|adam\|adagrad\|rmsprop\|adamw\|exponential_decay\|piecewise_constant\|cosine_decay\|global_norm\|sync\|session\|idx\|csv\|synthetic\|tfrecord\|replicate\)\>\ze\s*("
-syn match dtfBuiltin       "\%(=\s*\)\@20<=\<\%(dense\|conv2d\|embedding\|layer_norm\|batch_norm\|multi_head_attention\|lstm\|gru\|matmul\|relu\|sigmoid\|tanh\|exp\|log\|sqrt\|rsqrt\|gelu\|erf\|floor\|ceil\|round\|abs\|floormod\|bucketize\|maximum\|minimum\|pow\|select\|cast\|reshape\|flatten\|transpose\|concat\|slice\|broadcast_to\|sum\|mean\|max\|argmax\|softmax\|log_softmax\|softmax_cross_entropy\|sparse_softmax_cross_entropy\|one_hot\|gather\|dropout\|max_pool\|avg_pool\|zeros\|ones\|constant\|uniform\|normal\|truncated_normal\|glorot_uniform\|he_normal\|orthogonal\|sgd\|momentum\|adam\|adagrad\|rmsprop\|adamw\|exponential_decay\|piecewise_constant\|cosine_decay\|global_norm\|sync\|session\|idx\|csv\|synthetic\|tfrecord\|replicate\)\>\%(\s*(\)\@!"
+syn match dtfBuiltin       "\<\%(dense\|conv2d\|embedding\|layer_norm\|batch_norm\|multi_head_attention\|lstm\|gru\|matmul\|relu\|sigmoid\|tanh\|exp\|log\|sqrt\|rsqrt\|gelu\|erf\|floor\|ceil\|round\|abs\|floormod\|bucketize\|maximum\|minimum\|pow\|select\|cast\|reshape\|flatten\|transpose\|concat\|slice\|broadcast_to\|sum\|mean\|max\|argmax\|softmax\|log_softmax\|softmax_cross_entropy\|sparse_softmax_cross_entropy\|one_hot\|gather\|dropout\|max_pool\|avg_pool\|zeros\|ones\|constant\|uniform\|normal\|truncated_normal\|glorot_uniform\|he_normal\|orthogonal\|sgd\|momentum\|adam\|adagrad\|ftrl\|rmsprop\|adamw\|exponential_decay\|piecewise_constant\|cosine_decay\|global_norm\|sync\|session\|idx\|csv\|synthetic\|tfrecord\|replicate\)\>\ze\s*("
+syn match dtfBuiltin       "\%(=\s*\)\@20<=\<\%(dense\|conv2d\|embedding\|layer_norm\|batch_norm\|multi_head_attention\|lstm\|gru\|matmul\|relu\|sigmoid\|tanh\|exp\|log\|sqrt\|rsqrt\|gelu\|erf\|floor\|ceil\|round\|abs\|floormod\|bucketize\|maximum\|minimum\|pow\|select\|cast\|reshape\|flatten\|transpose\|concat\|slice\|broadcast_to\|sum\|mean\|max\|argmax\|softmax\|log_softmax\|softmax_cross_entropy\|sparse_softmax_cross_entropy\|one_hot\|gather\|dropout\|max_pool\|avg_pool\|zeros\|ones\|constant\|uniform\|normal\|truncated_normal\|glorot_uniform\|he_normal\|orthogonal\|sgd\|momentum\|adam\|adagrad\|ftrl\|rmsprop\|adamw\|exponential_decay\|piecewise_constant\|cosine_decay\|global_norm\|sync\|session\|idx\|csv\|synthetic\|tfrecord\|replicate\)\>\%(\s*(\)\@!"
 syn match dtfConstant      "\%(=\s*\)\@20<=\<\%(same\|valid\|round_robin\|greedy\|async\|between_graph\|in_graph\)\>\%(\s*(\)\@!"
 
 " Keyword arguments: `name =` inside parentheses, or after a comma (`, trainable = false`).

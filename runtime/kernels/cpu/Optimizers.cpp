@@ -1,7 +1,7 @@
 // Optimizer updates, in place on the variable and its slots, with
 // TensorFlow's formulas (the raw ops ApplyGradientDescent, ApplyMomentum,
-// ApplyAdam, ApplyAdagradV2, ApplyRMSProp and ApplyCenteredRMSProp), plus
-// clipping by global norm and moving averages.
+// ApplyAdam, ApplyAdagradV2, ApplyFtrlV2, ApplyRMSProp and
+// ApplyCenteredRMSProp), plus clipping by global norm and moving averages.
 //
 // Hyperparameters are attributes (learning_rate, momentum, ...) or, for the
 // learning rate (and Adam's step), trailing scalar inputs that override the
@@ -388,6 +388,65 @@ Status applyAdagrad(KernelContext &ctx, bool sparse) {
   });
 }
 
+// FTRL-proximal, TensorFlow's ApplyFtrlV2 with Keras' beta (Keras' Ftrl):
+// with p = lr_power, g_s = grad + 2 * l2_shrinkage * var and l2' = l2 +
+// beta / (2 * lr),
+//   new_accum = accum + grad^2
+//   linear += g_s - (new_accum^-p - accum^-p) / lr * var
+//   var = |linear| > l1 ? (sign(linear) * l1 - linear) /
+//                         (new_accum^-p / lr + 2 * l2') : 0
+//   accum = new_accum
+// in T, with square roots when p = -0.5 (as TensorFlow special-cases it).
+// Every element visited is re-derived from its slots, so a dense update
+// changes an element whose gradient is zero unless it was derived before
+// (and l2_shrinkage is 0); the sparse form visits only the rows present.
+// Inputs: var, accum, linear, grad, lr (sparse: var, accum, linear, lr,
+// pairs).
+Status applyFtrl(KernelContext &ctx, bool sparse) {
+  const char *name = sparse ? dtf::ops::kSparseApplyFtrl : dtf::ops::kApplyFtrl;
+  DTF_RETURN_IF_ERROR(
+      checkUpdateOperands(ctx, name, sparse, {"var", "accum", "linear"}));
+  double lr = 0, lrPower = 0, l1 = 0, l2 = 0, shrinkage = 0, beta = 0;
+  DTF_RETURN_IF_ERROR(
+      hyper(ctx, name, sparse ? 3 : 4, "learning_rate", std::nullopt, &lr));
+  DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "lr_power", -0.5, &lrPower));
+  DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "l1", 0.0, &l1));
+  DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "l2", 0.0, &l2));
+  DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "l2_shrinkage", 0.0, &shrinkage));
+  DTF_RETURN_IF_ERROR(hyper(ctx, name, -1, "beta", 0.0, &beta));
+  if (!(lr > 0))
+    return errorStatus(name, " expects a positive learning rate, got ", lr);
+  if (!(lrPower <= 0) || !(l1 >= 0) || !(l2 >= 0) || !(shrinkage >= 0) ||
+      !(beta >= 0))
+    return errorStatus(name, " expects lr_power <= 0 and l1, l2, "
+                       "l2_shrinkage, beta >= 0, got ", lrPower, ", ", l1,
+                       ", ", l2, ", ", shrinkage, ", ", beta);
+  const bool halfPower = lrPower == -0.5;
+  return dispatchFloat(name, ctx.input(0).dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    T *var = mut<T>(ctx, 0), *accum = mut<T>(ctx, 1), *linear = mut<T>(ctx, 2);
+    const T a = T(lr), p = T(-lrPower), l1T = T(l1), two = T(2);
+    const T twoShrink = two * T(shrinkage);
+    const T twoL2 = two * (T(l2) + T(beta) / (two * a));
+    auto power = [&](T x) { return halfPower ? std::sqrt(x) : std::pow(x, p); };
+    DTF_RETURN_IF_ERROR(
+        visitGradient<T>(ctx, name, sparse, 3, 4, lr, [&](int64_t i, T g) {
+          const T gs = g + twoShrink * var[i];
+          const T newAccum = accum[i] + g * g;
+          const T newPower = power(newAccum);
+          linear[i] += gs - (newPower - power(accum[i])) / a * var[i];
+          const T l = linear[i];
+          const T sign = l > T(0) ? T(1) : l < T(0) ? T(-1) : T(0);
+          var[i] = std::abs(l) > l1T
+                       ? (sign * l1T - l) / (newPower / a + twoL2)
+                       : T(0);
+          accum[i] = newAccum;
+        }));
+    aliasVariable(ctx);
+    return Status::ok();
+  });
+}
+
 // ms += (grad^2 - ms) * (1 - rho)
 // mom = mom * momentum + lr * grad / sqrt(ms + epsilon); var -= mom
 // With `centered` (inputs var, ms, mom, mg, grad): mg += (grad - mg) * (1 -
@@ -549,6 +608,8 @@ void registerOptimizerKernels(KernelRegistry &registry) {
   registry.add(dtf::ops::kSparseApplyAdam, kernelOf<applyAdam, true>);
   registry.add(dtf::ops::kApplyAdagrad, kernelOf<applyAdagrad, false>);
   registry.add(dtf::ops::kSparseApplyAdagrad, kernelOf<applyAdagrad, true>);
+  registry.add(dtf::ops::kApplyFtrl, kernelOf<applyFtrl, false>);
+  registry.add(dtf::ops::kSparseApplyFtrl, kernelOf<applyFtrl, true>);
   registry.add(dtf::ops::kApplyRmsprop, kernelOf<applyRmsprop, false>);
   registry.add(dtf::ops::kSparseApplyRmsprop, kernelOf<applyRmsprop, true>);
   registry.add(dtf::ops::kGlobalNormClip, globalNormClipKernel);

@@ -1018,3 +1018,40 @@ func.func @gru_grad_types(%x: tensor<?x5x3xf32>, %k: tensor<3x6xf32>, %r: tensor
         -> (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<6xf64>)
   return
 }
+
+// -----
+
+// FTRL's hyperparameters have Keras' ranges: lr_power <= 0, the others >= 0.
+dtf.variable @w : tensor<4xf32> = #dtf.init<zeros> {trainable}
+func.func @ftrl_lr_power(%g: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'dtf.apply_ftrl' op expects lr_power <= 0, got 5.000000e-01}}
+  dtf.apply_ftrl @w, @"w/Ftrl", @"w/Ftrl_1", %g, %lr lr_power 5.000000e-01 l1 0.000000e+00 l2 0.000000e+00 l2_shrinkage 0.000000e+00 beta 0.000000e+00 : tensor<4xf32>, tensor<f32>
+  return
+}
+
+// -----
+
+dtf.variable @table : tensor<10x4xf32> = #dtf.init<zeros> {trainable}
+func.func @sparse_ftrl_l1(%lr: tensor<f32>, %ids: tensor<3xi64>, %rows: tensor<3x4xf32>) {
+  // expected-error @+1 {{'dtf.sparse_apply_ftrl' op expects l1 >= 0, got -1.000000e-01}}
+  dtf.sparse_apply_ftrl @table, @"table/Ftrl", @"table/Ftrl_1", %lr, %ids, %rows lr_power -5.000000e-01 l1 -1.000000e-01 l2 0.000000e+00 l2_shrinkage 0.000000e+00 beta 0.000000e+00 : tensor<f32>, tensor<3xi64>, tensor<3x4xf32>
+  return
+}
+
+// -----
+
+dtf.variable @table : tensor<10x4xf32> = #dtf.init<zeros> {trainable}
+func.func @sparse_ftrl_rows(%lr: tensor<f32>, %ids: tensor<3xi64>, %rows: tensor<3x5xf32>) {
+  // expected-error @+1 {{'dtf.sparse_apply_ftrl' op expects rows shaped as the indices 'tensor<3xi64>' followed by the row shape of 'tensor<10x4xf32>', got 'tensor<3x5xf32>'}}
+  dtf.sparse_apply_ftrl @table, @"table/Ftrl", @"table/Ftrl_1", %lr, %ids, %rows lr_power -5.000000e-01 l1 0.000000e+00 l2 0.000000e+00 l2_shrinkage 0.000000e+00 beta 0.000000e+00 : tensor<f32>, tensor<3xi64>, tensor<3x5xf32>
+  return
+}
+
+// -----
+
+dtf.variable @w : tensor<4xf32> = #dtf.init<zeros> {trainable}
+func.func @ftrl_beta(%g: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'dtf.apply_ftrl' op expects beta >= 0, got -2.000000e+00}}
+  dtf.apply_ftrl @w, @"w/Ftrl", @"w/Ftrl_1", %g, %lr lr_power -5.000000e-01 l1 0.000000e+00 l2 0.000000e+00 l2_shrinkage 0.000000e+00 beta -2.000000e+00 : tensor<4xf32>, tensor<f32>
+  return
+}

@@ -125,6 +125,33 @@ module attributes {dtf.model = "m"} {
 
 // -----
 
+// FTRL: the dense cut's update is lazy (a dense FTRL update would re-derive
+// the rows no step looked up); the lookup cut keeps the sparse update, with
+// both slots, on the ps.
+module attributes {dtf.model = "m"} {
+  dtf.variable @emb : tensor<10x1xf32> = #dtf.init<zeros> {trainable}
+  dtf.variable @"emb/Ftrl" : tensor<10x1xf32> = #dtf.init<zeros> {dtf.slot_of = @emb}
+  dtf.variable @"emb/Ftrl_1" : tensor<10x1xf32> = #dtf.init<zeros> {dtf.slot_of = @emb}
+  func.func @train_step() -> (tensor<?x3x1xf32> {dtf.name = "rows"}) {
+    %ids = dtf.input "ids" : tensor<?x3xi64>
+    %e = dtf.read_variable @emb : tensor<10x1xf32>
+    %rows = dtf.gather %e, %ids : (tensor<10x1xf32>, tensor<?x3xi64>) -> tensor<?x3x1xf32>
+    %lr = dtf.constant dense<0.1> : tensor<f32>
+    dtf.sparse_apply_ftrl @emb, @"emb/Ftrl", @"emb/Ftrl_1", %lr, %ids, %rows lr_power -5.000000e-01 l1 1.000000e-02 l2 0.000000e+00 l2_shrinkage 0.000000e+00 beta 0.000000e+00 : tensor<f32>, tensor<?x3xi64>, tensor<?x3x1xf32>
+    return %rows : tensor<?x3x1xf32>
+  }
+}
+
+// CHECK-LABEL: func.func @worker_step()
+// CHECK: %[[G:.*]] = dtf.gather_grad %{{.*}}, %{{.*}} params_shape [10, 1]
+// CHECK: dtf.push %[[G]] {key = "emb:grad", variable = @emb} : tensor<10x1xf32>
+// CHECK-LABEL: func.func @ps_update()
+// CHECK: dtf.apply_ftrl @emb, @"emb/Ftrl", @"emb/Ftrl_1", %{{.*}}, %{{.*}} lr_power -5.000000e-01 l1 1.000000e-02 {{.*}} {lazy}
+// CHECK-LABEL: func.func @lookup_ps_update()
+// CHECK: dtf.sparse_apply_ftrl @emb, @"emb/Ftrl", @"emb/Ftrl_1"
+
+// -----
+
 // expected-error @+1 {{dtf-cut-train-step needs @train_step}}
 module attributes {dtf.model = "m"} {
   func.func @eval() {

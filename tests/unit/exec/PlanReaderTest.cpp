@@ -540,6 +540,10 @@ TEST(PlanReader, EveryFieldIsCheckedAgainstWhatItMayHold) {
          p->mutable_variables(1)->set_role("slot");
          p->mutable_variables(1)->set_slot_of("missing");
        }, "plan.bin: variable 'b' (role 'slot') has slot_of 'missing'"},
+      {"optimizer", [](plan::Plan *p) {
+         p->mutable_variables(1)->set_role("global_step");
+         p->mutable_variables(1)->set_optimizer("ftrl");
+       }, "(role 'global_step') names the optimizer 'ftrl'; only a model variable is updated by one"},
       {"slot_of without a slot role", [](plan::Plan *p) {
          p->mutable_variables(1)->set_slot_of("W");
        }, "has slot_of 'W'; a slot or moving average names another variable"},

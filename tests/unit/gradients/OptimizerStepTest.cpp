@@ -4,7 +4,9 @@
 // warmup (keras/src/optimizers/schedules), and the decoupled weight decay
 // every Keras 3 optimizer applies before its update (BaseOptimizer.
 // _apply_weight_decay: variable - variable * weight_decay * learning_rate),
-// AdamW's included, on dense variables and on an embedding table's rows.
+// AdamW's included, on dense variables and on an embedding table's rows;
+// and an optimizer per group of variables, FTRL (TensorFlow's ApplyFtrlV2
+// with Keras' beta) with a schedule for some, Adagrad for the others.
 #include "CompileCase.h"
 #include "compiler/Registration.h"
 #include "compiler/frontend/MLIRGen.h"
@@ -402,6 +404,91 @@ TEST(WeightDecay, TableRowsDecayWhenLookedUpOrEveryStepWhenNotLazy) {
     }
     // Row 0 is never looked up: it decays only when not lazy.
     EXPECT_EQ(s.values("t")[0] == 1.0, lazy);
+  }
+}
+
+/// TensorFlow's ApplyFtrlV2 with Keras' beta on element i, in float64.
+void ftrlReference(double &var, double &accum, double &linear, double g,
+                   double lr) {
+  const double p = -0.6, l1 = 0.01, l2 = 0.1 + 0.3 / (2 * lr), shrink = 0.05;
+  const double newAccum = accum + g * g;
+  linear += g + 2 * shrink * var -
+            (std::pow(newAccum, -p) - std::pow(accum, -p)) / lr * var;
+  const double sign = linear > 0 ? 1 : linear < 0 ? -1 : 0;
+  var = std::abs(linear) > l1
+            ? (sign * l1 - linear) / (std::pow(newAccum, -p) / lr + 2 * l2)
+            : 0.0;
+  accum = newAccum;
+}
+
+// `optimizer for w, t = ftrl(...)` beside the model's adagrad: w (dense)
+// and the table t (sparse: the rows looked up) take FTRL with its own
+// decaying learning rate, v takes Adagrad at the model's; each has its own
+// optimizer's slots. Op by op and with generated kernels (Adagrad's).
+TEST(OptimizerGroups, EachVariableTakesItsGroupsOptimizerAndSchedule) {
+  const std::string source =
+      "model o {\n  input ids: i64[B]\n  var w: f64[3] = zeros\n"
+      "  var v: f64[3] = zeros\n  var t: f64[4, 2] = zeros\n"
+      "  graph { e = gather(t, ids)\n"
+      "    loss = sum(w * w) / 2.0 + sum(v * v) / 2.0 + sum(e * e) / 2.0 }\n"
+      "  train {\n    optimizer = adagrad(learning_rate = 0.1)\n"
+      "    optimizer for w, t = ftrl(learning_rate = exponential_decay(0.2, "
+      "decay_steps = 2, decay_rate = 0.5), learning_rate_power = -0.6, "
+      "l1 = 0.01, l2 = 0.1, l2_shrinkage = 0.05, beta = 0.3)\n  }\n}\n";
+  const std::vector<int64_t> ids = {2, 0, 2};
+  for (bool fuse : {false, true}) {
+    SCOPED_TRACE(fuse ? "fused" : "op by op");
+    Session s;
+    std::string error;
+    ASSERT_TRUE(s.open(source, fuse, error)) << error << "\n" << source;
+    std::map<std::string, std::string> updates; // variable -> optimizer
+    for (const auto &v : s.plan.variables())
+      if (v.role() == "model")
+        updates[v.name()] = v.optimizer();
+    EXPECT_EQ(updates["w"], "ftrl (optimizer for w, t)");
+    EXPECT_EQ(updates["t"], "ftrl (optimizer for w, t)");
+    EXPECT_EQ(updates["v"], "adagrad");
+    // The global step, w v t, Ftrl and Ftrl_1 of w and t, v/Adagrad.
+    EXPECT_EQ(s.plan.variables_size(), 1 + 3 + 2 + 2 + 1);
+    std::vector<double> w = {0.5, -1.5, 2.0}, v = w;
+    std::vector<double> t = {1, -2, 3, -4, 5, -6, 7, -8};
+    s.set("w", w);
+    s.set("v", v);
+    s.set("t", t);
+    std::vector<double> wAccum(3, 0.1), wLinear(3, 0.0), vAccum(3, 0.1);
+    std::vector<double> tAccum(8, 0.1), tLinear(8, 0.0);
+    for (int step = 0; step < 4; ++step) {
+      s.step(ids);
+      const double lr = 0.2 * std::pow(0.5, step / 2.0);
+      for (size_t i = 0; i < 3; ++i) {
+        ftrlReference(w[i], wAccum[i], wLinear[i], w[i], lr);
+        const double g = v[i];
+        vAccum[i] += g * g;
+        v[i] -= 0.1 * g / std::sqrt(vAccum[i]);
+      }
+      std::vector<double> g(8, 0.0); // row 2 twice, row 0 once
+      for (int64_t id : ids)
+        for (int j = 0; j < 2; ++j)
+          g[size_t(id * 2 + j)] += t[size_t(id * 2 + j)];
+      for (int64_t row : {0, 2})
+        for (int j = 0; j < 2; ++j) {
+          const size_t i = size_t(row * 2 + j);
+          ftrlReference(t[i], tAccum[i], tLinear[i], g[i], lr);
+        }
+      for (auto [name, want] :
+           {std::pair{"w", &w}, {"v", &v}, {"t", &t}, {"w/Ftrl", &wAccum},
+            {"w/Ftrl_1", &wLinear}, {"t/Ftrl_1", &tLinear},
+            {"v/Adagrad", &vAccum}}) {
+        const std::vector<double> got = s.values(name);
+        ASSERT_EQ(got.size(), want->size()) << name;
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], (*want)[i], 1e-13 * std::max(1.0, std::abs((*want)[i])))
+              << name << " step " << step << " element " << i;
+      }
+    }
+    // Rows 1 and 3 were never looked up: the sparse update left them.
+    EXPECT_EQ(s.values("t")[2], 3.0); // row 1 is 3, -4
+    EXPECT_EQ(s.values("t")[6], 7.0);
   }
 }
 

@@ -216,11 +216,13 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       "dtf.dropout_grad",
       // optimizers
       "dtf.apply_sgd", "dtf.apply_momentum", "dtf.apply_adam",
-      "dtf.apply_adagrad", "dtf.apply_rmsprop", "dtf.global_norm_clip",
+      "dtf.apply_adagrad", "dtf.apply_ftrl", "dtf.apply_rmsprop",
+      "dtf.global_norm_clip",
       "dtf.moving_average_update", "dtf.assign_moving_average",
       "dtf.sparse_apply_sgd",
       "dtf.sparse_apply_momentum", "dtf.sparse_apply_adam",
-      "dtf.sparse_apply_adagrad", "dtf.sparse_apply_rmsprop",
+      "dtf.sparse_apply_adagrad", "dtf.sparse_apply_ftrl",
+      "dtf.sparse_apply_rmsprop",
       // a region of elementwise ops, as one generated kernel
       "dtf.fused"};
   for (const std::string &op : expected)

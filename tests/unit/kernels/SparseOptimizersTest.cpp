@@ -47,6 +47,10 @@ const std::vector<Case> &cases() {
       {"dtf.apply_rmsprop", "dtf.sparse_apply_rmsprop", 2, false,
        {{"decay", 0.9}, {"momentum", 0.5}, {"epsilon", 1e-10},
         {"weight_decay", 0.3}}},
+      // FTRL's dense update also re-derives the absent rows (FtrlTest.cpp).
+      {"dtf.apply_ftrl", "dtf.sparse_apply_ftrl", 2, false,
+       {{"lr_power", -0.5}, {"l1", 0.01}, {"l2", 0.1}, {"l2_shrinkage", 0.05},
+        {"beta", 0.5}, {"weight_decay", 0.3}}},
   };
   return all;
 }
