@@ -108,7 +108,7 @@ const std::vector<BuiltinSpec> &catalogue() {
       // Other settings written as calls.
       {"sync", K::Config, {"replicas_to_aggregate", "total_num_replicas"}, 0, "SyncReplicasOptimizer"},
       {"global_norm", K::Config, {"clip_norm"}, 1, "clip gradients by global norm"},
-      {"session", K::Config, {"soft_placement", "log_device_placement", "inter_op_threads", "intra_op_threads", "gpu_towers"}, 0,
+      {"session", K::Config, {"soft_placement", "log_device_placement", "inter_op_threads", "intra_op_threads", "gpu_towers", "allow_tf32"}, 0,
        "session options"},
       {"replicate", K::Config, {"ps"}, 0, "replica device setter"},
   };

@@ -131,7 +131,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
                  Rule::LearningRate)
           .Cases("beta1", "beta2", "decay", "momentum", Rule::Fraction)
           .Cases("use_nesterov", "lazy", "staircase", "soft_placement",
-                 "log_device_placement", "header", Rule::Bool)
+                 "log_device_placement", "header", "allow_tf32", Rule::Bool)
           .Cases("decay_steps", "examples", "replicas_to_aggregate",
                  "total_num_replicas", Rule::Count)
           .Cases("inter_op_threads", "intra_op_threads", "gpu_towers",

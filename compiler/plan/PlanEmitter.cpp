@@ -586,6 +586,8 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
       session->set_soft_placement(b.getValue());
     if (auto b = s.getAs<BoolAttr>("log_device_placement"))
       session->set_log_device_placement(b.getValue());
+    if (auto b = s.getAs<BoolAttr>("allow_tf32"))
+      session->set_allow_tf32(b.getValue());
     session->set_inter_op_threads(static_cast<int32_t>(numberOr(s.get("inter_op_threads"))));
     session->set_intra_op_threads(static_cast<int32_t>(numberOr(s.get("intra_op_threads"))));
     session->set_gpu_towers(static_cast<int32_t>(numberOr(s.get("gpu_towers"))));

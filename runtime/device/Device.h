@@ -15,6 +15,14 @@
 
 namespace dtf::device {
 
+/// How a device is opened for one executor.
+struct DeviceOptions {
+  /// Whether f32 matmuls and convolutions may compute in TF32 on tensor
+  /// cores (the plan's session(allow_tf32 = true)); off, they keep f32's
+  /// 24-bit mantissa, as PyTorch's matmul does by default.
+  bool allowTf32 = false;
+};
+
 /// "/job:localhost/replica:0/task:0/device:GPU:N", as log_device_placement
 /// and messages name GPU `index`.
 std::string gpuDeviceName(int index);

@@ -24,7 +24,8 @@ public:
   /// exists (a library it calls did not load), in words; "" when it can.
   virtual std::string kernelUnusable(std::string_view opName) const = 0;
   /// Device `index` (< deviceCount()), opened for one executor.
-  virtual Status openDevice(int index, std::unique_ptr<Device> *out) = 0;
+  virtual Status openDevice(int index, const DeviceOptions &options,
+                            std::unique_ptr<Device> *out) = 0;
 };
 
 /// The process's GPUs: the CUDA driver (or its emulation), loaded at the

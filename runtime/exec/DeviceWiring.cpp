@@ -21,7 +21,9 @@ Status Executor::buildGpuNode(const plan::Op &op, int index, Node *node) {
   std::unique_ptr<device::Device> &gpu = gpus_[index];
   if (!gpu) {
     device::Platform *gpus = device::gpuPlatform(nullptr);
-    Status s = gpus ? gpus->openDevice(index, &gpu)
+    device::DeviceOptions deviceOptions;
+    deviceOptions.allowTf32 = options_.allowTf32;
+    Status s = gpus ? gpus->openDevice(index, deviceOptions, &gpu)
                     : errorStatus("the CUDA driver went away");
     if (!s.isOk())
       return errorStatus(options_.programName, ": ", node->where, ": ",

@@ -24,6 +24,7 @@ bool residentVariablesOff() {
 void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options) {
   options->softPlacement = plan.session().soft_placement();
   options->logDevicePlacement = plan.session().log_device_placement();
+  options->allowTf32 = plan.session().allow_tf32();
   options->variableDevices.clear();
   for (const plan::Variable &v : plan.variables())
     if (!v.device().empty())

@@ -71,6 +71,9 @@ struct ExecutorOptions {
   bool softPlacement = false;
   /// Print each op of the program and its device to `log` once, at load.
   bool logDevicePlacement = false;
+  /// GPU matmuls and convolutions may compute f32 in TF32 (the plan's
+  /// session(allow_tf32 = true)).
+  bool allowTf32 = false;
   /// The full name of the device the ops run on.
   std::string device = kLocalCpuDevice;
   /// Variable name -> Variable.device ("" or absent: not pinned).

@@ -121,6 +121,8 @@ inline constexpr cublasStatus_t CUBLAS_STATUS_SUCCESS = 0;
 inline constexpr cublasStatus_t CUBLAS_STATUS_INVALID_VALUE = 7;
 inline constexpr cublasStatus_t CUBLAS_STATUS_EXECUTION_FAILED = 13;
 inline constexpr cublasStatus_t CUBLAS_STATUS_NOT_SUPPORTED = 15;
+inline constexpr int CUBLAS_DEFAULT_MATH = 0;
+inline constexpr int CUBLAS_TF32_TENSOR_OP_MATH = 3;
 inline constexpr int CUBLAS_OP_N = 0;
 inline constexpr int CUBLAS_OP_T = 1;
 
@@ -128,6 +130,7 @@ inline constexpr int CUBLAS_OP_T = 1;
   X(cublasCreate_v2, (cublasHandle_t * handle))                                \
   X(cublasDestroy_v2, (cublasHandle_t handle))                                 \
   X(cublasSetStream_v2, (cublasHandle_t handle, CUstream stream))              \
+  X(cublasSetMathMode, (cublasHandle_t handle, int mode))                      \
   X(cublasSgemm_v2,                                                            \
     (cublasHandle_t handle, int transa, int transb, int m, int n, int k,       \
      const float *alpha, const float *a, int lda, const float *b, int ldb,     \
@@ -157,6 +160,10 @@ inline constexpr int CUDNN_TENSOR_NCHW = 0;
 inline constexpr int CUDNN_TENSOR_NHWC = 1;
 inline constexpr int CUDNN_DATA_FLOAT = 0;
 inline constexpr int CUDNN_CROSS_CORRELATION = 1;
+/// cudnnMathType_t: DEFAULT lets f32 convolutions use TF32 tensor cores on
+/// Ampere and later; FMA keeps f32 arithmetic.
+inline constexpr int CUDNN_DEFAULT_MATH = 0;
+inline constexpr int CUDNN_FMA_MATH = 3;
 inline constexpr int CUDNN_POOLING_MAX = 0;
 inline constexpr int CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING = 2;
 inline constexpr int CUDNN_NOT_PROPAGATE_NAN = 0;
@@ -193,6 +200,8 @@ struct cudnnConvolutionAlgoPerf_t {
     (cudnnConvolutionDescriptor_t desc, int padH, int padW, int strideH,       \
      int strideW, int dilationH, int dilationW, int mode, int computeType))    \
   X(cudnnDestroyConvolutionDescriptor, (cudnnConvolutionDescriptor_t desc))    \
+  X(cudnnSetConvolutionMathType,                                               \
+    (cudnnConvolutionDescriptor_t desc, int mathType))                         \
   X(cudnnGetConvolutionForwardWorkspaceSize,                                   \
     (cudnnHandle_t handle, cudnnTensorDescriptor_t x,                          \
      cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,             \

@@ -87,9 +87,10 @@ std::string CudaPlatform::kernelUnusable(std::string_view opName) const {
 }
 
 Status CudaPlatform::openDevice(int index,
+                                const device::DeviceOptions &options,
                                 std::unique_ptr<device::Device> *out) {
   std::unique_ptr<GpuDevice> device;
-  DTF_RETURN_IF_ERROR(GpuDevice::create(driver_, index, &device));
+  DTF_RETURN_IF_ERROR(GpuDevice::create(driver_, index, &device, options));
   *out = std::move(device);
   return Status::ok();
 }

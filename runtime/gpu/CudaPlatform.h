@@ -31,7 +31,8 @@ public:
   std::string description() const override { return driver_.description(); }
   bool hasKernel(std::string_view opName) const override;
   std::string kernelUnusable(std::string_view opName) const override;
-  Status openDevice(int index, std::unique_ptr<device::Device> *out) override;
+  Status openDevice(int index, const device::DeviceOptions &options,
+                    std::unique_ptr<device::Device> *out) override;
 
 private:
   CudaDriver &driver_;

@@ -21,7 +21,8 @@ Status GpuDevice::check(const char *call, CUresult r) const {
 }
 
 Status GpuDevice::create(CudaDriver &driver, int index,
-                         std::unique_ptr<GpuDevice> *out) {
+                         std::unique_ptr<GpuDevice> *out,
+                         const device::DeviceOptions &options) {
   std::unique_ptr<GpuDevice> d(new GpuDevice(driver, index));
   CUdevice dev = 0;
   DTF_RETURN_IF_ERROR(d->check("cuDeviceGet", driver.cuDeviceGet(&dev, index)));
@@ -42,9 +43,16 @@ Status GpuDevice::create(CudaDriver &driver, int index,
                driver.cuStreamCreate(&d->copyStream_, CU_STREAM_NON_BLOCKING)));
   // A library that did not load has no handle; placement keeps the ops
   // that need it off this GPU (CudaPlatform::kernelUnusable).
+  // Its math mode says it: TF32 tensor ops only where the plan allows them
+  // (cuBLAS's default math keeps f32; convolutions set theirs per call).
+  d->allowTf32_ = options.allowTf32;
   if (driver.missing(CudaDriver::Library::kCublas).empty() &&
       (driver.cublasCreate_v2(&d->blas_) != CUBLAS_STATUS_SUCCESS ||
        driver.cublasSetStream_v2(d->blas_, d->stream_) !=
+           CUBLAS_STATUS_SUCCESS ||
+       driver.cublasSetMathMode(d->blas_, options.allowTf32
+                                              ? CUBLAS_TF32_TENSOR_OP_MATH
+                                              : CUBLAS_DEFAULT_MATH) !=
            CUBLAS_STATUS_SUCCESS))
     return errorStatus("GPU ", index, ": cuBLAS cannot start");
   if (driver.missing(CudaDriver::Library::kCudnn).empty() &&

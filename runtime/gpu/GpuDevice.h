@@ -30,7 +30,8 @@ using GpuKernelCode = device::KernelCode;
 class GpuDevice : public device::Device {
 public:
   static Status create(CudaDriver &driver, int index,
-                       std::unique_ptr<GpuDevice> *out);
+                       std::unique_ptr<GpuDevice> *out,
+                       const device::DeviceOptions &options = {});
   ~GpuDevice() override;
 
   CudaDriver &driver() { return driver_; }
@@ -41,6 +42,8 @@ public:
   cuda::CUstream copyStream() const { return copyStream_; }
   cuda::cublasHandle_t blas() const { return blas_; }
   cuda::cudnnHandle_t dnn() const { return dnn_; }
+  /// Whether its cuBLAS and cuDNN calls may compute f32 in TF32.
+  bool allowTf32() const { return allowTf32_; }
   /// The device's compute capability, e.g. 90.
   int computeCapability() const { return cc_; }
 
@@ -102,6 +105,7 @@ private:
   cuda::CUstream copyStream_ = nullptr;
   cuda::cublasHandle_t blas_ = nullptr;
   cuda::cudnnHandle_t dnn_ = nullptr;
+  bool allowTf32_ = false;
   std::map<const GpuModuleCode *, cuda::CUmodule> modules_;
 
   GpuAllocator allocator_;

@@ -200,6 +200,11 @@ Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, ConvCall &call) {
     s = d.cudnnSetConvolution2dDescriptor(
         c.desc, int(w.padTop), int(w.padLeft), int(w.sh), int(w.sw), int(w.dh),
         int(w.dw), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+  // Explicitly: TF32 only where the plan allows it (cuDNN's default math
+  // would use it on Ampere and later).
+  if (s == CUDNN_STATUS_SUCCESS)
+    s = d.cudnnSetConvolutionMathType(
+        c.desc, ctx.device().allowTf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
   if (s == CUDNN_STATUS_SUCCESS)
     s = nhwc(y, w.n, w.oh, w.ow, w.oc);
   return dnnStatus(ctx, "a cuDNN descriptor", s);

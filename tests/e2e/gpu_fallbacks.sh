@@ -14,6 +14,9 @@
 #   4. with cuBLAS calls that a capture cannot hold (DTF_EMU_CAPTURE_UNSAFE=
 #      cublas): the capture fails, said exactly once, and the segment runs
 #      eagerly from then on (no graph launch in the training steps).
+# None of these runs lets a library call compute in TF32 (the default); the
+# same plan with session(allow_tf32 = true) lets every cuBLAS call and
+# convolution (the emulation counts them by their math mode).
 # The loss at every logged step matches the CPU run's within TOL (relative).
 # usage: gpu_fallbacks.sh BIN_DIR WORK_DIR [STEPS] [TOL]
 # shellcheck source=tests/e2e/lib.sh
@@ -24,6 +27,9 @@ mkdir -p "$work"
 python3 "$root/tests/e2e/gpu_model.py" "$root/models/mnist_cnn.dtf" "$work/cnn.dtf" "$steps" \
   "soft_placement = true, log_device_placement = true"
 "$bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
+python3 "$root/tests/e2e/gpu_model.py" "$root/models/mnist_cnn.dtf" "$work/tf32.dtf" "$steps" \
+  "soft_placement = true, allow_tf32 = true"
+"$bin/dtfc" "$work/tf32.dtf" -o "$work/tf32.plan"
 run() { # run NAME [dtf-run flags]: trains the plan, its log in NAME.log
   local name=$1; shift
   "$bin/dtf-run" "$work/cnn.plan" --log-every 10 "$@" > "$work/$name.log" 2>&1 ||
@@ -33,6 +39,8 @@ DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1 run cpu
 DTF_CUDNN_LIBRARY=/nonexistent/libcudnn.so.9 run nodnn --emulate-gpus 1
 DTF_CUBLAS_LIBRARY=/nonexistent/libcublas.so.13 run noblas --emulate-gpus 1
 DTF_EMU_CAPTURE_UNSAFE=cublas run eager --emulate-gpus 1
+"$bin/dtf-run" "$work/tf32.plan" --emulate-gpus 1 --steps 10 > "$work/tf32.log" 2>&1 ||
+  { tail -20 "$work/tf32.log" >&2; fail "the allow_tf32 run failed"; }
 python3 - "$work" "$tol" <<'PY'
 import re, sys
 work, tol = sys.argv[1], float(sys.argv[2])
@@ -89,6 +97,20 @@ if [s for s, _ in gpu] != [s for s, _ in cpu] or worst > tol:
     fail.append("eager: losses differ from the CPU's: %s vs %s" % (gpu, cpu))
 print("e2e: eager: %s; %d logged losses within %.1e of the CPU's (worst %.2e); %s" % (
     said[0][:120] if said else "(not said)", len(gpu), tol, worst, stats.group(0) if stats else ""))
+# TF32 only where the plan allows it.
+for name in ["nodnn", "noblas", "eager", "tf32"]:
+    text = open("%s/%s.log" % (work, name)).read()
+    m = re.search(r"cuda emulation: \d+ kernel launches, (\d+) cuBLAS calls, (\d+) cuDNN calls.*library calls that may compute in TF32: (\d+)", text)
+    if not m:
+        fail.append("%s: no TF32 counter" % name)
+        continue
+    blas, dnn, tf32 = (int(m.group(i)) for i in (1, 2, 3))
+    if name != "tf32" and tf32 != 0:
+        fail.append("%s: %d library calls may compute in TF32 without allow_tf32" % (name, tf32))
+    if name == "tf32" and not (blas > 0 and blas < tf32 <= blas + dnn):
+        fail.append("tf32: %d TF32 calls of %d cuBLAS and %d cuDNN calls: not every matmul and convolution" % (tf32, blas, dnn))
+    if name == "tf32":
+        print("e2e: tf32: %d of %d cuBLAS and %d cuDNN calls may compute in TF32 (0 in every run without allow_tf32)" % (tf32, blas, dnn))
 for f in fail:
     print("e2e: FAIL: " + f)
 sys.exit(1 if fail else 0)

@@ -612,7 +612,8 @@ int dtfEmuStats(char *buf, size_t size) {
       "replayed), %llu refusals, %llu NCCL all-reduces, %llu cuDNN "
       "algorithm choices, stream work per GPU:%s; copies between host and "
       "device: %llu (%llu bytes), between device buffers: %llu; NCCL "
-      "broadcasts: %llu; cross-stream waits: %llu eager, %llu replayed",
+      "broadcasts: %llu; cross-stream waits: %llu eager, %llu replayed; "
+      "library calls that may compute in TF32: %llu",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
@@ -624,7 +625,8 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.hostDeviceBytes, (unsigned long long)c.deviceCopies,
       (unsigned long long)c.ncclBroadcasts,
       (unsigned long long)c.crossStreamWaits,
-      (unsigned long long)c.replayedCrossStreamEdges);
+      (unsigned long long)c.replayedCrossStreamEdges,
+      (unsigned long long)c.tf32Calls);
 }
 
 CUresult cuInit(unsigned flags) {

@@ -19,6 +19,7 @@ namespace {
 
 struct BlasHandle {
   CUstream stream = nullptr;
+  int mathMode = CUBLAS_DEFAULT_MATH;
 };
 struct DnnHandle {
   CUstream stream = nullptr;
@@ -34,6 +35,8 @@ struct FilterDesc {
 struct ConvDesc {
   int padH = 0, padW = 0, strideH = 1, strideW = 1, dilH = 1, dilW = 1,
       mode = -1;
+  /// cuDNN's default math lets f32 use TF32 on Ampere and later.
+  int mathType = CUDNN_DEFAULT_MATH;
 };
 struct PoolDesc {
   int mode = 0, wh = 1, ww = 1, padH = 0, padW = 0, sh = 1, sw = 1;
@@ -231,6 +234,15 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, CUstream stream) {
   reinterpret_cast<BlasHandle *>(handle)->stream = stream;
   return CUBLAS_STATUS_SUCCESS;
 }
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, int mode) {
+  // cublasMath_t: DEFAULT 0, TENSOR_OP 1 (deprecated), PEDANTIC 2, TF32 3;
+  // the flag DISALLOW_REDUCED_PRECISION_REDUCTION (16) may be or-ed in.
+  if ((mode & ~16) < 0 || (mode & ~16) > 3)
+    return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                  "cublasSetMathMode: mode " + std::to_string(mode));
+  reinterpret_cast<BlasHandle *>(handle)->mathMode = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 cublasStatus_t
 cublasSgemmStridedBatched(cublasHandle_t handle, int transa, int transb, int m,
@@ -274,7 +286,11 @@ cublasSgemmStridedBatched(cublasHandle_t handle, int transa, int transb, int m,
       return r;
   }
   const float al = *alpha, be = *beta;
+  const bool tf32 = (reinterpret_cast<BlasHandle *>(handle)->mathMode & ~16) ==
+                    CUBLAS_TF32_TENSOR_OP_MATH;
   w.run = [=] {
+    if (tf32)
+      ++machine().counters.tf32Calls;
     for (int i = 0; i < batch; ++i)
       gemm(ta, tb, m, n, k, al, a + i * strideA, lda, b + i * strideB, ldb, be,
            c + i * strideC, ldc);
@@ -405,6 +421,16 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d,
                                       dilH, dilW, mode};
   return CUDNN_STATUS_SUCCESS;
 }
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d,
+                                          int mathType) {
+  // cudnnMathType_t: DEFAULT 0, TENSOR_OP 1, TENSOR_OP_ALLOW_CONVERSION 2,
+  // FMA 3.
+  if (mathType < 0 || mathType > 3)
+    return refuse(CUDNN_STATUS_BAD_PARAM,
+                  "cudnnSetConvolutionMathType: " + std::to_string(mathType));
+  reinterpret_cast<ConvDesc *>(d)->mathType = mathType;
+  return CUDNN_STATUS_SUCCESS;
+}
 cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, int mode,
                                           int, int wh, int ww, int padH,
                                           int padW, int sh, int sw) {
@@ -510,7 +536,10 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
   if (int r = dnnCheck(out, outBytes, "output", &w))
     return r;
   (void)in1;
+  const bool tf32 = cd.mathType != CUDNN_FMA_MATH;
   w.run = [=] {
+    if (tf32)
+      ++machine().counters.tf32Calls;
     const int64_t rows = int64_t(g.n) * g.oh * g.ow;
     const int64_t row = int64_t(g.kh) * g.kw * g.c;
     // Algorithm 1 works in the caller's workspace, algorithm 0 in its own.

@@ -73,6 +73,8 @@ struct Counters {
            deviceAllocs = 0, hostAllocs = 0, graphsCaptured = 0,
            graphLaunches = 0, replayedWork = 0, refusals = 0,
            ncclAllReduces = 0, algorithmChoices = 0;
+  /// cuBLAS and cuDNN calls whose math mode let f32 compute in TF32.
+  uint64_t tf32Calls = 0;
   /// The copies split by what they cross: host memory and a device (bytes
   /// too), or two device buffers (one GPU's, or a peer's).
   uint64_t hostDeviceCopies = 0, hostDeviceBytes = 0, deviceCopies = 0;
