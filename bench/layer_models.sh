@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The layer models of models/ (resnet.dtf: batch norm; transformer.dtf:
-# attention and layer norm; lstm.dtf) trained on Fashion-MNIST by dtf and by
+# attention and layer norm; vit.dtf: a class token, attention dropout, GELU;
+# lstm.dtf) trained on Fashion-MNIST by dtf and by
 # a faithful PyTorch twin (bench/peers/torch_layers.py), in one invocation:
 # images/s over the steps after the warm-up, and test accuracy at the end,
 # side by side as ratios. Writes results/layer_models.md.
@@ -10,7 +11,8 @@
 #     --steps N       training steps of each run (default 3000, the models')
 #     --warmup N      steps left out of images/s (default 50)
 #     --threads N     threads for each framework (default 2)
-#     --models LIST   comma-separated subset of resnet,transformer,lstm
+#     --models LIST   comma-separated subset of resnet,transformer,lstm,vit
+#                     (default resnet,transformer,lstm)
 #     --out FILE      results file (default bench/results/layer_models.md; "-": none)
 #
 #   environment: DTF_BENCH_VENV, DTF_BENCH_TORCH as in bench/throughput.sh.
@@ -41,7 +43,7 @@ while (($#)); do
 done
 ((steps > warmup)) || die "--steps must exceed --warmup"
 for m in ${models//,/ }; do
-  case $m in resnet|transformer|lstm) ;; *) die "--models: unknown model '$m'" ;; esac
+  case $m in resnet|transformer|lstm|vit) ;; *) die "--models: unknown model '$m'" ;; esac
 done
 # shellcheck source=bench/venv.sh
 source "$root/bench/venv.sh"
@@ -79,7 +81,10 @@ echo "$table"
 {
   echo "# Layer models beside PyTorch (bench/layer_models.sh)"
   echo
-  echo "Command: \`$cmdline\`, $(date -u +%Y-%m-%d) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load average before $load_before, after $load_after. One run each."
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  isa=SSE4; [[ $flags == *" avx2 "* ]] && isa=AVX2; [[ $flags == *" avx512f "* ]] && isa=AVX-512
+  [[ $flags == *" avx512_bf16 "* ]] && isa+=" with AVX512-BF16"
+  echo "Command: \`$cmdline\`, $(date -u +%Y-%m-%d) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') ($isa), $(nproc) cores; load average before $load_before, after $load_after. One run each."
   echo
   echo "$table"
 } > "$out"
