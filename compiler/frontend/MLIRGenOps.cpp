@@ -251,6 +251,7 @@ Value ModelGen::genReshape(const OpCall &op) {
     return nullptr;
   ast::Loc shapeLoc = resolve(args.get("shape"))->getLoc();
   int inferred = -1;
+  const bool namesBatch = !shape->empty() && ShapedType::isDynamic(shape->front());
   for (auto [i, d] : llvm::enumerate(*shape)) {
     if (ShapedType::isDynamic(d)) {
       // B: the batch, which stays first, as -1 there.
@@ -304,6 +305,18 @@ Value ModelGen::genReshape(const OpCall &op) {
         return nullptr;
       }
       mergedFactor = perExample / rest;
+      if (namesBatch && mergedFactor != 1) {
+        // B is the batch itself: one row per example.
+        auto diag = error(itemLocs[0])
+                    << "reshape with B keeps one row per example, but the "
+                       "other sizes take "
+                    << rest << " of the " << perExample
+                    << " elements of one example; write -1 to merge the "
+                       "batch with other axes ("
+                    << mergedFactor << " rows per example)";
+        noteOrigin(diag, args.get("x"), x);
+        return nullptr;
+      }
     }
     if (xt.hasStaticShape()) {
       int64_t count = xt.getNumElements();
