@@ -3,7 +3,12 @@ resnet.dtf (conv 3x3 without bias, BatchNorm with momentum 0.1 in PyTorch's
 convention = dtf's 0.9, eps 1e-3, two residual blocks, global average pool),
 transformer.dtf (7x7 patches, a linear embedding plus a learned position,
 two post-norm encoder blocks of 4-head attention with key_dim 16 and a
-128-unit feed-forward layer, LayerNorm eps 1e-5, mean over patches) and
+128-unit feed-forward layer, LayerNorm eps 1e-5, mean over patches),
+vit.dtf (the same patches and embedding with a learned class token, zeros,
+before them and a position embedding for the 17 tokens; two pre-norm blocks
+of 4-head attention with dropout 0.1 on the attention weights, as Keras'
+MultiHeadAttention(dropout=0.1) and nn.MultiheadAttention(dropout=0.1), and
+a 128-unit GELU MLP; a final LayerNorm; the classifier on token 0) and
 lstm.dtf (an LSTM of 64 units over the 28 rows, the last output), gru.dtf
 (the same with nn.GRU, whose reset gate scales the recurrent product as
 TensorFlow 2's reset_after does),
@@ -27,7 +32,7 @@ import fmnist
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=["resnet", "transformer", "lstm", "gru", "autoencoder", "mlp"])
+    ap.add_argument("model", choices=["resnet", "transformer", "vit", "lstm", "gru", "autoencoder", "mlp"])
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--batch", type=int, default=64)
@@ -103,6 +108,34 @@ def main():
             h = self.b2(self.b1(self.embed(p) + self.position))
             return self.out(h.mean(dim=1))
 
+    class PreNormEncoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = nn.LayerNorm(64, eps=1e-5), nn.LayerNorm(64, eps=1e-5)
+            self.att = nn.MultiheadAttention(64, 4, dropout=0.1, batch_first=True)
+            self.mlp1, self.mlp2 = nn.Linear(64, 128), nn.Linear(128, 64)
+
+        def forward(self, x):
+            n = self.n1(x)
+            h = x + self.att(n, n, n, need_weights=False)[0]
+            return h + self.mlp2(F.gelu(self.mlp1(self.n2(h))))
+
+    class ViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Linear(49, 64)
+            self.class_token = nn.Parameter(torch.zeros(1, 1, 64))
+            self.position = nn.Parameter(torch.randn(17, 64) * 0.02)
+            self.b1, self.b2 = PreNormEncoder(), PreNormEncoder()
+            self.norm = nn.LayerNorm(64, eps=1e-5)
+            self.out = nn.Linear(64, 10)
+
+        def forward(self, x):
+            p = self.embed(x.view(-1, 4, 7, 4, 7).permute(0, 1, 3, 2, 4).reshape(-1, 16, 49))
+            t = torch.cat([self.class_token.expand(p.shape[0], -1, -1), p], dim=1) + self.position
+            h = self.norm(self.b2(self.b1(t)))
+            return self.out(h[:, 0])
+
     class Rows(nn.Module):
         """lstm.dtf and gru.dtf: `cell` (nn.LSTM or nn.GRU) of 64 units over
         the 28 rows, a linear classifier on the last output."""
@@ -136,6 +169,7 @@ def main():
             return self.out(h)
 
     model, lr = {"resnet": (ResNet, 0.002), "transformer": (Transformer, 0.001),
+                 "vit": (ViT, 0.001),
                  "lstm": (lambda: Rows(nn.LSTM), 0.002), "gru": (lambda: Rows(nn.GRU), 0.002),
                  "autoencoder": (Autoencoder, 0.001),
                  "mlp": (MLP, 0.05)}[a.model]

@@ -83,7 +83,8 @@ Value ModelGen::genOp(const ast::CallExpr &call, const BuiltinSpec &spec,
       {"cast", &ModelGen::genArithmeticOp},
       {"select", &ModelGen::genSelect},
       {"reshape", &ModelGen::genReshape},
-      {"broadcast_to", &ModelGen::genReshape},
+      {"broadcast_to", &ModelGen::genBroadcastTo},
+      {"tile", &ModelGen::genTile},
       {"flatten", &ModelGen::genShapeOp},
       {"transpose", &ModelGen::genShapeOp},
       {"slice", &ModelGen::genShapeOp},
@@ -243,22 +244,35 @@ Value ModelGen::genReshape(const OpCall &op) {
   const BoundArgs &args = op.args;
   Value x = op.x;
   RankedTensorType xt = op.xt;
+  SmallVector<ast::Loc> itemLocs;
   std::optional<SmallVector<int64_t>> shape =
-      intListValue(args.get("shape"), "shape", false);
+      batchListValue(args.get("shape"), "shape", itemLocs);
   if (!shape)
     return nullptr;
   ast::Loc shapeLoc = resolve(args.get("shape"))->getLoc();
   int inferred = -1;
+  const bool namesBatch = !shape->empty() && ShapedType::isDynamic(shape->front());
   for (auto [i, d] : llvm::enumerate(*shape)) {
-    if (d == -1 && name == "reshape" && inferred < 0) {
+    if (ShapedType::isDynamic(d)) {
+      // B: the batch, which stays first, as -1 there.
+      if (i != 0 || xt.hasStaticShape()) {
+        auto diag = error(itemLocs[i])
+                    << "reshape takes B (the batch) only as the first size "
+                       "of a tensor with a batch dimension, got B at position "
+                    << i << " for " << formatType(xt);
+        noteOrigin(diag, args.get("x"), x);
+        return nullptr;
+      }
+      d = -1;
+    }
+    if (d == -1 && inferred < 0) {
       inferred = i;
       continue;
     }
     if (d < 1 || d > kMaxDimSize) {
-      error(shapeLoc) << name << " sizes must be positive"
-                      << (name == "reshape" ? " (with one -1 for the size "
-                                              "that follows from the others)"
-                                            : "")
+      error(shapeLoc) << name
+                      << " sizes must be positive (with one -1 for the size "
+                         "that follows from the others)"
                       << ", got " << d << " at position " << i;
       return nullptr;
     }
@@ -291,6 +305,18 @@ Value ModelGen::genReshape(const OpCall &op) {
         return nullptr;
       }
       mergedFactor = perExample / rest;
+      if (namesBatch && mergedFactor != 1) {
+        // B is the batch itself: one row per example.
+        auto diag = error(itemLocs[0])
+                    << "reshape with B keeps one row per example, but the "
+                       "other sizes take "
+                    << rest << " of the " << perExample
+                    << " elements of one example; write -1 to merge the "
+                       "batch with other axes ("
+                    << mergedFactor << " rows per example)";
+        noteOrigin(diag, args.get("x"), x);
+        return nullptr;
+      }
     }
     if (xt.hasStaticShape()) {
       int64_t count = xt.getNumElements();
@@ -311,27 +337,17 @@ Value ModelGen::genReshape(const OpCall &op) {
   }
   auto type = RankedTensorType::get(target, xt.getElementType());
   std::pair<const ast::Expr *, Value> operands[] = {{args.get("x"), x}};
-  if (name == "reshape") {
-    Value y = buildChecked<ReshapeOp>(
-        at, operands,
-        [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {
-          if (failed(verifyReshape(xt, type, emit)))
-            return failure();
-          return type;
-        },
-        x);
-    if (y && mergedFactor > 1)
-      batchFactors[y] = mergedFactor;
-    return y;
-  }
-  return buildChecked<BroadcastToOp>(
+  Value y = buildChecked<ReshapeOp>(
       at, operands,
       [&](EmitErrorFn emit) -> FailureOr<RankedTensorType> {
-        if (failed(verifyBroadcastable(xt.getShape(), type.getShape(), emit)))
+        if (failed(verifyReshape(xt, type, emit)))
           return failure();
         return type;
       },
       x);
+  if (y && mergedFactor > 1)
+    batchFactors[y] = mergedFactor;
+  return y;
 }
 
 Value ModelGen::genShapeOp(const OpCall &op) {

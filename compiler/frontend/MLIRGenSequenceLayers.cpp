@@ -9,23 +9,39 @@
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
+#include <sstream>
 
 namespace mlir::dtf::frontend {
 
-/// multi_head_attention(query, value, heads, key_dim, mask): Keras'
+/// multi_head_attention(query, value, heads, key_dim, mask, dropout): Keras'
 /// MultiHeadAttention with key = value. Per head h, with the projections
 /// q = query @ Wq + bq, k = value @ Wk + bk, v = value @ Wv + bv (each
 /// [E, heads * key_dim], split into heads), softmax(q_h k_h^T / sqrt(key_dim))
 /// v_h; the heads side by side, projected back to query's width by Wo, bo.
-/// A bool mask [B, Tq or 1, Tv] keeps the scores where it holds. Built from
-/// matmul, reshape, transpose, softmax and select.
+/// A bool mask [B, Tq or 1, Tv] keeps the scores where it holds; `dropout`
+/// drops attention weights while training. Built from matmul, reshape,
+/// transpose, softmax, select and dropout.
 Value ModelGen::genAttention(Value query, const LayerName &layer,
                              const BoundArgs &args, ast::Loc at) {
   Location l = loc(at);
   Value value = tensorArg(args, "value");
   std::optional<int64_t> heads = intArg(args, "heads", 0, 1, 4096);
   std::optional<int64_t> keyDim = intArg(args, "key_dim", 0, 1, kMaxDimSize);
-  if (!value || !heads || !keyDim)
+  double dropoutRate = 0;
+  bool dropoutOk = false;
+  if (std::optional<double> d = numberArg(args, "dropout", 0.0)) {
+    dropoutRate = *d;
+    dropoutOk = dropoutRate >= 0.0 && dropoutRate < 1.0;
+    if (!dropoutOk) {
+      std::ostringstream written; // 1, -0.1: as the user writes them
+      written.precision(15);
+      written << dropoutRate;
+      error(resolve(args.get("dropout"))->getLoc())
+          << "multi_head_attention dropout must be in [0, 1), got "
+          << written.str();
+    }
+  }
+  if (!value || !heads || !keyDim || !dropoutOk)
     return nullptr;
   auto qt = cast<RankedTensorType>(query.getType());
   auto vt = cast<RankedTensorType>(value.getType());
@@ -132,6 +148,12 @@ Value ModelGen::genAttention(Value query, const LayerName &layer,
     scores = builder.create<SelectOp>(l, m4, scores, masked);
   }
   Value weights = builder.create<SoftmaxOp>(l, scores, -1);
+  // Keras drops attention weights (after the softmax) while training; the
+  // dropout op is the identity in evaluation, prediction and export.
+  if (dropoutRate > 0)
+    weights = builder.create<DropoutOp>(l, weights,
+                                        builder.getF64FloatAttr(dropoutRate),
+                                        IntegerAttr());
   Value heads4 = builder.create<MatmulOp>(
       l, type({ShapedType::kDynamic, h, tq, dk}), weights, v, false, false);
   Value merged = builder.create<ReshapeOp>(

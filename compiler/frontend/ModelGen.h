@@ -202,7 +202,17 @@ private:
   Value genMathOp(const OpCall &op);
   Value genBucketize(const OpCall &op);
   Value buildGelu(Value x, bool approximate, Location l);
-  Value genReshape(const OpCall &op);     // reshape, broadcast_to
+  Value genReshape(const OpCall &op);
+  // broadcast_to and tile (MLIRGenBatchShapes.cpp): their sizes may name
+  // the batch, which they take from an input at run time (batchSource).
+  Value genBroadcastTo(const OpCall &op);
+  Value genTile(const OpCall &op);
+  Value batchSource(ast::Loc at, StringRef what);
+  /// A list of integers where the name B stands for the batch (kDynamic);
+  /// each item's place in `itemLocs`. Reports every bad item.
+  std::optional<SmallVector<int64_t>>
+  batchListValue(const ast::Expr *expr, StringRef what,
+                 SmallVectorImpl<ast::Loc> &itemLocs);
   Value genShapeOp(const OpCall &op);     // flatten, transpose, slice
   Value genReductionOp(const OpCall &op); // sum, mean, max, argmax, softmax
   Value genLossOp(const OpCall &op);      // the softmax cross-entropies

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The layer models of models/ train on Fashion-MNIST: the vision transformer
 # (multi_head_attention, layer_norm, dense over patches, batched matmul),
+# the ViT with a class token (broadcast_to over the batch, attention
+# dropout, GELU, slicing token 0),
 # the LSTM over image rows and the residual CNN with batch_norm (evaluated
 # with its moving statistics), 400 steps each in one process, must lower
 # their loss by 20% and evaluate well above chance. Then 1 ps + 2 workers
@@ -12,13 +14,25 @@
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
 rm -rf "$work" && mkdir -p "$work"
-for m in transformer:0.72 lstm:0.72 resnet:0.68; do
-  name=${m%:*} floor=${m#*:}
+for m in transformer:400:0.72 vit:400:0.72 lstm:400:0.72 resnet:400:0.68; do
+  IFS=: read -r name steps floor <<<"$m"
   "$bin/dtfc" "$root/models/$name.dtf" -o "$work/$name.plan"
-  "$bin/dtf-run" "$work/$name.plan" --steps 400 --log-every 100 --threads 2 > "$work/$name.log" 2>&1 ||
+  "$bin/dtf-run" "$work/$name.plan" --steps "$steps" --log-every 100 --threads 2 > "$work/$name.log" 2>&1 ||
     { tail -20 "$work/$name.log" >&2; fail "dtf-run of models/$name.dtf failed"; }
-  python3 "$root/tests/e2e/check_training.py" "$work/$name.log" 400 "$floor" "$name"
+  python3 "$root/tests/e2e/check_training.py" "$work/$name.log" "$steps" "$floor" "$name"
 done
+
+# The ViT's class token written as tile(class_token, [B, 1, 1]) instead of
+# broadcast_to(class_token, [B, 1, 64]): the same loss at step 100.
+sed 's/broadcast_to(class_token, \[B, 1, 64\])/tile(class_token, [B, 1, 1])/' "$root/models/vit.dtf" > "$work/vit_tile.dtf"
+grep -q 'tile(class_token' "$work/vit_tile.dtf" || fail "models/vit.dtf no longer writes broadcast_to(class_token, [B, 1, 64])"
+"$bin/dtfc" "$work/vit_tile.dtf" -o "$work/vit_tile.plan"
+"$bin/dtf-run" "$work/vit_tile.plan" --steps 100 --log-every 100 --threads 2 > "$work/vit_tile.log" 2>&1 ||
+  { tail -20 "$work/vit_tile.log" >&2; fail "dtf-run of the ViT with tile failed"; }
+want=$(grep -o '^step 100/[0-9]* *loss [0-9.]*' "$work/vit.log" | sed 's|/[0-9]*||')
+got=$(grep -o '^step 100/[0-9]* *loss [0-9.]*' "$work/vit_tile.log" | sed 's|/[0-9]*||')
+[ -n "$want" ] && [ "$got" = "$want" ] || fail "the ViT with tile logged '$got', with broadcast_to '$want'"
+echo "   ok: the ViT's class token by tile and by broadcast_to: the same $want"
 
 # Checkpoints keep batch norm's moving statistics (non-trainable) and every
 # new layer's variables, and a second run restores them and goes on.

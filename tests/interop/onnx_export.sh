@@ -65,8 +65,8 @@ done
 echo "onnx export test: exported all ${#models[@]} models of models/; compared all but: ${!not_compared[*]}"
 
 # The math ops of issue 36 (Erf, Floor, Ceil, Round, Abs, Mod and its float
-# decomposition, bucketize's Less/ReduceSum): exported and compared as the
-# models above.
+# decomposition, bucketize's Less/ReduceSum, Tile and Expand over the batch):
+# exported and compared as the models above.
 dir=$work/math_ops
 mkdir -p "$dir"
 "$bin/dtfc" "$here/math_ops.dtf" -o "$dir/plan.bin"

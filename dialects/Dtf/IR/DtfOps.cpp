@@ -396,15 +396,6 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
       results);
 }
 
-LogicalResult BroadcastToOp::verify() {
-  auto from = cast<RankedTensorType>(getX().getType());
-  auto to = cast<RankedTensorType>(getType());
-  if (from.getElementType() != to.getElementType())
-    return emitOpError() << "keeps the dtype, got " << from << " to " << to;
-  return verifyBroadcastable(from.getShape(), to.getShape(),
-                             [&] { return emitError(); });
-}
-
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

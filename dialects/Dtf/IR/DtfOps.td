@@ -417,17 +417,44 @@ def Dtf_BroadcastToOp : Dtf_Op<"broadcast_to", [Pure]> {
   let summary = "stretches a tensor to a larger shape by broadcasting";
   let description = [{
     The shape of `x` broadcasts to the result's shape (aligned at the right,
-    dimensions of 1 stretch).
+    dimensions of 1 stretch). A dynamic size of the result is `x`'s size
+    there, or, with `batch_of`, the size of `batch_of` at the same position:
+    how a variable is repeated over the batch (`broadcast_to(cls, [B, 1, 64])`
+    in the language, `batch_of` one of the model's inputs).
 
     ```mlir
-    %b = dtf.broadcast_to %bias : tensor<10xf32> -> tensor<?x10xf32>
+    %b = dtf.broadcast_to %h : tensor<?x1xf32> -> tensor<?x10xf32>
+    %c = dtf.broadcast_to %cls batch_of %x : tensor<1x1x64xf32>, tensor<?x784xf32> -> tensor<?x1x64xf32>
     ```
   }];
-  let arguments = (ins Dtf_Tensor:$x);
+  let arguments = (ins Dtf_Tensor:$x, Optional<Dtf_Tensor>:$batch_of);
   let results = (outs Dtf_Tensor:$output);
-  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($output)";
+  let assemblyFormat = "$x (`batch_of` $batch_of^)? attr-dict `:` type($x) "
+                       "(`,` type($batch_of)^)? `->` type($output)";
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+def Dtf_TileOp : Dtf_Op<"tile", [Pure]> {
+  let summary = "repeats a tensor along each dimension (TensorFlow's tf.tile)";
+  let description = [{
+    Dimension `i` of the result is `multiples[i]` copies of dimension `i` of
+    `x`, one after the other. A multiple of -1 repeats a dimension of size 1
+    over the batch: the result's size there is the size of `batch_of` at the
+    same position (`tile(cls, [B, 1, 1])` in the language).
+
+    ```mlir
+    %t = dtf.tile %x multiples [1, 3] : tensor<?x4xf32> -> tensor<?x12xf32>
+    %c = dtf.tile %cls multiples [-1, 1, 1] batch_of %x : tensor<1x1x64xf32>, tensor<?x784xf32> -> tensor<?x1x64xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_Tensor:$x, DenseI64ArrayAttr:$multiples,
+                       Optional<Dtf_Tensor>:$batch_of);
+  let results = (outs Dtf_Tensor:$output);
+  let assemblyFormat = "$x `multiples` $multiples (`batch_of` $batch_of^)? "
+                       "attr-dict `:` type($x) (`,` type($batch_of)^)? `->` "
+                       "type($output)";
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -184,6 +184,22 @@ def Dtf_SliceGradOp : Dtf_GradLikeOp<"slice_grad",
   let assemblyFormat = "$dy `,` $x `begin` $begin attr-dict `:` type($dy) `to` type($x)";
 }
 
+def Dtf_TileGradOp : Dtf_GradLikeOp<"tile_grad",
+    "tile: dy summed over the repeats, to the input's shape", ["x"]> {
+  let description = [{
+    Element `i` of the result is the sum of the elements of `dy` whose index
+    is `i` modulo the shape of `x` (each of `dy`'s sizes a multiple of `x`'s).
+
+    ```mlir
+    %dx = dtf.tile_grad %dy, %x : tensor<?x1x64xf32> to tensor<1x1x64xf32>
+    ```
+  }];
+  let arguments = (ins Dtf_NumericTensor:$dy, Dtf_NumericTensor:$x);
+  let results = (outs Dtf_NumericTensor:$output);
+  let assemblyFormat = "$dy `,` $x attr-dict `:` type($dy) `to` type($x)";
+  let hasVerifier = 1;
+}
+
 def Dtf_ReduceGradOp : Dtf_GradLikeOp<"reduce_grad",
     "sum or mean: dy broadcast back over the reduced axes", ["x"]> {
   let arguments = (ins Dtf_NumericTensor:$dy, Dtf_NumericTensor:$x,

@@ -320,6 +320,47 @@ FailureOr<RankedTensorType> inferSlice(RankedTensorType x,
   return withShape(x, out);
 }
 
+FailureOr<RankedTensorType> inferTile(RankedTensorType x,
+                                      ArrayRef<int64_t> multiples,
+                                      EmitErrorFn emitError) {
+  if (static_cast<int64_t>(multiples.size()) != x.getRank()) {
+    emitError() << "tile expects one multiple per dimension ("
+                << x.getRank() << "), got " << multiples.size();
+    return failure();
+  }
+  SmallVector<int64_t> out;
+  for (auto [d, m] : llvm::enumerate(multiples)) {
+    int64_t size = x.getDimSize(d);
+    if (m == kBatchMultiple) {
+      if (size != 1) {
+        emitError() << "tile repeats only a dimension of size 1 over the "
+                       "batch, got size "
+                    << (isDynamic(size) ? std::string("B")
+                                        : std::to_string(size))
+                    << " in dimension " << d;
+        return failure();
+      }
+      out.push_back(kDynamic);
+      continue;
+    }
+    if (m < 1 || m > kMaxDimSize) {
+      emitError() << "tile multiples must be positive (or -1 for the batch), "
+                     "got "
+                  << m << " in dimension " << d;
+      return failure();
+    }
+    if (isDynamic(size))
+      out.push_back(kDynamic);
+    else if (size > kMaxDimSize / m) {
+      emitError() << "tile of dimension " << d << " (size " << size << ") "
+                  << m << " times is too large";
+      return failure();
+    } else
+      out.push_back(size * m);
+  }
+  return withShape(x, out);
+}
+
 LogicalResult verifyBroadcastable(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
                                   EmitErrorFn emitError) {
   bool ok = from.size() <= to.size();

@@ -73,6 +73,14 @@ FailureOr<RankedTensorType> inferSlice(RankedTensorType x,
                                        ArrayRef<int64_t> size,
                                        EmitErrorFn emitError);
 
+/// tile: each dimension `multiples[i]` times its size; a multiple of -1
+/// (kBatchMultiple) repeats a dimension of size 1 over the batch, a dynamic
+/// size in the result.
+constexpr int64_t kBatchMultiple = -1;
+FailureOr<RankedTensorType> inferTile(RankedTensorType x,
+                                      ArrayRef<int64_t> multiples,
+                                      EmitErrorFn emitError);
+
 /// Checks that `from` broadcasts to `to` (used by broadcast_to).
 LogicalResult verifyBroadcastable(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
                                   EmitErrorFn emitError);

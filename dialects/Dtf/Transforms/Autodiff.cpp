@@ -420,6 +420,10 @@ std::optional<LogicalResult> GradientBuilder::backwardShape(Operation *op,
         unary(o.getX(), unbroadcast(dy, o.getX()));
         return success();
       })
+      .Case([&](TileOp o) {
+        unary(o.getX(), b.create<TileGradOp>(loc, typeOf(o.getX()), dy, o.getX()));
+        return success();
+      })
       .Case([&](ConcatOp o) -> LogicalResult {
         int64_t rank = typeOf(dy).getRank();
         int64_t axis = o.getAxisAttr().getInt();

@@ -394,6 +394,46 @@ Status sumToShapeKernel(KernelContext &ctx) {
   });
 }
 
+// The gradient of tile: dy viewed as [m0, x0, m1, x1, ...] (each of dy's
+// sizes m times x's) and summed over the m's, in the order of a sum.
+Status tileGradKernel(KernelContext &ctx) {
+  const char *name = dtf::ops::kTileGrad;
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
+  const Tensor &dy = ctx.input(0), &x = ctx.input(1);
+  bool ok = dy.rank() == x.rank() && dy.dtype() == x.dtype();
+  std::vector<int64_t> view;
+  std::vector<bool> reduced;
+  for (int d = 0; ok && d < x.rank(); ++d) {
+    const int64_t n = dy.dim(d), size = x.dim(d);
+    ok = size == 0 ? n == 0 : n % size == 0;
+    const int64_t m = size == 0 ? 1 : n / size;
+    if (m != 1) {
+      view.push_back(m);
+      reduced.push_back(true);
+    }
+    if (size != 1 || m == 1) {
+      view.push_back(size);
+      reduced.push_back(false);
+    }
+  }
+  if (!ok)
+    return errorStatus(name, " expects dy of x's dtype and rank with each size "
+                             "a multiple of x's, got ",
+                       dy.describe(), " for ", x.describe());
+  if (static_cast<int>(view.size()) > kMaxRank)
+    return errorStatus(name, " supports up to ", kMaxRank,
+                       " repeated or copied dimensions, got ", dy.describe(),
+                       " for ", x.describe());
+  return dispatchNumeric(name, dy.dtype(), [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    Tensor *out;
+    DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), x.shape(), &out));
+    reduceInto<T>(dy.data<T>(), view, reduced, out->data<T>(), ReduceKind::Sum,
+                  ctx.threadPool());
+    return Status::ok();
+  });
+}
+
 // dy reshaped to x's rank (reduced dims as 1), after checking it has the
 // reduction's result shape.
 Status keepDimsShape(const KernelContext &ctx, const char *name,
@@ -499,6 +539,7 @@ void registerReduceKernels(KernelRegistry &registry) {
   registry.add(dtf::ops::kMax, maxKernel);
   registry.add(dtf::ops::kArgmax, argmaxKernel);
   registry.add(dtf::ops::kSumToShape, sumToShapeKernel);
+  registry.add(dtf::ops::kTileGrad, tileGradKernel);
   registry.add(dtf::ops::kReduceGrad, reduceGradKernel);
   registry.add(dtf::ops::kMaxReduceGrad, maxReduceGradKernel);
 }

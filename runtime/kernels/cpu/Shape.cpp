@@ -1,4 +1,4 @@
-// Shape ops: reshape (a view), transpose, concat, slice, broadcast_to. They
+// Shape ops: reshape (a view), transpose, concat, slice, broadcast_to, tile. They
 // move bytes, so they take every dtype, f16 and bf16 included.
 #include "runtime/kernels/cpu/KernelUtil.h"
 
@@ -215,6 +215,61 @@ Status broadcastToKernel(KernelContext &ctx) {
   });
 }
 
+// tf.tile: dimension d of the result is multiples[d] copies of x's. A
+// multiple of -1 repeats a dimension of size 1 over the batch: the result's
+// size there is the second input's (`batch_of`) at the same position. The
+// result is a gather from x viewed as [m0, x0, m1, x1, ...] with stride 0
+// along each m.
+Status tileKernel(KernelContext &ctx) {
+  const char *name = dtf::ops::kTile;
+  DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1, 2));
+  const Tensor &x = ctx.input(0);
+  std::vector<int64_t> multiples = ctx.getInts("multiples");
+  if (static_cast<int>(multiples.size()) != x.rank())
+    return errorStatus(name, " expects one multiple per dimension of ",
+                       x.describe(), ", got ", shapeString(multiples));
+  std::vector<int64_t> strides = contiguousStrides(x.shape()), outShape,
+                       viewDims, viewStrides;
+  for (int d = 0; d < x.rank(); ++d) {
+    int64_t m = multiples[d];
+    if (m == -1) {
+      if (ctx.numInputs() < 2 || ctx.input(1).rank() <= d)
+        return errorStatus(name, ": multiple -1 (the batch) in dimension ", d,
+                           " needs a second input with that dimension");
+      if (x.dim(d) != 1)
+        return errorStatus(name, " repeats only a dimension of size 1 over "
+                                 "the batch, got ",
+                           x.describe());
+      m = ctx.input(1).dim(d);
+    } else if (m < 0) {
+      return errorStatus(name, ": multiples ", shapeString(multiples),
+                         " has a negative entry");
+    }
+    outShape.push_back(x.dim(d) * m);
+    viewDims.insert(viewDims.end(), {m, x.dim(d)});
+    viewStrides.insert(viewStrides.end(), {0, strides[d]});
+  }
+  int kept = 0; // the gather's rank before merging, bounded by kMaxRank
+  for (int64_t d : viewDims)
+    kept += d != 1;
+  if (kept > kMaxRank)
+    return errorStatus(name, " supports up to ", kMaxRank,
+                       " repeated or copied dimensions, got ", x.describe(),
+                       " with multiples ", shapeString(multiples));
+  Gather g = makeGather(viewDims, viewStrides);
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, x.dtype(), outShape, &out));
+  if (out->numElements() == 0)
+    return Status::ok();
+  return dispatchBytes(x.dtype(), [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    runGather(g, static_cast<const E *>(x.rawData()),
+              static_cast<E *>(out->rawData()), out->numElements(),
+              ctx.threadPool());
+    return Status::ok();
+  });
+}
+
 Status transposeKernel(KernelContext &ctx) {
   const char *name = dtf::ops::kTranspose;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
@@ -368,6 +423,7 @@ Status concatKernel(KernelContext &ctx) {
 void registerShapeKernels(KernelRegistry &registry) {
   registry.add(dtf::ops::kReshape, reshapeKernel);
   registry.add(dtf::ops::kBroadcastTo, broadcastToKernel);
+  registry.add(dtf::ops::kTile, tileKernel);
   registry.add(dtf::ops::kTranspose, transposeKernel);
   registry.add(dtf::ops::kSlice, sliceKernel);
   registry.add(dtf::ops::kSliceGrad, sliceGradKernel);

@@ -4,6 +4,7 @@
 
 #include "runtime/plan/PlanTypes.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -339,6 +340,60 @@ private:
     return Status::ok();
   }
 
+  // Expand's shape or Tile's repeats: `sizes`, except where `fromBatch`
+  // holds, which take that dimension of the op's second input (batch_of) at
+  // run time.
+  std::string batchSizes(const plan::Op &op, const std::vector<int64_t> &sizes,
+                         const std::vector<bool> &fromBatch) {
+    if (std::find(fromBatch.begin(), fromBatch.end(), true) == fromBatch.end())
+      return int64Constant("sizes", sizes);
+    const std::string shape = fresh("batch_shape");
+    node(op, "Shape", {name(op.inputs(1))}, {shape});
+    std::vector<std::string> pieces;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (!fromBatch[d]) {
+        pieces.push_back(int64Constant("size", {sizes[d]}));
+        continue;
+      }
+      pieces.push_back(fresh("batch"));
+      node(op, "Slice",
+           {shape, int64Constant("starts", {int64_t(d)}),
+            int64Constant("ends", {int64_t(d) + 1})},
+           {pieces.back()});
+    }
+    const std::string joined = fresh("sizes");
+    setInt(node(op, "Concat", pieces, {joined}), "axis", 0);
+    return joined;
+  }
+
+  // broadcast_to: Expand, whose 1s keep x's sizes (its batch); tile: Tile,
+  // a multiple of -1 the batch of batch_of.
+  Status batchShapeOp(const plan::Op &op) {
+    const bool tile = op.name() == dtf::ops::kTile;
+    const bool batchOf = op.inputs_size() > 1;
+    std::vector<int64_t> sizes =
+        tile ? ints(op, "multiples") : dims(op.outputs(0));
+    const std::vector<int64_t> x = dims(op.inputs(0));
+    const int64_t pad = int64_t(sizes.size()) - int64_t(x.size());
+    std::vector<bool> fromBatch(sizes.size(), false);
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      if (sizes[d] >= 0)
+        continue;
+      const bool xHasIt = !tile && int64_t(d) >= pad && x[d - pad] < 0;
+      if (batchOf && !xHasIt)
+        fromBatch[d] = true;
+      else if (xHasIt)
+        sizes[d] = 1;
+      else
+        return errorStatus(op.location(), ": ", op.name(),
+                           " has no batch to take dimension ", d, " from");
+    }
+    node(op, tile ? "Tile" : "Expand",
+         {name(op.inputs(0)), batchSizes(op, sizes, fromBatch)},
+         {name(op.outputs(0))});
+    return Status::ok();
+  }
+
   static std::string autoPad(const plan::Op &op) {
     return text(op, "padding") == "same" ? "SAME_UPPER" : "VALID";
   }
@@ -465,6 +520,8 @@ private:
       node(op, "Reshape", {in(0), int64Constant("shape", shape)}, {out()});
       return Status::ok();
     }
+    if (kind == dtf::ops::kBroadcastTo || kind == dtf::ops::kTile)
+      return batchShapeOp(op);
     if (kind == dtf::ops::kTranspose) {
       setInts(node(op, "Transpose", {in(0)}, {out()}), "perm",
               ints(op, "permutation"));

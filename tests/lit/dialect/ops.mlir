@@ -132,8 +132,8 @@ func.func @shapes(%x: tensor<?x784xf32>, %w: tensor<784x500xf32>, %a: tensor<?x3
   %4 = dtf.slice %x begin [0, 2] size [-1, 3] : tensor<?x784xf32> -> tensor<?x3xf32>
   // CHECK: dtf.slice %{{.*}} begin [100, 0] size [-1, 250] : tensor<784x500xf32> -> tensor<684x250xf32>
   %5 = dtf.slice %w begin [100, 0] size [-1, 250] : tensor<784x500xf32> -> tensor<684x250xf32>
-  // CHECK: dtf.broadcast_to %{{.*}} : tensor<10xf32> -> tensor<?x10xf32>
-  %6 = dtf.broadcast_to %bias : tensor<10xf32> -> tensor<?x10xf32>
+  // CHECK: dtf.broadcast_to %{{.*}} batch_of %{{.*}} : tensor<10xf32>, tensor<?x784xf32> -> tensor<?x10xf32>
+  %6 = dtf.broadcast_to %bias batch_of %x : tensor<10xf32>, tensor<?x784xf32> -> tensor<?x10xf32>
   return
 }
 

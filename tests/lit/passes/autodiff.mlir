@@ -109,3 +109,32 @@ module attributes {dtf.model = "m"} {
 // CHECK-NOT: dtf.slice_grad
 // CHECK: dtf.matmul %{{.*}}, %[[DZ]] transpose_a
 // CHECK-NEXT: return
+
+// -----
+
+// A class token repeated over the batch (tile, and broadcast_to taking the
+// batch from an input): tile's gradient sums dy over the repeats
+// (tile_grad), broadcast_to's sums it back to the token's shape; the input
+// that gives the batch gets none.
+module attributes {dtf.model = "m"} {
+  dtf.variable @cls : tensor<1x1x4xf32> = #dtf.init<ones> {trainable}
+  func.func @m() -> (tensor<f32> {dtf.name = "loss"}) {
+    %x = dtf.input "x" : tensor<?x4xf32>
+    %c = dtf.read_variable @cls : tensor<1x1x4xf32>
+    %t = dtf.tile %c multiples [-1, 2, 1] batch_of %x : tensor<1x1x4xf32>, tensor<?x4xf32> -> tensor<?x2x4xf32>
+    %b = dtf.broadcast_to %c batch_of %x : tensor<1x1x4xf32>, tensor<?x4xf32> -> tensor<?x1x4xf32>
+    %s = dtf.sum %t : tensor<?x2x4xf32> -> tensor<f32>
+    %u = dtf.sum %b : tensor<?x1x4xf32> -> tensor<f32>
+    %l = dtf.add %s, %u : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// CHECK-LABEL: func.func @train_step()
+// CHECK-SAME: tensor<1x1x4xf32> {dtf.grad_of = @cls}
+// CHECK: %[[X:.*]] = dtf.input "x"
+// CHECK: %[[C:.*]] = dtf.read_variable @cls
+// CHECK-DAG: dtf.sum_to_shape %{{.*}}, %[[C]] : tensor<?x1x4xf32> to tensor<1x1x4xf32>
+// CHECK-DAG: dtf.tile_grad %{{.*}}, %[[C]] : tensor<?x2x4xf32> to tensor<1x1x4xf32>
+// CHECK-NOT: %[[X]] :
+// CHECK: return

@@ -367,6 +367,16 @@ const Case kCases[] = {
     {"reshape", "  input x: $T[B, 6]", "$T[2, 3]", "    loss = sum(reshape(w, [3, 2]) * reshape(w, [3, 2]) * 2)"},
     {"transpose", "  input x: $T[B, 3]", "$T[2, 3]", "    loss = sum(matmul(x, transpose(w, [1, 0]) @ w))"},
     {"broadcast_to", "  input x: $T[B, 4]", "$T[4]", "    loss = sum(broadcast_to(w, [3, 4]) * broadcast_to(w, [3, 4]))"},
+    // tile and the batch in shape lists (issue 36): tile's gradient sums the
+    // repeats; a token repeated over the batch gets the sum over the batch.
+    {"tile", "  input x: $T[B, 3]", "$T[2, 3]",
+     "    t = tile(w, [2, 3])\n    loss = sum(t * t * t) + sum(x)"},
+    {"tile_over_batch", "  input x: $T[B, 3]", "$T[1, 3]",
+     "    t = tile(w, [B, 2])\n    loss = sum(t * t * tile(x, [1, 2]))"},
+    {"broadcast_to_batch", "  input x: $T[B, 3]", "$T[1, 3]",
+     "    loss = sum(broadcast_to(w, [B, 3]) * x * broadcast_to(w, [-1, 3]))"},
+    {"class_token", "  input x: $T[B, 3, 2]", "$T[1, 1, 2]",
+     "    c = concat([broadcast_to(w, [B, 1, 2]), x], axis = 1)\n    loss = sum(c * c * c)"},
     {"slice", "  input x: $T[B, 3]", "$T[4, 5]",
      "    s = slice(w, begin = [1, 2], size = [2, -1])\n    loss = sum(s * s * 3) + sum(x)"},
     // Pieces that tile w along axis 1: their gradients are joined by one

@@ -202,7 +202,7 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       "dtf.softmax_cross_entropy", "dtf.sparse_softmax_cross_entropy",
       "dtf.one_hot", "dtf.gather", "dtf.dropout",
       "dtf.erf", "dtf.floor", "dtf.ceil", "dtf.round", "dtf.abs",
-      "dtf.floor_mod", "dtf.bucketize",
+      "dtf.floor_mod", "dtf.bucketize", "dtf.tile", "dtf.tile_grad",
       // the LSTM and GRU layers on oneDNN
       "dtf.lstm", "dtf.lstm_train", "dtf.lstm_grad", "dtf.gru", "dtf.gru_train", "dtf.gru_grad",
       // gradients

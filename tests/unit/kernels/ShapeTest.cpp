@@ -1,4 +1,5 @@
-// Shape ops: reshape, transpose, concat, slice, broadcast_to, on several
+// Shape ops: reshape, transpose, concat, slice, broadcast_to, tile and its
+// gradient, on several
 // dtypes.
 #include "KernelTestUtil.h"
 
@@ -220,6 +221,68 @@ TEST(Shape, BroadcastToWithKnownAndInferredDimensions) {
   bad.attr("out_shape", Shape{3, 4}).in(f32({3}, {1, 2, 3}));
   EXPECT_EQ(errorOf(bad), "dtf.broadcast_to expects shapes that broadcast, got "
                           "f32[3] and f32[3,4]");
+}
+
+// tf.tile against an independent reference (each output index read at
+// its index modulo x's shape), on two byte widths; -1 repeats over the
+// batch of the second input.
+TEST(Shape, TileRepeatsEachDimension) {
+  auto reference = [](const Shape &shape, const Values &x, const Shape &out) {
+    Values want;
+    for (int64_t i = 0; i < numElementsOf(out); ++i) {
+      Shape idx = unravel(i, out);
+      for (size_t d = 0; d < idx.size(); ++d)
+        idx[d] %= shape[d];
+      want.push_back(x[ravel(idx, shape)]);
+    }
+    return want;
+  };
+  Values x = iota(6, 1);
+  for (DType dtype : {DType::F32, DType::I64}) {
+    KernelRun run("dtf.tile");
+    run.attr("multiples", Shape{2, 1, 3}).in(tensorOf(dtype, {2, 1, 3}, x));
+    ASSERT_EQ(errorOf(run), "");
+    EXPECT_TRUE(equal(run.out(), {4, 1, 9}, reference({2, 1, 3}, x, {4, 1, 9})));
+  }
+  KernelRun batch("dtf.tile"); // a class token over a batch of 5
+  batch.attr("multiples", Shape{-1, 2, 1})
+      .in(f32({1, 1, 3}, {7, 8, 9}))
+      .in(Tensor::zeros(DType::F32, {5, 784}));
+  ASSERT_EQ(errorOf(batch), "");
+  EXPECT_TRUE(equal(batch.out(), {5, 2, 3}, reference({1, 1, 3}, {7, 8, 9}, {5, 2, 3})));
+
+  KernelRun noBatch("dtf.tile");
+  noBatch.attr("multiples", Shape{-1, 1}).in(f32({1, 3}, {1, 2, 3}));
+  EXPECT_EQ(errorOf(noBatch), "dtf.tile: multiple -1 (the batch) in dimension 0 "
+                              "needs a second input with that dimension");
+  KernelRun count("dtf.tile");
+  count.attr("multiples", Shape{2}).in(f32({1, 3}, {1, 2, 3}));
+  EXPECT_EQ(errorOf(count), "dtf.tile expects one multiple per dimension of "
+                            "f32[1,3], got [2]");
+}
+
+// tile's gradient: dy summed over the repeats, in float64 and int32.
+TEST(Shape, TileGradSumsTheRepeats) {
+  Values dy = iota(24, 1); // dy of x [2, 3] tiled [2, 2]: [4, 6]
+  Values want(6, 0.0);
+  for (int64_t i = 0; i < 24; ++i) {
+    Shape idx = unravel(i, {4, 6});
+    want[ravel({idx[0] % 2, idx[1] % 3}, {2, 3})] += dy[i];
+  }
+  for (DType dtype : {DType::F64, DType::I32}) {
+    KernelRun run("dtf.tile_grad");
+    run.in(tensorOf(dtype, {4, 6}, dy)).in(Tensor::zeros(dtype, {2, 3}));
+    ASSERT_EQ(errorOf(run), "");
+    EXPECT_TRUE(equal(run.out(), {2, 3}, want));
+  }
+  KernelRun token("dtf.tile_grad"); // a class token's: the sum over the batch
+  token.in(f32({3, 1, 2}, {1, 2, 3, 4, 5, 6})).in(Tensor::zeros(DType::F32, {1, 1, 2}));
+  ASSERT_EQ(errorOf(token), "");
+  EXPECT_TRUE(equal(token.out(), {1, 1, 2}, {9, 12}));
+  KernelRun bad("dtf.tile_grad");
+  bad.in(f32({5, 3}, iota(15))).in(Tensor::zeros(DType::F32, {2, 3}));
+  EXPECT_EQ(errorOf(bad), "dtf.tile_grad expects dy of x's dtype and rank with "
+                          "each size a multiple of x's, got f32[5,3] for f32[2,3]");
 }
 
 } // namespace
