@@ -56,7 +56,7 @@ up = sum(int(u) for u, _ in re.findall(r"(\d+) values up, (\d+) down", seg.group
 if not seg or up == 0:
     fail.append("no segment with uploads in the placement log")
 for order, text in runs.items():
-    m = re.search(r"(\d+) graph launches .*; cross-stream waits: (\d+) eager, (\d+) replayed$", text, re.M)
+    m = re.search(r"(\d+) graph launches .*; cross-stream waits: (\d+) eager, (\d+) replayed\b", text, re.M)
     if not m:
         fail.append("%s: no cross-stream counters" % order)
         continue
