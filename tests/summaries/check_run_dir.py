@@ -15,6 +15,9 @@ import sys
 
 from tensorboard.backend.event_processing import event_accumulator
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from tfrecord_framing import masked_crc  # noqa: E402
+
 run_dir, stdout_path = sys.argv[1], sys.argv[2]
 failures = []
 
@@ -23,19 +26,6 @@ def check(cond, message):
     if not cond:
         failures.append(message)
     return cond
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked(crc):
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def check_framing(path):
@@ -48,14 +38,14 @@ def check_framing(path):
             return
         (length,) = struct.unpack_from("<Q", data, at)
         (length_crc,) = struct.unpack_from("<I", data, at + 8)
-        check(length_crc == masked(crc32c(data[at:at + 8])),
+        check(length_crc == masked_crc(data[at:at + 8]),
               "%s: bad length CRC at %d" % (path, at))
         body = data[at + 12:at + 12 + length]
         if not check(len(body) == length and at + 16 + length <= len(data),
                      "%s: truncated record at %d" % (path, at)):
             return
         (data_crc,) = struct.unpack_from("<I", data, at + 12 + length)
-        check(data_crc == masked(crc32c(body)), "%s: bad data CRC at %d" % (path, at))
+        check(data_crc == masked_crc(body), "%s: bad data CRC at %d" % (path, at))
         at += 16 + length
         records += 1
     check(records >= 2, "%s: %d records, want the version and scalars" % (path, records))

@@ -1,5 +1,6 @@
 """TFRecord framing for the test tools that write TFRecord files by hand
-(tests/fuzz/reader_seeds.py, tests/damage/damage_trial.py): each record is
+(tests/fuzz/reader_seeds.py, tests/damage/damage_trial.py) and the one that
+checks it (tests/summaries/check_run_dir.py): each record is
 its length, the length's masked CRC-32C, the payload and the payload's masked
 CRC-32C, as TensorFlow's writer frames it."""
 import struct
