@@ -2,11 +2,11 @@
 // with one kernel context per op built once at load time.
 #pragma once
 
-#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 #include "runtime/exec/PlanKernels.h"
 #include "runtime/exec/VariableStore.h"
 #include "runtime/kernels/Kernel.h"
+#include "schema/Status.h"
 
 #include "plan.pb.h"
 
@@ -103,7 +103,9 @@ struct ExecutorOptions {
   /// Towers in one process (train::Trainer): a variable that only GPU ops of
   /// one GPU read (no CPU op, no fetch) stays resident in that GPU's memory
   /// though this program does not update it (another program updates it, or
-  /// the towers broadcast it there; see sharedResident).
+  /// the towers broadcast it there; see sharedResident). With sharedResident
+  /// (the evaluation, over the training's copies): only the variables it
+  /// names, on their GPU.
   bool residentReads = false;
   /// Device copies of variables that another executor owns (tower 0's, for
   /// the towers' ps_update): variable name -> (GPU, device pointer). A
@@ -235,6 +237,16 @@ public:
   /// what the worker pulled and broadcasts it): this executor neither
   /// uploads nor downloads it.
   void receiveEveryRun(std::string_view name);
+  /// The resident variables whose device copy holds their value between
+  /// runs (read and updated in place there; neither uploaded every run nor
+  /// written by another executor): name -> (GPU, device pointer). Another
+  /// executor's GPU ops may read them in place (the evaluation, as
+  /// options.sharedResident with residentReads) once residentUploaded().
+  std::map<std::string, std::pair<int, uint64_t>, std::less<>>
+  deviceCurrentVariables() const;
+  /// The device copies hold the host's values: the first run (or
+  /// uploadResidentBeforeRun) since creation or reloadVariablesFromHost.
+  bool residentUploaded() const { return residentUploaded_; }
   /// The uploads run() starts with (every resident variable at the first
   /// run and after reloadVariablesFromHost, then those of uploadEveryRun),
   /// done now, before the next run, which then skips them: the towers

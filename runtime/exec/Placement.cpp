@@ -1,15 +1,15 @@
 // Placement: which ops of a program run on which GPU of this process, which
 // variables stay resident on a GPU between steps, and what soft placement
 // moves to the CPU (with the notes and the log_device_placement listing).
+#include "dtf/OpNames.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ExecutorNode.h"
-#include "dtf/OpNames.h"
 
-#include "schema/DeviceName.h"
 #include "runtime/device/Device.h"
 #include "runtime/device/Platform.h"
 #include "runtime/plan/PlanReader.h"
 #include "runtime/plan/PlanTypes.h"
+#include "schema/DeviceName.h"
 
 #include <algorithm>
 
@@ -72,7 +72,11 @@ Status Executor::place(const plan::Program &program) {
     for (const plan::Op &o : program.ops())
       if (o.name() == dtf::ops::kReadVariable) {
         const std::string &name = o.attrs().at("name").s();
-        if (int g = readOnlyResidentGpu(program, name); g >= 0)
+        const int g = readOnlyResidentGpu(program, name);
+        auto sh = options_.sharedResident.find(name);
+        if (g >= 0 &&
+            (options_.sharedResident.empty() ||
+             (sh != options_.sharedResident.end() && sh->second.first == g)))
           residentNames_.emplace(name, g);
       }
   logPlacement(program, log);
@@ -246,7 +250,8 @@ void Executor::logPlacement(const plan::Program &program,
 // The device the plan gives `op`. A dtf.fused op that names none runs where
 // its region's ops were placed (when they agree).
 std::string Executor::placedDevice(const plan::Op &op) const {
-  if (!op.device().empty() || op.name() != dtf::ops::kFused || !options_.planKernels)
+  if (!op.device().empty() || op.name() != dtf::ops::kFused ||
+      !options_.planKernels)
     return op.device();
   auto k = op.attrs().find("kernel");
   const auto &kernels = options_.planKernels->kernels;

@@ -44,19 +44,28 @@ Status Executor::allocateResident() {
   }
   if (options_.log && !resident_.empty()) {
     std::set<int> gpus;
-    size_t variables = 0;
+    size_t variables = 0, shared = 0;
     for (const auto &[host, r] : resident_) {
       gpus.insert(r.gpu);
       variables += !r.constant;
+      shared += !r.constant && r.shared;
     }
     std::string names;
     for (int g : gpus)
       names += (names.empty() ? "" : ", ") + device::gpuDeviceName(g);
-    std::fprintf(options_.log,
-                 "%s: %zu variables and slots stay on %s between steps (their "
-                 "readers and updates run there), with %zu constants\n",
-                 what.c_str(), variables, names.c_str(),
-                 resident_.size() - variables);
+    if (variables > 0 && shared == variables && options_.residentReads)
+      std::fprintf(options_.log,
+                   "%s: reads %zu variables in place on %s, where the "
+                   "training keeps them (no upload per batch), with %zu "
+                   "constants\n",
+                   what.c_str(), variables, names.c_str(),
+                   resident_.size() - variables);
+    else
+      std::fprintf(
+          options_.log,
+          "%s: %zu variables and slots stay on %s between steps (their "
+          "readers and updates run there), with %zu constants\n",
+          what.c_str(), variables, names.c_str(), resident_.size() - variables);
   }
   return Status::ok();
 }
@@ -78,6 +87,15 @@ void Executor::receiveEveryRun(std::string_view name) {
   for (auto &[host, r] : resident_)
     if (!r.constant && r.name == name)
       r.received = true;
+}
+
+std::map<std::string, std::pair<int, uint64_t>, std::less<>>
+Executor::deviceCurrentVariables() const {
+  std::map<std::string, std::pair<int, uint64_t>, std::less<>> out;
+  for (const auto &[host, r] : resident_)
+    if (!r.constant && !r.everyRun && !r.received)
+      out[r.name] = {r.gpu, r.ptr};
+  return out;
 }
 
 Status Executor::uploadResidentBeforeRun() {

@@ -198,8 +198,12 @@ Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
   metrics->clear();
   if (!eval_)
     return Status::ok();
-  // The evaluation reads the store: resident variables come down first.
+  // The evaluation's host ops read the store: resident variables come down
+  // first. Its GPU ops read the training's device copies (evalShared_),
+  // which an evaluation before the first step (or after a restore) uploads.
   DTF_RETURN_IF_ERROR(syncResidentVariables());
+  if (!evalShared_.empty() && !train_->residentUploaded())
+    DTF_RETURN_IF_ERROR(train_->uploadResidentBeforeRun());
   data::BatchOptions o;
   o.batchSize =
       size_t(evalFeeder_->fixedBatch() ? evalFeeder_->fixedBatch() : batch_);

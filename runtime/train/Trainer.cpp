@@ -54,8 +54,9 @@ void setOpenMpThreads(int n) {
 bool lacksKernel(const plan::Program &program, const KernelRegistry &kernels) {
   for (const plan::Op &op : program.ops()) {
     const std::string &n = op.name();
-    if (n == dtf::ops::kInput || n == dtf::ops::kConstant || n == dtf::ops::kReadVariable ||
-        n == dtf::ops::kAssignAdd || n == dtf::ops::kSend || n == dtf::ops::kRecv)
+    if (n == dtf::ops::kInput || n == dtf::ops::kConstant ||
+        n == dtf::ops::kReadVariable || n == dtf::ops::kAssignAdd ||
+        n == dtf::ops::kSend || n == dtf::ops::kRecv)
       continue;
     if (!kernels.lookup(n))
       return true;
@@ -259,6 +260,10 @@ Status Trainer::buildExecutor(const plan::Plan &plan,
     // and broadcast (a worker).
     o.residentReads = !towerDeviceSends_.empty();
   }
+  if (name == "eval" && !evalShared_.empty()) {
+    o.residentReads = true;
+    o.sharedResident = evalShared_;
+  }
   if (name == "ps_update") {
     o.sharedResident = updateShared_;
     o.deviceFeeds = towerDeviceSends_;
@@ -322,6 +327,10 @@ Status Trainer::setUpEval(const plan::Plan &plan, PlanData *data,
   if (!options_.evaluate)
     data->eval = nullptr;
   if (data->eval && plan.eval().ops_size() > 0) {
+    // Towers and workers upload or receive their copies every step: only
+    // a lone GPU's copies (updated in place) are current between steps.
+    if (towers_ <= 1 && !options_.driver && train_)
+      evalShared_ = train_->deviceCurrentVariables();
     DTF_RETURN_IF_ERROR(build(plan.eval(), "eval", &eval_, 0));
     Status s =
         BatchFeeder::bind(*eval_, *data->eval, data->evalLayout, &evalFeeder_);

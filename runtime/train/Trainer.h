@@ -340,6 +340,10 @@ private:
   // pulled variables every tower keeps on its first GPU, broadcast from
   // tower 0's copy before each step.
   std::map<std::string, std::pair<int, uint64_t>, std::less<>> updateShared_;
+  // One process on one GPU: the training's resident variables (updated in
+  // place on the GPU), which the evaluation's GPU ops read there instead of
+  // uploading every variable for every eval batch.
+  std::map<std::string, std::pair<int, uint64_t>, std::less<>> evalShared_;
   std::vector<std::vector<uint64_t>> broadcast_;
   std::vector<size_t> broadcastBytes_;
   std::unique_ptr<exec::Executor> update_;

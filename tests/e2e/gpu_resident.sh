@@ -6,6 +6,8 @@
 #   count over 40 more steps) drop by at least the number of resident
 #   variables against the same plan with DTF_GPU_RESIDENT_VARIABLES=0, and
 #   the loss at every logged step is the same.
+# - The evaluation reads the variables where the training keeps them: its
+#   copies drop by one per variable and eval batch (less the set-up's).
 # - Checkpoints come down from the device: the mid-run checkpoint (step 20)
 #   and the last (step 40) are equal byte for byte to those of the run
 #   without resident variables, and the last, restored on the CPU path (no
@@ -46,6 +48,25 @@ print(f"e2e: copies per step: {plain:g} with variables on the host, {res:g} with
 # Each resident variable (a third of them: var, m, v) no longer crosses up.
 if not plain - res >= n // 3:
     sys.exit(f"e2e: the copies per step dropped by {plain - res:g}, fewer than the {n // 3} resident variables")
+PY
+# The evaluation reads the training's device copies instead of uploading
+# every variable for every eval batch. Each count run ends with one
+# evaluation; 2 * (copies at 40 steps) - (copies at 80) is that evaluation's
+# copies plus the set-up's.
+line=$(grep "^eval: reads [0-9]* variables in place on" "$work/rc40.log") ||
+  fail "the evaluation does not read the training's resident variables: $(grep '^eval:' "$work/rc40.log")"
+echo "e2e: $line"
+batch=$(sed -n 's/^training .*: [0-9]* steps, batch \([0-9]*\),.*/\1/p' "$work/rc40.log")
+python3 - "$r40" "$r80" "$p40" "$p80" "$(echo "$line" | sed 's/^eval: reads \([0-9]*\) .*/\1/')" "$batch" <<'PY'
+import math, sys
+r40, r80, p40, p80, read, batch = map(int, sys.argv[1:])
+res, plain = 2 * r40 - r80, 2 * p40 - p80
+batches = math.ceil(10000 / batch)  # Fashion-MNIST's test split
+print(f"e2e: the evaluation's copies ({batches} batches, with the set-up's): {plain} with variables on the host, {res} reading them in place")
+# One upload per variable and eval batch saved, less the set-up's uploads
+# of the resident variables and constants (within 10%).
+if not plain - res >= 0.9 * read * batches:
+    sys.exit(f"e2e: reading {read} variables in place saved {plain - res} copies, under 90% of one per variable and eval batch ({read * batches})")
 PY
 diff <(grep -E "^(step|eval) " "$work/rc80.log" | sed 's/ [0-9]* img\/s.*//') \
      <(grep -E "^(step|eval) " "$work/pc80.log" | sed 's/ [0-9]* img\/s.*//') ||
