@@ -219,7 +219,11 @@ Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
   const int n = eval_->numFetches();
   std::vector<double> sums(n, 0.0);
   double examples = 0;
-  while (std::optional<data::Batch> batch = (*it)->next()) {
+  int64_t batches = 0;
+  while (options_.evalSteps <= 0 || batches++ < options_.evalSteps) {
+    std::optional<data::Batch> batch = (*it)->next();
+    if (!batch)
+      break;
     if (options_.stop && options_.stop->load())
       return errorStatus("interrupted");
     Status s = evalFeeder_->feed(*batch);

@@ -365,6 +365,9 @@ std::string Trainer::describe() const {
          evalFeeder_->describe() + "), ";
     s += evalEvery_ > 0 ? "every " + std::to_string(evalEvery_) + " steps"
                         : std::string("at the end");
+    if (options_.evalSteps > 0)
+      s += ", on its first " + std::to_string(options_.evalSteps) +
+           " batches (--eval-steps)";
   }
   return s;
 }

@@ -151,6 +151,9 @@ struct TrainOptions {
   /// Evaluate (every N steps and at the end) when the plan has an eval set;
   /// in a cluster only the chief does.
   bool evaluate = true;
+  /// Evaluate on the eval set's first N batches (Keras' evaluate(steps=N),
+  /// an EvalSpec's steps); 0: all of it.
+  int64_t evalSteps = 0;
   /// What the start-up line calls this process ("worker.1"); "" for one.
   std::string taskName;
   /// Datasets that replace the plan's sources (tests); null: the plan's.

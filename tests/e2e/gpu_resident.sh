@@ -26,11 +26,13 @@ python3 "$root/tests/e2e/gpu_model.py" "$root/models/mnist_cnn.dtf" "$work/count
   "soft_placement = true"
 "$bin/dtfc" "$work/count.dtf" -o "$work/count.plan"
 
+# Every evaluation reads the eval set's first 20 batches (of 200).
+eval_steps=20
 run() { # run NAME RESIDENT STEPS [MODEL_DIR]: the emulation's copy count
   local dir=() plan=$work/count.plan
   [ $# -lt 4 ] || { dir=(--model-dir "$4"); plan=$work/cnn.plan; }
   DTF_GPU_RESIDENT_VARIABLES=$2 "$bin/dtf-run" "$plan" --emulate-gpus 1 --steps "$3" \
-    --log-every 10 "${dir[@]}" > "$work/$1.log" 2>&1 || { tail -20 "$work/$1.log" >&2; fail "$1 failed"; }
+    --log-every 10 --eval-steps "$eval_steps" "${dir[@]}" > "$work/$1.log" 2>&1 || { tail -20 "$work/$1.log" >&2; fail "$1 failed"; }
   sed -n 's/.*cuda emulation: .* \([0-9]*\) copies,.*/\1/p' "$work/$1.log"
 }
 run res40 1 40 "$work/res" > /dev/null
@@ -53,20 +55,25 @@ PY
 # every variable for every eval batch. Each count run ends with one
 # evaluation; 2 * (copies at 40 steps) - (copies at 80) is that evaluation's
 # copies plus the set-up's.
+grep -q "on its first $eval_steps batches (--eval-steps)" "$work/rc40.log" ||
+  fail "the run does not say it evaluates $eval_steps batches: $(grep '^  eval:' "$work/rc40.log")"
 line=$(grep "^eval: reads [0-9]* variables in place on" "$work/rc40.log") ||
   fail "the evaluation does not read the training's resident variables: $(grep '^eval:' "$work/rc40.log")"
 echo "e2e: $line"
-batch=$(sed -n 's/^training .*: [0-9]* steps, batch \([0-9]*\),.*/\1/p' "$work/rc40.log")
-python3 - "$r40" "$r80" "$p40" "$p80" "$(echo "$line" | sed 's/^eval: reads \([0-9]*\) .*/\1/')" "$batch" <<'PY'
-import math, sys
-r40, r80, p40, p80, read, batch = map(int, sys.argv[1:])
+python3 - "$r40" "$r80" "$p40" "$p80" "$(echo "$line" | sed 's/^eval: reads \([0-9]*\) .*/\1/')" "$eval_steps" "$n" <<'PY'
+import sys
+r40, r80, p40, p80, read, batches, resident = map(int, sys.argv[1:])
 res, plain = 2 * r40 - r80, 2 * p40 - p80
-batches = math.ceil(10000 / batch)  # Fashion-MNIST's test split
 print(f"e2e: the evaluation's copies ({batches} batches, with the set-up's): {plain} with variables on the host, {res} reading them in place")
-# One upload per variable and eval batch saved, less the set-up's uploads
-# of the resident variables and constants (within 10%).
-if not plain - res >= 0.9 * read * batches:
-    sys.exit(f"e2e: reading {read} variables in place saved {plain - res} copies, under 90% of one per variable and eval batch ({read * batches})")
+# One upload per variable and eval batch saved, less what resident
+# variables cost once per run: each resident variable and slot goes up at
+# the start, down before the evaluation and down at the end, and each
+# constant (at most 4) goes up once (8 * 20 - 3 * 24 - 2 = 86 now).
+# And no more than that: the evaluations read --eval-steps batches.
+if not plain - res <= read * batches:
+    sys.exit(f"e2e: reading {read} variables in place saved {plain - res} copies, more than one per variable and eval batch ({read * batches}): did the evaluation read more than {batches} batches?")
+if not plain - res >= read * batches - 3 * resident - 4:
+    sys.exit(f"e2e: reading {read} variables in place saved {plain - res} copies, fewer than one per variable and eval batch ({read * batches}) less {3 * resident + 4} copies once per run")
 PY
 diff <(grep -E "^(step|eval) " "$work/rc80.log" | sed 's/ [0-9]* img\/s.*//') \
      <(grep -E "^(step|eval) " "$work/pc80.log" | sed 's/ [0-9]* img\/s.*//') ||
@@ -78,7 +85,7 @@ done
 echo "e2e: checkpoints 20 (mid-run) and 40 are identical with and without resident variables"
 gpuEval=$(sed -n 's/^eval  step 40  loss \([0-9.]*\).*/\1/p' "$work/res40.log")
 DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$bin/dtf-run" "$work/cnn.plan" --model-dir "$work/res" \
-  --steps 0 > "$work/cpu-eval.log" 2>&1 || { tail -20 "$work/cpu-eval.log" >&2; fail "the CPU evaluation failed"; }
+  --steps 0 --eval-steps "$eval_steps" > "$work/cpu-eval.log" 2>&1 || { tail -20 "$work/cpu-eval.log" >&2; fail "the CPU evaluation failed"; }
 grep -q "restored checkpoint ckpt-40" "$work/cpu-eval.log" || fail "the CPU run did not restore ckpt-40"
 cpuEval=$(sed -n 's/^eval  step 40  loss \([0-9.]*\).*/\1/p' "$work/cpu-eval.log")
 python3 - "$gpuEval" "$cpuEval" <<'PY'

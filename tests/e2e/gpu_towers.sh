@@ -46,8 +46,9 @@ python3 "$root/tests/e2e/gpu_model.py" "$root/models/mnist_cnn.dtf" "$work/cnn.d
 "$bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
 
 run() { # NAME ARGS...: trains the plan, the log in $work/NAME.log
+  # (evaluating 10 batches: the evaluation is not what is compared here)
   local name=$1; shift
-  "$bin/dtf-run" "$work/cnn.plan" --log-every "$every" "$@" > "$work/$name.log" 2>&1 || {
+  "$bin/dtf-run" "$work/cnn.plan" --log-every "$every" --eval-steps 10 "$@" > "$work/$name.log" 2>&1 || {
     echo "e2e: the $name run failed:" >&2; tail -20 "$work/$name.log" >&2; exit 1; }
 }
 run one --emulate-gpus 1 --gpu-towers 1

@@ -34,6 +34,8 @@ options:
   --steps N        train N steps instead of the plan's count (0: only evaluate)
   --log-every N    print progress every N steps (default: the plan's summary
                    policy when it counts steps, else 100)
+  --eval-steps N   evaluate on the eval set's first N batches (Keras'
+                   evaluate(steps=N), an EvalSpec's steps); default: all
   --threads N      threads within each op, for dtf's kernels and oneDNN's
                    (default: the plan's intra_op_threads, else every core)
   --inter-op-threads N  ops of a step that do not depend on each other run
@@ -330,6 +332,7 @@ bool takesValue(const std::string &arg) {
                            "--task",
                            "--steps",
                            "--log-every",
+                           "--eval-steps",
                            "--threads",
                            "--inter-op-threads",
                            "--predict",
@@ -432,6 +435,8 @@ int parseNumber(const std::string &arg, const char *value, CommandLine *cl) {
     r.train.steps = n;
   else if (arg == "--log-every")
     r.train.logEvery = n;
+  else if (arg == "--eval-steps")
+    r.train.evalSteps = n;
   else if (arg == "--inter-op-threads")
     r.train.interOpThreads = int(n);
   else
