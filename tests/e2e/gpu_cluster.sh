@@ -18,7 +18,7 @@ for mode in async "sync(replicas_to_aggregate = 2, total_num_replicas = 2)"; do
   "$bin/dtfc" "$work/$name.dtf" -o "$work/$name.plan"
   cluster_json "$work/$name.json" 1 2
   timeout 300 "$bin/dtf-run" "$work/$name.plan" --cluster "$work/$name.json" \
-    --emulate-gpus 1 --log-every 25 > "$work/$name.log" 2>&1 || {
+    --emulate-gpus 1 --log-every 25 --eval-steps 10 > "$work/$name.log" 2>&1 || {
     echo "e2e: $name: the job failed:" >&2; tail -30 "$work/$name.log" >&2; exit 1; }
   python3 - "$work/$name.log" "$name" <<'PY'
 import re, sys

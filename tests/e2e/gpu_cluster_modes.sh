@@ -44,7 +44,7 @@ grep -q 'task:0/gpu:0' "$work/model-parallel.dtf" || fail "the model-parallel mo
 
 job() { # NAME CLUSTER GPUS_PER_TASK
   timeout 300 "$bin/dtf-run" "$work/$1.plan" --cluster "$work/$2.json" \
-    --emulate-gpus "$3" --log-every 25 > "$work/$1.log" 2>&1 || {
+    --emulate-gpus "$3" --log-every 25 --eval-steps 10 > "$work/$1.log" 2>&1 || {
     echo "e2e: $1: the job failed:" >&2; tail -30 "$work/$1.log" >&2; exit 1; }
 }
 job towers-async c1x2 2

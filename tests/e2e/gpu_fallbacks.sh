@@ -32,7 +32,7 @@ python3 "$root/tests/e2e/gpu_model.py" "$root/models/mnist_cnn.dtf" "$work/tf32.
 "$bin/dtfc" "$work/tf32.dtf" -o "$work/tf32.plan"
 run() { # run NAME [dtf-run flags]: trains the plan, its log in NAME.log
   local name=$1; shift
-  "$bin/dtf-run" "$work/cnn.plan" --log-every 10 "$@" > "$work/$name.log" 2>&1 ||
+  "$bin/dtf-run" "$work/cnn.plan" --log-every 10 --eval-steps 10 "$@" > "$work/$name.log" 2>&1 ||
     { tail -20 "$work/$name.log" >&2; fail "the $name run failed"; }
 }
 DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1 run cpu

@@ -33,7 +33,7 @@ grep -q "DTF_EMU_STREAM_ORDER=sideways names no order of the emulation's streams
 
 for order in submission reversed interleaved; do
   DTF_EMU_STREAM_ORDER=$order "$bin/dtf-run" "$work/model.plan" "${gpus[@]}" \
-    --log-every "$every" > "$work/$order.log" 2>&1 || {
+    --log-every "$every" --eval-steps 10 > "$work/$order.log" 2>&1 || {
     echo "e2e: the run under $order failed:" >&2; tail -20 "$work/$order.log" >&2; exit 1; }
 done
 python3 - "$work" "$steps" "$every" "$towers" <<'PY'

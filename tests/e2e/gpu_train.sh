@@ -72,7 +72,7 @@ fi
 
 # No driver, soft placement: the CPU path, said once per program.
 DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$bin/dtf-run" "$work/soft.plan" \
-  --log-every "$every" > "$work/cpu.log" 2>&1 || {
+  --log-every "$every" --eval-steps 10 > "$work/cpu.log" 2>&1 || {
   echo "e2e: the CPU run failed:" >&2; tail -20 "$work/cpu.log" >&2; exit 1; }
 n=$(grep -c "train_step: soft placement: no CUDA driver" "$work/cpu.log" || true)
 [ "$n" = 1 ] || fail "the CPU run should say once that there is no driver, said $n times"
@@ -87,14 +87,15 @@ if [ "$model" = mnist_cnn ]; then
   done
 fi
 
-# One emulated GPU.
-"$bin/dtf-run" "$work/soft.plan" --emulate-gpus 1 --log-every "$every" \
+# One emulated GPU. Every run evaluates 10 batches (--eval-steps): the
+# evaluation is compared, not measured.
+"$bin/dtf-run" "$work/soft.plan" --emulate-gpus 1 --log-every "$every" --eval-steps 10 \
   > "$work/gpu.log" 2>&1 || {
   echo "e2e: the emulated GPU run failed:" >&2; tail -20 "$work/gpu.log" >&2; exit 1; }
 grep "cuda emulation:" "$work/gpu.log" || fail "the emulation printed no counters"
 # The same plan evaluating only: its counters are the evaluation's share of
 # the training run's, so the rest is the training steps'.
-"$bin/dtf-run" "$work/soft.plan" --emulate-gpus 1 --steps 0 > "$work/eval.log" 2>&1 || {
+"$bin/dtf-run" "$work/soft.plan" --emulate-gpus 1 --steps 0 --eval-steps 10 > "$work/eval.log" 2>&1 || {
   echo "e2e: the evaluation-only run failed:" >&2; tail -20 "$work/eval.log" >&2; exit 1; }
 python3 - "$work/cpu.log" "$work/gpu.log" "$steps" "$every" "$tol" "$model" "$work/eval.log" <<'PY'
 import re, sys
