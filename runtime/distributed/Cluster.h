@@ -53,6 +53,13 @@ struct TaskConfig {
   /// Async: each step's push and the next step's pull at once (dtf-run
   /// --overlap-push; staleness at most 1).
   bool overlapPush = false;
+  /// Exactly-once data (dtf-run --data exactly-once, docs/elastic.md):
+  /// workers lease splits of `splitBatches` batches from ps 0's ledger
+  /// instead of reading a static shard; a lease not renewed (by a push or
+  /// a lease) for `leaseTimeoutSeconds` goes to another worker.
+  bool exactlyOnce = false;
+  int splitBatches = 4;
+  double leaseTimeoutSeconds = 60;
   /// TLS or plaintext, who may call, where to listen: every channel and
   /// server of the task is made through it.
   Transport transport;

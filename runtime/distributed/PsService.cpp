@@ -113,6 +113,9 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   // All or nothing: every value is checked before any variable changes.
   if (auto bad = checkInitialValues(*req, staged != nullptr); !bad.ok())
     return bad;
+  SplitLedger ledger = ledger_;
+  if (auto bad = restoreLedger(*req, &ledger); !bad.ok())
+    return bad;
   if (req->restore()) {
     if (auto bad = restoreInPlace(req->restore_step(), req->version());
         !bad.ok())
@@ -140,6 +143,7 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   initialized_ = true;
   ++incarnation_;
   aggregator_.clear();
+  ledger_ = std::move(ledger);
   reply->set_incarnation(incarnation_);
   log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
       who +
@@ -513,13 +517,17 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
                 name_ + " is not initialized yet");
   if (!sync_) {
     if (req->incarnation() != incarnation_) {
+      ledgerDropped(*req, who);
       reply->set_stale(true); // computed before a restore
       reply->set_version(version_);
       return grpc::Status::OK;
     }
+    if (!ledgerAdmits(*req, who, reply))
+      return grpc::Status::OK;
     Status s = apply(values);
     if (!s.isOk())
       return fail(grpc::StatusCode::INTERNAL, s.message());
+    ledgerApplied(req->data_batches());
     reply->set_applied(true);
     reply->set_version(version_);
     return grpc::Status::OK;
@@ -539,10 +547,14 @@ grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
   if (req.version() != version_ || req.incarnation() != incarnation_ ||
       aggregator_.joined(who)) {
     aggregator_.dropStale();
+    ledgerDropped(req, who);
     reply->set_stale(true);
     reply->set_version(version_);
     return grpc::Status::OK;
   }
+  if (!ledgerAdmits(req, who, reply))
+    return grpc::Status::OK;
+  ledgerJoined(req.data_batches());
   if (!aggregator_.add(values, who, update_.concat())) {
     reply->set_version(version_);
     return grpc::Status::OK;
@@ -552,6 +564,7 @@ grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
   if (!s.isOk())
     return fail(grpc::StatusCode::INTERNAL, s.message());
   aggregator_.applied(at);
+  ledgerUpdateApplied();
   reply->set_applied(true);
   reply->set_version(version_);
   return grpc::Status::OK;
@@ -563,47 +576,6 @@ Status PsService::apply(std::vector<Tensor> &values) {
   store_.dynamic().sweep(version_);
   cv_.notify_all();
   return Status::ok();
-}
-
-grpc::Status PsService::Save(grpc::ServerContext *ctx,
-                             const rpc::SaveRequest *req,
-                             rpc::SaveReply *reply) {
-  std::string who;
-  if (auto bad = admit(*ctx, Role::kChief, "save a checkpoint", &who);
-      !bad.ok())
-    return bad;
-  if (auto bad = checkCaller(req->caller()); !bad.ok())
-    return bad;
-  if (auto bad = checkSaveDir(req->dir()); !bad.ok())
-    return bad;
-  // The variables as they are between two updates, written from where
-  // they are (no second copy of a large table): updates and restores wait
-  // until the shard is written, pulls and lookups (which only read) go on.
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    waitWhileSaving(lock); // one checkpoint at a time
-    saving_ = true;
-  }
-  std::vector<checkpoint::SavedTensor> tensors;
-  store_.listForSave(&tensors);
-  std::vector<std::unique_ptr<Tensor>> dynamicRows; // alive until written
-  if (!store_.dynamic().empty()) {
-    // Compacted under the lock, so that no lookup copies a row as it
-    // moves; lookups afterwards make rows only past the live ones.
-    std::lock_guard<std::mutex> lock(mu_);
-    store_.dynamic().save(&tensors, &dynamicRows);
-  }
-  Status s = checkpoint::writeShard(req->dir(), req->step(), req->shard(),
-                                    req->num_shards(), tensors);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    saving_ = false;
-  }
-  cv_.notify_all();
-  if (!s.isOk())
-    return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
-  reply->set_tensors(int64_t(tensors.size()));
-  return grpc::Status::OK;
 }
 
 grpc::Status PsService::WorkerDone(grpc::ServerContext *ctx,

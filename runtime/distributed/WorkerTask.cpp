@@ -24,7 +24,8 @@ Status prepareModelDir(Links &links, const TaskConfig &config, bool fresh) {
   if (!fresh)
     return Status::ok();
   std::string moved;
-  DTF_RETURN_IF_ERROR(checkpoint::moveCheckpointsAside(config.modelDir, &moved));
+  DTF_RETURN_IF_ERROR(
+      checkpoint::moveCheckpointsAside(config.modelDir, &moved));
   if (!moved.empty())
     links.say("--fresh: moved the earlier checkpoints to " + moved);
   return Status::ok();
@@ -74,6 +75,16 @@ Status overlapPushes(bool asked, bool refused, PsDriver *ps) {
   return Status::ok();
 }
 
+// --data exactly-once: only for between-graph replicas of one task each.
+Status exactlyOnceData(bool asked, bool refused) {
+  if (asked && refused)
+    return errorStatus("--data exactly-once needs between-graph replication "
+                       "with replicas on one task each (an in-graph client or "
+                       "a model-parallel replica reads its data itself); "
+                       "leave it out to read static shards");
+  return Status::ok();
+}
+
 } // namespace
 
 int runWorker(const plan::Plan &plan, const plan::Placement &placement,
@@ -107,9 +118,11 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief,
               span > 1 ? &stageProgram : nullptr);
   ps.setRecoverInPlace(!inGraph || chief);
-  if (Status o = overlapPushes(config.overlapPush, sync || inGraph || span > 1,
-                               &ps);
-      !o.isOk())
+  Status o =
+      overlapPushes(config.overlapPush, sync || inGraph || span > 1, &ps);
+  if (o.isOk())
+    o = exactlyOnceData(config.exactlyOnce, inGraph || span > 1);
+  if (!o.isOk())
     return fail(self, o, 2);
   train::TrainOptions options = base;
   options.taskName = std::getenv("DTF_RESTART_COUNT") ? "" : self;

@@ -27,6 +27,9 @@ struct ClusterTaskOptions {
   bool wireBf16 = false;               // --wire bf16
   bool overlapPush = false;            // --overlap-push
   bool sameHostTcp = false;            // --same-host tcp (else unix)
+  bool exactlyOnce = false;            // --data exactly-once
+  int splitBatches = 4;                // --split-batches
+  double leaseTimeoutSeconds = 60;     // --lease-timeout
 };
 
 /// Runs the task `choice.task` of `choice.cluster` and returns the exit code.

@@ -140,6 +140,17 @@ options:
                    next step's pull cross at once (both ways of every link
                    busy); the pull may miss the worker's own last gradient
                    (staleness at most 1)
+  --data static|exactly-once  how the workers of a cluster share the data:
+                   static (the default) reads shard `replica` of
+                   `num_workers` of every epoch; exactly-once leases
+                   splits of batches from ps 0, which counts a batch only
+                   when its update is applied and hands out again those of
+                   dead workers, dropped gradients and lost updates, so each
+                   epoch applies every example once (docs/elastic.md)
+  --split-batches N  exactly-once: batches per split an async worker leases
+                   (default 4; sync workers lease one at a time)
+  --lease-timeout SECONDS  exactly-once: a split whose worker neither pushed
+                   nor leased for this long goes to another (default 60)
   --same-host unix|tcp  how tasks whose cluster addresses are loopback
                    (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
                    default) over Unix sockets in $DTF_SOCKET_DIR (else
@@ -327,6 +338,9 @@ bool takesValue(const std::string &arg) {
                            "--bind",
                            "--same-host",
                            "--wire",
+                           "--data",
+                           "--split-batches",
+                           "--lease-timeout",
                            "--task",
                            "--steps",
                            "--log-every",
@@ -366,6 +380,11 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     if (std::string(value) != "f32" && std::string(value) != "bf16")
       return usageError("--wire expects f32 or bf16, got '%s'", value);
     r.cluster.wireBf16 = std::string(value) == "bf16";
+  } else if (arg == "--data") {
+    if (std::string(value) != "static" && std::string(value) != "exactly-once")
+      return usageError("--data expects static or exactly-once, got '%s'",
+                        value);
+    r.cluster.exactlyOnce = std::string(value) == "exactly-once";
   } else if (arg == "--same-host") {
     if (std::string(value) != "unix" && std::string(value) != "tcp")
       return usageError("--same-host expects unix or tcp, got '%s'", value);
@@ -402,7 +421,8 @@ int parseNumber(const std::string &arg, const char *value, CommandLine *cl) {
     return kGoOn;
   }
   if (arg == "--connect-timeout" || arg == "--sync-timeout" ||
-      arg == "--evaluator-idle-timeout" || arg == "--stall-timeout") {
+      arg == "--evaluator-idle-timeout" || arg == "--stall-timeout" ||
+      arg == "--lease-timeout") {
     char *end = nullptr;
     double seconds = std::strtod(value, &end);
     if (!*value || *end || !(seconds > 0) || seconds > 1e6)
@@ -411,10 +431,19 @@ int parseNumber(const std::string &arg, const char *value, CommandLine *cl) {
     (arg == "--connect-timeout" ? r.cluster.connectTimeoutSeconds
      : arg == "--sync-timeout"  ? r.cluster.syncTimeoutSeconds
      : arg == "--stall-timeout" ? r.cluster.stallTimeoutSeconds
+     : arg == "--lease-timeout" ? r.cluster.leaseTimeoutSeconds
                                 : r.evaluator.idleTimeoutSeconds) = seconds;
     return kGoOn;
   }
   long long n = parseCount(value);
+  if (arg == "--split-batches") {
+    if (n < 1 || n > 1024)
+      return usageError("--split-batches expects a batch count from 1 to "
+                        "1024, got '%s'",
+                        value);
+    r.cluster.splitBatches = int(n);
+    return kGoOn;
+  }
   if (arg == "--chunk-bytes") {
     // At least a page: smaller chunks only multiply the calls.
     if (n < 4096 || n > (1ll << 30))
@@ -568,6 +597,10 @@ int checkCombinations(CommandLine *cl) {
                           : "--bind is for one task (--job/--task): the tasks "
                             "the launcher starts each listen on their own "
                             "address in the cluster file");
+  if (mode == RunMode::kLocal && r.cluster.exactlyOnce)
+    return usageError("--data exactly-once needs a cluster (--cluster FILE "
+                      "or TF_CONFIG): one process already reads every "
+                      "example once per epoch");
   if (mode == RunMode::kLocal &&
       (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.sameHostTcp))
     return usageError("--wire, --overlap-push and --same-host need a cluster "
