@@ -85,6 +85,15 @@ Status exactlyOnceData(bool asked, bool refused) {
   return Status::ok();
 }
 
+// The flags that only between-graph replicas of one task each take
+// (`notOneTask`: refused): --overlap-push (async only) and --data exactly-once.
+Status pushAndDataModes(const TaskConfig &config, bool sync, bool notOneTask,
+                        PsDriver *ps) {
+  DTF_RETURN_IF_ERROR(
+      overlapPushes(config.overlapPush, sync || notOneTask, ps));
+  return exactlyOnceData(config.exactlyOnce, notOneTask);
+}
+
 } // namespace
 
 int runWorker(const plan::Plan &plan, const plan::Placement &placement,
@@ -118,11 +127,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief,
               span > 1 ? &stageProgram : nullptr);
   ps.setRecoverInPlace(!inGraph || chief);
-  Status o =
-      overlapPushes(config.overlapPush, sync || inGraph || span > 1, &ps);
-  if (o.isOk())
-    o = exactlyOnceData(config.exactlyOnce, inGraph || span > 1);
-  if (!o.isOk())
+  if (Status o = pushAndDataModes(config, sync, inGraph || span > 1, &ps);
+      !o.isOk())
     return fail(self, o, 2);
   train::TrainOptions options = base;
   options.taskName = std::getenv("DTF_RESTART_COUNT") ? "" : self;
