@@ -33,6 +33,8 @@ sed -e "s|DATA|$work/ids.csv|" -e "s/LR/$lr/" -e "s/STEPS/$steps/" \
 "$bin/dtfc" "$work/counting.dtf" -o "$work/counting.plan"
 cluster_json "$work/c.json" 1 "$workers"
 log=$work/run.log
+# The loop below reads it before the launcher may have opened it (set -e).
+: > "$log"
 timeout 120 "$bin/dtf-run" "$work/counting.plan" --cluster "$work/c.json" --threads 1 \
   --log-every 20 --model-dir "$work/model" --data "$data" --split-batches 4 > "$log" 2>&1 &
 launcher=$!
