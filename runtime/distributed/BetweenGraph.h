@@ -101,8 +101,12 @@ public:
   /// A step whose lookup lost its ps is dropped; the next pull recovers.
   bool dropStep(const Status &failure) override;
 
-  /// Tells ps 0 this worker is done; returns how many are.
-  Status done(int *workersDone) { return client_.done(workersDone); }
+  /// Tells the ps tasks this worker is done (or leaves the job: `leaving`);
+  /// ps 0 says how many are done and how many live ones are not.
+  Status done(int *workersDone, int *workersLive = nullptr,
+              bool leaving = false) {
+    return client_.done(workersDone, workersLive, leaving);
+  }
 
   void shutdownAll(const std::string &reason) { client_.shutdownAll(reason); }
 

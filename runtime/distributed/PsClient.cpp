@@ -746,20 +746,30 @@ void PsClient::forgetVersions() {
   }
 }
 
-Status PsClient::done(int *workersDone) {
-  if (ps_.empty()) {
-    *workersDone = 0;
-    return Status::ok();
+Status PsClient::done(int *workersDone, int *workersLive, bool leaving) {
+  int doneCount = 0, liveCount = 0;
+  // Every ps follows the live workers for its sync updates; ps 0 counts.
+  for (size_t i = 0; i < ps_.size(); ++i) {
+    rpc::DoneRequest req;
+    *req.mutable_caller() = links_.caller();
+    req.set_leaving(leaving);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, kCallTimeout);
+    rpc::DoneReply reply;
+    grpc::Status st = ps_[i].stub->WorkerDone(&ctx, req, &reply);
+    if (i > 0)
+      continue; // another ps that is gone times this worker out itself
+    if (!st.ok())
+      return rpcError(leaving ? "telling it this worker leaves"
+                              : "reporting this worker done",
+                      ps_[0].task, st);
+    doneCount = reply.workers_done();
+    liveCount = reply.workers_live();
   }
-  rpc::DoneRequest req;
-  *req.mutable_caller() = links_.caller();
-  grpc::ClientContext ctx;
-  setDeadline(&ctx, kCallTimeout);
-  rpc::DoneReply reply;
-  grpc::Status st = ps_[0].stub->WorkerDone(&ctx, req, &reply);
-  if (!st.ok())
-    return rpcError("reporting this worker done", ps_[0].task, st);
-  *workersDone = reply.workers_done();
+  if (workersDone)
+    *workersDone = doneCount;
+  if (workersLive)
+    *workersLive = liveCount;
   return Status::ok();
 }
 

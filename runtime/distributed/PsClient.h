@@ -64,8 +64,11 @@ public:
 
   /// Every ps writes its shard of the checkpoint of `step` into `dir`.
   Status saveShards(const std::string &dir, int64_t step);
-  /// Tells ps 0 this worker is done; *workersDone: how many are.
-  Status done(int *workersDone);
+  /// Tells every ps this worker is done (`leaving`: it leaves the job
+  /// before its end); from ps 0, *workersDone: how many are, *workersLive:
+  /// how many live workers are not done yet (both may be null).
+  Status done(int *workersDone, int *workersLive = nullptr,
+              bool leaving = false);
   void shutdownAll(const std::string &reason);
 
   /// What was pulled and pushed before belongs to a state the ps lost.

@@ -48,6 +48,7 @@ grpc::Status PsService::LeaseData(grpc::ServerContext *ctx,
                         name_ + ": refused the lease of " +
                             named(who, req->caller()) + ": " + refused);
   const auto now = SplitLedger::Clock::now();
+  seen(named(who, req->caller()));
   ledger_.expire(now, config_.leaseTimeoutSeconds);
   std::vector<int64_t> batches;
   ledger_.lease(named(who, req->caller()), req->run(), req->max_batches(), now,

@@ -42,9 +42,21 @@ PsService::PsService(const plan::Plan &plan, const plan::Placement &placement,
                   config.modelDir.empty()
                       ? std::string()
                       : config.modelDir + "/" + name_ + ".sync.log"),
+      members_(config.leaseTimeoutSeconds),
       streams_(name_, config.stallTimeoutSeconds, config.out) {}
 
 Status PsService::setUp() {
+  {
+    std::vector<std::string> expected;
+    const std::vector<TaskRef> &w = config_.roster.workers;
+    const size_t n = config_.startWorkers > 0
+                         ? std::min(w.size(), size_t(config_.startWorkers))
+                         : w.size();
+    for (size_t i = 0; i < n; i += span_)
+      expected.push_back(w[i].name);
+    std::lock_guard<std::mutex> lock(mu_);
+    members_.expect(expected, Membership::Clock::now());
+  }
   parker_ = std::thread([this] { parkLoop(); });
   // This ps's variables (or shards), initialized from the plan; the chief
   // may replace them with a checkpoint's in Initialize.
@@ -83,6 +95,8 @@ grpc::Status PsService::GetStatus(grpc::ServerContext *ctx,
       !bad.ok())
     return bad;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!who.empty()) // a worker waiting for the chief's initialization
+    seen(who);
   fillStatus(reply);
   return grpc::Status::OK;
 }
@@ -213,6 +227,7 @@ void PsService::startPull(grpc::CallbackServerContext *ctx,
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     std::string peer = named(who, req.caller());
+    seen(peer);
     if (mustWait(req) && req.wait_ms() > 0 && !parkerStop_) {
       // A bounded number of waiting pulls, in all and per caller: a
       // worker has one at a time per ps.
@@ -263,7 +278,8 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
   if (req->incarnation() == incarnation_ && version_ < req->min_version()) {
     reply->set_ready(false);
     reply->set_waiting_for(
-        aggregator_.waitingFor(version_, config_.roster, span_));
+        aggregator_.waitingFor(version_, needed(),
+                               members_.live(Membership::Clock::now())));
     emit(*reply, {});
     return grpc::Status::OK;
   }
@@ -294,6 +310,11 @@ void PsService::parkLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!parkerStop_) {
     cv_.wait_for(lock, std::chrono::milliseconds(20));
+    // A parked pull is a worker waiting for an update: live all the while.
+    for (const ParkedPull &p : parked_)
+      if (!p.ctx->IsCancelled())
+        seen(p.peer);
+    followMembership();
     releaseParked(lock, /*all=*/false);
     lock.unlock(); // a cancelled stream may end (and lock mu_) at once
     streams_.cutStalled();
@@ -515,6 +536,7 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
   if (!initialized_)
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
                 name_ + " is not initialized yet");
+  seen(who);
   if (!sync_) {
     if (req->incarnation() != incarnation_) {
       ledgerDropped(*req, who);
@@ -555,7 +577,8 @@ grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
   if (!ledgerAdmits(req, who, reply))
     return grpc::Status::OK;
   ledgerJoined(req.data_batches());
-  if (!aggregator_.add(values, who, update_.concat())) {
+  aggregator_.add(values, who, update_.concat());
+  if (!aggregator_.complete(needed())) {
     reply->set_version(version_);
     return grpc::Status::OK;
   }
@@ -576,22 +599,6 @@ Status PsService::apply(std::vector<Tensor> &values) {
   store_.dynamic().sweep(version_);
   cv_.notify_all();
   return Status::ok();
-}
-
-grpc::Status PsService::WorkerDone(grpc::ServerContext *ctx,
-                                   const rpc::DoneRequest *req,
-                                   rpc::DoneReply *reply) {
-  std::string who;
-  if (auto bad = admit(*ctx, Role::kWorker, "report a worker done", &who);
-      !bad.ok())
-    return bad;
-  if (auto bad = checkCaller(req->caller()); !bad.ok())
-    return bad;
-  std::lock_guard<std::mutex> lock(mu_);
-  done_.insert(named(who, req->caller()));
-  reply->set_workers_done(int(done_.size()));
-  cv_.notify_all();
-  return grpc::Status::OK;
 }
 
 grpc::Status PsService::Shutdown(grpc::ServerContext *ctx,
@@ -615,7 +622,12 @@ std::string PsService::summary() {
   std::string s = std::to_string(version_) + " updates applied";
   if (sync_)
     s += " (each averaging " + std::to_string(aggregator_.replicas()) +
-         " gradients), " + std::to_string(aggregator_.stale()) +
+         " gradients" +
+         (aggregator_.shortUpdates()
+              ? "; " + std::to_string(aggregator_.shortUpdates()) +
+                    " of them fewer, with fewer live workers"
+              : std::string()) +
+         "), " + std::to_string(aggregator_.stale()) +
          " stale gradients dropped";
   if (streamedPulls_ + streamedPushes_ + streamedInits_ > 0)
     s += "; streamed in chunks of " + std::to_string(config_.chunkBytes) +

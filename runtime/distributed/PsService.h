@@ -7,6 +7,7 @@
 #pragma once
 
 #include "runtime/distributed/Cluster.h"
+#include "runtime/distributed/Membership.h"
 #include "runtime/distributed/PsStore.h"
 #include "runtime/distributed/PsStreams.h"
 #include "runtime/distributed/PsUpdate.h"
@@ -204,6 +205,17 @@ private:
                              SplitLedger *ledger);
   void logEpochs();
 
+  // Membership (PsMembership.cpp, mu_ held): `name` called this ps (only
+  // the workers that push count: stage 0 of a model-parallel replica).
+  void seen(const std::string &name);
+  // Gradients the open sync update needs now: min(replicas_to_aggregate,
+  // live workers), at least 1.
+  int64_t needed();
+  // Applies the open sync update once it has what it needs (after a
+  // worker left or went silent, nobody else would push to complete it), and
+  // logs who joined and went.
+  void followMembership();
+
   void fillStatus(rpc::StatusReply *reply);
   // A checkpoint is being written from the variables themselves: nothing
   // may change them until it is done.
@@ -223,6 +235,7 @@ private:
   PsUpdate update_;
   SyncAggregator aggregator_;
   SplitLedger ledger_; // ps 0, exactly-once data; under mu_
+  Membership members_; // under mu_
   StreamLimits streams_;
 
   std::mutex logMu_;

@@ -163,6 +163,16 @@ void SplitLedger::release(const std::string &task, uint64_t run,
   }
 }
 
+void SplitLedger::leave(const std::string &task) {
+  for (auto it = leased_.begin(); it != leased_.end();)
+    if (it->second.task == task) {
+      toPending(it->first, kDeadWorker);
+      it = leased_.erase(it);
+    } else {
+      ++it;
+    }
+}
+
 void SplitLedger::expire(Clock::time_point now, double seconds) {
   const auto limit = std::chrono::duration<double>(seconds);
   for (auto it = leased_.begin(); it != leased_.end();)

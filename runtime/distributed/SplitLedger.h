@@ -64,6 +64,9 @@ public:
   /// gradient was dropped); others' leases stay.
   void release(const std::string &task, uint64_t run,
                const std::vector<int64_t> &batches, Reason why);
+  /// Every lease of `task` back to pending (it left the job), counted with
+  /// the dead workers'.
+  void leave(const std::string &task);
   /// Leases older than `seconds` back to pending (a worker that died and
   /// was not restarted).
   void expire(Clock::time_point now, double seconds);

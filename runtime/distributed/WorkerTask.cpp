@@ -34,24 +34,31 @@ Status prepareModelDir(Links &links, const TaskConfig &config, bool fresh) {
 // The chief at the end: waits for the other workers (the ps tasks stop when
 // every worker is done, so that none loses its ps mid-step), writes the last
 // checkpoint, of the state every worker's updates reached, and stops the ps
-// tasks. 0, or the exit code of a failure.
+// tasks. 0, or the exit code of a failure. Between-graph replicas of one task
+// each (`elastic`) wait for the workers ps 0 counts live (docs/elastic.md:
+// a worker that left or went silent is not waited for); the others for
+// `expected` workers.
 int finishJob(PsDriver &ps, Links &links, const TaskConfig &config,
-              int expected, int workersDone, const std::string &self) {
+              int expected, bool elastic, int workersDone, int workersLive,
+              const std::string &self) {
   const Clock::time_point start = Clock::now();
   double lastSaid = -100;
-  while (workersDone < expected && !(config.stop && config.stop->load())) {
+  auto waiting = [&] {
+    return elastic ? workersLive : expected - workersDone;
+  };
+  while (waiting() > 0 && !(config.stop && config.stop->load())) {
     const double waited = secondsSince(start);
     if (waited > config.syncTimeoutSeconds) {
       links.say("gave up waiting for the other workers to finish");
       break;
     }
     if (waited - lastSaid >= 5) {
-      links.say("waiting for " + std::to_string(expected - workersDone) +
+      links.say("waiting for " + std::to_string(waiting()) +
                 " more worker(s) to finish");
       lastSaid = waited;
     }
     std::this_thread::sleep_for(milliseconds(200));
-    if (!ps.done(&workersDone).isOk())
+    if (!ps.done(&workersDone, &workersLive).isOk())
       break;
   }
   Status s = ps.beforeEval(); // a plain pull: no wait for a sync update
@@ -75,13 +82,23 @@ Status overlapPushes(bool asked, bool refused, PsDriver *ps) {
   return Status::ok();
 }
 
-// --data exactly-once: only for between-graph replicas of one task each.
-Status exactlyOnceData(bool asked, bool refused) {
+// --data exactly-once: only for between-graph replicas of one task each,
+// and in sync mode with one ps (ps 0 decides which gradients an update
+// averages; another ps would average its own choice, which may hold a
+// gradient ps 0 dropped and whose batch it hands out again).
+Status exactlyOnceData(bool asked, bool refused, bool sync, size_t numPs) {
   if (asked && refused)
     return errorStatus("--data exactly-once needs between-graph replication "
                        "with replicas on one task each (an in-graph client or "
                        "a model-parallel replica reads its data itself); "
                        "leave it out to read static shards");
+  if (asked && sync && numPs > 1)
+    return errorStatus(
+        "--data exactly-once with update = sync needs one ps task, not ", numPs,
+        ": each ps averages the first replicas_to_aggregate gradients it "
+        "receives, so another ps could apply a gradient whose batch ps 0 "
+        "dropped and hands out again (that batch would count twice); train "
+        "with one ps, with update = async, or with --data static");
   return Status::ok();
 }
 
@@ -91,7 +108,8 @@ Status pushAndDataModes(const TaskConfig &config, bool sync, bool notOneTask,
                         PsDriver *ps) {
   DTF_RETURN_IF_ERROR(
       overlapPushes(config.overlapPush, sync || notOneTask, ps));
-  return exactlyOnceData(config.exactlyOnce, notOneTask);
+  return exactlyOnceData(config.exactlyOnce, notOneTask, sync,
+                         config.roster.ps.size());
 }
 
 } // namespace
@@ -225,21 +243,40 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
                 : kind == train::FailureKind::kRuntime ? 5
                                                        : 4);
   }
+  if (report.interrupted && config.leave && config.leave->load()) {
+    // Scaled down (SIGUSR1): ps 0 stops counting this worker and hands its
+    // leased batches out again; sync updates stop waiting for it.
+    if (chief || inGraph || span > 1) {
+      links.say("asked to leave the job, but " +
+                std::string(chief ? "the chief ends the job and writes its "
+                                    "checkpoints"
+                                  : "only a between-graph replica of one "
+                                    "task can leave") +
+                "; stopping as interrupted");
+      return 130;
+    }
+    if (Status left = ps.done(nullptr, nullptr, /*leaving=*/true);
+        !left.isOk())
+      return fail(self, left, 6);
+    links.say("left the job (asked to: SIGUSR1)");
+    return 0;
+  }
   if (report.interrupted)
     return 130;
   if (sync && ps.stale() > 0 && !options.quiet)
     links.say(std::to_string(ps.stale()) +
               " of this worker's gradients arrived after their update and "
               "were dropped (stale)");
-  int workersDone = 0;
-  s = ps.done(&workersDone);
+  int workersDone = 0, workersLive = 0;
+  s = ps.done(&workersDone, &workersLive);
   if (!s.isOk())
     return fail(self, s, 6);
   if (chief) {
     if (client)
       client->shutdownTowers();
     if (int code = finishJob(ps, links, config, inGraph ? 1 : numWorkers,
-                             workersDone, self))
+                             !inGraph && span == 1, workersDone, workersLive,
+                             self))
       return code;
   }
   return report.interrupted ? 130 : 0;

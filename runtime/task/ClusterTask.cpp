@@ -236,7 +236,8 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
                    const dtf::cluster::RunChoice &choice,
                    const dtf::train::TrainOptions &options,
                    const ClusterTaskOptions &flags,
-                   const std::atomic<bool> *stop) {
+                   const std::atomic<bool> *stop,
+                   const std::atomic<bool> *leave) {
   const ClusterSpec &spec = choice.cluster;
   const TaskId &task = choice.task;
   auto usage = [&](const std::string &message) {
@@ -269,8 +270,10 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.exactlyOnce = flags.exactlyOnce;
   config.splitBatches = flags.splitBatches;
   config.leaseTimeoutSeconds = flags.leaseTimeoutSeconds;
+  config.startWorkers = flags.startWorkers;
   config.stallTimeoutSeconds = flags.stallTimeoutSeconds;
   config.stop = stop;
+  config.leave = leave;
   config.out = options.out;
 
   if (task.job != dtf::cluster::kPsJob) {

@@ -3,6 +3,7 @@
 #include "dtf/Version.h"
 
 #include "runtime/cluster/RunMode.h"
+#include "runtime/cluster/Scaling.h"
 #include "runtime/task/Task.h"
 #include "runtime/tools/dtf-run/CertsCommand.h"
 
@@ -29,6 +30,7 @@ Trains the model in PLAN (a plan.bin written by dtfc).
   dtf-run plan.bin --cluster cluster.json --job worker --task 1   run one task
   dtf-run plan.bin --predict eval --model-dir DIR -o out.csv      predict
   dtf-run certs --cluster cluster.json --out DIR   make the cluster's TLS certificates
+  dtf-run ctl --cluster cluster.json scale worker=N   scale a running job
 
 options:
   --steps N        train N steps instead of the plan's count (0: only evaluate)
@@ -90,6 +92,13 @@ options:
                    evaluates each new one, see docs/deploy.md)
   --task N         the index of the task to run within its job
   --max-restarts N the launcher restarts a failed task up to N times (3)
+  --workers N      the job starts with the first N worker tasks of the
+                   cluster file, the chief counted (default: all): the
+                   launcher starts those, and the ps tasks count them live
+                   from the start; `dtf-run ctl --cluster FILE scale
+                   worker=N` changes it while the job runs: slots that join
+                   start at their next step, those scaled away leave after
+                   their step (docs/elastic.md)
   --chief TASK     the worker that takes the chief's duties (initializing and
                    restoring the ps, checkpoints, evaluation), e.g. worker.1
                    (default: chief.0, else worker.0)
@@ -149,8 +158,11 @@ options:
                    epoch applies every example once (docs/elastic.md)
   --split-batches N  exactly-once: batches per split an async worker leases
                    (default 4; sync workers lease one at a time)
-  --lease-timeout SECONDS  exactly-once: a split whose worker neither pushed
-                   nor leased for this long goes to another (default 60)
+  --lease-timeout SECONDS  a worker that makes no call to a ps for this long
+                   is gone (killed, or its host lost): sync updates stop
+                   waiting for it, the chief does not wait for it at the
+                   end, and (exactly-once) a split it neither pushed nor
+                   leased for this long goes to another (default 60)
   --same-host unix|tcp  how tasks whose cluster addresses are loopback
                    (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
                    default) over Unix sockets in $DTF_SOCKET_DIR (else
@@ -244,6 +256,7 @@ struct CommandLine {
   dtf::task::TaskRequest request;
   dtf::cluster::ClusterFlags clusterFlags;
   std::string chief; // --chief TASK
+  std::string workers; // --workers N (the launcher's)
 };
 
 // parse* return kGoOn to go on, else the exit code to stop with; kNotMine
@@ -326,6 +339,7 @@ bool takesValue(const std::string &arg) {
                            "--job",
                            "--model-dir",
                            "--max-restarts",
+                           "--workers",
                            "--chief",
                            "--connect-timeout",
                            "--sync-timeout",
@@ -400,6 +414,8 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     cl->clusterFlags.task = value;
   } else if (arg == "--max-restarts") {
     // the launcher reads it
+  } else if (arg == "--workers") {
+    cl->workers = value; // the launcher reads it; checked with the mode
   } else if (arg == "--chief") {
     cl->chief = value;
   } else {
@@ -597,6 +613,19 @@ int checkCombinations(CommandLine *cl) {
                           : "--bind is for one task (--job/--task): the tasks "
                             "the launcher starts each listen on their own "
                             "address in the cluster file");
+  if (!cl->workers.empty()) {
+    const long long n = parseCount(cl->workers.c_str());
+    if (mode == RunMode::kLocal || n < 1 || n > 1000000)
+      return usageError(
+          "%s", n < 1 || n > 1000000
+                    ? ("--workers expects how many worker tasks the job "
+                       "starts with (1 or more, the chief counted), got '" +
+                       cl->workers + "'")
+                          .c_str()
+                    : "--workers needs a cluster (--cluster FILE): how many "
+                      "of its worker tasks the job starts with");
+    r.cluster.startWorkers = int(n);
+  }
   if (mode == RunMode::kLocal && r.cluster.exactlyOnce)
     return usageError("--data exactly-once needs a cluster (--cluster FILE "
                       "or TF_CONFIG): one process already reads every "
@@ -620,6 +649,8 @@ int main(int argc, char **argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   if (argc > 1 && std::strcmp(argv[1], "certs") == 0)
     return dtfrun::runCertsCommand(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "ctl") == 0)
+    return dtf::cluster::runControlCommand(argc, argv);
   CommandLine cl;
   if (int code = parseArguments(argc, argv, &cl); code != kGoOn)
     return code;
