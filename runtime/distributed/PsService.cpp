@@ -642,6 +642,21 @@ std::string PsService::summary() {
          std::to_string(sparseRowsPushed_.load()) + " updated";
   if (!store_.dynamic().empty())
     s += "; dynamic tables: " + store_.dynamic().describe();
+  if (index_ == 0 && ledger_.configured()) {
+    // The job's data at a glance (the per-epoch lines came as they ended).
+    const LedgerShape &shape = ledger_.shape();
+    const int64_t n = ledger_.consumed();
+    s += "; data (exactly-once): " + std::to_string(n) + " of " +
+         std::to_string(shape.totalBatches) + " batches applied (" +
+         std::to_string(n / shape.batchesPerEpoch) + " whole epochs of " +
+         std::to_string(shape.batchesPerEpoch) + "), re-sent " +
+         std::to_string(ledger_.resent(SplitLedger::kDeadWorker)) +
+         " of dead or departed workers, " +
+         std::to_string(ledger_.resent(SplitLedger::kDroppedGradient)) +
+         " of dropped gradients, " +
+         std::to_string(ledger_.resent(SplitLedger::kLostUpdate)) +
+         " lost with a ps (counted since this ps 0 started)";
+  }
   return s;
 }
 

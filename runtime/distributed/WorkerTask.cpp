@@ -112,6 +112,21 @@ Status pushAndDataModes(const TaskConfig &config, bool sync, bool notOneTask,
                          config.roster.ps.size());
 }
 
+// Scaled down (SIGUSR1, docs/elastic.md), whether the step loop ended or a
+// wait in it (a sync pull, a lease) was cut short: the ps tasks stop
+// counting this worker (sync updates stop waiting for it) and ps 0 hands
+// its leased batches out again. Only a between-graph replica of one task
+// that is not the chief leaves; SIGUSR1 stops the others like Ctrl-C.
+bool leaving(const TaskConfig &config, bool chief, bool oneTask) {
+  return config.leave && config.leave->load() && !chief && oneTask;
+}
+int leaveJob(PsDriver &ps, Links &links, const std::string &self) {
+  if (Status left = ps.done(nullptr, nullptr, /*leaving=*/true); !left.isOk())
+    return fail(self, left, 6);
+  links.say("left the job (asked to: SIGUSR1)");
+  return 0;
+}
+
 } // namespace
 
 int runWorker(const plan::Plan &plan, const plan::Placement &placement,
@@ -234,6 +249,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   s = trainer->run(&report, &kind);
   if (stages) // the other stages stop with this one
     (void)stages->begin(/*done=*/true, {});
+  if (leaving(config, chief, !inGraph && span == 1))
+    return leaveJob(ps, links, self);
   if (!s.isOk()) {
     if (client)
       client->shutdownTowers();
@@ -242,24 +259,6 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
                 config.stop && config.stop->load()     ? 130
                 : kind == train::FailureKind::kRuntime ? 5
                                                        : 4);
-  }
-  if (report.interrupted && config.leave && config.leave->load()) {
-    // Scaled down (SIGUSR1): ps 0 stops counting this worker and hands its
-    // leased batches out again; sync updates stop waiting for it.
-    if (chief || inGraph || span > 1) {
-      links.say("asked to leave the job, but " +
-                std::string(chief ? "the chief ends the job and writes its "
-                                    "checkpoints"
-                                  : "only a between-graph replica of one "
-                                    "task can leave") +
-                "; stopping as interrupted");
-      return 130;
-    }
-    if (Status left = ps.done(nullptr, nullptr, /*leaving=*/true);
-        !left.isOk())
-      return fail(self, left, 6);
-    links.say("left the job (asked to: SIGUSR1)");
-    return 0;
   }
   if (report.interrupted)
     return 130;
@@ -274,12 +273,10 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   if (chief) {
     if (client)
       client->shutdownTowers();
-    if (int code = finishJob(ps, links, config, inGraph ? 1 : numWorkers,
-                             !inGraph && span == 1, workersDone, workersLive,
-                             self))
-      return code;
+    return finishJob(ps, links, config, inGraph ? 1 : numWorkers,
+                     !inGraph && span == 1, workersDone, workersLive, self);
   }
-  return report.interrupted ? 130 : 0;
+  return 0; // an interrupted run returned above
 }
 
 } // namespace dtf::dist

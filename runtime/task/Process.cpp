@@ -37,10 +37,10 @@ const std::atomic<bool> *watchInterrupts(std::atomic<bool> *leaveFlag) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  if (leaveFlag) {
-    std::signal(SIGUSR1, onInterrupt);
+  // SIGUSR1 gets no handler (no asynchronous signal has one: see above);
+  // blocked everywhere, only the waiting thread takes it.
+  if (leaveFlag)
     sigaddset(&set, SIGUSR1);
-  }
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   std::thread([set, leaveFlag] {
     int sig = 0;

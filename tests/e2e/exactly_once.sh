@@ -9,7 +9,10 @@
 #     checkpoint, whose ledger says which batches its variables saw).
 #   sync: 1 ps + 3 workers, replicas_to_aggregate = 2: each update drops a
 #     backup worker's gradient, whose batch goes out again.
-# usage: exactly_once.sh BIN_DIR WORK_DIR async|sync exactly-once|static
+#   scale: async, 3 worker slots launched with --workers 1, scaled to 3
+#     mid-epoch 0 (worker.1 and worker.2 join and lease), then to 2 mid-epoch 1
+#     (worker.2 leaves; its leases go out again at once) (docs/elastic.md).
+# usage: exactly_once.sh BIN_DIR WORK_DIR async|sync|scale exactly-once|static
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
 mode=$3 data=$4
@@ -19,10 +22,19 @@ per_epoch=$((examples / batch))
 if [ "$mode" = sync ]; then
   workers=3 lr=2.0 steps=$((epochs * per_epoch / 2))
   update='sync(replicas_to_aggregate = 2, total_num_replicas = 3)'
+elif [ "$mode" = scale ]; then
+  workers=3 lr=1.0 steps=$((epochs * per_epoch))
+  update=async
 else
   workers=2 lr=1.0 steps=$((epochs * per_epoch))
   update=async
 fi
+scale=() split=4
+[ "$mode" = scale ] && scale=(--workers 1)
+# A worker holds no lease between its split's last push and its next lease
+# (a pull in between): 1 step in `split`. The async kill wants one that
+# holds a split, so its splits are long.
+[ "$mode" = async ] && split=16
 python3 -c "
 print('x,id')
 for i in range($examples): print(f'0,{i}')" > "$work/ids.csv"
@@ -36,7 +48,7 @@ log=$work/run.log
 # The loop below reads it before the launcher may have opened it (set -e).
 : > "$log"
 timeout 120 "$bin/dtf-run" "$work/counting.plan" --cluster "$work/c.json" --threads 1 \
-  --log-every 20 --model-dir "$work/model" --data "$data" --split-batches 4 > "$log" 2>&1 &
+  --log-every 20 --model-dir "$work/model" --data "$data" --split-batches "$split" "${scale[@]}" > "$log" 2>&1 &
 launcher=$!
 trap 'kill "$launcher" 2>/dev/null || true; wait "$launcher" 2>/dev/null || true' EXIT
 pid_of() { sed -n "s/^\[launcher\] $1 started (pid \([0-9]*\).*/\1/p" "$log" | tail -1; }
@@ -47,9 +59,8 @@ if [ "$mode" = async ]; then
   for _ in $(seq 1 1500); do
     kill -0 "$launcher" 2>/dev/null || break
     s=$(step_now)
-    # worker.1 holds a split once it trains.
-    if [ "$killed_worker" = no ] && grep -q '^worker.1 *|   program:' "$log"; then
-      sleep 0.1
+    # worker.1 holds a split while it trains (but in 1 step of $split).
+    if [ "$killed_worker" = no ] && grep -q '^worker.1 *| step ' "$log"; then
       s=$(step_now)
       kill -9 "$(pid_of worker.1)" && killed_worker=yes
       echo "   step $s: kill -9 worker.1"
@@ -63,6 +74,23 @@ if [ "$mode" = async ]; then
     fi
     sleep 0.02
   done
+fi
+if [ "$mode" = scale ]; then
+  ctl() { "$bin/dtf-run" ctl --cluster "$work/c.json" scale "$1" > /dev/null; }
+  scaled=no
+  for _ in $(seq 1 1500); do
+    kill -0 "$launcher" 2>/dev/null || break
+    s=$(step_now)
+    if [ "$scaled" = no ] && [ "${s:-0}" -ge 100 ]; then
+      ctl worker=3 && scaled=up && echo "   step $s: scale worker=3"
+    fi
+    if [ "$scaled" = up ] && [ "${s:-0}" -ge $((per_epoch + 100)) ]; then
+      ctl worker=2 && scaled=down && echo "   step $s: scale worker=2"
+      [ "$s" -lt $((2 * per_epoch)) ] || fail "scaled down after epoch 1 (step $s); make the data larger"
+    fi
+    sleep 0.02
+  done
+  [ "$scaled" = down ] || fail "the job ended before it was scaled up and down ($scaled)"
 fi
 set +e
 wait "$launcher"
@@ -102,6 +130,12 @@ if len(epoch_lines) < epochs:
 resent = lambda what: sum(int(m.group(1)) for l in epoch_lines for m in [re.search(r"(\d+) " + what, l)] if m)
 if mode == "sync" and resent("of dropped gradients") == 0:
     bad.append("no dropped gradient's batch was re-sent (did the backup worker push?)")
+if mode == "scale":
+    for w in ("worker.1", "worker.2"):
+        if not any(l.startswith(w) and "step " in l for l in lines):
+            bad.append(f"{w} did not train after the scale-up")
+    if not any("worker.2 left the job (scaled down)" in l for l in lines):
+        bad.append("worker.2 did not leave the job")
 if mode == "async":
     if resent("of dead workers") == 0:
         bad.append("no batch of the killed worker was re-sent")
