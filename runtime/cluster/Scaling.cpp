@@ -44,6 +44,25 @@ Status writeWhole(const std::string &path, const std::string &text) {
   return Status::ok();
 }
 
+// When process `pid` started (field 22 of /proc/PID/stat, in clock ticks
+// since boot), or "" when it does not run: with the pid it names one process
+// for good, where a pid alone may have been reused since it was written.
+std::string startTimeOf(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat))
+    return "";
+  const size_t paren = stat.rfind(')'); // the name may hold spaces
+  if (paren == std::string::npos)
+    return "";
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22)
+      return field;
+  return "";
+}
+
 } // namespace
 
 std::string launcherPidPath(const std::string &clusterFile) {
@@ -99,7 +118,7 @@ Status parseScaleRequest(const std::string &text, const ClusterSpec &cluster,
 
 Status writeLauncherPid(const std::string &clusterFile) {
   return writeWhole(launcherPidPath(clusterFile),
-                    std::to_string(getpid()) + "\n");
+                    strCat(getpid(), " ", startTimeOf(getpid()), "\n"));
 }
 
 void removeLauncherPid(const std::string &clusterFile) {
@@ -154,7 +173,11 @@ int runControlCommand(int argc, char **argv) {
   }
   std::ifstream in(launcherPidPath(clusterFile));
   long pid = 0;
-  if (!(in >> pid) || pid <= 1 || kill(pid_t(pid), 0) != 0) {
+  std::string started;
+  // The pid and its start time: a stale file (a launcher killed with
+  // kill -9) never sends SIGUSR1 to a process that reused the pid.
+  if (!(in >> pid >> started) || pid <= 1 || started.empty() ||
+      startTimeOf(pid) != started || kill(pid_t(pid), 0) != 0) {
     std::fprintf(stderr,
                  "dtf-run: error: ctl: no launcher of %s runs on this "
                  "machine (%s names none that runs); start the job with "

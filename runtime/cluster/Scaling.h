@@ -24,7 +24,8 @@ std::vector<TaskId> scalableTasks(const ClusterSpec &cluster);
 Status parseScaleRequest(const std::string &text, const ClusterSpec &cluster,
                          int *workers);
 
-/// Writes the launcher's pid file (0600, this user's) / removes it.
+/// Writes the launcher's pid file (0600, this user's: its pid and start
+/// time) / removes it.
 Status writeLauncherPid(const std::string &clusterFile);
 void removeLauncherPid(const std::string &clusterFile);
 

@@ -655,7 +655,7 @@ std::string PsService::summary() {
          std::to_string(ledger_.resent(SplitLedger::kDroppedGradient)) +
          " of dropped gradients, " +
          std::to_string(ledger_.resent(SplitLedger::kLostUpdate)) +
-         " lost with a ps (counted since this ps 0 started)";
+         " lost with a ps";
   }
   return s;
 }

@@ -3,12 +3,16 @@
 #include "runtime/distributed/SplitLedger.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
 
 namespace dtf::dist::ps {
 namespace {
 
 // The first word of a saved ledger: its layout.
-constexpr int64_t kLedgerFormat = 1;
+// Layout 2 adds the re-send counts (per unfinished epoch, and in all) after
+// layout 1's consumed batches; layout 1 is still read.
+constexpr int64_t kLedgerFormat = 2;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -193,15 +197,42 @@ std::vector<int64_t> SplitLedger::save() const {
                             base_,
                             int64_t(consumed_.size())};
   v.insert(v.end(), consumed_.begin(), consumed_.end());
+  v.push_back(int64_t(epochs_.size()));
+  for (const auto &[epoch, c] : epochs_) {
+    v.push_back(epoch);
+    v.insert(v.end(), c.resent, c.resent + kReasons);
+  }
+  v.insert(v.end(), resentTotal_, resentTotal_ + kReasons);
   return v;
 }
 
+// Layout 2's counts after the consumed batches (at `at`): checked whole.
+static bool readCounts(const std::vector<int64_t> &saved, size_t at,
+                       std::map<int64_t, std::array<int64_t, 3>> *epochs,
+                       std::array<int64_t, 3> *totals) {
+  if (at >= saved.size() || saved[at] < 0 ||
+      saved.size() - at - 1 != size_t(saved[at]) * 4 + 3)
+    return false;
+  for (size_t i = at + 1; i + 3 < saved.size(); i += 4)
+    (*epochs)[saved[i]] = {saved[i + 1], saved[i + 2], saved[i + 3]};
+  std::copy(saved.end() - 3, saved.end(), totals->begin());
+  return std::all_of(saved.begin() + int64_t(at), saved.end(),
+                     [](int64_t x) { return x >= 0; });
+}
+
 std::string SplitLedger::restore(const std::vector<int64_t> &saved) {
+  static_assert(kReasons == 3, "the saved counts are 3 per epoch");
   int64_t base = 0;
   std::set<int64_t> consumed;
+  std::map<int64_t, std::array<int64_t, 3>> counts;
+  std::array<int64_t, 3> totals = {};
   if (!saved.empty()) {
-    if (saved.size() < 7 || saved[0] != kLedgerFormat ||
-        saved[6] != int64_t(saved.size()) - 7 || saved[5] < 0)
+    const bool v1 = saved.size() >= 7 && saved[0] == 1 &&
+                    saved[6] == int64_t(saved.size()) - 7;
+    const bool v2 = saved.size() >= 7 && saved[0] == kLedgerFormat &&
+                    saved[6] >= 0 && saved[6] <= int64_t(saved.size()) - 7 &&
+                    readCounts(saved, size_t(7 + saved[6]), &counts, &totals);
+    if ((!v1 && !v2) || saved[5] < 0)
       return "the checkpoint's data ledger is malformed (format " +
              str(saved[0]) + ", " + str(int64_t(saved.size())) + " words)";
     LedgerShape s{saved[1], saved[2], saved[3], saved[4]};
@@ -209,7 +240,7 @@ std::string SplitLedger::restore(const std::vector<int64_t> &saved) {
     if (!refused.empty())
       return refused;
     base = saved[5];
-    consumed.insert(saved.begin() + 7, saved.end());
+    consumed.insert(saved.begin() + 7, saved.begin() + 7 + saved[6]);
     if (!consumed.empty() && *consumed.begin() <= base)
       return "the checkpoint's data ledger is malformed (a batch below its "
              "base)";
@@ -224,12 +255,22 @@ std::string SplitLedger::restore(const std::vector<int64_t> &saved) {
   base_ = base;
   consumed_ = std::move(consumed);
   next_ = end;
+  // The re-send counts go on from the checkpoint's (a ps 0 that restarted
+  // starts from them; one that restores in place keeps any higher ones of
+  // its own), then the batches lost with the ps are counted on top.
+  std::map<int64_t, EpochCount> epochs;
+  for (const auto &[epoch, c] : counts)
+    for (int r = 0; r < kReasons; ++r)
+      epochs[epoch].resent[r] = std::max(c[size_t(r)], epochs_.count(epoch)
+                                                           ? epochs_[epoch].resent[r]
+                                                           : 0);
+  for (int r = 0; r < kReasons; ++r)
+    resentTotal_[r] = std::max(resentTotal_[r], totals[size_t(r)]);
+  epochs_ = std::move(epochs);
   if (configured())
     for (int64_t b = base_; b < next_; ++b)
       if (!consumed_.count(b))
         toPending(b, kLostUpdate);
-  // The epochs' counts start again from what the checkpoint applied.
-  epochs_.clear();
   return "";
 }
 

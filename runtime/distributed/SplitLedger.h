@@ -79,8 +79,8 @@ public:
   std::string restore(const std::vector<int64_t> &saved);
 
   /// One line per epoch whose every batch was applied since the last call:
-  /// its examples and the batches re-sent, by reason (counted since this
-  /// process started or restored its ledger).
+  /// its examples and the batches re-sent, by reason (a restored ledger
+  /// goes on from the checkpoint's counts).
   std::vector<std::string> takeEpochLines();
   /// Batches re-sent so far, by reason (all epochs).
   int64_t resent(Reason why) const { return resentTotal_[why]; }

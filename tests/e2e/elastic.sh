@@ -45,9 +45,11 @@ if [ "$what" = scale ]; then
   wait_for 60 "the chief's step 60" at_step "$log" 60
   ctl worker=4 || fail "dtf-run ctl scale worker=4 failed: $(cat "$work/ctl.log")"
   echo "   step $(step_now "$log"): scale worker=4"
-  wait_for 30 "worker.3 to train" grep -q '^worker.3 *| step ' "$log"
+  # Once an update averaged all 4 (worker.2 and worker.3 joined and pushed).
+  wait_for 30 "an update averaging 4 gradients" \
+    grep -q ' averaged 4 gradients' "$work/model/ps.0.sync.log"
   s=$(step_now "$log")
-  wait_for 30 "40 more steps" at_step "$log" $((s + 40))
+  wait_for 30 "20 more steps" at_step "$log" $((s + 20))
   ctl worker=1 || fail "dtf-run ctl scale worker=1 failed: $(cat "$work/ctl.log")"
   echo "   step $(step_now "$log"): scale worker=1"
   # A bad request: a precise error, nothing changes.

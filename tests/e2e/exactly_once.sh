@@ -66,8 +66,12 @@ if [ "$mode" = async ]; then
       echo "   step $s: kill -9 worker.1"
       [ "${s:-0}" -lt "$per_epoch" ] || fail "worker.1 was killed after epoch 0 (step $s); make the data larger"
     fi
-    # Once worker.1 is back (ps 0 handed its dead self's split out again).
-    if [ "$killed_ps" = no ] && [ "$(grep -c '^worker.1 *|   program:' "$log")" -ge 2 ]; then
+    # Once worker.1 is back and trains (its first lease handed its dead
+    # self's split out again) and a checkpoint came after (it holds the
+    # re-send counts the restored ps 0 goes on from).
+    if [ "$killed_ps" = no ] && awk '/^worker.1 *\|   program:/ { n++ }
+        n >= 2 && /^worker.1 *\| step / { trained = 1 }
+        trained && /saved checkpoint/ { saved = 1 } END { exit !saved }' "$log"; then
       s=$(step_now)
       kill -9 "$(pid_of ps.0)" && killed_ps=yes
       echo "   step $s: kill -9 ps.0"

@@ -93,5 +93,30 @@ TEST(SplitLedger, ARestoreKeepsWhatTheCheckpointSawAndHandsOutTheRest) {
   EXPECT_NE(fresh.restore(bad).find("malformed"), std::string::npos);
 }
 
+TEST(SplitLedger, TheReSendCountsSurviveARestartedPs0) {
+  SplitLedger l = shaped();
+  std::vector<int64_t> got;
+  l.lease("worker.0", 1, 2, Clock::now(), &got); // 0, 1
+  l.lease("worker.0", 2, 1, Clock::now(), &got); // run 1 died: 0, 1 back
+  ASSERT_EQ(l.resent(SplitLedger::kDeadWorker), 2);
+  const std::vector<int64_t> saved = l.save();
+  EXPECT_EQ(saved[0], 2); // the layout with counts
+  SplitLedger restarted;  // a new ps 0 process
+  ASSERT_EQ(restarted.restore(saved), "");
+  EXPECT_EQ(restarted.resent(SplitLedger::kDeadWorker), 2);
+  // This process handed nothing out: nothing counts as lost with the ps.
+  EXPECT_EQ(restarted.resent(SplitLedger::kLostUpdate), 0);
+  // Layout 1 (no counts) is still read; counts then start at 0.
+  std::vector<int64_t> v1(saved.begin(), saved.begin() + 7 + saved[6]);
+  v1[0] = 1;
+  SplitLedger old;
+  ASSERT_EQ(old.restore(v1), "");
+  EXPECT_EQ(old.resent(SplitLedger::kDeadWorker), 0);
+  // Counts that do not add up are refused.
+  std::vector<int64_t> bad = saved;
+  bad.pop_back();
+  EXPECT_NE(old.restore(bad).find("malformed"), std::string::npos);
+}
+
 } // namespace
 } // namespace dtf::dist::ps
