@@ -566,6 +566,7 @@ void Launcher::takeScaleRequest() {
   Status s = in && std::getline(in, text)
                  ? parseScaleRequest(text, cluster_, &workers)
                  : errorStatus("no request in ", path);
+  unlink(path.c_str()); // taken (or refused): a later signal needs a new one
   if (!s.isOk()) {
     say(strCat("scale: ", s.message()));
     return;
