@@ -3,12 +3,14 @@
 #include "runtime/cluster/Launcher.h"
 
 #include "runtime/cluster/LineBuffer.h"
+#include "runtime/cluster/Scaling.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
 #include <map>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -46,7 +48,7 @@ public:
     action.sa_handler = onLauncherSignal;
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
-    for (int s : {SIGINT, SIGTERM})
+    for (int s : {SIGINT, SIGTERM, SIGUSR1})
       sigaction(s, &action, &previous_[s]);
     action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     sigaction(SIGCHLD, &action, &previous_[SIGCHLD]);
@@ -113,7 +115,10 @@ struct Task {
     kRunning,
     kSucceeded, // exited 0
     kDone,      // ended while the job stopped, or failed past restarting
+    kParked,    // a worker slot outside the job's scale (docs/elastic.md)
   } state = State::kWaiting;
+  bool leaving = false; // asked to leave (SIGUSR1): its exit parks it
+  bool rejoin = false;  // scaled up again while leaving: start it again
   pid_t pid = -1;
   int fds[2] = {-1, -1}; // the read ends of its stdout and stderr
   LineBuffer lines[2];
@@ -162,10 +167,14 @@ private:
   bool anyRunning() const;
   void afterStopped();
   int pollTimeoutMs() const;
+  // SIGUSR1: `dtf-run ctl` left a scale request beside the cluster file.
+  void scale(int workers);
+  void takeScaleRequest();
 
   ClusterSpec cluster_; // a copy: failover moves its chief
   const LaunchOptions &options_;
   std::string chiefArg_; // --chief for every task after a failover
+  int workers_ = 0;      // the scale: worker tasks that run (0: all)
   std::vector<Task> tasks_;
   StopReason stopping_ = StopReason::kNone;
   Clock::time_point stopDeadline_;
@@ -189,6 +198,10 @@ bool Launcher::start(Task &task) {
   if (!chiefArg_.empty()) {
     args.push_back("--chief");
     args.push_back(chiefArg_);
+  }
+  if (workers_ > 0) { // the ps tasks count them live from the start
+    args.push_back("--workers");
+    args.push_back(std::to_string(workers_));
   }
   args.push_back("--job");
   args.push_back(task.id.job);
@@ -341,19 +354,30 @@ void Launcher::reap() {
 
 void Launcher::onExit(Task &task, int status) {
   say(strCat(task.id.str(), " ", describeExit(status)));
-  if (stopping_ != StopReason::kNone) {
+  if (task.leaving) {
+    // Scaled down: its exit is neither a failure nor the end of its work.
+    task.leaving = false;
+    task.state = task.rejoin ? Task::State::kWaiting : Task::State::kParked;
+    task.startAt = Clock::now() + options_.policy.restartDelay;
+    task.rejoin = false;
+    say(strCat(task.id.str(), succeeded(status) ? " left the job" : " is gone",
+               " (scaled down)"));
+    if (stopping_ != StopReason::kNone)
+      return;
+  } else if (stopping_ != StopReason::kNone) {
     // Stopped on purpose: neither a failure nor a reason to restart.
     task.state = Task::State::kDone;
     return;
-  }
-  if (!succeeded(status)) {
+  } else if (!succeeded(status)) {
     onFailure(task, status);
     return;
+  } else {
+    task.state = Task::State::kSucceeded;
   }
-  task.state = Task::State::kSucceeded;
   bool anyAwaited = false, allAwaitedDone = true, allDone = true;
   for (const Task &t : tasks_) {
-    const bool done = t.state == Task::State::kSucceeded;
+    const bool done = t.state == Task::State::kSucceeded ||
+                      t.state == Task::State::kParked;
     allDone = allDone && done;
     if (options_.policy.forRole(t.role).awaited) {
       anyAwaited = true;
@@ -367,7 +391,8 @@ void Launcher::onExit(Task &task, int status) {
   if (anyAwaited && allAwaitedDone) {
     std::string rest;
     for (const Task &t : tasks_) {
-      if (t.state != Task::State::kSucceeded)
+      if (t.state != Task::State::kSucceeded &&
+          t.state != Task::State::kParked)
         rest += (rest.empty() ? "" : ", ") + t.id.str();
     }
     say(strCat("every worker finished; stopping ", rest));
@@ -475,6 +500,10 @@ void Launcher::killAll() {
 void Launcher::onSignal(int signal) {
   if (signal == SIGCHLD)
     return; // reap() runs after every wake-up
+  if (signal == SIGUSR1) {
+    takeScaleRequest();
+    return;
+  }
   const int code = 128 + signal;
   if (stopping_ == StopReason::kNone || stopping_ == StopReason::kRestartJob) {
     say(strCat(signal == SIGINT ? "interrupted" : "terminated",
@@ -506,6 +535,8 @@ void Launcher::afterStopped() {
   stopping_ = StopReason::kNone;
   killed_ = false;
   for (Task &task : tasks_) {
+    if (task.state == Task::State::kParked)
+      continue; // outside the job's scale
     task.restarts = std::max(task.restarts, jobRestarts_);
     task.state = Task::State::kWaiting;
     task.startAt = Clock::now() + options_.policy.restartDelay;
@@ -525,6 +556,66 @@ int Launcher::pollTimeoutMs() const {
       std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now())
           .count();
   return int(std::max<long long>(0, ms + 1));
+}
+
+void Launcher::takeScaleRequest() {
+  const std::string path = scaleRequestPath(options_.clusterFile);
+  std::ifstream in(path);
+  std::string text;
+  int workers = 0;
+  Status s = in && std::getline(in, text)
+                 ? parseScaleRequest(text, cluster_, &workers)
+                 : errorStatus("no request in ", path);
+  unlink(path.c_str()); // taken (or refused): a later signal needs a new one
+  if (!s.isOk()) {
+    say(strCat("scale: ", s.message()));
+    return;
+  }
+  if (stopping_ != StopReason::kNone) {
+    say("scale: the job is stopping; the request is not taken");
+    return;
+  }
+  scale(workers);
+}
+
+// The first `workers` scalable tasks run (or are to start), the others are
+// parked: the running ones beyond leave after their step.
+void Launcher::scale(int workers) {
+  workers_ = workers;
+  const std::vector<TaskId> order = scalableTasks(cluster_);
+  std::string started, leaving;
+  for (size_t k = 0; k < order.size(); ++k) {
+    auto it = std::find_if(tasks_.begin(), tasks_.end(),
+                           [&](const Task &t) { return t.id == order[k]; });
+    if (it == tasks_.end())
+      continue;
+    Task &t = *it;
+    const bool wanted = int(k) < workers;
+    if (wanted && (t.state == Task::State::kParked || t.leaving)) {
+      // Back in the job: parked slots start now; one still leaving starts
+      // again once it has gone.
+      if (t.state == Task::State::kParked) {
+        t.state = Task::State::kWaiting;
+        t.startAt = Clock::now();
+      }
+      t.rejoin = t.leaving;
+      started += (started.empty() ? "" : ", ") + t.id.str();
+    } else if (!wanted && t.state == Task::State::kRunning && !t.leaving &&
+               t.role != TaskRole::kChief) {
+      t.leaving = true;
+      t.rejoin = false;
+      kill(t.pid, SIGUSR1);
+      leaving += (leaving.empty() ? "" : ", ") + t.id.str();
+    } else if (!wanted && t.state == Task::State::kWaiting &&
+               t.role != TaskRole::kChief) {
+      t.state = Task::State::kParked;
+    }
+  }
+  say(strCat("scale: ", workers, " worker", workers == 1 ? "" : "s",
+             started.empty() ? "" : "; starting " + started,
+             leaving.empty() ? ""
+                             : "; asking " + leaving +
+                                   " to leave after the current step"));
 }
 
 int Launcher::run() {
@@ -579,7 +670,15 @@ int Launcher::run() {
     say(strCat("error: cannot create a pipe: ", std::strerror(errno)));
     return kLauncherCannotStart;
   }
+  if (!options_.clusterFile.empty())
+    if (Status p = writeLauncherPid(options_.clusterFile); !p.isOk())
+      say(strCat("warning: ", p.message(), "; dtf-run ctl cannot reach this "
+                 "launcher"));
+  if (options_.workers > 0)
+    scale(options_.workers);
   for (Task &task : tasks_) {
+    if (task.state == Task::State::kParked)
+      continue;
     if (!start(task)) {
       task.state = Task::State::kDone;
       stopJob(StopReason::kFailed, SIGTERM, options_.stopGrace,
@@ -647,6 +746,8 @@ int Launcher::run() {
       }
     }
   }
+  if (!options_.clusterFile.empty())
+    removeLauncherPid(options_.clusterFile);
   // Nothing is left running (the loop ends only then, or after SIGKILL).
   for (Task &task : tasks_) {
     if (task.pid > 0) {
@@ -666,82 +767,9 @@ int Launcher::run() {
 
 } // namespace
 
-TaskRole roleOf(const ClusterSpec &cluster, const TaskId &task) {
-  if (cluster.isChief(task))
-    return TaskRole::kChief;
-  return task.job == kPsJob ? TaskRole::kPs : TaskRole::kWorker;
-}
-
-const char *roleName(TaskRole role) {
-  switch (role) {
-  case TaskRole::kChief:
-    return "chief";
-  case TaskRole::kWorker:
-    return "worker";
-  case TaskRole::kPs:
-    return "ps";
-  }
-  return "worker";
-}
-
-const RolePolicy &RestartPolicy::forRole(TaskRole role) const {
-  switch (role) {
-  case TaskRole::kChief:
-    return chief;
-  case TaskRole::kPs:
-    return ps;
-  case TaskRole::kWorker:
-    break;
-  }
-  return worker;
-}
-
 int runLauncher(const ClusterSpec &cluster, const LaunchOptions &options) {
   Launcher launcher(cluster, options);
   return launcher.run();
-}
-
-Status parseLauncherArguments(const std::vector<std::string> &args,
-                              LaunchOptions *options) {
-  options->passThroughArgs.clear();
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string &arg = args[i];
-    std::string name = arg, value;
-    bool hasValue = false;
-    const size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      hasValue = true;
-    }
-    const bool clusterOption =
-        name == "--cluster" || name == "--job" || name == "--task";
-    if (name == "--chief-failover") {
-      options->chiefFailover = true;
-      continue;
-    }
-    if (!clusterOption && name != "--max-restarts") {
-      options->passThroughArgs.push_back(arg);
-      continue;
-    }
-    if (!hasValue) {
-      if (i + 1 >= args.size())
-        return errorStatus(name, " needs a value");
-      value = args[++i];
-    }
-    if (clusterOption)
-      continue;
-    const bool digits = !value.empty() && value.size() <= 4 &&
-                        std::all_of(value.begin(), value.end(), [](char c) {
-                          return c >= '0' && c <= '9';
-                        });
-    if (!digits)
-      return errorStatus("--max-restarts expects a number of restarts per "
-                         "task (0 to 9999), got '",
-                         value, "'");
-    options->policy.maxRestarts = std::stoi(value);
-  }
-  return Status::ok();
 }
 
 } // namespace dtf::cluster

@@ -69,6 +69,10 @@ struct LaunchOptions {
   std::vector<std::string> passThroughArgs;
   std::string clusterFile;
   RestartPolicy policy;
+  /// How many worker tasks to start (the chief counted, in the order of
+  /// scalableTasks); 0: all. `dtf-run ctl ... scale worker=N` changes it
+  /// while the job runs (docs/elastic.md). dtf-run --workers N.
+  int workers = 0;
   /// When the chief fails, move the chief role to the next worker (every
   /// task restarts with --chief NEXT) instead of restarting it
   /// (dtf-run --chief-failover).
@@ -102,6 +106,7 @@ int runLauncher(const ClusterSpec &cluster, const LaunchOptions &options);
 /// Splits dtf-run's arguments (without argv[0]) for the launcher: the
 /// cluster options (--cluster, --job, --task, in both --x v and --x=v form)
 /// are dropped, --max-restarts N sets options->policy.maxRestarts,
+/// --workers N options->workers,
 /// --chief-failover sets options->chiefFailover, the rest becomes
 /// options->passThroughArgs.
 Status parseLauncherArguments(const std::vector<std::string> &args,

@@ -3,6 +3,11 @@
 #include "runtime/distributed/BetweenGraph.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/distributed/Wire.h"
+
+#include <chrono>
+#include <thread>
+#include <unistd.h>
 
 namespace dtf::dist {
 
@@ -10,7 +15,13 @@ PsDriver::PsDriver(const plan::Plan &plan, const plan::Placement &placement,
                    Links &links, bool sync, bool push,
                    const plan::Program *reads)
     : client_(plan, placement, links, reads),
-      recovery_(plan, client_, schedule_), sync_(sync), push_(push) {}
+      recovery_(plan, client_, schedule_), sync_(sync), push_(push),
+      replicas_(
+          sync ? std::max<int64_t>(plan.training().replicas_to_aggregate(), 1)
+               : 1),
+      run_(uint64_t(
+               std::chrono::system_clock::now().time_since_epoch().count()) ^
+           (uint64_t(::getpid()) << 40)) {}
 
 bool PsDriver::dropStep(const Status &failure) {
   if (!client_.takeLookupFailure())
@@ -94,6 +105,85 @@ Status PsDriver::beforeEval() {
   // waits for no update.
   int64_t step = 0;
   return client_.pull(/*forEval=*/true, /*sync=*/false, &step);
+}
+
+Status PsDriver::nextDataBatch(int64_t examples, int64_t batch,
+                               int64_t batchesPerEpoch, int64_t steps,
+                               int64_t *number, bool *done) {
+  *done = false;
+  // Ps 0 dropped a push of ours whose batches it no longer leases to us
+  // (restored, or our lease expired): the rest of the split went too.
+  if (client_.takeLeaseLost())
+    split_.clear();
+  if (split_.empty()) {
+    if (client_.ps().empty() || client_.ps()[0].keys.empty())
+      return errorStatus(
+          "--data exactly-once needs ps.0 to take every update (it holds the "
+          "split ledger and applies what each batch carries), but this "
+          "step's updates do not go to ps.0; place a variable the step "
+          "updates there, or leave --data exactly-once out");
+    rpc::LeaseRequest req;
+    *req.mutable_caller() = client_.links().caller();
+    req.set_run(run_);
+    // Sync: one batch at a time. An update takes replicas_to_aggregate
+    // replicas' batches; a worker holding several at the end of the job
+    // would leave the others none to pair with.
+    req.set_max_batches(sync_ ? 1 : client_.links().config().splitBatches);
+    req.set_examples(examples);
+    req.set_batch(batch);
+    req.set_batches_per_epoch(batchesPerEpoch);
+    req.set_total_batches(steps * replicas_);
+    DTF_RETURN_IF_ERROR(leaseSplit(req, done));
+    if (*done)
+      return Status::ok();
+  }
+  *number = split_.front();
+  split_.pop_front();
+  client_.setDataBatches(run_, {*number});
+  return Status::ok();
+}
+
+Status PsDriver::leaseSplit(const rpc::LeaseRequest &req, bool *done) {
+  const TaskConfig &config = client_.links().config();
+  const auto start = std::chrono::steady_clock::now();
+  auto said = start;
+  for (;;) {
+    if (config.stop && config.stop->load())
+      return errorStatus("interrupted");
+    PsLink &l = client_.ps()[0];
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, kCallTimeout);
+    rpc::LeaseReply reply;
+    grpc::Status st = l.stub->LeaseData(&ctx, req, &reply);
+    if (!st.ok()) {
+      Status s = rpcError("leasing data", l.task, st);
+      if (!recoverable(st) || !recoverInPlace_)
+        return s;
+      // Ps 0 is gone: once the ps tasks are back (ps 0's ledger restored
+      // with them), ask again.
+      DTF_RETURN_IF_ERROR(recovery_.recover(chief_, s));
+      continue;
+    }
+    if (reply.done()) {
+      *done = true;
+      return Status::ok();
+    }
+    if (reply.batches_size() > 0) {
+      split_.assign(reply.batches().begin(), reply.batches().end());
+      return Status::ok();
+    }
+    // Every batch left is leased to others or in the open update.
+    const auto now = std::chrono::steady_clock::now();
+    const double waited = std::chrono::duration<double>(now - start).count();
+    if (waited > config.syncTimeoutSeconds)
+      return errorStatus("waited ", int(waited), " s for data from ",
+                         l.task.name, " (", reply.waiting_for(), ")");
+    if (now - said > std::chrono::seconds(5)) {
+      say("waiting for data: " + reply.waiting_for());
+      said = now;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 } // namespace dtf::dist

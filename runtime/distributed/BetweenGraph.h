@@ -16,6 +16,7 @@
 
 #include "plan.pb.h"
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <string>
@@ -100,19 +101,38 @@ public:
   /// A step whose lookup lost its ps is dropped; the next pull recovers.
   bool dropStep(const Status &failure) override;
 
-  /// Tells ps 0 this worker is done; returns how many are.
-  Status done(int *workersDone) { return client_.done(workersDone); }
+  /// Tells the ps tasks this worker is done (or leaves the job: `leaving`);
+  /// ps 0 says how many are done and how many live ones are not.
+  Status done(int *workersDone, int *workersLive = nullptr,
+              bool leaving = false) {
+    return client_.done(workersDone, workersLive, leaving);
+  }
 
   void shutdownAll(const std::string &reason) { client_.shutdownAll(reason); }
 
   int64_t stale() const { return client_.stale(); }
 
+  /// Exactly-once data (--data exactly-once): each step's batch is leased
+  /// from ps 0's split ledger, a split at a time (sync: one batch).
+  bool leasesData() const override {
+    return client_.links().config().exactlyOnce;
+  }
+  Status nextDataBatch(int64_t examples, int64_t batch, int64_t batchesPerEpoch,
+                       int64_t steps, int64_t *number, bool *done) override;
+
 private:
+  // Asks ps 0 for the next split until it gives one or says the job's
+  // batches are all applied; waits (saying for what) while others hold
+  // the rest.
+  Status leaseSplit(const rpc::LeaseRequest &req, bool *done);
+
   PsClient client_;
   train::CheckpointSchedule schedule_{plan::Training(), false, -1};
   PsRecovery recovery_;
   bool sync_;
   bool push_;
+  // Updates take this many replicas' batches (async: 1).
+  int64_t replicas_;
   bool chief_ = false;
   bool recoverInPlace_ = true;
   bool overlap_ = false;
@@ -120,6 +140,10 @@ private:
   bool prefetched_ = false;
   int64_t prefetchedStep_ = 0;
   std::map<std::string, int> sendIndex_;
+  // Exactly-once data: this process's run (new when it restarts) and what
+  // is left of its split.
+  uint64_t run_;
+  std::deque<int64_t> split_;
 };
 
 } // namespace dtf::dist

@@ -53,10 +53,24 @@ struct TaskConfig {
   /// Async: each step's push and the next step's pull at once (dtf-run
   /// --overlap-push; staleness at most 1).
   bool overlapPush = false;
+  /// Exactly-once data (dtf-run --data exactly-once, docs/elastic.md):
+  /// workers lease splits of `splitBatches` batches from ps 0's ledger
+  /// instead of reading a static shard; a lease not renewed (by a push or
+  /// a lease) for `leaseTimeoutSeconds` goes to another worker.
+  bool exactlyOnce = false;
+  int splitBatches = 4;
+  double leaseTimeoutSeconds = 60;
+  /// The job starts with the first `startWorkers` workers of the roster
+  /// (dtf-run --workers, which the launcher passes on); 0: all of them.
+  /// The ps tasks count them live from the start (docs/elastic.md).
+  int startWorkers = 0;
   /// TLS or plaintext, who may call, where to listen: every channel and
   /// server of the task is made through it.
   Transport transport;
   const std::atomic<bool> *stop = nullptr;
+  /// Set with `stop` when the worker is asked to leave the job (SIGUSR1,
+  /// the launcher's scale-down): it tells the ps tasks and exits 0.
+  const std::atomic<bool> *leave = nullptr;
   std::FILE *out = stdout;
 };
 

@@ -549,6 +549,10 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
   *req.mutable_caller() = links_.caller();
   req.set_version(version);
   req.set_incarnation(incarnation);
+  if (&l == &ps_[0] && !dataBatches_.empty()) {
+    req.mutable_data_batches()->Add(dataBatches_.begin(), dataBatches_.end());
+    req.set_worker_run(run_);
+  }
   // Sent from the step's own outputs (or views of their rows): no copy.
   std::vector<Tensor> views;
   views.reserve(2 * l.keys.size());
@@ -646,6 +650,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
   if (!parseMessage(response, &reply))
     return errorStatus(l.task.name, " answered a push with a malformed reply");
   out->stale = reply.stale();
+  out->leaseLost = reply.lease_lost();
   if (!reply.stale())
     out->pushedAt = version;
   if (sync && reply.stale())
@@ -692,14 +697,15 @@ Status PsClient::pushAndMaybePull(const ValueOf &given, bool sync,
   if (globalStep)
     pulled = pull(/*forEval=*/false, /*sync=*/false, globalStep);
   else if (!targets.empty())
-    outcomes[0].status = pushTo(*targets[0], at[0].first, at[0].second,
-                                sparse, value, sync, &outcomes[0]);
+    outcomes[0].status = pushTo(*targets[0], at[0].first, at[0].second, sparse,
+                                value, sync, &outcomes[0]);
   for (std::thread &t : pushes)
     t.join();
   for (size_t i = 0; i < targets.size(); ++i) {
     const PushOutcome &o = outcomes[i];
     if (o.stale)
       ++stale_;
+    leaseLost_ |= o.leaseLost;
     // A pull that found the ps restored meanwhile forgot what was pushed.
     if (o.pushedAt != PushOutcome::kUnchanged &&
         targets[i]->incarnation == at[i].second)
@@ -740,20 +746,30 @@ void PsClient::forgetVersions() {
   }
 }
 
-Status PsClient::done(int *workersDone) {
-  if (ps_.empty()) {
-    *workersDone = 0;
-    return Status::ok();
+Status PsClient::done(int *workersDone, int *workersLive, bool leaving) {
+  int doneCount = 0, liveCount = 0;
+  // Every ps follows the live workers for its sync updates; ps 0 counts.
+  for (size_t i = 0; i < ps_.size(); ++i) {
+    rpc::DoneRequest req;
+    *req.mutable_caller() = links_.caller();
+    req.set_leaving(leaving);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, kCallTimeout);
+    rpc::DoneReply reply;
+    grpc::Status st = ps_[i].stub->WorkerDone(&ctx, req, &reply);
+    if (i > 0)
+      continue; // another ps that is gone times this worker out itself
+    if (!st.ok())
+      return rpcError(leaving ? "telling it this worker leaves"
+                              : "reporting this worker done",
+                      ps_[0].task, st);
+    doneCount = reply.workers_done();
+    liveCount = reply.workers_live();
   }
-  rpc::DoneRequest req;
-  *req.mutable_caller() = links_.caller();
-  grpc::ClientContext ctx;
-  setDeadline(&ctx, kCallTimeout);
-  rpc::DoneReply reply;
-  grpc::Status st = ps_[0].stub->WorkerDone(&ctx, req, &reply);
-  if (!st.ok())
-    return rpcError("reporting this worker done", ps_[0].task, st);
-  *workersDone = reply.workers_done();
+  if (workersDone)
+    *workersDone = doneCount;
+  if (workersLive)
+    *workersLive = liveCount;
   return Status::ok();
 }
 

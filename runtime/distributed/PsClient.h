@@ -64,8 +64,11 @@ public:
 
   /// Every ps writes its shard of the checkpoint of `step` into `dir`.
   Status saveShards(const std::string &dir, int64_t step);
-  /// Tells ps 0 this worker is done; *workersDone: how many are.
-  Status done(int *workersDone);
+  /// Tells every ps this worker is done (`leaving`: it leaves the job
+  /// before its end); from ps 0, *workersDone: how many are, *workersLive:
+  /// how many live workers are not done yet (both may be null).
+  Status done(int *workersDone, int *workersLive = nullptr,
+              bool leaving = false);
   void shutdownAll(const std::string &reason);
 
   /// What was pulled and pushed before belongs to a state the ps lost.
@@ -88,6 +91,20 @@ public:
   }
   /// Pushes the ps found stale (computed at an older version).
   int64_t stale() const { return stale_; }
+
+  /// Exactly-once data: the batches of ps 0's ledger whose examples the
+  /// next pushes carry, and this process's run (PushRequest.data_batches).
+  void setDataBatches(uint64_t run, std::vector<int64_t> batches) {
+    run_ = run;
+    dataBatches_ = std::move(batches);
+  }
+  /// Whether ps 0 dropped a push because its batches were no longer leased
+  /// to this worker, since the last call (and forgets it).
+  bool takeLeaseLost() {
+    const bool lost = leaseLost_;
+    leaseLost_ = false;
+    return lost;
+  }
 
 private:
   // A step's sparse gradient, its rows summed per unique id (ascending).
@@ -112,6 +129,7 @@ private:
     Status status = Status::ok();
     bool recoverable = false;
     bool stale = false;
+    bool leaseLost = false;
     /// The link's pushedAt after the push, applied once every call ended.
     int64_t pushedAt = kUnchanged;
   };
@@ -130,8 +148,7 @@ private:
   Status pushTo(const PsLink &l, int64_t version, int64_t incarnation,
                 const SparseSums &sparse, const ValueOf &value, bool sync,
                 PushOutcome *out);
-  Status pushAndMaybePull(const ValueOf &value, bool sync,
-                          int64_t *globalStep);
+  Status pushAndMaybePull(const ValueOf &value, bool sync, int64_t *globalStep);
 
   Links &links_;
   std::vector<PsLink> ps_;
@@ -142,6 +159,9 @@ private:
   bool lastRecoverable_ = false;
   bool lookupFailed_ = false;
   int64_t stale_ = 0;
+  uint64_t run_ = 0;
+  std::vector<int64_t> dataBatches_;
+  bool leaseLost_ = false;
 };
 
 } // namespace dtf::dist

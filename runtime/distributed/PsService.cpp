@@ -42,9 +42,21 @@ PsService::PsService(const plan::Plan &plan, const plan::Placement &placement,
                   config.modelDir.empty()
                       ? std::string()
                       : config.modelDir + "/" + name_ + ".sync.log"),
+      members_(config.leaseTimeoutSeconds),
       streams_(name_, config.stallTimeoutSeconds, config.out) {}
 
 Status PsService::setUp() {
+  {
+    std::vector<std::string> expected;
+    const std::vector<TaskRef> &w = config_.roster.workers;
+    const size_t n = config_.startWorkers > 0
+                         ? std::min(w.size(), size_t(config_.startWorkers))
+                         : w.size();
+    for (size_t i = 0; i < n; i += span_)
+      expected.push_back(w[i].name);
+    std::lock_guard<std::mutex> lock(mu_);
+    members_.expect(expected, Membership::Clock::now());
+  }
   parker_ = std::thread([this] { parkLoop(); });
   // This ps's variables (or shards), initialized from the plan; the chief
   // may replace them with a checkpoint's in Initialize.
@@ -83,6 +95,8 @@ grpc::Status PsService::GetStatus(grpc::ServerContext *ctx,
       !bad.ok())
     return bad;
   std::lock_guard<std::mutex> lock(mu_);
+  if (!who.empty()) // a worker waiting for the chief's initialization
+    seen(who);
   fillStatus(reply);
   return grpc::Status::OK;
 }
@@ -113,6 +127,9 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   // All or nothing: every value is checked before any variable changes.
   if (auto bad = checkInitialValues(*req, staged != nullptr); !bad.ok())
     return bad;
+  SplitLedger ledger = ledger_;
+  if (auto bad = restoreLedger(*req, &ledger); !bad.ok())
+    return bad;
   if (req->restore()) {
     if (auto bad = restoreInPlace(req->restore_step(), req->version());
         !bad.ok())
@@ -140,6 +157,7 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   initialized_ = true;
   ++incarnation_;
   aggregator_.clear();
+  ledger_ = std::move(ledger);
   reply->set_incarnation(incarnation_);
   log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
       who +
@@ -209,6 +227,7 @@ void PsService::startPull(grpc::CallbackServerContext *ctx,
   if (st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     std::string peer = named(who, req.caller());
+    seen(peer);
     if (mustWait(req) && req.wait_ms() > 0 && !parkerStop_) {
       // A bounded number of waiting pulls, in all and per caller: a
       // worker has one at a time per ps.
@@ -259,7 +278,8 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
   if (req->incarnation() == incarnation_ && version_ < req->min_version()) {
     reply->set_ready(false);
     reply->set_waiting_for(
-        aggregator_.waitingFor(version_, config_.roster, span_));
+        aggregator_.waitingFor(version_, needed(),
+                               members_.live(Membership::Clock::now())));
     emit(*reply, {});
     return grpc::Status::OK;
   }
@@ -290,6 +310,11 @@ void PsService::parkLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!parkerStop_) {
     cv_.wait_for(lock, std::chrono::milliseconds(20));
+    // A parked pull is a worker waiting for an update: live all the while.
+    for (const ParkedPull &p : parked_)
+      if (!p.ctx->IsCancelled())
+        seen(p.peer);
+    followMembership();
     releaseParked(lock, /*all=*/false);
     lock.unlock(); // a cancelled stream may end (and lock mu_) at once
     streams_.cutStalled();
@@ -511,15 +536,20 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
   if (!initialized_)
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
                 name_ + " is not initialized yet");
+  seen(who);
   if (!sync_) {
     if (req->incarnation() != incarnation_) {
+      ledgerDropped(*req, who);
       reply->set_stale(true); // computed before a restore
       reply->set_version(version_);
       return grpc::Status::OK;
     }
+    if (!ledgerAdmits(*req, who, reply))
+      return grpc::Status::OK;
     Status s = apply(values);
     if (!s.isOk())
       return fail(grpc::StatusCode::INTERNAL, s.message());
+    ledgerApplied(req->data_batches());
     reply->set_applied(true);
     reply->set_version(version_);
     return grpc::Status::OK;
@@ -539,11 +569,16 @@ grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
   if (req.version() != version_ || req.incarnation() != incarnation_ ||
       aggregator_.joined(who)) {
     aggregator_.dropStale();
+    ledgerDropped(req, who);
     reply->set_stale(true);
     reply->set_version(version_);
     return grpc::Status::OK;
   }
-  if (!aggregator_.add(values, who, update_.concat())) {
+  if (!ledgerAdmits(req, who, reply))
+    return grpc::Status::OK;
+  ledgerJoined(req.data_batches());
+  aggregator_.add(values, who, update_.concat());
+  if (!aggregator_.complete(needed())) {
     reply->set_version(version_);
     return grpc::Status::OK;
   }
@@ -552,6 +587,7 @@ grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
   if (!s.isOk())
     return fail(grpc::StatusCode::INTERNAL, s.message());
   aggregator_.applied(at);
+  ledgerUpdateApplied();
   reply->set_applied(true);
   reply->set_version(version_);
   return grpc::Status::OK;
@@ -563,63 +599,6 @@ Status PsService::apply(std::vector<Tensor> &values) {
   store_.dynamic().sweep(version_);
   cv_.notify_all();
   return Status::ok();
-}
-
-grpc::Status PsService::Save(grpc::ServerContext *ctx,
-                             const rpc::SaveRequest *req,
-                             rpc::SaveReply *reply) {
-  std::string who;
-  if (auto bad = admit(*ctx, Role::kChief, "save a checkpoint", &who);
-      !bad.ok())
-    return bad;
-  if (auto bad = checkCaller(req->caller()); !bad.ok())
-    return bad;
-  if (auto bad = checkSaveDir(req->dir()); !bad.ok())
-    return bad;
-  // The variables as they are between two updates, written from where
-  // they are (no second copy of a large table): updates and restores wait
-  // until the shard is written, pulls and lookups (which only read) go on.
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    waitWhileSaving(lock); // one checkpoint at a time
-    saving_ = true;
-  }
-  std::vector<checkpoint::SavedTensor> tensors;
-  store_.listForSave(&tensors);
-  std::vector<std::unique_ptr<Tensor>> dynamicRows; // alive until written
-  if (!store_.dynamic().empty()) {
-    // Compacted under the lock, so that no lookup copies a row as it
-    // moves; lookups afterwards make rows only past the live ones.
-    std::lock_guard<std::mutex> lock(mu_);
-    store_.dynamic().save(&tensors, &dynamicRows);
-  }
-  Status s = checkpoint::writeShard(req->dir(), req->step(), req->shard(),
-                                    req->num_shards(), tensors);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    saving_ = false;
-  }
-  cv_.notify_all();
-  if (!s.isOk())
-    return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
-  reply->set_tensors(int64_t(tensors.size()));
-  return grpc::Status::OK;
-}
-
-grpc::Status PsService::WorkerDone(grpc::ServerContext *ctx,
-                                   const rpc::DoneRequest *req,
-                                   rpc::DoneReply *reply) {
-  std::string who;
-  if (auto bad = admit(*ctx, Role::kWorker, "report a worker done", &who);
-      !bad.ok())
-    return bad;
-  if (auto bad = checkCaller(req->caller()); !bad.ok())
-    return bad;
-  std::lock_guard<std::mutex> lock(mu_);
-  done_.insert(named(who, req->caller()));
-  reply->set_workers_done(int(done_.size()));
-  cv_.notify_all();
-  return grpc::Status::OK;
 }
 
 grpc::Status PsService::Shutdown(grpc::ServerContext *ctx,
@@ -643,7 +622,12 @@ std::string PsService::summary() {
   std::string s = std::to_string(version_) + " updates applied";
   if (sync_)
     s += " (each averaging " + std::to_string(aggregator_.replicas()) +
-         " gradients), " + std::to_string(aggregator_.stale()) +
+         " gradients" +
+         (aggregator_.shortUpdates()
+              ? "; " + std::to_string(aggregator_.shortUpdates()) +
+                    " of them fewer, with fewer live workers"
+              : std::string()) +
+         "), " + std::to_string(aggregator_.stale()) +
          " stale gradients dropped";
   if (streamedPulls_ + streamedPushes_ + streamedInits_ > 0)
     s += "; streamed in chunks of " + std::to_string(config_.chunkBytes) +
@@ -658,6 +642,21 @@ std::string PsService::summary() {
          std::to_string(sparseRowsPushed_.load()) + " updated";
   if (!store_.dynamic().empty())
     s += "; dynamic tables: " + store_.dynamic().describe();
+  if (index_ == 0 && ledger_.configured()) {
+    // The job's data at a glance (the per-epoch lines came as they ended).
+    const LedgerShape &shape = ledger_.shape();
+    const int64_t n = ledger_.consumed();
+    s += "; data (exactly-once): " + std::to_string(n) + " of " +
+         std::to_string(shape.totalBatches) + " batches applied (" +
+         std::to_string(n / shape.batchesPerEpoch) + " whole epochs of " +
+         std::to_string(shape.batchesPerEpoch) + "), re-sent " +
+         std::to_string(ledger_.resent(SplitLedger::kDeadWorker)) +
+         " of dead or departed workers, " +
+         std::to_string(ledger_.resent(SplitLedger::kDroppedGradient)) +
+         " of dropped gradients, " +
+         std::to_string(ledger_.resent(SplitLedger::kLostUpdate)) +
+         " lost with a ps";
+  }
   return s;
 }
 

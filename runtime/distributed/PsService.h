@@ -7,9 +7,11 @@
 #pragma once
 
 #include "runtime/distributed/Cluster.h"
+#include "runtime/distributed/Membership.h"
 #include "runtime/distributed/PsStore.h"
 #include "runtime/distributed/PsStreams.h"
 #include "runtime/distributed/PsUpdate.h"
+#include "runtime/distributed/SplitLedger.h"
 #include "runtime/distributed/SyncAggregator.h"
 #include "runtime/plan/PlanTypes.h"
 
@@ -75,6 +77,9 @@ public:
   grpc::Status Shutdown(grpc::ServerContext *ctx,
                         const rpc::ShutdownRequest *req,
                         rpc::ShutdownReply *) override;
+  /// Exactly-once data (ps 0): the caller's next split (PsLedger.cpp).
+  grpc::Status LeaseData(grpc::ServerContext *ctx, const rpc::LeaseRequest *req,
+                         rpc::LeaseReply *reply) override;
 
   /// Answers every parked pull and stops parking new ones (before the
   /// server shuts down, which waits for every call to finish).
@@ -182,6 +187,35 @@ private:
   // Runs the update and counts it (mu_ held).
   Status apply(std::vector<Tensor> &values);
 
+  // The split ledger's part in pushes (ps 0, mu_ held; a push without
+  // data_batches, or to another ps, is none of its business). Admits: every
+  // batch a push carries is leased to its caller, else the push is dropped
+  // (stale, lease_lost). Applied (async) / joined and the update applied
+  // (sync): consumed. Dropped: pending again.
+  using Batches = google::protobuf::RepeatedField<int64_t>;
+  bool ledgerAdmits(const rpc::PushRequest &req, const std::string &who,
+                    rpc::PushReply *reply);
+  void ledgerApplied(const Batches &batches);
+  void ledgerJoined(const Batches &batches);
+  void ledgerUpdateApplied();
+  void ledgerDropped(const rpc::PushRequest &req, const std::string &who);
+  // Initialize: the checkpoint's ledger (ps 0), checked into *ledger before
+  // anything changes.
+  grpc::Status restoreLedger(const rpc::InitializeRequest &req,
+                             SplitLedger *ledger);
+  void logEpochs();
+
+  // Membership (PsMembership.cpp, mu_ held): `name` called this ps (only
+  // the workers that push count: stage 0 of a model-parallel replica).
+  void seen(const std::string &name);
+  // Gradients the open sync update needs now: min(replicas_to_aggregate,
+  // live workers), at least 1.
+  int64_t needed();
+  // Applies the open sync update once it has what it needs (after a
+  // worker left or went silent, nobody else would push to complete it), and
+  // logs who joined and went.
+  void followMembership();
+
   void fillStatus(rpc::StatusReply *reply);
   // A checkpoint is being written from the variables themselves: nothing
   // may change them until it is done.
@@ -200,6 +234,8 @@ private:
   PsStore store_;
   PsUpdate update_;
   SyncAggregator aggregator_;
+  SplitLedger ledger_; // ps 0, exactly-once data; under mu_
+  Membership members_; // under mu_
   StreamLimits streams_;
 
   std::mutex logMu_;

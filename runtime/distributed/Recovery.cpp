@@ -130,6 +130,19 @@ Status PsRecovery::restoreAll(bool force) {
         values.push_back(std::move(t));
       }
     }
+    // Exactly-once data: the batches the checkpoint's variables saw, for
+    // ps 0's split ledger (absent from a static run's checkpoint).
+    if (k == 0 && reader && reader->find("dtf/data_ledger")) {
+      Tensor ledger;
+      if (!reader->read("dtf/data_ledger", &ledger).isOk() ||
+          ledger.dtype() != DType::I64 || ledger.rank() != 1) {
+        checkpointRefused_ = true;
+        return errorStatus("the checkpoint ", checkpoint::checkpointName(step),
+                           " in ", dir, " has a malformed dtf/data_ledger");
+      }
+      req.mutable_data_ledger()->Add(ledger.data<int64_t>(),
+                                     ledger.data<int64_t>() + ledger.dim(0));
+    }
     req.set_version(globalStep);
     uint64_t bytes = 0;
     for (const Tensor &t : values)

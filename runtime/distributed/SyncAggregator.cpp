@@ -21,7 +21,7 @@ bool SyncAggregator::joined(const std::string &who) const {
          contributors_.end();
 }
 
-bool SyncAggregator::add(std::vector<Tensor> &values, const std::string &who,
+void SyncAggregator::add(std::vector<Tensor> &values, const std::string &who,
                          const std::vector<bool> &concat) {
   if (sums_.empty()) {
     sums_ = std::move(values);
@@ -34,16 +34,16 @@ bool SyncAggregator::add(std::vector<Tensor> &values, const std::string &who,
         accumulate(sums_[k], values[k]);
   }
   contributors_.push_back(who);
-  return int64_t(contributors_.size()) >= replicas_;
 }
 
 std::vector<Tensor> &SyncAggregator::average() {
   for (Tensor &t : sums_)
-    scale(t, 1.0 / double(replicas_));
+    scale(t, 1.0 / double(std::max<size_t>(contributors_.size(), 1)));
   return sums_;
 }
 
 void SyncAggregator::applied(int64_t at) {
+  short_ += int64_t(contributors_.size()) < replicas_;
   if (!tracePath_.empty() && !trace_)
     trace_ = std::fopen(tracePath_.c_str(), "a");
   if (trace_) {
@@ -62,17 +62,15 @@ void SyncAggregator::clear() {
   contributors_.clear();
 }
 
-std::string SyncAggregator::waitingFor(int64_t version, const Roster &roster,
-                                       size_t span) const {
+std::string SyncAggregator::waitingFor(
+    int64_t version, int64_t needed,
+    const std::vector<std::string> &live) const {
   std::string s = std::to_string(contributors_.size()) + " of " +
-                  std::to_string(replicas_) + " gradients for update " +
+                  std::to_string(needed) + " gradients for update " +
                   std::to_string(version + 1) + "; not yet from:";
-  // Only stage 0 of a model-parallel replica pushes.
-  for (size_t i = 0; i < roster.workers.size(); i += span) {
-    const TaskRef &w = roster.workers[i];
-    if (!joined(w.name))
-      s += " " + w.name;
-  }
+  for (const std::string &w : live)
+    if (!joined(w))
+      s += " " + w;
   return s;
 }
 

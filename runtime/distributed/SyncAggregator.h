@@ -34,12 +34,21 @@ public:
   /// second one of a replica: dropped and counted.
   void dropStale() { ++stale_; }
   int64_t stale() const { return stale_; }
+  /// Updates applied with fewer than `replicas` gradients (fewer live
+  /// workers).
+  int64_t shortUpdates() const { return short_; }
 
   /// Adds a replica's values (taken from `values`): summed, or for a key
-  /// that `concat` marks, concatenated. True when the update is complete.
-  bool add(std::vector<Tensor> &values, const std::string &who,
+  /// that `concat` marks, concatenated.
+  void add(std::vector<Tensor> &values, const std::string &who,
            const std::vector<bool> &concat);
-  /// The complete update's average (its sums scaled in place).
+  /// The open update has `needed` gradients (the membership's rule:
+  /// min(replicas, live workers), which can fall while it is open).
+  bool complete(int64_t needed) const {
+    return !contributors_.empty() && int64_t(contributors_.size()) >= needed;
+  }
+  /// The complete update's average over the gradients it has (its sums
+  /// scaled in place).
   std::vector<Tensor> &average();
   /// Logs the applied update computed at `at`, then starts the next one.
   void applied(int64_t at);
@@ -47,9 +56,9 @@ public:
   void clear();
 
   /// "2 of 3 gradients for update 8; not yet from: worker.2", for a pull
-  /// that waits at `version`.
-  std::string waitingFor(int64_t version, const Roster &roster,
-                         size_t span) const;
+  /// that waits at `version` for `needed` gradients from the `live` workers.
+  std::string waitingFor(int64_t version, int64_t needed,
+                         const std::vector<std::string> &live) const;
 
 private:
   static void accumulate(Tensor &sum, const Tensor &t);
@@ -62,6 +71,7 @@ private:
   std::vector<Tensor> sums_;
   std::vector<std::string> contributors_;
   int64_t stale_ = 0;
+  int64_t short_ = 0;
   std::FILE *trace_ = nullptr;
 };
 

@@ -24,7 +24,8 @@ Status prepareModelDir(Links &links, const TaskConfig &config, bool fresh) {
   if (!fresh)
     return Status::ok();
   std::string moved;
-  DTF_RETURN_IF_ERROR(checkpoint::moveCheckpointsAside(config.modelDir, &moved));
+  DTF_RETURN_IF_ERROR(
+      checkpoint::moveCheckpointsAside(config.modelDir, &moved));
   if (!moved.empty())
     links.say("--fresh: moved the earlier checkpoints to " + moved);
   return Status::ok();
@@ -33,24 +34,31 @@ Status prepareModelDir(Links &links, const TaskConfig &config, bool fresh) {
 // The chief at the end: waits for the other workers (the ps tasks stop when
 // every worker is done, so that none loses its ps mid-step), writes the last
 // checkpoint, of the state every worker's updates reached, and stops the ps
-// tasks. 0, or the exit code of a failure.
+// tasks. 0, or the exit code of a failure. Between-graph replicas of one task
+// each (`elastic`) wait for the workers ps 0 counts live (docs/elastic.md:
+// a worker that left or went silent is not waited for); the others for
+// `expected` workers.
 int finishJob(PsDriver &ps, Links &links, const TaskConfig &config,
-              int expected, int workersDone, const std::string &self) {
+              int expected, bool elastic, int workersDone, int workersLive,
+              const std::string &self) {
   const Clock::time_point start = Clock::now();
   double lastSaid = -100;
-  while (workersDone < expected && !(config.stop && config.stop->load())) {
+  auto waiting = [&] {
+    return elastic ? workersLive : expected - workersDone;
+  };
+  while (waiting() > 0 && !(config.stop && config.stop->load())) {
     const double waited = secondsSince(start);
     if (waited > config.syncTimeoutSeconds) {
       links.say("gave up waiting for the other workers to finish");
       break;
     }
     if (waited - lastSaid >= 5) {
-      links.say("waiting for " + std::to_string(expected - workersDone) +
+      links.say("waiting for " + std::to_string(waiting()) +
                 " more worker(s) to finish");
       lastSaid = waited;
     }
     std::this_thread::sleep_for(milliseconds(200));
-    if (!ps.done(&workersDone).isOk())
+    if (!ps.done(&workersDone, &workersLive).isOk())
       break;
   }
   Status s = ps.beforeEval(); // a plain pull: no wait for a sync update
@@ -72,6 +80,51 @@ Status overlapPushes(bool asked, bool refused, PsDriver *ps) {
                        "pull waits for the update the push completes)");
   ps->setOverlap(asked);
   return Status::ok();
+}
+
+// --data exactly-once: only for between-graph replicas of one task each,
+// and in sync mode with one ps (ps 0 decides which gradients an update
+// averages; another ps would average its own choice, which may hold a
+// gradient ps 0 dropped and whose batch it hands out again).
+Status exactlyOnceData(bool asked, bool refused, bool sync, size_t numPs) {
+  if (asked && refused)
+    return errorStatus("--data exactly-once needs between-graph replication "
+                       "with replicas on one task each (an in-graph client or "
+                       "a model-parallel replica reads its data itself); "
+                       "leave it out to read static shards");
+  if (asked && sync && numPs > 1)
+    return errorStatus(
+        "--data exactly-once with update = sync needs one ps task, not ", numPs,
+        ": each ps averages the first replicas_to_aggregate gradients it "
+        "receives, so another ps could apply a gradient whose batch ps 0 "
+        "dropped and hands out again (that batch would count twice); train "
+        "with one ps, with update = async, or with --data static");
+  return Status::ok();
+}
+
+// The flags that only between-graph replicas of one task each take
+// (`notOneTask`: refused): --overlap-push (async only) and --data exactly-once.
+Status pushAndDataModes(const TaskConfig &config, bool sync, bool notOneTask,
+                        PsDriver *ps) {
+  DTF_RETURN_IF_ERROR(
+      overlapPushes(config.overlapPush, sync || notOneTask, ps));
+  return exactlyOnceData(config.exactlyOnce, notOneTask, sync,
+                         config.roster.ps.size());
+}
+
+// Scaled down (SIGUSR1, docs/elastic.md), whether the step loop ended or a
+// wait in it (a sync pull, a lease) was cut short: the ps tasks stop
+// counting this worker (sync updates stop waiting for it) and ps 0 hands
+// its leased batches out again. Only a between-graph replica of one task
+// that is not the chief leaves; SIGUSR1 stops the others like Ctrl-C.
+bool leaving(const TaskConfig &config, bool chief, bool oneTask) {
+  return config.leave && config.leave->load() && !chief && oneTask;
+}
+int leaveJob(PsDriver &ps, Links &links, const std::string &self) {
+  if (Status left = ps.done(nullptr, nullptr, /*leaving=*/true); !left.isOk())
+    return fail(self, left, 6);
+  links.say("left the job (asked to: SIGUSR1)");
+  return 0;
 }
 
 } // namespace
@@ -107,8 +160,7 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   PsDriver ps(plan, placement, links, sync, /*push=*/!inGraph || chief,
               span > 1 ? &stageProgram : nullptr);
   ps.setRecoverInPlace(!inGraph || chief);
-  if (Status o = overlapPushes(config.overlapPush, sync || inGraph || span > 1,
-                               &ps);
+  if (Status o = pushAndDataModes(config, sync, inGraph || span > 1, &ps);
       !o.isOk())
     return fail(self, o, 2);
   train::TrainOptions options = base;
@@ -197,6 +249,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   s = trainer->run(&report, &kind);
   if (stages) // the other stages stop with this one
     (void)stages->begin(/*done=*/true, {});
+  if (leaving(config, chief, !inGraph && span == 1))
+    return leaveJob(ps, links, self);
   if (!s.isOk()) {
     if (client)
       client->shutdownTowers();
@@ -212,18 +266,17 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     links.say(std::to_string(ps.stale()) +
               " of this worker's gradients arrived after their update and "
               "were dropped (stale)");
-  int workersDone = 0;
-  s = ps.done(&workersDone);
+  int workersDone = 0, workersLive = 0;
+  s = ps.done(&workersDone, &workersLive);
   if (!s.isOk())
     return fail(self, s, 6);
   if (chief) {
     if (client)
       client->shutdownTowers();
-    if (int code = finishJob(ps, links, config, inGraph ? 1 : numWorkers,
-                             workersDone, self))
-      return code;
+    return finishJob(ps, links, config, inGraph ? 1 : numWorkers,
+                     !inGraph && span == 1, workersDone, workersLive, self);
   }
-  return report.interrupted ? 130 : 0;
+  return 0; // an interrupted run returned above
 }
 
 } // namespace dtf::dist

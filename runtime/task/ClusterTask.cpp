@@ -7,8 +7,8 @@
 #include "runtime/distributed/ParameterServer.h"
 #include "runtime/distributed/Transport.h"
 #include "runtime/distributed/WorkerTask.h"
-#include "schema/Placement.h"
 #include "runtime/plan/PlanTypes.h"
+#include "schema/Placement.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -96,10 +96,11 @@ constexpr int kUsageError = 2, kIoError = 4, kClusterError = 6,
 // run.
 Status selectPrograms(const std::string &planPath, dtf::plan::Plan *plan) {
   if (plan->format_version() < dtf::plan::kPlanFormatVersion)
-    return errorStatus(planPath, " was written by an older dtfc (plan format ",
-                       plan->format_version(), "; this dtf-run trains format ",
-                       dtf::plan::kPlanFormatVersion,
-                       " in a cluster); compile it again with this version's dtfc");
+    return errorStatus(
+        planPath, " was written by an older dtfc (plan format ",
+        plan->format_version(), "; this dtf-run trains format ",
+        dtf::plan::kPlanFormatVersion,
+        " in a cluster); compile it again with this version's dtfc");
   const char *lookups = std::getenv("DTF_EMBEDDING_LOOKUPS");
   if (lookups && std::string(lookups) != "ps" && std::string(lookups) != "pull")
     return errorStatus("DTF_EMBEDDING_LOOKUPS is ps (the default: an "
@@ -235,7 +236,8 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
                    const dtf::cluster::RunChoice &choice,
                    const dtf::train::TrainOptions &options,
                    const ClusterTaskOptions &flags,
-                   const std::atomic<bool> *stop) {
+                   const std::atomic<bool> *stop,
+                   const std::atomic<bool> *leave) {
   const ClusterSpec &spec = choice.cluster;
   const TaskId &task = choice.task;
   auto usage = [&](const std::string &message) {
@@ -265,8 +267,13 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.chunkBytes = flags.chunkBytes;
   config.wireBf16 = flags.wireBf16;
   config.overlapPush = flags.overlapPush;
+  config.exactlyOnce = flags.exactlyOnce;
+  config.splitBatches = flags.splitBatches;
+  config.leaseTimeoutSeconds = flags.leaseTimeoutSeconds;
+  config.startWorkers = flags.startWorkers;
   config.stallTimeoutSeconds = flags.stallTimeoutSeconds;
   config.stop = stop;
+  config.leave = leave;
   config.out = options.out;
 
   if (task.job != dtf::cluster::kPsJob) {

@@ -27,6 +27,10 @@ struct ClusterTaskOptions {
   bool wireBf16 = false;               // --wire bf16
   bool overlapPush = false;            // --overlap-push
   bool sameHostTcp = false;            // --same-host tcp (else unix)
+  bool exactlyOnce = false;            // --data exactly-once
+  int splitBatches = 4;                // --split-batches
+  double leaseTimeoutSeconds = 60;     // --lease-timeout
+  int startWorkers = 0;                // --workers
 };
 
 /// Runs the task `choice.task` of `choice.cluster` and returns the exit code.
@@ -37,7 +41,8 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &plan,
                    const dtf::cluster::RunChoice &choice,
                    const dtf::train::TrainOptions &options,
                    const ClusterTaskOptions &flags,
-                   const std::atomic<bool> *stop);
+                   const std::atomic<bool> *stop,
+                   const std::atomic<bool> *leave = nullptr);
 
 /// The exit code `code` as the task's process returns it: under a TF_CONFIG
 /// whose environment is "cloud" (Kubeflow), the cluster failure 6 becomes

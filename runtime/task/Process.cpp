@@ -30,18 +30,28 @@ extern "C" void onInterrupt(int) { gStop.store(true); }
 // first sets the stop flag; a second Ctrl-C ends the process at once. (The
 // handler stays as the disposition, so that a signal reaching a thread that
 // a library started unblocked still only sets the flag.)
-const std::atomic<bool> *watchInterrupts() {
+const std::atomic<bool> *watchInterrupts(std::atomic<bool> *leaveFlag) {
   std::signal(SIGINT, onInterrupt);
   std::signal(SIGTERM, onInterrupt);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  // SIGUSR1 gets no handler (no asynchronous signal has one: see above);
+  // blocked everywhere, only the waiting thread takes it.
+  if (leaveFlag)
+    sigaddset(&set, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  std::thread([set] {
+  std::thread([set, leaveFlag] {
     int sig = 0;
     bool first = true;
     while (sigwait(&set, &sig) == 0) {
+      if (sig == SIGUSR1) {
+        // Leave after this step: not an interruption, no second signal.
+        leaveFlag->store(true);
+        gStop.store(true);
+        continue;
+      }
       gStop.store(true);
       if (!first && sig == SIGINT) {
         std::signal(SIGINT, SIG_DFL);

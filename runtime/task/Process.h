@@ -9,7 +9,10 @@ namespace dtf::task {
 /// Makes SIGINT and SIGTERM set the returned flag, taken by one thread that
 /// waits for them; a second Ctrl-C ends the process at once. Call once,
 /// before starting other threads.
-const std::atomic<bool> *watchInterrupts();
+/// `leaveFlag` (a worker of a cluster): SIGUSR1 sets it and the stop flag:
+/// the worker leaves the job after its step (docs/elastic.md, how the
+/// launcher scales down); elsewhere SIGUSR1 keeps its default.
+const std::atomic<bool> *watchInterrupts(std::atomic<bool> *leaveFlag = nullptr);
 
 /// Sets OpenMP's wait policy for this process (a short spin when training
 /// `alone`, passive waits as a task of a cluster) by starting the process

@@ -82,14 +82,20 @@ int runTask(const TaskRequest &request, int argc, char **argv) {
   if (!request.predict.source.empty())
     return runPredict(plan, request.predict);
   train::TrainOptions options = request.train;
-  options.stop = watchInterrupts();
+  // A worker of a cluster leaves the job on SIGUSR1 (the launcher scales
+  // down so).
+  static std::atomic<bool> leave{false};
+  const bool worker = oneTask && (choice.task.job == cluster::kWorkerJob ||
+                                  choice.task.job == cluster::kChiefJob);
+  options.stop = watchInterrupts(worker ? &leave : nullptr);
   if (oneTask && choice.task.job == cluster::kEvaluatorJob)
     return cloudExitCode(
         choice, runEvaluator(plan, options, request.evaluator, options.stop));
   if (oneTask)
     return cloudExitCode(choice, runClusterTask(request.planPath, plan,
                                                 fingerprint, choice, options,
-                                                request.cluster, options.stop));
+                                                request.cluster, options.stop,
+                                                &leave));
   return trainHere(plan, options);
 }
 

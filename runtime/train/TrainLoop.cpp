@@ -348,6 +348,32 @@ struct Trainer::RunState {
   Clock::time_point intervalStart;
 };
 
+Status Trainer::nextBatch(RunState &r, data::Batch *batch, bool *finished) {
+  *finished = false;
+  if (ledgerBatches_) {
+    int64_t number = 0;
+    Status s = options_.driver->nextDataBatch(
+        ledgerBatches_->examples(), batch_, ledgerBatches_->batchesPerEpoch(),
+        steps_, &number, finished);
+    if (!s.isOk()) {
+      setKind(r.kind, FailureKind::kRuntime);
+      return s;
+    }
+    if (!*finished)
+      ledgerBatches_->make(number, batch);
+    return Status::ok();
+  }
+  std::optional<data::Batch> next = r.batches->next();
+  if (!next) {
+    setKind(r.kind, FailureKind::kData);
+    auto err = r.batches->error();
+    return errorStatus("data: ",
+                       err ? err->message() : std::string("no more batches"));
+  }
+  *batch = std::move(*next);
+  return Status::ok();
+}
+
 Status Trainer::startRun(RunState &r) {
   if (!options_.quiet)
     r.writer.line(describe());
@@ -361,6 +387,19 @@ Status Trainer::startRun(RunState &r) {
 }
 
 Status Trainer::openRunBatches(RunState &r) {
+  if (options_.driver && options_.driver->leasesData()) {
+    // Exactly-once data: ps 0's ledger says which batch each step takes.
+    ledgerBatches_ = std::make_unique<data::EpochBatches>(
+        trainData_, size_t(batch_), uint64_t(training_.seed()),
+        trainFeeder_->fixedBatch() != 0);
+    if (ledgerBatches_->batchesPerEpoch() == 0) {
+      setKind(r.kind, FailureKind::kData);
+      return errorStatus("data: ", trainData_->description(), " has ",
+                         trainData_->size(), " examples, not one batch of ",
+                         batch_);
+    }
+    return Status::ok();
+  }
   int64_t skipBatches = 0;
   auto it = makeTrainBatches(&skipBatches);
   if (!it) {
@@ -525,13 +564,10 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     if (finished)
       break;
     const Clock::time_point stepStart = Clock::now();
-    std::optional<data::Batch> batch = r.batches->next();
-    if (!batch) {
-      setKind(kind, FailureKind::kData);
-      auto err = r.batches->error();
-      return errorStatus("data: ",
-                         err ? err->message() : std::string("no more batches"));
-    }
+    std::optional<data::Batch> batch(std::in_place);
+    DTF_RETURN_IF_ERROR(nextBatch(r, &*batch, &finished));
+    if (finished)
+      break;
     Status s = runStep(*batch, globalStep);
     if (!s.isOk() && options_.driver && options_.driver->dropStep(s))
       continue;

@@ -4,6 +4,7 @@
 
 #include "runtime/core/ThreadPool.h"
 #include "runtime/data/BatchIterator.h"
+#include "runtime/data/EpochBatches.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/VariableStore.h"
 #include "runtime/train/DynamicTable.h"
@@ -71,6 +72,19 @@ public:
   virtual bool dropStep(const Status &failure) {
     (void)failure;
     return false;
+  }
+  /// Exactly-once data (docs/elastic.md): whether the driver says which
+  /// batch each step trains on, instead of the worker's static shard.
+  virtual bool leasesData() const { return false; }
+  /// The number of the batch the next step trains on (batch b of epoch e is
+  /// e * batchesPerEpoch + b of the epochs' shuffled orders), leased for this
+  /// step; *done when every batch of the job (`steps` updates) is applied.
+  virtual Status nextDataBatch(int64_t examples, int64_t batch,
+                               int64_t batchesPerEpoch, int64_t steps,
+                               int64_t *number, bool *done) {
+    (void)examples, (void)batch, (void)batchesPerEpoch, (void)steps;
+    (void)number, (void)done;
+    return errorStatus("this driver hands out no data");
   }
 };
 
@@ -294,6 +308,9 @@ private:
   // `batch`, their metrics and gradients combined into train_'s fetches and,
   // without a driver, the update applied.
   Status runStep(const data::Batch &batch, int64_t globalStep);
+  // The next step's batch: the driver's leased one (exactly-once data), or
+  // the next of r.batches. *finished when the driver has none left.
+  Status nextBatch(RunState &r, data::Batch *batch, bool *finished);
   data::Expected<std::unique_ptr<data::BatchIterator>>
   makeTrainBatches(int64_t *skipBatches);
   // Checkpoints (options_.modelDir, Checkpoints.cpp): restore at set-up,
@@ -312,6 +329,8 @@ private:
   int interOpThreads_ = 1;
   int numMetrics_ = 0;
   std::unique_ptr<data::BatchIterator> towerBatches_;
+  // Exactly-once data: batches by the numbers the driver leases.
+  std::unique_ptr<data::EpochBatches> ledgerBatches_;
   std::unique_ptr<ThreadPool> pool_;
   // Separate from pool_: a kernel's parallel-for on the intra-op pool never
   // waits for an inter-op thread (ThreadPool runs nested work inline).

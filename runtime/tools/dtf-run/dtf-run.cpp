@@ -3,6 +3,7 @@
 #include "dtf/Version.h"
 
 #include "runtime/cluster/RunMode.h"
+#include "runtime/cluster/Scaling.h"
 #include "runtime/task/Task.h"
 #include "runtime/tools/dtf-run/CertsCommand.h"
 
@@ -29,6 +30,7 @@ Trains the model in PLAN (a plan.bin written by dtfc).
   dtf-run plan.bin --cluster cluster.json --job worker --task 1   run one task
   dtf-run plan.bin --predict eval --model-dir DIR -o out.csv      predict
   dtf-run certs --cluster cluster.json --out DIR   make the cluster's TLS certificates
+  dtf-run ctl --cluster cluster.json scale worker=N   scale a running job
 
 options:
   --steps N        train N steps instead of the plan's count (0: only evaluate)
@@ -92,6 +94,13 @@ options:
                    evaluates each new one, see docs/deploy.md)
   --task N         the index of the task to run within its job
   --max-restarts N the launcher restarts a failed task up to N times (3)
+  --workers N      the job starts with the first N worker tasks of the
+                   cluster file, the chief counted (default: all): the
+                   launcher starts those, and the ps tasks count them live
+                   from the start; `dtf-run ctl --cluster FILE scale
+                   worker=N` changes it while the job runs: slots that join
+                   start at their next step, those scaled away leave after
+                   their step (docs/elastic.md)
   --chief TASK     the worker that takes the chief's duties (initializing and
                    restoring the ps, checkpoints, evaluation), e.g. worker.1
                    (default: chief.0, else worker.0)
@@ -142,6 +151,20 @@ options:
                    next step's pull cross at once (both ways of every link
                    busy); the pull may miss the worker's own last gradient
                    (staleness at most 1)
+  --data static|exactly-once  how the workers of a cluster share the data:
+                   static (the default) reads shard `replica` of
+                   `num_workers` of every epoch; exactly-once leases
+                   splits of batches from ps 0, which counts a batch only
+                   when its update is applied and hands out again those of
+                   dead workers, dropped gradients and lost updates, so each
+                   epoch applies every example once (docs/elastic.md)
+  --split-batches N  exactly-once: batches per split an async worker leases
+                   (default 4; sync workers lease one at a time)
+  --lease-timeout SECONDS  a worker that makes no call to a ps for this long
+                   is gone (killed, or its host lost): sync updates stop
+                   waiting for it, the chief does not wait for it at the
+                   end, and (exactly-once) a split it neither pushed nor
+                   leased for this long goes to another (default 60)
   --same-host unix|tcp  how tasks whose cluster addresses are loopback
                    (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
                    default) over Unix sockets in $DTF_SOCKET_DIR (else
@@ -235,6 +258,7 @@ struct CommandLine {
   dtf::task::TaskRequest request;
   dtf::cluster::ClusterFlags clusterFlags;
   std::string chief; // --chief TASK
+  std::string workers; // --workers N (the launcher's)
 };
 
 // parse* return kGoOn to go on, else the exit code to stop with; kNotMine
@@ -317,6 +341,7 @@ bool takesValue(const std::string &arg) {
                            "--job",
                            "--model-dir",
                            "--max-restarts",
+                           "--workers",
                            "--chief",
                            "--connect-timeout",
                            "--sync-timeout",
@@ -329,6 +354,9 @@ bool takesValue(const std::string &arg) {
                            "--bind",
                            "--same-host",
                            "--wire",
+                           "--data",
+                           "--split-batches",
+                           "--lease-timeout",
                            "--task",
                            "--steps",
                            "--log-every",
@@ -369,6 +397,11 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     if (std::string(value) != "f32" && std::string(value) != "bf16")
       return usageError("--wire expects f32 or bf16, got '%s'", value);
     r.cluster.wireBf16 = std::string(value) == "bf16";
+  } else if (arg == "--data") {
+    if (std::string(value) != "static" && std::string(value) != "exactly-once")
+      return usageError("--data expects static or exactly-once, got '%s'",
+                        value);
+    r.cluster.exactlyOnce = std::string(value) == "exactly-once";
   } else if (arg == "--same-host") {
     if (std::string(value) != "unix" && std::string(value) != "tcp")
       return usageError("--same-host expects unix or tcp, got '%s'", value);
@@ -384,6 +417,8 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     cl->clusterFlags.task = value;
   } else if (arg == "--max-restarts") {
     // the launcher reads it
+  } else if (arg == "--workers") {
+    cl->workers = value; // the launcher reads it; checked with the mode
   } else if (arg == "--chief") {
     cl->chief = value;
   } else {
@@ -405,7 +440,8 @@ int parseNumber(const std::string &arg, const char *value, CommandLine *cl) {
     return kGoOn;
   }
   if (arg == "--connect-timeout" || arg == "--sync-timeout" ||
-      arg == "--evaluator-idle-timeout" || arg == "--stall-timeout") {
+      arg == "--evaluator-idle-timeout" || arg == "--stall-timeout" ||
+      arg == "--lease-timeout") {
     char *end = nullptr;
     double seconds = std::strtod(value, &end);
     if (!*value || *end || !(seconds > 0) || seconds > 1e6)
@@ -414,10 +450,19 @@ int parseNumber(const std::string &arg, const char *value, CommandLine *cl) {
     (arg == "--connect-timeout" ? r.cluster.connectTimeoutSeconds
      : arg == "--sync-timeout"  ? r.cluster.syncTimeoutSeconds
      : arg == "--stall-timeout" ? r.cluster.stallTimeoutSeconds
+     : arg == "--lease-timeout" ? r.cluster.leaseTimeoutSeconds
                                 : r.evaluator.idleTimeoutSeconds) = seconds;
     return kGoOn;
   }
   long long n = parseCount(value);
+  if (arg == "--split-batches") {
+    if (n < 1 || n > 1024)
+      return usageError("--split-batches expects a batch count from 1 to "
+                        "1024, got '%s'",
+                        value);
+    r.cluster.splitBatches = int(n);
+    return kGoOn;
+  }
   if (arg == "--chunk-bytes") {
     // At least a page: smaller chunks only multiply the calls.
     if (n < 4096 || n > (1ll << 30))
@@ -573,6 +618,23 @@ int checkCombinations(CommandLine *cl) {
                           : "--bind is for one task (--job/--task): the tasks "
                             "the launcher starts each listen on their own "
                             "address in the cluster file");
+  if (!cl->workers.empty()) {
+    const long long n = parseCount(cl->workers.c_str());
+    if (mode == RunMode::kLocal || n < 1 || n > 1000000)
+      return usageError(
+          "%s", n < 1 || n > 1000000
+                    ? ("--workers expects how many worker tasks the job "
+                       "starts with (1 or more, the chief counted), got '" +
+                       cl->workers + "'")
+                          .c_str()
+                    : "--workers needs a cluster (--cluster FILE): how many "
+                      "of its worker tasks the job starts with");
+    r.cluster.startWorkers = int(n);
+  }
+  if (mode == RunMode::kLocal && r.cluster.exactlyOnce)
+    return usageError("--data exactly-once needs a cluster (--cluster FILE "
+                      "or TF_CONFIG): one process already reads every "
+                      "example once per epoch");
   if (mode == RunMode::kLocal &&
       (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.sameHostTcp))
     return usageError("--wire, --overlap-push and --same-host need a cluster "
@@ -592,6 +654,8 @@ int main(int argc, char **argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   if (argc > 1 && std::strcmp(argv[1], "certs") == 0)
     return dtfrun::runCertsCommand(argc, argv);
+  if (argc > 1 && std::strcmp(argv[1], "ctl") == 0)
+    return dtf::cluster::runControlCommand(argc, argv);
   CommandLine cl;
   if (int code = parseArguments(argc, argv, &cl); code != kGoOn)
     return code;
