@@ -38,6 +38,11 @@ int refuse(int code, const std::string &message) {
   return code;
 }
 
+int fault(int code, const std::string &message) {
+  lastError = message;
+  return code;
+}
+
 int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
                 int code) {
   Machine &m = machine();
@@ -613,7 +618,8 @@ int dtfEmuStats(char *buf, size_t size) {
       "algorithm choices, stream work per GPU:%s; copies between host and "
       "device: %llu (%llu bytes), between device buffers: %llu; NCCL "
       "broadcasts: %llu; cross-stream waits: %llu eager, %llu replayed; "
-      "library calls that may compute in TF32: %llu",
+      "library calls that may compute in TF32: %llu; cuDNN algorithms timed: "
+      "%llu; convolution launches failed by DTF_EMU_CONV_ALGO_FAILS: %llu",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
@@ -626,7 +632,9 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.ncclBroadcasts,
       (unsigned long long)c.crossStreamWaits,
       (unsigned long long)c.replayedCrossStreamEdges,
-      (unsigned long long)c.tf32Calls);
+      (unsigned long long)c.tf32Calls,
+      (unsigned long long)c.algorithmSearches,
+      (unsigned long long)c.failedAlgorithmLaunches);
 }
 
 CUresult cuInit(unsigned flags) {

@@ -79,6 +79,9 @@ struct Counters {
   /// too), or two device buffers (one GPU's, or a peer's).
   uint64_t hostDeviceCopies = 0, hostDeviceBytes = 0, deviceCopies = 0;
   uint64_t ncclBroadcasts = 0;
+  /// cudnnFindConvolution*AlgorithmEx calls (timed choices), and the
+  /// convolution launches DTF_EMU_CONV_ALGO_FAILS made fail.
+  uint64_t algorithmSearches = 0, failedAlgorithmLaunches = 0;
   /// cuStreamWaitEvent calls that ordered a stream after another's work
   /// (eager), and edges between nodes captured on different streams
   /// (per graph replay).
@@ -111,6 +114,10 @@ int &currentDevice();
 
 /// Records `message` as what the emulation last refused and returns `code`.
 int refuse(int code, const std::string &message);
+
+/// Records `message` as what the emulation last did wrong on purpose (a
+/// fault a DTF_EMU_* variable asked for; not a refusal) and returns `code`.
+int fault(int code, const std::string &message);
 
 /// Checks that [p, p + bytes) lies in one live device allocation; adds it to
 /// `work`'s touched list. `what` names the argument in a refusal. Returns
