@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 #include <set>
+#include <thread>
 
 namespace dtf::gpu::emu {
 
@@ -41,6 +42,27 @@ int refuse(int code, const std::string &message) {
 int fault(int code, const std::string &message) {
   lastError = message;
   return code;
+}
+
+// DTF_EMU_SLOW_MS=<ms>: a slow device, each kernel launched outside a capture
+// and each graph launch taking at least that long when its work runs (the
+// emulation sleeps on the thread that runs the stream's work); 0 for none.
+namespace {
+// Read at each launch, so that a test may set it.
+int slowMilliseconds() {
+  const char *v = std::getenv("DTF_EMU_SLOW_MS");
+  return v ? std::max(0, std::atoi(v)) : 0;
+}
+} // namespace
+
+void slowDown(Work &w) {
+  const int ms = slowMilliseconds();
+  if (ms == 0)
+    return;
+  w.run = [run = std::move(w.run), ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return run();
+  };
 }
 
 int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
@@ -314,6 +336,7 @@ CUresult streamSynchronize(CUstream stream) {
     finishBlockingStreams();
     return CUDA_SUCCESS;
   }
+  HostWait wait;
   if (int r = finishStream(stream))
     return refuse(r, "cuStreamSynchronize: queued work on the stream failed");
   return CUDA_SUCCESS;
@@ -414,6 +437,7 @@ CUresult eventSynchronize(CUevent event) {
   if (e->capture)
     return refuse(CUDA_ERROR_STREAM_CAPTURE_CAPTURED_EVENT,
                   "cuEventSynchronize on an event recorded in a capture");
+  HostWait wait;
   force(e->stream, e->seq);
   return CUDA_SUCCESS;
 }
@@ -499,6 +523,10 @@ CUresult launchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   if (int r = prepareLaunch(*reinterpret_cast<ModuleKernel *>(f), {gx, gy, gz},
                             {bx, by, bz}, params, extra, &w))
     return r;
+  // A graph's kernels do not sleep: its launch does, once.
+  if (const auto *s = reinterpret_cast<const Stream *>(stream);
+      !s || !s->capture)
+    slowDown(w);
   return submit(stream, std::move(w));
 }
 
@@ -619,7 +647,8 @@ int dtfEmuStats(char *buf, size_t size) {
       "device: %llu (%llu bytes), between device buffers: %llu; NCCL "
       "broadcasts: %llu; cross-stream waits: %llu eager, %llu replayed; "
       "library calls that may compute in TF32: %llu; cuDNN algorithms timed: "
-      "%llu; convolution launches failed by DTF_EMU_CONV_ALGO_FAILS: %llu",
+      "%llu; convolution launches failed by DTF_EMU_CONV_ALGO_FAILS: %llu; "
+      "host waits for streams: %llu (%llu ms blocked)",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
@@ -634,7 +663,9 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.replayedCrossStreamEdges,
       (unsigned long long)c.tf32Calls,
       (unsigned long long)c.algorithmSearches,
-      (unsigned long long)c.failedAlgorithmLaunches);
+      (unsigned long long)c.failedAlgorithmLaunches,
+      (unsigned long long)c.hostWaits,
+      (unsigned long long)(c.hostWaitMicros / 1000));
 }
 
 CUresult cuInit(unsigned flags) {
