@@ -1,12 +1,10 @@
 // The cuBLAS and cuDNN halves of libdtf-cuda-emu.so: the entry points dtf
 // calls, checked like the device memory they touch, run by reference
-// implementations (oneDNN's sgemm under the products) on the handle's stream.
+// implementations (a plain loop under the products) on the handle's stream.
 #include "runtime/gpu/emu/EmuQueue.h"
 #include "runtime/gpu/emu/EmuDnn.h"
 #include "runtime/gpu/emu/EmuState.h"
-#include "runtime/kernels/cpu/F32Matmul.h"
 
-#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -26,21 +24,33 @@ struct PoolDesc {
   int mode = 0, wh = 1, ww = 1, padH = 0, padW = 0, sh = 1, sw = 1;
 };
 
-// Column-major C[m,n] = alpha op(A) op(B) + beta C, as oneDNN's row-major
-// C^T = op(B)^T op(A)^T. A plain product goes through the CPU matmul kernel's
-// own routine, so that it is computed exactly as there.
+// Column-major C[m,n] = alpha op(A) op(B) + beta C by a plain loop over the
+// definition: each element sums its k products in order, in float. It
+// calls neither the CPU's matmul nor oneDNN, so a layout or transposition
+// bug in dtf's calls gives a wrong result instead of the CPU's (and the
+// rounding differs from the CPU kernel's blocked sums). op(A) is first
+// copied into a contiguous column-major m x k buffer, so that the inner loop
+// runs down a column.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
           int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-  if (alpha == 1.0f && beta == 0.0f && m > 0 && n > 0 && k > 0) {
-    try {
-      dtf::cpu::f32Matmul(tb, ta, n, m, k, b, ldb, a, lda, c, ldc);
-      return;
-    } catch (const dnnl::error &) {
-      // Not a shape the primitive takes: sgemm below computes it all the same.
+  std::vector<float> opA(static_cast<size_t>(m) * size_t(k));
+  for (int p = 0; p < k; ++p)
+    for (int i = 0; i < m; ++i)
+      opA[size_t(p) * m + i] =
+          ta ? a[size_t(i) * lda + p] : a[size_t(p) * lda + i];
+  std::vector<float> acc(static_cast<size_t>(m));
+  for (int j = 0; j < n; ++j) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int p = 0; p < k; ++p) {
+      const float bpj = tb ? b[size_t(p) * ldb + j] : b[size_t(j) * ldb + p];
+      const float *col = opA.data() + size_t(p) * m;
+      for (int i = 0; i < m; ++i)
+        acc[size_t(i)] += col[i] * bpj;
     }
+    float *cj = c + size_t(j) * ldc;
+    for (int i = 0; i < m; ++i)
+      cj[i] = alpha * acc[size_t(i)] + (beta == 0.0f ? 0.0f : beta * cj[i]);
   }
-  dnnl_sgemm(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, alpha, b, ldb, a, lda,
-             beta, c, ldc);
 }
 
 // Bytes of a column-major matrix of `rows` x `cols` with leading dimension ld.
