@@ -30,7 +30,8 @@ struct PoolDesc {
 // bug in dtf's calls gives a wrong result instead of the CPU's (and the
 // rounding differs from the CPU kernel's blocked sums). op(A) is first
 // copied into a contiguous column-major m x k buffer, so that the inner loop
-// runs down a column.
+// runs down a column, and 8 columns of C are summed at once (each element
+// still in k order), so that op(A) is read n / 8 times, not n.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
           int lda, const float *b, int ldb, float beta, float *c, int ldc) {
   std::vector<float> opA(static_cast<size_t>(m) * size_t(k));
@@ -38,18 +39,27 @@ void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
     for (int i = 0; i < m; ++i)
       opA[size_t(p) * m + i] =
           ta ? a[size_t(i) * lda + p] : a[size_t(p) * lda + i];
-  std::vector<float> acc(static_cast<size_t>(m));
-  for (int j = 0; j < n; ++j) {
+  constexpr int kCols = 8;
+  std::vector<float> acc(size_t(kCols) * size_t(m));
+  for (int j0 = 0; j0 < n; j0 += kCols) {
+    const int cols = std::min(kCols, n - j0);
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (int p = 0; p < k; ++p) {
-      const float bpj = tb ? b[size_t(p) * ldb + j] : b[size_t(j) * ldb + p];
       const float *col = opA.data() + size_t(p) * m;
-      for (int i = 0; i < m; ++i)
-        acc[size_t(i)] += col[i] * bpj;
+      for (int jj = 0; jj < cols; ++jj) {
+        const int j = j0 + jj;
+        const float bpj = tb ? b[size_t(p) * ldb + j] : b[size_t(j) * ldb + p];
+        float *sum = acc.data() + size_t(jj) * m;
+        for (int i = 0; i < m; ++i)
+          sum[i] += col[i] * bpj;
+      }
     }
-    float *cj = c + size_t(j) * ldc;
-    for (int i = 0; i < m; ++i)
-      cj[i] = alpha * acc[size_t(i)] + (beta == 0.0f ? 0.0f : beta * cj[i]);
+    for (int jj = 0; jj < cols; ++jj) {
+      float *cj = c + size_t(j0 + jj) * ldc;
+      const float *sum = acc.data() + size_t(jj) * m;
+      for (int i = 0; i < m; ++i)
+        cj[i] = alpha * sum[i] + (beta == 0.0f ? 0.0f : beta * cj[i]);
+    }
   }
 }
 
