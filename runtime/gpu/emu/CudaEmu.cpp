@@ -603,6 +603,30 @@ bool readStreamOrder() {
   const char *v = std::getenv("DTF_EMU_STREAM_ORDER");
   return setStreamOrder(v ? v : "reversed");
 }
+// The faults' variables that take a value, checked at start (they are read
+// again at each use, so that a test may set them): a value they do not take
+// is refused with the reason, not ignored. Empty is unset.
+bool readFaults() {
+  const char *slow = std::getenv("DTF_EMU_SLOW_MS");
+  if (slow && *slow &&
+      (std::strspn(slow, "0123456789") != std::strlen(slow) ||
+       std::strlen(slow) > 6)) {
+    refuse(CUDA_ERROR_INVALID_VALUE,
+           std::string("DTF_EMU_SLOW_MS=") + slow +
+               " is not a number of milliseconds (a whole number from 0 to "
+               "999999)");
+    return false;
+  }
+  const char *algo = std::getenv("DTF_EMU_CONV_ALGO_FAILS");
+  if (algo && *algo && std::strcmp(algo, "0") != 0 &&
+      std::strcmp(algo, "1") != 0) {
+    refuse(CUDA_ERROR_INVALID_VALUE,
+           std::string("DTF_EMU_CONV_ALGO_FAILS=") + algo +
+               " names no convolution algorithm of the emulation: 0 or 1");
+    return false;
+  }
+  return true;
+}
 } // namespace
 
 extern "C" {
@@ -615,13 +639,14 @@ int dtfEmuSetStreamOrder(const char *order) {
 }
 
 /// Emulation only: how many GPUs to emulate; before cuInit. 2 when
-/// $DTF_EMU_STREAM_ORDER names no order (dtfEmuLastError says why).
+/// $DTF_EMU_STREAM_ORDER names no order, or a fault's variable has a value
+/// it does not take (dtfEmuLastError says why).
 int dtfEmuConfigure(int numDevices) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   if (numDevices < 1 || numDevices > 64 || machine().initialized)
     return 1;
   machine().numDevices = numDevices;
-  return readStreamOrder() ? 0 : 2;
+  return readStreamOrder() && readFaults() ? 0 : 2;
 }
 
 /// Emulation only: why the last refused call was refused ("" if none).
@@ -672,7 +697,7 @@ CUresult cuInit(unsigned flags) {
   if (flags != 0)
     return refuse(CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0");
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
-  if (!readStreamOrder())
+  if (!readStreamOrder() || !readFaults())
     return CUDA_ERROR_INVALID_VALUE;
   machine().initialized = true;
   return CUDA_SUCCESS;
