@@ -163,6 +163,8 @@ inline constexpr int CUDNN_CROSS_CORRELATION = 1;
 /// cudnnMathType_t: DEFAULT lets f32 convolutions use TF32 tensor cores on
 /// Ampere and later; FMA keeps f32 arithmetic.
 inline constexpr int CUDNN_DEFAULT_MATH = 0;
+inline constexpr int CUDNN_TENSOR_OP_MATH = 1;
+inline constexpr int CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION = 2;
 inline constexpr int CUDNN_FMA_MATH = 3;
 inline constexpr int CUDNN_POOLING_MAX = 0;
 inline constexpr int CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING = 2;
@@ -172,7 +174,8 @@ inline constexpr int CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM = 0;
 inline constexpr int CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 = 1;
 inline constexpr int CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 = 1;
 /// cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t (one layout for all
-/// three): what cudnnGetConvolution*Algorithm_v7 ranks.
+/// three): what cudnnGetConvolution*Algorithm_v7 and
+/// cudnnFindConvolution*AlgorithmEx rank.
 struct cudnnConvolutionAlgoPerf_t {
   int algo;
   cudnnStatus_t status;
@@ -247,6 +250,27 @@ struct cudnnConvolutionAlgoPerf_t {
      cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,            \
      cudnnFilterDescriptor_t dw, int requested, int *returned,                 \
      cudnnConvolutionAlgoPerf_t *perf))                                        \
+  X(cudnnFindConvolutionForwardAlgorithmEx,                                   \
+    (cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc, const void *x,       \
+     cudnnFilterDescriptor_t wDesc, const void *w,                             \
+     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t yDesc,         \
+     void *y, int requested, int *returned,                                    \
+     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
+     size_t workspaceBytes))                                                   \
+  X(cudnnFindConvolutionBackwardDataAlgorithmEx,                               \
+    (cudnnHandle_t handle, cudnnFilterDescriptor_t wDesc, const void *w,       \
+     cudnnTensorDescriptor_t dyDesc, const void *dy,                           \
+     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t dxDesc,        \
+     void *dx, int requested, int *returned,                                   \
+     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
+     size_t workspaceBytes))                                                   \
+  X(cudnnFindConvolutionBackwardFilterAlgorithmEx,                             \
+    (cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc, const void *x,       \
+     cudnnTensorDescriptor_t dyDesc, const void *dy,                           \
+     cudnnConvolutionDescriptor_t conv, cudnnFilterDescriptor_t dwDesc,        \
+     void *dw, int requested, int *returned,                                   \
+     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
+     size_t workspaceBytes))                                                   \
   X(cudnnCreatePoolingDescriptor, (cudnnPoolingDescriptor_t * desc))           \
   X(cudnnSetPooling2dDescriptor,                                               \
     (cudnnPoolingDescriptor_t desc, int mode, int nanOpt, int windowH,         \

@@ -64,7 +64,7 @@ std::string CudaDriver::ncclErrorText(const char *call, ncclResult_t r) const {
 std::string CudaDriver::emulationStats() const {
   if (!emuStats_)
     return "";
-  char buf[1024];
+  char buf[2048];
   emuStats_(buf, sizeof(buf));
   return buf;
 }

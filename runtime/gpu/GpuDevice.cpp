@@ -120,7 +120,9 @@ Status GpuDevice::capture(const std::function<Status()> &enqueue,
   DTF_RETURN_IF_ERROR(check("cuStreamBeginCapture",
                             driver_.cuStreamBeginCapture(
                                 stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)));
+  capturing_ = true;
   Status s = enqueue();
+  capturing_ = false;
   CUgraph graph = nullptr;
   CUresult r = driver_.cuStreamEndCapture(stream_, &graph);
   if (graph && (!s.isOk() || r != CUDA_SUCCESS))

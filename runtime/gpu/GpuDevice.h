@@ -63,6 +63,8 @@ public:
   /// `*exec`, ready to launch.
   Status capture(const std::function<Status()> &enqueue,
                  cuda::CUgraphExec *exec);
+  /// Whether capture() is recording this device's stream work now.
+  bool capturing() const { return capturing_; }
   /// `code` loaded on this device (once): the cubin for its compute
   /// capability, else the PTX for the driver to compile.
   Status loadModule(const GpuModuleCode &code, cuda::CUmodule *out);
@@ -106,6 +108,7 @@ private:
   cuda::cublasHandle_t blas_ = nullptr;
   cuda::cudnnHandle_t dnn_ = nullptr;
   bool allowTf32_ = false;
+  bool capturing_ = false;
   std::map<const GpuModuleCode *, cuda::CUmodule> modules_;
 
   GpuAllocator allocator_;

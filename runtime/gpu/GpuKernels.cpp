@@ -3,14 +3,13 @@
 // cuDNN. Tensors are NHWC and filters HWIO as on the CPU; cuDNN takes the
 // filter as KRSC, so it is transposed on the device with cublasSgeam.
 #include "runtime/gpu/GpuKernels.h"
+#include "runtime/gpu/ConvAlgo.h"
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/gpu/GpuFusedContext.h"
 #include "runtime/kernels/cpu/OneDnn.h"
 #include "dtf/OpNames.h"
 
 #include <limits>
-#include <map>
-#include <mutex>
 
 namespace dtf::gpu {
 
@@ -210,99 +209,24 @@ Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, ConvCall &call) {
   return dnnStatus(ctx, "a cuDNN descriptor", s);
 }
 
-// --- The convolution algorithm, chosen once per shape ------------------------
-
-enum class ConvDirection {
-  kForward = 0,
-  kBackwardData = 1,
-  kBackwardFilter = 2
-};
-
-struct ConvAlgo {
-  int algo = 0;
-  size_t workspace = 0;
-};
-
-// The choices of this process: per GPU, direction and convolution shape.
-struct ConvAlgoCache {
-  std::mutex mutex;
-  std::map<std::vector<int64_t>, ConvAlgo> chosen;
-  uint64_t queries = 0;
-};
-ConvAlgoCache &convAlgoCache() {
-  static ConvAlgoCache *c = new ConvAlgoCache();
-  return *c;
+// The key of a convolution's algorithm choice: its shape (batch, channels,
+// image, filter, padding, strides).
+std::vector<int64_t> convShape(const cpu::Window2D &w) {
+  return {w.n,  w.c,       w.ih,      w.iw, w.oc, w.kh, w.kw,
+          w.padTop, w.padLeft, w.sh, w.sw, w.dh, w.dw};
 }
 
-// The algorithm for `w` in `direction` on this GPU: cuDNN's heuristic
-// (cudnnGetConvolution*Algorithm_v7) asked once per shape, its best-ranked
-// algorithm that works and whose workspace is at most kMaxConvWorkspace; the
-// workspace is the device's shared one, which moves into the step's arena.
-Status chooseConvAlgo(GpuKernelContext &ctx, ConvDirection direction,
-                      const cpu::Window2D &w, ConvCall &call, ConvAlgo *out) {
-  GpuDevice &dev = ctx.device();
-  CudaDriver &d = dev.driver();
-  const std::vector<int64_t> key = {
-      dev.index(), int64_t(direction), w.n,       w.c,  w.ih, w.iw, w.oc, w.kh,
-      w.kw,        w.padTop,           w.padLeft, w.sh, w.sw, w.dh, w.dw};
-  ConvAlgoCache &cache = convAlgoCache();
-  {
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    auto it = cache.chosen.find(key);
-    if (it != cache.chosen.end()) {
-      *out = it->second;
-      return Status::ok();
-    }
-  }
-  constexpr int kRequested = 8;
-  cudnnConvolutionAlgoPerf_t perf[kRequested] = {};
-  int returned = 0;
-  const char *query = direction == ConvDirection::kForward
-                          ? "cudnnGetConvolutionForwardAlgorithm_v7"
-                      : direction == ConvDirection::kBackwardData
-                          ? "cudnnGetConvolutionBackwardDataAlgorithm_v7"
-                          : "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
-  cudnnStatus_t st = direction == ConvDirection::kForward
-                         ? d.cudnnGetConvolutionForwardAlgorithm_v7(
-                               dev.dnn(), call.x.desc, call.f.desc, call.c.desc,
-                               call.y.desc, kRequested, &returned, perf)
-                     : direction == ConvDirection::kBackwardData
-                         ? d.cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                               dev.dnn(), call.f.desc, call.y.desc, call.c.desc,
-                               call.x.desc, kRequested, &returned, perf)
-                         : d.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                               dev.dnn(), call.x.desc, call.y.desc, call.c.desc,
-                               call.f.desc, kRequested, &returned, perf);
-  DTF_RETURN_IF_ERROR(dnnStatus(ctx, query, st));
-  bool found = false;
-  ConvAlgo best;
-  for (int i = 0; i < returned && !found; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
-        perf[i].memory <= kMaxConvWorkspace) {
-      best = {perf[i].algo, perf[i].memory};
-      found = true;
-    }
-  if (!found)
-    return errorStatus(ctx.opName(), ": ", query, " offers no algorithm for ",
-                       "this shape within a workspace of ", kMaxConvWorkspace,
-                       " bytes");
-  // The exact workspace of the chosen algorithm.
-  st = direction == ConvDirection::kForward
-           ? d.cudnnGetConvolutionForwardWorkspaceSize(
-                 dev.dnn(), call.x.desc, call.f.desc, call.c.desc, call.y.desc,
-                 best.algo, &best.workspace)
-       : direction == ConvDirection::kBackwardData
-           ? d.cudnnGetConvolutionBackwardDataWorkspaceSize(
-                 dev.dnn(), call.f.desc, call.y.desc, call.c.desc, call.x.desc,
-                 best.algo, &best.workspace)
-           : d.cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                 dev.dnn(), call.x.desc, call.y.desc, call.c.desc, call.f.desc,
-                 best.algo, &best.workspace);
-  DTF_RETURN_IF_ERROR(dnnStatus(ctx, "cudnnGetConvolution*WorkspaceSize", st));
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  ++cache.queries;
-  *out = cache.chosen[key] = best;
-  return Status::ok();
+ConvOperands operands(const ConvCall &call, const void *x, const void *w,
+                      const void *y) {
+  ConvOperands op;
+  op.xDesc = call.x.desc;
+  op.yDesc = call.y.desc;
+  op.wDesc = call.f.desc;
+  op.convDesc = call.c.desc;
+  op.x = const_cast<void *>(x);
+  op.w = const_cast<void *>(w);
+  op.y = const_cast<void *>(y);
+  return op;
 }
 
 // The HWIO filter `f` as cuDNN's KRSC, in the op's scratch buffer 0.
@@ -355,19 +279,8 @@ Status conv2dKernel(KernelContext &base) {
   DTF_RETURN_IF_ERROR(krscFilter(ctx, f, w.oc, &krsc));
   ConvCall call(d);
   DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
-  ConvAlgo chosen;
-  DTF_RETURN_IF_ERROR(
-      chooseConvAlgo(ctx, ConvDirection::kForward, w, call, &chosen));
-  const int algo = chosen.algo;
-  const size_t wsBytes = chosen.workspace;
-  void *ws;
-  DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
-  const float one = 1, zero = 0;
-  return dnnStatus(ctx, "cudnnConvolutionForward",
-                   d.cudnnConvolutionForward(dev.dnn(), &one, call.x.desc,
-                                             x.rawData(), call.f.desc, krsc,
-                                             call.c.desc, algo, ws, wsBytes,
-                                             &zero, call.y.desc, y->rawData()));
+  return runConvolution(ctx, ConvDirection::kForward, convShape(w),
+                        operands(call, x.rawData(), krsc, y->rawData()));
 }
 
 Status conv2dBackpropInputKernel(KernelContext &base) {
@@ -397,19 +310,8 @@ Status conv2dBackpropInputKernel(KernelContext &base) {
   DTF_RETURN_IF_ERROR(krscFilter(ctx, f, w.oc, &krsc));
   ConvCall call(d);
   DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
-  ConvAlgo chosen;
-  DTF_RETURN_IF_ERROR(
-      chooseConvAlgo(ctx, ConvDirection::kBackwardData, w, call, &chosen));
-  const int algo = chosen.algo;
-  const size_t wsBytes = chosen.workspace;
-  void *ws;
-  DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
-  const float one = 1, zero = 0;
-  return dnnStatus(ctx, "cudnnConvolutionBackwardData",
-                   d.cudnnConvolutionBackwardData(
-                       dev.dnn(), &one, call.f.desc, krsc, call.y.desc,
-                       dy.rawData(), call.c.desc, algo, ws, wsBytes, &zero,
-                       call.x.desc, dx->rawData()));
+  return runConvolution(ctx, ConvDirection::kBackwardData, convShape(w),
+                        operands(call, dx->rawData(), krsc, dy.rawData()));
 }
 
 Status conv2dBackpropFilterKernel(KernelContext &base) {
@@ -438,19 +340,9 @@ Status conv2dBackpropFilterKernel(KernelContext &base) {
   DTF_RETURN_IF_ERROR(ctx.scratch(0, df->byteSize(), &krsc));
   ConvCall call(d);
   DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
-  ConvAlgo chosen;
   DTF_RETURN_IF_ERROR(
-      chooseConvAlgo(ctx, ConvDirection::kBackwardFilter, w, call, &chosen));
-  const int algo = chosen.algo;
-  const size_t wsBytes = chosen.workspace;
-  void *ws;
-  DTF_RETURN_IF_ERROR(dev.workspace(wsBytes, &ws));
-  const float one = 1, zero = 0;
-  DTF_RETURN_IF_ERROR(dnnStatus(
-      ctx, "cudnnConvolutionBackwardFilter",
-      d.cudnnConvolutionBackwardFilter(
-          dev.dnn(), &one, call.x.desc, x.rawData(), call.y.desc, dy.rawData(),
-          call.c.desc, algo, ws, wsBytes, &zero, call.f.desc, krsc)));
+      runConvolution(ctx, ConvDirection::kBackwardFilter, convShape(w),
+                     operands(call, x.rawData(), krsc, dy.rawData())));
   // KRSC [O, R] back to HWIO [R, O].
   return transposeFilter(ctx, static_cast<const float *>(krsc), mptr(df), w.oc,
                          df->numElements() / w.oc);
@@ -678,12 +570,6 @@ Status fusedKernel(KernelContext &base) {
 }
 
 } // namespace
-
-uint64_t convAlgorithmQueries() {
-  ConvAlgoCache &cache = convAlgoCache();
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  return cache.queries;
-}
 
 std::vector<CudaDriver::Library> librariesOfKernel(std::string_view opName) {
   using L = CudaDriver::Library;

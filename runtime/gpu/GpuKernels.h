@@ -22,8 +22,5 @@ std::vector<CudaDriver::Library> librariesOfKernel(std::string_view opName);
 /// The largest workspace a convolution algorithm may ask for (1 GiB).
 inline constexpr size_t kMaxConvWorkspace = size_t(1) << 30;
 
-/// How many times this process asked cuDNN for a convolution algorithm (once
-/// per GPU, direction and shape).
-uint64_t convAlgorithmQueries();
 
 } // namespace dtf::gpu

@@ -25,9 +25,11 @@
 #     the whole batch, so without its gradient clipping it equals one GPU's
 #     curve within 5e-3 at every logged step to 120 (to 4 decimals so far;
 #     with masks drawn per tower it was up to 8% off), and within 5% after:
-#     a tower's products of 50 rows round otherwise than one GPU's of 100
-#     (oneDNN's matmul primitive blocks by the row count), and training
-#     grows that from step 140 on (2.6e-2 at step 180 here); with its
+#     while the emulated cuBLAS went through the CPU's matmul, a tower's
+#     products of 50 rows rounded otherwise than one GPU's of 100 (oneDNN's
+#     matmul primitive blocks by the row count), and training grew that from
+#     step 140 on (2.6e-2 at step 180); since it sums by a plain loop, the
+#     curves are equal to 4 decimals at every logged step to 200; with its
 #     clipping (each tower clips its own gradient, as each replica does in
 #     between-graph training) it stays within 10% without equalling it;
 #   - its moving averages, which ps_update computes on the CPU from the

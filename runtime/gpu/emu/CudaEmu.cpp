@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 #include <set>
+#include <thread>
 
 namespace dtf::gpu::emu {
 
@@ -36,6 +37,32 @@ int refuse(int code, const std::string &message) {
   lastError = message;
   ++machine().counters.refusals;
   return code;
+}
+
+int fault(int code, const std::string &message) {
+  lastError = message;
+  return code;
+}
+
+// DTF_EMU_SLOW_MS=<ms>: a slow device, each kernel launched outside a capture
+// and each graph launch taking at least that long when its work runs (the
+// emulation sleeps on the thread that runs the stream's work); 0 for none.
+namespace {
+// Read at each launch, so that a test may set it.
+int slowMilliseconds() {
+  const char *v = std::getenv("DTF_EMU_SLOW_MS");
+  return v ? std::max(0, std::atoi(v)) : 0;
+}
+} // namespace
+
+void slowDown(Work &w) {
+  const int ms = slowMilliseconds();
+  if (ms == 0)
+    return;
+  w.run = [run = std::move(w.run), ms] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return run();
+  };
 }
 
 int checkDevice(uintptr_t p, size_t bytes, const std::string &what, Work *work,
@@ -309,6 +336,7 @@ CUresult streamSynchronize(CUstream stream) {
     finishBlockingStreams();
     return CUDA_SUCCESS;
   }
+  HostWait wait;
   if (int r = finishStream(stream))
     return refuse(r, "cuStreamSynchronize: queued work on the stream failed");
   return CUDA_SUCCESS;
@@ -409,6 +437,7 @@ CUresult eventSynchronize(CUevent event) {
   if (e->capture)
     return refuse(CUDA_ERROR_STREAM_CAPTURE_CAPTURED_EVENT,
                   "cuEventSynchronize on an event recorded in a capture");
+  HostWait wait;
   force(e->stream, e->seq);
   return CUDA_SUCCESS;
 }
@@ -494,6 +523,10 @@ CUresult launchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   if (int r = prepareLaunch(*reinterpret_cast<ModuleKernel *>(f), {gx, gy, gz},
                             {bx, by, bz}, params, extra, &w))
     return r;
+  // A graph's kernels do not sleep: its launch does, once.
+  if (const auto *s = reinterpret_cast<const Stream *>(stream);
+      !s || !s->capture)
+    slowDown(w);
   return submit(stream, std::move(w));
 }
 
@@ -570,6 +603,30 @@ bool readStreamOrder() {
   const char *v = std::getenv("DTF_EMU_STREAM_ORDER");
   return setStreamOrder(v ? v : "reversed");
 }
+// The faults' variables that take a value, checked at start (they are read
+// again at each use, so that a test may set them): a value they do not take
+// is refused with the reason, not ignored. Empty is unset.
+bool readFaults() {
+  const char *slow = std::getenv("DTF_EMU_SLOW_MS");
+  if (slow && *slow &&
+      (std::strspn(slow, "0123456789") != std::strlen(slow) ||
+       std::strlen(slow) > 6)) {
+    refuse(CUDA_ERROR_INVALID_VALUE,
+           std::string("DTF_EMU_SLOW_MS=") + slow +
+               " is not a number of milliseconds (a whole number from 0 to "
+               "999999)");
+    return false;
+  }
+  const char *algo = std::getenv("DTF_EMU_CONV_ALGO_FAILS");
+  if (algo && *algo && std::strcmp(algo, "0") != 0 &&
+      std::strcmp(algo, "1") != 0) {
+    refuse(CUDA_ERROR_INVALID_VALUE,
+           std::string("DTF_EMU_CONV_ALGO_FAILS=") + algo +
+               " names no convolution algorithm of the emulation: 0 or 1");
+    return false;
+  }
+  return true;
+}
 } // namespace
 
 extern "C" {
@@ -582,13 +639,14 @@ int dtfEmuSetStreamOrder(const char *order) {
 }
 
 /// Emulation only: how many GPUs to emulate; before cuInit. 2 when
-/// $DTF_EMU_STREAM_ORDER names no order (dtfEmuLastError says why).
+/// $DTF_EMU_STREAM_ORDER names no order, or a fault's variable has a value
+/// it does not take (dtfEmuLastError says why).
 int dtfEmuConfigure(int numDevices) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   if (numDevices < 1 || numDevices > 64 || machine().initialized)
     return 1;
   machine().numDevices = numDevices;
-  return readStreamOrder() ? 0 : 2;
+  return readStreamOrder() && readFaults() ? 0 : 2;
 }
 
 /// Emulation only: why the last refused call was refused ("" if none).
@@ -613,7 +671,9 @@ int dtfEmuStats(char *buf, size_t size) {
       "algorithm choices, stream work per GPU:%s; copies between host and "
       "device: %llu (%llu bytes), between device buffers: %llu; NCCL "
       "broadcasts: %llu; cross-stream waits: %llu eager, %llu replayed; "
-      "library calls that may compute in TF32: %llu",
+      "library calls that may compute in TF32: %llu; cuDNN algorithms timed: "
+      "%llu; convolution launches failed by DTF_EMU_CONV_ALGO_FAILS: %llu; "
+      "host waits for streams: %llu (%llu ms blocked)",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
@@ -626,14 +686,18 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.ncclBroadcasts,
       (unsigned long long)c.crossStreamWaits,
       (unsigned long long)c.replayedCrossStreamEdges,
-      (unsigned long long)c.tf32Calls);
+      (unsigned long long)c.tf32Calls,
+      (unsigned long long)c.algorithmSearches,
+      (unsigned long long)c.failedAlgorithmLaunches,
+      (unsigned long long)c.hostWaits,
+      (unsigned long long)(c.hostWaitMicros / 1000));
 }
 
 CUresult cuInit(unsigned flags) {
   if (flags != 0)
     return refuse(CUDA_ERROR_INVALID_VALUE, "cuInit flags must be 0");
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
-  if (!readStreamOrder())
+  if (!readStreamOrder() || !readFaults())
     return CUDA_ERROR_INVALID_VALUE;
   machine().initialized = true;
   return CUDA_SUCCESS;

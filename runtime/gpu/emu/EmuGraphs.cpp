@@ -168,6 +168,7 @@ CUresult graphLaunch(CUgraphExec exec, CUstream stream) {
   // and before its later work (the executable may be destroyed meanwhile).
   Work w{
       "cuGraphLaunch", [g, device] { return replay(*g, device); }, {}, false};
+  slowDown(w);
   return submit(stream, std::move(w));
 }
 CUresult graphExecDestroy(CUgraphExec exec) {

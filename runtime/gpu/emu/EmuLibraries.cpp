@@ -1,11 +1,10 @@
 // The cuBLAS and cuDNN halves of libdtf-cuda-emu.so: the entry points dtf
 // calls, checked like the device memory they touch, run by reference
-// implementations (oneDNN's sgemm under the products) on the handle's stream.
+// implementations (a plain loop under the products) on the handle's stream.
 #include "runtime/gpu/emu/EmuQueue.h"
+#include "runtime/gpu/emu/EmuDnn.h"
 #include "runtime/gpu/emu/EmuState.h"
-#include "runtime/kernels/cpu/F32Matmul.h"
 
-#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,42 +20,47 @@ struct BlasHandle {
   CUstream stream = nullptr;
   int mathMode = CUBLAS_DEFAULT_MATH;
 };
-struct DnnHandle {
-  CUstream stream = nullptr;
-};
-struct TensorDesc {
-  int format = -1, dtype = -1, n = 0, c = 0, h = 0, w = 0;
-  size_t bytes() const { return size_t(n) * c * h * w * sizeof(float); }
-};
-struct FilterDesc {
-  int dtype = -1, format = -1, k = 0, c = 0, h = 0, w = 0;
-  size_t bytes() const { return size_t(k) * c * h * w * sizeof(float); }
-};
-struct ConvDesc {
-  int padH = 0, padW = 0, strideH = 1, strideW = 1, dilH = 1, dilW = 1,
-      mode = -1;
-  /// cuDNN's default math lets f32 use TF32 on Ampere and later.
-  int mathType = CUDNN_DEFAULT_MATH;
-};
 struct PoolDesc {
   int mode = 0, wh = 1, ww = 1, padH = 0, padW = 0, sh = 1, sw = 1;
 };
 
-// Column-major C[m,n] = alpha op(A) op(B) + beta C, as oneDNN's row-major
-// C^T = op(B)^T op(A)^T. A plain product goes through the CPU matmul kernel's
-// own routine, so that it is computed exactly as there.
+// Column-major C[m,n] = alpha op(A) op(B) + beta C by a plain loop over the
+// definition: each element sums its k products in order, in float. It
+// calls neither the CPU's matmul nor oneDNN, so a layout or transposition
+// bug in dtf's calls gives a wrong result instead of the CPU's (and the
+// rounding differs from the CPU kernel's blocked sums). op(A) is first
+// copied into a contiguous column-major m x k buffer, so that the inner loop
+// runs down a column, and 8 columns of C are summed at once (each element
+// still in k order), so that op(A) is read n / 8 times, not n.
 void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
           int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-  if (alpha == 1.0f && beta == 0.0f && m > 0 && n > 0 && k > 0) {
-    try {
-      dtf::cpu::f32Matmul(tb, ta, n, m, k, b, ldb, a, lda, c, ldc);
-      return;
-    } catch (const dnnl::error &) {
-      // Not a shape the primitive takes: sgemm below computes it all the same.
+  std::vector<float> opA(static_cast<size_t>(m) * size_t(k));
+  for (int p = 0; p < k; ++p)
+    for (int i = 0; i < m; ++i)
+      opA[size_t(p) * m + i] =
+          ta ? a[size_t(i) * lda + p] : a[size_t(p) * lda + i];
+  constexpr int kCols = 8;
+  std::vector<float> acc(size_t(kCols) * size_t(m));
+  for (int j0 = 0; j0 < n; j0 += kCols) {
+    const int cols = std::min(kCols, n - j0);
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int p = 0; p < k; ++p) {
+      const float *col = opA.data() + size_t(p) * m;
+      for (int jj = 0; jj < cols; ++jj) {
+        const int j = j0 + jj;
+        const float bpj = tb ? b[size_t(p) * ldb + j] : b[size_t(j) * ldb + p];
+        float *sum = acc.data() + size_t(jj) * m;
+        for (int i = 0; i < m; ++i)
+          sum[i] += col[i] * bpj;
+      }
+    }
+    for (int jj = 0; jj < cols; ++jj) {
+      float *cj = c + size_t(j0 + jj) * ldc;
+      const float *sum = acc.data() + size_t(jj) * m;
+      for (int i = 0; i < m; ++i)
+        cj[i] = alpha * sum[i] + (beta == 0.0f ? 0.0f : beta * cj[i]);
     }
   }
-  dnnl_sgemm(tb ? 'T' : 'N', ta ? 'T' : 'N', n, m, k, alpha, b, ldb, a, lda,
-             beta, c, ldc);
 }
 
 // Bytes of a column-major matrix of `rows` x `cols` with leading dimension ld.
@@ -73,146 +77,6 @@ int blasCheck(const void *p, size_t bytes, const char *what, Work *w) {
              ? CUBLAS_STATUS_SUCCESS
              : CUBLAS_STATUS_EXECUTION_FAILED;
 }
-int dnnCheck(const void *p, size_t bytes, const char *what, Work *w) {
-  if (bytes == 0)
-    return CUDNN_STATUS_SUCCESS;
-  return checkDevice(uintptr_t(p), bytes, what, w) == CUDA_SUCCESS
-             ? CUDNN_STATUS_SUCCESS
-             : CUDNN_STATUS_EXECUTION_FAILED;
-}
-
-bool supported(const TensorDesc &t) {
-  return t.format == CUDNN_TENSOR_NHWC && t.dtype == CUDNN_DATA_FLOAT;
-}
-bool supported(const FilterDesc &f) {
-  return f.format == CUDNN_TENSOR_NHWC && f.dtype == CUDNN_DATA_FLOAT;
-}
-
-// The convolution's geometry, NHWC input, KRSC (NHWC) filter, NHWC output.
-struct Geometry {
-  int n, c, ih, iw, k, kh, kw, oh, ow, ph, pw, sh, sw;
-};
-bool geometry(const TensorDesc &x, const FilterDesc &f, const ConvDesc &cd,
-              const TensorDesc &y, Geometry *g) {
-  if (!supported(x) || !supported(f) || !supported(y) ||
-      cd.mode != CUDNN_CROSS_CORRELATION || cd.dilH != 1 || cd.dilW != 1 ||
-      x.c != f.c || y.c != f.k || x.n != y.n)
-    return false;
-  *g = {x.n, x.c, x.h,     x.w,     f.k,        f.h,       f.w,
-        y.h, y.w, cd.padH, cd.padW, cd.strideH, cd.strideW};
-  return (x.h + 2 * cd.padH - f.h) / cd.strideH + 1 == y.h &&
-         (x.w + 2 * cd.padW - f.w) / cd.strideW + 1 == y.w;
-}
-
-// The emulated convolution algorithms, the same in every direction:
-// algorithm 1 works in an im2col buffer that the caller provides as its
-// workspace (N*OH*OW x KH*KW*C floats), algorithm 0 needs none (it makes its
-// own). cudnnGetConvolution*Algorithm_v7 ranks 1 first, as the real
-// heuristics often rank a workspace-hungry algorithm first.
-bool algoSupported(int algo) { return algo == 0 || algo == 1; }
-size_t algoWorkspace(const Geometry &g, int algo) {
-  return algo == 1
-             ? size_t(g.n) * g.oh * g.ow * g.kh * g.kw * g.c * sizeof(float)
-             : 0;
-}
-bool convGeometry(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t f,
-                  cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y,
-                  Geometry *g) {
-  return geometry(*reinterpret_cast<const TensorDesc *>(x),
-                  *reinterpret_cast<const FilterDesc *>(f),
-                  *reinterpret_cast<const ConvDesc *>(c),
-                  *reinterpret_cast<const TensorDesc *>(y), g);
-}
-cudnnStatus_t workspaceSize(cudnnTensorDescriptor_t x,
-                            cudnnFilterDescriptor_t f,
-                            cudnnConvolutionDescriptor_t c,
-                            cudnnTensorDescriptor_t y, int algo, size_t *bytes,
-                            const char *name) {
-  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
-  Geometry g;
-  if (!convGeometry(x, f, c, y, &g))
-    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
-                  std::string(name) + ": descriptors that do not fit");
-  if (!algoSupported(algo))
-    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
-                  std::string(name) + ": algorithm " + std::to_string(algo) +
-                      " is not one the emulation has (0 or 1)");
-  *bytes = algoWorkspace(g, algo);
-  return CUDNN_STATUS_SUCCESS;
-}
-cudnnStatus_t rankAlgorithms(cudnnTensorDescriptor_t x,
-                             cudnnFilterDescriptor_t f,
-                             cudnnConvolutionDescriptor_t c,
-                             cudnnTensorDescriptor_t y, int requested,
-                             int *returned, cudnnConvolutionAlgoPerf_t *perf,
-                             const char *name) {
-  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
-  Geometry g;
-  if (!convGeometry(x, f, c, y, &g))
-    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
-                  std::string(name) + ": descriptors that do not fit");
-  if (requested < 1 || !returned || !perf)
-    return refuse(CUDNN_STATUS_BAD_PARAM,
-                  std::string(name) + ": no room for a result");
-  *returned = 0;
-  for (int algo : {1, 0}) {
-    if (*returned == requested)
-      break;
-    cudnnConvolutionAlgoPerf_t p{};
-    p.algo = algo;
-    p.status = CUDNN_STATUS_SUCCESS;
-    p.time = -1; // a heuristic: nothing was timed
-    p.memory = algoWorkspace(g, algo);
-    perf[(*returned)++] = p;
-  }
-  ++machine().counters.algorithmChoices;
-  return CUDNN_STATUS_SUCCESS;
-}
-
-// col[N*OH*OW, KH*KW*C] from x, zeros in the padding.
-void im2col(const Geometry &g, const float *x, float *col) {
-  const int64_t row = int64_t(g.kh) * g.kw * g.c;
-  for (int n = 0; n < g.n; ++n)
-    for (int oy = 0; oy < g.oh; ++oy)
-      for (int ox = 0; ox < g.ow; ++ox) {
-        float *out = col + ((int64_t(n) * g.oh + oy) * g.ow + ox) * row;
-        for (int ky = 0; ky < g.kh; ++ky)
-          for (int kx = 0; kx < g.kw; ++kx, out += g.c) {
-            const int iy = oy * g.sh - g.ph + ky, ix = ox * g.sw - g.pw + kx;
-            if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw)
-              std::fill(out, out + g.c, 0.0f);
-            else
-              std::memcpy(out, x + ((int64_t(n) * g.ih + iy) * g.iw + ix) * g.c,
-                          sizeof(float) * g.c);
-          }
-      }
-}
-void col2im(const Geometry &g, const float *col, float *dx) {
-  const int64_t row = int64_t(g.kh) * g.kw * g.c;
-  std::fill(dx, dx + int64_t(g.n) * g.ih * g.iw * g.c, 0.0f);
-  for (int n = 0; n < g.n; ++n)
-    for (int oy = 0; oy < g.oh; ++oy)
-      for (int ox = 0; ox < g.ow; ++ox) {
-        const float *in = col + ((int64_t(n) * g.oh + oy) * g.ow + ox) * row;
-        for (int ky = 0; ky < g.kh; ++ky)
-          for (int kx = 0; kx < g.kw; ++kx, in += g.c) {
-            const int iy = oy * g.sh - g.ph + ky, ix = ox * g.sw - g.pw + kx;
-            if (iy < 0 || iy >= g.ih || ix < 0 || ix >= g.iw)
-              continue;
-            float *o = dx + ((int64_t(n) * g.ih + iy) * g.iw + ix) * g.c;
-            for (int q = 0; q < g.c; ++q)
-              o[q] += in[q];
-          }
-      }
-}
-
-// out = alpha * value + beta * out.
-void blend(float *out, const float *value, int64_t n, float alpha, float beta) {
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = alpha * value[i] + (beta == 0 ? 0.0f : beta * out[i]);
-}
-
-float scalar(const void *p) { return *static_cast<const float *>(p); }
 
 } // namespace
 } // namespace dtf::gpu::emu
@@ -440,182 +304,6 @@ cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t d, int mode,
   return CUDNN_STATUS_SUCCESS;
 }
 
-// Workspace sizes per algorithm (algoWorkspace), and the heuristic ranking.
-cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(
-    cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y, int algo,
-    size_t *bytes) {
-  return workspaceSize(x, w, c, y, algo, bytes,
-                       "cudnnGetConvolutionForwardWorkspaceSize");
-}
-cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(
-    cudnnHandle_t, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
-    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t dx, int algo,
-    size_t *bytes) {
-  return workspaceSize(dx, w, c, dy, algo, bytes,
-                       "cudnnGetConvolutionBackwardDataWorkspaceSize");
-}
-cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(
-    cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
-    cudnnConvolutionDescriptor_t c, cudnnFilterDescriptor_t dw, int algo,
-    size_t *bytes) {
-  return workspaceSize(x, dw, c, dy, algo, bytes,
-                       "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-}
-cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(
-    cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t y, int requested,
-    int *returned, cudnnConvolutionAlgoPerf_t *perf) {
-  return rankAlgorithms(x, w, c, y, requested, returned, perf,
-                        "cudnnGetConvolutionForwardAlgorithm_v7");
-}
-cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(
-    cudnnHandle_t, cudnnFilterDescriptor_t w, cudnnTensorDescriptor_t dy,
-    cudnnConvolutionDescriptor_t c, cudnnTensorDescriptor_t dx, int requested,
-    int *returned, cudnnConvolutionAlgoPerf_t *perf) {
-  return rankAlgorithms(dx, w, c, dy, requested, returned, perf,
-                        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-}
-cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-    cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t dy,
-    cudnnConvolutionDescriptor_t c, cudnnFilterDescriptor_t dw, int requested,
-    int *returned, cudnnConvolutionAlgoPerf_t *perf) {
-  return rankAlgorithms(x, dw, c, dy, requested, returned, perf,
-                        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-}
-
-extern "C++" {
-namespace {
-enum class ConvKind { Forward, BackwardData, BackwardFilter };
-
-cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
-                          float beta, const TensorDesc &xd, const float *x,
-                          const FilterDesc &fd, const float *f,
-                          const ConvDesc &cd, const TensorDesc &yd,
-                          const float *y, float *out, int algo, void *ws,
-                          size_t wsBytes, const char *name) {
-  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
-  Geometry g;
-  if (!geometry(xd, fd, cd, yd, &g))
-    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
-                  std::string(name) +
-                      ": descriptors that do not fit (the emulation takes "
-                      "f32 NHWC tensors and filters, cross-correlation, no "
-                      "dilation)");
-  if (!algoSupported(algo))
-    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
-                  std::string(name) + ": algorithm " + std::to_string(algo) +
-                      " is not one the emulation has (0 or 1)");
-  const size_t need = algoWorkspace(g, algo);
-  if (wsBytes < need)
-    return refuse(CUDNN_STATUS_BAD_PARAM,
-                  std::string(name) + ": algorithm " + std::to_string(algo) +
-                      " needs a workspace of " + std::to_string(need) +
-                      " bytes, got " + std::to_string(wsBytes));
-  Work w{name, nullptr, {}};
-  if (int r = dnnCheck(ws, need, "workspace", &w))
-    return r;
-  float *wsCol = need ? static_cast<float *>(ws) : nullptr;
-  const float *in1 = kind == ConvKind::Forward        ? x
-                     : kind == ConvKind::BackwardData ? f
-                                                      : x;
-  if (int r =
-          dnnCheck(kind == ConvKind::BackwardData ? nullptr : x,
-                   kind == ConvKind::BackwardData ? 0 : xd.bytes(), "x", &w))
-    return r;
-  if (int r =
-          dnnCheck(kind == ConvKind::BackwardFilter ? nullptr : f,
-                   kind == ConvKind::BackwardFilter ? 0 : fd.bytes(), "w", &w))
-    return r;
-  if (int r = dnnCheck(kind == ConvKind::Forward ? nullptr : y,
-                       kind == ConvKind::Forward ? 0 : yd.bytes(), "dy", &w))
-    return r;
-  const size_t outBytes = kind == ConvKind::Forward        ? yd.bytes()
-                          : kind == ConvKind::BackwardData ? xd.bytes()
-                                                           : fd.bytes();
-  if (int r = dnnCheck(out, outBytes, "output", &w))
-    return r;
-  (void)in1;
-  const bool tf32 = cd.mathType != CUDNN_FMA_MATH;
-  w.run = [=] {
-    if (tf32)
-      ++machine().counters.tf32Calls;
-    const int64_t rows = int64_t(g.n) * g.oh * g.ow;
-    const int64_t row = int64_t(g.kh) * g.kw * g.c;
-    // Algorithm 1 works in the caller's workspace, algorithm 0 in its own.
-    std::vector<float> own(wsCol ? 0 : size_t(rows * row));
-    float *colp = wsCol ? wsCol : own.data();
-    std::vector<float> result(outBytes / sizeof(float));
-    if (kind == ConvKind::Forward) {
-      im2col(g, x, colp);
-      // y[rows, K] = col[rows, row] x f[K, row]^T (row-major)
-      dnnl_sgemm('N', 'T', rows, g.k, row, 1.0f, colp, row, f, row, 0.0f,
-                 result.data(), g.k);
-    } else if (kind == ConvKind::BackwardData) {
-      // dcol[rows, row] = dy[rows, K] x f[K, row]
-      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, y, g.k, f, row, 0.0f, colp,
-                 row);
-      col2im(g, colp, result.data());
-    } else {
-      im2col(g, x, colp);
-      // df[K, row] = dy[rows, K]^T x col[rows, row]
-      dnnl_sgemm('T', 'N', g.k, row, rows, 1.0f, y, g.k, colp, row, 0.0f,
-                 result.data(), row);
-    }
-    blend(out, result.data(), int64_t(result.size()), alpha, beta);
-    ++machine().counters.dnnCalls;
-    return CUDA_SUCCESS;
-  };
-  int r = submit(reinterpret_cast<DnnHandle *>(handle)->stream, std::move(w));
-  return r == CUDA_SUCCESS ? CUDNN_STATUS_SUCCESS
-                           : CUDNN_STATUS_EXECUTION_FAILED;
-}
-
-const TensorDesc &td(cudnnTensorDescriptor_t d) {
-  return *reinterpret_cast<const TensorDesc *>(d);
-}
-const FilterDesc &fdesc(cudnnFilterDescriptor_t d) {
-  return *reinterpret_cast<const FilterDesc *>(d);
-}
-const ConvDesc &cdesc(cudnnConvolutionDescriptor_t d) {
-  return *reinterpret_cast<const ConvDesc *>(d);
-}
-} // namespace
-} // extern "C++"
-
-cudnnStatus_t cudnnConvolutionForward(
-    cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
-    const void *x, cudnnFilterDescriptor_t wDesc, const void *w,
-    cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
-    const void *beta, cudnnTensorDescriptor_t yDesc, void *y) {
-  return convolution(ConvKind::Forward, handle, scalar(alpha), scalar(beta),
-                     td(xDesc), static_cast<const float *>(x), fdesc(wDesc),
-                     static_cast<const float *>(w), cdesc(conv), td(yDesc),
-                     nullptr, static_cast<float *>(y), algo, ws, wsBytes,
-                     "cudnnConvolutionForward");
-}
-cudnnStatus_t cudnnConvolutionBackwardData(
-    cudnnHandle_t handle, const void *alpha, cudnnFilterDescriptor_t wDesc,
-    const void *w, cudnnTensorDescriptor_t dyDesc, const void *dy,
-    cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
-    const void *beta, cudnnTensorDescriptor_t dxDesc, void *dx) {
-  return convolution(ConvKind::BackwardData, handle, scalar(alpha),
-                     scalar(beta), td(dxDesc), nullptr, fdesc(wDesc),
-                     static_cast<const float *>(w), cdesc(conv), td(dyDesc),
-                     static_cast<const float *>(dy), static_cast<float *>(dx),
-                     algo, ws, wsBytes, "cudnnConvolutionBackwardData");
-}
-cudnnStatus_t cudnnConvolutionBackwardFilter(
-    cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
-    const void *x, cudnnTensorDescriptor_t dyDesc, const void *dy,
-    cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
-    const void *beta, cudnnFilterDescriptor_t dwDesc, void *dw) {
-  return convolution(ConvKind::BackwardFilter, handle, scalar(alpha),
-                     scalar(beta), td(xDesc), static_cast<const float *>(x),
-                     fdesc(dwDesc), nullptr, cdesc(conv), td(dyDesc),
-                     static_cast<const float *>(dy), static_cast<float *>(dw),
-                     algo, ws, wsBytes, "cudnnConvolutionBackwardFilter");
-}
 
 extern "C++" {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "runtime/gpu/CudaApi.h"
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -79,6 +80,12 @@ struct Counters {
   /// too), or two device buffers (one GPU's, or a peer's).
   uint64_t hostDeviceCopies = 0, hostDeviceBytes = 0, deviceCopies = 0;
   uint64_t ncclBroadcasts = 0;
+  /// cudnnFindConvolution*AlgorithmEx calls (timed choices), and the
+  /// convolution launches DTF_EMU_CONV_ALGO_FAILS made fail.
+  uint64_t algorithmSearches = 0, failedAlgorithmLaunches = 0;
+  /// cuStreamSynchronize and cuEventSynchronize calls on a stream (the
+  /// host waiting for the device), and the time they blocked.
+  uint64_t hostWaits = 0, hostWaitMicros = 0;
   /// cuStreamWaitEvent calls that ordered a stream after another's work
   /// (eager), and edges between nodes captured on different streams
   /// (per graph replay).
@@ -111,6 +118,26 @@ int &currentDevice();
 
 /// Records `message` as what the emulation last refused and returns `code`.
 int refuse(int code, const std::string &message);
+
+/// Counts a host wait for a stream (one per object) and the time it took.
+struct HostWait {
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
+  HostWait() { ++machine().counters.hostWaits; }
+  ~HostWait() {
+    machine().counters.hostWaitMicros += uint64_t(
+        std::chrono::duration_cast<std::chrono::microseconds>(
+            std::chrono::steady_clock::now() - start)
+            .count());
+  }
+};
+
+/// DTF_EMU_SLOW_MS: makes `w` sleep that long before it runs (a slow device).
+void slowDown(Work &w);
+
+/// Records `message` as what the emulation last did wrong on purpose (a
+/// fault a DTF_EMU_* variable asked for; not a refusal) and returns `code`.
+int fault(int code, const std::string &message);
 
 /// Checks that [p, p + bytes) lies in one live device allocation; adds it to
 /// `work`'s touched list. `what` names the argument in a refusal. Returns

@@ -65,6 +65,39 @@ TEST(CudaLoader, AMissingCudnnLeavesCublasUsable) {
   EXPECT_NE(d->cublasSgemm_v2, nullptr);
 }
 
+// A fault's variable with a value it does not take stops the emulation at
+// start with the reason, rather than playing no fault.
+TEST(CudaLoader, AFaultVariableWithABadValueStopsTheEmulationWithTheReason) {
+  CudaLibraries libs;
+  libs.driver = DTF_CUDA_EMU_PATH;
+  libs.emulatedGpus = 1;
+  const std::pair<const char *, const char *> bad[] = {
+      {"DTF_EMU_SLOW_MS", "DTF_EMU_SLOW_MS=12ms is not a number of "
+                          "milliseconds (a whole number from 0 to 999999)"},
+      {"DTF_EMU_CONV_ALGO_FAILS",
+       "DTF_EMU_CONV_ALGO_FAILS=12ms names no convolution algorithm of the "
+       "emulation: 0 or 1"}};
+  for (const auto &[name, reason] : bad) {
+    ASSERT_EQ(setenv(name, "12ms", 1), 0);
+    std::unique_ptr<CudaDriver> d;
+    Status s = CudaDriver::load(libs, &d);
+    unsetenv(name);
+    ASSERT_FALSE(s.isOk()) << name;
+    EXPECT_NE(s.message().find("the CUDA emulation cannot start"),
+              std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find(reason), std::string::npos) << s.message();
+  }
+  // Good values, and empty ones (unset), start it.
+  ASSERT_EQ(setenv("DTF_EMU_SLOW_MS", "0", 1), 0);
+  ASSERT_EQ(setenv("DTF_EMU_CONV_ALGO_FAILS", "", 1), 0);
+  std::unique_ptr<CudaDriver> d;
+  Status s = CudaDriver::load(libs, &d);
+  unsetenv("DTF_EMU_SLOW_MS");
+  unsetenv("DTF_EMU_CONV_ALGO_FAILS");
+  EXPECT_TRUE(s.isOk()) << s.message();
+}
+
 TEST(CudaLoader, AMissingDriverLibraryIsNoDriverInWords) {
   CudaLibraries libs;
   libs.driver = "/nonexistent/libcuda.so.1";

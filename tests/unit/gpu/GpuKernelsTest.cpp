@@ -3,6 +3,7 @@
 // gradients, pooling and its gradients, reshape; GpuOp captures its second
 // step as a CUDA graph and replays it; the arena.
 #include "runtime/gpu/GpuKernels.h"
+#include "runtime/gpu/ConvAlgo.h"
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/gpu/GpuKernelContext.h"
 #include "runtime/gpu/GpuOp.h"
@@ -129,20 +130,36 @@ uint64_t emulatedAlgorithmChoices() {
              : std::stoull(stats.substr(begin + 1, at - begin - 1));
 }
 
+// The emulation's number after `label` ("cuDNN algorithms timed: ").
+unsigned long countAfter(const std::string &label) {
+  const std::string stats = processEmulationStats();
+  const size_t at = stats.find(label);
+  EXPECT_NE(at, std::string::npos) << stats;
+  return at == std::string::npos ? 0ul
+                                 : std::stoul(stats.substr(at + label.size()));
+}
+
 TEST(GpuKernels, ConvolutionAlgorithmIsChosenOncePerShapeAndDirection) {
   Emulated e;
   ASSERT_TRUE(e.device);
   const uint64_t q0 = convAlgorithmQueries(), c0 = emulatedAlgorithmChoices();
+  const uint64_t s0 = convAlgorithmSearches();
+  auto timedCount = [] { return countAfter("cuDNN algorithms timed: "); };
+  const unsigned long e0 = timedCount();
   auto chosen = [&] {
+    // Each shape: the heuristic's candidates, then one timing outside a
+    // capture (the first step of a shape is eager).
     EXPECT_EQ(emulatedAlgorithmChoices() - c0, convAlgorithmQueries() - q0);
+    EXPECT_EQ(convAlgorithmSearches() - s0, convAlgorithmQueries() - q0);
+    EXPECT_EQ(timedCount() - e0, convAlgorithmQueries() - q0);
     return convAlgorithmQueries() - q0;
   };
   AttrMap attrs = {{"padding", std::string("same")},
                    {"strides", std::vector<int64_t>{1, 1}}};
   Tensor x = randomTensor({2, 9, 9, 3}, 21), f = randomTensor({3, 3, 3, 4}, 22);
   // Three steps (eager, captured, replayed), then another op of the same
-  // shape: one choice. The emulation ranks algorithm 1 first, which works in
-  // the workspace dtf provides: the results match only if that is real.
+  // shape: one choice. The emulation's heuristic ranks algorithm 1 first,
+  // which works in the workspace dtf provides, its timing algorithm 0.
   expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
   EXPECT_EQ(chosen(), 1u);
   expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
@@ -160,6 +177,56 @@ TEST(GpuKernels, ConvolutionAlgorithmIsChosenOncePerShapeAndDirection) {
   expectSameOnGpu(*e.device, "dtf.conv2d_backprop_filter", {x, dy}, fl);
   expectSameOnGpu(*e.device, "dtf.conv2d_backprop_filter", {x, dy}, fl);
   EXPECT_EQ(chosen(), 4u);
+}
+
+// The timed ranking's first algorithm fails at every launch
+// (DTF_EMU_CONV_ALGO_FAILS): each direction and shape moves to the next one
+// of its ranking once, says so once, and gives the CPU's results. Without
+// the retry the op fails; with the heuristic's choice (algorithm 1) instead
+// of the timed one (0), nothing fails and nothing is said.
+TEST(GpuKernels, AFailingConvolutionAlgorithmGivesWayToTheNextOfItsRanking) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  auto failures = [] {
+    return countAfter("launches failed by DTF_EMU_CONV_ALGO_FAILS: ");
+  };
+  const unsigned long f0 = failures();
+  const std::string tf32Label = "library calls that may compute in TF32: ";
+  const unsigned long tf32 = countAfter(tf32Label);
+  ASSERT_EQ(setenv("DTF_EMU_CONV_ALGO_FAILS", "0", 1), 0);
+  AttrMap attrs = {{"padding", std::string("same")},
+                   {"strides", std::vector<int64_t>{1, 1}}};
+  // Shapes no other test uses: the choices are the process's.
+  Tensor x = randomTensor({3, 7, 7, 2}, 31), f = randomTensor({3, 3, 2, 5}, 32);
+  Tensor dy = randomTensor({3, 7, 7, 5}, 33);
+  AttrMap in = attrs;
+  in["input_shape"] = std::vector<int64_t>{3, 7, 7, 2};
+  AttrMap fl = attrs;
+  fl["filter_shape"] = std::vector<int64_t>{3, 3, 2, 5};
+  testing::internal::CaptureStderr();
+  for (int round = 0; round < 2; ++round) {
+    expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
+    expectSameOnGpu(*e.device, "dtf.conv2d_backprop_input", {dy, f}, in);
+    expectSameOnGpu(*e.device, "dtf.conv2d_backprop_filter", {x, dy}, fl);
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  unsetenv("DTF_EMU_CONV_ALGO_FAILS");
+  // One failed launch per direction, then algorithm 1 for good.
+  EXPECT_EQ(failures() - f0, 3u);
+  for (const char *op : {"dtf.conv2d:", "dtf.conv2d_backprop_input:",
+                         "dtf.conv2d_backprop_filter:"}) {
+    const std::string line =
+        std::string(op) + " cuDNN algorithm 0 failed "
+                          "(CUDNN_STATUS_EXECUTION_FAILED); using algorithm 1 "
+                          "for this shape from now on";
+    const size_t at = err.find(line);
+    EXPECT_NE(at, std::string::npos) << err;
+    if (at != std::string::npos) {
+      EXPECT_EQ(err.find(line, at + 1), std::string::npos) << err;
+    }
+  }
+  // f32 stays f32: the math type of the timed algorithm is FMA here.
+  EXPECT_EQ(countAfter(tf32Label), tf32);
 }
 
 TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {

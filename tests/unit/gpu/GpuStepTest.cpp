@@ -13,7 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <regex>
 
@@ -163,6 +165,43 @@ TEST(GpuSegment, UploadsAndCopiesDownGoOnTheCopyStreamOrderedByEvents) {
   const auto [eager, replayed] = crossStreamWaits();
   EXPECT_EQ(eager - eager0, 2 * 4) << processEmulationStats();
   EXPECT_EQ(replayed - replayed0, 4 * 3) << processEmulationStats();
+}
+
+// The emulation's "host waits for streams: N (M ms blocked)".
+std::pair<long, long> hostWaits() {
+  std::smatch m;
+  const std::string stats = processEmulationStats();
+  if (!std::regex_search(stats, m,
+                         std::regex("host waits for streams: (\\d+) "
+                                    "\\((\\d+) ms blocked\\)")))
+    return {-1, -1};
+  return {std::stol(m[1]), std::stol(m[2])};
+}
+
+// DTF_EMU_SLOW_MS: each graph launch (and each kernel launched outside a
+// capture) takes that long when it runs, and the host, which waits for the
+// segment's copy down every step, is counted blocked for it.
+TEST(GpuSegment, ASlowDeviceMakesEachGraphLaunchTakeItsTime) {
+  Emulated e;
+  ASSERT_TRUE(e.device);
+  GpuDevice *dev = e.device.get();
+  TwoMatmuls m(dev);
+  ASSERT_NO_FATAL_FAILURE(m.runSteps(dev, 0, 2)); // eager, no kernel launch
+  const auto [waits0, blocked0] = hostWaits();
+  ASSERT_GE(waits0, 0) << processEmulationStats();
+  ASSERT_EQ(setenv("DTF_EMU_SLOW_MS", "40", 1), 0);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_NO_FATAL_FAILURE(m.runSteps(dev, 2, 5)); // captured, replayed twice
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  unsetenv("DTF_EMU_SLOW_MS");
+  EXPECT_EQ(m.segment->graphLaunches(), 3u);
+  EXPECT_GE(ms, 3 * 40.0);
+  const auto [waits, blocked] = hostWaits();
+  // Per step, the segment's wait and the test's, each for both streams.
+  EXPECT_EQ(waits - waits0, 3 * 4) << processEmulationStats();
+  EXPECT_GE(blocked - blocked0, 3 * 40 - 1) << processEmulationStats();
 }
 
 } // namespace
