@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/distributed/PushCompression.h"
 #include "runtime/distributed/Transport.h"
 
 #include <atomic>
@@ -53,6 +54,9 @@ struct TaskConfig {
   /// Async: each step's push and the next step's pull at once (dtf-run
   /// --overlap-push; staleness at most 1).
   bool overlapPush = false;
+  /// Dense f32 gradients pushed top-k or 1-bit with error feedback
+  /// (dtf-run --compress-push); the ps decodes them.
+  PushCompression compressPush;
   /// TLS or plaintext, who may call, where to listen: every channel and
   /// server of the task is made through it.
   Transport transport;

@@ -265,6 +265,7 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.chunkBytes = flags.chunkBytes;
   config.wireBf16 = flags.wireBf16;
   config.overlapPush = flags.overlapPush;
+  config.compressPush = flags.compressPush;
   config.stallTimeoutSeconds = flags.stallTimeoutSeconds;
   config.stop = stop;
   config.out = options.out;

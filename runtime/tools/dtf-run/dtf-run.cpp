@@ -3,6 +3,7 @@
 #include "dtf/Version.h"
 
 #include "runtime/cluster/RunMode.h"
+#include "runtime/distributed/PushCompression.h"
 #include "runtime/task/Task.h"
 #include "runtime/tools/dtf-run/CertsCommand.h"
 
@@ -140,6 +141,14 @@ options:
                    next step's pull cross at once (both ways of every link
                    busy); the pull may miss the worker's own last gradient
                    (staleness at most 1)
+  --compress-push topk:R|onebit  between-graph training: each dense f32
+                   gradient of 4096 values or more is pushed compressed,
+                   top-k (the share R of its values largest in magnitude,
+                   0 < R < 0.5, e.g. topk:0.01: indices and values) or
+                   onebit (signs and one scale per 4096 values); what was
+                   not sent is kept on the worker and added to the next
+                   gradient (error feedback). The ps decodes and applies
+                   as usual (docs/protocol.md)
   --same-host unix|tcp  how tasks whose cluster addresses are loopback
                    (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
                    default) over Unix sockets in $DTF_SOCKET_DIR (else
@@ -327,6 +336,7 @@ bool takesValue(const std::string &arg) {
                            "--bind",
                            "--same-host",
                            "--wire",
+                           "--compress-push",
                            "--task",
                            "--steps",
                            "--log-every",
@@ -366,6 +376,10 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     if (std::string(value) != "f32" && std::string(value) != "bf16")
       return usageError("--wire expects f32 or bf16, got '%s'", value);
     r.cluster.wireBf16 = std::string(value) == "bf16";
+  } else if (arg == "--compress-push") {
+    dtf::Status s = dtf::dist::parsePushCompression(value, &r.cluster.compressPush);
+    if (!s.isOk())
+      return usageError("%s", s.message().c_str());
   } else if (arg == "--same-host") {
     if (std::string(value) != "unix" && std::string(value) != "tcp")
       return usageError("--same-host expects unix or tcp, got '%s'", value);
@@ -569,8 +583,10 @@ int checkCombinations(CommandLine *cl) {
                             "the launcher starts each listen on their own "
                             "address in the cluster file");
   if (mode == RunMode::kLocal &&
-      (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.sameHostTcp))
-    return usageError("--wire, --overlap-push and --same-host need a cluster "
+      (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.sameHostTcp ||
+       r.cluster.compressPush.enabled()))
+    return usageError("--wire, --overlap-push, --compress-push and --same-host "
+                      "need a cluster "
                       "(--cluster FILE or TF_CONFIG): they say how its tasks "
                       "talk");
   return kGoOn;
