@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -57,6 +58,31 @@ TEST(PushCompression, TopKSendsTheLargestValuesExactlyAndKeepsTheRest) {
   }
   EXPECT_EQ(sent, k);
   EXPECT_GE(smallestSent, largestKept);
+}
+
+// A large gradient's top-k looks for the k-th largest magnitude among the
+// values above a threshold estimated from a sample: it must pick exactly
+// what a full sort picks, ties (many here: values rounded to 1/16) to the
+// lowest indices.
+TEST(PushCompression, TopKOfALargeGradientPicksWhatAFullSortPicks) {
+  const int64_t n = 300000, k = topKCount(n, 0.01);
+  std::vector<float> g = randomValues(n, 3);
+  for (float &v : g)
+    v = std::round(v * 16) / 16;
+  std::vector<uint32_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    order[size_t(i)] = uint32_t(i);
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+    return std::fabs(g[x]) > std::fabs(g[y]);
+  });
+  std::vector<uint32_t> want(order.begin(), order.begin() + k);
+  std::sort(want.begin(), want.end());
+  std::vector<float> a = g;
+  Tensor enc = encodeTopK(a.data(), n, k);
+  const uint32_t *index = reinterpret_cast<const uint32_t *>(enc.rawData());
+  ASSERT_EQ(enc.byteSize(), topKBytes(k));
+  for (int64_t j = 0; j < k; ++j)
+    ASSERT_EQ(index[j], want[size_t(j)]) << j;
 }
 
 TEST(PushCompression, TopKBreaksTiesByIndexAndAllZerosStillDecode) {
