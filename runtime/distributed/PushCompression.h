@@ -31,8 +31,12 @@ Status parsePushCompression(const std::string &text, PushCompression *out);
 /// Gradients of fewer values go as they are (biases, small kernels: the
 /// bytes saved would not pay for the error they add).
 inline constexpr int64_t kMinCompressedValues = 4096;
-/// 1-bit: the values that share one scale.
-inline constexpr int64_t kOneBitChunk = 4096;
+/// 1-bit: the values that share one scale (a multiple of 32: chunks are
+/// whole words of bits). Smaller chunks follow the gradient's magnitude
+/// more closely (a row of zeros decodes to zeros): the MLP of
+/// models/mlp.dtf reached 0.784 test accuracy at 300 sync steps with 4096,
+/// 0.813 with 1024 and 0.811 with 256 (f32: 0.846), for 3% more bytes.
+inline constexpr int64_t kOneBitChunk = 1024;
 
 /// Whether a push key is a dense gradient's ("VAR:grad", or a shard's
 /// "VAR:grad/part_K"): the only values an encoding may carry.

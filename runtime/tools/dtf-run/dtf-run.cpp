@@ -145,7 +145,7 @@ options:
                    gradient of 4096 values or more is pushed compressed,
                    top-k (the share R of its values largest in magnitude,
                    0 < R < 0.5, e.g. topk:0.01: indices and values) or
-                   onebit (signs and one scale per 4096 values); what was
+                   onebit (signs and one scale per 1024 values); what was
                    not sent is kept on the worker and added to the next
                    gradient (error feedback). The ps decodes and applies
                    as usual (docs/protocol.md)
