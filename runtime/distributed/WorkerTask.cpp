@@ -74,20 +74,6 @@ Status overlapPushes(bool asked, bool refused, PsDriver *ps) {
   return Status::ok();
 }
 
-// --compress-push: the gradients a replica pushes are its own, from one task.
-Status compressedPushes(const TaskConfig &config, bool inGraph, int span) {
-  if (config.compressPush.enabled() && (inGraph || span > 1))
-    return errorStatus(
-        "--compress-push needs between-graph replication with replicas on one "
-        "task each (",
-        inGraph ? "in-graph towers send their gradients to the chief, which "
-                  "averages them and pushes once"
-                : "a model-parallel replica's stages send their gradients to "
-                  "stage 0, which pushes them",
-        "); drop the flag for this plan");
-  return Status::ok();
-}
-
 } // namespace
 
 int runWorker(const plan::Plan &plan, const plan::Placement &placement,
@@ -105,8 +91,6 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   int numReplicas = 1;
   if (Status s = plan::replicasFor(plan, numWorkers, &numReplicas); !s.isOk())
     return fail(self, s, 2);
-  if (Status c = compressedPushes(config, inGraph, span); !c.isOk())
-    return fail(self, c, 2);
   const int stage = replica % span;
   const int group = replica / span; // the replica this task is a stage of
   plan::Program stageProgram;
