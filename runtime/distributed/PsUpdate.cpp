@@ -162,7 +162,7 @@ Status PsUpdate::prepareEncoded(const rpc::WireTensor &w, int k,
     return errorStatus(name_, ": pushed value '", name, "' (",
                        plan::typeString(DType::F32, dims), ") announces ",
                        w.size(), " bytes, which fit no ",
-                       w.encoding() == rpc::PUSH_TOP_K    ? "top-k"
+                       w.encoding() == rpc::PUSH_TOP_K     ? "top-k"
                        : w.encoding() == rpc::PUSH_ONE_BIT ? "1-bit"
                                                            : "known",
                        " encoding of its ", n, " values");
@@ -178,9 +178,8 @@ Status PsUpdate::decode(const rpc::PushRequest &req,
     if (w.encoding() == rpc::PUSH_DENSE || k < 0 || size_t(k) >= values->size())
       continue;
     Tensor &t = (*values)[size_t(k)];
-    Tensor dense =
-        Tensor::allocate(DType::F32, std::vector<int64_t>(w.dims().begin(),
-                                                          w.dims().end()));
+    Tensor dense = Tensor::allocate(
+        DType::F32, std::vector<int64_t>(w.dims().begin(), w.dims().end()));
     Status s = decodePush(w.encoding(), t.rawData(), t.byteSize(),
                           dense.data<float>(), dense.numElements());
     if (!s.isOk())

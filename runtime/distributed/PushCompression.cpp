@@ -32,7 +32,8 @@ Status parsePushCompression(const std::string &text, PushCompression *out) {
 
 bool isDenseGradientKey(const std::string &key) {
   const size_t part = key.rfind("/part_");
-  const std::string base = part == std::string::npos ? key : key.substr(0, part);
+  const std::string base =
+      part == std::string::npos ? key : key.substr(0, part);
   return base.size() > 5 && base.compare(base.size() - 5, 5, ":grad") == 0;
 }
 
@@ -65,8 +66,8 @@ namespace {
 // largest is then found among the few candidates instead of all n values.
 // 0 when the sample would be a large part of `a` (then all are candidates).
 float candidateThreshold(const float *a, int64_t n, int64_t k) {
-  const int64_t samples =
-      std::max<int64_t>(16384, int64_t(std::ceil(200.0 * double(n) / double(k))));
+  const int64_t samples = std::max<int64_t>(
+      16384, int64_t(std::ceil(200.0 * double(n) / double(k))));
   if (samples * 4 > n)
     return 0.0f;
   std::vector<float> sample(size_t(samples), 0.0f);
@@ -173,13 +174,12 @@ Tensor encodeOneBit(float *a, int64_t n) {
 Status decodePush(rpc::PushEncoding encoding, const void *bytes, size_t size,
                   float *dense, int64_t n) {
   if (!encodedSizeFits(encoding, size, n))
-    return errorStatus(
-        encoding == rpc::PUSH_TOP_K    ? "a top-k encoding"
-        : encoding == rpc::PUSH_ONE_BIT ? "a 1-bit encoding"
-                                        : "an unknown encoding (" +
-                                              std::to_string(int(encoding)) +
-                                              ")",
-        " of ", n, " values cannot be ", size, " bytes");
+    return errorStatus(encoding == rpc::PUSH_TOP_K ? "a top-k encoding"
+                       : encoding == rpc::PUSH_ONE_BIT
+                           ? "a 1-bit encoding"
+                           : "an unknown encoding (" +
+                                 std::to_string(int(encoding)) + ")",
+                       " of ", n, " values cannot be ", size, " bytes");
   std::fill(dense, dense + n, 0.0f);
   if (encoding == rpc::PUSH_TOP_K) {
     const int64_t k = int64_t(size / 8);
@@ -190,7 +190,8 @@ Status decodePush(rpc::PushEncoding encoding, const void *bytes, size_t size,
       if (index[size_t(j)] >= uint64_t(n) ||
           (j > 0 && index[size_t(j)] <= index[size_t(j - 1)]))
         return errorStatus("top-k index ", j, " is ", index[size_t(j)],
-                           j > 0 ? ", after " + std::to_string(index[size_t(j - 1)])
+                           j > 0 ? ", after " +
+                                       std::to_string(index[size_t(j - 1)])
                                  : std::string(),
                            " (indices must ascend, below ", n, ")");
       std::memcpy(&dense[index[size_t(j)]], values + size_t(j) * 4, 4);
@@ -201,7 +202,8 @@ Status decodePush(rpc::PushEncoding encoding, const void *bytes, size_t size,
   std::vector<float> scale(static_cast<size_t>(chunks));
   std::memcpy(scale.data(), bytes, size_t(chunks) * 4);
   std::vector<uint32_t> bits(static_cast<size_t>((n + 31) / 32));
-  std::memcpy(bits.data(), static_cast<const char *>(bytes) + size_t(chunks) * 4,
+  std::memcpy(bits.data(),
+              static_cast<const char *>(bytes) + size_t(chunks) * 4,
               bits.size() * 4);
   for (int64_t c = 0; c < chunks; ++c) {
     const float s = scale[size_t(c)];

@@ -3,8 +3,8 @@
 // carry is added to the next gradient), and the ps's decoding.
 #pragma once
 
-#include "schema/Status.h"
 #include "runtime/core/Tensor.h"
+#include "schema/Status.h"
 
 #include "service.pb.h"
 

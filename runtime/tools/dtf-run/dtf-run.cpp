@@ -377,7 +377,8 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
       return usageError("--wire expects f32 or bf16, got '%s'", value);
     r.cluster.wireBf16 = std::string(value) == "bf16";
   } else if (arg == "--compress-push") {
-    dtf::Status s = dtf::dist::parsePushCompression(value, &r.cluster.compressPush);
+    dtf::Status s =
+        dtf::dist::parsePushCompression(value, &r.cluster.compressPush);
     if (!s.isOk())
       return usageError("%s", s.message().c_str());
   } else if (arg == "--same-host") {

@@ -27,8 +27,8 @@ std::vector<float> randomValues(int64_t n, uint32_t seed) {
 std::vector<float> decoded(rpc::PushEncoding e, const Tensor &encoded,
                            int64_t n) {
   std::vector<float> dense(size_t(n), -7.0f);
-  Status s = decodePush(e, encoded.rawData(), encoded.byteSize(), dense.data(),
-                        n);
+  Status s =
+      decodePush(e, encoded.rawData(), encoded.byteSize(), dense.data(), n);
   EXPECT_TRUE(s.isOk()) << s.message();
   return dense;
 }
@@ -126,8 +126,9 @@ TEST(PushCompression, OneBitSendsSignsAndEachChunksMeanMagnitude) {
 // Error feedback: whatever a push leaves out comes with a later one, so the
 // decoded pushes plus the residual add up to the sum of the gradients.
 TEST(PushCompression, ErrorFeedbackDeliversTheWholeGradientOverSteps) {
-  for (PushCompression c : {PushCompression{PushCompression::Kind::kTopK, 0.01},
-                            PushCompression{PushCompression::Kind::kOneBit, 0}}) {
+  for (PushCompression c :
+       {PushCompression{PushCompression::Kind::kTopK, 0.01},
+        PushCompression{PushCompression::Kind::kOneBit, 0}}) {
     PushCompressor compressor(c);
     const int64_t n = 8192;
     std::vector<double> truth(size_t(n), 0.0), delivered(size_t(n), 0.0);
@@ -202,11 +203,10 @@ TEST(PushCompression, MalformedEncodingsAreRefused) {
             "1-bit scale 0 is -1 (a scale is finite and not negative)");
   EXPECT_EQ(refusal(rpc::PushEncoding(9), {0}),
             "an unknown encoding (9) of 100 values cannot be 4 bytes");
-  EXPECT_TRUE(
-      decodePush(rpc::PUSH_ONE_BIT, std::vector<uint32_t>{one, 1, 0, 0, 8}
-                                        .data(),
-                 20, dense.data(), 100)
-          .isOk());
+  EXPECT_TRUE(decodePush(rpc::PUSH_ONE_BIT,
+                         std::vector<uint32_t>{one, 1, 0, 0, 8}.data(), 20,
+                         dense.data(), 100)
+                  .isOk());
   EXPECT_EQ(dense[0], -1.0f);
   EXPECT_EQ(dense[1], 1.0f);
   EXPECT_EQ(dense[98], 1.0f);
