@@ -7,9 +7,9 @@
 # run's gradient bytes per update, and reach the f32 run's test accuracy
 # within 0.03 (top-k) or 0.06 (1-bit) at equal steps (seen on 2026-11-29:
 # 0.8459 f32, 0.8245 top-k, 0.8132 1-bit; 1-bit moved by 0.02 with a change
-# in the float rounding of its scales, hence its wider band). Then the refusals: an in-graph
-# plan, a run without a cluster, and a malformed ratio, each exit 2 with a
-# message that says why.
+# in the float rounding of its scales, hence its wider band). Then an
+# in-graph plan is refused by a worker and by the ps: exit 2, saying why (the command-line refusals
+# are in tests/lit/tools/dtf-run-cli.mlir).
 # usage: compress_push.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -76,8 +76,8 @@ sed -e 's/steps = 2000/steps = 10/' "$root/models/logistic_regression.dtf" > "$w
 refused in-graph "worker.1: --compress-push needs between-graph replication with replicas on one task each (in-graph towers" \
   "$bin/dtf-run" "$work/ingraph.plan" --cluster "$work/c1x2.json" --job worker --task 1 \
   --tls-dir "$work/certs" --compress-push onebit
-refused no-cluster "--compress-push and --same-host need a cluster" \
-  "$bin/dtf-run" "$work/mlp.plan" --compress-push topk:0.01
-refused bad-ratio "--compress-push expects topk:R with 0 < R < 0.5" \
-  "$bin/dtf-run" "$work/mlp.plan" --cluster "$work/c1x2.json" --compress-push topk:0.7
+# Every task of the job refuses, the ps too (none waits for the others).
+refused in-graph-ps "ps.0: --compress-push needs between-graph replication" \
+  "$bin/dtf-run" "$work/ingraph.plan" --cluster "$work/c1x2.json" --job ps --task 0 \
+  --tls-dir "$work/certs" --compress-push topk:0.01
 echo "e2e: compressed pushes train and say what they cannot do"
