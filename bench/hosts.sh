@@ -12,16 +12,20 @@
 #     --links L       comma-separated link rates for tc (default 1gbit)
 #     --warmup N      untimed steps per worker (default 50)
 #     --steps N       timed steps per worker (default 300)
-#     --only LIST     comma-separated subset of tf,dtf,bf16 (default all;
-#                     bf16 is both bf16 runs)
+#     --only LIST     comma-separated subset of tf,dtf,bf16,compress
+#                     (default all; bf16 is both bf16 runs, compress both
+#                     compressed ones)
 #     --out FILE      results file (default bench/results/hosts.md; "-"
 #                     writes none)
 #
 # 1 ps + 2 workers, asynchronous, batch 50 per worker and step, 1 intra-op
 # thread per worker as in bench/distributed.sh. dtf runs with mutual TLS
 # over TCP (the hosts' addresses are not loopback), f32, with --wire bf16,
-# and with --wire bf16 --overlap-push (each step's push beside the next
-# step's pull). Bytes per step: what crossed the ps host's link both ways (tc's
+# with --wire bf16 --overlap-push (each step's push beside the next
+# step's pull), and with --wire bf16 and compressed pushes (--compress-push
+# topk:0.01, then onebit: the gradients top-k or 1-bit with error feedback,
+# the pulls bf16). The chief evaluates once, at the end (test accuracy at
+# equal steps; not in the timed figures). Bytes per step: what crossed the ps host's link both ways (tc's
 # counters of its two qdiscs) over all the workers' steps, warm-up included;
 # link use: the busier direction's bytes per second over the run against
 # the link's rate. CPU: each task's user+system seconds.
@@ -32,7 +36,7 @@ build=$root/build
 links=1gbit
 warmup=50
 steps=300
-only=tf,dtf,bf16
+only=tf,dtf,bf16,compress
 out=$root/bench/results/hosts.md
 cmdline="bench/hosts.sh${*:+ $*}"
 die() { echo "hosts.sh: $*" >&2; exit 2; }
@@ -49,7 +53,7 @@ while (($#)); do
   esac
 done
 for f in ${only//,/ }; do
-  case $f in tf|dtf|bf16) ;; *) die "--only: unknown part '$f' (tf, dtf, bf16)" ;; esac
+  case $f in tf|dtf|bf16|compress) ;; *) die "--only: unknown part '$f' (tf, dtf, bf16, compress)" ;; esac
 done
 for l in ${links//,/ }; do
   [[ $l =~ ^[0-9]+(k|m|g)bit$ ]] || die "--links: '$l' is not a tc rate such as 1gbit or 100mbit"
@@ -124,24 +128,26 @@ done
 spec=$(printf '{"ps": ["%s:2222"], "worker": ["%s:2222", "%s:2222"]}' "${addr[ps]}" "${addr[w0]}" "${addr[w1]}")
 echo "$spec" > "$work/cluster.json"
 "$build/bin/dtf-run" certs --cluster "$work/cluster.json" --out "$work/tls" > /dev/null
-grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
-  sed "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#" > "$work/cnn.dtf"
+# One evaluation, when the last step is done (the test accuracy at equal
+# steps; the images/s count training time only).
+sed -e "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#g" \
+    -e "s/every = 1000/every = $((2 * (warmup + steps)))/" "$root/models/mnist_cnn.dtf" > "$work/cnn.dtf"
 "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
 
 rows=()
 notes=()
 failed=0
-# A row from a run: LABEL LINK IMAGES_PER_S PER_WORKER STEPS SECONDS BYTES_BEFORE BYTES_AFTER CPU
+# A row from a run: LABEL LINK IMAGES_PER_S PER_WORKER STEPS SECONDS BYTES_BEFORE BYTES_AFTER CPU ACCURACY
 row() {
   python3 - "$@" <<'PY'
 import sys
-label, link, ips, per, steps, secs, before, after, cpu = sys.argv[1:10]
+label, link, ips, per, steps, secs, before, after, cpu, acc = sys.argv[1:11]
 o0, i0 = map(int, before.split()); o1, i1 = map(int, after.split())
 out, into, steps, secs = o1 - o0, i1 - i0, int(steps), float(secs)
 rate = {"k": 1e3, "m": 1e6, "g": 1e9}[link[-4]] * float(link[:-4]) / 8
 use = max(out, into) / secs / rate
-print("| %s | %s | %.0f | %s | %.2f MB | %.0f%% | %s |" % (
-    label, link, float(ips), per, (out + into) / steps / 1e6, 100 * use, cpu))
+print("| %s | %s | %.0f | %s | %.2f MB | %.0f%% | %s | %s |" % (
+    label, link, float(ips), per, (out + into) / steps / 1e6, 100 * use, cpu, acc))
 PY
 }
 
@@ -161,18 +167,22 @@ print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
       ", ".join("%s %.1f s" % kv for kv in sorted(r["cpu_seconds"].items())).replace(" ", "_"),
       r["framework"])' "$json")
       read -r ips per1 _ per2 tfcpu fw <<<"$r"
-      rows+=("$(row "$fw" "$link" "$ips" "$per1 / $per2" $((2 * (warmup + steps))) $((SECONDS - t0)) "$before" "$after" "${tfcpu//_/ }")")
+      rows+=("$(row "$fw" "$link" "$ips" "$per1 / $per2" $((2 * (warmup + steps))) $((SECONDS - t0)) "$before" "$after" "${tfcpu//_/ }" "not measured")")
       echo "   ${rows[-1]}"
     else
       echo "   failed: $(tail -3 "$work/tf.err")"
-      rows+=("| TensorFlow | $link | failed | | | | |"); failed=1
+      rows+=("| TensorFlow | $link | failed | | | | | |"); failed=1
     fi
   fi
-  for variant in f32 bf16 overlap; do
-    { [[ $variant == f32 ]] && want dtf; } || { [[ $variant != f32 ]] && want bf16; } || continue
+  for variant in f32 bf16 overlap topk onebit; do
+    case $variant in
+      f32) want dtf ;; bf16|overlap) want bf16 ;; *) want compress ;;
+    esac || continue
     label="dtf (mutual TLS)" wire=$variant extra=()
     [[ $variant == bf16 ]] && label="dtf (mutual TLS, --wire bf16)"
     [[ $variant == overlap ]] && label="dtf (mutual TLS, --wire bf16 --overlap-push)" wire=bf16 extra=(--overlap-push)
+    [[ $variant == topk ]] && label="dtf (mutual TLS, --wire bf16 --compress-push topk:0.01)" wire=bf16 extra=(--compress-push topk:0.01)
+    [[ $variant == onebit ]] && label="dtf (mutual TLS, --wire bf16 --compress-push onebit)" wire=bf16 extra=(--compress-push onebit)
     echo "== $label, 1 ps + 2 workers, links $link"
     before=$(ps_bytes) t0=$SECONDS
     pids=()
@@ -202,18 +212,19 @@ print("%s %.1f s" % ({"ps": "ps:0", "w0": "worker:0", "w1": "worker:1"}[sys.argv
 PY
             done | paste -sd, - | sed 's/,/, /g')
       ips=$(awk '{s+=$1} END{print s}' <<<"$rates")
-      rows+=("$(row "$label" "$link" "$ips" "$(paste -sd/ <<<"$rates" | sed 's#/# / #g')" $((2 * (warmup + steps))) "$secs" "$before" "$after" "${cpu:-not measured}")")
+      acc=$(sed -n 's/^worker.0 *| eval .*accuracy \([0-9.]*\).*/\1/p' "$work/w0.$variant.log" | tail -1)
+      rows+=("$(row "$label" "$link" "$ips" "$(paste -sd/ <<<"$rates" | sed 's#/# / #g')" $((2 * (warmup + steps))) "$secs" "$before" "$after" "${cpu:-not measured}" "${acc:-none}")")
       notes+=("- $label, $link: final lines: $(grep -h '| final:' "$work"/w[01].$variant.log | sed 's/.*| final: //' | tr '\n' ';')")
       echo "   ${rows[-1]}"
     else
       echo "   failed: $(tail -3 "$work"/*."$variant".log)"
-      rows+=("| $label | $link | failed | | | | |"); failed=1
+      rows+=("| $label | $link | failed | | | | | |"); failed=1
     fi
   done
 done
 
-table="| framework | links | images/s (sum over workers) | per worker | bytes per step (ps link) | link use | CPU |
-| --- | --- | ---: | --- | ---: | ---: | --- |"
+table="| framework | links | images/s (sum over workers) | per worker | bytes per step (ps link) | link use | CPU | test accuracy |
+| --- | --- | ---: | --- | ---: | ---: | --- | ---: |"
 for r in "${rows[@]}"; do table+=$'\n'"$r"; done
 echo
 echo "$table"
@@ -234,6 +245,8 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "workers, asynchronous, batch 50 per worker and step, $warmup warm-up + $steps timed"
   echo "steps per worker (TensorFlow's figure leaves the warm-up out; dtf's includes it)."
   echo "Bytes per step: both directions of the ps host's link over all the workers' steps."
+  echo "Test accuracy: the chief's evaluation of the 10,000 test images once the last of"
+  echo "the $((2 * (warmup + steps))) global steps is done (outside the timed figures)."
   echo
   echo "$table"
   echo

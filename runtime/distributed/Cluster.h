@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/distributed/PushCompression.h"
 #include "runtime/distributed/Transport.h"
 
 #include <atomic>
@@ -64,6 +65,9 @@ struct TaskConfig {
   /// (dtf-run --workers, which the launcher passes on); 0: all of them.
   /// The ps tasks count them live from the start (docs/elastic.md).
   int startWorkers = 0;
+  /// Dense f32 gradients pushed top-k or 1-bit with error feedback
+  /// (dtf-run --compress-push); the ps decodes them.
+  PushCompression compressPush;
   /// TLS or plaintext, who may call, where to listen: every channel and
   /// server of the task is made through it.
   Transport transport;

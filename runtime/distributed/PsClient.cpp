@@ -20,6 +20,8 @@ namespace dtf::dist {
 PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
                    Links &links, const plan::Program *reads)
     : links_(links) {
+  if (links.config().compressPush.enabled())
+    compressor_ = std::make_unique<PushCompressor>(links.config().compressPush);
   const Roster &roster = links.config().roster;
   std::set<std::string> averages;
   for (size_t k = 0; k < roster.ps.size(); ++k) {
@@ -615,8 +617,21 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
                                  : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1));
     describeTensor(key, views.back(), req.add_values());
   }
+  // --compress-push: each large dense gradient plus what earlier pushes
+  // left of it, top-k or 1-bit; the rest stays behind for the next push.
+  if (compressor_)
+    for (size_t i = 0; i < views.size(); ++i) {
+      rpc::WireTensor *w = req.mutable_values(int(i));
+      Tensor encoded;
+      rpc::PushEncoding encoding = rpc::PUSH_DENSE;
+      if (compressor_->compress(w->name(), views[i], &encoded, &encoding)) {
+        views[i] = std::move(encoded);
+        w->set_size(views[i].byteSize());
+        w->set_encoding(encoding);
+      }
+    }
   // --wire bf16: every f32 value crosses as bfloat16 (one per value,
-  // in the order the header names them).
+  // in the order the header names them; not the compressed ones).
   if (links_.config().wireBf16)
     for (size_t i = 0; i < views.size(); ++i)
       if (views[i].dtype() == DType::F32) {

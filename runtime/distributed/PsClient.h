@@ -3,6 +3,7 @@
 // what it names, and the job-level calls (Status, Save, Done, Shutdown).
 #pragma once
 
+#include "runtime/distributed/PushCompression.h"
 #include "runtime/distributed/WorkerLinks.h"
 #include "runtime/exec/VariableStore.h"
 
@@ -10,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -157,6 +159,8 @@ private:
   std::vector<int64_t> minVersions_;
   std::map<std::string, Table> tables_;
   bool lastRecoverable_ = false;
+  // --compress-push: the residual of each dense gradient this worker pushes.
+  std::unique_ptr<PushCompressor> compressor_;
   bool lookupFailed_ = false;
   int64_t stale_ = 0;
   uint64_t run_ = 0;

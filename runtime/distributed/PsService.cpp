@@ -523,6 +523,8 @@ grpc::Status PsService::applyPush(const rpc::PushRequest &request,
   uint64_t sparseRows = 0, wireBytes = 0;
   for (const Tensor &v : values)
     wireBytes += v.byteSize();
+  if (Status d = update_.decode(*req, &values); !d.isOk())
+    return fail(grpc::StatusCode::INVALID_ARGUMENT, d.message());
   update_.widen(&values);
   Status checked = update_.checkValues(values, who, &refused, &sparseRows);
   sparseRowsPushed_ += sparseRows;

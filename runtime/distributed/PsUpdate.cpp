@@ -3,11 +3,13 @@
 #include "runtime/distributed/PsUpdate.h"
 #include "dtf/OpNames.h"
 
+#include "runtime/distributed/PushCompression.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
 #include "runtime/plan/PlanTypes.h"
 #include "runtime/train/Trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -106,6 +108,10 @@ Status PsUpdate::prepare(const rpc::PushRequest &req,
     if ((*values)[size_t(k)].defined())
       return errorStatus(name_, ": a push carries '", plan::printable(w.name()),
                          "' twice");
+    if (w.encoding() != rpc::PUSH_DENSE) {
+      DTF_RETURN_IF_ERROR(prepareEncoded(w, k, values, targets));
+      continue;
+    }
     DType dtype = DType::F32;
     std::vector<int64_t> dims;
     if (!declaredType(w, w.size(), &dtype, &dims))
@@ -128,6 +134,59 @@ Status PsUpdate::prepare(const rpc::PushRequest &req,
   for (size_t k = 0; k < keys_.size(); ++k)
     if (!(*values)[k].defined())
       return errorStatus("a push to ", name_, " lacks '", keys_[k], "'");
+  return Status::ok();
+}
+
+// A compressed gradient (--compress-push): only a dense f32 gradient's key
+// takes one, and its bytes must fit the encoding of the dims it declares;
+// they land in a buffer of their own until decode.
+Status PsUpdate::prepareEncoded(const rpc::WireTensor &w, int k,
+                                std::vector<Tensor> *values,
+                                std::vector<PayloadTarget> *targets) const {
+  const std::string name = plan::printable(w.name());
+  std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+  const int64_t n = plan::staticElements(dims, int64_t(1) << 40);
+  const plan::TensorType &want = expected_[size_t(k)];
+  // The plan fixes the dense size (a header cannot make the ps allocate
+  // more than the gradient it takes).
+  const std::vector<int64_t> wantDims = plan::dimsOf(want.shape());
+  if (concat_[size_t(k)] || !isDenseGradientKey(w.name()) ||
+      w.dtype() != plan::F32 || want.dtype() != plan::F32 ||
+      std::count(wantDims.begin(), wantDims.end(), int64_t(-1)) > 0 ||
+      dims != wantDims || n < 0)
+    return errorStatus(name_, ": pushed value '", name,
+                       "' is compressed, but only a dense f32 gradient may be "
+                       "(the update takes ",
+                       plan::typeString(want), " under it)");
+  if (!encodedSizeFits(w.encoding(), w.size(), n))
+    return errorStatus(name_, ": pushed value '", name, "' (",
+                       plan::typeString(DType::F32, dims), ") announces ",
+                       w.size(), " bytes, which fit no ",
+                       w.encoding() == rpc::PUSH_TOP_K     ? "top-k"
+                       : w.encoding() == rpc::PUSH_ONE_BIT ? "1-bit"
+                                                           : "known",
+                       " encoding of its ", n, " values");
+  (*values)[size_t(k)] = Tensor::allocate(DType::I32, {int64_t(w.size() / 4)});
+  targets->push_back({(*values)[size_t(k)].rawData(), w.size()});
+  return Status::ok();
+}
+
+Status PsUpdate::decode(const rpc::PushRequest &req,
+                        std::vector<Tensor> *values) const {
+  for (const rpc::WireTensor &w : req.values()) {
+    const int k = keyIndex(w.name());
+    if (w.encoding() == rpc::PUSH_DENSE || k < 0 || size_t(k) >= values->size())
+      continue;
+    Tensor &t = (*values)[size_t(k)];
+    Tensor dense = Tensor::allocate(
+        DType::F32, std::vector<int64_t>(w.dims().begin(), w.dims().end()));
+    Status s = decodePush(w.encoding(), t.rawData(), t.byteSize(),
+                          dense.data<float>(), dense.numElements());
+    if (!s.isOk())
+      return errorStatus(name_, ": pushed value '", plan::printable(w.name()),
+                         "' is malformed: ", s.message(), " (nothing applied)");
+    t = std::move(dense);
+  }
   return Status::ok();
 }
 

@@ -40,10 +40,15 @@ public:
   const std::vector<bool> &concat() const { return concat_; }
 
   /// The tensors a push's header announces, one per key, each checked to be
-  /// what the update takes (bf16 for f32: see widen) before it is allocated; `targets` gets where
+  /// what the update takes (bf16 for f32: see widen; an encoding of an f32
+  /// gradient: see decode) before it is allocated; `targets` gets where
   /// their bytes go. Errors are the caller's (INVALID_ARGUMENT).
   Status prepare(const rpc::PushRequest &req, std::vector<Tensor> *values,
                  std::vector<PayloadTarget> *targets) const;
+
+  /// Compressed gradients (--compress-push) become the dense f32 gradients
+  /// they encode, once their bytes arrived; an error naming a malformed one.
+  Status decode(const rpc::PushRequest &req, std::vector<Tensor> *values) const;
 
   /// Values that crossed as bfloat16 (--wire bf16) become the f32 the
   /// update takes, once their bytes arrived.
@@ -68,6 +73,9 @@ private:
         return int(k);
     return -1;
   }
+  Status prepareEncoded(const rpc::WireTensor &w, int k,
+                        std::vector<Tensor> *values,
+                        std::vector<PayloadTarget> *targets) const;
   void addKeys(const plan::Plan &plan, const plan::Program &program,
                PsStore &store);
 

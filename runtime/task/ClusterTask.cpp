@@ -258,6 +258,19 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   if (!s.isOk())
     return usage(s.message());
 
+  // --compress-push: a replica's gradients must be its own task's (every
+  // task of the job refuses, so that none waits for the others).
+  const bool inGraph = plan.training().replication() == "in_graph";
+  if (flags.compressPush.enabled() &&
+      (inGraph || dtf::plan::replicaSpan(plan) > 1))
+    return usage(std::string("--compress-push needs between-graph replication "
+                             "with replicas on one task each (") +
+                 (inGraph ? "in-graph towers send their gradients to the "
+                            "chief, which averages them and pushes once"
+                          : "a model-parallel replica's stages send their "
+                            "gradients to stage 0, which pushes them") +
+                 "); drop the flag for this plan");
+
   config.planPath = planPath;
   config.planFingerprint = planFingerprint;
   config.modelDir = options.modelDir;
@@ -271,6 +284,7 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.splitBatches = flags.splitBatches;
   config.leaseTimeoutSeconds = flags.leaseTimeoutSeconds;
   config.startWorkers = flags.startWorkers;
+  config.compressPush = flags.compressPush;
   config.stallTimeoutSeconds = flags.stallTimeoutSeconds;
   config.stop = stop;
   config.leave = leave;

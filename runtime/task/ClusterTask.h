@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/cluster/RunMode.h"
+#include "runtime/distributed/PushCompression.h"
 #include "runtime/train/Trainer.h"
 
 #include "plan.pb.h"
@@ -26,6 +27,7 @@ struct ClusterTaskOptions {
   std::string bind;                    // --bind HOST:PORT
   bool wireBf16 = false;               // --wire bf16
   bool overlapPush = false;            // --overlap-push
+  dtf::dist::PushCompression compressPush; // --compress-push
   bool sameHostTcp = false;            // --same-host tcp (else unix)
   bool exactlyOnce = false;            // --data exactly-once
   int splitBatches = 4;                // --split-batches

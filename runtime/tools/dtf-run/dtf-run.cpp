@@ -4,6 +4,7 @@
 
 #include "runtime/cluster/RunMode.h"
 #include "runtime/cluster/Scaling.h"
+#include "runtime/distributed/PushCompression.h"
 #include "runtime/task/Task.h"
 #include "runtime/tools/dtf-run/CertsCommand.h"
 
@@ -165,6 +166,14 @@ options:
                    waiting for it, the chief does not wait for it at the
                    end, and (exactly-once) a split it neither pushed nor
                    leased for this long goes to another (default 60)
+  --compress-push topk:R|onebit  between-graph training: each dense f32
+                   gradient of 4096 values or more is pushed compressed,
+                   top-k (the share R of its values largest in magnitude,
+                   0 < R < 0.5, e.g. topk:0.01: indices and values) or
+                   onebit (signs and one scale per 1024 values); what was
+                   not sent is kept on the worker and added to the next
+                   gradient (error feedback). The ps decodes and applies
+                   as usual (docs/protocol.md)
   --same-host unix|tcp  how tasks whose cluster addresses are loopback
                    (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
                    default) over Unix sockets in $DTF_SOCKET_DIR (else
@@ -357,6 +366,7 @@ bool takesValue(const std::string &arg) {
                            "--data",
                            "--split-batches",
                            "--lease-timeout",
+                           "--compress-push",
                            "--task",
                            "--steps",
                            "--log-every",
@@ -402,6 +412,11 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
       return usageError("--data expects static or exactly-once, got '%s'",
                         value);
     r.cluster.exactlyOnce = std::string(value) == "exactly-once";
+  } else if (arg == "--compress-push") {
+    dtf::Status s =
+        dtf::dist::parsePushCompression(value, &r.cluster.compressPush);
+    if (!s.isOk())
+      return usageError("%s", s.message().c_str());
   } else if (arg == "--same-host") {
     if (std::string(value) != "unix" && std::string(value) != "tcp")
       return usageError("--same-host expects unix or tcp, got '%s'", value);
@@ -636,8 +651,10 @@ int checkCombinations(CommandLine *cl) {
                       "or TF_CONFIG): one process already reads every "
                       "example once per epoch");
   if (mode == RunMode::kLocal &&
-      (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.sameHostTcp))
-    return usageError("--wire, --overlap-push and --same-host need a cluster "
+      (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.sameHostTcp ||
+       r.cluster.compressPush.enabled()))
+    return usageError("--wire, --overlap-push, --compress-push and --same-host "
+                      "need a cluster "
                       "(--cluster FILE or TF_CONFIG): they say how its tasks "
                       "talk");
   return kGoOn;

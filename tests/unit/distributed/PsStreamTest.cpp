@@ -4,6 +4,7 @@
 // streams arrive whole; a truncated or cancelled push stream, or one whose
 // header asks for a huge tensor, changes nothing and says why.
 #include "runtime/distributed/ParameterServer.h"
+#include "runtime/distributed/PushCompression.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
 #include "schema/Placement.h"
@@ -247,6 +248,87 @@ TEST_F(PsStream, Bfloat16WireHalvesTheBytesAndTheVariableStaysF32) {
     ASSERT_EQ(exact.data<float>()[i], start - 0.25f) << i;
   Tensor rounded = pullBf16(false);
   EXPECT_EQ(rounded.data<float>()[0], 0.75f) << "a tie rounds to even";
+}
+
+// --compress-push: a top-k or 1-bit gradient, streamed or in one message,
+// is decoded and applied as the dense gradient it encodes; a malformed one,
+// or an encoded value under a key that is no dense gradient, is refused
+// with nothing applied.
+TEST_F(PsStream, CompressedPushesApplyTheDecodedGradient) {
+  ASSERT_TRUE(initialize(1.0f).ok());
+  auto pushEncoded = [&](const Tensor &encoded, rpc::PushEncoding e,
+                         bool streamed, const char *key = "big:grad") {
+    lr_ = Tensor::zeros(DType::F32, {});
+    lr_.data<float>()[0] = 0.5f;
+    rpc::PushRequest req;
+    *req.mutable_caller() = caller_;
+    req.set_version(version());
+    req.set_incarnation(incarnation_);
+    rpc::WireTensor *w = req.add_values();
+    describeTensor(key, Tensor::zeros(DType::F32, {kElements}), w);
+    w->set_size(encoded.byteSize());
+    w->set_encoding(e);
+    describeTensor("big:apply_sgd:2", lr_, req.add_values());
+    rpc::PushReply reply;
+    if (streamed)
+      return push(packChunks(req, {&encoded, &lr_}, kChunk), &reply);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(10000));
+    grpc::ByteBuffer response;
+    return rawCall(*raw_, &ctx, kPushMethod,
+                   packTensors(req, {&encoded, &lr_}, /*copy=*/true),
+                   &response);
+  };
+  // Top-k of 2: -4 at 7, 2 at 900; lr 0.5.
+  std::vector<float> g(size_t(kElements), 0.01f);
+  g[7] = -4.0f;
+  g[900] = 2.0f;
+  Tensor topk = encodeTopK(g.data(), kElements, 2);
+  grpc::Status st = pushEncoded(topk, rpc::PUSH_TOP_K, /*streamed=*/true);
+  ASSERT_TRUE(st.ok()) << describe(st);
+  Tensor v = pull();
+  EXPECT_EQ(v.data<float>()[7], 3.0f);
+  EXPECT_EQ(v.data<float>()[900], 0.0f);
+  EXPECT_EQ(v.data<float>()[8], 1.0f) << "not sent: unchanged";
+  // 1-bit: the mean magnitude 1 with each value's sign.
+  std::vector<float> signs(size_t(kElements), 1.0f);
+  signs[8] = -1.0f;
+  Tensor onebit = encodeOneBit(signs.data(), kElements);
+  st = pushEncoded(onebit, rpc::PUSH_ONE_BIT, /*streamed=*/false);
+  ASSERT_TRUE(st.ok()) << describe(st);
+  v = pull();
+  EXPECT_EQ(v.data<float>()[7], 2.5f);
+  EXPECT_EQ(v.data<float>()[8], 1.5f);
+  EXPECT_EQ(version(), 2);
+  // Malformed: indices out of order (found once the bytes arrived).
+  uint32_t *index = reinterpret_cast<uint32_t *>(topk.rawData());
+  std::swap(index[0], index[1]);
+  st = pushEncoded(topk, rpc::PUSH_TOP_K, /*streamed=*/true);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find(
+                "ps.0: pushed value 'big:grad' is malformed: top-k index 1 "
+                "is 7, after 900 (indices must ascend, below 1000) (nothing "
+                "applied)"),
+            std::string::npos)
+      << st.error_message();
+  // A size that fits no encoding of f32[1000], refused from the header.
+  st = pushEncoded(Tensor::zeros(DType::I32, {3}), rpc::PUSH_ONE_BIT, false);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find(
+                "pushed value 'big:grad' (f32[1000]) announces 12 bytes, which "
+                "fit no 1-bit encoding of its 1000 values"),
+            std::string::npos)
+      << st.error_message();
+  // An encoded value under the learning rate's key.
+  st = pushEncoded(onebit, rpc::PUSH_ONE_BIT, false, "big:apply_sgd:2");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find(
+                "pushed value 'big:apply_sgd:2' is compressed, but only a "
+                "dense f32 gradient may be (the update takes f32[] under it)"),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(version(), 2);
+  EXPECT_EQ(pull().data<float>()[7], 2.5f);
 }
 
 // Lookup (an embedding's rows, here the 1-element rows of "big"): the rows
