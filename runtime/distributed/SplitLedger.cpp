@@ -48,16 +48,8 @@ void SplitLedger::lease(const std::string &task, uint64_t run, int max,
                         Clock::time_point now, std::vector<int64_t> *out) {
   out->clear();
   auto known = runs_.find(task);
-  if (known != runs_.end() && known->second != run) {
-    // The task restarted: what its dead process held goes out again.
-    for (auto it = leased_.begin(); it != leased_.end();)
-      if (it->second.task == task) {
-        toPending(it->first, kDeadWorker);
-        it = leased_.erase(it);
-      } else {
-        ++it;
-      }
-  }
+  if (known != runs_.end() && known->second != run)
+    leave(task); // it restarted: what its dead process held goes out again
   runs_[task] = run;
   touch(task, run, now);
   while (int(out->size()) < max) {
