@@ -459,7 +459,21 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
       buildInitializer(args.get("kernel_initializer"), at, "glorot_uniform");
   std::optional<InitializerAttr> biasInit =
       buildInitializer(args.get("bias_initializer"), at, "zeros");
-  if (!activation || !useBias || !kernelInit || !biasInit || !denseUnits)
+  // Keras' per-layer dtype: `dtype = f32` keeps this layer's product (and
+  // its gradients) in f32 under a mixed precision policy.
+  bool keepF32 = false, dtypeOk = true;
+  if (const ast::Expr *d = args.get("dtype")) {
+    std::optional<Type> t = dtypeValue(d, "dtype");
+    keepF32 = t && t->isF32();
+    dtypeOk = keepF32;
+    if (t && !t->isF32())
+      error(resolve(d)->getLoc())
+          << "a layer's dtype is f32 (it keeps the layer in f32 under a mixed "
+             "precision policy), not "
+          << *t << "; the train block's precision sets the low precision";
+  }
+  if (!activation || !useBias || !kernelInit || !biasInit || !denseUnits ||
+      !dtypeOk)
     return nullptr;
   if (!isa<FloatType>(xt.getElementType())) {
     auto diag = error(at) << name << " needs a floating-point input, got "
@@ -525,6 +539,8 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
     if (!y)
       return nullptr;
   }
+  if (keepF32)
+    y.getDefiningOp()->setAttr("dtf.keep_f32", builder.getUnitAttr());
   if (*useBias) {
     auto biasType = RankedTensorType::get({units}, element);
     Value bias = layerVariable(*layer, "bias", biasType, *biasInit, at);
