@@ -1,11 +1,62 @@
 // oneDNN plumbing: the engine, reordering primitives, window geometry.
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "runtime/core/Bf16.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace dtf::cpu {
 
 dnnl::engine &cpuEngine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+Status bf16Compute(const KernelContext &ctx, const char *op, const Tensor &x,
+                   bool *bf16) {
+  *bf16 = false;
+  if (!ctx.hasAttr("compute_dtype"))
+    return Status::ok();
+  const std::string dtype = ctx.getString("compute_dtype");
+  if (dtype != "bf16")
+    return errorStatus(op, ": compute_dtype is \"bf16\" or absent, not \"",
+                       dtype, "\"");
+  if (x.dtype() != DType::F32)
+    return errorStatus(op, ": compute_dtype \"bf16\" applies to f32 operands, got ",
+                       x.describe());
+  *bf16 = true;
+  return Status::ok();
+}
+
+bool bf16Native() {
+  static const bool native = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    const bool hardware = isa == dnnl::cpu_isa::avx512_core_bf16 ||
+                          isa == dnnl::cpu_isa::avx512_core_amx;
+    const char *e = std::getenv("DTF_BF16_NATIVE");
+    const bool forcedOff = e && std::strcmp(e, "0") == 0;
+    if (!hardware || forcedOff)
+      std::fprintf(stderr,
+                   "dtf: %s: bf16 matmuls and convolutions run as f32 "
+                   "products of bf16-rounded operands (same rounding, no "
+                   "speedup)\n",
+                   forcedOff ? "DTF_BF16_NATIVE=0"
+                             : "this CPU has neither AVX512-BF16 nor AMX");
+    return hardware && !forcedOff;
+  }();
+  return native;
+}
+
+Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool) {
+  Tensor out = Tensor::allocate(DType::F32, t.shape());
+  const float *src = t.data<float>();
+  float *dst = out.data<float>();
+  parallelFor(pool, t.numElements(), kCheapGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      dst[i] = f32FromBf16(bf16FromF32(src[i]));
+  });
+  return out;
 }
 
 PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,

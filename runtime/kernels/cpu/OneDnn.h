@@ -125,6 +125,23 @@ Status makeWindow2D(const KernelContext &ctx, const char *op,
 Status shapeAttr(const KernelContext &ctx, const char *op, const char *attr,
                  const std::vector<int64_t> &like, std::vector<int64_t> *out);
 
+/// Whether op computes in bf16: its `compute_dtype` attribute ("bf16", set
+/// by dtf-mixed-precision) on f32 operands `x`. Another value, or bf16 on
+/// another dtype, is an error naming the op.
+Status bf16Compute(const KernelContext &ctx, const char *op, const Tensor &x,
+                   bool *bf16);
+
+/// Whether this CPU runs oneDNN's bf16 kernels natively (AVX512-BF16 or
+/// AMX); DTF_BF16_NATIVE=0 says no. Without them a bf16 product runs as the
+/// f32 product of operands rounded to bf16 (roundedThroughBf16): the same
+/// numbers up to the order of the f32 sums, at f32 speed. The first call on
+/// such a CPU says so once on stderr.
+bool bf16Native();
+
+/// An f32 copy of `t` (f32) with every element rounded to bf16 (to nearest
+/// even, runtime/core/Bf16.h).
+Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool);
+
 /// Reads a pair attribute (`strides`, `window`, ...) of positive values.
 Status getPair(const KernelContext &ctx, const char *op, const char *attr,
                int64_t dflt, int64_t *first, int64_t *second);
