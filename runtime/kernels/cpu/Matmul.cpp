@@ -133,30 +133,33 @@ Status matmulKernel(KernelContext &ctx) {
     // f32: the whole batch in one oneDNN call.
     if constexpr (std::is_same_v<T, float>) {
       // compute_dtype bf16: the operands rounded to bf16, into per-thread
-      // scratch (or, without bf16 instructions, through bf16 back to f32).
+      // scratch, by oneDNN's vectorised reorder (or, without bf16
+      // instructions, through bf16 back to f32 by Bf16.h's loop).
       thread_local std::vector<uint16_t> aLow, bLow;
       thread_local std::vector<float> aRounded, bRounded;
       const void *ia = pa, *ib = pb;
       const bool native = bf16 && bf16Native();
-      if (bf16) {
-        auto narrow = [&](const float *src, int64_t count,
-                          std::vector<uint16_t> &low,
-                          std::vector<float> &rounded) -> const void * {
-          low.resize(size_t(count));
-          parallelFor(ctx.threadPool(), count, kCheapGrain,
-                      [&](int64_t lo, int64_t hi) {
-                        narrowToBf16(src + lo, hi - lo, low.data() + lo);
-                      });
-          if (native)
-            return low.data();
-          rounded.resize(size_t(count));
-          widenFromBf16(low.data(), count, rounded.data());
-          return rounded.data();
-        };
-        ia = narrow(pa, a.numElements(), aLow, aRounded);
-        ib = narrow(pb, b.numElements(), bLow, bRounded);
-      }
+      auto narrow = [&](const float *src, int64_t count,
+                        std::vector<uint16_t> &low,
+                        std::vector<float> &rounded) -> const void * {
+        low.resize(size_t(count));
+        if (native) {
+          narrowToBf16Native(src, count, low.data());
+          return low.data();
+        }
+        parallelFor(ctx.threadPool(), count, kCheapGrain,
+                    [&](int64_t lo, int64_t hi) {
+                      narrowToBf16(src + lo, hi - lo, low.data() + lo);
+                    });
+        rounded.resize(size_t(count));
+        widenFromBf16(low.data(), count, rounded.data());
+        return rounded.data();
+      };
       try {
+        if (bf16) {
+          ia = narrow(pa, a.numElements(), aLow, aRounded);
+          ib = narrow(pb, b.numElements(), bLow, bRounded);
+        }
         if (gemmBatch == 1) {
           f32Matmul(ta, tb, gemmM, n, k, ia, lda, ib, ldb, pc, n, native);
         } else {

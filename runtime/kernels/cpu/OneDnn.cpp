@@ -59,6 +59,29 @@ Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool) {
   return out;
 }
 
+void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst) {
+  using dnnl::memory;
+  const memory::desc from({n}, memory::data_type::f32, memory::format_tag::a),
+      to({n}, memory::data_type::bf16, memory::format_tag::a);
+  // Per thread: two inter-op branches never share a primitive (or its
+  // scratchpad); a plan has few distinct sizes.
+  thread_local std::unordered_map<int64_t, dnnl::reorder> reorders;
+  auto it = reorders.find(n);
+  if (it == reorders.end()) {
+    if (reorders.size() >= 64)
+      reorders.clear();
+    it = reorders
+             .emplace(n, dnnl::reorder(dnnl::reorder::primitive_desc(
+                             cpuEngine(), from, cpuEngine(), to)))
+             .first;
+  }
+  dnnl::stream stream(cpuEngine());
+  memory in(from, cpuEngine(), const_cast<float *>(src)),
+      out(to, cpuEngine(), dst);
+  it->second.execute(stream, in, out);
+  stream.wait();
+}
+
 PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,
                                    dnnl::primitive prim, std::vector<Arg> args)
     : prim_(std::move(prim)) {

@@ -5,8 +5,10 @@
 #include "KernelTestUtil.h"
 
 #include "runtime/core/Bf16.h"
+#include "runtime/kernels/cpu/OneDnn.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <iterator>
@@ -145,6 +147,40 @@ void expectBf16MatchesRoundedF64(const std::string &op,
   full.in(f32(as, a)).in(f32(bs, b));
   ASSERT_EQ(errorOf(full), "");
   EXPECT_FALSE(near(low.out(), full.out().shape(), valuesOf(full.out()), 1e-6, 1e-6));
+}
+
+// The native path's narrowing (oneDNN's reorder, vcvtneps2bf16) rounds as
+// Bf16.h but for subnormal inputs, which it flushes to a zero of their sign.
+TEST(Bf16, NativeNarrowingMatchesBf16hButFlushesSubnormals) {
+  if (!cpu::bf16Native()) {
+    std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0); the "
+                "fallback path does not use the native narrowing\n");
+    EXPECT_FALSE(cpu::bf16Native());
+    return;
+  }
+  std::mt19937 gen(11);
+  std::vector<float> xs;
+  for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                     0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x00000000u,
+                     0x80000000u, 0x00008000u, 0x807fffffu})
+    xs.push_back(floatOf(p));
+  for (int i = 0; i < 100003; ++i) // odd: the reorder's tail
+    xs.push_back(floatOf(uint32_t(gen())));
+  std::vector<uint16_t> out(xs.size());
+  cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), out.data());
+  int subnormals = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const uint32_t u = bitsOf(xs[i]);
+    if ((u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0) {
+      ++subnormals;
+      ASSERT_EQ(out[i], uint16_t((u >> 16) & 0x8000u)) << std::hex << u;
+    } else if (std::isnan(xs[i])) {
+      ASSERT_TRUE(std::isnan(f32FromBf16(out[i]))) << std::hex << u;
+    } else {
+      ASSERT_EQ(out[i], bf16FromF32(xs[i])) << std::hex << u;
+    }
+  }
+  EXPECT_GT(subnormals, 0);
 }
 
 TEST(MixedPrecision, MatmulComputesOnBf16RoundedOperandsInF32) {
