@@ -130,6 +130,13 @@ Status Trainer::create(const plan::Plan &plan, const TrainOptions &options,
 Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   training_ = plan.training();
   model_ = plan.model();
+  // dtf-mixed-precision's products (compute_dtype "bf16"), said at start so
+  // a log shows which precision a task trained in.
+  bf16Products_ = 0;
+  for (const plan::Op &op : plan.train_step().ops()) {
+    auto it = op.attrs().find("compute_dtype");
+    bf16Products_ += it != op.attrs().end() && it->second.s() == "bf16";
+  }
   steps_ = options_.steps >= 0 ? options_.steps : training_.steps();
   if (options_.steps < 0 && training_.steps() <= 0) {
     setKind(kind, FailureKind::kUsage);
@@ -349,6 +356,10 @@ std::string Trainer::describe() const {
                        : std::string()) +
                   "\n  data: " + trainData_->description() + " (" +
                   trainFeeder_->describe() + ")";
+  if (bf16Products_ > 0)
+    s += "\n  precision: mixed_bfloat16: " + std::to_string(bf16Products_) +
+         " matmuls and convolutions compute in bf16 (f32 accumulation), "
+         "variables and updates f32";
   if (towers_ > 1)
     s += "\n  towers: " + towersNote_;
   if (eval_) {
