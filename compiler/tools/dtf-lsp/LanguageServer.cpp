@@ -399,6 +399,14 @@ llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position
       add(p, mlsp::CompletionItemKind::EnumMember, "padding");
     return owned(toJSON(list));
   }
+  if (afterKey("precision")) {
+    add("float32", mlsp::CompletionItemKind::EnumMember, "precision: all in f32 (the default)");
+    add("mixed_bfloat16", mlsp::CompletionItemKind::EnumMember,
+        "precision: matmuls and convolutions in bf16, f32 accumulation and variables");
+    add("mixed_float16", mlsp::CompletionItemKind::EnumMember,
+        "precision: refused until loss scaling exists; use mixed_bfloat16");
+    return owned(toJSON(list));
+  }
 
   // Inside the parentheses of a call: its keyword arguments first.
   int depth = 0;
@@ -444,7 +452,7 @@ llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position
   if (block == "train") {
     for (StringRef key : {"loss", "metrics", "optimizer", "clip_gradients", "moving_average",
                           "replication", "update", "batch", "steps", "seed", "data", "eval",
-                          "session"})
+                          "session", "precision"})
       add(key, mlsp::CompletionItemKind::Property, "training setting", (key + " = ").str(), "0");
     add("checkpoint every", mlsp::CompletionItemKind::Snippet, "checkpoint policy",
         "checkpoint every 600 s keep 5", "0");
