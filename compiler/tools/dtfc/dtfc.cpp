@@ -7,6 +7,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/PlanDot.h"
 #include "schema/ClusterSpec.h"
+#include "schema/DeviceName.h"
 #include "schema/Placement.h"
 #include "schema/PlanSchema.h"
 #include "schema/PlanSeal.h"
@@ -239,7 +240,10 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
 /// The precision of each matmul and convolution of the training step and
 /// eval (dtf-mixed-precision's `compute_dtype`); every other op computes in
 /// its tensors' dtype (f32), and the variables stay f32.
-int bf16Products(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os) {
+/// Under a mixed policy, an f32 product on a GPU says why (dtf-mixed-
+/// precision leaves GPU-placed ops in f32).
+int bf16Products(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os,
+                 bool mixed = false) {
   int n = 0;
   for (const ::dtf::plan::Program *p : {&plan.train_step(), &plan.eval()})
     for (int i = 0; i < p->ops_size(); ++i) {
@@ -248,19 +252,26 @@ int bf16Products(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os) {
       const bool bf16 = it != op.attrs().end() && it->second.s() == "bf16";
       n += bf16;
       const std::string &name = op.name();
-      if (os && (bf16 || name == "dtf.matmul" || name.rfind("dtf.conv2d", 0) == 0))
-        *os << "  " << p->name() << ": " << ::dtf::plan::describeOp(*p, i)
-            << "  " << (bf16 ? "bf16 operands, f32 accumulation and result" : "f32")
-            << "\n";
+      if (!os || !(bf16 || name == "dtf.matmul" || name.rfind("dtf.conv2d", 0) == 0))
+        continue;
+      ::dtf::DeviceNameParse device = ::dtf::parseDeviceName(op.device());
+      const bool onGpu = device.name && device.name->type == ::dtf::DeviceType::GPU;
+      *os << "  " << p->name() << ": " << ::dtf::plan::describeOp(*p, i) << "  "
+          << (bf16 ? "bf16 operands, f32 accumulation and result"
+              : mixed && onGpu
+                  ? "f32 (on a GPU: dtf-run's GPU kernels have no bf16 path yet)"
+                  : "f32")
+          << "\n";
     }
   return n;
 }
 
-void printPrecision(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
-  const int n = bf16Products(plan, nullptr);
-  os << "precision: " << (n ? "mixed_bfloat16" : "float32")
+/// `policy`: the module's precision (the train block's, or --precision).
+void printPrecision(const ::dtf::plan::Plan &plan, llvm::StringRef policy,
+                    llvm::raw_ostream &os) {
+  os << "precision: " << policy
      << " (variables f32; every op not listed computes in f32)\n";
-  bf16Products(plan, &os);
+  bf16Products(plan, &os, policy != "float32");
 }
 
 /// Where the result goes, opened only once there is something to write, so a
@@ -542,11 +553,14 @@ int main(int argc, char **argv) {
     diagnostics.printSummary();
     return kCompileError;
   }
-  if (emit == Emit::Kernels)
+  if (emit == Emit::Kernels) {
+    auto train = (*module)->getAttrOfType<mlir::DictionaryAttr>("dtf.train");
+    auto policy = train ? train.getAs<mlir::StringAttr>("precision") : nullptr;
     return out.write([&](llvm::raw_ostream &os) {
       printKernels(plan, os);
-      printPrecision(plan, os);
+      printPrecision(plan, policy ? policy.getValue() : "float32", os);
     });
+  }
   if (int code = compileKernels(*module, plan, out); code != kOk)
     return code < 0 ? kOk : code;
   if (emit == Emit::PTX) {
