@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <immintrin.h>
 
 namespace dtf::cpu {
 
@@ -59,27 +60,32 @@ Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool) {
   return out;
 }
 
-void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst) {
-  using dnnl::memory;
-  const memory::desc from({n}, memory::data_type::f32, memory::format_tag::a),
-      to({n}, memory::data_type::bf16, memory::format_tag::a);
-  // Per thread: two inter-op branches never share a primitive (or its
-  // scratchpad); a plan has few distinct sizes.
-  thread_local std::unordered_map<int64_t, dnnl::reorder> reorders;
-  auto it = reorders.find(n);
-  if (it == reorders.end()) {
-    if (reorders.size() >= 64)
-      reorders.clear();
-    it = reorders
-             .emplace(n, dnnl::reorder(dnnl::reorder::primitive_desc(
-                             cpuEngine(), from, cpuEngine(), to)))
-             .first;
+namespace {
+// 16 floats at a time through AVX512-BF16's vcvtneps2bf16; the tail masked,
+// so every element rounds alike. Only called where bf16Native() holds (a CPU
+// with AVX512-BF16, which also has AVX512BW and VL).
+#define DTF_AVX512_BF16 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl")))
+DTF_AVX512_BF16 void store(uint16_t *to, __m256bh v, __mmask16 mask) {
+  __m256i bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  _mm256_mask_storeu_epi16(to, mask, bits);
+}
+
+DTF_AVX512_BF16 void narrowAvx512Bf16(const float *src, int64_t n,
+                                      uint16_t *dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    store(dst + i, _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)), 0xffff);
+  if (i < n) {
+    const auto mask = __mmask16((1u << (n - i)) - 1);
+    store(dst + i, _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i)),
+          mask);
   }
-  dnnl::stream stream(cpuEngine());
-  memory in(from, cpuEngine(), const_cast<float *>(src)),
-      out(to, cpuEngine(), dst);
-  it->second.execute(stream, in, out);
-  stream.wait();
+}
+} // namespace
+
+void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst) {
+  narrowAvx512Bf16(src, n, dst);
 }
 
 PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,
