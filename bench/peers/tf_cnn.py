@@ -3,6 +3,11 @@ CPU, for bench/throughput.sh: Keras layers, a custom train step compiled with
 tf.function, Adam 1e-4, batch 50, the same data as dtf (the pixels preloaded
 as uint8 and scaled per batch, as dtf does; a fresh shuffle each epoch).
 
+With --precision mixed_bfloat16 (bench/mixed_precision.sh) the model is
+built under Keras' global "mixed_bfloat16" policy (bf16 compute, f32
+variables), its logits cast back to f32 before the loss, as the Keras mixed
+precision guide does.
+
 Prints one JSON line: images_per_sec over the timed steps only (the warm-up
 steps, which include tracing, run first and are not counted).
 """
@@ -26,6 +31,8 @@ def main():
                     help="inter-op threads")
     ap.add_argument("--data", default=fmnist.DEFAULT_DIR)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", choices=["float32", "mixed_bfloat16"],
+                    default="float32")
     a = ap.parse_args()
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -34,6 +41,7 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(a.inter_threads)
     tf.random.set_seed(a.seed)
+    tf.keras.mixed_precision.set_global_policy(a.precision)
     L = tf.keras.layers
     model = tf.keras.Sequential([
         tf.keras.Input(shape=(784,)),
@@ -45,6 +53,7 @@ def main():
         L.Flatten(),
         L.Dense(500, activation="relu", name="fully_connected"),
         L.Dense(10, name="pred"),
+        L.Activation("linear", dtype="float32"),  # f32 logits for the loss
     ])
     opt = tf.keras.optimizers.Adam(learning_rate=1e-4)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -76,6 +85,7 @@ def main():
     print(json.dumps({
         "framework": "TensorFlow " + tf.__version__,
         "threads": a.threads, "inter_threads": a.inter_threads,
+        "precision": a.precision,
         "images_per_sec": a.steps * a.batch / dt,
         "timed_steps": a.steps, "warmup_steps": a.warmup, "seconds": dt,
         "loss_last_50": sum(losses[-50:]) / len(losses[-50:]),

@@ -3,6 +3,11 @@ bench/throughput.sh. Same layers, loss, optimizer (Adam 1e-4), batch and data
 as dtf; the pixels preloaded as uint8 and scaled per batch (as dtf does),
 a fresh shuffle each epoch.
 
+With --precision mixed_bfloat16 (bench/mixed_precision.sh) the forward pass
+and the loss run under torch.autocast("cpu", dtype=torch.bfloat16): PyTorch's
+own mixed precision (its autocast op lists put convolutions and linear layers
+in bf16); the parameters and Adam stay f32.
+
 Prints one JSON line: images_per_sec over the timed steps only (the warm-up
 steps run first and are not counted), plus the loss and RSS after setup.
 """
@@ -22,6 +27,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--data", default=fmnist.DEFAULT_DIR)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--precision", choices=["float32", "mixed_bfloat16"],
+                    default="float32")
     a = ap.parse_args()
 
     import torch
@@ -52,12 +59,14 @@ def main():
     model = CNN()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     model.train()
+    mixed = a.precision == "mixed_bfloat16"
 
     def step(idx):
         xb = x_all[idx].float().mul_(1.0 / 255.0)
         yb = y_all[idx]
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(xb), yb)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mixed):
+            loss = F.cross_entropy(model(xb), yb)
         loss.backward()
         opt.step()
         return loss
@@ -73,7 +82,7 @@ def main():
     dt = time.perf_counter() - t0
     print(json.dumps({
         "framework": "PyTorch " + torch.__version__,
-        "threads": torch.get_num_threads(),
+        "threads": torch.get_num_threads(), "precision": a.precision,
         "images_per_sec": a.steps * a.batch / dt,
         "timed_steps": a.steps, "warmup_steps": a.warmup, "seconds": dt,
         "loss_last_50": sum(losses[-50:]) / len(losses[-50:]),

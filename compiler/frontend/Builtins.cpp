@@ -14,9 +14,9 @@ const std::vector<BuiltinSpec> &catalogue() {
   using K = BuiltinKind;
   static const std::vector<BuiltinSpec> specs = {
       // Layers: own their variables (NAME/kernel, NAME/bias, NAME/embeddings).
-      {"dense", K::Layer, {"x", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer"}, 2,
+      {"dense", K::Layer, {"x", "units", "activation", "use_bias", "kernel_initializer", "bias_initializer", "dtype"}, 2,
        "fully connected layer: activation(x @ kernel + bias)"},
-      {"conv2d", K::Layer, {"x", "filters", "kernel", "strides", "padding", "dilation", "activation", "use_bias", "kernel_initializer", "bias_initializer"}, 3,
+      {"conv2d", K::Layer, {"x", "filters", "kernel", "strides", "padding", "dilation", "activation", "use_bias", "kernel_initializer", "bias_initializer", "dtype"}, 3,
        "2-D convolution layer over NHWC input"},
       {"embedding", K::Layer, {"ids", "vocab", "dim", "initializer", "partitions", "capacity", "admit_after", "evict_after"}, 3,
        "embedding lookup in a [vocab, dim] table, or in a dynamic one (vocab = dynamic: any i64 id, rows made on first sight)"},

@@ -387,6 +387,25 @@ Value ModelGen::genDynamicEmbedding(Value ids, const LayerName &layer,
       table, rows);
 }
 
+// Keras' per-layer dtype: `dtype = f32` keeps this layer's product (and its
+// gradients) in f32 under a mixed precision policy.
+std::optional<bool> ModelGen::keepF32Arg(const BoundArgs &args) {
+  const ast::Expr *d = args.get("dtype");
+  if (!d)
+    return false;
+  std::optional<Type> t = dtypeValue(d, "dtype");
+  if (!t)
+    return std::nullopt;
+  if (!t->isF32()) {
+    error(resolve(d)->getLoc())
+        << "a layer's dtype is f32 (it keeps the layer in f32 under a mixed "
+           "precision policy), not "
+        << *t << "; the train block's precision sets the low precision";
+    return std::nullopt;
+  }
+  return true;
+}
+
 Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
                          const BoundArgs &args) {
   StringRef name = spec.name;
@@ -447,19 +466,20 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
     return genAttention(x, *layer, args, at);
   if (name == "lstm" || name == "gru")
     return genRecurrent(name, x, *layer, args, at);
-
   // dense's units with the other arguments, so that each is reported.
   std::optional<int64_t> denseUnits =
       name == "dense" ? intArg(args, "units", 0, 1, kMaxDimSize)
                       : std::optional<int64_t>(0);
   std::optional<std::string> activation =
       symbolArg(args, "activation", activations, "none");
-  std::optional<bool> useBias = boolArg(args, "use_bias", true);
+  std::optional<bool> useBias = boolArg(args, "use_bias", true),
+                      keepF32 = keepF32Arg(args);
   std::optional<InitializerAttr> kernelInit =
       buildInitializer(args.get("kernel_initializer"), at, "glorot_uniform");
   std::optional<InitializerAttr> biasInit =
       buildInitializer(args.get("bias_initializer"), at, "zeros");
-  if (!activation || !useBias || !kernelInit || !biasInit || !denseUnits)
+  if (!activation || !useBias || !kernelInit || !biasInit || !denseUnits ||
+      !keepF32)
     return nullptr;
   if (!isa<FloatType>(xt.getElementType())) {
     auto diag = error(at) << name << " needs a floating-point input, got "
@@ -525,6 +545,8 @@ Value ModelGen::genLayer(const ast::CallExpr &call, const BuiltinSpec &spec,
     if (!y)
       return nullptr;
   }
+  if (*keepF32)
+    y.getDefiningOp()->setAttr("dtf.keep_f32", builder.getUnitAttr());
   if (*useBias) {
     auto biasType = RankedTensorType::get({units}, element);
     Value bias = layerVariable(*layer, "bias", biasType, *biasInit, at);

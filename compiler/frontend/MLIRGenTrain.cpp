@@ -483,7 +483,7 @@ Attribute ModelGen::genTrainSetting(
   static const StringRef keys[] = {
       "loss",        "metrics", "optimizer", "clip_gradients", "moving_average",
       "replication", "update",  "batch",     "steps",          "seed",
-      "data",        "eval",    "session"};
+      "data",        "eval",    "session",   "precision"};
   const ast::Expr *value = item.value.get();
   if (!llvm::is_contained(keys, key)) {
     auto diag = error(item.loc) << "unknown training setting '" << key << "'";
@@ -550,6 +550,17 @@ Attribute ModelGen::genTrainSetting(
     if (auto s =
             symbolValue(value, "replication", {"between_graph", "in_graph"}))
       attr = builder.getStringAttr(*s);
+  } else if (key == "precision") {
+    // Keras' policy names; dtf-mixed-precision reads the setting.
+    if (auto s = symbolValue(value, "precision",
+                             {"float32", "mixed_bfloat16", "mixed_float16"})) {
+      if (*s == "mixed_float16")
+        error(resolve(value)->getLoc())
+            << "mixed_float16 needs loss scaling, not yet built; use "
+               "mixed_bfloat16 (same range as f32, no loss scaling needed)";
+      else
+        attr = builder.getStringAttr(*s);
+    }
   } else if (key == "update") {
     attr = genUpdateSetting(item, sync);
   } else if (key == "batch" || key == "steps" || key == "seed") {

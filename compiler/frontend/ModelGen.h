@@ -268,6 +268,9 @@ private:
                                               StringRef name, int64_t fallback);
   std::optional<std::string> symbolValue(const ast::Expr *expr, StringRef what,
                                          ArrayRef<StringRef> choices);
+  /// A layer's `dtype`: true for `dtype = f32` (kept in f32 under a mixed
+  /// policy), false when absent; an error and nullopt otherwise.
+  std::optional<bool> keepF32Arg(const BoundArgs &args);
   std::optional<std::string> symbolArg(const BoundArgs &args, StringRef name,
                                        ArrayRef<StringRef> choices,
                                        StringRef fallback);

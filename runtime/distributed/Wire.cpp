@@ -1,5 +1,6 @@
 // Tensors on the wire, the plan fingerprint, failed calls and deadlines.
 #include "runtime/distributed/Wire.h"
+#include "runtime/core/Bf16.h"
 
 #include "runtime/plan/PlanTypes.h"
 
@@ -101,26 +102,13 @@ Status copyRowsFromWire(const rpc::WireTensor &w, Tensor *dst,
 
 Tensor narrowToBf16(const Tensor &t) {
   Tensor out = Tensor::allocate(DType::BF16, t.shape());
-  const float *src = t.data<float>();
-  uint16_t *dst = static_cast<uint16_t *>(out.rawData());
-  const int64_t n = t.numElements();
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, &src[i], 4);
-    // NaN: keep it a (quiet) NaN; otherwise round to nearest, ties to even
-    // (an overflow rounds into the exponent: inf, as it should).
-    dst[i] = (u & 0x7fffffffu) > 0x7f800000u
-                 ? uint16_t((u >> 16) | 0x40u)
-                 : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
+  dtf::narrowToBf16(t.data<float>(), t.numElements(),
+                    static_cast<uint16_t *>(out.rawData()));
   return out;
 }
 
 void widenFromBf16(const uint16_t *bf16, int64_t n, float *dst) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t u = uint32_t(bf16[i]) << 16;
-    std::memcpy(&dst[i], &u, 4);
-  }
+  dtf::widenFromBf16(bf16, n, dst);
 }
 
 Tensor rowsOf(const Tensor &t, int64_t rowOffset, int64_t rows) {

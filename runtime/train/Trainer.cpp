@@ -1,6 +1,7 @@
 // Setting up a Trainer: threads, variables, data, the executors of its
 // programs, and the start-up line.
 #include "runtime/train/Trainer.h"
+#include "schema/DeviceName.h"
 #include "dtf/OpNames.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
@@ -131,6 +132,20 @@ Status Trainer::create(const plan::Plan &plan, const TrainOptions &options,
 Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   training_ = plan.training();
   model_ = plan.model();
+  // dtf-mixed-precision's products (compute_dtype "bf16"), said at start so
+  // a log shows which precision a task trained in.
+  // Those placed on a GPU compute in f32 there (the executor says so too).
+  bf16Products_ = bf16OnGpu_ = 0;
+  for (const plan::Op &op : plan.train_step().ops()) {
+    auto it = op.attrs().find("compute_dtype");
+    if (it == op.attrs().end() || it->second.s() != "bf16")
+      continue;
+    DeviceNameParse device = parseDeviceName(op.device());
+    if (device.name && device.name->type == DeviceType::GPU)
+      ++bf16OnGpu_;
+    else
+      ++bf16Products_;
+  }
   steps_ = options_.steps >= 0 ? options_.steps : training_.steps();
   if (options_.steps < 0 && training_.steps() <= 0) {
     setKind(kind, FailureKind::kUsage);
@@ -358,6 +373,13 @@ std::string Trainer::describe() const {
                        : std::string()) +
                   "\n  data: " + trainData_->description() + " (" +
                   trainFeeder_->describe() + ")";
+  if (bf16Products_ + bf16OnGpu_ > 0)
+    s += "\n  precision: mixed_bfloat16: " + std::to_string(bf16Products_) +
+         " matmuls and convolutions compute in bf16 (f32 accumulation), "
+         "variables and updates f32" +
+         (bf16OnGpu_ ? "; " + std::to_string(bf16OnGpu_) +
+                           " placed on a GPU compute in f32 there"
+                     : std::string());
   if (towers_ > 1)
     s += "\n  towers: " + towersNote_;
   if (eval_) {

@@ -372,6 +372,9 @@ private:
   // (fetch index of a send, update_'s feed of it), found once at load.
   std::vector<std::pair<int, int>> updateFeeds_;
   std::string towersNote_;
+  // The training step's ops marked bf16 (mixed precision): on the CPU, and
+  // placed on a GPU (where they compute in f32).
+  int bf16Products_ = 0, bf16OnGpu_ = 0;
   // Checkpoints: the step training starts from (the restored one, else 0)
   // and what restoreLatestCheckpoint did, for run() to print.
   int64_t startStep_ = 0;

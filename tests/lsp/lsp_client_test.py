@@ -222,6 +222,17 @@ def main():
     labels = {i["label"] for i in r.get("result", {}).get("items", [])}
     check("completion after `optimizer for` offers layers and variables",
           {"W", "left"} <= labels and "adam" not in labels, labels)
+    mixed = GOOD.replace("    optimizer = adam(learning_rate = 1e-3)",
+                         "    optimizer = adam(learning_rate = 1e-3)\n    precision = mixed_bfloat16")
+    c.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 6}, "contentChanges": [{"text": mixed}]})
+    c.wait_diagnostics()
+    r = c.request("textDocument/completion", at(17, 16))  # after `precision = `
+    labels = {i["label"] for i in r.get("result", {}).get("items", [])}
+    check("completion after `precision =` offers the policies",
+          labels == {"float32", "mixed_bfloat16", "mixed_float16"}, labels)
+    r = c.request("textDocument/completion", at(17, 4))  # a train block setting
+    labels = {i["label"] for i in r.get("result", {}).get("items", [])}
+    check("completion in the train block offers `precision`", {"precision", "replication"} <= labels, labels)
 
     # Malformed JSON-RPC: an error response each time, and the server lives on.
     c.send_raw(b"Content-Length: 12\r\n\r\n{not json!!}")

@@ -326,6 +326,25 @@ llvm::json::Value LanguageServer::symbols(const Document &doc) {
 // Completion
 //===----------------------------------------------------------------------===//
 
+namespace {
+// Settings and arguments that take one of a few words, offered after `key =`.
+struct WordChoice {
+  StringRef key;
+  std::vector<std::pair<StringRef, StringRef>> words; // word, detail
+};
+const WordChoice kWordChoices[] = {
+    {"activation",
+     {{"relu", "activation"}, {"sigmoid", "activation"}, {"tanh", "activation"},
+      {"softmax", "activation"}, {"gelu", "activation"}, {"none", "activation"}}},
+    {"padding", {{"same", "padding"}, {"valid", "padding"}}},
+    {"precision",
+     {{"float32", "precision: all in f32 (the default)"},
+      {"mixed_bfloat16",
+       "precision: matmuls and convolutions in bf16, f32 accumulation and variables"},
+      {"mixed_float16", "precision: refused until loss scaling exists; use mixed_bfloat16"}}},
+};
+} // namespace
+
 llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position pos) {
   // The text before the cursor.
   size_t offset = 0;
@@ -389,16 +408,12 @@ llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position
   }
   if (afterKey("learning_rate"))
     addBuiltins({BuiltinKind::Schedule});
-  if (afterKey("activation")) {
-    for (StringRef a : {"relu", "sigmoid", "tanh", "softmax", "gelu", "none"})
-      add(a, mlsp::CompletionItemKind::EnumMember, "activation");
-    return owned(toJSON(list));
-  }
-  if (afterKey("padding")) {
-    for (StringRef p : {"same", "valid"})
-      add(p, mlsp::CompletionItemKind::EnumMember, "padding");
-    return owned(toJSON(list));
-  }
+  for (const WordChoice &choice : kWordChoices)
+    if (afterKey(choice.key)) {
+      for (const auto &[word, detail] : choice.words)
+        add(word, mlsp::CompletionItemKind::EnumMember, detail);
+      return owned(toJSON(list));
+    }
 
   // Inside the parentheses of a call: its keyword arguments first.
   int depth = 0;
@@ -444,7 +459,7 @@ llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position
   if (block == "train") {
     for (StringRef key : {"loss", "metrics", "optimizer", "clip_gradients", "moving_average",
                           "replication", "update", "batch", "steps", "seed", "data", "eval",
-                          "session"})
+                          "session", "precision"})
       add(key, mlsp::CompletionItemKind::Property, "training setting", (key + " = ").str(), "0");
     add("checkpoint every", mlsp::CompletionItemKind::Snippet, "checkpoint policy",
         "checkpoint every 600 s keep 5", "0");

@@ -7,6 +7,7 @@
 #include "compiler/plan/PlanEmitter.h"
 #include "compiler/plan/PlanDot.h"
 #include "schema/ClusterSpec.h"
+#include "schema/DeviceName.h"
 #include "schema/Placement.h"
 #include "schema/PlanSchema.h"
 #include "schema/PlanSeal.h"
@@ -159,6 +160,13 @@ cl::opt<std::string> cudaToolkit(
              "(default /usr/local/cuda)"),
     cl::value_desc("dir"), cl::init("/usr/local/cuda"), cl::cat(category));
 
+cl::opt<std::string> precision(
+    "precision",
+    cl::desc("The precision policy, over the train block's `precision`: "
+             "float32 or mixed_bfloat16 (matmuls and convolutions in bf16 "
+             "with f32 accumulation, f32 variables)"),
+    cl::init(""), cl::cat(category));
+
 cl::opt<bool> placementReport(
     "placement-report",
     cl::desc("Print, for each ps task, its variables and bytes, and the imbalance"),
@@ -229,6 +237,43 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
   }
 }
 
+/// The precision of each matmul and convolution of the training step and
+/// eval (dtf-mixed-precision's `compute_dtype`); every other op computes in
+/// its tensors' dtype (f32), and the variables stay f32.
+/// Under a mixed policy, an f32 product on a GPU says why (dtf-mixed-
+/// precision leaves GPU-placed ops in f32).
+int bf16Products(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os,
+                 bool mixed = false) {
+  int n = 0;
+  for (const ::dtf::plan::Program *p : {&plan.train_step(), &plan.eval()})
+    for (int i = 0; i < p->ops_size(); ++i) {
+      const ::dtf::plan::Op &op = p->ops(i);
+      auto it = op.attrs().find("compute_dtype");
+      const bool bf16 = it != op.attrs().end() && it->second.s() == "bf16";
+      n += bf16;
+      const std::string &name = op.name();
+      if (!os || !(bf16 || name == "dtf.matmul" || name.rfind("dtf.conv2d", 0) == 0))
+        continue;
+      ::dtf::DeviceNameParse device = ::dtf::parseDeviceName(op.device());
+      const bool onGpu = device.name && device.name->type == ::dtf::DeviceType::GPU;
+      *os << "  " << p->name() << ": " << ::dtf::plan::describeOp(*p, i) << "  "
+          << (bf16 ? "bf16 operands, f32 accumulation and result"
+              : mixed && onGpu
+                  ? "f32 (on a GPU: dtf-run's GPU kernels have no bf16 path yet)"
+                  : "f32")
+          << "\n";
+    }
+  return n;
+}
+
+/// `policy`: the module's precision (the train block's, or --precision).
+void printPrecision(const ::dtf::plan::Plan &plan, llvm::StringRef policy,
+                    llvm::raw_ostream &os) {
+  os << "precision: " << policy
+     << " (variables f32; every op not listed computes in f32)\n";
+  bf16Products(plan, &os, policy != "float32");
+}
+
 /// Where the result goes, opened only once there is something to write, so a
 /// failed compile never truncates an earlier output.
 struct Output {
@@ -258,6 +303,9 @@ int runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
   pm.addPass(mlir::dtf::createDtfAutodiff());
   pm.addPass(mlir::dtf::createDtfOptimize());
   pm.addPass(mlir::createCSEPass());
+  mlir::dtf::DtfMixedPrecisionOptions precisionOptions;
+  precisionOptions.policy = precision;
+  pm.addPass(mlir::dtf::createDtfMixedPrecision(precisionOptions));
   if (mlir::failed(pm.run(module))) {
     diagnostics.printSummary();
     return kCompileError;
@@ -382,6 +430,11 @@ int writePlan(const ::dtf::plan::Plan &plan, const Output &out) {
       return kCompileError;
     }
     llvm::outs() << ::dtf::plan::placementReport(placement);
+    if (int n = bf16Products(plan, nullptr))
+      llvm::outs() << "precision: mixed_bfloat16: the variables above are f32 "
+                      "(master weights, f32 on the wire and in checkpoints); "
+                   << n << " matmuls and convolutions compute in bf16 "
+                      "(--emit=kernels lists them)\n";
     return kOk;
   }
 
@@ -432,6 +485,18 @@ int main(int argc, char **argv) {
       "  dtfc model.dtf --fusion=off       no generated kernels: op by op\n");
   if (inputFile.empty()) {
     llvm::errs() << "dtfc: error: no input file (see dtfc --help)\n";
+    return kUsageError;
+  }
+  if (!precision.empty() && precision != "float32" &&
+      precision != "mixed_bfloat16") {
+    llvm::errs() << "dtfc: error: --precision is float32 or mixed_bfloat16, "
+                    "not '"
+                 << precision << "'"
+                 << (precision == "mixed_float16"
+                         ? " (mixed_float16 needs loss scaling, not yet "
+                           "built; use mixed_bfloat16)"
+                         : "")
+                 << "\n";
     return kUsageError;
   }
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile, /*IsText=*/true);
@@ -488,8 +553,14 @@ int main(int argc, char **argv) {
     diagnostics.printSummary();
     return kCompileError;
   }
-  if (emit == Emit::Kernels)
-    return out.write([&](llvm::raw_ostream &os) { printKernels(plan, os); });
+  if (emit == Emit::Kernels) {
+    auto train = (*module)->getAttrOfType<mlir::DictionaryAttr>("dtf.train");
+    auto policy = train ? train.getAs<mlir::StringAttr>("precision") : nullptr;
+    return out.write([&](llvm::raw_ostream &os) {
+      printKernels(plan, os);
+      printPrecision(plan, policy ? policy.getValue() : "float32", os);
+    });
+  }
   if (int code = compileKernels(*module, plan, out); code != kOk)
     return code < 0 ? kOk : code;
   if (emit == Emit::PTX) {

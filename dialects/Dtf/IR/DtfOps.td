@@ -257,32 +257,50 @@ def Dtf_CastOp : Dtf_Op<"cast", [Pure]> {
 // Linear algebra, convolution, pooling
 //===----------------------------------------------------------------------===//
 
-def Dtf_MatmulOp : Dtf_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Dtf_MatmulOp : Dtf_Op<"matmul", [Pure, InferTypeOpAdaptor, Dtf_ComputeDtypeOnF32]> {
   let summary = "matrix product, optionally transposing either operand";
   let description = [{
     `a` is `[..., M, K]` and `b` is `[..., K, N]` (after the transposes that
     `transpose_a` and `transpose_b` ask for); the result is `[..., M, N]`.
     Leading batch dimensions, if any, are equal in both operands.
+    `compute_dtype "bf16"` (dtf-mixed-precision) rounds f32 operands to bf16
+    and accumulates in f32.
 
     ```mlir
     %y = dtf.matmul %x, %w : (tensor<?x784xf32>, tensor<784x500xf32>) -> tensor<?x500xf32>
     %g = dtf.matmul %x, %dy transpose_a : (tensor<?x784xf32>, tensor<?x500xf32>) -> tensor<784x500xf32>
+    %h = dtf.matmul %x, %w compute_dtype "bf16" : (tensor<?x784xf32>, tensor<784x500xf32>) -> tensor<?x500xf32>
     ```
   }];
   let arguments = (ins Dtf_NumericTensor:$a, Dtf_NumericTensor:$b,
-                       UnitAttr:$transpose_a, UnitAttr:$transpose_b);
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_NumericTensor:$output);
   let assemblyFormat = "$a `,` $b (`transpose_a` $transpose_a^)? "
-                       "(`transpose_b` $transpose_b^)? attr-dict `:` "
+                       "(`transpose_b` $transpose_b^)? "
+                       "(`compute_dtype` $compute_dtype^)? attr-dict `:` "
                        "functional-type(operands, results)";
+  // Without compute_dtype: only dtf-mixed-precision sets it.
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$a, "::mlir::Value":$b,
+                   CArg<"bool", "false">:$transpose_a,
+                   CArg<"bool", "false">:$transpose_b), [{
+      build($_builder, $_state, a, b, transpose_a, transpose_b, ::mlir::StringAttr());
+    }]>,
+    OpBuilder<(ins "::mlir::Type":$output, "::mlir::Value":$a, "::mlir::Value":$b,
+                   "bool":$transpose_a, "bool":$transpose_b), [{
+      build($_builder, $_state, output, a, b, transpose_a, transpose_b, ::mlir::StringAttr());
+    }]>
+  ];
 }
 
-def Dtf_Conv2DOp : Dtf_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+def Dtf_Conv2DOp : Dtf_Op<"conv2d", [Pure, InferTypeOpAdaptor, Dtf_ComputeDtypeOnF32]> {
   let summary = "2-D convolution, NHWC input and HWIO filter";
   let description = [{
     `input` is `[N, H, W, C]`, `filter` is `[KH, KW, C, F]`; the result is
     `[N, OH, OW, F]`. With `valid` padding, `OH = (H - (KH - 1) * DH - 1) / SH + 1`;
-    with `same`, `OH = ceil(H / SH)`.
+    with `same`, `OH = ceil(H / SH)`. `compute_dtype "bf16"`
+    (dtf-mixed-precision) rounds f32 operands to bf16 and accumulates in f32.
 
     ```mlir
     %y = dtf.conv2d %x, %k padding same strides [1, 1] dilations [1, 1]
@@ -291,14 +309,32 @@ def Dtf_Conv2DOp : Dtf_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
   }];
   let arguments = (ins Dtf_FloatTensor:$input, Dtf_FloatTensor:$filter,
                        Dtf_Padding:$padding, Dtf_Pair:$strides,
-                       Dtf_Pair:$dilations);
+                       Dtf_Pair:$dilations,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$output);
   let assemblyFormat = "$input `,` $filter `padding` $padding `strides` $strides "
-                       "`dilations` $dilations attr-dict `:` "
+                       "`dilations` $dilations (`compute_dtype` $compute_dtype^)? "
+                       "attr-dict `:` "
                        "functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$filter,
+                   "::mlir::dtf::Padding":$padding,
+                   "::llvm::ArrayRef<int64_t>":$strides,
+                   "::llvm::ArrayRef<int64_t>":$dilations), [{
+      build($_builder, $_state, input, filter, padding, strides, dilations,
+            ::mlir::StringAttr());
+    }]>,
+    OpBuilder<(ins "::mlir::Type":$output, "::mlir::Value":$input,
+                   "::mlir::Value":$filter, "::mlir::dtf::Padding":$padding,
+                   "::llvm::ArrayRef<int64_t>":$strides,
+                   "::llvm::ArrayRef<int64_t>":$dilations), [{
+      build($_builder, $_state, output, input, filter, padding, strides,
+            dilations, ::mlir::StringAttr());
+    }]>
+  ];
 }
 
-def Dtf_Conv2DBiasOp : Dtf_Op<"conv2d_bias", [Pure, InferTypeOpAdaptor]> {
+def Dtf_Conv2DBiasOp : Dtf_Op<"conv2d_bias", [Pure, InferTypeOpAdaptor, Dtf_ComputeDtypeOnF32]> {
   let summary = "conv2d, plus a bias of one value per output channel, optionally then relu";
   let description = [{
     `conv2d(input, filter) + bias`, with `relu` then `max(., 0)`, as one
@@ -313,10 +349,12 @@ def Dtf_Conv2DBiasOp : Dtf_Op<"conv2d_bias", [Pure, InferTypeOpAdaptor]> {
   }];
   let arguments = (ins Dtf_FloatTensor:$input, Dtf_FloatTensor:$filter,
                        Dtf_FloatTensor:$bias, Dtf_Padding:$padding,
-                       Dtf_Pair:$strides, Dtf_Pair:$dilations, UnitAttr:$relu);
+                       Dtf_Pair:$strides, Dtf_Pair:$dilations, UnitAttr:$relu,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$output);
   let assemblyFormat = "$input `,` $filter `,` $bias `padding` $padding `strides` $strides "
-                       "`dilations` $dilations (`relu` $relu^)? attr-dict `:` "
+                       "`dilations` $dilations (`relu` $relu^)? "
+                       "(`compute_dtype` $compute_dtype^)? attr-dict `:` "
                        "functional-type(operands, results)";
 }
 

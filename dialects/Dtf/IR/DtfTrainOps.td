@@ -57,29 +57,58 @@ def Dtf_LogSoftmaxGradOp : Dtf_SoftmaxGradOp<"log_softmax_grad",
     "log_softmax from its result: dy - exp(y) * sum(dy, axis)">;
 
 def Dtf_Conv2DBackpropInputOp : Dtf_GradOp<"conv2d_backprop_input",
-    "conv2d with respect to its input"> {
+    "conv2d with respect to its input", [Dtf_ComputeDtypeOnF32]> {
   let description = [{
     `input_shape` is the forward input's shape, -1 for the batch dimension,
-    which is taken from `dy`.
+    which is taken from `dy`. `compute_dtype "bf16"` (dtf-mixed-precision)
+    rounds f32 operands to bf16 and accumulates in f32.
   }];
   let arguments = (ins Dtf_FloatTensor:$dy, Dtf_FloatTensor:$filter,
                        Dtf_Padding:$padding, Dtf_Pair:$strides,
-                       Dtf_Pair:$dilations, DenseI64ArrayAttr:$input_shape);
+                       Dtf_Pair:$dilations, DenseI64ArrayAttr:$input_shape,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$output);
   let assemblyFormat = "$dy `,` $filter `padding` $padding `strides` $strides "
                        "`dilations` $dilations `input_shape` $input_shape "
+                       "(`compute_dtype` $compute_dtype^)? "
                        "attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$output, "::mlir::Value":$dy,
+                   "::mlir::Value":$filter, "::mlir::dtf::PaddingAttr":$padding,
+                   "::mlir::DenseI64ArrayAttr":$strides,
+                   "::mlir::DenseI64ArrayAttr":$dilations,
+                   "::mlir::DenseI64ArrayAttr":$input_shape), [{
+      build($_builder, $_state, output, dy, filter, padding, strides, dilations,
+            input_shape, ::mlir::StringAttr());
+    }]>
+  ];
 }
 
 def Dtf_Conv2DBackpropFilterOp : Dtf_GradOp<"conv2d_backprop_filter",
-    "conv2d with respect to its filter"> {
+    "conv2d with respect to its filter", [Dtf_ComputeDtypeOnF32]> {
+  let description = [{
+    `compute_dtype "bf16"` (dtf-mixed-precision) rounds f32 operands to bf16
+    and accumulates in f32.
+  }];
   let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$dy,
                        Dtf_Padding:$padding, Dtf_Pair:$strides,
-                       Dtf_Pair:$dilations, DenseI64ArrayAttr:$filter_shape);
+                       Dtf_Pair:$dilations, DenseI64ArrayAttr:$filter_shape,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$output);
   let assemblyFormat = "$x `,` $dy `padding` $padding `strides` $strides "
                        "`dilations` $dilations `filter_shape` $filter_shape "
+                       "(`compute_dtype` $compute_dtype^)? "
                        "attr-dict `:` functional-type(operands, results)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$output, "::mlir::Value":$x,
+                   "::mlir::Value":$dy, "::mlir::dtf::PaddingAttr":$padding,
+                   "::mlir::DenseI64ArrayAttr":$strides,
+                   "::mlir::DenseI64ArrayAttr":$dilations,
+                   "::mlir::DenseI64ArrayAttr":$filter_shape), [{
+      build($_builder, $_state, output, x, dy, padding, strides, dilations,
+            filter_shape, ::mlir::StringAttr());
+    }]>
+  ];
 }
 
 class Dtf_PoolGradOp<string mnemonic, string what>

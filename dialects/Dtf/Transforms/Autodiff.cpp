@@ -169,11 +169,18 @@ GradientBuilder::run(Block &block, Value loss) {
     Operation *before = block.getTerminator()->getPrevNode();
     if (failed(backward(&op, dy)))
       return failure();
-    if (auto device = op.getAttrOfType<StringAttr>("dtf.device"))
+    // Likewise a layer kept in f32 (`dtype = f32`): its gradient products
+    // stay f32 under dtf-mixed-precision.
+    auto device = op.getAttrOfType<StringAttr>("dtf.device");
+    const bool keepF32 = op.hasAttr("dtf.keep_f32");
+    if (device || keepF32)
       for (Operation *g = before ? before->getNextNode() : &block.front();
-           g && g != block.getTerminator(); g = g->getNextNode())
-        if (!g->hasAttr("dtf.device"))
+           g && g != block.getTerminator(); g = g->getNextNode()) {
+        if (device && !g->hasAttr("dtf.device"))
           g->setAttr("dtf.device", device);
+        if (keepF32)
+          g->setAttr("dtf.keep_f32", UnitAttr::get(op.getContext()));
+      }
   }
   // Reads come first in the forward order: give gradients in that order.
   llvm::MapVector<StringAttr, Value> ordered;

@@ -61,7 +61,7 @@ bool foldConv(Conv2DOp conv) {
   auto fused = b.create<Conv2DBiasOp>(
       conv.getLoc(), conv.getInput(), conv.getFilter(), bias,
       conv.getPaddingAttr(), conv.getStridesAttr(), conv.getDilationsAttr(),
-      withRelu ? b.getUnitAttr() : UnitAttr());
+      withRelu ? b.getUnitAttr() : UnitAttr(), conv.getComputeDtypeAttr());
   if (auto device = conv->getAttr("dtf.device"))
     fused->setAttr("dtf.device", device);
   if (withRelu) {

@@ -38,6 +38,37 @@ def DtfOptimize : Pass<"dtf-optimize", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dtf::DtfDialect", "::mlir::func::FuncDialect"];
 }
 
+def DtfMixedPrecision : Pass<"dtf-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Applies the precision policy: matmuls and convolutions in bf16 with f32 accumulation";
+  let description = [{
+    Under the policy `mixed_bfloat16` (Keras' name; the `precision` of the
+    module's `dtf.train` attribute, or the `policy` option, which then
+    replaces it there), every `matmul` (batched too), `conv2d`,
+    `conv2d_bias`, `conv2d_backprop_input` and `conv2d_backprop_filter`
+    with f32 operands, in every function (the forward ops and the gradients
+    dtf-autodiff made for them alike), gets `compute_dtype "bf16"`: its
+    kernel rounds the operands to bf16 (to nearest even), accumulates in f32
+    and writes an f32 result. Everything else stays f32: softmax, losses,
+    norm statistics, reductions, every optimizer update, and the variables,
+    which are the f32 master weights. Ops the model keeps in f32 (a layer's
+    `dtype = f32`, marked `dtf.keep_f32` by the front end and on its
+    gradients by dtf-autodiff) and ops placed on a GPU (not in this stage)
+    are left alone. Under `float32` nothing changes; either way the
+    `dtf.keep_f32` marks are removed. `mixed_float16` is refused: it needs
+    loss scaling, which is not built yet.
+
+    ```mlir
+    %y = dtf.matmul %x, %w compute_dtype "bf16" : (tensor<?x784xf32>, tensor<784x500xf32>) -> tensor<?x500xf32>
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "float32 or mixed_bfloat16; empty: the module's dtf.train precision "
+           "(float32 when it has none)">
+  ];
+  let dependentDialects = ["::mlir::dtf::DtfDialect"];
+}
+
 def DtfFuse : Pass<"dtf-fuse", "::mlir::ModuleOp"> {
   let summary = "Groups chains of elementwise ops into dtf.fused regions";
   let description = [{

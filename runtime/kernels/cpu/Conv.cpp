@@ -1,5 +1,7 @@
 // 2-D convolution (NHWC input, HWIO filter) and its two gradients: f32 on
-// oneDNN, f64 with reference loops (oneDNN has no f64 convolution on CPU).
+// oneDNN, bf16 operands with f32 accumulation on oneDNN (compute_dtype, from
+// dtf-mixed-precision), f64 with reference loops (oneDNN has no f64
+// convolution on CPU).
 #include "runtime/kernels/cpu/OneDnn.h"
 
 #include <algorithm>
@@ -32,7 +34,14 @@ struct ConvDescs {
   memory::dims strides, dilates, padL, padR;
 };
 
-ConvDescs convDescs(const Window2D &w) {
+// The internal descriptors take the types the primitive computes in: all f32,
+// or for compute_dtype bf16 the operands in bf16 and the result (dst,
+// diff_src, diff_weights) in f32. PlannedPrimitive's reorders from the
+// caller's f32 round to bf16 on the way in (to nearest even).
+ConvDescs convDescs(const Window2D &w,
+                    memory::data_type srcType = memory::data_type::f32,
+                    memory::data_type weightsType = memory::data_type::f32,
+                    memory::data_type dstType = memory::data_type::f32) {
   auto f32 = memory::data_type::f32;
   memory::dims src = {w.n, w.c, w.ih, w.iw}, weights = {w.oc, w.c, w.kh, w.kw},
                dst = {w.n, w.oc, w.oh, w.ow};
@@ -47,11 +56,18 @@ ConvDescs convDescs(const Window2D &w) {
               {w.padTop, w.padLeft},
               {w.padBottom, w.padRight}};
   Formats f = formats();
-  d.srcAny = f == Formats::All ? memory::desc(src, f32, Tag::any) : d.src;
-  d.dstAny = f == Formats::All ? memory::desc(dst, f32, Tag::any) : d.dst;
-  d.weightsAny =
-      f != Formats::User ? memory::desc(weights, f32, Tag::any) : d.weights;
+  d.srcAny = memory::desc(src, srcType, f == Formats::All ? Tag::any : Tag::nhwc);
+  d.dstAny = memory::desc(dst, dstType, f == Formats::All ? Tag::any : Tag::nhwc);
+  d.weightsAny = memory::desc(weights, weightsType,
+                              f != Formats::User ? Tag::any : Tag::hwio);
   return d;
+}
+
+// The forward convolution's descriptors in bf16 (f32 result), and those the
+// gradients compute with, whose f32 result is diff_src or diff_weights.
+constexpr auto kBf16 = memory::data_type::bf16, kF32 = memory::data_type::f32;
+ConvDescs forwardDescs(const Window2D &w, bool bf16) {
+  return bf16 ? convDescs(w, kBf16, kBf16, kF32) : convDescs(w);
 }
 
 // oneDNN's first choice for a forward convolution on AVX-512 is its brgemm
@@ -93,6 +109,7 @@ enum ConvKind : int64_t {
   kBackwardWeights = 3,
   kForwardBias = 4,     // conv2d_bias
   kForwardBiasRelu = 5, // conv2d_bias with relu
+  kBf16Offset = 100,    // plus the kind: its bf16 primitive
 };
 
 // The filter [KH, KW, C, OC] of conv2d and its gradients.
@@ -244,9 +261,9 @@ void refConvBackpropFilter(const Window2D &w, const T *x, const T *dy, T *df,
 /// conv2d's f32 forward primitive for these shapes (cached): also what
 /// conv2d_bias runs, before its bias pass, where oneDNN's bias would round
 /// otherwise.
-std::shared_ptr<PlannedPrimitive> plainConv(const Window2D &w) {
-  return convCache().get(w.key(kForward), [&] {
-    ConvDescs d = convDescs(w);
+std::shared_ptr<PlannedPrimitive> plainConv(const Window2D &w, bool bf16) {
+  return convCache().get(w.key(kForward + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {
+    ConvDescs d = forwardDescs(w, bf16);
     auto pd = preferDirectForFewChannels(w, [&] {
       return forwardPd(d, dnnl::prop_kind::forward_inference);
     });
@@ -263,6 +280,8 @@ Status conv2dKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, f));
+  bool bf16;
+  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, x, &bf16));
   Window2D w;
   DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), f.shape(), &w));
   Tensor *out;
@@ -280,7 +299,13 @@ Status conv2dKernel(KernelContext &ctx) {
     return Status::ok();
   }
   return guardDnnl(name, [&] {
-    plainConv(w)->execute({ptr(x), ptr(f), out->rawData()});
+    if (bf16 && !bf16Native()) {
+      Tensor xr = roundedThroughBf16(x, ctx.threadPool()),
+             fr = roundedThroughBf16(f, ctx.threadPool());
+      plainConv(w, false)->execute({ptr(xr), ptr(fr), out->rawData()});
+    } else {
+      plainConv(w, bf16)->execute({ptr(x), ptr(f), out->rawData()});
+    }
     return Status::ok();
   });
 }
@@ -335,6 +360,8 @@ Status conv2dBiasKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, f));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, bias));
+  bool bf16;
+  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, x, &bf16));
   Window2D w;
   DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), f.shape(), &w));
   if (bias.shape() != std::vector<int64_t>{w.oc})
@@ -359,10 +386,22 @@ Status conv2dBiasKernel(KernelContext &ctx) {
       addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
     return Status::ok();
   }
+  // Without bf16 instructions: the f32 primitives on rounded operands.
+  Tensor xr, fr;
+  const Tensor *xs = &x, *fs = &f;
+  if (bf16 && !bf16Native()) {
+    xr = roundedThroughBf16(x, ctx.threadPool());
+    fr = roundedThroughBf16(f, ctx.threadPool());
+    xs = &xr;
+    fs = &fr;
+    bf16 = false;
+  }
   return guardDnnl(name, [&] {
+    const int64_t kind = (relu ? kForwardBiasRelu : kForwardBias) +
+                         (bf16 ? int64_t(kBf16Offset) : int64_t(0));
     auto prim = biasConvCache().get(
-        w.key(relu ? kForwardBiasRelu : kForwardBias), [&]() -> BiasConv {
-          ConvDescs d = convDescs(w);
+        w.key(kind), [&]() -> BiasConv {
+          ConvDescs d = forwardDescs(w, bf16);
           memory::desc b({w.oc}, memory::data_type::f32, Tag::x);
           dnnl::convolution_forward::desc desc(
               dnnl::prop_kind::forward_inference,
@@ -387,9 +426,9 @@ Status conv2dBiasKernel(KernelContext &ctx) {
                                     {DNNL_ARG_DST, d.dst, true}})};
         });
     if (prim->fused) {
-      prim->fused->execute({ptr(x), ptr(f), ptr(bias), out->rawData()});
+      prim->fused->execute({ptr(*xs), ptr(*fs), ptr(bias), out->rawData()});
     } else {
-      plainConv(w)->execute({ptr(x), ptr(f), out->rawData()});
+      plainConv(w, bf16)->execute({ptr(*xs), ptr(*fs), out->rawData()});
       addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
     }
     return Status::ok();
@@ -403,6 +442,8 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
   const Tensor &dy = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   DTF_RETURN_IF_ERROR(requireSameDType(name, dy, f));
+  bool bf16;
+  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, dy, &bf16));
   if (dy.rank() != 4)
     return errorStatus(name, " expects dy of rank 4, got ", dy.describe());
   std::vector<int64_t> inputShape;
@@ -424,21 +465,30 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
                          dx->data<double>(), ctx.threadPool());
     return Status::ok();
   }
+  Tensor dyr, fr;
+  const Tensor *dys = &dy, *fs = &f;
+  if (bf16 && !bf16Native()) {
+    dyr = roundedThroughBf16(dy, ctx.threadPool());
+    fr = roundedThroughBf16(f, ctx.threadPool());
+    dys = &dyr;
+    fs = &fr;
+    bf16 = false;
+  }
   return guardDnnl(name, [&] {
-    auto prim = convCache().get(w.key(kBackwardData), [&] {
-      ConvDescs d = convDescs(w);
+    auto prim = convCache().get(w.key(kBackwardData + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {
+      ConvDescs d = bf16 ? convDescs(w, kF32, kBf16, kBf16) : convDescs(w);
       dnnl::convolution_backward_data::desc desc(
           dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny, d.dstAny,
           d.strides, d.dilates, d.padL, d.padR);
       dnnl::convolution_backward_data::primitive_desc pd(
           desc, userScratchpad(), cpuEngine(),
-          forwardPd(d, dnnl::prop_kind::forward_training));
+          forwardPd(forwardDescs(w, bf16), dnnl::prop_kind::forward_training));
       return PlannedPrimitive(pd, dnnl::convolution_backward_data(pd),
                               {{DNNL_ARG_DIFF_DST, d.dst, false},
                                {DNNL_ARG_WEIGHTS, d.weights, false},
                                {DNNL_ARG_DIFF_SRC, d.src, true}});
     });
-    prim->execute({ptr(dy), ptr(f), dx->rawData()});
+    prim->execute({ptr(*dys), ptr(*fs), dx->rawData()});
     return Status::ok();
   });
 }
@@ -451,6 +501,8 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0), &dy = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, dy));
+  bool bf16;
+  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, x, &bf16));
   if (!ctx.hasAttr("filter_shape"))
     return errorStatus(name, " needs the filter_shape attribute");
   std::vector<int64_t> filterShape = ctx.getInts("filter_shape");
@@ -475,21 +527,30 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
                           df->data<double>(), ctx.threadPool());
     return Status::ok();
   }
+  Tensor xr, dyr;
+  const Tensor *xs = &x, *dys = &dy;
+  if (bf16 && !bf16Native()) {
+    xr = roundedThroughBf16(x, ctx.threadPool());
+    dyr = roundedThroughBf16(dy, ctx.threadPool());
+    xs = &xr;
+    dys = &dyr;
+    bf16 = false;
+  }
   return guardDnnl(name, [&] {
-    auto prim = convCache().get(w.key(kBackwardWeights), [&] {
-      ConvDescs d = convDescs(w);
+    auto prim = convCache().get(w.key(kBackwardWeights + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {
+      ConvDescs d = bf16 ? convDescs(w, kBf16, kF32, kBf16) : convDescs(w);
       dnnl::convolution_backward_weights::desc desc(
           dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny, d.dstAny,
           d.strides, d.dilates, d.padL, d.padR);
       dnnl::convolution_backward_weights::primitive_desc pd(
           desc, userScratchpad(), cpuEngine(),
-          forwardPd(d, dnnl::prop_kind::forward_training));
+          forwardPd(forwardDescs(w, bf16), dnnl::prop_kind::forward_training));
       return PlannedPrimitive(pd, dnnl::convolution_backward_weights(pd),
                               {{DNNL_ARG_SRC, d.src, false},
                                {DNNL_ARG_DIFF_DST, d.dst, false},
                                {DNNL_ARG_DIFF_WEIGHTS, d.weights, true}});
     });
-    prim->execute({ptr(x), ptr(dy), df->rawData()});
+    prim->execute({ptr(*xs), ptr(*dys), df->rawData()});
     return Status::ok();
   });
 }

@@ -2,6 +2,7 @@
 // select, unary math (erf, floor, ceil, round, abs too), cast, bucketize, and
 // the gradients of relu, sigmoid and tanh.
 #include "runtime/kernels/cpu/KernelUtil.h"
+#include "runtime/core/Bf16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -420,12 +421,43 @@ template <typename From, typename To> inline To convert(From v) {
   }
 }
 
+// Casts to and from bfloat16: f32 <-> bf16 (round to nearest even, the
+// rounding of runtime/core/Bf16.h) and bf16 to bf16; other pairs go through
+// f32 in the model.
+Status castBf16(KernelContext &ctx, const Tensor &x, DType outType) {
+  const char *name = dtf::ops::kCast;
+  const DType from = x.dtype();
+  if ((from != DType::F32 && from != DType::BF16) ||
+      (outType != DType::F32 && outType != DType::BF16))
+    return errorStatus(name, " from ", dtypeName(from), " to ",
+                       dtypeName(outType),
+                       ": bf16 casts to and from f32 only; cast through f32");
+  Tensor *out;
+  DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, outType, x.shape(), &out));
+  if (from == outType) {
+    std::memcpy(out->rawData(), x.rawData(), x.byteSize());
+    return Status::ok();
+  }
+  parallelFor(ctx.threadPool(), x.numElements(), kCheapGrain,
+              [&](int64_t lo, int64_t hi) {
+                if (from == DType::F32)
+                  narrowToBf16(x.data<float>() + lo, hi - lo,
+                               static_cast<uint16_t *>(out->rawData()) + lo);
+                else
+                  widenFromBf16(static_cast<const uint16_t *>(x.rawData()) + lo,
+                                hi - lo, out->data<float>() + lo);
+              });
+  return Status::ok();
+}
+
 Status castKernel(KernelContext &ctx) {
   const char *name = dtf::ops::kCast;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1));
   const Tensor &x = ctx.input(0);
   DType outType = DType::F32;
   DTF_RETURN_IF_ERROR(resolveOutDType(ctx, name, 0, std::nullopt, &outType));
+  if (x.dtype() == DType::BF16 || outType == DType::BF16)
+    return castBf16(ctx, x, outType);
   return dispatchAny(name, x.dtype(), [&](auto fromTag) -> Status {
     using From = typename decltype(fromTag)::type;
     return dispatchAny(name, outType, [&](auto toTag) -> Status {

@@ -1,4 +1,5 @@
-// f32 matrix products through oneDNN's matmul primitive. Header-only so that
+// f32 matrix products through oneDNN's matmul primitive (also from bf16
+// operands, accumulating in f32: mixed precision). Header-only so that
 // the CPU matmul kernel and the CUDA emulation's cuBLAS (a shared library of
 // its own, linking only oneDNN) compute a product in exactly the same way:
 // a model on an emulated GPU then follows its CPU run bit for bit through its
@@ -74,8 +75,8 @@ namespace detail {
 inline void runMatmul(std::vector<int64_t> key, double flops,
                       const dnnl::memory::desc &ad,
                       const dnnl::memory::desc &bd,
-                      const dnnl::memory::desc &cd, const float *a,
-                      const float *b, float *c) {
+                      const dnnl::memory::desc &cd, const void *a,
+                      const void *b, float *c) {
   struct Prim {
     dnnl::matmul prim;
     dnnl::memory::desc a, b, c, scratchpad;
@@ -126,8 +127,8 @@ inline void runMatmul(std::vector<int64_t> key, double flops,
     scratch.size = p->scratchpad.get_size();
   }
   dnnl::stream stream(engine);
-  dnnl::memory am(p->a, engine, const_cast<float *>(a));
-  dnnl::memory bm(p->b, engine, const_cast<float *>(b));
+  dnnl::memory am(p->a, engine, const_cast<void *>(a));
+  dnnl::memory bm(p->b, engine, const_cast<void *>(b));
   dnnl::memory cm(p->c, engine, c);
   dnnl::memory sm(p->scratchpad, engine, scratch.data.get());
   p->prim.execute(stream, {{DNNL_ARG_SRC, am},
@@ -143,17 +144,19 @@ inline void runMatmul(std::vector<int64_t> key, double flops,
 /// operands where they are, where oneDNN's sgemm (used before) packed B on
 /// every call and ran small products several times slower in the middle of a
 /// training step than alone (bench/results/kernels.md, "Notes (eighth
-/// session)"). Throws dnnl::error when oneDNN fails.
+/// session)"). With `bf16`, A and B hold bfloat16 (uint16_t) values and the
+/// products accumulate in f32. Throws dnnl::error when oneDNN fails.
 inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                      const float *a, int64_t lda, const float *b, int64_t ldb,
-                      float *c, int64_t ldc) {
+                      const void *a, int64_t lda, const void *b, int64_t ldb,
+                      float *c, int64_t ldc, bool bf16 = false) {
   using dims = dnnl::memory::dims;
   const auto f32 = dnnl::memory::data_type::f32;
+  const auto in = bf16 ? dnnl::memory::data_type::bf16 : f32;
   detail::runMatmul(
-      {/*2-D*/ 0, ta, tb, m, n, k, lda, ldb, ldc},
+      {/*2-D*/ 0, ta, tb, m, n, k, lda, ldb, ldc, bf16},
       2.0 * double(m) * double(n) * double(k),
-      dnnl::memory::desc({m, k}, f32, ta ? dims{1, lda} : dims{lda, 1}),
-      dnnl::memory::desc({k, n}, f32, tb ? dims{1, ldb} : dims{ldb, 1}),
+      dnnl::memory::desc({m, k}, in, ta ? dims{1, lda} : dims{lda, 1}),
+      dnnl::memory::desc({k, n}, in, tb ? dims{1, ldb} : dims{ldb, 1}),
       dnnl::memory::desc({m, n}, f32, dims{ldc, 1}), a, b, c);
 }
 
@@ -162,18 +165,19 @@ inline void f32Matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
 /// K, N] (or [..., N, K] with tb), whose batch dimensions (of one rank)
 /// broadcast as NumPy's: one primitive call for every matrix of the batch,
 /// where a call per matrix cost more in overhead than the small products of
-/// attention took.
+/// attention took. With `bf16`, A and B hold bfloat16 values.
 inline void f32BatchedMatmul(bool ta, bool tb,
                              const std::vector<int64_t> &aBatch,
                              const std::vector<int64_t> &bBatch, int64_t m,
-                             int64_t n, int64_t k, const float *a,
-                             const float *b, float *c) {
+                             int64_t n, int64_t k, const void *a,
+                             const void *b, float *c, bool bf16 = false) {
   using dims = dnnl::memory::dims;
   const auto f32 = dnnl::memory::data_type::f32;
+  const auto in = bf16 ? dnnl::memory::data_type::bf16 : f32;
   const size_t rank = aBatch.size();
   // Logical dims and the strides of the stored (maybe transposed) matrices.
   auto desc = [&](const std::vector<int64_t> &batch, int64_t rows,
-                  int64_t cols, bool transposed) {
+                  int64_t cols, bool transposed, dnnl::memory::data_type t) {
     dims d(batch.begin(), batch.end()), strides(rank + 2);
     d.push_back(rows);
     d.push_back(cols);
@@ -184,10 +188,10 @@ inline void f32BatchedMatmul(bool ta, bool tb,
       strides[i] = s;
       s *= batch[i];
     }
-    return dnnl::memory::desc(d, f32, strides);
+    return dnnl::memory::desc(d, t, strides);
   };
   std::vector<int64_t> outBatch(rank),
-      key = {/*batched, of rank*/ 1 + int64_t(rank), ta, tb, m, n, k};
+      key = {/*batched, of rank*/ 1 + int64_t(rank), ta, tb, m, n, k, bf16};
   double matrices = 1;
   for (size_t i = 0; i < rank; ++i) {
     outBatch[i] = std::max(aBatch[i], bBatch[i]);
@@ -196,8 +200,8 @@ inline void f32BatchedMatmul(bool ta, bool tb,
     key.push_back(bBatch[i]);
   }
   detail::runMatmul(key, 2.0 * matrices * double(m) * double(n) * double(k),
-                    desc(aBatch, m, k, ta), desc(bBatch, k, n, tb),
-                    desc(outBatch, m, n, false), a, b, c);
+                    desc(aBatch, m, k, ta, in), desc(bBatch, k, n, tb, in),
+                    desc(outBatch, m, n, false, f32), a, b, c);
 }
 
 } // namespace dtf::cpu

@@ -1,8 +1,10 @@
-// Matrix products: f32 through oneDNN's matmul primitive; f64 (oneDNN has no dgemm
-// on CPU), i32 and i64 with plain loops.
+// Matrix products: f32 through oneDNN's matmul primitive, from bf16-rounded
+// operands with compute_dtype (mixed precision); f64 (oneDNN has no dgemm on
+// CPU), i32 and i64 with plain loops.
 #include "runtime/kernels/cpu/KernelUtil.h"
 #include "runtime/kernels/cpu/F32Matmul.h"
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "runtime/core/Bf16.h"
 
 #include <algorithm>
 #include <cstring>
@@ -50,6 +52,8 @@ Status matmulKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &a = ctx.input(0), &b = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireSameDType(name, a, b));
+  bool bf16;
+  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, a, &bf16));
   if (a.rank() < 2 || b.rank() < 2)
     return errorStatus(name, " expects operands of rank 2 or more, got ",
                        a.describe(), " and ", b.describe());
@@ -128,16 +132,44 @@ Status matmulKernel(KernelContext &ctx) {
     }
     // f32: the whole batch in one oneDNN call.
     if constexpr (std::is_same_v<T, float>) {
+      // compute_dtype bf16: the operands rounded to bf16, into per-thread
+      // scratch, by oneDNN's vectorised reorder (or, without bf16
+      // instructions, through bf16 back to f32 by Bf16.h's loop).
+      thread_local std::vector<uint16_t> aLow, bLow;
+      thread_local std::vector<float> aRounded, bRounded;
+      const void *ia = pa, *ib = pb;
+      const bool native = bf16 && bf16Native();
+      auto narrow = [&](const float *src, int64_t count,
+                        std::vector<uint16_t> &low,
+                        std::vector<float> &rounded) -> const void * {
+        low.resize(size_t(count));
+        if (native) {
+          narrowToBf16Native(src, count, low.data());
+          return low.data();
+        }
+        parallelFor(ctx.threadPool(), count, kCheapGrain,
+                    [&](int64_t lo, int64_t hi) {
+                      narrowToBf16(src + lo, hi - lo, low.data() + lo);
+                    });
+        rounded.resize(size_t(count));
+        widenFromBf16(low.data(), count, rounded.data());
+        return rounded.data();
+      };
       try {
+        if (bf16) {
+          ia = narrow(pa, a.numElements(), aLow, aRounded);
+          ib = narrow(pb, b.numElements(), bLow, bRounded);
+        }
         if (gemmBatch == 1) {
-          f32Matmul(ta, tb, gemmM, n, k, pa, lda, pb, ldb, pc, n);
+          f32Matmul(ta, tb, gemmM, n, k, ia, lda, ib, ldb, pc, n, native);
         } else {
           std::vector<int64_t> aPadded(batchRank, 1), bPadded(batchRank, 1);
           std::copy(aBatch.begin(), aBatch.end(),
                     aPadded.end() - aBatch.size());
           std::copy(bBatch.begin(), bBatch.end(),
                     bPadded.end() - bBatch.size());
-          f32BatchedMatmul(ta, tb, aPadded, bPadded, m, n, k, pa, pb, pc);
+          f32BatchedMatmul(ta, tb, aPadded, bPadded, m, n, k, ia, ib, pc,
+                           native);
         }
       } catch (const dnnl::error &e) {
         return errorStatus(name, ": oneDNN failed on ", a.describe(), " x ",

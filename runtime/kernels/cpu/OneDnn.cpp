@@ -1,11 +1,91 @@
 // oneDNN plumbing: the engine, reordering primitives, window geometry.
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "runtime/core/Bf16.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <immintrin.h>
 
 namespace dtf::cpu {
 
 dnnl::engine &cpuEngine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+Status bf16Compute(const KernelContext &ctx, const char *op, const Tensor &x,
+                   bool *bf16) {
+  *bf16 = false;
+  if (!ctx.hasAttr("compute_dtype"))
+    return Status::ok();
+  const std::string dtype = ctx.getString("compute_dtype");
+  if (dtype != "bf16")
+    return errorStatus(op, ": compute_dtype is \"bf16\" or absent, not \"",
+                       dtype, "\"");
+  if (x.dtype() != DType::F32)
+    return errorStatus(op, ": compute_dtype \"bf16\" applies to f32 operands, got ",
+                       x.describe());
+  *bf16 = true;
+  return Status::ok();
+}
+
+bool bf16Native() {
+  static const bool native = [] {
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    const bool hardware = isa == dnnl::cpu_isa::avx512_core_bf16 ||
+                          isa == dnnl::cpu_isa::avx512_core_amx;
+    const char *e = std::getenv("DTF_BF16_NATIVE");
+    const bool forcedOff = e && std::strcmp(e, "0") == 0;
+    if (!hardware || forcedOff)
+      std::fprintf(stderr,
+                   "dtf: %s: bf16 matmuls and convolutions run as f32 "
+                   "products of bf16-rounded operands (same rounding, no "
+                   "speedup)\n",
+                   forcedOff ? "DTF_BF16_NATIVE=0"
+                             : "this CPU has neither AVX512-BF16 nor AMX");
+    return hardware && !forcedOff;
+  }();
+  return native;
+}
+
+Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool) {
+  Tensor out = Tensor::allocate(DType::F32, t.shape());
+  const float *src = t.data<float>();
+  float *dst = out.data<float>();
+  parallelFor(pool, t.numElements(), kCheapGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      dst[i] = f32FromBf16(bf16FromF32(src[i]));
+  });
+  return out;
+}
+
+namespace {
+// 16 floats at a time through AVX512-BF16's vcvtneps2bf16; the tail masked,
+// so every element rounds alike. Only called where bf16Native() holds (a CPU
+// with AVX512-BF16, which also has AVX512BW and VL).
+#define DTF_AVX512_BF16 __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl")))
+DTF_AVX512_BF16 void store(uint16_t *to, __m256bh v, __mmask16 mask) {
+  __m256i bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  _mm256_mask_storeu_epi16(to, mask, bits);
+}
+
+DTF_AVX512_BF16 void narrowAvx512Bf16(const float *src, int64_t n,
+                                      uint16_t *dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    store(dst + i, _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)), 0xffff);
+  if (i < n) {
+    const auto mask = __mmask16((1u << (n - i)) - 1);
+    store(dst + i, _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i)),
+          mask);
+  }
+}
+} // namespace
+
+void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst) {
+  narrowAvx512Bf16(src, n, dst);
 }
 
 PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,

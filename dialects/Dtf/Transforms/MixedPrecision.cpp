@@ -1,0 +1,72 @@
+// dtf-mixed-precision: the train block's precision policy, as the precision
+// each library product computes in (`compute_dtype`).
+#include "dialects/Dtf/Transforms/Fusion.h"
+#include "dialects/Dtf/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+namespace mlir::dtf {
+#define GEN_PASS_DEF_DTFMIXEDPRECISION
+#include "dialects/Dtf/Transforms/Passes.h.inc"
+} // namespace mlir::dtf
+
+using namespace mlir;
+using namespace mlir::dtf;
+
+namespace {
+
+// An attribute on the compute op rather than dtf.cast ops around it: the
+// kernel rounds its operands on the way into oneDNN's bf16 primitive (the
+// reorder it runs anyway for convolutions), and the tensors between ops stay
+// f32, so nothing else in the runtime (generated kernels, the ps path, the
+// GPU path) meets a bf16 tensor. docs/kernels.md, "Mixed precision".
+bool computesInBf16(Operation *op) {
+  if (!isa<MatmulOp, Conv2DOp, Conv2DBiasOp, Conv2DBackpropInputOp,
+           Conv2DBackpropFilterOp>(op))
+    return false;
+  if (op->hasAttr("dtf.keep_f32") || isGpuDevice(op->getAttr("dtf.device")))
+    return false;
+  return llvm::all_of(op->getOperandTypes(), [](Type t) {
+    return cast<ShapedType>(t).getElementType().isF32();
+  });
+}
+
+struct MixedPrecision
+    : public mlir::dtf::impl::DtfMixedPrecisionBase<MixedPrecision> {
+  using DtfMixedPrecisionBase::DtfMixedPrecisionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto train = module->getAttrOfType<DictionaryAttr>("dtf.train");
+    std::string chosen = policy;
+    if (chosen.empty()) {
+      auto set = train ? train.getAs<StringAttr>("precision") : StringAttr();
+      chosen = set ? set.getValue().str() : "float32";
+    } else if (train) {
+      // The override is what the module now says.
+      NamedAttrList settings(train);
+      settings.set("precision", StringAttr::get(&getContext(), chosen));
+      module->setAttr("dtf.train", settings.getDictionary(&getContext()));
+    }
+    if (chosen == "mixed_float16") {
+      module.emitError() << "precision mixed_float16 needs loss scaling, not "
+                            "yet built; use mixed_bfloat16";
+      return signalPassFailure();
+    }
+    if (chosen != "float32" && chosen != "mixed_bfloat16") {
+      module.emitError() << "precision must be float32 or mixed_bfloat16, not '"
+                         << chosen << "'";
+      return signalPassFailure();
+    }
+    const bool mixed = chosen == "mixed_bfloat16";
+    auto bf16 = StringAttr::get(&getContext(), "bf16");
+    module.walk([&](Operation *op) {
+      if (mixed && computesInBf16(op))
+        op->setAttr("compute_dtype", bf16);
+      op->removeAttr("dtf.keep_f32");
+    });
+  }
+};
+
+} // namespace

@@ -1,0 +1,47 @@
+// dtf-mixed-precision: under mixed_bfloat16 (the module's dtf.train precision,
+// or the policy option) every f32 matmul and convolution, forward and
+// gradient, computes in bf16; softmax, losses, reductions and updates stay
+// f32; ops kept in f32 (dtf.keep_f32) and GPU-placed ops are left alone, and
+// the marks go either way.
+// RUN: dtf-opt %s --dtf-mixed-precision --split-input-file | FileCheck %s
+// RUN: dtf-opt %s --dtf-mixed-precision=policy=float32 --split-input-file | FileCheck %s --check-prefix=F32
+// RUN: not dtf-opt %s --dtf-mixed-precision=policy=mixed_float16 --split-input-file 2>&1 | FileCheck %s --check-prefix=F16
+// RUN: not dtf-opt %s --dtf-mixed-precision=policy=fp8 --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
+// F32: precision = "float32"
+// F32-NOT: compute_dtype
+// F32-NOT: dtf.keep_f32
+// F16: error: precision mixed_float16 needs loss scaling, not yet built; use mixed_bfloat16
+// BAD: error: precision must be float32 or mixed_bfloat16, not 'fp8'
+
+// CHECK: precision = "mixed_bfloat16"
+// CHECK-LABEL: func.func @step
+// CHECK: dtf.matmul %arg0, %arg1 compute_dtype "bf16" :
+// CHECK: dtf.matmul %arg0, %{{.*}} transpose_a compute_dtype "bf16" :
+// CHECK: dtf.conv2d %arg2, %arg3 padding same strides [1, 1] dilations [1, 1] compute_dtype "bf16" :
+// CHECK: dtf.conv2d_backprop_input %{{.*}}, %arg3 {{.*}} input_shape [-1, 8, 8, 3] compute_dtype "bf16" :
+// CHECK: dtf.conv2d_backprop_filter %arg2, %{{.*}} filter_shape [3, 3, 3, 4] compute_dtype "bf16" :
+// The kept layer, the GPU one and the f64 one: no compute_dtype, no mark.
+// CHECK: dtf.matmul %arg0, %arg1 :
+// CHECK: dtf.matmul %arg0, %arg1 {dtf.device = "/job:worker/gpu:0"} :
+// CHECK: dtf.matmul %arg4, %arg4 :
+// CHECK: dtf.softmax
+// CHECK-NOT: compute_dtype
+// CHECK-NOT: dtf.keep_f32
+module attributes {dtf.train = {precision = "mixed_bfloat16"}} {
+  func.func @step(%x: tensor<?x4xf32>, %w: tensor<4x5xf32>, %img: tensor<?x8x8x3xf32>,
+                  %k: tensor<3x3x3x4xf32>, %d: tensor<4x4xf64>) {
+    %y = dtf.matmul %x, %w : (tensor<?x4xf32>, tensor<4x5xf32>) -> tensor<?x5xf32>
+    %g = dtf.matmul %x, %y transpose_a : (tensor<?x4xf32>, tensor<?x5xf32>) -> tensor<4x5xf32>
+    %c = dtf.conv2d %img, %k padding same strides [1, 1] dilations [1, 1]
+        : (tensor<?x8x8x3xf32>, tensor<3x3x3x4xf32>) -> tensor<?x8x8x4xf32>
+    %dx = dtf.conv2d_backprop_input %c, %k padding same strides [1, 1] dilations [1, 1] input_shape [-1, 8, 8, 3]
+        : (tensor<?x8x8x4xf32>, tensor<3x3x3x4xf32>) -> tensor<?x8x8x3xf32>
+    %dk = dtf.conv2d_backprop_filter %img, %c padding same strides [1, 1] dilations [1, 1] filter_shape [3, 3, 3, 4]
+        : (tensor<?x8x8x3xf32>, tensor<?x8x8x4xf32>) -> tensor<3x3x3x4xf32>
+    %kept = dtf.matmul %x, %w {dtf.keep_f32} : (tensor<?x4xf32>, tensor<4x5xf32>) -> tensor<?x5xf32>
+    %gpu = dtf.matmul %x, %w {dtf.device = "/job:worker/gpu:0"} : (tensor<?x4xf32>, tensor<4x5xf32>) -> tensor<?x5xf32>
+    %f64 = dtf.matmul %d, %d : (tensor<4x4xf64>, tensor<4x4xf64>) -> tensor<4x4xf64>
+    %s = dtf.softmax %y axis -1 : tensor<?x5xf32>
+    return
+  }
+}

@@ -1,0 +1,287 @@
+// Mixed precision on the CPU: the bf16 rounding bit for bit (the cast
+// kernel and runtime/core/Bf16.h), and matmul and the convolutions with
+// compute_dtype "bf16" against float64 on bf16-rounded operands, and their
+// gradients against float64 on the unrounded ones.
+#include "KernelTestUtil.h"
+
+#include "runtime/core/Bf16.h"
+#include "runtime/kernels/cpu/OneDnn.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <random>
+
+namespace dtf::test {
+namespace {
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The reference, written from the definition rather than with bit tricks:
+// the two bf16 values around x (by magnitude), the nearer one, on a tie the
+// one with an even last bit; beyond the largest bf16 (and its half ulp) inf.
+uint16_t referenceBf16(float x) {
+  const uint32_t u = bitsOf(x);
+  if (std::isnan(x))
+    return uint16_t((u >> 16) | 0x40); // quiet, sign and payload top kept
+  const uint32_t sign = u & 0x80000000u, mag = u & 0x7fffffffu;
+  const uint32_t down = mag & 0xffff0000u, up = down + 0x10000u;
+  const double dx = std::fabs(double(x));
+  const double dDown = dx - double(floatOf(down));
+  // `up` may be inf's pattern: its distance is that of the next power step.
+  const double upValue = up >= 0x7f800000u ? std::ldexp(1.0, 128)
+                                           : double(floatOf(up));
+  const double dUp = upValue - dx;
+  uint32_t pick = dDown < dUp                 ? down
+                  : dUp < dDown               ? up
+                  : ((down >> 16) & 1u) == 0 ? down
+                                              : up;
+  if (mag >= 0x7f800000u) // inf stays inf
+    pick = mag;
+  return uint16_t((sign | pick) >> 16);
+}
+
+TEST(Bf16, RoundsToNearestEvenBitForBitIncludingSpecialValues) {
+  std::vector<uint32_t> patterns = {
+      0x00000000, 0x80000000,             // +-0
+      0x7f800000, 0xff800000,             // +-inf
+      0x7f800001, 0xff812345, 0x7fc00000, // signalling and quiet NaNs
+      0x7fffffff,                         // NaN whose rounding would carry
+      0x00000001, 0x80000001, 0x00008000, // smallest subnormals, a tie
+      0x00018000, 0x00028000, 0x007fffff, // ties to odd/even, largest subnormal
+      0x3f808000, 0x3f818000, 0x3f80ffff, // ties around 1, just below a step
+      0x7f7fffff, 0xff7fffff,             // FLT_MAX: overflows to inf
+      0x7f7f7fff, 0x7f7f8000,             // just below / at the overflow tie
+  };
+  std::mt19937 gen(7);
+  for (int i = 0; i < 200000; ++i)
+    patterns.push_back(uint32_t(gen()));
+  for (uint32_t p : patterns) {
+    const float x = floatOf(p);
+    SCOPED_TRACE(::testing::Message() << std::hex << "0x" << p);
+    const uint16_t got = bf16FromF32(x);
+    ASSERT_EQ(got, referenceBf16(x));
+    if (std::isnan(x)) {
+      ASSERT_TRUE(std::isnan(f32FromBf16(got)));
+      ASSERT_TRUE(got & 0x40) << "a NaN comes out quiet";
+    }
+  }
+  EXPECT_EQ(bf16FromF32(floatOf(0x7f7fffff)), 0x7f80); // overflow: inf
+  EXPECT_EQ(bf16FromF32(floatOf(0x00008000)), 0x0000); // tie to even 0
+  EXPECT_EQ(bf16FromF32(floatOf(0x00018000)), 0x0002); // tie to even 2
+  // The vectorized loop rounds as the scalar one.
+  std::vector<float> xs;
+  for (uint32_t p : patterns)
+    xs.push_back(floatOf(p));
+  std::vector<uint16_t> out(xs.size());
+  narrowToBf16(xs.data(), int64_t(xs.size()), out.data());
+  for (size_t i = 0; i < xs.size(); ++i)
+    ASSERT_EQ(out[i], bf16FromF32(xs[i])) << i;
+}
+
+TEST(Bf16, CastKernelRoundsAndWidensAndRefusesOtherPairs) {
+  const float values[] = {1.0f, floatOf(0x3f808000), floatOf(0x3f818000),
+                          floatOf(0x7f7fffff), -floatOf(0x00000001),
+                          std::nanf(""), -INFINITY};
+  const int64_t n = std::size(values);
+  Tensor x = Tensor::allocate(DType::F32, {n});
+  std::memcpy(x.rawData(), values, sizeof values);
+  KernelRun narrow("dtf.cast");
+  narrow.attr("out_dtype", std::string("bf16")).in(x);
+  ASSERT_EQ(errorOf(narrow), "");
+  ASSERT_EQ(narrow.out().dtype(), DType::BF16);
+  const uint16_t *got = static_cast<const uint16_t *>(narrow.out().rawData());
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(got[i], referenceBf16(values[i])) << i;
+  KernelRun widen("dtf.cast");
+  widen.attr("out_dtype", std::string("f32")).in(narrow.out());
+  ASSERT_EQ(errorOf(widen), "");
+  for (int64_t i = 0; i < n; ++i) {
+    const float w = widen.out().data<float>()[i];
+    EXPECT_EQ(bitsOf(w), uint32_t(got[i]) << 16) << i;
+  }
+  KernelRun other("dtf.cast");
+  other.attr("out_dtype", std::string("i32")).in(narrow.out());
+  EXPECT_NE(errorOf(other).find("bf16 casts to and from f32 only"),
+            std::string::npos);
+}
+
+Values roundedValues(const Values &v) {
+  Values r;
+  for (double x : v)
+    r.push_back(f32FromBf16(bf16FromF32(float(x))));
+  return r;
+}
+
+// Runs `op` twice: with compute_dtype bf16 on f32 operands, and in f64 on
+// the operands rounded to bf16 (the reference kernels' loops). f32
+// accumulation over at most a few hundred terms: within 1e-4 relative.
+void expectBf16MatchesRoundedF64(const std::string &op,
+                                 const std::function<void(KernelRun &)> &attrs,
+                                 const Shape &as, const Shape &bs) {
+  Rng rng;
+  Values a = rng.uniform(numElementsOf(as)), b = rng.uniform(numElementsOf(bs));
+  KernelRun low(op), ref(op);
+  attrs(low);
+  attrs(ref);
+  low.attr("compute_dtype", std::string("bf16")).in(f32(as, a)).in(f32(bs, b));
+  ref.in(f64(as, roundedValues(a))).in(f64(bs, roundedValues(b)));
+  ASSERT_EQ(errorOf(low), "");
+  ASSERT_EQ(errorOf(ref), "");
+  const Values want = valuesOf(ref.out());
+  EXPECT_TRUE(near(low.out(), ref.out().shape(), want, 1e-4, 1e-4));
+  // The operands really were rounded: f32 on unrounded ones is elsewhere.
+  KernelRun full(op);
+  attrs(full);
+  full.in(f32(as, a)).in(f32(bs, b));
+  ASSERT_EQ(errorOf(full), "");
+  EXPECT_FALSE(near(low.out(), full.out().shape(), valuesOf(full.out()), 1e-6, 1e-6));
+}
+
+// The native path's narrowing (oneDNN's reorder, vcvtneps2bf16) rounds as
+// Bf16.h but for subnormal inputs, which it flushes to a zero of their sign.
+TEST(Bf16, NativeNarrowingMatchesBf16hButFlushesSubnormals) {
+  if (!cpu::bf16Native()) {
+    std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0); the "
+                "fallback path does not use the native narrowing\n");
+    EXPECT_FALSE(cpu::bf16Native());
+    return;
+  }
+  std::mt19937 gen(11);
+  std::vector<float> xs;
+  for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                     0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x00000000u,
+                     0x80000000u, 0x00008000u, 0x807fffffu})
+    xs.push_back(floatOf(p));
+  for (int i = 0; i < 100003; ++i) // odd: the reorder's tail
+    xs.push_back(floatOf(uint32_t(gen())));
+  std::vector<uint16_t> out(xs.size());
+  cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), out.data());
+  int subnormals = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const uint32_t u = bitsOf(xs[i]);
+    if ((u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0) {
+      ++subnormals;
+      ASSERT_EQ(out[i], uint16_t((u >> 16) & 0x8000u)) << std::hex << u;
+    } else if (std::isnan(xs[i])) {
+      ASSERT_TRUE(std::isnan(f32FromBf16(out[i]))) << std::hex << u;
+    } else {
+      ASSERT_EQ(out[i], bf16FromF32(xs[i])) << std::hex << u;
+    }
+  }
+  EXPECT_GT(subnormals, 0);
+}
+
+TEST(MixedPrecision, MatmulComputesOnBf16RoundedOperandsInF32) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "ta=" << ta << " tb=" << tb);
+      auto attrs = [&](KernelRun &r) {
+        r.attr("transpose_a", ta).attr("transpose_b", tb);
+      };
+      expectBf16MatchesRoundedF64("dtf.matmul", attrs,
+                                  ta ? Shape{96, 37} : Shape{37, 96},
+                                  tb ? Shape{29, 96} : Shape{96, 29});
+    }
+  // Batched (attention's products).
+  expectBf16MatchesRoundedF64(
+      "dtf.matmul", [](KernelRun &r) { r.attr("transpose_b", true); },
+      {3, 2, 7, 16}, {3, 2, 9, 16});
+}
+
+KernelRun &conv(KernelRun &r) {
+  return r.attr("strides", std::vector<int64_t>{1, 1})
+      .attr("dilations", std::vector<int64_t>{1, 1})
+      .attr("padding", std::string("same"));
+}
+
+TEST(MixedPrecision, ConvolutionsComputeOnBf16RoundedOperandsInF32) {
+  expectBf16MatchesRoundedF64("dtf.conv2d", [](KernelRun &r) { conv(r); },
+                              {4, 9, 9, 16}, {3, 3, 16, 32});
+  expectBf16MatchesRoundedF64(
+      "dtf.conv2d_backprop_input",
+      [](KernelRun &r) {
+        conv(r).attr("input_shape", std::vector<int64_t>{-1, 9, 9, 16});
+      },
+      {4, 9, 9, 32}, {3, 3, 16, 32});
+  expectBf16MatchesRoundedF64(
+      "dtf.conv2d_backprop_filter",
+      [](KernelRun &r) {
+        conv(r).attr("filter_shape", std::vector<int64_t>{3, 3, 16, 32});
+      },
+      {4, 9, 9, 16}, {4, 9, 9, 32});
+}
+
+// The gradient check in mixed precision: matmul's and conv2d's gradient ops
+// with compute_dtype bf16 against central differences of the float64
+// forward on the unrounded operands. bf16 keeps 8 significant bits (a
+// relative error of at most 2^-9 per operand), so over K terms of values in
+// [-1, 1] the error stays within 2e-2 + 2e-2 relative here.
+TEST(MixedPrecision, GradientsMatchFloat64WithinBf16Tolerance) {
+  Rng rng;
+  const int64_t m = 6, k = 40, n = 5;
+  Values a = rng.uniform(m * k), b = rng.uniform(k * n), dy = rng.uniform(m * n);
+  auto forward = [&](const Values &av) {
+    Values c(m * n, 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t q = 0; q < k; ++q)
+          c[i * n + j] += av[i * k + q] * b[q * n + j];
+    return c;
+  };
+  // dA = dy B^T, as dtf-autodiff makes it.
+  KernelRun da("dtf.matmul");
+  da.attr("transpose_b", true)
+      .attr("compute_dtype", std::string("bf16"))
+      .in(f32({m, n}, dy))
+      .in(f32({k, n}, b));
+  ASSERT_EQ(errorOf(da), "");
+  EXPECT_TRUE(near(da.out(), {m, k}, numericGrad(forward, a, dy, 1e-3), 2e-2, 2e-2));
+
+  Values x = rng.uniform(2 * 7 * 7 * 8), f = rng.uniform(3 * 3 * 8 * 4);
+  Values gy = rng.uniform(2 * 7 * 7 * 4);
+  auto convForward = [&](const Values &fv) {
+    KernelRun r("dtf.conv2d");
+    conv(r).in(f64({2, 7, 7, 8}, x)).in(f64({3, 3, 8, 4}, fv));
+    EXPECT_EQ(errorOf(r), "");
+    return valuesOf(r.out());
+  };
+  KernelRun df("dtf.conv2d_backprop_filter");
+  conv(df)
+      .attr("filter_shape", std::vector<int64_t>{3, 3, 8, 4})
+      .attr("compute_dtype", std::string("bf16"))
+      .in(f32({2, 7, 7, 8}, x))
+      .in(f32({2, 7, 7, 4}, gy));
+  ASSERT_EQ(errorOf(df), "");
+  EXPECT_TRUE(near(df.out(), {3, 3, 8, 4}, numericGrad(convForward, f, gy, 1e-3),
+                   2e-2, 2e-2));
+}
+
+TEST(MixedPrecision, ComputeDtypeOnAnotherDtypeOrValueIsRefused) {
+  KernelRun r("dtf.matmul");
+  r.attr("compute_dtype", std::string("bf16"))
+      .in(f64({2, 2}, {1, 2, 3, 4}))
+      .in(f64({2, 2}, {1, 2, 3, 4}));
+  EXPECT_NE(errorOf(r).find("compute_dtype \"bf16\" applies to f32 operands"),
+            std::string::npos);
+  KernelRun v("dtf.conv2d");
+  conv(v).attr("compute_dtype", std::string("f16"))
+      .in(f32({1, 3, 3, 1}, Values(9, 1.0)))
+      .in(f32({1, 1, 1, 1}, {1.0}));
+  EXPECT_NE(errorOf(v).find("compute_dtype is \"bf16\" or absent"),
+            std::string::npos);
+}
+
+} // namespace
+} // namespace dtf::test
