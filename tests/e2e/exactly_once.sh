@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exactly-once data (docs/elastic.md) on the counting model (counting.dtf: a
+# Exactly-once data (docs/elastic.md) on the counting model (counting.dtf.in: a
 # row per example id, +1 per applied occurrence): after the job's 3 epochs
 # every row must read 3 under --data exactly-once, whatever happened;
 # under --data static the same run must NOT (so the check can fail).
@@ -41,7 +41,7 @@ for i in range($examples): print(f'0,{i}')" > "$work/ids.csv"
 sed -e "s|DATA|$work/ids.csv|" -e "s/LR/$lr/" -e "s/STEPS/$steps/" \
   -e "s/EXAMPLES/$examples/" -e "s/update = async/update = $update/" \
   -e "s/batch = 16/batch = $batch\n    checkpoint every 100 steps keep 2/" \
-  "$root/tests/e2e/counting.dtf" > "$work/counting.dtf"
+  "$root/tests/e2e/counting.dtf.in" > "$work/counting.dtf"
 "$bin/dtfc" "$work/counting.dtf" -o "$work/counting.plan"
 cluster_json "$work/c.json" 1 "$workers"
 log=$work/run.log
