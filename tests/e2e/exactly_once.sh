@@ -7,7 +7,8 @@
 #     launcher restarts it, ps 0 hands its leased batches out again), then,
 #     once it is back, ps.0 killed with kill -9 (every ps back to the last
 #     checkpoint, whose ledger says which batches its variables saw).
-#   sync: 1 ps + 3 workers, replicas_to_aggregate = 2: each update drops a
+#   sync (refused with exactly-once for now; static_is_not still runs):
+#   1 ps + 3 workers, replicas_to_aggregate = 2: each update drops a
 #     backup worker's gradient, whose batch goes out again.
 #   scale: async, 3 worker slots launched with --workers 1, scaled to 3
 #     mid-epoch 0 (worker.1 and worker.2 join and lease), then to 2 mid-epoch 1
@@ -47,6 +48,18 @@ cluster_json "$work/c.json" 1 "$workers"
 log=$work/run.log
 # The loop below reads it before the launcher may have opened it (set -e).
 : > "$log"
+# Not yet in sync mode (docs/elastic.md): the counting model's rows showed
+# 2 of 2,400 batches' updates missing in 3 of 6 runs. Refused at start.
+if [ "$mode" = sync ] && [ "$data" = exactly-once ]; then
+  rc=0
+  timeout 120 "$bin/dtf-run" "$work/counting.plan" --cluster "$work/c.json" --threads 1 \
+    --data exactly-once > "$log" 2>&1 || rc=$?
+  [ "$rc" != 0 ] || fail "--data exactly-once with update = sync was accepted"
+  grep -q "not yet available with update = sync" "$log" ||
+    fail "the sync refusal does not say why: $(grep -m3 error "$log")"
+  echo "   ok: exit $rc: $(grep -m1 -o 'data exactly-once is not yet available with update = sync' "$log")"
+  exit 0
+fi
 timeout 120 "$bin/dtf-run" "$work/counting.plan" --cluster "$work/c.json" --threads 1 \
   --log-every 20 --model-dir "$work/model" --data "$data" --split-batches "$split" "${scale[@]}" > "$log" 2>&1 &
 launcher=$!
