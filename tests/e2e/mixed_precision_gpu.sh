@@ -30,6 +30,9 @@ grep -q "^11 GPU ops marked" "$work/mark.txt" || fail "dtf-test-mark-bf16 did no
 for p in plain marked; do
   "$bin/dtf-run" "$work/$p.plan" --emulate-gpus 1 --log-every 1 --threads 2 > "$work/$p.log" 2>&1 ||
     { tail -20 "$work/$p.log" >&2; fail "the $p run failed"; }
+  # It ran on the emulated GPU (not moved to the CPU by soft placement).
+  grep -q "cuda emulation: [1-9][0-9]* kernel launches" "$work/$p.log" ||
+    { tail -5 "$work/$p.log" >&2; fail "the $p run launched nothing on the emulated GPU"; }
 done
 said=$(grep -c "^train_step: 11 ops with compute_dtype bf16 run on a GPU in f32 (first: .*dtf.conv2d.*): dtf-run's GPU kernels have no bf16 path yet" "$work/marked.log" || true)
 [[ $said == 1 ]] || { cat "$work/marked.log" >&2; fail "the marked run said it $said times, not once"; }

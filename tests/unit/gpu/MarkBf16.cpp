@@ -3,6 +3,7 @@
 // the plan again. dtfc never writes such a plan (dtf-mixed-precision leaves
 // GPU-placed ops in f32); tests/e2e/mixed_precision_gpu.sh checks that
 // dtf-run says so rather than computing in f32 silently when one does.
+#include "dtf/OpNames.h"
 #include "plan.pb.h"
 #include "schema/DeviceName.h"
 #include "schema/PlanSeal.h"
@@ -29,8 +30,8 @@ int main(int argc, char **argv) {
   int marked = 0;
   for (dtf::plan::Op &op : *plan.mutable_train_step()->mutable_ops()) {
     dtf::DeviceNameParse device = dtf::parseDeviceName(op.device());
-    const bool product =
-        op.name() == "dtf.matmul" || op.name().rfind("dtf.conv2d", 0) == 0;
+    const bool product = op.name() == dtf::ops::kMatmul ||
+                         op.name().rfind(dtf::ops::kConv2d, 0) == 0;
     if (product && device.name && device.name->type == dtf::DeviceType::GPU) {
       (*op.mutable_attrs())["compute_dtype"].set_s("bf16");
       ++marked;
