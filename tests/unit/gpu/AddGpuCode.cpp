@@ -6,12 +6,9 @@
 // run that works shows the cubin was chosen over the PTX.
 #include "tests/unit/gpu/FakeCubin.h"
 
-#include "plan.pb.h"
-#include "schema/PlanSeal.h"
+#include "tests/unit/gpu/PlanFile.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 int main(int argc, char **argv) {
@@ -20,15 +17,9 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: dtf-test-add-gpu-code IN OUT ptx|cubin\n");
     return 2;
   }
-  std::ifstream in(argv[1], std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
   dtf::plan::Plan plan;
-  if (!in || !plan.ParseFromString(bytes.str())) {
-    std::fprintf(stderr, "dtf-test-add-gpu-code: cannot read a plan from %s\n",
-                 argv[1]);
+  if (!dtf::testtools::readPlanFile("dtf-test-add-gpu-code", argv[1], &plan))
     return 1;
-  }
   // One module for the plan, as dtfc writes it (Plan.gpu_ptx, gpu_cubins).
   const bool cubin = std::string(argv[3]) == "cubin";
   std::vector<std::pair<std::string, int>> entries;
@@ -47,12 +38,9 @@ int main(int argc, char **argv) {
     (*plan.mutable_gpu_cubins())["sm_90"] = std::string(c.begin(), c.end());
   }
   // Sealed again, as dtfc would have written the plan with this code.
-  std::ofstream out(argv[2], std::ios::binary);
-  out << dtf::plan::sealPlan(plan);
-  if (!out.flush()) {
-    std::fprintf(stderr, "dtf-test-add-gpu-code: cannot write %s\n", argv[2]);
+  if (!dtf::testtools::writeSealedPlanFile("dtf-test-add-gpu-code", argv[2],
+                                           plan))
     return 1;
-  }
   std::printf("%d kernels given %s GPU code\n", plan.kernels_size(), argv[3]);
   return 0;
 }

@@ -117,7 +117,8 @@ TEST(CudaLoader, CudasStubLibraryIsNoDriver) {
   if (!DTF_HAVE_CUDA_TOOLKIT)
     GTEST_SKIP() << "this build was configured without a CUDA toolkit (cmake "
                     "found none at "
-                 << DTF_CUDA_TOOLKIT << "), so there is no stub libcuda to load";
+                 << DTF_CUDA_TOOLKIT
+                 << "), so there is no stub libcuda to load";
   ASSERT_TRUE(std::filesystem::exists(stub))
       << "the CUDA toolkit at " << DTF_CUDA_TOOLKIT << " has no " << stub;
   CudaLibraries libs;

@@ -4,13 +4,10 @@
 // GPU-placed ops in f32); tests/e2e/mixed_precision_gpu.sh checks that
 // dtf-run says so rather than computing in f32 silently when one does.
 #include "dtf/OpNames.h"
-#include "plan.pb.h"
 #include "schema/DeviceName.h"
-#include "schema/PlanSeal.h"
+#include "tests/unit/gpu/PlanFile.h"
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 int main(int argc, char **argv) {
@@ -18,15 +15,9 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: dtf-test-mark-bf16 IN OUT\n");
     return 2;
   }
-  std::ifstream in(argv[1], std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
   dtf::plan::Plan plan;
-  if (!in || !plan.ParseFromString(bytes.str())) {
-    std::fprintf(stderr, "dtf-test-mark-bf16: cannot read a plan from %s\n",
-                 argv[1]);
+  if (!dtf::testtools::readPlanFile("dtf-test-mark-bf16", argv[1], &plan))
     return 1;
-  }
   int marked = 0;
   for (dtf::plan::Op &op : *plan.mutable_train_step()->mutable_ops()) {
     dtf::DeviceNameParse device = dtf::parseDeviceName(op.device());
@@ -37,12 +28,8 @@ int main(int argc, char **argv) {
       ++marked;
     }
   }
-  std::ofstream out(argv[2], std::ios::binary);
-  out << dtf::plan::sealPlan(plan);
-  if (!out.flush()) {
-    std::fprintf(stderr, "dtf-test-mark-bf16: cannot write %s\n", argv[2]);
+  if (!dtf::testtools::writeSealedPlanFile("dtf-test-mark-bf16", argv[2], plan))
     return 1;
-  }
   std::printf("%d GPU ops marked compute_dtype bf16\n", marked);
   return 0;
 }
