@@ -27,3 +27,6 @@
 // TWO: dtf-run: error: more than one plan given ('a.bin' and 'b.bin')
 
 // RUN: bash -c 'dtf-run --bogus 2>/dev/null; test $? -eq 2'
+
+// RUN: not dtf-run plan.bin --eval-steps 0 2>&1 | FileCheck %s --check-prefix=EVALSTEPS
+// EVALSTEPS: dtf-run: error: --eval-steps expects a positive integer, got '0'
