@@ -58,6 +58,14 @@ Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
   for (;;) {
     client_.clearRecoverable();
     Status s = client_.pull(/*forEval=*/false, sync_, globalStep);
+    if (s.isOk() && saveAfterPull_) {
+      // A sync checkpoint that came due at the last push: this pull waited
+      // for the update that push joined, so the ps hold at least
+      // *globalStep updates now.
+      saveAfterPull_ = false;
+      client_.clearRecoverable();
+      s = save(*globalStep);
+    }
     if (s.isOk() || !client_.lastRecoverable() || !recoverInPlace_)
       return s;
     DTF_RETURN_IF_ERROR(recovery_.recover(chief_, s));
@@ -90,6 +98,15 @@ Status PsDriver::pushAndSave(const ValueOf &value) {
     return recovery_.recover(chief_, s);
   }
   prefetched_ = overlap_ && !sync_;
+  if (chief_ && checkpointDue(step) && sync_) {
+    // Sync: the update this push joined may still wait for other replicas'
+    // gradients. Saved now, checkpoint `step` would hold the variables of
+    // step - 1, and the end of the job, finding `step` saved, would not save
+    // the last update (the counting model's rows lost that update's
+    // batches). The next pull waits for that update; the save follows it.
+    saveAfterPull_ = true;
+    return Status::ok();
+  }
   if (chief_ && checkpointDue(step)) {
     client_.clearRecoverable();
     s = save(step);

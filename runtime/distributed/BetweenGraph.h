@@ -84,7 +84,8 @@ public:
   Status afterStep(exec::Executor &e, int firstSend) override;
 
   /// Pushes (a lost ps: this step's update is dropped, the pull of the next
-  /// step waits for the restore), then the chief saves when due.
+  /// step waits for the restore), then the chief saves when due (sync: after
+  /// the next pull, once the update this push joined is applied).
   Status pushAndSave(const ValueOf &value);
 
   /// The global step of the last pull.
@@ -138,6 +139,9 @@ private:
   bool overlap_ = false;
   // The next step's pull came with the last push (overlap_).
   bool prefetched_ = false;
+  // Sync, the chief: a checkpoint came due at the last push; the next pull
+  // (which waits for the update that push joined) saves it.
+  bool saveAfterPull_ = false;
   int64_t prefetchedStep_ = 0;
   std::map<std::string, int> sendIndex_;
   // Exactly-once data: this process's run (new when it restarts) and what

@@ -83,23 +83,22 @@ Status overlapPushes(bool asked, bool refused, PsDriver *ps) {
 }
 
 // --data exactly-once: only for between-graph replicas of one task each,
-// and not yet in sync mode: there the counting model lost 2 batches' updates
-// in half the runs (several ps could not agree on what an update averages
-// either: ps 0 decides, and another ps would average its own choice).
+// and in sync mode with one ps (ps 0 decides which gradients an update
+// averages; another ps would average its own choice, which may hold a
+// gradient ps 0 dropped and whose batch it hands out again).
 Status exactlyOnceData(bool asked, bool refused, bool sync, size_t numPs) {
   if (asked && refused)
     return errorStatus("--data exactly-once needs between-graph replication "
                        "with replicas on one task each (an in-graph client or "
                        "a model-parallel replica reads its data itself); "
                        "leave it out to read static shards");
-  (void)numPs;
-  if (asked && sync)
+  if (asked && sync && numPs > 1)
     return errorStatus(
-        "--data exactly-once is not yet available with update = sync: in "
-        "tests the counting model's rows showed 2 of 2,400 batches' updates "
-        "missing in 3 of 6 sync runs although ps 0 counted them applied "
-        "(docs/elastic.md); train with update = async, or with --data "
-        "static");
+        "--data exactly-once with update = sync needs one ps task, not ", numPs,
+        ": each ps averages the first replicas_to_aggregate gradients it "
+        "receives, so another ps could apply a gradient whose batch ps 0 "
+        "dropped and hands out again (that batch would count twice); train "
+        "with one ps, with update = async, or with --data static");
   return Status::ok();
 }
 

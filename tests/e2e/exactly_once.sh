@@ -7,12 +7,17 @@
 #     launcher restarts it, ps 0 hands its leased batches out again), then,
 #     once it is back, ps.0 killed with kill -9 (every ps back to the last
 #     checkpoint, whose ledger says which batches its variables saw).
-#   sync (refused with exactly-once for now; static_is_not still runs):
-#   1 ps + 3 workers, replicas_to_aggregate = 2: each update drops a
-#     backup worker's gradient, whose batch goes out again.
+#   sync: 1 ps + 3 workers, replicas_to_aggregate = 2: each update drops a
+#     backup worker's gradient, whose batch goes out again. The update
+#     averages its 2 gradients and the learning rate is 2, so each applied
+#     example adds 1 (the ps must say that no update averaged fewer).
 #   scale: async, 3 worker slots launched with --workers 1, scaled to 3
 #     mid-epoch 0 (worker.1 and worker.2 join and lease), then to 2 mid-epoch 1
 #     (worker.2 leaves; its leases go out again at once) (docs/elastic.md).
+# Every checkpoint must hold at least the updates its name says (the chief
+# saved sync checkpoints before the update it pushed into was applied: the
+# last one missed that update's 2 batches), and with exactly-once data the
+# last one all of the job's.
 # usage: exactly_once.sh BIN_DIR WORK_DIR async|sync|scale exactly-once|static
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -41,24 +46,24 @@ print('x,id')
 for i in range($examples): print(f'0,{i}')" > "$work/ids.csv"
 sed -e "s|DATA|$work/ids.csv|" -e "s/LR/$lr/" -e "s/STEPS/$steps/" \
   -e "s/EXAMPLES/$examples/" -e "s/update = async/update = $update/" \
-  -e "s/batch = 16/batch = $batch\n    checkpoint every 100 steps keep 2/" \
+  -e "s/batch = 16/batch = $batch\n    checkpoint every 100 steps keep 50/" \
   "$root/tests/e2e/counting.dtf.in" > "$work/counting.dtf"
 "$bin/dtfc" "$work/counting.dtf" -o "$work/counting.plan"
 cluster_json "$work/c.json" 1 "$workers"
 log=$work/run.log
 # The loop below reads it before the launcher may have opened it (set -e).
 : > "$log"
-# Not yet in sync mode (docs/elastic.md): the counting model's rows showed
-# 2 of 2,400 batches' updates missing in 3 of 6 runs. Refused at start.
+# Sync with several ps tasks is refused: each would average its own choice
+# of gradients, one that ps 0 dropped among them (docs/elastic.md).
 if [ "$mode" = sync ] && [ "$data" = exactly-once ]; then
+  cluster_json "$work/c2.json" 2 "$workers"
   rc=0
-  timeout 120 "$bin/dtf-run" "$work/counting.plan" --cluster "$work/c.json" --threads 1 \
-    --data exactly-once > "$log" 2>&1 || rc=$?
-  [ "$rc" != 0 ] || fail "--data exactly-once with update = sync was accepted"
-  grep -q "not yet available with update = sync" "$log" ||
-    fail "the sync refusal does not say why: $(grep -m3 error "$log")"
-  echo "   ok: exit $rc: $(grep -m1 -o 'data exactly-once is not yet available with update = sync' "$log")"
-  exit 0
+  timeout 60 "$bin/dtf-run" "$work/counting.plan" --cluster "$work/c2.json" --threads 1 \
+    --data exactly-once > "$work/two-ps.log" 2>&1 || rc=$?
+  [ "$rc" != 0 ] || fail "--data exactly-once with update = sync and 2 ps tasks was accepted"
+  grep -q "update = sync needs one ps task, not 2" "$work/two-ps.log" ||
+    fail "the 2-ps sync refusal does not say why: $(grep -m3 error "$work/two-ps.log")"
+  echo "   2 ps tasks: exit $rc: $(grep -m1 -o 'update = sync needs one ps task, not 2' "$work/two-ps.log")"
 fi
 timeout 120 "$bin/dtf-run" "$work/counting.plan" --cluster "$work/c.json" --threads 1 \
   --log-every 20 --model-dir "$work/model" --data "$data" --split-batches "$split" "${scale[@]}" > "$log" 2>&1 &
@@ -118,13 +123,23 @@ if [ "$mode" = async ]; then
   [ "$killed_worker" = yes ] && [ "$killed_ps" = yes ] ||
     fail "the job ended before its kills (worker.1: $killed_worker, ps.0: $killed_ps); make it longer"
 fi
-last=$(ls "$work/model"/ckpt-*.data-0-of-1 | sort -t- -k2 -n | tail -1)
-python3 - "$root/tests/e2e" "$last" "$log" "$examples" "$epochs" "$data" "$mode" <<'PY'
-import re, sys
+python3 - "$root/tests/e2e" "$work/model" "$log" "$examples" "$epochs" "$data" "$mode" "$steps" <<'PY'
+import glob, re, sys
 sys.path.insert(0, sys.argv[1])
 from ckpt_diff import read
-path, log, examples, epochs, data, mode = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7]
-counts = read(path)[("counts", 0)][3]
+model, log, examples, epochs, data, mode, steps = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7], int(sys.argv[8])
+saved = {}
+for p in glob.glob(model + "/ckpt-*.data-0-of-1"):
+    saved[int(re.search(r"ckpt-(\d+)\.", p).group(1))] = p
+holds = {s: read(p)[("global_step", 0)][3][0] for s, p in saved.items()}
+last = max(saved)
+print(f"   {len(saved)} checkpoints, the last ckpt-{last} at global step {holds[last]}")
+short = {s: g for s, g in holds.items() if g < s}
+if short:
+    sys.exit(f"e2e: FAIL: checkpoints hold fewer updates than their names say (name: global step): {dict(sorted(short.items()))}")
+if data != "static" and (last != steps or holds[last] != steps):
+    sys.exit(f"e2e: FAIL: the last checkpoint is ckpt-{last} at global step {holds[last]}, not {steps}")
+counts = read(saved[last])[("counts", 0)][3]
 assert len(counts) == examples, len(counts)
 hist = {}
 for c in counts:
@@ -147,6 +162,8 @@ if len(epoch_lines) < epochs:
 resent = lambda what: sum(int(m.group(1)) for l in epoch_lines for m in [re.search(r"(\d+) " + what, l)] if m)
 if mode == "sync" and resent("of dropped gradients") == 0:
     bad.append("no dropped gradient's batch was re-sent (did the backup worker push?)")
+if mode == "sync" and any("of them fewer" in l for l in lines):
+    bad.append("an update averaged fewer than 2 gradients (its examples added more than 1): " + next(l for l in lines if "of them fewer" in l))
 if mode == "scale":
     for w in ("worker.1", "worker.2"):
         if not any(l.startswith(w) and "step " in l for l in lines):
