@@ -21,6 +21,9 @@ int64_t PsService::needed() {
 }
 
 void PsService::followMembership() {
+  // Who went silent is noted (and said) now, in async mode too, where no
+  // update asks.
+  members_.live(Membership::Clock::now());
   if (sync_ && initialized_ && !saving_ && aggregator_.complete(needed())) {
     const int64_t at = version_;
     Status s = apply(aggregator_.average());
