@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# The pauses of elastic jobs (docs/elastic.md) on loopback: the seed CNN
+# (models/mnist_cnn.dtf, its eval source left out) on 1 ps + 2 workers, in
+# sync mode (replicas_to_aggregate = 3: an update averages min(3, live
+# workers) gradients) and in async mode. Measures, from every task's output
+# line timestamped as it comes:
+#   - scale-up (`dtf-run ctl scale worker=3` on a launcher started with
+#     --workers 2 of 3 slots): request -> the new worker's first step (its
+#     first push; async: applied, sync: in the next update);
+#   - scale-down (`scale worker=2`): request -> the launcher's "left the
+#     job";
+#   - kill -9 of worker.1 in a job started task by task (--job/--task, no
+#     launcher to restart it), with a short --lease-timeout: kill -> ps.0's
+#     "went silent";
+#   - for each, the longest time the job's global step did not move after
+#     the change (the pause) beside the median step interval before it, and
+#     the global steps per second before and after.
+# No peer runs beside it: no peer scales a running ps/worker job (TensorFlow's
+# ParameterServerStrategy has a fixed cluster; torchrun restarts every worker).
+# Prints a table and writes it to results/elastic.md.
+#
+#   usage: bench/elastic.sh [options]
+#     --build DIR          dtf build directory with bin/dtfc and bin/dtf-run
+#                          (default: ./build of this checkout)
+#     --phase S            seconds of each phase between changes (default 8)
+#     --lease-timeout S    the kill run's --lease-timeout (default 2)
+#     --modes LIST         sync,async (default both)
+#     --out FILE           results file (default bench/results/elastic.md;
+#                          "-" writes none)
+#     --keep DIR           keep the logs in DIR (default: removed)
+#
+#   environment: DTF_BENCH_DATA (default /usr/share/datasets/fashion-mnist)
+#
+# Every task has 1 intra-op thread; all share the machine's cores. About 2
+# minutes with the defaults.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build
+phase=8
+lease=2
+modes=sync,async
+out=$root/bench/results/elastic.md
+keep=
+cmdline="bench/elastic.sh${*:+ $*}"
+
+die() { echo "elastic.sh: $*" >&2; exit 2; }
+while (($#)); do
+  case $1 in
+    --build) build=${2:?--build needs a directory}; shift 2 ;;
+    --phase) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--phase needs whole seconds, got '${2-}'"; phase=$2; shift 2 ;;
+    --lease-timeout) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--lease-timeout needs whole seconds, got '${2-}'"; lease=$2; shift 2 ;;
+    --modes) modes=${2:?--modes needs a list}; shift 2 ;;
+    --out) out=${2:?--out needs a file}; shift 2 ;;
+    --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+for m in ${modes//,/ }; do
+  case $m in sync|async) ;; *) die "--modes: unknown mode '$m' (sync, async)" ;; esac
+done
+data=${DTF_BENCH_DATA:-/usr/share/datasets/fashion-mnist}
+[[ -e $data/train-images-idx3-ubyte.gz || -e $data/train-images-idx3-ubyte ]] ||
+  die "$data: no Fashion-MNIST train-images-idx3-ubyte[.gz] (set DTF_BENCH_DATA)"
+[[ -x $build/bin/dtfc && -x $build/bin/dtf-run ]] ||
+  die "$build/bin/dtfc or dtf-run is not built (--build DIR)"
+run=$build/bin/dtf-run
+
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+  sleep 1
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [[ -n $keep ]]; then
+    mkdir -p "$keep" && cp "$work"/*.log "$work"/*.events "$keep"/ 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Each line as it comes, after the wall-clock time it came at and a task name
+# (the launcher's lines carry their own).
+stamp() {
+  python3 -u -c '
+import sys, time
+prefix = sys.argv[1]
+for line in iter(sys.stdin.readline, ""):
+    sys.stdout.write("%.3f %s%s" % (time.time(), prefix, line))
+    sys.stdout.flush()' "${1:-}"
+}
+now() { date +%s.%N; }
+# steps_of LOG TASK: the last step number TASK printed.
+steps_of() { sed -n "s/^[0-9.]* $2 *| step \([0-9]*\)\/.*/\1/p" "$1" | tail -1; }
+# wait_step LOG TASK N: until TASK printed step N (60 s at most).
+wait_step() {
+  local i
+  for i in $(seq 1 600); do
+    [[ $(steps_of "$1" "$2") -ge $3 ]] 2>/dev/null && return 0
+    sleep 0.1
+  done
+  tail -20 "$1" >&2
+  die "$2 did not reach step $3 in 60 s (log above)"
+}
+
+plan_for() { # MODE -> $work/MODE.plan
+  local update=async
+  [[ $1 == sync ]] && update='sync(replicas_to_aggregate = 3)'
+  grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
+    sed -e "s|/usr/share/datasets/fashion-mnist|$data|" \
+        -e "s/^\([[:space:]]*update[[:space:]]*=\).*/\1 $update/" \
+        -e "s/^\([[:space:]]*steps[[:space:]]*=\).*/\1 1000000/" > "$work/$1.dtf"
+  "$build/bin/dtfc" "$work/$1.dtf" -o "$work/$1.plan"
+}
+
+# The launcher with 2 of 3 worker slots, scaled to 3 and back to 2.
+scale_run() { # MODE
+  local m=$1 log=$work/$1.scale.log
+  bench_cluster_json 1 3 > "$work/$m.scale.json"
+  "$run" "$work/$m.plan" --cluster "$work/$m.scale.json" --workers 2 --threads 1 \
+    --log-every 1 > >(stamp > "$log") 2>&1 &
+  pids+=($!)
+  wait_step "$log" worker.1 20
+  sleep "$phase"
+  echo "$(now) up" >> "$work/$m.scale.events"
+  "$run" ctl --cluster "$work/$m.scale.json" scale worker=3 > /dev/null
+  sleep "$phase"
+  echo "$(now) down" >> "$work/$m.scale.events"
+  "$run" ctl --cluster "$work/$m.scale.json" scale worker=2 > /dev/null
+  sleep "$phase"
+  echo "$(now) end" >> "$work/$m.scale.events"
+  kill -INT "${pids[-1]}" 2>/dev/null || true
+  wait "${pids[-1]}" 2>/dev/null || true
+}
+
+# ps.0, worker.0 and worker.1 started one by one; worker.1 killed with -9.
+kill_run() { # MODE
+  local m=$1 log=$work/$1.kill.log t w1=
+  bench_cluster_json 1 3 > "$work/$m.kill.json"
+  # Mutual TLS as the launcher's tasks have it (its own CA there).
+  "$run" certs --cluster "$work/$m.kill.json" --out "$work/$m.certs" > /dev/null
+  local -a mine=()
+  for t in ps:0 worker:0 worker:1; do
+    "$run" "$work/$m.plan" --cluster "$work/$m.kill.json" --tls-dir "$work/$m.certs" \
+      --workers 2 --threads 1 \
+      --log-every 1 --lease-timeout "$lease" --job "${t%:*}" --task "${t#*:}" \
+      > >(stamp "${t/:/.} | " >> "$log") 2>&1 &
+    mine+=($!)
+    pids+=($!)
+  done
+  w1=${mine[2]}
+  wait_step "$log" worker.1 20
+  sleep "$phase"
+  echo "$(now) kill" >> "$work/$m.kill.events"
+  { kill -9 "$w1"; wait "$w1"; } 2>/dev/null || true
+  sleep "$((lease + phase))"
+  echo "$(now) end" >> "$work/$m.kill.events"
+  for t in "${mine[@]}"; do kill -INT "$t" 2>/dev/null || true; done
+  for t in "${mine[@]}"; do wait "$t" 2>/dev/null || true; done
+}
+
+for m in ${modes//,/ }; do
+  plan_for "$m"
+  echo "== $m: scale up and down (launcher)"
+  scale_run "$m"
+  echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"
+  kill_run "$m"
+done
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+table=$(python3 "$root/bench/elastic_table.py" "$work" "$phase" "$lease" ${modes//,/ })
+echo
+echo "$table"
+
+[[ $out == - ]] && exit 0
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+isa=$(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 'avx2' /proc/cpuinfo || echo 'no AVX2')
+{
+  echo "# Elastic jobs: the pauses of scaling and of a kill -9, on loopback"
+  echo
+  echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
+  echo "Machine: $(nproc) cores ($cpu, $isa), $(awk '/^MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo) memory;"
+  echo "load average (1, 5, 15 min) $load_before before, $load_after after."
+  echo "Every task is a process on 127.0.0.1 with free ports; all share the cores."
+  if awk -v l="${load_before%% *}" -v a="${load_after%% *}" -v n="$(nproc)" \
+       'BEGIN { exit !(l > n / 2 || a > n) }'; then
+    echo "**The machine was busy with other work (load above half its cores before,"
+    echo "or above its cores after): these figures are noisy; rerun on an idle"
+    echo "machine before quoting them.**"
+  fi
+  echo
+  echo "No peer runs beside it: no peer scales a running ps/worker job (TensorFlow's"
+  echo "ParameterServerStrategy has a fixed cluster and its elastic-worker pull request"
+  echo "was closed unmerged; torchrun restarts every worker on any change), so these"
+  echo "are dtf's own figures, not ratios."
+  echo
+  echo "Model: the seed CNN (models/mnist_cnn.dtf without its eval source: Adam 1e-4,"
+  echo "batch 50 per worker and step, Fashion-MNIST), 1 intra-op thread per task,"
+  echo "\`--log-every 1\`; each task's output line is timestamped as it arrives."
+  echo "sync: \`update = sync(replicas_to_aggregate = 3)\`: an update averages"
+  echo "min(3, live workers) gradients (docs/elastic.md). $phase s per phase."
+  echo
+  echo "- scale-up / scale-down: \`dtf-run plan --cluster c.json --workers 2\` (1 ps, 3"
+  echo "  worker slots), then \`dtf-run ctl --cluster c.json scale worker=3\`, then"
+  echo "  \`scale worker=2\`. *Joined*: request to the new worker's first step line (its"
+  echo "  first push done: process start, plan and data load, connection, pull, step)."
+  echo "  *Left*: request to the launcher's \"worker.2 left the job\"."
+  echo "- kill -9: ps.0, worker.0 and worker.1 started one by one (\`--job/--task\`,"
+  echo "  certificates from \`dtf-run certs\`,"
+  echo "  \`--workers 2 --lease-timeout $lease\`, so nothing restarts the killed one);"
+  echo "  \`kill -9\` of worker.1. *Absorbed*: kill to ps.0's \"went silent\"."
+  echo "- *Pause*: the longest time the job's global step (the highest step any"
+  echo "  worker printed) did not move, from the change to the end of its phase,"
+  echo "  beside the median interval between its moves in the phase before."
+  echo "  Steps/s: global steps per second over the phase before and after (the"
+  echo "  first second after a change left out)."
+  echo
+  echo "$table"
+} > "$out"
+echo
+echo "written to ${out#"$root"/}"
