@@ -158,7 +158,8 @@ options:
                    splits of batches from ps 0, which counts a batch only
                    when its update is applied and hands out again those of
                    dead workers, dropped gradients and lost updates, so each
-                   epoch applies every example once (docs/elastic.md)
+                   epoch applies every example once (docs/elastic.md;
+                   with update = sync, one ps task)
   --split-batches N  exactly-once: batches per split an async worker leases
                    (default 4; sync workers lease one at a time)
   --lease-timeout SECONDS  a worker that makes no call to a ps for this long
