@@ -35,6 +35,10 @@ else
   workers=2 lr=1.0 steps=$((epochs * per_epoch))
   update=async
 fi
+# Sync: a checkpoint every 10 steps, so that some come due when the chief's
+# gradient is the first of its update (the case that was saved too early).
+every=100
+[ "$mode" = sync ] && every=10
 scale=() split=4
 [ "$mode" = scale ] && scale=(--workers 1)
 # A worker holds no lease between its split's last push and its next lease
@@ -46,7 +50,7 @@ print('x,id')
 for i in range($examples): print(f'0,{i}')" > "$work/ids.csv"
 sed -e "s|DATA|$work/ids.csv|" -e "s/LR/$lr/" -e "s/STEPS/$steps/" \
   -e "s/EXAMPLES/$examples/" -e "s/update = async/update = $update/" \
-  -e "s/batch = 16/batch = $batch\n    checkpoint every 100 steps keep 50/" \
+  -e "s/batch = 16/batch = $batch\n    checkpoint every $every steps keep 200/" \
   "$root/tests/e2e/counting.dtf.in" > "$work/counting.dtf"
 "$bin/dtfc" "$work/counting.dtf" -o "$work/counting.plan"
 cluster_json "$work/c.json" 1 "$workers"
