@@ -223,6 +223,13 @@ isa=$(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 'avx2' /proc/cpui
   echo "  first second after a change left out)."
   echo
   echo "$table"
+  echo
+  echo "Reading: a global step is an update, so in sync mode it carries the examples"
+  echo "of every gradient it averages (2 workers: 100, 3: 150, the lone worker after"
+  echo "the kill: 50) and in async mode one push's 50. With 3 workers on 2 cores a"
+  echo "sync update waits for the slowest of three processes sharing two cores, so"
+  echo "sync steps/s fall after the scale-up; after the kill the lone worker's updates"
+  echo "come at its own rate. A pause of one or two median intervals is no pause."
 } > "$out"
 echo
 echo "written to ${out#"$root"/}"
