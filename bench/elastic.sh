@@ -7,8 +7,7 @@
 #   - scale-up (`dtf-run ctl scale worker=3` on a launcher started with
 #     --workers 2 of 3 slots): request -> the new worker's first step (its
 #     first push; async: applied, sync: in the next update);
-#   - scale-down (`scale worker=2`): request -> the launcher's "left the
-#     job";
+#   - scale-down (`scale worker=2`): request -> ps.0's "worker.2 left";
 #   - kill -9 of worker.1 in a job started task by task (--job/--task, no
 #     launcher to restart it), with a short --lease-timeout: kill -> ps.0's
 #     "went silent";
@@ -79,7 +78,8 @@ cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if [[ -n $keep ]]; then
-    mkdir -p "$keep" && cp "$work"/*.log "$work"/*.events "$keep"/ 2>/dev/null || true
+    mkdir -p "$keep"
+    cp "$work"/*.log "$work"/*.events "$keep"/ 2>/dev/null || true
   fi
   rm -rf "$work"
 }
@@ -101,8 +101,8 @@ now() { date +%s.%N; }
 steps_of() { sed -n "s/^[0-9.]* $2 *| step \([0-9]*\)\/.*/\1/p" "$1" | tail -1; }
 # wait_step LOG TASK N: until TASK printed step N (60 s at most).
 wait_step() {
-  local i
-  for i in $(seq 1 600); do
+  local _
+  for _ in $(seq 1 600); do
     [[ $(steps_of "$1" "$2") -ge $3 ]] 2>/dev/null && return 0
     sleep 0.1
   done
@@ -175,7 +175,8 @@ for m in ${modes//,/ }; do
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-table=$(python3 "$root/bench/elastic_table.py" "$work" "$phase" "$lease" ${modes//,/ })
+read -r -a mode_list <<< "${modes//,/ }"
+table=$(python3 "$root/bench/elastic_table.py" "$work" "$phase" "$lease" "${mode_list[@]}")
 echo
 echo "$table"
 
@@ -211,7 +212,7 @@ isa=$(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 'avx2' /proc/cpui
   echo "  worker slots), then \`dtf-run ctl --cluster c.json scale worker=3\`, then"
   echo "  \`scale worker=2\`. *Joined*: request to the new worker's first step line (its"
   echo "  first push done: process start, plan and data load, connection, pull, step)."
-  echo "  *Left*: request to the launcher's \"worker.2 left the job\"."
+  echo "  *Left*: request to ps.0's \"worker.2 left\" (it stops counting it)."
   echo "- kill -9: ps.0, worker.0 and worker.1 started one by one (\`--job/--task\`,"
   echo "  certificates from \`dtf-run certs\`,"
   echo "  \`--workers 2 --lease-timeout $lease\`, so nothing restarts the killed one);"

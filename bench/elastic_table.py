@@ -94,7 +94,8 @@ def main():
                     said = "joined"
                 elif what == "down":
                     change = "scale-down 3 -> 2 workers"
-                    took = first_after(lines, te, lambda s: "worker.2 left the job" in s)
+                    # ps.0 stops counting it (the launcher says so once it exited).
+                    took = first_after(lines, te, lambda s: re.match(r"ps\.0\s*\|\s*worker\.2 left", s) is not None)
                     said = "left"
                 else:
                     change = f"kill -9 of worker.1 (lease timeout {lease:g} s)"
