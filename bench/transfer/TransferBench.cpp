@@ -8,10 +8,14 @@
 //
 //   dtf-transfer-bench [--mb 256,1024] [--repeat 5] [--chunk-bytes 4194304]
 //                      [--tls-dir DIR [--same-host unix|tcp]]
+//                      [--fresh-buffers]
 //
 // Plaintext unless --tls-dir names the certificates `dtf-run certs` made for
 // a cluster of ps.0 and worker.0: then as dtf-run's tasks on one host talk,
 // over a Unix socket (--same-host unix, the default) or TLS over TCP.
+//
+// --fresh-buffers: the ps allocates each pull snapshot and pushed value
+// anew (the path before it reused them; TaskConfig::reuseTransferBuffers).
 //
 // One message cannot carry 2 GiB or more (gRPC's limit): sizes from 2048 MB
 // up are measured streamed only.
@@ -106,6 +110,9 @@ int fail(const std::string &what, const grpc::Status &st) {
 struct Wiring {
   std::string tlsDir;
   dist::SameHost sameHost = dist::SameHost::kUnix;
+  // --fresh-buffers: the ps allocates every pull snapshot and pushed value
+  // anew, as before TransferBuffers (the old path, for a before/after).
+  bool freshBuffers = false;
 };
 
 // A task's transport in the job {ps.0 at psAddress, worker.0}.
@@ -145,6 +152,7 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, const Wiring &wiring,
   config.planPath = "transfer";
   config.planFingerprint = 42;
   config.chunkBytes = chunkBytes;
+  config.reuseTransferBuffers = !wiring.freshBuffers;
   std::FILE *quiet = std::fopen("/dev/null", "w");
   config.out = quiet;
   dist::Transport worker;
@@ -282,13 +290,17 @@ int main(int argc, char **argv) {
   auto usage = [] {
     std::fprintf(stderr, "usage: dtf-transfer-bench [--mb 256,1024] "
                          "[--repeat 5] [--chunk-bytes 4194304] [--tls-dir DIR "
-                         "[--same-host unix|tcp]]\n");
+                         "[--same-host unix|tcp]] [--fresh-buffers]\n");
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       usage();
       return 0;
+    }
+    if (a == "--fresh-buffers") {
+      wiring.freshBuffers = true;
+      continue;
     }
     if (i + 1 >= argc) {
       usage();
@@ -360,8 +372,9 @@ int main(int argc, char **argv) {
     std::fflush(stdout);
   }
   std::printf("best of %d; chunks of %zu bytes; a push includes the ps "
-              "applying sgd to the variable; %s\n",
+              "applying sgd to the variable; %s%s\n",
               repeat, chunkBytes,
+              wiring.freshBuffers ? "fresh buffers (the old path), " : "",
               wiring.tlsDir.empty() ? "plaintext over TCP"
               : wiring.sameHost == dist::SameHost::kTcp
                   ? "mutual TLS over TCP"

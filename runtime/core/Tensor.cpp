@@ -107,6 +107,19 @@ Tensor Tensor::allocate(DType dtype, std::vector<int64_t> shape) {
   return t;
 }
 
+Tensor Tensor::adopt(DType dtype, std::vector<int64_t> shape,
+                     std::shared_ptr<void> buffer, size_t capacity) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numElements_ = numElementsOf(shape);
+  t.shape_ = std::move(shape);
+  assert(buffer && capacity >= t.byteSize() && "adopt: buffer too small");
+  t.data_ = buffer.get();
+  t.buffer_ = std::move(buffer);
+  t.capacity_ = capacity;
+  return t;
+}
+
 Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
   Tensor t = allocate(dtype, std::move(shape));
   if (t.defined())

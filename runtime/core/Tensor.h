@@ -67,6 +67,12 @@ public:
   /// without swap reservation). For dynamic tables, whose capacity is far
   /// larger than the rows they hold.
   static Tensor reserveZeros(DType dtype, std::vector<int64_t> shape);
+  /// A tensor that shares `buffer` (`capacity` bytes, aligned to
+  /// kAlignment, at least the bytes of `shape`), as allocate()'s own: the
+  /// buffer's deleter runs when the last tensor over it goes (a pool of
+  /// transfer buffers takes it back there).
+  static Tensor adopt(DType dtype, std::vector<int64_t> shape,
+                      std::shared_ptr<void> buffer, size_t capacity);
   /// A tensor over `data`, which must hold numElementsOf(shape) elements and
   /// outlive every use of the view.
   static Tensor view(DType dtype, std::vector<int64_t> shape, void *data);

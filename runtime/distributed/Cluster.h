@@ -48,6 +48,10 @@ struct TaskConfig {
   /// A stream that moves no chunk for this long is cut by the ps
   /// (dtf-run --stall-timeout).
   double stallTimeoutSeconds = 30;
+  /// The ps keeps the buffers of pull snapshots and pushed values for the
+  /// next transfers (TransferBuffers); false frees each (dtf-transfer-bench
+  /// --fresh-buffers measures the difference).
+  bool reuseTransferBuffers = true;
   /// Pulls and pushes carry f32 values as bfloat16 (dtf-run --wire bf16);
   /// the ps keeps and updates its f32 variables.
   bool wireBf16 = false;

@@ -61,6 +61,12 @@ Status PsService::setUp() {
   // This ps's variables (or shards), initialized from the plan; the chief
   // may replace them with a checkpoint's in Initialize.
   DTF_RETURN_IF_ERROR(store_.setUp());
+  uint64_t held = 0;
+  for (const std::string &n : store_.names())
+    held += store_.variables().find(n)->byteSize();
+  buffers_ = std::make_unique<TransferBuffers>(
+      config_.reuseTransferBuffers ? TransferBuffers::boundFor(held) : 0);
+  update_.lendFrom(buffers_.get());
   return update_.setUp(plan_, placement_, index_, store_);
 }
 
@@ -208,8 +214,8 @@ grpc::ServerUnaryReactor *PsService::Pull(grpc::CallbackServerContext *ctx,
   startPull(
       ctx, std::move(req),
       [response](const rpc::PullReply &reply,
-                 const std::vector<const Tensor *> &payload) {
-        *response = packTensors(reply, payload, /*copy=*/true);
+                 const std::vector<Tensor> &snapshot) {
+        *response = packShared(reply, snapshot);
       },
       [reactor](const grpc::Status &st) { reactor->Finish(st); });
   return reactor;
@@ -284,25 +290,26 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
     return grpc::Status::OK;
   }
   reply->set_ready(true);
-  std::vector<const Tensor *> payload;
-  // --wire bf16: the f32 variables as bfloat16 (emit copies them at once).
+  // --wire bf16: the f32 variables as bfloat16 (a copy already).
   const bool narrow = req->wire_dtype() == plan::BF16;
-  std::vector<Tensor> narrowed;
-  narrowed.reserve(size_t(req->names_size()));
+  std::vector<Tensor> snapshot;
   for (const std::string &n : req->names()) {
     const Tensor *t = store_.variables().find(n);
     if (!t)
       return fail(grpc::StatusCode::NOT_FOUND,
                   name_ + " does not hold variable '" + n + "'");
-    if (narrow && t->dtype() == DType::F32) {
-      narrowed.push_back(narrowToBf16(*t));
-      t = &narrowed.back();
-    }
-    describeTensor(n, *t, reply->add_values());
-    payload.push_back(t);
-    payloadOut_ += t->byteSize();
+    const bool toBf16 = narrow && t->dtype() == DType::F32;
+    snapshot.push_back(toBf16 ? narrowToBf16(*t)
+                              : buffers_->allocate(t->dtype(), t->shape()));
+    if (!snapshot.back().defined())
+      return fail(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                  name_ + ": out of memory for a pull of '" + n + "'");
+    if (!toBf16)
+      std::memcpy(snapshot.back().rawData(), t->rawData(), t->byteSize());
+    describeTensor(n, snapshot.back(), reply->add_values());
+    payloadOut_ += snapshot.back().byteSize();
   }
-  emit(*reply, payload);
+  emit(*reply, snapshot);
   return grpc::Status::OK;
 }
 
@@ -390,10 +397,9 @@ PsService::PullStream(grpc::CallbackServerContext *ctx,
   }
   startPull(
       ctx, std::move(req),
-      [writer,
-       chunk = config_.chunkBytes](const rpc::PullReply &reply,
-                                   const std::vector<const Tensor *> &payload) {
-        writer->snapshot(reply, payload, chunk);
+      [writer, chunk = config_.chunkBytes](const rpc::PullReply &reply,
+                                           const std::vector<Tensor> &snapshot) {
+        writer->send(reply, snapshot, chunk);
       },
       [writer](const grpc::Status &st) { writer->start(st); });
   return writer;

@@ -13,6 +13,7 @@
 #include "runtime/distributed/PsUpdate.h"
 #include "runtime/distributed/SplitLedger.h"
 #include "runtime/distributed/SyncAggregator.h"
+#include "runtime/distributed/TransferBuffers.h"
 #include "runtime/plan/PlanTypes.h"
 
 #include "service.grpc.pb.h"
@@ -142,10 +143,10 @@ private:
                                  std::vector<Tensor> *staged,
                                  std::vector<PayloadTarget> *targets);
 
-  // The reply to a pull: its header and the variables, which `emit` copies
-  // under the lock (the values between two updates).
+  // The reply to a pull: its header and the variables, copied under the
+  // lock (the values between two updates) into buffers of buffers_.
   using PullEmit = std::function<void(const rpc::PullReply &,
-                                      const std::vector<const Tensor *> &)>;
+                                      const std::vector<Tensor> &)>;
   using PullFinish = std::function<void(const grpc::Status &)>;
   /// Answers a pull now, or, when it asks for a version this ps has not
   /// reached yet, parks it until the version is there, its wait ends or the
@@ -161,7 +162,7 @@ private:
            version_ < req.min_version();
   }
   // The reply to a pull as things are (mu_ held): not ready while it must
-  // wait, else the variables, which `emit` copies.
+  // wait, else a snapshot of the variables.
   grpc::Status answerPull(const rpc::PullRequest &request,
                           const PullEmit &emit);
   // The parked pulls' thread: every change of state (cv_) and every 20 ms,
@@ -232,6 +233,8 @@ private:
   const int index_;
 
   PsStore store_;
+  // Pull snapshots and pushed values (docs/protocol.md, "Buffers").
+  std::unique_ptr<TransferBuffers> buffers_;
   PsUpdate update_;
   SyncAggregator aggregator_;
   SplitLedger ledger_; // ps 0, exactly-once data; under mu_

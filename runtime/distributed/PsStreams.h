@@ -79,22 +79,16 @@ struct Refusal {
   }
 };
 
-/// A pull reply in chunks: the variables copied once under the lock into a
-/// snapshot the chunks point at, which lives until the call is done.
+/// A pull reply in chunks over the snapshot the ps took under its lock
+/// (buffers of its TransferBuffers): each chunk's slices share the
+/// snapshot's buffers, which go back to the pool once sent.
 class PullWriter final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 public:
   PullWriter(StreamLimits *streams, grpc::CallbackServerContext *ctx)
       : streams_(streams), ctx_(ctx) {}
-  void snapshot(const rpc::PullReply &reply,
-                const std::vector<const Tensor *> &payload, size_t chunkBytes) {
-    std::vector<const Tensor *> copies;
-    for (const Tensor *t : payload) {
-      snapshot_.push_back(Tensor::allocate(t->dtype(), t->shape()));
-      std::memcpy(snapshot_.back().rawData(), t->rawData(), t->byteSize());
-    }
-    for (const Tensor &t : snapshot_)
-      copies.push_back(&t);
-    chunks_ = packChunks(reply, copies, chunkBytes);
+  void send(const rpc::PullReply &reply, const std::vector<Tensor> &snapshot,
+            size_t chunkBytes) {
+    chunks_ = packChunksShared(reply, snapshot, chunkBytes);
   }
   void start(const grpc::Status &status) {
     if (!status.ok() || chunks_.empty())
@@ -128,7 +122,6 @@ private:
   }
   StreamLimits *streams_;
   grpc::CallbackServerContext *ctx_;
-  std::vector<Tensor> snapshot_;
   std::vector<grpc::ByteBuffer> chunks_;
   size_t next_ = 0;
 };

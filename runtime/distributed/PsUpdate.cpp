@@ -128,7 +128,7 @@ Status PsUpdate::prepare(const rpc::PushRequest &req,
           name_, ": pushed value '", plan::printable(w.name()), "' is ",
           plan::typeString(dtype, dims), ", but the update takes ",
           plan::typeString(wantType, plan::dimsOf(want.shape())));
-    (*values)[size_t(k)] = Tensor::allocate(dtype, dims);
+    (*values)[size_t(k)] = allocate(dtype, dims);
     targets->push_back({(*values)[size_t(k)].rawData(), w.size()});
   }
   for (size_t k = 0; k < keys_.size(); ++k)
@@ -178,7 +178,7 @@ Status PsUpdate::decode(const rpc::PushRequest &req,
     if (w.encoding() == rpc::PUSH_DENSE || k < 0 || size_t(k) >= values->size())
       continue;
     Tensor &t = (*values)[size_t(k)];
-    Tensor dense = Tensor::allocate(
+    Tensor dense = allocate(
         DType::F32, std::vector<int64_t>(w.dims().begin(), w.dims().end()));
     Status s = decodePush(w.encoding(), t.rawData(), t.byteSize(),
                           dense.data<float>(), dense.numElements());
@@ -197,7 +197,7 @@ void PsUpdate::widen(std::vector<Tensor> *values) const {
         (expected_[k].dtype() != plan::F32 &&
          expected_[k].dtype() != plan::DTYPE_UNSPECIFIED))
       continue;
-    Tensor wide = Tensor::allocate(DType::F32, t.shape());
+    Tensor wide = allocate(DType::F32, t.shape());
     widenFromBf16(static_cast<const uint16_t *>(t.rawData()), t.numElements(),
                   wide.data<float>());
     t = std::move(wide);

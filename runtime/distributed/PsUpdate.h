@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/distributed/PsStore.h"
+#include "runtime/distributed/TransferBuffers.h"
 #include "runtime/exec/Executor.h"
 
 #include "plan.pb.h"
@@ -32,6 +33,9 @@ public:
   /// The ps program of ps `index` over `store`'s variables, and its keys.
   Status setUp(const plan::Plan &plan, const plan::Placement &placement,
                int index, PsStore &store);
+
+  /// Where a push's values get their buffers (null: Tensor::allocate).
+  void lendFrom(TransferBuffers *buffers) { buffers_ = buffers; }
 
   /// The push keys, in the order a push's values are held.
   const std::vector<std::string> &keys() const { return keys_; }
@@ -79,7 +83,14 @@ private:
   void addKeys(const plan::Plan &plan, const plan::Program &program,
                PsStore &store);
 
+  // A tensor for a push's value, from buffers_ when set.
+  Tensor allocate(DType dtype, std::vector<int64_t> dims) const {
+    return buffers_ ? buffers_->allocate(dtype, std::move(dims))
+                    : Tensor::allocate(dtype, std::move(dims));
+  }
+
   const std::string name_;
+  TransferBuffers *buffers_ = nullptr;
   std::unique_ptr<exec::Executor> update_;
   std::vector<std::string> keys_;
   std::vector<plan::TensorType> expected_; // what the update takes per key

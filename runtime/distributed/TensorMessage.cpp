@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <limits>
 
 namespace dtf::dist {
 
@@ -41,6 +42,24 @@ grpc::ByteBuffer packTensors(const google::protobuf::MessageLite &header,
                           grpc::Slice::STATIC_SLICE);
   }
   return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+namespace {
+// A slice over [p, p + n) of `owner`'s buffer, which it keeps alive (a
+// tensor copy shares the buffer) until gRPC releases the slice.
+grpc::Slice sharedSlice(const Tensor &owner, const char *p, size_t n) {
+  return grpc::Slice(
+      const_cast<char *>(p), n,
+      [](void *keep) { delete static_cast<Tensor *>(keep); },
+      new Tensor(owner));
+}
+} // namespace
+
+grpc::ByteBuffer packShared(const google::protobuf::MessageLite &header,
+                            const std::vector<Tensor> &payloads) {
+  std::vector<grpc::ByteBuffer> one =
+      packChunksShared(header, payloads, std::numeric_limits<size_t>::max());
+  return one.empty() ? grpc::ByteBuffer() : one[0];
 }
 
 Status TensorReader::open(const grpc::ByteBuffer &buffer,
@@ -121,9 +140,13 @@ bool parseMessage(const grpc::ByteBuffer &buffer,
 
 namespace dtf::dist {
 
+namespace {
+// The packed message cut into chunks: the header copied (it is a local),
+// each payload referenced where it lies, statically or sharing its tensor.
 std::vector<grpc::ByteBuffer>
-packChunks(const google::protobuf::MessageLite &header,
-           const std::vector<const Tensor *> &payloads, size_t chunkBytes) {
+cutChunks(const google::protobuf::MessageLite &header,
+          const std::vector<const Tensor *> &payloads, bool share,
+          size_t chunkBytes) {
   chunkBytes = std::max<size_t>(chunkBytes, 1);
   std::string head(4, '\0');
   const uint32_t size = uint32_t(header.ByteSizeLong());
@@ -132,13 +155,13 @@ packChunks(const google::protobuf::MessageLite &header,
   std::vector<grpc::ByteBuffer> chunks;
   std::vector<grpc::Slice> slices;
   size_t fill = 0;
-  // Cuts [p, p + n) into the chunks; the header is copied (it is a local),
-  // payloads are referenced where they lie.
-  auto put = [&](const char *p, size_t n, bool copy) {
+  auto put = [&](const char *p, size_t n, const Tensor *owner, bool copy) {
     while (n > 0) {
       const size_t len = std::min(n, chunkBytes - fill);
       if (copy)
         slices.emplace_back(p, len);
+      else if (owner)
+        slices.push_back(sharedSlice(*owner, p, len));
       else
         slices.emplace_back(const_cast<char *>(p), len,
                             grpc::Slice::STATIC_SLICE);
@@ -152,12 +175,29 @@ packChunks(const google::protobuf::MessageLite &header,
       }
     }
   };
-  put(head.data(), head.size(), /*copy=*/true);
+  put(head.data(), head.size(), nullptr, /*copy=*/true);
   for (const Tensor *t : payloads)
-    put(static_cast<const char *>(t->rawData()), t->byteSize(), false);
+    put(static_cast<const char *>(t->rawData()), t->byteSize(),
+        share ? t : nullptr, false);
   if (!slices.empty())
     chunks.emplace_back(slices.data(), slices.size());
   return chunks;
+}
+} // namespace
+
+std::vector<grpc::ByteBuffer>
+packChunks(const google::protobuf::MessageLite &header,
+           const std::vector<const Tensor *> &payloads, size_t chunkBytes) {
+  return cutChunks(header, payloads, /*share=*/false, chunkBytes);
+}
+
+std::vector<grpc::ByteBuffer>
+packChunksShared(const google::protobuf::MessageLite &header,
+                 const std::vector<Tensor> &payloads, size_t chunkBytes) {
+  std::vector<const Tensor *> refs;
+  for (const Tensor &t : payloads)
+    refs.push_back(&t);
+  return cutChunks(header, refs, /*share=*/true, chunkBytes);
 }
 
 ChunkReader::ChunkReader(google::protobuf::MessageLite *header,

@@ -34,6 +34,12 @@ grpc::ByteBuffer packTensors(const google::protobuf::MessageLite &header,
                              const std::vector<const Tensor *> &payloads,
                              bool copy);
 
+/// As packTensors without a copy, each payload's slice sharing its tensor's
+/// buffer (a pull's snapshot): the buffer lives until gRPC has sent it,
+/// however soon the caller drops `payloads`.
+grpc::ByteBuffer packShared(const google::protobuf::MessageLite &header,
+                            const std::vector<Tensor> &payloads);
+
 /// Reads a packed buffer: the header, then each payload in order.
 class TensorReader {
 public:
@@ -94,6 +100,12 @@ inline constexpr size_t kMaxHeaderBytes = size_t(1) << 20;
 std::vector<grpc::ByteBuffer>
 packChunks(const google::protobuf::MessageLite &header,
            const std::vector<const Tensor *> &payloads, size_t chunkBytes);
+
+/// As packChunks, each slice sharing its payload tensor's buffer (see
+/// packShared).
+std::vector<grpc::ByteBuffer>
+packChunksShared(const google::protobuf::MessageLite &header,
+                 const std::vector<Tensor> &payloads, size_t chunkBytes);
 
 /// Where one payload goes: `size` bytes to `data` (nullptr: dropped).
 struct PayloadTarget {

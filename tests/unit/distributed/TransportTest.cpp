@@ -1,7 +1,9 @@
 // Transport's choice of a Unix socket for the tasks on this host: which
 // addresses are on this host, where their sockets are, and the socket
 // directory that must be this user's alone (made 0700; refused when others
-// may enter it, when it is no directory, or when it is another user's).
+// may enter it, when it is no directory, or when it is another user's); the
+// TLS 1.3 suite order a TLS task sets.
+#include "runtime/distributed/TlsCipher.h"
 #include "runtime/distributed/Transport.h"
 
 #include <gtest/gtest.h>
@@ -128,6 +130,16 @@ TEST(Transport, ASocketPathTooLongForAUnixSocketIsRefused) {
       << s.message();
   cmd = "rm -rf '" + dir.substr(0, dir.rfind('/')) + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+TEST(TlsCipher, AesGcm128IsOfferedFirst) {
+  // What a TLS task sets before any channel: dtf's order, the system's
+  // OpenSSL configuration (Debian's names no TLS 1.3 suites) kept otherwise.
+  ASSERT_TRUE(preferFastestTlsCiphers().isOk());
+  EXPECT_EQ(offeredTlsCipherSuites(), kTlsCipherSuites);
+  // Once per process.
+  EXPECT_TRUE(preferFastestTlsCiphers().isOk());
+  EXPECT_EQ(offeredTlsCipherSuites(), kTlsCipherSuites);
 }
 
 } // namespace
