@@ -9,7 +9,7 @@
 #     count of 0, the global step 1, Adam's slots all zero, and the model
 #     evaluates bit for bit as it did before any step (`--steps 0`): no
 #     variable was updated. The scale keeps halving until the gradients fit,
-#     then the model trains.
+#     then the model trains (2 inter-op threads: the concurrent schedule).
 #  3. Growth: from scale 1 with dynamic_growth_steps = 3, 7 finite steps
 #     leave the scale at 4 and the count at 1 (checkpoint), and a restored
 #     run starts from 4 (its first lines say so) and goes on counting.
@@ -83,10 +83,17 @@ slots=$(grep -c "^adam_nonzero" "$work/skip.values" || true)
 evalline() { grep -E "^eval +step" "$1" | tail -1 | sed -E 's/^eval +step [0-9]+//'; }
 b=$(evalline "$work/before.log") a=$(evalline "$work/skip.log")
 [[ -n $b && $b == "$a" ]] || fail "the model after the skipped step evaluates as '$a', before any step as '$b'"
-"$bin/dtf-run" "$work/overflow.plan" --steps 12 --log-every 4 --threads 2 > "$work/overflow.log" 2>&1 ||
+# Again for 12 steps with 2 inter-op threads (the steps after the first run
+# ops concurrently: the updates wait for the guard): the scale comes down
+# until the gradients fit, then Adam's updates run.
+"$bin/dtf-run" "$work/overflow.plan" --steps 12 --log-every 4 --threads 1 --inter-op-threads 2 \
+  --model-dir "$work/overflow12.ckpt" > "$work/overflow.log" 2>&1 ||
   { tail -20 "$work/overflow.log" >&2; fail "the 12-step overflow run failed"; }
 skipped=$(grep -c ": step skipped (no variable updated)" "$work/overflow.log" || true)
-((skipped >= 1 && skipped < 12)) || { cat "$work/overflow.log" >&2; fail "$skipped of 12 steps skipped: the scale never came down far enough"; }
+((skipped >= 2 && skipped < 12)) || { cat "$work/overflow.log" >&2; fail "$skipped of 12 steps skipped: the scale never came down far enough"; }
+ckpt_values "$work/overflow12.ckpt/ckpt-12.data-0-of-1" > "$work/overflow12.values"
+nz=$(awk '/^adam_nonzero/ {s += $3} END {print s + 0}' "$work/overflow12.values")
+((nz > 0)) || fail "no Adam update ran after the scale came down"
 
 # 3. Growth, and the scale through a checkpoint.
 "$bin/dtf-run" "$work/growth.plan" --steps 7 --threads 2 --model-dir "$work/growth.ckpt" > "$work/growth.log" 2>&1 ||
