@@ -116,6 +116,7 @@ int updatedOperands(const Op &op) {
       n == dtf::ops::kAssignMovingAverage)
     return 1;
   if (n == dtf::ops::kApplyMomentum || n == dtf::ops::kApplyAdagrad ||
+      n == dtf::ops::kAdjustLossScale ||
       n == dtf::ops::kSparseApplyMomentum || n == dtf::ops::kSparseApplyAdagrad)
     return 2;
   if (n == dtf::ops::kApplyAdam || n == dtf::ops::kSparseApplyAdam ||

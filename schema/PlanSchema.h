@@ -63,7 +63,8 @@ std::string printable(std::string_view text);
 std::string describeOp(const Program &program, int index);
 
 /// How many leading inputs of `op` it updates in place (an optimizer's
-/// variable and slots, assign_add's variable, a moving average): 0 for ops
+/// variable and slots, assign_add's variable, a moving average, the loss
+/// scale and its count): 0 for ops
 /// that update nothing.
 int updatedOperands(const Op &op);
 

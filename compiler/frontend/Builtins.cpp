@@ -109,6 +109,8 @@ const std::vector<BuiltinSpec> &catalogue() {
       // Other settings written as calls.
       {"sync", K::Config, {"replicas_to_aggregate", "total_num_replicas"}, 0, "SyncReplicasOptimizer"},
       {"global_norm", K::Config, {"clip_norm"}, 1, "clip gradients by global norm"},
+      {"dynamic", K::Config, {"initial_scale", "dynamic_growth_steps"}, 0,
+       "mixed_float16's dynamic loss scale (Keras' LossScaleOptimizer)"},
       {"session", K::Config, {"soft_placement", "log_device_placement", "inter_op_threads", "intra_op_threads", "gpu_towers", "allow_tf32"}, 0,
        "session options"},
       {"replicate", K::Config, {"ps"}, 0, "replica device setter"},

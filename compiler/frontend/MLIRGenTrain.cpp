@@ -133,7 +133,7 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
           .Cases("use_nesterov", "lazy", "staircase", "soft_placement",
                  "log_device_placement", "header", "allow_tf32", Rule::Bool)
           .Cases("decay_steps", "examples", "replicas_to_aggregate",
-                 "total_num_replicas", Rule::Count)
+                 "total_num_replicas", "dynamic_growth_steps", Rule::Count)
           .Cases("inter_op_threads", "intra_op_threads", "gpu_towers",
                  Rule::Threads)
           .Cases("seed", "warmup_steps", Rule::NonNegativeInt)
@@ -181,6 +181,9 @@ Attribute ModelGen::checkedSetting(const ast::Expr *expr, StringRef param) {
     }
     return builder.getI64IntegerAttr(*v);
   };
+  if (param == "initial_scale") // a loss scale
+    return number([](double v) { return v >= 1 && v <= 3.4e38; },
+                  "at least 1 (and an f32)");
   switch (rule) {
   case Rule::LearningRate:
     if (isa<ast::CallExpr>(resolved))
@@ -483,7 +486,7 @@ Attribute ModelGen::genTrainSetting(
   static const StringRef keys[] = {
       "loss",        "metrics", "optimizer", "clip_gradients", "moving_average",
       "replication", "update",  "batch",     "steps",          "seed",
-      "data",        "eval",    "session",   "precision"};
+      "data",        "eval",    "session",   "precision",      "loss_scale"};
   const ast::Expr *value = item.value.get();
   if (!llvm::is_contained(keys, key)) {
     auto diag = error(item.loc) << "unknown training setting '" << key << "'";
@@ -554,12 +557,32 @@ Attribute ModelGen::genTrainSetting(
     // Keras' policy names; dtf-mixed-precision reads the setting.
     if (auto s = symbolValue(value, "precision",
                              {"float32", "mixed_bfloat16", "mixed_float16"})) {
-      if (*s == "mixed_float16")
-        error(resolve(value)->getLoc())
-            << "mixed_float16 needs loss scaling, not yet built; use "
-               "mixed_bfloat16 (same range as f32, no loss scaling needed)";
-      else
-        attr = builder.getStringAttr(*s);
+      attr = builder.getStringAttr(*s);
+    }
+  } else if (key == "loss_scale") {
+    // Keras' LossScaleOptimizer: dynamic (its defaults), dynamic(...), or
+    // a number, a fixed scale (dynamic = False). Used by mixed_float16.
+    const ast::Expr *v = resolve(value);
+    if (isa<ast::NumberExpr, ast::NegExpr>(v)) {
+      std::optional<double> scale = numberValue(v, "loss_scale");
+      if (scale && !(*scale >= 1 && *scale <= 3.4e38)) {
+        std::ostringstream shown;
+        shown << *scale; // 0.25, not 2.500000e-01
+        error(v->getLoc()) << "a fixed loss_scale must be at least 1 (and an "
+                              "f32), got "
+                           << shown.str();
+      } else if (scale)
+        attr = builder.getDictionaryAttr(
+            {builder.getNamedAttr("kind", builder.getStringAttr("fixed")),
+             builder.getNamedAttr("initial_scale",
+                                  builder.getF64FloatAttr(*scale))});
+    } else if ((attr = configCall(value, BuiltinKind::Config, "loss_scale")) &&
+               cast<DictionaryAttr>(attr).getAs<StringAttr>("kind").getValue() !=
+                   "dynamic") {
+      error(v->getLoc()) << "loss_scale is dynamic, dynamic(initial_scale = "
+                            "32768, dynamic_growth_steps = 2000) or a fixed "
+                            "scale such as 1024";
+      attr = nullptr;
     }
   } else if (key == "update") {
     attr = genUpdateSetting(item, sync);

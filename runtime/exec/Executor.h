@@ -10,6 +10,7 @@
 
 #include "plan.pb.h"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -266,6 +267,12 @@ public:
   /// this executor does not use or a null event.
   Status waitOnGpu(int gpu, const device::Event *event);
 
+  /// Whether the program has dtf.skip_updates_unless (mixed_float16's
+  /// dynamic loss scale), and whether the last run skipped its optimizer
+  /// updates (its gradients were not all finite).
+  bool guardsUpdates() const { return guardNode_ >= 0; }
+  bool updatesSkipped() const { return skipUpdates_.load(); }
+
   /// The ops that run each step (kernel ops and dtf.assign_add; inputs,
   /// constants and variable reads cost nothing at run time).
   int numRunOps() const;
@@ -327,6 +334,7 @@ private:
   Status loadSendRecv(Loading &l, int i, Node &node);
   Status loadRowsOp(Loading &l, int i, Node &node);
   Status loadKernelOp(Loading &l, int i, Node &node);
+  Status guardUpdates();
   Status opError(const Loading &l, int i, const std::string &message) const;
   Status kernelAttrs(const plan::Op &op, const Node &node,
                      AttrMap *attrs) const;
@@ -401,6 +409,11 @@ private:
   std::unique_ptr<Schedule> schedule_;
   bool concurrent_ = false;
   bool hasRecv_ = false; // a dtf.recv: run in program order
+  // dtf.skip_updates_unless: its node (-1: none), and whether this step's
+  // guarded updates are skipped (set by that node, read by the updates
+  // that wait for it).
+  int guardNode_ = -1;
+  std::atomic<bool> skipUpdates_{false};
   bool ranOnce_ = false;
   // Variables resident on a GPU (numResidentVariables): the updates that
   // keep them there (during place()), their names and GPUs, and per host

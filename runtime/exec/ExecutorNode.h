@@ -22,7 +22,8 @@ enum class NodeKind : uint8_t {
   kRecv,
   kLookup,
   kDynamicRows,
-  kGpu
+  kGpu,
+  kSkipUpdates // dtf.skip_updates_unless
 };
 
 // Room for outputs a kernel makes beyond those the plan declares (the norm of
@@ -38,6 +39,9 @@ struct Executor::Node {
   std::vector<int> outputs;
   // How many leading inputs it updates in place (plan::updatedOperands).
   int updated = 0;
+  // An optimizer update that the program's dtf.skip_updates_unless guards:
+  // it waits for that node and does not run when the step is skipped.
+  bool guarded = false;
   // Whether an output may share an input's buffer (reshape; an update's
   // output 0 is its variable): the schedule then treats readers of the
   // output as readers of the input's variable.

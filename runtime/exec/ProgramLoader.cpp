@@ -76,6 +76,7 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
   DTF_RETURN_IF_ERROR(loadFeeds(l));
   for (int i = 0; i < program.ops_size(); ++i)
     DTF_RETURN_IF_ERROR(loadOp(l, i));
+  DTF_RETURN_IF_ERROR(guardUpdates());
   if (!l.missing.empty()) {
     std::string list;
     for (const std::string &m : l.missing)
@@ -202,6 +203,15 @@ Status Executor::loadOp(Loading &l, int i) {
     return loadAssignAdd(l, i, node);
   if (op.name() == dtf::ops::kSend || op.name() == dtf::ops::kRecv)
     return loadSendRecv(l, i, node);
+  if (op.name() == dtf::ops::kSkipUpdatesUnless) {
+    if (node.inputs.size() != 1 || !node.outputs.empty() ||
+        valueDTypes_[node.inputs[0]] != DType::Bool ||
+        !valueDims_[node.inputs[0]].empty())
+      return opError(l, i, "takes one bool scalar and has no result");
+    node.kind = NodeKind::kSkipUpdates;
+    nodes_.push_back(std::move(node));
+    return Status::ok();
+  }
   if (op.name() == dtf::ops::kPsGather || op.name() == dtf::ops::kDynamicRows)
     return loadRowsOp(l, i, node);
   if (opGpu_[size_t(i)] >= 0) {
@@ -210,6 +220,41 @@ Status Executor::loadOp(Loading &l, int i) {
     return Status::ok();
   }
   return loadKernelOp(l, i, node);
+}
+
+// mixed_float16's dynamic loss scale: the optimizer updates after the
+// program's dtf.skip_updates_unless wait for it and run only when it found
+// the gradients finite; the global step's assign_add and the scale's own
+// dtf.adjust_loss_scale run every step.
+Status Executor::guardUpdates() {
+  guardNode_ = -1;
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    if (nodes_[n].kind == NodeKind::kSkipUpdates) {
+      if (guardNode_ >= 0)
+        return errorStatus(nodes_[n].where,
+                           ": a second dtf.skip_updates_unless (a program "
+                           "has at most one)");
+      guardNode_ = int(n);
+    }
+  if (guardNode_ < 0)
+    return Status::ok();
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    Node &node = nodes_[n];
+    if (node.updated == 0 || node.kind == NodeKind::kAssignAdd ||
+        node.opName == dtf::ops::kAdjustLossScale)
+      continue;
+    if (int(n) < guardNode_)
+      return errorStatus(node.where,
+                         ": an update before the program's "
+                         "dtf.skip_updates_unless, which must come first");
+    if (node.kind != NodeKind::kKernel)
+      return errorStatus(node.where,
+                         ": an update that dtf.skip_updates_unless guards "
+                         "runs on the CPU only (loss scaling on a GPU is not "
+                         "built)");
+    node.guarded = true;
+  }
+  return Status::ok();
 }
 
 // dtf.read_variable: its value is the variable's tensor (an alias: updates

@@ -47,6 +47,8 @@ void Executor::planSchedule() {
                      roots[v].end());
     }
     std::vector<int> &p = preds[n];
+    if (node.guarded)
+      p.push_back(guardNode_);
     for (int r : reads) {
       if (lastWriter[r] >= 0)
         p.push_back(lastWriter[r]);

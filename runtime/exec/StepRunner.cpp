@@ -62,6 +62,7 @@ Status Executor::run(uint64_t step) {
     if (!feedTensors_[k].defined() && feedReadOnHost(int(k)))
       return errorStatus(options_.programName, ": feed '", feeds_[k].info.name,
                          "' was not given a value");
+  skipUpdates_.store(false);
   if (uploadedBeforeRun_)
     uploadedBeforeRun_ = false; // uploadResidentBeforeRun did it
   else if (!resident_.empty())
@@ -167,6 +168,12 @@ Status Executor::checkOutputs(const Node &node) const {
 }
 
 Status Executor::runNode(Node &node, uint64_t step) {
+  if (node.kind == NodeKind::kSkipUpdates) {
+    skipUpdates_.store(!slots_[node.inputs[0]]->data<bool>()[0]);
+    return Status::ok();
+  }
+  if (node.guarded && skipUpdates_.load())
+    return Status::ok(); // a skipped step: the variables stay as they were
   if (node.kind == NodeKind::kAssignAdd) {
     Status s = assignAdd(*node.var, *node.addend);
     if (!s.isOk())

@@ -10,6 +10,15 @@
 #include <map>
 
 namespace dtf::train {
+
+namespace {
+// A loss scale as dtf-run prints it: 32768, 0.5, 1e+10.
+std::string scaleText(float scale) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", double(scale));
+  return buf;
+}
+} // namespace
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -568,6 +577,8 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     DTF_RETURN_IF_ERROR(nextBatch(r, &*batch, &finished));
     if (finished)
       break;
+    const Tensor *lossScale = variables_.find("loss_scale");
+    const float scaleBefore = lossScale ? *lossScale->data<float>() : 0.0f;
     Status s = runStep(*batch, globalStep);
     if (!s.isOk() && options_.driver && options_.driver->dropStep(s))
       continue;
@@ -575,6 +586,14 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       setKind(kind, FailureKind::kRuntime);
       return errorStatus("step ", globalStep + 1, ": ", s.message());
     }
+    if (lossScale && train_->updatesSkipped())
+      // TensorFlow's LossScaleOptimizer skips such a step without a word;
+      // dtf-run says each one, with the scale it halved.
+      r.writer.line("step " + std::to_string(globalStep + 1) +
+                    ": a gradient is not finite at loss scale " +
+                    scaleText(scaleBefore) +
+                    ": step skipped (no variable updated), loss scale now " +
+                    scaleText(*lossScale->data<float>()));
     if (dynamicTables_)
       dynamicTables_->sweep(globalStep + 1);
     if (options_.driver) {

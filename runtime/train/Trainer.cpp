@@ -136,10 +136,13 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   // a log shows which precision a task trained in.
   // Those placed on a GPU compute in f32 there (the executor says so too).
   bf16Products_ = bf16OnGpu_ = 0;
+  lowDtype_.clear();
   for (const plan::Op &op : plan.train_step().ops()) {
     auto it = op.attrs().find("compute_dtype");
-    if (it == op.attrs().end() || it->second.s() != "bf16")
+    if (it == op.attrs().end() ||
+        (it->second.s() != "bf16" && it->second.s() != "f16"))
       continue;
+    lowDtype_ = it->second.s();
     DeviceNameParse device = parseDeviceName(op.device());
     if (device.name && device.name->type == DeviceType::GPU)
       ++bf16OnGpu_;
@@ -306,6 +309,19 @@ Status Trainer::setUpTrainProgram(const plan::Plan &plan, const PlanData &data,
     }
     const plan::Program &step =
         options_.workerProgram ? *options_.workerProgram : plan.worker_step();
+    // A skipped step (mixed_float16's dynamic loss scale) would need the
+    // worker to skip its push and keep its own scale: not built yet.
+    for (const plan::Op &op : step.ops())
+      if (op.name() == dtf::ops::kSkipUpdatesUnless) {
+        setKind(kind, FailureKind::kPlan);
+        return errorStatus(
+            "this plan trains with mixed_float16's dynamic loss scale, which "
+            "dtf-run runs in one process only for now (",
+            options_.driver ? "not as a ps/worker task" : "not on GPU towers",
+            "): run `dtf-run plan.bin` without a cluster, or compile with "
+            "`loss_scale = 1024` (a fixed scale) or "
+            "--precision=mixed_bfloat16");
+      }
     numMetrics_ = step.fetches_size();
     worker = withSendsAsFetches(step);
     if (towers_ > 1)
@@ -374,12 +390,25 @@ std::string Trainer::describe() const {
                   "\n  data: " + trainData_->description() + " (" +
                   trainFeeder_->describe() + ")";
   if (bf16Products_ + bf16OnGpu_ > 0)
-    s += "\n  precision: mixed_bfloat16: " + std::to_string(bf16Products_) +
-         " matmuls and convolutions compute in bf16 (f32 accumulation), "
-         "variables and updates f32" +
+    s += "\n  precision: " +
+         std::string(lowDtype_ == "f16" ? "mixed_float16" : "mixed_bfloat16") +
+         ": " + std::to_string(bf16Products_) +
+         " matmuls and convolutions compute in " + lowDtype_ +
+         " (f32 accumulation), variables and updates f32" +
          (bf16OnGpu_ ? "; " + std::to_string(bf16OnGpu_) +
                            " placed on a GPU compute in f32 there"
                      : std::string());
+  if (const Tensor *scale = variables_.find("loss_scale");
+      scale && scale->dtype() == DType::F32) {
+    // The scale the run starts from: the initial one, or a checkpoint's.
+    char value[32];
+    std::snprintf(value, sizeof value, "%.9g", double(*scale->data<float>()));
+    s += std::string("\n  loss scale: ") + value +
+         (train_ && train_->guardsUpdates()
+              ? " (dynamic: a step with a non-finite gradient is skipped and "
+                "halves it)"
+              : " (fixed)");
+  }
   if (towers_ > 1)
     s += "\n  towers: " + towersNote_;
   if (eval_) {

@@ -166,6 +166,8 @@ CASES = [
     Case("    data = «synthetic»(examples = 100)", "support.function.builtin.data.dtf"),
     Case("    update = «sync»(replicas_to_aggregate = 3)", "support.function.builtin.training.dtf"),
     Case("    clip_gradients = «global_norm»(5.0)", "support.function.builtin.training.dtf"),
+    Case("    loss_scale = «dynamic»(initial_scale = 1024)", "support.function.builtin.training.dtf"),
+    Case("    loss_scale = «dynamic»", "support.function.builtin.training.dtf"),
     Case("  placement «replicate»(ps = round_robin)", "support.function.builtin.placement.dtf"),
     Case("    h = «tower»(x) as left", "entity.name.function.call.dtf"),
     Case("    h = «my_dense»(x)", "entity.name.function.call.dtf", absent=["support"]),

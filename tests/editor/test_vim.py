@@ -41,6 +41,8 @@ CASES = [
     ("  placement replicate(ps = «greedy»)", "dtfConstant"),
     ("    precision = «mixed_bfloat16»", "dtfConstant"),
     ("    precision = «mixed_float16»", "dtfConstant"),
+    ("    loss_scale = «dynamic»(initial_scale = 1024)", "dtfBuiltin"),
+    ("    loss_scale = «dynamic»", "dtfBuiltin"),
     ("    precision = «float32»", "dtfConstant"),
     ("  «placement» = 3", ""),
     ('  «on» "/job:ps/task:0" {', "dtfKeyword"),

@@ -233,6 +233,17 @@ def main():
     r = c.request("textDocument/completion", at(17, 4))  # a train block setting
     labels = {i["label"] for i in r.get("result", {}).get("items", [])}
     check("completion in the train block offers `precision`", {"precision", "replication"} <= labels, labels)
+    check("completion in the train block offers `loss_scale`", "loss_scale" in labels, labels)
+    scaled = mixed.replace("precision = mixed_bfloat16", "precision = mixed_float16\n    loss_scale = dynamic(")
+    c.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": 7}, "contentChanges": [{"text": scaled}]})
+    c.wait_diagnostics()
+    r = c.request("textDocument/completion", at(18, 17))  # after `loss_scale = `
+    labels = {i["label"] for i in r.get("result", {}).get("items", [])}
+    check("completion after `loss_scale =` offers dynamic", labels == {"dynamic"}, labels)
+    r = c.request("textDocument/completion", at(18, 25))  # inside `dynamic(`
+    labels = {i["label"] for i in r.get("result", {}).get("items", [])}
+    check("completion inside `dynamic(` offers Keras' parameters",
+          {"initial_scale", "dynamic_growth_steps"} <= labels, labels)
 
     # Malformed JSON-RPC: an error response each time, and the server lives on.
     c.send_raw(b"Content-Length: 12\r\n\r\n{not json!!}")

@@ -341,7 +341,13 @@ const WordChoice kWordChoices[] = {
      {{"float32", "precision: all in f32 (the default)"},
       {"mixed_bfloat16",
        "precision: matmuls and convolutions in bf16, f32 accumulation and variables"},
-      {"mixed_float16", "precision: refused until loss scaling exists; use mixed_bfloat16"}}},
+      {"mixed_float16",
+       "precision: matmuls and convolutions in f16, f32 accumulation and "
+       "variables, dynamic loss scaling"}}},
+    {"loss_scale",
+     {{"dynamic", "loss_scale: dynamic (initial_scale = 32768, "
+                  "dynamic_growth_steps = 2000), or dynamic(...), or a "
+                  "fixed number"}}},
 };
 } // namespace
 
@@ -459,7 +465,7 @@ llvm::json::Value LanguageServer::completion(const Document &doc, mlsp::Position
   if (block == "train") {
     for (StringRef key : {"loss", "metrics", "optimizer", "clip_gradients", "moving_average",
                           "replication", "update", "batch", "steps", "seed", "data", "eval",
-                          "session", "precision"})
+                          "session", "precision", "loss_scale"})
       add(key, mlsp::CompletionItemKind::Property, "training setting", (key + " = ").str(), "0");
     add("checkpoint every", mlsp::CompletionItemKind::Snippet, "checkpoint policy",
         "checkpoint every 600 s keep 5", "0");

@@ -163,8 +163,9 @@ cl::opt<std::string> cudaToolkit(
 cl::opt<std::string> precision(
     "precision",
     cl::desc("The precision policy, over the train block's `precision`: "
-             "float32 or mixed_bfloat16 (matmuls and convolutions in bf16 "
-             "with f32 accumulation, f32 variables)"),
+             "float32, mixed_bfloat16 or mixed_float16 (matmuls and "
+             "convolutions in bf16 or f16 with f32 accumulation, f32 "
+             "variables; f16 with a dynamic loss scale)"),
     cl::init(""), cl::cat(category));
 
 cl::opt<bool> placementReport(
@@ -242,14 +243,16 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
 /// its tensors' dtype (f32), and the variables stay f32.
 /// Under a mixed policy, an f32 product on a GPU says why (dtf-mixed-
 /// precision leaves GPU-placed ops in f32).
-int bf16Products(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os,
-                 bool mixed = false) {
+int lowPrecisionProducts(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os,
+                         bool mixed = false) {
   int n = 0;
   for (const ::dtf::plan::Program *p : {&plan.train_step(), &plan.eval()})
     for (int i = 0; i < p->ops_size(); ++i) {
       const ::dtf::plan::Op &op = p->ops(i);
       auto it = op.attrs().find("compute_dtype");
-      const bool bf16 = it != op.attrs().end() && it->second.s() == "bf16";
+      const std::string low =
+          it != op.attrs().end() ? it->second.s() : std::string();
+      const bool bf16 = low == "bf16" || low == "f16";
       n += bf16;
       const std::string &name = op.name();
       if (!os || !(bf16 || name == "dtf.matmul" || name.rfind("dtf.conv2d", 0) == 0))
@@ -257,9 +260,10 @@ int bf16Products(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os,
       ::dtf::DeviceNameParse device = ::dtf::parseDeviceName(op.device());
       const bool onGpu = device.name && device.name->type == ::dtf::DeviceType::GPU;
       *os << "  " << p->name() << ": " << ::dtf::plan::describeOp(*p, i) << "  "
-          << (bf16 ? "bf16 operands, f32 accumulation and result"
+          << (bf16 ? low + " operands, f32 accumulation and result"
               : mixed && onGpu
-                  ? "f32 (on a GPU: dtf-run's GPU kernels have no bf16 path yet)"
+                  ? "f32 (on a GPU: dtf-run's GPU kernels have no bf16 or "
+                    "f16 path yet)"
                   : "f32")
           << "\n";
     }
@@ -271,7 +275,23 @@ void printPrecision(const ::dtf::plan::Plan &plan, llvm::StringRef policy,
                     llvm::raw_ostream &os) {
   os << "precision: " << policy
      << " (variables f32; every op not listed computes in f32)\n";
-  bf16Products(plan, &os, policy != "float32");
+  lowPrecisionProducts(plan, &os, policy != "float32");
+  // mixed_float16's loss scale (dtf-loss-scale), from the train step.
+  bool scaled = false;
+  int64_t growth = 0;
+  for (const ::dtf::plan::Op &op : plan.train_step().ops()) {
+    scaled |= op.name() == "dtf.unscale_gradients";
+    if (op.name() == "dtf.adjust_loss_scale")
+      growth = op.attrs().at("growth_steps").i();
+  }
+  if (scaled)
+    os << "loss scale: the gradients of loss * loss_scale (an f32 variable), "
+          "divided by it before the updates; "
+       << (growth ? "dynamic: a step with a non-finite gradient is skipped "
+                    "and halves it, " +
+                        std::to_string(growth) + " finite steps double it"
+                  : std::string("fixed"))
+       << "\n";
 }
 
 /// Where the result goes, opened only once there is something to write, so a
@@ -300,6 +320,9 @@ struct Output {
 int runPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
                 mlir::dtf::FrontendDiagnostics &diagnostics, const Output &out) {
   mlir::PassManager pm(&context);
+  mlir::dtf::DtfLossScaleOptions lossScaleOptions;
+  lossScaleOptions.policy = precision;
+  pm.addPass(mlir::dtf::createDtfLossScale(lossScaleOptions));
   pm.addPass(mlir::dtf::createDtfAutodiff());
   pm.addPass(mlir::dtf::createDtfOptimize());
   pm.addPass(mlir::createCSEPass());
@@ -430,10 +453,20 @@ int writePlan(const ::dtf::plan::Plan &plan, const Output &out) {
       return kCompileError;
     }
     llvm::outs() << ::dtf::plan::placementReport(placement);
-    if (int n = bf16Products(plan, nullptr))
-      llvm::outs() << "precision: mixed_bfloat16: the variables above are f32 "
+    if (int n = lowPrecisionProducts(plan, nullptr))
+      llvm::outs() << "precision: "
+                   << (std::any_of(plan.train_step().ops().begin(),
+                                   plan.train_step().ops().end(),
+                                   [](const ::dtf::plan::Op &op) {
+                                     auto it = op.attrs().find("compute_dtype");
+                                     return it != op.attrs().end() &&
+                                            it->second.s() == "f16";
+                                   })
+                           ? "mixed_float16"
+                           : "mixed_bfloat16")
+                   << ": the variables above are f32 "
                       "(master weights, f32 on the wire and in checkpoints); "
-                   << n << " matmuls and convolutions compute in bf16 "
+                   << n << " matmuls and convolutions compute in bf16 or f16 "
                       "(--emit=kernels lists them)\n";
     return kOk;
   }
@@ -488,15 +521,10 @@ int main(int argc, char **argv) {
     return kUsageError;
   }
   if (!precision.empty() && precision != "float32" &&
-      precision != "mixed_bfloat16") {
-    llvm::errs() << "dtfc: error: --precision is float32 or mixed_bfloat16, "
-                    "not '"
-                 << precision << "'"
-                 << (precision == "mixed_float16"
-                         ? " (mixed_float16 needs loss scaling, not yet "
-                           "built; use mixed_bfloat16)"
-                         : "")
-                 << "\n";
+      precision != "mixed_bfloat16" && precision != "mixed_float16") {
+    llvm::errs() << "dtfc: error: --precision is float32, mixed_bfloat16 or "
+                    "mixed_float16, not '"
+                 << precision << "'\n";
     return kUsageError;
   }
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile, /*IsText=*/true);

@@ -62,12 +62,13 @@ def Dtf_BoolTensor : RankedTensorOf<[I1]>;
 def Dtf_Pair : ConfinedAttr<DenseI64ArrayAttr, [DenseArrayCount<2>]>;
 
 // The precision a library product (matmul, conv2d and its gradients) computes
-// in, set by dtf-mixed-precision: its f32 operands are rounded to nearest even
-// to this dtype, products accumulate in f32 and the result stays f32. Absent:
+// in, set by dtf-mixed-precision ("bf16" or "f16"): its f32 operands are
+// rounded to nearest even to this dtype, products accumulate in f32 and the result stays f32. Absent:
 // f32 throughout.
 def Dtf_ComputeDtype : ConfinedAttr<StrAttr, [AttrConstraint<
-    CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"bf16\"">,
-    "the compute dtype \"bf16\"">]>;
+    CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"bf16\" || "
+          "::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"f16\"">,
+    "the compute dtype \"bf16\" or \"f16\"">]>;
 // compute_dtype rounds f32 operands; other dtypes compute as they are.
 def Dtf_ComputeDtypeOnF32 : PredOpTrait<
     "compute_dtype is set only where every operand is f32",

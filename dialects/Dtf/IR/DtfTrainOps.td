@@ -513,6 +513,75 @@ def Dtf_GlobalNormClipOp : Dtf_Op<"global_norm_clip",
   let assemblyFormat = "$grads `clip_norm` $clip_norm attr-dict `:` type($grads)";
 }
 
+//===----------------------------------------------------------------------===//
+// Dynamic loss scaling (mixed_float16; dtf-loss-scale, dtf-optimize), with
+// TensorFlow's LossScaleOptimizer semantics
+//===----------------------------------------------------------------------===//
+
+def Dtf_UnscaleGradientsOp : Dtf_Op<"unscale_gradients",
+    [Pure, AllTypesMatch<["grads", "unscaled"]>]> {
+  let summary = "divides loss-scaled gradients by the scale; are they all finite";
+  let description = [{
+    The gradients of the loss times `scale` (dtf-autodiff seeds the backward
+    pass with the scale), each divided by `scale` in its own dtype (f32 or
+    f64), and `finite`: whether every element of every result is finite
+    (neither inf nor NaN), as TensorFlow's `_is_all_finite` of the
+    unscaled gradients.
+
+    ```mlir
+    %finite, %g:2 = dtf.unscale_gradients %gw, %gb by %scale : tensor<784x10xf32>, tensor<10xf32> by tensor<f32> -> tensor<i1>
+    ```
+  }];
+  let arguments = (ins Variadic<Dtf_FloatTensor>:$grads, Dtf_FloatTensor:$scale);
+  let results = (outs Dtf_BoolTensor:$finite, Variadic<Dtf_FloatTensor>:$unscaled);
+  let assemblyFormat = "$grads `by` $scale attr-dict `:` type($grads) `by` "
+                       "type($scale) `->` type($finite)";
+  let hasVerifier = 1;
+}
+
+def Dtf_AdjustLossScaleOp : Dtf_UpdateOp<"adjust_loss_scale",
+    "the dynamic loss scale's schedule, after one step"> {
+  let description = [{
+    TensorFlow's dynamic loss scale: when `finite`, the count of finite
+    steps `good_steps` (an i64 scalar variable) goes up by one, and once it
+    reaches `growth_steps` the scale (an f32 scalar variable) doubles (when
+    the double is finite) and the count restarts at 0; when not `finite`,
+    the scale halves (never below 1) and the count restarts at 0. The
+    step's optimizer updates are skipped then (dtf.skip_updates_unless).
+
+    ```mlir
+    dtf.adjust_loss_scale @loss_scale, @loss_scale_good_steps, %finite growth_steps 2000 : tensor<i1>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$scale, FlatSymbolRefAttr:$good_steps,
+                       Dtf_BoolTensor:$finite,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$growth_steps);
+  let assemblyFormat = "$scale `,` $good_steps `,` $finite `growth_steps` "
+                       "$growth_steps attr-dict `:` type($finite)";
+  let hasVerifier = 1;
+}
+
+def Dtf_SkipUpdatesUnlessOp : Dtf_Op<"skip_updates_unless",
+    [MemoryEffects<[MemWrite]>]> {
+  let summary = "the step's optimizer updates run only when `finite` holds";
+  let description = [{
+    A step whose loss-scaled gradients are not all finite is skipped, as
+    TensorFlow's LossScaleOptimizer skips `apply_gradients`: the optimizer
+    updates of the program (apply_*, sparse_apply_*, their generated
+    in-place kernels, the moving averages) do not run when `finite` is
+    false, so neither the variables nor their slots change. The global
+    step's `assign_add` and `dtf.adjust_loss_scale` run either way. In a
+    ps/worker cut it stays on the worker, which then does not push.
+
+    ```mlir
+    dtf.skip_updates_unless %finite : tensor<i1>
+    ```
+  }];
+  let arguments = (ins Dtf_BoolTensor:$finite);
+  let assemblyFormat = "$finite attr-dict `:` type($finite)";
+  let hasVerifier = 1;
+}
+
 // dtf-autodiff's pair for a library LSTM (dtf.lstm): the forward pass of
 // the training step keeps oneDNN's workspace (every step's gates and
 // states), which its gradient reads instead of running the sequence again

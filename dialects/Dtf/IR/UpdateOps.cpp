@@ -1,5 +1,5 @@
 // Verifiers of the optimizer updates whose hyperparameters have a range the
-// types do not say: FTRL's.
+// types do not say (FTRL's), and of the loss-scaling ops' scalars.
 #include "dialects/Dtf/IR/DtfDialect.h"
 
 using namespace mlir;
@@ -37,4 +37,52 @@ LogicalResult SparseApplyFtrlOp::verify() {
                         getBeta().convertToDouble())))
     return failure();
   return verifySparseSlices(*this, getVarAttr(), getLr(), getSlices());
+}
+
+namespace {
+
+bool isScalar(Type t) { return cast<RankedTensorType>(t).getRank() == 0; }
+
+} // namespace
+
+LogicalResult UnscaleGradientsOp::verify() {
+  if (getGrads().empty())
+    return emitOpError() << "expects at least one gradient";
+  if (!isScalar(getScale().getType()) ||
+      !getScale().getType().getElementType().isF32())
+    return emitOpError() << "expects the scale as an f32 scalar, got "
+                         << getScale().getType();
+  if (!isScalar(getFinite().getType()))
+    return emitOpError() << "expects finite as an i1 scalar, got "
+                         << getFinite().getType();
+  return success();
+}
+
+LogicalResult AdjustLossScaleOp::verify() {
+  if (!isScalar(getFinite().getType()))
+    return emitOpError() << "expects finite as an i1 scalar, got "
+                         << getFinite().getType();
+  // The variables' types: an f32 scalar scale and an i64 scalar count.
+  auto check = [&](FlatSymbolRefAttr name, Type element,
+                   StringRef what) -> LogicalResult {
+    auto var = SymbolTable::lookupNearestSymbolFrom<VariableOp>(*this, name);
+    if (!var)
+      return success(); // a cut's program, away from its module: no symbols
+    RankedTensorType t = var.getTensorType();
+    if (t.getRank() != 0 || t.getElementType() != element)
+      return emitOpError() << "expects " << what << " " << name << " to be a "
+                           << element << " scalar variable, got " << t;
+    return success();
+  };
+  if (failed(check(getScaleAttr(), Float32Type::get(getContext()), "the scale")))
+    return failure();
+  return check(getGoodStepsAttr(), IntegerType::get(getContext(), 64),
+               "the count");
+}
+
+LogicalResult SkipUpdatesUnlessOp::verify() {
+  if (!isScalar(getFinite().getType()))
+    return emitOpError() << "expects finite as an i1 scalar, got "
+                         << getFinite().getType();
+  return success();
 }

@@ -41,6 +41,9 @@ public:
   /// of the variables' first reads.
   FailureOr<llvm::MapVector<StringAttr, Value>> run(Block &block, Value loss);
 
+  /// The loss scale's variable (dtf-loss-scale), or null: no loss scaling.
+  FlatSymbolRefAttr lossScale;
+
 private:
   Value scalar(double value, Type element) {
     auto type = RankedTensorType::get({}, element);
@@ -147,7 +150,19 @@ GradientBuilder::run(Block &block, Value loss) {
   for (Operation &op : block.without_terminator())
     forward.push_back(&op);
   b.setInsertionPoint(block.getTerminator());
-  grads[loss] = scalar(1.0, typeOf(loss).getElementType());
+  // The seed: d loss / d loss = 1, or under loss scaling (dtf-loss-scale)
+  // the scale, which is d (loss * scale) / d loss: every gradient comes out
+  // multiplied by it, and dtf-optimize divides it out again.
+  Type lossElement = typeOf(loss).getElementType();
+  if (lossScale) {
+    Value s = b.create<ReadVariableOp>(
+        loc, RankedTensorType::get({}, b.getF32Type()), lossScale);
+    if (!lossElement.isF32())
+      s = b.create<CastOp>(loc, RankedTensorType::get({}, lossElement), s);
+    grads[loss] = s;
+  } else {
+    grads[loss] = scalar(1.0, lossElement);
+  }
   for (Operation *opPtr : llvm::reverse(forward)) {
     Operation &op = *opPtr;
     if (op.getNumResults() != 1)
@@ -696,6 +711,8 @@ struct AutodiffPass : public mlir::dtf::impl::DtfAutodiffBase<AutodiffPass> {
     Block &block = train.getBody().front();
     auto ret = cast<func::ReturnOp>(block.getTerminator());
     GradientBuilder gradients(b, symbols);
+    if (auto scaling = module->getAttrOfType<DictionaryAttr>("dtf.loss_scale"))
+      gradients.lossScale = scaling.getAs<FlatSymbolRefAttr>("scale");
     FailureOr<llvm::MapVector<StringAttr, Value>> grads =
         gradients.run(block, ret.getOperand(0));
     if (failed(grads))

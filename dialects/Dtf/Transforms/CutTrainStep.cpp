@@ -42,6 +42,7 @@ SmallVector<StringRef> mlir::dtf::updateSymbols(Operation *op) {
       })
       .Case([&](SparseApplyRmspropOp o) { s = {o.getVar(), o.getMs(), o.getMom()}; })
       .Case([&](AssignAddOp o) { s = {o.getVar()}; })
+      .Case([&](AdjustLossScaleOp o) { s = {o.getScale(), o.getGoodSteps()}; })
       .Case([&](AssignMovingAverageOp o) { s = {o.getVar()}; })
       .Case([&](MovingAverageUpdateOp o) { s = {o.getAvg(), o.getVar()}; })
       .Case([&](FusedOp o) {

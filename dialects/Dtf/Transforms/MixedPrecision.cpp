@@ -18,10 +18,10 @@ namespace {
 
 // An attribute on the compute op rather than dtf.cast ops around it: the
 // kernel rounds its operands on the way into oneDNN's bf16 primitive (the
-// reorder it runs anyway for convolutions), and the tensors between ops stay
+// reorder it runs anyway for convolutions; f16: to f16 and back to f32), and the tensors between ops stay
 // f32, so nothing else in the runtime (generated kernels, the ps path, the
 // GPU path) meets a bf16 tensor. docs/kernels.md, "Mixed precision".
-bool computesInBf16(Operation *op) {
+bool computesInLowPrecision(Operation *op) {
   if (!isa<MatmulOp, Conv2DOp, Conv2DBiasOp, Conv2DBackpropInputOp,
            Conv2DBackpropFilterOp>(op))
     return false;
@@ -49,21 +49,20 @@ struct MixedPrecision
       settings.set("precision", StringAttr::get(&getContext(), chosen));
       module->setAttr("dtf.train", settings.getDictionary(&getContext()));
     }
-    if (chosen == "mixed_float16") {
-      module.emitError() << "precision mixed_float16 needs loss scaling, not "
-                            "yet built; use mixed_bfloat16";
-      return signalPassFailure();
-    }
-    if (chosen != "float32" && chosen != "mixed_bfloat16") {
-      module.emitError() << "precision must be float32 or mixed_bfloat16, not '"
+    if (chosen != "float32" && chosen != "mixed_bfloat16" &&
+        chosen != "mixed_float16") {
+      module.emitError() << "precision must be float32, mixed_bfloat16 or "
+                            "mixed_float16, not '"
                          << chosen << "'";
       return signalPassFailure();
     }
-    const bool mixed = chosen == "mixed_bfloat16";
-    auto bf16 = StringAttr::get(&getContext(), "bf16");
+    // mixed_float16's loss scaling is dtf-loss-scale's (before dtf-autodiff).
+    const bool mixed = chosen != "float32";
+    auto low = StringAttr::get(&getContext(),
+                               chosen == "mixed_float16" ? "f16" : "bf16");
     module.walk([&](Operation *op) {
-      if (mixed && computesInBf16(op))
-        op->setAttr("compute_dtype", bf16);
+      if (mixed && computesInLowPrecision(op))
+        op->setAttr("compute_dtype", low);
       op->removeAttr("dtf.keep_f32");
     });
   }

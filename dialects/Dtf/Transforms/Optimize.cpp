@@ -100,6 +100,10 @@ private:
   InitializerAttr zerosInit() {
     return InitializerAttr::get(b.getContext(), InitKind::zeros, DictionaryAttr());
   }
+  /// Loss scaling: replaces each gradient by it divided by the scale, and
+  /// for a dynamic scale adjusts the scale and guards the updates.
+  void unscale(DictionaryAttr scaling,
+               SmallVectorImpl<std::pair<VariableOp, Value>> &grads);
   Value learningRate(Attribute spec, Value step);
   Value cosineDecay(DictionaryAttr schedule, Value step);
   Value cosOfPiTimes(Value fraction);
@@ -390,6 +394,32 @@ LogicalResult UpdateBuilder::addMovingAverages(
   return success();
 }
 
+void UpdateBuilder::unscale(
+    DictionaryAttr scaling,
+    SmallVectorImpl<std::pair<VariableOp, Value>> &grads) {
+  auto scale = scaling.getAs<FlatSymbolRefAttr>("scale");
+  Value s = b.create<ReadVariableOp>(
+      loc, RankedTensorType::get({}, b.getF32Type()), scale);
+  SmallVector<Value> values;
+  SmallVector<Type> types;
+  for (auto &[var, g] : grads) {
+    values.push_back(g);
+    types.push_back(g.getType());
+  }
+  auto boolScalar = RankedTensorType::get({}, b.getI1Type());
+  auto op = b.create<UnscaleGradientsOp>(loc, boolScalar, types, values, s);
+  for (auto [i, entry] : llvm::enumerate(grads))
+    entry.second = op.getUnscaled()[i];
+  // A fixed scale (no good_steps) applies every step, as TensorFlow's.
+  auto goodSteps = scaling.getAs<FlatSymbolRefAttr>("good_steps");
+  if (!goodSteps)
+    return;
+  auto growth = scaling.getAs<IntegerAttr>("growth_steps");
+  b.create<AdjustLossScaleOp>(loc, scale, goodSteps, op.getFinite(),
+                              b.getI64IntegerAttr(growth.getInt()));
+  b.create<SkipUpdatesUnlessOp>(loc, op.getFinite());
+}
+
 LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
   Block &block = train.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
@@ -435,6 +465,13 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
   if (defaultOptimizer || groupOf.empty())
     rateOf(defaultOptimizer, step);
 
+  // Loss scaling (dtf-loss-scale): the gradients divided by the scale they
+  // were made with, before clipping and every update, as TensorFlow's
+  // LossScaleOptimizer unscales them before the inner optimizer sees them.
+  auto scaling = module->getAttrOfType<DictionaryAttr>("dtf.loss_scale");
+  if (scaling && !grads.empty())
+    unscale(scaling, grads);
+
   // Clipping by global norm.
   auto clip = settings ? settings.getAs<DictionaryAttr>("clip_gradients") : DictionaryAttr();
   if (clip && !grads.empty()) {
@@ -465,7 +502,8 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
     const bool lazy = !lazyAttr || lazyAttr.getValue();
     const bool sameEitherWay = (kind == "sgd" || kind == "adagrad") &&
                                weightDecay(kind, optimizer) == 0;
-    const bool sparseAllowed = !clip && (sameEitherWay || lazy);
+    const bool sparseAllowed =
+        !clip && !scaling && (sameEitherWay || lazy);
     Value lr = rateOf(optimizer, step);
     SmallVector<Value> slices;
     SmallVector<Operation *> made;
@@ -479,7 +517,9 @@ LogicalResult UpdateBuilder::run(DictionaryAttr settings) {
       return var.emitError()
              << "the dynamic table '" << var.getSymName()
              << "' can only be updated row by row (a sparse update), but "
-             << (clip             ? "clip_gradients needs its whole gradient"
+             << (clip ? "clip_gradients needs its whole gradient"
+                 : scaling
+                     ? "mixed_float16's loss scaling needs its whole gradient"
                  : !sparseAllowed ? "the optimizer is told to update every "
                                     "row (lazy = false)"
                                   : "it is used other than by its gathers")

@@ -16,7 +16,10 @@ def DtfAutodiff : Pass<"dtf-autodiff", "::mlir::ModuleOp"> {
     each tagged `{dtf.grad_of = @var}`; dtf-optimize turns them into updates.
 
     Also creates `@eval`, the forward function with dropout removed, and gives
-    every dropout a seed so that its gradient draws the same mask.
+    every dropout a seed so that its gradient draws the same mask. Under loss
+    scaling (the module's `dtf.loss_scale`, from dtf-loss-scale) the backward
+    pass starts from the scale's variable instead of 1: the gradients of
+    loss * scale.
   }];
   let dependentDialects = ["::mlir::dtf::DtfDialect", "::mlir::func::FuncDialect"];
 }
@@ -33,13 +36,49 @@ def DtfOptimize : Pass<"dtf-optimize", "::mlir::ModuleOp"> {
     with their slot variables (created next to their variable, with its
     device), a `global_step` variable incremented once per step, the
     learning-rate schedule computed from it, clipping by global norm and
-    moving averages when asked for.
+    moving averages when asked for. Under loss scaling (`dtf.loss_scale`)
+    the gradients first go through `dtf.unscale_gradients` (divided by the
+    scale, checked finite); a dynamic scale then gets
+    `dtf.adjust_loss_scale` and `dtf.skip_updates_unless` before the
+    updates, and every update is dense (a sparse one would not see the
+    whole gradient's check).
   }];
   let dependentDialects = ["::mlir::dtf::DtfDialect", "::mlir::func::FuncDialect"];
 }
 
+def DtfLossScale : Pass<"dtf-loss-scale", "::mlir::ModuleOp"> {
+  let summary = "Adds mixed_float16's loss scale: its variables and the step's scaling";
+  let description = [{
+    Under the policy `mixed_float16` (the `precision` of the module's
+    `dtf.train` attribute, or the `policy` option), with TensorFlow's
+    LossScaleOptimizer semantics: creates the variable `@loss_scale` (f32
+    scalar, `initial_scale` of the train block's `loss_scale` setting, 2^15
+    by default) and, for a dynamic scale (the default), `@loss_scale_good_steps`
+    (i64 scalar, 0), both marked `dtf.loss_scale`, and records them in the
+    module's `dtf.loss_scale` attribute (`scale`, `good_steps`,
+    `growth_steps`: `dynamic_growth_steps`, 2000 by default). dtf-autodiff
+    then seeds the backward pass with the scale (the gradients of loss *
+    scale), and dtf-optimize divides the gradients by it
+    (`dtf.unscale_gradients`), adjusts the scale (`dtf.adjust_loss_scale`)
+    and skips the step's updates when a gradient is not finite
+    (`dtf.skip_updates_unless`). A fixed scale (`loss_scale = 1024`) only
+    scales and unscales. Under `float32` and `mixed_bfloat16` nothing
+    changes (bf16 has f32's range). Runs before dtf-autodiff.
+
+    ```mlir
+    dtf.variable @loss_scale : tensor<f32> = #dtf.init<constant, {value = 3.276800e+04 : f64}> {dtf.loss_scale}
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"",
+           "float32, mixed_bfloat16 or mixed_float16; empty: the module's "
+           "dtf.train precision (float32 when it has none)">
+  ];
+  let dependentDialects = ["::mlir::dtf::DtfDialect"];
+}
+
 def DtfMixedPrecision : Pass<"dtf-mixed-precision", "::mlir::ModuleOp"> {
-  let summary = "Applies the precision policy: matmuls and convolutions in bf16 with f32 accumulation";
+  let summary = "Applies the precision policy: matmuls and convolutions in bf16 or f16 with f32 accumulation";
   let description = [{
     Under the policy `mixed_bfloat16` (Keras' name; the `precision` of the
     module's `dtf.train` attribute, or the `policy` option, which then
@@ -54,8 +93,9 @@ def DtfMixedPrecision : Pass<"dtf-mixed-precision", "::mlir::ModuleOp"> {
     `dtype = f32`, marked `dtf.keep_f32` by the front end and on its
     gradients by dtf-autodiff) and ops placed on a GPU (not in this stage)
     are left alone. Under `float32` nothing changes; either way the
-    `dtf.keep_f32` marks are removed. `mixed_float16` is refused: it needs
-    loss scaling, which is not built yet.
+    `dtf.keep_f32` marks are removed. Under `mixed_float16` the same ops
+    get `compute_dtype "f16"` (dtf-loss-scale, run before dtf-autodiff,
+    adds the loss scaling f16 needs).
 
     ```mlir
     %y = dtf.matmul %x, %w compute_dtype "bf16" : (tensor<?x784xf32>, tensor<784x500xf32>) -> tensor<?x500xf32>
@@ -63,8 +103,8 @@ def DtfMixedPrecision : Pass<"dtf-mixed-precision", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"\"",
-           "float32 or mixed_bfloat16; empty: the module's dtf.train precision "
-           "(float32 when it has none)">
+           "float32, mixed_bfloat16 or mixed_float16; empty: the module's "
+           "dtf.train precision (float32 when it has none)">
   ];
   let dependentDialects = ["::mlir::dtf::DtfDialect"];
 }

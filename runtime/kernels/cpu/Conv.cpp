@@ -280,8 +280,8 @@ Status conv2dKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, f));
-  bool bf16;
-  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, x, &bf16));
+  bool bf16, f16;
+  DTF_RETURN_IF_ERROR(lowPrecisionCompute(ctx, name, x, &bf16, &f16));
   Window2D w;
   DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), f.shape(), &w));
   Tensor *out;
@@ -299,7 +299,11 @@ Status conv2dKernel(KernelContext &ctx) {
     return Status::ok();
   }
   return guardDnnl(name, [&] {
-    if (bf16 && !bf16Native()) {
+    if (f16) {
+      Tensor xr = roundedThroughF16(x, ctx.threadPool()),
+             fr = roundedThroughF16(f, ctx.threadPool());
+      plainConv(w, false)->execute({ptr(xr), ptr(fr), out->rawData()});
+    } else if (bf16 && !bf16Native()) {
       Tensor xr = roundedThroughBf16(x, ctx.threadPool()),
              fr = roundedThroughBf16(f, ctx.threadPool());
       plainConv(w, false)->execute({ptr(xr), ptr(fr), out->rawData()});
@@ -360,8 +364,8 @@ Status conv2dBiasKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, f));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, bias));
-  bool bf16;
-  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, x, &bf16));
+  bool bf16, f16;
+  DTF_RETURN_IF_ERROR(lowPrecisionCompute(ctx, name, x, &bf16, &f16));
   Window2D w;
   DTF_RETURN_IF_ERROR(convGeometry(ctx, name, x.shape(), f.shape(), &w));
   if (bias.shape() != std::vector<int64_t>{w.oc})
@@ -389,7 +393,12 @@ Status conv2dBiasKernel(KernelContext &ctx) {
   // Without bf16 instructions: the f32 primitives on rounded operands.
   Tensor xr, fr;
   const Tensor *xs = &x, *fs = &f;
-  if (bf16 && !bf16Native()) {
+  if (f16) { // no f16 primitive here: f32 on f16-rounded operands
+    xr = roundedThroughF16(x, ctx.threadPool());
+    fr = roundedThroughF16(f, ctx.threadPool());
+    xs = &xr;
+    fs = &fr;
+  } else if (bf16 && !bf16Native()) {
     xr = roundedThroughBf16(x, ctx.threadPool());
     fr = roundedThroughBf16(f, ctx.threadPool());
     xs = &xr;
@@ -442,8 +451,8 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
   const Tensor &dy = ctx.input(0), &f = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "dy", dy));
   DTF_RETURN_IF_ERROR(requireSameDType(name, dy, f));
-  bool bf16;
-  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, dy, &bf16));
+  bool bf16, f16;
+  DTF_RETURN_IF_ERROR(lowPrecisionCompute(ctx, name, dy, &bf16, &f16));
   if (dy.rank() != 4)
     return errorStatus(name, " expects dy of rank 4, got ", dy.describe());
   std::vector<int64_t> inputShape;
@@ -467,7 +476,12 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
   }
   Tensor dyr, fr;
   const Tensor *dys = &dy, *fs = &f;
-  if (bf16 && !bf16Native()) {
+  if (f16) { // no f16 primitive here: f32 on f16-rounded operands
+    dyr = roundedThroughF16(dy, ctx.threadPool());
+    fr = roundedThroughF16(f, ctx.threadPool());
+    dys = &dyr;
+    fs = &fr;
+  } else if (bf16 && !bf16Native()) {
     dyr = roundedThroughBf16(dy, ctx.threadPool());
     fr = roundedThroughBf16(f, ctx.threadPool());
     dys = &dyr;
@@ -501,8 +515,8 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
   const Tensor &x = ctx.input(0), &dy = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireFloat(name, "an input", x));
   DTF_RETURN_IF_ERROR(requireSameDType(name, x, dy));
-  bool bf16;
-  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, x, &bf16));
+  bool bf16, f16;
+  DTF_RETURN_IF_ERROR(lowPrecisionCompute(ctx, name, x, &bf16, &f16));
   if (!ctx.hasAttr("filter_shape"))
     return errorStatus(name, " needs the filter_shape attribute");
   std::vector<int64_t> filterShape = ctx.getInts("filter_shape");
@@ -529,7 +543,12 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
   }
   Tensor xr, dyr;
   const Tensor *xs = &x, *dys = &dy;
-  if (bf16 && !bf16Native()) {
+  if (f16) { // no f16 primitive here: f32 on f16-rounded operands
+    xr = roundedThroughF16(x, ctx.threadPool());
+    dyr = roundedThroughF16(dy, ctx.threadPool());
+    xs = &xr;
+    dys = &dyr;
+  } else if (bf16 && !bf16Native()) {
     xr = roundedThroughBf16(x, ctx.threadPool());
     dyr = roundedThroughBf16(dy, ctx.threadPool());
     xs = &xr;

@@ -19,6 +19,7 @@ void registerCpuKernels(KernelRegistry &registry) {
   cpu::registerGatherKernels(registry);
   cpu::registerRandomKernels(registry);
   cpu::registerOptimizerKernels(registry);
+  cpu::registerLossScaleKernels(registry);
   registry.add(dtf::ops::kFused, fusedKernel);
 }
 

@@ -215,6 +215,7 @@ void registerLossKernels(KernelRegistry &registry);
 void registerGatherKernels(KernelRegistry &registry);
 void registerRandomKernels(KernelRegistry &registry);
 void registerOptimizerKernels(KernelRegistry &registry);
+void registerLossScaleKernels(KernelRegistry &registry);
 } // namespace dtf::cpu
 
 namespace dtf::cpu {

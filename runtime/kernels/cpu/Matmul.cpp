@@ -52,8 +52,8 @@ Status matmulKernel(KernelContext &ctx) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
   const Tensor &a = ctx.input(0), &b = ctx.input(1);
   DTF_RETURN_IF_ERROR(requireSameDType(name, a, b));
-  bool bf16;
-  DTF_RETURN_IF_ERROR(bf16Compute(ctx, name, a, &bf16));
+  bool bf16, f16;
+  DTF_RETURN_IF_ERROR(lowPrecisionCompute(ctx, name, a, &bf16, &f16));
   if (a.rank() < 2 || b.rank() < 2)
     return errorStatus(name, " expects operands of rank 2 or more, got ",
                        a.describe(), " and ", b.describe());
@@ -159,6 +159,14 @@ Status matmulKernel(KernelContext &ctx) {
         if (bf16) {
           ia = narrow(pa, a.numElements(), aLow, aRounded);
           ib = narrow(pb, b.numElements(), bLow, bRounded);
+        }
+        // compute_dtype f16: the f32 product of f16-rounded operands.
+        Tensor aF16, bF16;
+        if (f16) {
+          aF16 = roundedThroughF16(a, ctx.threadPool());
+          bF16 = roundedThroughF16(b, ctx.threadPool());
+          ia = aF16.data<float>();
+          ib = bF16.data<float>();
         }
         if (gemmBatch == 1) {
           f32Matmul(ta, tb, gemmM, n, k, ia, lda, ib, ldb, pc, n, native);

@@ -125,11 +125,19 @@ Status makeWindow2D(const KernelContext &ctx, const char *op,
 Status shapeAttr(const KernelContext &ctx, const char *op, const char *attr,
                  const std::vector<int64_t> &like, std::vector<int64_t> *out);
 
-/// Whether op computes in bf16: its `compute_dtype` attribute ("bf16", set
-/// by dtf-mixed-precision) on f32 operands `x`. Another value, or bf16 on
-/// another dtype, is an error naming the op.
-Status bf16Compute(const KernelContext &ctx, const char *op, const Tensor &x,
-                   bool *bf16);
+/// Whether op computes in bf16 or f16: its `compute_dtype` attribute
+/// ("bf16" or "f16", set by dtf-mixed-precision) on f32 operands `x`.
+/// Another value, or either on another dtype, is an error naming the op.
+Status lowPrecisionCompute(const KernelContext &ctx, const char *op,
+                           const Tensor &x, bool *bf16, bool *f16);
+
+/// An f32 copy of `t` (f32) with every element rounded to f16 (to nearest
+/// even, overflow to inf, subnormals kept: runtime/core/F16.h), for the
+/// products of compute_dtype "f16". oneDNN 2.6 has f16 convolutions and
+/// matmuls only on AVX512-FP16 CPUs, which dtf-run does not use: an f16
+/// product is the f32 product of f16-rounded operands, with f32
+/// accumulation. The first call says so once on stderr.
+Tensor roundedThroughF16(const Tensor &t, ThreadPool *pool);
 
 /// Whether this CPU runs oneDNN's bf16 kernels natively (AVX512-BF16 or
 /// AMX); DTF_BF16_NATIVE=0 says no. Without them a bf16 product runs as the

@@ -1,17 +1,24 @@
 // dtf-mixed-precision: under mixed_bfloat16 (the module's dtf.train precision,
 // or the policy option) every f32 matmul and convolution, forward and
-// gradient, computes in bf16; softmax, losses, reductions and updates stay
+// gradient, computes in bf16 (under mixed_float16 in f16); softmax, losses, reductions and updates stay
 // f32; ops kept in f32 (dtf.keep_f32) and GPU-placed ops are left alone, and
 // the marks go either way.
 // RUN: dtf-opt %s --dtf-mixed-precision --split-input-file | FileCheck %s
 // RUN: dtf-opt %s --dtf-mixed-precision=policy=float32 --split-input-file | FileCheck %s --check-prefix=F32
-// RUN: not dtf-opt %s --dtf-mixed-precision=policy=mixed_float16 --split-input-file 2>&1 | FileCheck %s --check-prefix=F16
+// RUN: dtf-opt %s --dtf-mixed-precision=policy=mixed_float16 --split-input-file | FileCheck %s --check-prefix=F16
 // RUN: not dtf-opt %s --dtf-mixed-precision=policy=fp8 --split-input-file 2>&1 | FileCheck %s --check-prefix=BAD
 // F32: precision = "float32"
 // F32-NOT: compute_dtype
 // F32-NOT: dtf.keep_f32
-// F16: error: precision mixed_float16 needs loss scaling, not yet built; use mixed_bfloat16
-// BAD: error: precision must be float32 or mixed_bfloat16, not 'fp8'
+// F16: precision = "mixed_float16"
+// F16: dtf.matmul %arg0, %arg1 compute_dtype "f16" :
+// F16: dtf.matmul %arg0, %{{.*}} transpose_a compute_dtype "f16" :
+// F16: dtf.conv2d %arg2, %arg3 {{.*}} compute_dtype "f16" :
+// F16: dtf.conv2d_backprop_input {{.*}} compute_dtype "f16" :
+// F16: dtf.conv2d_backprop_filter {{.*}} compute_dtype "f16" :
+// F16: dtf.matmul %arg0, %arg1 :
+// F16-NOT: compute_dtype "bf16"
+// BAD: error: precision must be float32, mixed_bfloat16 or mixed_float16, not 'fp8'
 
 // CHECK: precision = "mixed_bfloat16"
 // CHECK-LABEL: func.func @step

@@ -223,6 +223,9 @@ TEST(KernelRegistry, HasEveryOpAndNothingForUnknownNames) {
       "dtf.sparse_apply_momentum", "dtf.sparse_apply_adam",
       "dtf.sparse_apply_adagrad", "dtf.sparse_apply_ftrl",
       "dtf.sparse_apply_rmsprop",
+      // mixed_float16's loss scale (dtf.skip_updates_unless is the
+      // executor's)
+      "dtf.unscale_gradients", "dtf.adjust_loss_scale",
       // a region of elementwise ops, as one generated kernel
       "dtf.fused"};
   for (const std::string &op : expected)

@@ -5,6 +5,7 @@
 #include "KernelTestUtil.h"
 
 #include "runtime/core/Bf16.h"
+#include "runtime/core/F16.h"
 #include "runtime/kernels/cpu/OneDnn.h"
 
 #include <cmath>
@@ -117,26 +118,29 @@ TEST(Bf16, CastKernelRoundsAndWidensAndRefusesOtherPairs) {
             std::string::npos);
 }
 
-Values roundedValues(const Values &v) {
+Values roundedValues(const Values &v, const std::string &dtype) {
   Values r;
   for (double x : v)
-    r.push_back(f32FromBf16(bf16FromF32(float(x))));
+    r.push_back(dtype == "f16" ? roundToF16(float(x))
+                               : f32FromBf16(bf16FromF32(float(x))));
   return r;
 }
 
-// Runs `op` twice: with compute_dtype bf16 on f32 operands, and in f64 on
-// the operands rounded to bf16 (the reference kernels' loops). f32
-// accumulation over at most a few hundred terms: within 1e-4 relative.
-void expectBf16MatchesRoundedF64(const std::string &op,
-                                 const std::function<void(KernelRun &)> &attrs,
-                                 const Shape &as, const Shape &bs) {
+// Runs `op` twice: with compute_dtype `dtype` (bf16 or f16) on f32
+// operands, and in f64 on the operands rounded to it (the reference
+// kernels' loops). f32 accumulation over at most a few hundred terms:
+// within 1e-4 relative.
+void expectLowMatchesRoundedF64(const std::string &op,
+                                const std::function<void(KernelRun &)> &attrs,
+                                const Shape &as, const Shape &bs,
+                                const std::string &dtype = "bf16") {
   Rng rng;
   Values a = rng.uniform(numElementsOf(as)), b = rng.uniform(numElementsOf(bs));
   KernelRun low(op), ref(op);
   attrs(low);
   attrs(ref);
-  low.attr("compute_dtype", std::string("bf16")).in(f32(as, a)).in(f32(bs, b));
-  ref.in(f64(as, roundedValues(a))).in(f64(bs, roundedValues(b)));
+  low.attr("compute_dtype", dtype).in(f32(as, a)).in(f32(bs, b));
+  ref.in(f64(as, roundedValues(a, dtype))).in(f64(bs, roundedValues(b, dtype)));
   ASSERT_EQ(errorOf(low), "");
   ASSERT_EQ(errorOf(ref), "");
   const Values want = valuesOf(ref.out());
@@ -190,12 +194,12 @@ TEST(MixedPrecision, MatmulComputesOnBf16RoundedOperandsInF32) {
       auto attrs = [&](KernelRun &r) {
         r.attr("transpose_a", ta).attr("transpose_b", tb);
       };
-      expectBf16MatchesRoundedF64("dtf.matmul", attrs,
+      expectLowMatchesRoundedF64("dtf.matmul", attrs,
                                   ta ? Shape{96, 37} : Shape{37, 96},
                                   tb ? Shape{29, 96} : Shape{96, 29});
     }
   // Batched (attention's products).
-  expectBf16MatchesRoundedF64(
+  expectLowMatchesRoundedF64(
       "dtf.matmul", [](KernelRun &r) { r.attr("transpose_b", true); },
       {3, 2, 7, 16}, {3, 2, 9, 16});
 }
@@ -207,15 +211,15 @@ KernelRun &conv(KernelRun &r) {
 }
 
 TEST(MixedPrecision, ConvolutionsComputeOnBf16RoundedOperandsInF32) {
-  expectBf16MatchesRoundedF64("dtf.conv2d", [](KernelRun &r) { conv(r); },
+  expectLowMatchesRoundedF64("dtf.conv2d", [](KernelRun &r) { conv(r); },
                               {4, 9, 9, 16}, {3, 3, 16, 32});
-  expectBf16MatchesRoundedF64(
+  expectLowMatchesRoundedF64(
       "dtf.conv2d_backprop_input",
       [](KernelRun &r) {
         conv(r).attr("input_shape", std::vector<int64_t>{-1, 9, 9, 16});
       },
       {4, 9, 9, 32}, {3, 3, 16, 32});
-  expectBf16MatchesRoundedF64(
+  expectLowMatchesRoundedF64(
       "dtf.conv2d_backprop_filter",
       [](KernelRun &r) {
         conv(r).attr("filter_shape", std::vector<int64_t>{3, 3, 16, 32});
@@ -227,8 +231,11 @@ TEST(MixedPrecision, ConvolutionsComputeOnBf16RoundedOperandsInF32) {
 // with compute_dtype bf16 against central differences of the float64
 // forward on the unrounded operands. bf16 keeps 8 significant bits (a
 // relative error of at most 2^-9 per operand), so over K terms of values in
-// [-1, 1] the error stays within 2e-2 + 2e-2 relative here.
-TEST(MixedPrecision, GradientsMatchFloat64WithinBf16Tolerance) {
+// [-1, 1] the error stays within 2e-2 + 2e-2 relative here; f16 keeps 11
+// (2^-12), well inside the same bound.
+TEST(MixedPrecision, GradientsMatchFloat64WithinBf16AndF16Tolerance) {
+  for (const std::string dtype : {"bf16", "f16"}) {
+  SCOPED_TRACE(dtype);
   Rng rng;
   const int64_t m = 6, k = 40, n = 5;
   Values a = rng.uniform(m * k), b = rng.uniform(k * n), dy = rng.uniform(m * n);
@@ -243,7 +250,7 @@ TEST(MixedPrecision, GradientsMatchFloat64WithinBf16Tolerance) {
   // dA = dy B^T, as dtf-autodiff makes it.
   KernelRun da("dtf.matmul");
   da.attr("transpose_b", true)
-      .attr("compute_dtype", std::string("bf16"))
+      .attr("compute_dtype", dtype)
       .in(f32({m, n}, dy))
       .in(f32({k, n}, b));
   ASSERT_EQ(errorOf(da), "");
@@ -260,12 +267,40 @@ TEST(MixedPrecision, GradientsMatchFloat64WithinBf16Tolerance) {
   KernelRun df("dtf.conv2d_backprop_filter");
   conv(df)
       .attr("filter_shape", std::vector<int64_t>{3, 3, 8, 4})
-      .attr("compute_dtype", std::string("bf16"))
+      .attr("compute_dtype", dtype)
       .in(f32({2, 7, 7, 8}, x))
       .in(f32({2, 7, 7, 4}, gy));
   ASSERT_EQ(errorOf(df), "");
   EXPECT_TRUE(near(df.out(), {3, 3, 8, 4}, numericGrad(convForward, f, gy, 1e-3),
                    2e-2, 2e-2));
+  }
+}
+
+// compute_dtype f16 (mixed_float16): oneDNN 2.6 has no f16 primitive on
+// this CPU, so the products are f32 ones on f16-rounded operands (F16.h's
+// rounding, by F16C), f32 accumulation.
+TEST(MixedPrecision, F16ProductsComputeOnF16RoundedOperandsInF32) {
+  for (bool tb : {false, true})
+    expectLowMatchesRoundedF64(
+        "dtf.matmul", [&](KernelRun &r) { r.attr("transpose_b", tb); },
+        {37, 96}, tb ? Shape{29, 96} : Shape{96, 29}, "f16");
+  expectLowMatchesRoundedF64(
+      "dtf.matmul", [](KernelRun &r) { r.attr("transpose_b", true); },
+      {3, 2, 7, 16}, {3, 2, 9, 16}, "f16");
+  expectLowMatchesRoundedF64("dtf.conv2d", [](KernelRun &r) { conv(r); },
+                             {4, 9, 9, 16}, {3, 3, 16, 32}, "f16");
+  expectLowMatchesRoundedF64(
+      "dtf.conv2d_backprop_input",
+      [](KernelRun &r) {
+        conv(r).attr("input_shape", std::vector<int64_t>{-1, 9, 9, 16});
+      },
+      {4, 9, 9, 32}, {3, 3, 16, 32}, "f16");
+  expectLowMatchesRoundedF64(
+      "dtf.conv2d_backprop_filter",
+      [](KernelRun &r) {
+        conv(r).attr("filter_shape", std::vector<int64_t>{3, 3, 16, 32});
+      },
+      {4, 9, 9, 16}, {4, 9, 9, 32}, "f16");
 }
 
 TEST(MixedPrecision, ComputeDtypeOnAnotherDtypeOrValueIsRefused) {
@@ -276,10 +311,16 @@ TEST(MixedPrecision, ComputeDtypeOnAnotherDtypeOrValueIsRefused) {
   EXPECT_NE(errorOf(r).find("compute_dtype \"bf16\" applies to f32 operands"),
             std::string::npos);
   KernelRun v("dtf.conv2d");
-  conv(v).attr("compute_dtype", std::string("f16"))
+  conv(v).attr("compute_dtype", std::string("f8"))
       .in(f32({1, 3, 3, 1}, Values(9, 1.0)))
       .in(f32({1, 1, 1, 1}, {1.0}));
-  EXPECT_NE(errorOf(v).find("compute_dtype is \"bf16\" or absent"),
+  EXPECT_NE(errorOf(v).find("compute_dtype is \"bf16\", \"f16\" or absent"),
+            std::string::npos);
+  KernelRun h("dtf.matmul");
+  h.attr("compute_dtype", std::string("f16"))
+      .in(f64({2, 2}, {1, 2, 3, 4}))
+      .in(f64({2, 2}, {1, 2, 3, 4}));
+  EXPECT_NE(errorOf(h).find("compute_dtype \"f16\" applies to f32 operands"),
             std::string::npos);
 }
 
