@@ -218,11 +218,12 @@ def DtfShardPsUpdate : Pass<"dtf-shard-ps-update", "::mlir::ModuleOp"> {
     variable becomes shard k's rows of it: a `dtf.pushed` keyed
     `<key>/part_<k>` with `row_offset` and `rows`. A sparse pair (the lookup
     cut's) becomes each shard's pair, keyed likewise, with the shard's
-    `row_offset` and `rows` (also for a whole table: its ids are then
-    checked against its rows). Other operands (a learning rate) are taken
-    whole, once. A variable that is not partitioned keeps its name and its
-    operands: its update only gets `dtf.held`. Every `dtf.pushed` stands
-    before the first update that takes it.
+    `row_offset` and `rows` (a whole table's too: row_offset 0 and all its
+    rows). Other operands (a learning rate) are taken whole, once. A
+    variable that is not partitioned keeps its name and its operands: its
+    update only gets `dtf.held`. Every `dtf.pushed` stands before the first
+    update that takes it. A function whose updates carry `dtf.held` already
+    is left as it is.
 
     ```mlir
     dtf.variable_shard @"emb/part_1" of @emb row_offset 5 : tensor<5x4xf32>
