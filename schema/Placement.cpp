@@ -1,6 +1,6 @@
 // The replica device setter over a plan's variables (which ps task holds
 // what), and each task's program under it: the compiler cut the programs
-// (compiler/partition), and every task binds them to its cluster here.
+// (dialects/Dtf/Transforms), and every task binds them to its cluster here.
 #include "schema/Placement.h"
 #include "dtf/OpNames.h"
 
@@ -107,30 +107,45 @@ std::vector<HeldTensor> heldBy(const Plan &plan, const Placement &placement,
   return out;
 }
 
+std::vector<ShardRows> axisZeroRows(int64_t rows, int shards) {
+  shards = std::max(shards, 1);
+  std::vector<ShardRows> out;
+  int64_t offset = 0;
+  for (int k = 0; k < shards; ++k) {
+    // Rows split as evenly as they go, the first ones one row larger.
+    ShardRows r;
+    r.rows = rows / shards + (k < rows % shards ? 1 : 0);
+    r.rowOffset = offset;
+    offset += r.rows;
+    out.push_back(r);
+  }
+  return out;
+}
+
 std::vector<PlacedShard> axisZeroShards(const Variable &v) {
   const int shards = int(std::max<int64_t>(v.partitions(), 1));
   const int64_t rows =
       v.type().shape().dims_size() ? v.type().shape().dims(0) : 1;
   std::vector<PlacedShard> out;
-  int64_t offset = 0;
-  for (int k = 0; k < shards; ++k) {
-    // Rows split as evenly as they go, the first ones one row larger.
+  for (const ShardRows &r : axisZeroRows(rows, shards)) {
     PlacedShard shard;
     shard.variable = v.name();
     shard.optimizer = v.optimizer();
-    shard.shard = k;
+    shard.shard = int(out.size());
     shard.shards = shards;
-    shard.rows = rows / shards + (k < rows % shards ? 1 : 0);
-    shard.rowOffset = offset;
-    offset += shard.rows;
+    shard.rows = r.rows;
+    shard.rowOffset = r.rowOffset;
     out.push_back(shard);
   }
   return out;
 }
 
+std::string shardName(const std::string &variable, int shard, int shards) {
+  return shards > 1 ? variable + "/part_" + std::to_string(shard) : variable;
+}
+
 std::string heldName(const std::string &variable, const PlacedShard &shard) {
-  return shard.shards > 1 ? variable + "/part_" + std::to_string(shard.shard)
-                          : variable;
+  return shardName(variable, shard.shard, shard.shards);
 }
 
 Status placeVariables(const Plan &plan, int numPs, const std::string &strategy,

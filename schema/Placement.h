@@ -1,6 +1,6 @@
 // The replica device setter over a plan's variables (which ps task holds
 // what), and each task's program bound to a cluster. dtfc cuts the programs
-// (compiler/partition) and writes them into the plan; every task binds them
+// (the cut passes of dialects/Dtf/Transforms) and writes them into the plan; every task binds them
 // here, and dtfc's placement report uses the same rule, so both sides and
 // every task give the same answer. Placement stays a run-time binding: the
 // cluster is known only then, and may change while a job runs.
@@ -81,9 +81,24 @@ struct HeldTensor {
 std::vector<HeldTensor> heldBy(const Plan &plan, const Placement &placement,
                                int ps);
 
+/// One axis-0 shard's rows of a variable: [rowOffset, rowOffset + rows).
+struct ShardRows {
+  int64_t rowOffset = 0;
+  int64_t rows = 0;
+};
+
+/// The rows of each of `shards` axis-0 shards of a variable with `rows` rows
+/// (1 for a scalar): split as evenly as they go, the first ones one row
+/// larger. dtfc's dtf-shard-ps-update and the placement both split by it.
+std::vector<ShardRows> axisZeroRows(int64_t rows, int shards);
+
 /// The axis-0 shards of a variable (one unless it is partitioned), rows
-/// split as evenly as they go, the first ones one row larger; `ps` unset.
+/// from axisZeroRows; `ps` unset.
 std::vector<PlacedShard> axisZeroShards(const Variable &v);
+
+/// What a ps calls shard `shard` of `shards` of `variable`: the name itself
+/// when there is one shard, else "<variable>/part_<shard>".
+std::string shardName(const std::string &variable, int shard, int shards);
 
 /// What a ps calls one shard of `variable` (a variable, slot or moving
 /// average): the name itself, or "<variable>/part_<k>" when partitioned.
@@ -91,8 +106,8 @@ std::vector<PlacedShard> axisZeroShards(const Variable &v);
 std::string heldName(const std::string &variable, const PlacedShard &shard);
 
 /// The program ps task `ps` runs for each (aggregated) push: the ops of
-/// plan.ps_update() whose Op.held it holds (dtfc cut ps_update per held
-/// tensor), with the values, recvs and feeds they use. Empty (no ops) for a
+/// plan.ps_update() whose Op.held it holds (dtfc's dtf-shard-ps-update cut
+/// ps_update per held tensor), with the values, recvs and feeds they use. Empty (no ops) for a
 /// ps with no variables. An op with no Op.held (an older plan) is an error.
 Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
                     Program *out);

@@ -1,7 +1,6 @@
 // From the dtf dialect to the plan's protobuf: values numbered per program,
 // attributes in the kernels' terms, variables with their roles.
 #include "compiler/plan/PlanEmitter.h"
-#include "compiler/partition/Partition.h"
 #include "schema/PlanSchema.h"
 #include "dialects/Dtf/IR/DtfDialect.h"
 #include "dialects/Dtf/Transforms/Cut.h"
@@ -148,22 +147,27 @@ private:
     return id;
   }
   /// A value aliasing variable `name` (the runtime's read_variable), made
-  /// once per program.
+  /// once per program, and serving the held tensor (dtf.held) of the update
+  /// that first takes it; a shard's (dtf.variable_shard) right before each
+  /// update of it, as dtfc's ps programs have always read shards.
   int32_t variable(StringRef name, Operation *user) {
     auto it = variableValues.find(name);
     if (it != variableValues.end())
       return it->second;
-    auto var = SymbolTable::lookupNearestSymbolFrom<VariableOp>(
-        user, StringAttr::get(user->getContext(), name));
+    StringAttr symbol = StringAttr::get(user->getContext(), name);
     int32_t id = nextId++;
     pb::Value *value = program->add_values();
     value->set_id(id);
-    fillType(var.getTensorType(), value->mutable_type());
+    fillType(variableTypeOf(user, symbol), value->mutable_type());
     pb::Op *read = program->add_ops();
     read->set_name("dtf.read_variable");
     read->add_outputs(id);
     (*read->mutable_attrs())["name"].set_s(name.str());
-    variableValues[name] = id;
+    if (auto held = user->getAttrOfType<StringAttr>("dtf.held"))
+      read->set_held(held.getValue().str());
+    if (!isa_and_nonnull<VariableShardOp>(
+            SymbolTable::lookupNearestSymbolFrom(user, symbol)))
+      variableValues[name] = id;
     return id;
   }
   LogicalResult convertAttr(Operation *op, NamedAttribute attr, pb::Op *out);
@@ -184,6 +188,10 @@ LogicalResult ProgramEmitter::convertAttr(Operation *op, NamedAttribute attr,
   Attribute value = attr.getValue();
   if (name == "dtf.device") {
     out->set_device(cast<StringAttr>(value).getValue().str());
+    return success();
+  }
+  if (name == "dtf.held") {
+    out->set_held(cast<StringAttr>(value).getValue().str());
     return success();
   }
   if (isa<FlatSymbolRefAttr, TypeAttr>(value))
@@ -409,7 +417,21 @@ LogicalResult ProgramEmitter::emitOp(Operation &op) {
     t->set_variable(pushed.getVariable().str());
     for (auto [k, v] : llvm::enumerate(pushed.getValues()))
       k == 0 ? t->set_value(define(v)) : t->set_rows_value(define(v));
+    if (IntegerAttr offset = pushed.getRowOffsetAttr())
+      t->set_row_offset(offset.getInt());
+    if (IntegerAttr rows = pushed.getRowsAttr())
+      t->set_rows(rows.getInt());
     t->set_sparse(pushed.getSparse());
+    // The ps feeds each recv under its key (a sparse one's rows under
+    // key#rows).
+    pb::Feed *feed = program->add_feeds();
+    feed->set_name(t->key());
+    feed->set_value(t->value());
+    if (t->sparse()) {
+      feed = program->add_feeds();
+      feed->set_name(t->key() + "#rows");
+      feed->set_value(t->rows_value());
+    }
     return success();
   }
   {
@@ -594,10 +616,10 @@ void fillTraining(DictionaryAttr t, pb::Plan &plan) {
   }
 }
 
-/// Every task's program: dtf-cut-train-step and dtf-cut-stages run on a
-/// copy of the module, whose fused ops already name their kernels, and each
-/// function they make is written as its program; then ps_update per held
-/// tensor (compiler/partition). `evalReads` as the eval's.
+/// Every task's program: dtf-cut-train-step, dtf-cut-stages and
+/// dtf-shard-ps-update run on a copy of the module, whose fused ops already
+/// name their kernels, and each function they make is written as its
+/// program. `evalReads` as the eval's.
 LogicalResult emitCut(ModuleOp module,
                       const llvm::StringMap<std::string> &evalReads,
                       pb::Plan &plan) {
@@ -610,6 +632,7 @@ LogicalResult emitCut(ModuleOp module,
   PassManager pm(context);
   pm.addPass(createDtfCutTrainStep());
   pm.addPass(createDtfCutStages());
+  pm.addPass(createDtfShardPsUpdate());
   if (failed(pm.run(*cut)))
     return failure();
   auto emit = [&](StringRef func, const std::string &name, pb::Program *out,
@@ -640,9 +663,6 @@ LogicalResult emitCut(ModuleOp module,
       return failure();
   }
   // (dtf-cut-stages refused an op placed beyond the largest replica.)
-  ::dtf::Status s = ::dtf::plan::shardPsPrograms(&plan);
-  if (!s.isOk())
-    return mlir::emitError(module.getLoc()) << s.message();
   return success();
 }
 

@@ -42,6 +42,8 @@ def Dtf_Dialect : Dialect {
     ```
   }];
   let hasConstantMaterializer = 1;
+  // `dtf.held` (the held tensor an op of ps_update serves) must be a name.
+  let hasOperationAttrVerify = 1;
   let useDefaultAttributePrinterParser = 1;
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

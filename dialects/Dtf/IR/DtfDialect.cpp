@@ -35,6 +35,19 @@ Operation *DtfDialect::materializeConstant(OpBuilder &builder, Attribute value,
   return builder.create<ConstantOp>(loc, elements);
 }
 
+LogicalResult DtfDialect::verifyOperationAttribute(Operation *op,
+                                                   NamedAttribute attr) {
+  // The plan's Op.held: what a ps must hold to run the op (psProgramFor).
+  if (attr.getName() == "dtf.held") {
+    auto held = dyn_cast<StringAttr>(attr.getValue());
+    if (!held || held.getValue().empty())
+      return op->emitOpError()
+             << "has a dtf.held that is not a name: it names the variable or "
+                "shard the op serves, e.g. dtf.held = \"emb/part_1\"";
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // InitializerAttr
 //===----------------------------------------------------------------------===//

@@ -26,6 +26,10 @@ namespace mlir::dtf {
 /// than 64 bits is none); nullopt for anything else, null included.
 std::optional<double> numberOf(Attribute attr);
 
+/// The type of the dtf.variable or dtf.variable_shard `name` names, seen
+/// from `from`; null when it names neither.
+RankedTensorType variableTypeOf(Operation *from, StringAttr name);
+
 /// The (indices, rows) pairs of a sparse update of `var` (dtf.sparse_apply_*):
 /// integer ids, and rows of lr's dtype shaped as the ids followed by the
 /// variable's row shape.

@@ -3,8 +3,9 @@
 // The ops that dtfc's cut of the train_step (dtf-cut-train-step and
 // dtf-cut-stages, docs/plan-format.md "Per-task programs") puts into the
 // per-task programs: an update's operands pushed from the worker to the ps,
-// transfers between the stages of a model-parallel replica, and embedding
-// rows looked up on the ps that holds the table.
+// transfers between the stages of a model-parallel replica, embedding rows
+// looked up on the ps that holds the table, and the shards of partitioned
+// variables that the ps updates (dtf-shard-ps-update).
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,14 +69,23 @@ def Dtf_PushedOp : Dtf_Op<"pushed", [MemoryEffects<[MemRead]>]> {
     sync mode, the replicas' values aggregated), for the update of `variable`
     that takes it. With `sparse`, the ids (int64, one per row) and the rows of
     a sparse gradient. The plan writes it as a `Transfer` of the program's
-    `recvs`.
+    `recvs`, and feeds the value under `key` (a sparse one's rows under
+    `key#rows`).
+
+    `rows` (and `row_offset`, 0 when absent), set by dtf-shard-ps-update:
+    the pushed value holds rows [row_offset, row_offset + rows) of what the
+    worker pushed, one axis-0 shard's (a dense value then has `rows` rows;
+    its key is the push's with `/part_<k>`); a sparse one, the ids in that
+    range, relative to `row_offset`, and their rows.
 
     ```mlir
     %g = dtf.pushed {key = "W:grad", variable = @W} : tensor<784x10xf32>
+    %g1 = dtf.pushed {key = "emb:grad/part_1", row_offset = 5 : i64, rows = 5 : i64, variable = @emb} : tensor<5x4xf32>
     ```
   }];
   let arguments = (ins StrAttr:$key, FlatSymbolRefAttr:$variable,
-                       UnitAttr:$sparse);
+                       UnitAttr:$sparse, OptionalAttr<I64Attr>:$row_offset,
+                       OptionalAttr<I64Attr>:$rows);
   let results = (outs Variadic<Dtf_Tensor>:$values);
   let assemblyFormat = "attr-dict `:` type($values)";
   let hasVerifier = 1;
@@ -97,6 +107,32 @@ def Dtf_PsGatherOp : Dtf_Op<"ps_gather", [MemoryEffects<[MemRead]>]> {
                        UnitAttr:$create);
   let results = (outs Dtf_Tensor:$output);
   let assemblyFormat = "$indices attr-dict `:` functional-type(operands, results)";
+}
+
+def Dtf_VariableShardOp : Dtf_Op<"variable_shard",
+    [Symbol, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "one axis-0 shard of a partitioned variable, as a ps holds it";
+  let description = [{
+    Rows [row_offset, row_offset + rows) of the variable (or slot, or moving
+    average) `of`, whose type is `of`'s with `rows` rows: what one ps task
+    holds of a variable with `dtf.partitions`, named as TensorFlow names
+    partitioned variables' shards (`<of>/part_<k>`). dtf-shard-ps-update
+    declares them for the updates of `@ps_update` it makes per shard; the
+    plan's variables stay the whole ones, and the ps tasks hold the shards
+    under these names.
+
+    ```mlir
+    dtf.variable_shard @"emb/part_1" of @emb row_offset 5 : tensor<5x4xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$of,
+                       I64Attr:$row_offset, TypeAttrOf<Dtf_Tensor>:$type);
+  let assemblyFormat = "$sym_name `of` $of `row_offset` $row_offset `:` $type attr-dict";
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
 }
 
 #endif // DTF_DIST_OPS_TD

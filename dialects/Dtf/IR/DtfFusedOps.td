@@ -38,7 +38,8 @@ def Dtf_FusedOp : Dtf_Op<"fused", [IsolatedFromAbove, RecursiveMemoryEffects]> {
 def Dtf_YieldOp : Dtf_Op<"yield", [Pure, Terminator, HasParent<"FusedOp">]> {
   let summary = "the results of a dtf.fused region";
   let arguments = (ins Variadic<Dtf_Tensor>:$values);
-  let assemblyFormat = "$values attr-dict `:` type($values)";
+  // An update's region yields nothing: `dtf.yield` alone.
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
 #endif // DTF_FUSED_OPS_TD

@@ -107,22 +107,6 @@ LogicalResult InputOp::verify() {
   return success();
 }
 
-// A push or pushed value: one value, or a sparse gradient's ids and rows.
-static LogicalResult verifyTransfer(Operation *op, TypeRange types, bool sparse) {
-  if (types.size() != (sparse ? 2u : 1u))
-    return op->emitOpError() << "carries " << (sparse ? "ids and rows" : "one value")
-                             << ", not " << types.size() << " values";
-  if (sparse && !isa<IntegerType>(cast<RankedTensorType>(types[0]).getElementType()))
-    return op->emitOpError() << "takes integer ids first, not " << types[0];
-  return success();
-}
-LogicalResult PushOp::verify() {
-  return verifyTransfer(*this, getValues().getTypes(), getSparse());
-}
-LogicalResult PushedOp::verify() {
-  return verifyTransfer(*this, getValues().getTypes(), getSparse());
-}
-
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
@@ -540,8 +524,8 @@ LogicalResult mlir::dtf::verifySparseSlices(Operation *op, FlatSymbolRefAttr var
   if (slices.empty() || slices.size() % 2 != 0)
     return op->emitOpError() << "expects pairs of (indices, rows), got "
                              << slices.size() << " slice operands";
-  auto variable =
-      SymbolTable::lookupNearestSymbolFrom<VariableOp>(op, var.getAttr());
+  // A shard's rows have the row shape of its whole variable.
+  RankedTensorType varType = variableTypeOf(op, var.getAttr());
   Type element = cast<RankedTensorType>(lr.getType()).getElementType();
   for (unsigned i = 0; i < slices.size(); i += 2) {
     auto ids = cast<RankedTensorType>(slices[i].getType());
@@ -554,9 +538,8 @@ LogicalResult mlir::dtf::verifySparseSlices(Operation *op, FlatSymbolRefAttr var
       return op->emitOpError() << "expects rows of the learning rate's dtype "
                                << element << " in slice " << i / 2 << ", got "
                                << rows;
-    if (!variable)
+    if (!varType)
       continue;
-    auto varType = cast<RankedTensorType>(variable.getType());
     SmallVector<int64_t> expected(ids.getShape());
     llvm::append_range(expected, varType.getShape().drop_front());
     if (varType.getRank() < 1 || rows.getShape() != ArrayRef(expected))

@@ -1,6 +1,6 @@
-// What the cut passes (dtf-cut-train-step, dtf-cut-stages) share with dtfc's
-// plan emitter: which ops update variables, and the names of the programs
-// the cut makes.
+// What the cut passes (dtf-cut-train-step, dtf-cut-stages,
+// dtf-shard-ps-update) share with dtfc's plan emitter: which ops update
+// variables, and the names of the programs the cut makes.
 #pragma once
 
 #include "mlir/IR/Operation.h"

@@ -279,7 +279,8 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
             TypeRange{RankedTensorType::get({ShapedType::kDynamic},
                                             IntegerType::get(ctx, 64)),
                       RankedTensorType::get(rowShape, varType.getElementType())},
-            pb.getStringAttr(key), varRef, pb.getUnitAttr());
+            pb.getStringAttr(key), varRef, pb.getUnitAttr(), IntegerAttr(),
+            IntegerAttr());
         operands.append({got.getResult(0), got.getResult(1)});
         ++j;
         continue;
@@ -298,7 +299,8 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
         wb.create<PushOp>(op->getLoc(), ValueRange{v}, wb.getStringAttr(key),
                           varRef, UnitAttr());
         auto got = pb.create<PushedOp>(op->getLoc(), TypeRange{v.getType()},
-                                       pb.getStringAttr(key), varRef, UnitAttr());
+                                       pb.getStringAttr(key), varRef, UnitAttr(),
+                                       IntegerAttr(), IntegerAttr());
         it = pushed.try_emplace(v, got.getResult(0)).first;
       }
       operands.push_back(it->second);

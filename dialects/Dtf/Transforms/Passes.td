@@ -241,4 +241,40 @@ def DtfCutStages : Pass<"dtf-cut-stages", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::dtf::DtfDialect", "::mlir::func::FuncDialect"];
 }
 
+def DtfShardPsUpdate : Pass<"dtf-shard-ps-update", "::mlir::ModuleOp"> {
+  let summary = "Cuts @ps_update per held tensor: each update once per axis-0 shard of its variable";
+  let description = [{
+    The last step of the cut for ps/worker training (docs/plan-format.md,
+    "Per-task programs"), after dtf-cut-train-step: in `@ps_update` and
+    `@lookup_ps_update`, each update (an optimizer's apply op, dtf.assign_add,
+    a moving average, a dtf.fused update) becomes one op per axis-0 shard of
+    the variable it updates, marked with the held tensor it serves
+    (`dtf.held`, the plan's Op.held: a ps task runs the ops of what it
+    holds). A variable with `dtf.partitions = N` (a slot or moving average:
+    its owner's, `dtf.slot_of`) has N shards, rows split as evenly as they go
+    (schema/Placement's axisZeroRows), each declared as a
+    `dtf.variable_shard @"<var>/part_<k>"`; the update of shard k names the
+    shards of its variable and slots, and each operand shaped like the
+    variable becomes shard k's rows of it: a `dtf.pushed` keyed
+    `<key>/part_<k>` with `row_offset` and `rows`. A sparse pair (the lookup
+    cut's) becomes each shard's pair, keyed likewise, with the shard's
+    `row_offset` and `rows` (a whole table's too: row_offset 0 and all its
+    rows). Other operands (a learning rate) are taken whole, once. A
+    variable that is not partitioned keeps its name and its operands: its
+    update only gets `dtf.held`. Every `dtf.pushed` stands before the first
+    update that takes it. A function whose updates carry `dtf.held` already
+    is left as it is.
+
+    ```mlir
+    dtf.variable_shard @"emb/part_1" of @emb row_offset 5 : tensor<5x4xf32>
+    func.func @ps_update() {
+      %g1 = dtf.pushed {key = "emb:grad/part_1", row_offset = 5 : i64, rows = 5 : i64, variable = @emb} : tensor<5x4xf32>
+      dtf.apply_sgd @"emb/part_1", %g1, %lr {dtf.held = "emb/part_1"} : tensor<5x4xf32>, tensor<f32>
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::dtf::DtfDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // DTF_PASSES_TD

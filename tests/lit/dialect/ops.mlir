@@ -219,3 +219,25 @@ func.func @cut(%h: tensor<?x8xf32>, %ids: tensor<?x3xi64>) -> (tensor<?x8xf32>, 
   %e = dtf.ps_gather %ids {variable = "words/embeddings"} : (tensor<?x3xi64>) -> tensor<?x3x4xf32>
   return %r, %e : tensor<?x8xf32>, tensor<?x3x4xf32>
 }
+
+// A shard of a partitioned variable and what its ps takes of a push
+// (dtf-shard-ps-update), and an update's region that yields nothing.
+// CHECK: dtf.variable_shard @"emb/part_1" of @emb row_offset 3 : tensor<2x4xf32>
+// CHECK-LABEL: func.func @shard
+// CHECK: dtf.pushed {key = "emb:grad/part_1", row_offset = 3 : i64, rows = 2 : i64, variable = @emb} : tensor<2x4xf32>
+// CHECK: dtf.pushed {key = "emb:grad:0/part_1", row_offset = 3 : i64, rows = 2 : i64, sparse, variable = @emb} : tensor<?xi64>, tensor<?x4xf32>
+// CHECK: dtf.apply_sgd @"emb/part_1", %{{.*}}, %{{.*}} {dtf.held = "emb/part_1"}
+// CHECK: dtf.yield{{$}}
+dtf.variable @emb : tensor<5x4xf32> = #dtf.init<zeros> {dtf.partitions = 2 : i64}
+dtf.variable_shard @"emb/part_1" of @emb row_offset 3 : tensor<2x4xf32>
+func.func @shard(%lr: tensor<f32>) {
+  %g = dtf.pushed {key = "emb:grad/part_1", row_offset = 3 : i64, rows = 2 : i64, variable = @emb} : tensor<2x4xf32>
+  %p:2 = dtf.pushed {key = "emb:grad:0/part_1", row_offset = 3 : i64, rows = 2 : i64, sparse, variable = @emb} : tensor<?xi64>, tensor<?x4xf32>
+  dtf.apply_sgd @"emb/part_1", %g, %lr {dtf.held = "emb/part_1"} : tensor<2x4xf32>, tensor<f32>
+  dtf.fused(%g, %lr) {kernel = 0 : i64} : (tensor<2x4xf32>, tensor<f32>) -> () {
+  ^bb0(%a: tensor<2x4xf32>, %b: tensor<f32>):
+    dtf.apply_sgd @"emb/part_1", %a, %b : tensor<2x4xf32>, tensor<f32>
+    dtf.yield
+  }
+  return
+}
