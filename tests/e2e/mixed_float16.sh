@@ -23,7 +23,7 @@
 # usage: mixed_float16.sh BIN_DIR WORK_DIR [STEPS [TOL [BAND]]]
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$1" "$2"
-steps=${3:-100} tol=${4:-3e-3} band=${5:-0.03}
+steps=${3:-60} tol=${4:-3e-3} band=${5:-0.03}
 work=$work/mixed_float16
 rm -rf "$work" && mkdir -p "$work"
 # cnn.dtf: the seed CNN with seed 3, evaluated at the end only; LOSS_SCALE
@@ -87,7 +87,7 @@ b=$(evalline "$work/before.log") a=$(evalline "$work/skip.log")
 # ops concurrently: the updates wait for the guard): the scale comes down
 # until the gradients fit, then Adam's updates run.
 "$bin/dtf-run" "$work/overflow.plan" --steps 12 --log-every 4 --threads 1 --inter-op-threads 2 \
-  --model-dir "$work/overflow12.ckpt" > "$work/overflow.log" 2>&1 ||
+  --model-dir "$work/overflow12.ckpt" --eval-steps 1 > "$work/overflow.log" 2>&1 ||
   { tail -20 "$work/overflow.log" >&2; fail "the 12-step overflow run failed"; }
 skipped=$(grep -c ": step skipped (no variable updated)" "$work/overflow.log" || true)
 ((skipped >= 2 && skipped < 12)) || { cat "$work/overflow.log" >&2; fail "$skipped of 12 steps skipped: the scale never came down far enough"; }
@@ -96,13 +96,13 @@ nz=$(awk '/^adam_nonzero/ {s += $3} END {print s + 0}' "$work/overflow12.values"
 ((nz > 0)) || fail "no Adam update ran after the scale came down"
 
 # 3. Growth, and the scale through a checkpoint.
-"$bin/dtf-run" "$work/growth.plan" --steps 7 --threads 2 --model-dir "$work/growth.ckpt" > "$work/growth.log" 2>&1 ||
+"$bin/dtf-run" "$work/growth.plan" --steps 7 --threads 2 --model-dir "$work/growth.ckpt" --eval-steps 1 > "$work/growth.log" 2>&1 ||
   { tail -20 "$work/growth.log" >&2; fail "the growth run failed"; }
 ! grep -q "step skipped" "$work/growth.log" || fail "a step was skipped at loss scale 1"
 ckpt_values "$work/growth.ckpt/ckpt-7.data-0-of-1" > "$work/growth.values"
 grep -qx "loss_scale=4" "$work/growth.values" || { cat "$work/growth.values" >&2; fail "7 finite steps with growth 3 did not double 1 twice"; }
 grep -qx "loss_scale_good_steps=1" "$work/growth.values" || fail "the count after 7 steps is not 1"
-"$bin/dtf-run" "$work/growth.plan" --steps 9 --threads 2 --model-dir "$work/growth.ckpt" > "$work/restored.log" 2>&1 ||
+"$bin/dtf-run" "$work/growth.plan" --steps 9 --threads 2 --model-dir "$work/growth.ckpt" --eval-steps 1 > "$work/restored.log" 2>&1 ||
   { tail -20 "$work/restored.log" >&2; fail "the restored growth run failed"; }
 grep -q "loss scale: 4 (dynamic" "$work/restored.log" || { cat "$work/restored.log" >&2; fail "the restored run does not start from scale 4"; }
 ckpt_values "$work/growth.ckpt/ckpt-9.data-0-of-1" > "$work/restored.values"
