@@ -379,9 +379,9 @@ private:
   Status segmentError(size_t segment, const Status &s) const;
   // Whether the step's fetches can be read late (options.lateFetches):
   // every fetch made by a GPU op and nothing made by one read on the host.
-  bool takesLateFetches(
-      const std::unordered_map<int, std::pair<int, int>> &producer,
-      const std::set<int> &readByOps) const;
+  bool
+  takesLateFetches(const std::unordered_map<int, std::pair<int, int>> &producer,
+                   const std::set<int> &readByOps) const;
   Status runNode(Node &node, uint64_t step);
   Status runGpuSegment(Node &node, uint64_t step);
   Status timedRunNode(Node &node, uint64_t step);

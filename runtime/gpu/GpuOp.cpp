@@ -83,11 +83,11 @@ Status GpuOp::enqueueDownloads(CUstream stream) {
         device_.memory().reservePinned(pinnedOut_[k], slot, o.byteSize()));
     noteDownload(slot, k);
     if (o.byteSize() > 0)
-      DTF_RETURN_IF_ERROR(device_.check(
-          "cuMemcpyDtoHAsync",
-          d.cuMemcpyDtoHAsync(pinnedOut_[k].slot[slot],
-                              CUdeviceptr(uintptr_t(o.rawData())), o.byteSize(),
-                              stream)));
+      DTF_RETURN_IF_ERROR(
+          device_.check("cuMemcpyDtoHAsync",
+                        d.cuMemcpyDtoHAsync(pinnedOut_[k].slot[slot],
+                                            CUdeviceptr(uintptr_t(o.rawData())),
+                                            o.byteSize(), stream)));
   }
   return Status::ok();
 }

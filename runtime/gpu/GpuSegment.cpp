@@ -108,10 +108,10 @@ Status GpuSegment::enqueue(uint64_t step, uint64_t seed) {
   const int slot = device_.stagingSlot();
   for (auto &u : uploads_) {
     if (u->host->byteSize() > 0)
-      DTF_RETURN_IF_ERROR(device_.check(
-          "cuMemcpyHtoDAsync",
-          d.cuMemcpyHtoDAsync(u->buffer.ptr, u->pinned.slot[slot],
-                              u->host->byteSize(), copy)));
+      DTF_RETURN_IF_ERROR(
+          device_.check("cuMemcpyHtoDAsync",
+                        d.cuMemcpyHtoDAsync(u->buffer.ptr, u->pinned.slot[slot],
+                                            u->host->byteSize(), copy)));
     DTF_RETURN_IF_ERROR(
         device_.check("cuEventRecord", d.cuEventRecord(u->copied, copy)));
   }

@@ -25,9 +25,9 @@ Status GraphReplay::run(const GraphSignature &sig,
   replayed_ = exec_[slot] && sig == captured_[slot];
   if (replayed_) {
     ++launches_;
-    return device_.check("cuGraphLaunch",
-                         device_.driver().cuGraphLaunch(
-                             exec_[slot], device_.computeStream()));
+    return device_.check(
+        "cuGraphLaunch",
+        device_.driver().cuGraphLaunch(exec_[slot], device_.computeStream()));
   }
   drop(slot);
   // The other slot's graph holds this very work, on its own pinned buffers:
@@ -64,9 +64,9 @@ Status GraphReplay::captureAndLaunch(const GraphSignature &sig,
   }
   captured_[slot] = sig;
   ++launches_;
-  return device_.check("cuGraphLaunch",
-                       device_.driver().cuGraphLaunch(
-                           exec_[slot], device_.computeStream()));
+  return device_.check(
+      "cuGraphLaunch",
+      device_.driver().cuGraphLaunch(exec_[slot], device_.computeStream()));
 }
 
 } // namespace dtf::gpu

@@ -490,9 +490,8 @@ Status Trainer::finishStep(RunState &r, const StepDone &d, bool *stop) {
         *r.summaries, *train_, numMetrics_, training_, done, done == steps_,
         double(d.examples), d.seconds >= 0 ? d.seconds : secondsSince(d.start),
         r.kind));
-  const bool logNow = options_.driver
-                          ? (d.step + 1) % logEvery_ == 0
-                          : done % logEvery_ == 0 || done == steps_;
+  const bool logNow = options_.driver ? (d.step + 1) % logEvery_ == 0
+                                      : done % logEvery_ == 0 || done == steps_;
   if (logNow || d.evalNow || d.saveNow)
     r.stopClock();
   if (logNow)

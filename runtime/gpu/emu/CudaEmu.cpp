@@ -437,8 +437,7 @@ CUresult eventSynchronize(CUevent event) {
   if (e->capture)
     return refuse(CUDA_ERROR_STREAM_CAPTURE_CAPTURED_EVENT,
                   "cuEventSynchronize on an event recorded in a capture");
-  HostWait wait(e->stream ? e->stream->device : -1,
-                !done(e->stream, e->seq));
+  HostWait wait(e->stream ? e->stream->device : -1, !done(e->stream, e->seq));
   force(e->stream, e->seq);
   // As the real driver's, it reports a failure of the stream's queued work
   // (here: any so far, not only that before the event).
@@ -695,8 +694,7 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.ncclBroadcasts,
       (unsigned long long)c.crossStreamWaits,
       (unsigned long long)c.replayedCrossStreamEdges,
-      (unsigned long long)c.tf32Calls,
-      (unsigned long long)c.algorithmSearches,
+      (unsigned long long)c.tf32Calls, (unsigned long long)c.algorithmSearches,
       (unsigned long long)c.failedAlgorithmLaunches,
       (unsigned long long)c.hostWaits,
       (unsigned long long)(c.hostWaitMicros / 1000),

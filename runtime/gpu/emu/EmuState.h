@@ -141,10 +141,10 @@ struct HostWait {
   }
   ~HostWait() {
     Counters &c = machine().counters;
-    const uint64_t us = uint64_t(
-        std::chrono::duration_cast<std::chrono::microseconds>(
-            std::chrono::steady_clock::now() - start)
-            .count());
+    const uint64_t us =
+        uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
     c.hostWaitMicros += us;
     if (queued && deviceIdle(device)) {
       ++c.idleWaits;
