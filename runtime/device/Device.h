@@ -42,6 +42,21 @@ public:
                           std::unique_ptr<DeviceOp> *out) = 0;
   /// An empty graph of this device's ops.
   virtual std::unique_ptr<Graph> createGraph() = 0;
+
+  /// Steps that end without waiting (their fetches read one step late,
+  /// Graph::setLate): with 2 slots, every staging buffer (pinned copies up
+  /// and down, a kernel's label report) has one per slot, and alternate
+  /// steps use alternate slots, so that a step is queued while the one
+  /// before still copies. 1 (the default): one of each. Set before the
+  /// first step. A device whose work is done when called (the host) has
+  /// nothing to stage.
+  virtual void setStagingSlots(int /*n*/) {}
+  /// The slot the next step stages into (0 or 1).
+  virtual void setStagingSlot(int /*slot*/) {}
+  /// The work queued so far ends the step staged in `slot`.
+  virtual Status recordStepEnd(int /*slot*/) { return Status::ok(); }
+  /// Waits on the host for that step's work only (later steps stay queued).
+  virtual Status waitStepEnd(int /*slot*/) { return Status::ok(); }
 };
 
 } // namespace dtf::device

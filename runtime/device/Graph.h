@@ -25,6 +25,13 @@ public:
   virtual Status run(uint64_t step, uint64_t seed) = 0;
   virtual int failedOp() const = 0;
   virtual int numUploads() const = 0;
+  /// Its copies down are read late: run() returns without waiting for them
+  /// (nor for its ops' reports of bad input); after the device's
+  /// waitStepEnd(slot), finishLate(slot) fails on a report of that step
+  /// (failedOp() names the op) and fills the host outputs with its values.
+  /// Only where no host op of the step reads what the graph made.
+  virtual void setLate() {}
+  virtual Status finishLate(int /*slot*/) { return Status::ok(); }
 };
 
 } // namespace dtf::device

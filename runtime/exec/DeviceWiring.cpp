@@ -89,7 +89,18 @@ void Executor::wireGpuNodes() {
     }
     readOnHost.insert(f.value);
   }
-  addGpuInputs(producer, readOnHost);
+  std::set<int> readByOps; // by host ops, another GPU or a later upload
+  addGpuInputs(producer, readByOps);
+  readOnHost.insert(readByOps.begin(), readByOps.end());
+  late_ = takesLateFetches(producer, readByOps);
+  if (late_) {
+    // Alternate steps stage into alternate buffers, so that a step is
+    // queued while the one before still copies its fetches down.
+    for (auto &[index, gpu] : gpus_)
+      gpu->setStagingSlots(2);
+    for (auto &segment : segments_)
+      segment->setLate();
+  }
   for (Node &node : nodes_)
     if (node.kind == NodeKind::kGpu)
       for (size_t k = 0; k < node.outputs.size(); ++k)
@@ -98,12 +109,19 @@ void Executor::wireGpuNodes() {
   for (int k : feedOnDevice_)
     if (!readOnHost.count(feeds_[size_t(k)].value))
       feedDeviceOnly_.insert(k);
-  if (options_.log && options_.logDevicePlacement)
+  if (options_.log && options_.logDevicePlacement) {
     logGpuSegments(readOnHost);
+    if (late_)
+      std::fprintf(options_.log,
+                   "%s: its %zu fetches come down one step late: a step "
+                   "ends without waiting for its GPU work "
+                   "(DTF_GPU_SYNC_FETCH=1 waits)\n",
+                   options_.programName.c_str(), fetches_.size());
+  }
 }
 
 // Every GPU node's inputs, in order, and the values that host code reads
-// (`readOnHost`).
+// (`readOnHost`: host ops' inputs and the values a GPU op uploads).
 void Executor::addGpuInputs(
     const std::unordered_map<int, std::pair<int, int>> &producer,
     std::set<int> &readOnHost) {
@@ -149,6 +167,20 @@ void Executor::addGpuInputs(
         readOnHost.insert(v);
     }
   }
+}
+
+bool Executor::takesLateFetches(
+    const std::unordered_map<int, std::pair<int, int>> &producer,
+    const std::set<int> &readByOps) const {
+  if (!options_.lateFetches || segments_.empty() || syncFetchForced())
+    return false;
+  for (size_t i = 0; i < fetches_.size(); ++i)
+    if (deviceFetch_[i] || !producer.count(fetches_[i].value))
+      return false; // kept on a GPU, or made on the host during the step
+  for (int v : readByOps)
+    if (producer.count(v))
+      return false; // the step itself waits for it
+  return true;
 }
 
 // Where the program crosses between host and GPU: each segment's copies.

@@ -21,6 +21,11 @@ bool residentVariablesOff() {
   return env && std::string_view(env) == "0";
 }
 
+bool syncFetchForced() {
+  const char *env = std::getenv("DTF_GPU_SYNC_FETCH");
+  return env && std::string_view(env) == "1";
+}
+
 void applySessionOptions(const plan::Plan &plan, ExecutorOptions *options) {
   options->softPlacement = plan.session().soft_placement();
   options->logDevicePlacement = plan.session().log_device_placement();

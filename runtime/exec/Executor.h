@@ -117,6 +117,13 @@ struct ExecutorOptions {
   std::map<std::string, std::pair<int, uint64_t>, std::less<>> sharedResident;
   /// Feeds (by name) that may come in device memory (setDeviceFeed).
   std::set<std::string> deviceFeeds;
+  /// Read each step's fetches one step late: run() queues the step's GPU
+  /// work and returns without waiting for it; awaitFetches() waits for the
+  /// oldest step run (its work only) and makes fetch() hold its values.
+  /// Taken (fetchesLate()) only where every fetch comes down from a GPU op
+  /// and no host op, nor another GPU, reads what a GPU op made; otherwise,
+  /// and with DTF_GPU_SYNC_FETCH=1, run() waits for its step as before.
+  bool lateFetches = false;
 };
 
 /// Copies the plan's SessionOptions placement flags (soft_placement,
@@ -193,8 +200,20 @@ public:
 
   /// Runs every op once. `step` is the global step that random ops see.
   /// Errors name the op and its source location: "model.dtf:12:9:
-  /// dtf.matmul expects ...".
+  /// dtf.matmul expects ...". With fetchesLate(), the step's GPU work may
+  /// still be queued when it returns: fetch() holds its values only after
+  /// awaitFetches() (a third run first awaits the oldest step itself).
   Status run(uint64_t step);
+  /// Whether run() returns before its step's fetches are down
+  /// (options.lateFetches, taken).
+  bool fetchesLate() const { return late_; }
+  /// Steps run whose fetches were not awaited yet (0 to 2).
+  int stepsInFlight() const { return int(inFlight_.size()); }
+  /// Waits for the oldest step in flight (its GPU work, not the later
+  /// step's), fails as run() would have on its ops' reports of bad input
+  /// (a label outside the classes), and makes fetch() hold its values;
+  /// `*step` gets its step. Nothing to do with no step in flight.
+  Status awaitFetches(uint64_t *step = nullptr);
 
   int numFetches() const { return static_cast<int>(fetches_.size()); }
   const TensorSlotInfo &fetchInfo(int i) const { return fetches_[i].info; }
@@ -364,6 +383,13 @@ private:
   void participate(Schedule &s);
   // Running a step (StepRunner.cpp).
   Status finishGpuStep();
+  Status endLateStep(uint64_t step, int slot);
+  Status segmentError(size_t segment, const Status &s) const;
+  // Whether the step's fetches can be read late (options.lateFetches):
+  // every fetch made by a GPU op and nothing made by one read on the host.
+  bool
+  takesLateFetches(const std::unordered_map<int, std::pair<int, int>> &producer,
+                   const std::set<int> &readByOps) const;
   Status runNode(Node &node, uint64_t step);
   Status runGpuSegment(Node &node, uint64_t step);
   Status timedRunNode(Node &node, uint64_t step);
@@ -415,6 +441,15 @@ private:
   int guardNode_ = -1;
   std::atomic<bool> skipUpdates_{false};
   bool ranOnce_ = false;
+  // Late fetches: runs so far (alternate runs stage into alternate slots of
+  // the devices), and the steps whose fetches are not awaited yet.
+  bool late_ = false;
+  uint64_t runs_ = 0;
+  struct InFlight {
+    uint64_t step = 0;
+    int slot = 0;
+  };
+  std::deque<InFlight> inFlight_;
   // Variables resident on a GPU (numResidentVariables): the updates that
   // keep them there (during place()), their names and GPUs, and per host
   // tensor of the store, its device copy.

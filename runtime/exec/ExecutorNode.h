@@ -113,6 +113,9 @@ struct Executor::Loading {
 
 // DTF_GPU_RESIDENT_VARIABLES=0: every variable stays on the host.
 bool residentVariablesOff();
+/// DTF_GPU_SYNC_FETCH=1: every step waits for its GPU fetches (no late
+/// read).
+bool syncFetchForced();
 
 // The GPU index `device` names (0 for "GPU:*"), or -1 for no GPU.
 int gpuIndexOf(const std::string &device);

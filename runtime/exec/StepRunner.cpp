@@ -58,6 +58,15 @@ Status assignAdd(Tensor &var, const Tensor &value) {
 } // namespace
 
 Status Executor::run(uint64_t step) {
+  // Late fetches: this step stages into the slot of the step before last,
+  // which must have ended (and its fetches been read) first.
+  const int slot = late_ ? int(runs_ % 2) : 0;
+  if (late_) {
+    if (inFlight_.size() >= 2)
+      DTF_RETURN_IF_ERROR(awaitFetches());
+    for (auto &[index, gpu] : gpus_)
+      gpu->setStagingSlot(slot);
+  }
   for (size_t k = 0; k < feeds_.size(); ++k)
     if (!feedTensors_[k].defined() && feedReadOnHost(int(k)))
       return errorStatus(options_.programName, ": feed '", feeds_[k].info.name,
@@ -96,7 +105,38 @@ Status Executor::run(uint64_t step) {
   for (size_t i = 0; i < deviceFetch_.size(); ++i)
     if (deviceFetch_[i])
       deviceFetchNow_[i] = *deviceFetch_[i];
-  return finishGpuStep();
+  ++runs_;
+  return late_ ? endLateStep(step, slot) : finishGpuStep();
+}
+
+// The end of a step whose fetches are read late: no wait, unless the step
+// made buffers (the arena is planned over the finished work, as
+// finishGpuStep does); an event marks where its work ends on each GPU.
+Status Executor::endLateStep(uint64_t step, int slot) {
+  for (auto &[index, gpu] : gpus_) {
+    if (gpu->allocator().arenaPending()) {
+      DTF_RETURN_IF_ERROR(gpu->stream().synchronize());
+      DTF_RETURN_IF_ERROR(gpu->allocator().planArena());
+    }
+    DTF_RETURN_IF_ERROR(gpu->recordStepEnd(slot));
+  }
+  inFlight_.push_back({step, slot});
+  return Status::ok();
+}
+
+Status Executor::awaitFetches(uint64_t *step) {
+  if (inFlight_.empty())
+    return Status::ok();
+  const InFlight f = inFlight_.front();
+  inFlight_.pop_front();
+  if (step)
+    *step = f.step;
+  for (auto &[index, gpu] : gpus_)
+    DTF_RETURN_IF_ERROR(gpu->waitStepEnd(f.slot));
+  for (size_t g = 0; g < segments_.size(); ++g)
+    if (Status s = segments_[g]->finishLate(f.slot); !s.isOk())
+      return segmentError(g, s);
+  return Status::ok();
 }
 
 // The end of a step on every GPU: its work done, and the buffers the step
@@ -242,21 +282,25 @@ Status Executor::runGpuSegment(Node &node, uint64_t step) {
   for (int m : segmentNodes_[size_t(node.segment)])
     nodes_[size_t(m)].gpuOp->setBatchOffset(batchOffset_, batchRows_);
   Status s = segment.run(step, options_.seed);
-  if (!s.isOk() && segment.failedOp() >= 0) {
-    const Node &failed = nodes_[size_t(
-        segmentNodes_[size_t(node.segment)][size_t(segment.failedOp())])];
+  return s.isOk() ? s : segmentError(size_t(node.segment), s);
+}
+
+// A segment's failure, at its failed op's location (else its first op's).
+Status Executor::segmentError(size_t g, const Status &s) const {
+  const device::Graph &segment = *segments_[g];
+  if (segment.failedOp() >= 0) {
+    const Node &failed =
+        nodes_[size_t(segmentNodes_[g][size_t(segment.failedOp())])];
     if (s.message().rfind(failed.opName, 0) == 0)
       return errorStatus(failed.location, ": ", s.message());
     return errorStatus(failed.where, " on ", device::gpuDeviceName(failed.gpu),
                        ": ", s.message());
   }
-  if (!s.isOk()) {
-    if (s.message().rfind(node.opName, 0) == 0)
-      return errorStatus(node.location, ": ", s.message());
-    return errorStatus(node.where, " on ", device::gpuDeviceName(node.gpu),
-                       ": ", s.message());
-  }
-  return Status::ok();
+  const Node &head = nodes_[size_t(segmentNodes_[g].front())];
+  if (s.message().rfind(head.opName, 0) == 0)
+    return errorStatus(head.location, ": ", s.message());
+  return errorStatus(head.where, " on ", device::gpuDeviceName(head.gpu), ": ",
+                     s.message());
 }
 
 } // namespace dtf::exec

@@ -85,6 +85,15 @@ Status GpuAllocator::reservePinned(void **p, size_t *capacity, size_t bytes) {
   return Status::ok();
 }
 
+void GpuAllocator::freePinned(PinnedSlots &p) {
+  for (void *&b : p.slot) {
+    if (b)
+      device_.driver().cuMemFreeHost(b);
+    b = nullptr;
+  }
+  p.capacity[0] = p.capacity[1] = 0;
+}
+
 Status GpuAllocator::workspace(size_t bytes, void **p) {
   DTF_RETURN_IF_ERROR(reserve(workspace_, std::max<size_t>(bytes, 256)));
   *p = reinterpret_cast<void *>(uintptr_t(workspace_.ptr));

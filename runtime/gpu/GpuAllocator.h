@@ -23,6 +23,16 @@ struct DeviceBuffer {
   bool inArena = false;
 };
 
+/// Pinned host staging memory, one buffer per staging slot
+/// (GpuDevice::stagingSlots): a step that ends without waiting stages into
+/// its slot's buffer while the step before may still copy out of (or into)
+/// the other's. Each slot's buffer grows on its own, only for a larger
+/// value, so a captured graph's slot sees it move only with a new shape.
+struct PinnedSlots {
+  void *slot[2] = {nullptr, nullptr};
+  size_t capacity[2] = {0, 0};
+};
+
 class GpuAllocator : public device::Allocator {
 public:
   explicit GpuAllocator(GpuDevice &device) : device_(device) {}
@@ -38,6 +48,11 @@ public:
   void releaseStaged(DeviceBuffer &b, void *pinned);
   /// Pinned host memory, likewise.
   Status reservePinned(void **p, size_t *capacity, size_t bytes);
+  /// Slot `slot`'s buffer of `p`, likewise; freePinned frees every slot's.
+  Status reservePinned(PinnedSlots &p, int slot, size_t bytes) {
+    return reservePinned(&p.slot[slot], &p.capacity[slot], bytes);
+  }
+  void freePinned(PinnedSlots &p);
   /// A scratch buffer for library workspaces, shared by the device's ops.
   Status workspace(size_t bytes, void **p);
   /// How many arenas were planned (the first step's, and one per new shape).

@@ -71,6 +71,9 @@ GpuDevice::~GpuDevice() {
     driver_.cuStreamSynchronize(copyStream_);
   if (stream_)
     driver_.cuStreamSynchronize(stream_);
+  for (CUevent e : stepEnd_)
+    if (e)
+      driver_.cuEventDestroy(e);
   for (auto &[code, module] : modules_)
     driver_.cuModuleUnload(module);
   allocator_.freeAll();
@@ -97,6 +100,24 @@ Status GpuDevice::synchronize() {
   DTF_RETURN_IF_ERROR(
       check("cuStreamSynchronize", driver_.cuStreamSynchronize(copyStream_)));
   return check("cuStreamSynchronize", driver_.cuStreamSynchronize(stream_));
+}
+
+// The step's work all ends on the compute stream: a segment joins its copy
+// stream back into it, and copies outside segments go on it.
+Status GpuDevice::recordStepEnd(int slot) {
+  DTF_RETURN_IF_ERROR(makeCurrent());
+  CUevent &e = stepEnd_[slot % 2];
+  if (!e)
+    DTF_RETURN_IF_ERROR(createEvent(&e));
+  return check("cuEventRecord", driver_.cuEventRecord(e, stream_));
+}
+
+Status GpuDevice::waitStepEnd(int slot) {
+  CUevent e = stepEnd_[slot % 2];
+  if (!e)
+    return Status::ok();
+  DTF_RETURN_IF_ERROR(makeCurrent());
+  return check("cuEventSynchronize", driver_.cuEventSynchronize(e));
 }
 
 Status GpuDevice::createEvent(CUevent *event) {

@@ -88,8 +88,18 @@ public:
     return allocator_.workspace(bytes, p);
   }
 
+  /// Staging slots (device::Device::setStagingSlots): how many, and the one
+  /// the current step stages into; pinned buffers, label reports and
+  /// captured graphs come one per slot.
+  int stagingSlots() const { return slots_; }
+  int stagingSlot() const { return slot_; }
+
   // device::Device
   std::string name() const override;
+  void setStagingSlots(int n) override { slots_ = n == 2 ? 2 : 1; }
+  void setStagingSlot(int slot) override { slot_ = slot % slots_; }
+  Status recordStepEnd(int slot) override;
+  Status waitStepEnd(int slot) override;
   device::Allocator &allocator() override { return allocator_; }
   device::Stream &stream() override { return streamView_; }
   Status createOp(device::DeviceOpSpec spec,
@@ -109,6 +119,8 @@ private:
   cuda::cudnnHandle_t dnn_ = nullptr;
   bool allowTf32_ = false;
   bool capturing_ = false;
+  int slots_ = 1, slot_ = 0;
+  cuda::CUevent stepEnd_[2] = {nullptr, nullptr}; // per staging slot
   std::map<const GpuModuleCode *, cuda::CUmodule> modules_;
 
   GpuAllocator allocator_;

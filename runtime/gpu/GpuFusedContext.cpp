@@ -34,10 +34,12 @@ Status GpuFusedContext::function(CUfunction *fn) {
 }
 
 GpuFusedContext::~GpuFusedContext() {
-  if (errorWord_)
-    device().driver().cuMemFreeHost(errorWord_);
-  if (dropoutKeyPinned_ || dropoutKeyDevice_.ptr)
-    device().releaseStaged(dropoutKeyDevice_, dropoutKeyPinned_);
+  for (int64_t *word : errorWord_)
+    if (word)
+      device().driver().cuMemFreeHost(word);
+  if (dropoutKeyDevice_.ptr)
+    device().release(dropoutKeyDevice_);
+  device().memory().freePinned(dropoutKeyPinned_);
 }
 
 Status GpuFusedContext::stageDropoutKey(GraphSignature *sig) {
@@ -47,59 +49,65 @@ Status GpuFusedContext::stageDropoutKey(GraphSignature *sig) {
   if (numInputs() < 1 || !input(0).defined())
     return Status::ok(); // bound later, before its launch (GpuSegment)
   constexpr size_t kBytes = 2 * sizeof(int64_t);
-  void *pinned = dropoutKeyPinned_;
-  DTF_RETURN_IF_ERROR(
-      device().reservePinned(&pinned, &dropoutKeyCapacity_, kBytes));
-  dropoutKeyPinned_ = static_cast<int64_t *>(pinned);
+  // Every slot's word at once (a capture of either slot finds it).
+  for (int slot = 0; slot < device().stagingSlots(); ++slot)
+    DTF_RETURN_IF_ERROR(
+        device().memory().reservePinned(dropoutKeyPinned_, slot, kBytes));
   DTF_RETURN_IF_ERROR(device().reserve(dropoutKeyDevice_, kBytes));
-  // The previous step's copy out of the pinned word finished at that step's
-  // end (the executor synchronizes every device).
-  dropoutKeyWord(info, step(), seed(), input(0).shape(), batchOffset(),
-                 batchRows(), dropoutKeyPinned_);
-  sig->pointers.push_back(dropoutKeyPinned_);
+  // The last copy out of this slot's word was the step before last's,
+  // which has ended (with one slot, every step ends synchronized).
+  dropoutKeyWord(
+      info, step(), seed(), input(0).shape(), batchOffset(), batchRows(),
+      static_cast<int64_t *>(dropoutKeyPinned_.slot[device().stagingSlot()]));
+  sig->pointers.push_back(dropoutKeyPinned_.slot[0]);
   sig->pointers.push_back(
       reinterpret_cast<const void *>(uintptr_t(dropoutKeyDevice_.ptr)));
   return Status::ok();
 }
 
 Status GpuFusedContext::enqueueDropoutKey(CUdeviceptr *device) {
-  if (!dropoutKeyPinned_ || !dropoutKeyDevice_.ptr)
+  void *pinned = dropoutKeyPinned_.slot[this->device().stagingSlot()];
+  if (!pinned || !dropoutKeyDevice_.ptr)
     return errorStatus(kernels_->info(kernel_).name,
                        ": its dropout-key word was not staged before the "
                        "launch");
   DTF_RETURN_IF_ERROR(this->device().check(
       "cuMemcpyHtoDAsync (a dropout kernel's key)",
       this->device().driver().cuMemcpyHtoDAsync(
-          dropoutKeyDevice_.ptr, dropoutKeyPinned_, 2 * sizeof(int64_t),
+          dropoutKeyDevice_.ptr, pinned, 2 * sizeof(int64_t),
           this->device().computeStream())));
   *device = dropoutKeyDevice_.ptr;
   return Status::ok();
 }
 
 Status GpuFusedContext::rowIndexErrorWord(CUdeviceptr *out) {
-  if (!errorWord_) {
-    CudaDriver &d = device().driver();
+  CudaDriver &d = device().driver();
+  const int current = device().stagingSlot();
+  for (int slot = 0; slot < device().stagingSlots() || slot <= current;
+       ++slot) {
+    if (errorWord_[slot])
+      continue;
     void *p = nullptr;
     DTF_RETURN_IF_ERROR(
         device().check("cuMemHostAlloc (a row kernel's label report)",
                        d.cuMemHostAlloc(&p, 2 * sizeof(int64_t),
                                         CU_MEMHOSTALLOC_PORTABLE |
                                             CU_MEMHOSTALLOC_DEVICEMAP)));
-    errorWord_ = static_cast<int64_t *>(p);
-    errorWord_[0] = errorWord_[1] = 0;
+    errorWord_[slot] = static_cast<int64_t *>(p);
+    errorWord_[slot][0] = errorWord_[slot][1] = 0;
     DTF_RETURN_IF_ERROR(device().check(
         "cuMemHostGetDevicePointer (a row kernel's label report)",
-        d.cuMemHostGetDevicePointer(&errorWordDevice_, p, 0)));
+        d.cuMemHostGetDevicePointer(&errorWordDevice_[slot], p, 0)));
   }
-  *out = errorWordDevice_;
+  *out = errorWordDevice_[current];
   return Status::ok();
 }
 
-Status GpuFusedContext::rowIndexError() {
-  if (!checksRowIndices_ || !errorWord_)
+Status GpuFusedContext::rowIndexError(int slot) {
+  if (!checksRowIndices_ || !errorWord_[slot])
     return Status::ok();
-  // The kernel wrote through the mapping before the stream's end.
-  volatile int64_t *word = errorWord_;
+  // The kernel wrote through the mapping before the step's end.
+  volatile int64_t *word = errorWord_[slot];
   const int64_t seen[2] = {word[0], word[1]};
   if (seen[0] == 0)
     return Status::ok();

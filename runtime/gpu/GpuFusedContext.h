@@ -32,7 +32,8 @@ public:
   /// host memory mapped into the device's address space (`*device`, its
   /// device pointer), which the kernel writes only for a bad label: nothing
   /// is copied or cleared on the stream, so the op's CUDA graph holds the
-  /// launch alone. Made by the first (eager) call; a capture finds it.
+  /// launch alone. One per staging slot (this step's is given), all made by
+  /// the first (eager) call; a capture finds them.
   Status rowIndexErrorWord(cuda::CUdeviceptr *device);
   /// Whether the work last enqueued (and so every replay of its graph)
   /// reports in the word, and the class count C it checks against.
@@ -41,10 +42,10 @@ public:
     classes_ = classes;
   }
   bool checksRowIndices() const { return checksRowIndices_; }
-  /// After the stream is synchronized: the bad label the launches since
-  /// the last call reported (checkRowIndices' message), or ok; clears the
-  /// word for the next step (the device is idle).
-  Status rowIndexError();
+  /// After the step staged in slot `slot` has ended: the bad label its
+  /// launches reported (checkRowIndices' message), or ok; clears the word
+  /// for the slot's next step (which is not queued yet).
+  Status rowIndexError(int slot = 0);
 
   /// A dropout kernel's "dropout-key" word (GeneratedKernels.h): GpuOp's
   /// stage() calls this every step, replays too: it writes this step's key
@@ -63,12 +64,13 @@ private:
   int kernel_;
   GpuKernelCode code_;
   cuda::CUfunction function_ = nullptr;
-  int64_t *errorWord_ = nullptr; // mapped pinned memory: row + 1, label
-  cuda::CUdeviceptr errorWordDevice_ = 0;
+  // Per staging slot: mapped pinned memory (row + 1, label) and its device
+  // pointer.
+  int64_t *errorWord_[2] = {nullptr, nullptr};
+  cuda::CUdeviceptr errorWordDevice_[2] = {0, 0};
   bool checksRowIndices_ = false;
   int64_t classes_ = 0;
-  int64_t *dropoutKeyPinned_ = nullptr; // key, first element
-  size_t dropoutKeyCapacity_ = 0;
+  PinnedSlots dropoutKeyPinned_; // key, first element; one per slot
   DeviceBuffer dropoutKeyDevice_;
 };
 

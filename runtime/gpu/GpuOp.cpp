@@ -17,9 +17,8 @@ GpuOp::~GpuOp() {
   (void)device_.synchronize();
   for (Input &in : inputs_)
     device_.releaseStaged(in.buffer, in.pinned);
-  for (void *p : pinnedOut_)
-    if (p)
-      device_.driver().cuMemFreeHost(p);
+  for (PinnedSlots &p : pinnedOut_)
+    device_.memory().freePinned(p);
 }
 
 void GpuOp::addHostInput(const Tensor *host) {
@@ -37,8 +36,9 @@ void GpuOp::addDeviceInput(const Tensor *device) {
 void GpuOp::setNumOutputs(int n) {
   hostOutputs_.resize(size_t(n));
   download_.assign(size_t(n), false);
-  pinnedOut_.assign(size_t(n), nullptr);
-  pinnedOutCapacity_.assign(size_t(n), 0);
+  pinnedOut_.assign(size_t(n), PinnedSlots());
+  for (std::vector<Tensor> &d : downloaded_)
+    d.assign(size_t(n), Tensor());
   ctx_->setNumOutputs(n);
 }
 
@@ -71,6 +71,7 @@ Status GpuOp::enqueueKernel() {
 
 Status GpuOp::enqueueDownloads(CUstream stream) {
   CudaDriver &d = device_.driver();
+  const int slot = device_.stagingSlot();
   for (size_t k = 0; k < download_.size(); ++k) {
     if (!download_[k])
       continue;
@@ -78,12 +79,13 @@ Status GpuOp::enqueueDownloads(CUstream stream) {
     if (!o.defined())
       return errorStatus(ctx_->opName(), ": the GPU kernel left result ", k,
                          " undefined");
-    DTF_RETURN_IF_ERROR(device_.reservePinned(
-        &pinnedOut_[k], &pinnedOutCapacity_[k], o.byteSize()));
+    DTF_RETURN_IF_ERROR(
+        device_.memory().reservePinned(pinnedOut_[k], slot, o.byteSize()));
+    noteDownload(slot, k);
     if (o.byteSize() > 0)
       DTF_RETURN_IF_ERROR(
           device_.check("cuMemcpyDtoHAsync",
-                        d.cuMemcpyDtoHAsync(pinnedOut_[k],
+                        d.cuMemcpyDtoHAsync(pinnedOut_[k].slot[slot],
                                             CUdeviceptr(uintptr_t(o.rawData())),
                                             o.byteSize(), stream)));
   }
@@ -128,7 +130,25 @@ Status GpuOp::stage(uint64_t step, uint64_t seed, Signature *sig) {
   // A dropout kernel's key changes every step, replays too.
   if (auto *fused = dynamic_cast<GpuFusedContext *>(ctx_.get()))
     DTF_RETURN_IF_ERROR(fused->stageDropoutKey(sig));
+  // This slot's buffers for the copies down, as large as the last step's
+  // results: a capture (which must not allocate) finds them, even when the
+  // step before staged into the other slot. An eager step grows them.
+  const int slot = device_.stagingSlot();
+  for (size_t k = 0; k < download_.size(); ++k)
+    if (download_[k] && ctx_->output(int(k)).defined()) {
+      DTF_RETURN_IF_ERROR(device_.memory().reservePinned(
+          pinnedOut_[k], slot, ctx_->output(int(k)).byteSize()));
+      noteDownload(slot, k); // a replay keeps the shapes it was staged with
+    }
   return Status::ok();
+}
+
+void GpuOp::noteDownload(int slot, size_t k) {
+  const Tensor &o = ctx_->output(int(k));
+  Tensor &v = downloaded_[slot][k];
+  if (v.dtype() != o.dtype() || v.shape() != o.shape() ||
+      v.rawData() != pinnedOut_[k].slot[slot])
+    v = Tensor::view(o.dtype(), o.shape(), pinnedOut_[k].slot[slot]);
 }
 
 bool GpuOp::downloads() const {
@@ -138,11 +158,14 @@ bool GpuOp::downloads() const {
   return false;
 }
 
-Status GpuOp::finishDownloads() {
+Status GpuOp::finishDownloads(int slot) {
   for (size_t k = 0; k < download_.size(); ++k) {
     if (!download_[k])
       continue;
-    const Tensor &o = ctx_->output(int(k));
+    const Tensor &o = downloaded_[slot][k];
+    if (!o.defined())
+      return errorStatus(ctx_->opName(), ": result ", k,
+                         " was not copied down");
     Tensor &h = hostOutputs_[k];
     if (h.canHold(o.dtype(), o.shape()) && h.bufferUseCount() == 1)
       h.retype(o.dtype(), o.shape());
@@ -150,7 +173,7 @@ Status GpuOp::finishDownloads() {
       h = Tensor::allocate(o.dtype(), o.shape());
     if (!h.defined())
       return errorStatus("out of host memory for ", o.describe());
-    std::memcpy(h.rawData(), pinnedOut_[k], o.byteSize());
+    std::memcpy(h.rawData(), o.rawData(), o.byteSize());
   }
   return Status::ok();
 }
@@ -165,8 +188,8 @@ Status GpuOp::run(uint64_t step, uint64_t seed) {
   if (!downloads() && !reports())
     return Status::ok();
   DTF_RETURN_IF_ERROR(device_.synchronize());
-  DTF_RETURN_IF_ERROR(finishReports());
-  return finishDownloads();
+  DTF_RETURN_IF_ERROR(finishReports(device_.stagingSlot()));
+  return finishDownloads(device_.stagingSlot());
 }
 
 bool GpuOp::uploadsStepKey() const {
@@ -179,9 +202,9 @@ bool GpuOp::reports() const {
   return fused && fused->checksRowIndices();
 }
 
-Status GpuOp::finishReports() {
+Status GpuOp::finishReports(int slot) {
   auto *fused = dynamic_cast<GpuFusedContext *>(ctx_.get());
-  return fused ? fused->rowIndexError() : Status::ok();
+  return fused ? fused->rowIndexError(slot) : Status::ok();
 }
 
 } // namespace dtf::gpu

@@ -60,12 +60,14 @@ public:
   void setWritesInputs() override { writesInputs_ = true; }
   bool writesInputs() const { return writesInputs_; }
   bool downloads() const;
-  Status finishDownloads();
+  /// Copies the downloads of the step staged in slot `slot` (after that
+  /// step's end) from their pinned buffers into the host outputs.
+  Status finishDownloads(int slot = 0);
   /// Whether the op's work reports a bad input through device memory (a row
-  /// kernel's row-index-error word), and, after the stream is synchronized,
-  /// that report as an error.
+  /// kernel's row-index-error word), and, after the step staged in `slot`
+  /// has ended, that report as an error.
   bool reports() const;
-  Status finishReports();
+  Status finishReports(int slot = 0);
 
 private:
   struct Input {
@@ -83,8 +85,12 @@ private:
   std::vector<Tensor> views_; // what the kernel sees as its inputs
   std::vector<Tensor> hostOutputs_;
   std::vector<bool> download_;
-  std::vector<void *> pinnedOut_;
-  std::vector<size_t> pinnedOutCapacity_;
+  std::vector<PinnedSlots> pinnedOut_; // per output, one per staging slot
+  // Per slot and output: what its pinned buffer holds after that slot's
+  // step (a view over it, of the result's type), read by finishDownloads
+  // when later steps may have other shapes.
+  std::vector<Tensor> downloaded_[2];
+  void noteDownload(int slot, size_t k);
   bool writesInputs_ = false;
   GraphReplay graph_;
 };

@@ -16,7 +16,8 @@ GpuSegment::~GpuSegment() {
   (void)device_.synchronize();
   CudaDriver &d = device_.driver();
   for (auto &u : uploads_) {
-    device_.releaseStaged(u->buffer, u->pinned);
+    device_.release(u->buffer);
+    device_.memory().freePinned(u->pinned);
     if (u->copied)
       d.cuEventDestroy(u->copied);
   }
@@ -45,24 +46,28 @@ const Tensor *GpuSegment::upload(const Tensor *host) {
   return &uploads_.back()->view;
 }
 
-// Stages the host values into their pinned buffers; `sig` gets their
-// shapes and buffers.
+// Stages the host values into their pinned buffers of this step's slot;
+// `sig` gets their shapes and buffers (slot 0's pinned buffer standing for
+// every slot's, GraphReplay.h).
 Status GpuSegment::stageUploads(GpuOp::Signature *sig) {
+  const int slot = device_.stagingSlot();
   for (auto &u : uploads_) {
     const Tensor &h = *u->host;
     if (!h.defined())
       return errorStatus("a host value the GPU ops read has no value");
     const size_t bytes = h.byteSize();
     DTF_RETURN_IF_ERROR(device_.reserve(u->buffer, std::max<size_t>(bytes, 1)));
-    DTF_RETURN_IF_ERROR(
-        device_.reservePinned(&u->pinned, &u->pinnedCapacity, bytes));
-    // The previous step's copy out of the pinned buffer finished at that
-    // step's end (the executor synchronizes every device).
-    std::memcpy(u->pinned, h.rawData(), bytes);
+    DTF_RETURN_IF_ERROR(device_.memory().reservePinned(u->pinned, slot, bytes));
+    // The last copy out of this slot's buffer was the step before last's,
+    // which has ended: the executor waits for a step's end before it
+    // stages into that step's slot again (with one slot, every step ends
+    // synchronized).
+    std::memcpy(u->pinned.slot[slot], h.rawData(), bytes);
     u->view = Tensor::view(h.dtype(), h.shape(),
                            reinterpret_cast<void *>(uintptr_t(u->buffer.ptr)));
     sig->shapes.push_back(h.shape());
-    sig->pointers.push_back(u->pinned);
+    sig->pointers.push_back(u->pinned.slot[0] ? u->pinned.slot[0]
+                                              : u->pinned.slot[slot]);
     sig->pointers.push_back(u->view.rawData());
   }
   return Status::ok();
@@ -100,11 +105,13 @@ Status GpuSegment::enqueue(uint64_t step, uint64_t seed) {
   CudaDriver &d = device_.driver();
   const CUstream compute = device_.computeStream(), copy = device_.copyStream();
   DTF_RETURN_IF_ERROR(device_.order(fork_, compute, copy));
+  const int slot = device_.stagingSlot();
   for (auto &u : uploads_) {
     if (u->host->byteSize() > 0)
-      DTF_RETURN_IF_ERROR(device_.check(
-          "cuMemcpyHtoDAsync", d.cuMemcpyHtoDAsync(u->buffer.ptr, u->pinned,
-                                                   u->host->byteSize(), copy)));
+      DTF_RETURN_IF_ERROR(
+          device_.check("cuMemcpyHtoDAsync",
+                        d.cuMemcpyHtoDAsync(u->buffer.ptr, u->pinned.slot[slot],
+                                            u->host->byteSize(), copy)));
     DTF_RETURN_IF_ERROR(
         device_.check("cuEventRecord", d.cuEventRecord(u->copied, copy)));
   }
@@ -148,7 +155,8 @@ Status GpuSegment::run(uint64_t step, uint64_t seed) {
   DTF_RETURN_IF_ERROR(stageUploads(&uploaded));
   GpuOp::Signature sig = uploaded;
   DTF_RETURN_IF_ERROR(bindOps(step, seed, &sig));
-  DTF_RETURN_IF_ERROR(graph_.run(sig, [&] { return enqueue(step, seed); }));
+  DTF_RETURN_IF_ERROR(graph_.run(
+      sig, [&] { return enqueue(step, seed); }, device_.stagingSlot()));
   // What the next step must see to replay: the buffers as this step left
   // them. A replay changed none; an eager or captured step may have made
   // new ones, so its ops are bound again.
@@ -159,6 +167,8 @@ Status GpuSegment::run(uint64_t step, uint64_t seed) {
     DTF_RETURN_IF_ERROR(bindOps(step, seed, &after));
     graph_.ran(std::move(after));
   }
+  if (late_)
+    return Status::ok(); // finishLate, after the step's end
 
   bool anyDownload = false, anyReport = false;
   for (GpuOp *op : ops_) {
@@ -171,15 +181,24 @@ Status GpuSegment::run(uint64_t step, uint64_t seed) {
   // kernel's label outside the classes) fails the step here, before any
   // host op reads what the segment made.
   DTF_RETURN_IF_ERROR(device_.synchronize());
+  return finishOps(device_.stagingSlot());
+}
+
+Status GpuSegment::finishLate(int slot) {
+  failed_ = -1;
+  return finishOps(slot);
+}
+
+Status GpuSegment::finishOps(int slot) {
   for (size_t k = 0; k < ops_.size(); ++k) {
-    Status s = ops_[k]->finishReports();
+    Status s = ops_[k]->finishReports(slot);
     if (!s.isOk()) {
       failed_ = int(k);
       return s;
     }
   }
   for (size_t k = 0; k < ops_.size(); ++k) {
-    Status s = ops_[k]->finishDownloads();
+    Status s = ops_[k]->finishDownloads(slot);
     if (!s.isOk()) {
       failed_ = int(k);
       return s;

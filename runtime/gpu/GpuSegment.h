@@ -39,6 +39,10 @@ public:
   /// is the index of the op that failed (-1: the segment's own work).
   Status run(uint64_t step, uint64_t seed) override;
   int failedOp() const override { return failed_; }
+  /// Late: run() leaves its copies down and label reports to finishLate()
+  /// (the step's fetches read one step late; device::Graph).
+  void setLate() override { late_ = true; }
+  Status finishLate(int slot) override;
 
   int numOps() const { return int(ops_.size()); }
   int numUploads() const override { return int(uploads_.size()); }
@@ -50,14 +54,16 @@ private:
     const Tensor *host = nullptr;
     Tensor view; // the device copy, as the ops read it
     DeviceBuffer buffer;
-    void *pinned = nullptr;
-    size_t pinnedCapacity = 0;
+    PinnedSlots pinned;             // one staging buffer per slot
     cuda::CUevent copied = nullptr; // recorded on the copy stream after it
   };
   Status createEvents();
   Status stageUploads(GpuOp::Signature *sig);
   Status bindOps(uint64_t step, uint64_t seed, GpuOp::Signature *sig);
   Status enqueue(uint64_t step, uint64_t seed);
+  // Each op's label report, then its copies down (into the host outputs),
+  // from slot `slot`'s pinned buffers; failed_ names an op that fails.
+  Status finishOps(int slot);
 
   GpuDevice &device_;
   std::vector<std::unique_ptr<Upload>> uploads_; // stable view addresses
@@ -70,6 +76,7 @@ private:
   cuda::CUevent fork_ = nullptr, ran_ = nullptr, copied_ = nullptr,
                 joined_ = nullptr;
   int failed_ = -1;
+  bool late_ = false;
 };
 
 } // namespace dtf::gpu

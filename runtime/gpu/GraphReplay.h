@@ -26,16 +26,25 @@ struct GraphSignature {
 /// Stream work replayed as a CUDA graph (GpuOp's, GpuSegment's): eager while
 /// its signature changes from step to step, captured when a step's
 /// signature equals the one the step before left, replayed while it stays.
+/// With two staging slots (GpuDevice::stagingSlots) the work of each slot
+/// bakes in that slot's pinned buffers: one graph per slot, the second
+/// captured at its slot's first step after the first capture (the
+/// signature names slot 0's buffers, standing for both).
 class GraphReplay {
 public:
   explicit GraphReplay(GpuDevice &device)
       : device_(device), enabled_(cudaGraphsEnabled()) {}
-  ~GraphReplay() { drop(); }
+  ~GraphReplay() {
+    drop(0);
+    drop(1);
+  }
   GraphReplay(const GraphReplay &) = delete;
   GraphReplay &operator=(const GraphReplay &) = delete;
-  /// Runs a step whose inputs are `sig`: one cuGraphLaunch, or `enqueue`
-  /// captured and launched, or `enqueue` eagerly.
-  Status run(const GraphSignature &sig, const std::function<Status()> &enqueue);
+  /// Runs a step whose inputs are `sig`, staged in slot `slot`: one
+  /// cuGraphLaunch, or `enqueue` captured and launched, or `enqueue`
+  /// eagerly.
+  Status run(const GraphSignature &sig, const std::function<Status()> &enqueue,
+             int slot = 0);
   /// The signature this step left for the next (an eager step may have made
   /// buffers).
   void ran(GraphSignature after) {
@@ -48,12 +57,14 @@ public:
   bool replayed() const { return replayed_; }
 
 private:
-  void drop();
+  void drop(int slot);
+  Status captureAndLaunch(const GraphSignature &sig,
+                          const std::function<Status()> &enqueue, int slot);
   GpuDevice &device_;
   bool enabled_;
-  GraphSignature last_, captured_;
+  GraphSignature last_, captured_[2];
   bool haveLast_ = false;
-  cuda::CUgraphExec exec_ = nullptr;
+  cuda::CUgraphExec exec_[2] = {nullptr, nullptr};
   uint64_t launches_ = 0;
   bool replayed_ = false;
 };

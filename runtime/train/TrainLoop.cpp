@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 
 namespace dtf::train {
 
@@ -463,6 +464,59 @@ Status Trainer::nextGlobalStep(int64_t step, int64_t *globalStep,
   return s;
 }
 
+struct Trainer::StepDone {
+  int64_t step = 0, globalStep = 0;
+  size_t examples = 0;
+  Clock::time_point start;
+  double seconds = -1; // its share of the loop's time; -1: until now
+  bool saveNow = false, evalNow = false;
+};
+
+// Takes a step's results: its fetches (awaited, when they come down late),
+// the driver's after-step, the progress interval and summaries, then the
+// progress line, checkpoint and evaluation due at it.
+Status Trainer::finishStep(RunState &r, const StepDone &d, bool *stop) {
+  *stop = false;
+  if (train_->fetchesLate() && train_->stepsInFlight() > 0) {
+    Status s = train_->awaitFetches();
+    if (!s.isOk()) {
+      setKind(r.kind, FailureKind::kRuntime);
+      return errorStatus("step ", d.globalStep + 1, ": ", s.message());
+    }
+  }
+  if (options_.driver) {
+    Status s = options_.driver->afterStep(*train_, numMetrics_);
+    if (!s.isOk()) {
+      setKind(r.kind, FailureKind::kRuntime);
+      return s;
+    }
+  }
+  r.addStep(*train_, d.examples);
+
+  const int64_t done = d.globalStep + 1;
+  if (r.summaries)
+    DTF_RETURN_IF_ERROR(summarizeStep(
+        *r.summaries, *train_, numMetrics_, training_, done, done == steps_,
+        double(d.examples), d.seconds >= 0 ? d.seconds : secondsSince(d.start),
+        r.kind));
+  const bool logNow = options_.driver ? (d.step + 1) % logEvery_ == 0
+                                      : done % logEvery_ == 0 || done == steps_;
+  if (logNow || d.evalNow || d.saveNow)
+    r.stopClock();
+  if (logNow)
+    DTF_RETURN_IF_ERROR(reportProgress(r, done));
+  if (d.saveNow) {
+    DTF_RETURN_IF_ERROR(saveCheckpoint(done, r.report, r.kind));
+    r.intervalStart = Clock::now();
+  }
+  if (d.evalNow) {
+    DTF_RETURN_IF_ERROR(reportEval(r, done));
+    *stop = r.report->interrupted;
+    r.intervalStart = Clock::now();
+  }
+  return Status::ok();
+}
+
 Status Trainer::reportProgress(RunState &r, int64_t done) {
   r.takeMeans();
   r.report->progress.push_back({done, r.lastTrain});
@@ -563,6 +617,10 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
   // With a driver the job's global step (from the ps) counts, not this
   // process's steps: several workers advance it.
   int64_t globalStep = startStep_;
+  // With late fetches, the step before the last one run, whose results
+  // the loop takes once the next step is queued.
+  std::optional<StepDone> pending;
+  bool stop = false;
   for (;; ++step) {
     if (options_.stop && options_.stop->load()) {
       report->interrupted = true;
@@ -572,7 +630,10 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
     DTF_RETURN_IF_ERROR(nextGlobalStep(step, &globalStep, &finished, kind));
     if (finished)
       break;
-    const Clock::time_point stepStart = Clock::now();
+    StepDone d;
+    d.start = Clock::now();
+    d.step = step;
+    d.globalStep = globalStep;
     std::optional<data::Batch> batch(std::in_place);
     DTF_RETURN_IF_ERROR(nextBatch(r, &*batch, &finished));
     if (finished)
@@ -596,44 +657,34 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
                     scaleText(*lossScale->data<float>()));
     if (dynamicTables_)
       dynamicTables_->sweep(globalStep + 1);
-    if (options_.driver) {
-      s = options_.driver->afterStep(*train_, numMetrics_);
-      if (!s.isOk()) {
-        setKind(kind, FailureKind::kRuntime);
-        return s;
-      }
-    }
-    r.addStep(*train_, batch->size());
-
+    d.examples = batch->size();
+    // A checkpoint or an evaluation after this step needs it done: decided
+    // now, before the next step is queued.
     const int64_t done = globalStep + 1;
-    if (r.summaries)
-      DTF_RETURN_IF_ERROR(summarizeStep(
-          *r.summaries, *train_, numMetrics_, training_, done, done == steps_,
-          double(batch->size()), secondsSince(stepStart), kind));
-    const bool logNow = options_.driver
-                            ? (step + 1) % logEvery_ == 0
-                            : done % logEvery_ == 0 || done == steps_;
-    const bool evalNow =
+    d.saveNow = checkpoints.due(done) && done != steps_;
+    d.evalNow =
         eval_ && evalEvery_ > 0 && done % evalEvery_ == 0 && done != steps_;
-    const bool saveNow = checkpoints.due(done) && done != steps_;
-    if (logNow || evalNow || saveNow)
-      r.stopClock();
-    if (logNow)
-      DTF_RETURN_IF_ERROR(reportProgress(r, done));
-    if (saveNow) {
-      DTF_RETURN_IF_ERROR(saveCheckpoint(done, report, kind));
-      checkpoints.saved(done);
-      r.intervalStart = Clock::now();
+    if (pending) {
+      // This step is queued behind it: the host waits for the step before
+      // only (its loss and metrics), the GPU keeps working.
+      DTF_RETURN_IF_ERROR(finishStep(r, *pending, &stop));
+      pending.reset();
     }
-    if (evalNow) {
-      DTF_RETURN_IF_ERROR(reportEval(r, done));
-      if (report->interrupted) {
-        ++step;
-        break;
-      }
-      r.intervalStart = Clock::now();
+    if (train_->fetchesLate() && !d.saveNow && !d.evalNow) {
+      d.seconds = secondsSince(d.start);
+      pending = d;
+      continue;
+    }
+    DTF_RETURN_IF_ERROR(finishStep(r, d, &stop));
+    if (d.saveNow)
+      checkpoints.saved(done);
+    if (stop) {
+      ++step;
+      break;
     }
   }
+  if (pending)
+    DTF_RETURN_IF_ERROR(finishStep(r, *pending, &stop));
   if (r.intervalSteps > 0) {
     // Interrupted between reports: the partial interval's means.
     r.trainSeconds += secondsSince(r.intervalStart);

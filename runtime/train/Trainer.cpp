@@ -271,6 +271,9 @@ Status Trainer::buildExecutor(const plan::Plan &plan,
   o.rowLookup = options_.rowLookup;
   o.dynamicRows = dynamicTables_.get();
   o.profile = options_.profile && name != "eval";
+  // One process, one executor of the step: the loss and metrics may come
+  // down one step late (never a worker's sends nor the towers' gradients).
+  o.lateFetches = name == "train_step" && !options_.driver && towers_ <= 1;
   if (name.rfind("worker_step (tower ", 0) == 0) {
     o.deviceFetches = towerDeviceSends_;
     // The variables the towers' GPUs read stay there: updated on GPU 0

@@ -277,6 +277,11 @@ private:
   // `step`. *finished once the job has reached its step count.
   Status nextGlobalStep(int64_t step, int64_t *globalStep, bool *finished,
                         FailureKind *kind);
+  // A step that ran and whose results the loop has not taken yet; with
+  // late fetches (exec::Executor::fetchesLate) the loop takes step N's
+  // after step N+1 is queued. *stop: an evaluation was interrupted.
+  struct StepDone;
+  Status finishStep(RunState &r, const StepDone &d, bool *stop);
   // The progress line at global step `done`; a new interval starts.
   Status reportProgress(RunState &r, int64_t done);
   // An evaluation at `step`, printed and written to the summaries.

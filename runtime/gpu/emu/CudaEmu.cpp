@@ -336,7 +336,7 @@ CUresult streamSynchronize(CUstream stream) {
     finishBlockingStreams();
     return CUDA_SUCCESS;
   }
-  HostWait wait;
+  HostWait wait(s->device, s->completed < s->submitted);
   if (int r = finishStream(stream))
     return refuse(r, "cuStreamSynchronize: queued work on the stream failed");
   return CUDA_SUCCESS;
@@ -437,8 +437,15 @@ CUresult eventSynchronize(CUevent event) {
   if (e->capture)
     return refuse(CUDA_ERROR_STREAM_CAPTURE_CAPTURED_EVENT,
                   "cuEventSynchronize on an event recorded in a capture");
-  HostWait wait;
+  HostWait wait(e->stream ? e->stream->device : -1, !done(e->stream, e->seq));
   force(e->stream, e->seq);
+  // As the real driver's, it reports a failure of the stream's queued work
+  // (here: any so far, not only that before the event).
+  if (e->stream && e->stream->error != CUDA_SUCCESS) {
+    const int r = e->stream->error;
+    e->stream->error = CUDA_SUCCESS;
+    return refuse(r, "cuEventSynchronize: queued work on the stream failed");
+  }
   return CUDA_SUCCESS;
 }
 CUresult eventElapsedTime(float *ms, CUevent start, CUevent end) {
@@ -673,7 +680,8 @@ int dtfEmuStats(char *buf, size_t size) {
       "broadcasts: %llu; cross-stream waits: %llu eager, %llu replayed; "
       "library calls that may compute in TF32: %llu; cuDNN algorithms timed: "
       "%llu; convolution launches failed by DTF_EMU_CONV_ALGO_FAILS: %llu; "
-      "host waits for streams: %llu (%llu ms blocked)",
+      "host waits for streams: %llu (%llu ms blocked); host waits that "
+      "leave the GPU idle: %llu (%llu ms blocked)",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
@@ -686,11 +694,12 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.ncclBroadcasts,
       (unsigned long long)c.crossStreamWaits,
       (unsigned long long)c.replayedCrossStreamEdges,
-      (unsigned long long)c.tf32Calls,
-      (unsigned long long)c.algorithmSearches,
+      (unsigned long long)c.tf32Calls, (unsigned long long)c.algorithmSearches,
       (unsigned long long)c.failedAlgorithmLaunches,
       (unsigned long long)c.hostWaits,
-      (unsigned long long)(c.hostWaitMicros / 1000));
+      (unsigned long long)(c.hostWaitMicros / 1000),
+      (unsigned long long)c.idleWaits,
+      (unsigned long long)(c.idleWaitMicros / 1000));
 }
 
 CUresult cuInit(unsigned flags) {

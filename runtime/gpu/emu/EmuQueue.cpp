@@ -36,6 +36,13 @@ int refuseInCapture(int code, const std::string &what) {
 
 bool done(const Stream *s, uint64_t seq) { return !s || s->completed >= seq; }
 
+bool deviceIdle(int device) {
+  for (const Stream *s : machine().streams)
+    if (s->device == device && !s->pending.empty())
+      return false;
+  return true;
+}
+
 bool headMayRun(const Stream *s) {
   if (s->pending.empty())
     return false;

@@ -86,6 +86,11 @@ struct Counters {
   /// cuStreamSynchronize and cuEventSynchronize calls on a stream (the
   /// host waiting for the device), and the time they blocked.
   uint64_t hostWaits = 0, hostWaitMicros = 0;
+  /// Those that had queued work to wait for and left every stream of the
+  /// GPU empty: the host waited for the last work it had queued, so the GPU
+  /// idles until the host queues more (a wait within a step; a wait for
+  /// step N while step N+1 is queued behind it is not one), and their time.
+  uint64_t idleWaits = 0, idleWaitMicros = 0;
   /// cuStreamWaitEvent calls that ordered a stream after another's work
   /// (eager), and edges between nodes captured on different streams
   /// (per graph replay).
@@ -119,16 +124,32 @@ int &currentDevice();
 /// Records `message` as what the emulation last refused and returns `code`.
 int refuse(int code, const std::string &message);
 
-/// Counts a host wait for a stream (one per object) and the time it took.
+/// Whether no stream of GPU `device` has queued work.
+bool deviceIdle(int device);
+
+/// Counts a host wait for a stream (one per object) and the time it took;
+/// `queued`: the wait has work of GPU `device` to wait for, so that it
+/// counts as a wait that leaves the GPU idle when no work of that GPU is
+/// queued after it.
 struct HostWait {
   std::chrono::steady_clock::time_point start =
       std::chrono::steady_clock::now();
-  HostWait() { ++machine().counters.hostWaits; }
+  int device = -1;
+  bool queued = false;
+  HostWait(int device, bool queued) : device(device), queued(queued) {
+    ++machine().counters.hostWaits;
+  }
   ~HostWait() {
-    machine().counters.hostWaitMicros += uint64_t(
-        std::chrono::duration_cast<std::chrono::microseconds>(
-            std::chrono::steady_clock::now() - start)
-            .count());
+    Counters &c = machine().counters;
+    const uint64_t us =
+        uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+    c.hostWaitMicros += us;
+    if (queued && deviceIdle(device)) {
+      ++c.idleWaits;
+      c.idleWaitMicros += us;
+    }
   }
 };
 
