@@ -2,6 +2,7 @@
 // the module attribute dtf-autodiff and dtf-optimize build the step from.
 #include "dialects/Dtf/IR/DtfDialect.h"
 #include "dialects/Dtf/Transforms/Passes.h"
+#include "dialects/Dtf/Transforms/Precision.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -28,11 +29,7 @@ struct LossScale : public mlir::dtf::impl::DtfLossScaleBase<LossScale> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto train = module->getAttrOfType<DictionaryAttr>("dtf.train");
-    std::string chosen = policy;
-    if (chosen.empty()) {
-      auto set = train ? train.getAs<StringAttr>("precision") : StringAttr();
-      chosen = set ? set.getValue().str() : "float32";
-    }
+    const std::string chosen = chosenPrecision(module, policy);
     // bf16 has f32's range (Keras' mixed_bfloat16 scales nothing); the
     // setting is kept but unused under float32 and mixed_bfloat16.
     if (chosen != "mixed_float16" || module->hasAttr("dtf.loss_scale"))

@@ -2,6 +2,7 @@
 // each library product computes in (`compute_dtype`).
 #include "dialects/Dtf/Transforms/Fusion.h"
 #include "dialects/Dtf/Transforms/Passes.h"
+#include "dialects/Dtf/Transforms/Precision.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -39,11 +40,8 @@ struct MixedPrecision
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto train = module->getAttrOfType<DictionaryAttr>("dtf.train");
-    std::string chosen = policy;
-    if (chosen.empty()) {
-      auto set = train ? train.getAs<StringAttr>("precision") : StringAttr();
-      chosen = set ? set.getValue().str() : "float32";
-    } else if (train) {
+    const std::string chosen = chosenPrecision(module, policy);
+    if (!policy.empty() && train) {
       // The override is what the module now says.
       NamedAttrList settings(train);
       settings.set("precision", StringAttr::get(&getContext(), chosen));

@@ -16,17 +16,6 @@
 namespace dtf::test {
 namespace {
 
-uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // The value of a finite f16 pattern from its fields, in double.
 double valueOfF16(uint16_t h) {
   const int exponent = (h >> 10) & 0x1f, significand = h & 0x3ff;

@@ -8,12 +8,26 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 namespace dtf::test {
+
+/// A float's bit pattern, and the float of a pattern (the rounding tests).
+inline uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 using Shape = std::vector<int64_t>;
 using Values = std::vector<double>;

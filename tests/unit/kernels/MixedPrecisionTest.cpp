@@ -18,17 +18,6 @@
 namespace dtf::test {
 namespace {
 
-uint32_t bitsOf(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float floatOf(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // The reference, written from the definition rather than with bit tricks:
 // the two bf16 values around x (by magnitude), the nearer one, on a tie the
 // one with an even last bit; beyond the largest bf16 (and its half ulp) inf.
