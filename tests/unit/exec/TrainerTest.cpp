@@ -6,6 +6,7 @@
 #include "runtime/data/SyntheticDataset.h"
 #include "runtime/plan/PlanReader.h"
 #include "tests/unit/exec/TestPlans.h"
+#include "schema/PlanSchema.h"
 #include "schema/PlanSeal.h"
 
 #include <gtest/gtest.h>
@@ -595,10 +596,13 @@ TEST_F(DtfRun, ExitCodesSayWhatFailed) {
       << r.err;
   // A newer format.
   p = logisticRegressionPlan();
-  p.set_format_version(7);
+  const uint32_t newer = plan::kPlanFormatVersion + 1;
+  p.set_format_version(newer);
   r = run({writePlan(p)});
   EXPECT_EQ(r.exitCode, 4);
-  EXPECT_NE(r.err.find("newer dtfc (format 7)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("newer dtfc (format " + std::to_string(newer) + ")"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(DtfRun, CtrlCStopsAndPrintsTheFinalLine) {
