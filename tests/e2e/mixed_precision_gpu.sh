@@ -3,7 +3,7 @@
 # numbers silently. The seed CNN with its graph on /gpu:0 under
 # `dtfc --precision=mixed_bfloat16`:
 #  1. dtfc leaves the GPU-placed products in f32, and `--emit=kernels` says
-#     why for each ("on a GPU: ... no bf16 path yet") under the policy's name.
+#     why for each ("on a GPU: ... no bf16 or f16 path yet") under the policy's name.
 #  2. The same plan with those products marked compute_dtype "bf16" anyway
 #     (dtf-test-mark-bf16: a plan dtfc does not write) runs on the emulated
 #     GPU, says once that they run in f32, and trains exactly as the
@@ -21,7 +21,7 @@ grep -v '^ *eval *=' "$work/gpu.dtf" > "$work/cnn.dtf"
 grep -q "^precision: mixed_bfloat16 " "$work/kernels.txt" ||
   { cat "$work/kernels.txt" >&2; fail "the listing does not name the policy"; }
 ! grep -q "bf16 operands" "$work/kernels.txt" || fail "dtfc marked a GPU-placed product bf16"
-n=$(grep -c "^  train_step: .*  f32 (on a GPU: dtf-run's GPU kernels have no bf16 path yet)" "$work/kernels.txt" || true)
+n=$(grep -c "^  train_step: .*  f32 (on a GPU: dtf-run's GPU kernels have no bf16 or f16 path yet)" "$work/kernels.txt" || true)
 [[ $n == 11 ]] || { cat "$work/kernels.txt" >&2; fail "expected 11 GPU products said to stay f32, got $n"; }
 
 "$bin/dtfc" "$work/cnn.dtf" --precision=mixed_bfloat16 -o "$work/plain.plan"
