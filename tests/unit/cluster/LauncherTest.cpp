@@ -104,7 +104,10 @@ constexpr const char *kPsTwoWorkers =
         "localhost:2224"]})";
 
 TEST_F(LauncherTest, PrefixesEveryLineAndStopsThePsWhenWorkersFinish) {
-  Result r = run(kPsTwoWorkers, {});
+  // The workers serve 300 ms before they finish: workers that finished at
+  // once could have the ps stopped before it said "serving" (seen once in a
+  // full suite run).
+  Result r = run(kPsTwoWorkers, {"worker.0=slow", "worker.1=slow"});
   EXPECT_EQ(r.code, 0) << r.output;
   // Names padded to the longest ("worker.0").
   EXPECT_THAT(r.output, HasSubstr("ps.0     | serving\n"));
