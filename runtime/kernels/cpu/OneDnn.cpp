@@ -82,9 +82,9 @@ void roundF16F16c(const float *src, int64_t n, float *dst) {
 Tensor roundedThroughF16(const Tensor &t, ThreadPool *pool) {
   static const bool said = [] {
     std::fprintf(stderr, "dtf: f16 matmuls and convolutions run as f32 "
-                         "products of f16-rounded operands (oneDNN 2.6 has "
-                         "f16 only on AVX512-FP16 CPUs; same rounding, no "
-                         "speedup)\n");
+                         "products of f16-rounded operands on every CPU (dtf "
+                         "does not use f16 instructions yet; same rounding, "
+                         "no speedup)\n");
     return true;
   }();
   (void)said;
