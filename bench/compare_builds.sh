@@ -30,6 +30,11 @@
 #   /usr/share/datasets/fashion-mnist), DTF_COMPARE_DIR, DTF_COMPARE_JOBS
 #   (ninja's -j for a rev: build, default 2)
 #
+# CPU seconds: user + system time of the run's processes (the launcher's
+# tasks, the cluster driver's dtf-run, with theirs), from /usr/bin/time. Both
+# sides do the same work, so their ratio compares the builds' cost, and it
+# moves far less than the rates when other work loads the cores.
+#
 # Rates: the seed CNN and the one-process CTR run count images (examples) per
 # second over the timed steps after the warm-up (dtf-run's progress lines, as
 # throughput.sh reads them); the seed CNN cluster sums the workers' final
@@ -135,17 +140,18 @@ done
 
 # run WORKLOAD SIDE ROUND: one run; appends "workload side rate" to $work/runs.
 run() {
-  local w=$1 i=$2 r=$3 o=$work/$1.$2.$3.out rate every
+  local w=$1 i=$2 r=$3 o=$work/$1.$2.$3.out rate every cpu
   local bin=${build[i]}/bin/dtf-run plans=$work/$i
+  local -a timed=(/usr/bin/time -f '%U %S' -o "$o.cpu")
   case $w in
     cnn)
       every=$(bench_gcd "$cnn_warmup" "$cnn_steps")
-      "$bin" "$plans/cnn.plan" --steps $((cnn_warmup + cnn_steps)) --log-every "$every" \
+      "${timed[@]}" "$bin" "$plans/cnn.plan" --steps $((cnn_warmup + cnn_steps)) --log-every "$every" \
         --threads 2 > "$o" 2>&1 || { tail -5 "$o" >&2; die "$w side $i failed"; }
       rate=$(bench_dtf_timed_rate "$o" "$cnn_warmup") ;;
     cluster)
       bench_cluster_json 1 2 > "$work/cluster.json"
-      bench_dtf_cluster "$o" "$bin" "$plans/cnn.plan" --cluster "$work/cluster.json" \
+      bench_dtf_cluster "$o" "${timed[@]}" "$bin" "$plans/cnn.plan" --cluster "$work/cluster.json" \
         --steps $(((cl_warmup + cl_steps) * 2)) --log-every $((cl_steps * 2)) --threads 1 ||
         { tail -5 "$o" >&2; die "$w side $i failed"; }
       rate=$(awk '/^worker\.[0-9]+ +\| final: / { for (k = 1; k <= NF; ++k)
@@ -153,18 +159,20 @@ run() {
              END { if (n == 2) printf "%.1f", s }' "$o") ;;
     ctr)
       every=$(bench_gcd "$ctr_warmup" "$ctr_steps")
-      "$bin" "$plans/ctr.plan" --steps $((ctr_warmup + ctr_steps)) --log-every "$every" \
+      "${timed[@]}" "$bin" "$plans/ctr.plan" --steps $((ctr_warmup + ctr_steps)) --log-every "$every" \
         --threads 2 > "$o" 2>&1 || { tail -5 "$o" >&2; die "$w side $i failed"; }
       rate=$(bench_dtf_timed_rate "$o" "$ctr_warmup") ;;
     ctr-cluster)
-      python3 "$root/bench/peers/dtf_cluster.py" --dtf-run "$bin" --plan "$plans/ctr.plan" \
+      "${timed[@]}" python3 "$root/bench/peers/dtf_cluster.py" --dtf-run "$bin" --plan "$plans/ctr.plan" \
         --warmup "$ctr_warmup" --steps "$ctrc_steps" > "$o" 2>&1 ||
         { tail -5 "$o" >&2; die "$w side $i failed"; }
       rate=$(python3 -c 'import json,sys; print("%.1f" % json.loads(open(sys.argv[1]).read().splitlines()[-1])["examples_per_sec"])' "$o") ;;
   esac
   [[ -n $rate ]] || { tail -5 "$o" >&2; die "$w side $i: no rate in its output"; }
-  echo "$w $i $rate" >> "$work/runs"
-  printf '   %-11s %s round %d: %9.1f /s\n' "$w" "$([[ $i == 0 ]] && echo A || echo B)" "$r" "$rate"
+  cpu=$(awk 'NF == 2 && $1 ~ /^[0-9.]+$/ { c = $1 + $2 } END { if (c != "") printf "%.2f", c }' "$o.cpu")
+  [[ -n $cpu ]] || die "$w side $i: no CPU time in $o.cpu"
+  echo "$w $i $rate $cpu" >> "$work/runs"
+  printf '   %-11s %s round %d: %9.1f /s, %7.2f CPU s\n' "$w" "$([[ $i == 0 ]] && echo A || echo B)" "$r" "$rate" "$cpu"
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -186,21 +194,22 @@ table=$(python3 - "$work/runs" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    w, side, rate = line.split()
-    runs.setdefault(w, ([], []))[int(side)].append(float(rate))
+    w, side, rate, cpu = line.split()
+    runs.setdefault(w, ([], []))[int(side)].append((float(rate), float(cpu)))
 names = {"cnn": "seed CNN, one process, 2 threads (images/s)",
          "cluster": "seed CNN, 1 ps + 2 workers, TLS + Unix sockets (images/s, sum)",
          "ctr": "CTR model, one process, 2 threads (examples/s)",
          "ctr-cluster": "CTR model, 2 ps + 2 workers, lookups on the ps (examples/s)"}
-print("| workload | A median | B median | **B / A** | A runs | B runs |")
-print("| --- | ---: | ---: | ---: | --- | --- |")
+print("| workload | rate A (median) | rate B | **rate B / A** | CPU s A (median) | CPU s B | **CPU B / A** | A runs: rate, CPU s | B runs |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
 for w in ("cnn", "cluster", "ctr", "ctr-cluster"):
     if w not in runs:
         continue
     a, b = runs[w]
-    ma, mb = statistics.median(a), statistics.median(b)
-    fmt = lambda v: " / ".join("%.0f" % x for x in v)
-    print(f"| {names[w]} | {ma:.0f} | {mb:.0f} | **{mb / ma:.3f}** | {fmt(a)} | {fmt(b)} |")
+    ra, rb = (statistics.median(r for r, _ in v) for v in (a, b))
+    ca, cb = (statistics.median(c for _, c in v) for v in (a, b))
+    fmt = lambda v: " / ".join("%.0f, %.2f" % x for x in v)
+    print(f"| {names[w]} | {ra:.0f} | {rb:.0f} | **{rb / ra:.3f}** | {ca:.2f} | {cb:.2f} | **{cb / ca:.3f}** | {fmt(a)} | {fmt(b)} |")
 PY
 )
 echo
@@ -212,7 +221,7 @@ isa=$(grep -m1 -o -w -E 'avx512f|avx2|sse4_2' /proc/cpuinfo | head -1)
 for f in avx512f avx512bw avx512_vnni avx512_bf16 amx_tile; do
   grep -q -m1 -w "$f" /proc/cpuinfo && isa=$f
 done
-isa_all=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|avx512_fp16|amx_tile)$' | tr '\n' ' ')
+isa_all=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|avx512_fp16|amx_tile)$' | tr '\n' ' ' | sed 's/ $//')
 {
   echo "# Two builds side by side: no slowdown"
   echo
@@ -235,7 +244,8 @@ isa_all=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|av
   echo "$cnn_steps timed; its cluster $cl_warmup + $cl_steps per worker (1 thread per task,"
   echo "async, the launcher's default mutual TLS over Unix sockets); CTR $ctr_warmup + $ctr_steps"
   echo "timed; its cluster (bench/peers/dtf_cluster.py) $ctr_warmup warm-up global steps +"
-  echo "$ctrc_steps timed per worker. B / A above 1: B is faster."
+  echo "$ctrc_steps timed per worker. Rate B / A above 1: B is faster; CPU B / A below 1:"
+  echo "B used less CPU for the same work (data loading and start-up included)."
   echo
   echo "$table"
 } > "$out"
