@@ -104,7 +104,7 @@ for i in 0 1; do
   s=${sides[$i]}
   if [[ $s == rev:* ]]; then
     build[i]=$(build_rev "${s#rev:}")
-    label[i]="${s#rev:} ($(git -C "$root" rev-parse --short=7 "${s#rev:}^{commit}"))"
+    label[i]="rev:${s#rev:}"
   else
     [[ -d $s ]] || die "$s: no such build directory"
     build[i]=$(cd "$s" && pwd)
