@@ -130,6 +130,21 @@ Status pushAndDataModes(const TaskConfig &config, bool sync, bool notOneTask,
                          config.roster.ps.size());
 }
 
+// At the end of a worker's steps: its gradients dropped as stale (sync),
+// and what its prefetched pulls read (--prefetch-pull).
+void sayStaleness(const PsDriver &ps, const Links &links, bool sync) {
+  if (sync && ps.stale() > 0)
+    links.say(std::to_string(ps.stale()) +
+              " of this worker's gradients arrived after their update and "
+              "were dropped (stale)");
+  if (ps.prefetchedPulls() > 0)
+    links.say("--prefetch-pull: " + std::to_string(ps.prefetchedPulls()) +
+              " steps took the pull started during the step before; " +
+              std::to_string(ps.prefetchesBehind()) +
+              " of those lacked this worker's own last gradient, by at most " +
+              std::to_string(ps.prefetchMaxLag()) + " global step(s)");
+}
+
 // Scaled down (SIGUSR1, docs/elastic.md), whether the step loop ended or a
 // wait in it (a sync pull, a lease) was cut short: the ps tasks stop
 // counting this worker (sync updates stop waiting for it) and ps 0 hands
@@ -280,16 +295,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   }
   if (report.interrupted)
     return 130;
-  if (sync && ps.stale() > 0 && !options.quiet)
-    links.say(std::to_string(ps.stale()) +
-              " of this worker's gradients arrived after their update and "
-              "were dropped (stale)");
-  if (ps.prefetchedPulls() > 0 && !options.quiet)
-    links.say("--prefetch-pull: " + std::to_string(ps.prefetchedPulls()) +
-              " steps took the pull started during the step before; " +
-              std::to_string(ps.prefetchesBehind()) +
-              " of those lacked this worker's own last gradient, by at most " +
-              std::to_string(ps.prefetchMaxLag()) + " global step(s)");
+  if (!options.quiet)
+    sayStaleness(ps, links, sync);
   int workersDone = 0, workersLive = 0;
   s = ps.done(&workersDone, &workersLive);
   if (!s.isOk())
