@@ -2,7 +2,8 @@
 // one f32 variable of 1000 elements, driven over gRPC the way workers do,
 // with chunks of a few hundred bytes: initial values, pulls and pushes in
 // streams arrive whole; a truncated or cancelled push stream, or one whose
-// header asks for a huge tensor, changes nothing and says why.
+// header asks for a huge tensor, changes nothing and says why; a prefetched
+// pull (--prefetch-pull) lands only when taken.
 #include "runtime/distributed/ParameterServer.h"
 #include "runtime/distributed/PsClient.h"
 #include "runtime/distributed/PushCompression.h"
