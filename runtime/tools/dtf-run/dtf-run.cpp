@@ -660,10 +660,10 @@ int checkCombinations(CommandLine *cl) {
   if (mode == RunMode::kLocal &&
       (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.prefetchPull ||
        r.cluster.sameHostTcp || r.cluster.compressPush.enabled()))
-    return usageError("--wire, --overlap-push, --prefetch-pull, --compress-push "
-                      "and --same-host need a cluster "
-                      "(--cluster FILE or TF_CONFIG): they say how its tasks "
-                      "talk");
+    return usageError(
+        "--wire, --overlap-push, --prefetch-pull, --compress-push and "
+        "--same-host need a cluster (--cluster FILE or TF_CONFIG): they say "
+        "how its tasks talk");
   return kGoOn;
 }
 
