@@ -5,6 +5,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/distributed/Wire.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <unistd.h>
@@ -28,6 +29,8 @@ bool PsDriver::dropStep(const Status &failure) {
     return false;
   if (!client_.lastRecoverable() || !recoverInPlace_)
     return false;
+  // The next step pulls (and recovers) itself.
+  client_.dropPrefetch();
   say(failure.message() + "; step dropped, going on once the ps tasks "
                           "are back");
   return true;
@@ -48,12 +51,39 @@ Status PsDriver::save(int64_t step) {
   return Status::ok();
 }
 
+Status PsDriver::recover(const Status &failure) {
+  client_.dropPrefetch();
+  pushedStep_ = -1; // the restored ps may be at an earlier step
+  return recovery_.recover(chief_, failure);
+}
+
 Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
   *done = false;
   if (prefetched_) {
     prefetched_ = false;
     *globalStep = prefetchedStep_;
     return Status::ok();
+  }
+  if (prefetch_) {
+    bool taken = false;
+    client_.clearRecoverable();
+    if (client_.takePrefetch(globalStep, &taken).isOk() && taken) {
+      ++prefetchedPulls_;
+      // Read before this worker's last push landed: the ps had applied at
+      // least the step that push completed, so say that one (the job ends
+      // at its step count, not one step later), the variables staying one
+      // update behind.
+      if (*globalStep < pushedStep_) {
+        ++prefetchesBehind_;
+        prefetchMaxLag_ = std::max(prefetchMaxLag_, pushedStep_ - *globalStep);
+        *globalStep = pushedStep_;
+        if (Tensor *t = client_.store()->find("global_step"))
+          t->data<int64_t>()[0] = pushedStep_;
+      }
+      client_.startPrefetch();
+      return Status::ok();
+    }
+    // None in flight, or it failed: pull now (recovering a lost ps).
   }
   for (;;) {
     client_.clearRecoverable();
@@ -66,9 +96,11 @@ Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
       client_.clearRecoverable();
       s = save(*globalStep);
     }
+    if (s.isOk() && prefetch_)
+      client_.startPrefetch();
     if (s.isOk() || !client_.lastRecoverable() || !recoverInPlace_)
       return s;
-    DTF_RETURN_IF_ERROR(recovery_.recover(chief_, s));
+    DTF_RETURN_IF_ERROR(recover(s));
   }
 }
 
@@ -95,9 +127,10 @@ Status PsDriver::pushAndSave(const ValueOf &value) {
   if (!s.isOk()) {
     if (!client_.lastRecoverable())
       return s;
-    return recovery_.recover(chief_, s);
+    return recover(s);
   }
   prefetched_ = overlap_ && !sync_;
+  pushedStep_ = step;
   if (chief_ && checkpointDue(step) && sync_) {
     // Sync: the update this push joined may still wait for other replicas'
     // gradients. Saved now, checkpoint `step` would hold the variables of
@@ -111,7 +144,7 @@ Status PsDriver::pushAndSave(const ValueOf &value) {
     client_.clearRecoverable();
     s = save(step);
     if (!s.isOk() && client_.lastRecoverable())
-      return recovery_.recover(chief_, s);
+      return recover(s);
     return s;
   }
   return Status::ok();
@@ -178,7 +211,7 @@ Status PsDriver::leaseSplit(const rpc::LeaseRequest &req, bool *done) {
         return s;
       // Ps 0 is gone: once the ps tasks are back (ps 0's ledger restored
       // with them), ask again.
-      DTF_RETURN_IF_ERROR(recovery_.recover(chief_, s));
+      DTF_RETURN_IF_ERROR(recover(s));
       continue;
     }
     if (reply.done()) {

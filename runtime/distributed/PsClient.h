@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dtf::dist {
@@ -34,6 +35,7 @@ public:
   }
   /// The variables pulls write into.
   void bind(exec::VariableStore *store) { store_ = store; }
+  exec::VariableStore *store() const { return store_; }
   /// Per ps: the least version the next pulls take.
   void setMinVersions(std::vector<int64_t> v) { minVersions_ = std::move(v); }
 
@@ -58,6 +60,21 @@ public:
   /// next at once, both ways of every link busy; the pull may miss this
   /// worker's own push (staleness at most 1). *globalStep as pull's.
   Status pushAndPull(const ValueOf &value, int64_t *globalStep);
+
+  /// --prefetch-pull: starts the next step's pull on a thread of its own,
+  /// into a store of its own (a second copy of the pulled variables), while
+  /// the step runs. It touches no state of the links: a push may run beside
+  /// it.
+  void startPrefetch();
+  /// Waits for the prefetch started last; when it succeeded, copies its
+  /// values into the bound store, applies what it learnt of each ps to the
+  /// links, and sets *globalStep as pull's. *taken: whether one was in
+  /// flight (false: nothing done). A failed one leaves the store as it was.
+  Status takePrefetch(int64_t *globalStep, bool *taken);
+  /// Waits for a prefetch in flight and forgets it (before a recovery
+  /// changes the links; before the worker says it is done).
+  void dropPrefetch();
+  ~PsClient() { dropPrefetch(); }
 
   /// Lookup: the rows of `ids` of table `variable` into *out, one call per
   /// shard that holds any of the unique ids, all in flight at once.
@@ -136,9 +153,28 @@ private:
     int64_t pushedAt = kUnchanged;
   };
 
+  // What a pull learns of one ps (the incarnation of its state, the version
+  // it read, whether pushes before it still count), kept apart from the
+  // link until the pull is taken: a prefetch runs beside a push that reads
+  // the link.
+  struct PullOutcome {
+    int64_t incarnation = -1;
+    int64_t pushedAt = -1;
+    int64_t version = 0;
+    bool recoverable = false;
+  };
+
   void findTables(const plan::Plan &plan, const plan::Placement &placement,
                   const plan::Program &reads);
-  Status pullFrom(PsLink &l, bool forEval, bool sync);
+  /// One ps's pull into `into`, starting from what `*o` says of the ps.
+  Status pullFrom(const PsLink &l, exec::VariableStore &into, bool forEval,
+                  bool sync, PullOutcome *o) const;
+  /// Every ps's pull into `into`, each from its entry of *outcomes (one per
+  /// link, from linkStates(): those not asked keep it).
+  Status pullAll(exec::VariableStore &into, bool forEval, bool sync,
+                 std::vector<PullOutcome> *outcomes) const;
+  std::vector<PullOutcome> linkStates() const;
+  void applyPulls(const std::vector<PullOutcome> &outcomes);
   /// sum += more, by id (both ascending): the rows of an id in both are
   /// added, sum's first.
   static Status addSparse(SparseSum *sum, const SparseSum &more);
@@ -166,6 +202,12 @@ private:
   uint64_t run_ = 0;
   std::vector<int64_t> dataBatches_;
   bool leaseLost_ = false;
+  // --prefetch-pull: the thread of the pull in flight, the store it writes
+  // (the pulled variables, made at the first prefetch), what it learnt.
+  std::thread prefetch_;
+  exec::VariableStore prefetchStore_;
+  std::vector<PullOutcome> prefetchOutcomes_;
+  Status prefetchStatus_ = Status::ok();
 };
 
 } // namespace dtf::dist

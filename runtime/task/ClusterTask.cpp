@@ -280,6 +280,7 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.chunkBytes = flags.chunkBytes;
   config.wireBf16 = flags.wireBf16;
   config.overlapPush = flags.overlapPush;
+  config.prefetchPull = flags.prefetchPull;
   config.exactlyOnce = flags.exactlyOnce;
   config.splitBatches = flags.splitBatches;
   config.leaseTimeoutSeconds = flags.leaseTimeoutSeconds;
