@@ -89,15 +89,19 @@ else
   cublas=$(find_lib libcublas.so.13 libcublas.so.12)
   cudnn=$(find_lib libcudnn.so.9)
   nccl=$(find_lib libnccl.so.2)
+  # cuDNN 9 compiles some of its engines at run time with NVRTC, which a
+  # Python environment keeps in another folder (nvidia/cuda_nvrtc/lib).
+  nvrtc=$(find_lib libnvrtc.so.13 libnvrtc.so.12)
   say "## Libraries found"
   say "- CUDA driver: ${driver:-NOT FOUND}"
   say "- cuBLAS: ${cublas:-NOT FOUND}"
   say "- cuDNN: ${cudnn:-NOT FOUND}"
   say "- NCCL: ${nccl:-NOT FOUND}"
+  say "- NVRTC (cuDNN's runtime-compiled engines): ${nvrtc:-not found (cuDNN uses its precompiled engines only)}"
   [ -n "$driver" ] || { bad "no CUDA driver (libcuda.so.1): nothing can run on a GPU here"; exit 1; }
   # Their folders go on the loader's path too: cuBLAS needs cublasLt, cuDNN
   # its engine libraries, each beside it.
-  for f in "$cublas" "$cudnn" "$nccl"; do
+  for f in "$cublas" "$cudnn" "$nccl" "$nvrtc"; do
     [ -n "$f" ] && libpath=$libpath:$(dirname "$f")
   done
   run_env=(DTF_CUDA_DRIVER="$driver")
@@ -140,8 +144,9 @@ mkdir -p "$out/unit-tests"
 unit_rc=0
 for t in $("$here/bin/dtf-gpu-tests" --gtest_list_tests | awk '/^[^ ]/ {s = $1} /^  / {print s $1}'); do
   env "${unit_env[@]}" timeout 120 "$here/bin/dtf-gpu-tests" --gtest_filter="$t" \
-    --gtest_output="json:$out/unit-tests/$t.json" >> "$out/unit-tests.log" 2>&1
+    --gtest_output="json:$out/unit-tests/$t.json" > "$out/unit-tests/$t.log" 2>&1
   rc=$?
+  cat "$out/unit-tests/$t.log" >> "$out/unit-tests.log"
   [ "$rc" -eq 0 ] || { unit_rc=$rc; echo "$t $rc" >> "$out/unit-tests/exit-codes"; }
 done
 if ! table=$(python3 - "$out/unit-tests" "$out/unit-tests.log" <<'PY'
@@ -163,9 +168,12 @@ for path in sorted(glob.glob(f"{folder}/*.json")):
             reported.add(name)
             if t.get("result") == "SKIPPED":
                 counts["skipped"] += 1
-                why = " ".join(m.get("message", m.get("failure", "")) for m in t.get("skipped", []) + t.get("failures", []))
-                why = why.strip().splitlines()
-                skipped.append(f"{name}: {why[-1] if why else 'no reason given'}")
+                # The reason follows gtest's "file:line: Skipped" line in
+                # the test's output (its JSON report holds none).
+                text = open(path[:-len(".json")] + ".log", errors="replace").read()
+                m = re.search(r": Skipped\n(.*?)\n\[  SKIPPED \]", text, re.S)
+                why = " ".join(m.group(1).split()) if m and m.group(1).strip() else "no reason given"
+                skipped.append(f"{name}: {why}")
             elif t.get("failures"):
                 counts["failed"] += 1
                 first = t["failures"][0].get("failure", "").strip().splitlines()
