@@ -144,8 +144,15 @@ TEST(TowerAllReduce, PacksDeviceGradientsOnTheGpusAndBroadcasts) {
   std::vector<std::vector<CUdeviceptr>> ptrs(2);
   std::vector<std::vector<Tensor>> views(2);
   CUstream streams[2] = {nullptr, nullptr};
+  // GPU k's context current on this thread before work on its stream (the
+  // all-reduce makes its own GPUs' current as it goes; a real driver
+  // wants a stream's own context current for its copies).
+  CUcontext contexts[2] = {nullptr, nullptr};
+  auto use = [&](int k) {
+    ASSERT_EQ(d->cuCtxSetCurrent(contexts[k]), CUDA_SUCCESS);
+  };
   for (int k = 0; k < 2; ++k) {
-    CUcontext ctx = nullptr;
+    CUcontext &ctx = contexts[k];
     ASSERT_EQ(d->cuDevicePrimaryCtxRetain(&ctx, k), CUDA_SUCCESS);
     ASSERT_EQ(d->cuCtxSetCurrent(ctx), CUDA_SUCCESS);
     ASSERT_EQ(d->cuStreamCreate(&streams[k], 0), CUDA_SUCCESS);
@@ -187,6 +194,7 @@ TEST(TowerAllReduce, PacksDeviceGradientsOnTheGpusAndBroadcasts) {
     EXPECT_NEAR(out1.data<float>()[j], want(1, j), 1e-4 * (1 + want(1, j)));
   std::vector<float> sum0(static_cast<size_t>(n[0]));
   ASSERT_NE(a->sumOnGpu(0), 0u);
+  ASSERT_NO_FATAL_FAILURE(use(0));
   ASSERT_EQ(d->cuMemcpyDtoHAsync(sum0.data(), a->sumOnGpu(0),
                                  sum0.size() * sizeof(float), streams[0]),
             CUDA_SUCCESS);
@@ -211,6 +219,7 @@ TEST(TowerAllReduce, PacksDeviceGradientsOnTheGpusAndBroadcasts) {
   }
   // A reader on another stream waits for finished(k) by an event.
   ASSERT_NE(a->finished(1), nullptr);
+  ASSERT_NO_FATAL_FAILURE(use(1));
   ASSERT_EQ(d->cuStreamWaitEvent(streams[1], a->finished(1)->event, 0),
             CUDA_SUCCESS);
   std::vector<float> got(static_cast<size_t>(n[0]));

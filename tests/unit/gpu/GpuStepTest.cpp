@@ -11,6 +11,7 @@
 #include "runtime/gpu/GpuOp.h"
 #include "runtime/gpu/GpuSegment.h"
 #include "runtime/kernels/CpuKernels.h"
+#include "tests/unit/gpu/FakeCubin.h"
 #include "tests/unit/gpu/TestGpu.h"
 
 #include <gtest/gtest.h>
@@ -291,6 +292,31 @@ TEST(GpuSegment, TwoStagingSlotsLetTheNextStepBeQueuedBeforeAResultIsRead) {
     EXPECT_EQ(counter("graphs captured") - captured0, 2);
   }
   EXPECT_EQ(m.segment->graphLaunches(), uint64_t(kSteps - 2));
+}
+
+// An event and a module belong to the context current when they are made:
+// the device makes its own current first, whatever context the calling
+// thread had (none here; another GPU's on a thread that set up two). A real
+// driver, and the emulation, refuse cuEventCreate and cuModuleLoadData
+// without one.
+TEST(GpuDevice, MakesItsContextCurrentForItsEventsAndModules) {
+  TestGpu e;
+  ASSERT_TRUE(e.device);
+  CudaDriver &d = e.device->driver();
+  ASSERT_EQ(d.cuCtxSetCurrent(nullptr), cuda::CUDA_SUCCESS);
+  cuda::CUevent event = nullptr;
+  Status s = e.device->createEvent(&event);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(d.cuCtxSetCurrent(nullptr), cuda::CUDA_SUCCESS);
+  GpuModuleCode code;
+  code.ptx = scalePtx();
+  cuda::CUmodule module = nullptr;
+  s = e.device->loadModule(code, &module);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  EXPECT_NE(module, nullptr);
+  if (event) {
+    EXPECT_EQ(d.cuEventDestroy(event), cuda::CUDA_SUCCESS);
+  }
 }
 
 } // namespace
