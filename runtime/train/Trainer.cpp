@@ -273,7 +273,11 @@ Status Trainer::buildExecutor(const plan::Plan &plan,
   o.profile = options_.profile && name != "eval";
   // One process, one executor of the step: the loss and metrics may come
   // down one step late (never a worker's sends nor the towers' gradients).
-  o.lateFetches = name == "train_step" && !options_.driver && towers_ <= 1;
+  // The evaluation's metrics likewise, one batch late (Trainer::evaluate
+  // awaits every batch before it returns).
+  o.lateFetches =
+      (name == "train_step" && !options_.driver && towers_ <= 1) ||
+      name == "eval";
   if (name.rfind("worker_step (tower ", 0) == 0) {
     o.deviceFetches = towerDeviceSends_;
     // The variables the towers' GPUs read stay there: updated on GPU 0

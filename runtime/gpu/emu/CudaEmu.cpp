@@ -402,6 +402,9 @@ CUresult streamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
 
 CUresult eventCreate(CUevent *event, unsigned) {
   EMU_ENTRY
+  // The real driver makes an event in the current context, and refuses
+  // without one.
+  EMU_NEEDS_CONTEXT
   *event = reinterpret_cast<CUevent>(new Event());
   return CUDA_SUCCESS;
 }
