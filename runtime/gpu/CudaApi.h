@@ -219,8 +219,7 @@ struct cudnnConvolutionAlgoPerf_t {
   X(cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t desc))              \
   X(cudnnTransformTensor,                                                      \
     (cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,   \
-     const void *x, const void *beta, cudnnTensorDescriptor_t yDesc,           \
-     void *y))                                                                 \
+     const void *x, const void *beta, cudnnTensorDescriptor_t yDesc, void *y)) \
   X(cudnnCreateFilterDescriptor, (cudnnFilterDescriptor_t * desc))             \
   X(cudnnSetFilter4dDescriptor, (cudnnFilterDescriptor_t desc, int dataType,   \
                                  int format, int k, int c, int h, int w))      \
@@ -277,27 +276,24 @@ struct cudnnConvolutionAlgoPerf_t {
      cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,            \
      cudnnFilterDescriptor_t dw, int requested, int *returned,                 \
      cudnnConvolutionAlgoPerf_t *perf))                                        \
-  X(cudnnFindConvolutionForwardAlgorithmEx,                                   \
+  X(cudnnFindConvolutionForwardAlgorithmEx,                                    \
     (cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc, const void *x,       \
      cudnnFilterDescriptor_t wDesc, const void *w,                             \
      cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t yDesc,         \
-     void *y, int requested, int *returned,                                    \
-     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
-     size_t workspaceBytes))                                                   \
+     void *y, int requested, int *returned, cudnnConvolutionAlgoPerf_t *perf,  \
+     void *workspace, size_t workspaceBytes))                                  \
   X(cudnnFindConvolutionBackwardDataAlgorithmEx,                               \
     (cudnnHandle_t handle, cudnnFilterDescriptor_t wDesc, const void *w,       \
      cudnnTensorDescriptor_t dyDesc, const void *dy,                           \
      cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t dxDesc,        \
-     void *dx, int requested, int *returned,                                   \
-     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
-     size_t workspaceBytes))                                                   \
+     void *dx, int requested, int *returned, cudnnConvolutionAlgoPerf_t *perf, \
+     void *workspace, size_t workspaceBytes))                                  \
   X(cudnnFindConvolutionBackwardFilterAlgorithmEx,                             \
     (cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc, const void *x,       \
      cudnnTensorDescriptor_t dyDesc, const void *dy,                           \
      cudnnConvolutionDescriptor_t conv, cudnnFilterDescriptor_t dwDesc,        \
-     void *dw, int requested, int *returned,                                   \
-     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
-     size_t workspaceBytes))                                                   \
+     void *dw, int requested, int *returned, cudnnConvolutionAlgoPerf_t *perf, \
+     void *workspace, size_t workspaceBytes))                                  \
   X(cudnnCreatePoolingDescriptor, (cudnnPoolingDescriptor_t * desc))           \
   X(cudnnSetPooling2dDescriptor,                                               \
     (cudnnPoolingDescriptor_t desc, int mode, int nanOpt, int windowH,         \

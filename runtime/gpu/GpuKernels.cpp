@@ -3,12 +3,12 @@
 // cuDNN. Tensors are NHWC and filters HWIO as on the CPU; cuDNN takes the
 // filter as KRSC, so it is transposed on the device with cublasSgeam.
 #include "runtime/gpu/GpuKernels.h"
+#include "dtf/OpNames.h"
 #include "runtime/gpu/ConvAlgo.h"
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/gpu/GpuFusedContext.h"
 #include "runtime/gpu/GpuLowPrecision.h"
 #include "runtime/kernels/cpu/OneDnn.h"
-#include "dtf/OpNames.h"
 
 #include <limits>
 
@@ -82,8 +82,8 @@ using PoolDesc = Descriptor<cudnnPoolingDescriptor_t,
 // An NHWC tensor descriptor, f32 unless `type` says otherwise.
 cudnnStatus_t nhwc(TensorDesc &t, int64_t n, int64_t h, int64_t w, int64_t c,
                    int type = CUDNN_DATA_FLOAT) {
-  return t.d.cudnnSetTensor4dDescriptor(t.desc, CUDNN_TENSOR_NHWC, type,
-                                        int(n), int(c), int(h), int(w));
+  return t.d.cudnnSetTensor4dDescriptor(t.desc, CUDNN_TENSOR_NHWC, type, int(n),
+                                        int(c), int(h), int(w));
 }
 
 Status matmulKernel(KernelContext &base) {
@@ -138,24 +138,25 @@ Status matmulKernel(KernelContext &base) {
     // Mixed precision: bf16 or f16 copies of the operands (scratch 0 and
     // 1), f32 compute and an f32 result, on the tensor cores.
     void *a16, *b16;
-    DTF_RETURN_IF_ERROR(lowCopy(ctx, low, a.rawData(), a.numElements(), 0, &a16));
-    DTF_RETURN_IF_ERROR(lowCopy(ctx, low, b.rawData(), b.numElements(), 1, &b16));
+    DTF_RETURN_IF_ERROR(
+        lowCopy(ctx, low, a.rawData(), a.numElements(), 0, &a16));
+    DTF_RETURN_IF_ERROR(
+        lowCopy(ctx, low, b.rawData(), b.numElements(), 1, &b16));
     const int type = cudaTypeOf(low);
     if (batch == 1 || (nb == 1 && !ta))
-      return blasStatus(
-          ctx, "cublasGemmEx",
-          dev.driver().cublasGemmEx(dev.blas(), opB, opA, int(n),
-                                    int(batch * m), int(k), &one, b16, type,
-                                    ldb, a16, type, lda, &zero, mptr(out),
-                                    CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
-    return blasStatus(
-        ctx, "cublasGemmStridedBatchedEx",
-        dev.driver().cublasGemmStridedBatchedEx(
-            dev.blas(), opB, opA, int(n), int(m), int(k), &one, b16, type, ldb,
-            nb == 1 ? 0 : k * n, a16, type, lda, na == 1 ? 0 : m * k, &zero,
-            mptr(out), CUDA_R_32F, int(n), m * n, int(batch),
-            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      return blasStatus(ctx, "cublasGemmEx",
+                        dev.driver().cublasGemmEx(
+                            dev.blas(), opB, opA, int(n), int(batch * m),
+                            int(k), &one, b16, type, ldb, a16, type, lda, &zero,
+                            mptr(out), CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+    return blasStatus(ctx, "cublasGemmStridedBatchedEx",
+                      dev.driver().cublasGemmStridedBatchedEx(
+                          dev.blas(), opB, opA, int(n), int(m), int(k), &one,
+                          b16, type, ldb, nb == 1 ? 0 : k * n, a16, type, lda,
+                          na == 1 ? 0 : m * k, &zero, mptr(out), CUDA_R_32F,
+                          int(n), m * n, int(batch), CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT));
   }
   if (batch == 1 || (nb == 1 && !ta)) {
     // [B, M, K] x [K, N] is one [B*M, K] x [K, N] product.
@@ -223,9 +224,8 @@ Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, LowPrecision low,
   const int type = cudnnTypeOf(low);
   cudnnStatus_t s = nhwc(x, w.n, w.ih, w.iw, w.c, type);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = d.cudnnSetFilter4dDescriptor(f.desc, type,
-                                     CUDNN_TENSOR_NHWC, int(w.oc), int(w.c),
-                                     int(w.kh), int(w.kw));
+    s = d.cudnnSetFilter4dDescriptor(f.desc, type, CUDNN_TENSOR_NHWC, int(w.oc),
+                                     int(w.c), int(w.kh), int(w.kw));
   if (s == CUDNN_STATUS_SUCCESS)
     s = d.cudnnSetConvolution2dDescriptor(
         c.desc, int(w.padTop), int(w.padLeft), int(w.sh), int(w.sw), int(w.dh),
@@ -245,8 +245,8 @@ Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, LowPrecision low,
 // The key of a convolution's algorithm choice: its shape (batch, channels,
 // image, filter, padding, strides) and element type.
 std::vector<int64_t> convShape(const cpu::Window2D &w, LowPrecision low) {
-  return {w.n,  w.c,  w.ih, w.iw, w.oc, w.kh,          w.kw, w.padTop,
-          w.padLeft, w.sh, w.sw, w.dh, w.dw, int64_t(low)};
+  return {w.n,      w.c,       w.ih, w.iw, w.oc, w.kh, w.kw,
+          w.padTop, w.padLeft, w.sh, w.sw, w.dh, w.dw, int64_t(low)};
 }
 
 ConvOperands operands(const ConvCall &call, const void *x, const void *w,

@@ -74,20 +74,18 @@ Status convertOnDevice(GpuKernelContext &ctx, const void *src, int srcType,
     if (y)
       d.cudnnDestroyTensorDescriptor(y);
     if (s != CUDNN_STATUS_SUCCESS)
-      return errorStatus(ctx.opName(), ": cudnnTransformTensor failed: ",
-                         d.cudnnGetErrorString(s),
-                         d.emulated()
-                             ? " (" + d.errorText("cudnnTransformTensor", 0) +
-                                   ")"
-                             : std::string());
+      return errorStatus(
+          ctx.opName(),
+          ": cudnnTransformTensor failed: ", d.cudnnGetErrorString(s),
+          d.emulated() ? " (" + d.errorText("cudnnTransformTensor", 0) + ")"
+                       : std::string());
   }
   return Status::ok();
 }
 
 Status lowCopy(GpuKernelContext &ctx, LowPrecision p, const void *f32,
                int64_t n, int slot, void **out) {
-  DTF_RETURN_IF_ERROR(
-      ctx.scratch(slot, size_t(n) * elementSizeOf(p), out));
+  DTF_RETURN_IF_ERROR(ctx.scratch(slot, size_t(n) * elementSizeOf(p), out));
   return convertOnDevice(ctx, f32, CUDNN_DATA_FLOAT, *out, cudnnTypeOf(p), n);
 }
 

@@ -35,7 +35,7 @@ Status convertOnDevice(GpuKernelContext &ctx, const void *src, int srcType,
 
 /// An f32 device tensor's `n` elements as a `p` copy in the op's scratch
 /// buffer `slot`.
-Status lowCopy(GpuKernelContext &ctx, LowPrecision p, const void *f32, int64_t n,
-               int slot, void **out);
+Status lowCopy(GpuKernelContext &ctx, LowPrecision p, const void *f32,
+               int64_t n, int slot, void **out);
 
 } // namespace dtf::gpu

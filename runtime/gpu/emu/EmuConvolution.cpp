@@ -24,10 +24,9 @@ bool geometry(const TensorDesc &x, const FilterDesc &f, const ConvDesc &cd,
               const TensorDesc &y, Geometry *g) {
   // One element type for x, w and y (f32, or bf16 or f16 with f32
   // compute: cuDNN's PSEUDO_BFLOAT16 and PSEUDO_HALF configurations).
-  if (!supported(x) || !supported(f) || !supported(y) ||
-      x.dtype != f.dtype || x.dtype != y.dtype ||
-      cd.mode != CUDNN_CROSS_CORRELATION || cd.dilH != 1 || cd.dilW != 1 ||
-      x.c != f.c || y.c != f.k || x.n != y.n)
+  if (!supported(x) || !supported(f) || !supported(y) || x.dtype != f.dtype ||
+      x.dtype != y.dtype || cd.mode != CUDNN_CROSS_CORRELATION ||
+      cd.dilH != 1 || cd.dilW != 1 || x.c != f.c || y.c != f.k || x.n != y.n)
     return false;
   *g = {x.n, x.c, x.h,     x.w,     f.k,        f.h,       f.w,
         y.h, y.w, cd.padH, cd.padW, cd.strideH, cd.strideW};
@@ -335,11 +334,10 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
   // f32: TF32 under cuDNN's default math, FMA under FMA math; bf16 and f16:
   // tensor ops under either tensor-op math, FMA under FMA math (which the
   // real cuDNN may refuse; dtf never asks it).
-  const char *math = cd.mathType == CUDNN_FMA_MATH ? "fma"
-                     : !low                        ? "tf32-tensor-op"
-                     : cd.mathType == CUDNN_DEFAULT_MATH
-                         ? "default"
-                         : "tensor-op";
+  const char *math = cd.mathType == CUDNN_FMA_MATH       ? "fma"
+                     : !low                              ? "tf32-tensor-op"
+                     : cd.mathType == CUDNN_DEFAULT_MATH ? "default"
+                                                         : "tensor-op";
   const size_t xn = xd.elements(), fn = fd.elements(), yn = yd.elements();
   w.run = [=] {
     if (tf32)
@@ -365,8 +363,8 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
                  0.0f, result.data(), g.k);
     } else if (kind == ConvKind::BackwardData) {
       // dcol[rows, row] = dy[rows, K] x f[K, row]
-      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, yw.data(), g.k, fw.data(),
-                 row, 0.0f, colp, row);
+      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, yw.data(), g.k, fw.data(), row,
+                 0.0f, colp, row);
       col2im(g, colp, result.data());
     } else {
       im2col(g, xw.data(), colp);
@@ -392,10 +390,8 @@ cudnnStatus_t cudnnConvolutionForward(
     cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
     const void *beta, cudnnTensorDescriptor_t yDesc, void *y) {
   return convolution(ConvKind::Forward, handle, scalar(alpha), scalar(beta),
-                     td(xDesc), x, fdesc(wDesc),
-                     w, cdesc(conv), td(yDesc),
-                     nullptr, y, algo, ws, wsBytes,
-                     "cudnnConvolutionForward");
+                     td(xDesc), x, fdesc(wDesc), w, cdesc(conv), td(yDesc),
+                     nullptr, y, algo, ws, wsBytes, "cudnnConvolutionForward");
 }
 cudnnStatus_t cudnnConvolutionBackwardData(
     cudnnHandle_t handle, const void *alpha, cudnnFilterDescriptor_t wDesc,
@@ -403,10 +399,9 @@ cudnnStatus_t cudnnConvolutionBackwardData(
     cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
     const void *beta, cudnnTensorDescriptor_t dxDesc, void *dx) {
   return convolution(ConvKind::BackwardData, handle, scalar(alpha),
-                     scalar(beta), td(dxDesc), nullptr, fdesc(wDesc),
-                     w, cdesc(conv), td(dyDesc),
-                     dy, dx,
-                     algo, ws, wsBytes, "cudnnConvolutionBackwardData");
+                     scalar(beta), td(dxDesc), nullptr, fdesc(wDesc), w,
+                     cdesc(conv), td(dyDesc), dy, dx, algo, ws, wsBytes,
+                     "cudnnConvolutionBackwardData");
 }
 cudnnStatus_t cudnnConvolutionBackwardFilter(
     cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
@@ -414,10 +409,9 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(
     cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
     const void *beta, cudnnFilterDescriptor_t dwDesc, void *dw) {
   return convolution(ConvKind::BackwardFilter, handle, scalar(alpha),
-                     scalar(beta), td(xDesc), x,
-                     fdesc(dwDesc), nullptr, cdesc(conv), td(dyDesc),
-                     dy, dw,
-                     algo, ws, wsBytes, "cudnnConvolutionBackwardFilter");
+                     scalar(beta), td(xDesc), x, fdesc(dwDesc), nullptr,
+                     cdesc(conv), td(dyDesc), dy, dw, algo, ws, wsBytes,
+                     "cudnnConvolutionBackwardFilter");
 }
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(

@@ -71,8 +71,8 @@ inline bool supportedF32(const TensorDesc &t) {
 std::vector<float> widened(const void *p, size_t n, int dtype);
 /// out[i] = alpha * value[i] + beta * out[i] in f32, stored in `dtype`
 /// (bf16 and f16 rounded to nearest even, as runtime/core's casts round).
-void blendInto(void *out, int dtype, const float *value, int64_t n,
-               float alpha, float beta);
+void blendInto(void *out, int dtype, const float *value, int64_t n, float alpha,
+               float beta);
 /// Counts one library call under its name, element type and math
 /// ("cublasGemmEx bf16 tensor-op"), for the emulation's statistics.
 void countTypedCall(const std::string &call, const char *type,

@@ -1,11 +1,11 @@
 // The cuBLAS and cuDNN halves of libdtf-cuda-emu.so: the entry points dtf
 // calls, checked like the device memory they touch, run by reference
 // implementations (a plain loop under the products) on the handle's stream.
-#include "runtime/gpu/emu/EmuQueue.h"
-#include "runtime/gpu/emu/EmuDnn.h"
-#include "runtime/gpu/emu/EmuState.h"
 #include "runtime/core/Bf16.h"
 #include "runtime/core/F16.h"
+#include "runtime/gpu/emu/EmuDnn.h"
+#include "runtime/gpu/emu/EmuQueue.h"
+#include "runtime/gpu/emu/EmuState.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -78,7 +78,7 @@ size_t matrixBytes(int rows, int cols, int ld) {
 // cudaDataType's element size for cublasGemmEx's matrices; 0 for a type
 // the emulation does not take.
 size_t blasElementSize(int type) {
-  return type == CUDA_R_32F                        ? 4
+  return type == CUDA_R_32F                          ? 4
          : type == CUDA_R_16BF || type == CUDA_R_16F ? 2
                                                      : 0;
 }
@@ -123,8 +123,8 @@ std::vector<float> widened(const void *p, size_t n, int dtype) {
   return out;
 }
 
-void blendInto(void *out, int dtype, const float *value, int64_t n,
-               float alpha, float beta) {
+void blendInto(void *out, int dtype, const float *value, int64_t n, float alpha,
+               float beta) {
   auto *f = static_cast<float *>(out);
   auto *h = static_cast<uint16_t *>(out);
   const bool bf16 = dtype == CUDNN_DATA_BFLOAT16;
@@ -295,8 +295,8 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     cublasHandle_t handle, int transa, int transb, int m, int n, int k,
     const void *alpha, const void *a, int aType, int lda, long long strideA,
     const void *b, int bType, int ldb, long long strideB, const void *beta,
-    void *c, int cType, int ldc, long long strideC, int batch,
-    int computeType, int algo) {
+    void *c, int cType, int ldc, long long strideC, int batch, int computeType,
+    int algo) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   const bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m) ||
@@ -339,7 +339,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(
   const float al = *static_cast<const float *>(alpha),
               be = *static_cast<const float *>(beta);
   const int mode = reinterpret_cast<BlasHandle *>(handle)->mathMode;
-  const char *math = e == 4                            ? sgemmMath(mode)
+  const char *math = e == 4                             ? sgemmMath(mode)
                      : (mode & 0xf) == 2 /* pedantic */ ? "fma"
                                                         : "tensor-op";
   const int dnnType = dnnTypeOfBlas(aType);
@@ -433,8 +433,8 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, int format,
 // (f32 to bf16 or f16 rounded to nearest even, as runtime/core's casts
 // round; bf16 and f16 to f32 exactly).
 cudnnStatus_t cudnnTransformTensor(cudnnHandle_t handle, const void *alpha,
-                                   cudnnTensorDescriptor_t xDesc,
-                                   const void *x, const void *beta,
+                                   cudnnTensorDescriptor_t xDesc, const void *x,
+                                   const void *beta,
                                    cudnnTensorDescriptor_t yDesc, void *y) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   const TensorDesc xd = td(xDesc), yd = td(yDesc);

@@ -109,8 +109,7 @@ Tensor onGpu(GpuDevice &device, const std::string &op,
       first = Tensor::allocate(DType::F32, got.shape());
       std::memcpy(first.rawData(), got.rawData(), got.byteSize());
     } else {
-      EXPECT_EQ(std::memcmp(first.rawData(), got.rawData(), got.byteSize()),
-                0)
+      EXPECT_EQ(std::memcmp(first.rawData(), got.rawData(), got.byteSize()), 0)
           << op << " step " << step;
     }
   }
@@ -123,19 +122,33 @@ Tensor onGpu(GpuDevice &device, const std::string &op,
 // zeros, infinities and NaNs with payloads, and random ones.
 std::vector<float> castCases() {
   std::vector<float> v = {
-      0.0f, -0.0f, 1.0f, -1.0f,
+      0.0f,
+      -0.0f,
+      1.0f,
+      -1.0f,
       fromBits(0x3f808000u), // 1 + 2^-8: a bf16 tie, to even (1)
       fromBits(0x3f818000u), // 1 + 3*2^-8: a bf16 tie, to even (up)
       fromBits(0x3f808001u), // just past the tie: up
-      1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, // f16 ties
-      65504.0f, 65519.0f, 65520.0f, -65520.0f, // f16's largest, overflow
-      std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+      1.0f + 0x1p-11f,
+      1.0f + 3 * 0x1p-11f, // f16 ties
+      65504.0f,
+      65519.0f,
+      65520.0f,
+      -65520.0f, // f16's largest, overflow
+      std::numeric_limits<float>::max(),
+      -std::numeric_limits<float>::max(),
       fromBits(0x7f7f8000u), // rounds past bf16's largest: inf
-      0x1p-14f, 0x1p-15f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, // f16 subnormals
-      std::numeric_limits<float>::denorm_min(), fromBits(0x00408000u),
+      0x1p-14f,
+      0x1p-15f,
+      0x1p-24f,
+      0x1p-25f,
+      0x1.8p-25f, // f16 subnormals
+      std::numeric_limits<float>::denorm_min(),
+      fromBits(0x00408000u),
       std::numeric_limits<float>::infinity(),
       -std::numeric_limits<float>::infinity(),
-      fromBits(0x7fc00000u), fromBits(0xffc00001u),
+      fromBits(0x7fc00000u),
+      fromBits(0xffc00001u),
       fromBits(0x7f800001u), // a signalling NaN: stays a NaN, made quiet
       fromBits(0x7fa12345u)};
   std::mt19937 rng(7);
@@ -164,8 +177,9 @@ void transform(CudaDriver &d, cudnnHandle_t dnn, int from, const void *src,
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   ASSERT_EQ(d.cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
   ASSERT_EQ(d.cudnnCreateTensorDescriptor(&y), CUDNN_STATUS_SUCCESS);
-  ASSERT_EQ(d.cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, from, 1, 1, 1, n),
-            CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(
+      d.cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, from, 1, 1, 1, n),
+      CUDNN_STATUS_SUCCESS);
   ASSERT_EQ(d.cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, to, 1, 1, 1, n),
             CUDNN_STATUS_SUCCESS);
   const float one = 1, zero = 0;
@@ -200,12 +214,13 @@ TEST(GpuMixedPrecision, CastsRoundToNearestEvenAsTheCpuCastsBitForBit) {
     const std::vector<uint16_t> h = down<uint16_t>(d, low, in.size());
     const std::vector<float> w = down<float>(d, back, in.size());
     for (int i = 0; i < n; ++i) {
-      const uint16_t want = bf16 ? bf16FromF32(in[size_t(i)])
-                                 : f16FromF32(in[size_t(i)]);
-      ASSERT_EQ(h[size_t(i)], want) << (bf16 ? "bf16" : "f16") << " of 0x" << std::hex
-                            << bits(in[size_t(i)]);
+      const uint16_t want =
+          bf16 ? bf16FromF32(in[size_t(i)]) : f16FromF32(in[size_t(i)]);
+      ASSERT_EQ(h[size_t(i)], want) << (bf16 ? "bf16" : "f16") << " of 0x"
+                                    << std::hex << bits(in[size_t(i)]);
       const float wide = bf16 ? f32FromBf16(want) : f32FromF16(want);
-      ASSERT_EQ(bits(w[size_t(i)]), bits(wide)) << "widening 0x" << std::hex << want;
+      ASSERT_EQ(bits(w[size_t(i)]), bits(wide))
+          << "widening 0x" << std::hex << want;
     }
   }
   // Spot checks of the reference itself: a tie to even, overflow, a NaN.
@@ -340,8 +355,8 @@ TEST(GpuMixedPrecision, KernelsComputeInBf16AndF16AndAreCountedAsTensorOps) {
   ASSERT_TRUE(e.device);
   const unsigned long gemm0 = typedCount("cublasGemmEx bf16 tensor-op="),
                       batched0 = typedCount("cublasGemmEx f16 tensor-op="),
-                      conv0 = typedCount(
-                          "cudnnConvolutionForward bf16 tensor-op="),
+                      conv0 =
+                          typedCount("cudnnConvolutionForward bf16 tensor-op="),
                       bwd0 = typedCount(
                           "cudnnConvolutionBackwardFilter f16 tensor-op=");
   // The f32 sums of the CPU's (oneDNN's blocked ones) differ from the
@@ -363,12 +378,12 @@ TEST(GpuMixedPrecision, KernelsComputeInBf16AndF16AndAreCountedAsTensorOps) {
                      {"strides", std::vector<int64_t>{1, 1}}};
     Tensor x = randomTensor({2, 6, 6, 5}, 7), f = randomTensor({3, 3, 5, 4}, 8);
     Tensor dy = randomTensor({2, 6, 6, 4}, 9);
-    expectLowPrecisionOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs, dtype,
-                            true, convTol);
+    expectLowPrecisionOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs, dtype, true,
+                            convTol);
     AttrMap in = attrs;
     in["input_shape"] = std::vector<int64_t>{2, 6, 6, 5};
-    expectLowPrecisionOnGpu(*e.device, "dtf.conv2d_backprop_input", {dy, f},
-                            in, dtype, true, convTol);
+    expectLowPrecisionOnGpu(*e.device, "dtf.conv2d_backprop_input", {dy, f}, in,
+                            dtype, true, convTol);
     AttrMap fl = attrs;
     fl["filter_shape"] = std::vector<int64_t>{3, 3, 5, 4};
     expectLowPrecisionOnGpu(*e.device, "dtf.conv2d_backprop_filter", {x, dy},
@@ -378,8 +393,8 @@ TEST(GpuMixedPrecision, KernelsComputeInBf16AndF16AndAreCountedAsTensorOps) {
   EXPECT_EQ(typedCount("cublasGemmEx bf16 tensor-op=") - gemm0, 6u);
   EXPECT_EQ(typedCount("cublasGemmEx f16 tensor-op=") - batched0, 6u);
   EXPECT_EQ(typedCount("cudnnConvolutionForward bf16 tensor-op=") - conv0, 3u);
-  EXPECT_EQ(
-      typedCount("cudnnConvolutionBackwardFilter f16 tensor-op=") - bwd0, 3u);
+  EXPECT_EQ(typedCount("cudnnConvolutionBackwardFilter f16 tensor-op=") - bwd0,
+            3u);
 }
 
 // A compute_dtype the GPU kernels do not know is an error naming the op.
