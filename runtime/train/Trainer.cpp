@@ -134,7 +134,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   model_ = plan.model();
   // dtf-mixed-precision's products (compute_dtype "bf16"), said at start so
   // a log shows which precision a task trained in.
-  // Those placed on a GPU compute in f32 there (the executor says so too).
+  // Those placed on a GPU run on cublasGemmEx and cuDNN's tensor ops.
   bf16Products_ = bf16OnGpu_ = 0;
   lowDtype_.clear();
   for (const plan::Op &op : plan.train_step().ops()) {
@@ -399,11 +399,12 @@ std::string Trainer::describe() const {
   if (bf16Products_ + bf16OnGpu_ > 0)
     s += "\n  precision: " +
          std::string(lowDtype_ == "f16" ? "mixed_float16" : "mixed_bfloat16") +
-         ": " + std::to_string(bf16Products_) +
+         ": " + std::to_string(bf16Products_ + bf16OnGpu_) +
          " matmuls and convolutions compute in " + lowDtype_ +
          " (f32 accumulation), variables and updates f32" +
          (bf16OnGpu_ ? "; " + std::to_string(bf16OnGpu_) +
-                           " placed on a GPU compute in f32 there"
+                           " of them on a GPU (cuBLAS and cuDNN, tensor-op "
+                           "math)"
                      : std::string());
   if (const Tensor *scale = variables_.find("loss_scale");
       scale && scale->dtype() == DType::F32) {

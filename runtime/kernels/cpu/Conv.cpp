@@ -83,10 +83,15 @@ constexpr int64_t kMaxChannelsForDirectConv = 4;
 
 // `make` creates the primitive descriptor; a descriptor is a shared handle
 // that next_impl() advances, so falling back means making a fresh one.
+// Not for bf16 (`bf16`): oneDNN 2.6's next_impl() past brgconv on a bf16
+// descriptor with 1-4 channels crashed (a segfault inside
+// dnnl_primitive_desc_iterator_next) in about 1 of 5 fresh processes once
+// any oneDNN matmul had been created, so a bf16 convolution keeps oneDNN's
+// first choice.
 template <typename Make>
-auto preferDirectForFewChannels(const Window2D &w, Make &&make) {
+auto preferDirectForFewChannels(const Window2D &w, bool bf16, Make &&make) {
   auto pd = make();
-  if (w.c > kMaxChannelsForDirectConv)
+  if (w.c > kMaxChannelsForDirectConv || bf16)
     return pd;
   while (std::string(pd.impl_info_str()).rfind("brgconv", 0) == 0)
     if (!pd.next_impl())
@@ -264,7 +269,7 @@ void refConvBackpropFilter(const Window2D &w, const T *x, const T *dy, T *df,
 std::shared_ptr<PlannedPrimitive> plainConv(const Window2D &w, bool bf16) {
   return convCache().get(w.key(kForward + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {
     ConvDescs d = forwardDescs(w, bf16);
-    auto pd = preferDirectForFewChannels(w, [&] {
+    auto pd = preferDirectForFewChannels(w, bf16, [&] {
       return forwardPd(d, dnnl::prop_kind::forward_inference);
     });
     return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
@@ -422,7 +427,7 @@ Status conv2dBiasKernel(KernelContext &ctx) {
             ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
             attr.set_post_ops(ops);
           }
-          auto pd = preferDirectForFewChannels(w, [&] {
+          auto pd = preferDirectForFewChannels(w, bf16, [&] {
             return dnnl::convolution_forward::primitive_desc(desc, attr,
                                                              cpuEngine());
           });
