@@ -29,11 +29,6 @@ double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-void setKind(FailureKind *kind, FailureKind value) {
-  if (kind)
-    *kind = value;
-}
-
 // --- Summaries: TensorBoard scalars and the training log (--model-dir) ---
 
 // Opens the summaries of a run with a model directory; null without one.

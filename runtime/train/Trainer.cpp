@@ -35,11 +35,6 @@ std::string taskDevice(const std::string &task) {
          "/replica:0/task:" + task.substr(dot + 1) + "/device:CPU:0";
 }
 
-void setKind(FailureKind *kind, FailureKind value) {
-  if (kind)
-    *kind = value;
-}
-
 // oneDNN runs its primitives on OpenMP threads of its own; the thread count
 // the user asks for should hold for them too. Looked up at run time so that
 // the runtime does not link OpenMP itself.
