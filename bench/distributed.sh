@@ -12,6 +12,9 @@
 #     --steps N       timed steps per worker (default 300)
 #     --clusters L    comma-separated PSxWORKERS shapes (default 1x2,2x2)
 #     --only LIST     comma-separated subset of bw,tf,dtf (default all)
+#     --variants LIST dtf's runs, a comma-separated subset of unix, tcp,
+#                     insecure, bf16, unix-prefetch, tcp-prefetch (the last
+#                     two with --prefetch-pull; default all)
 #     --out FILE      results file (default bench/results/distributed.md;
 #                     "-" writes none)
 #
@@ -30,6 +33,7 @@ warmup=50
 steps=300
 clusters=1x2,2x2
 only=bw,tf,dtf
+variants=unix,tcp,insecure,bf16,unix-prefetch,tcp-prefetch
 out=$root/bench/results/distributed.md
 cmdline="bench/distributed.sh${*:+ $*}"
 
@@ -41,6 +45,7 @@ while (($#)); do
     --steps) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--steps needs a positive count, got '${2-}'"; steps=$2; shift 2 ;;
     --clusters) clusters=${2:?--clusters needs a list}; shift 2 ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
+    --variants) variants=${2:?--variants needs a list}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -48,6 +53,10 @@ while (($#)); do
 done
 for f in ${only//,/ }; do
   case $f in bw|tf|dtf) ;; *) die "--only: unknown part '$f' (bw, tf, dtf)" ;; esac
+done
+for v in ${variants//,/ }; do
+  case $v in unix|tcp|insecure|bf16|unix-prefetch|tcp-prefetch) ;;
+    *) die "--variants: unknown run '$v' (unix, tcp, insecure, bf16, unix-prefetch, tcp-prefetch)" ;; esac
 done
 for c in ${clusters//,/ }; do
   [[ $c =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || die "--clusters: '$c' is not PSxWORKERS (e.g. 2x2)"
@@ -148,14 +157,18 @@ if want dtf; then
     # TLS, and Unix sockets between the tasks on this host), with TLS over
     # TCP between them too (--same-host tcp, as between hosts), in
     # plaintext (--insecure), to show what TLS and the sockets cost, and
-    # with bfloat16 pulls and pushes (--wire bf16, half the bytes).
+    # with bfloat16 pulls and pushes (--wire bf16, half the bytes); and the
+    # first two with each step's next pull beside its compute
+    # (--prefetch-pull).
     for c in ${clusters//,/ }; do
-     for sec in unix tcp insecure bf16; do
+     for sec in ${variants//,/ }; do
       ps=${c%x*} workers=${c#*x}
       label="dtf (default: Unix sockets)" secflags=()
       [[ $sec == bf16 ]] && label="dtf (Unix sockets, --wire bf16)" secflags=(--wire bf16)
       [[ $sec == tcp ]] && label="dtf (mutual TLS over TCP)" secflags=(--same-host tcp)
       [[ $sec == insecure ]] && label="dtf (--insecure, TCP)" secflags=(--insecure)
+      [[ $sec == unix-prefetch ]] && label="dtf (Unix sockets, --prefetch-pull)" secflags=(--prefetch-pull)
+      [[ $sec == tcp-prefetch ]] && label="dtf (mutual TLS over TCP, --prefetch-pull)" secflags=(--same-host tcp --prefetch-pull)
       echo "== $label, $ps ps + $workers workers"
       bench_cluster_json "$ps" "$workers" > "$work/cluster.json"
       o=$work/dtf.$c.$sec.out

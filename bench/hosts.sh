@@ -12,9 +12,9 @@
 #     --links L       comma-separated link rates for tc (default 1gbit)
 #     --warmup N      untimed steps per worker (default 50)
 #     --steps N       timed steps per worker (default 300)
-#     --only LIST     comma-separated subset of tf,dtf,bf16,compress
+#     --only LIST     comma-separated subset of tf,dtf,bf16,compress,prefetch
 #                     (default all; bf16 is both bf16 runs, compress both
-#                     compressed ones)
+#                     compressed ones, prefetch both --prefetch-pull ones)
 #     --out FILE      results file (default bench/results/hosts.md; "-"
 #                     writes none)
 #
@@ -24,7 +24,8 @@
 # with --wire bf16 --overlap-push (each step's push beside the next
 # step's pull), and with --wire bf16 and compressed pushes (--compress-push
 # topk:0.01, then onebit: the gradients top-k or 1-bit with error feedback,
-# the pulls bf16). The chief evaluates once, at the end (test accuracy at
+# the pulls bf16), and with --prefetch-pull (each step's next pull beside
+# its compute and push), f32 and bf16. The chief evaluates once, at the end (test accuracy at
 # equal steps; not in the timed figures). Bytes per step: what crossed the ps host's link both ways (tc's
 # counters of its two qdiscs) over all the workers' steps, warm-up included;
 # link use: the busier direction's bytes per second over the run against
@@ -36,7 +37,7 @@ build=$root/build
 links=1gbit
 warmup=50
 steps=300
-only=tf,dtf,bf16,compress
+only=tf,dtf,bf16,compress,prefetch
 out=$root/bench/results/hosts.md
 cmdline="bench/hosts.sh${*:+ $*}"
 die() { echo "hosts.sh: $*" >&2; exit 2; }
@@ -53,7 +54,7 @@ while (($#)); do
   esac
 done
 for f in ${only//,/ }; do
-  case $f in tf|dtf|bf16|compress) ;; *) die "--only: unknown part '$f' (tf, dtf, bf16, compress)" ;; esac
+  case $f in tf|dtf|bf16|compress|prefetch) ;; *) die "--only: unknown part '$f' (tf, dtf, bf16, compress, prefetch)" ;; esac
 done
 for l in ${links//,/ }; do
   [[ $l =~ ^[0-9]+(k|m|g)bit$ ]] || die "--links: '$l' is not a tc rate such as 1gbit or 100mbit"
@@ -174,15 +175,17 @@ print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
       rows+=("| TensorFlow | $link | failed | | | | | |"); failed=1
     fi
   fi
-  for variant in f32 bf16 overlap topk onebit; do
+  for variant in f32 bf16 overlap topk onebit prefetch bf16-prefetch; do
     case $variant in
-      f32) want dtf ;; bf16|overlap) want bf16 ;; *) want compress ;;
+      f32) want dtf ;; bf16|overlap) want bf16 ;; *prefetch) want prefetch ;; *) want compress ;;
     esac || continue
     label="dtf (mutual TLS)" wire=$variant extra=()
     [[ $variant == bf16 ]] && label="dtf (mutual TLS, --wire bf16)"
     [[ $variant == overlap ]] && label="dtf (mutual TLS, --wire bf16 --overlap-push)" wire=bf16 extra=(--overlap-push)
     [[ $variant == topk ]] && label="dtf (mutual TLS, --wire bf16 --compress-push topk:0.01)" wire=bf16 extra=(--compress-push topk:0.01)
     [[ $variant == onebit ]] && label="dtf (mutual TLS, --wire bf16 --compress-push onebit)" wire=bf16 extra=(--compress-push onebit)
+    [[ $variant == prefetch ]] && label="dtf (mutual TLS, --prefetch-pull)" wire=f32 extra=(--prefetch-pull)
+    [[ $variant == bf16-prefetch ]] && label="dtf (mutual TLS, --wire bf16 --prefetch-pull)" wire=bf16 extra=(--prefetch-pull)
     echo "== $label, 1 ps + 2 workers, links $link"
     before=$(ps_bytes) t0=$SECONDS
     pids=()

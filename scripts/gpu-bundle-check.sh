@@ -3,9 +3,11 @@
 # this machine's GPU from any folder, with a bare environment, in a few
 # minutes. It finds the CUDA driver, cuBLAS, cuDNN and NCCL (the loader's
 # cache, the usual folders, then Python environments' nvidia/*/lib), says
-# what it found, and for the seed CNN and the MLP (every op on /gpu:0)
-# trains the same plan on the CPU and on the GPU, with CUDA graphs and
-# without: the loss at every logged step against the CPU's, images/s; then
+# what it found, runs the GPU unit tests on the real driver (dtf-gpu-tests
+# with DTF_GPU=real: kernels against the CPU's, segments, streams and
+# events, CUDA graphs, the towers' all-reduce where there are 2 GPUs), and
+# for the seed CNN and the MLP (every op on /gpu:0) trains the same plan on
+# the CPU and on the GPU, with CUDA graphs and without: the loss at every logged step against the CPU's, images/s; then
 # compute-sanitizer (memcheck, racecheck) over a few steps and Nsight
 # Systems' per-kernel times where they are installed, and towers where there
 # are 2 GPUs. One summary goes to $OUT/summary.md (else ./dtf-gpu-check/).
@@ -19,7 +21,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --emulate) emulate=1 ;;
     --steps) steps=$2; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "check.sh: unknown argument '$1' (--emulate, --steps N)" >&2; exit 2 ;;
   esac
   shift
@@ -77,21 +79,29 @@ if [ "$emulate" = 1 ]; then
   gpu_flags=(--emulate-gpus 1)
   ngpu=2
   steps=${steps:-40}
+  # The emulation runs the GPU's work on this CPU, slowly: each run's
+  # closing evaluation reads 20 batches of the test set, not all 200 (the
+  # comparison is of the training losses).
+  eval_flags=(--eval-steps 20)
 else
   gpu_flags=()
   driver=$(find_lib libcuda.so.1)
   cublas=$(find_lib libcublas.so.13 libcublas.so.12)
   cudnn=$(find_lib libcudnn.so.9)
   nccl=$(find_lib libnccl.so.2)
+  # cuDNN 9 compiles some of its engines at run time with NVRTC, which a
+  # Python environment keeps in another folder (nvidia/cuda_nvrtc/lib).
+  nvrtc=$(find_lib libnvrtc.so.13 libnvrtc.so.12)
   say "## Libraries found"
   say "- CUDA driver: ${driver:-NOT FOUND}"
   say "- cuBLAS: ${cublas:-NOT FOUND}"
   say "- cuDNN: ${cudnn:-NOT FOUND}"
   say "- NCCL: ${nccl:-NOT FOUND}"
+  say "- NVRTC (cuDNN's runtime-compiled engines): ${nvrtc:-not found (cuDNN uses its precompiled engines only)}"
   [ -n "$driver" ] || { bad "no CUDA driver (libcuda.so.1): nothing can run on a GPU here"; exit 1; }
   # Their folders go on the loader's path too: cuBLAS needs cublasLt, cuDNN
   # its engine libraries, each beside it.
-  for f in "$cublas" "$cudnn" "$nccl"; do
+  for f in "$cublas" "$cudnn" "$nccl" "$nvrtc"; do
     [ -n "$f" ] && libpath=$libpath:$(dirname "$f")
   done
   run_env=(DTF_CUDA_DRIVER="$driver")
@@ -106,12 +116,92 @@ else
     ngpu=1
   fi
   steps=${steps:-300}
+  eval_flags=()
 fi
 export LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The plans read ./fashion-mnist.
 ln -s "$here/data/fashion-mnist" "$work/fashion-mnist"
 cd "$work" || exit 1
 every=$((steps / 5 > 0 ? steps / 5 : 1))
+
+# The GPU unit tests first: on the real driver through the libraries found
+# above (the same variables and loader path as dtf-run's), or on the
+# bundle's emulation. Each test that needs what only the emulation has says
+# so (SKIPPED, with the reason); a NOTE names each check left out.
+say ""
+say "## GPU unit tests (dtf-gpu-tests)"
+say ""
+if [ "$emulate" = 1 ]; then
+  unit_env=(DTF_CUDA_EMU_LIBRARY="$here/bin/libdtf-cuda-emu.so")
+else
+  unit_env=("${run_env[@]}" DTF_GPU=real)
+fi
+# One process per test, as ctest runs them: the emulation is configured
+# once per process (with the GPUs the test asks for), and a test that
+# crashes on a real driver does not hide the others.
+mkdir -p "$out/unit-tests"
+: > "$out/unit-tests.log"
+unit_rc=0
+for t in $("$here/bin/dtf-gpu-tests" --gtest_list_tests | awk '/^[^ ]/ {s = $1} /^  / {print s $1}'); do
+  env "${unit_env[@]}" timeout 120 "$here/bin/dtf-gpu-tests" --gtest_filter="$t" \
+    --gtest_output="json:$out/unit-tests/$t.json" > "$out/unit-tests/$t.log" 2>&1
+  rc=$?
+  cat "$out/unit-tests/$t.log" >> "$out/unit-tests.log"
+  [ "$rc" -eq 0 ] || { unit_rc=$rc; echo "$t $rc" >> "$out/unit-tests/exit-codes"; }
+done
+if ! table=$(python3 - "$out/unit-tests" "$out/unit-tests.log" <<'PY'
+import glob, json, os, re, sys
+folder, log = sys.argv[1], sys.argv[2]
+counts, failed, skipped = {"passed": 0, "failed": 0, "skipped": 0}, [], []
+codes = {}
+if os.path.exists(f"{folder}/exit-codes"):
+    codes = dict(line.split() for line in open(f"{folder}/exit-codes"))
+reported = set()
+for path in sorted(glob.glob(f"{folder}/*.json")):
+    try:
+        report = json.load(open(path))
+    except ValueError as e:
+        continue
+    for suite in report.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = f"{suite['name']}.{t['name']}"
+            reported.add(name)
+            if t.get("result") == "SKIPPED":
+                counts["skipped"] += 1
+                # The reason follows gtest's "file:line: Skipped" line in
+                # the test's output (its JSON report holds none).
+                text = open(path[:-len(".json")] + ".log", errors="replace").read()
+                m = re.search(r": Skipped\n(.*?)\n\[  SKIPPED \]", text, re.S)
+                why = " ".join(m.group(1).split()) if m and m.group(1).strip() else "no reason given"
+                skipped.append(f"{name}: {why}")
+            elif t.get("failures"):
+                counts["failed"] += 1
+                first = t["failures"][0].get("failure", "").strip().splitlines()
+                failed.append(f"{name}: {' '.join(first[:4])}")
+            else:
+                counts["passed"] += 1
+for name, code in sorted(codes.items()):
+    if name not in reported:
+        counts["failed"] += 1
+        failed.append(f"{name}: no report (exit status {code}: a crash, or the 120 s timeout); unit-tests.log has its output")
+notes = sorted(set(re.findall(r"\[   NOTE   \] (.*)", open(sys.argv[2], errors="replace").read())))
+print(f"- {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+for f in failed:
+    print(f"- FAILED {f}")
+for s in skipped:
+    print(f"- skipped {s}")
+for n in notes:
+    print(f"- note: {n}")
+sys.exit(1 if counts["failed"] or not counts["passed"] else 0)
+PY
+); then
+  failures=$((failures + 1))
+  table="$table"$'\n'"- FAIL: the GPU unit tests (exit status $unit_rc; unit-tests.log)"
+elif [ "$unit_rc" -ne 0 ]; then
+  failures=$((failures + 1))
+  table="$table"$'\n'"- FAIL: dtf-gpu-tests exited with status $unit_rc (unit-tests.log)"
+fi
+say "$table"
 
 # run NAME PLAN [ENV=...] -- [dtf-run flags]: the log in $out/NAME.log.
 run() {
@@ -120,7 +210,7 @@ run() {
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
   env "${envs[@]}" timeout 300 "$here/bin/dtf-run" "$here/plans/$plan.plan" --steps "$steps" \
-    --log-every "$every" "$@" > "$out/$name.log" 2>&1
+    --log-every "$every" "${eval_flags[@]}" "$@" > "$out/$name.log" 2>&1
 }
 compare() { # compare MODEL TOL: losses of MODEL-gpu and MODEL-gpu-nographs against MODEL-cpu
   python3 - "$out" "$1" "$2" <<'PY'

@@ -3,7 +3,9 @@
 # for a machine that has a GPU, a CUDA driver and libraries (or a Python
 # environment holding cuBLAS, cuDNN and NCCL) but none of this project's
 # packages: dtf-run and every library it links but the C and C++ runtimes
-# (gzip-compressed, unpacked by check.sh), the CUDA emulation (for --emulate),
+# (gzip-compressed, unpacked by check.sh), the GPU unit tests (dtf-gpu-tests,
+# which check.sh runs on the real driver with DTF_GPU=real), the CUDA
+# emulation (for --emulate),
 # the check plans (the seed CNN and the MLP with every op on /gpu:0 and soft
 # placement, so that the same plan runs on the CPU where no driver loads),
 # Fashion-MNIST, and check.sh (scripts/gpu-bundle-check.sh).
@@ -16,24 +18,27 @@ build=$(cd "${2:-$root/build}" && pwd)
 data=/usr/share/datasets/fashion-mnist
 limit=$((64 * 1024 * 1024))
 
-echo "gpu-bundle: building dtf-run, dtfc and the CUDA emulation in $build"
-ninja -C "$build" dtf-run dtfc dtf-cuda-emu > /dev/null
+echo "gpu-bundle: building dtf-run, dtfc, the GPU unit tests and the CUDA emulation in $build"
+ninja -C "$build" dtf-run dtfc dtf-gpu-tests dtf-cuda-emu > /dev/null
 [ -f "$data/train-images-idx3-ubyte.gz" ] ||
   { echo "gpu-bundle: Fashion-MNIST is not at $data (scripts/setup.sh installs it)" >&2; exit 1; }
 
 rm -rf "$dir"
 mkdir -p "$dir/bin" "$dir/plans" "$dir/data/fashion-mnist"
-cp "$build/bin/dtf-run" "$dir/bin/dtf-run"
-strip "$dir/bin/dtf-run"
+for exe in dtf-run dtf-gpu-tests; do
+  cp "$build/bin/$exe" "$dir/bin/$exe"
+  strip "$dir/bin/$exe"
+done
 # The emulation is looked up beside the running executable.
 cp "$build/bin/libdtf-cuda-emu.so" "$dir/bin/"
 cp "$data"/*.gz "$dir/data/fashion-mnist/"
 
-# Every library dtf-run and the emulation load but the C and C++ runtimes,
-# which the GPU machine's own (newer) system provides.
+# Every library dtf-run, the unit tests and the emulation load but the C and
+# C++ runtimes, which the GPU machine's own (newer) system provides; one copy
+# each, found there through check.sh's LD_LIBRARY_PATH.
 libs=$(mktemp -d)
 trap 'rm -rf "$libs"' EXIT
-ldd "$build/bin/dtf-run" "$build/bin/libdtf-cuda-emu.so" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
+ldd "$build/bin/dtf-run" "$build/bin/dtf-gpu-tests" "$build/bin/libdtf-cuda-emu.so" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
   sort -u | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*|ld-linux*|libpthread.so.*|libdl.so.*|librt.so.*) ;;
@@ -58,5 +63,5 @@ chmod +x "$dir/check.sh"
 git -C "$root" describe --always --dirty > "$dir/VERSION" 2> /dev/null || echo unknown > "$dir/VERSION"
 
 size=$(du -sb "$dir" | cut -f1)
-echo "gpu-bundle: $dir holds $((size / 1024 / 1024)) MiB ($(find "$dir/plans" -name "*.plan" | wc -l) plans)"
+echo "gpu-bundle: $dir holds $((size / 1024 / 1024)) MiB of 64 ($(find "$dir/plans" -name "*.plan" | wc -l) plans; dtf-run $(($(stat -c %s "$dir/bin/dtf-run") / 1024 / 1024)) MiB, dtf-gpu-tests $(($(stat -c %s "$dir/bin/dtf-gpu-tests") / 1024 / 1024)) MiB, libraries $(($(stat -c %s "$dir/lib.tar.gz") / 1024 / 1024)) MiB compressed)"
 [ "$size" -le "$limit" ] || { echo "gpu-bundle: over 64 MiB" >&2; exit 1; }

@@ -26,12 +26,6 @@ uint8_t dtypeCode(DType t) {
   return 0;
 }
 
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
-  return buf;
-}
-
 void put32(std::string *s, uint32_t v) {
   for (int i = 0; i < 4; ++i)
     s->push_back(char((v >> (8 * i)) & 0xff));

@@ -58,8 +58,6 @@ inline constexpr DType kDTypeCodes[] = {DType::F32, DType::F16, DType::BF16,
                                         DType::F64};
 
 uint8_t dtypeCode(DType t);
-/// "0x0123abcd".
-std::string hex32(uint32_t v);
 
 // Little-endian encoding.
 void put32(std::string *s, uint32_t v);

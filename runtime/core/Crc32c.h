@@ -2,8 +2,11 @@
 // SSE4.2 instruction where the CPU has it, a table otherwise.
 #pragma once
 
+#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 
 namespace dtf::crc32c {
 
@@ -24,3 +27,14 @@ inline uint32_t unmask(uint32_t masked) {
 }
 
 } // namespace dtf::crc32c
+
+namespace dtf {
+
+/// v as 0x0000abcd, as messages print CRCs and magic numbers.
+inline std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08" PRIx32, v);
+  return buf;
+}
+
+} // namespace dtf

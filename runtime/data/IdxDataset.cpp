@@ -1,6 +1,7 @@
 // Reading IDX files, raw or gzip (InputFile), with sizes checked before
 // anything is allocated.
 #include "runtime/data/IdxDataset.h"
+#include "runtime/core/Crc32c.h"
 
 #include "runtime/data/InputFile.h"
 
@@ -13,12 +14,6 @@
 
 namespace dtf::data {
 namespace {
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
 
 uint32_t bigEndian32(const unsigned char *p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) |

@@ -31,12 +31,6 @@ int64_t perRecord(const TFRecordOptions &o) {
   return n;
 }
 
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08x", v);
-  return buf;
-}
-
 uint64_t readLe64(const unsigned char *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; --i)

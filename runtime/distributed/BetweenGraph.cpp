@@ -4,6 +4,7 @@
 
 #include "runtime/distributed/Wire.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unistd.h>
 
@@ -26,9 +27,17 @@ bool PsDriver::dropStep(const Status &failure) {
     return false;
   if (!client_.lastRecoverable() || !recoverInPlace_)
     return false;
+  // The next step pulls (and recovers) itself.
+  client_.dropPrefetch();
   say(failure.message() + "; step dropped, going on once the ps tasks "
                           "are back");
   return true;
+}
+
+Status PsDriver::recover(const Status &failure) {
+  client_.dropPrefetch();
+  pushedStep_ = -1; // the restored ps may be at an earlier step
+  return recovery_.recover(chief_, failure);
 }
 
 Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
@@ -37,6 +46,27 @@ Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
     prefetched_ = false;
     *globalStep = prefetchedStep_;
     return Status::ok();
+  }
+  if (prefetch_) {
+    bool taken = false;
+    clearRecoverable();
+    if (client_.takePrefetch(globalStep, &taken).isOk() && taken) {
+      ++prefetchedPulls_;
+      // Read before this worker's last push landed: the ps had applied at
+      // least the step that push completed, so say that one (the job ends
+      // at its step count, not one step later), the variables staying one
+      // update behind.
+      if (*globalStep < pushedStep_) {
+        ++prefetchesBehind_;
+        prefetchMaxLag_ = std::max(prefetchMaxLag_, pushedStep_ - *globalStep);
+        *globalStep = pushedStep_;
+        if (Tensor *t = client_.store()->find("global_step"))
+          t->data<int64_t>()[0] = pushedStep_;
+      }
+      client_.startPrefetch();
+      return Status::ok();
+    }
+    // None in flight, or it failed: pull now (recovering a lost ps).
   }
   for (;;) {
     clearRecoverable();
@@ -49,9 +79,11 @@ Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
       clearRecoverable();
       s = save(*globalStep);
     }
+    if (s.isOk() && prefetch_)
+      client_.startPrefetch();
     if (s.isOk() || !lostPs() || !recoverInPlace_)
       return s;
-    DTF_RETURN_IF_ERROR(recovery_.recover(chief_, s));
+    DTF_RETURN_IF_ERROR(recover(s));
   }
 }
 
@@ -96,9 +128,10 @@ Status PsDriver::pushAndSave(const ValueOf &value) {
   if (!s.isOk()) {
     if (!lostPs())
       return s;
-    return recovery_.recover(chief_, s);
+    return recover(s);
   }
   prefetched_ = overlap_ && !sync_;
+  pushedStep_ = step;
   if (chief_ && checkpointDue(step) && sync_) {
     // Sync: the update this push joined may still wait for other replicas'
     // gradients. Saved now, checkpoint `step` would hold the variables of
@@ -112,7 +145,7 @@ Status PsDriver::pushAndSave(const ValueOf &value) {
     clearRecoverable();
     s = save(step);
     if (!s.isOk() && lostPs())
-      return recovery_.recover(chief_, s);
+      return recover(s);
     return s;
   }
   return Status::ok();

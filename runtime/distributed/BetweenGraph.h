@@ -77,6 +77,18 @@ public:
   /// Async (--overlap-push): each step's push and the next step's pull
   /// cross at once; beforeStep then takes that pull.
   void setOverlap(bool overlap) { overlap_ = overlap; }
+  /// Async (--prefetch-pull): each step's pull for the next step starts as
+  /// the step starts and runs beside its compute and its push; the next
+  /// beforeStep takes it (staleness at most 1: it may lack this worker's
+  /// own last gradient).
+  void setPrefetch(bool prefetch) { prefetch_ = prefetch; }
+  /// --prefetch-pull: how many steps took a prefetched pull; how many of
+  /// those read the ps before this worker's own last push landed (the
+  /// pulled global step below the one that push completed); the most
+  /// global steps one was below it (measured, at most 1 by design).
+  int64_t prefetchedPulls() const { return prefetchedPulls_; }
+  int64_t prefetchesBehind() const { return prefetchesBehind_; }
+  int64_t prefetchMaxLag() const { return prefetchMaxLag_; }
   /// The last pull, push or save failed because a ps is gone or restarted.
   bool lastRecoverable() const { return lostPs(); }
 
@@ -134,6 +146,9 @@ private:
   // batches are all applied; waits (saying for what) while others hold
   // the rest.
   Status leaseSplit(const rpc::LeaseRequest &req, bool *done);
+  // Waits out a lost ps (PsRecovery::recover), the prefetch in flight
+  // dropped first: the recovery changes the links it started from.
+  Status recover(const Status &failure);
 
   PsClient client_;
   train::CheckpointSchedule schedule_{plan::Training(), false, -1};
@@ -145,6 +160,12 @@ private:
   bool chief_ = false;
   bool recoverInPlace_ = true;
   bool overlap_ = false;
+  bool prefetch_ = false;
+  int64_t prefetchedPulls_ = 0;
+  int64_t prefetchesBehind_ = 0;
+  int64_t prefetchMaxLag_ = 0;
+  // The global step the last push completed (-1: none yet).
+  int64_t pushedStep_ = -1;
   // The next step's pull came with the last push (overlap_).
   bool prefetched_ = false;
   // Sync, the chief: a checkpoint came due at the last push; the next pull

@@ -58,6 +58,9 @@ struct TaskConfig {
   /// Async: each step's push and the next step's pull at once (dtf-run
   /// --overlap-push; staleness at most 1).
   bool overlapPush = false;
+  /// Async: each step's pull for the next step runs beside the step's
+  /// compute and push (dtf-run --prefetch-pull; staleness at most 1).
+  bool prefetchPull = false;
   /// Exactly-once data (dtf-run --data exactly-once, docs/elastic.md):
   /// workers lease splits of `splitBatches` batches from ps 0's ledger
   /// instead of reading a static shard; a lease not renewed (by a push or

@@ -1,6 +1,7 @@
 // PsClient: pulls and pushes sliced over the ps shards, and Wait on a push
-// in flight (lookups: PsClientLookup.cpp; the sparse sums and their cut per
-// shard: SparseRows.cpp).
+// in flight (each ps's call and what a pull learns of it: PsClientCalls.cpp;
+// --prefetch-pull's pull: PsClientPrefetch.cpp; lookups: PsClientLookup.cpp;
+// the sparse sums and their cut per shard: SparseRows.cpp).
 #include "runtime/distributed/PsClient.h"
 #include "dtf/OpNames.h"
 
@@ -90,13 +91,11 @@ PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
 Status PsClient::connect() { return links_.connectPeers(ps_); }
 
 Status PsClient::pull(bool forEval, bool sync, int64_t *globalStep) {
-  for (PsLink &l : ps_) {
-    // A ps that only serves lookups is asked too: in sync mode the pull
-    // waits for the update the rows must reflect.
-    if (l.pull.empty() && !(forEval && !l.evalPull.empty()) && !l.servesLookups)
-      continue;
-    DTF_RETURN_IF_ERROR(pullFrom(l, forEval, sync));
-  }
+  std::vector<PullOutcome> outcomes = linkStates();
+  Status s = pullAll(*store_, forEval, sync, &outcomes);
+  applyPulls(outcomes);
+  if (!s.isOk())
+    return s;
   if (const Tensor *t = store_->find("global_step"))
     *globalStep = t->data<int64_t>()[0];
   return Status::ok();
@@ -118,6 +117,7 @@ struct PsClient::Pending {
 };
 
 PsClient::~PsClient() {
+  dropPrefetch();
   for (auto &[request, p] : pending_)
     for (std::thread &t : p->threads)
       t.join();

@@ -3,7 +3,9 @@
 // what it names, and Wait on a push in flight. What is not a call lives
 // elsewhere: the sparse sums and their cut per shard in SparseRows, the
 // job-level calls (save, done, shutdown, data leases) in PsDriver
-// (PsDriverJob.cpp), a ps's status in PsRecovery.
+// (PsDriverJob.cpp), a ps's status in PsRecovery. A pull keeps what it
+// learns of each ps aside until it is taken (PsClientCalls.cpp), so that
+// --prefetch-pull's pull (PsClientPrefetch.cpp) may run beside a push.
 #pragma once
 
 #include "runtime/distributed/PushCompression.h"
@@ -39,6 +41,7 @@ public:
   }
   /// The variables pulls write into.
   void bind(exec::VariableStore *store) { store_ = store; }
+  exec::VariableStore *store() const { return store_; }
   /// Per ps: the least version the next pulls take.
   void setMinVersions(std::vector<int64_t> v) { minVersions_ = std::move(v); }
 
@@ -50,6 +53,20 @@ public:
   /// `sync`: waits on the ps until the update of the version this worker
   /// last pushed for is applied. *globalStep gets the pulled global step.
   Status pull(bool forEval, bool sync, int64_t *globalStep);
+
+  /// --prefetch-pull: starts the next step's pull on a thread of its own,
+  /// into a store of its own (a second copy of the pulled variables), while
+  /// the step runs. It touches no state of the links: a push may run beside
+  /// it.
+  void startPrefetch();
+  /// Waits for the prefetch started last; when it succeeded, copies its
+  /// values into the bound store, applies what it learnt of each ps to the
+  /// links, and sets *globalStep as pull's. *taken: whether one was in
+  /// flight (false: nothing done). A failed one leaves the store as it was.
+  Status takePrefetch(int64_t *globalStep, bool *taken);
+  /// Waits for a prefetch in flight and forgets it (before a recovery
+  /// changes the links; before the worker says it is done).
+  void dropPrefetch();
 
   /// What a push carries besides the step's values.
   struct PushOptions {
@@ -112,8 +129,26 @@ private:
     int64_t pushedAt = kUnchanged;
   };
   struct Pending;
+  // What a pull learns of one ps (the incarnation of its state, the version
+  // it read, whether pushes before it still count), kept apart from the
+  // link until the pull is taken: a prefetch runs beside a push that reads
+  // the link.
+  struct PullOutcome {
+    int64_t incarnation = -1;
+    int64_t pushedAt = -1;
+    int64_t version = 0;
+    bool recoverable = false;
+  };
 
-  Status pullFrom(PsLink &l, bool forEval, bool sync);
+  /// One ps's pull into `into`, starting from what `*o` says of the ps.
+  Status pullFrom(const PsLink &l, exec::VariableStore &into, bool forEval,
+                  bool sync, PullOutcome *o) const;
+  /// Every ps's pull into `into`, each from its entry of *outcomes (one per
+  /// link, from linkStates(): those not asked keep it).
+  Status pullAll(exec::VariableStore &into, bool forEval, bool sync,
+                 std::vector<PullOutcome> *outcomes) const;
+  std::vector<PullOutcome> linkStates() const;
+  void applyPulls(const std::vector<PullOutcome> &outcomes);
   Request start(const ValueOf &value, const PushOptions &options,
                 bool firstHere);
   /// One ps's push, computed at (version, incarnation); touches no state
@@ -134,6 +169,12 @@ private:
   std::unique_ptr<PushCompressor> compressor_;
   std::map<Request, std::unique_ptr<Pending>> pending_;
   Request nextRequest_ = 1;
+  // --prefetch-pull: the thread of the pull in flight, the store it writes
+  // (the pulled variables, made at the first prefetch), what it learnt.
+  std::thread prefetch_;
+  exec::VariableStore prefetchStore_;
+  std::vector<PullOutcome> prefetchOutcomes_;
+  Status prefetchStatus_ = Status::ok();
 };
 
 } // namespace dtf::dist

@@ -1,7 +1,9 @@
 // PsClient's calls to one ps: a Pull (one message or a stream of chunks,
 // straight into the variables, repeated while the ps parks it) and a Push
 // (the step's values or views of their rows, compressed or narrowed when
-// asked). PsClient.cpp slices them over the ps tasks.
+// asked). PsClient.cpp slices them over the ps tasks. What a pull learns of
+// each ps (incarnation, version) is kept aside in a PullOutcome until the
+// pull is taken, so that a prefetched pull may run beside a push.
 #include "runtime/distributed/PsClient.h"
 
 #include "runtime/distributed/TensorMessage.h"
@@ -12,10 +14,47 @@
 
 namespace dtf::dist {
 
+Status PsClient::pullAll(exec::VariableStore &into, bool forEval, bool sync,
+                         std::vector<PullOutcome> *outcomes) const {
+  for (size_t k = 0; k < ps_.size(); ++k) {
+    const PsLink &l = ps_[k];
+    // A ps that only serves lookups is asked too: in sync mode the pull
+    // waits for the update the rows must reflect.
+    if (l.pull.empty() && !(forEval && !l.evalPull.empty()) && !l.servesLookups)
+      continue;
+    DTF_RETURN_IF_ERROR(pullFrom(l, into, forEval, sync, &(*outcomes)[k]));
+  }
+  return Status::ok();
+}
+
+std::vector<PsClient::PullOutcome> PsClient::linkStates() const {
+  std::vector<PullOutcome> states;
+  for (const PsLink &l : ps_)
+    states.push_back({l.incarnation, l.pushedAt, l.pulledVersion, false});
+  return states;
+}
+
+void PsClient::applyPulls(const std::vector<PullOutcome> &outcomes) {
+  for (size_t k = 0; k < outcomes.size() && k < ps_.size(); ++k) {
+    const PullOutcome &o = outcomes[k];
+    PsLink &l = ps_[k];
+    if (o.incarnation != l.incarnation) {
+      // Restored (or first seen): what this worker pushed before no
+      // longer counts.
+      l.incarnation = o.incarnation;
+      l.pushedAt = -1;
+    }
+    l.pulledVersion = o.version;
+    if (o.recoverable)
+      lastRecoverable_ = true;
+  }
+}
+
 // One ps's pull, repeated while the ps parks it (sync mode) and reporting
 // what it waits for.
-Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
-  int64_t want = sync && l.pushedAt >= 0 ? l.pushedAt + 1 : 0;
+Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
+                          bool forEval, bool sync, PullOutcome *o) const {
+  int64_t want = sync && o->pushedAt >= 0 ? o->pushedAt + 1 : 0;
   // A later stage of a model-parallel replica reads what stage 0 read.
   if (size_t k = size_t(&l - ps_.data()); k < minVersions_.size())
     want = std::max(want, minVersions_[k]);
@@ -45,12 +84,12 @@ Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
   uint64_t bytes = 0;
   for (const auto &entry : byName)
     if (const plan::HeldTensor *h = entry.second;
-        const Tensor *t = store_->find(h->variable))
+        const Tensor *t = into.find(h->variable))
       bytes += h->partitioned ? rowsOf(*t, h->rowOffset, h->rows).byteSize()
                               : t->byteSize();
   const bool stream = bytes > links_.config().chunkBytes;
   for (;;) {
-    req.set_incarnation(l.incarnation);
+    req.set_incarnation(o->incarnation);
     grpc::ClientContext ctx;
     setDeadline(&ctx, transferTimeout(bytes));
     rpc::PullReply reply;
@@ -62,7 +101,7 @@ Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
       for (const rpc::WireTensor &w : reply.values()) {
         auto h = byName.find(w.name());
         Tensor *t =
-            h == byName.end() ? nullptr : store_->find(h->second->variable);
+            h == byName.end() ? nullptr : into.find(h->second->variable);
         if (!t)
           return errorStatus("'", plan::printable(w.name()),
                              "', which this task did not ask for");
@@ -105,24 +144,24 @@ Status PsClient::pullFrom(PsLink &l, bool forEval, bool sync) {
       return errorStatus(l.task.name, " answered a pull with ",
                          refused.message());
     if (!st.ok()) {
-      lastRecoverable_ = recoverable(st);
+      o->recoverable = recoverable(st);
       return rpcError("a pull", l.task, st);
     }
     for (auto &[bf16, dst] : narrowed)
       widenFromBf16(static_cast<const uint16_t *>(bf16.rawData()),
                     bf16.numElements(), dst.data<float>());
-    if (reply.incarnation() != l.incarnation) {
+    if (reply.incarnation() != o->incarnation) {
       // Restored (or first seen): what this worker pushed before no
       // longer counts.
-      l.incarnation = reply.incarnation();
-      l.pushedAt = -1;
+      o->incarnation = reply.incarnation();
+      o->pushedAt = -1;
       req.set_min_version(0);
       if (!reply.ready())
         continue;
     }
     if (reply.ready()) {
       // The values are in place already (the reader put them there).
-      l.pulledVersion = reply.version();
+      o->version = reply.version();
       return Status::ok();
     }
     const double waited = secondsSince(start);

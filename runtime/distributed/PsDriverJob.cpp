@@ -47,6 +47,7 @@ Status PsDriver::saveShards(const std::string &dir, int64_t step) {
 }
 
 Status PsDriver::done(int *workersDone, int *workersLive, bool leaving) {
+  client_.dropPrefetch();
   int doneCount = 0, liveCount = 0;
   // Every ps follows the live workers for its sync updates; ps 0 counts.
   for (size_t i = 0; i < client_.ps().size(); ++i) {
@@ -141,7 +142,7 @@ Status PsDriver::leaseSplit(const rpc::LeaseRequest &req, bool *done) {
         return s;
       // Ps 0 is gone: once the ps tasks are back (ps 0's ledger restored
       // with them), ask again.
-      DTF_RETURN_IF_ERROR(recovery_.recover(chief_, s));
+      DTF_RETURN_IF_ERROR(recover(s));
       continue;
     }
     if (reply.done()) {

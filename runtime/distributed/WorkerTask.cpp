@@ -82,6 +82,21 @@ Status overlapPushes(bool asked, bool refused, PsDriver *ps) {
   return Status::ok();
 }
 
+// --prefetch-pull: as --overlap-push, and not both (each starts the next
+// step's pull early, at a different point).
+Status prefetchPulls(bool asked, bool overlap, bool refused, PsDriver *ps) {
+  if (asked && refused)
+    return errorStatus("--prefetch-pull needs between-graph replication with "
+                       "update = async and replicas on one task each (a sync "
+                       "pull waits for the update the push completes)");
+  if (asked && overlap)
+    return errorStatus("--prefetch-pull and --overlap-push both start the "
+                       "next step's pull early (beside the step, or beside "
+                       "its push); give one of them");
+  ps->setPrefetch(asked);
+  return Status::ok();
+}
+
 // --data exactly-once: only for between-graph replicas of one task each,
 // and in sync mode with one ps (ps 0 decides which gradients an update
 // averages; another ps would average its own choice, which may hold a
@@ -103,13 +118,31 @@ Status exactlyOnceData(bool asked, bool refused, bool sync, size_t numPs) {
 }
 
 // The flags that only between-graph replicas of one task each take
-// (`notOneTask`: refused): --overlap-push (async only) and --data exactly-once.
+// (`notOneTask`: refused): --overlap-push and --prefetch-pull (async only)
+// and --data exactly-once.
 Status pushAndDataModes(const TaskConfig &config, bool sync, bool notOneTask,
                         PsDriver *ps) {
   DTF_RETURN_IF_ERROR(
       overlapPushes(config.overlapPush, sync || notOneTask, ps));
+  DTF_RETURN_IF_ERROR(prefetchPulls(config.prefetchPull, config.overlapPush,
+                                    sync || notOneTask, ps));
   return exactlyOnceData(config.exactlyOnce, notOneTask, sync,
                          config.roster.ps.size());
+}
+
+// At the end of a worker's steps: its gradients dropped as stale (sync),
+// and what its prefetched pulls read (--prefetch-pull).
+void sayStaleness(const PsDriver &ps, const Links &links, bool sync) {
+  if (sync && ps.stale() > 0)
+    links.say(std::to_string(ps.stale()) +
+              " of this worker's gradients arrived after their update and "
+              "were dropped (stale)");
+  if (ps.prefetchedPulls() > 0)
+    links.say("--prefetch-pull: " + std::to_string(ps.prefetchedPulls()) +
+              " steps took the pull started during the step before; " +
+              std::to_string(ps.prefetchesBehind()) +
+              " of those lacked this worker's own last gradient, by at most " +
+              std::to_string(ps.prefetchMaxLag()) + " global step(s)");
 }
 
 // Scaled down (SIGUSR1, docs/elastic.md), whether the step loop ended or a
@@ -262,10 +295,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
   }
   if (report.interrupted)
     return 130;
-  if (sync && ps.stale() > 0 && !options.quiet)
-    links.say(std::to_string(ps.stale()) +
-              " of this worker's gradients arrived after their update and "
-              "were dropped (stale)");
+  if (!options.quiet)
+    sayStaleness(ps, links, sync);
   int workersDone = 0, workersLive = 0;
   s = ps.done(&workersDone, &workersLive);
   if (!s.isOk())

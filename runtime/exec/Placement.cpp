@@ -47,9 +47,10 @@ bool hasGpuCode(const PlanKernels *pk, const plan::Op &op) {
 }
 
 constexpr const char *kGpuKernelList =
-    "its GPU kernels are dtf.matmul, dtf.conv2d and its gradients, "
-    "dtf.max_pool, dtf.avg_pool and their gradients, in f32, dtf.reshape, "
-    "and dtf.fused with the plan's GPU code";
+    "its GPU kernels are dtf.matmul, dtf.conv2d and its gradients (in f32, "
+    "or bf16 or f16 under mixed precision), dtf.max_pool, dtf.avg_pool and "
+    "their gradients, in f32, dtf.reshape, and dtf.fused with the plan's "
+    "GPU code";
 
 } // namespace
 
@@ -61,10 +62,6 @@ struct Executor::PlacementLog {
   std::vector<std::string> reasons; // each distinct reason once
   // Ops that have no GPU kernel, said in one line.
   std::set<std::string> noGpuKernel;
-  // Ops with compute_dtype "bf16" (mixed precision) placed on a GPU, whose
-  // kernels compute in f32: said, never silent.
-  int bf16OnGpu = 0;
-  std::string firstBf16OnGpu;
 };
 
 Status Executor::place(const plan::Program &program) {
@@ -203,10 +200,6 @@ Status Executor::placeOp(const plan::Program &program, int i,
             log.reasons.end())
       log.reasons.push_back(why);
   }
-  if (auto cd = op.attrs().find("compute_dtype");
-      opGpu_[size_t(i)] >= 0 && cd != op.attrs().end() &&
-      cd->second.s() != "f32" && log.bf16OnGpu++ == 0)
-    log.firstBf16OnGpu = plan::describeOp(program, i);
   if (options_.logDevicePlacement) {
     const std::string name =
         op.name().empty() ? "(unnamed op)" : plan::printable(op.name());
@@ -248,15 +241,6 @@ void Executor::logPlacement(const plan::Program &program,
           what.c_str(), ops.c_str(), kGpuKernelList);
     }
   }
-  // dtfc leaves GPU-placed ops in f32 (dtf-mixed-precision); a plan from
-  // elsewhere may not.
-  if (log.bf16OnGpu > 0)
-    std::fprintf(options_.log ? options_.log : stderr,
-                 "%s: %d op%s with compute_dtype bf16 run%s on a GPU in f32 "
-                 "(first: %s): dtf-run's GPU kernels have no bf16 path yet; "
-                 "mixed precision computes in bf16 on the CPU only\n",
-                 what.c_str(), log.bf16OnGpu, log.bf16OnGpu == 1 ? "" : "s",
-                 log.bf16OnGpu == 1 ? "s" : "", log.firstBf16OnGpu.c_str());
   if (options_.log && options_.logDevicePlacement) {
     std::fprintf(options_.log, "%s: device placement (%d ops):\n%s",
                  what.c_str(), program.ops_size(), log.lines.c_str());

@@ -49,8 +49,11 @@ Status dnnError(GpuKernelContext &ctx, const char *call, cudnnStatus_t s) {
 }
 
 // The math type an algorithm runs with: the one cuDNN ranked it with, but
-// never one that lets f32 compute in TF32 unless the plan allows it.
-int mathTypeOf(const GpuDevice &dev, int ranked) {
+// never one that lets f32 compute in TF32 unless the plan allows it; bf16
+// and f16 convolutions (mixed precision) always on the tensor cores.
+int mathTypeOf(const GpuDevice &dev, const ConvOperands &op, int ranked) {
+  if (op.lowPrecision)
+    return CUDNN_TENSOR_OP_MATH;
   return dev.allowTf32() ? ranked : CUDNN_FMA_MATH;
 }
 
@@ -85,7 +88,7 @@ Status heuristic(GpuKernelContext &ctx, ConvDirection dir,
     const cudnnConvolutionAlgoPerf_t &p = perf[i];
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxConvWorkspace)
       continue;
-    ConvAlgo a{p.algo, 0, mathTypeOf(dev, CUDNN_DEFAULT_MATH)};
+    ConvAlgo a{p.algo, 0, mathTypeOf(dev, op, CUDNN_DEFAULT_MATH)};
     st = dir == ConvDirection::kForward
              ? d.cudnnGetConvolutionForwardWorkspaceSize(
                    dev.dnn(), op.xDesc, op.wDesc, op.convDesc, op.yDesc,
@@ -146,7 +149,7 @@ Status timed(GpuKernelContext &ctx, ConvDirection dir, const ConvOperands &op,
     // Converting f32 to f16 inside is never what an f32 model asked for.
     if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= wsBytes &&
         p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-      out->push_back({p.algo, p.memory, mathTypeOf(dev, p.mathType)});
+      out->push_back({p.algo, p.memory, mathTypeOf(dev, op, p.mathType)});
   }
   return Status::ok();
 }

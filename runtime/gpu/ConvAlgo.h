@@ -25,6 +25,9 @@ struct ConvOperands {
   cuda::cudnnFilterDescriptor_t wDesc = nullptr;
   cuda::cudnnConvolutionDescriptor_t convDesc = nullptr;
   void *x = nullptr, *w = nullptr, *y = nullptr;
+  /// bf16 or f16 descriptors (mixed precision): every launch sets
+  /// CUDNN_TENSOR_OP_MATH.
+  bool lowPrecision = false;
 };
 
 /// Runs the convolution `op` in `direction` (alpha 1, beta 0) with the

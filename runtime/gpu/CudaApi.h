@@ -125,6 +125,16 @@ inline constexpr int CUBLAS_DEFAULT_MATH = 0;
 inline constexpr int CUBLAS_TF32_TENSOR_OP_MATH = 3;
 inline constexpr int CUBLAS_OP_N = 0;
 inline constexpr int CUBLAS_OP_T = 1;
+/// cudaDataType (library_types.h): the element types of cublasGemmEx's
+/// matrices.
+inline constexpr int CUDA_R_32F = 0;
+inline constexpr int CUDA_R_16F = 2;
+inline constexpr int CUDA_R_16BF = 14;
+/// cublasComputeType_t: f32 arithmetic and accumulation (bf16 and f16
+/// operands run on the tensor cores unless the math mode is pedantic).
+inline constexpr int CUBLAS_COMPUTE_32F = 68;
+/// cublasGemmAlgo_t: cuBLAS's heuristic choice (tensor ops included).
+inline constexpr int CUBLAS_GEMM_DEFAULT = -1;
 
 #define DTF_CUBLAS_FUNCTIONS(X)                                                \
   X(cublasCreate_v2, (cublasHandle_t * handle))                                \
@@ -143,7 +153,18 @@ inline constexpr int CUBLAS_OP_T = 1;
   X(cublasSgeam,                                                               \
     (cublasHandle_t handle, int transa, int transb, int m, int n,              \
      const float *alpha, const float *a, int lda, const float *beta,           \
-     const float *b, int ldb, float *c, int ldc))
+     const float *b, int ldb, float *c, int ldc))                              \
+  X(cublasGemmEx,                                                              \
+    (cublasHandle_t handle, int transa, int transb, int m, int n, int k,       \
+     const void *alpha, const void *a, int aType, int lda, const void *b,      \
+     int bType, int ldb, const void *beta, void *c, int cType, int ldc,        \
+     int computeType, int algo))                                               \
+  X(cublasGemmStridedBatchedEx,                                                \
+    (cublasHandle_t handle, int transa, int transb, int m, int n, int k,       \
+     const void *alpha, const void *a, int aType, int lda, long long strideA,  \
+     const void *b, int bType, int ldb, long long strideB, const void *beta,   \
+     void *c, int cType, int ldc, long long strideC, int batchCount,           \
+     int computeType, int algo))
 
 // --- cuDNN 9 (the legacy convolution and pooling API) ------------------------
 using cudnnHandle_t = struct cudnnContext *;
@@ -159,6 +180,8 @@ inline constexpr cudnnStatus_t CUDNN_STATUS_EXECUTION_FAILED = 5000;
 inline constexpr int CUDNN_TENSOR_NCHW = 0;
 inline constexpr int CUDNN_TENSOR_NHWC = 1;
 inline constexpr int CUDNN_DATA_FLOAT = 0;
+inline constexpr int CUDNN_DATA_HALF = 2;
+inline constexpr int CUDNN_DATA_BFLOAT16 = 9;
 inline constexpr int CUDNN_CROSS_CORRELATION = 1;
 /// cudnnMathType_t: DEFAULT lets f32 convolutions use TF32 tensor cores on
 /// Ampere and later; FMA keeps f32 arithmetic.
@@ -194,6 +217,9 @@ struct cudnnConvolutionAlgoPerf_t {
   X(cudnnSetTensor4dDescriptor, (cudnnTensorDescriptor_t desc, int format,     \
                                  int dataType, int n, int c, int h, int w))    \
   X(cudnnDestroyTensorDescriptor, (cudnnTensorDescriptor_t desc))              \
+  X(cudnnTransformTensor,                                                      \
+    (cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,   \
+     const void *x, const void *beta, cudnnTensorDescriptor_t yDesc, void *y)) \
   X(cudnnCreateFilterDescriptor, (cudnnFilterDescriptor_t * desc))             \
   X(cudnnSetFilter4dDescriptor, (cudnnFilterDescriptor_t desc, int dataType,   \
                                  int format, int k, int c, int h, int w))      \
@@ -250,27 +276,24 @@ struct cudnnConvolutionAlgoPerf_t {
      cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t conv,            \
      cudnnFilterDescriptor_t dw, int requested, int *returned,                 \
      cudnnConvolutionAlgoPerf_t *perf))                                        \
-  X(cudnnFindConvolutionForwardAlgorithmEx,                                   \
+  X(cudnnFindConvolutionForwardAlgorithmEx,                                    \
     (cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc, const void *x,       \
      cudnnFilterDescriptor_t wDesc, const void *w,                             \
      cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t yDesc,         \
-     void *y, int requested, int *returned,                                    \
-     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
-     size_t workspaceBytes))                                                   \
+     void *y, int requested, int *returned, cudnnConvolutionAlgoPerf_t *perf,  \
+     void *workspace, size_t workspaceBytes))                                  \
   X(cudnnFindConvolutionBackwardDataAlgorithmEx,                               \
     (cudnnHandle_t handle, cudnnFilterDescriptor_t wDesc, const void *w,       \
      cudnnTensorDescriptor_t dyDesc, const void *dy,                           \
      cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t dxDesc,        \
-     void *dx, int requested, int *returned,                                   \
-     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
-     size_t workspaceBytes))                                                   \
+     void *dx, int requested, int *returned, cudnnConvolutionAlgoPerf_t *perf, \
+     void *workspace, size_t workspaceBytes))                                  \
   X(cudnnFindConvolutionBackwardFilterAlgorithmEx,                             \
     (cudnnHandle_t handle, cudnnTensorDescriptor_t xDesc, const void *x,       \
      cudnnTensorDescriptor_t dyDesc, const void *dy,                           \
      cudnnConvolutionDescriptor_t conv, cudnnFilterDescriptor_t dwDesc,        \
-     void *dw, int requested, int *returned,                                   \
-     cudnnConvolutionAlgoPerf_t *perf, void *workspace,                        \
-     size_t workspaceBytes))                                                   \
+     void *dw, int requested, int *returned, cudnnConvolutionAlgoPerf_t *perf, \
+     void *workspace, size_t workspaceBytes))                                  \
   X(cudnnCreatePoolingDescriptor, (cudnnPoolingDescriptor_t * desc))           \
   X(cudnnSetPooling2dDescriptor,                                               \
     (cudnnPoolingDescriptor_t desc, int mode, int nanOpt, int windowH,         \

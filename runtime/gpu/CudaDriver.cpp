@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -64,9 +65,15 @@ std::string CudaDriver::ncclErrorText(const char *call, ncclResult_t r) const {
 std::string CudaDriver::emulationStats() const {
   if (!emuStats_)
     return "";
-  char buf[2048];
-  emuStats_(buf, sizeof(buf));
-  return buf;
+  // Sized by a first call (the by-type counts make the line grow).
+  std::string line(4096, '\0');
+  int n = emuStats_(line.data(), line.size());
+  if (n >= int(line.size())) {
+    line.assign(size_t(n) + 1, '\0');
+    n = emuStats_(line.data(), line.size());
+  }
+  line.resize(size_t(std::max(n, 0)));
+  return line;
 }
 
 Status CudaDriver::load(const CudaLibraries &libs,

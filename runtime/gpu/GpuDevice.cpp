@@ -121,6 +121,9 @@ Status GpuDevice::waitStepEnd(int slot) {
 }
 
 Status GpuDevice::createEvent(CUevent *event) {
+  // An event belongs to the context current when it is made: this GPU's,
+  // whatever GPU the calling thread used last.
+  DTF_RETURN_IF_ERROR(makeCurrent());
   return check("cuEventCreate",
                driver_.cuEventCreate(event, CU_EVENT_DISABLE_TIMING));
 }
@@ -161,6 +164,9 @@ Status GpuDevice::loadModule(const GpuModuleCode &code, CUmodule *out) {
     *out = it->second;
     return Status::ok();
   }
+  // A module belongs to the context current when it is loaded (a real
+  // driver's functions launch only there): this GPU's.
+  DTF_RETURN_IF_ERROR(makeCurrent());
   const std::string chip = strCat("sm_", cc_);
   auto cubin = code.cubins.find(chip);
   if (cubin == code.cubins.end() && code.ptx.empty())

@@ -3,11 +3,12 @@
 // cuDNN. Tensors are NHWC and filters HWIO as on the CPU; cuDNN takes the
 // filter as KRSC, so it is transposed on the device with cublasSgeam.
 #include "runtime/gpu/GpuKernels.h"
+#include "dtf/OpNames.h"
 #include "runtime/gpu/ConvAlgo.h"
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/gpu/GpuFusedContext.h"
+#include "runtime/gpu/GpuLowPrecision.h"
 #include "runtime/kernels/cpu/OneDnn.h"
-#include "dtf/OpNames.h"
 
 #include <limits>
 
@@ -78,11 +79,11 @@ using PoolDesc = Descriptor<cudnnPoolingDescriptor_t,
                             &CudaDriver::cudnnCreatePoolingDescriptor,
                             &CudaDriver::cudnnDestroyPoolingDescriptor>;
 
-// An f32 NHWC tensor descriptor.
-cudnnStatus_t nhwc(TensorDesc &t, int64_t n, int64_t h, int64_t w, int64_t c) {
-  return t.d.cudnnSetTensor4dDescriptor(t.desc, CUDNN_TENSOR_NHWC,
-                                        CUDNN_DATA_FLOAT, int(n), int(c),
-                                        int(h), int(w));
+// An NHWC tensor descriptor, f32 unless `type` says otherwise.
+cudnnStatus_t nhwc(TensorDesc &t, int64_t n, int64_t h, int64_t w, int64_t c,
+                   int type = CUDNN_DATA_FLOAT) {
+  return t.d.cudnnSetTensor4dDescriptor(t.desc, CUDNN_TENSOR_NHWC, type, int(n),
+                                        int(c), int(h), int(w));
 }
 
 Status matmulKernel(KernelContext &base) {
@@ -131,6 +132,32 @@ Status matmulKernel(KernelContext &base) {
   const int opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N,
             opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int lda = int(a.dim(-1)), ldb = int(b.dim(-1));
+  LowPrecision low;
+  DTF_RETURN_IF_ERROR(lowPrecisionOf(ctx, name, &low));
+  if (low != LowPrecision::kNone) {
+    // Mixed precision: bf16 or f16 copies of the operands (scratch 0 and
+    // 1), f32 compute and an f32 result, on the tensor cores.
+    void *a16, *b16;
+    DTF_RETURN_IF_ERROR(
+        lowCopy(ctx, low, a.rawData(), a.numElements(), 0, &a16));
+    DTF_RETURN_IF_ERROR(
+        lowCopy(ctx, low, b.rawData(), b.numElements(), 1, &b16));
+    const int type = cudaTypeOf(low);
+    if (batch == 1 || (nb == 1 && !ta))
+      return blasStatus(ctx, "cublasGemmEx",
+                        dev.driver().cublasGemmEx(
+                            dev.blas(), opB, opA, int(n), int(batch * m),
+                            int(k), &one, b16, type, ldb, a16, type, lda, &zero,
+                            mptr(out), CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+    return blasStatus(ctx, "cublasGemmStridedBatchedEx",
+                      dev.driver().cublasGemmStridedBatchedEx(
+                          dev.blas(), opB, opA, int(n), int(m), int(k), &one,
+                          b16, type, ldb, nb == 1 ? 0 : k * n, a16, type, lda,
+                          na == 1 ? 0 : m * k, &zero, mptr(out), CUDA_R_32F,
+                          int(n), m * n, int(batch), CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT));
+  }
   if (batch == 1 || (nb == 1 && !ta)) {
     // [B, M, K] x [K, N] is one [B*M, K] x [K, N] product.
     const int rows = int(batch * m);
@@ -185,16 +212,20 @@ struct ConvCall {
   explicit ConvCall(CudaDriver &d) : x(d), y(d), f(d), c(d) {}
 };
 
-Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, ConvCall &call) {
+// Under mixed precision (`low`) the tensors and the filter are bf16 or f16,
+// the compute f32 (cuDNN's PSEUDO_BFLOAT16 and PSEUDO_HALF configurations)
+// and the math CUDNN_TENSOR_OP_MATH.
+Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, LowPrecision low,
+               ConvCall &call) {
   TensorDesc &x = call.x, &y = call.y;
   FilterDesc &f = call.f;
   ConvDesc &c = call.c;
   CudaDriver &d = ctx.device().driver();
-  cudnnStatus_t s = nhwc(x, w.n, w.ih, w.iw, w.c);
+  const int type = cudnnTypeOf(low);
+  cudnnStatus_t s = nhwc(x, w.n, w.ih, w.iw, w.c, type);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = d.cudnnSetFilter4dDescriptor(f.desc, CUDNN_DATA_FLOAT,
-                                     CUDNN_TENSOR_NHWC, int(w.oc), int(w.c),
-                                     int(w.kh), int(w.kw));
+    s = d.cudnnSetFilter4dDescriptor(f.desc, type, CUDNN_TENSOR_NHWC, int(w.oc),
+                                     int(w.c), int(w.kh), int(w.kw));
   if (s == CUDNN_STATUS_SUCCESS)
     s = d.cudnnSetConvolution2dDescriptor(
         c.desc, int(w.padTop), int(w.padLeft), int(w.sh), int(w.sw), int(w.dh),
@@ -203,22 +234,25 @@ Status setConv(GpuKernelContext &ctx, const cpu::Window2D &w, ConvCall &call) {
   // would use it on Ampere and later).
   if (s == CUDNN_STATUS_SUCCESS)
     s = d.cudnnSetConvolutionMathType(
-        c.desc, ctx.device().allowTf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+        c.desc, low != LowPrecision::kNone ? CUDNN_TENSOR_OP_MATH
+                : ctx.device().allowTf32() ? CUDNN_DEFAULT_MATH
+                                           : CUDNN_FMA_MATH);
   if (s == CUDNN_STATUS_SUCCESS)
-    s = nhwc(y, w.n, w.oh, w.ow, w.oc);
+    s = nhwc(y, w.n, w.oh, w.ow, w.oc, type);
   return dnnStatus(ctx, "a cuDNN descriptor", s);
 }
 
 // The key of a convolution's algorithm choice: its shape (batch, channels,
-// image, filter, padding, strides).
-std::vector<int64_t> convShape(const cpu::Window2D &w) {
-  return {w.n,  w.c,       w.ih,      w.iw, w.oc, w.kh, w.kw,
-          w.padTop, w.padLeft, w.sh, w.sw, w.dh, w.dw};
+// image, filter, padding, strides) and element type.
+std::vector<int64_t> convShape(const cpu::Window2D &w, LowPrecision low) {
+  return {w.n,      w.c,       w.ih, w.iw, w.oc, w.kh, w.kw,
+          w.padTop, w.padLeft, w.sh, w.sw, w.dh, w.dw, int64_t(low)};
 }
 
 ConvOperands operands(const ConvCall &call, const void *x, const void *w,
-                      const void *y) {
+                      const void *y, LowPrecision low) {
   ConvOperands op;
+  op.lowPrecision = low != LowPrecision::kNone;
   op.xDesc = call.x.desc;
   op.yDesc = call.y.desc;
   op.wDesc = call.f.desc;
@@ -277,10 +311,24 @@ Status conv2dKernel(KernelContext &base) {
   CudaDriver &d = dev.driver();
   void *krsc;
   DTF_RETURN_IF_ERROR(krscFilter(ctx, f, w.oc, &krsc));
+  LowPrecision low;
+  DTF_RETURN_IF_ERROR(lowPrecisionOf(ctx, name, &low));
   ConvCall call(d);
-  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
-  return runConvolution(ctx, ConvDirection::kForward, convShape(w),
-                        operands(call, x.rawData(), krsc, y->rawData()));
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, low, call));
+  if (low == LowPrecision::kNone)
+    return runConvolution(ctx, ConvDirection::kForward, convShape(w, low),
+                          operands(call, x.rawData(), krsc, y->rawData(), low));
+  // Mixed precision: low copies of the filter and x (scratch 1 and 2), the
+  // low result (scratch 3) cast back to f32.
+  void *f16, *x16, *y16;
+  DTF_RETURN_IF_ERROR(lowCopy(ctx, low, krsc, f.numElements(), 1, &f16));
+  DTF_RETURN_IF_ERROR(lowCopy(ctx, low, x.rawData(), x.numElements(), 2, &x16));
+  DTF_RETURN_IF_ERROR(ctx.scratch(3, y->numElements() * 2, &y16));
+  DTF_RETURN_IF_ERROR(runConvolution(ctx, ConvDirection::kForward,
+                                     convShape(w, low),
+                                     operands(call, x16, f16, y16, low)));
+  return convertOnDevice(ctx, y16, cudnnTypeOf(low), y->rawData(),
+                         CUDNN_DATA_FLOAT, y->numElements());
 }
 
 Status conv2dBackpropInputKernel(KernelContext &base) {
@@ -308,10 +356,26 @@ Status conv2dBackpropInputKernel(KernelContext &base) {
   CudaDriver &d = dev.driver();
   void *krsc;
   DTF_RETURN_IF_ERROR(krscFilter(ctx, f, w.oc, &krsc));
+  LowPrecision low;
+  DTF_RETURN_IF_ERROR(lowPrecisionOf(ctx, name, &low));
   ConvCall call(d);
-  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
-  return runConvolution(ctx, ConvDirection::kBackwardData, convShape(w),
-                        operands(call, dx->rawData(), krsc, dy.rawData()));
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, low, call));
+  if (low == LowPrecision::kNone)
+    return runConvolution(
+        ctx, ConvDirection::kBackwardData, convShape(w, low),
+        operands(call, dx->rawData(), krsc, dy.rawData(), low));
+  // Mixed precision: low copies of the filter and dy (scratch 1 and 2), the
+  // low dx (scratch 3) cast back to f32.
+  void *f16, *dy16, *dx16;
+  DTF_RETURN_IF_ERROR(lowCopy(ctx, low, krsc, f.numElements(), 1, &f16));
+  DTF_RETURN_IF_ERROR(
+      lowCopy(ctx, low, dy.rawData(), dy.numElements(), 2, &dy16));
+  DTF_RETURN_IF_ERROR(ctx.scratch(3, dx->numElements() * 2, &dx16));
+  DTF_RETURN_IF_ERROR(runConvolution(ctx, ConvDirection::kBackwardData,
+                                     convShape(w, low),
+                                     operands(call, dx16, f16, dy16, low)));
+  return convertOnDevice(ctx, dx16, cudnnTypeOf(low), dx->rawData(),
+                         CUDNN_DATA_FLOAT, dx->numElements());
 }
 
 Status conv2dBackpropFilterKernel(KernelContext &base) {
@@ -338,11 +402,29 @@ Status conv2dBackpropFilterKernel(KernelContext &base) {
   CudaDriver &d = dev.driver();
   void *krsc;
   DTF_RETURN_IF_ERROR(ctx.scratch(0, df->byteSize(), &krsc));
+  LowPrecision low;
+  DTF_RETURN_IF_ERROR(lowPrecisionOf(ctx, name, &low));
   ConvCall call(d);
-  DTF_RETURN_IF_ERROR(setConv(ctx, w, call));
-  DTF_RETURN_IF_ERROR(
-      runConvolution(ctx, ConvDirection::kBackwardFilter, convShape(w),
-                     operands(call, x.rawData(), krsc, dy.rawData())));
+  DTF_RETURN_IF_ERROR(setConv(ctx, w, low, call));
+  if (low == LowPrecision::kNone) {
+    DTF_RETURN_IF_ERROR(
+        runConvolution(ctx, ConvDirection::kBackwardFilter, convShape(w, low),
+                       operands(call, x.rawData(), krsc, dy.rawData(), low)));
+  } else {
+    // Mixed precision: low copies of x and dy (scratch 2 and 1), the low
+    // KRSC gradient (scratch 3) cast to f32 into scratch 0.
+    void *x16, *dy16, *df16;
+    DTF_RETURN_IF_ERROR(
+        lowCopy(ctx, low, x.rawData(), x.numElements(), 2, &x16));
+    DTF_RETURN_IF_ERROR(
+        lowCopy(ctx, low, dy.rawData(), dy.numElements(), 1, &dy16));
+    DTF_RETURN_IF_ERROR(ctx.scratch(3, df->numElements() * 2, &df16));
+    DTF_RETURN_IF_ERROR(runConvolution(ctx, ConvDirection::kBackwardFilter,
+                                       convShape(w, low),
+                                       operands(call, x16, df16, dy16, low)));
+    DTF_RETURN_IF_ERROR(convertOnDevice(ctx, df16, cudnnTypeOf(low), krsc,
+                                        CUDNN_DATA_FLOAT, df->numElements()));
+  }
   // KRSC [O, R] back to HWIO [R, O].
   return transposeFilter(ctx, static_cast<const float *>(krsc), mptr(df), w.oc,
                          df->numElements() / w.oc);

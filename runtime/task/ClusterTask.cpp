@@ -1,6 +1,7 @@
 // One task of a ps/worker cluster: checks the plan and the cluster, then
 // runs the ps or the worker.
 #include "runtime/task/ClusterTask.h"
+#include "runtime/task/Task.h"
 #include "dtf/OpNames.h"
 
 #include "runtime/cluster/Certificates.h"
@@ -83,10 +84,6 @@ using dtf::cluster::ClusterSpec;
 using dtf::cluster::TaskId;
 
 namespace {
-
-// dtf-run's exit codes for a task that fails before it starts.
-constexpr int kUsageError = 2, kIoError = 4, kClusterError = 6,
-              kInterrupted = 130;
 
 // The plan a task runs: between-graph training looks its embedding tables
 // up on the ps (only the rows of a step's ids travel): dtfc's lookup cut
@@ -280,6 +277,7 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.chunkBytes = flags.chunkBytes;
   config.wireBf16 = flags.wireBf16;
   config.overlapPush = flags.overlapPush;
+  config.prefetchPull = flags.prefetchPull;
   config.exactlyOnce = flags.exactlyOnce;
   config.splitBatches = flags.splitBatches;
   config.leaseTimeoutSeconds = flags.leaseTimeoutSeconds;

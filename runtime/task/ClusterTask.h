@@ -27,6 +27,7 @@ struct ClusterTaskOptions {
   std::string bind;                    // --bind HOST:PORT
   bool wireBf16 = false;               // --wire bf16
   bool overlapPush = false;            // --overlap-push
+  bool prefetchPull = false;           // --prefetch-pull
   dtf::dist::PushCompression compressPush; // --compress-push
   bool sameHostTcp = false;            // --same-host tcp (else unix)
   bool exactlyOnce = false;            // --data exactly-once

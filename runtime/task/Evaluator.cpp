@@ -1,5 +1,6 @@
 // The evaluator task: a loop over the job's new checkpoints.
 #include "runtime/task/Evaluator.h"
+#include "runtime/task/Task.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/summary/EventWriter.h"
@@ -20,8 +21,6 @@ using dtf::errorStatus;
 using dtf::Status;
 using dtf::strCat;
 
-constexpr int kUsage = 2, kIo = 4, kRuntime = 5, kCluster = 6,
-              kInterrupted = 130;
 
 int fail(const std::string &message, int code) {
   std::fflush(stdout);
@@ -49,7 +48,7 @@ int runEvaluator(const dtf::plan::Plan &plan,
   if (dir.empty())
     return fail("the evaluator reads the job's checkpoints: give it the "
                 "job's --model-dir (a directory every task shares)",
-                kUsage);
+                kUsageError);
   // Training keeps the cores first: the evaluator only takes what is left.
   if (nice(10) == -1 && errno != 0)
     std::fprintf(stderr, "dtf-run: warning: evaluator.0: cannot lower its "
@@ -64,11 +63,11 @@ int runEvaluator(const dtf::plan::Plan &plan,
   Status s = dtf::train::Trainer::create(plan, options, &trainer, &kind);
   if (!s.isOk())
     return fail(s.message(),
-                kind == dtf::train::FailureKind::kUsage ? kUsage : kIo);
+                kind == dtf::train::FailureKind::kUsage ? kUsageError : kIoError);
   if (!trainer->evalExecutor())
     return fail("the plan has no eval set (`eval = ...` in its train "
                 "block): there is nothing to evaluate",
-                kUsage);
+                kUsageError);
   const int64_t lastStep =
       base.steps >= 0 ? base.steps : int64_t(plan.training().steps());
 
@@ -78,7 +77,7 @@ int runEvaluator(const dtf::plan::Plan &plan,
   if (s.isOk())
     s = dtf::summary::TrainLog::open(dir + "/evaluator.log", &log);
   if (!s.isOk())
-    return fail(s.message(), kIo);
+    return fail(s.message(), kIoError);
   auto say = [&](const std::string &line) {
     std::fprintf(base.out, "%s\n", line.c_str());
     std::fflush(base.out);
@@ -94,7 +93,7 @@ int runEvaluator(const dtf::plan::Plan &plan,
     std::vector<int64_t> steps;
     s = dtf::checkpoint::listCheckpoints(dir, &steps);
     if (!s.isOk())
-      return fail(s.message(), kIo);
+      return fail(s.message(), kIoError);
     // The newest one: an evaluator that falls behind skips to the present
     // instead of queueing (TensorFlow's checkpoints_iterator does the same).
     if (!steps.empty() && steps.back() > evaluated) {
@@ -112,7 +111,7 @@ int runEvaluator(const dtf::plan::Plan &plan,
         if (step >= lastStep)
           return fail(strCat("cannot read the last step's checkpoint (",
                              s.message(), "); no newer one will come"),
-                      kIo);
+                      kIoError);
         evaluated = step;
         lastNew = Clock::now();
         continue;
@@ -120,7 +119,7 @@ int runEvaluator(const dtf::plan::Plan &plan,
       std::vector<dtf::train::Metric> metrics;
       s = trainer->evaluate(uint64_t(step), &metrics, &kind);
       if (!s.isOk())
-        return fail(s.message(), kRuntime);
+        return fail(s.message(), kRuntimeError);
       std::vector<dtf::summary::Scalar> scalars;
       std::string line =
           strCat("evaluator: ", dtf::checkpoint::checkpointName(step),
@@ -136,14 +135,14 @@ int runEvaluator(const dtf::plan::Plan &plan,
       if (s.isOk())
         s = events->flush();
       if (!s.isOk())
-        return fail(s.message(), kIo);
+        return fail(s.message(), kIoError);
       say(line);
       evaluated = step;
       lastNew = Clock::now();
       if (step >= lastStep) {
         say(strCat("evaluator: evaluated the last step's checkpoint; done"));
         s = events->close();
-        return s.isOk() ? 0 : fail(s.message(), kIo);
+        return s.isOk() ? 0 : fail(s.message(), kIoError);
       }
       continue;
     }
@@ -154,7 +153,7 @@ int runEvaluator(const dtf::plan::Plan &plan,
                          flags.idleTimeoutSeconds,
                          " s; is the job still running? "
                          "(--evaluator-idle-timeout sets the wait)"),
-                  kCluster);
+                  kClusterError);
     std::this_thread::sleep_for(
         std::chrono::milliseconds(int64_t(flags.pollSeconds * 1000)));
   }

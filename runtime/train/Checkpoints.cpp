@@ -7,14 +7,6 @@
 #include <cstdio>
 
 namespace dtf::train {
-namespace {
-
-void setKind(FailureKind *kind, FailureKind value) {
-  if (kind)
-    *kind = value;
-}
-
-} // namespace
 
 Status Trainer::restoreLatestCheckpoint(FailureKind *kind) {
   const std::string &dir = options_.modelDir;

@@ -21,11 +21,6 @@ int dynamicShardOf(int64_t id, int64_t parts) {
 
 namespace {
 
-double param(const plan::Initializer &init, const char *key, double dflt) {
-  auto it = init.params().find(key);
-  return it == init.params().end() ? dflt : it->second;
-}
-
 int64_t rowsOf(const plan::Variable &var) {
   return var.type().shape().dims_size() ? var.type().shape().dims(0) : 1;
 }
@@ -38,12 +33,13 @@ DynamicTable::Init DynamicTable::initOf(const plan::Initializer &init) {
   if (kind == "ones")
     out.a = 1;
   else if (kind == "constant")
-    out.a = param(init, "value", 0);
+    out.a = initializerParam(init, "value", 0);
   else if (kind == "uniform")
-    out = {Init::kUniform, param(init, "minval", 0), param(init, "maxval", 1)};
+    out = {Init::kUniform, initializerParam(init, "minval", 0),
+           initializerParam(init, "maxval", 1)};
   else if (kind == "normal" || kind == "truncated_normal")
     out = {kind == "normal" ? Init::kNormal : Init::kTruncated,
-           param(init, "mean", 0), param(init, "stddev", 1)};
+           initializerParam(init, "mean", 0), initializerParam(init, "stddev", 1)};
   return out; // zeros (and "") are the constant 0; dtfc refuses the rest
 }
 

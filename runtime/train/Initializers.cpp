@@ -64,11 +64,6 @@ private:
 // variance-scaling initializers divide so the result has the wanted stddev.
 constexpr double kTruncatedStddev = .87962566103423978;
 
-double param(const plan::Initializer &init, const char *name, double dflt) {
-  auto it = init.params().find(name);
-  return it == init.params().end() ? dflt : it->second;
-}
-
 template <typename T> void fill(Tensor &t, T value) {
   T *p = t.data<T>();
   for (int64_t i = 0; i < t.numElements(); ++i)
@@ -185,9 +180,9 @@ std::vector<double> orthogonalMatrix(uint64_t seed, int64_t rows, int64_t cols,
 // rows they lie in alone: a ps makes its rows of a large table without
 // drawing the others'.
 template <typename T>
-Status fillRandom(const plan::Variable &var, uint64_t runSeed,
-                  const std::vector<int64_t> &shape, const std::string &where,
-                  Tensor &t, int64_t begin) {
+static Status fillRandom(const plan::Variable &var, uint64_t runSeed,
+                         const std::vector<int64_t> &shape, const std::string &where,
+                         Tensor &t, int64_t begin) {
   const plan::Initializer &init = var.initializer();
   const std::string &kind = init.kind();
   const uint64_t seed = variableSeed(runSeed, var);
@@ -208,9 +203,9 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
   double fanIn = 1, fanOut = 1;
   computeFans(shape, &fanIn, &fanOut);
   if (kind == "uniform" || kind == "glorot_uniform") {
-    double lo = param(init, "minval", 0.0), hi = param(init, "maxval", 1.0);
+    double lo = initializerParam(init, "minval", 0.0), hi = initializerParam(init, "maxval", 1.0);
     if (kind == "glorot_uniform") {
-      const double limit = std::sqrt(6.0 * param(init, "scale", 1.0) /
+      const double limit = std::sqrt(6.0 * initializerParam(init, "scale", 1.0) /
                                      std::max(1.0, fanIn + fanOut));
       lo = -limit;
       hi = limit;
@@ -225,8 +220,8 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
         p[i] = x < T(hi) || lo == hi ? x : std::nextafter(T(hi), T(lo));
     }
   } else if (kind == "normal" || kind == "truncated_normal") {
-    const double mean = param(init, "mean", 0.0),
-                 stddev = param(init, "stddev", 1.0);
+    const double mean = initializerParam(init, "mean", 0.0),
+                 stddev = initializerParam(init, "stddev", 1.0);
     if (!(stddev >= 0))
       return errorStatus(where, ": stddev must be >= 0, got ", stddev);
     for (int64_t i = start; i < n; ++i) {
@@ -245,12 +240,12 @@ Status fillRandom(const plan::Variable &var, uint64_t runSeed,
     const int64_t cols = shape.back();
     const int64_t rows = cols ? numElementsOf(shape) / cols : 0;
     const std::vector<double> whole =
-        orthogonalMatrix(seed, rows, cols, param(init, "gain", 1.0));
+        orthogonalMatrix(seed, rows, cols, initializerParam(init, "gain", 1.0));
     for (int64_t i = begin; i < n; ++i)
       p[i] = T(whole[size_t(i)]);
   } else if (kind == "he_normal") {
     const double stddev =
-        std::sqrt(2.0 * param(init, "scale", 1.0) / std::max(1.0, fanIn)) /
+        std::sqrt(2.0 * initializerParam(init, "scale", 1.0) / std::max(1.0, fanIn)) /
         kTruncatedStddev;
     for (int64_t i = start; i < n; ++i) {
       const T x = T(stddev * at(i).truncatedNormal());
@@ -321,7 +316,7 @@ Status initializeRows(const plan::Variable &var, uint64_t runSeed,
     if (kind == "constant" && !init.params().count("value"))
       return errorStatus(where, ": the constant initializer needs a value");
     DTF_RETURN_IF_ERROR(fillConstant(
-        t, kind == "ones" ? 1.0 : param(init, "value", 0.0), where));
+        t, kind == "ones" ? 1.0 : initializerParam(init, "value", 0.0), where));
     *out = std::move(t);
     return Status::ok();
   }
@@ -375,6 +370,11 @@ Status initializeVariables(const plan::Plan &plan, uint64_t runSeed,
     DTF_RETURN_IF_ERROR(store->add(var.name(), std::move(t)));
   }
   return Status::ok();
+}
+
+double initializerParam(const plan::Initializer &init, const char *name, double dflt) {
+  auto it = init.params().find(name);
+  return it == init.params().end() ? dflt : it->second;
 }
 
 } // namespace dtf::train

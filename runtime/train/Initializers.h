@@ -25,6 +25,9 @@ void computeFans(const std::vector<int64_t> &shape, double *fanIn,
 /// sets one, else a hash of (the run's seed, the variable's name).
 uint64_t variableSeed(uint64_t runSeed, const plan::Variable &var);
 
+/// The initializer's parameter `name` (stddev, minval, ...), or dflt.
+double initializerParam(const plan::Initializer &init, const char *name, double dflt);
+
 /// A new tensor of the variable's type filled by its initializer:
 ///   zeros, ones, constant{value};
 ///   uniform{minval = 0, maxval = 1}: [minval, maxval);

@@ -46,11 +46,6 @@ data::Batch slice(const data::Batch &batch, size_t begin, size_t end) {
   return out;
 }
 
-void setKind(FailureKind *kind, FailureKind k) {
-  if (kind)
-    *kind = k;
-}
-
 } // namespace
 
 std::set<std::string> Trainer::towerDeviceSends(const plan::Program &worker,

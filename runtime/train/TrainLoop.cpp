@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <optional>
 
@@ -26,11 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-void setKind(FailureKind *kind, FailureKind value) {
-  if (kind)
-    *kind = value;
 }
 
 // --- Summaries: TensorBoard scalars and the training log (--model-dir) ---
@@ -230,26 +226,59 @@ Status Trainer::evaluate(uint64_t step, std::vector<Metric> *metrics,
   std::vector<double> sums(n, 0.0);
   double examples = 0;
   int64_t batches = 0;
+  // With late fetches (every metric comes down from a GPU op), batch N+1 is
+  // queued before batch N's metrics are read, so that the GPU is not left
+  // idle while the host waits; the sums take the batches in the same order.
+  std::deque<double> weights; // the sizes of the batches in flight
+  auto take = [&](double w) {
+    for (int k = 0; k < n; ++k)
+      sums[k] += w * meanValue(eval_->fetch(k));
+    examples += w;
+  };
+  auto takeOldest = [&]() -> Status {
+    DTF_RETURN_IF_ERROR(eval_->awaitFetches());
+    take(weights.front());
+    weights.pop_front();
+    return Status::ok();
+  };
+  auto failed = [&](const Status &s) {
+    setKind(kind, FailureKind::kRuntime);
+    // The batches still queued end before the error is told.
+    while (eval_->stepsInFlight() > 0)
+      (void)eval_->awaitFetches();
+    return errorStatus("eval: ", s.message());
+  };
   while (options_.evalSteps <= 0 || batches++ < options_.evalSteps) {
     std::optional<data::Batch> batch = (*it)->next();
     if (!batch)
       break;
-    if (options_.stop && options_.stop->load())
+    if (options_.stop && options_.stop->load()) {
+      while (eval_->stepsInFlight() > 0)
+        (void)eval_->awaitFetches();
       return errorStatus("interrupted");
+    }
     Status s = evalFeeder_->feed(*batch);
     if (s.isOk())
       s = feedLearningRate(*eval_, int64_t(step));
     if (s.isOk())
       s = eval_->run(step);
-    if (!s.isOk()) {
-      setKind(kind, FailureKind::kRuntime);
-      return errorStatus("eval: ", s.message());
-    }
+    if (!s.isOk())
+      return failed(s);
     const double w = double(batch->size());
-    for (int k = 0; k < n; ++k)
-      sums[k] += w * meanValue(eval_->fetch(k));
-    examples += w;
+    if (!eval_->fetchesLate()) {
+      take(w);
+      continue;
+    }
+    weights.push_back(w);
+    // The batch before this one is done or nearly: its metrics now, while
+    // this one runs.
+    if (eval_->stepsInFlight() >= 2)
+      if (Status t = takeOldest(); !t.isOk())
+        return failed(t);
   }
+  while (!weights.empty())
+    if (Status t = takeOldest(); !t.isOk())
+      return failed(t);
   if (auto err = (*it)->error()) {
     setKind(kind, FailureKind::kData);
     return errorStatus("eval data: ", err->message());

@@ -35,11 +35,6 @@ std::string taskDevice(const std::string &task) {
          "/replica:0/task:" + task.substr(dot + 1) + "/device:CPU:0";
 }
 
-void setKind(FailureKind *kind, FailureKind value) {
-  if (kind)
-    *kind = value;
-}
-
 // oneDNN runs its primitives on OpenMP threads of its own; the thread count
 // the user asks for should hold for them too. Looked up at run time so that
 // the runtime does not link OpenMP itself.
@@ -134,7 +129,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   model_ = plan.model();
   // dtf-mixed-precision's products (compute_dtype "bf16"), said at start so
   // a log shows which precision a task trained in.
-  // Those placed on a GPU compute in f32 there (the executor says so too).
+  // Those placed on a GPU run on cublasGemmEx and cuDNN's tensor ops.
   bf16Products_ = bf16OnGpu_ = 0;
   lowDtype_.clear();
   for (const plan::Op &op : plan.train_step().ops()) {
@@ -273,7 +268,11 @@ Status Trainer::buildExecutor(const plan::Plan &plan,
   o.profile = options_.profile && name != "eval";
   // One process, one executor of the step: the loss and metrics may come
   // down one step late (never a worker's sends nor the towers' gradients).
-  o.lateFetches = name == "train_step" && !options_.driver && towers_ <= 1;
+  // The evaluation's metrics likewise, one batch late (Trainer::evaluate
+  // awaits every batch before it returns).
+  o.lateFetches =
+      (name == "train_step" && !options_.driver && towers_ <= 1) ||
+      name == "eval";
   if (name.rfind("worker_step (tower ", 0) == 0) {
     o.deviceFetches = towerDeviceSends_;
     // The variables the towers' GPUs read stay there: updated on GPU 0
@@ -395,11 +394,12 @@ std::string Trainer::describe() const {
   if (bf16Products_ + bf16OnGpu_ > 0)
     s += "\n  precision: " +
          std::string(lowDtype_ == "f16" ? "mixed_float16" : "mixed_bfloat16") +
-         ": " + std::to_string(bf16Products_) +
+         ": " + std::to_string(bf16Products_ + bf16OnGpu_) +
          " matmuls and convolutions compute in " + lowDtype_ +
          " (f32 accumulation), variables and updates f32" +
          (bf16OnGpu_ ? "; " + std::to_string(bf16OnGpu_) +
-                           " placed on a GPU compute in f32 there"
+                           " of them on a GPU (cuBLAS and cuDNN, tensor-op "
+                           "math)"
                      : std::string());
   if (const Tensor *scale = variables_.find("loss_scale");
       scale && scale->dtype() == DType::F32) {

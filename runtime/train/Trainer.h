@@ -46,6 +46,12 @@ enum class FailureKind {
   kRuntime,
 };
 
+/// Sets *kind when the caller asked for it (kind may be null).
+inline void setKind(FailureKind *kind, FailureKind value) {
+  if (kind)
+    *kind = value;
+}
+
 /// What a distributed task plugs into the training loop: it brings the
 /// variables in before each step (a pull from the ps tasks) and ships the
 /// step's sends out after it (a push), and says when the job is done.

@@ -5,16 +5,20 @@
 # evaluation of 10 batches at step 6 (and at the end) and checkpoints at
 # steps 4, 8 and 12, once reading each step's fetches at its end
 # (DTF_GPU_SYNC_FETCH=1) and once one step late (the default):
-# - the same progress and evaluation lines, and checkpoints equal byte for
-#   byte;
+# - the same progress and evaluation lines, checkpoints equal byte for
+#   byte, and the evaluations' summaries (their values as written to
+#   eval/events.*, less the wall time) equal byte for byte;
 # - the emulation's host waits that leave the GPU idle (waits within a
 #   step: the host waits for the last work it queued): the synchronous run
-#   makes one per training step; the late run makes none but those it must
-#   keep, one for each step whose results are needed before the next step
-#   is queued (steps 4, 6 and 8, before a checkpoint or the evaluation, and
-#   step 12, the last) and one in the first step (it plans the arena over
-#   its finished work); the waits in the evaluations, the uploads and the
-#   checkpoints' copies are the same in both runs.
+#   makes one per training step and eval batch; the late run makes none but
+#   those it must keep, one for each step whose results are needed before
+#   the next step is queued (steps 4, 6 and 8, before a checkpoint or the
+#   evaluation, and step 12, the last), one in the first step (it plans the
+#   arena over its finished work), and in the evaluations (whose batch N+1
+#   is queued before batch N's metrics are read) one for each evaluation's
+#   last batch and one in the first evaluation's first batch (its arena);
+#   the waits of the uploads and the checkpoints' copies are the same in
+#   both runs.
 # usage: gpu_late_fetch.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -58,11 +62,14 @@ for mode, text in runs.items():
     idle[mode] = (int(m.group(1)), int(m.group(2)))
     print(f"e2e: {mode}: {idle[mode][0]} host waits left the GPU idle ({idle[mode][1]} ms blocked)")
 if len(idle) == 2:
-    # Per training step one wait in the synchronous run; in the late run
-    # the first step's and those of the 4 steps awaited at once.
+    # Per training step and eval batch one wait in the synchronous run; in
+    # the late run the first step's and those of the 4 steps awaited at
+    # once, and per evaluation (2 of 10 batches) its last batch's, and the
+    # first evaluation's first batch's.
     saved = idle["sync"][0] - idle["late"][0]
-    if saved != steps - 5:
-        fail.append(f"the late read saved {saved} waits that leave the GPU idle, not {steps - 5} (one per training step less the first step's and the 4 steps awaited at once)")
+    want = (steps - 5) + (2 * 10 - 3)
+    if saved != want:
+        fail.append(f"the late read saved {saved} waits that leave the GPU idle, not {want} (one per training step less the first step's and the 4 steps awaited at once, {steps - 5}; one per eval batch less each evaluation's last and the first evaluation's first, 2 * 10 - 3)")
     # The slow device: each step's graph launch keeps the synchronous run's
     # host waiting 5 ms within the step.
     if idle["sync"][1] < 5 * (steps - 2):
@@ -72,6 +79,41 @@ for f in fail:
 if not fail:
     print(f"e2e: the same {len(sync)} progress and evaluation lines, late and synchronous: {sync}")
 sys.exit(1 if fail else 0)
+PY
+# The evaluations' summaries: each event record less its wall time (field 1
+# of the Event message), byte for byte.
+python3 - "$work/sync/eval" "$work/late/eval" <<'PY' || fail "the late run's evaluation summaries differ from the synchronous run's"
+import glob, struct, sys
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1
+        v |= (c & 0x7F) << s; s += 7
+        if c < 0x80:
+            return v, i
+def records(folder):
+    paths = glob.glob(folder + "/events.*")
+    if len(paths) != 1:
+        sys.exit(f"e2e: {folder} holds {len(paths)} event files, not 1")
+    data, out, i = open(paths[0], "rb").read(), [], 0
+    while i < len(data):
+        (n,) = struct.unpack_from("<Q", data, i)
+        event, i = data[i + 12:i + 12 + n], i + 16 + n
+        kept, j = b"", 0
+        while j < len(event):
+            key, k = varint(event, j)
+            wire = key & 7
+            end = {0: lambda: varint(event, k)[1], 1: lambda: k + 8, 5: lambda: k + 4,
+                   2: lambda: (lambda l, m: m + l)(*varint(event, k))}[wire]()
+            if key >> 3 != 1:  # wall_time
+                kept += event[j:end]
+            j = end
+        out.append(kept)
+    return out
+sync, late = records(sys.argv[1]), records(sys.argv[2])
+if sync != late or len(sync) < 3:
+    sys.exit(f"e2e: {len(sync)} synchronous and {len(late)} late eval records, not equal")
+print(f"e2e: the {len(sync)} eval summary records are equal byte for byte, late and synchronous")
 PY
 for s in 4 8 12; do
   cmp "$work/sync/ckpt-$s.data-0-of-1" "$work/late/ckpt-$s.data-0-of-1" ||

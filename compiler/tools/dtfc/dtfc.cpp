@@ -241,10 +241,8 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
 /// The precision of each matmul and convolution of the training step and
 /// eval (dtf-mixed-precision's `compute_dtype`); every other op computes in
 /// its tensors' dtype (f32), and the variables stay f32.
-/// Under a mixed policy, an f32 product on a GPU says why (dtf-mixed-
-/// precision leaves GPU-placed ops in f32).
-int lowPrecisionProducts(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os,
-                         bool mixed = false) {
+/// A low-precision product placed on a GPU says what computes it there.
+int lowPrecisionProducts(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os) {
   int n = 0;
   for (const ::dtf::plan::Program *p : {&plan.train_step(), &plan.eval()})
     for (int i = 0; i < p->ops_size(); ++i) {
@@ -260,11 +258,11 @@ int lowPrecisionProducts(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os,
       ::dtf::DeviceNameParse device = ::dtf::parseDeviceName(op.device());
       const bool onGpu = device.name && device.name->type == ::dtf::DeviceType::GPU;
       *os << "  " << p->name() << ": " << ::dtf::plan::describeOp(*p, i) << "  "
-          << (bf16 ? low + " operands, f32 accumulation and result"
-              : mixed && onGpu
-                  ? "f32 (on a GPU: dtf-run's GPU kernels have no bf16 or "
-                    "f16 path yet)"
-                  : "f32")
+          << (!bf16 ? std::string("f32")
+              : onGpu
+                  ? low + " operands, f32 accumulation and result (on a GPU: "
+                          "cuBLAS and cuDNN, tensor-op math)"
+                  : low + " operands, f32 accumulation and result")
           << "\n";
     }
   return n;
@@ -275,7 +273,7 @@ void printPrecision(const ::dtf::plan::Plan &plan, llvm::StringRef policy,
                     llvm::raw_ostream &os) {
   os << "precision: " << policy
      << " (variables f32; every op not listed computes in f32)\n";
-  lowPrecisionProducts(plan, &os, policy != "float32");
+  lowPrecisionProducts(plan, &os);
   // mixed_float16's loss scale (dtf-loss-scale), from the train step.
   bool scaled = false;
   int64_t growth = 0;

@@ -1,6 +1,5 @@
 // dtf-mixed-precision: the train block's precision policy, as the precision
 // each library product computes in (`compute_dtype`).
-#include "dialects/Dtf/Transforms/Fusion.h"
 #include "dialects/Dtf/Transforms/Passes.h"
 #include "dialects/Dtf/Transforms/Precision.h"
 
@@ -19,14 +18,16 @@ namespace {
 
 // An attribute on the compute op rather than dtf.cast ops around it: the
 // kernel rounds its operands on the way into oneDNN's bf16 primitive (the
-// reorder it runs anyway for convolutions; f16: to f16 and back to f32), and the tensors between ops stay
-// f32, so nothing else in the runtime (generated kernels, the ps path, the
-// GPU path) meets a bf16 tensor. docs/kernels.md, "Mixed precision".
+// reorder it runs anyway for convolutions; f16: to f16 and back to f32; on
+// a GPU: bf16 or f16 operand copies for cublasGemmEx and cuDNN's tensor
+// ops), and the tensors between ops stay f32, so nothing else in the
+// runtime (generated kernels, the ps path) meets a bf16 tensor.
+// docs/kernels.md and docs/gpu.md, "Mixed precision".
 bool computesInLowPrecision(Operation *op) {
   if (!isa<MatmulOp, Conv2DOp, Conv2DBiasOp, Conv2DBackpropInputOp,
            Conv2DBackpropFilterOp>(op))
     return false;
-  if (op->hasAttr("dtf.keep_f32") || isGpuDevice(op->getAttr("dtf.device")))
+  if (op->hasAttr("dtf.keep_f32"))
     return false;
   return llvm::all_of(op->getOperandTypes(), [](Type t) {
     return cast<ShapedType>(t).getElementType().isF32();

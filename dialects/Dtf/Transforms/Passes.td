@@ -91,8 +91,9 @@ def DtfMixedPrecision : Pass<"dtf-mixed-precision", "::mlir::ModuleOp"> {
     norm statistics, reductions, every optimizer update, and the variables,
     which are the f32 master weights. Ops the model keeps in f32 (a layer's
     `dtype = f32`, marked `dtf.keep_f32` by the front end and on its
-    gradients by dtf-autodiff) and ops placed on a GPU (not in this stage)
-    are left alone. Under `float32` nothing changes; either way the
+    gradients by dtf-autodiff) are left alone. Ops placed on a GPU are
+    marked alike (dtf-run computes them with cublasGemmEx and cuDNN's
+    tensor-op math on bf16 or f16 operand copies). Under `float32` nothing changes; either way the
     `dtf.keep_f32` marks are removed. Under `mixed_float16` the same ops
     get `compute_dtype "f16"` (dtf-loss-scale, run before dtf-autodiff,
     adds the loss scaling f16 needs).

@@ -402,6 +402,9 @@ CUresult streamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
 
 CUresult eventCreate(CUevent *event, unsigned) {
   EMU_ENTRY
+  // The real driver makes an event in the current context, and refuses
+  // without one.
+  EMU_NEEDS_CONTEXT
   *event = reinterpret_cast<CUevent>(new Event());
   return CUDA_SUCCESS;
 }
@@ -669,6 +672,10 @@ int dtfEmuStats(char *buf, size_t size) {
     perDevice += " " + std::to_string(d) + "=" +
                  std::to_string(it == c.workPerDevice.end() ? 0 : it->second);
   }
+  // "cublasGemmEx bf16 tensor-op=8, ...": what computed in which type.
+  std::string typed;
+  for (const auto &[call, n] : c.typedCalls)
+    typed += (typed.empty() ? "" : ", ") + call + "=" + std::to_string(n);
   return std::snprintf(
       buf, size,
       "cuda emulation: %llu kernel launches, %llu cuBLAS calls, %llu cuDNN "
@@ -681,7 +688,8 @@ int dtfEmuStats(char *buf, size_t size) {
       "library calls that may compute in TF32: %llu; cuDNN algorithms timed: "
       "%llu; convolution launches failed by DTF_EMU_CONV_ALGO_FAILS: %llu; "
       "host waits for streams: %llu (%llu ms blocked); host waits that "
-      "leave the GPU idle: %llu (%llu ms blocked)",
+      "leave the GPU idle: %llu (%llu ms blocked); cuBLAS and cuDNN "
+      "calls by type and math: %s",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
@@ -699,7 +707,8 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)c.hostWaits,
       (unsigned long long)(c.hostWaitMicros / 1000),
       (unsigned long long)c.idleWaits,
-      (unsigned long long)(c.idleWaitMicros / 1000));
+      (unsigned long long)(c.idleWaitMicros / 1000),
+      typed.empty() ? "none" : typed.c_str());
 }
 
 CUresult cuInit(unsigned flags) {

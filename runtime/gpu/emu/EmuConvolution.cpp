@@ -22,9 +22,11 @@ struct Geometry {
 };
 bool geometry(const TensorDesc &x, const FilterDesc &f, const ConvDesc &cd,
               const TensorDesc &y, Geometry *g) {
-  if (!supported(x) || !supported(f) || !supported(y) ||
-      cd.mode != CUDNN_CROSS_CORRELATION || cd.dilH != 1 || cd.dilW != 1 ||
-      x.c != f.c || y.c != f.k || x.n != y.n)
+  // One element type for x, w and y (f32, or bf16 or f16 with f32
+  // compute: cuDNN's PSEUDO_BFLOAT16 and PSEUDO_HALF configurations).
+  if (!supported(x) || !supported(f) || !supported(y) || x.dtype != f.dtype ||
+      x.dtype != y.dtype || cd.mode != CUDNN_CROSS_CORRELATION ||
+      cd.dilH != 1 || cd.dilW != 1 || x.c != f.c || y.c != f.k || x.n != y.n)
     return false;
   *g = {x.n, x.c, x.h,     x.w,     f.k,        f.h,       f.w,
         y.h, y.w, cd.padH, cd.padW, cd.strideH, cd.strideW};
@@ -267,11 +269,15 @@ extern "C++" {
 namespace {
 enum class ConvKind { Forward, BackwardData, BackwardFilter };
 
+// bf16 and f16 operands are widened to f32 exactly, the product computed as
+// an f32 one (f32 sums of the low-precision values, the tensor cores' maths
+// up to the order of the sums), and the result rounded to the output's type
+// (to nearest even). Each call is counted with its type and math.
 cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
-                          float beta, const TensorDesc &xd, const float *x,
-                          const FilterDesc &fd, const float *f,
+                          float beta, const TensorDesc &xd, const void *x,
+                          const FilterDesc &fd, const void *f,
                           const ConvDesc &cd, const TensorDesc &yd,
-                          const float *y, float *out, int algo, void *ws,
+                          const void *y, void *out, int algo, void *ws,
                           size_t wsBytes, const char *name) {
   std::lock_guard<std::recursive_mutex> lock(machine().mutex);
   Geometry g;
@@ -279,7 +285,8 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
     return refuse(CUDNN_STATUS_NOT_SUPPORTED,
                   std::string(name) +
                       ": descriptors that do not fit (the emulation takes "
-                      "f32 NHWC tensors and filters, cross-correlation, no "
+                      "NHWC tensors and filters of one type, f32, bf16 or "
+                      "f16, with f32 compute, cross-correlation, no "
                       "dilation)");
   if (!algoSupported(algo))
     return refuse(CUDNN_STATUS_NOT_SUPPORTED,
@@ -305,9 +312,6 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
   if (int r = dnnCheck(ws, need, "workspace", &w))
     return r;
   float *wsCol = need ? static_cast<float *>(ws) : nullptr;
-  const float *in1 = kind == ConvKind::Forward        ? x
-                     : kind == ConvKind::BackwardData ? f
-                                                      : x;
   if (int r =
           dnnCheck(kind == ConvKind::BackwardData ? nullptr : x,
                    kind == ConvKind::BackwardData ? 0 : xd.bytes(), "x", &w))
@@ -324,34 +328,51 @@ cudnnStatus_t convolution(ConvKind kind, cudnnHandle_t handle, float alpha,
                                                            : fd.bytes();
   if (int r = dnnCheck(out, outBytes, "output", &w))
     return r;
-  (void)in1;
-  const bool tf32 = cd.mathType != CUDNN_FMA_MATH;
+  const int dtype = xd.dtype;
+  const bool low = dtype != CUDNN_DATA_FLOAT;
+  const bool tf32 = !low && cd.mathType != CUDNN_FMA_MATH;
+  // f32: TF32 under cuDNN's default math, FMA under FMA math; bf16 and f16:
+  // tensor ops under either tensor-op math, FMA under FMA math (which the
+  // real cuDNN may refuse; dtf never asks it).
+  const char *math = cd.mathType == CUDNN_FMA_MATH       ? "fma"
+                     : !low                              ? "tf32-tensor-op"
+                     : cd.mathType == CUDNN_DEFAULT_MATH ? "default"
+                                                         : "tensor-op";
+  const size_t xn = xd.elements(), fn = fd.elements(), yn = yd.elements();
   w.run = [=] {
     if (tf32)
       ++machine().counters.tf32Calls;
+    countTypedCall(name, dnnTypeName(dtype), math);
+    std::vector<float> xw, fw, yw;
+    if (x)
+      xw = widened(x, xn, dtype);
+    if (f)
+      fw = widened(f, fn, dtype);
+    if (y)
+      yw = widened(y, yn, dtype);
     const int64_t rows = int64_t(g.n) * g.oh * g.ow;
     const int64_t row = int64_t(g.kh) * g.kw * g.c;
     // Algorithm 1 works in the caller's workspace, algorithm 0 in its own.
     std::vector<float> own(wsCol ? 0 : size_t(rows * row));
     float *colp = wsCol ? wsCol : own.data();
-    std::vector<float> result(outBytes / sizeof(float));
+    std::vector<float> result(outBytes / dnnElementSize(dtype));
     if (kind == ConvKind::Forward) {
-      im2col(g, x, colp);
+      im2col(g, xw.data(), colp);
       // y[rows, K] = col[rows, row] x f[K, row]^T (row-major)
-      dnnl_sgemm('N', 'T', rows, g.k, row, 1.0f, colp, row, f, row, 0.0f,
-                 result.data(), g.k);
+      dnnl_sgemm('N', 'T', rows, g.k, row, 1.0f, colp, row, fw.data(), row,
+                 0.0f, result.data(), g.k);
     } else if (kind == ConvKind::BackwardData) {
       // dcol[rows, row] = dy[rows, K] x f[K, row]
-      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, y, g.k, f, row, 0.0f, colp,
-                 row);
+      dnnl_sgemm('N', 'N', rows, row, g.k, 1.0f, yw.data(), g.k, fw.data(), row,
+                 0.0f, colp, row);
       col2im(g, colp, result.data());
     } else {
-      im2col(g, x, colp);
+      im2col(g, xw.data(), colp);
       // df[K, row] = dy[rows, K]^T x col[rows, row]
-      dnnl_sgemm('T', 'N', g.k, row, rows, 1.0f, y, g.k, colp, row, 0.0f,
-                 result.data(), row);
+      dnnl_sgemm('T', 'N', g.k, row, rows, 1.0f, yw.data(), g.k, colp, row,
+                 0.0f, result.data(), row);
     }
-    blend(out, result.data(), int64_t(result.size()), alpha, beta);
+    blendInto(out, dtype, result.data(), int64_t(result.size()), alpha, beta);
     ++machine().counters.dnnCalls;
     return CUDA_SUCCESS;
   };
@@ -369,10 +390,8 @@ cudnnStatus_t cudnnConvolutionForward(
     cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
     const void *beta, cudnnTensorDescriptor_t yDesc, void *y) {
   return convolution(ConvKind::Forward, handle, scalar(alpha), scalar(beta),
-                     td(xDesc), static_cast<const float *>(x), fdesc(wDesc),
-                     static_cast<const float *>(w), cdesc(conv), td(yDesc),
-                     nullptr, static_cast<float *>(y), algo, ws, wsBytes,
-                     "cudnnConvolutionForward");
+                     td(xDesc), x, fdesc(wDesc), w, cdesc(conv), td(yDesc),
+                     nullptr, y, algo, ws, wsBytes, "cudnnConvolutionForward");
 }
 cudnnStatus_t cudnnConvolutionBackwardData(
     cudnnHandle_t handle, const void *alpha, cudnnFilterDescriptor_t wDesc,
@@ -380,10 +399,9 @@ cudnnStatus_t cudnnConvolutionBackwardData(
     cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
     const void *beta, cudnnTensorDescriptor_t dxDesc, void *dx) {
   return convolution(ConvKind::BackwardData, handle, scalar(alpha),
-                     scalar(beta), td(dxDesc), nullptr, fdesc(wDesc),
-                     static_cast<const float *>(w), cdesc(conv), td(dyDesc),
-                     static_cast<const float *>(dy), static_cast<float *>(dx),
-                     algo, ws, wsBytes, "cudnnConvolutionBackwardData");
+                     scalar(beta), td(dxDesc), nullptr, fdesc(wDesc), w,
+                     cdesc(conv), td(dyDesc), dy, dx, algo, ws, wsBytes,
+                     "cudnnConvolutionBackwardData");
 }
 cudnnStatus_t cudnnConvolutionBackwardFilter(
     cudnnHandle_t handle, const void *alpha, cudnnTensorDescriptor_t xDesc,
@@ -391,10 +409,9 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(
     cudnnConvolutionDescriptor_t conv, int algo, void *ws, size_t wsBytes,
     const void *beta, cudnnFilterDescriptor_t dwDesc, void *dw) {
   return convolution(ConvKind::BackwardFilter, handle, scalar(alpha),
-                     scalar(beta), td(xDesc), static_cast<const float *>(x),
-                     fdesc(dwDesc), nullptr, cdesc(conv), td(dyDesc),
-                     static_cast<const float *>(dy), static_cast<float *>(dw),
-                     algo, ws, wsBytes, "cudnnConvolutionBackwardFilter");
+                     scalar(beta), td(xDesc), x, fdesc(dwDesc), nullptr,
+                     cdesc(conv), td(dyDesc), dy, dw, algo, ws, wsBytes,
+                     "cudnnConvolutionBackwardFilter");
 }
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(

@@ -1,10 +1,11 @@
 // The cuBLAS and cuDNN halves of libdtf-cuda-emu.so: the entry points dtf
 // calls, checked like the device memory they touch, run by reference
 // implementations (a plain loop under the products) on the handle's stream.
-#include "runtime/gpu/emu/EmuQueue.h"
+#include "runtime/core/Bf16.h"
+#include "runtime/core/F16.h"
 #include "runtime/gpu/emu/EmuDnn.h"
+#include "runtime/gpu/emu/EmuQueue.h"
 #include "runtime/gpu/emu/EmuState.h"
-
 
 #include <algorithm>
 #include <cstdlib>
@@ -63,11 +64,40 @@ void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
   }
 }
 
-// Bytes of a column-major matrix of `rows` x `cols` with leading dimension ld.
-size_t matrixBytes(int rows, int cols, int ld) {
+// Elements of a column-major matrix of `rows` x `cols` with leading
+// dimension ld, and its bytes in f32.
+size_t matrixElements(int rows, int cols, int ld) {
   if (rows == 0 || cols == 0)
     return 0;
-  return (size_t(ld) * (cols - 1) + rows) * sizeof(float);
+  return size_t(ld) * (cols - 1) + rows;
+}
+size_t matrixBytes(int rows, int cols, int ld) {
+  return matrixElements(rows, cols, ld) * sizeof(float);
+}
+
+// cudaDataType's element size for cublasGemmEx's matrices; 0 for a type
+// the emulation does not take.
+size_t blasElementSize(int type) {
+  return type == CUDA_R_32F                          ? 4
+         : type == CUDA_R_16BF || type == CUDA_R_16F ? 2
+                                                     : 0;
+}
+const char *blasTypeName(int type) {
+  return type == CUDA_R_32F    ? "f32"
+         : type == CUDA_R_16BF ? "bf16"
+         : type == CUDA_R_16F  ? "f16"
+                               : "an unknown type";
+}
+int dnnTypeOfBlas(int type) {
+  return type == CUDA_R_16BF  ? CUDNN_DATA_BFLOAT16
+         : type == CUDA_R_16F ? CUDNN_DATA_HALF
+                              : CUDNN_DATA_FLOAT;
+}
+
+// The math an f32 cuBLAS call of the handle's mode runs: TF32 tensor ops or
+// f32 FMA.
+const char *sgemmMath(int mode) {
+  return (mode & ~16) == CUBLAS_TF32_TENSOR_OP_MATH ? "tf32-tensor-op" : "fma";
 }
 
 int blasCheck(const void *p, size_t bytes, const char *what, Work *w) {
@@ -79,6 +109,45 @@ int blasCheck(const void *p, size_t bytes, const char *what, Work *w) {
 }
 
 } // namespace
+
+std::vector<float> widened(const void *p, size_t n, int dtype) {
+  std::vector<float> out(n);
+  const auto *h = static_cast<const uint16_t *>(p);
+  if (dtype == CUDNN_DATA_BFLOAT16)
+    widenFromBf16(h, int64_t(n), out.data());
+  else if (dtype == CUDNN_DATA_HALF)
+    for (size_t i = 0; i < n; ++i)
+      out[i] = f32FromF16(h[i]);
+  else if (n)
+    std::memcpy(out.data(), p, n * sizeof(float));
+  return out;
+}
+
+void blendInto(void *out, int dtype, const float *value, int64_t n, float alpha,
+               float beta) {
+  auto *f = static_cast<float *>(out);
+  auto *h = static_cast<uint16_t *>(out);
+  const bool bf16 = dtype == CUDNN_DATA_BFLOAT16;
+  for (int64_t i = 0; i < n; ++i) {
+    // alpha 1 and beta 0 (every cast dtf makes) keep the value as it is:
+    // -0 stays -0 and a NaN's payload reaches the rounding untouched.
+    float v = alpha == 1.0f ? value[i] : alpha * value[i];
+    if (beta != 0)
+      v += beta * (dtype == CUDNN_DATA_FLOAT ? f[i]
+                   : bf16                    ? f32FromBf16(h[i])
+                                             : f32FromF16(h[i]));
+    if (dtype == CUDNN_DATA_FLOAT)
+      f[i] = v;
+    else
+      h[i] = bf16 ? bf16FromF32(v) : f16FromF32(v);
+  }
+}
+
+void countTypedCall(const std::string &call, const char *type,
+                    const char *math) {
+  ++machine().counters.typedCalls[call + " " + type + " " + math];
+}
+
 } // namespace dtf::gpu::emu
 
 using namespace dtf::gpu::emu;
@@ -150,11 +219,12 @@ cublasSgemmStridedBatched(cublasHandle_t handle, int transa, int transb, int m,
       return r;
   }
   const float al = *alpha, be = *beta;
-  const bool tf32 = (reinterpret_cast<BlasHandle *>(handle)->mathMode & ~16) ==
-                    CUBLAS_TF32_TENSOR_OP_MATH;
+  const int mode = reinterpret_cast<BlasHandle *>(handle)->mathMode;
+  const bool tf32 = (mode & ~16) == CUBLAS_TF32_TENSOR_OP_MATH;
   w.run = [=] {
     if (tf32)
       ++machine().counters.tf32Calls;
+    countTypedCall("cublasSgemm", "f32", sgemmMath(mode));
     for (int i = 0; i < batch; ++i)
       gemm(ta, tb, m, n, k, al, a + i * strideA, lda, b + i * strideB, ldb, be,
            c + i * strideC, ldc);
@@ -205,12 +275,104 @@ cublasStatus_t cublasSgeam(cublasHandle_t handle, int transa, int transb, int m,
           v += be * (tb ? b[i * int64_t(ldb) + j] : b[j * int64_t(ldb) + i]);
         c[j * int64_t(ldc) + i] = v;
       }
+    countTypedCall("cublasSgeam", "f32", "fma");
     ++machine().counters.blasCalls;
     return CUDA_SUCCESS;
   };
   int r = submit(reinterpret_cast<BlasHandle *>(handle)->stream, std::move(w));
   return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
                            : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+// cublasGemmStridedBatchedEx: A and B of one type (f32, bf16 or f16), C of
+// f32, f32 compute. Each operand is widened to f32 exactly and the
+// products summed in f32 by the same loop as cublasSgemm's, so a bf16 call
+// is the f32 product of the bf16 values, accumulated in f32 (what the tensor
+// cores compute, up to the order of the sums). bf16 and f16 operands run on
+// the tensor cores unless the handle's math is pedantic; the call is
+// counted with its type and math.
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, int transa, int transb, int m, int n, int k,
+    const void *alpha, const void *a, int aType, int lda, long long strideA,
+    const void *b, int bType, int ldb, long long strideB, const void *beta,
+    void *c, int cType, int ldc, long long strideC, int batch, int computeType,
+    int algo) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  const bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || ldc < std::max(1, m) ||
+      lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k))
+    return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                  "cublasGemmEx: a negative size or a leading dimension too "
+                  "small");
+  if (blasElementSize(aType) == 0 || aType != bType || cType != CUDA_R_32F)
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "cublasGemmEx: A and B of one type (CUDA_R_32F, "
+                  "CUDA_R_16BF or CUDA_R_16F) and C of CUDA_R_32F, got types " +
+                      std::to_string(aType) + ", " + std::to_string(bType) +
+                      ", " + std::to_string(cType));
+  if (computeType != CUBLAS_COMPUTE_32F)
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "cublasGemmEx: compute type " + std::to_string(computeType) +
+                      " (the emulation has CUBLAS_COMPUTE_32F, 68)");
+  if (algo != CUBLAS_GEMM_DEFAULT && algo != 99)
+    return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
+                  "cublasGemmEx: algorithm " + std::to_string(algo) +
+                      " (the emulation has CUBLAS_GEMM_DEFAULT, -1, and "
+                      "CUBLAS_GEMM_DEFAULT_TENSOR_OP, 99)");
+  const size_t e = blasElementSize(aType);
+  const size_t aElems = matrixElements(ta ? k : m, ta ? m : k, lda),
+               bElems = matrixElements(tb ? n : k, tb ? k : n, ldb);
+  Work w{"cublasGemmEx", nullptr, {}};
+  if (batch > 0) {
+    const size_t last = size_t(batch - 1);
+    if (int r = blasCheck(a, (aElems + last * size_t(strideA)) * e,
+                          "cublasGemmEx A", &w))
+      return r;
+    if (int r = blasCheck(b, (bElems + last * size_t(strideB)) * e,
+                          "cublasGemmEx B", &w))
+      return r;
+    if (int r = blasCheck(
+            c, matrixBytes(m, n, ldc) + last * size_t(strideC) * sizeof(float),
+            "cublasGemmEx C", &w))
+      return r;
+  }
+  const float al = *static_cast<const float *>(alpha),
+              be = *static_cast<const float *>(beta);
+  const int mode = reinterpret_cast<BlasHandle *>(handle)->mathMode;
+  const char *math = e == 4                             ? sgemmMath(mode)
+                     : (mode & 0xf) == 2 /* pedantic */ ? "fma"
+                                                        : "tensor-op";
+  const int dnnType = dnnTypeOfBlas(aType);
+  const char *type = blasTypeName(aType);
+  const auto *pa = static_cast<const char *>(a);
+  const auto *pb = static_cast<const char *>(b);
+  auto *pc = static_cast<float *>(c);
+  w.run = [=] {
+    for (int i = 0; i < batch; ++i) {
+      const std::vector<float> fa = widened(pa + i * strideA * e, aElems,
+                                            dnnType),
+                               fb = widened(pb + i * strideB * e, bElems,
+                                            dnnType);
+      gemm(ta, tb, m, n, k, al, fa.data(), lda, fb.data(), ldb, be,
+           pc + i * strideC, ldc);
+    }
+    countTypedCall("cublasGemmEx", type, math);
+    ++machine().counters.blasCalls;
+    return CUDA_SUCCESS;
+  };
+  int r = submit(reinterpret_cast<BlasHandle *>(handle)->stream, std::move(w));
+  return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS
+                           : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, int transa, int transb,
+                            int m, int n, int k, const void *alpha,
+                            const void *a, int aType, int lda, const void *b,
+                            int bType, int ldb, const void *beta, void *c,
+                            int cType, int ldc, int computeType, int algo) {
+  return cublasGemmStridedBatchedEx(handle, transa, transb, m, n, k, alpha, a,
+                                    aType, lda, 0, b, bType, ldb, 0, beta, c,
+                                    cType, ldc, 0, 1, computeType, algo);
 }
 
 // --- cuDNN ---------------------------------------------------------------
@@ -266,6 +428,41 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, int format,
   *reinterpret_cast<TensorDesc *>(d) = {format, dtype, n, c, h, w};
   return CUDNN_STATUS_SUCCESS;
 }
+// cudnnTransformTensor, as dtf calls it: y = alpha x + beta y between two
+// tensors of the same dimensions and layout, the element types converted
+// (f32 to bf16 or f16 rounded to nearest even, as runtime/core's casts
+// round; bf16 and f16 to f32 exactly).
+cudnnStatus_t cudnnTransformTensor(cudnnHandle_t handle, const void *alpha,
+                                   cudnnTensorDescriptor_t xDesc, const void *x,
+                                   const void *beta,
+                                   cudnnTensorDescriptor_t yDesc, void *y) {
+  std::lock_guard<std::recursive_mutex> lock(machine().mutex);
+  const TensorDesc xd = td(xDesc), yd = td(yDesc);
+  if (!knownDnnType(xd.dtype) || !knownDnnType(yd.dtype) || xd.n != yd.n ||
+      xd.c != yd.c || xd.h != yd.h || xd.w != yd.w || xd.format != yd.format)
+    return refuse(CUDNN_STATUS_NOT_SUPPORTED,
+                  "cudnnTransformTensor: the emulation converts between f32, "
+                  "bf16 and f16 tensors of the same dimensions and layout");
+  Work w{"cudnnTransformTensor", nullptr, {}};
+  if (int r = dnnCheck(x, xd.bytes(), "x", &w))
+    return r;
+  if (int r = dnnCheck(y, yd.bytes(), "y", &w))
+    return r;
+  const float al = scalar(alpha), be = scalar(beta);
+  const std::string type =
+      std::string(dnnTypeName(xd.dtype)) + "->" + dnnTypeName(yd.dtype);
+  w.run = [=] {
+    const std::vector<float> v = widened(x, xd.elements(), xd.dtype);
+    blendInto(y, yd.dtype, v.data(), int64_t(v.size()), al, be);
+    countTypedCall("cudnnTransformTensor", type.c_str(), "convert");
+    ++machine().counters.dnnCalls;
+    return CUDA_SUCCESS;
+  };
+  int r = submit(reinterpret_cast<DnnHandle *>(handle)->stream, std::move(w));
+  return r == CUDA_SUCCESS ? CUDNN_STATUS_SUCCESS
+                           : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, int dtype,
                                          int format, int k, int c, int h,
                                          int w) {
@@ -328,7 +525,7 @@ void forWindows(const TensorDesc &x, const TensorDesc &y, const PoolDesc &p,
 
 cudnnStatus_t poolCheck(const PoolDesc &p, const TensorDesc &x,
                         const TensorDesc &y, const char *name) {
-  if (!supported(x) || !supported(y) || x.n != y.n || x.c != y.c ||
+  if (!supportedF32(x) || !supportedF32(y) || x.n != y.n || x.c != y.c ||
       (x.h + 2 * p.padH - p.wh) / p.sh + 1 != y.h ||
       (x.w + 2 * p.padW - p.ww) / p.sw + 1 != y.w ||
       (p.mode != CUDNN_POOLING_MAX &&
@@ -383,6 +580,7 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle,
         out[q] = al * v + (be == 0 ? 0.0f : be * out[q]);
       }
     });
+    countTypedCall("cudnnPoolingForward", "f32", "fma");
     ++machine().counters.dnnCalls;
     return CUDA_SUCCESS;
   };
@@ -447,6 +645,7 @@ cudnnPoolingBackward(cudnnHandle_t handle, cudnnPoolingDescriptor_t pool,
       }
     });
     blend(pdx, grad.data(), int64_t(grad.size()), al, be);
+    countTypedCall("cudnnPoolingBackward", "f32", "fma");
     ++machine().counters.dnnCalls;
     return CUDA_SUCCESS;
   };

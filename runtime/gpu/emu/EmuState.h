@@ -97,6 +97,10 @@ struct Counters {
   uint64_t crossStreamWaits = 0, replayedCrossStreamEdges = 0;
   /// Stream work run per device (eagerly or as a replayed graph node).
   std::map<int, uint64_t> workPerDevice;
+  /// cuBLAS and cuDNN calls run, by call, element type and math
+  /// ("cublasGemmEx bf16 tensor-op": mixed precision on the tensor cores;
+  /// "cudnnPoolingForward f32 fma": what the policy keeps in f32).
+  std::map<std::string, uint64_t> typedCalls;
 };
 
 /// The one emulated machine of the process (all members under `mutex`).

@@ -83,6 +83,12 @@ constexpr int64_t kMaxChannelsForDirectConv = 4;
 
 // `make` creates the primitive descriptor; a descriptor is a shared handle
 // that next_impl() advances, so falling back means making a fresh one.
+// next_impl() reads the operation descriptor the primitive descriptor was
+// made from (oneDNN 2.x's iterator keeps a pointer to it, not a copy), so
+// that descriptor must outlive this call: `make` may not build it inside.
+// (It once did: forwardPd's local desc was gone when next_impl() ran, and
+// about 1 process in 5 crashed inside dnnl_primitive_desc_iterator_next once
+// other oneDNN primitives had been made.)
 template <typename Make>
 auto preferDirectForFewChannels(const Window2D &w, Make &&make) {
   auto pd = make();
@@ -95,11 +101,19 @@ auto preferDirectForFewChannels(const Window2D &w, Make &&make) {
   return std::string(pd.impl_info_str()).rfind("jit:", 0) == 0 ? pd : make();
 }
 
-dnnl::convolution_forward::primitive_desc forwardPd(const ConvDescs &d,
-                                                    dnnl::prop_kind kind) {
-  dnnl::convolution_forward::desc desc(
-      kind, dnnl::algorithm::convolution_direct, d.srcAny, d.weightsAny,
-      d.dstAny, d.strides, d.dilates, d.padL, d.padR);
+dnnl::convolution_forward::desc forwardDesc(const ConvDescs &d,
+                                            dnnl::prop_kind kind) {
+  return {kind,      dnnl::algorithm::convolution_direct,
+          d.srcAny,  d.weightsAny,
+          d.dstAny,  d.strides,
+          d.dilates, d.padL,
+          d.padR};
+}
+
+// A forward descriptor made from `desc`, which must outlive any next_impl()
+// on it (preferDirectForFewChannels).
+dnnl::convolution_forward::primitive_desc
+forwardPd(const dnnl::convolution_forward::desc &desc) {
   return {desc, userScratchpad(), cpuEngine()};
 }
 
@@ -264,9 +278,8 @@ void refConvBackpropFilter(const Window2D &w, const T *x, const T *dy, T *df,
 std::shared_ptr<PlannedPrimitive> plainConv(const Window2D &w, bool bf16) {
   return convCache().get(w.key(kForward + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {
     ConvDescs d = forwardDescs(w, bf16);
-    auto pd = preferDirectForFewChannels(w, [&] {
-      return forwardPd(d, dnnl::prop_kind::forward_inference);
-    });
+    const auto desc = forwardDesc(d, dnnl::prop_kind::forward_inference);
+    auto pd = preferDirectForFewChannels(w, [&] { return forwardPd(desc); });
     return PlannedPrimitive(pd, dnnl::convolution_forward(pd),
                             {{DNNL_ARG_SRC, d.src, false},
                              {DNNL_ARG_WEIGHTS, d.weights, false},
@@ -496,7 +509,8 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
           d.strides, d.dilates, d.padL, d.padR);
       dnnl::convolution_backward_data::primitive_desc pd(
           desc, userScratchpad(), cpuEngine(),
-          forwardPd(forwardDescs(w, bf16), dnnl::prop_kind::forward_training));
+          forwardPd(forwardDesc(forwardDescs(w, bf16),
+                                dnnl::prop_kind::forward_training)));
       return PlannedPrimitive(pd, dnnl::convolution_backward_data(pd),
                               {{DNNL_ARG_DIFF_DST, d.dst, false},
                                {DNNL_ARG_WEIGHTS, d.weights, false},
@@ -563,7 +577,8 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
           d.strides, d.dilates, d.padL, d.padR);
       dnnl::convolution_backward_weights::primitive_desc pd(
           desc, userScratchpad(), cpuEngine(),
-          forwardPd(forwardDescs(w, bf16), dnnl::prop_kind::forward_training));
+          forwardPd(forwardDesc(forwardDescs(w, bf16),
+                                dnnl::prop_kind::forward_training)));
       return PlannedPrimitive(pd, dnnl::convolution_backward_weights(pd),
                               {{DNNL_ARG_SRC, d.src, false},
                                {DNNL_ARG_DIFF_DST, d.dst, false},

@@ -152,6 +152,10 @@ options:
                    next step's pull cross at once (both ways of every link
                    busy); the pull may miss the worker's own last gradient
                    (staleness at most 1)
+  --prefetch-pull  async between-graph training: the next step's pull
+                   starts as each step starts and runs beside its compute
+                   and push; a step's variables may lack the worker's own
+                   last gradient (staleness at most 1; docs/protocol.md)
   --data static|exactly-once  how the workers of a cluster share the data:
                    static (the default) reads shard `replica` of
                    `num_workers` of every epoch; exactly-once leases
@@ -311,6 +315,8 @@ bool parseSwitch(const std::string &arg, CommandLine *cl) {
     r.cluster.insecure = true;
   else if (arg == "--overlap-push")
     r.cluster.overlapPush = true;
+  else if (arg == "--prefetch-pull")
+    r.cluster.prefetchPull = true;
   else if (arg == "--fresh")
     r.train.fresh = true;
   else
@@ -652,12 +658,12 @@ int checkCombinations(CommandLine *cl) {
                       "or TF_CONFIG): one process already reads every "
                       "example once per epoch");
   if (mode == RunMode::kLocal &&
-      (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.sameHostTcp ||
-       r.cluster.compressPush.enabled()))
-    return usageError("--wire, --overlap-push, --compress-push and --same-host "
-                      "need a cluster "
-                      "(--cluster FILE or TF_CONFIG): they say how its tasks "
-                      "talk");
+      (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.prefetchPull ||
+       r.cluster.sameHostTcp || r.cluster.compressPush.enabled()))
+    return usageError(
+        "--wire, --overlap-push, --prefetch-pull, --compress-push and "
+        "--same-host need a cluster (--cluster FILE or TF_CONFIG): they say "
+        "how its tasks talk");
   return kGoOn;
 }
 

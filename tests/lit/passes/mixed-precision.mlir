@@ -1,8 +1,9 @@
 // dtf-mixed-precision: under mixed_bfloat16 (the module's dtf.train precision,
 // or the policy option) every f32 matmul and convolution, forward and
 // gradient, computes in bf16 (under mixed_float16 in f16); softmax, losses, reductions and updates stay
-// f32; ops kept in f32 (dtf.keep_f32) and GPU-placed ops are left alone, and
-// the marks go either way.
+// f32; ops kept in f32 (dtf.keep_f32) are left alone, GPU-placed ones are
+// marked alike (dtf-run's GPU kernels compute them with cublasGemmEx and
+// cuDNN's tensor ops), and the marks go either way.
 // RUN: dtf-opt %s --dtf-mixed-precision --split-input-file | FileCheck %s
 // RUN: dtf-opt %s --dtf-mixed-precision=policy=float32 --split-input-file | FileCheck %s --check-prefix=F32
 // RUN: dtf-opt %s --dtf-mixed-precision=policy=mixed_float16 --split-input-file | FileCheck %s --check-prefix=F16
@@ -17,6 +18,7 @@
 // F16: dtf.conv2d_backprop_input {{.*}} compute_dtype "f16" :
 // F16: dtf.conv2d_backprop_filter {{.*}} compute_dtype "f16" :
 // F16: dtf.matmul %arg0, %arg1 :
+// F16: dtf.matmul %arg0, %arg1 compute_dtype "f16" {dtf.device = "/job:worker/gpu:0"} :
 // F16-NOT: compute_dtype "bf16"
 // BAD: error: precision must be float32, mixed_bfloat16 or mixed_float16, not 'fp8'
 
@@ -27,9 +29,10 @@
 // CHECK: dtf.conv2d %arg2, %arg3 padding same strides [1, 1] dilations [1, 1] compute_dtype "bf16" :
 // CHECK: dtf.conv2d_backprop_input %{{.*}}, %arg3 {{.*}} input_shape [-1, 8, 8, 3] compute_dtype "bf16" :
 // CHECK: dtf.conv2d_backprop_filter %arg2, %{{.*}} filter_shape [3, 3, 3, 4] compute_dtype "bf16" :
-// The kept layer, the GPU one and the f64 one: no compute_dtype, no mark.
+// The kept layer and the f64 one: no compute_dtype, no mark; the GPU one
+// in bf16 as on the CPU.
 // CHECK: dtf.matmul %arg0, %arg1 :
-// CHECK: dtf.matmul %arg0, %arg1 {dtf.device = "/job:worker/gpu:0"} :
+// CHECK: dtf.matmul %arg0, %arg1 compute_dtype "bf16" {dtf.device = "/job:worker/gpu:0"} :
 // CHECK: dtf.matmul %arg4, %arg4 :
 // CHECK: dtf.softmax
 // CHECK-NOT: compute_dtype

@@ -21,7 +21,10 @@
 // COMPRESS: dtf-run: error: --compress-push expects topk:R with 0 < R < 0.5 (the share of each gradient's values sent, e.g. topk:0.01) or onebit, got 'topk:0.7'
 
 // RUN: not dtf-run plan.bin --compress-push onebit 2>&1 | FileCheck %s --check-prefix=COMPRESS-LOCAL
-// COMPRESS-LOCAL: dtf-run: error: --wire, --overlap-push, --compress-push and --same-host need a cluster (--cluster FILE or TF_CONFIG)
+// COMPRESS-LOCAL: dtf-run: error: --wire, --overlap-push, --prefetch-pull, --compress-push and --same-host need a cluster (--cluster FILE or TF_CONFIG)
+
+// RUN: not dtf-run plan.bin --prefetch-pull 2>&1 | FileCheck %s --check-prefix=PREFETCH-LOCAL
+// PREFETCH-LOCAL: dtf-run: error: --wire, --overlap-push, --prefetch-pull, --compress-push and --same-host need a cluster (--cluster FILE or TF_CONFIG)
 
 // RUN: not dtf-run a.bin b.bin 2>&1 | FileCheck %s --check-prefix=TWO
 // TWO: dtf-run: error: more than one plan given ('a.bin' and 'b.bin')

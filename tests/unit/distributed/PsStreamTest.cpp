@@ -2,8 +2,10 @@
 // one f32 variable of 1000 elements, driven over gRPC the way workers do,
 // with chunks of a few hundred bytes: initial values, pulls and pushes in
 // streams arrive whole; a truncated or cancelled push stream, or one whose
-// header asks for a huge tensor, changes nothing and says why.
+// header asks for a huge tensor, changes nothing and says why; a prefetched
+// pull (--prefetch-pull) lands only when taken.
 #include "runtime/distributed/ParameterServer.h"
+#include "runtime/distributed/PsClient.h"
 #include "runtime/distributed/PushCompression.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
@@ -175,6 +177,65 @@ TEST_F(PsStream, InitializePullAndPushInChunks) {
   v = pull();
   for (int64_t i = 0; i < kElements; ++i)
     ASSERT_EQ(v.data<float>()[i], 0.75f) << i;
+}
+
+// --prefetch-pull's client side: a prefetched pull writes a store of its
+// own and reaches the worker's variables only when taken (so a step that
+// runs meanwhile reads what it was given, whatever the prefetch receives),
+// with the values the ps held when it ran: a push after it is missing until
+// the next pull (staleness 1); the version it read reaches the link only
+// then too.
+TEST_F(PsStream, PrefetchedPullLandsOnlyWhenTaken) {
+  ASSERT_TRUE(initialize(1.0f).ok());
+  Links links(config_, "worker.0");
+  // The test plan's worker_step reads nothing; its train_step reads big.
+  PsClient client(plan_, placement_, links, &plan_.train_step());
+  exec::VariableStore store;
+  ASSERT_TRUE(store.add("big", Tensor::zeros(DType::F32, {kElements})).isOk());
+  client.bind(&store);
+  ASSERT_TRUE(client.connect().isOk());
+  ASSERT_EQ(client.ps().size(), 1u);
+  ASSERT_FALSE(client.ps()[0].pull.empty()) << "the train_step reads big";
+  const float *big = store.find("big")->data<float>();
+
+  int64_t step = -1;
+  bool taken = true;
+  ASSERT_TRUE(client.takePrefetch(&step, &taken).isOk());
+  EXPECT_FALSE(taken) << "none was started";
+
+  client.startPrefetch();
+  ASSERT_TRUE(client.takePrefetch(&step, &taken).isOk());
+  EXPECT_TRUE(taken);
+  EXPECT_EQ(big[0], 1.0f);
+  EXPECT_EQ(big[kElements - 1], 1.0f);
+
+  // A prefetch, then the variable changed under it (as the worker's own
+  // store may be) and the ps updated after the prefetch was taken: the
+  // next take brings what the ps held when the prefetch ran.
+  client.startPrefetch();
+  for (int64_t i = 0; i < kElements; ++i)
+    store.find("big")->data<float>()[i] = 7.0f;
+  ASSERT_TRUE(client.takePrefetch(&step, &taken).isOk());
+  EXPECT_EQ(big[0], 1.0f);
+  const int64_t before = client.ps()[0].pulledVersion;
+  rpc::PushReply reply;
+  ASSERT_TRUE(push(pushChunks(1.0f, 0.5f), &reply).ok());
+  ASSERT_TRUE(reply.applied());
+  EXPECT_EQ(big[0], 1.0f) << "a push changes no pulled value by itself";
+  client.startPrefetch();
+  ASSERT_TRUE(client.takePrefetch(&step, &taken).isOk());
+  EXPECT_EQ(big[0], 0.5f);
+  EXPECT_EQ(big[kElements - 1], 0.5f);
+  EXPECT_EQ(client.ps()[0].pulledVersion, before + 1);
+
+  // Dropped: waited for and forgotten, the store untouched.
+  client.startPrefetch();
+  for (int64_t i = 0; i < kElements; ++i)
+    store.find("big")->data<float>()[i] = 3.0f;
+  client.dropPrefetch();
+  ASSERT_TRUE(client.takePrefetch(&step, &taken).isOk());
+  EXPECT_FALSE(taken);
+  EXPECT_EQ(big[0], 3.0f);
 }
 
 // --wire bf16: a pull asking for bfloat16 gets the f32 variable rounded to

@@ -1,14 +1,15 @@
-// The GPU kernels (cuBLAS and cuDNN calls, run by the host emulation) give
-// the CPU kernels' results: matmul (transposed, batched), conv2d and its two
-// gradients, pooling and its gradients, reshape; GpuOp captures its second
-// step as a CUDA graph and replays it; the arena.
+// The GPU kernels (cuBLAS and cuDNN calls, run by the host emulation, or
+// with DTF_GPU=real by the real libraries) give the CPU kernels' results:
+// matmul (transposed, batched), conv2d and its two gradients, pooling and
+// its gradients, reshape; GpuOp captures its second step as a CUDA graph and
+// replays it; the arena.
 #include "runtime/gpu/GpuKernels.h"
 #include "runtime/gpu/ConvAlgo.h"
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/gpu/GpuKernelContext.h"
 #include "runtime/gpu/GpuOp.h"
 #include "runtime/kernels/CpuKernels.h"
-#include "tests/unit/gpu/EmulatedGpu.h"
+#include "tests/unit/gpu/TestGpu.h"
 
 #include <gtest/gtest.h>
 
@@ -74,7 +75,7 @@ void expectSameOnGpu(GpuDevice &device, const std::string &op,
 }
 
 TEST(GpuKernels, MatmulMatchesTheCpuKernel) {
-  Emulated e;
+  TestGpu e;
   ASSERT_TRUE(e.device);
   expectSameOnGpu(*e.device, "dtf.matmul",
                   {randomTensor({5, 7}, 1), randomTensor({7, 3}, 2)}, {});
@@ -94,7 +95,7 @@ TEST(GpuKernels, MatmulMatchesTheCpuKernel) {
 }
 
 TEST(GpuKernels, ConvolutionAndItsGradientsMatchTheCpuKernels) {
-  Emulated e;
+  TestGpu e;
   ASSERT_TRUE(e.device);
   for (std::string padding : {"same", "valid"}) {
     AttrMap attrs = {{"padding", padding},
@@ -140,23 +141,32 @@ unsigned long countAfter(const std::string &label) {
 }
 
 TEST(GpuKernels, ConvolutionAlgorithmIsChosenOncePerShapeAndDirection) {
-  Emulated e;
+  TestGpu e;
   ASSERT_TRUE(e.device);
-  const uint64_t q0 = convAlgorithmQueries(), c0 = emulatedAlgorithmChoices();
+  // dtf's own counts hold on a real cuDNN too; the emulation's, of the
+  // library calls behind them, only here.
+  const bool emulation = emulationCounts(
+      "cuDNN's heuristic and timing calls (dtf's own counts are checked)");
+  const uint64_t q0 = convAlgorithmQueries();
+  const uint64_t c0 = emulation ? emulatedAlgorithmChoices() : 0;
   const uint64_t s0 = convAlgorithmSearches();
   auto timedCount = [] { return countAfter("cuDNN algorithms timed: "); };
-  const unsigned long e0 = timedCount();
+  const unsigned long e0 = emulation ? timedCount() : 0;
   auto chosen = [&] {
     // Each shape: the heuristic's candidates, then one timing outside a
     // capture (the first step of a shape is eager).
-    EXPECT_EQ(emulatedAlgorithmChoices() - c0, convAlgorithmQueries() - q0);
+    if (emulation) {
+      EXPECT_EQ(emulatedAlgorithmChoices() - c0, convAlgorithmQueries() - q0);
+      EXPECT_EQ(timedCount() - e0, convAlgorithmQueries() - q0);
+    }
     EXPECT_EQ(convAlgorithmSearches() - s0, convAlgorithmQueries() - q0);
-    EXPECT_EQ(timedCount() - e0, convAlgorithmQueries() - q0);
     return convAlgorithmQueries() - q0;
   };
   AttrMap attrs = {{"padding", std::string("same")},
                    {"strides", std::vector<int64_t>{1, 1}}};
-  Tensor x = randomTensor({2, 9, 9, 3}, 21), f = randomTensor({3, 3, 3, 4}, 22);
+  // Shapes no other test uses: the choices are the process's (the tests
+  // run in one process with DTF_GPU=real).
+  Tensor x = randomTensor({2, 10, 10, 3}, 21), f = randomTensor({3, 3, 3, 4}, 22);
   // Three steps (eager, captured, replayed), then another op of the same
   // shape: one choice. The emulation's heuristic ranks algorithm 1 first,
   // which works in the workspace dtf provides, its timing algorithm 0.
@@ -165,12 +175,12 @@ TEST(GpuKernels, ConvolutionAlgorithmIsChosenOncePerShapeAndDirection) {
   expectSameOnGpu(*e.device, "dtf.conv2d", {x, f}, attrs);
   EXPECT_EQ(chosen(), 1u);
   // Another batch is another shape; each gradient is another direction.
-  expectSameOnGpu(*e.device, "dtf.conv2d", {randomTensor({4, 9, 9, 3}, 23), f},
+  expectSameOnGpu(*e.device, "dtf.conv2d", {randomTensor({4, 10, 10, 3}, 23), f},
                   attrs);
   EXPECT_EQ(chosen(), 2u);
-  Tensor dy = randomTensor({2, 9, 9, 4}, 24);
+  Tensor dy = randomTensor({2, 10, 10, 4}, 24);
   AttrMap in = attrs;
-  in["input_shape"] = std::vector<int64_t>{2, 9, 9, 3};
+  in["input_shape"] = std::vector<int64_t>{2, 10, 10, 3};
   expectSameOnGpu(*e.device, "dtf.conv2d_backprop_input", {dy, f}, in);
   AttrMap fl = attrs;
   fl["filter_shape"] = std::vector<int64_t>{3, 3, 3, 4};
@@ -185,7 +195,8 @@ TEST(GpuKernels, ConvolutionAlgorithmIsChosenOncePerShapeAndDirection) {
 // the retry the op fails; with the heuristic's choice (algorithm 1) instead
 // of the timed one (0), nothing fails and nothing is said.
 TEST(GpuKernels, AFailingConvolutionAlgorithmGivesWayToTheNextOfItsRanking) {
-  Emulated e;
+  DTF_EMULATION_ONLY("the fault DTF_EMU_CONV_ALGO_FAILS");
+  TestGpu e;
   ASSERT_TRUE(e.device);
   auto failures = [] {
     return countAfter("launches failed by DTF_EMU_CONV_ALGO_FAILS: ");
@@ -230,7 +241,7 @@ TEST(GpuKernels, AFailingConvolutionAlgorithmGivesWayToTheNextOfItsRanking) {
 }
 
 TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {
-  Emulated e;
+  TestGpu e;
   ASSERT_TRUE(e.device);
   AttrMap attrs = {{"window", std::vector<int64_t>{2, 2}},
                    {"strides", std::vector<int64_t>{2, 2}},
@@ -246,7 +257,7 @@ TEST(GpuKernels, PoolingAndItsGradientsMatchTheCpuKernels) {
 // The number in the emulation's counters before `what` ("7 device
 // allocations").
 TEST(GpuArena, StepsOfOneShapeAllocateNothingOnceTheArenaIsPlanned) {
-  Emulated e;
+  TestGpu e;
   ASSERT_TRUE(e.device);
   GpuDevice &dev = *e.device;
   // y = (x W1) W2, the second matmul reading the first's result in place.
@@ -277,13 +288,28 @@ TEST(GpuArena, StepsOfOneShapeAllocateNothingOnceTheArenaIsPlanned) {
     if (step == 0) {
       want = got;
       afterFirstStep = counter("device allocations");
+      // The first step's results, against the CPU kernels (on the
+      // emulation they are the CPU's own reference loops).
+      KernelContext a, b;
+      a.setOpName("dtf.matmul");
+      a.setInputs({&x, &w1});
+      a.setNumOutputs(1);
+      ASSERT_TRUE(callKernel(cpu().lookup("dtf.matmul"), a).isOk());
+      b.setOpName("dtf.matmul");
+      b.setInputs({&a.output(0), &w2});
+      b.setNumOutputs(1);
+      ASSERT_TRUE(callKernel(cpu().lookup("dtf.matmul"), b).isOk());
+      for (int64_t i = 0; i < b.output(0).numElements(); ++i)
+        ASSERT_NEAR(got[size_t(i)], b.output(0).data<float>()[i], 1e-4f) << i;
     }
     EXPECT_EQ(got, want) << "step " << step;
   }
   // The first step's buffers and the arena planned after it, nothing later.
   EXPECT_EQ(dev.arenasPlanned(), 1);
-  EXPECT_GT(afterFirstStep, 0);
-  EXPECT_EQ(counter("device allocations"), afterFirstStep);
+  if (emulationCounts("the count of device allocations")) {
+    EXPECT_GT(afterFirstStep, 0);
+    EXPECT_EQ(counter("device allocations"), afterFirstStep);
+  }
   // Step 2 ran eagerly in the arena, step 3 was captured; 3 to 6 launched.
   EXPECT_EQ(first.graphLaunches(), 4u);
   EXPECT_EQ(second.graphLaunches(), 4u);
@@ -299,14 +325,14 @@ TEST(GpuArena, StepsOfOneShapeAllocateNothingOnceTheArenaIsPlanned) {
 }
 
 TEST(GpuKernels, ReshapeKeepsTheDeviceBuffer) {
-  Emulated e;
+  TestGpu e;
   ASSERT_TRUE(e.device);
   expectSameOnGpu(*e.device, "dtf.reshape", {randomTensor({4, 3, 2}, 31)},
                   {{"out_shape", std::vector<int64_t>{-1, 6}}});
 }
 
 TEST(GpuKernels, UnevenPaddingIsRefusedWithTheFix) {
-  Emulated e;
+  TestGpu e;
   ASSERT_TRUE(e.device);
   auto ctx = std::make_unique<GpuKernelContext>(*e.device);
   ctx->setAttrs({{"window", std::vector<int64_t>{2, 2}},

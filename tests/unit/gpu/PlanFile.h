@@ -1,6 +1,6 @@
-// The test tools that edit a plan.bin (dtf-test-add-gpu-code,
-// dtf-test-mark-bf16): read one, and write it back sealed (schema/PlanSeal.h),
-// each failure said with the tool's name and the path.
+// The test tools that edit a plan.bin (dtf-test-add-gpu-code): read one,
+// and write it back sealed (schema/PlanSeal.h), each failure said with the
+// tool's name and the path.
 #ifndef DTF_TESTS_UNIT_GPU_PLANFILE_H
 #define DTF_TESTS_UNIT_GPU_PLANFILE_H
 

@@ -2,8 +2,10 @@
 // (DTF_EMU_STREAM_ORDER): a read on one stream of what another stream wrote
 // gets the wrong bytes without an event and the right ones with it, and
 // captures across streams follow CUDA's rules (join, unjoined, isolation).
+// The emulation's own orders and refusals: skipped with DTF_GPU=real.
 #include "runtime/gpu/CudaDriver.h"
 #include "tests/unit/gpu/FakeCubin.h"
+#include "tests/unit/gpu/TestGpu.h"
 
 #include <gtest/gtest.h>
 
@@ -17,14 +19,14 @@ namespace {
 
 using namespace cuda;
 
-void *emulationLibrary() {
+void *emulationHandle() {
   return dlopen(DTF_CUDA_EMU_PATH, RTLD_NOW | RTLD_NOLOAD);
 }
 
 // The emulation's order of streams from now on ("reversed", ...).
 int setOrder(const char *order) {
   auto set = reinterpret_cast<int (*)(const char *)>(
-      dlsym(emulationLibrary(), "dtfEmuSetStreamOrder"));
+      dlsym(emulationHandle(), "dtfEmuSetStreamOrder"));
   EXPECT_TRUE(set);
   return set ? set(order) : -1;
 }
@@ -66,7 +68,7 @@ struct TwoStreams {
     auto reg = reinterpret_cast<int (*)(
         const char *,
         void (*)(void *const *, const int64_t *, int64_t, int64_t),
-        const char *, int)>(dlsym(emulationLibrary(), "dtfEmuRegisterKernel"));
+        const char *, int)>(dlsym(emulationHandle(), "dtfEmuRegisterKernel"));
     ASSERT_TRUE(reg);
     reg("scale", streamOrderScaleTwin, "bbi", 2);
     std::vector<uint8_t> image = cubin("scale", {8, 8, 8});
@@ -160,6 +162,8 @@ std::vector<float> doubled() {
 // host or another stream needs it: a kernel that does not wait for the
 // upload on the other stream reads the buffer as it was.
 TEST(StreamOrder, AKernelReadsAnUploadOnAnotherStreamOnlyThroughAnEvent) {
+  DTF_EMULATION_ONLY("the emulation's hostile stream orders and its "
+                     "refusals in captures");
   TwoStreams t;
   ASSERT_NO_FATAL_FAILURE(t.start());
   ASSERT_NO_FATAL_FAILURE(t.reset(0.5f));
@@ -178,6 +182,8 @@ TEST(StreamOrder, AKernelReadsAnUploadOnAnotherStreamOnlyThroughAnEvent) {
 // of every other stream that may run; a download on the copy stream that
 // does not wait for the kernel copies the result before it is made.
 TEST(StreamOrder, ADownloadOnAnotherStreamWaitsForTheKernelOnlyThroughAnEvent) {
+  DTF_EMULATION_ONLY("the emulation's hostile stream orders and its "
+                     "refusals in captures");
   TwoStreams t;
   ASSERT_NO_FATAL_FAILURE(t.start());
   ASSERT_EQ(setOrder("interleaved"), 0);
@@ -193,6 +199,8 @@ TEST(StreamOrder, ADownloadOnAnotherStreamWaitsForTheKernelOnlyThroughAnEvent) {
 // With the events, every order gives the same bytes; in submission order
 // (work runs when submitted, as the emulation used to) even without them.
 TEST(StreamOrder, WithEventsEveryOrderGivesTheSameBytes) {
+  DTF_EMULATION_ONLY("the emulation's hostile stream orders and its "
+                     "refusals in captures");
   TwoStreams t;
   ASSERT_NO_FATAL_FAILURE(t.start());
   for (const char *order : {"submission", "reversed", "interleaved"}) {
@@ -210,7 +218,7 @@ TEST(StreamOrder, WithEventsEveryOrderGivesTheSameBytes) {
   EXPECT_EQ(t.result(), doubled());
   EXPECT_EQ(setOrder("sideways"), 2);
   auto lastError = reinterpret_cast<const char *(*)()>(
-      dlsym(emulationLibrary(), "dtfEmuLastError"));
+      dlsym(emulationHandle(), "dtfEmuLastError"));
   ASSERT_TRUE(lastError);
   EXPECT_NE(std::string(lastError())
                 .find("DTF_EMU_STREAM_ORDER=sideways names no order: "
@@ -222,6 +230,8 @@ TEST(StreamOrder, WithEventsEveryOrderGivesTheSameBytes) {
 // A wait on an event never recorded waits for nothing (as CUDA's: an empty
 // set of work), on a stream and in a capture.
 TEST(StreamOrder, AWaitOnAnEventNeverRecordedIsANoOp) {
+  DTF_EMULATION_ONLY("the emulation's hostile stream orders and its "
+                     "refusals in captures");
   TwoStreams t;
   ASSERT_NO_FATAL_FAILURE(t.start());
   EXPECT_EQ(t.wait(t.compute, 3), CUDA_SUCCESS);
@@ -264,6 +274,8 @@ CUresult captureFork(TwoStreams &t, bool ordered, bool joined, CUgraph *g) {
 // still follows the upload; without the edge it runs first and reads the
 // old bytes.
 TEST(StreamOrder, ACaptureAcrossStreamsKeepsTheEventsEdgeInItsReplays) {
+  DTF_EMULATION_ONLY("the emulation's hostile stream orders and its "
+                     "refusals in captures");
   TwoStreams t;
   ASSERT_NO_FATAL_FAILURE(t.start());
   for (const bool ordered : {true, false}) {
@@ -296,6 +308,8 @@ TEST(StreamOrder, ACaptureAcrossStreamsKeepsTheEventsEdgeInItsReplays) {
 // ends with CUDA_ERROR_STREAM_CAPTURE_UNJOINED and no graph, and both
 // streams leave it (eager work runs on them again).
 TEST(StreamOrder, ACaptureWhoseForkIsNotJoinedBackIsRefused) {
+  DTF_EMULATION_ONLY("the emulation's hostile stream orders and its "
+                     "refusals in captures");
   TwoStreams t;
   ASSERT_NO_FATAL_FAILURE(t.start());
   CUgraph g = nullptr;
@@ -317,6 +331,8 @@ TEST(StreamOrder, ACaptureWhoseForkIsNotJoinedBackIsRefused) {
 // is invalidated. Ending a capture on a stream that only joined it is
 // CUDA_ERROR_STREAM_CAPTURE_UNMATCHED.
 TEST(StreamOrder, ACaptureRefusesAWaitOnAnEventRecordedOutsideIt) {
+  DTF_EMULATION_ONLY("the emulation's hostile stream orders and its "
+                     "refusals in captures");
   TwoStreams t;
   ASSERT_NO_FATAL_FAILURE(t.start());
   ASSERT_EQ(t.d->cuMemcpyHtoDAsync(t.in, t.x, kN * 4, t.copy), CUDA_SUCCESS);
@@ -349,6 +365,8 @@ TEST(StreamOrder, ACaptureRefusesAWaitOnAnEventRecordedOutsideIt) {
 // cuMemFree synchronizes as the real one does: the queued work that may
 // use the memory runs first.
 TEST(StreamOrder, AFreeRunsTheQueuedWorkFirst) {
+  DTF_EMULATION_ONLY("the emulation's hostile stream orders and its "
+                     "refusals in captures");
   TwoStreams t;
   ASSERT_NO_FATAL_FAILURE(t.start());
   ASSERT_NO_FATAL_FAILURE(t.reset(0.5f));
