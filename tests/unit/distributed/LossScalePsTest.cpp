@@ -11,6 +11,7 @@
 #include "runtime/distributed/PsUpdate.h"
 #include "runtime/distributed/SyncAggregator.h"
 #include "schema/Placement.h"
+#include "schema/PlanSchema.h"
 
 #include <gtest/gtest.h>
 
