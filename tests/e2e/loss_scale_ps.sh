@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End to end, in real processes: mixed_float16's dynamic loss scale across
-# the ps (docs/protocol.md, "Loss scaling across the ps"). models/mlp.dtf on
-# 1 ps + 2 workers, STEPS steps, under mixed_float16 with an initial scale so
-# large (2^24: the loss gradient times it passes f16's 65504) that the first
-# steps overflow, async and then sync (2 of 2 replicas):
+# the ps (docs/protocol.md, "Loss scaling across the ps"). models/mlp.dtf,
+# STEPS steps, under mixed_float16 with an initial scale so large (2^24: the
+# loss gradient times it passes f16's 65504) that the first steps overflow,
+# async on 1 ps + 2 workers, then sync (2 of 2 replicas) on 2 ps + 2 workers
+# (the scale and its count on one ps, every ps guarding its updates):
 #  - each worker says each push it skipped, one line per skip with its step;
 #  - the final checkpoint's loss_scale is 2^24 halved once per skipped
 #    update: async, once per skipped push (each push is an update, as in
@@ -28,17 +29,18 @@ for mode in async sync; do
     fail "could not make the $mode model from models/mlp.dtf"
   "$bin/dtfc" "$work/$mode.dtf" --fusion=off -o "$work/$mode.plan"
 done
-cluster_json "$work/cluster.json" 1 2
+cluster_json "$work/async.json" 1 2
+cluster_json "$work/sync.json" 2 2
 
 for mode in async sync; do
-  timeout 120 "$bin/dtf-run" "$work/$mode.plan" --cluster "$work/cluster.json" --threads 1 \
-    --log-every 10 --eval-steps 1 --model-dir "$work/$mode.ckpt" > "$work/$mode.log" 2>&1 ||
-    { tail -30 "$work/$mode.log" >&2; fail "the $mode run on 1 ps + 2 workers failed"; }
+  timeout 120 "$bin/dtf-run" "$work/$mode.plan" --cluster "$work/$mode.json" --threads 1 \
+    --log-every 4 --eval-steps 1 --model-dir "$work/$mode.ckpt" > "$work/$mode.log" 2>&1 ||
+    { tail -30 "$work/$mode.log" >&2; fail "the $mode run failed"; }
   # The last checkpoint (async workers may push a step past STEPS together).
-  last=$(ls "$work/$mode.ckpt" | sed -nE 's/^ckpt-([0-9]+)\.data-0-of-1$/\1/p' | sort -n | tail -1)
+  last=$(ls "$work/$mode.ckpt" | sed -nE 's/^ckpt-([0-9]+)\.data-0-of-[12]$/\1/p' | sort -n | tail -1)
   [[ -n $last ]] || { ls "$work/$mode.ckpt" >&2; fail "the $mode run saved no checkpoint"; }
-  python3 - "$work/$mode.log" "$work/$mode.ckpt/ckpt-$last.data-0-of-1" "$mode" "$steps" "$root" <<'PY' ||
-import math, re, sys
+  python3 - "$work/$mode.log" "$work/$mode.ckpt/ckpt-$last.data-" "$mode" "$steps" "$root" <<'PY' ||
+import glob, math, re, sys
 log, data, mode, steps, root = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 sys.path.insert(0, root + "/tests/e2e")
 from ckpt_diff import read
@@ -55,11 +57,14 @@ for w in ("worker.0", "worker.1"):
 # Async: every skipped push is an update that halves the scale; sync: every
 # step some replica skipped is one skipped update, halved once.
 halvings = len(skips) if mode == "async" else len({s for _, s, _ in skips})
-t = {name: values for (name, _), (_, _, _, values) in read(data).items()}
+shards = {}
+for path in sorted(glob.glob(data + "*")):  # every ps's shard of the checkpoint
+    shards.update(read(path))
+t = {name: values for (name, _), (_, _, _, values) in shards.items()}
 scale, good, step = t["loss_scale"][0], t["loss_scale_good_steps"][0], t["global_step"][0]
 want = 16777216.0 / 2 ** halvings
 losses = [float(x) for x in re.findall(r"^worker\.\d \| step \d+/\d+ +loss +([-0-9.e+naif]+)", text, re.M)]
-moved = sum(1 for (name, _), (_, _, _, v) in read(data).items()
+moved = sum(1 for (name, _), (_, _, _, v) in shards.items()
             if name.endswith("/Momentum") for x in v if x != 0)
 print(f"e2e: {mode}: {len(skips)} skip lines at steps {sorted({s for _, s, _ in skips})}, "
       f"final scale {scale:g} (2^24 / 2^{halvings}), good steps {good}, global step {step}, "
