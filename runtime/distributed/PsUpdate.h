@@ -66,8 +66,8 @@ public:
   /// A push's gradients must be finite, and its integer operands (the
   /// global step's increment) 1: one update advances the step by one; a
   /// sparse gradient's ids must be in its shard. A skippable value may be
-  /// absent only when the push's loss-scale flag is false. `refusal` gets a line for
-  /// the ps's log when the push oversteps (not only malformed);
+  /// absent only when the push's loss-scale flag is false. `refusal` gets a
+  /// line for the ps's log when the push oversteps (not only malformed);
   /// `sparseRows` counts the sparse rows checked.
   Status checkValues(const std::vector<Tensor> &values, const std::string &who,
                      std::string *refusal, uint64_t *sparseRows) const;

@@ -410,10 +410,15 @@ std::string Trainer::describe() const {
                      : std::string());
   if (const Tensor *scale = variables_.find("loss_scale");
       scale && scale->dtype() == DType::F32) {
-    // The scale the run starts from: the initial one, or a checkpoint's.
+    // The scale the run starts from: the initial one, or a checkpoint's. A
+    // worker has not pulled yet: its ps holds (and restores) the scale.
     char value[32];
     std::snprintf(value, sizeof value, "%.9g", double(*scale->data<float>()));
-    s += std::string("\n  loss scale: ") + value +
+    s += std::string("\n  loss scale: ") +
+         (options_.driver
+              ? std::string("held by the ps (the plan starts it at ") + value +
+                    ")"
+              : std::string(value)) +
          (train_ && train_->guardsUpdates()
               ? " (dynamic: a step with a non-finite gradient is skipped and "
                 "halves it)"

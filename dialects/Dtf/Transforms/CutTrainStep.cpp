@@ -289,11 +289,11 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
     auto scaleRef = FlatSymbolRefAttr::get(ctx, scale);
     Value finite = guard.getFinite();
     const std::string key = (scale + ":finite").str();
-    wb.create<PushOp>(guard.getLoc(), ValueRange{finite},
-                      wb.getStringAttr(key), scaleRef, UnitAttr(), UnitAttr());
-    auto got = pb.create<PushedOp>(
-        guard.getLoc(), TypeRange{finite.getType()}, pb.getStringAttr(key),
-        scaleRef, UnitAttr(), IntegerAttr(), IntegerAttr(), UnitAttr());
+    wb.create<PushOp>(guard.getLoc(), ValueRange{finite}, wb.getStringAttr(key),
+                      scaleRef, UnitAttr(), UnitAttr());
+    auto got = pb.create<PushedOp>(guard.getLoc(), TypeRange{finite.getType()},
+                                   pb.getStringAttr(key), scaleRef, UnitAttr(),
+                                   IntegerAttr(), IntegerAttr(), UnitAttr());
     pushed[finite] = got.getResult(0);
     pb.create<SkipUpdatesUnlessOp>(guard.getLoc(), got.getResult(0));
   }
@@ -324,9 +324,10 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
         llvm::append_range(rowShape, varType.getShape().drop_front());
         auto got = pb.create<PushedOp>(
             op->getLoc(),
-            TypeRange{RankedTensorType::get({ShapedType::kDynamic},
-                                            IntegerType::get(ctx, 64)),
-                      RankedTensorType::get(rowShape, varType.getElementType())},
+            TypeRange{
+                RankedTensorType::get({ShapedType::kDynamic},
+                                      IntegerType::get(ctx, 64)),
+                RankedTensorType::get(rowShape, varType.getElementType())},
             pb.getStringAttr(key), varRef, pb.getUnitAttr(), IntegerAttr(),
             IntegerAttr(), skippable);
         operands.append({got.getResult(0), got.getResult(1)});
@@ -344,9 +345,9 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
                      : op->getName().stripDialect().str() + ":" +
                            std::to_string(symbols.size() + j)))
                 .str();
-        auto push =
-            wb.create<PushOp>(op->getLoc(), ValueRange{v}, wb.getStringAttr(key),
-                              varRef, UnitAttr(), UnitAttr());
+        auto push = wb.create<PushOp>(op->getLoc(), ValueRange{v},
+                                      wb.getStringAttr(key), varRef, UnitAttr(),
+                                      UnitAttr());
         auto got = pb.create<PushedOp>(
             op->getLoc(), TypeRange{v.getType()}, pb.getStringAttr(key), varRef,
             UnitAttr(), IntegerAttr(), IntegerAttr(), UnitAttr());

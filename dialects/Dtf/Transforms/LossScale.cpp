@@ -81,8 +81,8 @@ struct LossScale : public mlir::dtf::impl::DtfLossScaleBase<LossScale> {
       // (TensorFlow keeps both in the loss scale's optimizer).
       if (Operation *v = symbols.lookup(count.getValue());
           v && !v->hasAttr("dtf.slot_of"))
-        v->setAttr("dtf.slot_of", FlatSymbolRefAttr::get(b.getContext(),
-                                                         "loss_scale"));
+        v->setAttr("dtf.slot_of",
+                   FlatSymbolRefAttr::get(b.getContext(), "loss_scale"));
       attrs.append("good_steps", count);
       attrs.append("growth_steps", b.getI64IntegerAttr(growth ? growth.getInt()
                                                               : kGrowthSteps));

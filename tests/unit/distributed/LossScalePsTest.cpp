@@ -69,7 +69,8 @@ plan::Plan lossScalePlan() {
     return o;
   };
   op(dtf::ops::kSkipUpdatesUnless, {0}, {}, "");
-  (*op(dtf::ops::kReadVariable, {}, {3}, "W")->mutable_attrs())["name"].set_s("W");
+  (*op(dtf::ops::kReadVariable, {}, {3}, "W")->mutable_attrs())["name"].set_s(
+      "W");
   op(dtf::ops::kApplySgd, {3, 1, 2}, {}, "W");
   (*op(dtf::ops::kReadVariable, {}, {4}, "loss_scale")->mutable_attrs())["name"]
       .set_s("loss_scale");
