@@ -108,6 +108,9 @@ public:
     lookupFailed_ = false;
     return failed;
   }
+  /// Whether the next pushes leave out the sends marked skippable (a step
+  /// whose loss-scaled gradients are not finite: docs/protocol.md).
+  void setWithhold(bool withhold) { withhold_ = withhold; }
   /// Pushes the ps found stale (computed at an older version).
   int64_t stale() const { return stale_; }
 
@@ -195,6 +198,7 @@ private:
   std::vector<int64_t> minVersions_;
   std::map<std::string, Table> tables_;
   bool lastRecoverable_ = false;
+  bool withhold_ = false;
   // --compress-push: the residual of each dense gradient this worker pushes.
   std::unique_ptr<PushCompressor> compressor_;
   bool lookupFailed_ = false;
