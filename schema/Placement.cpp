@@ -318,8 +318,20 @@ Status psProgramFor(const Plan &plan, const Placement &placement, int ps,
   Program p;
   p.set_name("ps_update (ps " + std::to_string(ps) + ")");
   std::set<int32_t> used;
+  // mixed_float16's guard (dtf.skip_updates_unless over the pushed flag)
+  // holds no tensor: every ps that runs an update runs it first.
+  bool runsUpdates = false;
+  for (const Op &op : all.ops())
+    runsUpdates |= held.count(op.held()) > 0;
   for (int i = 0; i < all.ops_size(); ++i) {
     const Op &op = all.ops(i);
+    if (op.held().empty() && op.name() == dtf::ops::kSkipUpdatesUnless) {
+      if (!runsUpdates)
+        continue;
+      used.insert(op.inputs().begin(), op.inputs().end());
+      *p.add_ops() = op;
+      continue;
+    }
     if (op.held().empty())
       return errorStatus("ps_update: ", describeOp(all, i),
                          " names no held tensor (a plan of an older dtfc: "

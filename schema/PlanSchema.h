@@ -12,7 +12,11 @@
 
 namespace dtf::plan {
 
-/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 7:
+/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 8:
+/// pushes may be `skippable` and ps_update may guard its updates with
+/// dtf.skip_updates_unless over a pushed flag (the loss scale across the
+/// ps), and GPU-placed products may carry `compute_dtype`, which a format-7
+/// reader would run otherwise; 7:
 /// products may carry `compute_dtype "f16"` and the plan loss-scaling ops
 /// (mixed_float16), which a format-6 reader would fail on mid-run; 6:
 /// products may carry `compute_dtype` (mixed_bfloat16), which a format-5
@@ -22,7 +26,7 @@ namespace dtf::plan {
 /// its code's digests (Plan.integrity); 3: every task's
 /// program cut by dtfc (ps_update per held tensor, the stages, the lookup
 /// cut); docs/plan-format.md.
-constexpr uint32_t kPlanFormatVersion = 7;
+constexpr uint32_t kPlanFormatVersion = 8;
 
 /// The most threads a plan's session may ask for (inter_op_threads,
 /// intra_op_threads) and the most in-graph GPU towers: far beyond any

@@ -123,7 +123,8 @@ std::string planToDot(const Plan &plan, const Placement *placement) {
         held.insert(h.name);
     std::set<int> ops;
     for (int i = 0; i < ps.ops_size(); ++i)
-      if (all || held.count(ps.ops(i).held()))
+      // The loss scale's guard (no held tensor) runs on every ps.
+      if (all || held.count(ps.ops(i).held()) || ps.ops(i).held().empty())
         ops.insert(i);
     const std::string prefix = "ps" + std::to_string(k);
     const std::string label =

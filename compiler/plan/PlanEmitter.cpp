@@ -409,6 +409,7 @@ LogicalResult ProgramEmitter::emitOp(Operation &op) {
       k == 0 ? t->set_value(it->second) : t->set_rows_value(it->second);
     }
     t->set_sparse(push.getSparse());
+    t->set_skippable(push.getSkippable());
     return success();
   }
   if (auto pushed = dyn_cast<PushedOp>(op)) {
@@ -422,6 +423,7 @@ LogicalResult ProgramEmitter::emitOp(Operation &op) {
     if (IntegerAttr rows = pushed.getRowsAttr())
       t->set_rows(rows.getInt());
     t->set_sparse(pushed.getSparse());
+    t->set_skippable(pushed.getSkippable());
     // The ps feeds each recv under its key (a sparse one's rows under
     // key#rows).
     pb::Feed *feed = program->add_feeds();

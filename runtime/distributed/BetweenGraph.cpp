@@ -87,12 +87,15 @@ Status PsDriver::beforeStep(int64_t *globalStep, bool *done) {
   }
 }
 
-Status PsDriver::afterStep(exec::Executor &e, int firstSend) {
+Status PsDriver::afterStep(exec::Executor &e, int firstSend, bool withhold) {
   if (!push_)
     return Status::ok();
   if (sendIndex_.empty())
     for (int i = firstSend; i < e.numFetches(); ++i)
       sendIndex_[e.fetchInfo(i).name] = i;
+  // A non-finite step (mixed_float16): only the flag and the global step's
+  // increment go; every ps skips the update, the scale's ps halves it.
+  client_.setWithhold(withhold);
   return pushAndSave([&](const std::string &k) -> const Tensor * {
     auto it = sendIndex_.find(k);
     return it == sendIndex_.end() ? nullptr : &e.fetch(it->second);

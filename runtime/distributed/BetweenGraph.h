@@ -94,7 +94,7 @@ public:
 
   using ValueOf = dist::ValueOf;
 
-  Status afterStep(exec::Executor &e, int firstSend) override;
+  Status afterStep(exec::Executor &e, int firstSend, bool withhold) override;
 
   /// Pushes (a lost ps: this step's update is dropped, the pull of the next
   /// step waits for the restore), then the chief saves when due (sync: after

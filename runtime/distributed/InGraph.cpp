@@ -72,7 +72,9 @@ Status InGraphDriver::startStep(int64_t globalStep) {
   return Status::ok();
 }
 
-Status InGraphDriver::afterStep(exec::Executor &e, int firstSend) {
+Status InGraphDriver::afterStep(exec::Executor &e, int firstSend,
+                                bool withhold) {
+  (void)withhold; // in-graph training refuses the loss scale (Trainer)
   std::map<std::string, Tensor> sums;
   for (int i = firstSend; i < e.numFetches(); ++i) {
     const Tensor &t = e.fetch(i);

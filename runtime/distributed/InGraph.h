@@ -75,7 +75,7 @@ public:
   }
   Status startStep(int64_t globalStep) override;
 
-  Status afterStep(exec::Executor &e, int firstSend) override;
+  Status afterStep(exec::Executor &e, int firstSend, bool withhold) override;
 
   Status beforeEval() override { return ps_.beforeEval(); }
 

@@ -205,8 +205,8 @@ public:
                                 "are back");
     return true;
   }
-  Status afterStep(exec::Executor &e, int firstSend) override {
-    return ps_.afterStep(e, firstSend);
+  Status afterStep(exec::Executor &e, int firstSend, bool withhold) override {
+    return ps_.afterStep(e, firstSend, withhold);
   }
   Status beforeEval() override { return ps_.beforeEval(); }
 

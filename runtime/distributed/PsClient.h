@@ -117,6 +117,9 @@ public:
     lookupFailed_ = false;
     return failed;
   }
+  /// Whether the next pushes leave out the sends marked skippable (a step
+  /// whose loss-scaled gradients are not finite: docs/protocol.md).
+  void setWithhold(bool withhold) { withhold_ = withhold; }
 
 private:
   struct PushOutcome {
@@ -165,6 +168,7 @@ private:
   PsTables tables_;
   bool lastRecoverable_ = false;
   bool lookupFailed_ = false;
+  bool withhold_ = false;
   // --compress-push: the residual of each dense gradient this worker pushes.
   std::unique_ptr<PushCompressor> compressor_;
   std::map<Request, std::unique_ptr<Pending>> pending_;

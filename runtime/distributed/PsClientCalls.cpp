@@ -200,6 +200,8 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
   views.reserve(2 * l.keys.size());
   for (const plan::Transfer &r : l.keys) {
     const std::string &key = r.key();
+    if (withhold_ && r.skippable())
+      continue; // the ps takes the push without it: its flag says why
     if (r.sparse()) {
       // The shard's ids (relative to its first row) and their rows.
       Tensor ids, rows;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 namespace dtf::dist::ps {
@@ -69,8 +70,15 @@ void PsUpdate::addKeys(const plan::Plan &plan, const plan::Program &program,
         type = v.type();
     return type;
   };
+  int32_t flag = -1; // the value dtf.skip_updates_unless reads
+  for (const plan::Op &op : program.ops())
+    if (op.name() == dtf::ops::kSkipUpdatesUnless && op.inputs_size() == 1)
+      flag = op.inputs(0);
   for (const plan::Transfer &r : program.recvs()) {
+    if (r.value() == flag)
+      flagKey_ = int(keys_.size());
     keys_.push_back(r.key());
+    skippable_.push_back(r.skippable());
     // What the update takes under the key: a push must fit it before
     // anything is allocated for it.
     expected_.push_back(typeOf(r.value()));
@@ -87,6 +95,7 @@ void PsUpdate::addKeys(const plan::Plan &plan, const plan::Program &program,
     }
     if (r.sparse()) { // its rows follow its ids
       dynamicKey_.push_back(nullptr);
+      skippable_.push_back(r.skippable());
       keys_.push_back(r.key() + "#rows");
       expected_.push_back(typeOf(r.rows_value()));
       stepKey_.push_back(false);
@@ -131,8 +140,9 @@ Status PsUpdate::prepare(const rpc::PushRequest &req,
     (*values)[size_t(k)] = allocate(dtype, dims);
     targets->push_back({(*values)[size_t(k)].rawData(), w.size()});
   }
+  // A skippable value may stay out (checkValues asks the flag why).
   for (size_t k = 0; k < keys_.size(); ++k)
-    if (!(*values)[k].defined())
+    if (!(*values)[k].defined() && !(flagKey_ >= 0 && skippable_[k]))
       return errorStatus("a push to ", name_, " lacks '", keys_[k], "'");
   return Status::ok();
 }
@@ -193,7 +203,7 @@ Status PsUpdate::decode(const rpc::PushRequest &req,
 void PsUpdate::widen(std::vector<Tensor> *values) const {
   for (size_t k = 0; k < values->size() && k < keys_.size(); ++k) {
     Tensor &t = (*values)[k];
-    if (t.dtype() != DType::BF16 ||
+    if (!t.defined() || t.dtype() != DType::BF16 ||
         (expected_[k].dtype() != plan::F32 &&
          expected_[k].dtype() != plan::DTYPE_UNSPECIFIED))
       continue;
@@ -207,8 +217,25 @@ void PsUpdate::widen(std::vector<Tensor> *values) const {
 Status PsUpdate::checkValues(const std::vector<Tensor> &values,
                              const std::string &who, std::string *refusal,
                              uint64_t *sparseRows) const {
+  // mixed_float16: a push leaves the gradients out only for a step whose
+  // flag says a gradient was not finite (the worker withheld them).
+  const bool flagDown = flagKey_ >= 0 && size_t(flagKey_) < values.size() &&
+                        values[size_t(flagKey_)].defined() &&
+                        values[size_t(flagKey_)].dtype() == DType::Bool &&
+                        values[size_t(flagKey_)].numElements() == 1 &&
+                        !values[size_t(flagKey_)].data<bool>()[0];
   for (size_t k = 0; k < values.size() && k < keys_.size(); ++k) {
     const Tensor &t = values[k];
+    if (!t.defined()) {
+      if (flagDown)
+        continue;
+      *refusal = "a push from " + who + " lacks '" + keys_[k] +
+                 "' with its loss-scale flag true";
+      return errorStatus(name_, " refused the push of ", who, ": it lacks '",
+                         keys_[k], "', which only a step whose '",
+                         flagKey_ >= 0 ? keys_[size_t(flagKey_)] : "finite",
+                         "' flag is false may leave out (nothing applied)");
+    }
     if (idRows_[k] >= 0) {
       // A sparse gradient: ids inside this shard, one row each.
       const Tensor &rows = values[k + 1];
@@ -278,11 +305,24 @@ Status PsUpdate::run(std::vector<Tensor> &values, int64_t version) {
   // update skips, for ids without a row: not admitted, or evicted since
   // the worker looked them up).
   for (size_t k = 0; k < keys_.size() && k < dynamicKey_.size(); ++k)
-    if (dynamicKey_[k] && values[k].dtype() == DType::I64)
+    if (dynamicKey_[k] && values[k].defined() &&
+        values[k].dtype() == DType::I64)
       DTF_RETURN_IF_ERROR(dynamicKey_[k]->rows(
           values[k].data<int64_t>(), values[k].numElements(), false, version,
           values[k].data<int64_t>()));
   for (size_t k = 0; k < keys_.size(); ++k) {
+    if (!values[k].defined()) {
+      // Withheld (a non-finite step): zeros of the type the update takes,
+      // no rows where the rows are many; the guard skips its readers.
+      DType dtype = DType::F32;
+      (void)plan::toDType(expected_[k].dtype(), &dtype);
+      std::vector<int64_t> dims = plan::dimsOf(expected_[k].shape());
+      for (int64_t &d : dims)
+        d = std::max<int64_t>(d, 0);
+      values[k] = Tensor::allocate(dtype, dims);
+      if (values[k].byteSize())
+        std::memset(values[k].rawData(), 0, values[k].byteSize());
+    }
     int feed = update_->findFeed(keys_[k]);
     DTF_RETURN_IF_ERROR(update_->setFeed(feed, values[k]));
   }

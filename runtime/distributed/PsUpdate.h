@@ -42,6 +42,11 @@ public:
   /// Per key: the replicas' values are concatenated (a sparse gradient's
   /// ids and rows), not summed.
   const std::vector<bool> &concat() const { return concat_; }
+  /// mixed_float16's dynamic loss scale: the key of the flag the update's
+  /// dtf.skip_updates_unless reads (-1: none), and per key whether a push
+  /// whose flag is false may leave it out (Transfer.skippable).
+  int flagKey() const { return flagKey_; }
+  const std::vector<bool> &skippable() const { return skippable_; }
 
   /// The tensors a push's header announces, one per key, each checked to be
   /// what the update takes (bf16 for f32: see widen; an encoding of an f32
@@ -60,14 +65,16 @@ public:
 
   /// A push's gradients must be finite, and its integer operands (the
   /// global step's increment) 1: one update advances the step by one; a
-  /// sparse gradient's ids must be in its shard. `refusal` gets a line for
-  /// the ps's log when the push oversteps (not only malformed);
+  /// sparse gradient's ids must be in its shard. A skippable value may be
+  /// absent only when the push's loss-scale flag is false. `refusal` gets a
+  /// line for the ps's log when the push oversteps (not only malformed);
   /// `sparseRows` counts the sparse rows checked.
   Status checkValues(const std::vector<Tensor> &values, const std::string &who,
                      std::string *refusal, uint64_t *sparseRows) const;
 
   /// Runs the update on `values` (one per key) at update number `version`;
-  /// a dynamic table's ids become its rows first.
+  /// a dynamic table's ids become its rows first. Absent (skippable)
+  /// values are fed zeros: the guard skips every update that reads them.
   Status run(std::vector<Tensor> &values, int64_t version);
 
 private:
@@ -101,6 +108,8 @@ private:
   std::vector<int64_t> idRows_;
   // For each key the dynamic table its ids index (null for the others).
   std::vector<train::DynamicTable *> dynamicKey_;
+  std::vector<bool> skippable_;
+  int flagKey_ = -1;
 };
 
 } // namespace dtf::dist::ps

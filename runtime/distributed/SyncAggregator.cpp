@@ -28,7 +28,11 @@ void SyncAggregator::add(std::vector<Tensor> &values, const std::string &who,
     contributors_.clear();
   } else {
     for (size_t k = 0; k < sums_.size() && k < concat.size(); ++k)
-      if (concat[k])
+      if (!values[k].defined())
+        continue; // withheld: its replica's loss-scale flag is false
+      else if (!sums_[k].defined())
+        sums_[k] = std::move(values[k]);
+      else if (concat[k])
         sums_[k] = concatRows(sums_[k], values[k]);
       else
         accumulate(sums_[k], values[k]);
@@ -95,11 +99,18 @@ void SyncAggregator::accumulate(Tensor &sum, const Tensor &t) {
     addInto<float>(sum, t);
   else if (t.dtype() == DType::F64)
     addInto<double>(sum, t);
+  else if (t.dtype() == DType::Bool)
+    // mixed_float16's flag: the update is finite only if every replica's
+    // gradients were (one non-finite contribution skips it whole).
+    for (int64_t i = 0; i < sum.numElements(); ++i)
+      sum.data<bool>()[i] = sum.data<bool>()[i] && t.data<bool>()[i];
   // Integer operands (assign_add's 1) are the same from every replica:
   // the first one's stands.
 }
 
 void SyncAggregator::scale(Tensor &t, double f) {
+  if (!t.defined())
+    return;
   if (t.dtype() == DType::F64) {
     double *a = t.data<double>();
     for (int64_t i = 0; i < t.numElements(); ++i)

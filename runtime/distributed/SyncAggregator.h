@@ -39,7 +39,9 @@ public:
   int64_t shortUpdates() const { return short_; }
 
   /// Adds a replica's values (taken from `values`): summed, or for a key
-  /// that `concat` marks, concatenated.
+  /// that `concat` marks, concatenated; a bool (mixed_float16's loss-scale
+  /// flag) is the AND of the replicas'; a value a replica withheld (its
+  /// flag false) is left out.
   void add(std::vector<Tensor> &values, const std::string &who,
            const std::vector<bool> &concat);
   /// The open update has `needed` gradients (the membership's rule:

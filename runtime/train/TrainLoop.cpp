@@ -499,6 +499,9 @@ struct Trainer::StepDone {
   Clock::time_point start;
   double seconds = -1; // its share of the loop's time; -1: until now
   bool saveNow = false, evalNow = false;
+  // dtf.skip_updates_unless found a gradient not finite (the push withholds
+  // the gradients).
+  bool skipped = false;
 };
 
 // Takes a step's results: its fetches (awaited, when they come down late),
@@ -514,7 +517,7 @@ Status Trainer::finishStep(RunState &r, const StepDone &d, bool *stop) {
     }
   }
   if (options_.driver) {
-    Status s = options_.driver->afterStep(*train_, numMetrics_);
+    Status s = options_.driver->afterStep(*train_, numMetrics_, d.skipped);
     if (!s.isOk()) {
       setKind(r.kind, FailureKind::kRuntime);
       return s;
@@ -676,9 +679,17 @@ Status Trainer::run(TrainReport *report, FailureKind *kind) {
       setKind(kind, FailureKind::kRuntime);
       return errorStatus("step ", globalStep + 1, ": ", s.message());
     }
-    if (lossScale && train_->updatesSkipped())
-      // TensorFlow's LossScaleOptimizer skips such a step without a word;
-      // dtf-run says each one, with the scale it halved.
+    d.skipped = lossScale && train_->updatesSkipped();
+    // TensorFlow's LossScaleOptimizer skips such a step without a word;
+    // dtf-run says each one, with the scale it halved. A worker's ps halves
+    // it (the worker sees it with its next pull).
+    if (d.skipped && options_.driver)
+      r.writer.line("step " + std::to_string(globalStep + 1) +
+                    ": a gradient is not finite at loss scale " +
+                    scaleText(scaleBefore) +
+                    ": push skipped (gradients withheld; the ps skips the "
+                    "update and halves the scale)");
+    else if (d.skipped)
       r.writer.line("step " + std::to_string(globalStep + 1) +
                     ": a gradient is not finite at loss scale " +
                     scaleText(scaleBefore) +

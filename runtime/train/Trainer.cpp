@@ -311,16 +311,23 @@ Status Trainer::setUpTrainProgram(const plan::Plan &plan, const PlanData &data,
     }
     const plan::Program &step =
         options_.workerProgram ? *options_.workerProgram : plan.worker_step();
-    // A skipped step (mixed_float16's dynamic loss scale) would need the
-    // worker to skip its push and keep its own scale: not built yet.
+    // mixed_float16's dynamic loss scale: a ps/worker task runs it (the
+    // worker withholds a non-finite step's gradients, the ps skips and
+    // halves); towers and the stages of a model-parallel replica would need
+    // the flag carried between them: not built.
     for (const plan::Op &op : step.ops())
-      if (op.name() == dtf::ops::kSkipUpdatesUnless) {
+      if (op.name() == dtf::ops::kSkipUpdatesUnless &&
+          (towers_ > 1 || plan.stages_size() > 1 ||
+           plan.training().replication() == "in_graph")) {
         setKind(kind, FailureKind::kPlan);
         return errorStatus(
             "this plan trains with mixed_float16's dynamic loss scale, which "
-            "dtf-run runs in one process only for now (",
-            options_.driver ? "not as a ps/worker task" : "not on GPU towers",
-            "): run `dtf-run plan.bin` without a cluster, or compile with "
+            "dtf-run runs in one process or on ps/worker tasks only for now (",
+            towers_ > 1 ? "not on GPU towers"
+            : plan.stages_size() > 1
+                ? "not over the stages of a model-parallel replica"
+                : "not with in_graph replication",
+            "): run it without towers or stages, or compile with "
             "`loss_scale = 1024` (a fixed scale) or "
             "--precision=mixed_bfloat16");
       }
@@ -403,10 +410,15 @@ std::string Trainer::describe() const {
                      : std::string());
   if (const Tensor *scale = variables_.find("loss_scale");
       scale && scale->dtype() == DType::F32) {
-    // The scale the run starts from: the initial one, or a checkpoint's.
+    // The scale the run starts from: the initial one, or a checkpoint's. A
+    // worker has not pulled yet: its ps holds (and restores) the scale.
     char value[32];
     std::snprintf(value, sizeof value, "%.9g", double(*scale->data<float>()));
-    s += std::string("\n  loss scale: ") + value +
+    s += std::string("\n  loss scale: ") +
+         (options_.driver
+              ? std::string("held by the ps (the plan starts it at ") + value +
+                    ")"
+              : std::string(value)) +
          (train_ && train_->guardsUpdates()
               ? " (dynamic: a step with a non-finite gradient is skipped and "
                 "halves it)"

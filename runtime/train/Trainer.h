@@ -63,8 +63,11 @@ public:
   /// and *done once the job has reached its step count (no step is run).
   virtual Status beforeStep(int64_t *globalStep, bool *done) = 0;
   /// After the step ran: its sends are fetches [firstSend, numFetches) of
-  /// `executor`, named by their rendezvous keys.
-  virtual Status afterStep(exec::Executor &executor, int firstSend) = 0;
+  /// `executor`, named by their rendezvous keys. `withhold`: the step's
+  /// dtf.skip_updates_unless found a gradient not finite (mixed_float16's
+  /// dynamic loss scale), so the sends marked skippable stay here.
+  virtual Status afterStep(exec::Executor &executor, int firstSend,
+                           bool withhold) = 0;
   /// Before an evaluation: the variables the eval program reads.
   virtual Status beforeEval() { return Status::ok(); }
   /// The trainer will run a step at `globalStep` (called after beforeStep

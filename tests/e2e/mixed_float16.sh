@@ -18,8 +18,7 @@
 #     (relative), the last within 10% and falling, no step skipped, the f16
 #     fallback said once, and test accuracy on --eval-steps 20 batches
 #     (1,000 images) within BAND of f32's.
-#  5. A ps/worker task refuses the plan (the loss scale runs in one process
-#     only for now), naming what to do instead.
+# (Across the ps: tests/e2e/loss_scale_ps.sh.)
 # usage: mixed_float16.sh BIN_DIR WORK_DIR [STEPS [TOL [BAND]]]
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$1" "$2"
@@ -151,12 +150,4 @@ if a32 is None or a16 is None or not abs(a32 - a16) <= band:
     sys.exit(f"e2e: the accuracies {a32} (f32) and {a16} (f16) are not within {band}")
 PY
 
-# 5. A ps/worker task refuses the plan.
-cluster_json "$work/cluster.json" 1 1
-if timeout 60 "$bin/dtf-run" "$work/f16.plan" --cluster "$work/cluster.json" --steps 4 --threads 1 \
-  > "$work/cluster.log" 2>&1; then
-  fail "a cluster trained the dynamic loss scale's plan"
-fi
-grep -q "mixed_float16's dynamic loss scale, which dtf-run runs in one process only for now (not as a ps/worker task)" \
-  "$work/cluster.log" || { tail -20 "$work/cluster.log" >&2; fail "the cluster's refusal does not say why"; }
 echo "e2e: mixed_float16: an overflow skips the step and halves the scale, the scale grows and survives a restore, and the seed CNN follows f32"

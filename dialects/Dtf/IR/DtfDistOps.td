@@ -51,13 +51,21 @@ def Dtf_PushOp : Dtf_Op<"push", [MemoryEffects<[MemWrite]>]> {
     rows) pair of a sparse gradient, of which the ps takes the rows it holds.
     The plan writes a push as a `Transfer` of the program's `sends`.
 
+    With `skippable` (dtf-cut-train-step, under mixed_float16's dynamic loss
+    scale) the value feeds only updates that the step's
+    `dtf.skip_updates_unless` guards: a step whose gradients are not finite
+    withholds it, and pushes only what the unguarded updates take (the flag
+    itself, the global step's increment).
+
     ```mlir
     dtf.push %g {key = "W:grad", variable = @W} : tensor<784x10xf32>
+    dtf.push %gb {key = "b:grad", variable = @b, skippable} : tensor<10xf32>
     dtf.push %ids, %rows {key = "emb:grad:0", variable = @emb, sparse} : tensor<?x20xi64>, tensor<?x20x64xf32>
     ```
   }];
   let arguments = (ins Variadic<Dtf_Tensor>:$values, StrAttr:$key,
-                       FlatSymbolRefAttr:$variable, UnitAttr:$sparse);
+                       FlatSymbolRefAttr:$variable, UnitAttr:$sparse,
+                       UnitAttr:$skippable);
   let assemblyFormat = "$values attr-dict `:` type($values)";
   let hasVerifier = 1;
 }
@@ -78,6 +86,10 @@ def Dtf_PushedOp : Dtf_Op<"pushed", [MemoryEffects<[MemRead]>]> {
     its key is the push's with `/part_<k>`); a sparse one, the ids in that
     range, relative to `row_offset`, and their rows.
 
+    `skippable`: the push's; a push whose `dtf.skip_updates_unless` flag
+    (pushed with it) is false lacks this value, which only the updates that
+    flag skips would read.
+
     ```mlir
     %g = dtf.pushed {key = "W:grad", variable = @W} : tensor<784x10xf32>
     %g1 = dtf.pushed {key = "emb:grad/part_1", row_offset = 5 : i64, rows = 5 : i64, variable = @emb} : tensor<5x4xf32>
@@ -85,7 +97,7 @@ def Dtf_PushedOp : Dtf_Op<"pushed", [MemoryEffects<[MemRead]>]> {
   }];
   let arguments = (ins StrAttr:$key, FlatSymbolRefAttr:$variable,
                        UnitAttr:$sparse, OptionalAttr<I64Attr>:$row_offset,
-                       OptionalAttr<I64Attr>:$rows);
+                       OptionalAttr<I64Attr>:$rows, UnitAttr:$skippable);
   let results = (outs Variadic<Dtf_Tensor>:$values);
   let assemblyFormat = "attr-dict `:` type($values)";
   let hasVerifier = 1;

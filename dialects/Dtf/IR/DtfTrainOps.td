@@ -570,8 +570,14 @@ def Dtf_SkipUpdatesUnlessOp : Dtf_Op<"skip_updates_unless",
     updates of the program (apply_*, sparse_apply_*, their generated
     in-place kernels, the moving averages) do not run when `finite` is
     false, so neither the variables nor their slots change. The global
-    step's `assign_add` and `dtf.adjust_loss_scale` run either way. In a
-    ps/worker cut it stays on the worker, which then does not push.
+    step's `assign_add` and `dtf.adjust_loss_scale` run either way.
+
+    In a ps/worker cut (dtf-cut-train-step) the worker keeps it (its flag
+    says the step withholds its `skippable` pushes) and pushes `finite` to
+    the ps, whose `ps_update` starts with its own copy over the pushed flag
+    (held by no tensor: every ps runs it), so that each ps skips the updates
+    of a non-finite step (in sync mode: of an update any replica's flag
+    marks) and the ps holding the scale halves it.
 
     ```mlir
     dtf.skip_updates_unless %finite : tensor<i1>

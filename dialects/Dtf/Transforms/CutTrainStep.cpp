@@ -235,16 +235,41 @@ void lookUpRowsOnPs(func::FuncOp f, std::set<std::string> tables) {
     op->erase();
 }
 
+/// Whether the step's dtf.skip_updates_unless skips `update` (the
+/// executor's rule): every update but the global step's assign_add and the
+/// loss scale's own schedule.
+bool guardedUpdate(Operation *update) {
+  return !isa<AssignAddOp, AdjustLossScaleOp>(update);
+}
+
 /// Cuts `worker` (a copy of the train_step) in place at its updates: each
 /// goes, in order, to a new function `psName` after it, taking what
 /// `worker` pushes at its end (each value once, under its first consumer's
-/// key).
+/// key). A dtf.skip_updates_unless (mixed_float16's dynamic loss scale)
+/// stays on the worker, and its flag goes to the ps too, under
+/// `<scale>:finite`, where a copy of the guard over it precedes the
+/// updates; a push that only guarded updates take is `skippable`.
 LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
   MLIRContext *ctx = worker.getContext();
   SmallVector<Operation *> updates;
-  for (Operation &op : bodyOf(worker))
+  SkipUpdatesUnlessOp guard;
+  StringRef scale;
+  for (Operation &op : bodyOf(worker)) {
     if (!updateSymbols(&op).empty())
       updates.push_back(&op);
+    if (auto g = dyn_cast<SkipUpdatesUnlessOp>(op)) {
+      if (guard)
+        return g.emitOpError() << "is the step's second guard (a step has at "
+                                  "most one dtf.skip_updates_unless)";
+      guard = g;
+    }
+    if (auto adjust = dyn_cast<AdjustLossScaleOp>(op))
+      scale = adjust.getScale();
+  }
+  if (guard && scale.empty())
+    return guard.emitOpError() << "guards a step without dtf.adjust_loss_scale "
+                                  "(the ps/worker cut pushes its flag to the "
+                                  "ps that holds the loss scale)";
   OpBuilder wb(bodyOf(worker).getTerminator());
   OpBuilder mb(worker);
   mb.setInsertionPointAfter(worker);
@@ -252,6 +277,26 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
                                     FunctionType::get(ctx, {}, {}));
   OpBuilder pb = OpBuilder::atBlockEnd(ps.addEntryBlock());
   llvm::DenseMap<Value, Value> pushed; // worker value -> ps value
+  // Per pushed worker value: its push and dtf.pushed, and whether an update
+  // the guard does not skip takes it.
+  struct Transfer {
+    PushOp push;
+    PushedOp got;
+    bool unguardedUse = false;
+  };
+  llvm::DenseMap<Value, Transfer> transfers;
+  if (guard) {
+    auto scaleRef = FlatSymbolRefAttr::get(ctx, scale);
+    Value finite = guard.getFinite();
+    const std::string key = (scale + ":finite").str();
+    wb.create<PushOp>(guard.getLoc(), ValueRange{finite}, wb.getStringAttr(key),
+                      scaleRef, UnitAttr(), UnitAttr());
+    auto got = pb.create<PushedOp>(guard.getLoc(), TypeRange{finite.getType()},
+                                   pb.getStringAttr(key), scaleRef, UnitAttr(),
+                                   IntegerAttr(), IntegerAttr(), UnitAttr());
+    pushed[finite] = got.getResult(0);
+    pb.create<SkipUpdatesUnlessOp>(guard.getLoc(), got.getResult(0));
+  }
   for (Operation *op : updates) {
     SmallVector<StringRef> symbols = updateSymbols(op);
     const StringRef var = symbols[0];
@@ -270,17 +315,21 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
         const std::string key =
             (var + ":grad:" + std::to_string((j - form->fixed) / 2)).str();
         Value rows = op->getOperand(j + 1);
+        // A sparse update is never the global step's or the scale's.
+        const UnitAttr skippable = guard ? wb.getUnitAttr() : UnitAttr();
         wb.create<PushOp>(op->getLoc(), ValueRange{v, rows},
-                          wb.getStringAttr(key), varRef, wb.getUnitAttr());
+                          wb.getStringAttr(key), varRef, wb.getUnitAttr(),
+                          skippable);
         SmallVector<int64_t> rowShape = {ShapedType::kDynamic};
         llvm::append_range(rowShape, varType.getShape().drop_front());
         auto got = pb.create<PushedOp>(
             op->getLoc(),
-            TypeRange{RankedTensorType::get({ShapedType::kDynamic},
-                                            IntegerType::get(ctx, 64)),
-                      RankedTensorType::get(rowShape, varType.getElementType())},
+            TypeRange{
+                RankedTensorType::get({ShapedType::kDynamic},
+                                      IntegerType::get(ctx, 64)),
+                RankedTensorType::get(rowShape, varType.getElementType())},
             pb.getStringAttr(key), varRef, pb.getUnitAttr(), IntegerAttr(),
-            IntegerAttr());
+            IntegerAttr(), skippable);
         operands.append({got.getResult(0), got.getResult(1)});
         ++j;
         continue;
@@ -296,13 +345,17 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
                      : op->getName().stripDialect().str() + ":" +
                            std::to_string(symbols.size() + j)))
                 .str();
-        wb.create<PushOp>(op->getLoc(), ValueRange{v}, wb.getStringAttr(key),
-                          varRef, UnitAttr());
-        auto got = pb.create<PushedOp>(op->getLoc(), TypeRange{v.getType()},
-                                       pb.getStringAttr(key), varRef, UnitAttr(),
-                                       IntegerAttr(), IntegerAttr());
+        auto push = wb.create<PushOp>(op->getLoc(), ValueRange{v},
+                                      wb.getStringAttr(key), varRef, UnitAttr(),
+                                      UnitAttr());
+        auto got = pb.create<PushedOp>(
+            op->getLoc(), TypeRange{v.getType()}, pb.getStringAttr(key), varRef,
+            UnitAttr(), IntegerAttr(), IntegerAttr(), UnitAttr());
         it = pushed.try_emplace(v, got.getResult(0)).first;
+        transfers[v] = {push, got};
       }
+      if (auto t = transfers.find(v); t != transfers.end())
+        t->second.unguardedUse |= !guardedUpdate(op);
       operands.push_back(it->second);
     }
     Operation *moved = pb.clone(*op);
@@ -311,6 +364,12 @@ LogicalResult cutAtUpdates(func::FuncOp worker, StringRef psName) {
   pb.create<func::ReturnOp>(worker.getLoc());
   for (Operation *op : updates)
     op->erase();
+  if (guard)
+    for (auto &[value, t] : transfers)
+      if (!t.unguardedUse) {
+        t.push.setSkippable(true);
+        t.got.setSkippable(true);
+      }
   return success();
 }
 

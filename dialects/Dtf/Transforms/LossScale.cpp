@@ -72,11 +72,18 @@ struct LossScale : public mlir::dtf::impl::DtfLossScaleBase<LossScale> {
                               b.getDictionaryAttr(b.getNamedAttr(
                                   "value", b.getF64FloatAttr(scale))))));
     if (dynamic) {
-      attrs.append(
-          "good_steps",
+      FlatSymbolRefAttr count =
           variable("loss_scale_good_steps", b.getI64Type(),
                    InitializerAttr::get(b.getContext(), InitKind::zeros,
-                                        DictionaryAttr())));
+                                        DictionaryAttr()));
+      // dtf.adjust_loss_scale updates both in place, so a ps/worker cluster
+      // must hold them on one ps: the count is placed as the scale's slot
+      // (TensorFlow keeps both in the loss scale's optimizer).
+      if (Operation *v = symbols.lookup(count.getValue());
+          v && !v->hasAttr("dtf.slot_of"))
+        v->setAttr("dtf.slot_of",
+                   FlatSymbolRefAttr::get(b.getContext(), "loss_scale"));
+      attrs.append("good_steps", count);
       attrs.append("growth_steps", b.getI64IntegerAttr(growth ? growth.getInt()
                                                               : kGrowthSteps));
     }

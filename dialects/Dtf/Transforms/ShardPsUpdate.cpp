@@ -61,6 +61,15 @@ public:
           return success(); // cut per held tensor already
         updates.push_back(&op);
       }
+    // mixed_float16's guard (dtf-cut-train-step) goes first, after the flag
+    // it reads: every ps runs it before the updates it may skip.
+    for (Operation &op : body)
+      if (auto guard = dyn_cast<SkipUpdatesUnlessOp>(op)) {
+        if (auto flag = guard.getFinite().getDefiningOp<PushedOp>())
+          place(flag);
+        guard->moveBefore(body.getTerminator());
+        break;
+      }
     for (Operation *op : updates) {
       const StringRef var = updateSymbols(op)[0];
       FailureOr<SmallVector<Shard>> shards = shardsOf(op, var);
@@ -203,7 +212,7 @@ private:
       got = b.create<PushedOp>(pushed.getLoc(), pushed.getResultTypes(),
                                b.getStringAttr(key), pushed.getVariableAttr(),
                                pushed.getSparseAttr(), IntegerAttr(),
-                               IntegerAttr());
+                               IntegerAttr(), pushed.getSkippableAttr());
     else
       place(pushed);
     got.setRowOffsetAttr(b.getI64IntegerAttr(s.rowOffset));
@@ -228,7 +237,8 @@ private:
       made = b.create<PushedOp>(
           pushed.getLoc(), TypeRange{withRows(type, s.rows)},
           b.getStringAttr(key), pushed.getVariableAttr(), UnitAttr(),
-          b.getI64IntegerAttr(s.rowOffset), b.getI64IntegerAttr(s.rows));
+          b.getI64IntegerAttr(s.rowOffset), b.getI64IntegerAttr(s.rows),
+          pushed.getSkippableAttr());
     return made.getResult(0);
   }
 

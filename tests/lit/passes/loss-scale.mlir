@@ -12,7 +12,8 @@
 
 // CHECK: module attributes {dtf.loss_scale = {good_steps = @loss_scale_good_steps, growth_steps = 2000 : i64, scale = @loss_scale}
 // CHECK-DAG: dtf.variable @loss_scale : tensor<f32> = #dtf.init<constant, {value = 3.276800e+04 : f64}> {dtf.loss_scale}
-// CHECK-DAG: dtf.variable @loss_scale_good_steps : tensor<i64> = #dtf.init<zeros> {dtf.loss_scale}
+// The count is the scale's slot: a cluster places both on one ps.
+// CHECK-DAG: dtf.variable @loss_scale_good_steps : tensor<i64> = #dtf.init<zeros> {dtf.loss_scale, dtf.slot_of = @loss_scale}
 module attributes {dtf.train = {precision = "mixed_float16"}} {
 }
 
