@@ -1,8 +1,9 @@
 // Between-graph replication: a worker's driver of the ps tasks. Before each
 // step it pulls the variables it reads, after it pushes the updates'
 // operands (async, or sync with stale gradients dropped), through PsClient;
-// the chief saves checkpoints, and PsRecovery initializes the ps tasks and
-// recovers a lost ps. The in-graph client and stage 0 of a model-parallel
+// the chief saves checkpoints and stops the job, a worker leases its data
+// and says when it is done (PsDriverJob.cpp), and PsRecovery initializes
+// the ps tasks and recovers a lost ps. The in-graph client and stage 0 of a model-parallel
 // replica drive their ps traffic through it too.
 #pragma once
 
@@ -89,9 +90,9 @@ public:
   int64_t prefetchesBehind() const { return prefetchesBehind_; }
   int64_t prefetchMaxLag() const { return prefetchMaxLag_; }
   /// The last pull, push or save failed because a ps is gone or restarted.
-  bool lastRecoverable() const { return client_.lastRecoverable(); }
+  bool lastRecoverable() const { return lostPs(); }
 
-  using ValueOf = PsClient::ValueOf;
+  using ValueOf = dist::ValueOf;
 
   Status afterStep(exec::Executor &e, int firstSend, bool withhold) override;
 
@@ -117,14 +118,13 @@ public:
   /// Tells the ps tasks this worker is done (or leaves the job: `leaving`);
   /// ps 0 says how many are done and how many live ones are not.
   Status done(int *workersDone, int *workersLive = nullptr,
-              bool leaving = false) {
-    client_.dropPrefetch();
-    return client_.done(workersDone, workersLive, leaving);
-  }
+              bool leaving = false);
 
-  void shutdownAll(const std::string &reason) { client_.shutdownAll(reason); }
+  /// The chief at the end: stops every ps task.
+  void shutdownAll(const std::string &reason);
 
-  int64_t stale() const { return client_.stale(); }
+  /// Pushes the ps found stale (computed at an older version).
+  int64_t stale() const { return stale_; }
 
   /// Exactly-once data (--data exactly-once): each step's batch is leased
   /// from ps 0's split ledger, a split at a time (sync: one batch).
@@ -135,6 +135,13 @@ public:
                        int64_t steps, int64_t *number, bool *done) override;
 
 private:
+  // Every ps writes its shard of the checkpoint of `step` into `dir`.
+  Status saveShards(const std::string &dir, int64_t step);
+  bool lostPs() const { return client_.lastRecoverable() || saveLost_; }
+  void clearRecoverable() {
+    client_.clearRecoverable();
+    saveLost_ = false;
+  }
   // Asks ps 0 for the next split until it gives one or says the job's
   // batches are all applied; waits (saying for what) while others hold
   // the rest.
@@ -170,6 +177,13 @@ private:
   // is left of its split.
   uint64_t run_;
   std::deque<int64_t> split_;
+  // The batches the next pushes carry (PushRequest.data_batches).
+  std::vector<int64_t> batches_;
+  // Ps 0 dropped a push of ours: its batches were no longer leased to us.
+  bool leaseLost_ = false;
+  // The last save failed because a ps is gone or restarted.
+  bool saveLost_ = false;
+  int64_t stale_ = 0;
 };
 
 } // namespace dtf::dist

@@ -1,15 +1,20 @@
-// PsClient: a worker's calls to the ps tasks, in the style of ps-lite's
+// PsClient: a worker's calls to the ps tasks, in the shape of ps-lite's
 // KVWorker: Pull, Push and Lookup, each sliced over the ps shards that hold
-// what it names, and the job-level calls (Status, Save, Done, Shutdown).
+// what it names, and Wait on a push in flight. What is not a call lives
+// elsewhere: the sparse sums and their cut per shard in SparseRows, the
+// job-level calls (save, done, shutdown, data leases) in PsDriver
+// (PsDriverJob.cpp), a ps's status in PsRecovery. A pull keeps what it
+// learns of each ps aside until it is taken (PsClientCalls.cpp), so that
+// --prefetch-pull's pull (PsClientPrefetch.cpp) may run beside a push.
 #pragma once
 
 #include "runtime/distributed/PushCompression.h"
+#include "runtime/distributed/SparseRows.h"
 #include "runtime/distributed/WorkerLinks.h"
 #include "runtime/exec/VariableStore.h"
 
 #include "plan.pb.h"
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +30,7 @@ public:
   /// a model-parallel replica); null: the worker_step.
   PsClient(const plan::Plan &plan, const plan::Placement &placement,
            Links &links, const plan::Program *reads);
+  ~PsClient();
 
   Links &links() const { return links_; }
   std::vector<PsLink> &ps() { return ps_; }
@@ -41,25 +47,12 @@ public:
 
   /// Waits until every ps accepts a connection.
   Status connect();
-  /// Asks ps `l` how it is, and checks it runs this task's plan.
-  Status status(PsLink &l, rpc::StatusReply *reply);
 
   /// Pull: from each ps, the variables the step reads (and, `forEval`, the
   /// moving averages an evaluation reads), straight into the bound store.
   /// `sync`: waits on the ps until the update of the version this worker
   /// last pushed for is applied. *globalStep gets the pulled global step.
   Status pull(bool forEval, bool sync, int64_t *globalStep);
-
-  /// A step's value for a send's key; null when the step made none.
-  using ValueOf = std::function<const Tensor *(const std::string &)>;
-  /// Push: to each ps at once, its sends, `value(key)` giving each one's
-  /// tensor (a shard's rows of it; a sparse gradient summed per id and cut
-  /// per shard). Each push waits until its ps applied (or took) it.
-  Status push(const ValueOf &value, bool sync);
-  /// Async with --overlap-push: the push of a step and the pull of the
-  /// next at once, both ways of every link busy; the pull may miss this
-  /// worker's own push (staleness at most 1). *globalStep as pull's.
-  Status pushAndPull(const ValueOf &value, int64_t *globalStep);
 
   /// --prefetch-pull: starts the next step's pull on a thread of its own,
   /// into a store of its own (a second copy of the pulled variables), while
@@ -74,21 +67,37 @@ public:
   /// Waits for a prefetch in flight and forgets it (before a recovery
   /// changes the links; before the worker says it is done).
   void dropPrefetch();
-  ~PsClient() { dropPrefetch(); }
+
+  /// What a push carries besides the step's values.
+  struct PushOptions {
+    bool sync = false;
+    /// Exactly-once data: the batches of ps 0's ledger whose examples the
+    /// push carries, and this process's run (PushRequest.data_batches).
+    uint64_t run = 0;
+    std::vector<int64_t> dataBatches;
+  };
+  /// What the ps tasks said of a push.
+  struct PushResult {
+    int64_t stale = 0;      // pushes found computed at an older version
+    bool leaseLost = false; // ps 0 dropped it: its batches were not ours
+  };
+  /// A push in flight.
+  using Request = int64_t;
+  /// Push: to each ps at once, its sends, `value(key)` giving each one's
+  /// tensor (a shard's rows of it; a sparse gradient summed per id and cut
+  /// per shard); `value` must live until the Wait. Each push ends when its
+  /// ps applied (or took) it.
+  Request startPush(const ValueOf &value, const PushOptions &options);
+  /// Wait: until the push `request` ended; its outcome and *result.
+  Status wait(Request request, PushResult *result);
+  /// startPush and wait (the first ps's push on this thread).
+  Status push(const ValueOf &value, const PushOptions &options,
+              PushResult *result);
 
   /// Lookup: the rows of `ids` of table `variable` into *out, one call per
   /// shard that holds any of the unique ids, all in flight at once.
   Status lookup(const std::string &variable, const Tensor &ids, bool create,
                 Tensor *out);
-
-  /// Every ps writes its shard of the checkpoint of `step` into `dir`.
-  Status saveShards(const std::string &dir, int64_t step);
-  /// Tells every ps this worker is done (`leaving`: it leaves the job
-  /// before its end); from ps 0, *workersDone: how many are, *workersLive:
-  /// how many live workers are not done yet (both may be null).
-  Status done(int *workersDone, int *workersLive = nullptr,
-              bool leaving = false);
-  void shutdownAll(const std::string &reason);
 
   /// What was pulled and pushed before belongs to a state the ps lost.
   void forgetVersions();
@@ -98,7 +107,7 @@ public:
     return t ? t->data<int64_t>()[0] : 0;
   }
 
-  /// The last pull, push, lookup or save failed because a ps is gone or
+  /// The last pull, push or lookup failed because a ps is gone or
   /// restarted.
   bool lastRecoverable() const { return lastRecoverable_; }
   void clearRecoverable() { lastRecoverable_ = false; }
@@ -111,41 +120,8 @@ public:
   /// Whether the next pushes leave out the sends marked skippable (a step
   /// whose loss-scaled gradients are not finite: docs/protocol.md).
   void setWithhold(bool withhold) { withhold_ = withhold; }
-  /// Pushes the ps found stale (computed at an older version).
-  int64_t stale() const { return stale_; }
-
-  /// Exactly-once data: the batches of ps 0's ledger whose examples the
-  /// next pushes carry, and this process's run (PushRequest.data_batches).
-  void setDataBatches(uint64_t run, std::vector<int64_t> batches) {
-    run_ = run;
-    dataBatches_ = std::move(batches);
-  }
-  /// Whether ps 0 dropped a push because its batches were no longer leased
-  /// to this worker, since the last call (and forgets it).
-  bool takeLeaseLost() {
-    const bool lost = leaseLost_;
-    leaseLost_ = false;
-    return lost;
-  }
 
 private:
-  // A step's sparse gradient, its rows summed per unique id (ascending).
-  struct SparseSum {
-    std::vector<int64_t> ids;
-    Tensor rows;
-  };
-  using SparseSums = std::map<std::string, SparseSum>;
-  // The tables looked up on the ps: their shards (ps, rows) and row shape.
-  struct Table {
-    std::vector<plan::PlacedShard> shards;
-    int64_t rows = 0;
-    std::vector<int64_t> rowDims;
-    DType dtype = DType::F32;
-    // A dynamic table: shards hold ids by hash (train::dynamicShardOf),
-    // and the ids travel as they are.
-    bool dynamic = false;
-    int64_t parts = 1;
-  };
   struct PushOutcome {
     static constexpr int64_t kUnchanged = -2;
     Status status = Status::ok();
@@ -155,7 +131,7 @@ private:
     /// The link's pushedAt after the push, applied once every call ended.
     int64_t pushedAt = kUnchanged;
   };
-
+  struct Pending;
   // What a pull learns of one ps (the incarnation of its state, the version
   // it read, whether pushes before it still count), kept apart from the
   // link until the pull is taken: a prefetch runs beside a push that reads
@@ -167,8 +143,6 @@ private:
     bool recoverable = false;
   };
 
-  void findTables(const plan::Plan &plan, const plan::Placement &placement,
-                  const plan::Program &reads);
   /// One ps's pull into `into`, starting from what `*o` says of the ps.
   Status pullFrom(const PsLink &l, exec::VariableStore &into, bool forEval,
                   bool sync, PullOutcome *o) const;
@@ -178,34 +152,27 @@ private:
                  std::vector<PullOutcome> *outcomes) const;
   std::vector<PullOutcome> linkStates() const;
   void applyPulls(const std::vector<PullOutcome> &outcomes);
-  /// sum += more, by id (both ascending): the rows of an id in both are
-  /// added, sum's first.
-  static Status addSparse(SparseSum *sum, const SparseSum &more);
-  Status sumSparse(const plan::Transfer &send, const ValueOf &value,
-                   SparseSum *out) const;
-  Status sumSparseSends(const ValueOf &value, SparseSums *sparse) const;
+  Request start(const ValueOf &value, const PushOptions &options,
+                bool firstHere);
   /// One ps's push, computed at (version, incarnation); touches no state
   /// of the link (a pull may run beside it): *out says what changes.
   Status pushTo(const PsLink &l, int64_t version, int64_t incarnation,
-                const SparseSums &sparse, const ValueOf &value, bool sync,
-                PushOutcome *out);
-  Status pushAndMaybePull(const ValueOf &value, bool sync, int64_t *globalStep);
+                const SparseSums &sparse, const ValueOf &value,
+                const PushOptions &options, PushOutcome *out);
 
   Links &links_;
   std::vector<PsLink> ps_;
   std::vector<std::vector<plan::HeldTensor>> heldBy_;
   exec::VariableStore *store_ = nullptr;
   std::vector<int64_t> minVersions_;
-  std::map<std::string, Table> tables_;
+  PsTables tables_;
   bool lastRecoverable_ = false;
+  bool lookupFailed_ = false;
   bool withhold_ = false;
   // --compress-push: the residual of each dense gradient this worker pushes.
   std::unique_ptr<PushCompressor> compressor_;
-  bool lookupFailed_ = false;
-  int64_t stale_ = 0;
-  uint64_t run_ = 0;
-  std::vector<int64_t> dataBatches_;
-  bool leaseLost_ = false;
+  std::map<Request, std::unique_ptr<Pending>> pending_;
+  Request nextRequest_ = 1;
   // --prefetch-pull: the thread of the pull in flight, the store it writes
   // (the pulled variables, made at the first prefetch), what it learnt.
   std::thread prefetch_;

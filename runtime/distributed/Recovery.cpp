@@ -10,6 +10,24 @@
 
 namespace dtf::dist {
 
+// Asks ps `l` how it is, and checks it runs this task's plan.
+Status PsRecovery::status(PsLink &l, rpc::StatusReply *reply) {
+  grpc::ClientContext ctx;
+  setDeadline(&ctx, milliseconds(5000));
+  rpc::StatusRequest req;
+  *req.mutable_caller() = links_.caller();
+  grpc::Status st = l.stub->GetStatus(&ctx, req, reply);
+  if (!st.ok())
+    return rpcError("a status call", l.task, st);
+  if (reply->plan_fingerprint() != links_.config().planFingerprint)
+    return errorStatus(l.task.name, " at ", l.task.address,
+                       " runs a different plan than this task (",
+                       links_.config().planPath,
+                       "); every task of a job must run the same plan.bin");
+  return Status::ok();
+}
+
+
 Status PsRecovery::initializeOrWait(bool chief) {
   const std::string chiefName = links_.config().roster.workers[0].name;
   const Clock::time_point start = Clock::now();
@@ -18,7 +36,7 @@ Status PsRecovery::initializeOrWait(bool chief) {
     bool allReady = true;
     for (PsLink &l : client_.ps()) {
       rpc::StatusReply reply;
-      DTF_RETURN_IF_ERROR(client_.status(l, &reply));
+      DTF_RETURN_IF_ERROR(status(l, &reply));
       if (reply.initialized())
         continue;
       allReady = false;
@@ -204,7 +222,7 @@ Status PsRecovery::recover(bool chief, const Status &why) {
     std::string down;
     for (PsLink &l : client_.ps()) {
       rpc::StatusReply reply;
-      if (!client_.status(l, &reply).isOk()) {
+      if (!status(l, &reply).isOk()) {
         allUp = false;
         down = l.task.name + " at " + l.task.address;
         l.connectAgain(links_.config().transport);

@@ -49,6 +49,9 @@ public:
   bool checkpointRefused() const { return checkpointRefused_; }
 
 private:
+  // Asks ps `l` how it is, and checks it runs this task's plan.
+  Status status(PsLink &l, rpc::StatusReply *reply);
+
   const plan::Plan &plan_;
   PsClient &client_;
   Links &links_;

@@ -26,6 +26,7 @@
 namespace dtf {
 class ThreadPool;
 namespace device {
+class CpuDevice;
 class Device;
 class Event;
 class Graph;
@@ -416,7 +417,9 @@ private:
   std::vector<std::pair<uint64_t, size_t>> deviceFetchKept_;
   Status keepDeviceFetches(int gpu);
   std::deque<Tensor> constants_; // stable addresses
-  // The GPUs this program's ops run on (before nodes_: their ops use them).
+  // The host device, which makes the CPU ops, and the GPUs this program's
+  // ops run on (before nodes_: their ops use them).
+  std::unique_ptr<device::CpuDevice> cpu_;
   std::map<int, std::unique_ptr<device::Device>> gpus_;
   std::vector<int> opGpu_; // per program op: its GPU, or -1
   bool hasGpu_ = false;

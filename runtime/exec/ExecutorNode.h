@@ -4,6 +4,8 @@
 #pragma once
 
 #include "runtime/device/DeviceOp.h"
+#include "runtime/device/cpu/CpuDevice.h"
+#include "runtime/device/cpu/CpuOp.h"
 #include "runtime/exec/Executor.h"
 
 #include <condition_variable>
@@ -28,12 +30,17 @@ enum class NodeKind : uint8_t {
 
 // Room for outputs a kernel makes beyond those the plan declares (the norm of
 // global_norm_clip, say) without moving the others.
-inline constexpr int kSpareOutputs = 8;
+using device::kSpareOutputs;
 
 struct Executor::Node {
   NodeKind kind = NodeKind::kKernel;
-  KernelFn fn = nullptr;
-  std::unique_ptr<KernelContext> ctx;
+  // The op's context (inputs, attributes, outputs). A CPU kernel's belongs
+  // to its op on the host device (cpuOp), the other kinds' to the node.
+  KernelContext *ctx = nullptr;
+  std::unique_ptr<KernelContext> ownContext;
+  // kKernel: the op as the host device made it (device/cpu): its kernel
+  // called with ctx, one indirect call per op, as before the device layer.
+  std::unique_ptr<device::CpuOp> cpuOp;
   // The plan's input and output values (dense indices) of this op.
   std::vector<int> inputs;
   std::vector<int> outputs;

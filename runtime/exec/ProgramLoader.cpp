@@ -72,6 +72,7 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
   DTF_RETURN_IF_ERROR(place(program));
 
   Loading l{program, variables, kernels, {}, {}, {}, {}};
+  cpu_ = std::make_unique<device::CpuDevice>(kernels, options_.intraOpPool);
   loadValues(l);
   DTF_RETURN_IF_ERROR(loadFeeds(l));
   for (int i = 0; i < program.ops_size(); ++i)
@@ -332,7 +333,8 @@ Status Executor::loadSendRecv(Loading &l, int i, Node &node) {
   node.kind = send ? NodeKind::kSend : NodeKind::kRecv;
   node.key = key->second.s();
   node.peer = int(peer->second.i());
-  node.ctx = std::make_unique<KernelContext>();
+  node.ownContext = std::make_unique<KernelContext>();
+  node.ctx = node.ownContext.get();
   node.ctx->setOpName(op.name());
   if (send) {
     node.ctx->setInputs({slots_[l.slot(op.inputs(0))]});
@@ -374,7 +376,8 @@ Status Executor::loadRowsOp(Loading &l, int i, Node &node) {
   node.key = name->second.s();
   auto create = op.attrs().find("create");
   node.create = create != op.attrs().end() && create->second.b();
-  node.ctx = std::make_unique<KernelContext>();
+  node.ownContext = std::make_unique<KernelContext>();
+  node.ctx = node.ownContext.get();
   node.ctx->setOpName(op.name());
   node.ctx->setInputs({slots_[l.slot(op.inputs(0))]});
   node.ctx->outputs().reserve(1 + kSpareOutputs);
@@ -390,37 +393,35 @@ Status Executor::loadRowsOp(Loading &l, int i, Node &node) {
 Status Executor::loadKernelOp(Loading &l, int i, Node &node) {
   const plan::Op &op = l.program.ops(i);
   node.kind = NodeKind::kKernel;
-  node.fn = l.kernels.lookup(op.name());
-  if (!node.fn) {
+  if (!l.kernels.lookup(op.name())) {
     // Each op once, at its first use.
     if (l.missingOps.insert(op.name()).second)
       l.missing.push_back(plan::describeOp(l.program, i));
     return Status::ok();
   }
-  std::unique_ptr<KernelContext> ctx;
-  if (op.name() == dtf::ops::kFused)
-    ctx = std::make_unique<FusedKernelContext>(
-        options_.planKernels->loaded, int(op.attrs().at("kernel").i()));
-  else
-    ctx = std::make_unique<KernelContext>();
-  ctx->setOpName(op.name());
-  std::vector<Tensor *> inputs;
-  inputs.reserve(op.inputs_size());
-  for (int32_t id : op.inputs())
-    inputs.push_back(slots_[l.slot(id)]);
-  ctx->setInputs(std::move(inputs));
-  AttrMap attrs;
-  Status s = kernelAttrs(op, node, &attrs);
+  // Made by the host device: its context holds the attributes, the
+  // kernels' thread pool and the outputs (with room for spare ones).
+  device::DeviceOpSpec spec;
+  spec.opName = op.name();
+  Status s = kernelAttrs(op, node, &spec.attrs);
   if (!s.isOk())
     return opError(l, i, s.message());
-  ctx->setAttrs(std::move(attrs));
-  ctx->setThreadPool(options_.intraOpPool);
-  ctx->outputs().reserve(node.outputs.size() + kSpareOutputs);
-  ctx->setNumOutputs(static_cast<int>(node.outputs.size()));
+  spec.numOutputs = static_cast<int>(node.outputs.size());
+  if (op.name() == dtf::ops::kFused) {
+    spec.kernels = options_.planKernels->loaded;
+    spec.kernel = int(op.attrs().at("kernel").i());
+  }
+  std::unique_ptr<device::DeviceOp> made;
+  s = cpu_->createOp(std::move(spec), &made);
+  if (!s.isOk())
+    return opError(l, i, s.message());
+  node.cpuOp.reset(static_cast<device::CpuOp *>(made.release()));
+  for (int32_t id : op.inputs())
+    node.cpuOp->addDeviceInput(slots_[l.slot(id)]);
+  node.ctx = &node.cpuOp->context();
   for (size_t k = 0; k < node.outputs.size(); ++k)
-    slots_[node.outputs[k]] = &ctx->outputs()[k];
-  node.outputsBase = ctx->outputs().data();
-  node.ctx = std::move(ctx);
+    slots_[node.outputs[k]] = node.cpuOp->hostOutput(int(k));
+  node.outputsBase = node.ctx->outputs().data();
   nodes_.push_back(std::move(node));
   return Status::ok();
 }

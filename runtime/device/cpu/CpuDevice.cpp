@@ -60,6 +60,8 @@ Status CpuDevice::createOp(DeviceOpSpec spec, std::unique_ptr<DeviceOp> *out) {
     ctx = std::make_unique<KernelContext>();
   ctx->setOpName(spec.opName);
   ctx->setAttrs(std::move(spec.attrs));
+  ctx->setThreadPool(pool_);
+  ctx->outputs().reserve(size_t(spec.numOutputs + kSpareOutputs));
   ctx->setNumOutputs(spec.numOutputs);
   *out = std::make_unique<CpuOp>(fn, std::move(ctx));
   return Status::ok();

@@ -1,7 +1,7 @@
 // CpuDevice: the host as a device::Device: memory is host memory, the stream
 // runs every copy at once, and ops call the CPU kernels of a registry. The
-// reference for what the interface means, and a device for tests; the
-// executor's CPU ops call their kernels directly, with no device between.
+// executor makes each CPU op of a program here (CpuOp, run without a
+// virtual call: runtime/device/README.md has the measurement).
 #pragma once
 
 #include "runtime/device/Device.h"
@@ -35,8 +35,10 @@ public:
 
 class CpuDevice : public Device {
 public:
-  /// `kernels` (the CPU kernels) must outlive the device.
-  explicit CpuDevice(const KernelRegistry &kernels) : kernels_(kernels) {}
+  /// `kernels` (the CPU kernels) and `pool` (the kernels' threads; null:
+  /// none) must outlive the device.
+  explicit CpuDevice(const KernelRegistry &kernels, ThreadPool *pool = nullptr)
+      : kernels_(kernels), pool_(pool) {}
   int index() const override { return 0; }
   std::string name() const override;
   Allocator &allocator() override { return allocator_; }
@@ -47,6 +49,7 @@ public:
 
 private:
   const KernelRegistry &kernels_;
+  ThreadPool *pool_;
   CpuAllocator allocator_;
   CpuStream stream_;
 };

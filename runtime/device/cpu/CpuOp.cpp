@@ -9,15 +9,6 @@ void CpuOp::addDeviceInput(const Tensor *view) {
   inputs_.push_back(const_cast<Tensor *>(view));
 }
 
-Status CpuOp::run(uint64_t step, uint64_t seed) {
-  if (!bound_) {
-    ctx_->setInputs(inputs_);
-    bound_ = true;
-  }
-  ctx_->setStep(step, seed);
-  return callKernel(fn_, *ctx_);
-}
-
 Status CpuGraph::run(uint64_t step, uint64_t seed) {
   failed_ = -1;
   for (size_t k = 0; k < ops_.size(); ++k) {

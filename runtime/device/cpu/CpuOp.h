@@ -11,12 +11,17 @@
 
 namespace dtf::device {
 
+/// Outputs a CPU kernel may make beyond those the op declares (the norm of
+/// global_norm_clip, say): reserved, so that the others never move.
+inline constexpr int kSpareOutputs = 8;
+
 class CpuOp : public DeviceOp {
 public:
   CpuOp(KernelFn fn, std::unique_ptr<KernelContext> ctx)
       : fn_(fn), ctx_(std::move(ctx)) {}
   void addDeviceInput(const Tensor *view) override;
-  /// Host code reads the output where the kernel left it.
+  /// Host code reads the output where the kernel left it (a stable
+  /// address: room for kSpareOutputs more is reserved).
   void setDownload(int) override {}
   Tensor *hostOutput(int k) override { return &ctx_->output(k); }
   const Tensor &deviceOutput(int k) override { return ctx_->output(k); }
@@ -25,8 +30,18 @@ public:
     ctx_->setBatchOffset(first, rows);
   }
   bool uploadsStepKey() const override { return false; }
-  /// Calls the kernel on the inputs as they are now.
-  Status run(uint64_t step, uint64_t seed);
+  /// Calls the kernel on the inputs as they are now. Inline and not
+  /// virtual: the executor's hot path calls it once per CPU op, and it costs
+  /// what calling the kernel directly did (one indirect call).
+  Status run(uint64_t step, uint64_t seed) {
+    if (!bound_) {
+      ctx_->setInputs(inputs_);
+      bound_ = true;
+    }
+    ctx_->setStep(step, seed);
+    return callKernel(fn_, *ctx_);
+  }
+  KernelContext &context() { return *ctx_; }
 
 private:
   KernelFn fn_;

@@ -159,8 +159,6 @@ Status checkDy(const char *op, const Window2D &w, const Tensor &dy) {
   return Status::ok();
 }
 
-void *ptr(const Tensor &t) { return const_cast<void *>(t.rawData()); }
-
 PrimitiveCache<PlannedPrimitive> &convCache() {
   static PrimitiveCache<PlannedPrimitive> cache;
   return cache;

@@ -51,6 +51,11 @@ private:
   std::map<std::vector<int64_t>, std::shared_ptr<V>> map_;
 };
 
+/// A tensor's data as oneDNN's memory objects take it (a handle to memory
+/// the primitive may write). One definition for every kernel file: a unity
+/// build joins them into one translation unit.
+inline void *ptr(const Tensor &t) { return const_cast<void *>(t.rawData()); }
+
 /// `attr` with the primitive's scratchpad left to the caller, which
 /// PlannedPrimitive keeps per thread. By default oneDNN keeps one scratchpad
 /// per primitive, so two threads running one cached primitive at once (the

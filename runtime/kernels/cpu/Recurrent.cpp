@@ -127,8 +127,6 @@ int64_t workspaceElements(const RnnShape &s, int64_t workspaceBytes) {
   return bytes / 4;
 }
 
-void *ptr(const Tensor &t) { return const_cast<void *>(t.rawData()); }
-
 /// Checks x [B, T, F], kernel [F, G U], recurrent_kernel [U, G U] and the
 /// biases [G U], all f32, and reads return_sequences.
 Status rnnShape(const KernelContext &ctx, const Cell &cell, const char *op,

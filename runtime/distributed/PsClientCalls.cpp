@@ -1,0 +1,285 @@
+// PsClient's calls to one ps: a Pull (one message or a stream of chunks,
+// straight into the variables, repeated while the ps parks it) and a Push
+// (the step's values or views of their rows, compressed or narrowed when
+// asked). PsClient.cpp slices them over the ps tasks. What a pull learns of
+// each ps (incarnation, version) is kept aside in a PullOutcome until the
+// pull is taken, so that a prefetched pull may run beside a push.
+#include "runtime/distributed/PsClient.h"
+
+#include "runtime/distributed/TensorMessage.h"
+#include "runtime/plan/PlanTypes.h"
+
+#include <algorithm>
+#include <map>
+
+namespace dtf::dist {
+
+Status PsClient::pullAll(exec::VariableStore &into, bool forEval, bool sync,
+                         std::vector<PullOutcome> *outcomes) const {
+  for (size_t k = 0; k < ps_.size(); ++k) {
+    const PsLink &l = ps_[k];
+    // A ps that only serves lookups is asked too: in sync mode the pull
+    // waits for the update the rows must reflect.
+    if (l.pull.empty() && !(forEval && !l.evalPull.empty()) && !l.servesLookups)
+      continue;
+    DTF_RETURN_IF_ERROR(pullFrom(l, into, forEval, sync, &(*outcomes)[k]));
+  }
+  return Status::ok();
+}
+
+std::vector<PsClient::PullOutcome> PsClient::linkStates() const {
+  std::vector<PullOutcome> states;
+  for (const PsLink &l : ps_)
+    states.push_back({l.incarnation, l.pushedAt, l.pulledVersion, false});
+  return states;
+}
+
+void PsClient::applyPulls(const std::vector<PullOutcome> &outcomes) {
+  for (size_t k = 0; k < outcomes.size() && k < ps_.size(); ++k) {
+    const PullOutcome &o = outcomes[k];
+    PsLink &l = ps_[k];
+    if (o.incarnation != l.incarnation) {
+      // Restored (or first seen): what this worker pushed before no
+      // longer counts.
+      l.incarnation = o.incarnation;
+      l.pushedAt = -1;
+    }
+    l.pulledVersion = o.version;
+    if (o.recoverable)
+      lastRecoverable_ = true;
+  }
+}
+
+// One ps's pull, repeated while the ps parks it (sync mode) and reporting
+// what it waits for.
+Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
+                          bool forEval, bool sync, PullOutcome *o) const {
+  int64_t want = sync && o->pushedAt >= 0 ? o->pushedAt + 1 : 0;
+  // A later stage of a model-parallel replica reads what stage 0 read.
+  if (size_t k = size_t(&l - ps_.data()); k < minVersions_.size())
+    want = std::max(want, minVersions_[k]);
+  const Clock::time_point start = Clock::now();
+  double lastSaid = 0;
+  std::map<std::string, const plan::HeldTensor *> byName;
+  rpc::PullRequest req;
+  *req.mutable_caller() = links_.caller();
+  for (const plan::HeldTensor &h : l.pull) {
+    req.add_names(h.name);
+    byName[h.name] = &h;
+  }
+  if (forEval)
+    for (const plan::HeldTensor &h : l.evalPull) {
+      req.add_names(h.name);
+      byName[h.name] = &h;
+    }
+  req.set_min_version(want);
+  if (links_.config().wireBf16)
+    req.set_wire_dtype(plan::BF16);
+  // The ps parks a pull that must wait (no thread of its waits) and
+  // answers it when the update is applied or after this long; the loop
+  // below repeats and reports.
+  req.set_wait_ms(1000);
+  // What the reply carries when ready: a stream when that is more than
+  // one chunk.
+  uint64_t bytes = 0;
+  for (const auto &entry : byName)
+    if (const plan::HeldTensor *h = entry.second;
+        const Tensor *t = into.find(h->variable))
+      bytes += h->partitioned ? rowsOf(*t, h->rowOffset, h->rows).byteSize()
+                              : t->byteSize();
+  const bool stream = bytes > links_.config().chunkBytes;
+  for (;;) {
+    req.set_incarnation(o->incarnation);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, transferTimeout(bytes));
+    rpc::PullReply reply;
+    // Values that cross as bfloat16 (--wire bf16) and where they go.
+    std::vector<std::pair<Tensor, Tensor>> narrowed;
+    // Each value straight into the variable (or its shard's rows), as
+    // its bytes arrive.
+    ChunkReader reader(&reply, [&](std::vector<PayloadTarget> *targets) {
+      for (const rpc::WireTensor &w : reply.values()) {
+        auto h = byName.find(w.name());
+        Tensor *t =
+            h == byName.end() ? nullptr : into.find(h->second->variable);
+        if (!t)
+          return errorStatus("'", plan::printable(w.name()),
+                             "', which this task did not ask for");
+        Tensor dst = h->second->partitioned
+                         ? rowsOf(*t, h->second->rowOffset, h->second->rows)
+                         : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1);
+        std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
+        DType dtype = DType::F32;
+        const bool narrow = links_.config().wireBf16 &&
+                            w.dtype() == plan::BF16 &&
+                            dst.dtype() == DType::F32;
+        if (!plan::toDType(w.dtype(), &dtype).isOk() ||
+            (dtype != dst.dtype() && !narrow) || dims != dst.shape() ||
+            w.size() != size_t(dst.numElements()) * dtypeSize(dtype))
+          return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
+                             " bytes) for ", dst.describe());
+        if (narrow) {
+          narrowed.emplace_back(Tensor::allocate(DType::BF16, dims), dst);
+          targets->push_back({narrowed.back().first.rawData(), w.size()});
+          continue;
+        }
+        targets->push_back({dst.rawData(), w.size()});
+      }
+      return Status::ok();
+    });
+    Status refused = Status::ok();
+    grpc::Status st;
+    if (stream) {
+      st = receiveStream(*l.raw, &ctx, kPullStreamMethod, serializeMessage(req),
+                         &reader, &refused);
+    } else {
+      grpc::ByteBuffer response;
+      st = rawCall(*l.raw, &ctx, kPullMethod, serializeMessage(req), &response);
+      if (st.ok())
+        refused = reader.add(response);
+    }
+    if (refused.isOk() && st.ok())
+      refused = reader.finish();
+    if (!refused.isOk())
+      return errorStatus(l.task.name, " answered a pull with ",
+                         refused.message());
+    if (!st.ok()) {
+      o->recoverable = recoverable(st);
+      return rpcError("a pull", l.task, st);
+    }
+    for (auto &[bf16, dst] : narrowed)
+      widenFromBf16(static_cast<const uint16_t *>(bf16.rawData()),
+                    bf16.numElements(), dst.data<float>());
+    if (reply.incarnation() != o->incarnation) {
+      // Restored (or first seen): what this worker pushed before no
+      // longer counts.
+      o->incarnation = reply.incarnation();
+      o->pushedAt = -1;
+      req.set_min_version(0);
+      if (!reply.ready())
+        continue;
+    }
+    if (reply.ready()) {
+      // The values are in place already (the reader put them there).
+      o->version = reply.version();
+      return Status::ok();
+    }
+    const double waited = secondsSince(start);
+    if (waited - lastSaid >= 5) {
+      links_.say("waiting for " + l.task.name + ": " + reply.waiting_for());
+      lastSaid = waited;
+    }
+    if (waited > links_.config().syncTimeoutSeconds)
+      return errorStatus(
+          "gave up after ", int(waited), " s waiting for ", l.task.name, ": ",
+          reply.waiting_for(),
+          " (--sync-timeout sets the wait; a replica that died must be "
+          "restarted or covered by a backup worker)");
+    if (links_.config().stop && links_.config().stop->load())
+      return errorStatus("interrupted");
+  }
+}
+
+// One ps's push: its sends, from the step's own outputs (or views of their
+// rows), in one message or a stream of chunks.
+Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
+                        const SparseSums &sparse, const ValueOf &value,
+                        const PushOptions &options, PushOutcome *out) {
+  const bool sync = options.sync;
+  rpc::PushRequest req;
+  *req.mutable_caller() = links_.caller();
+  req.set_version(version);
+  req.set_incarnation(incarnation);
+  if (&l == &ps_[0] && !options.dataBatches.empty()) {
+    req.mutable_data_batches()->Add(options.dataBatches.begin(),
+                                    options.dataBatches.end());
+    req.set_worker_run(options.run);
+  }
+  // Sent from the step's own outputs (or views of their rows): no copy.
+  std::vector<Tensor> views;
+  views.reserve(2 * l.keys.size());
+  for (const plan::Transfer &r : l.keys) {
+    const std::string &key = r.key();
+    if (withhold_ && r.skippable())
+      continue; // the ps takes the push without it: its flag says why
+    if (r.sparse()) {
+      // The shard's ids (relative to its first row) and their rows.
+      Tensor ids, rows;
+      cutForShard(r, sparse.at(key.substr(0, key.rfind("/part_"))),
+                  tables_, &ids, &rows);
+      views.push_back(std::move(ids));
+      describeTensor(key, views.back(), req.add_values());
+      views.push_back(std::move(rows));
+      describeTensor(key + "#rows", views.back(), req.add_values());
+      continue;
+    }
+    // A shard's recv takes its rows of the worker's whole send.
+    const std::string base =
+        r.rows() > 0 ? key.substr(0, key.rfind("/part_")) : key;
+    const Tensor *t = value(base);
+    if (!t)
+      return errorStatus("the step made no value for '", base, "'");
+    views.push_back(r.rows() > 0 ? rowsOf(*t, r.row_offset(), r.rows())
+                                 : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1));
+    describeTensor(key, views.back(), req.add_values());
+  }
+  // --compress-push: each large dense gradient plus what earlier pushes
+  // left of it, top-k or 1-bit; the rest stays behind for the next push.
+  if (compressor_)
+    for (size_t i = 0; i < views.size(); ++i) {
+      rpc::WireTensor *w = req.mutable_values(int(i));
+      Tensor encoded;
+      rpc::PushEncoding encoding = rpc::PUSH_DENSE;
+      if (compressor_->compress(w->name(), views[i], &encoded, &encoding)) {
+        views[i] = std::move(encoded);
+        w->set_size(views[i].byteSize());
+        w->set_encoding(encoding);
+      }
+    }
+  // --wire bf16: every f32 value crosses as bfloat16 (one per value,
+  // in the order the header names them; not the compressed ones).
+  if (links_.config().wireBf16)
+    for (size_t i = 0; i < views.size(); ++i)
+      if (views[i].dtype() == DType::F32) {
+        views[i] = narrowToBf16(views[i]);
+        const std::string name = req.values(int(i)).name();
+        describeTensor(name, views[i], req.mutable_values(int(i)));
+      }
+  std::vector<const Tensor *> payload;
+  uint64_t bytes = 0;
+  for (const Tensor &v : views) {
+    payload.push_back(&v);
+    bytes += v.byteSize();
+  }
+  grpc::ClientContext ctx;
+  setDeadline(&ctx, transferTimeout(bytes));
+  grpc::ByteBuffer response;
+  // More than one chunk: a stream, which the ps applies only once it is
+  // complete.
+  const size_t chunk = links_.config().chunkBytes;
+  grpc::Status st =
+      bytes > chunk
+          ? sendStream(*l.raw, &ctx, kPushStreamMethod,
+                       packChunks(req, payload, chunk), &response)
+          : rawCall(*l.raw, &ctx, kPushMethod,
+                    packTensors(req, payload, /*copy=*/false), &response);
+  if (!st.ok()) {
+    out->recoverable = recoverable(st);
+    return rpcError("a push", l.task, st);
+  }
+  rpc::PushReply reply;
+  if (!parseMessage(response, &reply))
+    return errorStatus(l.task.name, " answered a push with a malformed reply");
+  out->stale = reply.stale();
+  out->leaseLost = reply.lease_lost();
+  if (!reply.stale())
+    out->pushedAt = version;
+  if (sync && reply.stale())
+    // Computed at an older version: the current update is open, join
+    // it. At the current one (this replica already joined it, before a
+    // restart): wait for it to complete.
+    out->pushedAt = reply.version() == version ? version : reply.version() - 1;
+  return Status::ok();
+}
+
+} // namespace dtf::dist
