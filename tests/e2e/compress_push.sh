@@ -57,19 +57,6 @@ if bad:
     sys.exit("\n".join(bad))
 PY
 
-refused() { # refused NAME TEXT COMMAND...: exits 2 saying TEXT
-  local name=$1 text=$2
-  shift 2
-  set +e
-  timeout 60 "$@" > "$work/$name.log" 2>&1
-  local code=$?
-  set -e
-  if [ "$code" -ne 2 ] || ! grep -qF -- "$text" "$work/$name.log"; then
-    cat "$work/$name.log" >&2
-    fail "$name: exit $code, expected 2 saying '$text'"
-  fi
-  echo "   ok: $name: exit 2: $(grep -F -- "$text" "$work/$name.log" | head -1 | cut -c1-110)"
-}
 sed -e 's/steps = 2000/steps = 10/' "$root/models/logistic_regression.dtf" > "$work/ingraph.dtf"
 "$bin/dtfc" "$work/ingraph.dtf" -o "$work/ingraph.plan"
 "$bin/dtf-run" certs --cluster "$work/c1x2.json" --out "$work/certs" > /dev/null

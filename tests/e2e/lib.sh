@@ -12,6 +12,22 @@ if [ ! -f "$data/train-images-idx3-ubyte.gz" ]; then
 fi
 fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
 
+# refused NAME TEXT COMMAND...: COMMAND exits 2 (a usage error) saying TEXT;
+# its output is kept in $work/NAME.log.
+refused() {
+  local name=$1 text=$2
+  shift 2
+  set +e
+  timeout 60 "$@" > "$work/$name.log" 2>&1
+  local code=$?
+  set -e
+  if [ "$code" -ne 2 ] || ! grep -qF -- "$text" "$work/$name.log"; then
+    cat "$work/$name.log" >&2
+    fail "$name: exit $code, expected 2 saying '$text'"
+  fi
+  echo "   ok: $name: exit 2: $(grep -F -- "$text" "$work/$name.log" | head -1 | cut -c1-110)"
+}
+
 # cluster_json FILE NUM_PS NUM_WORKERS: writes a cluster file whose tasks
 # listen on free ports of 127.0.0.1.
 cluster_json() {

@@ -71,19 +71,6 @@ if bad:
     sys.exit("\n".join(bad))
 PY
 
-refused() { # refused NAME TEXT COMMAND...: exits 2 saying TEXT
-  local name=$1 text=$2
-  shift 2
-  set +e
-  timeout 60 "$@" > "$work/$name.log" 2>&1
-  local code=$?
-  set -e
-  if [ "$code" -ne 2 ] || ! grep -qF -- "$text" "$work/$name.log"; then
-    cat "$work/$name.log" >&2
-    fail "$name: exit $code, expected 2 saying '$text'"
-  fi
-  echo "   ok: $name: exit 2: $(grep -F -- "$text" "$work/$name.log" | head -1 | cut -c1-110)"
-}
 sed -e 's/steps = 10000/steps = 10/' "$root/models/mlp.dtf" > "$work/sync.dtf"
 "$bin/dtfc" "$work/sync.dtf" -o "$work/sync.plan"
 "$bin/dtf-run" certs --cluster "$work/c1x2.json" --out "$work/certs" > /dev/null
