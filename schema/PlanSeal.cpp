@@ -6,7 +6,6 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <map>
@@ -71,15 +70,6 @@ Status digestMismatch(const std::string &name, const std::string &what,
 }
 
 } // namespace
-
-std::string sha256(std::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(),
-                 nullptr) != 1)
-    return std::string(); // matches no digest: a seal check fails
-  return std::string(reinterpret_cast<const char *>(digest), length);
-}
 
 std::vector<std::string> expectedCpuSymbols(const Plan &plan) {
   std::vector<std::string> symbols;
