@@ -11,6 +11,9 @@
 #include "runtime/kernels/CpuKernels.h"
 #include "tests/unit/gpu/TestGpu.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -240,10 +243,9 @@ TEST(GpuMixedPrecision, CastsRoundToNearestEvenAsTheCpuCastsBitForBit) {
 // same sums in the same order), within 1e-5 relative of a float64
 // reference; counted as tensor-op calls.
 TEST(GpuMixedPrecision, GemmExIsTheF32ProductOfRoundedOperands) {
-  if (onRealGpu())
-    GTEST_SKIP() << "DTF_GPU=real: bit for bit the emulation's cublasSgemm "
-                    "(its sums in its order) and its refusals; a real cuBLAS "
-                    "sums in its own order";
+  // On a real GPU (DTF_GPU=real) only the float64 band is checked: its
+  // cuBLAS sums in its own order, and refuses in its own words.
+  const bool emulated = !onRealGpu();
   TestGpu e;
   ASSERT_TRUE(e.device);
   CudaDriver &d = e.device->driver();
@@ -300,9 +302,18 @@ TEST(GpuMixedPrecision, GemmExIsTheF32ProductOfRoundedOperands) {
           mag += std::fabs(t);
         }
         const float g = got[size_t(j * m + i)];
-        ASSERT_EQ(bits(g), bits(f32[size_t(j * m + i)])) << i << "," << j;
+        if (emulated) {
+          ASSERT_EQ(bits(g), bits(f32[size_t(j * m + i)])) << i << "," << j;
+        }
         ASSERT_NEAR(g, ref, 1e-5 * mag) << i << "," << j;
       }
+    if (!emulated) {
+      std::printf("[   NOTE   ] DTF_GPU=real: not checked: the emulation's "
+                  "call count and refusals\n");
+      for (CUdeviceptr p : {da, db, dar, dbr, c, c32})
+        d.cuMemFree(p);
+      continue;
+    }
     EXPECT_EQ(typedCount(label) - calls0, 1u) << processEmulationStats();
     // What dtf never passes is refused with the reason: an f16 compute
     // type, a bf16 result.
@@ -349,19 +360,20 @@ void expectLowPrecisionOnGpu(GpuDevice &device, const std::string &op,
     float want = f32.data<float>()[i];
     if (roundsOutput)
       want = bf16 ? f32FromBf16(bf16FromF32(want)) : roundToF16(want);
-    ASSERT_EQ(bits(got.data<float>()[i]), bits(want))
-        << op << " " << dtype << " element " << i;
+    // A real GPU sums in its own order: there only the CPU's band holds
+    // (1e-4 relative at least, as the f32 kernels' tests allow).
+    if (!onRealGpu()) {
+      ASSERT_EQ(bits(got.data<float>()[i]), bits(want))
+          << op << " " << dtype << " element " << i;
+    }
     const float c = cpu.data<float>()[i];
-    ASSERT_NEAR(got.data<float>()[i], c, tol * std::fabs(c) + 1e-5)
+    const double band = onRealGpu() ? std::max(tol, 1e-4) : tol;
+    ASSERT_NEAR(got.data<float>()[i], c, band * std::fabs(c) + 1e-5)
         << op << " " << dtype << " element " << i << " against the CPU";
   }
 }
 
 TEST(GpuMixedPrecision, KernelsComputeInBf16AndF16AndAreCountedAsTensorOps) {
-  if (onRealGpu())
-    GTEST_SKIP() << "DTF_GPU=real: bit for bit the emulation's f32 kernels "
-                    "on rounded operands, and its call counts; a real GPU "
-                    "sums in its own order";
   TestGpu e;
   ASSERT_TRUE(e.device);
   const unsigned long gemm0 = typedCount("cublasGemmEx bf16 tensor-op="),
@@ -400,6 +412,8 @@ TEST(GpuMixedPrecision, KernelsComputeInBf16AndF16AndAreCountedAsTensorOps) {
     expectLowPrecisionOnGpu(*e.device, "dtf.conv2d_backprop_filter", {x, dy},
                             fl, dtype, true, convTol);
   }
+  if (!emulationCounts("the typed cuBLAS and cuDNN call counts"))
+    return;
   // 3 steps each (eager, captured, replayed): the replays count as calls.
   EXPECT_EQ(typedCount("cublasGemmEx bf16 tensor-op=") - gemm0, 6u);
   EXPECT_EQ(typedCount("cublasGemmEx f16 tensor-op=") - batched0, 6u);
