@@ -28,15 +28,6 @@ Tensor randomTensor(std::vector<int64_t> shape, uint32_t seed) {
   return t;
 }
 
-const KernelRegistry &cpu() {
-  static KernelRegistry *r = [] {
-    auto *reg = new KernelRegistry();
-    registerCpuKernels(*reg);
-    return reg;
-  }();
-  return *r;
-}
-
 // Runs `op` on the CPU and on the emulated GPU (steps times, so that the
 // graph path runs too) and compares output 0.
 void expectSameOnGpu(GpuDevice &device, const std::string &op,
@@ -49,7 +40,7 @@ void expectSameOnGpu(GpuDevice &device, const std::string &op,
   c.setAttrs(attrs);
   c.setOpName(op);
   c.setNumOutputs(1);
-  ASSERT_TRUE(callKernel(cpu().lookup(op), c).isOk());
+  ASSERT_TRUE(callKernel(cpuKernels().lookup(op), c).isOk());
   const Tensor &want = c.output(0);
 
   auto ctx = std::make_unique<GpuKernelContext>(device);
@@ -294,11 +285,11 @@ TEST(GpuArena, StepsOfOneShapeAllocateNothingOnceTheArenaIsPlanned) {
       a.setOpName("dtf.matmul");
       a.setInputs({&x, &w1});
       a.setNumOutputs(1);
-      ASSERT_TRUE(callKernel(cpu().lookup("dtf.matmul"), a).isOk());
+      ASSERT_TRUE(callKernel(cpuKernels().lookup("dtf.matmul"), a).isOk());
       b.setOpName("dtf.matmul");
       b.setInputs({&a.output(0), &w2});
       b.setNumOutputs(1);
-      ASSERT_TRUE(callKernel(cpu().lookup("dtf.matmul"), b).isOk());
+      ASSERT_TRUE(callKernel(cpuKernels().lookup("dtf.matmul"), b).isOk());
       for (int64_t i = 0; i < b.output(0).numElements(); ++i)
         ASSERT_NEAR(got[size_t(i)], b.output(0).data<float>()[i], 1e-4f) << i;
     }

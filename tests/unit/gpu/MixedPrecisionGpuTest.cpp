@@ -65,15 +65,6 @@ unsigned long typedCount(const std::string &label) {
                                  : std::stoul(stats.substr(at + label.size()));
 }
 
-const KernelRegistry &cpu() {
-  static KernelRegistry *r = [] {
-    auto *reg = new KernelRegistry();
-    registerCpuKernels(*reg);
-    return reg;
-  }();
-  return *r;
-}
-
 Tensor onCpu(const std::string &op, std::vector<Tensor> inputs,
              const AttrMap &attrs) {
   KernelContext c;
@@ -84,7 +75,7 @@ Tensor onCpu(const std::string &op, std::vector<Tensor> inputs,
   c.setAttrs(attrs);
   c.setOpName(op);
   c.setNumOutputs(1);
-  Status s = callKernel(cpu().lookup(op), c);
+  Status s = callKernel(cpuKernels().lookup(op), c);
   EXPECT_TRUE(s.isOk()) << op << ": " << s.message();
   return c.output(0);
 }

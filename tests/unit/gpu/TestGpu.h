@@ -10,6 +10,7 @@
 
 #include "runtime/gpu/CudaPlatform.h"
 #include "runtime/gpu/GpuDevice.h"
+#include "runtime/kernels/CpuKernels.h"
 
 #include <gtest/gtest.h>
 
@@ -58,6 +59,16 @@ inline bool emulationCounts(const char *what) {
               "counters)\n",
               what);
   return false;
+}
+
+/// The CPU's kernels, against which the GPU kernels' results are checked.
+inline const KernelRegistry &cpuKernels() {
+  static KernelRegistry *r = [] {
+    auto *reg = new KernelRegistry();
+    registerCpuKernels(*reg);
+    return reg;
+  }();
+  return *r;
 }
 
 /// GPU 0 of the tests' driver, made the process's driver.
