@@ -7,7 +7,8 @@
 # which check.sh runs on the real driver with DTF_GPU=real), the CUDA
 # emulation (for --emulate),
 # the check plans (the seed CNN and the MLP with every op on /gpu:0 and soft
-# placement, so that the same plan runs on the CPU where no driver loads),
+# placement, so that the same plan runs on the CPU where no driver loads, and
+# the seed CNN under mixed_bfloat16),
 # Fashion-MNIST, and check.sh (scripts/gpu-bundle-check.sh).
 # usage: scripts/gpu-bundle.sh DIR [BUILD_DIR]   (default: build/, configured)
 set -euo pipefail
@@ -58,6 +59,10 @@ for model in mnist_cnn mlp; do
     { cat "$dir/plans/$model.dtfc.log" >&2; exit 1; }
   grep -q "fashion-mnist" "$dir/plans/$model.dtf" || { echo "gpu-bundle: $model reads no Fashion-MNIST" >&2; exit 1; }
 done
+# The seed CNN under the mixed_bfloat16 policy: bf16 matmuls and convolutions
+# (cuBLAS GemmEx, cuDNN tensor-op convolutions on the GPU; oneDNN on the CPU).
+"$build/bin/dtfc" "$dir/plans/mnist_cnn.dtf" --precision=mixed_bfloat16 -o "$dir/plans/mnist_cnn_bf16.plan" \
+  2> "$dir/plans/mnist_cnn_bf16.dtfc.log" || { cat "$dir/plans/mnist_cnn_bf16.dtfc.log" >&2; exit 1; }
 cp "$root/scripts/gpu-bundle-check.sh" "$dir/check.sh"
 chmod +x "$dir/check.sh"
 git -C "$root" describe --always --dirty > "$dir/VERSION" 2> /dev/null || echo unknown > "$dir/VERSION"
