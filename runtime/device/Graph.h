@@ -8,6 +8,7 @@
 #include "runtime/device/DeviceOp.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace dtf::device {
 
@@ -32,6 +33,14 @@ public:
   /// Only where no host op of the step reads what the graph made.
   virtual void setLate() {}
   virtual Status finishLate(int /*slot*/) { return Status::ok(); }
+  /// Times each op on the device (dtf-run --profile): the graph runs its
+  /// ops one by one, each between two of the device's timing events, and
+  /// waits for them at the end of run(). Returns false where the device
+  /// cannot time its ops (their host time is all there is).
+  virtual bool setProfile() { return false; }
+  /// With setProfile(): the device seconds each op (in add() order) took
+  /// over all runs so far.
+  virtual std::vector<double> opSeconds() const { return {}; }
 };
 
 } // namespace dtf::device

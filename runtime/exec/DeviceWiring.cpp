@@ -69,6 +69,8 @@ void Executor::wireGpuNodes() {
       segments_.push_back(gpus_.at(node.gpu)->createGraph());
       segmentNodes_.emplace_back();
       node.segmentHead = true;
+      if (options_.profile)
+        segments_.back()->setProfile();
     }
     node.segment = int(segments_.size()) - 1;
     if (node.updated > 0) // copies down on the copy stream finish first

@@ -205,8 +205,31 @@ std::vector<OpProfile> Executor::profile() const {
   std::vector<OpProfile> out;
   if (!options_.profile)
     return out;
-  for (const Node &node : nodes_)
-    out.push_back({node.where, node.opName, node.seconds, node.calls});
+  for (const Node &node : nodes_) {
+    OpProfile op;
+    op.where = node.where;
+    op.opName = node.opName;
+    op.seconds = node.seconds;
+    op.calls = node.calls;
+    if (node.segment >= 0) {
+      // Its device time; the segment's host time (enqueueing every op, and
+      // waiting for them) is not the op's.
+      const std::vector<int> &members = segmentNodes_[size_t(node.segment)];
+      const std::vector<double> times =
+          segments_[size_t(node.segment)]->opSeconds();
+      const size_t k = size_t(
+          std::find(members.begin(), members.end(), int(&node - nodes_.data())) -
+          members.begin());
+      if (k < times.size()) {
+        if (node.segmentHead)
+          op.segmentHostSeconds = node.seconds;
+        op.seconds = times[k];
+        op.onDevice = true;
+        op.device = device::gpuDeviceName(node.gpu);
+      }
+    }
+    out.push_back(std::move(op));
+  }
   return out;
 }
 

@@ -138,6 +138,13 @@ struct OpProfile {
   std::string opName;
   double seconds = 0;
   uint64_t calls = 0;
+  /// Timed on its GPU between CUDA events (device time), not by the host's
+  /// clock; `device` names the GPU.
+  bool onDevice = false;
+  std::string device;
+  /// The first op of a GPU segment: the host's time to enqueue the
+  /// segment's ops and wait for them (--profile waits at each segment's end).
+  double segmentHostSeconds = 0;
 };
 
 /// A model input the caller feeds before each run, or a value it fetches

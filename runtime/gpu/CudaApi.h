@@ -33,6 +33,7 @@ inline constexpr CUresult CUDA_ERROR_INVALID_IMAGE = 200;
 inline constexpr CUresult CUDA_ERROR_INVALID_CONTEXT = 201;
 inline constexpr CUresult CUDA_ERROR_INVALID_HANDLE = 400;
 inline constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+inline constexpr CUresult CUDA_ERROR_NOT_READY = 600;
 inline constexpr CUresult CUDA_ERROR_ILLEGAL_ADDRESS = 700;
 inline constexpr CUresult CUDA_ERROR_LAUNCH_FAILED = 719;
 inline constexpr CUresult CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900;

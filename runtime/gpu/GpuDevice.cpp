@@ -128,6 +128,11 @@ Status GpuDevice::createEvent(CUevent *event) {
                driver_.cuEventCreate(event, CU_EVENT_DISABLE_TIMING));
 }
 
+Status GpuDevice::createTimingEvent(CUevent *event) {
+  DTF_RETURN_IF_ERROR(makeCurrent());
+  return check("cuEventCreate", driver_.cuEventCreate(event, 0));
+}
+
 Status GpuDevice::waitFor(CUevent event) {
   return check("cuStreamWaitEvent",
                driver_.cuStreamWaitEvent(stream_, event, 0));

@@ -54,6 +54,8 @@ public:
   Status synchronize();
   /// An event for ordering the streams (no timing), or an error.
   Status createEvent(cuda::CUevent *event);
+  /// An event that cuEventElapsedTime can time (dtf-run --profile).
+  Status createTimingEvent(cuda::CUevent *event);
   /// The compute stream's later work waits for `event` (another stream's).
   Status waitFor(cuda::CUevent event);
   /// `event` recorded on `from`, and `to` made to wait for it.

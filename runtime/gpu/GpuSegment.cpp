@@ -24,6 +24,15 @@ GpuSegment::~GpuSegment() {
   for (CUevent e : {fork_, ran_, copied_, joined_})
     if (e)
       d.cuEventDestroy(e);
+  for (CUevent e : timing_)
+    if (e)
+      d.cuEventDestroy(e);
+}
+
+bool GpuSegment::setProfile() {
+  profile_ = true;
+  graph_.disable();
+  return true;
 }
 
 // The events are made once, before any capture.
@@ -34,6 +43,27 @@ Status GpuSegment::createEvents() {
   for (auto &u : uploads_)
     if (!u->copied)
       DTF_RETURN_IF_ERROR(device_.createEvent(&u->copied));
+  if (profile_ && timing_.empty()) {
+    timing_.assign(ops_.size() + 1, nullptr);
+    opSeconds_.assign(ops_.size(), 0.0);
+    for (CUevent &e : timing_)
+      DTF_RETURN_IF_ERROR(device_.createTimingEvent(&e));
+  }
+  return Status::ok();
+}
+
+// The step's op times (profile_): the compute stream's work is done.
+Status GpuSegment::addOpTimes() {
+  CudaDriver &d = device_.driver();
+  DTF_RETURN_IF_ERROR(device_.check(
+      "cuEventSynchronize", d.cuEventSynchronize(timing_.back())));
+  for (size_t k = 0; k < ops_.size(); ++k) {
+    float ms = 0;
+    DTF_RETURN_IF_ERROR(device_.check(
+        "cuEventElapsedTime",
+        d.cuEventElapsedTime(&ms, timing_[k], timing_[k + 1])));
+    opSeconds_[k] += double(ms) * 1e-3;
+  }
   return Status::ok();
 }
 
@@ -117,6 +147,9 @@ Status GpuSegment::enqueue(uint64_t step, uint64_t seed) {
   }
   std::vector<bool> awaited(uploads_.size(), false);
   bool copyingDown = false;
+  if (profile_)
+    DTF_RETURN_IF_ERROR(device_.check("cuEventRecord",
+                                      d.cuEventRecord(timing_[0], compute)));
   for (size_t k = 0; k < ops_.size(); ++k) {
     GpuOp &op = *ops_[k];
     GpuOp::Signature unused;
@@ -133,6 +166,9 @@ Status GpuSegment::enqueue(uint64_t step, uint64_t seed) {
     }
     if (s.isOk())
       s = op.enqueueKernel();
+    if (s.isOk() && profile_)
+      s = device_.check("cuEventRecord",
+                        d.cuEventRecord(timing_[k + 1], compute));
     if (s.isOk() && op.downloads()) {
       s = device_.order(ran_, compute, copy);
       if (s.isOk())
@@ -167,6 +203,8 @@ Status GpuSegment::run(uint64_t step, uint64_t seed) {
     DTF_RETURN_IF_ERROR(bindOps(step, seed, &after));
     graph_.ran(std::move(after));
   }
+  if (profile_)
+    DTF_RETURN_IF_ERROR(addOpTimes());
   if (late_)
     return Status::ok(); // finishLate, after the step's end
 

@@ -43,6 +43,10 @@ public:
   /// (the step's fetches read one step late; device::Graph).
   void setLate() override { late_ = true; }
   Status finishLate(int slot) override;
+  /// Each op timed on the compute stream between two events (no CUDA graph
+  /// then), waited for at the end of run().
+  bool setProfile() override;
+  std::vector<double> opSeconds() const override { return opSeconds_; }
 
   int numOps() const { return int(ops_.size()); }
   int numUploads() const override { return int(uploads_.size()); }
@@ -77,6 +81,12 @@ private:
                 joined_ = nullptr;
   int failed_ = -1;
   bool late_ = false;
+  // With setProfile(): an event before the first op and one after each op
+  // on the compute stream, and each op's seconds between its two.
+  bool profile_ = false;
+  std::vector<cuda::CUevent> timing_;
+  std::vector<double> opSeconds_;
+  Status addOpTimes();
 };
 
 } // namespace dtf::gpu

@@ -51,6 +51,9 @@ public:
     last_ = std::move(after);
     haveLast_ = true;
   }
+  /// From now on every step runs eagerly (dtf-run --profile times each op
+  /// between events, which a captured graph would not show one by one).
+  void disable() { enabled_ = false; }
   uint64_t launches() const { return launches_; }
   /// Whether the last run() replayed the graph already captured (its
   /// buffers and shapes were those of the capture, and still are).

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <set>
 #include <optional>
 
 namespace dtf::train {
@@ -149,9 +150,40 @@ std::string profileReport(const std::vector<exec::OpProfile> &ops,
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "profile: train_step, %lld steps, %.3f s in %zu ops (%.3f ms "
-                "per step)\n  by op kind:\n",
+                "per step)\n",
                 (long long)steps, total, ops.size(), total * perStep);
   std::string s = buf;
+  // Ops on a GPU: their device time between CUDA events, their segments run
+  // op by op (no CUDA graphs) and waited for at each segment's end.
+  size_t onDevice = 0, segments = 0;
+  double deviceSeconds = 0, segmentHost = 0;
+  std::set<std::string> devices;
+  for (const exec::OpProfile &op : ops) {
+    if (!op.onDevice)
+      continue;
+    ++onDevice;
+    deviceSeconds += op.seconds;
+    devices.insert(op.device);
+    if (op.segmentHostSeconds > 0) {
+      ++segments;
+      segmentHost += op.segmentHostSeconds;
+    }
+  }
+  if (onDevice > 0) {
+    std::string names;
+    for (const std::string &d : devices)
+      names += (names.empty() ? "" : ", ") + d;
+    std::snprintf(buf, sizeof buf,
+                  "  %zu ops on %s timed on the GPU by CUDA events: %.3f ms "
+                  "per step (run without CUDA graphs, and each of their %zu "
+                  "segment%s waited for at its end: %.3f ms per step of host "
+                  "time to enqueue and wait); the other ops by the host's "
+                  "clock\n",
+                  onDevice, names.c_str(), deviceSeconds * perStep, segments,
+                  segments == 1 ? "" : "s", segmentHost * perStep);
+    s += buf;
+  }
+  s += "  by op kind:\n";
   std::vector<std::pair<double, std::string>> kinds;
   for (const auto &[name, t] : byKind)
     kinds.push_back({t.first, name});
@@ -171,8 +203,9 @@ std::string profileReport(const std::vector<exec::OpProfile> &ops,
             });
   s += "  slowest ops:\n";
   for (size_t i = 0; i < slowest.size() && i < 10; ++i) {
-    std::snprintf(buf, sizeof buf, "    %9.3f ms/step  %s\n",
-                  slowest[i]->seconds * perStep, slowest[i]->where.c_str());
+    std::snprintf(buf, sizeof buf, "    %9.3f ms/step  %s%s\n",
+                  slowest[i]->seconds * perStep, slowest[i]->where.c_str(),
+                  slowest[i]->onDevice ? " (GPU)" : "");
     s += buf;
   }
   return s;

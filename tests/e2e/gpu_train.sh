@@ -200,3 +200,25 @@ for f in fail:
 print("e2e: %s: %d logged steps match within %.1e (worst %.2e); %s" % (model, len(a), tol, worst, stats.group(0) if stats else "no stats"))
 sys.exit(1 if fail else 0)
 PY
+
+# --profile on the GPU: each GPU op's time between CUDA events on its
+# stream (the emulation's clock: the host time its queued work took), the
+# segment run without a CUDA graph; the CNN's library ops and its generated
+# kernels each get a time of their own, not the segment's first op all of it.
+if [ "$model" = mnist_cnn ]; then
+  "$bin/dtf-run" "$work/soft.plan" --emulate-gpus 1 --steps 4 --eval-steps 1 --profile \
+    > "$work/profile.log" 2>&1 || fail "the --profile run failed: $(tail -5 "$work/profile.log")"
+  python3 - "$work/profile.log" <<'PY' || fail "--profile did not time the GPU ops: $(grep -A30 '^profile:' "$work/profile.log")"
+import re, sys
+text = open(sys.argv[1]).read()
+head = re.search(r"  (\d+) ops on /job:localhost/replica:0/task:0/device:GPU:0 timed on the GPU by CUDA events: ([0-9.]+) ms per step \(run without CUDA graphs, and each of their 1 segment waited", text)
+assert head and int(head.group(1)) >= 30 and float(head.group(2)) > 0, "no line of GPU ops timed by events"
+assert "0 graph launches" in text, "the profiled segment was captured as a CUDA graph"
+gpu = {op: float(ms) for ms, op in re.findall(r"^ +([0-9.]+) ms/step  .*: (dtf\.\w+) \(GPU\)$", text, re.M)}
+kinds = {op: float(ms) for op, ms in re.findall(r"^    (dtf\.\w+) +x\d+ +([0-9.]+) ms/step", text, re.M)}
+for op in ("dtf.conv2d", "dtf.conv2d_backprop_filter", "dtf.matmul", "dtf.fused"):
+    assert kinds.get(op, 0) > 0, f"{op} has no time of its own: {kinds}"
+assert gpu and max(gpu.values()) < 0.9 * float(head.group(2)), f"one op holds the segment's whole time: {gpu}"
+print(f"e2e: --profile: {head.group(1)} GPU ops timed by events, {head.group(2)} ms per step; conv2d {kinds['dtf.conv2d']} ms, generated kernels {kinds['dtf.fused']} ms")
+PY
+fi

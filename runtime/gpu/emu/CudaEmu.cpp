@@ -400,12 +400,14 @@ CUresult streamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
   return CUDA_SUCCESS;
 }
 
-CUresult eventCreate(CUevent *event, unsigned) {
+CUresult eventCreate(CUevent *event, unsigned flags) {
   EMU_ENTRY
   // The real driver makes an event in the current context, and refuses
   // without one.
   EMU_NEEDS_CONTEXT
-  *event = reinterpret_cast<CUevent>(new Event());
+  auto *e = new Event();
+  e->timing = !(flags & CU_EVENT_DISABLE_TIMING);
+  *event = reinterpret_cast<CUevent>(e);
   return CUDA_SUCCESS;
 }
 CUresult eventRecord(CUevent event, CUstream stream) {
@@ -417,7 +419,9 @@ CUresult eventRecord(CUevent event, CUstream stream) {
   if (!s && !capturingHere().empty())
     return refuseInCapture(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
                            "cuEventRecord on the legacy default stream");
+  const bool timing = e->timing;
   *e = Event();
+  e->timing = timing;
   e->recorded = true;
   if (s && s->capture) {
     e->capture = s->capture->id;
@@ -425,6 +429,11 @@ CUresult eventRecord(CUevent event, CUstream stream) {
   } else if (s) {
     e->stream = s;
     e->seq = s->submitted;
+    // Its time on the stream's clock, once the items before it have run
+    // (runHead); the latest 4096 places are kept.
+    s->stamps[e->seq] = s->clock;
+    if (s->stamps.size() > 4096)
+      s->stamps.erase(s->stamps.begin());
   } else {
     finishBlockingStreams();
   }
@@ -453,10 +462,28 @@ CUresult eventSynchronize(CUevent event) {
 }
 CUresult eventElapsedTime(float *ms, CUevent start, CUevent end) {
   EMU_ENTRY
-  if (!reinterpret_cast<Event *>(start)->recorded ||
-      !reinterpret_cast<Event *>(end)->recorded)
+  const auto *a = reinterpret_cast<Event *>(start);
+  const auto *b = reinterpret_cast<Event *>(end);
+  if (!a || !b || !a->recorded || !b->recorded)
     return refuse(CUDA_ERROR_INVALID_HANDLE, "an event was never recorded");
-  *ms = 0; // the emulation has no device clock
+  if (!a->timing || !b->timing)
+    return refuse(CUDA_ERROR_INVALID_HANDLE,
+                  "cuEventElapsedTime of an event made with "
+                  "CU_EVENT_DISABLE_TIMING");
+  // The emulated device's clock: the host time the work queued on one
+  // stream took to run (EmuState.h), between the two events' places.
+  if (!a->stream || a->stream != b->stream)
+    return refuse(CUDA_ERROR_INVALID_HANDLE,
+                  "cuEventElapsedTime: the emulation times two events of one "
+                  "stream only");
+  if (!done(a->stream, a->seq) || !done(b->stream, b->seq))
+    return CUDA_ERROR_NOT_READY;
+  const auto &stamps = a->stream->stamps;
+  const auto ta = stamps.find(a->seq), tb = stamps.find(b->seq);
+  if (ta == stamps.end() || tb == stamps.end())
+    return refuse(CUDA_ERROR_INVALID_HANDLE,
+                  "cuEventElapsedTime: an event recorded again since");
+  *ms = float((tb->second - ta->second) * 1e3);
   return CUDA_SUCCESS;
 }
 CUresult eventDestroy(CUevent event) {

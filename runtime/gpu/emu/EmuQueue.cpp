@@ -4,6 +4,7 @@
 #include "runtime/gpu/emu/EmuQueue.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -57,10 +58,16 @@ void runHead(Stream *s) {
   if (p.work.run) {
     if (p.work.counted)
       ++machine().counters.workPerDevice[s->device];
+    const auto start = std::chrono::steady_clock::now();
     if (int r = p.work.run(); r != CUDA_SUCCESS && s->error == CUDA_SUCCESS)
       s->error = r;
+    s->clock += std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                              start)
+                    .count();
   }
   ++s->completed;
+  if (auto t = s->stamps.find(s->completed); t != s->stamps.end())
+    t->second = s->clock;
 }
 
 // Interleaved order: one item of every other stream that may run.

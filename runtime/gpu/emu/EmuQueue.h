@@ -53,6 +53,7 @@ void enqueue(Stream *s, Pending p);
 /// Where an event was last recorded: nowhere, after a stream's first `seq`
 /// items, or in a capture after its nodes `nodes`.
 struct Event {
+  bool timing = false; // made without CU_EVENT_DISABLE_TIMING
   bool recorded = false;
   Stream *stream = nullptr;
   uint64_t seq = 0;

@@ -67,6 +67,11 @@ struct Stream {
   int error = 0; // the first failure of queued work, for its synchronization
   Capture *capture = nullptr; // the capture it records into, if any
   std::vector<size_t> tail;   // capture: the nodes its next node follows
+  /// The emulated device's clock for this stream: the host seconds its
+  /// items took to run, summed (what cuEventElapsedTime reads), and when
+  /// it stood there after each item an event waits for (by item count).
+  double clock = 0;
+  std::map<uint64_t, double> stamps;
 };
 
 struct Counters {

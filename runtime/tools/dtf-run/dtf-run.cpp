@@ -61,7 +61,9 @@ options:
                    refused (exit 4), never trained over from the initializers
   --quiet          print only the final line (and errors)
   --profile        time every op of the train_step and print, on stderr at
-                   the end, the time per step by op kind and the slowest ops
+                   the end, the time per step by op kind and the slowest ops;
+                   ops on a GPU are timed on it by CUDA events, their
+                   segments run without CUDA graphs (docs/gpu.md)
   --emulate-gpus N  run the plan's GPU ops on N emulated CUDA GPUs: dtf's
                    host emulation of the CUDA driver, cuBLAS and cuDNN
                    (libdtf-cuda-emu.so beside dtf-run), loaded through the

@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -181,6 +182,50 @@ TEST(CudaEmu, CopiesRoundTripAndOutOfBoundsCopiesAreRefused) {
       CUDA_ERROR_INVALID_VALUE);
   EXPECT_NE(d->errorText("x", 1).find("not a device pointer"),
             std::string::npos);
+}
+
+// Two timing events on a stream measure the work queued between them
+// (dtf-run --profile's per-op GPU times): on the emulation, the host time
+// its queued work took to run; an event made with CU_EVENT_DISABLE_TIMING
+// cannot be timed.
+TEST(CudaEmu, TimingEventsMeasureTheStreamsWorkBetweenThem) {
+  auto d = emulated();
+  ASSERT_TRUE(d);
+  makeCurrent(*d);
+  CUstream stream = nullptr;
+  ASSERT_EQ(d->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  const size_t bytes = size_t(64) << 20;
+  CUdeviceptr p = 0;
+  ASSERT_EQ(d->cuMemAlloc(&p, bytes), CUDA_SUCCESS);
+  std::vector<char> host(bytes, 1);
+  CUevent a = nullptr, b = nullptr, c = nullptr, untimed = nullptr;
+  for (CUevent *e : {&a, &b, &c})
+    ASSERT_EQ(d->cuEventCreate(e, 0), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(d->cuEventRecord(a, stream), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuMemcpyHtoDAsync(p, host.data(), bytes, stream), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuEventRecord(b, stream), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuEventRecord(c, stream), CUDA_SUCCESS); // nothing between
+  ASSERT_EQ(d->cuEventRecord(untimed, stream), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuStreamSynchronize(stream), CUDA_SUCCESS);
+  const double wallMs = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+  float copyMs = -1, emptyMs = -1, none = -1;
+  ASSERT_EQ(d->cuEventElapsedTime(&copyMs, a, b), CUDA_SUCCESS);
+  ASSERT_EQ(d->cuEventElapsedTime(&emptyMs, b, c), CUDA_SUCCESS);
+  // 64 MiB copied: more than nothing (on any machine, a copy of 64 MiB
+  // takes microseconds at least), and no longer than the host waited.
+  EXPECT_GT(copyMs, 0.0f);
+  EXPECT_LE(copyMs, wallMs + 1.0);
+  EXPECT_GE(emptyMs, 0.0f);
+  EXPECT_LT(emptyMs, copyMs);
+  EXPECT_NE(d->cuEventElapsedTime(&none, a, untimed), CUDA_SUCCESS);
+  for (CUevent e : {a, b, c, untimed})
+    d->cuEventDestroy(e);
+  d->cuMemFree(p);
+  d->cuStreamDestroy(stream);
 }
 
 TEST(CudaEmu, UseAfterFreeIsRefused) {
