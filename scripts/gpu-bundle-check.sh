@@ -307,6 +307,20 @@ if [ "$emulate" = 0 ]; then
   done
 fi
 
+if [ "$emulate" = 0 ]; then
+  say ""
+  say "## dtf-run --profile: each GPU op timed by CUDA events (seed CNN, 300 steps, no CUDA graphs)"
+  say ""
+  if env "${run_env[@]}" timeout 120 "$here/bin/dtf-run" "$here/plans/mnist_cnn.plan" --steps 300 \
+       --log-every 100 --eval-steps 1 --profile > "$out/profile.log" 2>&1; then
+    say '```'
+    say "$(sed -n '/^profile:/,/^final:/p' "$out/profile.log" | grep -v '^final:')"
+    say '```'
+  else
+    bad "dtf-run --profile failed: $(tail -2 "$out/profile.log")"
+  fi
+fi
+
 say ""
 say "## Sanitizers and kernel times"
 if [ "$emulate" = 1 ]; then
