@@ -8,7 +8,8 @@
 # emulation (for --emulate),
 # the check plans (the seed CNN and the MLP with every op on /gpu:0 and soft
 # placement, so that the same plan runs on the CPU where no driver loads, and
-# the seed CNN under mixed_bfloat16),
+# the seed CNN under mixed_bfloat16 and with TF32 allowed, the labels check's
+# plans),
 # Fashion-MNIST, and check.sh (scripts/gpu-bundle-check.sh).
 # usage: scripts/gpu-bundle.sh DIR [BUILD_DIR]   (default: build/, configured)
 set -euo pipefail
@@ -63,6 +64,29 @@ done
 # (cuBLAS GemmEx, cuDNN tensor-op convolutions on the GPU; oneDNN on the CPU).
 "$build/bin/dtfc" "$dir/plans/mnist_cnn.dtf" --precision=mixed_bfloat16 -o "$dir/plans/mnist_cnn_bf16.plan" \
   2> "$dir/plans/mnist_cnn_bf16.dtfc.log" || { cat "$dir/plans/mnist_cnn_bf16.dtfc.log" >&2; exit 1; }
+# The seed CNN with TF32 allowed (session(allow_tf32 = true)): cuBLAS and
+# cuDNN may use the tensor cores for f32.
+python3 "$root/tests/e2e/gpu_model.py" "$root/models/mnist_cnn.dtf" "$dir/plans/mnist_cnn_tf32.dtf" 1000 \
+  "soft_placement = true, allow_tf32 = true"
+sed -i "s|\"$data\"|\"fashion-mnist\"|g" "$dir/plans/mnist_cnn_tf32.dtf"
+"$build/bin/dtfc" "$dir/plans/mnist_cnn_tf32.dtf" -o "$dir/plans/mnist_cnn_tf32.plan" \
+  2> "$dir/plans/mnist_cnn_tf32.dtfc.log" || { cat "$dir/plans/mnist_cnn_tf32.dtfc.log" >&2; exit 1; }
+# A label outside the classes on the GPU (tests/e2e/gpu_labels.sh): the
+# classifier with every op on /gpu:0 reading labels/bad.csv (example 37's
+# label made 7 in the graph) and labels/good.csv; the bad data's plan with
+# soft placement too, for the CPU's message.
+mkdir -p "$dir/data/labels"
+python3 "$root/tests/e2e/gpu_labels_data.py" "$dir/data/labels"
+rm "$dir/data/labels/column.csv"
+for data in good bad; do
+  sed "s|@DATA@|labels/$data.csv|" "$root/tests/e2e/gpu_labels.dtf" > "$dir/plans/labels_$data.dtf"
+  "$build/bin/dtfc" "$dir/plans/labels_$data.dtf" -o "$dir/plans/labels_$data.plan" 2> "$dir/plans/labels_$data.dtfc.log" ||
+    { cat "$dir/plans/labels_$data.dtfc.log" >&2; exit 1; }
+done
+sed 's|^  train {$|  train {\n    session = session(soft_placement = true)|' "$dir/plans/labels_bad.dtf" \
+  > "$dir/plans/labels_bad_soft.dtf"
+"$build/bin/dtfc" "$dir/plans/labels_bad_soft.dtf" -o "$dir/plans/labels_bad_soft.plan" \
+  2> "$dir/plans/labels_bad_soft.dtfc.log" || { cat "$dir/plans/labels_bad_soft.dtfc.log" >&2; exit 1; }
 cp "$root/scripts/gpu-bundle-check.sh" "$dir/check.sh"
 chmod +x "$dir/check.sh"
 git -C "$root" describe --always --dirty > "$dir/VERSION" 2> /dev/null || echo unknown > "$dir/VERSION"

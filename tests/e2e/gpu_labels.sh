@@ -22,23 +22,7 @@ source "$(dirname "$0")/lib.sh" "$@"
 work=$work/gpu_labels
 rm -rf "$work"
 mkdir -p "$work"
-python3 - "$work" <<'PY'
-import random, sys
-work = sys.argv[1]
-rng = random.Random(3)
-rows = []
-for i in range(64):
-    c = rng.randrange(3)
-    rows.append(([rng.gauss(c, 0.5) for _ in range(4)], c))
-# good: every label in 0..2; bad: example 37 flagged (its label becomes 7 in
-# the graph); column: example 37's label column holds 7.
-for name, flag, column in (("good", None, None), ("bad", 37, None), ("column", None, 37)):
-    with open("%s/%s.csv" % (work, name), "w") as f:
-        f.write("x0,x1,x2,x3,x4,y\n")
-        for i, (x, c) in enumerate(rows):
-            f.write(",".join("%.4f" % v for v in x) + ",%d,%d\n"
-                    % (1000 if i == flag else 0, 7 if i == column else c))
-PY
+python3 "$root/tests/e2e/gpu_labels_data.py" "$work"
 for data in good bad column; do
   sed "s|@DATA@|$work/$data.csv|" "$root/tests/e2e/gpu_labels.dtf" > "$work/$data.dtf"
   # The CPU run needs soft placement (no driver); the GPU runs do without.
