@@ -70,6 +70,18 @@ int64_t treeSharedBytes(FusedOp fused) {
   return bytes + (shape.split ? 4 : 0); // the "last block" flag
 }
 
+/// A split column tree's workspace parameter, inserted after the CPU's
+/// `numBuffers` buffers (which the CPU code indexes by position, and after
+/// which the columns entry point's partials follow).
+void addWorkspaceParam(::dtf::plan::Kernel &kernel, int numBuffers) {
+  ::dtf::plan::KernelParam workspace;
+  workspace.set_kind("buffer");
+  workspace.set_meaning("workspace");
+  kernel.mutable_params()->Add(std::move(workspace));
+  for (int p = kernel.params_size() - 1; p > numBuffers; --p)
+    kernel.mutable_params()->SwapElements(p, p - 1);
+}
+
 // To gpu.launch and an outlined kernel per function (checked with
 // mlir-opt-19, docs/kernels.md): without no-min-max-bounds the tile keeps an
 // affine.min bound and the loop silently stays on the host; the index
@@ -312,17 +324,8 @@ LogicalResult mlir::dtf::compileGpuKernels(ModuleOp module,
     const bool reducedKernel = fused != byKernel.end() &&
                                !fusedUpdateOp(fused->second) &&
                                hasReductions(fused->second);
-    if (reducedKernel && treeShapeOf(fused->second).split) {
-      // The workspace, after the CPU's buffers (which the CPU code indexes
-      // by position, and where the columns entry point's partials follow).
-      ::dtf::plan::KernelParam workspace;
-      workspace.set_kind("buffer");
-      workspace.set_meaning("workspace");
-      kernel->mutable_params()->Add(std::move(workspace));
-      for (int p = kernel->params_size() - 1; p > numBuffers; --p)
-        kernel->mutable_params()->SwapElements(p, p - 1);
-      ++numBuffers;
-    }
+    if (reducedKernel && treeShapeOf(fused->second).split)
+      addWorkspaceParam(*kernel, numBuffers++);
     // Parameters in the launch's order; buffers keep their relative order
     // (the CPU ABI's buffers array), and so do the i64s (its scalars array),
     // which outlining does, as the loop first reads them in that order.
