@@ -3,7 +3,8 @@
 // batch) against the float64 kernel of the same model in f64, bit for bit
 // the same in two runs, launched as 32 x 8 tiles over chunks of rows
 // (grid.y, ColumnChunks.h' gpuColumnChunkCount) with a workspace; and the
-// plan reader's checks of that workspace parameter.
+// plan reader's checks of that workspace parameter (in the same test: one
+// dtfc run with GPU code for both).
 //
 // The emulation runs each GPU kernel's CPU twin (docs/gpu.md): what runs
 // here is the launch (its grid, counted in blocks by the emulation, its
@@ -85,8 +86,80 @@ uint64_t blocksLaunched(dtf::gpu::CudaDriver &driver) {
   return std::regex_search(stats, m, re) ? std::stoull(m[1]) : 0;
 }
 
+// Finds the plan's first kernel with a workspace, and one without a column
+// reduction.
+void workspaceKernels(const dtf::plan::Plan &plan, int *split, int *plain) {
+  *split = *plain = -1;
+  for (int k = 0; k < plan.kernels_size(); ++k) {
+    bool workspace = false, columns = false;
+    for (const auto &p : plan.kernels(k).params()) {
+      workspace |= p.meaning() == "workspace";
+      columns |= p.meaning().rfind("reduce:", 0) == 0;
+    }
+    if (workspace && *split < 0)
+      *split = k;
+    if (!columns && *plain < 0)
+      *plain = k;
+  }
+}
+
+void expectRefused(const dtf::plan::Plan &plan, const std::string &what) {
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_FALSE(s.isOk()) << "accepted; expected: " << what;
+  EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("p.bin: kernel "), std::string::npos)
+      << s.message();
+}
+
+// The plan reader's checks of a workspace: one parameter, the last buffer,
+// on a 32 x 8 column tile; anything else is refused with the reason, never
+// launched. (On the GPU test's plan: one dtfc run for both.)
+void checkWorkspaceRefusals(const dtf::plan::Plan &plan) {
+  int split, plain;
+  workspaceKernels(plan, &split, &plain);
+  ASSERT_GE(split, 0);
+  ASSERT_GE(plain, 0);
+  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
+  ASSERT_TRUE(s.isOk()) << s.message();
+  const int at = workspaceParam(plan.kernels(split));
+  ASSERT_GT(at, 0);
+  ASSERT_EQ(plan.kernels(split).params(at - 1).kind(), "buffer");
+  {
+    dtf::plan::Plan bad = plan;
+    bad.mutable_kernels(split)->mutable_params()->SwapElements(at, at - 1);
+    expectRefused(bad, "its workspace is parameter " + std::to_string(at - 1) +
+                           ", not the last buffer");
+  }
+  {
+    dtf::plan::Plan bad = plan;
+    *bad.mutable_kernels(split)->add_params() =
+        bad.kernels(split).params(at);
+    expectRefused(bad, "has 2 workspace parameters");
+  }
+  {
+    dtf::plan::Plan bad = plan;
+    dtf::plan::Kernel *k = bad.mutable_kernels(split);
+    k->set_block(256);
+    k->set_block_y(1);
+    k->set_outputs_per_block(1);
+    expectRefused(bad, "has a workspace but is not a column reduction's 32 x "
+                       "8 tile");
+  }
+  {
+    dtf::plan::Plan bad = plan;
+    *bad.mutable_kernels(plain)->add_params() = plan.kernels(split).params(at);
+    expectRefused(bad, "has a workspace but is not a column reduction's");
+  }
+  {
+    dtf::plan::Plan bad = plan;
+    bad.mutable_kernels(split)->mutable_params(at)->set_meaning("workspaces");
+    expectRefused(bad, "unknown meaning 'workspaces'");
+  }
+}
+
 TEST(ColumnReductionOnTheEmulatedGpu,
      MatchesFloat64InTiledChunksAndIsTheSameBitForBitTwice) {
+  // (Also the plan reader's checks of the workspace, on the same plan.)
   dtf::plan::Plan plan, plan64;
   std::string skip;
   ASSERT_NO_FATAL_FAILURE(dtf::test::compileWithGpuCode(
@@ -95,6 +168,7 @@ TEST(ColumnReductionOnTheEmulatedGpu,
   // (SkipReasons.h says which, and what checks the rest).
   if (!skip.empty())
     GTEST_SKIP() << skip;
+  ASSERT_NO_FATAL_FAILURE(checkWorkspaceRefusals(plan));
   ASSERT_NO_FATAL_FAILURE(
       compileCpuOnly("tests/unit/fusion/columns/columns_f64.dtf", &plan64));
   ASSERT_EQ(plan.kernels_size(), plan64.kernels_size());
@@ -227,82 +301,6 @@ TEST(ColumnReductionOnTheEmulatedGpu,
               "twice, each launched as ceil(N / 32) x gpuColumnChunkCount "
               "blocks\n",
               checked, worst);
-}
-
-// Finds the plan's first kernel with a workspace, and one without a column
-// reduction.
-void workspaceKernels(const dtf::plan::Plan &plan, int *split, int *plain) {
-  *split = *plain = -1;
-  for (int k = 0; k < plan.kernels_size(); ++k) {
-    bool workspace = false, columns = false;
-    for (const auto &p : plan.kernels(k).params()) {
-      workspace |= p.meaning() == "workspace";
-      columns |= p.meaning().rfind("reduce:", 0) == 0;
-    }
-    if (workspace && *split < 0)
-      *split = k;
-    if (!columns && *plain < 0)
-      *plain = k;
-  }
-}
-
-void expectRefused(const dtf::plan::Plan &plan, const std::string &what) {
-  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
-  ASSERT_FALSE(s.isOk()) << "accepted; expected: " << what;
-  EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("p.bin: kernel "), std::string::npos)
-      << s.message();
-}
-
-// A workspace is one parameter, the last buffer, on a 32 x 8 column tile:
-// anything else is refused with the reason, never launched.
-TEST(PlanReader, ChecksASplitColumnTreesWorkspace) {
-  dtf::plan::Plan plan;
-  std::string skip;
-  ASSERT_NO_FATAL_FAILURE(dtf::test::compileWithGpuCode(
-      "tests/unit/fusion/columns/columns.dtf", "colred-plan", &plan, &skip));
-  if (!skip.empty())
-    GTEST_SKIP() << skip;
-  int split, plain;
-  workspaceKernels(plan, &split, &plain);
-  ASSERT_GE(split, 0);
-  ASSERT_GE(plain, 0);
-  dtf::Status s = dtf::plan::validatePlan(plan, "p.bin");
-  ASSERT_TRUE(s.isOk()) << s.message();
-  const int at = workspaceParam(plan.kernels(split));
-  ASSERT_GT(at, 0);
-  ASSERT_EQ(plan.kernels(split).params(at - 1).kind(), "buffer");
-  {
-    dtf::plan::Plan bad = plan;
-    bad.mutable_kernels(split)->mutable_params()->SwapElements(at, at - 1);
-    expectRefused(bad, "its workspace is parameter " + std::to_string(at - 1) +
-                           ", not the last buffer");
-  }
-  {
-    dtf::plan::Plan bad = plan;
-    *bad.mutable_kernels(split)->add_params() =
-        bad.kernels(split).params(at);
-    expectRefused(bad, "has 2 workspace parameters");
-  }
-  {
-    dtf::plan::Plan bad = plan;
-    dtf::plan::Kernel *k = bad.mutable_kernels(split);
-    k->set_block(256);
-    k->set_block_y(1);
-    k->set_outputs_per_block(1);
-    expectRefused(bad, "has a workspace but is not a column reduction's 32 x "
-                       "8 tile");
-  }
-  {
-    dtf::plan::Plan bad = plan;
-    *bad.mutable_kernels(plain)->add_params() = plan.kernels(split).params(at);
-    expectRefused(bad, "has a workspace but is not a column reduction's");
-  }
-  {
-    dtf::plan::Plan bad = plan;
-    bad.mutable_kernels(split)->mutable_params(at)->set_meaning("workspaces");
-    expectRefused(bad, "unknown meaning 'workspaces'");
-  }
 }
 
 } // namespace
