@@ -39,33 +39,23 @@ namespace {
 constexpr int kBlock = 256;
 
 /// How a kernel with reductions spreads over a block (docs/kernels.md, "The
-/// GPU code"): rows (N = 1: a layer statistic, a loss mean), and columns of
-/// fewer than 128 static outputs per reduced row (a convolution's bias
-/// gradient, a batch statistic: each block on a multiprocessor of its own),
-/// give each output element a block of 256 threads over its reduced
-/// elements; other columns (N >= 128, or not static: a dense layer's bias
-/// gradient) give a block of 32 x 8 threads 32 neighbouring output elements
+/// GPU code"): rows (N = 1: a layer statistic, a loss mean) give each output
+/// element a block of 256 threads over its reduced elements; columns (N > 1,
+/// static or not: a convolution's or dense layer's bias gradient, a batch
+/// statistic) give a block of 32 x 8 threads 32 neighbouring output elements
 /// (x, so that a warp reads 32 neighbouring columns of a row), each shared
-/// by 8 threads over its rows (y).
+/// by 8 threads over its rows (y), and split the rows into chunks over the
+/// grid's y (dtf-run picks their number), summed again in chunk order by
+/// the last block of each column group (docs/kernels.md, "Column reductions
+/// over the whole GPU").
 struct TreeShape {
   int64_t x, y, outputsPerBlock;
+  bool split;
 };
 TreeShape treeShapeOf(FusedOp fused) {
   if (!hasColumnReductions(fused))
-    return TreeShape{kBlock, 1, 1};
-  // N: the iteration shape's dims after the reduced run.
-  SmallVector<int64_t> shape = fusedIterationShape(fused);
-  int64_t inner = 1;
-  for (const std::string &spec : fusedResultSpecs(fused)) {
-    if (spec.empty() || spec.size() != shape.size())
-      continue;
-    for (size_t d = spec.find_last_not_of('k') + 1; d < shape.size(); ++d)
-      inner =
-          ShapedType::isDynamic(shape[d]) || inner < 0 ? -1 : inner * shape[d];
-    break;
-  }
-  return inner > 0 && inner < 128 ? TreeShape{kBlock, 1, 1}
-                                  : TreeShape{32, 8, 32};
+    return TreeShape{kBlock, 1, 1, false};
+  return TreeShape{32, 8, 32, true};
 }
 
 /// Bytes of workgroup memory a block of `fused`'s tree holds: one slot per
@@ -77,7 +67,19 @@ int64_t treeSharedBytes(FusedOp fused) {
     bytes +=
         shape.x * shape.y *
         int64_t(elementTypeOf(r->getResult(0)).getIntOrFloatBitWidth() / 8);
-  return bytes;
+  return bytes + (shape.split ? 4 : 0); // the "last block" flag
+}
+
+/// A split column tree's workspace parameter, inserted after the CPU's
+/// `numBuffers` buffers (which the CPU code indexes by position, and after
+/// which the columns entry point's partials follow).
+void addWorkspaceParam(::dtf::plan::Kernel &kernel, int numBuffers) {
+  ::dtf::plan::KernelParam workspace;
+  workspace.set_kind("buffer");
+  workspace.set_meaning("workspace");
+  kernel.mutable_params()->Add(std::move(workspace));
+  for (int p = kernel.params_size() - 1; p > numBuffers; --p)
+    kernel.mutable_params()->SwapElements(p, p - 1);
 }
 
 // To gpu.launch and an outlined kernel per function (checked with
@@ -125,8 +127,8 @@ LogicalResult runPipeline(ModuleOp module, const std::string &text,
 /// (emitReducedRegionAt with a ReductionTree). The launch's grid is
 /// ceil(elements / outputsPerBlock) blocks (Kernel.outputs_per_block).
 LogicalResult buildTreeLaunch(FusedOp fused, OpBuilder &fb,
-                              ArrayRef<Value> pointers, Value elements,
-                              Value reduced, Value inner) {
+                              ArrayRef<Value> pointers, Value workspace,
+                              Value elements, Value reduced, Value inner) {
   Location loc = fused.getLoc();
   MLIRContext *ctx = fb.getContext();
   const TreeShape shape = treeShapeOf(fused);
@@ -144,9 +146,18 @@ LogicalResult buildTreeLaunch(FusedOp fused, OpBuilder &fb,
     sharedTypes.push_back(MemRefType::get(
         {shape.x * shape.y}, elementTypeOf(r->getResult(0)), AffineMap(),
         gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)));
+  if (shape.split) // the "last block of the column group" flag
+    sharedTypes.push_back(MemRefType::get(
+        {1}, fb.getI32Type(), AffineMap(),
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup)));
   Value c1 = cidx(fb, 1);
+  // A split tree's grid.y is dtf-run's chunk count: no constant here, so
+  // that outlining records no known grid size (this host launch never runs).
+  Value gridY = shape.split ? fb.create<arith::IndexCastOp>(
+                                  loc, fb.getIndexType(), reduced)
+                            : c1;
   auto launch = fb.create<gpu::LaunchOp>(
-      loc, grid, c1, c1, cidx(fb, shape.x), cidx(fb, shape.y), c1,
+      loc, grid, gridY, c1, cidx(fb, shape.x), cidx(fb, shape.y), c1,
       /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
       ValueRange{}, sharedTypes);
   fb.create<func::ReturnOp>(loc);
@@ -177,6 +188,21 @@ LogicalResult buildTreeLaunch(FusedOp fused, OpBuilder &fb,
   tree.slotStride = shape.outputsPerBlock;
   tree.shared.assign(launch.getWorkgroupAttributions().begin(),
                      launch.getWorkgroupAttributions().end());
+  if (shape.split) {
+    tree.split = true;
+    tree.lastFlag = tree.shared.pop_back_val();
+    tree.chunk = toI64(block.y);
+    tree.chunks = toI64(launch.getGridSize().y);
+    tree.group = toI64(block.x);
+    tree.groups = toI64(launch.getGridSize().x);
+    tree.firstThread = lb.create<arith::AndIOp>(
+        loc,
+        lb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, thread.x,
+                                 cidx(lb, 0)),
+        lb.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq, thread.y,
+                                 cidx(lb, 0)));
+    tree.workspace = workspace;
+  }
   lb.create<gpu::TerminatorOp>(loc);
   lb.setInsertionPoint(launch.getBody().front().getTerminator());
   return emitReducedRegionAt(lb, fused, pointers, t, count, reduced, inner,
@@ -200,19 +226,26 @@ LogicalResult buildHostFunc(FusedOp fused, OpBuilder &b, StringRef name) {
   SmallVector<Type> args(numOperands, ptr);
   args.push_back(b.getIndexType());
   const bool reduced = hasReductions(fused);
+  // A split column tree's workspace: the last buffer (Kernel.params'
+  // "workspace", GPU only).
+  const bool split = reduced && treeShapeOf(fused).split;
+  if (split)
+    args.insert(args.begin() + numOperands, ptr);
   if (reduced) // reduced, inner
     args.append({b.getI64Type(), b.getI64Type()});
   auto func = b.create<func::FuncOp>(loc, name, b.getFunctionType(args, {}));
   Block *entry = func.addEntryBlock();
   OpBuilder fb = OpBuilder::atBlockEnd(entry);
   SmallVector<Value> pointers(entry->getArguments().take_front(numOperands));
-  Value elements = entry->getArgument(numOperands);
+  const unsigned at = numOperands + (split ? 1 : 0);
+  Value elements = entry->getArgument(at);
   Value zero = fb.create<arith::ConstantIndexOp>(loc, 0);
   Value one = fb.create<arith::ConstantIndexOp>(loc, 1);
   if (reduced)
-    return buildTreeLaunch(fused, fb, pointers, elements,
-                           entry->getArgument(numOperands + 1),
-                           entry->getArgument(numOperands + 2));
+    return buildTreeLaunch(
+        fused, fb, pointers,
+        split ? entry->getArgument(numOperands) : Value(), elements,
+        entry->getArgument(at + 1), entry->getArgument(at + 2));
   auto loop = fb.create<scf::ParallelOp>(loc, ValueRange{zero},
                                          ValueRange{elements},
                                          ValueRange{one});
@@ -287,6 +320,12 @@ LogicalResult mlir::dtf::compileGpuKernels(ModuleOp module,
     int numBuffers = 0;
     for (const auto &p : kernel->params())
       numBuffers += p.kind() == "buffer";
+    auto fused = byKernel.find(k);
+    const bool reducedKernel = fused != byKernel.end() &&
+                               !fusedUpdateOp(fused->second) &&
+                               hasReductions(fused->second);
+    if (reducedKernel && treeShapeOf(fused->second).split)
+      addWorkspaceParam(*kernel, numBuffers++);
     // Parameters in the launch's order; buffers keep their relative order
     // (the CPU ABI's buffers array), and so do the i64s (its scalars array),
     // which outlining does, as the loop first reads them in that order.
@@ -317,9 +356,7 @@ LogicalResult mlir::dtf::compileGpuKernels(ModuleOp module,
       return failure();
     }
     *kernel->mutable_params() = std::move(params);
-    auto fused = byKernel.find(k);
-    if (fused != byKernel.end() && !fusedUpdateOp(fused->second) &&
-        hasReductions(fused->second)) {
+    if (reducedKernel) {
       // A block-wide tree per output element (or 32 of them).
       const TreeShape shape = treeShapeOf(fused->second);
       kernel->set_block(int32_t(shape.x));
@@ -327,8 +364,11 @@ LogicalResult mlir::dtf::compileGpuKernels(ModuleOp module,
       kernel->set_outputs_per_block(int32_t(shape.outputsPerBlock));
       kernel->set_shared_bytes(int32_t(treeSharedBytes(fused->second)));
       kernel->set_launch(
-          "grid.x = ceil(elements / outputs_per_block), block.x = block, "
-          "block.y = block_y");
+          shape.split
+              ? "grid.x = ceil(elements / outputs_per_block), grid.y = row "
+                "chunks (dtf-run's rule), block.x = block, block.y = block_y"
+              : "grid.x = ceil(elements / outputs_per_block), block.x = "
+                "block, block.y = block_y");
     } else {
       kernel->set_block(kBlock);
       kernel->set_launch("grid.x = ceil(elements / block), block.x = block");

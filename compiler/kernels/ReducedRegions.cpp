@@ -43,6 +43,16 @@ Value combineOf(OpBuilder &b, Location loc, Operation *r, Value acc, Value v) {
   return b.create<arith::SelectOp>(loc, take, v, acc);
 }
 
+// A fence over the GPU's memory (PTX fence.acq_rel.gpu, CUDA's
+// __threadfence): LLVM 19's NVPTX selects no acq_rel `fence`, so inline PTX,
+// with a memory clobber so that no load or store moves across it.
+void gpuFence(OpBuilder &b, Location loc) {
+  b.create<LLVM::InlineAsmOp>(
+      loc, Type(), ValueRange{}, b.getStringAttr("fence.acq_rel.gpu;"),
+      b.getStringAttr("~{memory}"), b.getUnitAttr(), UnitAttr(),
+      LLVM::AsmDialectAttr(), ArrayAttr());
+}
+
 /// Output element t of a region with reductions (emitReducedRegionAt): the
 /// region's reductions, t's place in the iteration space viewed as
 /// [O, R, N], and the loops that sum its rows.
@@ -81,6 +91,11 @@ private:
                         SmallVectorImpl<Value> &sums);
   scf::IfOp sumInterleaved(OpBuilder &b, Value contiguous);
   void storeResults(OpBuilder &sb, Value contiguous, ArrayRef<Value> sums);
+  Value partialAt(OpBuilder &bb, const ReductionTree &tree, size_t q,
+                  Value chunk);
+  void combineChunks(OpBuilder &b, OpBuilder &treeEnd,
+                     const ReductionTree &tree, Value contiguous,
+                     ArrayRef<Value> sums);
 
   FusedOp fused;
   Location loc;
@@ -297,11 +312,29 @@ LogicalResult ReducedRegion::emit(OpBuilder &b, bool interleave,
     init.append(z.begin(), z.end());
     // In a tree: this thread's rows rowLane, rowLane + rowLanes, ... (none
     // past the last output element).
-    auto loop = tree ? sumLoop(b, tree->rowLane, inner, init,
-                               b.create<arith::SelectOp>(loc, tree->valid,
-                                                         reduced, i64c(b, 0)),
-                               i64c(b, tree->rowLanes))
-                     : sumLoop(b, i64c(b, 0), inner, init);
+    // Split over chunks of rows: this block's rows [rowBegin, rowEnd), of
+    // ceil(R / chunks) rows each.
+    Value rowBegin, rowEnd = reduced;
+    if (tree && tree->split) {
+      Value per = b.create<arith::DivSIOp>(
+          loc,
+          b.create<arith::SubIOp>(
+              loc, b.create<arith::AddIOp>(loc, reduced, tree->chunks), one),
+          tree->chunks);
+      rowBegin = b.create<arith::MulIOp>(loc, tree->chunk, per);
+      rowEnd = b.create<arith::MinSIOp>(
+          loc, reduced, b.create<arith::AddIOp>(loc, rowBegin, per));
+    }
+    auto loop =
+        tree ? sumLoop(b,
+                       rowBegin ? b.create<arith::AddIOp>(loc, rowBegin,
+                                                          tree->rowLane)
+                                : tree->rowLane,
+                       inner, init,
+                       b.create<arith::SelectOp>(loc, tree->valid, rowEnd,
+                                                 i64c(b, 0)),
+                       i64c(b, tree->rowLanes))
+             : sumLoop(b, i64c(b, 0), inner, init);
     if (failed(status))
       return failure();
     sums.append(loop.getResults().begin(), loop.getResults().end());
@@ -315,8 +348,119 @@ LogicalResult ReducedRegion::emit(OpBuilder &b, bool interleave,
       return failure();
     sums.append(branch.getResults().begin(), branch.getResults().end());
   }
-  storeResults(treeEnd ? *treeEnd : b, contiguous, sums);
+  if (tree && tree->split)
+    combineChunks(b, *treeEnd, *tree, contiguous, sums);
+  else
+    storeResults(treeEnd ? *treeEnd : b, contiguous, sums);
   return success();
+}
+
+// Reduction q's partial sum of output element t over chunk `chunk`, in the
+// workspace: after the column groups' counters (8 bytes each), one array of
+// chunks x elements 8-byte slots per reduction (an f32 uses half of each).
+Value ReducedRegion::partialAt(OpBuilder &bb, const ReductionTree &tree,
+                               size_t q, Value chunk) {
+  auto ptr = LLVM::LLVMPointerType::get(bb.getContext());
+  Value slots = bb.create<arith::MulIOp>(loc, tree.chunks, elements);
+  Value bytes = bb.create<arith::AddIOp>(
+      loc, bb.create<arith::MulIOp>(loc, tree.groups, i64c(bb, 8)),
+      bb.create<arith::MulIOp>(loc, slots, i64c(bb, int64_t(8 * q))));
+  Value array = bb.create<LLVM::GEPOp>(loc, ptr, bb.getI8Type(),
+                                       tree.workspace,
+                                       ArrayRef<LLVM::GEPArg>{bytes});
+  Value at = bb.create<arith::AddIOp>(
+      loc, bb.create<arith::MulIOp>(loc, chunk, elements), t);
+  return bb.create<LLVM::GEPOp>(loc, ptr, types[q], array,
+                                ArrayRef<LLVM::GEPArg>{at});
+}
+
+// The second phase of a split tree. One chunk: the tree's root stores the
+// results. Several: the root stores the chunk's partial sums; after a fence
+// and a barrier thread (0, 0) counts the block in its column group's
+// counter, and the block that counts last (chunks - 1 before it) sums the
+// group's partials in a fixed order (thread (x, y): chunks y, y + rowLanes,
+// ..., then the same tree), so the result does not depend on which block
+// finishes last; it stores the results and sets the counter back to 0 for
+// the next launch (dtf-run zeroes a new workspace once).
+void ReducedRegion::combineChunks(OpBuilder &b, OpBuilder &treeEnd,
+                                  const ReductionTree &tree, Value contiguous,
+                                  ArrayRef<Value> sums) {
+  Value several = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sgt,
+                                          tree.chunks, one);
+  {
+    // (The results before the partials: the outputs stay parameters before
+    // the workspace, which outlining orders by first use.)
+    Value alone = treeEnd.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                                tree.chunks, one);
+    auto root = treeEnd.create<scf::IfOp>(loc, alone, /*withElse=*/true);
+    OpBuilder tb = root.getThenBodyBuilder();
+    storeResults(tb, contiguous, sums);
+    OpBuilder eb = root.getElseBodyBuilder();
+    for (size_t q = 0; q < nr; ++q)
+      eb.create<LLVM::StoreOp>(loc, sums[q], partialAt(eb, tree, q, tree.chunk));
+  }
+  auto ptr = LLVM::LLVMPointerType::get(b.getContext());
+  auto i32 = b.getI32Type();
+  auto split = b.create<scf::IfOp>(loc, several, /*withElse=*/false);
+  OpBuilder sb = split.getThenBodyBuilder();
+  gpuFence(sb, loc); // the partials before the count (__threadfence)
+  sb.create<gpu::BarrierOp>(loc);
+  Value zero = sb.create<arith::ConstantIndexOp>(loc, 0);
+  auto counterOf = [&](OpBuilder &cb) -> Value {
+    return cb.create<LLVM::GEPOp>(loc, ptr, i32, tree.workspace,
+                                  ArrayRef<LLVM::GEPArg>{tree.group});
+  };
+  {
+    auto first = sb.create<scf::IfOp>(loc, tree.firstThread, false);
+    OpBuilder fb = first.getThenBodyBuilder();
+    Value before = fb.create<LLVM::AtomicRMWOp>(
+        loc, LLVM::AtomicBinOp::add, counterOf(fb),
+        fb.create<arith::ConstantOp>(loc, fb.getI32IntegerAttr(1)),
+        LLVM::AtomicOrdering::monotonic);
+    Value last = fb.create<arith::CmpIOp>(
+        loc, arith::CmpIPredicate::eq, before,
+        fb.create<arith::TruncIOp>(
+            loc, i32, fb.create<arith::SubIOp>(loc, tree.chunks, one)));
+    fb.create<memref::StoreOp>(loc, fb.create<arith::ExtUIOp>(loc, i32, last),
+                               tree.lastFlag, ValueRange{zero});
+  }
+  sb.create<gpu::BarrierOp>(loc);
+  Value flag = sb.create<memref::LoadOp>(loc, tree.lastFlag, ValueRange{zero});
+  auto lastBlock = sb.create<scf::IfOp>(
+      loc,
+      sb.create<arith::CmpIOp>(
+          loc, arith::CmpIPredicate::ne, flag,
+          sb.create<arith::ConstantOp>(loc, sb.getI32IntegerAttr(0))),
+      false);
+  OpBuilder lb = lastBlock.getThenBodyBuilder();
+  gpuFence(lb, loc); // the count before the other blocks' partials
+  SmallVector<Value> init = zeros(lb);
+  auto loop = lb.create<scf::ForOp>(
+      loc, idx(lb, tree.rowLane),
+      idx(lb, lb.create<arith::SelectOp>(loc, tree.valid, tree.chunks,
+                                         i64c(lb, 0))),
+      idx(lb, i64c(lb, tree.rowLanes)), init,
+      [&](OpBuilder &fb, Location, Value c, ValueRange acc) {
+        Value chunk = fb.create<arith::IndexCastOp>(loc, fb.getI64Type(), c);
+        SmallVector<Value> next;
+        for (size_t q = 0; q < nr; ++q)
+          next.push_back(combineOf(
+              fb, loc, reductions[q], acc[q],
+              fb.create<LLVM::LoadOp>(loc, types[q],
+                                      partialAt(fb, tree, q, chunk))));
+        fb.create<scf::YieldOp>(loc, next);
+      });
+  // The sums, then stand-ins for the last values (R > 1 here: unread).
+  SmallVector<Value> chunkSums(loop.getResults().begin(),
+                               loop.getResults().end());
+  chunkSums.append(sums.begin() + nr, sums.end());
+  OpBuilder end = combineTree(lb, tree, chunkSums);
+  storeResults(end, contiguous, chunkSums);
+  auto reset = lb.create<scf::IfOp>(loc, tree.firstThread, false);
+  OpBuilder rb = reset.getThenBodyBuilder();
+  rb.create<LLVM::StoreOp>(
+      loc, rb.create<arith::ConstantOp>(loc, rb.getI32IntegerAttr(0)),
+      counterOf(rb));
 }
 
 } // namespace

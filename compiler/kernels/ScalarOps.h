@@ -104,6 +104,21 @@ struct ReductionTree {
   Value slot;         // index: this thread's slot in `shared`
   int64_t slotStride; // slots between two neighbouring row lanes
   SmallVector<Value> shared;
+  /// Columns over chunks of rows (the grid's y, docs/kernels.md "Column
+  /// reductions over the whole GPU"): this block sums only the rows of its
+  /// chunk (ceil(R / chunks) each) and, when chunks > 1, row lane 0 stores
+  /// them into the workspace's partials; the block that finds itself the
+  /// last of its column group (an atomic counter after a fence) sums the
+  /// partials in chunk order with the same tree and stores the results.
+  /// With chunks == 1 it is the tree above.
+  bool split = false;
+  Value chunk, chunks;   // i64: this block's chunk (block y) and grid y
+  Value group, groups;   // i64: this block's column group (block x), grid x
+  Value firstThread;     // i1: thread (0, 0) of the block
+  Value workspace;       // llvm.ptr: groups i32 counters (8 bytes each),
+                         // then per reduction chunks x elements partials
+                         // (8 bytes each)
+  Value lastFlag;        // memref<1xi32, workgroup>: "this block is last"
 };
 LogicalResult emitReducedRegionAt(OpBuilder &b, FusedOp fused,
                                   ArrayRef<Value> pointers, Value t,

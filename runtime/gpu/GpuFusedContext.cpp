@@ -33,6 +33,22 @@ Status GpuFusedContext::function(CUfunction *fn) {
   return Status::ok();
 }
 
+Status GpuFusedContext::workspace(size_t bytes, size_t counterBytes,
+                                  CUdeviceptr *out) {
+  void *p = nullptr;
+  DTF_RETURN_IF_ERROR(scratch(0, bytes, &p));
+  *out = CUdeviceptr(uintptr_t(p));
+  if (*out != zeroedWorkspace_ || counterBytes > zeroedCounterBytes_) {
+    GpuDevice &dev = device();
+    DTF_RETURN_IF_ERROR(dev.check(
+        "cuMemsetD8Async", dev.driver().cuMemsetD8Async(
+                               *out, 0, counterBytes, dev.computeStream())));
+    zeroedWorkspace_ = *out;
+    zeroedCounterBytes_ = counterBytes;
+  }
+  return Status::ok();
+}
+
 GpuFusedContext::~GpuFusedContext() {
   for (int64_t *word : errorWord_)
     if (word)

@@ -58,6 +58,12 @@ public:
   /// (inside a captured graph, so every replay copies that step's word) and
   /// gives the device buffer, which the launch passes.
   Status enqueueDropoutKey(cuda::CUdeviceptr *device);
+  /// A split column tree's workspace of at least `bytes`, whose first
+  /// `counterBytes` (the column groups' counters) are zero when the kernel
+  /// starts: zeroed on the stream when the buffer is new or its counters
+  /// grew; each launch's last blocks set them back to 0 themselves.
+  Status workspace(size_t bytes, size_t counterBytes,
+                   cuda::CUdeviceptr *out);
 
 private:
   std::shared_ptr<const GeneratedKernels> kernels_;
@@ -72,6 +78,8 @@ private:
   int64_t classes_ = 0;
   PinnedSlots dropoutKeyPinned_; // key, first element; one per slot
   DeviceBuffer dropoutKeyDevice_;
+  cuda::CUdeviceptr zeroedWorkspace_ = 0; // the workspace whose counters
+  size_t zeroedCounterBytes_ = 0;         // are known zero, and how many
 };
 
 } // namespace dtf::gpu

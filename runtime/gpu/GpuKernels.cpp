@@ -8,6 +8,7 @@
 #include "runtime/gpu/GpuDevice.h"
 #include "runtime/gpu/GpuFusedContext.h"
 #include "runtime/gpu/GpuLowPrecision.h"
+#include "runtime/kernels/ColumnChunks.h"
 #include "runtime/kernels/cpu/OneDnn.h"
 
 #include <limits>
@@ -603,11 +604,43 @@ Status fusedKernel(KernelContext &base) {
   const bool checksLabels = reportsRowIndexErrors(info);
   if (checksLabels)
     DTF_RETURN_IF_ERROR(ctx->rowIndexErrorWord(&errorWord));
+  // One output element per thread, or per block of a reduction's tree
+  // (outputs_per_block of them, docs/plan-format.md).
+  const int64_t block = ctx->code().block, blockY = ctx->code().blockY;
+  const int64_t perBlock =
+      ctx->code().outputsPerBlock > 0 ? ctx->code().outputsPerBlock : block;
+  const int64_t grid = (elements + perBlock - 1) / perBlock;
+  if (grid > int64_t(std::numeric_limits<int32_t>::max()))
+    return errorStatus(info.name, ": ", elements, " elements need ", grid,
+                       " blocks of ", perBlock,
+                       ", more than a launch's grid "
+                       "holds (2^31 - 1)");
+  // A split column tree (a "workspace" parameter): its rows in chunks over
+  // grid.y (ColumnChunks.h); the workspace holds the column groups'
+  // counters (8 bytes each), then one array of chunks x elements 8-byte
+  // partial sums per reduced output (docs/kernels.md).
+  int64_t chunks = 1;
+  CUdeviceptr workspace = 0;
+  if (std::any_of(info.params.begin(), info.params.end(),
+                  [](const GeneratedParam &p) {
+                    return p.meaning == GeneratedParam::Meaning::kWorkspace;
+                  })) {
+    chunks = gpuColumnChunkCount(launch.reduced, grid);
+    int64_t reducedOutputs = 0;
+    for (const GeneratedParam &p : info.params)
+      reducedOutputs += p.meaning == GeneratedParam::Meaning::kReduce;
+    const size_t counters = size_t(grid) * 8;
+    DTF_RETURN_IF_ERROR(ctx->workspace(
+        counters + size_t(reducedOutputs * chunks * elements) * 8, counters,
+        &workspace));
+  }
   std::vector<uint64_t> params;
   size_t scalar = 0;
   for (const GeneratedParam &p : info.params) {
     if (p.kind == GeneratedParam::Kind::kI64) {
       params.push_back(uint64_t(launch.scalars[scalar++]));
+    } else if (p.meaning == GeneratedParam::Meaning::kWorkspace) {
+      params.push_back(uint64_t(workspace));
     } else if (p.meaning == GeneratedParam::Meaning::kRowIndexError) {
       params.push_back(uint64_t(errorWord));
     } else if (p.meaning == GeneratedParam::Meaning::kDropoutKey) {
@@ -625,17 +658,6 @@ Status fusedKernel(KernelContext &base) {
   }
   CUfunction fn;
   DTF_RETURN_IF_ERROR(ctx->function(&fn));
-  // One output element per thread, or per block of a reduction's tree
-  // (outputs_per_block of them, docs/plan-format.md).
-  const int64_t block = ctx->code().block, blockY = ctx->code().blockY;
-  const int64_t perBlock =
-      ctx->code().outputsPerBlock > 0 ? ctx->code().outputsPerBlock : block;
-  const int64_t grid = (elements + perBlock - 1) / perBlock;
-  if (grid > int64_t(std::numeric_limits<int32_t>::max()))
-    return errorStatus(info.name, ": ", elements, " elements need ", grid,
-                       " blocks of ", perBlock,
-                       ", more than a launch's grid "
-                       "holds (2^31 - 1)");
   size_t bytes = params.size() * sizeof(uint64_t);
   void *extra[] = {reinterpret_cast<void *>(CU_LAUNCH_PARAM_BUFFER_POINTER),
                    params.data(),
@@ -644,7 +666,8 @@ Status fusedKernel(KernelContext &base) {
   GpuDevice &dev = ctx->device();
   DTF_RETURN_IF_ERROR(dev.check(
       strCat("cuLaunchKernel(", info.name, ")").c_str(),
-      dev.driver().cuLaunchKernel(fn, unsigned(grid), 1, 1, unsigned(block),
+      dev.driver().cuLaunchKernel(fn, unsigned(grid), unsigned(chunks), 1,
+                                  unsigned(block),
                                   unsigned(blockY), 1, 0, dev.computeStream(),
                                   nullptr, extra)));
   ctx->setRowIndexCheck(checksLabels, launch.reduced);

@@ -55,4 +55,26 @@ inline int64_t columnChunkCount(int64_t reduced, int64_t rows) {
   return rows <= 0 ? 1 : (reduced + rows - 1) / rows;
 }
 
+/// On a GPU, a column reduction's 32 x 8 blocks (docs/kernels.md, "Column
+/// reductions over the whole GPU"): `groups` blocks of 32 neighbouring
+/// output elements (grid.x) times the returned number of chunks of the
+/// `reduced` rows (grid.y), each block summing ceil(reduced / chunks) rows
+/// into partial sums that the group's last block adds in chunk order. Chosen
+/// by shape alone (so a result is the same on every GPU): about 4 blocks of
+/// 256 threads per multiprocessor of a 132-SM H100 or H200 (528 in all), at
+/// least 64 rows per chunk (8 per thread), at most 256 chunks (the last
+/// block's threads each add chunks / 8 partials); 1 (no partials) under 128
+/// rows or when the groups alone fill the GPU. Every chunk holds rows.
+inline int64_t gpuColumnChunkCount(int64_t reduced, int64_t groups) {
+  constexpr int64_t kTargetBlocks = 528, kMinRows = 64, kMaxChunks = 256;
+  if (reduced < 2 * kMinRows || groups <= 0)
+    return 1;
+  const int64_t chunks =
+      std::min({(kTargetBlocks + groups - 1) / groups, reduced / kMinRows,
+                kMaxChunks});
+  if (chunks < 2)
+    return 1;
+  return columnChunkCount(reduced, (reduced + chunks - 1) / chunks);
+}
+
 } // namespace dtf

@@ -40,6 +40,10 @@ bool parseGeneratedParam(std::string_view kind, std::string_view meaning,
       out->meaning = M::kRowIndexError;
     else if (meaning == "dropout-key")
       out->meaning = M::kDropoutKey;
+    else if (meaning == "workspace") {
+      out->meaning = M::kWorkspace;
+      out->operand = -1; // no operand of the op
+    }
     else if (meaning.rfind("prefix:", 0) == 0) {
       out->meaning = M::kPrefix;
       const std::string_view d = meaning.substr(7);
@@ -580,8 +584,8 @@ Status fusedKernel(KernelContext &ctx) {
   int64_t rowIndexError[2] = {0, 0};
   int64_t dropoutKey[2] = {0, 0};
   for (const GeneratedParam &p : info.params) {
-    if (p.kind == GeneratedParam::Kind::kI64)
-      continue;
+    if (p.kind == GeneratedParam::Kind::kI64 || p.meaning == M::kWorkspace)
+      continue; // (the workspace is the GPU code's alone)
     if (p.meaning == M::kRowIndexError) {
       buffers.push_back(rowIndexError);
       continue;

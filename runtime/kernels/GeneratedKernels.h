@@ -55,6 +55,9 @@ struct GeneratedParam {
                     // stream key of the step and the index of element 0 in
                     // the batch's mask (input `operand`'s shape gives it):
                     // a dropout kernel's ("dropout-key")
+    kWorkspace,     // buffer, GPU only: a split column tree's counters and
+                    // partial sums, which dtf-run sizes and zeroes; the last
+                    // buffer, which the CPU code does not take ("workspace")
   };
   Kind kind = Kind::kBuffer;
   /// buffer: index into the op's inputs followed by its outputs.

@@ -33,8 +33,8 @@ bool isReduceMeaning(const std::string &m) {
 }
 
 bool isKnownBufferMeaning(const std::string &m) {
-  if (m == "dropout-key") // a dropout kernel's per-step word
-    return true;
+  if (m == "dropout-key" || m == "workspace") // a dropout kernel's per-step
+    return true;                              // word; a split tree's memory
   for (const char *k : kKnownBufferMeanings)
     if (m == k)
       return true;
@@ -42,6 +42,47 @@ bool isKnownBufferMeaning(const std::string &m) {
     return m.size() > 7 && m.size() < 23 &&
            m.find_first_not_of("0123456789", 7) == std::string::npos;
   return isReduceMeaning(m);
+}
+
+/// A split column tree's workspace (docs/plan-format.md, "Column reductions
+/// over the whole GPU"): at most one, the last buffer (the CPU code, which
+/// does not take it, indexes its buffers by position), and only on a kernel
+/// whose GPU code is the 32 x 8 column tile with a column reduction: on any
+/// other the launch would pass a grid.y the code does not read, or a kernel
+/// that reads it would find no memory.
+Status checkWorkspace(const Kernel &kernel, const std::string &where) {
+  int workspaces = 0, lastBuffer = -1, at = -1;
+  bool columns = false;
+  for (int p = 0; p < kernel.params_size(); ++p) {
+    const KernelParam &param = kernel.params(p);
+    if (param.kind() != "buffer")
+      continue;
+    lastBuffer = p;
+    if (param.meaning() == "workspace") {
+      ++workspaces;
+      at = p;
+    }
+    const std::string &m = param.meaning();
+    columns |= isReduceMeaning(m) && m.back() == 'k';
+  }
+  if (workspaces == 0)
+    return Status::ok();
+  if (workspaces > 1)
+    return errorStatus(where, " has ", workspaces,
+                       " workspace parameters; a split column tree takes one");
+  if (at != lastBuffer)
+    return errorStatus(where, ": its workspace is parameter ", at,
+                       ", not the last buffer (", lastBuffer,
+                       "); recompile the plan with dtfc");
+  if (!columns || kernel.block() != 32 || kernel.block_y() != 8 ||
+      kernel.outputs_per_block() != 32)
+    return errorStatus(where,
+                       " has a workspace but is not a column reduction's "
+                       "32 x 8 tile of 32 outputs (block ",
+                       kernel.block(), " x ", kernel.block_y(),
+                       ", outputs_per_block ", kernel.outputs_per_block(),
+                       "); recompile the plan with dtfc");
+  return Status::ok();
 }
 
 } // namespace
@@ -399,6 +440,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
             "32 x 8 for 32 (docs/plan-format.md); recompile the plan with "
             "dtfc");
     }
+    DTF_RETURN_IF_ERROR(checkWorkspace(kernel, where));
     // An update kernel ("inout" params: the variable and its slots, the
     // first inputs) is one optimizer update and has no outputs.
     const int inout = inPlaceInputs(kernel);
@@ -428,6 +470,8 @@ Status validateKernels(const Plan &plan, const std::string &name) {
     for (int p = 0; p < kernel.params_size(); ++p) {
       const KernelParam &param = kernel.params(p);
       if (param.kind() == "buffer") {
+        if (param.meaning() == "workspace")
+          continue; // no operand (checkWorkspace)
         if (param.operand() < 0 || param.operand() >= operands)
           return errorStatus(where, ": parameter ", p, " names operand ",
                              param.operand(), ", but the kernel has ", operands,
@@ -439,7 +483,7 @@ Status validateKernels(const Plan &plan, const std::string &name) {
                              printable(param.meaning()),
                              "' (same, scalar, suffix, prefix:<D>, inout, "
                              "output, reduce:<spec>, row, row-index, "
-                             "row-index-error, dropout-key)");
+                             "row-index-error, dropout-key, workspace)");
         if (param.meaning() == "inout" && param.operand() >= inout)
           return errorStatus(where, ": parameter ", p, " updates operand ",
                              param.operand(), " in place; only the first ",

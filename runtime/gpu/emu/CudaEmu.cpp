@@ -715,8 +715,8 @@ int dtfEmuStats(char *buf, size_t size) {
       "library calls that may compute in TF32: %llu; cuDNN algorithms timed: "
       "%llu; convolution launches failed by DTF_EMU_CONV_ALGO_FAILS: %llu; "
       "host waits for streams: %llu (%llu ms blocked); host waits that "
-      "leave the GPU idle: %llu (%llu ms blocked); cuBLAS and cuDNN "
-      "calls by type and math: %s",
+      "leave the GPU idle: %llu (%llu ms blocked); kernel blocks launched: "
+      "%llu; cuBLAS and cuDNN calls by type and math: %s",
       (unsigned long long)c.kernelLaunches, (unsigned long long)c.blasCalls,
       (unsigned long long)c.dnnCalls, (unsigned long long)c.memcpys,
       (unsigned long long)c.deviceAllocs, (unsigned long long)c.hostAllocs,
@@ -735,7 +735,7 @@ int dtfEmuStats(char *buf, size_t size) {
       (unsigned long long)(c.hostWaitMicros / 1000),
       (unsigned long long)c.idleWaits,
       (unsigned long long)(c.idleWaitMicros / 1000),
-      typed.empty() ? "none" : typed.c_str());
+      (unsigned long long)c.kernelBlocks, typed.empty() ? "none" : typed.c_str());
 }
 
 CUresult cuInit(unsigned flags) {

@@ -247,9 +247,11 @@ int prepareLaunch(const ModuleKernel &kernel, std::array<unsigned, 3> grid,
   }
   work->what = who;
   Twin fn = t.fn;
-  work->run = [fn, buffers, scalars, range] {
+  const uint64_t blocks = uint64_t(grid[0]) * grid[1] * grid[2];
+  work->run = [fn, buffers, scalars, range, blocks] {
     fn(buffers.data(), scalars.data(), 0, range);
     ++machine().counters.kernelLaunches;
+    machine().counters.kernelBlocks += blocks;
     return CUDA_SUCCESS;
   };
   return CUDA_SUCCESS;

@@ -79,6 +79,9 @@ struct Counters {
            deviceAllocs = 0, hostAllocs = 0, graphsCaptured = 0,
            graphLaunches = 0, replayedWork = 0, refusals = 0,
            ncclAllReduces = 0, algorithmChoices = 0;
+  /// Blocks of the kernel launches run (grid.x * grid.y * grid.z each):
+  /// what a real GPU would spread over its multiprocessors.
+  uint64_t kernelBlocks = 0;
   /// cuBLAS and cuDNN calls whose math mode let f32 compute in TF32.
   uint64_t tf32Calls = 0;
   /// The copies split by what they cross: host memory and a device (bytes
