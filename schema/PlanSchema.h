@@ -12,7 +12,10 @@
 
 namespace dtf::plan {
 
-/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 8:
+/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 9:
+/// a GPU column-reduction kernel may take a `workspace` buffer (its last)
+/// and launch grid.y row chunks, which a format-8 reader would launch
+/// without the workspace; 8:
 /// pushes may be `skippable` and ps_update may guard its updates with
 /// dtf.skip_updates_unless over a pushed flag (the loss scale across the
 /// ps), and GPU-placed products may carry `compute_dtype`, which a format-7
@@ -26,7 +29,7 @@ namespace dtf::plan {
 /// its code's digests (Plan.integrity); 3: every task's
 /// program cut by dtfc (ps_update per held tensor, the stages, the lookup
 /// cut); docs/plan-format.md.
-constexpr uint32_t kPlanFormatVersion = 8;
+constexpr uint32_t kPlanFormatVersion = 9;
 
 /// The most threads a plan's session may ask for (inter_op_threads,
 /// intra_op_threads) and the most in-graph GPU towers: far beyond any
