@@ -1,8 +1,11 @@
-// Ctrl-C handling, OpenMP's wait policy and emulated GPUs for a dtf-run
-// process.
+// Ctrl-C handling, OpenMP's wait policy, gRPC's lifetime and emulated GPUs
+// for a dtf-run process.
 #include "runtime/task/Process.h"
 
 #include "runtime/gpu/GpuDevice.h"
+
+#include <grpc/grpc.h>
+#include <openssl/crypto.h>
 
 #include <csignal>
 #include <cstdio>
@@ -90,6 +93,16 @@ void chooseOpenMpWaits(char **argv, bool alone) {
   execv("/proc/self/exe", argv);
   // Exec failed: go on with the default policy.
   unsetenv(name);
+}
+
+// One grpc_init that no grpc_shutdown matches: gRPC's reference count never
+// falls to 0, so grpc_shutdown never runs (see the header for why). gRPC's
+// threads then live until exit_group; OpenSSL's atexit cleanup would free
+// what one of them may be using at that moment, so OpenSSL registers none
+// (the first init of OpenSSL decides, hence before gRPC's).
+void keepGrpcUntilExit() {
+  (void)OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr);
+  grpc_init();
 }
 
 void useEmulatedGpus(int gpus) {

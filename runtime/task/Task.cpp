@@ -88,6 +88,8 @@ int runTask(const TaskRequest &request, int argc, char **argv) {
   const bool worker = oneTask && (choice.task.job == cluster::kWorkerJob ||
                                   choice.task.job == cluster::kChiefJob);
   options.stop = watchInterrupts(worker ? &leave : nullptr);
+  if (oneTask)
+    keepGrpcUntilExit();
   if (oneTask && choice.task.job == cluster::kEvaluatorJob)
     return cloudExitCode(
         choice, runEvaluator(plan, options, request.evaluator, options.stop));

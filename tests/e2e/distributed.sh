@@ -17,6 +17,8 @@
 # within 0.01.
 # A model-parallel replica spans two worker tasks; its later stage must run
 # every step.
+# Every task of every run exits within 3 s of its last line (a task once
+# waited up to 10 s in gRPC's shutdown, in most 2-ps runs).
 # usage: distributed.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -40,10 +42,15 @@ check() { # check NAME CLUSTER PLAN [extra python checks...]
   local name=$1 clusterFile=$2 plan=$3
   mkdir -p "$work/$name-dir"
   echo "== $name: dtf-run $(basename "$plan") --cluster $(basename "$clusterFile") ${runflags[*]}"
-  if ! timeout 300 "$bin/dtf-run" "$plan" --cluster "$clusterFile" --log-every 25 \
-        --model-dir "$work/$name-dir" "${runflags[@]}" > "$work/$name.log" 2>&1; then
+  if ! run_stamped "$work/$name.log" timeout 300 "$bin/dtf-run" "$plan" --cluster "$clusterFile" \
+        --log-every 25 --model-dir "$work/$name-dir" "${runflags[@]}"; then
     echo "e2e: $name: the job failed:" >&2; tail -30 "$work/$name.log" >&2
     failures=$((failures + 1)); return
+  fi
+  # No task lingers once done (each run is a try: the wait was intermittent).
+  if ! prompt_exits "$work/$name.log" 3; then
+    echo "e2e: $name: a task waited before it exited:" >&2; cat "$work/$name.log.times" >&2
+    failures=$((failures + 1))
   fi
   if ! python3 - "$work/$name.log" "$work/$name-dir" "${@:4}" <<'PY'
 import glob, re, sys

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Sourced by the e2e scripts with their arguments (BIN_DIR WORK_DIR): sets
 # bin, work, root and data (Fashion-MNIST, which scripts/setup.sh installs;
-# its absence fails the test, naming the package), fail() and cluster_json().
+# its absence fails the test, naming the package), fail() and cluster_json(),
+# and helpers below (run_stamped and prompt_exits time a launcher's run).
 set -euo pipefail
 bin=$1 work=$2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -93,4 +94,50 @@ mlp_plan() {
       -e "s/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/" \
       "${checkpoint[@]}" "$root/models/mlp.dtf" > "$work/$1.dtf"
   "$bin/dtfc" "$work/$1.dtf" -o "$work/$1.plan"
+}
+
+# run_stamped LOG COMMAND...: runs COMMAND with its stdout and stderr in LOG
+# and, in LOG.times, each line with the seconds since the start at which it
+# came ("12.345 worker.1 | final: ..."); returns COMMAND's exit code. The
+# launcher writes each line as it comes (its own and its tasks').
+run_stamped() {
+  local log=$1
+  shift
+  "$@" 2>&1 | python3 -c '
+import sys, time
+start = time.monotonic()
+with open(sys.argv[1], "w") as log, open(sys.argv[1] + ".times", "w") as times:
+    for line in sys.stdin:
+        times.write(f"{time.monotonic() - start:.3f} {line}")
+        log.write(line)
+        log.flush(); times.flush()
+' "$log"
+  return "${PIPESTATUS[0]}"
+}
+
+# prompt_exits LOG SECONDS: every task of a launcher's run (LOG.times from
+# run_stamped) exited within SECONDS of its last line: none waited for a
+# timer once its work was done (gRPC's shutdown once held a task up to
+# 10 s). Prints the longest wait; fails naming each task that waited longer.
+prompt_exits() {
+  python3 - "$1.times" "$2" <<'PY'
+import re, sys
+bound, last, waits = float(sys.argv[2]), {}, {}
+for line in open(sys.argv[1]):
+    t, _, text = line.rstrip("\n").partition(" ")
+    m = re.match(r"\[launcher\] (\S+) exited \(code", text)
+    if m and m.group(1) in last:
+        waits[m.group(1)] = float(t) - last[m.group(1)]
+    m = re.match(r"(\S+) *\| ", text)
+    if m:
+        last[m.group(1)] = float(t)
+if not waits:
+    sys.exit(f"{sys.argv[1]}: no task's exit")
+slow = {k: v for k, v in waits.items() if v > bound}
+if slow:
+    sys.exit("exited later than %g s after their last line: %s" % (bound, ", ".join(
+        f"{k} {v:.2f} s" for k, v in sorted(slow.items()))))
+k = max(waits, key=waits.get)
+print(f"   ok: {len(waits)} tasks exited within {waits[k]:.2f} s of their last line ({k})")
+PY
 }
