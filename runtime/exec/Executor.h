@@ -380,6 +380,13 @@ private:
   Status uploadResident(bool everyOne);
   // Scheduling (Scheduler.cpp).
   void planSchedule();
+  // Gives each variable its VariableVersion and each CPU kernel the versions
+  // of its variable inputs.
+  void wireVariableVersions();
+  // A new version for every variable that `node` updates in place, and for
+  // every variable (the start of a step).
+  void bumpVersions(const Node &node);
+  void renewAllVersions();
   Status runConcurrently(uint64_t step);
   void participate(Schedule &s);
   // Running a step (StepRunner.cpp).
@@ -434,6 +441,10 @@ private:
   // dtf.read_variable aliases it to, or -1.
   std::vector<int> valueVariable_;
   int numVariables_ = 0;
+  // Per variable: its VariableVersion, which the kernels that read it in
+  // place see (KernelContext::inputVersion); renewed at the start of each
+  // step and after each op that updates it (bumpVersions).
+  std::unique_ptr<VariableVersion[]> variableVersions_;
   // The inter-op schedule: dependencies per node, and the run-time state.
   std::unique_ptr<Schedule> schedule_;
   bool concurrent_ = false;

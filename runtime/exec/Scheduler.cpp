@@ -7,8 +7,53 @@
 #include "runtime/core/ThreadPool.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace dtf::exec {
+
+namespace {
+// Process-wide, so that no two executors' variables share an id and no
+// version repeats.
+std::atomic<uint64_t> &variableVersionCounter() {
+  static std::atomic<uint64_t> counter{1};
+  return counter;
+}
+} // namespace
+
+void Executor::wireVariableVersions() {
+  variableVersions_ = std::make_unique<VariableVersion[]>(size_t(numVariables_));
+  for (int r = 0; r < numVariables_; ++r) {
+    variableVersions_[size_t(r)].id = variableVersionCounter().fetch_add(1);
+    variableVersions_[size_t(r)].version.store(
+        variableVersionCounter().fetch_add(1));
+  }
+  for (Node &node : nodes_) {
+    if (node.kind != NodeKind::kKernel || !node.cpuOp)
+      continue;
+    std::vector<const VariableVersion *> versions(node.inputs.size(), nullptr);
+    bool any = false;
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      if (const int r = valueVariable_[size_t(node.inputs[k])]; r >= 0) {
+        versions[k] = &variableVersions_[size_t(r)];
+        any = true;
+      }
+    if (any)
+      node.ctx->setInputVersions(std::move(versions));
+  }
+}
+
+void Executor::renewAllVersions() {
+  for (int r = 0; r < numVariables_; ++r)
+    variableVersions_[size_t(r)].version.store(
+        variableVersionCounter().fetch_add(1), std::memory_order_release);
+}
+
+void Executor::bumpVersions(const Node &node) {
+  for (int k = 0; k < node.updated && k < int(node.inputs.size()); ++k)
+    if (const int r = valueVariable_[size_t(node.inputs[size_t(k)])]; r >= 0)
+      variableVersions_[size_t(r)].version.store(
+          variableVersionCounter().fetch_add(1), std::memory_order_release);
+}
 
 // Resources are variables (0..numVariables_-1) and the values the nodes
 // produce (numVariables_ + dense index). Walking the nodes in program order,

@@ -155,10 +155,23 @@ Status matmulKernel(KernelContext &ctx) {
         widenFromBf16(low.data(), count, rounded.data());
         return rounded.data();
       };
+      // A variable operand (a weight) has one bf16 copy per version, which
+      // the forward and input-gradient products of a step share.
+      std::shared_ptr<const VariableBf16Copy> aCopy, bCopy;
+      auto operand = [&](int i, const float *src, int64_t count,
+                         std::shared_ptr<const VariableBf16Copy> &copy,
+                         std::vector<uint16_t> &low,
+                         std::vector<float> &rounded) -> const void * {
+        copy = variableBf16Copy(ctx, i, ctx.threadPool());
+        if (!copy)
+          return narrow(src, count, low, rounded);
+        return native ? static_cast<const void *>(copy->low.data())
+                      : static_cast<const void *>(copy->rounded.data());
+      };
       try {
         if (bf16) {
-          ia = narrow(pa, a.numElements(), aLow, aRounded);
-          ib = narrow(pb, b.numElements(), bLow, bRounded);
+          ia = operand(0, pa, a.numElements(), aCopy, aLow, aRounded);
+          ib = operand(1, pb, b.numElements(), bCopy, bLow, bRounded);
         }
         // compute_dtype f16: the f32 product of f16-rounded operands.
         Tensor aF16, bF16;

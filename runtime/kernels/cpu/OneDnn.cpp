@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
 #include <immintrin.h>
 
@@ -123,6 +124,72 @@ DTF_AVX512_BF16 void narrowAvx512Bf16(const float *src, int64_t n,
 
 void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst) {
   narrowAvx512Bf16(src, n, dst);
+}
+
+namespace {
+struct VariableBf16Cache {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, std::shared_ptr<VariableBf16Copy>> byId;
+  std::atomic<uint64_t> made{0}, reused{0};
+};
+VariableBf16Cache &variableBf16Cache() {
+  static VariableBf16Cache cache;
+  return cache;
+}
+} // namespace
+
+std::shared_ptr<const VariableBf16Copy>
+variableBf16Copy(const KernelContext &ctx, int i, ThreadPool *pool) {
+  const VariableVersion *v = ctx.inputVersion(i);
+  if (!v)
+    return nullptr;
+  const Tensor &t = ctx.input(i);
+  if (t.dtype() != DType::F32)
+    return nullptr;
+  VariableBf16Cache &cache = variableBf16Cache();
+  std::shared_ptr<VariableBf16Copy> copy;
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    // Executors made and dropped one after another (tests, a restarted
+    // worker) leave their variables' copies behind: start over past a bound
+    // (a copy in use lives on with its holder).
+    if (cache.byId.size() >= 4096 && !cache.byId.count(v->id))
+      cache.byId.clear();
+    auto &slot = cache.byId[v->id];
+    if (!slot)
+      slot = std::make_shared<VariableBf16Copy>();
+    copy = slot;
+  }
+  const uint64_t version = v->version.load(std::memory_order_acquire);
+  const float *src = t.data<float>();
+  const int64_t n = t.numElements();
+  std::lock_guard<std::mutex> lock(copy->mutex);
+  if (copy->version == version && copy->source == src && copy->count == n) {
+    cache.reused.fetch_add(1, std::memory_order_relaxed);
+    return copy;
+  }
+  copy->low.resize(size_t(n));
+  if (bf16Native()) {
+    narrowToBf16Native(src, n, copy->low.data());
+    copy->rounded.clear();
+  } else {
+    uint16_t *low = copy->low.data();
+    parallelFor(pool, n, kCheapGrain, [&](int64_t lo, int64_t hi) {
+      narrowToBf16(src + lo, hi - lo, low + lo);
+    });
+    copy->rounded.resize(size_t(n));
+    widenFromBf16(low, n, copy->rounded.data());
+  }
+  copy->version = version;
+  copy->source = src;
+  copy->count = n;
+  cache.made.fetch_add(1, std::memory_order_relaxed);
+  return copy;
+}
+
+VariableBf16Counts variableBf16Counts() {
+  VariableBf16Cache &cache = variableBf16Cache();
+  return {cache.made.load(), cache.reused.load()};
 }
 
 PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,

@@ -164,6 +164,39 @@ Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool);
 /// own reorders. Only where bf16Native() holds.
 void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst);
 
+/// The bf16 copy of an f32 variable that a product reads in place, made once
+/// per VariableVersion (KernelContext::inputVersion) and reused by every
+/// product that reads the same version: the forward and the input-gradient
+/// products of a weight cast it once per step, not once per use. `low`
+/// holds the bf16 bits (narrowToBf16Native where bf16Native(), else
+/// Bf16.h's narrowToBf16, which keeps subnormals), and without bf16
+/// instructions `rounded` holds them widened back to f32 for the fallback's
+/// f32 product.
+struct VariableBf16Copy {
+  std::mutex mutex; // held while the copy is (re)made
+  uint64_t version = 0;
+  const float *source = nullptr;
+  int64_t count = 0;
+  std::vector<uint16_t> low;
+  std::vector<float> rounded;
+};
+
+/// Input `i` of `ctx` (f32, a variable read in place) as a bf16 copy, made
+/// now if the variable's version has none yet; null when the input is not a
+/// variable the executor versions (then the caller rounds it itself). The
+/// copy stays valid while the caller holds it: the executor's schedule
+/// changes the version only after every reader of the old one is done.
+std::shared_ptr<const VariableBf16Copy>
+variableBf16Copy(const KernelContext &ctx, int i, ThreadPool *pool);
+
+/// How many bf16 copies of variables variableBf16Copy made and how many
+/// times it handed out one made before, since the process started (the
+/// unit tests and `dtf-run --profile` read them).
+struct VariableBf16Counts {
+  uint64_t made = 0, reused = 0;
+};
+VariableBf16Counts variableBf16Counts();
+
 /// Reads a pair attribute (`strides`, `window`, ...) of positive values.
 Status getPair(const KernelContext &ctx, const char *op, const char *attr,
                int64_t dflt, int64_t *first, int64_t *second);
