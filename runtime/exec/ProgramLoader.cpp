@@ -100,7 +100,6 @@ Status Executor::build(const plan::Program &program, VariableStore &variables,
   if (hasGpu_)
     wireGpuNodes();
   numVariables_ = static_cast<int>(l.variableIndex.size());
-  wireVariableVersions();
   planSchedule();
   return Status::ok();
 }

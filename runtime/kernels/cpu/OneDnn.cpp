@@ -140,11 +140,23 @@ VariableBf16Cache &variableBf16Cache() {
 
 std::shared_ptr<const VariableBf16Copy>
 variableBf16Copy(const KernelContext &ctx, int i, ThreadPool *pool) {
-  const VariableVersion *v = ctx.inputVersion(i);
-  if (!v)
-    return nullptr;
   const Tensor &t = ctx.input(i);
   if (t.dtype() != DType::F32)
+    return nullptr;
+  return bf16CopyOf(ctx.inputVersion(i), t.data<float>(), t.numElements(),
+                    pool);
+}
+
+std::shared_ptr<const VariableBf16Copy>
+bf16CopyOf(const VariableVersion *v, const float *src, int64_t n,
+           ThreadPool *pool) {
+  // DTF_BF16_VARIABLE_COPIES=0: every product casts its operands itself,
+  // as before the copies (for measuring what they save).
+  static const bool off = [] {
+    const char *e = std::getenv("DTF_BF16_VARIABLE_COPIES");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (!v || off)
     return nullptr;
   VariableBf16Cache &cache = variableBf16Cache();
   std::shared_ptr<VariableBf16Copy> copy;
@@ -161,8 +173,6 @@ variableBf16Copy(const KernelContext &ctx, int i, ThreadPool *pool) {
     copy = slot;
   }
   const uint64_t version = v->version.load(std::memory_order_acquire);
-  const float *src = t.data<float>();
-  const int64_t n = t.numElements();
   std::lock_guard<std::mutex> lock(copy->mutex);
   if (copy->version == version && copy->source == src && copy->count == n) {
     cache.reused.fetch_add(1, std::memory_order_relaxed);
@@ -201,6 +211,19 @@ PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,
   for (Arg &a : args) {
     dnnl::memory::desc internal = pd.query_md(dnnl::query::exec_arg_md, a.id);
     Planned p{a, internal, internal != a.user, {}, {}};
+    if (p.reorder && !a.output &&
+        a.user.data_type() == dnnl::memory::data_type::f32 &&
+        internal.data_type() == dnnl::memory::data_type::bf16) {
+      dnnl_memory_desc_t asBf16 = a.user.data;
+      asBf16.data_type = dnnl_bf16;
+      int64_t n = 1;
+      for (int64_t d : a.user.dims())
+        n *= d;
+      p.narrowOnly = dnnl::memory::desc(asBf16) == internal &&
+                     internal.get_size() == size_t(n) * 2 &&
+                     a.user.get_size() == size_t(n) * 4;
+      p.elements = n;
+    }
     if (p.reorder) {
       if (a.output)
         p.toUser = dnnl::reorder(dnnl::reorder::primitive_desc(
@@ -215,7 +238,12 @@ PlannedPrimitive::PlannedPrimitive(const dnnl::primitive_desc &pd,
 
 void PlannedPrimitive::execute(
     const std::vector<void *> &ptrs,
-    const std::unordered_map<int, dnnl::memory> &extra) const {
+    const std::unordered_map<int, dnnl::memory> &extra,
+    const std::vector<const VariableVersion *> &versions) const {
+  // Inputs narrowed to bf16 once per version, held until the primitive ran.
+  std::shared_ptr<const VariableBf16Copy> copies[4];
+  int numCopies = 0;
+  const bool native = bf16Native();
   // Scratch for reordered arguments, one slot per argument position, kept
   // per thread so that steady-state steps allocate nothing.
   thread_local std::vector<Tensor> scratch;
@@ -231,13 +259,29 @@ void PlannedPrimitive::execute(
       mems[p.arg.id] = users[i];
       continue;
     }
+    if (p.narrowOnly && native) {
+      const float *src = static_cast<const float *>(ptrs[i]);
+      std::shared_ptr<const VariableBf16Copy> copy;
+      if (i < versions.size() && numCopies < 4)
+        copy = bf16CopyOf(versions[i], src, p.elements, nullptr);
+      if (copy) {
+        mems[p.arg.id] = dnnl::memory(
+            p.internal, cpuEngine(),
+            const_cast<uint16_t *>(copy->low.data()));
+        copies[numCopies++] = std::move(copy);
+        continue;
+      }
+    }
     std::vector<int64_t> bytes = {int64_t(p.internal.get_size())};
     if (!scratch[i].canHold(DType::Bool, bytes) ||
         scratch[i].bufferUseCount() != 1)
       scratch[i] = Tensor::allocate(DType::Bool, bytes);
     dnnl::memory internal(p.internal, cpuEngine(), scratch[i].rawData());
     mems[p.arg.id] = internal;
-    if (!p.arg.output)
+    if (p.narrowOnly && native)
+      narrowToBf16Native(static_cast<const float *>(ptrs[i]), p.elements,
+                         static_cast<uint16_t *>(scratch[i].rawData()));
+    else if (!p.arg.output)
       p.toInternal.execute(stream, users[i], internal);
   }
   if (const size_t size = scratchpad_.get_size()) {

@@ -1,7 +1,7 @@
-// Mixed precision through the executor: a weight read by several bf16
-// products in one step is cast to bf16 once per version (once per step, and
-// again after each in-place update), and every product sees the rounding of
-// the weight's current value, never a stale copy.
+// Mixed precision through the executor: a weight (or a value) read by
+// several bf16 products in one step is cast to bf16 once per version (once
+// per step, and again after each in-place update), and every product sees
+// the rounding of the weight's current value, never a stale copy.
 #include "runtime/core/Bf16.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/kernels/cpu/OneDnn.h"
@@ -75,9 +75,11 @@ TEST(VariableBf16Copy, OneCastPerVersionSharedByTheProductsOfAStep) {
     s = e->run(uint64_t(step));
     ASSERT_TRUE(s.isOk()) << s.message();
     const cpu::VariableBf16Counts c1 = cpu::variableBf16Counts();
-    // y1 casts W, y2 reuses that copy, the update makes a new version and
-    // y3 casts it: two casts and one reuse, where each use cast before.
-    EXPECT_EQ(c1.made - c0.made, 2u) << "step " << step;
+    // y1 casts W, y2 reuses that copy (and casts y1, a value made this
+    // step), the update makes a new version of W and y3 casts it: three
+    // casts and one reuse, where each of the four uses of W cast before.
+    // (The feed x has none: only values that ops make have one.)
+    EXPECT_EQ(c1.made - c0.made, 3u) << "step " << step;
     EXPECT_EQ(c1.reused - c0.reused, 1u) << "step " << step;
     const float *after = wt->data<float>();
     EXPECT_FLOAT_EQ(after[0], before[0] - 0.37f);
