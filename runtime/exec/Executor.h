@@ -387,6 +387,14 @@ private:
   Status uploadResident(bool everyOne);
   // Scheduling (Scheduler.cpp).
   void planSchedule();
+  // Gives the CPU kernels the versions of their inputs (planSchedule's
+  // aliasing roots per value, and which resources some op updates in place).
+  void wireVersions(const std::vector<std::vector<int>> &roots,
+                    const std::vector<bool> &written);
+  // A new version for every variable that `node` updates in place, and for
+  // every variable (the start of a step).
+  void bumpVersions(const Node &node);
+  void renewAllVersions();
   Status runConcurrently(uint64_t step);
   void participate(Schedule &s);
   // Running a step (StepRunner.cpp).
@@ -441,6 +449,12 @@ private:
   // dtf.read_variable aliases it to, or -1.
   std::vector<int> valueVariable_;
   int numVariables_ = 0;
+  // Per resource (the variables, then the values): its VariableVersion,
+  // which the kernels that read it see (KernelContext::inputVersion);
+  // renewed at the start of each step and, for a variable, after each op
+  // that updates it (bumpVersions).
+  std::unique_ptr<VariableVersion[]> versions_;
+  size_t numVersions_ = 0;
   // The inter-op schedule: dependencies per node, and the run-time state.
   std::unique_ptr<Schedule> schedule_;
   bool concurrent_ = false;

@@ -7,8 +7,65 @@
 #include "runtime/core/ThreadPool.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace dtf::exec {
+
+namespace {
+// Process-wide, so that no two executors' variables share an id and no
+// version repeats.
+std::atomic<uint64_t> &variableVersionCounter() {
+  static std::atomic<uint64_t> counter{1};
+  return counter;
+}
+} // namespace
+
+void Executor::wireVersions(const std::vector<std::vector<int>> &roots,
+                            const std::vector<bool> &written) {
+  const int numValues = static_cast<int>(slots_.size());
+  const size_t count = size_t(numVariables_ + numValues);
+  if (numVersions_ != count) {
+    versions_ = std::make_unique<VariableVersion[]>(count);
+    numVersions_ = count;
+    for (size_t r = 0; r < count; ++r)
+      versions_[r].id = variableVersionCounter().fetch_add(1);
+    renewAllVersions();
+  }
+  // A value has a version of its own when nothing can change it within the
+  // step once made: it shares no other resource's buffer (not a reshape of
+  // a variable, not an update's aliasing result) and no op updates it in
+  // place. A variable read has its variable's version; the rest have none.
+  auto versionOf = [&](int v) -> const VariableVersion * {
+    if (valueVariable_[size_t(v)] >= 0)
+      return &versions_[size_t(valueVariable_[size_t(v)])];
+    const int own = numVariables_ + v;
+    if (roots[size_t(v)].size() == 1 && roots[size_t(v)][0] == own &&
+        !written[size_t(own)])
+      return &versions_[size_t(own)];
+    return nullptr;
+  };
+  for (Node &node : nodes_) {
+    if (node.kind != NodeKind::kKernel || !node.cpuOp)
+      continue;
+    std::vector<const VariableVersion *> versions(node.inputs.size(), nullptr);
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      versions[k] = versionOf(node.inputs[k]);
+    node.ctx->setInputVersions(std::move(versions));
+  }
+}
+
+void Executor::renewAllVersions() {
+  const uint64_t base = variableVersionCounter().fetch_add(numVersions_);
+  for (size_t r = 0; r < numVersions_; ++r)
+    versions_[r].version.store(base + r, std::memory_order_release);
+}
+
+void Executor::bumpVersions(const Node &node) {
+  for (int k = 0; k < node.updated && k < int(node.inputs.size()); ++k)
+    if (const int r = valueVariable_[size_t(node.inputs[size_t(k)])]; r >= 0)
+      versions_[size_t(r)].version.store(
+          variableVersionCounter().fetch_add(1), std::memory_order_release);
+}
 
 // Resources are variables (0..numVariables_-1) and the values the nodes
 // produce (numVariables_ + dense index). Walking the nodes in program order,
@@ -28,6 +85,8 @@ void Executor::planSchedule() {
   std::vector<std::vector<int>> readers(numResources);
   std::vector<std::vector<int>> preds(numNodes);
   std::vector<int> reads, writes;
+  // The resources some op updates in place (not merely makes).
+  std::vector<bool> updatedInPlace(size_t(numResources), false);
   for (int n = 0; n < numNodes; ++n) {
     Node &node = nodes_[n];
     reads.clear();
@@ -35,8 +94,10 @@ void Executor::planSchedule() {
     for (int v : node.inputs)
       reads.insert(reads.end(), roots[v].begin(), roots[v].end());
     for (int k = 0; k < node.updated && k < int(node.inputs.size()); ++k)
-      for (int r : roots[node.inputs[k]])
+      for (int r : roots[node.inputs[k]]) {
         writes.push_back(r);
+        updatedInPlace[size_t(r)] = true;
+      }
     for (int v : node.outputs) {
       writes.push_back(numVariables_ + v);
       roots[v].assign(1, numVariables_ + v);
@@ -89,6 +150,7 @@ void Executor::planSchedule() {
   s.ready.clear();
   s.ready.reserve(numNodes);
   s.pending.assign(numNodes, 0);
+  wireVersions(roots, updatedInPlace);
 }
 
 Status Executor::runConcurrently(uint64_t step) {

@@ -72,6 +72,7 @@ Status Executor::run(uint64_t step) {
       return errorStatus(options_.programName, ": feed '", feeds_[k].info.name,
                          "' was not given a value");
   skipUpdates_.store(false);
+  renewAllVersions();
   if (uploadedBeforeRun_)
     uploadedBeforeRun_ = false; // uploadResidentBeforeRun did it
   else if (!resident_.empty())
@@ -152,14 +153,23 @@ Status Executor::finishGpuStep() {
   return Status::ok();
 }
 
+// Runs `node`, timed with options.profile; an op that updates variables in
+// place gives them new versions (KernelContext::inputVersion) before any op
+// that waits for it runs.
 Status Executor::timedRunNode(Node &node, uint64_t step) {
-  if (!options_.profile)
-    return runNode(node, step);
+  if (!options_.profile) {
+    Status s = runNode(node, step);
+    if (node.updated > 0)
+      bumpVersions(node);
+    return s;
+  }
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   Status s = runNode(node, step);
   node.seconds += std::chrono::duration<double>(Clock::now() - start).count();
   ++node.calls;
+  if (node.updated > 0)
+    bumpVersions(node);
   return s;
 }
 

@@ -5,6 +5,7 @@
 #include "schema/Status.h"
 #include "runtime/core/Tensor.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -15,6 +16,19 @@
 namespace dtf {
 
 class ThreadPool;
+
+/// What names the contents of a variable that a kernel reads in place: `id`
+/// is unique to the variable in its executor (process-wide), and `version`
+/// changes whenever the contents may have: at the start of each step (a ps
+/// pull, a restore or another executor may have written it between steps)
+/// and after each op that updates it in place. The executor's schedule keeps
+/// every read of a variable between two of its updates, so a kernel may keep
+/// something derived from the contents (the bf16 copy of a weight, say) and
+/// reuse it while `version` is the same.
+struct VariableVersion {
+  uint64_t id = 0;
+  std::atomic<uint64_t> version{0};
+};
 
 /// An attribute of an op in a plan: the value of an MLIR attribute once the
 /// plan is loaded. UnitAttrs (transpose_a, keep_dims) are bools; enums
@@ -43,6 +57,11 @@ public:
   /// update some of them in place (see mutableInput).
   void setInputs(std::vector<Tensor *> inputs) { inputs_ = std::move(inputs); }
   void setNumOutputs(int n) { outputs_.resize(n); }
+  /// Per input, its variable's VariableVersion when the input is a variable
+  /// read in place, else null (the default: no input is known to be one).
+  void setInputVersions(std::vector<const VariableVersion *> versions) {
+    versions_ = std::move(versions);
+  }
   void setAttrs(AttrMap attrs) { attrs_ = std::move(attrs); }
   void setAttr(std::string name, AttrValue value) {
     attrs_[std::move(name)] = std::move(value);
@@ -71,6 +90,10 @@ public:
   const Tensor &input(int i) const { return *inputs_[i]; }
   /// An input that the kernel updates in place (optimizer slots).
   Tensor &mutableInput(int i) { return *inputs_[i]; }
+  /// Input i's variable version (setInputVersions), or null.
+  const VariableVersion *inputVersion(int i) const {
+    return size_t(i) < versions_.size() ? versions_[size_t(i)] : nullptr;
+  }
 
   int numOutputs() const { return static_cast<int>(outputs_.size()); }
   Tensor &output(int i) { return outputs_[i]; }
@@ -117,6 +140,7 @@ private:
   void noteBadAttr(std::string_view name, const char *wanted) const;
 
   std::vector<Tensor *> inputs_;
+  std::vector<const VariableVersion *> versions_;
   std::vector<Tensor> outputs_;
   AttrMap attrs_;
   std::string opName_;

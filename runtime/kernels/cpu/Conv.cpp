@@ -159,6 +159,17 @@ Status checkDy(const char *op, const Window2D &w, const Tensor &dy) {
   return Status::ok();
 }
 
+// The versions of a bf16 primitive's first two inputs (which are then the
+// kernel's inputs 0 and 1 themselves), so that an activation or a weight
+// read by two convolutions of a step is narrowed to bf16 once
+// (PlannedPrimitive::execute); none for the f32 primitives.
+std::vector<const VariableVersion *> bf16ConvVersions(const KernelContext &ctx,
+                                                      bool bf16) {
+  if (!bf16)
+    return {};
+  return {ctx.inputVersion(0), ctx.inputVersion(1)};
+}
+
 PrimitiveCache<PlannedPrimitive> &convCache() {
   static PrimitiveCache<PlannedPrimitive> cache;
   return cache;
@@ -319,7 +330,8 @@ Status conv2dKernel(KernelContext &ctx) {
              fr = roundedThroughBf16(f, ctx.threadPool());
       plainConv(w, false)->execute({ptr(xr), ptr(fr), out->rawData()});
     } else {
-      plainConv(w, bf16)->execute({ptr(x), ptr(f), out->rawData()});
+      plainConv(w, bf16)->execute({ptr(x), ptr(f), out->rawData()}, {},
+                                  bf16ConvVersions(ctx, bf16));
     }
     return Status::ok();
   });
@@ -446,9 +458,11 @@ Status conv2dBiasKernel(KernelContext &ctx) {
                                     {DNNL_ARG_DST, d.dst, true}})};
         });
     if (prim->fused) {
-      prim->fused->execute({ptr(*xs), ptr(*fs), ptr(bias), out->rawData()});
+      prim->fused->execute({ptr(*xs), ptr(*fs), ptr(bias), out->rawData()},
+                           {}, bf16ConvVersions(ctx, bf16));
     } else {
-      plainConv(w, bf16)->execute({ptr(*xs), ptr(*fs), out->rawData()});
+      plainConv(w, bf16)->execute({ptr(*xs), ptr(*fs), out->rawData()}, {},
+                                  bf16ConvVersions(ctx, bf16));
       addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
     }
     return Status::ok();
@@ -514,7 +528,8 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
                                {DNNL_ARG_WEIGHTS, d.weights, false},
                                {DNNL_ARG_DIFF_SRC, d.src, true}});
     });
-    prim->execute({ptr(*dys), ptr(*fs), dx->rawData()});
+    prim->execute({ptr(*dys), ptr(*fs), dx->rawData()}, {},
+                  bf16ConvVersions(ctx, bf16));
     return Status::ok();
   });
 }
@@ -582,7 +597,8 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
                                {DNNL_ARG_DIFF_DST, d.dst, false},
                                {DNNL_ARG_DIFF_WEIGHTS, d.weights, true}});
     });
-    prim->execute({ptr(*xs), ptr(*dys), df->rawData()});
+    prim->execute({ptr(*xs), ptr(*dys), df->rawData()}, {},
+                  bf16ConvVersions(ctx, bf16));
     return Status::ok();
   });
 }

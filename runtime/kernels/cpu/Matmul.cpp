@@ -47,6 +47,38 @@ void loopGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
               });
 }
 
+// Input `i` (f32) of a bf16 product as the product reads it: bf16 values
+// where the CPU has bf16 instructions (`native`), else f32 values rounded
+// through bf16. A versioned input (a weight, or a value made once per step)
+// has one copy per version, which the products that read it share (the
+// forward and input-gradient products of a dense layer): `copy` holds it
+// while the product runs. Any other input is rounded into `low` (and
+// `rounded`), per-thread scratch: on this thread with vcvtneps2bf16
+// (narrowToBf16Native, no parallel region), else by Bf16.h over the pool.
+const void *bf16Operand(const KernelContext &ctx, int i, bool native,
+                        std::shared_ptr<const VariableBf16Copy> &copy,
+                        std::vector<uint16_t> &low,
+                        std::vector<float> &rounded) {
+  copy = variableBf16Copy(ctx, i, ctx.threadPool());
+  if (copy)
+    return native ? static_cast<const void *>(copy->low.data())
+                  : static_cast<const void *>(copy->rounded.data());
+  const float *src = ctx.input(i).data<float>();
+  const int64_t count = ctx.input(i).numElements();
+  low.resize(size_t(count));
+  if (native) {
+    narrowToBf16Native(src, count, low.data());
+    return low.data();
+  }
+  parallelFor(ctx.threadPool(), count, kCheapGrain,
+              [&](int64_t lo, int64_t hi) {
+                narrowToBf16(src + lo, hi - lo, low.data() + lo);
+              });
+  rounded.resize(size_t(count));
+  widenFromBf16(low.data(), count, rounded.data());
+  return rounded.data();
+}
+
 Status matmulKernel(KernelContext &ctx) {
   const char *name = dtf::ops::kMatmul;
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 2));
@@ -132,33 +164,17 @@ Status matmulKernel(KernelContext &ctx) {
     }
     // f32: the whole batch in one oneDNN call.
     if constexpr (std::is_same_v<T, float>) {
-      // compute_dtype bf16: the operands rounded to bf16, into per-thread
-      // scratch, by oneDNN's vectorised reorder (or, without bf16
-      // instructions, through bf16 back to f32 by Bf16.h's loop).
+      // compute_dtype bf16: the operands as bf16Operand gives them (a
+      // shared copy per version, or per-thread scratch).
       thread_local std::vector<uint16_t> aLow, bLow;
       thread_local std::vector<float> aRounded, bRounded;
       const void *ia = pa, *ib = pb;
       const bool native = bf16 && bf16Native();
-      auto narrow = [&](const float *src, int64_t count,
-                        std::vector<uint16_t> &low,
-                        std::vector<float> &rounded) -> const void * {
-        low.resize(size_t(count));
-        if (native) {
-          narrowToBf16Native(src, count, low.data());
-          return low.data();
-        }
-        parallelFor(ctx.threadPool(), count, kCheapGrain,
-                    [&](int64_t lo, int64_t hi) {
-                      narrowToBf16(src + lo, hi - lo, low.data() + lo);
-                    });
-        rounded.resize(size_t(count));
-        widenFromBf16(low.data(), count, rounded.data());
-        return rounded.data();
-      };
+      std::shared_ptr<const VariableBf16Copy> aCopy, bCopy;
       try {
         if (bf16) {
-          ia = narrow(pa, a.numElements(), aLow, aRounded);
-          ib = narrow(pb, b.numElements(), bLow, bRounded);
+          ia = bf16Operand(ctx, 0, native, aCopy, aLow, aRounded);
+          ib = bf16Operand(ctx, 1, native, bCopy, bLow, bRounded);
         }
         // compute_dtype f16: the f32 product of f16-rounded operands.
         Tensor aF16, bF16;

@@ -84,8 +84,13 @@ public:
 
   /// Runs with `ptrs[i]` holding argument i (in the order of the args) in the
   /// caller's format; `extra` adds arguments that need no reorder.
+  /// `versions[i]`, where given, is input i's VariableVersion (the kernel
+  /// context's inputVersion, for an argument that is that input's own
+  /// data): an input that only changes from f32 to bf16 in the same layout
+  /// is then narrowed once per version and shared (variableBf16Copy).
   void execute(const std::vector<void *> &ptrs,
-               const std::unordered_map<int, dnnl::memory> &extra = {}) const;
+               const std::unordered_map<int, dnnl::memory> &extra = {},
+               const std::vector<const VariableVersion *> &versions = {}) const;
 
 private:
   struct Planned {
@@ -93,6 +98,11 @@ private:
     dnnl::memory::desc internal;
     bool reorder;
     dnnl::reorder toInternal, toUser;
+    // An input whose reorder is f32 to bf16 in the same dense layout:
+    // narrowed on the calling thread (narrowToBf16Native: oneDNN's rounding,
+    // vcvtneps2bf16, with no parallel region), when bf16Native().
+    bool narrowOnly = false;
+    int64_t elements = 0;
   };
   dnnl::primitive prim_;
   std::vector<Planned> args_;
@@ -163,6 +173,45 @@ Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool);
 /// of its sign (the instruction's DAZ), as in oneDNN's bf16 convolutions'
 /// own reorders. Only where bf16Native() holds.
 void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst);
+
+/// The bf16 copy of an f32 variable that a product reads in place, made once
+/// per VariableVersion (KernelContext::inputVersion) and reused by every
+/// product that reads the same version: the forward and the input-gradient
+/// products of a weight cast it once per step, not once per use. `low`
+/// holds the bf16 bits (narrowToBf16Native where bf16Native(), else
+/// Bf16.h's narrowToBf16, which keeps subnormals), and without bf16
+/// instructions `rounded` holds them widened back to f32 for the fallback's
+/// f32 product.
+struct VariableBf16Copy {
+  std::mutex mutex; // held while the copy is (re)made
+  uint64_t version = 0;
+  const float *source = nullptr;
+  int64_t count = 0;
+  std::vector<uint16_t> low;
+  std::vector<float> rounded;
+};
+
+/// Input `i` of `ctx` (f32) as a bf16 copy, made now if the input's
+/// version has none yet; null when the executor gives the input no version
+/// (then the caller rounds it itself). A version names a variable's
+/// contents between updates, or a value made once per step that nothing
+/// changes after (Executor's wireVersions), so the copy stays valid while
+/// the caller holds it: the version changes only after every reader of the
+/// old one is done.
+std::shared_ptr<const VariableBf16Copy>
+variableBf16Copy(const KernelContext &ctx, int i, ThreadPool *pool);
+/// The same for `n` floats at `src` under version `v` (null: none).
+std::shared_ptr<const VariableBf16Copy>
+bf16CopyOf(const VariableVersion *v, const float *src, int64_t n,
+           ThreadPool *pool);
+
+/// How many bf16 copies of variables variableBf16Copy made and how many
+/// times it handed out one made before, since the process started (the
+/// unit tests and `dtf-run --profile` read them).
+struct VariableBf16Counts {
+  uint64_t made = 0, reused = 0;
+};
+VariableBf16Counts variableBf16Counts();
 
 /// Reads a pair attribute (`strides`, `window`, ...) of positive values.
 Status getPair(const KernelContext &ctx, const char *op, const char *attr,

@@ -176,6 +176,48 @@ TEST(Bf16, NativeNarrowingMatchesBf16hButFlushesSubnormals) {
   EXPECT_GT(subnormals, 0);
 }
 
+// The convolutions narrow their f32 activations with narrowToBf16Native
+// where oneDNN's reorder did (PlannedPrimitive's narrowOnly inputs): the
+// two agree bit for bit, NaNs, infinities, subnormals and overflow included.
+TEST(Bf16, NativeNarrowingMatchesOneDnnReorderBitForBit) {
+  if (!cpu::bf16Native()) {
+    std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0); the "
+                "convolutions keep f32 primitives there\n");
+    EXPECT_FALSE(cpu::bf16Native());
+    return;
+  }
+  std::mt19937 gen(13);
+  std::vector<float> xs;
+  for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xff812345u,
+                     0x00000001u, 0x807fffffu, 0x7f7fffffu, 0x3f808000u})
+    xs.push_back(floatOf(p));
+  while (xs.size() < 2 * 3 * 5 * 7 * 64)
+    xs.push_back(floatOf(uint32_t(gen())));
+  using dnnl::memory;
+  const memory::dims dims = {2 * 5, 64, 3, 7}; // NCHW dims, NHWC layout
+  memory src({dims, memory::data_type::f32, memory::format_tag::nhwc},
+             cpu::cpuEngine(), xs.data());
+  std::vector<uint16_t> viaReorder(xs.size()), native(xs.size());
+  memory dst({dims, memory::data_type::bf16, memory::format_tag::nhwc},
+             cpu::cpuEngine(), viaReorder.data());
+  dnnl::stream stream(cpu::cpuEngine());
+  dnnl::reorder(src, dst).execute(stream, src, dst);
+  stream.wait();
+  cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), native.data());
+  int nans = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (std::isnan(xs[i])) { // both quiet NaNs of the input's sign
+      ++nans;
+      EXPECT_TRUE(std::isnan(f32FromBf16(native[i])));
+      EXPECT_TRUE(std::isnan(f32FromBf16(viaReorder[i])));
+      EXPECT_EQ(native[i] & 0x8000u, viaReorder[i] & 0x8000u);
+      continue;
+    }
+    ASSERT_EQ(native[i], viaReorder[i]) << std::hex << bitsOf(xs[i]);
+  }
+  EXPECT_GT(nans, 0);
+}
+
 TEST(MixedPrecision, MatmulComputesOnBf16RoundedOperandsInF32) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
