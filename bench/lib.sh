@@ -71,3 +71,13 @@ bench_loopback_bw() {
   json=$(python3 "$root/bench/peers/loopback_bw.py" --mb 256 --repeat 3) || return 1
   python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%d MB/s (%.1f Gbit/s; runs %s MB/s)" % (r["best_MBps"], r["best_Gbps"], r["runs_MBps"]))' "$json"
 }
+
+# bench_cpu_isa: "CPU model; avx2, avx512f, avx512_bf16, no amx_bf16, ..."
+# (the ISA extensions that decide dtf's and its peers' bf16 and f32 kernels).
+bench_cpu_isa() {
+  local isa="" f
+  for f in avx2 avx512f avx512_bf16 amx_bf16 amx_tile; do
+    grep -qw "$f" /proc/cpuinfo && isa+="${isa:+, }$f" || isa+="${isa:+, }no $f"
+  done
+  echo "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo); $isa"
+}

@@ -252,16 +252,11 @@ versions+=", oneDNN $(ONEDNN_VERBOSE=1 "$build/bin/dtf-run" --version 2>&1 | sed
 versions=${versions%, oneDNN }
 
 [[ $out == - ]] && exit 0
-cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
-isa=""
-for f in avx2 avx512f avx512_bf16 amx_bf16 amx_tile; do
-  grep -qw "$f" /proc/cpuinfo && isa+="${isa:+, }$f" || isa+="${isa:+, }no $f"
-done
 {
   echo "# Seed CNN in mixed precision: dtf, PyTorch autocast, Keras mixed_bfloat16"
   echo
   echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
-  echo "Machine: $(nproc) cores ($cpu_model; $isa), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo);"
+  echo "Machine: $(nproc) cores ($(bench_cpu_isa)), $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo);"
   echo "load average (1, 5, 15 min) $load_before before, $load_after after."
   echo "Versions: $versions."
   echo

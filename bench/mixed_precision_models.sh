@@ -38,6 +38,8 @@ done
 [[ $seeds =~ ^[0-9]+,[0-9]+$ ]] || { echo "mixed_precision_models.sh: --seeds wants A,B (two integers), got '$seeds'" >&2; exit 2; }
 seed_a=${seeds%,*} seed_b=${seeds#*,}
 [ -n "$models" ] || models=$(cd "$root/models" && ls ./*.dtf | sed 's|^\./||; s|\.dtf$||' | paste -sd,)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -112,16 +114,11 @@ PY
 )
 echo "$table"
 [[ $out == - ]] && exit 0
-cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
-isa=""
-for f in avx2 avx512f avx512_bf16 amx_bf16 amx_tile; do
-  grep -qw "$f" /proc/cpuinfo && isa+="${isa:+, }$f" || isa+="${isa:+, }no $f"
-done
 {
   echo "# Every model under mixed_bfloat16 against its f32 plan"
   echo
   echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
-  echo "Machine: $(nproc) cores ($cpu_model; $isa); load average (1, 5, 15 min) $load_before before, $load_after after"
+  echo "Machine: $(nproc) cores ($(bench_cpu_isa)); load average (1, 5, 15 min) $load_before before, $load_after after"
   echo "(the load changes the seconds, not the metrics)."
   echo
   echo "Each model of models/ trained $steps steps three times from its own train block (its"
