@@ -100,6 +100,9 @@ Status PsClient::lookup(const std::string &variable, const Tensor &ids,
     for (auto it = lo; it != hi; ++it)
       *rel++ = *it - base;
     call->req.set_create(create);
+    // --wire bf16: an f32 table's rows cross as bfloat16 (half the bytes).
+    if (links_.config().wireBf16 && table.dtype == DType::F32)
+      call->req.set_wire_dtype(plan::BF16);
     setDeadline(&call->ctx, transferTimeout(call->count * rowBytes));
     calls.push_back(std::move(call));
   }
@@ -125,13 +128,26 @@ Status PsClient::lookup(const std::string &variable, const Tensor &ids,
       return rpcError("a lookup of " + call->req.name(), call->link->task,
                       call->status);
     }
-    const size_t want = call->count * rowBytes;
+    // Rows narrowed to bfloat16 only where this task asked for them, so that
+    // a reply's dtype and size are both checked before anything is read.
+    const bool bf16 = call->reply.rows_dtype() == plan::BF16;
+    if (bf16 && call->req.wire_dtype() != plan::BF16)
+      return errorStatus(call->link->task.name, " answered a lookup of ",
+                         call->req.name(), " in bfloat16, which ",
+                         links_.caller().task(), " did not ask for");
+    const size_t want = call->count * rowBytes / (bf16 ? 2 : 1);
     if (call->reply.rows().size() != want)
       return errorStatus(call->link->task.name, " answered a lookup of ",
                          call->count, " rows of ", call->req.name(), " with ",
                          call->reply.rows().size(), " bytes instead of ", want);
-    std::memcpy(rows.data() + call->first * rowBytes, call->reply.rows().data(),
-                want);
+    if (bf16)
+      widenFromBf16(
+          reinterpret_cast<const uint16_t *>(call->reply.rows().data()),
+          int64_t(call->count * rowBytes / sizeof(float)),
+          reinterpret_cast<float *>(rows.data() + call->first * rowBytes));
+    else
+      std::memcpy(rows.data() + call->first * rowBytes,
+                  call->reply.rows().data(), want);
   }
   char *dst = static_cast<char *>(out->rawData());
   for (size_t i = 0; i < all.size(); ++i)

@@ -772,9 +772,10 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
     return fail(grpc::StatusCode::FAILED_PRECONDITION,
                 name_ + " is not initialized yet (the chief does it)");
   std::string *out = reply->mutable_rows();
-  bool unknown = false;
-  Status s =
-      store_.lookup(req->name(), ids, req->create(), version_, out, &unknown);
+  bool unknown = false, narrowed = false;
+  Status s = store_.lookup(req->name(), ids, req->create(), version_,
+                           req->wire_dtype() == plan::BF16, out, &unknown,
+                           &narrowed);
   if (unknown)
     return fail(grpc::StatusCode::NOT_FOUND, name_ + " holds no table '" +
                                                  plan::printable(req->name()) +
@@ -782,6 +783,8 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
   if (!s.isOk())
     return fail(grpc::StatusCode::INVALID_ARGUMENT, name_ + ": " + s.message());
   reply->set_version(version_);
+  if (narrowed)
+    reply->set_rows_dtype(plan::BF16);
   payloadOut_ += out->size();
   rowsLookedUp_ += n;
   ++lookups_;

@@ -2,6 +2,8 @@
 // the initializers.
 #include "runtime/distributed/PsStore.h"
 
+#include "runtime/core/Bf16.h"
+
 #include "runtime/plan/PlanTypes.h"
 #include "runtime/train/Initializers.h"
 
@@ -130,10 +132,11 @@ Status PsStore::restore(const checkpoint::CheckpointReader &reader,
 }
 
 Status PsStore::lookup(const std::string &name, std::vector<int64_t> &ids,
-                       bool create, int64_t version, std::string *out,
-                       bool *unknown) {
+                       bool create, int64_t version, bool bf16,
+                       std::string *out, bool *unknown, bool *narrowed) {
   const Tensor *t = variables_.find(name);
   *unknown = !t || t->rank() < 1;
+  *narrowed = false;
   if (*unknown)
     return errorStatus("no table '", plan::printable(name), "'");
   const size_t n = ids.size();
@@ -153,15 +156,27 @@ Status PsStore::lookup(const std::string &name, std::vector<int64_t> &ids,
   if (n > size_t(std::max<int64_t>(rows, 1)))
     return errorStatus("a lookup of ", n, " ids in '", plan::printable(name),
                        "', which has ", rows, " rows");
-  out->resize(n * rowBytes);
-  const char *src = static_cast<const char *>(t->rawData());
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= rows)
       return errorStatus("id ", ids[i], " at position ", i, " is outside [0, ",
                          rows, ") of '", plan::printable(name), "'");
+  const char *src = static_cast<const char *>(t->rawData());
+  if (bf16 && t->dtype() == DType::F32) {
+    // Half the bytes: each f32 value of the rows as bfloat16.
+    const size_t perRow = rowBytes / sizeof(float);
+    out->resize(n * perRow * sizeof(uint16_t));
+    auto *dst = reinterpret_cast<uint16_t *>(out->data());
+    for (size_t i = 0; i < n; ++i)
+      dtf::narrowToBf16(
+          reinterpret_cast<const float *>(src + size_t(ids[i]) * rowBytes),
+          int64_t(perRow), dst + i * perRow);
+    *narrowed = true;
+    return Status::ok();
+  }
+  out->resize(n * rowBytes);
+  for (size_t i = 0; i < n; ++i)
     std::memcpy(out->data() + i * rowBytes, src + size_t(ids[i]) * rowBytes,
                 rowBytes);
-  }
   return Status::ok();
 }
 

@@ -62,8 +62,11 @@ public:
   /// rows in place, made when `create`, at update `version`) into *rows;
   /// *unknown when this ps holds no such table. At most the table's size is
   /// answered, so a lookup cannot ask for more bytes than the ps holds.
+  /// `bf16`: an f32 table's rows are written as bfloat16 (rounded to
+  /// nearest even; --wire bf16), and *narrowed says they were.
   Status lookup(const std::string &name, std::vector<int64_t> &ids, bool create,
-                int64_t version, std::string *rows, bool *unknown);
+                int64_t version, bool bf16, std::string *rows, bool *unknown,
+                bool *narrowed);
 
   /// The tensors of this ps's shard of a checkpoint, written from where
   /// they are (a dynamic table's live rows: dynamic().save).

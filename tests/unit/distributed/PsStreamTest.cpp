@@ -4,6 +4,7 @@
 // streams arrive whole; a truncated or cancelled push stream, or one whose
 // header asks for a huge tensor, changes nothing and says why; a prefetched
 // pull (--prefetch-pull) lands only when taken.
+#include "runtime/core/Bf16.h"
 #include "runtime/distributed/ParameterServer.h"
 #include "runtime/distributed/PsClient.h"
 #include "runtime/distributed/PushCompression.h"
@@ -444,6 +445,41 @@ TEST_F(PsStream, LookupAnswersRowsAndRefusesWhatIsOutOfBounds) {
     EXPECT_NE(st.error_message().find(bad.says), std::string::npos)
         << st.error_message();
   }
+}
+
+// --wire bf16 for lookups: an embedding's rows asked for as bfloat16 come
+// rounded to the nearest bf16 (ties to even) in half the bytes, the reply
+// says so; a lookup without it still gets every f32 bit of the same rows.
+TEST_F(PsStream, Bfloat16WireLookupHalvesTheRowsBytes) {
+  const float start = 1.0f + 3.0f / 256; // not a bf16: rounds to 1 + 1/64
+  ASSERT_TRUE(initialize(start).ok());
+  auto lookup = [&](bool bf16, rpc::LookupReply *reply) {
+    rpc::LookupRequest req;
+    *req.mutable_caller() = caller_;
+    req.set_name("big");
+    const std::vector<int64_t> ids{7, 0, 999};
+    req.set_ids(std::string(reinterpret_cast<const char *>(ids.data()),
+                            ids.size() * sizeof(int64_t)));
+    if (bf16)
+      req.set_wire_dtype(plan::BF16);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, std::chrono::milliseconds(5000));
+    return stub_->Lookup(&ctx, req, reply);
+  };
+  rpc::LookupReply narrow, wide;
+  grpc::Status st = lookup(true, &narrow);
+  ASSERT_TRUE(st.ok()) << describe(st);
+  EXPECT_EQ(narrow.rows_dtype(), plan::BF16);
+  ASSERT_EQ(narrow.rows().size(), 3 * sizeof(uint16_t));
+  const auto *b = reinterpret_cast<const uint16_t *>(narrow.rows().data());
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(b[i], dtf::bf16FromF32(start)) << i; // 0x3f82: 1 + 1/64
+  EXPECT_EQ(dtf::f32FromBf16(b[0]), 1.0f + 1.0f / 64);
+  st = lookup(false, &wide);
+  ASSERT_TRUE(st.ok()) << describe(st);
+  EXPECT_EQ(wide.rows_dtype(), plan::DType(0));
+  ASSERT_EQ(wide.rows().size(), 3 * sizeof(float));
+  EXPECT_EQ(reinterpret_cast<const float *>(wide.rows().data())[1], start);
 }
 
 TEST_F(PsStream, TruncatedPushAppliesNothing) {
