@@ -8,8 +8,10 @@
 # they wait, and go on once it does. Every task must exit 0; the evaluator
 # must follow the running job (more than one checkpoint evaluated, the last
 # one at the final step) and TensorBoard's reader must find its eval scalars.
-# A worker whose ps never resolves exits 166 (retryable) under "cloud" and 6
-# without it.
+# The worker's process is killed with kill -9 mid-run and started again with
+# the same TF_CONFIG (a rescheduled pod): it must rejoin without rolling the
+# job back. A worker whose ps never resolves exits 166 (retryable) under
+# "cloud" and 6 without it.
 # usage: kubeflow.sh BIN_DIR WORK_DIR BUILD_DIR
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -57,6 +59,22 @@ done
 sleep 1 # a retry or two
 echo "127.0.0.1 $(name ps)" >> "$work/hosts"
 start ps
+# A rescheduled pod: once the worker has trained a while, its process is
+# killed with kill -9 and started again with the same TF_CONFIG, as the
+# operator restarts a pod; it must rejoin the running job (the chief goes
+# on, the global step never goes back) and train to the end.
+for _ in $(seq 600); do
+  grep -qE '^step ([5-9][0-9]{2}|1[0-9]{3})/' "$work/worker.log" && break
+  kill -0 "${pids[worker]}" 2> /dev/null || break
+  sleep 0.1
+done
+grep -qE '^step ([5-9][0-9]{2}|1[0-9]{3})/' "$work/worker.log" ||
+  { tail -20 "$work/worker.log" >&2; fail "kubeflow: the worker never reached step 500"; }
+pkill -9 -P "${pids[worker]}" -f "$bin/dtf-run" || fail "kubeflow: no worker process to kill"
+wait "${pids[worker]}" 2> /dev/null || true
+mv "$work/worker.log" "$work/worker-killed.log"
+echo "   killed the worker pod's process at $(grep -E '^step ' "$work/worker-killed.log" | tail -1 | cut -d' ' -f1-2); starting it again"
+start worker
 failures=0
 for t in ps chief worker evaluator; do
   set +e
@@ -89,9 +107,20 @@ if len(evals) < 2 or evals[-1] < 2000 or evals != sorted(set(evals)):
     bad.append(f"the evaluator did not follow the job (checkpoints evaluated: {evals})")
 if not any("evaluated the last step's checkpoint; done" in l for l in evaluator):
     bad.append("the evaluator did not stop after the last checkpoint")
+killed, again = read("worker-killed"), read("worker")
+if any(l.startswith("final:") for l in killed):
+    bad.append("the killed worker had already finished: the kill tested nothing")
+if not any(l.startswith("final:") for l in again):
+    bad.append("the restarted worker did not train to the end")
+# The chief's global steps never go back across the worker's restart.
+steps = [int(m.group(1)) for l in chief for m in [re.match(r"step (\d+)/", l)] if m]
+if steps != sorted(steps) or not steps:
+    bad.append(f"the chief's steps went back: {steps}")
+if any("restor" in l for l in chief + ps):
+    bad.append("the job was rolled back to a checkpoint for a worker's restart")
 if bad:
     print("\n".join(bad)); sys.exit(1)
-print(f"   ok: chief {final[-1]}; evaluator evaluated {evals}")
+print(f"   ok: chief {final[-1]}; evaluator evaluated {evals}; the worker rejoined after kill -9 and finished")
 PY
 
 # TensorBoard's reader on the evaluator's events.
