@@ -2,9 +2,10 @@
 # Slurm for real: munged, slurmctld and three slurmd "nodes" (n1..n3, each on
 # its own loopback address 127.0.1.x and port) from Debian's slurm-wlm, with
 # no systemd; then `srun dtf-run plan --cluster slurm` trains 1 ps + 2
-# workers, one task per node. A worker task is killed with SIGKILL mid-run:
-# the chief must still finish, the ps must stop when it does, and the step
-# must end by itself. A second step lays 3 tasks over 2 nodes with -m cyclic
+# workers, one task per node. A worker task is killed with SIGKILL mid-run
+# and started again as a step of its own on its node (a rescheduled task):
+# it must rejoin and finish, the chief must finish without a rollback, the
+# ps must stop when it does, and the step must end by itself. A second step lays 3 tasks over 2 nodes with -m cyclic
 # and trains to the end, every task exiting 0; then deploy/slurm/train.sbatch
 # runs through sbatch.
 # Runs as root in a private mount namespace whose /etc/hosts names n1..n3
@@ -133,12 +134,28 @@ for _ in $(seq 2000); do
   kill -0 $srun_pid 2> /dev/null || break
   sleep 0.05
 done
+[ -n "$killed" ] || { tail -30 "$work/step1.log" >&2; fail "slurm: worker.1 (rank 2) was never seen training, so it was not killed"; }
+# Rescheduled: worker.1 again, as a step of its own on n3 (what a requeued
+# or restarted task is under Slurm), told the step's addresses in a cluster
+# file (one task per node: every task on the first reserved port); it must
+# rejoin the running job and train to the end.
+port1=$(sed -n 's/^0: serving on n1:\([0-9]*\)[ ;].*/\1/p' "$work/step1.log")
+[ -n "$port1" ] || { tail -20 "$work/step1.log" >&2; fail "slurm: step 1: no 'serving on n1:PORT' line from the ps"; }
+printf '{"ps": ["n1:%s"], "worker": ["n2:%s", "n3:%s"]}\n' "$port1" "$port1" "$port1" > "$work/step1.json"
+timeout 120 srun -N1 -n1 -w n3 --overcommit \
+  "$bin/dtf-run" "$work/mlp.plan" --cluster "$work/step1.json" --job worker --task 1 \
+  --tls-dir "$work/tls" --model-dir "$work/model1" --steps 3000 --log-every 100 \
+  --sync-timeout 15 --connect-timeout 60 > "$work/step1-again.log" 2>&1 &
+again_pid=$!
 set +e
 wait $srun_pid
 srun_rc=$?
+wait $again_pid
+again_rc=$?
 set -e
-[ -n "$killed" ] || { tail -30 "$work/step1.log" >&2; fail "slurm: worker.1 (rank 2) was never seen training, so it was not killed"; }
-echo "slurm: killed worker.1 (pid $killed); srun exited $srun_rc"
+echo "slurm: killed worker.1 (pid $killed); srun exited $srun_rc; worker.1's own step exited $again_rc"
+[ $again_rc -eq 0 ] && grep -q "^final:" "$work/step1-again.log" ||
+  { tail -20 "$work/step1-again.log" >&2; fail "slurm: worker.1 started again on n3 did not rejoin and train to the end (exit $again_rc)"; }
 python3 - "$work/step1.log" "$work/model1" <<'PY' || { tail -40 "$work/step1.log" >&2; fail "slurm: step 1"; }
 import glob, os, re, sys
 log = open(sys.argv[1]).read().splitlines()
@@ -158,6 +175,11 @@ if not steps or max(steps) < 3000:
     bad.append(f"no final checkpoint (step >= 3000) in the shared model dir: {steps}")
 if any(re.match(r"^\s*2: final:", l) for l in log):
     bad.append("worker.1 finished: it was killed too late to test anything")
+steps = [int(m.group(1)) for l in chief for m in [re.match(r"step (\d+)/", l)] if m]
+if not steps or steps != sorted(steps):
+    bad.append(f"the chief's steps went back across worker.1's restart: {steps}")
+if any("restor" in l for l in chief + ps):
+    bad.append("the job was rolled back to a checkpoint for a worker's restart")
 if bad:
     print("\n".join(bad)); sys.exit(1)
 print(f"   ok: chief {final[-1]}; the ps stopped; ckpt-{max(steps)} written")
