@@ -65,6 +65,8 @@ for tool in ip tc; do command -v "$tool" > /dev/null || die "'$tool' is missing 
 data=${DTF_BENCH_DATA:-/usr/share/datasets/fashion-mnist}
 [[ -x $build/bin/dtfc && -x $build/bin/dtf-run ]] || die "$build/bin has no dtfc and dtf-run (build first)"
 
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 # shellcheck source=bench/venv.sh
 source "$root/bench/venv.sh"
 if want tf; then
@@ -74,40 +76,16 @@ fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 work=$(mktemp -d)
 tag=dtfb$$
-hub=$tag-hub
 hosts=(ps w0 w1)
 declare -A addr=([ps]=10.214.0.1 [w0]=10.214.0.2 [w1]=10.214.0.3)
 cleanup() {
-  local ns p
-  for ns in "${hosts[@]/#/$tag-}" "$hub"; do
-    for p in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$p" 2> /dev/null || true; done
-    ip netns del "$ns" 2> /dev/null || true
-  done
+  bench_netns_down
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-# The hosts and their links (as tests/e2e/netns.sh makes them).
-ip netns add "$hub" || die "this machine refuses to create a network namespace"
-ip -n "$hub" link add br0 type bridge
-ip -n "$hub" link set br0 up
-for h in "${hosts[@]}"; do
-  ns=$tag-$h
-  ip netns add "$ns"
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link add eth0 type veth peer name "v$h" netns "$hub"
-  ip -n "$hub" link set "v$h" master br0
-  ip -n "$hub" link set "v$h" up
-  ip -n "$ns" addr add "${addr[$h]}/24" dev eth0
-  ip -n "$ns" link set eth0 up
-done
-shape() { # shape RATE: every link, both ways
-  local h
-  for h in "${hosts[@]}"; do
-    ip netns exec "$tag-$h" tc qdisc replace dev eth0 root tbf rate "$1" burst 1mb latency 50ms
-    ip netns exec "$hub" tc qdisc replace dev "v$h" root tbf rate "$1" burst 1mb latency 50ms
-  done
-}
+bench_netns_hosts=()
+bench_netns_up "$tag" ps=${addr[ps]} w0=${addr[w0]} w1=${addr[w1]} || die "no network namespaces here"
+hub=$tag-hub
 # Bytes the ps host's link carried so far: out of it, and into it.
 ps_bytes() {
   local o i
@@ -115,16 +93,8 @@ ps_bytes() {
   i=$(ip netns exec "$hub" tc -s qdisc show dev vps | sed -n 's/^ *Sent \([0-9]*\) bytes.*/\1/p' | head -1)
   echo "${o:-0} ${i:-0}"
 }
-shape "${links%%,*}"
-for _ in $(seq 50); do
-  ip netns exec "$tag-w0" python3 -c "
-import socket, sys
-s = socket.socket(); s.settimeout(1)
-try: s.connect(('${addr[ps]}', 9))
-except ConnectionRefusedError: pass
-except OSError: sys.exit(1)" && break
-  sleep 0.2
-done
+bench_netns_shape "${links%%,*}"
+bench_netns_wait w0 "${addr[ps]}" || die "host w0 cannot reach the ps host"
 
 spec=$(printf '{"ps": ["%s:2222"], "worker": ["%s:2222", "%s:2222"]}' "${addr[ps]}" "${addr[w0]}" "${addr[w1]}")
 echo "$spec" > "$work/cluster.json"
@@ -153,7 +123,7 @@ PY
 }
 
 for link in ${links//,/ }; do
-  shape "$link"
+  bench_netns_shape "$link"
   if want tf; then
     echo "== TensorFlow, 1 ps + 2 workers, links $link"
     before=$(ps_bytes) t0=$SECONDS

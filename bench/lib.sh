@@ -81,3 +81,62 @@ bench_cpu_isa() {
   done
   echo "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo); $isa"
 }
+
+# Hosts on one machine (needs root): a bridge in a namespace TAG-hub and a
+# namespace TAG-H per host H on a veth link to it (eth0, ADDR/24), as
+# tests/e2e/netns.sh makes them. bench_netns_up TAG H=ADDR...; the hosts'
+# names are left in bench_netns_hosts and the tag in bench_netns_tag for
+# bench_netns_shape, bench_netns_wait and bench_netns_down.
+bench_netns_up() {
+  local h ns
+  bench_netns_tag=$1
+  shift
+  bench_netns_hosts=()
+  ip netns add "$bench_netns_tag-hub" || { echo "bench: this machine refuses to create a network namespace" >&2; return 1; }
+  ip -n "$bench_netns_tag-hub" link add br0 type bridge
+  ip -n "$bench_netns_tag-hub" link set br0 up
+  for h in "$@"; do
+    ns=$bench_netns_tag-${h%%=*}
+    bench_netns_hosts+=("${h%%=*}")
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link add eth0 type veth peer name "v${h%%=*}" netns "$bench_netns_tag-hub"
+    ip -n "$bench_netns_tag-hub" link set "v${h%%=*}" master br0
+    ip -n "$bench_netns_tag-hub" link set "v${h%%=*}" up
+    ip -n "$ns" addr add "${h#*=}/24" dev eth0
+    ip -n "$ns" link set eth0 up
+  done
+}
+
+# bench_netns_shape RATE: every host's link shaped to RATE (tc tbf), both ways.
+bench_netns_shape() {
+  local h
+  for h in "${bench_netns_hosts[@]}"; do
+    ip netns exec "$bench_netns_tag-$h" tc qdisc replace dev eth0 root tbf rate "$1" burst 1mb latency 50ms
+    ip netns exec "$bench_netns_tag-hub" tc qdisc replace dev "v$h" root tbf rate "$1" burst 1mb latency 50ms
+  done
+}
+
+# bench_netns_wait FROM ADDR: until host FROM reaches ADDR (10 s at most).
+bench_netns_wait() {
+  local _
+  for _ in $(seq 50); do
+    ip netns exec "$bench_netns_tag-$1" python3 -c "
+import socket, sys
+s = socket.socket(); s.settimeout(1)
+try: s.connect(('$2', 9))
+except ConnectionRefusedError: pass
+except OSError: sys.exit(1)" && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# bench_netns_down: every process in the hosts killed, the namespaces gone.
+bench_netns_down() {
+  local ns p
+  for ns in "${bench_netns_hosts[@]/#/$bench_netns_tag-}" "$bench_netns_tag-hub"; do
+    for p in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$p" 2> /dev/null || true; done
+    ip netns del "$ns" 2> /dev/null || true
+  done
+}
