@@ -305,6 +305,76 @@ TEST_F(LauncherTest, CtrlCIsForwardedAndExits130) {
   EXPECT_THAT(r.output, HasSubstr("[launcher] stopped (exit code 130)"));
 }
 
+// `scale ps=2` (docs/elastic.md): the other workers stop first, then the
+// chief saves the step and stops the ps, then every task starts again with
+// --ps 2, ps.1 among them.
+TEST_F(LauncherTest, APsReshardStopsInOrderAndStartsEveryTaskOverTheNewPs) {
+  constexpr const char *kTwoPsTwoWorkers =
+      R"({"ps": ["localhost:2222", "localhost:2225"],
+          "worker": ["localhost:2223", "localhost:2224"]})";
+  Result r = run(kTwoPsTwoWorkers, {"worker.0=reshard=2", "worker.1=leave"},
+                 [&](LaunchOptions &o) {
+                   o.passThroughArgs.push_back("--mark");
+                   o.passThroughArgs.push_back(dir_);
+                   o.ps = 1;
+                 });
+  EXPECT_EQ(r.code, 0) << r.output;
+  const size_t request =
+      positionOf(r.output, "[launcher] scale: re-sharding the ps tasks 1 -> 2 "
+                           "through a checkpoint of the current step: asking "
+                           "worker.1 to stop after the current step, then the "
+                           "chief to save the step and stop the ps tasks");
+  const size_t left =
+      positionOf(r.output, "worker.1 | left the job (asked to: SIGUSR1)");
+  const size_t paused =
+      positionOf(r.output, "worker.0 | paused at global step 42");
+  const size_t psStopped = positionOf(r.output, "[launcher] ps.0 exited (code 0)");
+  const size_t stopped = positionOf(
+      r.output, "[launcher] scale: every task stopped ");
+  const size_t ps1 = positionOf(r.output, "[launcher] ps.1 started");
+  const size_t scaled = positionOf(
+      r.output, "[launcher] ps scaled 1 -> 2: the job paused ");
+  EXPECT_LT(request, left);
+  EXPECT_LT(left, paused);
+  EXPECT_LT(paused, psStopped);
+  EXPECT_LT(psStopped, stopped);
+  EXPECT_LT(stopped, ps1);
+  EXPECT_LT(ps1, scaled);
+  // Said once the restarted chief restored the step.
+  EXPECT_LT(positionOf(r.output, "worker.0 | restored checkpoint ckpt-42"),
+            scaled);
+  EXPECT_THAT(r.output, HasSubstr("(the chief saved global step 42); starting "
+                                  "them again over 2 ps tasks"));
+  EXPECT_THAT(r.output, HasSubstr(" at global step 42 (checkpoint ckpt-42, "
+                                  "re-sharded over 2 ps; "));
+  // Every task of the restarted job has --ps 2.
+  EXPECT_THAT(r.output, HasSubstr("--ps 2 --job worker --task 0\n"));
+  EXPECT_THAT(r.output, HasSubstr("--ps 2 --job worker --task 1\n"));
+  EXPECT_EQ(count(r.output, "[launcher] ps.1 started"), 1u);
+  EXPECT_THAT(r.output, Not(HasSubstr("restarting")));
+  EXPECT_THAT(r.output, HasSubstr("[launcher] the job finished\n"));
+}
+
+TEST_F(LauncherTest, APsReshardTheJobCannotTakeIsRefusedAndNothingStops) {
+  constexpr const char *kTwoPsTwoWorkers =
+      R"({"ps": ["localhost:2222", "localhost:2225"],
+          "worker": ["localhost:2223", "localhost:2224"]})";
+  Result r = run(kTwoPsTwoWorkers, {"worker.0=reshard=2", "worker.1=slow"},
+                 [&](LaunchOptions &o) {
+                   o.passThroughArgs.push_back("--mark");
+                   o.passThroughArgs.push_back(dir_);
+                   o.ps = 1;
+                   o.psRefusal = "this job has no --model-dir";
+                 });
+  // The chief is never asked to pause (it finishes after 4 s), and the job
+  // is not re-sharded.
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[launcher] scale ps=2: this job has no "
+                                  "--model-dir\n"));
+  EXPECT_THAT(r.output, Not(HasSubstr("ps.1 started")));
+  EXPECT_THAT(r.output, Not(HasSubstr("paused at global step")));
+}
+
 TEST_F(LauncherTest, SigtermStopsTheTasksLikeCtrlCAndExits143) {
   Result r =
       run(kPsTwoWorkers, {"worker.0=terminate-parent=3", "worker.1=serve"},
