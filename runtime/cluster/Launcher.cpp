@@ -1,9 +1,9 @@
 // Launcher: fork/exec of the local tasks, one poll loop over their output,
-// their exits, the signals and the deadlines; scaling the workers and
-// re-sharding the ps tasks of a running job.
+// their exits, the signals and the deadlines (LauncherScaling.cpp scales a
+// running job).
 #include "runtime/cluster/Launcher.h"
 
-#include "runtime/cluster/LineBuffer.h"
+#include "runtime/cluster/LauncherLoop.h"
 #include "runtime/cluster/Scaling.h"
 
 #include <algorithm>
@@ -24,8 +24,6 @@ extern char **environ;
 
 namespace dtf::cluster {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // The signal handler's only work: a byte with the signal number on a pipe
 // that the poll loop reads.
@@ -102,128 +100,15 @@ int exitCodeOf(int status) {
   return 1;
 }
 
-std::string secondsText(double s) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", s);
-  return text;
-}
+} // namespace
+
+namespace launcher {
 
 std::string seconds(std::chrono::milliseconds d) {
   if (d.count() % 1000 == 0)
     return strCat(d.count() / 1000, " s");
   return strCat(d.count(), " ms");
 }
-
-struct Task {
-  TaskId id;
-  TaskRole role = TaskRole::kWorker;
-  std::string prefix; // "worker.1 | "
-  enum class State {
-    kWaiting, // to be started at startAt
-    kRunning,
-    kSucceeded, // exited 0
-    kDone,      // ended while the job stopped, or failed past restarting
-    kParked,    // a worker slot outside the job's scale (docs/elastic.md)
-  } state = State::kWaiting;
-  bool leaving = false; // asked to leave (SIGUSR1): its exit parks it
-  bool rejoin = false;  // scaled up again while leaving: start it again
-  pid_t pid = -1;
-  int fds[2] = {-1, -1}; // the read ends of its stdout and stderr
-  LineBuffer lines[2];
-  int restarts = 0; // DTF_RESTART_COUNT of its next start
-  Clock::time_point startAt;
-};
-
-enum class StopReason {
-  kNone,
-  kCompleted,   // every awaited task exited 0: stop the ps
-  kFailed,      // a failure the policy does not restart
-  kRestartJob,  // a failure that restarts every task
-  kInterrupted, // Ctrl-C or SIGTERM to the launcher
-  kReshard,     // a ps re-shard: stop in order, start again over new ps
-};
-
-// A ps re-shard (docs/elastic.md): its ordered stop, then the restart.
-struct Reshard {
-  enum class Phase {
-    kNone,
-    kWorkers, // the workers but the chief finish their step and exit
-    kChief,   // the chief saves the current step and stops the ps tasks
-    kPs,      // the ps tasks exit
-    kRestore, // every task started again; until the chief restores the step
-  } phase = Phase::kNone;
-  int from = 0, to = 0;
-  Clock::time_point asked;      // the request
-  Clock::time_point chiefAsked; // the global step stops moving after this
-  Clock::time_point deadline;   // of the phase
-  bool termSent = false;        // kPs: SIGTERM sent, SIGKILL next
-  long long step = -1;          // the global step the chief saved
-};
-
-class Launcher {
-public:
-  Launcher(const ClusterSpec &cluster, const LaunchOptions &options)
-      : cluster_(cluster), options_(options) {}
-
-  int run();
-
-private:
-  void say(const std::string &line) {
-    std::fprintf(options_.err, "[launcher] %s\n", line.c_str());
-    std::fflush(options_.err);
-  }
-  void printLine(Task &task, int stream, std::string_view line) {
-    std::FILE *to = stream == 0 ? options_.out : options_.err;
-    std::fwrite(task.prefix.data(), 1, task.prefix.size(), to);
-    std::fwrite(line.data(), 1, line.size(), to);
-    std::fputc('\n', to);
-    std::fflush(to);
-    if (reshard_.phase == Reshard::Phase::kChief ||
-        reshard_.phase == Reshard::Phase::kRestore)
-      watchReshard(task, line);
-  }
-
-  bool start(Task &task);
-  void readOutput(Task &task, int stream, bool untilEnd);
-  void closeOutput(Task &task);
-  void reap();
-  void onExit(Task &task, int status);
-  void onFailure(Task &task, int status);
-  void stopJob(StopReason reason, int signal, std::chrono::milliseconds grace,
-               int exitCode);
-  void onSignal(int signal);
-  void killAll();
-  bool anyRunning() const;
-  void afterStopped();
-  int pollTimeoutMs() const;
-  // SIGUSR1: `dtf-run ctl` left a scale request beside the cluster file.
-  void scale(int workers);
-  void takeScaleRequest();
-  // `dtf-run ctl ... scale ps=N`: re-shards the job over N ps tasks.
-  void reshard(int ps);
-  void advanceReshard();
-  void restartResharded();
-  static int reshardGroup(const Task &task);
-  void watchReshard(const Task &task, std::string_view line);
-  // Why a ps re-shard to `ps` tasks is refused ("" when it is not).
-  std::string reshardRefusal(int ps) const;
-
-  ClusterSpec cluster_; // a copy: failover moves its chief
-  const LaunchOptions &options_;
-  std::string chiefArg_; // --chief for every task after a failover
-  int workers_ = 0;      // the scale: worker tasks that run (0: all)
-  int ps_ = 0;           // the ps tasks the job runs over (0: all)
-  std::string psRefusal_; // why no ps re-shard is taken ("" : they are)
-  Reshard reshard_;
-  bool jobStarted_ = false; // --fresh only at the job's first start
-  std::vector<Task> tasks_;
-  StopReason stopping_ = StopReason::kNone;
-  Clock::time_point stopDeadline_;
-  bool killed_ = false;
-  int exitCode_ = 0;
-  int jobRestarts_ = 0;
-  bool finished_ = false;
-};
 
 bool Launcher::start(Task &task) {
   // Everything the child needs is built before fork: between fork and exec
@@ -612,265 +497,6 @@ int Launcher::pollTimeoutMs() const {
   return int(std::max<long long>(0, ms + 1));
 }
 
-void Launcher::takeScaleRequest() {
-  const std::string path = scaleRequestPath(options_.clusterFile);
-  std::ifstream in(path);
-  std::string text;
-  ScaleRequest request;
-  Status s = in && std::getline(in, text)
-                 ? parseScaleRequest(text, cluster_, &request)
-                 : errorStatus("no request in ", path);
-  unlink(path.c_str()); // taken (or refused): a later signal needs a new one
-  if (!s.isOk()) {
-    say(strCat("scale: ", s.message()));
-    return;
-  }
-  if (stopping_ == StopReason::kReshard) {
-    say(strCat("scale: the ps tasks are being re-sharded (", reshard_.from,
-               " -> ", reshard_.to, "); ask again once the job runs"));
-    return;
-  }
-  if (stopping_ != StopReason::kNone) {
-    say("scale: the job is stopping; the request is not taken");
-    return;
-  }
-  if (request.job == kPsJob)
-    reshard(request.count);
-  else
-    scale(request.count);
-}
-
-// The first `workers` scalable tasks run (or are to start), the others are
-// parked: the running ones beyond leave after their step.
-void Launcher::scale(int workers) {
-  workers_ = workers;
-  const std::vector<TaskId> order = scalableTasks(cluster_);
-  std::string started, leaving;
-  for (size_t k = 0; k < order.size(); ++k) {
-    auto it = std::find_if(tasks_.begin(), tasks_.end(),
-                           [&](const Task &t) { return t.id == order[k]; });
-    if (it == tasks_.end())
-      continue;
-    Task &t = *it;
-    const bool wanted = int(k) < workers;
-    if (wanted && (t.state == Task::State::kParked || t.leaving)) {
-      // Back in the job: parked slots start now; one still leaving starts
-      // again once it has gone.
-      if (t.state == Task::State::kParked) {
-        t.state = Task::State::kWaiting;
-        t.startAt = Clock::now();
-      }
-      t.rejoin = t.leaving;
-      started += (started.empty() ? "" : ", ") + t.id.str();
-    } else if (!wanted && t.state == Task::State::kRunning && !t.leaving &&
-               t.role != TaskRole::kChief) {
-      t.leaving = true;
-      t.rejoin = false;
-      kill(t.pid, SIGUSR1);
-      leaving += (leaving.empty() ? "" : ", ") + t.id.str();
-    } else if (!wanted && t.state == Task::State::kWaiting &&
-               t.role != TaskRole::kChief) {
-      t.state = Task::State::kParked;
-    }
-  }
-  say(strCat("scale: ", workers, " worker", workers == 1 ? "" : "s",
-             started.empty() ? "" : "; starting " + started,
-             leaving.empty() ? ""
-                             : "; asking " + leaving +
-                                   " to leave after the current step"));
-}
-
-std::string Launcher::reshardRefusal(int ps) const {
-  if (!psRefusal_.empty())
-    return psRefusal_;
-  return options_.psCountRefusal ? options_.psCountRefusal(ps) : "";
-}
-
-// The ps tasks cannot move while the workers push to them, and a checkpoint
-// holds what the ps tasks applied when it was saved: the workers but the
-// chief stop first (SIGUSR1: each finishes its step, tells the ps tasks it
-// leaves and exits), then the chief saves the step the ps tasks reached and
-// stops them (SIGUSR1 to the chief), so that no update lands after the save;
-// then every task starts again over `ps` ps tasks and the chief restores
-// that checkpoint onto them (advanceReshard, restartResharded).
-void Launcher::reshard(int ps) {
-  const int from = ps_ > 0 ? ps_ : cluster_.numPs();
-  if (ps == from) {
-    say(strCat("scale: the job runs over ", from, " ps task",
-               from == 1 ? "" : "s", " already; nothing to do"));
-    return;
-  }
-  if (std::string why = reshardRefusal(ps); !why.empty()) {
-    say(strCat("scale ps=", ps, ": ", why));
-    return;
-  }
-  reshard_ = Reshard();
-  reshard_.phase = Reshard::Phase::kWorkers;
-  reshard_.from = from;
-  reshard_.to = ps;
-  reshard_.asked = Clock::now();
-  reshard_.deadline = reshard_.asked + options_.interruptGrace;
-  stopping_ = StopReason::kReshard;
-  stopDeadline_ = reshard_.deadline;
-  std::string asked;
-  for (Task &t : tasks_)
-    if (reshardGroup(t) == 0 && t.pid > 0) {
-      kill(t.pid, SIGUSR1);
-      asked += (asked.empty() ? "" : ", ") + t.id.str();
-    }
-  say(strCat("scale: re-sharding the ps tasks ", from, " -> ", ps,
-             " through a checkpoint of the current step: ",
-             asked.empty() ? "" : "asking " + asked + " to stop after the "
-                                  "current step, then ",
-             "the chief to save the step and stop the ps tasks; then every "
-             "task starts again"));
-  advanceReshard();
-}
-
-// The order a re-shard stops the tasks in: 0 the workers but the chief,
-// 1 the chief, 2 the rest (the ps tasks, which the chief stops, and an
-// evaluator, which follows the checkpoints and starts again with the job).
-int Launcher::reshardGroup(const Task &task) {
-  if (task.role == TaskRole::kChief)
-    return 1;
-  return task.role == TaskRole::kPs || task.id.job == kEvaluatorJob ? 2 : 0;
-}
-
-void Launcher::advanceReshard() {
-  const auto now = Clock::now();
-  auto runningOf = [&](int group) {
-    std::string names;
-    for (Task &t : tasks_)
-      if (reshardGroup(t) == group && t.pid > 0)
-        names += (names.empty() ? "" : ", ") + t.id.str();
-    return names;
-  };
-  auto killGroup = [&](int group, int signal) {
-    for (Task &t : tasks_)
-      if (reshardGroup(t) == group && t.pid > 0 && kill(-t.pid, signal) != 0)
-        kill(t.pid, signal);
-  };
-  auto nextPhase = [&](Reshard::Phase phase, std::chrono::milliseconds grace) {
-    reshard_.phase = phase;
-    reshard_.deadline = now + grace;
-    stopDeadline_ = reshard_.deadline;
-  };
-  if (reshard_.phase == Reshard::Phase::kWorkers) {
-    const std::string workers = runningOf(0);
-    if (!workers.empty()) {
-      if (now < reshard_.deadline)
-        return;
-      // A worker stopped by force before the save loses only its own
-      // unpushed step.
-      say(strCat(workers, " did not stop within ",
-                 seconds(options_.interruptGrace), "; killing"));
-      killGroup(0, SIGKILL);
-      return;
-    }
-    reshard_.chiefAsked = now;
-    nextPhase(Reshard::Phase::kChief, options_.interruptGrace);
-    for (Task &t : tasks_)
-      if (t.role == TaskRole::kChief && t.pid > 0)
-        kill(t.pid, SIGUSR1);
-  }
-  if (reshard_.phase == Reshard::Phase::kChief) {
-    const std::string chief = runningOf(1);
-    if (!chief.empty()) {
-      if (now < reshard_.deadline)
-        return;
-      say(strCat("the chief (", chief, ") did not save within ",
-                 seconds(options_.interruptGrace),
-                 "; killing it: the job goes on from its last checkpoint"));
-      killGroup(1, SIGKILL);
-      return;
-    }
-    // The chief stops the ps tasks once it has saved; without its save they
-    // are stopped here. An evaluator stops (SIGTERM: after its evaluation).
-    nextPhase(Reshard::Phase::kPs, options_.stopGrace);
-    for (Task &t : tasks_)
-      if (reshardGroup(t) == 2 && t.pid > 0 &&
-          (reshard_.step < 0 || t.role != TaskRole::kPs))
-        kill(t.pid, SIGTERM);
-  }
-  if (reshard_.phase == Reshard::Phase::kPs) {
-    const std::string ps = runningOf(2);
-    if (ps.empty() || now < reshard_.deadline)
-      return;
-    say(strCat(ps, " did not stop within ", seconds(options_.stopGrace), "; ",
-               reshard_.termSent ? "killing" : "terminating"));
-    killGroup(2, reshard_.termSent ? SIGKILL : SIGTERM);
-    reshard_.termSent = true;
-    nextPhase(Reshard::Phase::kPs, options_.stopGrace);
-  }
-}
-
-// Every task has stopped: the first `to` ps tasks and every task of the
-// job's scale start again.
-void Launcher::restartResharded() {
-  stopping_ = StopReason::kNone;
-  killed_ = false;
-  ps_ = reshard_.to;
-  for (Task &task : tasks_) {
-    if (task.role == TaskRole::kPs)
-      task.state = task.id.index < ps_ ? Task::State::kWaiting
-                                       : Task::State::kParked;
-    else if (task.state != Task::State::kParked)
-      task.state = Task::State::kWaiting;
-    task.startAt = Clock::now();
-  }
-  reshard_.phase = Reshard::Phase::kRestore;
-  const double stopped =
-      std::chrono::duration<double>(Clock::now() - reshard_.asked).count();
-  say(strCat("scale: every task stopped ", secondsText(stopped),
-             " after the request",
-             reshard_.step >= 0
-                 ? strCat(" (the chief saved global step ", reshard_.step, ")")
-                 : std::string(" (the chief saved no checkpoint: the job goes "
-                               "on from its last one)"),
-             "; starting them again over ", ps_, " ps task",
-             ps_ == 1 ? "" : "s"));
-}
-
-// The lines a re-shard waits for (runtime/distributed writes them): the
-// chief's "paused at global step N" once it has saved (or, finishing its job
-// when asked, "saved checkpoint ckpt-N"), and the restarted chief's
-// "restored checkpoint ckpt-N ... onto K ps tasks; continuing at step N"
-// once every ps holds the step again.
-void Launcher::watchReshard(const Task &task, std::string_view line) {
-  if (task.role != TaskRole::kChief)
-    return;
-  auto number = [&](std::string_view after) {
-    return std::atoll(std::string(line.substr(after.size())).c_str());
-  };
-  if (reshard_.phase == Reshard::Phase::kChief) {
-    for (std::string_view said :
-         {"paused at global step ", "saved checkpoint ckpt-"})
-      if (line.substr(0, said.size()) == said)
-        reshard_.step = std::max(reshard_.step, number(said));
-    return;
-  }
-  constexpr std::string_view kRestored = "restored checkpoint ckpt-";
-  constexpr std::string_view kContinuing = "; continuing at step ";
-  const size_t at = line.rfind(kContinuing);
-  if (line.substr(0, kRestored.size()) != kRestored ||
-      at == std::string_view::npos)
-    return;
-  const long long name = number(kRestored);
-  const long long step = std::atoll(
-      std::string(line.substr(at + kContinuing.size())).c_str());
-  const auto now = Clock::now();
-  const double paused =
-      std::chrono::duration<double>(now - reshard_.chiefAsked).count();
-  const double total =
-      std::chrono::duration<double>(now - reshard_.asked).count();
-  reshard_.phase = Reshard::Phase::kNone;
-  say(strCat("ps scaled ", reshard_.from, " -> ", reshard_.to,
-             ": the job paused ", secondsText(paused), " at global step ",
-             step, " (checkpoint ckpt-", name, ", re-sharded over ",
-             reshard_.to, " ps; ", secondsText(total),
-             " from the request, the other workers stopping first)"));
-}
-
 int Launcher::run() {
   // The tasks of this machine, and a check that no two of them would
   // listen on one port (localhost:2222 and myhost:2222).
@@ -923,35 +549,9 @@ int Launcher::run() {
     say(strCat("error: cannot create a pipe: ", std::strerror(errno)));
     return kLauncherCannotStart;
   }
-  if (options_.ps > cluster_.numPs()) {
-    say(strCat("error: --ps ", options_.ps, ": ", cluster_.source(), " has ",
-               cluster_.numPs(), " ps task", cluster_.numPs() == 1 ? "" : "s",
-               "; give N from 1 to ", cluster_.numPs()));
+  if (!startScale(tasks_.size() == total))
     return kLauncherUsageError;
-  }
-  // A re-shard stops and starts every task of the job: this launcher's.
-  psRefusal_ = options_.psRefusal;
-  if (psRefusal_.empty() && tasks_.size() < total)
-    psRefusal_ = "re-sharding the ps tasks starts every task of the job "
-                 "again, and this launcher runs only the tasks of " +
-                 cluster_.source() + " on this machine; run them all here";
-  std::vector<std::string> refusals;
-  if (!psRefusal_.empty())
-    refusals.push_back("ps: " + psRefusal_);
-  for (int n = 1; psRefusal_.empty() && n <= cluster_.numPs(); ++n)
-    if (std::string why = reshardRefusal(n); !why.empty())
-      refusals.push_back(strCat("ps=", n, ": ", why));
-  if (!options_.clusterFile.empty())
-    if (Status p = writeLauncherPid(options_.clusterFile, refusals);
-        !p.isOk())
-      say(strCat("warning: ", p.message(), "; dtf-run ctl cannot reach this "
-                 "launcher"));
-  if (options_.workers > 0)
-    scale(options_.workers);
-  ps_ = options_.ps;
   for (Task &task : tasks_) {
-    if (task.role == TaskRole::kPs && ps_ > 0 && task.id.index >= ps_)
-      task.state = Task::State::kParked; // a slot a re-shard may use
     if (task.state == Task::State::kParked)
       continue;
     if (!start(task)) {
@@ -1043,10 +643,10 @@ int Launcher::run() {
   return exitCode_;
 }
 
-} // namespace
+} // namespace launcher
 
 int runLauncher(const ClusterSpec &cluster, const LaunchOptions &options) {
-  Launcher launcher(cluster, options);
+  launcher::Launcher launcher(cluster, options);
   return launcher.run();
 }
 

@@ -111,9 +111,8 @@ Status parseScaleRequest(const std::string &text, const ClusterSpec &cluster,
   const std::string workerRange =
       strCat("1 to ", workerSlots, " (the worker slots of ", cluster.source(),
              " on this machine, the chief counted)");
-  const std::string psRange = strCat("1 to ", cluster.numPs(),
-                                     " (the ps tasks of ", cluster.source(),
-                                     ")");
+  const std::string psRange = strCat(
+      "1 to ", cluster.numPs(), " (the ps tasks of ", cluster.source(), ")");
   if ((job != kWorkerJob && job != kPsJob) || eq == std::string::npos)
     return errorStatus("scale expects worker=N with N from ", workerRange,
                        ", or ps=N with N from ", psRange, ", got '", s, "'");
@@ -225,8 +224,8 @@ int runControlCommand(int argc, char **argv) {
     if (!line.empty())
       lines.push_back(line);
   if (std::string why = refusalFor(lines, scale); !why.empty()) {
-    std::fprintf(stderr, "dtf-run: error: ctl: scale ps=%d: %s\n",
-                 scale.count, why.c_str());
+    std::fprintf(stderr, "dtf-run: error: ctl: scale ps=%d: %s\n", scale.count,
+                 why.c_str());
     return 2;
   }
   s = writeWhole(scaleRequestPath(clusterFile),

@@ -328,12 +328,13 @@ TEST_F(LauncherTest, APsReshardStopsInOrderAndStartsEveryTaskOverTheNewPs) {
       positionOf(r.output, "worker.1 | left the job (asked to: SIGUSR1)");
   const size_t paused =
       positionOf(r.output, "worker.0 | paused at global step 42");
-  const size_t psStopped = positionOf(r.output, "[launcher] ps.0 exited (code 0)");
-  const size_t stopped = positionOf(
-      r.output, "[launcher] scale: every task stopped ");
+  const size_t psStopped =
+      positionOf(r.output, "[launcher] ps.0 exited (code 0)");
+  const size_t stopped =
+      positionOf(r.output, "[launcher] scale: every task stopped ");
   const size_t ps1 = positionOf(r.output, "[launcher] ps.1 started");
-  const size_t scaled = positionOf(
-      r.output, "[launcher] ps scaled 1 -> 2: the job paused ");
+  const size_t scaled =
+      positionOf(r.output, "[launcher] ps scaled 1 -> 2: the job paused ");
   EXPECT_LT(request, left);
   EXPECT_LT(left, paused);
   EXPECT_LT(paused, psStopped);
