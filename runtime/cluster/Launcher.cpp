@@ -201,9 +201,13 @@ bool Launcher::start(Task &task) {
     sigemptyset(&byDefault.sa_mask);
     for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE})
       sigaction(s, &byDefault, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
+    // SIGUSR1 (leave, or pause: docs/elastic.md) stays blocked across exec:
+    // one sent before dtf-run's signal thread takes it waits for that
+    // thread instead of ending the process by its default action.
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_SETMASK, &usr1, nullptr);
     execve(argv[0], argv.data(), envp.data());
     const int e = errno;
     ssize_t ignored = write(execError[1], &e, sizeof e);

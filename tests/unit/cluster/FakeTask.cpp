@@ -104,7 +104,13 @@ int servingTasks() {
 
 int main(int argc, char **argv) {
   std::signal(SIGINT, onInterrupt);
+  // The launcher starts it with SIGUSR1 blocked (dtf-run takes it on a
+  // signal thread); a handler needs it unblocked.
   std::signal(SIGUSR1, onUsr1);
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigprocmask(SIG_UNBLOCK, &usr1, nullptr);
   std::string job, task, args, cluster, ps;
   std::vector<std::string> behaviors;
   for (int i = 1; i < argc; ++i) {
