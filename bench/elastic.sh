@@ -11,6 +11,11 @@
 #   - kill -9 of worker.1 in a job started task by task (--job/--task, no
 #     launcher to restart it), with a short --lease-timeout: kill -> ps.0's
 #     "went silent";
+#   - ps re-shards (`dtf-run ctl scale ps=2`, then `scale ps=1`, on a
+#     launcher started with --ps 1 of 2 ps slots, --workers 2 of 3 worker
+#     slots and a model dir): request -> the launcher's "ps scaled" line
+#     (the restarted chief restored the checkpoint of the step it paused
+#     at);
 #   - for each, the longest time the job's global step did not move after
 #     the change (the pause) beside the median step interval before it, and
 #     the global steps per second before and after.
@@ -24,6 +29,7 @@
 #     --phase S            seconds of each phase between changes (default 8)
 #     --lease-timeout S    the kill run's --lease-timeout (default 2)
 #     --modes LIST         sync,async (default both)
+#     --runs LIST          scale,kill,ps (default all three)
 #     --out FILE           results file (default bench/results/elastic.md;
 #                          "-" writes none)
 #     --keep DIR           keep the logs in DIR (default: removed)
@@ -39,6 +45,7 @@ build=$root/build
 phase=8
 lease=2
 modes=sync,async
+runs=scale,kill,ps
 out=$root/bench/results/elastic.md
 keep=
 cmdline="bench/elastic.sh${*:+ $*}"
@@ -50,6 +57,7 @@ while (($#)); do
     --phase) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--phase needs whole seconds, got '${2-}'"; phase=$2; shift 2 ;;
     --lease-timeout) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--lease-timeout needs whole seconds, got '${2-}'"; lease=$2; shift 2 ;;
     --modes) modes=${2:?--modes needs a list}; shift 2 ;;
+    --runs) runs=${2:?--runs needs a list}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
     --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -58,6 +66,9 @@ while (($#)); do
 done
 for m in ${modes//,/ }; do
   case $m in sync|async) ;; *) die "--modes: unknown mode '$m' (sync, async)" ;; esac
+done
+for r in ${runs//,/ }; do
+  case $r in scale|kill|ps) ;; *) die "--runs: unknown run '$r' (scale, kill, ps)" ;; esac
 done
 data=${DTF_BENCH_DATA:-/usr/share/datasets/fashion-mnist}
 [[ -e $data/train-images-idx3-ubyte.gz || -e $data/train-images-idx3-ubyte ]] ||
@@ -140,6 +151,27 @@ scale_run() { # MODE
   wait "${pids[-1]}" 2>/dev/null || true
 }
 
+# The launcher with 1 of 2 ps slots and 2 workers, re-sharded over 2 ps and
+# back to 1 (through a checkpoint of the current step: every task restarts).
+ps_run() { # MODE
+  local m=$1 log=$work/$1.ps.log
+  bench_cluster_json 2 3 > "$work/$m.ps.json"
+  "$run" "$work/$m.plan" --cluster "$work/$m.ps.json" --ps 1 --workers 2 --threads 1 \
+    --model-dir "$work/$m.model" --log-every 1 > >(stamp > "$log") 2>&1 &
+  pids+=($!)
+  wait_step "$log" worker.1 20
+  sleep "$phase"
+  echo "$(now) psup" >> "$work/$m.ps.events"
+  "$run" ctl --cluster "$work/$m.ps.json" scale ps=2 > /dev/null
+  sleep "$phase"
+  echo "$(now) psdown" >> "$work/$m.ps.events"
+  "$run" ctl --cluster "$work/$m.ps.json" scale ps=1 > /dev/null
+  sleep "$phase"
+  echo "$(now) end" >> "$work/$m.ps.events"
+  kill -INT "${pids[-1]}" 2>/dev/null || true
+  wait "${pids[-1]}" 2>/dev/null || true
+}
+
 # ps.0, worker.0 and worker.1 started one by one; worker.1 killed with -9.
 kill_run() { # MODE
   local m=$1 log=$work/$1.kill.log t w1=
@@ -168,15 +200,18 @@ kill_run() { # MODE
 
 for m in ${modes//,/ }; do
   plan_for "$m"
-  echo "== $m: scale up and down (launcher)"
-  scale_run "$m"
-  echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"
-  kill_run "$m"
+  for r in ${runs//,/ }; do
+    case $r in
+      scale) echo "== $m: scale up and down (launcher)"; scale_run "$m" ;;
+      kill) echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"; kill_run "$m" ;;
+      ps) echo "== $m: ps re-shards 1 -> 2 -> 1 (launcher)"; ps_run "$m" ;;
+    esac
+  done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 read -r -a mode_list <<< "${modes//,/ }"
-table=$(python3 "$root/bench/elastic_table.py" "$work" "$phase" "$lease" "${mode_list[@]}")
+table=$(python3 "$root/bench/elastic_table.py" "$work" "$phase" "$lease" "$runs" "${mode_list[@]}")
 echo
 echo "$table"
 
@@ -217,6 +252,11 @@ isa=$(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 'avx2' /proc/cpui
   echo "  certificates from \`dtf-run certs\`,"
   echo "  \`--workers 2 --lease-timeout $lease\`, so nothing restarts the killed one);"
   echo "  \`kill -9\` of worker.1. *Absorbed*: kill to ps.0's \"went silent\"."
+  echo "- ps re-shards: \`dtf-run plan --cluster c.json --ps 1 --workers 2 --model-dir"
+  echo "  DIR\` (2 ps slots, 3 worker slots), then \`scale ps=2\`, then \`scale ps=1\`: the other worker"
+  echo "  stops, the chief saves the step and stops the ps, every task starts again"
+  echo "  (docs/elastic.md). *Re-sharded*: request to the launcher's \"ps scaled\" line"
+  echo "  (the restarted chief restored the step onto the new ps tasks)."
   echo "- *Pause*: the longest time the job's global step (the highest step any"
   echo "  worker printed) did not move, from the change to the end of its phase,"
   echo "  beside the median interval between its moves in the phase before."
