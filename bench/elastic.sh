@@ -131,43 +131,32 @@ plan_for() { # MODE -> $work/MODE.plan
   "$build/bin/dtfc" "$work/$1.dtf" -o "$work/$1.plan"
 }
 
-# The launcher with 2 of 3 worker slots, scaled to 3 and back to 2.
-scale_run() { # MODE
-  local m=$1 log=$work/$1.scale.log
-  bench_cluster_json 1 3 > "$work/$m.scale.json"
-  "$run" "$work/$m.plan" --cluster "$work/$m.scale.json" --workers 2 --threads 1 \
+# The launcher with some slots of the cluster file, scaled twice, a phase
+# apart:
+#   scale: 1 ps and 3 worker slots, --workers 2; worker=3, then worker=2;
+#   ps: 2 ps and 3 worker slots, --ps 1 --workers 2 and a model dir; ps=2,
+#     then ps=1 (re-shards through a checkpoint of the current step: every
+#     task restarts).
+launcher_run() { # MODE RUN
+  local m=$1 r=$2 log=$work/$1.$2.log nps=1 change
+  local -a args=(--workers 2) changes=("up worker=3" "down worker=2")
+  if [[ $r == ps ]]; then
+    nps=2
+    args+=(--ps 1 --model-dir "$work/$m.model")
+    changes=("psup ps=2" "psdown ps=1")
+  fi
+  bench_cluster_json "$nps" 3 > "$work/$m.$r.json"
+  "$run" "$work/$m.plan" --cluster "$work/$m.$r.json" "${args[@]}" --threads 1 \
     --log-every 1 > >(stamp > "$log") 2>&1 &
   pids+=($!)
   wait_step "$log" worker.1 20
+  for change in "${changes[@]}"; do
+    sleep "$phase"
+    echo "$(now) ${change% *}" >> "$work/$m.$r.events"
+    "$run" ctl --cluster "$work/$m.$r.json" scale "${change#* }" > /dev/null
+  done
   sleep "$phase"
-  echo "$(now) up" >> "$work/$m.scale.events"
-  "$run" ctl --cluster "$work/$m.scale.json" scale worker=3 > /dev/null
-  sleep "$phase"
-  echo "$(now) down" >> "$work/$m.scale.events"
-  "$run" ctl --cluster "$work/$m.scale.json" scale worker=2 > /dev/null
-  sleep "$phase"
-  echo "$(now) end" >> "$work/$m.scale.events"
-  kill -INT "${pids[-1]}" 2>/dev/null || true
-  wait "${pids[-1]}" 2>/dev/null || true
-}
-
-# The launcher with 1 of 2 ps slots and 2 workers, re-sharded over 2 ps and
-# back to 1 (through a checkpoint of the current step: every task restarts).
-ps_run() { # MODE
-  local m=$1 log=$work/$1.ps.log
-  bench_cluster_json 2 3 > "$work/$m.ps.json"
-  "$run" "$work/$m.plan" --cluster "$work/$m.ps.json" --ps 1 --workers 2 --threads 1 \
-    --model-dir "$work/$m.model" --log-every 1 > >(stamp > "$log") 2>&1 &
-  pids+=($!)
-  wait_step "$log" worker.1 20
-  sleep "$phase"
-  echo "$(now) psup" >> "$work/$m.ps.events"
-  "$run" ctl --cluster "$work/$m.ps.json" scale ps=2 > /dev/null
-  sleep "$phase"
-  echo "$(now) psdown" >> "$work/$m.ps.events"
-  "$run" ctl --cluster "$work/$m.ps.json" scale ps=1 > /dev/null
-  sleep "$phase"
-  echo "$(now) end" >> "$work/$m.ps.events"
+  echo "$(now) end" >> "$work/$m.$r.events"
   kill -INT "${pids[-1]}" 2>/dev/null || true
   wait "${pids[-1]}" 2>/dev/null || true
 }
@@ -202,9 +191,9 @@ for m in ${modes//,/ }; do
   plan_for "$m"
   for r in ${runs//,/ }; do
     case $r in
-      scale) echo "== $m: scale up and down (launcher)"; scale_run "$m" ;;
+      scale) echo "== $m: scale up and down (launcher)"; launcher_run "$m" scale ;;
       kill) echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"; kill_run "$m" ;;
-      ps) echo "== $m: ps re-shards 1 -> 2 -> 1 (launcher)"; ps_run "$m" ;;
+      ps) echo "== $m: ps re-shards 1 -> 2 -> 1 (launcher)"; launcher_run "$m" ps ;;
     esac
   done
 done

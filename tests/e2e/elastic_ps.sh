@@ -31,12 +31,6 @@ cluster_json "$work/c.json" 2 2
 log=$work/run.log
 : > "$log"
 step_now() { sed -n 's/^worker.0 *| step \([0-9]*\)\/.*/\1/p' "$log" | tail -1; }
-wait_for() { # wait_for SECONDS WHAT COMMAND...: until COMMAND succeeds
-  local limit=$1 what=$2; shift 2
-  for _ in $(seq 1 $((limit * 50))); do "$@" && return 0; sleep 0.02; done
-  tail -20 "$log" >&2
-  fail "waited $limit s for $what"
-}
 at_step() { local s; s=$(step_now); [ "${s:-0}" -ge "$1" ]; }
 scaled() { grep -q "^\[launcher\] ps scaled $1:" "$log"; }
 

@@ -110,35 +110,22 @@ if [ "$mode" = async ]; then
     sleep 0.02
   done
 fi
-if [ "$mode" = ps ]; then
+if [ "$mode" = scale ] || [ "$mode" = ps ]; then
+  # Up in epoch 0, down in epoch 1 (a ps re-shard down once the one up is
+  # done: a request during a re-shard is refused).
+  up=worker=3 down=worker=2
+  [ "$mode" = ps ] && up=ps=2 down=ps=1
+  up_done() { [ "$mode" != ps ] || grep -q '^\[launcher\] ps scaled 1 -> 2' "$log"; }
   ctl() { "$bin/dtf-run" ctl --cluster "$work/c.json" scale "$1" > /dev/null; }
   scaled=no
   for _ in $(seq 1 3000); do
     kill -0 "$launcher" 2>/dev/null || break
     s=$(step_now)
     if [ "$scaled" = no ] && [ "${s:-0}" -ge 100 ]; then
-      ctl ps=2 && scaled=up && echo "   step $s: scale ps=2"
+      ctl "$up" && scaled=up && echo "   step $s: scale $up"
     fi
-    if [ "$scaled" = up ] && grep -q '^\[launcher\] ps scaled 1 -> 2' "$log" &&
-       [ "${s:-0}" -ge $((per_epoch + 100)) ]; then
-      ctl ps=1 && scaled=down && echo "   step $s: scale ps=1"
-      [ "$s" -lt $((2 * per_epoch)) ] || fail "scaled down after epoch 1 (step $s); make the data larger"
-    fi
-    sleep 0.02
-  done
-  [ "$scaled" = down ] || fail "the job ended before it was re-sharded up and down ($scaled)"
-fi
-if [ "$mode" = scale ]; then
-  ctl() { "$bin/dtf-run" ctl --cluster "$work/c.json" scale "$1" > /dev/null; }
-  scaled=no
-  for _ in $(seq 1 1500); do
-    kill -0 "$launcher" 2>/dev/null || break
-    s=$(step_now)
-    if [ "$scaled" = no ] && [ "${s:-0}" -ge 100 ]; then
-      ctl worker=3 && scaled=up && echo "   step $s: scale worker=3"
-    fi
-    if [ "$scaled" = up ] && [ "${s:-0}" -ge $((per_epoch + 100)) ]; then
-      ctl worker=2 && scaled=down && echo "   step $s: scale worker=2"
+    if [ "$scaled" = up ] && up_done && [ "${s:-0}" -ge $((per_epoch + 100)) ]; then
+      ctl "$down" && scaled=down && echo "   step $s: scale $down"
       [ "$s" -lt $((2 * per_epoch)) ] || fail "scaled down after epoch 1 (step $s); make the data larger"
     fi
     sleep 0.02

@@ -305,19 +305,27 @@ TEST_F(LauncherTest, CtrlCIsForwardedAndExits130) {
   EXPECT_THAT(r.output, HasSubstr("[launcher] stopped (exit code 130)"));
 }
 
+constexpr const char *kTwoPsTwoWorkers =
+    R"({"ps": ["localhost:2222", "localhost:2225"],
+        "worker": ["localhost:2223", "localhost:2224"]})";
+
+// The fake tasks mark DIR/TASK.serving, and the job starts over ps.0 alone.
+std::function<void(LaunchOptions &)>
+reshardOptions(const std::string &dir, const std::string &refusal) {
+  return [dir, refusal](LaunchOptions &o) {
+    o.passThroughArgs.push_back("--mark");
+    o.passThroughArgs.push_back(dir);
+    o.ps = 1;
+    o.psRefusal = refusal;
+  };
+}
+
 // `scale ps=2` (docs/elastic.md): the other workers stop first, then the
 // chief saves the step and stops the ps, then every task starts again with
 // --ps 2, ps.1 among them.
 TEST_F(LauncherTest, APsReshardStopsInOrderAndStartsEveryTaskOverTheNewPs) {
-  constexpr const char *kTwoPsTwoWorkers =
-      R"({"ps": ["localhost:2222", "localhost:2225"],
-          "worker": ["localhost:2223", "localhost:2224"]})";
   Result r = run(kTwoPsTwoWorkers, {"worker.0=reshard=2", "worker.1=leave"},
-                 [&](LaunchOptions &o) {
-                   o.passThroughArgs.push_back("--mark");
-                   o.passThroughArgs.push_back(dir_);
-                   o.ps = 1;
-                 });
+                 reshardOptions(dir_, ""));
   EXPECT_EQ(r.code, 0) << r.output;
   const size_t request =
       positionOf(r.output, "[launcher] scale: re-sharding the ps tasks 1 -> 2 "
@@ -357,16 +365,8 @@ TEST_F(LauncherTest, APsReshardStopsInOrderAndStartsEveryTaskOverTheNewPs) {
 }
 
 TEST_F(LauncherTest, APsReshardTheJobCannotTakeIsRefusedAndNothingStops) {
-  constexpr const char *kTwoPsTwoWorkers =
-      R"({"ps": ["localhost:2222", "localhost:2225"],
-          "worker": ["localhost:2223", "localhost:2224"]})";
   Result r = run(kTwoPsTwoWorkers, {"worker.0=reshard=2", "worker.1=slow"},
-                 [&](LaunchOptions &o) {
-                   o.passThroughArgs.push_back("--mark");
-                   o.passThroughArgs.push_back(dir_);
-                   o.ps = 1;
-                   o.psRefusal = "this job has no --model-dir";
-                 });
+                 reshardOptions(dir_, "this job has no --model-dir"));
   // The chief is never asked to pause (it finishes after 4 s), and the job
   // is not re-sharded.
   EXPECT_EQ(r.code, 0) << r.output;
