@@ -26,8 +26,9 @@
 //                       beside --cluster, and SIGUSR1); serve until SIGUSR1,
 //                       then say "paused at global step 42", stop the ps
 //                       (DIR/ps.stop) and exit 130, like dtf-run's chief
-//                       (not asked within 4 s: ok); started with --ps N: say
-//                       it restored ckpt-42, then slow
+//                       (not asked within 4 s: ok); started again after its
+//                       request (DIR/reshard.asked): say it restored
+//                       ckpt-42, then slow
 // Serving tasks stop after their current step on SIGINT and exit 130, like
 // dtf-run. A serving ps exits 0 once DIR/ps.stop exists (removing it).
 #include <csignal>
@@ -166,17 +167,19 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (what.rfind("reshard=", 0) == 0) {
-    if (ps == what.substr(8)) {
+    const std::string asked = gMarkDir + "/reshard.asked";
+    if (access(asked.c_str(), F_OK) == 0) { // started again by the re-shard
       say("restored checkpoint ckpt-42 from DIR onto " + ps +
           " ps tasks; continuing at step 42");
       serve(300, name);
       return ok(name, args);
     }
     const std::string request = what.substr(8);
-    std::thread([request, cluster] {
+    std::thread([request, cluster, asked] {
       for (int tries = 0; tries < 1000 && servingTasks() < 3; ++tries)
         usleep(10000);
       std::ofstream(cluster + ".scale") << "ps=" << request << "\n";
+      std::ofstream(asked) << "\n";
       kill(getppid(), SIGUSR1);
     }).detach();
     // Not asked to pause within 4 s (a refused request): done.

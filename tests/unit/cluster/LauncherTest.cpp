@@ -376,6 +376,16 @@ TEST_F(LauncherTest, APsReshardTheJobCannotTakeIsRefusedAndNothingStops) {
   EXPECT_THAT(r.output, Not(HasSubstr("paused at global step")));
 }
 
+TEST_F(LauncherTest, APsRequestForTheCountTheJobRunsOverDoesNothing) {
+  Result r = run(kTwoPsTwoWorkers, {"worker.0=reshard=1", "worker.1=slow"},
+                 reshardOptions(dir_, ""));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[launcher] scale: the job runs over 1 ps "
+                                  "task already; nothing to do\n"));
+  EXPECT_THAT(r.output, Not(HasSubstr("ps.1 started")));
+  EXPECT_THAT(r.output, Not(HasSubstr("re-sharding")));
+}
+
 TEST_F(LauncherTest, SigtermStopsTheTasksLikeCtrlCAndExits143) {
   Result r =
       run(kPsTwoWorkers, {"worker.0=terminate-parent=3", "worker.1=serve"},
