@@ -24,7 +24,8 @@
 //   reshard=N           (the chief) once 3 tasks serve (--mark DIR), ask
 //                       the launcher for `scale ps=N` (the request file
 //                       beside --cluster, and SIGUSR1); serve until SIGUSR1,
-//                       then say "paused at global step 42", stop the ps
+//                       then ask again (until the launcher took it), say
+//                       "paused at global step 42", stop the ps
 //                       (DIR/ps.stop) and exit 130, like dtf-run's chief
 //                       (not asked within 4 s: ok); started again after its
 //                       request (DIR/reshard.asked): say it restored
@@ -188,6 +189,14 @@ int main(int argc, char **argv) {
       return ok(name, args);
     if (served != -1)
       return 130;
+    // A request while the re-shard is under way (the launcher refuses it),
+    // taken before this task exits.
+    std::ofstream(cluster + ".scale") << "ps=" << request << "\n";
+    kill(getppid(), SIGUSR1);
+    for (int tries = 0;
+         tries < 500 && access((cluster + ".scale").c_str(), F_OK) == 0;
+         ++tries)
+      usleep(10000);
     say("paused at global step 42 (asked to: SIGUSR1)");
     std::ofstream(gMarkDir + "/ps.stop") << "\n";
     return 130;

@@ -308,6 +308,9 @@ TEST_F(LauncherTest, CtrlCIsForwardedAndExits130) {
 constexpr const char *kTwoPsTwoWorkers =
     R"({"ps": ["localhost:2222", "localhost:2225"],
         "worker": ["localhost:2223", "localhost:2224"]})";
+constexpr const char *kTwoPsThreeWorkers =
+    R"({"ps": ["localhost:2222", "localhost:2225"],
+        "worker": ["localhost:2223", "localhost:2224", "localhost:2226"]})";
 
 // The fake tasks mark DIR/TASK.serving, and the job starts over ps.0 alone.
 std::function<void(LaunchOptions &)>
@@ -321,11 +324,16 @@ reshardOptions(const std::string &dir, const std::string &refusal) {
 }
 
 // `scale ps=2` (docs/elastic.md): the other workers stop first, then the
-// chief saves the step and stops the ps, then every task starts again with
-// --ps 2, ps.1 among them.
+// chief saves the step and stops the ps, then every task of the job's scale
+// (2 of the 3 worker slots) starts again with --ps 2, ps.1 among them; a
+// request meanwhile is refused.
 TEST_F(LauncherTest, APsReshardStopsInOrderAndStartsEveryTaskOverTheNewPs) {
-  Result r = run(kTwoPsTwoWorkers, {"worker.0=reshard=2", "worker.1=leave"},
-                 reshardOptions(dir_, ""));
+  auto options = reshardOptions(dir_, "");
+  Result r = run(kTwoPsThreeWorkers, {"worker.0=reshard=2", "worker.1=leave"},
+                 [&](LaunchOptions &o) {
+                   options(o);
+                   o.workers = 2;
+                 });
   EXPECT_EQ(r.code, 0) << r.output;
   const size_t request =
       positionOf(r.output, "[launcher] scale: re-sharding the ps tasks 1 -> 2 "
@@ -360,6 +368,11 @@ TEST_F(LauncherTest, APsReshardStopsInOrderAndStartsEveryTaskOverTheNewPs) {
   EXPECT_THAT(r.output, HasSubstr("--ps 2 --job worker --task 0\n"));
   EXPECT_THAT(r.output, HasSubstr("--ps 2 --job worker --task 1\n"));
   EXPECT_EQ(count(r.output, "[launcher] ps.1 started"), 1u);
+  EXPECT_THAT(r.output, Not(HasSubstr("worker.2 started")));
+  EXPECT_LT(positionOf(r.output, "[launcher] scale: the ps tasks are being "
+                                 "re-sharded (1 -> 2); ask again once the "
+                                 "job runs"),
+            stopped);
   EXPECT_THAT(r.output, Not(HasSubstr("restarting")));
   EXPECT_THAT(r.output, HasSubstr("[launcher] the job finished\n"));
 }
