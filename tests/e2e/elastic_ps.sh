@@ -30,9 +30,6 @@ sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
 cluster_json "$work/c.json" 2 2
 log=$work/run.log
 : > "$log"
-step_now() { sed -n 's/^worker.0 *| step \([0-9]*\)\/.*/\1/p' "$log" | tail -1; }
-at_step() { local s; s=$(step_now); [ "${s:-0}" -ge "$1" ]; }
-scaled() { grep -q "^\[launcher\] ps scaled $1:" "$log"; }
 
 # refused_by_ctl NAME TEXT PLAN ARGS...: with a launcher of PLAN running,
 # `ctl scale ps=2` exits 2 saying TEXT (what the launcher's pid file says it
@@ -61,13 +58,10 @@ timeout 150 "$bin/dtf-run" "$work/mlp.plan" --cluster "$work/c.json" --insecure 
   --threads 1 --log-every 10 --model-dir "$work/model" --ps 1 > "$log" 2>&1 &
 launcher=$!
 trap 'kill "$launcher" 2>/dev/null || true; wait "$launcher" 2>/dev/null || true' EXIT
-ctl() { "$bin/dtf-run" ctl --cluster "$work/c.json" scale "$1" >> "$work/ctl.log" 2>&1; }
-wait_for 60 "the chief's step 100" at_step 100
-ctl ps=2 || fail "dtf-run ctl scale ps=2 failed: $(cat "$work/ctl.log")"
-echo "   step $(step_now): scale ps=2"
-wait_for 60 "the re-shard over 2 ps" scaled "1 -> 2"
-s=$(step_now)
-wait_for 60 "60 more steps over 2 ps" at_step $((s + 60))
+wait_for 60 "the chief's step 100" chief_at 100
+reshard "$work/c.json" 1 2
+s=$(chief_step)
+wait_for 60 "60 more steps over 2 ps" chief_at $((s + 60))
 # Refused at once by ctl, with the range; nothing changes.
 if "$bin/dtf-run" ctl --cluster "$work/c.json" scale ps=3 2> "$work/bad.err"; then
   fail "scale ps=3 of 2 ps slots was taken"
@@ -75,9 +69,7 @@ fi
 grep -q "scale ps=N: N must be from 1 to 2 (the ps tasks of" "$work/bad.err" ||
   fail "scale ps=3: $(cat "$work/bad.err")"
 echo "   refused: $(cut -c1-110 "$work/bad.err")"
-ctl ps=1 || fail "dtf-run ctl scale ps=1 failed: $(cat "$work/ctl.log")"
-echo "   step $(step_now): scale ps=1"
-wait_for 60 "the re-shard back to 1 ps" scaled "2 -> 1"
+reshard "$work/c.json" 2 1
 set +e; wait "$launcher"; code=$?; set -e
 [ "$code" = 0 ] || { tail -30 "$log" >&2; fail "the launcher exited $code"; }
 

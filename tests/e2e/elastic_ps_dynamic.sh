@@ -18,24 +18,16 @@ sed -e "s/steps = 120/steps = $steps/" "$root/tests/e2e/dynamic_embedding.dtf" >
 cluster_json "$work/c.json" 2 2
 log=$work/run.log
 : > "$log"
-step_now() { sed -n 's/^worker.0 *| step \([0-9]*\)\/.*/\1/p' "$log" | tail -1; }
-at_step() { local s; s=$(step_now); [ "${s:-0}" -ge "$1" ]; }
-scaled() { grep -q "^\[launcher\] ps scaled $1:" "$log"; }
 
 timeout 150 "$bin/dtf-run" "$work/dyn.plan" --cluster "$work/c.json" --insecure \
   --threads 1 --log-every 10 --model-dir "$work/model" > "$log" 2>&1 &
 launcher=$!
 trap 'kill "$launcher" 2>/dev/null || true; wait "$launcher" 2>/dev/null || true' EXIT
-ctl() { "$bin/dtf-run" ctl --cluster "$work/c.json" scale "$1" >> "$work/ctl.log" 2>&1; }
-wait_for 60 "the chief's step 150" at_step 150
-ctl ps=1 || fail "dtf-run ctl scale ps=1 failed: $(cat "$work/ctl.log")"
-echo "   step $(step_now): scale ps=1"
-wait_for 60 "the re-shard onto 1 ps" scaled "2 -> 1"
-s=$(step_now)
-wait_for 60 "100 more steps on 1 ps" at_step $((s + 100))
-ctl ps=2 || fail "dtf-run ctl scale ps=2 failed: $(cat "$work/ctl.log")"
-echo "   step $(step_now): scale ps=2"
-wait_for 60 "the re-shard back over 2 ps" scaled "1 -> 2"
+wait_for 60 "the chief's step 150" chief_at 150
+reshard "$work/c.json" 2 1
+s=$(chief_step)
+wait_for 60 "100 more steps on 1 ps" chief_at $((s + 100))
+reshard "$work/c.json" 1 2
 set +e; wait "$launcher"; code=$?; set -e
 [ "$code" = 0 ] || { tail -30 "$log" >&2; fail "the launcher exited $code"; }
 
