@@ -15,8 +15,9 @@
 # - the pause checkpoints have 1 and then 2 shards (the ps count changed);
 # - the job ends with exit 0 at its 400 steps, the chief's test accuracy in
 #   the band of unchanged runs; a request out of range is refused by ctl,
-#   and so are re-shards of a job without --model-dir and of an in-graph
-#   job (exit 2, from what the launcher wrote into its pid file).
+#   and so are re-shards of a job without --model-dir, of an in-graph job
+#   and of a plan compiled for 2 ps (exit 2, from what the launcher wrote
+#   into its pid file).
 # It took 6 to 12 s on the 2-core test machine (2026-11-30).
 # usage: elastic_ps.sh BIN_DIR WORK_DIR [UPDATE]   (default async)
 # shellcheck source=tests/e2e/lib.sh
@@ -31,28 +32,34 @@ cluster_json "$work/c.json" 2 2
 log=$work/run.log
 : > "$log"
 
-# refused_by_ctl NAME TEXT PLAN ARGS...: with a launcher of PLAN running,
-# `ctl scale ps=2` exits 2 saying TEXT (what the launcher's pid file says it
-# cannot take); the job is then stopped.
+# refused_by_ctl NAME TEXT REQUEST PLAN ARGS...: with a launcher of PLAN
+# running on $work/NAME.json (2 ps and 2 worker slots), `ctl scale REQUEST`
+# exits 2 saying TEXT (what the launcher's pid file says it cannot take);
+# the job is then stopped.
 refused_by_ctl() {
-  local name=$1 text=$2 plan=$3; shift 3
-  cluster_json "$work/$name.json" 2 2
-  "$bin/dtf-run" "$plan" --cluster "$work/$name.json" --insecure --threads 1 --ps 1 "$@" \
+  local name=$1 text=$2 request=$3 plan=$4; shift 4
+  [ -f "$work/$name.json" ] || cluster_json "$work/$name.json" 2 2
+  "$bin/dtf-run" "$plan" --cluster "$work/$name.json" --insecure --threads 1 "$@" \
     > "$work/$name.log" 2>&1 &
   local job=$! code=0
   wait_for 30 "the launcher's pid file" test -s "$work/$name.json.launcher"
-  "$bin/dtf-run" ctl --cluster "$work/$name.json" scale ps=2 2> "$work/$name.err" || code=$?
+  "$bin/dtf-run" ctl --cluster "$work/$name.json" scale "$request" 2> "$work/$name.err" || code=$?
   kill -INT "$job"; wait "$job" || true
   [ "$code" = 2 ] && grep -qF "$text" "$work/$name.err" ||
     fail "$name: ctl exited $code, expected 2 saying '$text': $(cat "$work/$name.err")"
   echo "   refused ($name): $(cut -c1-120 "$work/$name.err")"
 }
 refused_by_ctl no-model-dir "scale ps=2: re-sharding the ps tasks goes through a checkpoint of the current step, and this job has no --model-dir" \
-  "$work/mlp.plan"
+  ps=2 "$work/mlp.plan" --ps 1
 sed -e 's/replication = between_graph/replication = in_graph/' "$work/mlp.dtf" > "$work/in_graph.dtf"
 "$bin/dtfc" "$work/in_graph.dtf" -o "$work/in_graph.plan"
 refused_by_ctl in-graph "scale ps=2: re-sharding the ps tasks needs between-graph replication" \
-  "$work/in_graph.plan" --model-dir "$work/in_graph_model"
+  ps=2 "$work/in_graph.plan" --ps 1 --model-dir "$work/in_graph_model"
+# A plan compiled for the cluster's 2 ps tasks (dtfc --cluster) runs over 2.
+cluster_json "$work/bound.json" 2 2
+"$bin/dtfc" "$work/mlp.dtf" --cluster "$work/bound.json" -o "$work/bound.plan"
+refused_by_ctl bound "scale ps=1: $work/bound.plan was compiled for 2 ps tasks (dtfc --cluster)" \
+  ps=1 "$work/bound.plan" --model-dir "$work/bound_model"
 
 timeout 150 "$bin/dtf-run" "$work/mlp.plan" --cluster "$work/c.json" --insecure \
   --threads 1 --log-every 10 --model-dir "$work/model" --ps 1 > "$log" 2>&1 &
