@@ -9,7 +9,7 @@
 //                       (the default for chief and workers)
 //   serve               run 10 ms steps until a signal (the default for ps)
 //   exit=N              exit with code N
-//   crash               die of SIGSEGV
+//   crash               say its arguments and die of SIGSEGV
 //   crash-once          crash when DTF_RESTART_COUNT is 0, else the default
 //   partial             split writes and carriage-return redraws, then exit 0
 //   interrupt-parent=N  once N tasks serve (they mark DIR/TASK.serving, with
@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
   const char *restart = std::getenv("DTF_RESTART_COUNT");
   if (what == "crash" ||
       (what == "crash-once" && restart && std::string(restart) == "0")) {
-    say("about to crash");
+    say("about to crash, args=" + args);
     struct rlimit none = {0, 0};
     setrlimit(RLIMIT_CORE, &none);
     std::raise(SIGSEGV);

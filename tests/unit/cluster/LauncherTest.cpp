@@ -255,6 +255,25 @@ TEST_F(LauncherTest, ChiefFailureCanRestartTheWholeJob) {
             restart);
 }
 
+// --fresh moves the checkpoints aside: only the job's first start gets it,
+// so that a job started again goes on from its checkpoints.
+TEST_F(LauncherTest, AJobStartedAgainGoesOnWithoutFresh) {
+  Result r = run(kPsTwoWorkers, {"worker.0=crash-once", "worker.1=slow"},
+                 [](LaunchOptions &o) {
+                   o.policy.chief.onFailure = FailureAction::kRestartJob;
+                   o.passThroughArgs.push_back("--fresh");
+                 });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("worker.0 | about to crash, args=plan.bin "
+                                  "--steps 7 --fresh --cluster"));
+  EXPECT_THAT(r.output, HasSubstr("worker.1 | hello from worker.1 restart=1 "
+                                  "DTF_TASK=worker.1 args=plan.bin --steps 7 "
+                                  "--cluster"));
+  EXPECT_THAT(r.output, HasSubstr("worker.0 | hello from worker.0 restart=1 "
+                                  "DTF_TASK=worker.0 args=plan.bin --steps 7 "
+                                  "--cluster"));
+}
+
 TEST_F(LauncherTest, ChiefFailoverMovesTheChiefRoleToTheNextWorker) {
   Result r = run(kPsTwoWorkers, {"worker.0=crash-once", "worker.1=slow"},
                  [](LaunchOptions &o) {
