@@ -112,7 +112,7 @@ for w in ("worker.0", "worker.1"):
 # The job ran its steps (in async mode the other worker's last push may
 # land beside the chief's: one more).
 evals = [int(m.group(1)) for l in said("worker.0") for m in [re.match(r"eval +step (\d+) ", l)] if m]
-if not evals or evals[-1] not in (steps, steps + 1) or applied["ps.0"][-1] not in (steps, steps + 1):
+if not evals or not applied["ps.0"] or evals[-1] not in (steps, steps + 1) or applied["ps.0"][-1] not in (steps, steps + 1):
     bad.append(f"the job did not end at step {steps}: evaluated at {evals}, ps.0 applied {applied['ps.0']}")
 # The ps count changed: the pause checkpoints' shards, ps.1's variables.
 shards = [int(m.group(1)) for l in said("worker.0") for m in [re.search(r"saved checkpoint ckpt-\d+ in .* \((\d+) shards?\)", l)] if m]
