@@ -11,6 +11,11 @@
 #   - kill -9 of worker.1 in a job started task by task (--job/--task, no
 #     launcher to restart it), with a short --lease-timeout: kill -> ps.0's
 #     "went silent";
+#   - ps re-shards (`dtf-run ctl scale ps=2`, then `scale ps=1`, on a
+#     launcher started with --ps 1 of 2 ps slots, --workers 2 of 3 worker
+#     slots and a model dir): request -> the launcher's "ps scaled" line
+#     (the restarted chief restored the checkpoint of the step it paused
+#     at);
 #   - for each, the longest time the job's global step did not move after
 #     the change (the pause) beside the median step interval before it, and
 #     the global steps per second before and after.
@@ -24,6 +29,7 @@
 #     --phase S            seconds of each phase between changes (default 8)
 #     --lease-timeout S    the kill run's --lease-timeout (default 2)
 #     --modes LIST         sync,async (default both)
+#     --runs LIST          scale,kill,ps (default all three)
 #     --out FILE           results file (default bench/results/elastic.md;
 #                          "-" writes none)
 #     --keep DIR           keep the logs in DIR (default: removed)
@@ -39,6 +45,7 @@ build=$root/build
 phase=8
 lease=2
 modes=sync,async
+runs=scale,kill,ps
 out=$root/bench/results/elastic.md
 keep=
 cmdline="bench/elastic.sh${*:+ $*}"
@@ -50,6 +57,7 @@ while (($#)); do
     --phase) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--phase needs whole seconds, got '${2-}'"; phase=$2; shift 2 ;;
     --lease-timeout) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--lease-timeout needs whole seconds, got '${2-}'"; lease=$2; shift 2 ;;
     --modes) modes=${2:?--modes needs a list}; shift 2 ;;
+    --runs) runs=${2:?--runs needs a list}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
     --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -58,6 +66,9 @@ while (($#)); do
 done
 for m in ${modes//,/ }; do
   case $m in sync|async) ;; *) die "--modes: unknown mode '$m' (sync, async)" ;; esac
+done
+for r in ${runs//,/ }; do
+  case $r in scale|kill|ps) ;; *) die "--runs: unknown run '$r' (scale, kill, ps)" ;; esac
 done
 data=${DTF_BENCH_DATA:-/usr/share/datasets/fashion-mnist}
 [[ -e $data/train-images-idx3-ubyte.gz || -e $data/train-images-idx3-ubyte ]] ||
@@ -120,22 +131,32 @@ plan_for() { # MODE -> $work/MODE.plan
   "$build/bin/dtfc" "$work/$1.dtf" -o "$work/$1.plan"
 }
 
-# The launcher with 2 of 3 worker slots, scaled to 3 and back to 2.
-scale_run() { # MODE
-  local m=$1 log=$work/$1.scale.log
-  bench_cluster_json 1 3 > "$work/$m.scale.json"
-  "$run" "$work/$m.plan" --cluster "$work/$m.scale.json" --workers 2 --threads 1 \
+# The launcher with some slots of the cluster file, scaled twice, a phase
+# apart:
+#   scale: 1 ps and 3 worker slots, --workers 2; worker=3, then worker=2;
+#   ps: 2 ps and 3 worker slots, --ps 1 --workers 2 and a model dir; ps=2,
+#     then ps=1 (re-shards through a checkpoint of the current step: every
+#     task restarts).
+launcher_run() { # MODE RUN
+  local m=$1 r=$2 log=$work/$1.$2.log nps=1 change
+  local -a args=(--workers 2) changes=("up worker=3" "down worker=2")
+  if [[ $r == ps ]]; then
+    nps=2
+    args+=(--ps 1 --model-dir "$work/$m.model")
+    changes=("psup ps=2" "psdown ps=1")
+  fi
+  bench_cluster_json "$nps" 3 > "$work/$m.$r.json"
+  "$run" "$work/$m.plan" --cluster "$work/$m.$r.json" "${args[@]}" --threads 1 \
     --log-every 1 > >(stamp > "$log") 2>&1 &
   pids+=($!)
   wait_step "$log" worker.1 20
+  for change in "${changes[@]}"; do
+    sleep "$phase"
+    echo "$(now) ${change% *}" >> "$work/$m.$r.events"
+    "$run" ctl --cluster "$work/$m.$r.json" scale "${change#* }" > /dev/null
+  done
   sleep "$phase"
-  echo "$(now) up" >> "$work/$m.scale.events"
-  "$run" ctl --cluster "$work/$m.scale.json" scale worker=3 > /dev/null
-  sleep "$phase"
-  echo "$(now) down" >> "$work/$m.scale.events"
-  "$run" ctl --cluster "$work/$m.scale.json" scale worker=2 > /dev/null
-  sleep "$phase"
-  echo "$(now) end" >> "$work/$m.scale.events"
+  echo "$(now) end" >> "$work/$m.$r.events"
   kill -INT "${pids[-1]}" 2>/dev/null || true
   wait "${pids[-1]}" 2>/dev/null || true
 }
@@ -168,15 +189,18 @@ kill_run() { # MODE
 
 for m in ${modes//,/ }; do
   plan_for "$m"
-  echo "== $m: scale up and down (launcher)"
-  scale_run "$m"
-  echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"
-  kill_run "$m"
+  for r in ${runs//,/ }; do
+    case $r in
+      scale) echo "== $m: scale up and down (launcher)"; launcher_run "$m" scale ;;
+      kill) echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"; kill_run "$m" ;;
+      ps) echo "== $m: ps re-shards 1 -> 2 -> 1 (launcher)"; launcher_run "$m" ps ;;
+    esac
+  done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 read -r -a mode_list <<< "${modes//,/ }"
-table=$(python3 "$root/bench/elastic_table.py" "$work" "$phase" "$lease" "${mode_list[@]}")
+table=$(python3 "$root/bench/elastic_table.py" "$work" "$phase" "$lease" "$runs" "${mode_list[@]}")
 echo
 echo "$table"
 
@@ -217,6 +241,11 @@ isa=$(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 'avx2' /proc/cpui
   echo "  certificates from \`dtf-run certs\`,"
   echo "  \`--workers 2 --lease-timeout $lease\`, so nothing restarts the killed one);"
   echo "  \`kill -9\` of worker.1. *Absorbed*: kill to ps.0's \"went silent\"."
+  echo "- ps re-shards: \`dtf-run plan --cluster c.json --ps 1 --workers 2 --model-dir"
+  echo "  DIR\` (2 ps slots, 3 worker slots), then \`scale ps=2\`, then \`scale ps=1\`: the other worker"
+  echo "  stops, the chief saves the step and stops the ps, every task starts again"
+  echo "  (docs/elastic.md). *Re-sharded*: request to the launcher's \"ps scaled\" line"
+  echo "  (the restarted chief restored the step onto the new ps tasks)."
   echo "- *Pause*: the longest time the job's global step (the highest step any"
   echo "  worker printed) did not move, from the change to the end of its phase,"
   echo "  beside the median interval between its moves in the phase before."

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The table of bench/elastic.sh from its timestamped logs.
 
-usage: elastic_table.py WORK PHASE LEASE MODE...
+usage: elastic_table.py WORK PHASE LEASE RUNS MODE...
 
-WORK holds, per MODE, MODE.scale.log and MODE.kill.log (lines "TIME TASK |
-..." and "TIME [launcher] ...") and MODE.scale.events / MODE.kill.events
-("TIME up|down|kill|end"). The job's global step is the highest step any
+WORK holds, per MODE and run of RUNS (scale,kill,ps), MODE.RUN.log (lines
+"TIME TASK | ..." and "TIME [launcher] ...") and MODE.RUN.events ("TIME
+up|down|kill|psup|psdown|end"). The job's global step is the highest step any
 worker printed so far; a change's pause is the longest time it did not move
 from the change to the end of its phase."""
 import re
@@ -77,10 +77,10 @@ def f(x, digits=2):
 
 
 def main():
-    work, phase, lease, modes = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+    work, phase, lease, runs, modes = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4].split(","), sys.argv[5:]
     rows = []
     for mode in modes:
-        for run in ("scale", "kill"):
+        for run in runs:
             base = f"{work}/{mode}.{run}"
             lines, ev, mv = read(base + ".log"), events(base + ".events"), moves(base + ".log")
             for i, (te, what) in enumerate(ev):
@@ -92,6 +92,10 @@ def main():
                     change = "scale-up 2 -> 3 workers"
                     took = first_after(lines, te, lambda s: re.match(r"worker\.2\s*\|\s*step \d+/", s) is not None)
                     said = "joined"
+                elif what in ("psup", "psdown"):
+                    change = "re-shard " + ("1 -> 2 ps" if what == "psup" else "2 -> 1 ps")
+                    took = first_after(lines, te, lambda s: s.startswith("[launcher] ps scaled"))
+                    said = "re-sharded"
                 elif what == "down":
                     change = "scale-down 3 -> 2 workers"
                     # ps.0 stops counting it (the launcher says so once it exited).

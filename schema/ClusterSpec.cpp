@@ -658,6 +658,20 @@ Status ClusterSpec::setChief(const TaskId &task) {
   return Status::ok();
 }
 
+Status ClusterSpec::keepFirstPs(int n) {
+  const int slots = numPs();
+  if (slots == 0)
+    return errorStatus("--ps ", n, ": ", source_,
+                       " has no ps job (\"ps\": [\"host:port\", ...])");
+  if (n < 1 || n > slots)
+    return errorStatus("--ps ", n, ": ", source_, " has ", slots, " ps task",
+                       slots == 1 ? "" : "s",
+                       "; the job runs over the first N of them, N from 1 to ",
+                       slots, " (add ps addresses to the file for more)");
+  jobs_[kPsJob].resize(size_t(n));
+  return Status::ok();
+}
+
 TaskId ClusterSpec::chief() const {
   if (chief_)
     return *chief_;

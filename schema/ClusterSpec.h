@@ -104,6 +104,10 @@ public:
   /// Moves the chief role to `task` (dtf-run --chief), a task of the chief
   /// or worker job; an error naming it otherwise.
   Status setChief(const TaskId &task);
+  /// Keeps the first `n` tasks of the ps job and drops the rest (dtf-run
+  /// --ps N: the job runs over those, the others are slots a later re-shard
+  /// may use, docs/elastic.md). An error naming the range otherwise.
+  Status keepFirstPs(int n);
   /// Every task, chief first, then ps, then workers, then the evaluator, each
   /// in index order.
   std::vector<TaskId> allTasks() const;

@@ -1,5 +1,5 @@
 // The launcher's roles, restart policy rows and command line (--workers,
-// --max-restarts, --chief-failover; the cluster options dropped).
+// --ps, --max-restarts, --chief-failover; the cluster options dropped).
 #include "runtime/cluster/Launcher.h"
 
 #include <algorithm>
@@ -51,20 +51,23 @@ Status parseLauncherArguments(const std::vector<std::string> &args,
     }
     const bool clusterOption =
         name == "--cluster" || name == "--job" || name == "--task";
-    if (name == "--workers") {
+    if (name == "--workers" || name == "--ps") {
       if (!hasValue) {
         if (i + 1 >= args.size())
-          return errorStatus("--workers needs a value");
+          return errorStatus(name, " needs a value");
         value = args[++i];
       }
       const bool digits = !value.empty() && value.size() <= 6 &&
                           value.find_first_not_of("0123456789") ==
                               std::string::npos;
       if (!digits || std::stoi(value) < 1)
-        return errorStatus("--workers expects how many worker tasks to start "
-                           "(1 or more, the chief counted), got '",
+        return errorStatus(name == "--ps"
+                               ? "--ps expects how many ps tasks to start (1 "
+                                 "or more), got '"
+                               : "--workers expects how many worker tasks to "
+                                 "start (1 or more, the chief counted), got '",
                            value, "'");
-      options->workers = std::stoi(value);
+      (name == "--ps" ? options->ps : options->workers) = std::stoi(value);
       continue;
     }
     if (name == "--chief-failover") {

@@ -1,13 +1,15 @@
 // Launcher: fork/exec of the local tasks, one poll loop over their output,
-// their exits, the signals and the deadlines.
+// their exits, the signals and the deadlines (LauncherScaling.cpp scales a
+// running job).
 #include "runtime/cluster/Launcher.h"
 
-#include "runtime/cluster/LineBuffer.h"
+#include "runtime/cluster/LauncherLoop.h"
 #include "runtime/cluster/Scaling.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -22,8 +24,6 @@ extern char **environ;
 
 namespace dtf::cluster {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // The signal handler's only work: a byte with the signal number on a pipe
 // that the poll loop reads.
@@ -100,97 +100,26 @@ int exitCodeOf(int status) {
   return 1;
 }
 
+} // namespace
+
+namespace launcher {
+
 std::string seconds(std::chrono::milliseconds d) {
   if (d.count() % 1000 == 0)
     return strCat(d.count() / 1000, " s");
   return strCat(d.count(), " ms");
 }
 
-struct Task {
-  TaskId id;
-  TaskRole role = TaskRole::kWorker;
-  std::string prefix; // "worker.1 | "
-  enum class State {
-    kWaiting, // to be started at startAt
-    kRunning,
-    kSucceeded, // exited 0
-    kDone,      // ended while the job stopped, or failed past restarting
-    kParked,    // a worker slot outside the job's scale (docs/elastic.md)
-  } state = State::kWaiting;
-  bool leaving = false; // asked to leave (SIGUSR1): its exit parks it
-  bool rejoin = false;  // scaled up again while leaving: start it again
-  pid_t pid = -1;
-  int fds[2] = {-1, -1}; // the read ends of its stdout and stderr
-  LineBuffer lines[2];
-  int restarts = 0; // DTF_RESTART_COUNT of its next start
-  Clock::time_point startAt;
-};
-
-enum class StopReason {
-  kNone,
-  kCompleted,   // every awaited task exited 0: stop the ps
-  kFailed,      // a failure the policy does not restart
-  kRestartJob,  // a failure that restarts every task
-  kInterrupted, // Ctrl-C or SIGTERM to the launcher
-};
-
-class Launcher {
-public:
-  Launcher(const ClusterSpec &cluster, const LaunchOptions &options)
-      : cluster_(cluster), options_(options) {}
-
-  int run();
-
-private:
-  void say(const std::string &line) {
-    std::fprintf(options_.err, "[launcher] %s\n", line.c_str());
-    std::fflush(options_.err);
-  }
-  void printLine(Task &task, int stream, std::string_view line) {
-    std::FILE *to = stream == 0 ? options_.out : options_.err;
-    std::fwrite(task.prefix.data(), 1, task.prefix.size(), to);
-    std::fwrite(line.data(), 1, line.size(), to);
-    std::fputc('\n', to);
-    std::fflush(to);
-  }
-
-  bool start(Task &task);
-  void readOutput(Task &task, int stream, bool untilEnd);
-  void closeOutput(Task &task);
-  void reap();
-  void onExit(Task &task, int status);
-  void onFailure(Task &task, int status);
-  void stopJob(StopReason reason, int signal, std::chrono::milliseconds grace,
-               int exitCode);
-  void onSignal(int signal);
-  void killAll();
-  bool anyRunning() const;
-  void afterStopped();
-  int pollTimeoutMs() const;
-  // SIGUSR1: `dtf-run ctl` left a scale request beside the cluster file.
-  void scale(int workers);
-  void takeScaleRequest();
-
-  ClusterSpec cluster_; // a copy: failover moves its chief
-  const LaunchOptions &options_;
-  std::string chiefArg_; // --chief for every task after a failover
-  int workers_ = 0;      // the scale: worker tasks that run (0: all)
-  std::vector<Task> tasks_;
-  StopReason stopping_ = StopReason::kNone;
-  Clock::time_point stopDeadline_;
-  bool killed_ = false;
-  int exitCode_ = 0;
-  int jobRestarts_ = 0;
-  bool finished_ = false;
-};
-
 bool Launcher::start(Task &task) {
   // Everything the child needs is built before fork: between fork and exec
   // only async-signal-safe calls are allowed.
   std::vector<std::string> args;
   args.push_back(options_.program);
-  args.insert(args.end(), options_.passThroughArgs.begin(),
-              options_.passThroughArgs.end());
+  for (const std::string &a : options_.passThroughArgs)
+    // A job started again (a failed chief, a ps re-shard) goes on from its
+    // checkpoints: --fresh would move them aside.
+    if (a != "--fresh" || !jobStarted_)
+      args.push_back(a);
   if (!options_.clusterFile.empty()) {
     args.push_back("--cluster");
     args.push_back(options_.clusterFile);
@@ -202,6 +131,10 @@ bool Launcher::start(Task &task) {
   if (workers_ > 0) { // the ps tasks count them live from the start
     args.push_back("--workers");
     args.push_back(std::to_string(workers_));
+  }
+  if (ps_ > 0) { // the first ps_ ps tasks hold the variables
+    args.push_back("--ps");
+    args.push_back(std::to_string(ps_));
   }
   args.push_back("--job");
   args.push_back(task.id.job);
@@ -268,9 +201,13 @@ bool Launcher::start(Task &task) {
     sigemptyset(&byDefault.sa_mask);
     for (int s : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE})
       sigaction(s, &byDefault, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
+    // SIGUSR1 (leave, or pause: docs/elastic.md) stays blocked across exec:
+    // one sent before dtf-run's signal thread takes it waits for that
+    // thread instead of ending the process by its default action.
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigprocmask(SIG_SETMASK, &usr1, nullptr);
     execve(argv[0], argv.data(), envp.data());
     const int e = errno;
     ssize_t ignored = write(execError[1], &e, sizeof e);
@@ -505,7 +442,9 @@ void Launcher::onSignal(int signal) {
     return;
   }
   const int code = 128 + signal;
-  if (stopping_ == StopReason::kNone || stopping_ == StopReason::kRestartJob) {
+  if (stopping_ == StopReason::kNone || stopping_ == StopReason::kRestartJob ||
+      stopping_ == StopReason::kReshard) {
+    reshard_.phase = Reshard::Phase::kNone;
     say(strCat(signal == SIGINT ? "interrupted" : "terminated",
                "; stopping every task after its current step (Ctrl-C again "
                "to kill them at once)"));
@@ -528,6 +467,10 @@ bool Launcher::anyRunning() const {
 
 // Every task has ended after a stop: the job is over, or starts again.
 void Launcher::afterStopped() {
+  if (stopping_ == StopReason::kReshard) {
+    restartResharded();
+    return;
+  }
   if (stopping_ != StopReason::kRestartJob) {
     finished_ = true;
     return;
@@ -556,66 +499,6 @@ int Launcher::pollTimeoutMs() const {
       std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now())
           .count();
   return int(std::max<long long>(0, ms + 1));
-}
-
-void Launcher::takeScaleRequest() {
-  const std::string path = scaleRequestPath(options_.clusterFile);
-  std::ifstream in(path);
-  std::string text;
-  int workers = 0;
-  Status s = in && std::getline(in, text)
-                 ? parseScaleRequest(text, cluster_, &workers)
-                 : errorStatus("no request in ", path);
-  unlink(path.c_str()); // taken (or refused): a later signal needs a new one
-  if (!s.isOk()) {
-    say(strCat("scale: ", s.message()));
-    return;
-  }
-  if (stopping_ != StopReason::kNone) {
-    say("scale: the job is stopping; the request is not taken");
-    return;
-  }
-  scale(workers);
-}
-
-// The first `workers` scalable tasks run (or are to start), the others are
-// parked: the running ones beyond leave after their step.
-void Launcher::scale(int workers) {
-  workers_ = workers;
-  const std::vector<TaskId> order = scalableTasks(cluster_);
-  std::string started, leaving;
-  for (size_t k = 0; k < order.size(); ++k) {
-    auto it = std::find_if(tasks_.begin(), tasks_.end(),
-                           [&](const Task &t) { return t.id == order[k]; });
-    if (it == tasks_.end())
-      continue;
-    Task &t = *it;
-    const bool wanted = int(k) < workers;
-    if (wanted && (t.state == Task::State::kParked || t.leaving)) {
-      // Back in the job: parked slots start now; one still leaving starts
-      // again once it has gone.
-      if (t.state == Task::State::kParked) {
-        t.state = Task::State::kWaiting;
-        t.startAt = Clock::now();
-      }
-      t.rejoin = t.leaving;
-      started += (started.empty() ? "" : ", ") + t.id.str();
-    } else if (!wanted && t.state == Task::State::kRunning && !t.leaving &&
-               t.role != TaskRole::kChief) {
-      t.leaving = true;
-      t.rejoin = false;
-      kill(t.pid, SIGUSR1);
-      leaving += (leaving.empty() ? "" : ", ") + t.id.str();
-    } else if (!wanted && t.state == Task::State::kWaiting &&
-               t.role != TaskRole::kChief) {
-      t.state = Task::State::kParked;
-    }
-  }
-  say(strCat("scale: ", workers, " worker", workers == 1 ? "" : "s",
-             started.empty() ? "" : "; starting " + started,
-             leaving.empty() ? ""
-                             : "; asking " + leaving +
-                                   " to leave after the current step"));
 }
 
 int Launcher::run() {
@@ -670,12 +553,8 @@ int Launcher::run() {
     say(strCat("error: cannot create a pipe: ", std::strerror(errno)));
     return kLauncherCannotStart;
   }
-  if (!options_.clusterFile.empty())
-    if (Status p = writeLauncherPid(options_.clusterFile); !p.isOk())
-      say(strCat("warning: ", p.message(), "; dtf-run ctl cannot reach this "
-                 "launcher"));
-  if (options_.workers > 0)
-    scale(options_.workers);
+  if (!startScale(tasks_.size() == total))
+    return kLauncherUsageError;
   for (Task &task : tasks_) {
     if (task.state == Task::State::kParked)
       continue;
@@ -686,6 +565,7 @@ int Launcher::run() {
       break;
     }
   }
+  jobStarted_ = true;
 
   while (!finished_) {
     if (stopping_ != StopReason::kNone && !anyRunning()) {
@@ -722,8 +602,10 @@ int Launcher::run() {
     }
     reap();
     const auto now = Clock::now();
-    if (stopping_ != StopReason::kNone && !killed_ && now >= stopDeadline_ &&
-        anyRunning()) {
+    if (stopping_ == StopReason::kReshard)
+      advanceReshard();
+    else if (stopping_ != StopReason::kNone && !killed_ &&
+             now >= stopDeadline_ && anyRunning()) {
       std::string late;
       for (const Task &t : tasks_) {
         if (t.pid > 0)
@@ -765,10 +647,10 @@ int Launcher::run() {
   return exitCode_;
 }
 
-} // namespace
+} // namespace launcher
 
 int runLauncher(const ClusterSpec &cluster, const LaunchOptions &options) {
-  Launcher launcher(cluster, options);
+  launcher::Launcher launcher(cluster, options);
   return launcher.run();
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -73,6 +74,18 @@ struct LaunchOptions {
   /// scalableTasks); 0: all. `dtf-run ctl ... scale worker=N` changes it
   /// while the job runs (docs/elastic.md). dtf-run --workers N.
   int workers = 0;
+  /// How many ps tasks to start (the first N of the ps job); 0: all.
+  /// `dtf-run ctl ... scale ps=N` re-shards the job over N ps while it runs:
+  /// the workers but the chief stop after their step, the chief saves the
+  /// current step and stops the ps tasks, and every task starts again with
+  /// --ps N (docs/elastic.md). dtf-run --ps N; every task gets --ps.
+  int ps = 0;
+  /// Why the job's ps tasks cannot be re-sharded at all ("" when they can):
+  /// the plan's replication, no model dir.
+  std::string psRefusal;
+  /// Why the job cannot run over N ps tasks ("" when it can): a plan bound
+  /// to another ps count, a variable pinned to a ps task past N. Unset: any.
+  std::function<std::string(int)> psCountRefusal;
   /// When the chief fails, move the chief role to the next worker (every
   /// task restarts with --chief NEXT) instead of restarting it
   /// (dtf-run --chief-failover).
@@ -106,7 +119,7 @@ int runLauncher(const ClusterSpec &cluster, const LaunchOptions &options);
 /// Splits dtf-run's arguments (without argv[0]) for the launcher: the
 /// cluster options (--cluster, --job, --task, in both --x v and --x=v form)
 /// are dropped, --max-restarts N sets options->policy.maxRestarts,
-/// --workers N options->workers,
+/// --workers N options->workers, --ps N options->ps,
 /// --chief-failover sets options->chiefFailover, the rest becomes
 /// options->passThroughArgs.
 Status parseLauncherArguments(const std::vector<std::string> &args,

@@ -1,6 +1,7 @@
 // Scaling: the request file, the launcher's pid file and `dtf-run ctl`.
 #include "runtime/cluster/Scaling.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -15,18 +16,29 @@ namespace dtf::cluster {
 namespace {
 
 constexpr const char *kCtlUsage =
-    R"(usage: dtf-run ctl --cluster FILE scale worker=N
+    R"(usage: dtf-run ctl --cluster FILE scale worker=N|ps=N
 
 Scales the running job that `dtf-run PLAN --cluster FILE` launched on this
-machine (docs/elastic.md): N worker tasks of FILE run, the chief counted
-among them (it never stops). Scaling up starts the first slots of FILE that
-do not run, which join at their next step; scaling down asks the last ones
-to leave after their step (SIGUSR1: each tells the ps tasks and exits 0).
-The launcher takes the request at once and says what it does; a request
-while one is under way replaces it.
+machine (docs/elastic.md). The launcher takes the request at once and says
+what it does.
+
+worker=N: N worker tasks of FILE run, the chief counted among them (it never
+stops). Scaling up starts the first slots of FILE that do not run, which
+join at their next step; scaling down asks the last ones to leave after
+their step (SIGUSR1: each tells the ps tasks and exits 0). A request while
+one is under way replaces it.
+
+ps=N: the job runs over the first N ps tasks of FILE, its variables
+re-sharded over them through a checkpoint of the current step: the workers
+but the chief stop after their step, the chief saves the step the ps tasks
+reached and stops them, and every task starts again over N ps, the chief
+restoring that checkpoint. The global step goes on from where it was; the
+job pauses for the stop and the restart. Needs --model-dir, between-graph
+replication, and every task of FILE on this machine.
 
   --cluster FILE   the cluster file the launcher was started with
   worker=N         1 to the number of worker slots of FILE on this machine
+  ps=N             1 to the number of ps tasks of FILE
 )";
 
 // Writes `text` to `path` through a file beside it and a rename: a reader
@@ -87,7 +99,7 @@ std::vector<TaskId> scalableTasks(const ClusterSpec &cluster) {
 }
 
 Status parseScaleRequest(const std::string &text, const ClusterSpec &cluster,
-                         int *workers) {
+                         ScaleRequest *out) {
   std::string s = text;
   while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
     s.pop_back();
@@ -95,30 +107,51 @@ Status parseScaleRequest(const std::string &text, const ClusterSpec &cluster,
   const std::string job = s.substr(0, eq);
   const std::string count =
       eq == std::string::npos ? std::string() : s.substr(eq + 1);
-  if (job == kPsJob)
-    return errorStatus("scale ps=N: ps tasks do not join or leave a running "
-                       "job yet (docs/elastic.md); scale worker=N");
-  const int slots = int(scalableTasks(cluster).size());
-  const std::string range =
-      strCat("1 to ", slots, " (the worker slots of ", cluster.source(),
+  const int workerSlots = int(scalableTasks(cluster).size());
+  const std::string workerRange =
+      strCat("1 to ", workerSlots, " (the worker slots of ", cluster.source(),
              " on this machine, the chief counted)");
-  if (job != kWorkerJob || eq == std::string::npos)
-    return errorStatus("scale expects worker=N with N from ", range,
-                       ", got '", s, "'");
+  const std::string psRange = strCat(
+      "1 to ", cluster.numPs(), " (the ps tasks of ", cluster.source(), ")");
+  if ((job != kWorkerJob && job != kPsJob) || eq == std::string::npos)
+    return errorStatus("scale expects worker=N with N from ", workerRange,
+                       ", or ps=N with N from ", psRange, ", got '", s, "'");
   const bool digits = !count.empty() && count.size() <= 6 &&
                       count.find_first_not_of("0123456789") ==
                           std::string::npos;
   const int n = digits ? std::stoi(count) : -1;
+  const int slots = job == kPsJob ? cluster.numPs() : workerSlots;
   if (n < 1 || n > slots)
-    return errorStatus("scale worker=N: N must be from ", range, ", got '",
-                       count, "'");
-  *workers = n;
+    return errorStatus("scale ", job, "=N: N must be from ",
+                       job == kPsJob ? psRange : workerRange, ", got '", count,
+                       "'");
+  *out = {job, n};
   return Status::ok();
 }
 
-Status writeLauncherPid(const std::string &clusterFile) {
-  return writeWhole(launcherPidPath(clusterFile),
-                    strCat(getpid(), " ", startTimeOf(getpid()), "\n"));
+Status writeLauncherPid(const std::string &clusterFile,
+                        const std::vector<std::string> &psRefusals) {
+  std::string text = strCat(getpid(), " ", startTimeOf(getpid()), "\n");
+  for (std::string line : psRefusals) {
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    text += line + "\n";
+  }
+  return writeWhole(launcherPidPath(clusterFile), text);
+}
+
+std::string refusalFor(const std::vector<std::string> &lines,
+                       const ScaleRequest &request) {
+  if (request.job != kPsJob)
+    return "";
+  const std::string any = "ps: ";
+  const std::string one = strCat("ps=", request.count, ": ");
+  for (const std::string &line : lines) {
+    if (line.rfind(any, 0) == 0)
+      return line.substr(any.size());
+    if (line.rfind(one, 0) == 0)
+      return line.substr(one.size());
+  }
+  return "";
 }
 
 void removeLauncherPid(const std::string &clusterFile) {
@@ -156,7 +189,7 @@ int runControlCommand(int argc, char **argv) {
   if (clusterFile.empty() || verb != "scale" || request.empty()) {
     std::fprintf(stderr,
                  "dtf-run: error: ctl needs --cluster FILE and scale "
-                 "worker=N%s (see dtf-run ctl --help)\n",
+                 "worker=N or ps=N%s (see dtf-run ctl --help)\n",
                  verb.empty() || verb == "scale"
                      ? ""
                      : (", not '" + verb + "'").c_str());
@@ -164,9 +197,9 @@ int runControlCommand(int argc, char **argv) {
   }
   ClusterSpec cluster;
   Status s = ClusterSpec::parseFile(clusterFile, &cluster);
-  int workers = 0;
+  ScaleRequest scale;
   if (s.isOk())
-    s = parseScaleRequest(request, cluster, &workers);
+    s = parseScaleRequest(request, cluster, &scale);
   if (!s.isOk()) {
     std::fprintf(stderr, "dtf-run: error: ctl: %s\n", s.message().c_str());
     return 2;
@@ -186,15 +219,31 @@ int runControlCommand(int argc, char **argv) {
                  clusterFile.c_str());
     return 6;
   }
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty())
+      lines.push_back(line);
+  if (std::string why = refusalFor(lines, scale); !why.empty()) {
+    std::fprintf(stderr, "dtf-run: error: ctl: scale ps=%d: %s\n", scale.count,
+                 why.c_str());
+    return 2;
+  }
   s = writeWhole(scaleRequestPath(clusterFile),
-                 strCat("worker=", workers, "\n"));
+                 strCat(scale.job, "=", scale.count, "\n"));
   if (!s.isOk() || kill(pid_t(pid), SIGUSR1) != 0) {
     std::fprintf(stderr, "dtf-run: error: ctl: %s\n",
                  s.isOk() ? std::strerror(errno) : s.message().c_str());
     return 4;
   }
-  std::printf("asked the launcher of %s (pid %ld) to run %d worker%s\n",
-              clusterFile.c_str(), pid, workers, workers == 1 ? "" : "s");
+  if (scale.job == kPsJob)
+    std::printf("asked the launcher of %s (pid %ld) to re-shard the job over "
+                "%d ps task%s\n",
+                clusterFile.c_str(), pid, scale.count,
+                scale.count == 1 ? "" : "s");
+  else
+    std::printf("asked the launcher of %s (pid %ld) to run %d worker%s\n",
+                clusterFile.c_str(), pid, scale.count,
+                scale.count == 1 ? "" : "s");
   return 0;
 }
 

@@ -123,6 +123,12 @@ public:
   /// The chief at the end: stops every ps task.
   void shutdownAll(const std::string &reason);
 
+  /// The global step the ps tasks reached with this worker's last push
+  /// applied (sync: once the update it joined is, which may wait for other
+  /// replicas' gradients): a pull, asked again while a stop request cuts
+  /// its wait short, for at most `timeoutSeconds`.
+  Status settle(double timeoutSeconds, int64_t *step);
+
   /// Pushes the ps found stale (computed at an older version).
   int64_t stale() const { return stale_; }
 

@@ -1,7 +1,8 @@
 // PsDriver's job-level calls to the ps tasks, beside its steps
 // (BetweenGraph.cpp): the chief's checkpoints (every ps saves its shard, then
-// the index), a worker's done or leaving, the chief's shutdown, and the
-// exactly-once data leases from ps 0's split ledger.
+// the index), a worker's done or leaving, the chief's shutdown and its
+// settling before a pause, and the exactly-once data leases from ps 0's
+// split ledger.
 #include "runtime/distributed/BetweenGraph.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
@@ -83,6 +84,20 @@ void PsDriver::shutdownAll(const std::string &reason) {
     setDeadline(&ctx, milliseconds(3000));
     rpc::ShutdownReply reply;
     (void)l.stub->Shutdown(&ctx, req, &reply);
+  }
+}
+
+Status PsDriver::settle(double timeoutSeconds, int64_t *step) {
+  client_.dropPrefetch();
+  const Clock::time_point start = Clock::now();
+  for (;;) {
+    clearRecoverable();
+    Status s = client_.pull(/*forEval=*/false, sync_, step);
+    // The ps parks a sync pull for up to a second; a stop request (why the
+    // chief settles) then ends the pull, not the wait.
+    if (s.isOk() || s.message() != "interrupted" ||
+        secondsSince(start) > timeoutSeconds)
+      return s;
   }
 }
 

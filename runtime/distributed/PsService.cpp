@@ -165,6 +165,9 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   aggregator_.clear();
   ledger_ = std::move(ledger);
   reply->set_incarnation(incarnation_);
+  // A restore says what its dynamic tables hold again: the live rows of
+  // the checkpoint (a re-shard's, docs/elastic.md, may bring rows another
+  // ps held).
   log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
       who +
       (req->restore() ? " from checkpoint " +
@@ -172,7 +175,10 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
                             ", read by this ps from " + config_.modelDir
        : req->values_size()
            ? " from a checkpoint at step " + std::to_string(req->version())
-           : std::string(" (the plan's initializers)")));
+           : std::string(" (the plan's initializers)")) +
+      (req->restore() && !store_.dynamic().empty()
+           ? "; dynamic tables: " + store_.dynamic().describe()
+           : std::string()));
   cv_.notify_all();
   return grpc::Status::OK;
 }

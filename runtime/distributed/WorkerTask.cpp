@@ -160,6 +160,37 @@ int leaveJob(PsDriver &ps, Links &links, const std::string &self) {
   return 0;
 }
 
+// Asked to pause (SIGUSR1 to the chief of between-graph replicas of one
+// task each): the launcher re-shards the ps tasks (docs/elastic.md) and has
+// stopped the other workers first, so no push lands after this save. Saves
+// the step the ps tasks reached (sync: once the update of the chief's last
+// push is applied), stops them, and exits 130 (stopped before its steps
+// were done); the job starts again from that checkpoint, the global step
+// where it was.
+bool pausing(const TaskConfig &config, bool chief, bool oneTask) {
+  return config.leave && config.leave->load() && chief && oneTask;
+}
+int pauseJob(PsDriver &ps, Links &links, const TaskConfig &config,
+             const std::string &self) {
+  if (config.modelDir.empty())
+    return fail(self,
+                errorStatus("asked to pause the job (SIGUSR1), but there is "
+                            "no --model-dir to save its step in"),
+                2);
+  int64_t step = 0;
+  Status s = ps.settle(config.syncTimeoutSeconds, &step);
+  if (s.isOk())
+    s = ps.save(step);
+  if (!s.isOk())
+    return fail(self, s, 6);
+  const std::string at = std::to_string(step);
+  links.say("paused at global step " + at + " (asked to: SIGUSR1): " +
+            checkpoint::checkpointName(step) + " in " + config.modelDir +
+            " holds every update the ps tasks applied; stopping them");
+  ps.shutdownAll("the chief paused the job at global step " + at);
+  return 130;
+}
+
 } // namespace
 
 int runWorker(const plan::Plan &plan, const plan::Placement &placement,
@@ -284,6 +315,8 @@ int runWorker(const plan::Plan &plan, const plan::Placement &placement,
     (void)stages->begin(/*done=*/true, {});
   if (leaving(config, chief, !inGraph && span == 1))
     return leaveJob(ps, links, self);
+  if (pausing(config, chief, !inGraph && span == 1))
+    return pauseJob(ps, links, config, self);
   if (!s.isOk()) {
     if (client)
       client->shutdownTowers();

@@ -3,6 +3,8 @@
 
 #include "runtime/cluster/Certificates.h"
 #include "runtime/cluster/Launcher.h"
+#include "runtime/task/Task.h"
+#include "schema/Placement.h"
 
 #include <climits>
 #include <cstdio>
@@ -24,9 +26,57 @@ void removeTlsDir(const std::string &dir) {
   rmdir(dir.c_str());
 }
 
+// Which ps re-shards this job can take (docs/elastic.md). Every one goes
+// through a checkpoint of the current step, after the other workers stopped
+// and before the chief stops: between-graph replicas of one task each, with
+// a model dir. Each ps count N must place the plan's variables.
+void setReshardRules(const TaskRequest &request, const plan::Plan &plan,
+                     cluster::LaunchOptions *options) {
+  const plan::Training &t = plan.training();
+  if (t.replication() == "in_graph" || plan::replicaSpan(plan) > 1)
+    options->psRefusal =
+        "re-sharding the ps tasks needs between-graph replication with "
+        "replicas of one task each (the other workers stop first, then the "
+        "chief saves the step; " +
+        std::string(t.replication() == "in_graph"
+                        ? "an in-graph job's towers stop with its client"
+                        : "a model-parallel replica's stages stop as one") +
+        "); stop the job (its chief saves nothing on Ctrl-C: wait for a "
+        "checkpoint) and start it again with --ps N";
+  else if (request.train.modelDir.empty())
+    options->psRefusal = "re-sharding the ps tasks goes through a checkpoint "
+                         "of the current step, and this job has no "
+                         "--model-dir; start it with --model-dir DIR";
+  const int slots = request.choice.cluster.numPs();
+  const bool syncOnce = request.cluster.exactlyOnce && t.update() == "sync";
+  std::vector<std::string> refusals(size_t(slots) + 1);
+  for (int n = 1; n <= slots; ++n) {
+    std::string &why = refusals[size_t(n)];
+    plan::Placement placement;
+    Status s = plan::placeVariables(plan, n, "", &placement);
+    if (plan.bound_ps_tasks() > 0 && plan.bound_ps_tasks() != n)
+      why =
+          strCat(request.planPath, " was compiled for ", plan.bound_ps_tasks(),
+                 " ps tasks (dtfc --cluster); compile it without --cluster "
+                 "to re-shard it");
+    else if (!s.isOk())
+      why = strCat(request.planPath, ": ", s.message());
+    else if (syncOnce && n > 1)
+      why = "--data exactly-once with update = sync needs one ps task (each "
+            "ps averages the first gradients it receives, and another ps "
+            "could apply one whose batch ps 0 dropped)";
+  }
+  options->psCountRefusal = [refusals](int n) {
+    return n >= 1 && size_t(n) < refusals.size() ? refusals[size_t(n)]
+                                                 : std::string();
+  };
+}
+
 } // namespace
 
-int runLauncherMode(const cluster::RunChoice &choice, int argc, char **argv) {
+int runLauncherMode(const TaskRequest &request, const plan::Plan &plan,
+                    int argc, char **argv) {
+  const cluster::RunChoice &choice = request.choice;
   cluster::LaunchOptions options;
   Status s = cluster::parseLauncherArguments(
       std::vector<std::string>(argv + 1, argv + argc), &options);
@@ -39,6 +89,7 @@ int runLauncherMode(const cluster::RunChoice &choice, int argc, char **argv) {
   ssize_t n = readlink("/proc/self/exe", self, PATH_MAX);
   options.program = n > 0 ? std::string(self, size_t(n)) : argv[0];
   options.clusterFile = choice.clusterFile;
+  setReshardRules(request, plan, &options);
   // A dead chief takes the job down cleanly and the launcher starts it all
   // again: the chief restores the last checkpoint onto fresh ps tasks.
   options.policy.chief.onFailure = cluster::FailureAction::kRestartJob;

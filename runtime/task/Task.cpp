@@ -66,7 +66,7 @@ int runTask(const TaskRequest &request, int argc, char **argv) {
     // Check the plan before starting anything.
     if (!readPlan(request.planPath, &plan, nullptr))
       return kIoError;
-    return runLauncherMode(choice, argc, argv);
+    return runLauncherMode(request, plan, argc, argv);
   }
   chooseOpenMpWaits(argv, choice.mode == cluster::RunMode::kLocal);
 
@@ -83,7 +83,8 @@ int runTask(const TaskRequest &request, int argc, char **argv) {
     return runPredict(plan, request.predict);
   train::TrainOptions options = request.train;
   // A worker of a cluster leaves the job on SIGUSR1 (the launcher scales
-  // down so).
+  // down so); the chief saves the current step and stops the ps tasks (the
+  // launcher re-shards them so, docs/elastic.md).
   static std::atomic<bool> leave{false};
   const bool worker = oneTask && (choice.task.job == cluster::kWorkerJob ||
                                   choice.task.job == cluster::kChiefJob);

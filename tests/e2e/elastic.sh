@@ -26,12 +26,6 @@ mlp() { # mlp NAME UPDATE
 log=$work/run.log
 : > "$log"
 step_now() { sed -n 's/^\(worker.0 *| \)\{0,1\}step \([0-9]*\)\/.*/\2/p' "$1" | tail -1; }
-wait_for() { # wait_for SECONDS WHAT COMMAND...: until COMMAND succeeds
-  local limit=$1 what=$2; shift 2
-  for _ in $(seq 1 $((limit * 50))); do "$@" && return 0; sleep 0.02; done
-  tail -20 "$log" >&2
-  fail "waited $limit s for $what"
-}
 at_step() { local s; s=$(step_now "$1"); [ "${s:-0}" -ge "$2" ]; }
 
 if [ "$what" = scale ]; then

@@ -14,11 +14,15 @@
 #   scale: async, 3 worker slots launched with --workers 1, scaled to 3
 #     mid-epoch 0 (worker.1 and worker.2 join and lease), then to 2 mid-epoch 1
 #     (worker.2 leaves; its leases go out again at once) (docs/elastic.md).
+#   ps: async, 2 workers and 2 ps slots launched with --ps 1, re-sharded
+#     over 2 ps mid-epoch 0 (the table moves to ps.1) and back to 1
+#     mid-epoch 1 (every task restarts from a checkpoint of the current
+#     step, whose ledger comes along).
 # Every checkpoint must hold at least the updates its name says (the chief
 # saved sync checkpoints before the update it pushed into was applied: the
 # last one missed that update's 2 batches), and with exactly-once data the
 # last one all of the job's.
-# usage: exactly_once.sh BIN_DIR WORK_DIR async|sync|scale exactly-once|static
+# usage: exactly_once.sh BIN_DIR WORK_DIR async|sync|scale|ps exactly-once|static
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
 mode=$3 data=$4
@@ -52,8 +56,13 @@ sed -e "s|DATA|$work/ids.csv|" -e "s/LR/$lr/" -e "s/STEPS/$steps/" \
   -e "s/EXAMPLES/$examples/" -e "s/update = async/update = $update/" \
   -e "s/batch = 16/batch = $batch\n    checkpoint every $every steps keep 200/" \
   "$root/tests/e2e/counting.dtf.in" > "$work/counting.dtf"
+# Over 2 ps the table goes to ps.1 (greedy: ps.0 holds the global step), so
+# that the re-shards move it from ps.0 to ps.1 and back.
+[ "$mode" = ps ] && sed -i 's/ps = round_robin/ps = greedy/' "$work/counting.dtf"
 "$bin/dtfc" "$work/counting.dtf" -o "$work/counting.plan"
-cluster_json "$work/c.json" 1 "$workers"
+nps=1
+[ "$mode" = ps ] && nps=2 scale=(--ps 1)
+cluster_json "$work/c.json" "$nps" "$workers"
 log=$work/run.log
 # The loop below reads it before the launcher may have opened it (set -e).
 : > "$log"
@@ -101,17 +110,22 @@ if [ "$mode" = async ]; then
     sleep 0.02
   done
 fi
-if [ "$mode" = scale ]; then
+if [ "$mode" = scale ] || [ "$mode" = ps ]; then
+  # Up in epoch 0, down in epoch 1 (a ps re-shard down once the one up is
+  # done: a request during a re-shard is refused).
+  up=worker=3 down=worker=2
+  [ "$mode" = ps ] && up=ps=2 down=ps=1
+  up_done() { [ "$mode" != ps ] || grep -q '^\[launcher\] ps scaled 1 -> 2' "$log"; }
   ctl() { "$bin/dtf-run" ctl --cluster "$work/c.json" scale "$1" > /dev/null; }
   scaled=no
-  for _ in $(seq 1 1500); do
+  for _ in $(seq 1 3000); do
     kill -0 "$launcher" 2>/dev/null || break
     s=$(step_now)
     if [ "$scaled" = no ] && [ "${s:-0}" -ge 100 ]; then
-      ctl worker=3 && scaled=up && echo "   step $s: scale worker=3"
+      ctl "$up" && scaled=up && echo "   step $s: scale $up"
     fi
-    if [ "$scaled" = up ] && [ "${s:-0}" -ge $((per_epoch + 100)) ]; then
-      ctl worker=2 && scaled=down && echo "   step $s: scale worker=2"
+    if [ "$scaled" = up ] && up_done && [ "${s:-0}" -ge $((per_epoch + 100)) ]; then
+      ctl "$down" && scaled=down && echo "   step $s: scale $down"
       [ "$s" -lt $((2 * per_epoch)) ] || fail "scaled down after epoch 1 (step $s); make the data larger"
     fi
     sleep 0.02
@@ -133,7 +147,7 @@ sys.path.insert(0, sys.argv[1])
 from ckpt_diff import read
 model, log, examples, epochs, data, mode, steps = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6], sys.argv[7], int(sys.argv[8])
 saved = {}
-for p in glob.glob(model + "/ckpt-*.data-0-of-1"):
+for p in glob.glob(model + "/ckpt-*.data-0-of-*"):
     saved[int(re.search(r"ckpt-(\d+)\.", p).group(1))] = p
 holds = {s: read(p)[("global_step", 0)][3][0] for s, p in saved.items()}
 last = max(saved)
@@ -174,6 +188,14 @@ if mode == "scale":
             bad.append(f"{w} did not train after the scale-up")
     if not any("worker.2 left the job (scaled down)" in l for l in lines):
         bad.append("worker.2 did not leave the job")
+if mode == "ps":
+    scaled = [l for l in lines if l.startswith("[launcher] ps scaled")]
+    for l in scaled:
+        print("   " + l)
+    if len(scaled) != 2:
+        bad.append(f"the launcher did not say both re-shards: {scaled}")
+    if not any(re.match(r"ps\.1 *\| serving on .*; holds counts;", l) for l in lines):
+        bad.append("ps.1 did not run holding the table")
 if mode == "async":
     # worker.1 holds no lease in 1 step of a split (it pushed its last batch
     # and has not leased the next): then nothing of it is re-sent, and the

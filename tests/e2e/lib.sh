@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Sourced by the e2e scripts with their arguments (BIN_DIR WORK_DIR): sets
 # bin, work, root and data (Fashion-MNIST, which scripts/setup.sh installs;
-# its absence fails the test, naming the package), fail() and cluster_json(),
+# its absence fails the test, naming the package), fail(), wait_for(),
+# chief_step(), reshard() and cluster_json(),
 # and helpers below (run_stamped and prompt_exits time a launcher's run).
 set -euo pipefail
 bin=$1 work=$2
@@ -27,6 +28,30 @@ refused() {
     fail "$name: exit $code, expected 2 saying '$text'"
   fi
   echo "   ok: $name: exit 2: $(grep -F -- "$text" "$work/$name.log" | head -1 | cut -c1-110)"
+}
+
+# wait_for SECONDS WHAT COMMAND...: until COMMAND succeeds (tried every
+# 20 ms); past SECONDS, fails saying WHAT after the tail of $log.
+wait_for() {
+  local limit=$1 what=$2; shift 2
+  for _ in $(seq 1 $((limit * 50))); do "$@" && return 0; sleep 0.02; done
+  tail -20 "$log" >&2
+  fail "waited $limit s for $what"
+}
+
+# chief_step: the last step the chief (worker.0, under a launcher) printed
+# in $log; chief_at N: whether it reached step N.
+chief_step() { sed -n 's/^worker.0 *| step \([0-9]*\)\/.*/\1/p' "$log" | tail -1; }
+chief_at() { local s; s=$(chief_step); [ "${s:-0}" -ge "$1" ]; }
+
+# reshard CLUSTER FROM TO: `dtf-run ctl --cluster CLUSTER scale ps=TO`, then
+# waits (60 s at most) for the launcher's "ps scaled FROM -> TO" line in $log
+# (docs/elastic.md).
+reshard() {
+  "$bin/dtf-run" ctl --cluster "$1" scale "ps=$3" >> "$work/ctl.log" 2>&1 ||
+    fail "dtf-run ctl scale ps=$3 failed: $(cat "$work/ctl.log")"
+  echo "   step $(chief_step): scale ps=$3"
+  wait_for 60 "the re-shard $2 -> $3" grep -q "^\[launcher\] ps scaled $2 -> $3:" "$log"
 }
 
 # cluster_json FILE NUM_PS NUM_WORKERS: writes a cluster file whose tasks

@@ -104,6 +104,12 @@ options:
                    worker=N` changes it while the job runs: slots that join
                    start at their next step, those scaled away leave after
                    their step (docs/elastic.md)
+  --ps N           the job runs over the first N ps tasks of the cluster
+                   file (default: all): the launcher starts those and every
+                   task places the variables over them; `dtf-run ctl
+                   --cluster FILE scale ps=N` re-shards a running job over
+                   N ps through a checkpoint of its current step (every task
+                   restarts; needs --model-dir; docs/elastic.md)
   --chief TASK     the worker that takes the chief's duties (initializing and
                    restoring the ps, checkpoints, evaluation), e.g. worker.1
                    (default: chief.0, else worker.0)
@@ -275,6 +281,7 @@ struct CommandLine {
   dtf::cluster::ClusterFlags clusterFlags;
   std::string chief; // --chief TASK
   std::string workers; // --workers N (the launcher's)
+  std::string ps;      // --ps N
 };
 
 // parse* return kGoOn to go on, else the exit code to stop with; kNotMine
@@ -360,6 +367,7 @@ bool takesValue(const std::string &arg) {
                            "--model-dir",
                            "--max-restarts",
                            "--workers",
+                           "--ps",
                            "--chief",
                            "--connect-timeout",
                            "--sync-timeout",
@@ -443,6 +451,8 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     // the launcher reads it
   } else if (arg == "--workers") {
     cl->workers = value; // the launcher reads it; checked with the mode
+  } else if (arg == "--ps") {
+    cl->ps = value; // checked with the mode
   } else if (arg == "--chief") {
     cl->chief = value;
   } else {
@@ -601,6 +611,36 @@ int applyChief(CommandLine *cl) {
   return kGoOn;
 }
 
+// --ps N: the job runs over the first N ps tasks of the cluster file
+// (docs/elastic.md). The launcher passes its own to every task it starts; a
+// task drops the other ps slots from its cluster, so that its roster, the
+// variables' placement and the checkpoint's shards are those of N ps.
+int applyPsCount(CommandLine *cl) {
+  const long long n = parseCount(cl->ps.c_str());
+  dtf::cluster::RunChoice &choice = cl->request.choice;
+  using dtf::cluster::RunMode;
+  if (n < 1 || n > 1000000)
+    return usageError("--ps expects how many ps tasks of the cluster file the "
+                      "job runs over (1 or more), got '%s'",
+                      cl->ps.c_str());
+  if (choice.mode == RunMode::kLocal)
+    return usageError("--ps needs a cluster (--cluster FILE): how many of its "
+                      "ps tasks the job runs over");
+  dtf::cluster::ClusterSpec kept = choice.cluster;
+  dtf::Status s = kept.keepFirstPs(int(n));
+  if (!s.isOk())
+    return usageError("%s", s.message().c_str());
+  if (choice.mode == RunMode::kLauncher)
+    return kGoOn; // the launcher starts the first N and passes --ps on
+  if (choice.task.job == dtf::cluster::kPsJob && choice.task.index >= n)
+    return usageError("--job ps --task %d is not among the first %lld ps "
+                      "tasks the job runs over (--ps %lld); start it with "
+                      "--ps %d or more",
+                      choice.task.index, n, n, choice.task.index + 1);
+  choice.cluster = kept;
+  return kGoOn;
+}
+
 // The options that only make sense together, and the run mode they choose.
 int checkCombinations(CommandLine *cl) {
   dtf::task::TaskRequest &r = cl->request;
@@ -655,6 +695,9 @@ int checkCombinations(CommandLine *cl) {
                       "of its worker tasks the job starts with");
     r.cluster.startWorkers = int(n);
   }
+  if (!cl->ps.empty())
+    if (int code = applyPsCount(cl); code != kGoOn)
+      return code;
   if (mode == RunMode::kLocal && r.cluster.exactlyOnce)
     return usageError("--data exactly-once needs a cluster (--cluster FILE "
                       "or TF_CONFIG): one process already reads every "

@@ -400,6 +400,25 @@ TEST(ClusterSpec, CheckJobSize) {
             "task; add 2 more to its 'ps' list or compile the plan for 1");
 }
 
+TEST(ClusterSpec, KeepFirstPsDropsTheOtherPsSlots) {
+  ClusterSpec spec;
+  ASSERT_TRUE(ClusterSpec::parseJson(
+                  R"({"ps": ["a:1", "a:3", "a:4"], "worker": ["a:2"]})",
+                  "c.json", &spec)
+                  .isOk());
+  ClusterSpec kept = spec;
+  ASSERT_TRUE(kept.keepFirstPs(2).isOk());
+  EXPECT_EQ(kept.numPs(), 2);
+  EXPECT_EQ(kept.address({"ps", 1}), "a:3");
+  EXPECT_EQ(kept.address({"ps", 2}), "");
+  EXPECT_EQ(kept.allTasks().size(), 3u);
+  EXPECT_EQ(spec.keepFirstPs(4).message(),
+            "--ps 4: c.json has 3 ps tasks; the job runs over the first N of "
+            "them, N from 1 to 3 (add ps addresses to the file for more)");
+  EXPECT_THAT(spec.keepFirstPs(0).message(), HasSubstr("N from 1 to 3"));
+  EXPECT_EQ(spec.numPs(), 3); // a refused count changes nothing
+}
+
 TEST(ClusterSpec, FromJobs) {
   ClusterSpec spec;
   EXPECT_TRUE(

@@ -255,6 +255,25 @@ TEST_F(LauncherTest, ChiefFailureCanRestartTheWholeJob) {
             restart);
 }
 
+// --fresh moves the checkpoints aside: only the job's first start gets it,
+// so that a job started again goes on from its checkpoints.
+TEST_F(LauncherTest, AJobStartedAgainGoesOnWithoutFresh) {
+  Result r = run(kPsTwoWorkers, {"worker.0=crash-once", "worker.1=slow"},
+                 [](LaunchOptions &o) {
+                   o.policy.chief.onFailure = FailureAction::kRestartJob;
+                   o.passThroughArgs.push_back("--fresh");
+                 });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("worker.0 | about to crash, args=plan.bin "
+                                  "--steps 7 --fresh --cluster"));
+  EXPECT_THAT(r.output, HasSubstr("worker.1 | hello from worker.1 restart=1 "
+                                  "DTF_TASK=worker.1 args=plan.bin --steps 7 "
+                                  "--cluster"));
+  EXPECT_THAT(r.output, HasSubstr("worker.0 | hello from worker.0 restart=1 "
+                                  "DTF_TASK=worker.0 args=plan.bin --steps 7 "
+                                  "--cluster"));
+}
+
 TEST_F(LauncherTest, ChiefFailoverMovesTheChiefRoleToTheNextWorker) {
   Result r = run(kPsTwoWorkers, {"worker.0=crash-once", "worker.1=slow"},
                  [](LaunchOptions &o) {
@@ -303,6 +322,100 @@ TEST_F(LauncherTest, CtrlCIsForwardedAndExits130) {
   EXPECT_EQ(count(r.output, "exited (code 130)"), 3u);
   EXPECT_THAT(r.output, Not(HasSubstr("restarting")));
   EXPECT_THAT(r.output, HasSubstr("[launcher] stopped (exit code 130)"));
+}
+
+constexpr const char *kTwoPsTwoWorkers =
+    R"({"ps": ["localhost:2222", "localhost:2225"],
+        "worker": ["localhost:2223", "localhost:2224"]})";
+constexpr const char *kTwoPsThreeWorkers =
+    R"({"ps": ["localhost:2222", "localhost:2225"],
+        "worker": ["localhost:2223", "localhost:2224", "localhost:2226"]})";
+
+// The fake tasks mark DIR/TASK.serving, and the job starts over ps.0 alone.
+std::function<void(LaunchOptions &)>
+reshardOptions(const std::string &dir, const std::string &refusal) {
+  return [dir, refusal](LaunchOptions &o) {
+    o.passThroughArgs.push_back("--mark");
+    o.passThroughArgs.push_back(dir);
+    o.ps = 1;
+    o.psRefusal = refusal;
+  };
+}
+
+// `scale ps=2` (docs/elastic.md): the other workers stop first, then the
+// chief saves the step and stops the ps, then every task of the job's scale
+// (2 of the 3 worker slots) starts again with --ps 2, ps.1 among them; a
+// request meanwhile is refused.
+TEST_F(LauncherTest, APsReshardStopsInOrderAndStartsEveryTaskOverTheNewPs) {
+  auto options = reshardOptions(dir_, "");
+  Result r = run(kTwoPsThreeWorkers, {"worker.0=reshard=2", "worker.1=leave"},
+                 [&](LaunchOptions &o) {
+                   options(o);
+                   o.workers = 2;
+                 });
+  EXPECT_EQ(r.code, 0) << r.output;
+  const size_t request =
+      positionOf(r.output, "[launcher] scale: re-sharding the ps tasks 1 -> 2 "
+                           "through a checkpoint of the current step: asking "
+                           "worker.1 to stop after the current step, then the "
+                           "chief to save the step and stop the ps tasks");
+  const size_t left =
+      positionOf(r.output, "worker.1 | left the job (asked to: SIGUSR1)");
+  const size_t paused =
+      positionOf(r.output, "worker.0 | paused at global step 42");
+  const size_t psStopped =
+      positionOf(r.output, "[launcher] ps.0 exited (code 0)");
+  const size_t stopped =
+      positionOf(r.output, "[launcher] scale: every task stopped ");
+  const size_t ps1 = positionOf(r.output, "[launcher] ps.1 started");
+  const size_t scaled =
+      positionOf(r.output, "[launcher] ps scaled 1 -> 2: the job paused ");
+  EXPECT_LT(request, left);
+  EXPECT_LT(left, paused);
+  EXPECT_LT(paused, psStopped);
+  EXPECT_LT(psStopped, stopped);
+  EXPECT_LT(stopped, ps1);
+  EXPECT_LT(ps1, scaled);
+  // Said once the restarted chief restored the step.
+  EXPECT_LT(positionOf(r.output, "worker.0 | restored checkpoint ckpt-42"),
+            scaled);
+  EXPECT_THAT(r.output, HasSubstr("(the chief saved global step 42); starting "
+                                  "them again over 2 ps tasks"));
+  EXPECT_THAT(r.output, HasSubstr(" at global step 42 (checkpoint ckpt-42, "
+                                  "re-sharded over 2 ps; "));
+  // Every task of the restarted job has --ps 2.
+  EXPECT_THAT(r.output, HasSubstr("--ps 2 --job worker --task 0\n"));
+  EXPECT_THAT(r.output, HasSubstr("--ps 2 --job worker --task 1\n"));
+  EXPECT_EQ(count(r.output, "[launcher] ps.1 started"), 1u);
+  EXPECT_THAT(r.output, Not(HasSubstr("worker.2 started")));
+  EXPECT_LT(positionOf(r.output, "[launcher] scale: the ps tasks are being "
+                                 "re-sharded (1 -> 2); ask again once the "
+                                 "job runs"),
+            stopped);
+  EXPECT_THAT(r.output, Not(HasSubstr("restarting")));
+  EXPECT_THAT(r.output, HasSubstr("[launcher] the job finished\n"));
+}
+
+TEST_F(LauncherTest, APsReshardTheJobCannotTakeIsRefusedAndNothingStops) {
+  Result r = run(kTwoPsTwoWorkers, {"worker.0=reshard=2", "worker.1=slow"},
+                 reshardOptions(dir_, "this job has no --model-dir"));
+  // The chief is never asked to pause (it finishes after 4 s), and the job
+  // is not re-sharded.
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[launcher] scale ps=2: this job has no "
+                                  "--model-dir\n"));
+  EXPECT_THAT(r.output, Not(HasSubstr("ps.1 started")));
+  EXPECT_THAT(r.output, Not(HasSubstr("paused at global step")));
+}
+
+TEST_F(LauncherTest, APsRequestForTheCountTheJobRunsOverDoesNothing) {
+  Result r = run(kTwoPsTwoWorkers, {"worker.0=reshard=1", "worker.1=slow"},
+                 reshardOptions(dir_, ""));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[launcher] scale: the job runs over 1 ps "
+                                  "task already; nothing to do\n"));
+  EXPECT_THAT(r.output, Not(HasSubstr("ps.1 started")));
+  EXPECT_THAT(r.output, Not(HasSubstr("re-sharding")));
 }
 
 TEST_F(LauncherTest, SigtermStopsTheTasksLikeCtrlCAndExits143) {

@@ -1,5 +1,6 @@
 // Scaling a running job: the scale request's checks, the order of the
-// worker slots a scale counts, and the launcher's --workers.
+// worker slots a scale counts, the ps re-shards the pid file refuses, and
+// the launcher's --workers and --ps.
 #include "runtime/cluster/Launcher.h"
 #include "runtime/cluster/Scaling.h"
 
@@ -36,24 +37,53 @@ TEST(Scaling, TheChiefComesFirstThenTheWorkersInClusterOrder) {
 
 TEST(Scaling, ARequestNamesWorkersFromOneToTheSlots) {
   const ClusterSpec c = fourSlots();
-  int n = 0;
-  ASSERT_TRUE(parseScaleRequest("worker=4\n", c, &n).isOk());
-  EXPECT_EQ(n, 4);
-  ASSERT_TRUE(parseScaleRequest("worker=1", c, &n).isOk());
-  EXPECT_EQ(n, 1);
-  n = 7;
-  EXPECT_THAT(parseScaleRequest("worker=5", c, &n).message(),
+  ScaleRequest r;
+  ASSERT_TRUE(parseScaleRequest("worker=4\n", c, &r).isOk());
+  EXPECT_EQ(r.job, "worker");
+  EXPECT_EQ(r.count, 4);
+  ASSERT_TRUE(parseScaleRequest("worker=1", c, &r).isOk());
+  EXPECT_EQ(r.count, 1);
+  r.count = 7;
+  EXPECT_THAT(parseScaleRequest("worker=5", c, &r).message(),
               HasSubstr("N must be from 1 to 4 (the worker slots of c.json "
                         "on this machine, the chief counted), got '5'"));
-  EXPECT_THAT(parseScaleRequest("worker=0", c, &n).message(),
+  EXPECT_THAT(parseScaleRequest("worker=0", c, &r).message(),
               HasSubstr("got '0'"));
-  EXPECT_THAT(parseScaleRequest("worker=two", c, &n).message(),
+  EXPECT_THAT(parseScaleRequest("worker=two", c, &r).message(),
               HasSubstr("got 'two'"));
-  EXPECT_THAT(parseScaleRequest("workers=2", c, &n).message(),
+  EXPECT_THAT(parseScaleRequest("workers=2", c, &r).message(),
               HasSubstr("scale expects worker=N with N from 1 to 4"));
-  EXPECT_THAT(parseScaleRequest("ps=2", c, &n).message(),
-              HasSubstr("ps tasks do not join or leave a running job yet"));
-  EXPECT_EQ(n, 7); // a refused request changes nothing
+  EXPECT_EQ(r.count, 7); // a refused request changes nothing
+}
+
+TEST(Scaling, APsRequestNamesPsTasksFromOneToThePsOfTheFile) {
+  ClusterSpec c;
+  ASSERT_TRUE(ClusterSpec::parseJson(
+                  R"({"ps": ["127.0.0.1:2222", "127.0.0.1:2227"],
+                      "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})",
+                  "c.json", &c)
+                  .isOk());
+  ScaleRequest r;
+  ASSERT_TRUE(parseScaleRequest("ps=2\n", c, &r).isOk());
+  EXPECT_EQ(r.job, "ps");
+  EXPECT_EQ(r.count, 2);
+  EXPECT_THAT(parseScaleRequest("ps=3", c, &r).message(),
+              HasSubstr("scale ps=N: N must be from 1 to 2 (the ps tasks of "
+                        "c.json), got '3'"));
+  EXPECT_THAT(parseScaleRequest("ps=0", c, &r).message(), HasSubstr("got '0'"));
+  EXPECT_THAT(parseScaleRequest("chief=1", c, &r).message(),
+              HasSubstr("or ps=N with N from 1 to 2 (the ps tasks of c.json)"));
+  EXPECT_EQ(r.count, 2);
+}
+
+TEST(Scaling, ThePidFileCarriesTheRefusedPsCounts) {
+  const std::vector<std::string> lines = {"ps=3: pinned to ps.2",
+                                          "ps=1: one ps only"};
+  EXPECT_EQ(refusalFor(lines, {"ps", 3}), "pinned to ps.2");
+  EXPECT_EQ(refusalFor(lines, {"ps", 1}), "one ps only");
+  EXPECT_EQ(refusalFor(lines, {"ps", 2}), "");
+  EXPECT_EQ(refusalFor(lines, {"worker", 3}), "");
+  EXPECT_EQ(refusalFor({"ps: no --model-dir"}, {"ps", 2}), "no --model-dir");
 }
 
 TEST(Scaling, TheFilesLieBesideTheClusterFile) {
@@ -76,6 +106,20 @@ TEST(ParseLauncherArguments, WorkersSaysHowManySlotsStart) {
                         "or more, the chief counted), got '0'"));
   EXPECT_THAT(parseLauncherArguments({"p", "--workers"}, &o).message(),
               HasSubstr("--workers needs a value"));
+}
+
+TEST(ParseLauncherArguments, PsSaysHowManyPsTasksStart) {
+  LaunchOptions o;
+  ASSERT_TRUE(
+      parseLauncherArguments({"plan.bin", "--ps", "1", "--quiet"}, &o).isOk());
+  EXPECT_EQ(o.ps, 1);
+  EXPECT_EQ(o.passThroughArgs,
+            (std::vector<std::string>{"plan.bin", "--quiet"}));
+  ASSERT_TRUE(parseLauncherArguments({"plan.bin", "--ps=2"}, &o).isOk());
+  EXPECT_EQ(o.ps, 2);
+  EXPECT_THAT(parseLauncherArguments({"p", "--ps", "x"}, &o).message(),
+              HasSubstr("--ps expects how many ps tasks to start (1 or "
+                        "more), got 'x'"));
 }
 
 } // namespace
