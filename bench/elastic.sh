@@ -33,6 +33,15 @@
 #     --out FILE           results file (default bench/results/elastic.md;
 #                          "-" writes none)
 #     --keep DIR           keep the logs in DIR (default: removed)
+#     --links RATE         run on hosts instead of loopback: ps.0 and each
+#                          worker in a network namespace of its own, links
+#                          shaped to RATE (tc, e.g. 1gbit), every task started
+#                          by hand (--job/--task) with mutual TLS over TCP;
+#                          runs scale (worker.2 started on its host, then
+#                          asked to leave with SIGUSR1) and kill; a ps
+#                          re-shard needs the launcher and one host, so `ps`
+#                          is refused here (default results file
+#                          results/elastic-hosts.md; needs root)
 #
 #   environment: DTF_BENCH_DATA (default /usr/share/datasets/fashion-mnist)
 #
@@ -48,6 +57,7 @@ modes=sync,async
 runs=scale,kill,ps
 out=$root/bench/results/elastic.md
 keep=
+links=
 cmdline="bench/elastic.sh${*:+ $*}"
 
 die() { echo "elastic.sh: $*" >&2; exit 2; }
@@ -60,6 +70,7 @@ while (($#)); do
     --runs) runs=${2:?--runs needs a list}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
     --keep) keep=${2:?--keep needs a directory}; shift 2 ;;
+    --links) [[ ${2-} =~ ^[0-9]+(k|m|g)bit$ ]] || die "--links needs a tc rate such as 1gbit, got '${2-}'"; links=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
@@ -70,6 +81,12 @@ done
 for r in ${runs//,/ }; do
   case $r in scale|kill|ps) ;; *) die "--runs: unknown run '$r' (scale, kill, ps)" ;; esac
 done
+if [[ -n $links ]]; then
+  [[ ,$runs, == *,ps,* && $runs != scale,kill,ps ]] && die "--links: a ps re-shard needs the launcher with every task on one host; --runs scale,kill"
+  runs=${runs//,ps/}; runs=${runs//ps,/}
+  [[ $out == "$root/bench/results/elastic.md" ]] && out=$root/bench/results/elastic-hosts.md
+  [ "$(id -u)" -eq 0 ] || die "--links: network namespaces need root"
+fi
 data=${DTF_BENCH_DATA:-/usr/share/datasets/fashion-mnist}
 [[ -e $data/train-images-idx3-ubyte.gz || -e $data/train-images-idx3-ubyte ]] ||
   die "$data: no Fashion-MNIST train-images-idx3-ubyte[.gz] (set DTF_BENCH_DATA)"
@@ -88,6 +105,7 @@ cleanup() {
   sleep 1
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  [[ -n $links ]] && bench_netns_down
   if [[ -n $keep ]]; then
     mkdir -p "$keep"
     cp "$work"/*.log "$work"/*.events "$keep"/ 2>/dev/null || true
@@ -187,12 +205,59 @@ kill_run() { # MODE
   for t in "${mine[@]}"; do wait "$t" 2>/dev/null || true; done
 }
 
+# On hosts (--links): ps.0, worker.0 and worker.1 each on a host of its own,
+# started by hand with mutual TLS over TCP; then, for `scale`, worker.2
+# started on its host (it joins) and later asked to leave (SIGUSR1), or, for
+# `kill`, worker.1 killed with -9 (absorbed after --lease-timeout).
+hosts_run() { # MODE RUN
+  local m=$1 r=$2 log=$work/$1.$2.log t
+  local -a mine=()
+  start_on() { # HOST JOB:INDEX WORKERS
+    ip netns exec "$bench_netns_tag-$1" "$run" "$work/$m.plan" --cluster "$work/hosts.json" \
+      --tls-dir "$work/hosts.certs" --workers "$3" --threads 1 --log-every 1 \
+      --lease-timeout "$lease" --connect-timeout 60 --job "${2%:*}" --task "${2#*:}" \
+      > >(stamp "${2/:/.} | " >> "$log") 2>&1 &
+    mine+=($!)
+    pids+=($!)
+  }
+  start_on ps ps:0 2
+  start_on w0 worker:0 2
+  start_on w1 worker:1 2
+  wait_step "$log" worker.1 20
+  sleep "$phase"
+  if [[ $r == scale ]]; then
+    echo "$(now) up" >> "$work/$m.$r.events"
+    start_on w2 worker:2 3
+    sleep "$phase"
+    echo "$(now) down" >> "$work/$m.$r.events"
+    kill -USR1 "${mine[3]}"
+  else
+    echo "$(now) kill" >> "$work/$m.$r.events"
+    { kill -9 "${mine[2]}"; wait "${mine[2]}"; } 2>/dev/null || true
+    sleep "$lease"
+  fi
+  sleep "$phase"
+  echo "$(now) end" >> "$work/$m.$r.events"
+  for t in "${mine[@]}"; do kill -INT "$t" 2>/dev/null || true; done
+  for t in "${mine[@]}"; do wait "$t" 2>/dev/null || true; done
+}
+if [[ -n $links ]]; then
+  bench_netns_hosts=()
+  bench_netns_up "dtfe$$" ps=10.215.0.1 w0=10.215.0.2 w1=10.215.0.3 w2=10.215.0.4 || die "no network namespaces here"
+  bench_netns_shape "$links"
+  bench_netns_wait w0 10.215.0.1 || die "host w0 cannot reach the ps host"
+  printf '{"ps": ["10.215.0.1:2222"], "worker": ["10.215.0.2:2222", "10.215.0.3:2222", "10.215.0.4:2222"]}\n' > "$work/hosts.json"
+  "$run" certs --cluster "$work/hosts.json" --out "$work/hosts.certs" > /dev/null
+fi
+
 for m in ${modes//,/ }; do
   plan_for "$m"
   for r in ${runs//,/ }; do
     case $r in
-      scale) echo "== $m: scale up and down (launcher)"; launcher_run "$m" scale ;;
-      kill) echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"; kill_run "$m" ;;
+      scale) if [[ -n $links ]]; then echo "== $m: worker.2 joins and leaves (hosts, $links links)"; hosts_run "$m" scale
+             else echo "== $m: scale up and down (launcher)"; launcher_run "$m" scale; fi ;;
+      kill) if [[ -n $links ]]; then echo "== $m: kill -9 of worker.1 (hosts, $links links, --lease-timeout $lease)"; hosts_run "$m" kill
+            else echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"; kill_run "$m"; fi ;;
       ps) echo "== $m: ps re-shards 1 -> 2 -> 1 (launcher)"; launcher_run "$m" ps ;;
     esac
   done
@@ -208,12 +273,27 @@ echo "$table"
 cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
 isa=$(grep -o -w -m1 'avx512f' /proc/cpuinfo || grep -o -w -m1 'avx2' /proc/cpuinfo || echo 'no AVX2')
 {
-  echo "# Elastic jobs: the pauses of scaling and of a kill -9, on loopback"
+  if [[ -n $links ]]; then
+    echo "# Elastic jobs: the pauses of a worker joining, leaving and killed, on hosts with $links links"
+  else
+    echo "# Elastic jobs: the pauses of scaling and of a kill -9, on loopback"
+  fi
   echo
   echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC'))."
   echo "Machine: $(nproc) cores ($cpu, $isa), $(awk '/^MemTotal/ {printf "%.0f GB", $2 / 1048576}' /proc/meminfo) memory;"
   echo "load average (1, 5, 15 min) $load_before before, $load_after after."
-  echo "Every task is a process on 127.0.0.1 with free ports; all share the cores."
+  if [[ -n $links ]]; then
+    echo "Every task is on a host of its own (a network namespace on a veth link to a"
+    echo "bridge, every link shaped with tc tbf to $links both ways: bench/lib.sh's"
+    echo "bench_netns_*), started by hand (\`--job/--task\`, certificates from \`dtf-run"
+    echo "certs\`, mutual TLS over TCP); all share the machine's cores. *Joined*: worker.2"
+    echo "started on its host (\`--workers 3\`) to its first step line; *left*: SIGUSR1 to"
+    echo "it to ps.0's \"worker.2 left\"; the rows' \"scale-up\" and \"scale-down\" are"
+    echo "these (no launcher scales tasks across hosts: each host's scheduler starts"
+    echo "and stops its own)."
+  else
+    echo "Every task is a process on 127.0.0.1 with free ports; all share the cores."
+  fi
   if awk -v l="${load_before%% *}" -v a="${load_after%% *}" -v n="$(nproc)" \
        'BEGIN { exit !(l > n / 2 || a > n) }'; then
     echo "**The machine was busy with other work (load above half its cores before,"
