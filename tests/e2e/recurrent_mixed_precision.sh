@@ -68,25 +68,6 @@ said=$(grep -c "DTF_BF16_NATIVE=0: bf16 LSTM and GRU layers run oneDNN's f32 pri
   "$work/fallback.log" || true)
 [[ $said == 1 ]] || { cat "$work/fallback.log" >&2; fail "DTF_BF16_NATIVE=0 said so $said times, not once"; }
 
-python3 - "$work/f32.log" "$work/bf16.log" "$work/fallback.log" "$steps" "$tol" <<'PY'
-import re, sys
-def curve(path):
-    return {int(m.group(1)): float(m.group(2)) for line in open(path)
-            for m in [re.match(r"step (\d+)/\d+\s+loss\s+([-0-9.e+na]+)", line)] if m}
-f32, bf16, fb = (curve(p) for p in sys.argv[1:4])
-steps, tol = int(sys.argv[4]), float(sys.argv[5])
-if len(f32) < steps // 10 or f32.keys() != bf16.keys() or f32.keys() != fb.keys():
-    sys.exit(f"e2e: the logs have different points: {sorted(f32)}, {sorted(bf16)}, {sorted(fb)}")
-worst = {"bf16": 0.0, "fallback": 0.0}
-for s in sorted(f32):
-    for name, run in (("bf16", bf16), ("fallback", fb)):
-        rel = abs(run[s] - f32[s]) / abs(f32[s])
-        worst[name] = max(worst[name], rel)
-        if rel > tol:
-            sys.exit(f"e2e: at step {s} the {name} loss {run[s]} is {rel:.3g} from f32's {f32[s]} (> {tol})")
-if not bf16[steps] < bf16[min(bf16)] - 0.5:
-    sys.exit(f"e2e: the bf16 run did not learn ({bf16[min(bf16)]} -> {bf16[steps]})")
-print(f"e2e: {len(f32)} points; bf16 within {worst['bf16']:.3g} and the fallback within "
-      f"{worst['fallback']:.3g} of f32 (relative); bf16 loss {bf16[min(bf16)]:.4f} -> {bf16[steps]:.4f}")
-PY
+python3 "$root/tests/e2e/loss_curves.py" "$work/f32.log" "$tol" "$work/bf16.log" \
+  "$work/fallback.log" --fall 0.3
 echo "e2e: the LSTM trains in bf16 (oneDNN's bf16 primitives) and follows f32; the GRU stays f32"
