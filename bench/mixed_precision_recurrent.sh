@@ -65,6 +65,9 @@ for m in ${models//,/ }; do
   grep -qE '^ *seed = 1$' "$work/$m.dtf" || die "could not set the seed of $src"
   "$build/bin/dtfc" "$work/$m.dtf" -o "$work/$m-float32.plan"
   "$build/bin/dtfc" "$work/$m.dtf" --precision=mixed_bfloat16 -o "$work/$m-mixed_bfloat16.plan"
+  # The f32 plan with seed 2: how far two f32 runs land apart (the noise).
+  sed -E 's/^( *)seed = 1$/\1seed = 2/' "$work/$m.dtf" > "$work/$m-seed2.dtf"
+  "$build/bin/dtfc" "$work/$m-seed2.dtf" -o "$work/$m-seed2.plan"
   n=$("$build/bin/dtfc" "$work/$m.dtf" --precision=mixed_bfloat16 --emit=kernels |
         grep -c "dtf\.\(lstm\|gru\)[_a-z]*  bf16 operands" || true)
   echo "$m: $n LSTM/GRU ops in bf16 in the mixed_bfloat16 plan's listing"
@@ -107,6 +110,14 @@ for ((i = 1; i <= repeat; ++i)); do
     done
   done
 done
+for m in ${models//,/ }; do
+  "$build/bin/dtf-run" "$work/$m-seed2.plan" --steps "$total" --eval-steps "$eval_steps" \
+    --threads "$threads" --log-every "$total" > "$work/$m.seed2.out" 2>&1 ||
+    { tail -5 "$work/$m.seed2.out" >&2; die "$m f32 seed 2 failed"; }
+  acc=$(grep "^final:" "$work/$m.seed2.out" | tail -1 | grep -o 'accuracy=[0-9.]*' | cut -d= -f2)
+  echo "   $m float32, seed 2: test accuracy $acc"
+  echo "$m seed2 0 $acc 0" >> "$work/runs"
+done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 table=$(python3 - "$work/runs" <<'PY'
@@ -117,7 +128,13 @@ for line in open(sys.argv[1]):
     runs.setdefault((m, p), []).append((float(rate), float(acc), float(ms)))
 print("| model | precision | images/s (median) | runs (images/s) | CPU ms/step (median) | test accuracy | bf16 ÷ f32 images/s | bf16 ÷ f32 CPU time |")
 print("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |")
+noise = []
 for m in sorted({k[0] for k in runs}):
+    seed2 = runs.get((m, "seed2"), [(0, float("nan"), 0)])[0][1]
+    f32acc = runs[(m, "float32")][0][1]
+    bf16acc = runs[(m, "mixed_bfloat16")][0][1]
+    noise.append("%s: f32 seed 1 %.4f, seed 2 %.4f (spread %.4f); mixed_bfloat16 seed 1 %.4f (%+.4f from f32 seed 1)"
+                 % (m, f32acc, seed2, abs(f32acc - seed2), bf16acc, bf16acc - f32acc))
     med = {p: (statistics.median(r for r, _, _ in runs[(m, p)]),
                statistics.median(c for _, _, c in runs[(m, p)])) for p in ("float32", "mixed_bfloat16")}
     for p in ("float32", "mixed_bfloat16"):
@@ -130,6 +147,11 @@ for m in sorted({k[0] for k in runs}):
         print("| %s | %s | %.0f | %s | %.2f | %s | %s | %s |" % (
             m, p, med[p][0], ", ".join("%.0f" % r for r, _, _ in v), med[p][1],
             ", ".join("%.4f" % a for a in accs), ratio, cpu))
+print()
+print("Test accuracy at equal steps, against the noise of two f32 seeds:")
+print()
+for line in noise:
+    print("- " + line)
 PY
 )
 echo "$table"
@@ -144,7 +166,8 @@ echo "$table"
   echo "Each model from its own train block (optimizer, batch 64, data) with seed 1, both plans"
   echo "trained $total steps ($warmup untimed) in each of $repeat interleaved rounds, then evaluated on"
   echo "$eval_steps test batches. The same seed gives the same batches, so the accuracies differ by"
-  echo "the precision alone; a run repeats its plan's numbers exactly. images/s swing with the other"
+  echo "the precision alone (a plan's rounds agree when the accuracy column has one value); an f32"
+  echo "run with seed 2 gives the spread of f32 itself. images/s swing with the other"
   echo "work on the machine; the CPU time per step (OMP_WAIT_POLICY=passive, a long run minus a"
   echo "1-step run) is the steadier measure."
   echo
