@@ -29,10 +29,10 @@ namespace {
 // bf16 and keep the bias, the cell state, the sums and the gradients in
 // f32; their workspace (i32) is not an operand that is rounded. The GRU ops
 // stay f32 although their kernels take compute_dtype alike: oneDNN 2.6 has
-// no brgemm kernel for its linear-before-reset GRU, and the gemm-based bf16
-// one makes a training step slower than f32 (the backward pass 2.7 ms
-// against 1.8 for the gru model's layer on one thread; docs/kernels.md,
-// "Mixed precision").
+// no brgemm kernel for its linear-before-reset GRU, and its reference bf16
+// one makes a training step slower than f32 (its backward pass is slower
+// than the f32 one; docs/kernels.md, "Mixed precision", and
+// bench/results/mixed_precision_recurrent.md).
 bool computesInLowPrecision(Operation *op) {
   const bool recurrent = isa<LstmOp, LstmTrainOp, LstmGradOp>(op);
   if (!recurrent && !isa<MatmulOp, Conv2DOp, Conv2DBiasOp, Conv2DBackpropInputOp,
