@@ -142,6 +142,21 @@ int updatedOperands(const Op &op) {
   return 0;
 }
 
+bool isRecurrentLayerOp(std::string_view opName) {
+  for (const char *name : {ops::kLstm, ops::kLstmTrain, ops::kLstmGrad, ops::kGru,
+                           ops::kGruTrain, ops::kGruGrad})
+    if (opName == name)
+      return true;
+  return false;
+}
+
+std::string lowPrecisionOpsPhrase(int total, int recurrent) {
+  std::string phrase = std::to_string(total - recurrent) + " matmuls and convolutions";
+  if (recurrent > 0)
+    phrase += " and " + std::to_string(recurrent) + " LSTM/GRU ops";
+  return phrase;
+}
+
 bool isDenseUpdate(std::string_view opName) {
   for (const char *name : {ops::kApplySgd, ops::kApplyMomentum, ops::kApplyAdam,
                            ops::kApplyAdagrad, ops::kApplyFtrl,

@@ -12,7 +12,9 @@
 
 namespace dtf::plan {
 
-/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 9:
+/// The plan format dtfc writes and dtf-run reads (Plan.format_version). 10:
+/// the LSTM and GRU ops may carry `compute_dtype` (mixed precision), which a
+/// format-9 reader would ignore, training them in f32 without a word; 9:
 /// a GPU column-reduction kernel may take a `workspace` buffer (its last)
 /// and launch grid.y row chunks, which a format-8 reader would launch
 /// without the workspace; 8:
@@ -29,7 +31,7 @@ namespace dtf::plan {
 /// its code's digests (Plan.integrity); 3: every task's
 /// program cut by dtfc (ps_update per held tensor, the stages, the lookup
 /// cut); docs/plan-format.md.
-constexpr uint32_t kPlanFormatVersion = 9;
+constexpr uint32_t kPlanFormatVersion = 10;
 
 /// The most threads a plan's session may ask for (inter_op_threads,
 /// intra_op_threads) and the most in-graph GPU towers: far beyond any
@@ -80,5 +82,15 @@ int updatedOperands(const Op &op);
 /// True for the dense optimizer updates (dtf.apply_sgd, apply_momentum,
 /// apply_adam, apply_adagrad, apply_ftrl, apply_rmsprop).
 bool isDenseUpdate(std::string_view opName);
+
+/// True for the library LSTM and GRU ops (dtf.lstm, dtf.gru and their _train
+/// and _grad forms): products that a mixed precision policy marks too.
+bool isRecurrentLayerOp(std::string_view opName);
+
+/// How the first lines of dtfc --placement-report and dtf-run say how many
+/// ops compute in low precision: "11 matmuls and convolutions", or with
+/// recurrent ones among `total`, "5 matmuls and convolutions and 3 LSTM/GRU
+/// ops".
+std::string lowPrecisionOpsPhrase(int total, int recurrent);
 
 } // namespace dtf::plan

@@ -185,8 +185,16 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
       buildInitializer(args.get("kernel_initializer"), at, "glorot_uniform");
   std::optional<InitializerAttr> recurrentInit =
       buildInitializer(args.get("recurrent_initializer"), at, "orthogonal");
-  if (!units || !sequences || !kernelInit || !recurrentInit)
+  // `dtype = f32`: the layer's products stay f32 under a mixed precision
+  // policy (the library op, or every matmul of the unrolled steps).
+  std::optional<bool> keepF32 = keepF32Arg(args);
+  if (!units || !sequences || !kernelInit || !recurrentInit || !keepF32)
     return nullptr;
+  auto kept = [&](Value v) {
+    if (*keepF32)
+      v.getDefiningOp()->setAttr("dtf.keep_f32", builder.getUnitAttr());
+    return v;
+  };
   if (xt.getRank() != 3 || !isa<FloatType>(xt.getElementType()) ||
       ShapedType::isDynamic(xt.getDimSize(1)) ||
       ShapedType::isDynamic(xt.getDimSize(2)) || xt.getDimSize(1) > 4096) {
@@ -230,10 +238,12 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
     Type out = *sequences ? type({xt.getDimSize(0), steps, u})
                           : type({xt.getDimSize(0), u});
     UnitAttr seq = *sequences ? builder.getUnitAttr() : UnitAttr();
+    // No compute_dtype: dtf-mixed-precision sets it after differentiation.
     if (lstm)
-      return builder.create<LstmOp>(l, out, x, kernel, recurrent, bias, seq);
-    return builder.create<GruOp>(l, out, x, kernel, recurrent, bias,
-                                 recurrentBias, seq);
+      return kept(builder.create<LstmOp>(l, out, x, kernel, recurrent, bias, seq,
+                                         StringAttr()));
+    return kept(builder.create<GruOp>(l, out, x, kernel, recurrent, bias,
+                                      recurrentBias, seq, StringAttr()));
   }
   auto constant = [&](double v) -> Value {
     return builder.create<ConstantOp>(
@@ -262,8 +272,8 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
     return builder.create<MulOp>(l, a, b);
   };
   // The inputs' part of every step at once: [B, T, G * u].
-  Value xw = add(builder.create<MatmulOp>(l, type({dyn, steps, gates * u}), x,
-                                          kernel, false, false),
+  Value xw = add(kept(builder.create<MatmulOp>(l, type({dyn, steps, gates * u}),
+                                               x, kernel, false, false)),
                  bias);
   Value one = constant(1.0);
   Value h, c;
@@ -276,8 +286,8 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
                                 builder.getDenseI64ArrayAttr({-1, 1, -1})));
     if (lstm) {
       Value z =
-          h ? add(xs, builder.create<MatmulOp>(l, type({dyn, gates * u}), h,
-                                               recurrent, false, false))
+          h ? add(xs, kept(builder.create<MatmulOp>(l, type({dyn, gates * u}), h,
+                                                    recurrent, false, false)))
             : xs;
       Value i = sigmoid(gate(z, 0)), f = sigmoid(add(gate(z, 1), one));
       Value g = tanh(gate(z, 2)), o = sigmoid(gate(z, 3));
@@ -285,8 +295,8 @@ Value ModelGen::genRecurrent(StringRef name, Value x, const LayerName &layer,
       h = mul(o, tanh(c));
     } else {
       // With h = 0 the recurrent product is only its bias.
-      Value hu = h ? add(builder.create<MatmulOp>(l, type({dyn, gates * u}), h,
-                                                  recurrent, false, false),
+      Value hu = h ? add(kept(builder.create<MatmulOp>(
+                             l, type({dyn, gates * u}), h, recurrent, false, false)),
                          recurrentBias)
                    : recurrentBias;
       Value z = sigmoid(add(gate(xs, 0), h ? gate(hu, 0) : gateOfBias(hu, 0)));

@@ -130,7 +130,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
   // dtf-mixed-precision's products (compute_dtype "bf16"), said at start so
   // a log shows which precision a task trained in.
   // Those placed on a GPU run on cublasGemmEx and cuDNN's tensor ops.
-  bf16Products_ = bf16OnGpu_ = 0;
+  bf16Products_ = bf16OnGpu_ = lowRecurrent_ = 0;
   lowDtype_.clear();
   for (const plan::Op &op : plan.train_step().ops()) {
     auto it = op.attrs().find("compute_dtype");
@@ -143,6 +143,7 @@ Status Trainer::setUp(const plan::Plan &plan, FailureKind *kind) {
       ++bf16OnGpu_;
     else
       ++bf16Products_;
+    lowRecurrent_ += plan::isRecurrentLayerOp(op.name());
   }
   steps_ = options_.steps >= 0 ? options_.steps : training_.steps();
   if (options_.steps < 0 && training_.steps() <= 0) {
@@ -401,8 +402,8 @@ std::string Trainer::describe() const {
   if (bf16Products_ + bf16OnGpu_ > 0)
     s += "\n  precision: " +
          std::string(lowDtype_ == "f16" ? "mixed_float16" : "mixed_bfloat16") +
-         ": " + std::to_string(bf16Products_ + bf16OnGpu_) +
-         " matmuls and convolutions compute in " + lowDtype_ +
+         ": " + plan::lowPrecisionOpsPhrase(bf16Products_ + bf16OnGpu_, lowRecurrent_) +
+         " compute in " + lowDtype_ +
          " (f32 accumulation), variables and updates f32" +
          (bf16OnGpu_ ? "; " + std::to_string(bf16OnGpu_) +
                            " of them on a GPU (cuBLAS and cuDNN, tensor-op "

@@ -389,6 +389,7 @@ private:
   // The training step's ops marked bf16 (mixed precision): on the CPU, and
   // placed on a GPU (where they compute in f32).
   int bf16Products_ = 0, bf16OnGpu_ = 0; // bf16 or f16 products
+  int lowRecurrent_ = 0;                  // of them LSTM/GRU ops
   std::string lowDtype_;                   // "bf16", "f16" or none
   // Checkpoints: the step training starts from (the restored one, else 0)
   // and what restoreLatestCheckpoint did, for run() to print.

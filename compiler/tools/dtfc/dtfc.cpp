@@ -238,11 +238,13 @@ void printKernels(const ::dtf::plan::Plan &plan, llvm::raw_ostream &os) {
   }
 }
 
-/// The precision of each matmul and convolution of the training step and
-/// eval (dtf-mixed-precision's `compute_dtype`); every other op computes in
-/// its tensors' dtype (f32), and the variables stay f32.
+/// The precision of each matmul, convolution and library LSTM/GRU op of the
+/// training step and eval (dtf-mixed-precision's `compute_dtype`); every
+/// other op computes in its tensors' dtype (f32), and the variables stay f32.
 /// A low-precision product placed on a GPU says what computes it there.
-int lowPrecisionProducts(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os) {
+/// `recurrent`, when given, counts the LSTM/GRU ops among those returned.
+int lowPrecisionProducts(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os,
+                         int *recurrent = nullptr) {
   int n = 0;
   for (const ::dtf::plan::Program *p : {&plan.train_step(), &plan.eval()})
     for (int i = 0; i < p->ops_size(); ++i) {
@@ -253,7 +255,11 @@ int lowPrecisionProducts(const ::dtf::plan::Plan &plan, llvm::raw_ostream *os) {
       const bool bf16 = low == "bf16" || low == "f16";
       n += bf16;
       const std::string &name = op.name();
-      if (!os || !(bf16 || name == "dtf.matmul" || name.rfind("dtf.conv2d", 0) == 0))
+      const bool rnn = ::dtf::plan::isRecurrentLayerOp(name);
+      if (recurrent && bf16 && rnn)
+        ++*recurrent;
+      if (!os ||
+          !(bf16 || rnn || name == "dtf.matmul" || name.rfind("dtf.conv2d", 0) == 0))
         continue;
       ::dtf::DeviceNameParse device = ::dtf::parseDeviceName(op.device());
       const bool onGpu = device.name && device.name->type == ::dtf::DeviceType::GPU;
@@ -451,7 +457,8 @@ int writePlan(const ::dtf::plan::Plan &plan, const Output &out) {
       return kCompileError;
     }
     llvm::outs() << ::dtf::plan::placementReport(placement);
-    if (int n = lowPrecisionProducts(plan, nullptr))
+    int recurrent = 0;
+    if (int n = lowPrecisionProducts(plan, nullptr, &recurrent))
       llvm::outs() << "precision: "
                    << (std::any_of(plan.train_step().ops().begin(),
                                    plan.train_step().ops().end(),
@@ -464,8 +471,8 @@ int writePlan(const ::dtf::plan::Plan &plan, const Output &out) {
                            : "mixed_bfloat16")
                    << ": the variables above are f32 "
                       "(master weights, f32 on the wire and in checkpoints); "
-                   << n << " matmuls and convolutions compute in bf16 or f16 "
-                      "(--emit=kernels lists them)\n";
+                   << ::dtf::plan::lowPrecisionOpsPhrase(n, recurrent)
+                   << " compute in bf16 or f16 (--emit=kernels lists them)\n";
     return kOk;
   }
 

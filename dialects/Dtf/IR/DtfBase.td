@@ -77,6 +77,14 @@ def Dtf_ComputeDtypeOnF32 : PredOpTrait<
     CPred<"!$_op.getAttr(\"compute_dtype\") || ::llvm::all_of("
           "$_op.getOperandTypes(), [](::mlir::Type t) { return "
           "::llvm::cast<::mlir::ShapedType>(t).getElementType().isF32(); })">>;
+// The same for the recurrent ops, whose i32 workspace is opaque bytes rather
+// than an operand that is rounded: every floating-point operand is f32.
+def Dtf_ComputeDtypeOnF32Floats : PredOpTrait<
+    "compute_dtype is set only where every floating-point operand is f32",
+    CPred<"!$_op.getAttr(\"compute_dtype\") || ::llvm::all_of("
+          "$_op.getOperandTypes(), [](::mlir::Type t) { ::mlir::Type e = "
+          "::llvm::cast<::mlir::ShapedType>(t).getElementType(); return "
+          "!::llvm::isa<::mlir::FloatType>(e) || e.isF32(); })">>;
 
 //===----------------------------------------------------------------------===//
 // Enums and attributes

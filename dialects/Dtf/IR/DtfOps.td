@@ -697,7 +697,7 @@ def Dtf_DropoutOp : Dtf_Op<"dropout", [SameOperandsAndResultType]> {
   let hasFolder = 1;
 }
 
-def Dtf_LstmOp : Dtf_Op<"lstm", [Pure]> {
+def Dtf_LstmOp : Dtf_Op<"lstm", [Pure, Dtf_ComputeDtypeOnF32Floats]> {
   let summary = "an LSTM layer over a whole sequence, as one library call";
   let description = [{
     `x` is `[B, T, F]`, `kernel` `[F, 4 U]`, `recurrent_kernel` `[U, 4 U]`
@@ -711,7 +711,9 @@ def Dtf_LstmOp : Dtf_Op<"lstm", [Pure]> {
     every step's, `[B, T, U]`. The front end emits it for an f32 `lstm` layer
     placed on the CPU (dtfc --recurrent=library, the default); anywhere else
     the layer is unrolled into one step's ops per time step. dtf-run runs it
-    on oneDNN's LSTM primitive (inference).
+    on oneDNN's LSTM primitive (inference). `compute_dtype "bf16"`
+    (dtf-mixed-precision) runs oneDNN's bf16 primitive: x, the kernels and h
+    in bf16, the bias, the cell state and the sums in f32, the result f32.
 
     ```mlir
     %h = dtf.lstm %x, %k, %r, %b
@@ -720,15 +722,17 @@ def Dtf_LstmOp : Dtf_Op<"lstm", [Pure]> {
   }];
   let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
                        Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
-                       UnitAttr:$return_sequences);
+                       UnitAttr:$return_sequences,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$output);
   let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias "
-                       "(`return_sequences` $return_sequences^)? attr-dict `:` "
+                       "(`return_sequences` $return_sequences^)? "
+                       "(`compute_dtype` $compute_dtype^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Dtf_GruOp : Dtf_Op<"gru", [Pure]> {
+def Dtf_GruOp : Dtf_Op<"gru", [Pure, Dtf_ComputeDtypeOnF32Floats]> {
   let summary = "a GRU layer over a whole sequence, as one library call";
   let description = [{
     TensorFlow 2's GRU (`reset_after`): `x` is `[B, T, F]`, `kernel`
@@ -742,7 +746,8 @@ def Dtf_GruOp : Dtf_Op<"gru", [Pure]> {
     `[B, T, U]`. The front end emits it for an f32 `gru` layer placed on the
     CPU (dtfc --recurrent=library, the default); anywhere else the layer is
     unrolled. dtf-run runs it on oneDNN's linear-before-reset GRU primitive
-    (inference).
+    (inference); `compute_dtype` as for `dtf.lstm` (the GRU has no cell
+    state).
 
     ```mlir
     %h = dtf.gru %x, %k, %r, %b, %rb
@@ -752,10 +757,12 @@ def Dtf_GruOp : Dtf_Op<"gru", [Pure]> {
   }];
   let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
                        Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
-                       Dtf_FloatTensor:$recurrent_bias, UnitAttr:$return_sequences);
+                       Dtf_FloatTensor:$recurrent_bias, UnitAttr:$return_sequences,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$output);
   let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias `,` "
                        "$recurrent_bias (`return_sequences` $return_sequences^)? "
+                       "(`compute_dtype` $compute_dtype^)? "
                        "attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -592,15 +592,16 @@ def Dtf_SkipUpdatesUnlessOp : Dtf_Op<"skip_updates_unless",
 // the training step keeps oneDNN's workspace (every step's gates and
 // states), which its gradient reads instead of running the sequence again
 // (docs/plan-format.md, "The LSTM and GRU layers").
-def Dtf_LstmTrainOp : Dtf_Op<"lstm_train", [Pure]> {
+def Dtf_LstmTrainOp : Dtf_Op<"lstm_train", [Pure, Dtf_ComputeDtypeOnF32Floats]> {
   let summary = "dtf.lstm in the training step: also keeps its workspace";
   let description = [{
     `output` is `dtf.lstm`'s for the same operands. `workspace` is what
     oneDNN's LSTM primitive keeps for its backward pass (every step's gates
     and states, and without `return_sequences` every step's output too), as
     opaque bytes packed in i32; its length depends on the batch and the
-    primitive, so only `dtf.lstm_grad` of the same shapes reads it.
-    dtf-autodiff makes it; the front end never emits it.
+    primitive, so only `dtf.lstm_grad` of the same shapes and the same
+    `compute_dtype` reads it. dtf-autodiff makes it; the front end never
+    emits it.
 
     ```mlir
     %h, %ws = dtf.lstm_train %x, %k, %r, %b
@@ -610,21 +611,24 @@ def Dtf_LstmTrainOp : Dtf_Op<"lstm_train", [Pure]> {
   }];
   let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
                        Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
-                       UnitAttr:$return_sequences);
+                       UnitAttr:$return_sequences,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$output, RankedTensorOf<[I32]>:$workspace);
   let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias "
-                       "(`return_sequences` $return_sequences^)? attr-dict `:` "
+                       "(`return_sequences` $return_sequences^)? "
+                       "(`compute_dtype` $compute_dtype^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Dtf_LstmGradOp : Dtf_Op<"lstm_grad", [Pure]> {
+def Dtf_LstmGradOp : Dtf_Op<"lstm_grad", [Pure, Dtf_ComputeDtypeOnF32Floats]> {
   let summary = "gradient of dtf.lstm for its input and its three variables";
   let description = [{
     From `dtf.lstm_train`'s `output` and `workspace` for the same `x`,
     `kernel`, `recurrent_kernel` and `bias`, and `dy` (the gradient of
     `output`): the gradients of `x`, `kernel`, `recurrent_kernel` and `bias`,
-    each of its operand's type (oneDNN's LSTM backward primitive).
+    each of its operand's type (oneDNN's LSTM backward primitive; with
+    `compute_dtype "bf16"` its bf16 one, whose gradients are f32).
 
     ```mlir
     %dx, %dk, %dr, %db = dtf.lstm_grad %x, %k, %r, %b, %h, %ws, %dh
@@ -636,18 +640,20 @@ def Dtf_LstmGradOp : Dtf_Op<"lstm_grad", [Pure]> {
   let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
                        Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
                        Dtf_FloatTensor:$output, RankedTensorOf<[I32]>:$workspace,
-                       Dtf_FloatTensor:$dy, UnitAttr:$return_sequences);
+                       Dtf_FloatTensor:$dy, UnitAttr:$return_sequences,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$dx, Dtf_FloatTensor:$dkernel,
                       Dtf_FloatTensor:$drecurrent_kernel, Dtf_FloatTensor:$dbias);
   let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias `,` "
                        "$output `,` $workspace `,` $dy "
-                       "(`return_sequences` $return_sequences^)? attr-dict `:` "
+                       "(`return_sequences` $return_sequences^)? "
+                       "(`compute_dtype` $compute_dtype^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
 // dtf-autodiff's pair for a library GRU (dtf.gru), as for the LSTM.
-def Dtf_GruTrainOp : Dtf_Op<"gru_train", [Pure]> {
+def Dtf_GruTrainOp : Dtf_Op<"gru_train", [Pure, Dtf_ComputeDtypeOnF32Floats]> {
   let summary = "dtf.gru in the training step: also keeps its workspace";
   let description = [{
     `output` is `dtf.gru`'s for the same operands; `workspace` is oneDNN's
@@ -656,15 +662,17 @@ def Dtf_GruTrainOp : Dtf_Op<"gru_train", [Pure]> {
   }];
   let arguments = (ins Dtf_FloatTensor:$x, Dtf_FloatTensor:$kernel,
                        Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
-                       Dtf_FloatTensor:$recurrent_bias, UnitAttr:$return_sequences);
+                       Dtf_FloatTensor:$recurrent_bias, UnitAttr:$return_sequences,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$output, RankedTensorOf<[I32]>:$workspace);
   let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias `,` "
                        "$recurrent_bias (`return_sequences` $return_sequences^)? "
+                       "(`compute_dtype` $compute_dtype^)? "
                        "attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 
-def Dtf_GruGradOp : Dtf_Op<"gru_grad", [Pure]> {
+def Dtf_GruGradOp : Dtf_Op<"gru_grad", [Pure, Dtf_ComputeDtypeOnF32Floats]> {
   let summary = "gradient of dtf.gru for its input and its four variables";
   let description = [{
     From `dtf.gru_train`'s `output` and `workspace` for the same operands,
@@ -684,13 +692,15 @@ def Dtf_GruGradOp : Dtf_Op<"gru_grad", [Pure]> {
                        Dtf_FloatTensor:$recurrent_kernel, Dtf_FloatTensor:$bias,
                        Dtf_FloatTensor:$recurrent_bias, Dtf_FloatTensor:$output,
                        RankedTensorOf<[I32]>:$workspace, Dtf_FloatTensor:$dy,
-                       UnitAttr:$return_sequences);
+                       UnitAttr:$return_sequences,
+                       OptionalAttr<Dtf_ComputeDtype>:$compute_dtype);
   let results = (outs Dtf_FloatTensor:$dx, Dtf_FloatTensor:$dkernel,
                       Dtf_FloatTensor:$drecurrent_kernel, Dtf_FloatTensor:$dbias,
                       Dtf_FloatTensor:$drecurrent_bias);
   let assemblyFormat = "$x `,` $kernel `,` $recurrent_kernel `,` $bias `,` "
                        "$recurrent_bias `,` $output `,` $workspace `,` $dy "
-                       "(`return_sequences` $return_sequences^)? attr-dict `:` "
+                       "(`return_sequences` $return_sequences^)? "
+                       "(`compute_dtype` $compute_dtype^)? attr-dict `:` "
                        "functional-type(operands, results)";
   let hasVerifier = 1;
 }

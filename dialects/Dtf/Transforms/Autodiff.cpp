@@ -105,6 +105,10 @@ private:
       train.setReturnSequences(static_cast<bool>(sequences));
       if (Attribute device = o->getAttr("dtf.device"))
         train->setAttr("dtf.device", device);
+      // A layer kept in f32 keeps its training op in f32 too (the gradient
+      // op, made below with the other gradients, gets the mark from run()).
+      if (Attribute keep = o->getAttr("dtf.keep_f32"))
+        train->setAttr("dtf.keep_f32", keep);
     }
     o.getOutput().replaceAllUsesWith(train.getOutput());
     replaced.push_back(o);

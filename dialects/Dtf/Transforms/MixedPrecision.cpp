@@ -23,14 +23,26 @@ namespace {
 // ops), and the tensors between ops stay f32, so nothing else in the
 // runtime (generated kernels, the ps path) meets a bf16 tensor.
 // docs/kernels.md and docs/gpu.md, "Mixed precision".
+//
+// The library LSTM ops (with their training and gradient forms) are
+// products too: oneDNN's bf16 LSTM primitives take x, the weights and h in
+// bf16 and keep the bias, the cell state, the sums and the gradients in
+// f32; their workspace (i32) is not an operand that is rounded. The GRU ops
+// stay f32 although their kernels take compute_dtype alike: oneDNN 2.6 has
+// no brgemm kernel for its linear-before-reset GRU, and its reference bf16
+// one makes a training step slower than f32 (its backward pass is slower
+// than the f32 one; docs/kernels.md, "Mixed precision", and
+// bench/results/mixed_precision_recurrent.md).
 bool computesInLowPrecision(Operation *op) {
-  if (!isa<MatmulOp, Conv2DOp, Conv2DBiasOp, Conv2DBackpropInputOp,
-           Conv2DBackpropFilterOp>(op))
+  const bool recurrent = isa<LstmOp, LstmTrainOp, LstmGradOp>(op);
+  if (!recurrent && !isa<MatmulOp, Conv2DOp, Conv2DBiasOp, Conv2DBackpropInputOp,
+                         Conv2DBackpropFilterOp>(op))
     return false;
   if (op->hasAttr("dtf.keep_f32"))
     return false;
-  return llvm::all_of(op->getOperandTypes(), [](Type t) {
-    return cast<ShapedType>(t).getElementType().isF32();
+  return llvm::all_of(op->getOperandTypes(), [&](Type t) {
+    Type element = cast<ShapedType>(t).getElementType();
+    return element.isF32() || (recurrent && !isa<FloatType>(element));
   });
 }
 

@@ -78,7 +78,7 @@ def DtfLossScale : Pass<"dtf-loss-scale", "::mlir::ModuleOp"> {
 }
 
 def DtfMixedPrecision : Pass<"dtf-mixed-precision", "::mlir::ModuleOp"> {
-  let summary = "Applies the precision policy: matmuls and convolutions in bf16 or f16 with f32 accumulation";
+  let summary = "Applies the precision policy: matmuls, convolutions and LSTM layers in bf16 or f16 with f32 accumulation";
   let description = [{
     Under the policy `mixed_bfloat16` (Keras' name; the `precision` of the
     module's `dtf.train` attribute, or the `policy` option, which then
@@ -87,7 +87,12 @@ def DtfMixedPrecision : Pass<"dtf-mixed-precision", "::mlir::ModuleOp"> {
     with f32 operands, in every function (the forward ops and the gradients
     dtf-autodiff made for them alike), gets `compute_dtype "bf16"`: its
     kernel rounds the operands to bf16 (to nearest even), accumulates in f32
-    and writes an f32 result. Everything else stays f32: softmax, losses,
+    and writes an f32 result. So do the library LSTM ops (`lstm`,
+    `lstm_train`, `lstm_grad`) whose floating-point operands are f32 (their
+    i32 workspace aside): oneDNN's bf16 LSTM primitives take x, the kernels
+    and the hidden state in bf16 and keep the bias, the cell state, the sums
+    and the gradients in f32. The GRU ops stay f32 (oneDNN 2.6's bf16 GRU
+    trains slower than its f32 one on CPUs without AMX). Everything else stays f32: softmax, losses,
     norm statistics, reductions, every optimizer update, and the variables,
     which are the f32 master weights. Ops the model keeps in f32 (a layer's
     `dtype = f32`, marked `dtf.keep_f32` by the front end and on its

@@ -21,8 +21,23 @@
 // of the workspace (i32 elements; docs/plan-format.md, "The LSTM and GRU
 // layers"): oneDNN's workspace, padded to 64 bytes, then with
 // return_sequences unset B * T * U floats of dst_layer.
+//
+// Mixed precision (compute_dtype, docs/kernels.md "Mixed precision"): with
+// "bf16" on a CPU with bf16 instructions the primitives take x, the weights,
+// h and dst_layer in bf16 (oneDNN's reorders round the caller's f32 to
+// nearest even on the way in; x is narrowed once per version), while the
+// bias, the LSTM's cell state, the accumulation and every gradient stay
+// f32, as oneDNN's bf16 RNN primitives have them. dst_layer comes back
+// widened to f32 (exactly, so the backward primitive narrowing it again reads
+// the bits the forward one wrote): the output and the workspace keep their
+// f32 layout. Without bf16 instructions (or DTF_BF16_NATIVE=0), and for "f16"
+// on every CPU, the f32 primitives run on x and weights rounded through
+// bf16 (f16): the state between steps is then not rounded.
 #include "runtime/kernels/cpu/OneDnn.h"
 
+#include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace dtf::cpu {
@@ -49,9 +64,10 @@ struct RnnShape {
   const Cell *cell = &kLstm;
   int64_t b = 0, t = 0, f = 0, u = 0;
   bool sequences = false;
+  bool bf16 = false; // oneDNN's bf16 primitive (compute_dtype bf16, native)
   bool lstm() const { return cell->lstm; }
   std::vector<int64_t> key(Kind kind) const {
-    return {lstm() ? 0 : 1, kind, b, t, f, u, sequences ? 1 : 0};
+    return {lstm() ? 0 : 1, kind, b, t, f, u, sequences ? 1 : 0, bf16 ? 1 : 0};
   }
   std::vector<int64_t> outputShape() const {
     return sequences ? std::vector<int64_t>{b, t, u} : std::vector<int64_t>{b, u};
@@ -59,12 +75,16 @@ struct RnnShape {
 };
 
 struct RnnDescs {
-  memory::desc layer, iter, weightsLayer, weightsIter, bias, dst; // the caller's formats
-  memory::desc weightsLayerAny, weightsIterAny;
+  // The caller's formats, all f32 (the gradients' too), and the LSTM's
+  // cell state (f32 in the bf16 primitives as well).
+  memory::desc layer, iter, weightsLayer, weightsIter, bias, dst;
+  // What the primitive computes with: f32, or bf16 for a bf16 primitive.
+  memory::desc layerLow, iterLow, dstLow, weightsLayerAny, weightsIterAny;
 };
 
 RnnDescs rnnDescs(const RnnShape &s) {
   auto f32 = memory::data_type::f32;
+  auto low = s.bf16 ? memory::data_type::bf16 : f32;
   const int64_t g = s.cell->gates;
   RnnDescs d;
   d.layer = memory::desc({s.t, s.b, s.f}, f32, Tag::ntc);
@@ -73,8 +93,11 @@ RnnDescs rnnDescs(const RnnShape &s) {
   d.weightsIter = memory::desc({1, 1, s.u, g, s.u}, f32, Tag::ldigo);
   d.bias = memory::desc({1, 1, kBiasGates, s.u}, f32, Tag::ldgo);
   d.dst = memory::desc({s.t, s.b, s.u}, f32, Tag::ntc);
-  d.weightsLayerAny = memory::desc({1, 1, s.f, g, s.u}, f32, Tag::any);
-  d.weightsIterAny = memory::desc({1, 1, s.u, g, s.u}, f32, Tag::any);
+  d.layerLow = memory::desc({s.t, s.b, s.f}, low, Tag::ntc);
+  d.iterLow = memory::desc({1, 1, s.b, s.u}, low, Tag::ldnc);
+  d.dstLow = memory::desc({s.t, s.b, s.u}, low, Tag::ntc);
+  d.weightsLayerAny = memory::desc({1, 1, s.f, g, s.u}, low, Tag::any);
+  d.weightsIterAny = memory::desc({1, 1, s.u, g, s.u}, low, Tag::any);
   return d;
 }
 
@@ -83,18 +106,18 @@ constexpr auto kLeftToRight = dnnl::rnn_direction::unidirectional_left2right;
 dnnl::lstm_forward::primitive_desc lstmForwardPd(const RnnDescs &d,
                                                  dnnl::prop_kind kind) {
   memory::desc none;
-  return {dnnl::lstm_forward::desc(kind, kLeftToRight, d.layer, d.iter, d.iter,
-                                   d.weightsLayerAny, d.weightsIterAny, d.bias, d.dst,
-                                   none, none),
+  return {dnnl::lstm_forward::desc(kind, kLeftToRight, d.layerLow, d.iterLow, d.iter,
+                                   d.weightsLayerAny, d.weightsIterAny, d.bias,
+                                   d.dstLow, none, none),
           userScratchpad(), cpuEngine()};
 }
 
 dnnl::lbr_gru_forward::primitive_desc gruForwardPd(const RnnDescs &d,
                                                    dnnl::prop_kind kind) {
   memory::desc none;
-  return {dnnl::lbr_gru_forward::desc(kind, kLeftToRight, d.layer, d.iter,
+  return {dnnl::lbr_gru_forward::desc(kind, kLeftToRight, d.layerLow, d.iterLow,
                                       d.weightsLayerAny, d.weightsIterAny, d.bias,
-                                      d.dst, none),
+                                      d.dstLow, none),
           userScratchpad(), cpuEngine()};
 }
 
@@ -111,7 +134,8 @@ struct RnnPrimitive {
   PlannedPrimitive planned;
   memory::desc workspace;
   int64_t workspaceBytes = 0;
-  memory::desc iter; // the initial states' (and their gradients')
+  memory::desc iter;    // the initial c state's and the states' gradients (f32)
+  memory::desc iterLow; // the initial h state's (bf16 in a bf16 primitive)
 };
 
 PrimitiveCache<RnnPrimitive> &rnnCache() {
@@ -192,21 +216,79 @@ const float *primitiveBias(const KernelContext &ctx, const RnnShape &s) {
 /// h * dz instead of 0
 /// (kernels.Shapes/Lstm.MatchesTheFloat64Recurrence/b1_t1_f1_u1_last). The
 /// initial states' gradients go to scratch memory.
-void addInitialStates(const RnnShape &s, const memory::desc &iter, bool backward,
+/// The zeros serve a bf16 h as well (0.0 in bf16 is all zero bits too).
+void addInitialStates(const RnnShape &s, const RnnPrimitive &prim, bool backward,
                       std::unordered_map<int, memory> *extra) {
   thread_local std::vector<float> zeros, unused;
   const size_t n = static_cast<size_t>(s.b * s.u);
   if (zeros.size() < 2 * n) // inputs only: oneDNN never writes them
     zeros.assign(2 * n, 0.0f);
-  (*extra)[DNNL_ARG_SRC_ITER] = memory(iter, cpuEngine(), zeros.data());
+  (*extra)[DNNL_ARG_SRC_ITER] = memory(prim.iterLow, cpuEngine(), zeros.data());
   if (s.lstm())
-    (*extra)[DNNL_ARG_SRC_ITER_C] = memory(iter, cpuEngine(), zeros.data() + n);
+    (*extra)[DNNL_ARG_SRC_ITER_C] = memory(prim.iter, cpuEngine(), zeros.data() + n);
   if (backward) {
     unused.resize(2 * n);
-    (*extra)[DNNL_ARG_DIFF_SRC_ITER] = memory(iter, cpuEngine(), unused.data());
+    (*extra)[DNNL_ARG_DIFF_SRC_ITER] = memory(prim.iter, cpuEngine(), unused.data());
     if (s.lstm())
-      (*extra)[DNNL_ARG_DIFF_SRC_ITER_C] = memory(iter, cpuEngine(), unused.data() + n);
+      (*extra)[DNNL_ARG_DIFF_SRC_ITER_C] =
+          memory(prim.iter, cpuEngine(), unused.data() + n);
   }
+}
+
+/// How the layer computes: compute_dtype (absent: f32) and the CPU.
+enum class RnnPrecision { kF32, kBf16, kRoundedBf16, kRoundedF16 };
+
+Status rnnPrecision(const KernelContext &ctx, const char *op, RnnPrecision *p) {
+  bool bf16 = false, f16 = false;
+  DTF_RETURN_IF_ERROR(lowPrecisionCompute(ctx, op, ctx.input(0), &bf16, &f16));
+  *p = f16    ? RnnPrecision::kRoundedF16
+       : !bf16 ? RnnPrecision::kF32
+       : bf16Native() ? RnnPrecision::kBf16
+                      : RnnPrecision::kRoundedBf16;
+  if (*p == RnnPrecision::kRoundedBf16) {
+    static const bool said = [] {
+      const char *e = std::getenv("DTF_BF16_NATIVE");
+      std::fprintf(stderr,
+                   "dtf: %s: bf16 LSTM and GRU layers run oneDNN's f32 "
+                   "primitives on bf16-rounded inputs and weights (the state "
+                   "between steps stays f32; no speedup)\n",
+                   e && std::strcmp(e, "0") == 0
+                       ? "DTF_BF16_NATIVE=0"
+                       : "this CPU has neither AVX512-BF16 nor AMX");
+      return true;
+    }();
+    (void)said;
+  }
+  return Status::ok();
+}
+
+/// x, kernel and recurrent_kernel as the primitive's caller gives them:
+/// the inputs themselves, or under kRoundedBf16 and kRoundedF16 copies
+/// rounded through bf16 or f16 (kept in `rounded` while the primitive runs;
+/// the f16 rounding says once on stderr that it runs in f32).
+std::array<void *, 3> rnnOperands(const KernelContext &ctx, RnnPrecision p,
+                                  std::array<Tensor, 3> &rounded) {
+  std::array<void *, 3> out;
+  for (int i = 0; i < 3; ++i) {
+    if (p == RnnPrecision::kRoundedF16)
+      rounded[i] = roundedThroughF16(ctx.input(i), ctx.threadPool());
+    else if (p == RnnPrecision::kRoundedBf16)
+      rounded[i] = roundedThroughBf16(ctx.input(i), ctx.threadPool());
+    out[i] = p == RnnPrecision::kRoundedF16 || p == RnnPrecision::kRoundedBf16
+                 ? ptr(rounded[i])
+                 : ptr(ctx.input(i));
+  }
+  return out;
+}
+
+/// The inputs' versions for a bf16 primitive: x is then narrowed once per
+/// version (PlannedPrimitive::execute); the weights go through oneDNN's
+/// reorder into its blocked bf16 layout on every call either way.
+std::vector<const VariableVersion *> rnnVersions(const KernelContext &ctx,
+                                                 const RnnShape &s) {
+  if (!s.bf16)
+    return {};
+  return {ctx.inputVersion(0), ctx.inputVersion(1), ctx.inputVersion(2)};
 }
 
 /// The last step's output: row b of [B, U] is dst [b, T - 1, :].
@@ -228,7 +310,7 @@ std::shared_ptr<RnnPrimitive> forwardPrimitive(const RnnShape &s, bool training)
                                           {DNNL_ARG_WEIGHTS_ITER, d.weightsIter, false},
                                           {DNNL_ARG_BIAS, d.bias, false},
                                           {DNNL_ARG_DST_LAYER, d.dst, true}}),
-                        ws, training ? padded(ws.get_size()) : 0, d.iter};
+                        ws, training ? padded(ws.get_size()) : 0, d.iter, d.iterLow};
   });
 }
 
@@ -239,6 +321,9 @@ Status rnnForward(KernelContext &ctx, const Cell &cell, bool training) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 1 + cell.variables));
   RnnShape s;
   DTF_RETURN_IF_ERROR(rnnShape(ctx, cell, name, &s));
+  RnnPrecision precision;
+  DTF_RETURN_IF_ERROR(rnnPrecision(ctx, name, &precision));
+  s.bf16 = precision == RnnPrecision::kBf16;
   Tensor *out;
   DTF_RETURN_IF_ERROR(ctx.allocateOutput(0, DType::F32, s.outputShape(), &out));
   if (s.b == 0) {
@@ -248,8 +333,9 @@ Status rnnForward(KernelContext &ctx, const Cell &cell, bool training) {
     }
     return Status::ok();
   }
-  const Tensor &x = ctx.input(0), &k = ctx.input(1), &r = ctx.input(2);
   return guardDnnl(name, [&]() -> Status {
+    std::array<Tensor, 3> rounded;
+    const std::array<void *, 3> in = rnnOperands(ctx, precision, rounded);
     std::shared_ptr<RnnPrimitive> prim = forwardPrimitive(s, training);
     float *dst = nullptr;
     Tensor *ws = nullptr;
@@ -267,12 +353,12 @@ Status rnnForward(KernelContext &ctx, const Cell &cell, bool training) {
       dst = sequence.data();
     }
     std::unordered_map<int, memory> extra;
-    addInitialStates(s, prim->iter, false, &extra);
+    addInitialStates(s, *prim, false, &extra);
     if (training)
       extra[DNNL_ARG_WORKSPACE] = memory(prim->workspace, cpuEngine(), ws->rawData());
     prim->planned.execute(
-        {ptr(x), ptr(k), ptr(r), const_cast<float *>(primitiveBias(ctx, s)), dst},
-        extra);
+        {in[0], in[1], in[2], const_cast<float *>(primitiveBias(ctx, s)), dst}, extra,
+        rnnVersions(ctx, s));
     if (!s.sequences)
       copyLastStep(s, dst, out->data<float>());
     return Status::ok();
@@ -285,15 +371,15 @@ dnnl::primitive_desc backwardPd(const RnnShape &s, const RnnDescs &d) {
   auto training = dnnl::prop_kind::forward_training;
   if (s.lstm())
     return dnnl::lstm_backward::primitive_desc(
-        dnnl::lstm_backward::desc(backward, kLeftToRight, d.layer, d.iter, d.iter,
-                                  d.weightsLayerAny, d.weightsIterAny, d.bias, d.dst,
+        dnnl::lstm_backward::desc(backward, kLeftToRight, d.layerLow, d.iterLow, d.iter,
+                                  d.weightsLayerAny, d.weightsIterAny, d.bias, d.dstLow,
                                   none, none, d.layer, d.iter, d.iter, d.weightsLayer,
                                   d.weightsIter, d.bias, d.dst, none, none),
         userScratchpad(), cpuEngine(), lstmForwardPd(d, training));
   return dnnl::lbr_gru_backward::primitive_desc(
-      dnnl::lbr_gru_backward::desc(backward, kLeftToRight, d.layer, d.iter,
-                                   d.weightsLayerAny, d.weightsIterAny, d.bias, d.dst,
-                                   none, d.layer, d.iter, d.weightsLayer, d.weightsIter,
+      dnnl::lbr_gru_backward::desc(backward, kLeftToRight, d.layerLow, d.iterLow,
+                                   d.weightsLayerAny, d.weightsIterAny, d.bias,
+                                   d.dstLow, none, d.layer, d.iter, d.weightsLayer, d.weightsIter,
                                    d.bias, d.dst, none),
       userScratchpad(), cpuEngine(), gruForwardPd(d, training));
 }
@@ -308,8 +394,10 @@ Status rnnGrad(KernelContext &ctx, const Cell &cell) {
   DTF_RETURN_IF_ERROR(checkNumInputs(ctx, name, 4 + nvars));
   RnnShape s;
   DTF_RETURN_IF_ERROR(rnnShape(ctx, cell, name, &s));
-  const Tensor &x = ctx.input(0), &k = ctx.input(1), &r = ctx.input(2),
-               &y = ctx.input(1 + nvars), &ws = ctx.input(2 + nvars),
+  RnnPrecision precision;
+  DTF_RETURN_IF_ERROR(rnnPrecision(ctx, name, &precision));
+  s.bf16 = precision == RnnPrecision::kBf16;
+  const Tensor &x = ctx.input(0), &y = ctx.input(1 + nvars), &ws = ctx.input(2 + nvars),
                &dy = ctx.input(3 + nvars);
   if (y.dtype() != DType::F32 || y.shape() != s.outputShape() ||
       dy.dtype() != DType::F32 || dy.shape() != s.outputShape())
@@ -342,13 +430,14 @@ Status rnnGrad(KernelContext &ctx, const Cell &cell) {
                             {DNNL_ARG_DIFF_WEIGHTS_LAYER, d.weightsLayer, true},
                             {DNNL_ARG_DIFF_WEIGHTS_ITER, d.weightsIter, true},
                             {DNNL_ARG_DIFF_BIAS, d.bias, true}}),
-          workspace, padded(workspace.get_size()), d.iter};
+          workspace, padded(workspace.get_size()), d.iter, d.iterLow};
     });
     const int64_t want = workspaceElements(s, prim->workspaceBytes);
     if (ws.dtype() != DType::I32 || ws.shape() != std::vector<int64_t>{want})
       return errorStatus(name, " expects the workspace ", cell.train,
-                         " wrote for x ", x.describe(), ", i32[", want, "], got ",
-                         ws.describe());
+                         " wrote for x ", x.describe(),
+                         s.bf16 ? " in bf16" : "", ", i32[", want, "], got ",
+                         ws.describe(), " (both ops take the same compute_dtype)");
     char *wsBytes = static_cast<char *>(ptr(ws));
     const float *dst = s.sequences
                            ? y.data<float>()
@@ -372,14 +461,16 @@ Status rnnGrad(KernelContext &ctx, const Cell &cell) {
       dbias = dbiasParts.data();
     }
     std::unordered_map<int, memory> extra;
-    addInitialStates(s, prim->iter, true, &extra);
+    addInitialStates(s, *prim, true, &extra);
     extra[DNNL_ARG_WORKSPACE] = memory(prim->workspace, cpuEngine(), wsBytes);
-    prim->planned.execute({ptr(x), ptr(k), ptr(r),
+    std::array<Tensor, 3> rounded;
+    const std::array<void *, 3> in = rnnOperands(ctx, precision, rounded);
+    prim->planned.execute({in[0], in[1], in[2],
                            const_cast<float *>(primitiveBias(ctx, s)),
                            const_cast<float *>(dst), const_cast<float *>(ddst),
                            grads[0]->rawData(), grads[1]->rawData(),
                            grads[2]->rawData(), dbias},
-                          extra);
+                          extra, rnnVersions(ctx, s));
     if (!s.lstm()) {
       const int64_t u = s.u;
       float *db = grads[3]->data<float>(), *drb = grads[4]->data<float>();

@@ -1003,6 +1003,22 @@ func.func @lstm_workspace_rank(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: t
 
 // -----
 
+func.func @lstm_compute_dtype_f64(%x: tensor<?x5x3xf64>, %k: tensor<3x8xf64>, %r: tensor<2x8xf64>, %b: tensor<8xf64>) {
+  // expected-error @+1 {{'dtf.lstm' op failed to verify that compute_dtype is set only where every floating-point operand is f32}}
+  %0 = dtf.lstm %x, %k, %r, %b compute_dtype "bf16" : (tensor<?x5x3xf64>, tensor<3x8xf64>, tensor<2x8xf64>, tensor<8xf64>) -> tensor<?x2xf64>
+  return
+}
+
+// -----
+
+func.func @lstm_compute_dtype_value(%x: tensor<?x5x3xf32>, %k: tensor<3x8xf32>, %r: tensor<2x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{'dtf.lstm' op attribute 'compute_dtype' failed to satisfy constraint: string attribute the compute dtype "bf16" or "f16"}}
+  %0 = dtf.lstm %x, %k, %r, %b compute_dtype "f8" : (tensor<?x5x3xf32>, tensor<3x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> tensor<?x2xf32>
+  return
+}
+
+// -----
+
 func.func @gru_biases(%x: tensor<?x5x3xf32>, %k: tensor<3x6xf32>, %r: tensor<2x6xf32>, %b: tensor<6xf32>, %rb: tensor<8xf32>) {
   // expected-error @+1 {{'dtf.gru' op expects kernel [F, 3 U], recurrent_kernel [U, 3 U] and bias and recurrent_bias [3 U] for x [B, T, F], got 'tensor<?x5x3xf32>', 'tensor<3x6xf32>', 'tensor<2x6xf32>', 'tensor<6xf32>' and 'tensor<8xf32>'}}
   %0 = dtf.gru %x, %k, %r, %b, %rb : (tensor<?x5x3xf32>, tensor<3x6xf32>, tensor<2x6xf32>, tensor<6xf32>, tensor<8xf32>) -> tensor<?x2xf32>

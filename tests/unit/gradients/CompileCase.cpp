@@ -33,6 +33,9 @@ bool compileCase(const std::string &source, dtf::plan::Plan &plan,
   mlir::PassManager pm(&context);
   pm.addPass(mlir::dtf::createDtfAutodiff());
   pm.addPass(mlir::dtf::createDtfOptimize());
+  // The train block's precision (float32 unless it says otherwise): the
+  // products' compute_dtype, as dtfc marks them.
+  pm.addPass(mlir::dtf::createDtfMixedPrecision());
   if (fuse) {
     // As dtfc: the library folds first (a max pool keeps its argmax for its
     // gradient), then the generated kernels.

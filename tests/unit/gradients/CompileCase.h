@@ -8,7 +8,7 @@
 
 namespace dtf::testing {
 
-/// Compiles `source` (autodiff, optimize; with `fuse`, the library folds and
+/// Compiles `source` (autodiff, optimize, the precision policy; with `fuse`, the library folds and
 /// the generated kernels, compiled for the CPU), appending every diagnostic
 /// to `error`; false on any failure.
 bool compileCase(const std::string &source, dtf::plan::Plan &plan,

@@ -18,6 +18,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/kernels/CpuKernels.h"
 #include "runtime/plan/PlanTypes.h"
+#include "schema/PlanSchema.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -74,12 +75,18 @@ using dtf::testing::compileCase;
 /// Compiles case `c` with T as its float type, takes the gradient of `loss`
 /// for variable `c.checked` from one SGD step and compares every element
 /// with central differences.
+/// Case `c`'s model with T as its float type, trained by SGD with learning
+/// rate 1; `trainExtra` adds settings to its train block.
+std::string caseSource(const Case &c, const char *dtype, const char *trainExtra = "") {
+  return substitute(std::string("model g {\n") + c.inputs + "\n" +
+                        (*c.var ? std::string("  var w: ") + c.var + " = zeros\n" : "") +
+                        "  graph {\n" + c.loss + "\n  }\n  train {\n    optimizer = sgd(1.0)\n" +
+                        trainExtra + "  }\n}\n",
+                    dtype);
+}
+
 template <typename T> void checkGradient(const Case &c, const Precision &p) {
-  std::string source = substitute(
-      std::string("model g {\n") + c.inputs + "\n" +
-          (*c.var ? std::string("  var w: ") + c.var + " = zeros\n" : "") + "  graph {\n" +
-          c.loss + "\n  }\n  train { optimizer = sgd(1.0) }\n}\n",
-      p.dtype);
+  std::string source = caseSource(c, p.dtype);
   dtf::plan::Plan plan;
   std::string error;
   ASSERT_TRUE(compileCase(source, plan, error, p.fuse)) << error << "\n" << source;
@@ -404,6 +411,103 @@ std::string caseName(const ::testing::TestParamInfo<Case> &info) { return info.p
 INSTANTIATE_TEST_SUITE_P(Rules, F64, ::testing::ValuesIn(kCases), caseName);
 INSTANTIATE_TEST_SUITE_P(Rules, F32, ::testing::ValuesIn(kCases), caseName);
 INSTANTIATE_TEST_SUITE_P(Rules, F64Fused, ::testing::ValuesIn(kCases), caseName);
+
+// Mixed precision: the LSTM cases under mixed_bfloat16, where each layer is
+// the library ops with compute_dtype "bf16" (oneDNN's bf16 primitives: x,
+// the weights and h in bf16, the sums and the gradients f32), against
+// float64 (the GRU stays f32 under the policy: docs/kernels.md). The analytic gradient is the bf16 plan's (one SGD step
+// with learning rate 1); the numeric one is the central difference of the
+// float64 plan's loss (the unrolled layer) at the same point: every variable
+// and feed is drawn once in [-1, 1), rounded to f32, and given to both. bf16
+// keeps 8 significant bits (2^-9 relative per rounding) and each gradient
+// sums over every step and example: the bound is 5e-3 + 3e-2 |numeric|, ten
+// times the worst case measured here (5.3e-4 of max(1, |numeric|), printed;
+// the F32 suite's f32 primitives: 3.5e-5).
+TEST(MixedBfloat16, RecurrentGradientsMatchFloat64) {
+  for (const Case &c : kCases) {
+    const std::string name = c.name;
+    if (name.rfind("lstm", 0) != 0)
+      continue;
+    SCOPED_TRACE(name);
+    dtf::plan::Plan low, exact;
+    std::string error;
+    ASSERT_TRUE(compileCase(caseSource(c, "f32", "    precision = mixed_bfloat16\n"), low, error))
+        << error;
+    ASSERT_TRUE(compileCase(caseSource(c, "f64"), exact, error)) << error;
+    // Not vacuous: the layers are library ops computing in bf16.
+    int bf16Layers = 0;
+    for (const auto &op : low.train_step().ops()) {
+      auto it = op.attrs().find("compute_dtype");
+      bf16Layers += dtf::plan::isRecurrentLayerOp(op.name()) && it != op.attrs().end() &&
+                    it->second.s() == "bf16";
+    }
+    EXPECT_GE(bf16Layers, 2) << "no bf16 LSTM pair in the mixed_bfloat16 plan";
+
+    std::mt19937 rng(4321);
+    std::uniform_real_distribution<double> draw(c.lo, c.hi);
+    dtf::exec::VariableStore lowVars, exactVars;
+    for (const auto &v : low.variables()) {
+      std::vector<int64_t> shape(v.type().shape().dims().begin(), v.type().shape().dims().end());
+      dtf::DType dtype = dtf::DType::F32;
+      ASSERT_TRUE(dtf::plan::toDType(v.type().dtype(), &dtype).isOk()) << v.name();
+      const bool real = dtype == dtf::DType::F32;
+      dtf::Tensor f = dtf::Tensor::zeros(dtype, shape);
+      dtf::Tensor d = dtf::Tensor::zeros(real ? dtf::DType::F64 : dtype, shape);
+      // The checked variable and the layers' weights drawn; the rest (the
+      // global step, w where a layer's variable is checked) zeros.
+      if (real && (v.name() == c.checked || v.name().find('/') != std::string::npos))
+        for (int64_t i = 0; i < f.numElements(); ++i)
+          d.data<double>()[i] = f.data<float>()[i] = float(draw(rng));
+      ASSERT_TRUE(lowVars.add(v.name(), f).isOk());
+      ASSERT_TRUE(exactVars.add(v.name(), d).isOk()) << v.name();
+    }
+    dtf::KernelRegistry kernels;
+    dtf::registerCpuKernels(kernels);
+    std::unique_ptr<dtf::exec::Executor> train, eval;
+    dtf::exec::ExecutorOptions options;
+    auto status =
+        dtf::exec::Executor::create(low.train_step(), lowVars, kernels, options, &train);
+    ASSERT_TRUE(status.isOk()) << status.message();
+    status = dtf::exec::Executor::create(exact.eval(), exactVars, kernels, options, &eval);
+    ASSERT_TRUE(status.isOk()) << status.message();
+    ASSERT_EQ(train->numFeeds(), eval->numFeeds());
+    std::mt19937 feedRng(99);
+    for (int i = 0; i < train->numFeeds(); ++i) {
+      dtf::Tensor *f = nullptr, *d = nullptr;
+      ASSERT_TRUE(train->prepareFeed(i, 2, &f).isOk());
+      ASSERT_TRUE(eval->prepareFeed(i, 2, &d).isOk());
+      for (int64_t k = 0; k < f->numElements(); ++k)
+        d->data<double>()[k] = f->data<float>()[k] =
+            float(std::uniform_real_distribution<double>(c.lo, c.hi)(feedRng));
+    }
+    dtf::Tensor *w = lowVars.find(c.checked);
+    dtf::Tensor *we = exactVars.find(c.checked);
+    ASSERT_TRUE(w && we);
+    std::vector<float> w0(w->data<float>(), w->data<float>() + w->numElements());
+    ASSERT_TRUE(train->run(0).isOk());
+    double worst = 0;
+    for (size_t i = 0; i < w0.size(); ++i) {
+      const double analytic = double(w0[i]) - double(w->data<float>()[i]);
+      double *pe = we->data<double>();
+      const double at = pe[i], eps = 1e-6;
+      auto lossAt = [&](double value) {
+        pe[i] = value;
+        EXPECT_TRUE(eval->run(0).isOk());
+        return eval->fetch(eval->findFetch("loss")).data<double>()[0];
+      };
+      const double numeric = (lossAt(at + eps) - lossAt(at - eps)) / (2 * eps);
+      pe[i] = at;
+      const double diff = std::abs(analytic - numeric);
+      worst = std::max(worst, diff / std::max(1.0, std::abs(numeric)));
+      EXPECT_LE(diff, 5e-3 + 3e-2 * std::abs(numeric))
+          << "d loss / d " << c.checked << "[" << i << "]: bf16 analytic " << analytic
+          << " vs float64 numeric " << numeric;
+    }
+    std::printf("[ bf16     ] %s: %zu elements, max |bf16 analytic - f64 numeric| / "
+                "max(1, |numeric|) = %.3g\n",
+                c.name, w0.size(), worst);
+  }
+}
 
 // batch_norm's two behaviours: the training step normalizes with the
 // batch's statistics (the sum of a normalized batch is 0) and moves the

@@ -3,10 +3,16 @@
 // against float64 references written here: the forward recurrences of
 // docs/dialect.md (LSTM: gates i, f, c, o, the forget gate's pre-activation
 // + 1; GRU: gates z, r, h, TensorFlow 2's reset_after; zero initial states)
-// and their backward passes through time.
+// and their backward passes through time; and the same ops in mixed
+// precision (compute_dtype "bf16" and "f16").
 #include "tests/unit/kernels/KernelTestUtil.h"
 
+#include "runtime/core/Bf16.h"
+#include "runtime/core/F16.h"
+#include "runtime/kernels/cpu/OneDnn.h"
+
 #include <algorithm>
+#include <cstdio>
 
 namespace dtf::test {
 namespace {
@@ -385,6 +391,217 @@ TEST(GruErrors, AnEmptyBatchGivesEmptyOutputsAndZeroGradients) {
   for (int i = 1; i < 5; ++i)
     for (double v : valuesOf(grad.out(i)))
       EXPECT_EQ(v, 0.0);
+}
+
+// Mixed precision (docs/kernels.md, "Mixed precision"). A layer's
+// variables and the f64 reference's, for LSTM (x, kernel, recurrent_kernel,
+// bias) or GRU (and recurrent_bias).
+struct Layer {
+  bool lstm;
+  Dims d;
+  std::vector<Tensor> in; // x and the variables
+  Tensor dy;
+};
+
+Layer makeLayer(bool lstm, const Dims &d, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t g = lstm ? 4 : 3;
+  Layer l{lstm, d, {}, {}};
+  l.in = {rng.f32({d.b, d.t, d.f}), rng.f32({d.f, g * d.u}, -0.7, 0.7),
+          rng.f32({d.u, g * d.u}, -0.7, 0.7), rng.f32({g * d.u}, -0.3, 0.3)};
+  if (!lstm)
+    l.in.push_back(rng.f32({g * d.u}, -0.3, 0.3));
+  l.dy = rng.f32(d.sequences ? Shape{d.b, d.t, d.u} : Shape{d.b, d.u});
+  return l;
+}
+
+/// The layer's inference output, training output and gradients (x's, then
+/// the variables') with compute_dtype `dtype` ("" for none), from `in`.
+struct LayerOutputs {
+  Tensor infer, train;
+  std::vector<Tensor> grads;
+};
+
+LayerOutputs runLayer(const Layer &l, const std::vector<Tensor> &in,
+                      const std::string &dtype) {
+  const std::string name = l.lstm ? "dtf.lstm" : "dtf.gru";
+  auto setUp = [&](KernelRun &run) {
+    for (const Tensor &t : in)
+      run.in(t);
+    run.attr("return_sequences", l.d.sequences).pool();
+    if (!dtype.empty())
+      run.attr("compute_dtype", dtype);
+  };
+  LayerOutputs out;
+  KernelRun infer(name);
+  setUp(infer);
+  EXPECT_EQ(errorOf(infer), "") << name << " " << dtype;
+  out.infer = infer.out();
+  KernelRun train(name + "_train");
+  setUp(train);
+  train.outputs(2);
+  EXPECT_EQ(errorOf(train), "") << name << "_train " << dtype;
+  out.train = train.out(0);
+  KernelRun grad(name + "_grad");
+  setUp(grad);
+  grad.in(train.out(0)).in(train.out(1)).in(l.dy).outputs(int(in.size()));
+  EXPECT_EQ(errorOf(grad), "") << name << "_grad " << dtype;
+  for (size_t i = 0; i < in.size(); ++i)
+    out.grads.push_back(grad.out(int(i)));
+  return out;
+}
+
+/// The f64 reference's output and gradients (x's, then the variables'), in
+/// runLayer's order.
+std::vector<Values> referenceOf(const Layer &l) {
+  std::vector<Values> v;
+  for (const Tensor &t : l.in)
+    v.push_back(valuesOf(t));
+  Values dy = valuesOf(l.dy);
+  if (l.lstm) {
+    Reference r = reference(l.d, v[0], v[1], v[2], v[3], &dy);
+    return {r.y, r.dx, r.dk, r.dr, r.db};
+  }
+  GruReference r = gruReference(l.d, v[0], v[1], v[2], v[3], v[4], &dy);
+  return {r.y, r.dx, r.dk, r.dr, r.db, r.drb};
+}
+
+/// max |got - want| / max(1, |want|).
+double worstError(const Tensor &got, const Values &want) {
+  Values v = valuesOf(got);
+  EXPECT_EQ(v.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < v.size() && i < want.size(); ++i)
+    worst = std::max(worst, std::abs(v[i] - want[i]) / std::max(1.0, std::abs(want[i])));
+  return worst;
+}
+
+const Dims kMixedShapes[] = {{4, 12, 10, 16, false}, {3, 6, 5, 9, true}};
+
+// The gradient check in mixed precision: the bf16 layer's output and every
+// gradient against the float64 recurrence on the unrounded operands. bf16
+// keeps 8 significant bits (2^-9 relative per rounding); oneDNN's bf16
+// primitives round x, the weights and h (the state fed to the next step's
+// product and written as the output) and keep c, the sums and the gradients
+// in f32, so the output is within 2e-2 of f64 and each gradient, a sum
+// over every step and example, within 3e-2 (relative to
+// max(1, |value|); measured here: at most 5e-3 for the output and 1e-2 for
+// the gradients on these shapes). Under DTF_BF16_NATIVE=0
+// (kernels.RecurrentMixedPrecisionFallback) the same bounds hold for the f32
+// primitive on rounded operands (measured: 4.4e-3 and 4.9e-3).
+TEST(RecurrentMixedPrecision, Bf16GradientsMatchFloat64WithinTolerance) {
+  for (bool lstm : {true, false})
+    for (const Dims &d : kMixedShapes) {
+      SCOPED_TRACE(::testing::Message() << (lstm ? "lstm " : "gru ") << d.b << "x" << d.t
+                                        << "x" << d.f << " units " << d.u
+                                        << (d.sequences ? " sequences" : ""));
+      Layer l = makeLayer(lstm, d, 21 + d.u);
+      std::vector<Values> want = referenceOf(l);
+      LayerOutputs got = runLayer(l, l.in, "bf16");
+      const double y = std::max(worstError(got.infer, want[0]), worstError(got.train, want[0]));
+      double g = 0;
+      for (size_t i = 0; i < got.grads.size(); ++i)
+        g = std::max(g, worstError(got.grads[i], want[i + 1]));
+      std::printf("[ bf16     ] %s %s: output %.3g, gradients %.3g from float64 (%s)\n",
+                  lstm ? "lstm" : "gru", d.sequences ? "sequences" : "last", y, g,
+                  cpu::bf16Native() ? "bf16 primitive" : "f32 primitive, rounded operands");
+      EXPECT_LE(y, 2e-2);
+      EXPECT_LE(g, 3e-2);
+      // Not vacuous: the f32 layer is far closer (the f32 tests: 2e-5, 1e-4).
+      LayerOutputs f32 = runLayer(l, l.in, "");
+      EXPECT_LE(worstError(f32.train, want[0]), 2e-5);
+    }
+}
+
+/// `t` (f32) with every element rounded through bf16 (Bf16.h) or f16 (F16.h).
+Tensor roundedThrough(const Tensor &t, bool f16) {
+  Values v = valuesOf(t);
+  for (double &e : v)
+    e = f16 ? roundToF16(float(e)) : f32FromBf16(bf16FromF32(float(e)));
+  return f32(t.shape(), v);
+}
+
+/// Whether every element of `t` (f32) is a bf16 value: its low 16 bits 0.
+bool allBf16(const Tensor &t) {
+  const float *p = t.data<float>();
+  for (int64_t i = 0; i < t.numElements(); ++i)
+    if (bitsOf(p[i]) & 0xffffu)
+      return false;
+  return true;
+}
+
+void expectSameBits(const Tensor &got, const Tensor &want, const char *what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  EXPECT_EQ(std::memcmp(got.rawData(), want.rawData(), got.byteSize()), 0)
+      << what << " differs from the f32 op on rounded operands";
+}
+
+// Which computation ran. Where the CPU has bf16 instructions, oneDNN's bf16
+// primitive writes dst_layer in bf16: every output element is a bf16 value
+// (low 16 bits zero; an f32 primitive's outputs are not), and the outputs
+// differ from the f32 layer's by bf16-sized amounts (more than 1e-4, less
+// than 2e-2). Without them (DTF_BF16_NATIVE=0: the ctest
+// kernels.RecurrentMixedPrecisionFallback), the layer is the f32 op on
+// operands rounded by Bf16.h, bit for bit, gradients included.
+TEST(RecurrentMixedPrecision, Bf16RunsTheBf16PrimitiveOrTheFallback) {
+  for (bool lstm : {true, false}) {
+    SCOPED_TRACE(lstm ? "lstm" : "gru");
+    Layer l = makeLayer(lstm, {5, 7, 6, 11, false}, 33);
+    LayerOutputs low = runLayer(l, l.in, "bf16");
+    if (cpu::bf16Native()) {
+      LayerOutputs f32 = runLayer(l, l.in, "");
+      EXPECT_FALSE(allBf16(f32.infer)) << "the check cannot tell the primitives apart";
+      for (const Tensor *t : {&low.infer, &low.train}) {
+        EXPECT_TRUE(allBf16(*t)) << "an output element is not a bf16 value: not the bf16 primitive";
+        const double apart = worstError(*t, valuesOf(f32.train));
+        EXPECT_GT(apart, 1e-4);
+        EXPECT_LT(apart, 2e-2);
+      }
+      continue;
+    }
+    std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0): checking the "
+                "fallback, the f32 op on bf16-rounded operands\n");
+    std::vector<Tensor> rounded = l.in;
+    for (int i = 0; i < 3; ++i)
+      rounded[i] = roundedThrough(l.in[i], false);
+    LayerOutputs want = runLayer(l, rounded, "");
+    expectSameBits(low.infer, want.infer, "output");
+    expectSameBits(low.train, want.train, "training output");
+    for (size_t i = 0; i < want.grads.size(); ++i)
+      expectSameBits(low.grads[i], want.grads[i], "a gradient");
+  }
+}
+
+// compute_dtype "f16" (mixed_float16): oneDNN 2.6 has no f16 RNN on the
+// CPU, so the layer is the f32 op on f16-rounded x and weights, bit for
+// bit, on every CPU.
+TEST(RecurrentMixedPrecision, F16RunsTheF32PrimitiveOnF16RoundedOperands) {
+  for (bool lstm : {true, false}) {
+    SCOPED_TRACE(lstm ? "lstm" : "gru");
+    Layer l = makeLayer(lstm, {3, 5, 4, 7, true}, 44);
+    std::vector<Tensor> rounded = l.in;
+    for (int i = 0; i < 3; ++i)
+      rounded[i] = roundedThrough(l.in[i], true);
+    LayerOutputs low = runLayer(l, l.in, "f16"), want = runLayer(l, rounded, "");
+    expectSameBits(low.infer, want.infer, "output");
+    expectSameBits(low.train, want.train, "training output");
+    for (size_t i = 0; i < want.grads.size(); ++i)
+      expectSameBits(low.grads[i], want.grads[i], "a gradient");
+    LayerOutputs f32 = runLayer(l, l.in, "");
+    EXPECT_NE(std::memcmp(f32.train.rawData(), low.train.rawData(), f32.train.byteSize()), 0)
+        << "f16 rounding changed nothing: the test cannot tell";
+  }
+}
+
+TEST(RecurrentMixedPrecision, AnotherComputeDtypeIsRefused) {
+  Layer l = makeLayer(true, {1, 2, 2, 2, false}, 5);
+  KernelRun run("dtf.lstm");
+  for (const Tensor &t : l.in)
+    run.in(t);
+  run.attr("compute_dtype", std::string("f8"));
+  EXPECT_NE(errorOf(run).find("dtf.lstm: compute_dtype is \"bf16\", \"f16\" or absent"),
+            std::string::npos)
+      << errorOf(run);
 }
 
 } // namespace
