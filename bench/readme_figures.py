@@ -26,6 +26,9 @@ RESULTS = ROOT / "bench" / "results"
 BEGIN = ("<!-- figures: written by bench/readme_figures.py from bench/results/ "
          "(bench/readme.sh); do not edit by hand -->")
 END = "<!-- /figures -->"
+# Before the first run README has a hand-written paragraph of figures that
+# starts so; --write replaces it with the block.
+FIRST = "Measured here (2 cores; `bench/results/`)"
 
 
 class Missing(Exception):
@@ -272,6 +275,13 @@ def main():
         return 0
     readme = pathlib.Path(args.readme)
     body = readme.read_text()
+    if args.write and BEGIN not in body and END not in body and FIRST in body:
+        # The first run: the hand-written paragraph of figures (up to its
+        # blank line) becomes the block.
+        start = body.index(FIRST)
+        stop = body.find("\n\n", start)
+        stop = len(body) if stop < 0 else stop
+        body = body[:start] + BEGIN + "\n" + END + body[stop:]
     if body.count(BEGIN) != 1 or body.count(END) != 1:
         print(f"readme_figures: {readme} needs exactly one '{BEGIN}' and one '{END}'",
               file=sys.stderr)
