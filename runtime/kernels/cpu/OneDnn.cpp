@@ -37,21 +37,29 @@ Status lowPrecisionCompute(const KernelContext &ctx, const char *op,
   return Status::ok();
 }
 
+const char *bf16FallbackReason() {
+  static const char *const reason = []() -> const char * {
+    const char *e = std::getenv("DTF_BF16_NATIVE");
+    if (e && std::strcmp(e, "0") == 0)
+      return "DTF_BF16_NATIVE=0";
+    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+    if (isa == dnnl::cpu_isa::avx512_core_bf16 ||
+        isa == dnnl::cpu_isa::avx512_core_amx)
+      return nullptr;
+    return "this CPU has neither AVX512-BF16 nor AMX";
+  }();
+  return reason;
+}
+
 bool bf16Native() {
   static const bool native = [] {
-    const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-    const bool hardware = isa == dnnl::cpu_isa::avx512_core_bf16 ||
-                          isa == dnnl::cpu_isa::avx512_core_amx;
-    const char *e = std::getenv("DTF_BF16_NATIVE");
-    const bool forcedOff = e && std::strcmp(e, "0") == 0;
-    if (!hardware || forcedOff)
+    if (const char *why = bf16FallbackReason())
       std::fprintf(stderr,
                    "dtf: %s: bf16 matmuls and convolutions run as f32 "
                    "products of bf16-rounded operands (same rounding, no "
                    "speedup)\n",
-                   forcedOff ? "DTF_BF16_NATIVE=0"
-                             : "this CPU has neither AVX512-BF16 nor AMX");
-    return hardware && !forcedOff;
+                   why);
+    return bf16FallbackReason() == nullptr;
   }();
   return native;
 }

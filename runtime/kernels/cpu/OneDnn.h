@@ -160,6 +160,10 @@ Tensor roundedThroughF16(const Tensor &t, ThreadPool *pool);
 /// numbers up to the order of the f32 sums, at f32 speed. The first call on
 /// such a CPU says so once on stderr.
 bool bf16Native();
+/// Why bf16 products are not native here ("DTF_BF16_NATIVE=0", or the CPU
+/// lacks the instructions), for a kernel's own once-only message; nullptr
+/// where they are. Says nothing itself.
+const char *bf16FallbackReason();
 
 /// An f32 copy of `t` (f32) with every element rounded to bf16 (to nearest
 /// even, runtime/core/Bf16.h).

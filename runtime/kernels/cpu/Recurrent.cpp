@@ -37,7 +37,6 @@
 
 #include <array>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 namespace dtf::cpu {
@@ -247,14 +246,11 @@ Status rnnPrecision(const KernelContext &ctx, const char *op, RnnPrecision *p) {
                       : RnnPrecision::kRoundedBf16;
   if (*p == RnnPrecision::kRoundedBf16) {
     static const bool said = [] {
-      const char *e = std::getenv("DTF_BF16_NATIVE");
       std::fprintf(stderr,
                    "dtf: %s: bf16 LSTM and GRU layers run oneDNN's f32 "
                    "primitives on bf16-rounded inputs and weights (the state "
                    "between steps stays f32; no speedup)\n",
-                   e && std::strcmp(e, "0") == 0
-                       ? "DTF_BF16_NATIVE=0"
-                       : "this CPU has neither AVX512-BF16 nor AMX");
+                   bf16FallbackReason());
       return true;
     }();
     (void)said;
