@@ -236,6 +236,15 @@ if ref in med:
         line += (" (above 100%: the bound was measured while other work held the cores, "
                  "so it is no bound here; rerun on an idle machine)")
 print(line + ".")
+keras = ("tf", "mixed_bfloat16")
+if keras in med:
+    # Issue 33 asks for 2x Keras' mixed_bfloat16: say where that lies
+    # against the bound measured in this same run.
+    twice = 2 * med[keras]
+    print("Twice Keras' mixed_bfloat16 median is %.0f images/s, %.0f%% of that bf16 GEMM bound%s." % (
+        twice, 100 * twice / bound,
+        ": no kernel reaches it on this machine, since the bound counts only the products' "
+        "arithmetic at the matmul's best rate" if twice > bound else ""))
 EOF
 )
 echo
