@@ -14,7 +14,8 @@
 #                   figures to quote: the stamp says so)
 #
 # Needs root (hosts.sh's and embedding.sh's network namespaces) and an idle
-# machine: about 40 minutes on the 2-core machine; the load before and after
+# machine: about 20 minutes on the 2-core machine (waiting up to 150 s
+# between benchmarks for the load to settle); the load before and after
 # goes into the stamp and into each results file.
 set -euo pipefail
 
@@ -27,7 +28,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --quick) quick=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench/readme.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,7 +44,20 @@ start=$(date -u '+%Y-%m-%d %H:%M UTC')
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$SECONDS
 ran=()
+# Each benchmark records the load before it and flags itself noisy above half
+# the cores; the previous benchmark's own tasks raise the 1-minute average, so
+# wait (at most 150 s) for it to fall back before the next one starts.
+settle() {
+  local waited=0
+  while ((waited < 150)) && awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" \
+      'BEGIN { exit !(l > n / 2) }'; do
+    sleep 10
+    waited=$((waited + 10))
+  done
+  ((waited == 0)) || echo "== bench/readme.sh: waited ${waited} s for the load to settle ($(cut -d' ' -f1-3 /proc/loadavg))"
+}
 run() {
+  ((${#ran[@]} == 0)) || settle
   echo "== bench/readme.sh: $* ($(date -u +%H:%M:%S))"
   "$@"
   ran+=("\`${*#"$root/"}\`")
