@@ -194,6 +194,7 @@ def hosts():
     f32 = r("dtf (mutual TLS)")
     bf = r("dtf (mutual TLS, --wire bf16)")
     ov = r("dtf (mutual TLS, --wire bf16 --overlap-push)")
+    pre = r("dtf (mutual TLS, --wire bf16 --prefetch-pull)")
     topk = r("dtf (mutual TLS, --wire bf16 --compress-push topk:0.01)")
     onebit = r("dtf (mutual TLS, --wire bf16 --compress-push onebit)")
     bps = "bytes per step (ps link)"
@@ -207,8 +208,11 @@ def hosts():
         f"{num(cell(n, bf, col))} with `--wire bf16` "
         f"({ratio(cell(n, bf, col), cell(n, tf, col))}, {cell(n, bf, bps)}) and "
         f"{num(cell(n, ov, col))} with `--overlap-push` besides "
-        f"({ratio(cell(n, ov, col), cell(n, tf, col))}); test accuracy at equal steps "
-        f"{cell(n, f32, acc)} (f32), {cell(n, bf, acc)} (bf16). Compressed pushes with "
+        f"({ratio(cell(n, ov, col), cell(n, tf, col))}) or {num(cell(n, pre, col))} with "
+        f"`--prefetch-pull` instead (the next step's pull during this one, staleness at most "
+        f"1; {ratio(cell(n, pre, col), cell(n, tf, col))}); test accuracy at equal steps "
+        f"{cell(n, f32, acc)} (f32), {cell(n, bf, acc)} (bf16), {cell(n, ov, acc)} "
+        f"(overlapped pushes), {cell(n, pre, acc)} (prefetched pulls). Compressed pushes with "
         f"error feedback bring a step to {cell(n, topk, bps)} (`--compress-push topk:0.01`: "
         f"{num(cell(n, topk, col))} images/s, accuracy {cell(n, topk, acc)}) and "
         f"{cell(n, onebit, bps)} (`onebit`: {num(cell(n, onebit, col))}, accuracy "
