@@ -67,7 +67,8 @@ Status PsService::setUp() {
   buffers_ = std::make_unique<TransferBuffers>(
       config_.reuseTransferBuffers ? TransferBuffers::boundFor(held) : 0);
   update_.lendFrom(buffers_.get());
-  return update_.setUp(plan_, placement_, index_, store_);
+  DTF_RETURN_IF_ERROR(update_.setUp(plan_, placement_, index_, store_));
+  return setUpReplica();
 }
 
 grpc::Status PsService::restoreInPlace(int64_t step, int64_t version) {
@@ -136,7 +137,11 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   SplitLedger ledger = ledger_;
   if (auto bad = restoreLedger(*req, &ledger); !bad.ok())
     return bad;
-  if (req->restore()) {
+  int64_t version = req->version();
+  if (req->from_replica()) {
+    if (auto bad = takeReplica(&version); !bad.ok())
+      return bad;
+  } else if (req->restore()) {
     if (auto bad = restoreInPlace(req->restore_step(), req->version());
         !bad.ok())
       return bad;
@@ -159,7 +164,7 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
     if (!s.isOk())
       return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
   }
-  version_ = req->version();
+  version_ = version;
   initialized_ = true;
   ++incarnation_;
   aggregator_.clear();
@@ -170,15 +175,23 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
   // ps held).
   log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
       who +
-      (req->restore() ? " from checkpoint " +
-                            checkpoint::checkpointName(req->restore_step()) +
-                            ", read by this ps from " + config_.modelDir
+      (req->from_replica()
+           ? " from the replica of its shard on " +
+                 config_.roster.ps[size_t(mirror_)].name + " (update " +
+                 std::to_string(version_) + "; global step " +
+                 std::to_string(store_.globalStep()) + "): nothing rolled back"
+       : req->restore() ? " from checkpoint " +
+                              checkpoint::checkpointName(req->restore_step()) +
+                              ", read by this ps from " + config_.modelDir
        : req->values_size()
            ? " from a checkpoint at step " + std::to_string(req->version())
            : std::string(" (the plan's initializers)")) +
       (req->restore() && !store_.dynamic().empty()
            ? "; dynamic tables: " + store_.dynamic().describe()
            : std::string()));
+  // Its replica starts again from what it now holds.
+  if (mirror_ >= 0)
+    sendSnapshot("initialized");
   cv_.notify_all();
   return grpc::Status::OK;
 }
@@ -328,6 +341,7 @@ void PsService::parkLoop() {
       if (!p.ctx->IsCancelled())
         seen(p.peer);
     followMembership();
+    retryMirror();
     releaseParked(lock, /*all=*/false);
     lock.unlock(); // a cancelled stream may end (and lock mu_) at once
     streams_.cutStalled();
@@ -438,8 +452,15 @@ grpc::Status PsService::prepareInitialize(const rpc::InitializeRequest &req,
                                           std::vector<PayloadTarget> *targets) {
   if (auto bad = checkCaller(req.caller()); !bad.ok())
     return bad;
-  for (const rpc::WireTensor &w : req.values()) {
-    const Tensor *t = store_.variables().find(w.name());
+  return stageValues(store_.variables(), req.values(), staged, targets);
+}
+
+grpc::Status PsService::stageValues(
+    const exec::VariableStore &vars,
+    const google::protobuf::RepeatedPtrField<rpc::WireTensor> &values,
+    std::vector<Tensor> *staged, std::vector<PayloadTarget> *targets) {
+  for (const rpc::WireTensor &w : values) {
+    const Tensor *t = vars.find(w.name());
     if (!t)
       return fail(grpc::StatusCode::INVALID_ARGUMENT,
                   name_ + " does not hold variable '" +
@@ -608,9 +629,22 @@ grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
 }
 
 Status PsService::apply(std::vector<Tensor> &values) {
+  // What the mirror gets: the values as they are now (the update may feed
+  // them to kernels that write in place).
+  std::vector<Tensor> sent;
+  if (mirrorSynced_)
+    for (const Tensor &v : values) {
+      sent.push_back(v.defined() ? Tensor::allocate(v.dtype(), v.shape())
+                                 : Tensor());
+      if (v.defined() && v.byteSize())
+        std::memcpy(sent.back().rawData(), v.rawData(), v.byteSize());
+    }
+  const int64_t at = version_;
   DTF_RETURN_IF_ERROR(update_.run(values, version_));
   ++version_;
   store_.dynamic().sweep(version_);
+  if (mirrorSynced_)
+    forwardUpdate(sent, at);
   cv_.notify_all();
   return Status::ok();
 }
@@ -656,6 +690,8 @@ std::string PsService::summary() {
          std::to_string(sparseRowsPushed_.load()) + " updated";
   if (!store_.dynamic().empty())
     s += "; dynamic tables: " + store_.dynamic().describe();
+  if (mirror_ >= 0)
+    s += "; " + replicaSummary();
   if (index_ == 0 && ledger_.configured()) {
     // The job's data at a glance (the per-epoch lines came as they ended).
     const LedgerShape &shape = ledger_.shape();
@@ -693,12 +729,19 @@ grpc::Status PsService::admit(const grpc::ServerContextBase &ctx, Role role,
   const bool allowed =
       role == Role::kMember || (role == Role::kWorker && worker >= 0) ||
       (role == Role::kPusher && worker >= 0 && size_t(worker) % span_ == 0) ||
-      (role == Role::kChief && worker == 0);
+      (role == Role::kChief && worker == 0) ||
+      (role == Role::kMirrored && replica_.of >= 0 &&
+       *who == r.ps[size_t(replica_.of)].name);
   if (allowed)
     return grpc::Status::OK;
-  const std::string why = role == Role::kChief
-                              ? "only the chief (" + r.workers[0].name + ") may"
-                              : "only a worker that pushes may";
+  const std::string why =
+      role == Role::kChief ? "only the chief (" + r.workers[0].name + ") may"
+      : role == Role::kMirrored
+          ? (replica_.of < 0
+                 ? std::string("it holds no replica (no --ps-replicas 2)")
+                 : "only " + r.ps[size_t(replica_.of)].name +
+                       ", whose shard it mirrors, may")
+          : std::string("only a worker that pushes may");
   refusal(*who + " may not " + what + ": " + why);
   return fail(grpc::StatusCode::PERMISSION_DENIED,
               name_ + ": " + *who + " may not " + what + " (" + why + ")");
@@ -754,6 +797,9 @@ void PsService::fillStatus(rpc::StatusReply *reply) {
   reply->set_payload_bytes_out(payloadOut_.load());
   reply->set_rows_looked_up(rowsLookedUp_.load());
   reply->set_sparse_rows_pushed(sparseRowsPushed_.load());
+  std::lock_guard<std::mutex> lock(replica_.mu); // after mu_, never before
+  reply->set_replica_of(replica_.of);
+  reply->set_replica_version(replica_.version);
 }
 
 grpc::Status PsService::Lookup(grpc::ServerContext *ctx,

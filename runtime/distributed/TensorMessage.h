@@ -78,6 +78,10 @@ inline constexpr const char *kPushStreamMethod =
     "/dtf.rpc.ParameterServer/PushStream";
 inline constexpr const char *kInitializeStreamMethod =
     "/dtf.rpc.ParameterServer/InitializeStream";
+inline constexpr const char *kMirrorStreamMethod =
+    "/dtf.rpc.ParameterServer/MirrorStream";
+inline constexpr const char *kReplicaStreamMethod =
+    "/dtf.rpc.ParameterServer/ReplicaStream";
 
 // ---------------------------------------------------------------------------
 // Streams: the packed message ([u32 header size][header][payloads]) cut into
