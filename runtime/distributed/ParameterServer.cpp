@@ -48,11 +48,6 @@ std::string psReplicasRefusal(const plan::Plan &plan, int replicas,
                            ? "an in-graph job's client"
                            : "a model-parallel replica's stage 0") +
            " recovers a lost ps its own way: not built); leave the flag out";
-  if (t.update() == "sync")
-    return flag + " is built for update = async only (a sync update open "
-                  "on a lost ps is not replicated); train async, or leave "
-                  "the flag out (a lost ps then sets every ps back to the "
-                  "last checkpoint)";
   if (exactlyOnce)
     return flag + " does not replicate ps 0's split ledger (--data "
                   "exactly-once); use one of the two";

@@ -34,7 +34,7 @@ size_t psMemoryBoundBytes(size_t maxMessage, size_t tasks);
 
 /// Why a job cannot take --ps-replicas `replicas` over `numPs` ps tasks
 /// (a sentence with the fix), or "" when it can: every ps mirrors its shard
-/// on the next one, for between-graph async jobs without dynamic tables or
+/// on the next one, for between-graph jobs without dynamic tables or
 /// exactly-once data (docs/elastic.md, "A replica of each ps's shard").
 std::string psReplicasRefusal(const plan::Plan &plan, int replicas,
                               size_t numPs, bool exactlyOnce);

@@ -84,9 +84,10 @@ PsService::callMirror(const rpc::MirrorRequest &header,
   // not stop it for long.
   setDeadline(&ctx, milliseconds(5000) + milliseconds(int64_t(bytes / 20000)));
   grpc::ByteBuffer response;
-  grpc::Status st =
-      sendStream(*mirrorStub_, &ctx, kMirrorStreamMethod,
-                 packChunks(header, payloads, config_.chunkBytes), &response);
+  grpc::Status st = sendStream(
+      *mirrorStub_, &ctx, kMirrorStreamMethod,
+      asTensorChunks(packChunks(header, payloads, config_.chunkBytes)),
+      &response);
   rpc::MirrorReply reply;
   if (st.ok() && !parseMessage(response, &reply))
     st = replicaRefusal(grpc::StatusCode::INTERNAL,
@@ -144,7 +145,7 @@ bool PsService::sendSnapshot(const std::string &why) {
     return true;
   }
   mirrorSynced_ = false;
-  nextMirrorTry_ = Clock::now() + std::chrono::seconds(1);
+  nextMirrorTry_ = Clock::now() + std::chrono::milliseconds(250);
   if (!degradedSaid_) {
     ++degradedTimes_;
     log("its mirror " + m + " cannot take a snapshot (" + describe(st) + "; " +
@@ -167,31 +168,43 @@ void PsService::retryMirror() {
 // ---------------------------------------------------------------------------
 // The replica of the previous ps's shard.
 
-grpc::ServerReadReactor<grpc::ByteBuffer> *
-PsService::MirrorStream(grpc::CallbackServerContext *ctx,
-                        grpc::ByteBuffer *response) {
+grpc::Status
+PsService::MirrorStream(grpc::ServerContext *ctx,
+                        grpc::ServerReader<rpc::TensorChunk> *reader,
+                        rpc::MirrorReply *reply) {
   std::string who;
   if (auto bad = admit(*ctx, Role::kMirrored, "mirror its shard here", &who);
       !bad.ok())
-    return new RefusedStream(bad);
+    return bad;
   if (replica_.of < 0) // fixed after setUp
-    return new RefusedStream(
-        replicaRefusal(grpc::StatusCode::FAILED_PRECONDITION,
-                       name_ + " holds no replica (every task of the job takes "
-                               "--ps-replicas 2)"));
-  if (auto bad = openStream(ctx); !bad.ok())
-    return new RefusedStream(bad);
-  return new StreamReader<rpc::MirrorRequest, rpc::MirrorReply>(
-      &streams_, ctx, response,
-      name_ + ": refused a mirror stream: ", "the replica unchanged",
-      [this](const rpc::MirrorRequest &req, std::vector<Tensor> *values,
-             std::vector<PayloadTarget> *targets) {
-        return prepareMirror(req, values, targets);
-      },
-      [this](const rpc::MirrorRequest &req, std::vector<Tensor> &values,
-             rpc::MirrorReply *reply) {
-        return completeMirror(req, values, reply);
-      });
+    return replicaRefusal(grpc::StatusCode::FAILED_PRECONDITION,
+                          name_ + " holds no replica (every task of the job "
+                                  "takes --ps-replicas 2)");
+  // As a push stream: each chunk straight into the tensors the header
+  // announced (checked against the replica first), applied once whole.
+  rpc::MirrorRequest req;
+  std::vector<Tensor> values;
+  Refusal refusal;
+  ChunkReader chunks(&req, [&](std::vector<PayloadTarget> *targets) {
+    return refusal.note(prepareMirror(req, &values, targets));
+  });
+  const std::string what = name_ + ": refused a mirror stream: ";
+  rpc::TensorChunk chunk;
+  while (reader->Read(&chunk)) {
+    grpc::Slice slice(chunk.data());
+    Status s = chunks.add(grpc::ByteBuffer(&slice, 1));
+    if (!s.isOk())
+      return refusal.orElse(grpc::StatusCode::INVALID_ARGUMENT, what, s);
+  }
+  if (ctx->IsCancelled())
+    return replicaRefusal(grpc::StatusCode::CANCELLED,
+                          what + "the stream was cancelled (the replica "
+                                 "unchanged)");
+  if (Status s = chunks.finish(); !s.isOk())
+    return replicaRefusal(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        what + "incomplete (the replica unchanged): " + s.message());
+  return completeMirror(req, values, reply);
 }
 
 grpc::Status PsService::prepareMirror(const rpc::MirrorRequest &req,

@@ -178,8 +178,11 @@ grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
       (req->from_replica()
            ? " from the replica of its shard on " +
                  config_.roster.ps[size_t(mirror_)].name + " (update " +
-                 std::to_string(version_) + "; global step " +
-                 std::to_string(store_.globalStep()) + "): nothing rolled back"
+                 std::to_string(version_) +
+                 (store_.globalStep() >= 0
+                      ? "; global step " + std::to_string(store_.globalStep())
+                      : std::string()) +
+                 "): nothing rolled back"
        : req->restore() ? " from checkpoint " +
                               checkpoint::checkpointName(req->restore_step()) +
                               ", read by this ps from " + config_.modelDir

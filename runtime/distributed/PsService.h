@@ -31,17 +31,15 @@
 namespace dtf::dist::ps {
 
 // Pull and Push carry tensors as raw byte buffers (TensorMessage.h), and
-// so do their streams and InitializeStream; the other calls are plain
-// protobuf.
+// so do their streams, InitializeStream and ReplicaStream; the other calls
+// are plain protobuf (MirrorStream: TensorChunk messages).
 using PsBase = rpc::ParameterServer::WithRawCallbackMethod_Pull<
     rpc::ParameterServer::WithRawCallbackMethod_Push<
         rpc::ParameterServer::WithRawCallbackMethod_PullStream<
             rpc::ParameterServer::WithRawCallbackMethod_PushStream<
                 rpc::ParameterServer::WithRawCallbackMethod_InitializeStream<
-                    rpc::ParameterServer::WithRawCallbackMethod_MirrorStream<
-                        rpc::ParameterServer::
-                            WithRawCallbackMethod_ReplicaStream<
-                                rpc::ParameterServer::Service>>>>>>>;
+                    rpc::ParameterServer::WithRawCallbackMethod_ReplicaStream<
+                        rpc::ParameterServer::Service>>>>>>;
 
 class PsService final : public PsBase {
 public:
@@ -88,9 +86,12 @@ public:
                          rpc::LeaseReply *reply) override;
   /// --ps-replicas 2 (PsReplica.cpp): from the previous ps on the ring, a
   /// snapshot of its shard or one update it applied, into the replica.
-  grpc::ServerReadReactor<grpc::ByteBuffer> *
-  MirrorStream(grpc::CallbackServerContext *ctx,
-               grpc::ByteBuffer *response) override;
+  /// Served by gRPC's synchronous API: that ps sends it holding its lock,
+  /// and so may this one to it; on the callback threads (all of them may
+  /// wait for this ps's lock) the two would wait on each other.
+  grpc::Status MirrorStream(grpc::ServerContext *ctx,
+                            grpc::ServerReader<rpc::TensorChunk> *reader,
+                            rpc::MirrorReply *reply) override;
   /// --ps-replicas 2: the replica, to the ps whose shard it is (restarted).
   grpc::ServerWriteReactor<grpc::ByteBuffer> *
   ReplicaStream(grpc::CallbackServerContext *ctx,

@@ -111,6 +111,12 @@ std::vector<grpc::ByteBuffer>
 packChunksShared(const google::protobuf::MessageLite &header,
                  const std::vector<Tensor> &payloads, size_t chunkBytes);
 
+/// `chunks` each wrapped in a TensorChunk message (its `data`), for a
+/// stream a ps serves with gRPC's synchronous API (MirrorStream: its
+/// threads are not the callback threads that wait for the ps's lock).
+std::vector<grpc::ByteBuffer>
+asTensorChunks(const std::vector<grpc::ByteBuffer> &chunks);
+
 /// Where one payload goes: `size` bytes to `data` (nullptr: dropped).
 struct PayloadTarget {
   void *data = nullptr;

@@ -177,8 +177,9 @@ options:
                    it answers), so that a ps lost with kill -9 comes back
                    from that replica, the other ps tasks keeping their state,
                    instead of every ps going back to the last checkpoint; 2
-                   ps tasks or more, async between-graph jobs without
-                   dynamic tables or exactly-once data (docs/elastic.md).
+                   ps tasks or more, between-graph jobs (async or sync)
+                   without dynamic tables or exactly-once data
+                   (docs/elastic.md).
                    Default 1: no replicas
   --split-batches N  exactly-once: batches per split an async worker leases
                    (default 4; sync workers lease one at a time)

@@ -147,16 +147,22 @@ protected:
     req.set_snapshot(snapshot);
     req.set_version(version);
     Tensor t = Tensor::zeros(DType::F32, {kElements});
+    Tensor lr = Tensor::zeros(DType::F32, {});
     std::vector<const Tensor *> payloads;
     for (int i = 0; i < values; ++i) {
       describeTensor(snapshot ? "big" : "big:grad", t, req.add_values());
       payloads.push_back(&t);
     }
+    if (!snapshot) { // an update carries the rate too
+      describeTensor("big:apply_sgd:2", lr, req.add_values());
+      payloads.push_back(&lr);
+    }
     grpc::ClientContext ctx;
     setDeadline(&ctx, std::chrono::milliseconds(10000));
     grpc::ByteBuffer response;
     return sendStream(*raw_[1], &ctx, kMirrorStreamMethod,
-                      packChunks(req, payloads, kChunk), &response);
+                      asTensorChunks(packChunks(req, payloads, kChunk)),
+                      &response);
   }
 
   plan::Plan plan_;
