@@ -69,25 +69,30 @@ Status PsService::setUpReplica() {
 // ---------------------------------------------------------------------------
 // This ps's shard, sent to its mirror (mu_ held throughout).
 
-grpc::Status
-PsService::callMirror(const rpc::MirrorRequest &header,
-                      const std::vector<const Tensor *> &payloads) {
+std::vector<grpc::ByteBuffer>
+PsService::mirrorChunks(const rpc::MirrorRequest &header,
+                        const std::vector<const Tensor *> &payloads,
+                        uint64_t *bytes) const {
+  *bytes = 0;
+  for (const Tensor *t : payloads)
+    *bytes += t->byteSize();
+  // A copy of the values: the update may run while they are on their way.
+  return asTensorChunks(packChunks(header, payloads, config_.chunkBytes));
+}
+
+grpc::Status PsService::callMirror(const std::vector<grpc::ByteBuffer> &chunks,
+                                   uint64_t bytes) {
   const TaskRef &m = config_.roster.ps[size_t(mirror_)];
   if (!mirrorStub_)
     mirrorStub_ = std::make_unique<grpc::GenericStub>(
         config_.transport.channel(m.address));
-  uint64_t bytes = 0;
-  for (const Tensor *t : payloads)
-    bytes += t->byteSize();
   grpc::ClientContext ctx;
   // Short: the ps holds its lock while it waits, and a lost mirror must
   // not stop it for long.
   setDeadline(&ctx, milliseconds(5000) + milliseconds(int64_t(bytes / 20000)));
   grpc::ByteBuffer response;
-  grpc::Status st = sendStream(
-      *mirrorStub_, &ctx, kMirrorStreamMethod,
-      asTensorChunks(packChunks(header, payloads, config_.chunkBytes)),
-      &response);
+  grpc::Status st =
+      sendStream(*mirrorStub_, &ctx, kMirrorStreamMethod, chunks, &response);
   rpc::MirrorReply reply;
   if (st.ok() && !parseMessage(response, &reply))
     st = replicaRefusal(grpc::StatusCode::INTERNAL,
@@ -97,7 +102,9 @@ PsService::callMirror(const rpc::MirrorRequest &header,
   return st;
 }
 
-void PsService::forwardUpdate(const std::vector<Tensor> &values, int64_t at) {
+std::vector<grpc::ByteBuffer>
+PsService::updateChunks(const std::vector<Tensor> &values, int64_t at,
+                        uint64_t *bytes) const {
   rpc::MirrorRequest header;
   header.mutable_caller()->set_task(name_);
   header.mutable_caller()->set_plan_fingerprint(config_.planFingerprint);
@@ -108,7 +115,10 @@ void PsService::forwardUpdate(const std::vector<Tensor> &values, int64_t at) {
       describeTensor(update_.keys()[k], values[k], header.add_values());
       payloads.push_back(&values[k]);
     }
-  grpc::Status st = callMirror(header, payloads);
+  return mirrorChunks(header, payloads, bytes);
+}
+
+void PsService::forwarded(const grpc::Status &st, int64_t at) {
   if (st.ok()) {
     ++forwarded_;
     return;
@@ -134,7 +144,9 @@ bool PsService::sendSnapshot(const std::string &why) {
     describeTensor(n, *t, header.add_values());
     payloads.push_back(t);
   }
-  grpc::Status st = callMirror(header, payloads);
+  uint64_t bytes = 0;
+  std::vector<grpc::ByteBuffer> chunks = mirrorChunks(header, payloads, &bytes);
+  grpc::Status st = callMirror(chunks, bytes);
   if (st.ok()) {
     mirrorSynced_ = true;
     ++snapshotsSent_;
@@ -191,7 +203,12 @@ PsService::MirrorStream(grpc::ServerContext *ctx,
   const std::string what = name_ + ": refused a mirror stream: ";
   rpc::TensorChunk chunk;
   while (reader->Read(&chunk)) {
-    grpc::Slice slice(chunk.data());
+    // The chunk's bytes as a slice without a copy (the reader copies them
+    // once, into the staged tensors).
+    auto *held = new std::string(std::move(*chunk.mutable_data()));
+    grpc::Slice slice(
+        held->data(), held->size(),
+        [](void *p) { delete static_cast<std::string *>(p); }, held);
     Status s = chunks.add(grpc::ByteBuffer(&slice, 1));
     if (!s.isOk())
       return refusal.orElse(grpc::StatusCode::INVALID_ARGUMENT, what, s);

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 
 namespace dtf::dist::ps {
 namespace {
@@ -437,22 +438,30 @@ grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
 }
 
 Status PsService::apply(std::vector<Tensor> &values) {
-  // What the mirror gets: the values as they are now (the update may feed
-  // them to kernels that write in place).
-  std::vector<Tensor> sent;
-  if (mirrorSynced_)
-    for (const Tensor &v : values) {
-      sent.push_back(v.defined() ? Tensor::allocate(v.dtype(), v.shape())
-                                 : Tensor());
-      if (v.defined() && v.byteSize())
-        std::memcpy(sent.back().rawData(), v.rawData(), v.byteSize());
-    }
+  // --ps-replicas 2: the mirror applies the update while this ps does (a
+  // copy of the values goes); the push is answered once both have.
   const int64_t at = version_;
-  DTF_RETURN_IF_ERROR(update_.run(values, version_));
+  std::future<grpc::Status> mirrored;
+  std::vector<grpc::ByteBuffer> chunks;
+  if (mirrorSynced_) {
+    uint64_t bytes = 0;
+    chunks = updateChunks(values, at, &bytes);
+    mirrored = std::async(std::launch::async, [this, &chunks, bytes] {
+      return callMirror(chunks, bytes);
+    });
+  }
+  Status s = update_.run(values, version_);
+  const grpc::Status st = mirrored.valid() ? mirrored.get() : grpc::Status();
+  if (!s.isOk()) {
+    // The replica may hold an update this ps does not: a snapshot mends it.
+    if (!chunks.empty())
+      mirrorSynced_ = false;
+    return s;
+  }
   ++version_;
   store_.dynamic().sweep(version_);
-  if (mirrorSynced_)
-    forwardUpdate(sent, at);
+  if (!chunks.empty())
+    forwarded(st, at);
   cv_.notify_all();
   return Status::ok();
 }

@@ -218,11 +218,20 @@ private:
   // be reached, updates are applied without it (degraded), and the parked
   // pulls' thread sends a snapshot once it is back.
   Status setUpReplica();
-  void forwardUpdate(const std::vector<Tensor> &values, int64_t at);
+  // An update's values (or a snapshot's tensors) as the chunks of a
+  // MirrorStream, copied: the update runs while they cross.
+  std::vector<grpc::ByteBuffer> updateChunks(const std::vector<Tensor> &values,
+                                             int64_t at, uint64_t *bytes) const;
+  std::vector<grpc::ByteBuffer>
+  mirrorChunks(const rpc::MirrorRequest &header,
+               const std::vector<const Tensor *> &payloads,
+               uint64_t *bytes) const;
+  grpc::Status callMirror(const std::vector<grpc::ByteBuffer> &chunks,
+                          uint64_t bytes);
+  // The mirror's answer to update `at`: counted, or a snapshot sent.
+  void forwarded(const grpc::Status &st, int64_t at);
   bool sendSnapshot(const std::string &why);
   void retryMirror();
-  grpc::Status callMirror(const rpc::MirrorRequest &header,
-                          const std::vector<const Tensor *> &payloads);
   // Initialize with from_replica: this ps's shard from its mirror's
   // replica, straight into the variables; *version: the updates it saw.
   grpc::Status takeReplica(int64_t *version);
