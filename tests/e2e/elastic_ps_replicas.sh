@@ -18,10 +18,12 @@
 #   update;
 # - the job ends with exit 0 at its steps, the chief's test accuracy in the
 #   band of unchanged runs;
+# - only ps.0 may mirror onto ps.1 and take its replica back: dtf-intruder
+#   with worker.1's and the chief's certificates is refused;
 # - (async) refused with exit 2 and a sentence: 1 ps task, in-graph,
 #   --data exactly-once, a dynamic table, no cluster, --ps-replicas 3, and
 #   `ctl scale ps=1` of a running job with replicas.
-# It took 12 s (async, the refusals included) and 15 s (sync) on the 2-core
+# It took 12 to 18 s (async, the refusals included) and 15 s (sync) on the 2-core
 # test machine at load 4 to 6 (2026-11-30).
 # usage: elastic_ps_replicas.sh BIN_DIR WORK_DIR [UPDATE]   (default async)
 # shellcheck source=tests/e2e/lib.sh
@@ -78,9 +80,11 @@ fi
 
 echo "== kill -9 ps.0, then ps.1, with --ps-replicas 2 ($update)"
 cluster_json "$work/c.json" 2 2
-# Mutual TLS (the launcher's own CA): the ps-to-ps calls are admitted by
+# Mutual TLS with certificates of our own (dtf-run certs), so that an
+# intruder can hold a task's: the ps-to-ps calls are admitted by
 # certificate.
-timeout 150 "$bin/dtf-run" "$work/mlp.plan" --cluster "$work/c.json" \
+"$bin/dtf-run" certs --cluster "$work/c.json" --out "$work/certs" > /dev/null
+timeout 150 "$bin/dtf-run" "$work/mlp.plan" --cluster "$work/c.json" --tls-dir "$work/certs" \
   --threads 1 --log-every 10 --model-dir "$work/model" --ps-replicas 2 > "$log" 2>&1 &
 launcher=$!
 trap 'kill "$launcher" 2>/dev/null || true; wait "$launcher" 2>/dev/null || true' EXIT
@@ -88,6 +92,19 @@ pid_of() { sed -n "s/^\[launcher\] $1 started (pid \([0-9]*\).*/\1/p" "$log" | t
 count() { grep -c "$1" "$log" || true; }
 mirrored() { [ "$(count "^$1 *| its shard mirrored on ")" -ge "$2" ]; }
 wait_for 60 "the chief's step 250" chief_at 250
+# Only ps.0 may mirror onto ps.1 or take the replica ps.1 holds of it: a
+# worker's or the chief's certificate is refused, naming who may.
+ps1=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["ps"][1])' "$work/c.json")
+as_task() { echo --ca "$work/certs/ca.pem" --cert "$work/certs/$1.pem" --key "$work/certs/$1.key"; }
+intrude() { # intrude EXPECTED ATTACK TASK
+  local out
+  # shellcheck disable=SC2046
+  out=$("$bin/dtf-intruder" "$2" --target "$ps1" --server-name ps.1 --plan "$work/mlp.plan" $(as_task "$3") 2>&1)
+  grep -Eq "$1" <<<"$out" || fail "$2 as $3: expected /$1/, got: $out"
+  echo "   ok: $(cut -c1-140 <<<"$out")"
+}
+intrude "mirror: refused PERMISSION_DENIED: ps.1: worker.1 may not mirror its shard here \(only ps.0, whose shard it mirrors, may\)" mirror worker.1
+intrude "replica: refused PERMISSION_DENIED: ps.1: worker.0 may not take the replica of its shard \(only ps.0" replica worker.0
 echo "   step $(chief_step): kill -9 ps.0 (pid $(pid_of ps.0))"
 kill -9 "$(pid_of ps.0)"
 wait_for 60 "ps.0 restored from its replica" grep -q "restored ps.0 from its replica on ps.1" "$log"
