@@ -12,6 +12,8 @@
 # - the global step never goes back: every worker's step lines only go up,
 #   and the restored ps.0 starts at a global step at least the last one a
 #   worker printed before its kill;
+# - sparse updates too: tests/e2e/embedding_small.dtf, its tables looked up
+#   on 2 ps, each shard equal to its replica at the end;
 # - the replicas really mirror: at the end each ps's summary gives the
 #   checksum (FNV-1a over every byte) of its shard and of the replica it
 #   holds of the other's, and each shard's equals its replica's, at the same
@@ -23,8 +25,8 @@
 # - (async) refused with exit 2 and a sentence: 1 ps task, in-graph,
 #   --data exactly-once, a dynamic table, no cluster, --ps-replicas 3, and
 #   `ctl scale ps=1` of a running job with replicas.
-# It took 12 to 18 s (async, the refusals included) and 15 s (sync) on the 2-core
-# test machine at load 4 to 6 (2026-11-30).
+# It took 12 to 24 s (async, the refusals included) and 15 to 36 s (sync) on
+# the 2-core test machine at load 4 to 6 (2026-11-30); 26 to 56 s under ASan.
 # usage: elastic_ps_replicas.sh BIN_DIR WORK_DIR [UPDATE]   (default async)
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh" "$@"
@@ -77,6 +79,33 @@ else
   sed -i "s/update = async/update = $update/" "$work/mlp.dtf"
   "$bin/dtfc" "$work/mlp.dtf" -o "$work/mlp.plan"
 fi
+
+echo "== sparse updates: embedding tables looked up on 2 ps, --ps-replicas 2 ($update)"
+# tests/e2e/embedding_small.dtf: its tables' rows looked up on the ps and
+# their gradients pushed as (ids, rows) (sync: concatenated, averaged by id);
+# each shard equals its replica at the end, bit for bit.
+sed -e 's/steps = 50/steps = 200/' "$root/tests/e2e/embedding_small.dtf" > "$work/emb.dtf"
+[ "$update" = async ] || sed -i "s/^    batch = 32/    update = $update\n    batch = 32/" "$work/emb.dtf"
+"$bin/dtfc" "$work/emb.dtf" -o "$work/emb.plan"
+cluster_json "$work/emb.json" 2 2
+timeout 120 "$bin/dtf-run" "$work/emb.plan" --cluster "$work/emb.json" --insecure --threads 1 \
+  --ps-replicas 2 > "$work/emb.log" 2>&1 || { tail -20 "$work/emb.log" >&2; fail "the embedding job failed"; }
+python3 - "$work/emb.log" <<'PY'
+import re, sys
+got = {}
+for l in open(sys.argv[1]):
+    m = re.match(r"(ps\.\d) *\| .*embedding rows: \d+ looked up in \d+ lookups, (\d+) updated; replicas: shard checksum ([0-9a-f]+) at update (\d+), .*; replica of (ps\.\d)'s shard: checksum ([0-9a-f]+) at update (\d+)", l)
+    if m:
+        got[m.group(1)] = m.groups()[1:]
+if len(got) != 2:
+    sys.exit(f"e2e: FAIL: not both ps printed their sparse rows and replicas' checksums: {got}")
+for task, other in (("ps.0", "ps.1"), ("ps.1", "ps.0")):
+    rows, shard, at = got[task][0], got[task][1], got[task][2]
+    of, replica, rat = got[other][3], got[other][4], got[other][5]
+    if int(rows) == 0 or of != task or (shard, at) != (replica, rat):
+        sys.exit(f"e2e: FAIL: {task}'s shard ({shard} at update {at}, {rows} sparse rows) differs from its replica on {other} ({replica} at update {rat})")
+    print(f"   ok: {task}: {rows} sparse rows updated; shard {shard} = its replica on {other} at update {at}")
+PY
 
 echo "== kill -9 ps.0, then ps.1, with --ps-replicas 2 ($update)"
 cluster_json "$work/c.json" 2 2
