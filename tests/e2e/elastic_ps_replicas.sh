@@ -20,6 +20,8 @@
 #   update;
 # - the job ends with exit 0 at its steps, the chief's test accuracy in the
 #   band of unchanged runs;
+# - (async) ps.0 and ps.1 killed at once: the chief says the replicas cannot
+#   serve (the mirror lost its state too) and restores the last checkpoint;
 # - only ps.0 may mirror onto ps.1 and take its replica back: dtf-intruder
 #   with worker.1's and the chief's certificates is refused;
 # - (async) refused with exit 2 and a sentence: 1 ps task, in-graph,
@@ -73,6 +75,28 @@ if [ "$update" = async ]; then
     fail "scale ps=1 of a job with --ps-replicas 2: ctl exited $code: $(cat "$work/reshard.err")"
   fi
   echo "   ok: scale ps=1: exit 2: $(cut -c1-110 "$work/reshard.err")"
+
+  echo "== both ps killed at once: every ps back to the last checkpoint"
+  mlp_plan both 300 300 100
+  cluster_json "$work/both.json" 2 2
+  log=$work/both.log
+  timeout 120 "$bin/dtf-run" "$work/both.plan" --cluster "$work/both.json" --insecure \
+    --threads 1 --log-every 10 --model-dir "$work/both_model" --ps-replicas 2 > "$log" 2>&1 &
+  job=$!
+  wait_for 60 "the chief's step 150" chief_at 150
+  both=$(sed -n 's/^\[launcher\] ps\.[01] started (pid \([0-9]*\).*/\1/p' "$log" | tr '\n' ' ')
+  echo "   step $(chief_step): kill -9 ps.0 and ps.1 (pids $both)"
+  # shellcheck disable=SC2086
+  kill -9 $both
+  code=0; wait "$job" || code=$?
+  [ "$code" = 0 ] || { tail -20 "$log" >&2; fail "the job whose ps tasks were both killed exited $code"; }
+  grep -q "^worker.0 *| cannot restore ps.[01] from its replica: ps.[01], its mirror, lost its state too; setting every ps back to the last checkpoint instead" "$log" ||
+    fail "the chief did not say why it could not restore from the replicas: $(grep '^worker.0' "$log" | grep -i restor)"
+  grep -q "^worker.0 *| restored checkpoint ckpt-[0-9]* from .* onto 2 ps tasks" "$log" ||
+    fail "the chief did not restore the last checkpoint: $(grep '^worker.0' "$log" | grep -i restor)"
+  echo "   ok: $(grep -m1 '^worker.0 *| cannot restore' "$log" | cut -c1-150)"
+  echo "   ok: $(grep -m1 '^worker.0 *| restored checkpoint' "$log" | cut -c1-150)"
+  log=$work/run.log
 
 else
   # The same job in sync mode.
