@@ -28,10 +28,13 @@ protected:
     plan_ = testing::oneVariableSgdPlan(kElements, "replica");
     ASSERT_TRUE(
         plan::placeVariables(plan_, 2, "round_robin", &placement_).isOk());
+    // Two ports, distinct (a port freed a moment ago may come again).
+    int ports[2] = {testing::freeLoopbackPort(), testing::freeLoopbackPort()};
+    while (ports[1] == ports[0])
+      ports[1] = testing::freeLoopbackPort();
     for (int k = 0; k < 2; ++k)
       config_.roster.ps.push_back(
-          {"ps." + std::to_string(k),
-           "127.0.0.1:" + std::to_string(testing::freeLoopbackPort())});
+          {"ps." + std::to_string(k), "127.0.0.1:" + std::to_string(ports[k])});
     config_.roster.workers.push_back({"worker.0", "127.0.0.1:1"});
     config_.planPath = "replica.plan";
     config_.planFingerprint = 42;
