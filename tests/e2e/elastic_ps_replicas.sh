@@ -2,10 +2,9 @@
 # A replica of each ps's shard (dtf-run --ps-replicas 2, docs/elastic.md, "A
 # replica of each ps's shard"), in real processes on 127.0.0.1: the MLP
 # (async, or sync with replicas_to_aggregate = 2; a checkpoint every 100
-# steps) on 2 ps and 2 workers under the
-# launcher, with a model dir; this script kill -9s ps.0 (which holds the
-# global step) mid-training, then, once ps.1 mirrors its shard on the new
-# ps.0 again, ps.1. Checks:
+# steps) on 2 ps and 2 workers under the launcher, with a model dir; this
+# script kill -9s ps.0 (which holds the global step) mid-training, then,
+# once ps.1 mirrors its shard on the new ps.0 again, ps.1. Checks:
 # - the chief restores each from its replica on the other ps ("restored ps.0
 #   from its replica on ps.1 ... nothing rolled back") and never from a
 #   checkpoint (no "restored checkpoint" line, though checkpoints exist);
