@@ -18,7 +18,14 @@
 #     at);
 #   - for each, the longest time the job's global step did not move after
 #     the change (the pause) beside the median step interval before it, and
-#     the global steps per second before and after.
+#     the global steps per second before and after;
+#   - with --runs replicas (not in the default runs, and appended to the
+#     results file as a section of its own): kill -9 of ps.0 on 2 ps + 2
+#     workers under the launcher with a checkpoint every 100 steps, without
+#     and with --ps-replicas 2: the time the global step stood still, the
+#     steps lost (rolled back), the time until it is past the step it had
+#     reached, and the images/s before the kill of both (their ratio: the
+#     cost of replication).
 # No peer runs beside it: no peer scales a running ps/worker job (TensorFlow's
 # ParameterServerStrategy has a fixed cluster; torchrun restarts every worker).
 # Prints a table and writes it to results/elastic.md.
@@ -29,7 +36,8 @@
 #     --phase S            seconds of each phase between changes (default 8)
 #     --lease-timeout S    the kill run's --lease-timeout (default 2)
 #     --modes LIST         sync,async (default both)
-#     --runs LIST          scale,kill,ps (default all three)
+#     --runs LIST          scale,kill,ps (default all three), or replicas
+#                          (alone: appended to the results file)
 #     --out FILE           results file (default bench/results/elastic.md;
 #                          "-" writes none)
 #     --keep DIR           keep the logs in DIR (default: removed)
@@ -79,8 +87,11 @@ for m in ${modes//,/ }; do
   case $m in sync|async) ;; *) die "--modes: unknown mode '$m' (sync, async)" ;; esac
 done
 for r in ${runs//,/ }; do
-  case $r in scale|kill|ps) ;; *) die "--runs: unknown run '$r' (scale, kill, ps)" ;; esac
+  case $r in scale|kill|ps) ;; replicas) [[ $runs == replicas ]] || die "--runs replicas goes alone (it appends its own section)" ;;
+    *) die "--runs: unknown run '$r' (scale, kill, ps, replicas)" ;; esac
 done
+[[ $runs == replicas && -n $links ]] && die "--links: the replicas run needs the launcher with every task on one host"
+
 if [[ -n $links ]]; then
   [[ ,$runs, == *,ps,* && $runs != scale,kill,ps ]] && die "--links: a ps re-shard needs the launcher with every task on one host; --runs scale,kill"
   runs=${runs//,ps/}; runs=${runs//ps,/}
@@ -205,6 +216,31 @@ kill_run() { # MODE
   for t in "${mine[@]}"; do wait "$t" 2>/dev/null || true; done
 }
 
+# --runs replicas: 2 ps + 2 workers under the launcher (a checkpoint every
+# 100 steps), without and with --ps-replicas 2; ps.0 killed with -9 a phase
+# after worker.1's step 20, a phase before the end.
+replicas_run() { # MODE none|replicas
+  local m=$1 v=$2 log=$work/$1.rep-$2.log pid
+  local -a args=(--model-dir "$work/$m.rep-$v.model")
+  [[ $v == replicas ]] && args+=(--ps-replicas 2)
+  sed -e 's/^\([[:space:]]*checkpoint every\).*/\1 100 steps keep 3/' "$work/$m.dtf" > "$work/$m.ckpt.dtf"
+  "$build/bin/dtfc" "$work/$m.ckpt.dtf" -o "$work/$m.ckpt.plan"
+  bench_cluster_json 2 2 > "$work/$m.rep-$v.json"
+  "$run" "$work/$m.ckpt.plan" --cluster "$work/$m.rep-$v.json" "${args[@]}" --threads 1 \
+    --log-every 1 > >(stamp > "$log") 2>&1 &
+  pids+=($!)
+  wait_step "$log" worker.1 20
+  echo "$(now) start" >> "$work/$m.rep-$v.events"
+  sleep "$phase"
+  pid=$(sed -n 's/^[0-9.]* \[launcher\] ps\.0 started (pid \([0-9]*\).*/\1/p' "$log" | tail -1)
+  echo "$(now) kill" >> "$work/$m.rep-$v.events"
+  kill -9 "$pid"
+  sleep "$phase"
+  echo "$(now) end" >> "$work/$m.rep-$v.events"
+  kill -INT "${pids[-1]}" 2>/dev/null || true
+  wait "${pids[-1]}" 2>/dev/null || true
+}
+
 # On hosts (--links): ps.0, worker.0 and worker.1 each on a host of its own,
 # started by hand with mutual TLS over TCP; then, for `scale`, worker.2
 # started on its host (it joins) and later asked to leave (SIGUSR1), or, for
@@ -259,12 +295,57 @@ for m in ${modes//,/ }; do
       kill) if [[ -n $links ]]; then echo "== $m: kill -9 of worker.1 (hosts, $links links, --lease-timeout $lease)"; hosts_run "$m" kill
             else echo "== $m: kill -9 (tasks started by hand, --lease-timeout $lease)"; kill_run "$m"; fi ;;
       ps) echo "== $m: ps re-shards 1 -> 2 -> 1 (launcher)"; launcher_run "$m" ps ;;
+      replicas) for v in none replicas; do
+                  if [[ $v == none ]]; then echo "== $m: kill -9 of ps.0 without replicas (rollback)"
+                  else echo "== $m: kill -9 of ps.0 with --ps-replicas 2"; fi
+                  replicas_run "$m" "$v"
+                done ;;
     esac
   done
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 read -r -a mode_list <<< "${modes//,/ }"
+if [[ $runs == replicas ]]; then
+  table=$(python3 "$root/bench/elastic_replicas.py" "$work" "${mode_list[@]}")
+  echo
+  echo "$table"
+  [[ $out == - ]] && exit 0
+  busy=
+  if awk -v l="${load_before%% *}" -v a="${load_after%% *}" -v n="$(nproc)" \
+       'BEGIN { exit !(l > n / 2 || a > n) }'; then
+    busy=yes
+  fi
+  {
+    echo
+    echo "## A ps lost with kill -9, without and with \`--ps-replicas 2\`"
+    echo
+    echo "Command: \`$cmdline\` ($(date -u '+%Y-%m-%d %H:%M UTC')); load average (1, 5,"
+    echo "15 min) $load_before before, $load_after after, on $(nproc) cores."
+    if [[ -n $busy ]]; then
+      echo "**The machine was busy with other work (load above half its cores before,"
+      echo "or above its cores after): these figures are noisy; rerun on an idle"
+      echo "machine before quoting them.**"
+    fi
+    echo
+    echo "The seed CNN as above (\`checkpoint every 100 steps keep 3\`) on 2 ps + 2"
+    echo "workers under the launcher with a model dir, \`--threads 1 --log-every 1\`;"
+    echo "ps.0 (it holds the global step) killed with kill -9 $phase s after worker.1's"
+    echo "step 20, and the launcher restarts it. Without replicas the chief sets every"
+    echo "ps back to the last checkpoint; with \`--ps-replicas 2\` it restores ps.0 from"
+    echo "its replica on ps.1 (docs/elastic.md). *Stood still*: kill to the first step"
+    echo "line after the restore; *lost*: the global step reached before the kill minus"
+    echo "the first one after (the steps done again); *back*: kill to the first global"
+    echo "step past the one reached before the kill; *img/s*: over the $phase s before the"
+    echo "kill (examples of the global steps), and the ratio with replicas to without"
+    echo "in the same invocation."
+    echo
+    echo "$table"
+  } >> "$out"
+  echo
+  echo "appended to ${out#"$root"/}"
+  exit 0
+fi
 table=$(python3 "$root/bench/elastic_table.py" "$work" "$phase" "$lease" "$runs" "${mode_list[@]}")
 echo
 echo "$table"

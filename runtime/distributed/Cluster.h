@@ -26,6 +26,13 @@ struct Roster {
   std::vector<TaskRef> workers;
 };
 
+/// The ring of --ps-replicas 2: ps `index` of `numPs` mirrors its shard on
+/// the next ps, and holds the replica of the previous one's.
+inline int mirrorOf(int index, int numPs) { return (index + 1) % numPs; }
+inline int mirroredBy(int index, int numPs) {
+  return (index + numPs - 1) % numPs;
+}
+
 /// What every task of a job shares.
 struct TaskConfig {
   Roster roster;
@@ -72,6 +79,11 @@ struct TaskConfig {
   /// (dtf-run --workers, which the launcher passes on); 0: all of them.
   /// The ps tasks count them live from the start (docs/elastic.md).
   int startWorkers = 0;
+  /// 2: every ps keeps a replica of its shard on the next ps of the ring,
+  /// updated with each update it applies, so that a lost ps is restored
+  /// from it instead of every ps from the last checkpoint (dtf-run
+  /// --ps-replicas, docs/elastic.md); 1: none.
+  int psReplicas = 1;
   /// Dense f32 gradients pushed top-k or 1-bit with error feedback
   /// (dtf-run --compress-push); the ps decodes them.
   PushCompression compressPush;

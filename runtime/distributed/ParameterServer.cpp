@@ -27,6 +27,39 @@ size_t psMemoryBoundBytes(size_t maxMessage, size_t tasks) {
   return std::max(size_t(64) << 20, 4 * maxMessage * std::max<size_t>(tasks, 1));
 }
 
+std::string psReplicasRefusal(const plan::Plan &plan, int replicas,
+                              size_t numPs, bool exactlyOnce) {
+  if (replicas < 2)
+    return "";
+  const plan::Training &t = plan.training();
+  const std::string flag = "--ps-replicas " + std::to_string(replicas);
+  if (numPs < 2)
+    return flag +
+           " keeps a replica of each ps's shard on another ps task, "
+           "and this job runs over " +
+           std::to_string(numPs) +
+           " ps task; give it 2 or more (the cluster file's ps tasks, or "
+           "--ps N) or leave the flag out";
+  if (t.replication() == "in_graph" || plan::replicaSpan(plan) > 1)
+    return flag +
+           " needs between-graph replication with replicas of one "
+           "task each (" +
+           std::string(t.replication() == "in_graph"
+                           ? "an in-graph job's client"
+                           : "a model-parallel replica's stage 0") +
+           " recovers a lost ps its own way: not built); leave the flag out";
+  if (exactlyOnce)
+    return flag + " does not replicate ps 0's split ledger (--data "
+                  "exactly-once); use one of the two";
+  for (const plan::Variable &v : plan.variables())
+    if (v.dynamic().enabled())
+      return flag + " does not replicate dynamic tables (the variable '" +
+             v.name() +
+             "' is one: its rows are made by lookups, which "
+             "are not forwarded); leave the flag out";
+  return "";
+}
+
 int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
                        int index, const TaskConfig &config) {
   ps::PsService service(plan, placement, index, config);

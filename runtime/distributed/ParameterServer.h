@@ -11,6 +11,7 @@
 #include "plan.pb.h"
 
 #include <cstddef>
+#include <string>
 
 namespace dtf::dist {
 
@@ -30,6 +31,13 @@ size_t maxPsMessageBytes(const plan::Plan &plan,
 /// until it is back under it, so a message larger than the bound never
 /// gets in whole.
 size_t psMemoryBoundBytes(size_t maxMessage, size_t tasks);
+
+/// Why a job cannot take --ps-replicas `replicas` over `numPs` ps tasks
+/// (a sentence with the fix), or "" when it can: every ps mirrors its shard
+/// on the next one, for between-graph jobs without dynamic tables or
+/// exactly-once data (docs/elastic.md, "A replica of each ps's shard").
+std::string psReplicasRefusal(const plan::Plan &plan, int replicas,
+                              size_t numPs, bool exactlyOnce);
 
 /// Runs ps task `index` until the chief shuts it down, the stop flag is set
 /// or serving fails. Returns the process's exit status: 0 after a shutdown.

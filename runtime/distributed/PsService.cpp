@@ -1,7 +1,7 @@
 // The parameter-server service's calls: admission, pulls (parked until
-// their update), pushes, initialization, checkpoints, lookups; the held
-// tensors, the update and the sync sums are PsStore's, PsUpdate's and
-// SyncAggregator's.
+// their update), pushes, checkpoints, lookups (initialization:
+// PsInitialize.cpp); the held tensors, the update and the sync sums are
+// PsStore's, PsUpdate's and SyncAggregator's.
 #include "runtime/distributed/PsService.h"
 
 #include "runtime/distributed/Wire.h"
@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 
 namespace dtf::dist::ps {
 namespace {
@@ -67,30 +68,8 @@ Status PsService::setUp() {
   buffers_ = std::make_unique<TransferBuffers>(
       config_.reuseTransferBuffers ? TransferBuffers::boundFor(held) : 0);
   update_.lendFrom(buffers_.get());
-  return update_.setUp(plan_, placement_, index_, store_);
-}
-
-grpc::Status PsService::restoreInPlace(int64_t step, int64_t version) {
-  if (config_.modelDir.empty())
-    return fail(grpc::StatusCode::FAILED_PRECONDITION,
-                name_ + " was started without --model-dir: it cannot read "
-                        "a checkpoint itself");
-  std::unique_ptr<checkpoint::CheckpointReader> reader;
-  Status s =
-      checkpoint::CheckpointReader::open(config_.modelDir, step, &reader);
-  // Everything is checked before any variable changes.
-  if (s.isOk())
-    s = store_.checkRestorable(*reader);
-  if (!s.isOk())
-    return fail(grpc::StatusCode::FAILED_PRECONDITION,
-                name_ + ": " + s.message() + " (nothing changed)");
-  s = store_.restore(*reader, version);
-  if (!s.isOk()) {
-    // Half restored: not usable until the chief initializes it again.
-    initialized_ = false;
-    return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
-  }
-  return grpc::Status::OK;
+  DTF_RETURN_IF_ERROR(update_.setUp(plan_, placement_, index_, store_));
+  return setUpReplica();
 }
 
 grpc::Status PsService::GetStatus(grpc::ServerContext *ctx,
@@ -104,106 +83,6 @@ grpc::Status PsService::GetStatus(grpc::ServerContext *ctx,
   if (!who.empty()) // a worker waiting for the chief's initialization
     seen(who);
   fillStatus(reply);
-  return grpc::Status::OK;
-}
-
-grpc::Status PsService::Initialize(grpc::ServerContext *ctx,
-                                   const rpc::InitializeRequest *req,
-                                   rpc::InitializeReply *reply) {
-  std::string who;
-  if (auto bad = admit(*ctx, Role::kChief, "initialize it", &who); !bad.ok())
-    return bad;
-  if (auto bad = checkCaller(req->caller()); !bad.ok())
-    return bad;
-  return initialize(*req, nullptr, reply, named(who, req->caller()));
-}
-
-grpc::Status PsService::initialize(const rpc::InitializeRequest &request,
-                                   const std::vector<Tensor> *staged,
-                                   rpc::InitializeReply *reply,
-                                   const std::string &who) {
-  const rpc::InitializeRequest *req = &request;
-  std::unique_lock<std::mutex> lock(mu_);
-  waitWhileSaving(lock); // a checkpoint reads the variables in place
-  if (initialized_ && !req->force()) {
-    reply->set_already(true);
-    reply->set_incarnation(incarnation_);
-    return grpc::Status::OK;
-  }
-  // All or nothing: every value is checked before any variable changes.
-  if (auto bad = checkInitialValues(*req, staged != nullptr); !bad.ok())
-    return bad;
-  SplitLedger ledger = ledger_;
-  if (auto bad = restoreLedger(*req, &ledger); !bad.ok())
-    return bad;
-  if (req->restore()) {
-    if (auto bad = restoreInPlace(req->restore_step(), req->version());
-        !bad.ok())
-      return bad;
-  } else if (req->values_size() == 0 && initialized_) {
-    // Back to the plan's initializers (no checkpoint yet), made again.
-    if (Status s = store_.resetToInitializers(); !s.isOk())
-      return fail(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
-  }
-  for (int i = 0; i < req->values_size(); ++i) {
-    const rpc::WireTensor &w = req->values(i);
-    Tensor *t = store_.variables().find(w.name());
-    if (!t)
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + " does not hold variable '" + w.name() + "'");
-    if (staged) {
-      std::memcpy(t->rawData(), (*staged)[size_t(i)].rawData(), t->byteSize());
-      continue;
-    }
-    Status s = copyFromWire(w, t);
-    if (!s.isOk())
-      return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
-  }
-  version_ = req->version();
-  initialized_ = true;
-  ++incarnation_;
-  aggregator_.clear();
-  ledger_ = std::move(ledger);
-  reply->set_incarnation(incarnation_);
-  // A restore says what its dynamic tables hold again: the live rows of
-  // the checkpoint (a re-shard's, docs/elastic.md, may bring rows another
-  // ps held).
-  log(std::string(req->force() ? "re-initialized" : "initialized") + " by " +
-      who +
-      (req->restore() ? " from checkpoint " +
-                            checkpoint::checkpointName(req->restore_step()) +
-                            ", read by this ps from " + config_.modelDir
-       : req->values_size()
-           ? " from a checkpoint at step " + std::to_string(req->version())
-           : std::string(" (the plan's initializers)")) +
-      (req->restore() && !store_.dynamic().empty()
-           ? "; dynamic tables: " + store_.dynamic().describe()
-           : std::string()));
-  cv_.notify_all();
-  return grpc::Status::OK;
-}
-
-grpc::Status
-PsService::checkInitialValues(const rpc::InitializeRequest &request,
-                              bool staged) {
-  const rpc::InitializeRequest *req = &request;
-  for (int i = 0; i < req->values_size(); ++i) {
-    const rpc::WireTensor &w = req->values(i);
-    const Tensor *t = store_.variables().find(w.name());
-    if (!t)
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + " does not hold variable '" +
-                      plan::printable(w.name()) + "' (nothing changed)");
-    if (staged)
-      continue; // checked against the variable as the stream arrived
-    DType dtype = DType::F32;
-    std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
-    if (!plan::toDType(w.dtype(), &dtype).isOk() || dtype != t->dtype() ||
-        dims != t->shape() || w.data().size() != t->byteSize())
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  "variable '" + plan::printable(w.name()) + "' does not fit " +
-                      t->describe() + " on " + name_ + " (nothing changed)");
-  }
   return grpc::Status::OK;
 }
 
@@ -328,6 +207,7 @@ void PsService::parkLoop() {
       if (!p.ctx->IsCancelled())
         seen(p.peer);
     followMembership();
+    retryMirror();
     releaseParked(lock, /*all=*/false);
     lock.unlock(); // a cancelled stream may end (and lock mu_) at once
     streams_.cutStalled();
@@ -409,56 +289,6 @@ PsService::PullStream(grpc::CallbackServerContext *ctx,
       },
       [writer](const grpc::Status &st) { writer->start(st); });
   return writer;
-}
-
-grpc::ServerReadReactor<grpc::ByteBuffer> *
-PsService::InitializeStream(grpc::CallbackServerContext *ctx,
-                            grpc::ByteBuffer *response) {
-  std::string who;
-  if (auto bad = admit(*ctx, Role::kChief, "initialize it", &who); !bad.ok())
-    return new RefusedStream(bad);
-  if (auto bad = openStream(ctx); !bad.ok())
-    return new RefusedStream(bad);
-  ++streamedInits_;
-  return new StreamReader<rpc::InitializeRequest, rpc::InitializeReply>(
-      &streams_, ctx, response,
-      name_ + ": refused an initialization stream: ", "nothing changed",
-      [this](const rpc::InitializeRequest &req, std::vector<Tensor> *staged,
-             std::vector<PayloadTarget> *targets) {
-        return prepareInitialize(req, staged, targets);
-      },
-      [this, who](const rpc::InitializeRequest &req,
-                  std::vector<Tensor> &staged, rpc::InitializeReply *reply) {
-        return initialize(req, &staged, reply, named(who, req.caller()));
-      });
-}
-
-grpc::Status PsService::prepareInitialize(const rpc::InitializeRequest &req,
-                                          std::vector<Tensor> *staged,
-                                          std::vector<PayloadTarget> *targets) {
-  if (auto bad = checkCaller(req.caller()); !bad.ok())
-    return bad;
-  for (const rpc::WireTensor &w : req.values()) {
-    const Tensor *t = store_.variables().find(w.name());
-    if (!t)
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + " does not hold variable '" +
-                      plan::printable(w.name()) + "'");
-    DType dtype = DType::F32;
-    Status s = plan::toDType(w.dtype(), &dtype);
-    std::vector<int64_t> dims(w.dims().begin(), w.dims().end());
-    if (!s.isOk() || dtype != t->dtype() || dims != t->shape() ||
-        w.size() != t->byteSize())
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  "variable '" + plan::printable(w.name()) + "' arrived as " +
-                      (s.isOk() ? plan::typeString(dtype, dims)
-                                : std::string("an unknown dtype")) +
-                      " (" + std::to_string(w.size()) + " bytes), but " +
-                      name_ + " holds it as " + t->describe());
-    staged->push_back(Tensor::allocate(t->dtype(), t->shape()));
-    targets->push_back({staged->back().rawData(), t->byteSize()});
-  }
-  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor *PsService::Push(grpc::CallbackServerContext *ctx,
@@ -608,9 +438,30 @@ grpc::Status PsService::joinSyncUpdate(const rpc::PushRequest &req,
 }
 
 Status PsService::apply(std::vector<Tensor> &values) {
-  DTF_RETURN_IF_ERROR(update_.run(values, version_));
+  // --ps-replicas 2: the mirror applies the update while this ps does (a
+  // copy of the values goes); the push is answered once both have.
+  const int64_t at = version_;
+  std::future<grpc::Status> mirrored;
+  std::vector<grpc::ByteBuffer> chunks;
+  if (mirrorSynced_) {
+    uint64_t bytes = 0;
+    chunks = updateChunks(values, at, &bytes);
+    mirrored = std::async(std::launch::async, [this, &chunks, bytes] {
+      return callMirror(chunks, bytes);
+    });
+  }
+  Status s = update_.run(values, version_);
+  const grpc::Status st = mirrored.valid() ? mirrored.get() : grpc::Status();
+  if (!s.isOk()) {
+    // The replica may hold an update this ps does not: a snapshot mends it.
+    if (!chunks.empty())
+      mirrorSynced_ = false;
+    return s;
+  }
   ++version_;
   store_.dynamic().sweep(version_);
+  if (!chunks.empty())
+    forwarded(st, at);
   cv_.notify_all();
   return Status::ok();
 }
@@ -656,6 +507,8 @@ std::string PsService::summary() {
          std::to_string(sparseRowsPushed_.load()) + " updated";
   if (!store_.dynamic().empty())
     s += "; dynamic tables: " + store_.dynamic().describe();
+  if (mirror_ >= 0)
+    s += "; " + replicaSummary();
   if (index_ == 0 && ledger_.configured()) {
     // The job's data at a glance (the per-epoch lines came as they ended).
     const LedgerShape &shape = ledger_.shape();
@@ -693,12 +546,19 @@ grpc::Status PsService::admit(const grpc::ServerContextBase &ctx, Role role,
   const bool allowed =
       role == Role::kMember || (role == Role::kWorker && worker >= 0) ||
       (role == Role::kPusher && worker >= 0 && size_t(worker) % span_ == 0) ||
-      (role == Role::kChief && worker == 0);
+      (role == Role::kChief && worker == 0) ||
+      (role == Role::kMirrored && replica_.of >= 0 &&
+       *who == r.ps[size_t(replica_.of)].name);
   if (allowed)
     return grpc::Status::OK;
-  const std::string why = role == Role::kChief
-                              ? "only the chief (" + r.workers[0].name + ") may"
-                              : "only a worker that pushes may";
+  const std::string why =
+      role == Role::kChief ? "only the chief (" + r.workers[0].name + ") may"
+      : role == Role::kMirrored
+          ? (replica_.of < 0
+                 ? std::string("it holds no replica (no --ps-replicas 2)")
+                 : "only " + r.ps[size_t(replica_.of)].name +
+                       ", whose shard it mirrors, may")
+          : std::string("only a worker that pushes may");
   refusal(*who + " may not " + what + ": " + why);
   return fail(grpc::StatusCode::PERMISSION_DENIED,
               name_ + ": " + *who + " may not " + what + " (" + why + ")");
@@ -754,6 +614,9 @@ void PsService::fillStatus(rpc::StatusReply *reply) {
   reply->set_payload_bytes_out(payloadOut_.load());
   reply->set_rows_looked_up(rowsLookedUp_.load());
   reply->set_sparse_rows_pushed(sparseRowsPushed_.load());
+  std::lock_guard<std::mutex> lock(replica_.mu); // after mu_, never before
+  reply->set_replica_of(replica_.of);
+  reply->set_replica_version(replica_.version);
 }
 
 grpc::Status PsService::Lookup(grpc::ServerContext *ctx,

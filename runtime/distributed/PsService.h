@@ -18,6 +18,8 @@
 
 #include "service.grpc.pb.h"
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <functional>
@@ -29,14 +31,15 @@
 namespace dtf::dist::ps {
 
 // Pull and Push carry tensors as raw byte buffers (TensorMessage.h), and
-// so do their streams and InitializeStream; the other calls are plain
-// protobuf.
+// so do their streams, InitializeStream and ReplicaStream; the other calls
+// are plain protobuf (MirrorStream: TensorChunk messages).
 using PsBase = rpc::ParameterServer::WithRawCallbackMethod_Pull<
     rpc::ParameterServer::WithRawCallbackMethod_Push<
         rpc::ParameterServer::WithRawCallbackMethod_PullStream<
             rpc::ParameterServer::WithRawCallbackMethod_PushStream<
                 rpc::ParameterServer::WithRawCallbackMethod_InitializeStream<
-                    rpc::ParameterServer::Service>>>>>;
+                    rpc::ParameterServer::WithRawCallbackMethod_ReplicaStream<
+                        rpc::ParameterServer::Service>>>>>>;
 
 class PsService final : public PsBase {
 public:
@@ -81,6 +84,18 @@ public:
   /// Exactly-once data (ps 0): the caller's next split (PsLedger.cpp).
   grpc::Status LeaseData(grpc::ServerContext *ctx, const rpc::LeaseRequest *req,
                          rpc::LeaseReply *reply) override;
+  /// --ps-replicas 2 (PsReplica.cpp): from the previous ps on the ring, a
+  /// snapshot of its shard or one update it applied, into the replica.
+  /// Served by gRPC's synchronous API: that ps sends it holding its lock,
+  /// and so may this one to it; on the callback threads (all of them may
+  /// wait for this ps's lock) the two would wait on each other.
+  grpc::Status MirrorStream(grpc::ServerContext *ctx,
+                            grpc::ServerReader<rpc::TensorChunk> *reader,
+                            rpc::MirrorReply *reply) override;
+  /// --ps-replicas 2: the replica, to the ps whose shard it is (restarted).
+  grpc::ServerWriteReactor<grpc::ByteBuffer> *
+  ReplicaStream(grpc::CallbackServerContext *ctx,
+                const grpc::ByteBuffer *request) override;
 
   /// Answers every parked pull and stops parking new ones (before the
   /// server shuts down, which waits for every call to finish).
@@ -100,8 +115,9 @@ public:
 private:
   // Who may make which calls: any task of the job (status, pulls), a
   // worker (done), a worker that pushes (stage 0 of its replica), the chief
-  // (initialize, save, shut down).
-  enum class Role { kMember, kWorker, kPusher, kChief };
+  // (initialize, save, shut down), the ps whose shard this ps mirrors
+  // (--ps-replicas 2: its snapshots and updates, and its replica back).
+  enum class Role { kMember, kWorker, kPusher, kChief, kMirrored };
 
   /// The caller's task as its certificate names it (the request's own
   /// `caller.task` is never believed under TLS), and whether it may `what`.
@@ -142,6 +158,12 @@ private:
   grpc::Status prepareInitialize(const rpc::InitializeRequest &req,
                                  std::vector<Tensor> *staged,
                                  std::vector<PayloadTarget> *targets);
+  // Staging tensors for `values`, each checked to be one of `vars`, of its
+  // type and size (an initialization's, a snapshot for the replica).
+  grpc::Status
+  stageValues(const exec::VariableStore &vars,
+              const google::protobuf::RepeatedPtrField<rpc::WireTensor> &values,
+              std::vector<Tensor> *staged, std::vector<PayloadTarget> *targets);
 
   // The reply to a pull: its header and the variables, copied under the
   // lock (the values between two updates) into buffers of buffers_.
@@ -185,8 +207,41 @@ private:
   grpc::Status joinSyncUpdate(const rpc::PushRequest &req,
                               std::vector<Tensor> &values,
                               rpc::PushReply *reply, const std::string &who);
-  // Runs the update and counts it (mu_ held).
+  // Runs the update and counts it (mu_ held); with --ps-replicas 2 the
+  // mirror applies it too before this returns.
   Status apply(std::vector<Tensor> &values);
+
+  // --ps-replicas 2 (PsReplica.cpp). This ps's shard on its mirror: every
+  // applied update forwarded under mu_ (so that no pull sees an update the
+  // replica lacks, and they arrive in the order applied), a snapshot after
+  // each initialization and whenever the mirror lost step; while it cannot
+  // be reached, updates are applied without it (degraded), and the parked
+  // pulls' thread sends a snapshot once it is back.
+  Status setUpReplica();
+  // An update's values (or a snapshot's tensors) as the chunks of a
+  // MirrorStream, copied: the update runs while they cross.
+  std::vector<grpc::ByteBuffer> updateChunks(const std::vector<Tensor> &values,
+                                             int64_t at, uint64_t *bytes) const;
+  std::vector<grpc::ByteBuffer>
+  mirrorChunks(const rpc::MirrorRequest &header,
+               const std::vector<const Tensor *> &payloads,
+               uint64_t *bytes) const;
+  grpc::Status callMirror(const std::vector<grpc::ByteBuffer> &chunks,
+                          uint64_t bytes);
+  // The mirror's answer to update `at`: counted, or a snapshot sent.
+  void forwarded(const grpc::Status &st, int64_t at);
+  bool sendSnapshot(const std::string &why);
+  void retryMirror();
+  // Initialize with from_replica: this ps's shard from its mirror's
+  // replica, straight into the variables; *version: the updates it saw.
+  grpc::Status takeReplica(int64_t *version);
+  grpc::Status prepareMirror(const rpc::MirrorRequest &req,
+                             std::vector<Tensor> *values,
+                             std::vector<PayloadTarget> *targets);
+  grpc::Status completeMirror(const rpc::MirrorRequest &req,
+                              std::vector<Tensor> &values,
+                              rpc::MirrorReply *reply);
+  std::string replicaSummary();
 
   // The split ledger's part in pushes (ps 0, mu_ held; a push without
   // data_batches, or to another ps, is none of its business). Admits: every
@@ -275,6 +330,24 @@ private:
   std::map<std::string, int> parkedBy_;
   bool parkerStop_ = false;
   std::thread parker_;
+
+  // --ps-replicas 2: the replica of the previous ps's shard (its own lock,
+  // never held while calling out, so that two ps tasks forwarding to each
+  // other under their mu_ cannot wait on each other), and this ps's mirror.
+  struct Replica {
+    std::mutex mu;
+    int of = -1; // the ps whose shard it is; -1: no replicas
+    std::unique_ptr<PsStore> store;
+    std::unique_ptr<PsUpdate> update;
+    int64_t version = -1; // -1: none yet (no snapshot since this start)
+    int64_t snapshots = 0, updates = 0;
+  };
+  Replica replica_;
+  int mirror_ = -1; // the ps holding this one's replica; -1: none
+  std::unique_ptr<grpc::GenericStub> mirrorStub_;    // under mu_; null: anew
+  bool mirrorSynced_ = false, degradedSaid_ = false; // under mu_
+  Clock::time_point nextMirrorTry_{};
+  int64_t forwarded_ = 0, snapshotsSent_ = 0, degradedTimes_ = 0;
 
   std::atomic<int64_t> streamedPulls_{0}, streamedPushes_{0}, streamedInits_{0};
   // Tensor bytes taken by pushes and given by pulls and lookups; embedding

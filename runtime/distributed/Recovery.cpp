@@ -27,7 +27,6 @@ Status PsRecovery::status(PsLink &l, rpc::StatusReply *reply) {
   return Status::ok();
 }
 
-
 Status PsRecovery::initializeOrWait(bool chief) {
   const std::string chiefName = links_.config().roster.workers[0].name;
   const Clock::time_point start = Clock::now();
@@ -206,6 +205,74 @@ Status PsRecovery::restoreAll(bool force) {
   return Status::ok();
 }
 
+bool PsRecovery::restoreFromReplicas(
+    const std::vector<rpc::StatusReply> &replies) {
+  const size_t n = client_.ps().size();
+  if (links_.config().psReplicas < 2 || n < 2)
+    return false;
+  // Every lost ps must have a replica that holds at least what this task
+  // saw of it, or the job would go back: then all go back together.
+  for (size_t k = 0; k < n; ++k) {
+    if (replies[k].initialized())
+      continue;
+    const size_t m = size_t(mirrorOf(int(k), int(n)));
+    const rpc::StatusReply &r = replies[m];
+    const std::string &lost = client_.ps()[k].task.name;
+    const std::string &mirror = client_.ps()[m].task.name;
+    std::string why;
+    if (!r.initialized())
+      why = mirror + ", its mirror, lost its state too";
+    else if (r.replica_of() != int(k) || r.replica_version() < 0)
+      why = mirror +
+            " holds no replica of its shard (it started again "
+            "since, or " +
+            lost + " could not reach it)";
+    else if (r.replica_version() < client_.ps()[k].pulledVersion)
+      why = "the replica on " + mirror + " is at update " +
+            std::to_string(r.replica_version()) + ", behind update " +
+            std::to_string(client_.ps()[k].pulledVersion) +
+            " this task pulled from " + lost;
+    if (!why.empty()) {
+      links_.say("cannot restore " + lost + " from its replica: " + why +
+                 "; setting every ps back to the last checkpoint instead");
+      return false;
+    }
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (replies[k].initialized())
+      continue;
+    PsLink &l = client_.ps()[k];
+    const std::string &mirror =
+        client_.ps()[size_t(mirrorOf(int(k), int(n)))].task.name;
+    rpc::InitializeRequest req;
+    *req.mutable_caller() = links_.caller();
+    req.set_force(true);
+    req.set_from_replica(true);
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, kCallTimeout);
+    rpc::InitializeReply reply;
+    grpc::Status st = l.stub->Initialize(&ctx, req, &reply);
+    if (!st.ok()) {
+      links_.say("cannot restore " + l.task.name + " from its replica on " +
+                 mirror + " (" +
+                 rpcError("initializing", l.task, st).message() +
+                 "); setting every ps back to the last checkpoint instead");
+      return false;
+    }
+    rpc::StatusReply after;
+    const bool known = status(l, &after).isOk();
+    links_.say("restored " + l.task.name + " from its replica on " + mirror +
+               (known ? " at update " + std::to_string(after.version()) +
+                            (after.global_step() >= 0
+                                 ? " (global step " +
+                                       std::to_string(after.global_step()) + ")"
+                                 : std::string())
+                      : std::string()) +
+               ": the other ps tasks keep their state, nothing rolled back");
+  }
+  return true;
+}
+
 Status PsRecovery::recover(bool chief, const Status &why) {
   // A call a ps cut for memory: the ps is up, the step goes on without it.
   const bool cut = why.message().find(kCutForMemory) != std::string::npos;
@@ -220,8 +287,10 @@ Status PsRecovery::recover(bool chief, const Status &why) {
       return errorStatus("interrupted");
     bool allUp = true, anyFresh = false;
     std::string down;
-    for (PsLink &l : client_.ps()) {
-      rpc::StatusReply reply;
+    std::vector<rpc::StatusReply> replies(client_.ps().size());
+    for (size_t k = 0; k < client_.ps().size(); ++k) {
+      PsLink &l = client_.ps()[k];
+      rpc::StatusReply &reply = replies[k];
       if (!status(l, &reply).isOk()) {
         allUp = false;
         down = l.task.name + " at " + l.task.address;
@@ -233,7 +302,7 @@ Status PsRecovery::recover(bool chief, const Status &why) {
     }
     // The chief restores a ps that lost its state; the others wait for it.
     if (allUp && (chief || !anyFresh)) {
-      if (chief && anyFresh)
+      if (chief && anyFresh && !restoreFromReplicas(replies))
         DTF_RETURN_IF_ERROR(restoreAll(/*force=*/true));
       else if (!cut)
         links_.say("every ps answers again; going on");

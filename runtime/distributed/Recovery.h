@@ -49,6 +49,12 @@ public:
   bool checkpointRefused() const { return checkpointRefused_; }
 
 private:
+  /// --ps-replicas 2: initializes each ps in `replies` that lost its state
+  /// from the replica its mirror holds (the others keep theirs); false,
+  /// having said why, when one cannot be (its mirror lost too, or behind
+  /// what this task pulled): the caller then restores every ps from the
+  /// last checkpoint.
+  bool restoreFromReplicas(const std::vector<rpc::StatusReply> &replies);
   // Asks ps `l` how it is, and checks it runs this task's plan.
   Status status(PsLink &l, rpc::StatusReply *reply);
 

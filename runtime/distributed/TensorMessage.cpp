@@ -186,6 +186,21 @@ cutChunks(const google::protobuf::MessageLite &header,
 } // namespace
 
 std::vector<grpc::ByteBuffer>
+asTensorChunks(const std::vector<grpc::ByteBuffer> &chunks) {
+  std::vector<grpc::ByteBuffer> out;
+  for (const grpc::ByteBuffer &b : chunks) {
+    std::vector<grpc::Slice> slices;
+    rpc::TensorChunk chunk;
+    if (b.Dump(&slices).ok())
+      for (const grpc::Slice &s : slices)
+        chunk.mutable_data()->append(
+            reinterpret_cast<const char *>(s.begin()), s.size());
+    out.push_back(serializeMessage(chunk));
+  }
+  return out;
+}
+
+std::vector<grpc::ByteBuffer>
 packChunks(const google::protobuf::MessageLite &header,
            const std::vector<const Tensor *> &payloads, size_t chunkBytes) {
   return cutChunks(header, payloads, /*share=*/false, chunkBytes);

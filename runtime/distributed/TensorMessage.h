@@ -78,6 +78,10 @@ inline constexpr const char *kPushStreamMethod =
     "/dtf.rpc.ParameterServer/PushStream";
 inline constexpr const char *kInitializeStreamMethod =
     "/dtf.rpc.ParameterServer/InitializeStream";
+inline constexpr const char *kMirrorStreamMethod =
+    "/dtf.rpc.ParameterServer/MirrorStream";
+inline constexpr const char *kReplicaStreamMethod =
+    "/dtf.rpc.ParameterServer/ReplicaStream";
 
 // ---------------------------------------------------------------------------
 // Streams: the packed message ([u32 header size][header][payloads]) cut into
@@ -106,6 +110,12 @@ packChunks(const google::protobuf::MessageLite &header,
 std::vector<grpc::ByteBuffer>
 packChunksShared(const google::protobuf::MessageLite &header,
                  const std::vector<Tensor> &payloads, size_t chunkBytes);
+
+/// `chunks` each wrapped in a TensorChunk message (its `data`), for a
+/// stream a ps serves with gRPC's synchronous API (MirrorStream: its
+/// threads are not the callback threads that wait for the ps's lock).
+std::vector<grpc::ByteBuffer>
+asTensorChunks(const std::vector<grpc::ByteBuffer> &chunks);
 
 /// Where one payload goes: `size` bytes to `data` (nullptr: dropped).
 struct PayloadTarget {

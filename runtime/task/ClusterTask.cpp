@@ -268,6 +268,13 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
                             "gradients to stage 0, which pushes them") +
                  "); drop the flag for this plan");
 
+  // --ps-replicas 2: refused alike by every task, so that none waits for
+  // a replica another refuses to keep.
+  if (std::string why = dtf::dist::psReplicasRefusal(
+          plan, flags.psReplicas, config.roster.ps.size(), flags.exactlyOnce);
+      !why.empty())
+    return usage(why);
+
   config.planPath = planPath;
   config.planFingerprint = planFingerprint;
   config.modelDir = options.modelDir;
@@ -282,6 +289,7 @@ int runClusterTask(const std::string &planPath, const dtf::plan::Plan &compiled,
   config.splitBatches = flags.splitBatches;
   config.leaseTimeoutSeconds = flags.leaseTimeoutSeconds;
   config.startWorkers = flags.startWorkers;
+  config.psReplicas = flags.psReplicas;
   config.compressPush = flags.compressPush;
   config.stallTimeoutSeconds = flags.stallTimeoutSeconds;
   config.stop = stop;

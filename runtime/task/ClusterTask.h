@@ -34,6 +34,7 @@ struct ClusterTaskOptions {
   int splitBatches = 4;                // --split-batches
   double leaseTimeoutSeconds = 60;     // --lease-timeout
   int startWorkers = 0;                // --workers
+  int psReplicas = 1;                  // --ps-replicas
 };
 
 /// Runs the task `choice.task` of `choice.cluster` and returns the exit code.

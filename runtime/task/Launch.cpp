@@ -3,6 +3,7 @@
 
 #include "runtime/cluster/Certificates.h"
 #include "runtime/cluster/Launcher.h"
+#include "runtime/distributed/ParameterServer.h"
 #include "runtime/task/Task.h"
 #include "schema/Placement.h"
 
@@ -61,6 +62,11 @@ void setReshardRules(const TaskRequest &request, const plan::Plan &plan,
                  "to re-shard it");
     else if (!s.isOk())
       why = strCat(request.planPath, ": ", s.message());
+    else if (request.cluster.psReplicas > 1 && n < 2)
+      why = "the job runs with --ps-replicas " +
+            std::to_string(request.cluster.psReplicas) +
+            ", which needs 2 ps tasks or more (a replica of each ps's shard "
+            "on another)";
     else if (syncOnce && n > 1)
       why = "--data exactly-once with update = sync needs one ps task (each "
             "ps averages the first gradients it receives, and another ps "
@@ -89,6 +95,15 @@ int runLauncherMode(const TaskRequest &request, const plan::Plan &plan,
   ssize_t n = readlink("/proc/self/exe", self, PATH_MAX);
   options.program = n > 0 ? std::string(self, size_t(n)) : argv[0];
   options.clusterFile = choice.clusterFile;
+  // --ps-replicas: refused before any task starts (each would refuse too).
+  if (std::string why = dist::psReplicasRefusal(
+          plan, request.cluster.psReplicas,
+          size_t(options.ps > 0 ? options.ps : choice.cluster.numPs()),
+          request.cluster.exactlyOnce);
+      !why.empty()) {
+    std::fprintf(stderr, "dtf-run: error: %s\n", why.c_str());
+    return cluster::kLauncherUsageError;
+  }
   setReshardRules(request, plan, &options);
   // A dead chief takes the job down cleanly and the launcher starts it all
   // again: the chief restores the last checkpoint onto fresh ps tasks.

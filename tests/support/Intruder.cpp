@@ -33,7 +33,9 @@ constexpr const char *kUsage =
 
 attacks: status, shutdown, initialize, save, push-nan, push-step, pull-repeat,
          park (many waiting pulls at once), streams (stalled push streams),
-         push-huge (one unary push of --bytes bytes)
+         push-huge (one unary push of --bytes bytes), mirror (an empty
+         snapshot into the target's replica: --ps-replicas 2), replica (the
+         replica the target holds)
 credentials (default: plaintext):
   --ca FILE         TLS, verifying the server with this CA, no client certificate
   --cert FILE --key FILE   and this client certificate
@@ -142,6 +144,31 @@ int main(int argc, char **argv) {
     *req.mutable_caller() = caller;
     rpc::StatusReply reply;
     st = stub->GetStatus(&ctx, req, &reply);
+  } else if (attack == "mirror") {
+    grpc::ClientContext ctx;
+    context(&ctx);
+    rpc::MirrorRequest req;
+    *req.mutable_caller() = caller;
+    req.set_snapshot(true);
+    grpc::ByteBuffer response;
+    st = dist::sendStream(raw, &ctx, dist::kMirrorStreamMethod,
+                          dist::asTensorChunks(dist::packChunks(req, {}, 4096)),
+                          &response);
+  } else if (attack == "replica") {
+    grpc::ClientContext ctx;
+    context(&ctx);
+    rpc::ReplicaRequest req;
+    *req.mutable_caller() = caller;
+    rpc::PullReply header;
+    dist::ChunkReader reader(
+        &header, [&header](std::vector<dist::PayloadTarget> *targets) {
+          for (const rpc::WireTensor &w : header.values())
+            targets->push_back({nullptr, size_t(w.size())}); // dropped
+          return Status::ok();
+        });
+    Status refused = Status::ok();
+    st = dist::receiveStream(raw, &ctx, dist::kReplicaStreamMethod,
+                             dist::serializeMessage(req), &reader, &refused);
   } else if (attack == "shutdown") {
     grpc::ClientContext ctx;
     context(&ctx);

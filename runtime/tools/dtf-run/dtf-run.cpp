@@ -172,6 +172,15 @@ options:
                    dead workers, dropped gradients and lost updates, so each
                    epoch applies every example once (docs/elastic.md;
                    with update = sync, one ps task)
+  --ps-replicas 1|2  2: every ps keeps a replica of its shard on the next
+                   ps task (each update it applies is applied there before
+                   it answers), so that a ps lost with kill -9 comes back
+                   from that replica, the other ps tasks keeping their state,
+                   instead of every ps going back to the last checkpoint; 2
+                   ps tasks or more, between-graph jobs (async or sync)
+                   without dynamic tables or exactly-once data
+                   (docs/elastic.md).
+                   Default 1: no replicas
   --split-batches N  exactly-once: batches per split an async worker leases
                    (default 4; sync workers lease one at a time)
   --lease-timeout SECONDS  a worker that makes no call to a ps for this long
@@ -382,6 +391,7 @@ bool takesValue(const std::string &arg) {
                            "--wire",
                            "--data",
                            "--split-batches",
+                           "--ps-replicas",
                            "--lease-timeout",
                            "--compress-push",
                            "--task",
@@ -489,6 +499,14 @@ int parseNumber(const std::string &arg, const char *value, CommandLine *cl) {
     return kGoOn;
   }
   long long n = parseCount(value);
+  if (arg == "--ps-replicas") {
+    if (n != 1 && n != 2)
+      return usageError("--ps-replicas expects 1 (no replicas) or 2 (a "
+                        "replica of each ps's shard on the next ps), got '%s'",
+                        value);
+    r.cluster.psReplicas = int(n);
+    return kGoOn;
+  }
   if (arg == "--split-batches") {
     if (n < 1 || n > 1024)
       return usageError("--split-batches expects a batch count from 1 to "
@@ -698,6 +716,10 @@ int checkCombinations(CommandLine *cl) {
   if (!cl->ps.empty())
     if (int code = applyPsCount(cl); code != kGoOn)
       return code;
+  if (mode == RunMode::kLocal && r.cluster.psReplicas > 1)
+    return usageError("--ps-replicas needs a cluster (--cluster FILE or "
+                      "TF_CONFIG) with 2 ps tasks or more: it keeps a "
+                      "replica of each ps's shard on another ps");
   if (mode == RunMode::kLocal && r.cluster.exactlyOnce)
     return usageError("--data exactly-once needs a cluster (--cluster FILE "
                       "or TF_CONFIG): one process already reads every "
