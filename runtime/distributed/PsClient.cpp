@@ -53,6 +53,10 @@ PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
     PsLink l;
     l.task = roster.ps[k];
     l.connectAgain(links.config().transport);
+    if (const Transport &t = links.config().transport;
+        t.sharedMemoryTo(l.task.address))
+      l.regions =
+          std::make_shared<RegionPool>(t.regionDirectory(), links.self());
     // What the worker_step reads (and the global step, which says when
     // the job is done); the eval program's moving averages on demand.
     std::set<std::string> read;

@@ -5,6 +5,7 @@
 #include "runtime/distributed/PsService.h"
 
 #include "runtime/distributed/Wire.h"
+#include "runtime/core/Bf16.h"
 
 #include <algorithm>
 #include <climits>
@@ -37,6 +38,10 @@ PsService::PsService(const plan::Plan &plan, const plan::Placement &placement,
       sync_(syncUpdates(plan)),
       span_(size_t(std::max(plan::replicaSpan(plan), 1))), plan_(plan),
       placement_(placement), index_(index), store_(plan, placement, index),
+      regions_(config.transport.sharedMemory
+                   ? config.transport.regionDirectory()
+                   : std::string(),
+               name_),
       update_(name_),
       aggregator_(replicasToAggregate(plan),
                   config.modelDir.empty()
@@ -257,7 +262,7 @@ void PsService::startPull(grpc::CallbackServerContext *ctx,
         return;
       }
     } else {
-      st = answerPull(req, emit);
+      st = answerPull(req, peer, emit);
     }
   }
   finish(st);
@@ -278,6 +283,7 @@ grpc::Status PsService::checkPullNames(const rpc::PullRequest &req) const {
 }
 
 grpc::Status PsService::answerPull(const rpc::PullRequest &request,
+                                   const std::string &peer,
                                    const PullEmit &emit) {
   const rpc::PullRequest *req = &request;
   rpc::PullReply replyMessage;
@@ -296,6 +302,16 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
     return grpc::Status::OK;
   }
   reply->set_ready(true);
+  if (req->has_reply_into()) {
+    bool done = false;
+    grpc::Status st = pullIntoRegion(*req, peer, reply, &done);
+    if (!st.ok())
+      return st;
+    if (done) {
+      emit(*reply, {});
+      return grpc::Status::OK;
+    }
+  }
   // --wire bf16: the f32 variables as bfloat16 (a copy already).
   const bool narrow = req->wire_dtype() == plan::BF16;
   std::vector<Tensor> snapshot;
@@ -316,6 +332,54 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
     payloadOut_ += snapshot.back().byteSize();
   }
   emit(*reply, snapshot);
+  return grpc::Status::OK;
+}
+
+grpc::Status PsService::pullIntoRegion(const rpc::PullRequest &req,
+                                       const std::string &peer,
+                                       rpc::PullReply *reply, bool *done) {
+  *done = false;
+  char *slot = nullptr;
+  std::shared_ptr<SharedRegion> keep;
+  if (auto bad = regions_.slot(peer, req.reply_into(), &slot, &keep); !bad.ok())
+    return bad;
+  const bool narrow = req.wire_dtype() == plan::BF16;
+  // Where each value goes; all of them must fit, else none goes there.
+  std::vector<std::pair<const Tensor *, uint64_t>> at;
+  uint64_t end = 0;
+  for (const std::string &n : req.names()) {
+    const Tensor *t = store_.variables().find(n);
+    if (!t)
+      return grpc::Status::OK; // the bytes path says which
+    const uint64_t offset = alignRegion(end);
+    const uint64_t bytes = narrow && t->dtype() == DType::F32
+                               ? uint64_t(t->numElements()) * 2
+                               : t->byteSize();
+    if (!insideSlot(offset, bytes, req.reply_into().capacity()))
+      return grpc::Status::OK;
+    at.emplace_back(t, offset);
+    end = offset + bytes;
+  }
+  for (size_t i = 0; i < at.size(); ++i) {
+    const Tensor &t = *at[i].first;
+    char *dst = slot + at[i].second;
+    Tensor view;
+    if (narrow && t.dtype() == DType::F32) {
+      dtf::narrowToBf16(t.data<float>(), t.numElements(),
+                        reinterpret_cast<uint16_t *>(dst));
+      view = Tensor::view(DType::BF16, t.shape(), dst);
+    } else {
+      std::memcpy(dst, t.rawData(), t.byteSize());
+      view = Tensor::view(t.dtype(), t.shape(), dst);
+    }
+    rpc::WireTensor *w = reply->add_values();
+    describeTensor(req.names(int(i)), view, w);
+    w->set_offset(at[i].second);
+    payloadOut_ += view.byteSize();
+  }
+  reply->set_in_region(true);
+  ++regionPulls_;
+  *done = true;
   return grpc::Status::OK;
 }
 
@@ -349,7 +413,7 @@ void PsService::releaseParked(std::unique_lock<std::mutex> &lock, bool all) {
     answered.emplace_back(std::move(it->finish),
                           cancelled ? grpc::Status(grpc::StatusCode::CANCELLED,
                                                    "the pull was cancelled")
-                                    : answerPull(it->req, it->emit));
+                                    : answerPull(it->req, it->peer, it->emit));
     it = parked_.erase(it);
   }
   if (answered.empty())
@@ -488,9 +552,9 @@ PsService::PushStream(grpc::CallbackServerContext *ctx,
   return new StreamReader<rpc::PushRequest, rpc::PushReply>(
       &streams_, ctx, response,
       name_ + ": refused a push stream: ", "nothing applied",
-      [this](const rpc::PushRequest &req, std::vector<Tensor> *values,
-             std::vector<PayloadTarget> *targets) {
-        return preparePush(req, values, targets);
+      [this, who](const rpc::PushRequest &req, std::vector<Tensor> *values,
+                  std::vector<PayloadTarget> *targets) {
+        return preparePush(req, who, values, targets);
       },
       [this, who](const rpc::PushRequest &req, std::vector<Tensor> &values,
                   rpc::PushReply *reply) {
@@ -499,6 +563,7 @@ PsService::PushStream(grpc::CallbackServerContext *ctx,
 }
 
 grpc::Status PsService::preparePush(const rpc::PushRequest &req,
+                                    const std::string &who,
                                     std::vector<Tensor> *values,
                                     std::vector<PayloadTarget> *targets) {
   if (auto bad = checkCaller(req.caller()); !bad.ok())
@@ -506,6 +571,39 @@ grpc::Status PsService::preparePush(const rpc::PushRequest &req,
   Status s = update_.prepare(req, values, targets);
   if (!s.isOk())
     return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
+  if (!req.has_values_in())
+    return grpc::Status::OK;
+  // The bytes are in the caller's slot: copied out now (the worker may
+  // reuse it once answered; a sync update keeps them), nothing follows.
+  char *slot = nullptr;
+  std::shared_ptr<SharedRegion> keep;
+  if (auto bad = regions_.slot(named(who, req.caller()), req.values_in(),
+                               &slot, &keep);
+      !bad.ok())
+    return bad;
+  if (targets->size() != size_t(req.values_size()))
+    return fail(grpc::StatusCode::INTERNAL,
+                name_ + ": a push's values and their places disagree");
+  const uint64_t capacity = req.values_in().capacity();
+  for (int i = 0; i < req.values_size(); ++i) {
+    const rpc::WireTensor &w = req.values(i);
+    const PayloadTarget &t = (*targets)[size_t(i)];
+    if (!insideSlot(w.offset(), t.size, capacity))
+      return fail(grpc::StatusCode::INVALID_ARGUMENT,
+                  name_ + ": refused a push: value '" +
+                      plan::printable(w.name()) + "' (" +
+                      std::to_string(t.size) + " bytes at offset " +
+                      std::to_string(w.offset()) +
+                      ") lies outside its shared-memory slot of " +
+                      std::to_string(capacity) + " bytes");
+  }
+  for (int i = 0; i < req.values_size(); ++i) {
+    const PayloadTarget &t = (*targets)[size_t(i)];
+    if (t.size)
+      std::memcpy(t.data, slot + req.values(i).offset(), t.size);
+  }
+  targets->clear();
+  ++regionPushes_;
   return grpc::Status::OK;
 }
 
@@ -515,7 +613,7 @@ grpc::Status PsService::push(const grpc::ByteBuffer &request,
   std::vector<Tensor> values;
   Refusal refusal;
   ChunkReader reader(&req, [&](std::vector<PayloadTarget> *targets) {
-    return refusal.note(preparePush(req, &values, targets));
+    return refusal.note(preparePush(req, who, &values, targets));
   });
   Status s = reader.add(request);
   if (s.isOk())
@@ -648,6 +746,9 @@ std::string PsService::summary() {
          " bytes: " + std::to_string(streamedPulls_) + " pulls, " +
          std::to_string(streamedPushes_) + " pushes, " +
          std::to_string(streamedInits_) + " initializations";
+  if (regionPulls_ + regionPushes_ > 0)
+    s += "; through shared memory: " + std::to_string(regionPulls_) +
+         " pulls, " + std::to_string(regionPushes_) + " pushes";
   s += "; tensor bytes received " + std::to_string(payloadIn_.load()) +
        ", sent " + std::to_string(payloadOut_.load());
   if (lookups_ > 0 || sparseRowsPushed_ > 0)
