@@ -190,15 +190,18 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
     }
     if (refused.isOk() && st.ok())
       refused = reader.finish();
-    if (!refused.isOk())
+    if (!refused.isOk()) {
+      region.retire();
       return errorStatus(l.task.name, " answered a pull with ",
                          refused.message());
+    }
     if (!st.ok() && region && regionRefused(l, st)) {
       region = RegionPool::Lease(); // the same pull again, as bytes
       req.clear_reply_into();
       continue;
     }
     if (!st.ok()) {
+      region.retire(); // the ps may still answer into it
       o->recoverable = recoverable(st);
       return rpcError("a pull", l.task, st);
     }
@@ -343,6 +346,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     req.clear_values_in();
   }
   if (!st.ok()) {
+    region.retire(); // the ps may still read it
     out->recoverable = recoverable(st);
     return rpcError("a push", l.task, st);
   }

@@ -9,9 +9,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <random>
 
 namespace dtf::dist {
@@ -176,6 +179,15 @@ void RegionPool::Lease::release() {
   pool_ = nullptr;
 }
 
+void RegionPool::Lease::retire() {
+  if (!pool_)
+    return;
+  std::lock_guard<std::mutex> lock(pool_->mu_);
+  pool_->regions_[index_].region.reset();
+  pool_->regions_[index_].busy = false;
+  pool_ = nullptr;
+}
+
 rpc::RegionSlice RegionPool::Lease::slice() const {
   rpc::RegionSlice s;
   s.set_region(region().name());
@@ -195,11 +207,15 @@ RegionPool::Lease RegionPool::take(uint64_t bytes, std::string *failure) {
   for (size_t i = 0; i < regions_.size(); ++i) {
     if (regions_[i].busy)
       continue;
+    if (!regions_[i].region) { // retired: a free place
+      small = i;
+      continue;
+    }
     if (regions_[i].region->size() >= bytes) {
       if (best == regions_.size() ||
           regions_[i].region->size() < regions_[best].region->size())
         best = i;
-    } else {
+    } else if (small == regions_.size() || regions_[small].region) {
       small = i;
     }
   }

@@ -82,7 +82,10 @@ class RegionPool {
 public:
   static constexpr size_t kMaxRegions = 4;
   RegionPool(std::string dir, std::string task)
-      : dir_(std::move(dir)), task_(std::move(task)) {}
+      : dir_(std::move(dir)), task_(std::move(task)) {
+    // A lease reads its entry without the lock: the vector never moves.
+    regions_.reserve(kMaxRegions);
+  }
 
   /// A region taken for one call, given back when it goes.
   class Lease {
@@ -98,6 +101,9 @@ public:
     SharedRegion &region() const { return *pool_->regions_[index_].region; }
     /// The whole region as the slot a request names.
     rpc::RegionSlice slice() const;
+    /// Removes the region instead of giving it back: its call failed, and
+    /// the ps may still write into it (a pull whose caller gave up).
+    void retire();
 
   private:
     void release();
@@ -111,7 +117,7 @@ public:
   Lease take(uint64_t bytes, std::string *failure);
 
   /// Stops using shared memory for this ps (it refused a region): every
-  /// later take gives none. *said: whether this is the first time.
+  /// later take gives none. *first: whether this is the first time.
   void turnOff(bool *first);
   bool off() const;
 

@@ -128,14 +128,18 @@ protected:
       ps_.join();
       EXPECT_EQ(code_, 0);
     }
-    std::fflush(psOut_);
+    if (psOut_)
+      std::fflush(psOut_);
     return readAll(psLog_);
   }
 
   void TearDown() override {
-    (void)stop();
-    std::fclose(psOut_);
-    std::fclose(workerOut_);
+    if (stub_)
+      (void)stop();
+    if (psOut_)
+      std::fclose(psOut_);
+    if (workerOut_)
+      std::fclose(workerOut_);
     (void)std::system(("chmod -R u+rwx '" + root_ + "'; rm -rf '" + root_ + "'").c_str());
   }
 
