@@ -14,6 +14,26 @@
 #include <map>
 
 namespace dtf::dist {
+namespace {
+// A pulled value the ps wrote into this call's region before it answered
+// (the region is this call's until it is given back): into `dst`, widened
+// from bfloat16 when `narrow`.
+Status copyOutOfRegion(const rpc::WireTensor &w,
+                       const RegionPool::Lease &region, uint64_t capacity,
+                       bool narrow, Tensor *dst) {
+  if (!region || !insideSlot(w.offset(), w.size(), capacity))
+    return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
+                       " bytes at offset ", w.offset(),
+                       ") outside the shared-memory slot it was given");
+  const char *src = region.region().data() + w.offset();
+  if (narrow)
+    widenFromBf16(reinterpret_cast<const uint16_t *>(src), dst->numElements(),
+                  dst->data<float>());
+  else if (w.size())
+    std::memcpy(dst->rawData(), src, w.size());
+  return Status::ok();
+}
+} // namespace
 
 Status PsClient::pullAll(exec::VariableStore &into, bool forEval, bool sync,
                          std::vector<PullOutcome> *outcomes) const {
@@ -152,20 +172,8 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
           return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
                              " bytes) for ", dst.describe());
         if (reply.in_region()) {
-          // Written by the ps before it answered; this task's slot until
-          // the call's region is given back.
-          if (!region || !insideSlot(w.offset(), w.size(),
-                                     req.reply_into().capacity()))
-            return errorStatus("'", plan::printable(w.name()), "' (",
-                               w.size(), " bytes at offset ", w.offset(),
-                               ") outside the shared-memory slot it was "
-                               "given");
-          const char *src = region.region().data() + w.offset();
-          if (narrow)
-            widenFromBf16(reinterpret_cast<const uint16_t *>(src),
-                          dst.numElements(), dst.data<float>());
-          else if (w.size())
-            std::memcpy(dst.rawData(), src, w.size());
+          DTF_RETURN_IF_ERROR(copyOutOfRegion(
+              w, region, req.reply_into().capacity(), narrow, &dst));
           continue;
         }
         if (narrow) {

@@ -5,7 +5,6 @@
 #include "runtime/distributed/PsService.h"
 
 #include "runtime/distributed/Wire.h"
-#include "runtime/core/Bf16.h"
 
 #include <algorithm>
 #include <climits>
@@ -335,54 +334,6 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
   return grpc::Status::OK;
 }
 
-grpc::Status PsService::pullIntoRegion(const rpc::PullRequest &req,
-                                       const std::string &peer,
-                                       rpc::PullReply *reply, bool *done) {
-  *done = false;
-  char *slot = nullptr;
-  std::shared_ptr<SharedRegion> keep;
-  if (auto bad = regions_.slot(peer, req.reply_into(), &slot, &keep); !bad.ok())
-    return bad;
-  const bool narrow = req.wire_dtype() == plan::BF16;
-  // Where each value goes; all of them must fit, else none goes there.
-  std::vector<std::pair<const Tensor *, uint64_t>> at;
-  uint64_t end = 0;
-  for (const std::string &n : req.names()) {
-    const Tensor *t = store_.variables().find(n);
-    if (!t)
-      return grpc::Status::OK; // the bytes path says which
-    const uint64_t offset = alignRegion(end);
-    const uint64_t bytes = narrow && t->dtype() == DType::F32
-                               ? uint64_t(t->numElements()) * 2
-                               : t->byteSize();
-    if (!insideSlot(offset, bytes, req.reply_into().capacity()))
-      return grpc::Status::OK;
-    at.emplace_back(t, offset);
-    end = offset + bytes;
-  }
-  for (size_t i = 0; i < at.size(); ++i) {
-    const Tensor &t = *at[i].first;
-    char *dst = slot + at[i].second;
-    Tensor view;
-    if (narrow && t.dtype() == DType::F32) {
-      dtf::narrowToBf16(t.data<float>(), t.numElements(),
-                        reinterpret_cast<uint16_t *>(dst));
-      view = Tensor::view(DType::BF16, t.shape(), dst);
-    } else {
-      std::memcpy(dst, t.rawData(), t.byteSize());
-      view = Tensor::view(t.dtype(), t.shape(), dst);
-    }
-    rpc::WireTensor *w = reply->add_values();
-    describeTensor(req.names(int(i)), view, w);
-    w->set_offset(at[i].second);
-    payloadOut_ += view.byteSize();
-  }
-  reply->set_in_region(true);
-  ++regionPulls_;
-  *done = true;
-  return grpc::Status::OK;
-}
-
 void PsService::parkLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!parkerStop_) {
@@ -571,40 +522,10 @@ grpc::Status PsService::preparePush(const rpc::PushRequest &req,
   Status s = update_.prepare(req, values, targets);
   if (!s.isOk())
     return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
-  if (!req.has_values_in())
-    return grpc::Status::OK;
-  // The bytes are in the caller's slot: copied out now (the worker may
-  // reuse it once answered; a sync update keeps them), nothing follows.
-  char *slot = nullptr;
-  std::shared_ptr<SharedRegion> keep;
-  if (auto bad = regions_.slot(named(who, req.caller()), req.values_in(),
-                               &slot, &keep);
-      !bad.ok())
-    return bad;
-  if (targets->size() != size_t(req.values_size()))
-    return fail(grpc::StatusCode::INTERNAL,
-                name_ + ": a push's values and their places disagree");
-  const uint64_t capacity = req.values_in().capacity();
-  for (int i = 0; i < req.values_size(); ++i) {
-    const rpc::WireTensor &w = req.values(i);
-    const PayloadTarget &t = (*targets)[size_t(i)];
-    if (!insideSlot(w.offset(), t.size, capacity))
-      return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": refused a push: value '" +
-                      plan::printable(w.name()) + "' (" +
-                      std::to_string(t.size) + " bytes at offset " +
-                      std::to_string(w.offset()) +
-                      ") lies outside its shared-memory slot of " +
-                      std::to_string(capacity) + " bytes");
-  }
-  for (int i = 0; i < req.values_size(); ++i) {
-    const PayloadTarget &t = (*targets)[size_t(i)];
-    if (t.size)
-      std::memcpy(t.data, slot + req.values(i).offset(), t.size);
-  }
-  targets->clear();
-  ++regionPushes_;
-  return grpc::Status::OK;
+  // The bytes are in the caller's shared-memory slot: copied out now.
+  return req.has_values_in()
+             ? pushFromRegion(req, named(who, req.caller()), targets)
+             : grpc::Status::OK;
 }
 
 grpc::Status PsService::push(const grpc::ByteBuffer &request,
@@ -855,47 +776,6 @@ void PsService::fillStatus(rpc::StatusReply *reply) {
   reply->set_payload_bytes_out(payloadOut_.load());
   reply->set_rows_looked_up(rowsLookedUp_.load());
   reply->set_sparse_rows_pushed(sparseRowsPushed_.load());
-}
-
-grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
-                               const rpc::LookupRequest *req,
-                               rpc::LookupReply *reply) {
-  std::string who;
-  if (auto bad = admit(*ctx, Role::kMember, "look up rows", &who); !bad.ok())
-    return bad;
-  if (auto bad = checkCaller(req->caller()); !bad.ok())
-    return bad;
-  if (req->ids().size() % sizeof(int64_t) != 0)
-    return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                name_ + ": a lookup's ids are " +
-                    std::to_string(req->ids().size()) +
-                    " bytes, not a whole number of int64s");
-  const size_t n = req->ids().size() / sizeof(int64_t);
-  std::vector<int64_t> ids(n);
-  if (n)
-    std::memcpy(ids.data(), req->ids().data(), req->ids().size());
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!initialized_)
-    return fail(grpc::StatusCode::FAILED_PRECONDITION,
-                name_ + " is not initialized yet (the chief does it)");
-  std::string *out = reply->mutable_rows();
-  bool unknown = false, narrowed = false;
-  Status s = store_.lookup(req->name(), ids, req->create(), version_,
-                           req->wire_dtype() == plan::BF16, out, &unknown,
-                           &narrowed);
-  if (unknown)
-    return fail(grpc::StatusCode::NOT_FOUND, name_ + " holds no table '" +
-                                                 plan::printable(req->name()) +
-                                                 "'");
-  if (!s.isOk())
-    return fail(grpc::StatusCode::INVALID_ARGUMENT, name_ + ": " + s.message());
-  reply->set_version(version_);
-  if (narrowed)
-    reply->set_rows_dtype(plan::BF16);
-  payloadOut_ += out->size();
-  rowsLookedUp_ += n;
-  ++lookups_;
-  return grpc::Status::OK;
 }
 
 } // namespace dtf::dist::ps

@@ -167,8 +167,9 @@ private:
   // caller's shared-memory slot when it names one they fit).
   grpc::Status answerPull(const rpc::PullRequest &request,
                           const std::string &peer, const PullEmit &emit);
-  // The values straight into the request's reply_into slot (mu_ held);
-  // *done false when they do not fit it (they go as bytes then).
+  // The values straight into the request's reply_into slot (mu_ held;
+  // PsRegions.cpp); *done false when they do not fit it (they go as bytes
+  // then).
   grpc::Status pullIntoRegion(const rpc::PullRequest &req,
                               const std::string &peer, rpc::PullReply *reply,
                               bool *done);
@@ -186,6 +187,11 @@ private:
   grpc::Status preparePush(const rpc::PushRequest &req, const std::string &who,
                            std::vector<Tensor> *values,
                            std::vector<PayloadTarget> *targets);
+  // A push's values out of `caller`'s slot into their places (PsRegions.cpp;
+  // each checked to lie inside it first); *targets cleared: no payload.
+  grpc::Status pushFromRegion(const rpc::PushRequest &req,
+                              const std::string &caller,
+                              std::vector<PayloadTarget> *targets);
   // A complete push, applied (async) or summed (sync).
   grpc::Status applyPush(const rpc::PushRequest &request,
                          std::vector<Tensor> &values, rpc::PushReply *reply,

@@ -4,7 +4,9 @@
 
 #include "runtime/plan/PlanTypes.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <random>
@@ -41,6 +44,29 @@ bool plainSuffix(const std::string &s) {
 
 std::string regionPrefix(const std::string &task) {
   return "dtf-shm-" + task + "-";
+}
+
+int removeStaleRegions(const std::string &dir, const std::string &task) {
+  const std::string prefix = regionPrefix(task);
+  std::vector<std::string> stale;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (const dirent *e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.compare(0, prefix.size(), prefix) != 0 ||
+          !plainSuffix(name.substr(prefix.size())))
+        continue;
+      // "PID-N-RANDOM": a process that no longer exists made it.
+      const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+      if (pid > 0 && pid != long(getpid()) && ::kill(pid_t(pid), 0) != 0 &&
+          errno == ESRCH)
+        stale.push_back(name);
+    }
+    ::closedir(d);
+  }
+  int removed = 0;
+  for (const std::string &name : stale)
+    removed += ::unlink((dir + "/" + name).c_str()) == 0;
+  return removed;
 }
 
 Status SharedRegion::create(const std::string &dir, const std::string &task,

@@ -74,6 +74,11 @@ private:
 /// The file names of `task`'s regions start with this.
 std::string regionPrefix(const std::string &task);
 
+/// Removes the regions of `task` in `dir` whose process is gone (killed
+/// before it could remove them: the PID in their name runs no more); those
+/// of a live process stay. Returns how many went.
+int removeStaleRegions(const std::string &dir, const std::string &task);
+
 /// A worker's regions for its calls to one ps: each call that moves tensor
 /// bytes takes a whole region of at least its bytes (a pull and a push in
 /// flight together, a prefetched pull: each its own), made on first need
