@@ -103,13 +103,7 @@ Status SharedRegion::create(const std::string &dir, const std::string &task,
   if (p == MAP_FAILED)
     return undo("map", errno);
   ::close(fd);
-  auto r = std::unique_ptr<SharedRegion>(new SharedRegion());
-  r->name_ = name;
-  r->path_ = path;
-  r->data_ = static_cast<char *>(p);
-  r->size_ = bytes;
-  r->owner_ = true;
-  *out = std::move(r);
+  *out = mapped(name, path, p, bytes, /*owner=*/true);
   return Status::ok();
 }
 
@@ -169,13 +163,21 @@ Status SharedRegion::open(const std::string &dir, const std::string &task,
     return refuse(Refusal::kInvalid,
                   std::string("cannot be mapped: ") + std::strerror(errno));
   ::close(fd);
+  *out = mapped(name, path, p, bytes, /*owner=*/false);
+  return Status::ok();
+}
+
+std::unique_ptr<SharedRegion> SharedRegion::mapped(const std::string &name,
+                                                   const std::string &path,
+                                                   void *data, uint64_t bytes,
+                                                   bool owner) {
   auto r = std::unique_ptr<SharedRegion>(new SharedRegion());
   r->name_ = name;
   r->path_ = path;
-  r->data_ = static_cast<char *>(p);
+  r->data_ = static_cast<char *>(data);
   r->size_ = bytes;
-  *out = std::move(r);
-  return Status::ok();
+  r->owner_ = owner;
+  return r;
 }
 
 SharedRegion::~SharedRegion() {

@@ -65,6 +65,10 @@ public:
 
 private:
   SharedRegion() = default;
+  static std::unique_ptr<SharedRegion> mapped(const std::string &name,
+                                              const std::string &path,
+                                              void *data, uint64_t bytes,
+                                              bool owner);
   std::string name_, path_;
   char *data_ = nullptr;
   uint64_t size_ = 0;

@@ -173,36 +173,43 @@ protected:
     return t;
   }
 
+  // worker.0's PsClient with `config`, connected, pulling into its store.
+  struct Worker {
+    Links links;
+    PsClient client;
+    exec::VariableStore store;
+    Worker(SharedMemory &test, const TaskConfig &config)
+        : links(config, "worker.0"),
+          client(test.plan_, test.placement_, links, &test.plan_.train_step()) {
+      EXPECT_TRUE(
+          store.add("big", Tensor::zeros(DType::F32, {kElements})).isOk());
+      client.bind(&store);
+      EXPECT_TRUE(client.connect().isOk());
+    }
+    Status pull() {
+      int64_t step = 0;
+      return client.pull(false, false, &step);
+    }
+  };
+
   // A pull through PsClient with `config`, into a fresh store.
   Tensor pullWith(const TaskConfig &config) {
-    Links links(config, "worker.0");
-    PsClient client(plan_, placement_, links, &plan_.train_step());
-    exec::VariableStore store;
-    EXPECT_TRUE(store.add("big", Tensor::zeros(DType::F32, {kElements})).isOk());
-    client.bind(&store);
-    EXPECT_TRUE(client.connect().isOk());
-    int64_t step = 0;
-    Status s = client.pull(false, false, &step);
+    Worker w(*this, config);
+    Status s = w.pull();
     EXPECT_TRUE(s.isOk()) << s.message();
     Tensor out = Tensor::zeros(DType::F32, {kElements});
-    std::memcpy(out.rawData(), store.find("big")->rawData(), out.byteSize());
+    std::memcpy(out.rawData(), w.store.find("big")->rawData(), out.byteSize());
     return out;
   }
 
   // A push of (grad, lr) through PsClient with `config`.
   void pushWith(const TaskConfig &config, const Tensor &grad, float lr) {
-    Links links(config, "worker.0");
-    PsClient client(plan_, placement_, links, &plan_.train_step());
-    exec::VariableStore store;
-    EXPECT_TRUE(store.add("big", Tensor::zeros(DType::F32, {kElements})).isOk());
-    client.bind(&store);
-    EXPECT_TRUE(client.connect().isOk());
-    int64_t step = 0;
-    ASSERT_TRUE(client.pull(false, false, &step).isOk()); // the version
+    Worker w(*this, config);
+    ASSERT_TRUE(w.pull().isOk()); // the version
     Tensor rate = Tensor::zeros(DType::F32, {});
     rate.data<float>()[0] = lr;
     PsClient::PushResult result;
-    Status s = client.push(
+    Status s = w.client.push(
         [&](const std::string &key) -> const Tensor * {
           return key == "big:grad" ? &grad : &rate;
         },
@@ -413,17 +420,11 @@ TEST_F(SharedMemory, AWorkerWithoutRegionsSendsBytesAndSaysSoOnce) {
   initialize(pattern(2.0f));
   TaskConfig noDir = workerConfig_;
   noDir.transport.shmDir = root_ + "/missing/shm"; // cannot be made there
-  Links links(noDir, "worker.0");
-  PsClient client(plan_, placement_, links, &plan_.train_step());
-  exec::VariableStore store;
-  ASSERT_TRUE(store.add("big", Tensor::zeros(DType::F32, {kElements})).isOk());
-  client.bind(&store);
-  ASSERT_TRUE(client.connect().isOk());
-  int64_t step = 0;
+  Worker w(*this, noDir);
   for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(client.pull(false, false, &step).isOk());
+    ASSERT_TRUE(w.pull().isOk());
   const Tensor want = pattern(2.0f);
-  EXPECT_EQ(std::memcmp(store.find("big")->rawData(), want.rawData(),
+  EXPECT_EQ(std::memcmp(w.store.find("big")->rawData(), want.rawData(),
                         want.byteSize()),
             0);
   std::fflush(workerOut_);
