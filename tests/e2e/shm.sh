@@ -12,6 +12,8 @@
 #   60 steps, with shared memory and with --same-host unix: the two
 #   checkpoints are the same bytes (2 gradients per update, summed in either
 #   order, give the same float);
+# - a region directory others may enter (mode 0777) is not used: every task
+#   says so, the job trains over the sockets, nothing is made in it;
 # - --same-host with another value is refused (exit 2, naming the choices).
 # usage: shm.sh BIN_DIR WORK_DIR
 # shellcheck source=tests/e2e/lib.sh
@@ -82,6 +84,16 @@ b=$(ls "$work"/sync-unix-dir/ckpt-*.data-* | sort -V | tail -1)
 [ "$(basename "$a")" = "$(basename "$b")" ] || fail "the runs' last checkpoints differ: $(basename "$a") and $(basename "$b")"
 cmp "$a" "$b" || fail "the sync checkpoints differ with and without shared memory: $(python3 "$root/tests/e2e/ckpt_diff.py" "$a" "$b")"
 echo "   ok: $(basename "$a") is the same $(stat -c %s "$a") bytes with shared memory and with --same-host unix"
+
+# A region directory others may enter is not used: each task says so once,
+# and the tensors go through the sockets.
+mkdir -m 0777 "$work/open"
+DTF_SHM_DIR=$work/open run open-dir "$work/sync.plan"
+said=$(grep -c "the shared-memory directory $work/open is not this user's alone.*go through the Unix sockets instead" "$work/open-dir.log" || true)
+[ "$said" -eq 3 ] || fail "open-dir: $said of 3 tasks said they do not use $work/open: $(grep -m3 shared "$work/open-dir.log")"
+! grep -q "through shared memory" "$work/open-dir.log" || fail "open-dir: the ps still used shared memory"
+[ -z "$(ls -A "$work/open")" ] || fail "open-dir: regions were made in $work/open: $(ls "$work/open")"
+echo "   ok: $said tasks said $work/open is not this user's alone; the tensors went through the sockets"
 
 "$bin/dtf-run" certs --cluster "$work/c1x2.json" --out "$work/certs" > /dev/null
 refused same-host-bogus "--same-host expects shm, unix or tcp, got 'ram'" \
