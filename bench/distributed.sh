@@ -247,7 +247,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo
   echo "Loopback TCP bandwidth (one connection, Python sockets, 256 MB): $bw."
   echo ""
-  echo "dtf's pull and push of one 256 MB f32 tensor through the ps service (gRPC, the raw tensor messages and streams dtf-run uses; \`dtf-transfer-bench --mb 256 --repeat 5 [--tls-dir DIR --same-host tcp|unix]\`, a ps in the same process on loopback; larger sizes in results/transfer.md):"
+  echo "dtf's pull and push of one 256 MB f32 tensor through the ps service (gRPC, the raw tensor messages and streams dtf-run uses; \`dtf-transfer-bench --mb 256 --repeat 5 [--tls-dir DIR --same-host tcp|unix|shm]\`, a ps in the same process on loopback; larger sizes in results/transfer.md):"
   echo
   echo "${transfer:-not measured}"
   echo
