@@ -12,6 +12,9 @@
 #   60 steps, with shared memory and with --same-host unix: the two
 #   checkpoints are the same bytes (2 gradients per update, summed in either
 #   order, give the same float);
+# - sparse rows: the embedding model of embedding_small.dtf on 2 ps + 1
+#   worker, async, leaves the same checkpoint bytes with and without (both
+#   ps tasks take its sparse pushes through shared memory);
 # - a region directory others may enter (mode 0777) is not used: every task
 #   says so, the job trains over the sockets, nothing is made in it;
 # - --same-host with another value is refused (exit 2, naming the choices).
@@ -36,7 +39,7 @@ grep -q 'optimizer = adam' "$work/async.dtf" && grep -q 'total_num_replicas = 2'
 run() { # run NAME PLAN [dtf-run flags...]
   local name=$1 plan=$2; shift 2
   echo "== $name: dtf-run $(basename "$plan") --cluster c1x2.json $*"
-  timeout 240 "$bin/dtf-run" "$plan" --cluster "$work/c1x2.json" --log-every 50 \
+  timeout 240 "$bin/dtf-run" "$plan" --cluster "$work/c1x2.json" --log-every 10 \
     --model-dir "$work/$name-dir" "$@" > "$work/$name.log" 2>&1 ||
     { tail -20 "$work/$name.log" >&2; fail "$name: the job failed"; }
 }
@@ -84,6 +87,25 @@ b=$(ls "$work"/sync-unix-dir/ckpt-*.data-* | sort -V | tail -1)
 [ "$(basename "$a")" = "$(basename "$b")" ] || fail "the runs' last checkpoints differ: $(basename "$a") and $(basename "$b")"
 cmp "$a" "$b" || fail "the sync checkpoints differ with and without shared memory: $(python3 "$root/tests/e2e/ckpt_diff.py" "$a" "$b")"
 echo "   ok: $(basename "$a") is the same $(stat -c %s "$a") bytes with shared memory and with --same-host unix"
+
+# Sparse rows too: the embedding model of tests/e2e/embedding_small.dtf on
+# 2 ps (its table in 2 shards) + 1 worker (one pusher: the updates come in
+# one order), async, with and without shared memory: the same checkpoint.
+cluster_json "$work/c2x1.json" 2 1
+"$bin/dtfc" "$root/tests/e2e/embedding_small.dtf" -o "$work/emb.plan"
+for v in shm unix; do
+  echo "== emb-$v: dtf-run emb.plan --cluster c2x1.json --same-host $v"
+  timeout 120 "$bin/dtf-run" "$work/emb.plan" --cluster "$work/c2x1.json" --same-host $v \
+    --model-dir "$work/emb-$v-dir" > "$work/emb-$v.log" 2>&1 ||
+    { tail -20 "$work/emb-$v.log" >&2; fail "emb-$v: the job failed"; }
+done
+[ "$(grep -c "through shared memory: [1-9][0-9]* pulls, [1-9][0-9]* pushes.*embedding rows: .* [1-9][0-9]* updated" "$work/emb-shm.log")" -eq 2 ] ||
+  fail "emb-shm: not both ps tasks took sparse pushes through shared memory: $(grep "updates applied" "$work/emb-shm.log")"
+for f in "$work"/emb-shm-dir/ckpt-*.data-*; do
+  cmp "$f" "$work/emb-unix-dir/$(basename "$f")" ||
+    fail "$(basename "$f") differs with and without shared memory: $(python3 "$root/tests/e2e/ckpt_diff.py" "$f" "$work/emb-unix-dir/$(basename "$f")")"
+done
+echo "   ok: $(ls "$work"/emb-shm-dir/ckpt-*.data-* | wc -l) checkpoint shards the same bytes; both ps tasks took sparse rows through shared memory"
 
 # A region directory others may enter is not used: each task says so once,
 # and the tensors go through the sockets.
