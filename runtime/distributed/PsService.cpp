@@ -37,7 +37,9 @@ PsService::PsService(const plan::Plan &plan, const plan::Placement &placement,
       sync_(syncUpdates(plan)),
       span_(size_t(std::max(plan::replicaSpan(plan), 1))), plan_(plan),
       placement_(placement), index_(index), store_(plan, placement, index),
-      regions_(config.transport.sharedMemory
+      // Only where its callers' names are checked (TLS): a plaintext ps
+      // takes calls from anyone.
+      regions_(config.transport.tls && config.transport.sharedMemory
                    ? config.transport.regionDirectory()
                    : std::string(),
                name_),
@@ -667,9 +669,6 @@ std::string PsService::summary() {
          " bytes: " + std::to_string(streamedPulls_) + " pulls, " +
          std::to_string(streamedPushes_) + " pushes, " +
          std::to_string(streamedInits_) + " initializations";
-  if (regionPulls_ + regionPushes_ > 0)
-    s += "; through shared memory: " + std::to_string(regionPulls_) +
-         " pulls, " + std::to_string(regionPushes_) + " pushes";
   s += "; tensor bytes received " + std::to_string(payloadIn_.load()) +
        ", sent " + std::to_string(payloadOut_.load());
   if (lookups_ > 0 || sparseRowsPushed_ > 0)
@@ -694,6 +693,14 @@ std::string PsService::summary() {
          " lost with a ps";
   }
   return s;
+}
+
+std::string PsService::regionSummary() const {
+  if (regionPulls_ + regionPushes_ == 0)
+    return std::string();
+  return "through shared memory: " + std::to_string(regionPulls_) +
+         " pulls, " + std::to_string(regionPushes_) + " pushes (" +
+         std::to_string(regions_.mapped()) + " regions mapped at the end)";
 }
 
 grpc::Status PsService::admit(const grpc::ServerContextBase &ctx, Role role,

@@ -91,6 +91,9 @@ public:
   std::string waitForShutdown();
 
   std::string summary();
+  /// The pulls and pushes whose tensors went through shared memory (a line
+  /// of its own after the summary); "" when none did.
+  std::string regionSummary() const;
 
   void log(const std::string &line) {
     // Under the launcher every line already carries the task's name.

@@ -292,7 +292,8 @@ grpc::Status MappedRegions::slot(const std::string &task,
   if (dir_.empty())
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         self_ + " takes no shared memory (started with "
-                                "--same-host unix or tcp): send the bytes");
+                                "--same-host unix or tcp, or --insecure): "
+                                "send the bytes");
   std::shared_ptr<SharedRegion> region;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -149,7 +149,8 @@ class MappedRegions {
 public:
   static constexpr size_t kMaxMapped = 64;
   /// `dir`: the region directory; "" turns shared memory off (every slot
-  /// refused: the ps was started with --same-host unix or tcp).
+  /// refused: the ps was started with --same-host unix or tcp, or
+  /// --insecure).
   MappedRegions(std::string dir, std::string self)
       : dir_(std::move(dir)), self_(std::move(self)) {}
 

@@ -6,9 +6,9 @@
 // not trust (a name outside the directory or of another task, a symlink, a
 // FIFO, another mode or owner, another size, a slot or value past the
 // mapping, a directory others may enter) is refused with a message while
-// the ps goes on serving; a worker that cannot make a region sends bytes
-// and says so once; its regions go with it, and those of a killed process
-// go with the next run of its task.
+// the ps goes on serving; a worker whose region is refused, or that cannot
+// make one, sends bytes and says so once; its regions go with it, and
+// those of a killed process go with the next run of its task.
 #include "runtime/cluster/Certificates.h"
 #include "runtime/core/Bf16.h"
 #include "runtime/distributed/ParameterServer.h"
@@ -433,6 +433,63 @@ TEST_F(SharedMemory, AWorkerWithoutRegionsSendsBytesAndSaysSoOnce) {
                            "the shared-memory region " + root_ + "/missing/shm";
   EXPECT_NE(said.find(line), std::string::npos) << said;
   EXPECT_EQ(said.find(line), said.rfind(line)) << "said once: " << said;
+}
+
+// A ps that refuses a worker's region (here: the region directory became
+// one others may enter): the worker says so once and makes the same call
+// again with bytes, and every later one; the push is applied once.
+TEST_F(SharedMemory, ARefusedRegionIsSaidOnceAndTheCallsSendBytes) {
+  initialize(pattern(2.0f));
+  ASSERT_EQ(::chmod(shmDir_.c_str(), 0755), 0);
+  {
+    Worker w(*this, workerConfig_);
+    for (int i = 0; i < 2; ++i)
+      ASSERT_TRUE(w.pull().isOk());
+    const Tensor want = pattern(2.0f);
+    EXPECT_EQ(std::memcmp(w.store.find("big")->rawData(), want.rawData(),
+                          want.byteSize()),
+              0);
+  }
+  const Tensor grad = pattern(1.0f);
+  pushWith(workerConfig_, grad, 1.0f);
+  ASSERT_EQ(::chmod(shmDir_.c_str(), 0700), 0);
+  const Tensor after = pullWith(workerConfig_);
+  for (int64_t i = 0; i < kElements; i += 997)
+    ASSERT_EQ(after.data<float>()[i],
+              pattern(2.0f).data<float>()[i] - grad.data<float>()[i])
+        << "applied once, at " << i;
+  std::fflush(workerOut_);
+  const std::string said = readAll(workerLog_);
+  const std::string line =
+      "worker.0: PERMISSION_DENIED: ps.0: refused worker.0's shared memory: "
+      "the shared-memory directory " +
+      shmDir_ + " is not a directory of this user with mode 0700; the "
+                "tensors to and from ps.0 go through the socket from now on";
+  // Once per PsClient: the pulling one, and the pushing one.
+  size_t n = 0;
+  for (size_t at = said.find(line); at != std::string::npos;
+       at = said.find(line, at + 1))
+    ++n;
+  EXPECT_EQ(n, 2u) << said;
+  // The last pull, with the directory private again, went through it.
+  EXPECT_NE(stop().find("through shared memory: 1 pulls, 0 pushes"),
+            std::string::npos);
+}
+
+TEST(SharedMemoryRegions, APsWithoutADirectoryTakesNone) {
+  MappedRegions off("", "ps.0");
+  rpc::RegionSlice s;
+  s.set_region(regionPrefix("worker.0") + "1-1-ab");
+  s.set_region_bytes(4096);
+  s.set_capacity(4096);
+  char *slot = nullptr;
+  std::shared_ptr<SharedRegion> keep;
+  grpc::Status st = off.slot("worker.0", s, &slot, &keep);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("ps.0 takes no shared memory"),
+            std::string::npos)
+      << describe(st);
+  EXPECT_EQ(slot, nullptr);
 }
 
 // A worker killed with SIGKILL cannot remove its regions: the next run of
