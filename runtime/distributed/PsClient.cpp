@@ -60,8 +60,9 @@ PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
       if (k == 0)
         if (int n = removeStaleRegions(t.regionDirectory(), links.self()))
           links.say(links.self() + ": removed " + std::to_string(n) +
-                    " shared-memory regions of a previous run of this "
-                    "task in " + t.regionDirectory());
+                    " shared-memory regions of a previous run of this task "
+                    "in " +
+                    t.regionDirectory());
       l.regions =
           std::make_shared<RegionPool>(t.regionDirectory(), links.self());
     }

@@ -77,8 +77,8 @@ RegionPool::Lease PsClient::takeRegion(const PsLink &l, uint64_t bytes) const {
   std::string failure;
   RegionPool::Lease lease = l.regions->take(bytes, &failure);
   if (!failure.empty())
-    links_.say(links_.self() + ": no shared memory for " + l.task.name +
-               " (" + failure + "): its tensors go through the socket");
+    links_.say(links_.self() + ": no shared memory for " + l.task.name + " (" +
+               failure + "): its tensors go through the socket");
   return lease;
 }
 
@@ -93,8 +93,9 @@ bool PsClient::regionRefused(const PsLink &l, const grpc::Status &st) const {
   bool first = false;
   l.regions->turnOff(&first);
   if (first)
-    links_.say(links_.self() + ": " + describe(st) + "; the tensors to and "
-               "from " + l.task.name + " go through the socket from now on");
+    links_.say(links_.self() + ": " + describe(st) +
+               "; the tensors to and from " + l.task.name +
+               " go through the socket from now on");
   return true;
 }
 

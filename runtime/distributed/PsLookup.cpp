@@ -17,9 +17,9 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
     return bad;
   if (req->ids().size() % sizeof(int64_t) != 0)
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                name_ + ": a lookup's ids are " +
-                    std::to_string(req->ids().size()) +
-                    " bytes, not a whole number of int64s");
+                        name_ + ": a lookup's ids are " +
+                            std::to_string(req->ids().size()) +
+                            " bytes, not a whole number of int64s");
   const size_t n = req->ids().size() / sizeof(int64_t);
   std::vector<int64_t> ids(n);
   if (n)
@@ -27,18 +27,19 @@ grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
   std::lock_guard<std::mutex> lock(mu_);
   if (!initialized_)
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                name_ + " is not initialized yet (the chief does it)");
+                        name_ + " is not initialized yet (the chief does it)");
   std::string *out = reply->mutable_rows();
   bool unknown = false, narrowed = false;
-  Status s = store_.lookup(req->name(), ids, req->create(), version_,
-                           req->wire_dtype() == plan::BF16, out, &unknown,
-                           &narrowed);
+  Status s =
+      store_.lookup(req->name(), ids, req->create(), version_,
+                    req->wire_dtype() == plan::BF16, out, &unknown, &narrowed);
   if (unknown)
-    return grpc::Status(grpc::StatusCode::NOT_FOUND, name_ + " holds no table '" +
-                                                 plan::printable(req->name()) +
-                                                 "'");
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        name_ + " holds no table '" +
+                            plan::printable(req->name()) + "'");
   if (!s.isOk())
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, name_ + ": " + s.message());
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        name_ + ": " + s.message());
   reply->set_version(version_);
   if (narrowed)
     reply->set_rows_dtype(plan::BF16);

@@ -63,25 +63,24 @@ grpc::Status PsService::pushFromRegion(const rpc::PushRequest &req,
                                        std::vector<PayloadTarget> *targets) {
   char *slot = nullptr;
   std::shared_ptr<SharedRegion> keep;
-  if (auto bad = regions_.slot(caller, req.values_in(),
-                               &slot, &keep);
+  if (auto bad = regions_.slot(caller, req.values_in(), &slot, &keep);
       !bad.ok())
     return bad;
   if (targets->size() != size_t(req.values_size()))
     return grpc::Status(grpc::StatusCode::INTERNAL,
-                name_ + ": a push's values and their places disagree");
+                        name_ + ": a push's values and their places disagree");
   const uint64_t capacity = req.values_in().capacity();
   for (int i = 0; i < req.values_size(); ++i) {
     const rpc::WireTensor &w = req.values(i);
     const PayloadTarget &t = (*targets)[size_t(i)];
     if (!insideSlot(w.offset(), t.size, capacity))
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                  name_ + ": refused a push: value '" +
-                      plan::printable(w.name()) + "' (" +
-                      std::to_string(t.size) + " bytes at offset " +
-                      std::to_string(w.offset()) +
-                      ") lies outside its shared-memory slot of " +
-                      std::to_string(capacity) + " bytes");
+                          name_ + ": refused a push: value '" +
+                              plan::printable(w.name()) + "' (" +
+                              std::to_string(t.size) + " bytes at offset " +
+                              std::to_string(w.offset()) +
+                              ") lies outside its shared-memory slot of " +
+                              std::to_string(capacity) + " bytes");
   }
   for (int i = 0; i < req.values_size(); ++i) {
     const PayloadTarget &t = (*targets)[size_t(i)];

@@ -81,9 +81,8 @@ Status SharedRegion::create(const std::string &dir, const std::string &task,
   const std::string name = regionPrefix(task) + suffix;
   const std::string path = dir + "/" + name;
   bytes = std::max<uint64_t>(alignRegion(bytes), kRegionAlignment);
-  const int fd = ::open(path.c_str(),
-                        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0600);
+  const int fd = ::open(
+      path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return errorStatus("cannot make the shared-memory region ", path, ": ",
                        std::strerror(errno));
@@ -115,8 +114,8 @@ Status SharedRegion::open(const std::string &dir, const std::string &task,
   if (name.compare(0, prefix.size(), prefix) != 0 ||
       !plainSuffix(name.substr(prefix.size())))
     return errorStatus("the shared-memory region '", plan::printable(name),
-                       "' is not a region name of ", task, " (",
-                       prefix, "..., in ", dir, ")");
+                       "' is not a region name of ", task, " (", prefix,
+                       "..., in ", dir, ")");
   const std::string path = dir + "/" + name;
   // The directory must be this user's alone: then only this user made
   // what is in it.
@@ -142,22 +141,21 @@ Status SharedRegion::open(const std::string &dir, const std::string &task,
     return errorStatus("the shared-memory region ", path, " ", what);
   };
   if (::fstat(fd, &st) != 0)
-    return refuse(Refusal::kInvalid, std::string("cannot be read: ") +
-                                         std::strerror(errno));
+    return refuse(Refusal::kInvalid,
+                  std::string("cannot be read: ") + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
     return refuse(Refusal::kDenied, "is not a regular file");
   if (st.st_uid != geteuid())
     return refuse(Refusal::kDenied,
                   "belongs to uid " + std::to_string(st.st_uid) +
-                      ", not to this task's uid " +
-                      std::to_string(geteuid()));
+                      ", not to this task's uid " + std::to_string(geteuid()));
   if ((st.st_mode & 07777) != 0600)
     return refuse(Refusal::kDenied,
                   "has mode " + modeOf(st.st_mode) + ", not 0600");
   if (uint64_t(st.st_size) != bytes || bytes == 0)
-    return refuse(Refusal::kInvalid,
-                  "holds " + std::to_string(st.st_size) +
-                      " bytes, but the call says " + std::to_string(bytes));
+    return refuse(Refusal::kInvalid, "holds " + std::to_string(st.st_size) +
+                                         " bytes, but the call says " +
+                                         std::to_string(bytes));
   void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED)
     return refuse(Refusal::kInvalid,
@@ -312,8 +310,8 @@ grpc::Status MappedRegions::slot(const std::string &task,
       return grpc::Status(why == SharedRegion::Refusal::kDenied
                               ? grpc::StatusCode::PERMISSION_DENIED
                               : grpc::StatusCode::INVALID_ARGUMENT,
-                          self_ + ": refused " + task + "'s shared memory: " +
-                              st.message());
+                          self_ + ": refused " + task +
+                              "'s shared memory: " + st.message());
     region = std::move(opened);
     std::lock_guard<std::mutex> lock(mu_);
     while (byName_.size() >= kMaxMapped) {

@@ -80,11 +80,11 @@ protected:
         plan::placeVariables(plan_, 1, "round_robin", &placement_).isOk());
     address_ = "127.0.0.1:" + std::to_string(testing::freeLoopbackPort());
     cluster::ClusterSpec spec;
-    ASSERT_TRUE(cluster::ClusterSpec::parseJson(
-                    "{\"ps\": [\"" + address_ +
-                        "\"], \"worker\": [\"127.0.0.1:1\"]}",
-                    "test", &spec)
-                    .isOk());
+    ASSERT_TRUE(
+        cluster::ClusterSpec::parseJson(
+            "{\"ps\": [\"" + address_ + "\"], \"worker\": [\"127.0.0.1:1\"]}",
+            "test", &spec)
+            .isOk());
     ASSERT_TRUE(
         cluster::writeClusterCertificates(spec, root_ + "/certs", false, 1)
             .isOk());
@@ -104,8 +104,9 @@ protected:
     ASSERT_TRUE(wire(&workerConfig_.transport, "worker.0").isOk());
     ASSERT_TRUE(workerConfig_.transport.sharedMemoryTo(address_));
     ASSERT_TRUE(workerConfig_.transport.checkRegionDirectory().isOk());
-    ps_ = std::thread(
-        [this] { code_ = runParameterServer(plan_, placement_, 0, psConfig_); });
+    ps_ = std::thread([this] {
+      code_ = runParameterServer(plan_, placement_, 0, psConfig_);
+    });
     channel_ = workerConfig_.transport.channel(address_);
     stub_ = rpc::ParameterServer::NewStub(channel_);
     raw_ = std::make_unique<grpc::GenericStub>(channel_);
@@ -150,7 +151,8 @@ protected:
       std::fclose(psOut_);
     if (workerOut_)
       std::fclose(workerOut_);
-    (void)std::system(("chmod -R u+rwx '" + root_ + "'; rm -rf '" + root_ + "'").c_str());
+    (void)std::system(
+        ("chmod -R u+rwx '" + root_ + "'; rm -rf '" + root_ + "'").c_str());
   }
 
   // Sets the variable to `values` (the chief's Initialize).
@@ -273,7 +275,8 @@ TEST_F(SharedMemory, PullsAndPushesMatchTheBytesPathBitForBit) {
   initialize(start);
   Tensor viaShm = pullWith(workerConfig_);
   Tensor viaBytes = pullWith(bytes);
-  EXPECT_EQ(std::memcmp(viaShm.rawData(), start.rawData(), start.byteSize()), 0);
+  EXPECT_EQ(std::memcmp(viaShm.rawData(), start.rawData(), start.byteSize()),
+            0);
   EXPECT_EQ(std::memcmp(viaShm.rawData(), viaBytes.rawData(), start.byteSize()),
             0);
 
@@ -300,12 +303,11 @@ TEST_F(SharedMemory, PullsAndPushesMatchTheBytesPathBitForBit) {
   initialize(start);
   pushWith(bf16Bytes, grad, 0.01f);
   Tensor narrowBytes = pullWith(bf16Bytes);
-  EXPECT_EQ(std::memcmp(narrowShm.rawData(), narrowBytes.rawData(),
-                        start.byteSize()),
-            0);
-  EXPECT_NE(std::memcmp(narrowShm.rawData(), afterShm.rawData(),
-                        start.byteSize()),
-            0)
+  EXPECT_EQ(
+      std::memcmp(narrowShm.rawData(), narrowBytes.rawData(), start.byteSize()),
+      0);
+  EXPECT_NE(
+      std::memcmp(narrowShm.rawData(), afterShm.rawData(), start.byteSize()), 0)
       << "bf16 rounds what f32 keeps";
 
   // Each PsClient's regions went with it.
@@ -324,8 +326,7 @@ TEST_F(SharedMemory, RefusesRegionsItMustNotTrustAndGoesOnServing) {
                            const char *says) {
     grpc::Status st = pullInto(s);
     EXPECT_EQ(st.error_code(), code) << describe(st);
-    EXPECT_NE(st.error_message().find(says), std::string::npos)
-        << describe(st);
+    EXPECT_NE(st.error_message().find(says), std::string::npos) << describe(st);
   };
   const std::string good = regionFile("1-1-good", 0600, size);
   // Names that leave the directory, or are no region of this caller.
@@ -340,9 +341,9 @@ TEST_F(SharedMemory, RefusesRegionsItMustNotTrustAndGoesOnServing) {
                 grpc::StatusCode::INVALID_ARGUMENT, "No such file");
   // A symlink to a good region, a FIFO, a directory.
   const std::string link = regionPrefix("worker.0") + "2-2-link";
-  ASSERT_EQ(::symlink((shmDir_ + "/" + good).c_str(),
-                      (shmDir_ + "/" + link).c_str()),
-            0);
+  ASSERT_EQ(
+      ::symlink((shmDir_ + "/" + good).c_str(), (shmDir_ + "/" + link).c_str()),
+      0);
   expectRefused(sliceOf(link, size), grpc::StatusCode::PERMISSION_DENIED,
                 "it is a symbolic link");
   const std::string fifo = regionPrefix("worker.0") + "3-3-fifo";
@@ -388,10 +389,10 @@ TEST_F(SharedMemory, RefusesRegionsItMustNotTrustAndGoesOnServing) {
                               packTensors(req, {}, false), &response);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
         << describe(st);
-    EXPECT_NE(st.error_message().find(
-                  "'big:apply_sgd:2' (4 bytes at offset " +
-                  std::to_string(size - 2) + ") lies outside its shared-memory "
-                                             "slot"),
+    EXPECT_NE(st.error_message().find("'big:apply_sgd:2' (4 bytes at offset " +
+                                      std::to_string(size - 2) +
+                                      ") lies outside its shared-memory "
+                                      "slot"),
               std::string::npos)
         << describe(st);
   }
@@ -430,7 +431,8 @@ TEST_F(SharedMemory, AWorkerWithoutRegionsSendsBytesAndSaysSoOnce) {
   std::fflush(workerOut_);
   const std::string said = readAll(workerLog_);
   const std::string line = "worker.0: no shared memory for ps.0 (cannot make "
-                           "the shared-memory region " + root_ + "/missing/shm";
+                           "the shared-memory region " +
+                           root_ + "/missing/shm";
   EXPECT_NE(said.find(line), std::string::npos) << said;
   EXPECT_EQ(said.find(line), said.rfind(line)) << "said once: " << said;
 }
@@ -463,8 +465,9 @@ TEST_F(SharedMemory, ARefusedRegionIsSaidOnceAndTheCallsSendBytes) {
   const std::string line =
       "worker.0: PERMISSION_DENIED: ps.0: refused worker.0's shared memory: "
       "the shared-memory directory " +
-      shmDir_ + " is not a directory of this user with mode 0700; the "
-                "tensors to and from ps.0 go through the socket from now on";
+      shmDir_ +
+      " is not a directory of this user with mode 0700; the "
+      "tensors to and from ps.0 go through the socket from now on";
   // Once per PsClient: the pulling one, and the pushing one.
   size_t n = 0;
   for (size_t at = said.find(line); at != std::string::npos;
@@ -495,8 +498,8 @@ TEST(SharedMemoryRegions, APsWithoutADirectoryTakesNone) {
 // A worker killed with SIGKILL cannot remove its regions: the next run of
 // its task removes those whose process is gone, and no other.
 TEST(SharedMemoryRegions, ThoseOfADeadProcessAreRemovedAndNoOthers) {
-  const std::string dir = ::testing::TempDir() + "dtf-shm-stale-" +
-                          std::to_string(getpid());
+  const std::string dir =
+      ::testing::TempDir() + "dtf-shm-stale-" + std::to_string(getpid());
   ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
   ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
   const pid_t dead = ::fork();
@@ -507,10 +510,14 @@ TEST(SharedMemoryRegions, ThoseOfADeadProcessAreRemovedAndNoOthers) {
   auto make = [&](const std::string &name) {
     std::ofstream(dir + "/" + name) << "x";
   };
-  const std::string mine = regionPrefix("worker.0") + std::to_string(getpid()) + "-1-ab";
-  const std::string live = regionPrefix("worker.0") + std::to_string(getppid()) + "-1-ab";
-  const std::string gone = regionPrefix("worker.0") + std::to_string(dead) + "-1-ab";
-  const std::string other = regionPrefix("worker.1") + std::to_string(dead) + "-1-ab";
+  const std::string mine =
+      regionPrefix("worker.0") + std::to_string(getpid()) + "-1-ab";
+  const std::string live =
+      regionPrefix("worker.0") + std::to_string(getppid()) + "-1-ab";
+  const std::string gone =
+      regionPrefix("worker.0") + std::to_string(dead) + "-1-ab";
+  const std::string other =
+      regionPrefix("worker.1") + std::to_string(dead) + "-1-ab";
   for (const std::string &n : {mine, live, gone, other})
     make(n);
   EXPECT_EQ(removeStaleRegions(dir, "worker.0"), 1);
