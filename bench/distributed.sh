@@ -12,9 +12,13 @@
 #     --steps N       timed steps per worker (default 300)
 #     --clusters L    comma-separated PSxWORKERS shapes (default 1x2,2x2)
 #     --only LIST     comma-separated subset of bw,tf,dtf (default all)
-#     --variants LIST dtf's runs, a comma-separated subset of unix, tcp,
-#                     insecure, bf16, unix-prefetch, tcp-prefetch (the last
-#                     two with --prefetch-pull; default all)
+#     --variants LIST dtf's runs, a comma-separated subset of shm (the
+#                     launcher's default, "default: Unix sockets": the
+#                     tensors in shared memory between them), unix
+#                     (--same-host unix), tcp, insecure, bf16, unix-prefetch,
+#                     tcp-prefetch (the last two with --prefetch-pull; unix,
+#                     bf16 and unix-prefetch with --same-host unix; default
+#                     all)
 #     --out FILE      results file (default bench/results/distributed.md;
 #                     "-" writes none)
 #
@@ -33,7 +37,7 @@ warmup=50
 steps=300
 clusters=1x2,2x2
 only=bw,tf,dtf
-variants=unix,tcp,insecure,bf16,unix-prefetch,tcp-prefetch
+variants=shm,unix,tcp,insecure,bf16,unix-prefetch,tcp-prefetch
 out=$root/bench/results/distributed.md
 cmdline="bench/distributed.sh${*:+ $*}"
 
@@ -55,8 +59,8 @@ for f in ${only//,/ }; do
   case $f in bw|tf|dtf) ;; *) die "--only: unknown part '$f' (bw, tf, dtf)" ;; esac
 done
 for v in ${variants//,/ }; do
-  case $v in unix|tcp|insecure|bf16|unix-prefetch|tcp-prefetch) ;;
-    *) die "--variants: unknown run '$v' (unix, tcp, insecure, bf16, unix-prefetch, tcp-prefetch)" ;; esac
+  case $v in shm|unix|tcp|insecure|bf16|unix-prefetch|tcp-prefetch) ;;
+    *) die "--variants: unknown run '$v' (shm, unix, tcp, insecure, bf16, unix-prefetch, tcp-prefetch)" ;; esac
 done
 for c in ${clusters//,/ }; do
   [[ $c =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || die "--clusters: '$c' is not PSxWORKERS (e.g. 2x2)"
@@ -90,11 +94,12 @@ if want bw; then
   echo "== dtf push/pull of one 256 MB tensor through the ps service, one message and streamed (best of 5)"
   if [[ -x $build/bin/dtf-transfer-bench ]]; then
     # As the tasks of a job on one host talk: plaintext (--insecure), mutual
-    # TLS over TCP (--same-host tcp), and the default Unix socket.
+    # TLS over TCP (--same-host tcp), the Unix socket (--same-host unix) and
+    # the default, the Unix socket with the tensors in shared memory.
     echo '{"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:1"]}' > "$work/transfer.json"
     "$build/bin/dtf-run" certs --cluster "$work/transfer.json" --out "$work/transfer-certs" > /dev/null
     transfer=""
-    for wiring in "" "--tls-dir $work/transfer-certs --same-host tcp" "--tls-dir $work/transfer-certs --same-host unix"; do
+    for wiring in "" "--tls-dir $work/transfer-certs --same-host tcp" "--tls-dir $work/transfer-certs --same-host unix" "--tls-dir $work/transfer-certs --same-host shm"; do
       # shellcheck disable=SC2086
       t=$("$build/bin/dtf-transfer-bench" --mb 256 --repeat 5 $wiring)
       transfer+="${transfer:+$'\n'}$(sed -n '3p' <<<"$t" | sed "s/^| 256 MB /| 256 MB, $(tail -1 <<<"$t" | sed 's/.*; //') /")"
@@ -153,8 +158,10 @@ if want dtf; then
     grep -v '^[[:space:]]*eval[[:space:]]*=' "$root/models/mnist_cnn.dtf" |
       sed "s#idx(\"/usr/share/datasets/fashion-mnist\"#idx(\"$data\"#" > "$work/cnn.dtf"
     "$build/bin/dtfc" "$work/cnn.dtf" -o "$work/cnn.plan"
-    # Each cluster four times: as the launcher runs it by default (mutual
-    # TLS, and Unix sockets between the tasks on this host), with TLS over
+    # Each cluster several times: as the launcher runs it by default (mutual
+    # TLS, Unix sockets between the tasks on this host and the tensors of
+    # pulls and pushes in shared memory), over the Unix sockets alone
+    # (--same-host unix, as the default was before), with TLS over
     # TCP between them too (--same-host tcp, as between hosts), in
     # plaintext (--insecure), to show what TLS and the sockets cost, and
     # with bfloat16 pulls and pushes (--wire bf16, half the bytes); and the
@@ -163,11 +170,13 @@ if want dtf; then
     for c in ${clusters//,/ }; do
      for sec in ${variants//,/ }; do
       ps=${c%x*} workers=${c#*x}
-      label="dtf (default: Unix sockets)" secflags=()
-      [[ $sec == bf16 ]] && label="dtf (Unix sockets, --wire bf16)" secflags=(--wire bf16)
+      # The default's label is the one bench/readme_figures.py reads.
+      label="dtf (Unix sockets only, --same-host unix)" secflags=(--same-host unix)
+      [[ $sec == shm ]] && label="dtf (default: Unix sockets)" secflags=()
+      [[ $sec == bf16 ]] && label="dtf (Unix sockets, --wire bf16)" secflags=(--same-host unix --wire bf16)
       [[ $sec == tcp ]] && label="dtf (mutual TLS over TCP)" secflags=(--same-host tcp)
       [[ $sec == insecure ]] && label="dtf (--insecure, TCP)" secflags=(--insecure)
-      [[ $sec == unix-prefetch ]] && label="dtf (Unix sockets, --prefetch-pull)" secflags=(--prefetch-pull)
+      [[ $sec == unix-prefetch ]] && label="dtf (Unix sockets, --prefetch-pull)" secflags=(--same-host unix --prefetch-pull)
       [[ $sec == tcp-prefetch ]] && label="dtf (mutual TLS over TCP, --prefetch-pull)" secflags=(--same-host tcp --prefetch-pull)
       echo "== $label, $ps ps + $workers workers"
       bench_cluster_json "$ps" "$workers" > "$work/cluster.json"
@@ -238,7 +247,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo
   echo "Loopback TCP bandwidth (one connection, Python sockets, 256 MB): $bw."
   echo ""
-  echo "dtf's pull and push of one 256 MB f32 tensor through the ps service (gRPC, the raw tensor messages and streams dtf-run uses; \`dtf-transfer-bench --mb 256 --repeat 5 [--tls-dir DIR --same-host tcp|unix]\`, a ps in the same process on loopback; larger sizes in results/transfer.md):"
+  echo "dtf's pull and push of one 256 MB f32 tensor through the ps service (gRPC, the raw tensor messages and streams dtf-run uses; \`dtf-transfer-bench --mb 256 --repeat 5 [--tls-dir DIR --same-host tcp|unix|shm]\`, a ps in the same process on loopback; larger sizes in results/transfer.md):"
   echo
   echo "${transfer:-not measured}"
   echo

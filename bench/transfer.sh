@@ -3,7 +3,9 @@
 # gRPC message and as a stream of chunks, beside loopback TCP
 # (dtf-transfer-bench, a ps in the same process on 127.0.0.1), as the tasks
 # of a job talk: plaintext (--insecure), mutual TLS over TCP (dtf's default
-# between hosts) and the Unix socket (dtf's default on one host); each with
+# between hosts), the Unix socket (--same-host unix) and the Unix socket with
+# the tensors in shared memory (--same-host shm, dtf's default on one host;
+# one message only: no streams); each with
 # the ps's reused transfer buffers and, for a before/after in the same run,
 # with fresh ones (--fresh-buffers, the path before). Prints the tables and
 # writes them to results/transfer.md.
@@ -50,7 +52,8 @@ export DTF_SOCKET_DIR=$work/sockets
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 # One 256 MB row per wiring and buffer path; the bench's last line says how
 # it ran, which becomes the row's label.
-wirings=("" "--tls-dir $work/certs --same-host tcp" "--tls-dir $work/certs --same-host unix")
+wirings=("" "--tls-dir $work/certs --same-host tcp" "--tls-dir $work/certs --same-host unix"
+         "--tls-dir $work/certs --same-host shm")
 rows="" head=""
 for wiring in "${wirings[@]}"; do
   for fresh in --fresh-buffers ""; do
@@ -76,7 +79,11 @@ ratios=$(python3 - "$rows" <<'EOF'
 import re, sys
 rows = [l for l in sys.argv[1].splitlines() if l.startswith('|')]
 def rates(line):
-    return [float(x) for x in re.findall(r'(\d+) MB/s', line)]
+    # Each cell's MB/s; 0 for one not measured ("n/a": shared memory has
+    # no streams).
+    cells = [c for c in line.split('|')[2:] if c.strip()]
+    return [float(m.group(1)) if (m := re.search(r'(\d+) MB/s', c)) else 0.0
+            for c in cells]
 print('| wiring | pull: % of loopback TCP (before -> after) | push: % of loopback TCP (before -> after) | pull after / before | push after / before |')
 print('| --- | ---: | ---: | ---: | ---: |')
 for before, after in zip(rows[0::2], rows[1::2]):
@@ -116,7 +123,9 @@ aes=$(grep -q -w vaes /proc/cpuinfo && echo "VAES, " || true)
   echo "## 256 MB as the tasks of a job talk, before and after"
   echo
   echo "Plaintext (\`--insecure\`), mutual TLS over TCP (between hosts; TLS 1.3,"
-  echo "docs/security.md) and the Unix socket (tasks on one host). \"fresh buffers"
+  echo "docs/security.md), the Unix socket (\`--same-host unix\`) and the Unix socket"
+  echo "with the tensor bytes in shared memory (\`--same-host shm\`, dtf-run's default"
+  echo "on one host; no streams: n/a). \"fresh buffers"
   echo "(the old path)\" rows run \`--fresh-buffers\`: the ps allocates every pull"
   echo "snapshot and pushed value anew, as before it kept them (docs/protocol.md,"
   echo "\"Buffers\"); the other rows are dtf as it is."

@@ -7,12 +7,15 @@
 // (bench/distributed.sh prints it).
 //
 //   dtf-transfer-bench [--mb 256,1024] [--repeat 5] [--chunk-bytes 4194304]
-//                      [--tls-dir DIR [--same-host unix|tcp]]
+//                      [--tls-dir DIR [--same-host shm|unix|tcp]]
 //                      [--fresh-buffers]
 //
 // Plaintext unless --tls-dir names the certificates `dtf-run certs` made for
 // a cluster of ps.0 and worker.0: then as dtf-run's tasks on one host talk,
-// over a Unix socket (--same-host unix, the default) or TLS over TCP.
+// over a Unix socket (--same-host unix), over it with the tensor bytes in a
+// shared-memory region (--same-host shm, dtf-run's default: the worker
+// copies the pulled value out of the region and the pushed one into it, as
+// PsClient does; no streams then) or TLS over TCP.
 //
 // --fresh-buffers: the ps allocates each pull snapshot and pushed value
 // anew (the path before it reused them; TaskConfig::reuseTransferBuffers).
@@ -20,6 +23,7 @@
 // One message cannot carry 2 GiB or more (gRPC's limit): sizes from 2048 MB
 // up are measured streamed only.
 #include "runtime/distributed/ParameterServer.h"
+#include "runtime/distributed/SharedRegion.h"
 #include "runtime/distributed/Transport.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
@@ -110,6 +114,7 @@ int fail(const std::string &what, const grpc::Status &st) {
 struct Wiring {
   std::string tlsDir;
   dist::SameHost sameHost = dist::SameHost::kUnix;
+  bool shm = false; // --same-host shm
   // --fresh-buffers: the ps allocates every pull snapshot and pushed value
   // anew, as before TransferBuffers (the old path, for a before/after).
   bool freshBuffers = false;
@@ -123,9 +128,12 @@ int transportOf(const Wiring &w, const std::string &task,
   if (w.tlsDir.empty())
     return 0;
   t->sameHost = w.sameHost;
+  t->sharedMemory = w.shm;
   Status s = dist::loadTlsMaterial(w.tlsDir, task, t);
   if (s.isOk() && t->anyOverUnix())
     s = t->checkSocketDirectory();
+  if (s.isOk() && w.shm)
+    s = t->checkRegionDirectory();
   if (!s.isOk()) {
     std::fprintf(stderr, "dtf-transfer-bench: %s\n", s.message().c_str());
     return 2;
@@ -198,9 +206,28 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, const Wiring &wiring,
   auto deadline = [&](grpc::ClientContext *ctx) {
     dist::setDeadline(ctx, std::chrono::milliseconds(60000 + mb * 100));
   };
+  // --same-host shm: one region for the pull and the push (one at a time),
+  // the value and the learning rate each at its aligned place.
+  std::unique_ptr<dist::SharedRegion> region;
+  if (wiring.shm) {
+    Status made = dist::SharedRegion::create(
+        worker.regionDirectory(), "worker.0",
+        dist::alignRegion(local.byteSize()) + dist::kRegionAlignment, &region);
+    if (!made.isOk()) {
+      std::fprintf(stderr, "dtf-transfer-bench: %s\n", made.message().c_str());
+      return 2;
+    }
+    rpc::RegionSlice slice;
+    slice.set_region(region->name());
+    slice.set_region_bytes(region->size());
+    slice.set_capacity(region->size());
+    *pullReq.mutable_reply_into() = slice;
+    *pushReq.mutable_values_in() = slice;
+    pushReq.mutable_values(1)->set_offset(dist::alignRegion(local.byteSize()));
+  }
   for (int r = 0; r < repeat; ++r) {
     for (bool stream : {false, true}) {
-      if (!stream && !single)
+      if ((!stream && !single) || (stream && region))
         continue;
       // Pull, straight into `local`.
       auto t0 = std::chrono::steady_clock::now();
@@ -210,10 +237,17 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, const Wiring &wiring,
       dist::ChunkReader reader(&reply,
                                [&](std::vector<dist::PayloadTarget> *targets) {
                                  if (reply.values_size() != 1 ||
-                                     reply.values(0).size() != local.byteSize())
+                                     reply.values(0).size() != local.byteSize() ||
+                                     reply.in_region() != bool(region))
                                    return errorStatus("an unexpected reply");
-                                 targets->push_back(
-                                     {local.rawData(), local.byteSize()});
+                                 if (region) // out of the region, as PsClient
+                                   std::memcpy(local.rawData(),
+                                               region->data() +
+                                                   reply.values(0).offset(),
+                                               local.byteSize());
+                                 else
+                                   targets->push_back(
+                                       {local.rawData(), local.byteSize()});
                                  return Status::ok();
                                });
       Status refused = Status::ok();
@@ -244,7 +278,14 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, const Wiring &wiring,
       deadline(&pctx);
       grpc::ByteBuffer pushed;
       pushReq.set_version(reply.version());
-      st = stream ? dist::sendStream(raw, &pctx, dist::kPushStreamMethod,
+      if (region) { // into the region, as PsClient
+        std::memcpy(region->data(), local.rawData(), local.byteSize());
+        std::memcpy(region->data() + pushReq.values(1).offset(), lr.rawData(),
+                    lr.byteSize());
+      }
+      st = region ? dist::rawCall(raw, &pctx, dist::kPushMethod,
+                                  dist::packTensors(pushReq, {}, false), &pushed)
+           : stream ? dist::sendStream(raw, &pctx, dist::kPushStreamMethod,
                                      dist::packChunks(pushReq, {&local, &lr},
                                                       chunkBytes),
                                      &pushed)
@@ -268,6 +309,7 @@ int measure(int64_t mb, int repeat, size_t chunkBytes, const Wiring &wiring,
   }
   ps.join();
   std::fclose(quiet);
+  region.reset();
   local = Tensor();
   for (int r = 0; r < repeat; ++r) {
     const double t = tcpSeconds(size_t(elements) * 4);
@@ -290,7 +332,7 @@ int main(int argc, char **argv) {
   auto usage = [] {
     std::fprintf(stderr, "usage: dtf-transfer-bench [--mb 256,1024] "
                          "[--repeat 5] [--chunk-bytes 4194304] [--tls-dir DIR "
-                         "[--same-host unix|tcp]] [--fresh-buffers]\n");
+                         "[--same-host shm|unix|tcp]] [--fresh-buffers]\n");
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -324,12 +366,13 @@ int main(int argc, char **argv) {
     } else if (a == "--tls-dir") {
       wiring.tlsDir = v;
     } else if (a == "--same-host") {
-      if (v != "unix" && v != "tcp") {
-        std::fprintf(stderr, "dtf-transfer-bench: --same-host expects unix "
-                             "or tcp, got '%s'\n", v.c_str());
+      if (v != "shm" && v != "unix" && v != "tcp") {
+        std::fprintf(stderr, "dtf-transfer-bench: --same-host expects shm, "
+                             "unix or tcp, got '%s'\n", v.c_str());
         return 2;
       }
       wiring.sameHost = v == "tcp" ? dist::SameHost::kTcp : dist::SameHost::kUnix;
+      wiring.shm = v == "shm";
     } else if (a == "--repeat" || a == "--chunk-bytes") {
       long long n = std::strtoll(v.c_str(), &end, 10);
       const long long lo = a == "--repeat" ? 1 : 4096;
@@ -358,6 +401,8 @@ int main(int argc, char **argv) {
       return code;
     const double bytes = double(mb) * (1 << 20) / 1e6;
     auto cell = [&](double seconds) {
+      if (seconds >= 1e9 && wiring.shm)
+        return std::string("n/a (shared memory: no stream)");
       if (seconds >= 1e9)
         return std::string("n/a (2 GiB message limit)");
       char buf[64];
@@ -378,6 +423,8 @@ int main(int argc, char **argv) {
               wiring.tlsDir.empty() ? "plaintext over TCP"
               : wiring.sameHost == dist::SameHost::kTcp
                   ? "mutual TLS over TCP"
-                  : "over a Unix socket (dtf-run's default on one host)");
+              : wiring.shm ? "over a Unix socket, tensors in shared memory "
+                             "(dtf-run's default on one host)"
+                           : "over a Unix socket (--same-host unix)");
   return 0;
 }

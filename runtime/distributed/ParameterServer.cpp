@@ -124,6 +124,8 @@ int runParameterServer(const plan::Plan &plan, const plan::Placement &placement,
   std::string reason = service.waitForShutdown();
   service.stopParking();
   service.log(service.summary());
+  if (std::string shm = service.regionSummary(); !shm.empty())
+    service.log(shm);
   service.log("shutting down (" + reason + ")");
   server->Shutdown(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(500));

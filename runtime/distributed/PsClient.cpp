@@ -53,6 +53,19 @@ PsClient::PsClient(const plan::Plan &plan, const plan::Placement &placement,
     PsLink l;
     l.task = roster.ps[k];
     l.connectAgain(links.config().transport);
+    if (const Transport &t = links.config().transport;
+        t.sharedMemoryTo(l.task.address)) {
+      // A predecessor of this task killed before it removed its regions
+      // (the launcher restarts a dead worker) left them in the directory.
+      if (k == 0)
+        if (int n = removeStaleRegions(t.regionDirectory(), links.self()))
+          links.say(links.self() + ": removed " + std::to_string(n) +
+                    " shared-memory regions of a previous run of this task "
+                    "in " +
+                    t.regionDirectory());
+      l.regions =
+          std::make_shared<RegionPool>(t.regionDirectory(), links.self());
+    }
     // What the worker_step reads (and the global step, which says when
     // the job is done); the eval program's moving averages on demand.
     std::set<std::string> read;

@@ -143,6 +143,13 @@ private:
     bool recoverable = false;
   };
 
+  /// A shared-memory region of at least `bytes` for one call to `l`, when
+  /// it is on this host and one is free (a failure to make one is said
+  /// once); none: the call sends bytes.
+  RegionPool::Lease takeRegion(const PsLink &l, uint64_t bytes) const;
+  /// Whether `st` is `l`'s refusal of this worker's shared memory: then
+  /// said once, and every later call to it sends bytes (this one again).
+  bool regionRefused(const PsLink &l, const grpc::Status &st) const;
   /// One ps's pull into `into`, starting from what `*o` says of the ps.
   Status pullFrom(const PsLink &l, exec::VariableStore &into, bool forEval,
                   bool sync, PullOutcome *o) const;

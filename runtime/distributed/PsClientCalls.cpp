@@ -10,9 +10,30 @@
 #include "runtime/plan/PlanTypes.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 namespace dtf::dist {
+namespace {
+// A pulled value the ps wrote into this call's region before it answered
+// (the region is this call's until it is given back): into `dst`, widened
+// from bfloat16 when `narrow`.
+Status copyOutOfRegion(const rpc::WireTensor &w,
+                       const RegionPool::Lease &region, uint64_t capacity,
+                       bool narrow, Tensor *dst) {
+  if (!region || !insideSlot(w.offset(), w.size(), capacity))
+    return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
+                       " bytes at offset ", w.offset(),
+                       ") outside the shared-memory slot it was given");
+  const char *src = region.region().data() + w.offset();
+  if (narrow)
+    widenFromBf16(reinterpret_cast<const uint16_t *>(src), dst->numElements(),
+                  dst->data<float>());
+  else if (w.size())
+    std::memcpy(dst->rawData(), src, w.size());
+  return Status::ok();
+}
+} // namespace
 
 Status PsClient::pullAll(exec::VariableStore &into, bool forEval, bool sync,
                          std::vector<PullOutcome> *outcomes) const {
@@ -48,6 +69,34 @@ void PsClient::applyPulls(const std::vector<PullOutcome> &outcomes) {
     if (o.recoverable)
       lastRecoverable_ = true;
   }
+}
+
+RegionPool::Lease PsClient::takeRegion(const PsLink &l, uint64_t bytes) const {
+  if (!l.regions || bytes == 0)
+    return RegionPool::Lease();
+  std::string failure;
+  RegionPool::Lease lease = l.regions->take(bytes, &failure);
+  if (!failure.empty())
+    links_.say(links_.self() + ": no shared memory for " + l.task.name + " (" +
+               failure + "): its tensors go through the socket");
+  return lease;
+}
+
+bool PsClient::regionRefused(const PsLink &l, const grpc::Status &st) const {
+  const grpc::StatusCode c = st.error_code();
+  if (!l.regions ||
+      (c != grpc::StatusCode::INVALID_ARGUMENT &&
+       c != grpc::StatusCode::PERMISSION_DENIED &&
+       c != grpc::StatusCode::FAILED_PRECONDITION) ||
+      st.error_message().find("shared memory") == std::string::npos)
+    return false;
+  bool first = false;
+  l.regions->turnOff(&first);
+  if (first)
+    links_.say(links_.self() + ": " + describe(st) +
+               "; the tensors to and from " + l.task.name +
+               " go through the socket from now on");
+  return true;
 }
 
 // One ps's pull, repeated while the ps parks it (sync mode) and reporting
@@ -87,8 +136,13 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
         const Tensor *t = into.find(h->variable))
       bytes += h->partitioned ? rowsOf(*t, h->rowOffset, h->rows).byteSize()
                               : t->byteSize();
-  const bool stream = bytes > links_.config().chunkBytes;
+  // On this host: the ps writes the values into a shared-memory region and
+  // answers with their headers.
+  RegionPool::Lease region = takeRegion(l, bytes);
+  if (region)
+    *req.mutable_reply_into() = region.slice();
   for (;;) {
+    const bool stream = !region && bytes > links_.config().chunkBytes;
     req.set_incarnation(o->incarnation);
     grpc::ClientContext ctx;
     setDeadline(&ctx, transferTimeout(bytes));
@@ -118,6 +172,11 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
             w.size() != size_t(dst.numElements()) * dtypeSize(dtype))
           return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
                              " bytes) for ", dst.describe());
+        if (reply.in_region()) {
+          DTF_RETURN_IF_ERROR(copyOutOfRegion(
+              w, region, req.reply_into().capacity(), narrow, &dst));
+          continue;
+        }
         if (narrow) {
           narrowed.emplace_back(Tensor::allocate(DType::BF16, dims), dst);
           targets->push_back({narrowed.back().first.rawData(), w.size()});
@@ -140,10 +199,18 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
     }
     if (refused.isOk() && st.ok())
       refused = reader.finish();
-    if (!refused.isOk())
+    if (!refused.isOk()) {
+      region.retire();
       return errorStatus(l.task.name, " answered a pull with ",
                          refused.message());
+    }
+    if (!st.ok() && region && regionRefused(l, st)) {
+      region = RegionPool::Lease(); // the same pull again, as bytes
+      req.clear_reply_into();
+      continue;
+    }
     if (!st.ok()) {
+      region.retire(); // the ps may still answer into it
       o->recoverable = recoverable(st);
       return rpcError("a pull", l.task, st);
     }
@@ -246,24 +313,49 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
         describeTensor(name, views[i], req.mutable_values(int(i)));
       }
   std::vector<const Tensor *> payload;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, slotBytes = 0;
   for (const Tensor &v : views) {
     payload.push_back(&v);
     bytes += v.byteSize();
+    slotBytes = alignRegion(slotBytes) + v.byteSize();
   }
-  grpc::ClientContext ctx;
-  setDeadline(&ctx, transferTimeout(bytes));
+  // On this host: the values copied into a shared-memory region, the
+  // request only their headers; the ps copies them out before it answers.
+  RegionPool::Lease region = takeRegion(l, slotBytes);
+  if (region) {
+    uint64_t at = 0;
+    for (size_t i = 0; i < views.size(); ++i) {
+      at = alignRegion(at);
+      if (views[i].byteSize())
+        std::memcpy(region.region().data() + at, views[i].rawData(),
+                    views[i].byteSize());
+      req.mutable_values(int(i))->set_offset(at);
+      at += views[i].byteSize();
+    }
+    *req.mutable_values_in() = region.slice();
+  }
+  grpc::Status st;
   grpc::ByteBuffer response;
-  // More than one chunk: a stream, which the ps applies only once it is
-  // complete.
-  const size_t chunk = links_.config().chunkBytes;
-  grpc::Status st =
-      bytes > chunk
-          ? sendStream(*l.raw, &ctx, kPushStreamMethod,
-                       packChunks(req, payload, chunk), &response)
-          : rawCall(*l.raw, &ctx, kPushMethod,
-                    packTensors(req, payload, /*copy=*/false), &response);
+  for (;;) {
+    grpc::ClientContext ctx;
+    setDeadline(&ctx, transferTimeout(bytes));
+    // More than one chunk: a stream, which the ps applies only once it is
+    // complete.
+    const size_t chunk = links_.config().chunkBytes;
+    st = region ? rawCall(*l.raw, &ctx, kPushMethod,
+                          packTensors(req, {}, /*copy=*/false), &response)
+         : bytes > chunk
+             ? sendStream(*l.raw, &ctx, kPushStreamMethod,
+                          packChunks(req, payload, chunk), &response)
+             : rawCall(*l.raw, &ctx, kPushMethod,
+                       packTensors(req, payload, /*copy=*/false), &response);
+    if (st.ok() || !region || !regionRefused(l, st))
+      break;
+    region = RegionPool::Lease(); // refused before anything was applied
+    req.clear_values_in();
+  }
   if (!st.ok()) {
+    region.retire(); // the ps may still read it
     out->recoverable = recoverable(st);
     return rpcError("a push", l.task, st);
   }

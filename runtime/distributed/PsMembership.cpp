@@ -53,6 +53,7 @@ grpc::Status PsService::WorkerDone(grpc::ServerContext *ctx,
     return bad;
   std::lock_guard<std::mutex> lock(mu_);
   const std::string name = named(who, req->caller());
+  regions_.forget(name); // its regions go with it
   if (req->leaving()) {
     members_.left(name);
     if (index_ == 0 && ledger_.configured())

@@ -38,6 +38,12 @@ PsService::PsService(const plan::Plan &plan, const plan::Placement &placement,
       sync_(syncUpdates(plan)),
       span_(size_t(std::max(plan::replicaSpan(plan), 1))), plan_(plan),
       placement_(placement), index_(index), store_(plan, placement, index),
+      // Only where its callers' names are checked (TLS): a plaintext ps
+      // takes calls from anyone.
+      regions_(config.transport.tls && config.transport.sharedMemory
+                   ? config.transport.regionDirectory()
+                   : std::string(),
+               name_),
       update_(name_),
       aggregator_(replicasToAggregate(plan),
                   config.modelDir.empty()
@@ -136,7 +142,7 @@ void PsService::startPull(grpc::CallbackServerContext *ctx,
         return;
       }
     } else {
-      st = answerPull(req, emit);
+      st = answerPull(req, peer, emit);
     }
   }
   finish(st);
@@ -157,6 +163,7 @@ grpc::Status PsService::checkPullNames(const rpc::PullRequest &req) const {
 }
 
 grpc::Status PsService::answerPull(const rpc::PullRequest &request,
+                                   const std::string &peer,
                                    const PullEmit &emit) {
   const rpc::PullRequest *req = &request;
   rpc::PullReply replyMessage;
@@ -175,6 +182,16 @@ grpc::Status PsService::answerPull(const rpc::PullRequest &request,
     return grpc::Status::OK;
   }
   reply->set_ready(true);
+  if (req->has_reply_into()) {
+    bool done = false;
+    grpc::Status st = pullIntoRegion(*req, peer, reply, &done);
+    if (!st.ok())
+      return st;
+    if (done) {
+      emit(*reply, {});
+      return grpc::Status::OK;
+    }
+  }
   // --wire bf16: the f32 variables as bfloat16 (a copy already).
   const bool narrow = req->wire_dtype() == plan::BF16;
   std::vector<Tensor> snapshot;
@@ -229,7 +246,7 @@ void PsService::releaseParked(std::unique_lock<std::mutex> &lock, bool all) {
     answered.emplace_back(std::move(it->finish),
                           cancelled ? grpc::Status(grpc::StatusCode::CANCELLED,
                                                    "the pull was cancelled")
-                                    : answerPull(it->req, it->emit));
+                                    : answerPull(it->req, it->peer, it->emit));
     it = parked_.erase(it);
   }
   if (answered.empty())
@@ -318,9 +335,9 @@ PsService::PushStream(grpc::CallbackServerContext *ctx,
   return new StreamReader<rpc::PushRequest, rpc::PushReply>(
       &streams_, ctx, response,
       name_ + ": refused a push stream: ", "nothing applied",
-      [this](const rpc::PushRequest &req, std::vector<Tensor> *values,
-             std::vector<PayloadTarget> *targets) {
-        return preparePush(req, values, targets);
+      [this, who](const rpc::PushRequest &req, std::vector<Tensor> *values,
+                  std::vector<PayloadTarget> *targets) {
+        return preparePush(req, who, values, targets);
       },
       [this, who](const rpc::PushRequest &req, std::vector<Tensor> &values,
                   rpc::PushReply *reply) {
@@ -329,6 +346,7 @@ PsService::PushStream(grpc::CallbackServerContext *ctx,
 }
 
 grpc::Status PsService::preparePush(const rpc::PushRequest &req,
+                                    const std::string &who,
                                     std::vector<Tensor> *values,
                                     std::vector<PayloadTarget> *targets) {
   if (auto bad = checkCaller(req.caller()); !bad.ok())
@@ -336,7 +354,10 @@ grpc::Status PsService::preparePush(const rpc::PushRequest &req,
   Status s = update_.prepare(req, values, targets);
   if (!s.isOk())
     return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
-  return grpc::Status::OK;
+  // The bytes are in the caller's shared-memory slot: copied out now.
+  return req.has_values_in()
+             ? pushFromRegion(req, named(who, req.caller()), targets)
+             : grpc::Status::OK;
 }
 
 grpc::Status PsService::push(const grpc::ByteBuffer &request,
@@ -345,7 +366,7 @@ grpc::Status PsService::push(const grpc::ByteBuffer &request,
   std::vector<Tensor> values;
   Refusal refusal;
   ChunkReader reader(&req, [&](std::vector<PayloadTarget> *targets) {
-    return refusal.note(preparePush(req, &values, targets));
+    return refusal.note(preparePush(req, who, &values, targets));
   });
   Status s = reader.add(request);
   if (s.isOk())
@@ -527,6 +548,14 @@ std::string PsService::summary() {
   return s;
 }
 
+std::string PsService::regionSummary() const {
+  if (regionPulls_ + regionPushes_ == 0)
+    return std::string();
+  return "through shared memory: " + std::to_string(regionPulls_) +
+         " pulls, " + std::to_string(regionPushes_) + " pushes (" +
+         std::to_string(regions_.mapped()) + " regions mapped at the end)";
+}
+
 grpc::Status PsService::admit(const grpc::ServerContextBase &ctx, Role role,
                               const char *what, std::string *who) {
   if (!config_.transport.tls)
@@ -617,47 +646,6 @@ void PsService::fillStatus(rpc::StatusReply *reply) {
   std::lock_guard<std::mutex> lock(replica_.mu); // after mu_, never before
   reply->set_replica_of(replica_.of);
   reply->set_replica_version(replica_.version);
-}
-
-grpc::Status PsService::Lookup(grpc::ServerContext *ctx,
-                               const rpc::LookupRequest *req,
-                               rpc::LookupReply *reply) {
-  std::string who;
-  if (auto bad = admit(*ctx, Role::kMember, "look up rows", &who); !bad.ok())
-    return bad;
-  if (auto bad = checkCaller(req->caller()); !bad.ok())
-    return bad;
-  if (req->ids().size() % sizeof(int64_t) != 0)
-    return fail(grpc::StatusCode::INVALID_ARGUMENT,
-                name_ + ": a lookup's ids are " +
-                    std::to_string(req->ids().size()) +
-                    " bytes, not a whole number of int64s");
-  const size_t n = req->ids().size() / sizeof(int64_t);
-  std::vector<int64_t> ids(n);
-  if (n)
-    std::memcpy(ids.data(), req->ids().data(), req->ids().size());
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!initialized_)
-    return fail(grpc::StatusCode::FAILED_PRECONDITION,
-                name_ + " is not initialized yet (the chief does it)");
-  std::string *out = reply->mutable_rows();
-  bool unknown = false, narrowed = false;
-  Status s = store_.lookup(req->name(), ids, req->create(), version_,
-                           req->wire_dtype() == plan::BF16, out, &unknown,
-                           &narrowed);
-  if (unknown)
-    return fail(grpc::StatusCode::NOT_FOUND, name_ + " holds no table '" +
-                                                 plan::printable(req->name()) +
-                                                 "'");
-  if (!s.isOk())
-    return fail(grpc::StatusCode::INVALID_ARGUMENT, name_ + ": " + s.message());
-  reply->set_version(version_);
-  if (narrowed)
-    reply->set_rows_dtype(plan::BF16);
-  payloadOut_ += out->size();
-  rowsLookedUp_ += n;
-  ++lookups_;
-  return grpc::Status::OK;
 }
 
 } // namespace dtf::dist::ps

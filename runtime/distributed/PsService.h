@@ -11,6 +11,7 @@
 #include "runtime/distributed/PsStore.h"
 #include "runtime/distributed/PsStreams.h"
 #include "runtime/distributed/PsUpdate.h"
+#include "runtime/distributed/SharedRegion.h"
 #include "runtime/distributed/SplitLedger.h"
 #include "runtime/distributed/SyncAggregator.h"
 #include "runtime/distributed/TransferBuffers.h"
@@ -105,6 +106,9 @@ public:
   std::string waitForShutdown();
 
   std::string summary();
+  /// The pulls and pushes whose tensors went through shared memory (a line
+  /// of its own after the summary); "" when none did.
+  std::string regionSummary() const;
 
   void log(const std::string &line) {
     // Under the launcher every line already carries the task's name.
@@ -183,10 +187,17 @@ private:
     return initialized_ && !shutdown_ && req.incarnation() == incarnation_ &&
            version_ < req.min_version();
   }
-  // The reply to a pull as things are (mu_ held): not ready while it must
-  // wait, else a snapshot of the variables.
+  // The reply to a pull of `peer` as things are (mu_ held): not ready
+  // while it must wait, else a snapshot of the variables (into the
+  // caller's shared-memory slot when it names one they fit).
   grpc::Status answerPull(const rpc::PullRequest &request,
-                          const PullEmit &emit);
+                          const std::string &peer, const PullEmit &emit);
+  // The values straight into the request's reply_into slot (mu_ held;
+  // PsRegions.cpp); *done false when they do not fit it (they go as bytes
+  // then).
+  grpc::Status pullIntoRegion(const rpc::PullRequest &req,
+                              const std::string &peer, rpc::PullReply *reply,
+                              bool *done);
   // The parked pulls' thread: every change of state (cv_) and every 20 ms,
   // answers those that need not wait any longer.
   void parkLoop();
@@ -196,10 +207,16 @@ private:
   grpc::Status push(const grpc::ByteBuffer &request, rpc::PushReply *reply,
                     const std::string &who);
   // The tensors a push's header announces (PsUpdate::prepare), after the
-  // caller's plan is checked.
-  grpc::Status preparePush(const rpc::PushRequest &req,
+  // caller's plan is checked; with values_in, copied out of the caller's
+  // shared-memory slot at once (no payload follows then).
+  grpc::Status preparePush(const rpc::PushRequest &req, const std::string &who,
                            std::vector<Tensor> *values,
                            std::vector<PayloadTarget> *targets);
+  // A push's values out of `caller`'s slot into their places (PsRegions.cpp;
+  // each checked to lie inside it first); *targets cleared: no payload.
+  grpc::Status pushFromRegion(const rpc::PushRequest &req,
+                              const std::string &caller,
+                              std::vector<PayloadTarget> *targets);
   // A complete push, applied (async) or summed (sync).
   grpc::Status applyPush(const rpc::PushRequest &request,
                          std::vector<Tensor> &values, rpc::PushReply *reply,
@@ -288,6 +305,9 @@ private:
   const int index_;
 
   PsStore store_;
+  // The shared-memory regions of the workers on this host (mapped on
+  // first sight, checked; docs/protocol.md, "Shared memory").
+  MappedRegions regions_;
   // Pull snapshots and pushed values (docs/protocol.md, "Buffers").
   std::unique_ptr<TransferBuffers> buffers_;
   PsUpdate update_;
@@ -350,6 +370,7 @@ private:
   int64_t forwarded_ = 0, snapshotsSent_ = 0, degradedTimes_ = 0;
 
   std::atomic<int64_t> streamedPulls_{0}, streamedPushes_{0}, streamedInits_{0};
+  std::atomic<int64_t> regionPulls_{0}, regionPushes_{0};
   // Tensor bytes taken by pushes and given by pulls and lookups; embedding
   // rows served and pushed (GetStatus, and the summary at exit).
   std::atomic<uint64_t> payloadIn_{0}, payloadOut_{0}, rowsLookedUp_{0},

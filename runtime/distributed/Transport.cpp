@@ -172,10 +172,14 @@ std::string Transport::jobToken() const {
   return hex;
 }
 
-Status Transport::checkSocketDirectory() const {
-  const std::string dir = socketDirectory();
+namespace {
+// Makes `dir` (mode 0700) or checks that it is a directory of this user
+// that no one else may enter; `what` names it in the error, `fix` says
+// what else to do.
+Status checkPrivateDirectory(const std::string &dir, const char *what,
+                             const char *fix) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return errorStatus("cannot make the socket directory ", dir, ": ",
+    return errorStatus("cannot make the ", what, " ", dir, ": ",
                        std::strerror(errno));
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0)
@@ -185,13 +189,36 @@ Status Transport::checkSocketDirectory() const {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
     return errorStatus(
-        "the socket directory ", dir, " is not this user's alone (",
+        "the ", what, " ", dir, " is not this user's alone (",
         S_ISDIR(st.st_mode) ? "a directory" : "not a directory", " of uid ",
         st.st_uid, ", mode ", mode, "; this is uid ", uid,
         "): the tasks on this host talk through it, so it must be a "
-        "directory of this user with mode 0700. Remove it, set "
-        "DTF_SOCKET_DIR, or pass --same-host tcp");
+        "directory of this user with mode 0700. ",
+        fix);
   }
+  return Status::ok();
+}
+} // namespace
+
+std::string Transport::regionDirectory() const {
+  if (!shmDir.empty())
+    return shmDir;
+  if (const char *env = std::getenv("DTF_SHM_DIR"); env && *env)
+    return env;
+  return "/dev/shm/dtf-" + std::to_string(geteuid());
+}
+
+Status Transport::checkRegionDirectory() const {
+  return checkPrivateDirectory(regionDirectory(), "shared-memory directory",
+                               "Remove it, set DTF_SHM_DIR, or pass "
+                               "--same-host unix");
+}
+
+Status Transport::checkSocketDirectory() const {
+  const std::string dir = socketDirectory();
+  DTF_RETURN_IF_ERROR(checkPrivateDirectory(
+      dir, "socket directory",
+      "Remove it, set DTF_SOCKET_DIR, or pass --same-host tcp"));
   for (const auto &entry : taskAt)
     if (socketPath(entry.first).size() >= sizeof(sockaddr_un::sun_path))
       return errorStatus("the socket path ", socketPath(entry.first),

@@ -47,6 +47,14 @@ struct Transport {
   std::map<std::string, std::string> taskAt;
   /// Where this task listens instead of its cluster address (--bind).
   std::string bind;
+  /// Between tasks that talk over a Unix socket, tensor bytes go through
+  /// shared memory (SharedRegion.h; --same-host shm, the default); false:
+  /// through the socket (--same-host unix).
+  bool sharedMemory = true;
+  /// The directory of the shared-memory regions; "" means $DTF_SHM_DIR,
+  /// else /dev/shm/dtf-UID (tmpfs: a region in a directory on disk would
+  /// be written back to it).
+  std::string shmDir;
 
   /// The credentials a task's server listens with: TLS that requires and
   /// verifies a client certificate of the cluster's CA, or plaintext.
@@ -95,6 +103,16 @@ struct Transport {
   /// Makes the socket directory (mode 0700) or checks it is a directory of
   /// this user that no one else may enter; an error saying what is wrong.
   Status checkSocketDirectory() const;
+  /// Whether calls to the task at `address` carry their tensors through
+  /// shared memory: overUnix(address) and sharedMemory.
+  bool sharedMemoryTo(const std::string &address) const {
+    return sharedMemory && overUnix(address);
+  }
+  /// The region directory (see shmDir).
+  std::string regionDirectory() const;
+  /// Makes the region directory (mode 0700) or checks it is this user's
+  /// alone, as checkSocketDirectory does the socket directory.
+  Status checkRegionDirectory() const;
   /// Whether any task of the job is reached over a Unix socket.
   bool anyOverUnix() const;
   /// What every call over a Unix socket shows besides its task's name: a

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/distributed/Cluster.h"
+#include "runtime/distributed/SharedRegion.h"
 #include "runtime/distributed/TensorMessage.h"
 #include "runtime/distributed/Wire.h"
 #include "schema/Placement.h"
@@ -41,6 +42,9 @@ struct PsLink {
   std::vector<plan::HeldTensor> evalPull; // and before an evaluation
   std::vector<plan::Transfer> keys;       // the sends it takes
   bool servesLookups = false;             // holds rows a dtf.ps_gather reads
+  // On this host (Transport::sharedMemoryTo): the shared-memory regions of
+  // the pulls and pushes to it; null: their bytes go through the socket.
+  std::shared_ptr<RegionPool> regions;
   int64_t pulledVersion = 0;
   int64_t pushedAt = -1;    // sync: the version the last accepted push was for
   int64_t incarnation = -1; // of the ps state the pulled values belong to

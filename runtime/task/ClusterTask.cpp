@@ -215,6 +215,17 @@ int makeTransport(const dtf::cluster::RunChoice &choice,
   }
   transport->sameHost = flags.sameHostTcp ? dtf::dist::SameHost::kTcp
                                           : dtf::dist::SameHost::kUnix;
+  transport->sharedMemory = flags.sharedMemory && !flags.sameHostTcp;
+  // Shared memory is a shortcut, not a need: without a private region
+  // directory the tensors go through the sockets, and the task says so.
+  if (transport->sharedMemory && transport->anyOverUnix())
+    if (Status d = transport->checkRegionDirectory(); !d.isOk()) {
+      std::fprintf(stderr,
+                   "dtf-run: %s: %s; the tensors between the tasks on this "
+                   "host go through the Unix sockets instead\n",
+                   task.c_str(), d.message().c_str());
+      transport->sharedMemory = false;
+    }
   // The tasks on this host talk through the socket directory: it must be
   // this user's alone before any of them connects or listens.
   if (transport->anyOverUnix())

@@ -30,6 +30,7 @@ struct ClusterTaskOptions {
   bool prefetchPull = false;           // --prefetch-pull
   dtf::dist::PushCompression compressPush; // --compress-push
   bool sameHostTcp = false;            // --same-host tcp (else unix)
+  bool sharedMemory = true;            // --same-host shm (unix: sockets only)
   bool exactlyOnce = false;            // --data exactly-once
   int splitBatches = 4;                // --split-batches
   double leaseTimeoutSeconds = 60;     // --lease-timeout

@@ -6,7 +6,8 @@
 # sync runs must show every applied update averaging exactly
 # replicas_to_aggregate gradients computed at the current version; a worker
 # with no ps must say which task and address it cannot reach, within seconds;
-# a sync run with --chunk-bytes 4096 moves its tensors in streams of chunks.
+# a sync run with --chunk-bytes 4096 (over the Unix sockets alone, --same-host
+# unix) moves its tensors in streams of chunks.
 # The tasks talk over Unix sockets (the default on one host), the first
 # sync run TLS over TCP (--same-host tcp). The partitioned async run with
 # --overlap-push (each step's push beside the next step's pull, to 2 ps)
@@ -239,7 +240,9 @@ check model-parallel-sync "$work/c1x4.json" "$work/staged-sync.plan" sync=2 stag
 # Every pull, push and initialization larger than 4 KiB (W: 784x128 f32,
 # 401 KB) crosses in a stream of 4 KiB chunks; sync mode, so that every
 # update must still average exactly 2 complete gradients, over 2 ps tasks.
-runflags=(--chunk-bytes 4096)
+# (--same-host unix: through shared memory, the default on one host, pulls
+# and pushes do not stream.)
+runflags=(--chunk-bytes 4096 --same-host unix)
 check sync-streamed "$work/c2x2.json" "$work/sync.plan" sync=2 holds=ps.0,ps.1 streamed=4096
 runflags=()
 # The shards' checkpoint restores on one machine, whole.

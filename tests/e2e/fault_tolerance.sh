@@ -194,9 +194,10 @@ sed -e "s/steps = 10000/steps = 900/" -e "s/every = 2000/every = 900/" \
     -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = sync(replicas_to_aggregate = 2)/' \
     "$root/models/mlp.dtf" > "$work/sync.dtf"
 "$bin/dtfc" "$work/sync.dtf" -o "$work/sync.plan"
-kill_during sync-ps "$work/sync.plan" ps.0 400 --chunk-bytes 4096
+kill_during sync-ps "$work/sync.plan" ps.0 400 --chunk-bytes 4096 --same-host unix
 # The restarted ps took the checkpoint, and the pulls and pushes after it, as
-# streams (its final line counts them).
+# streams (its final line counts them; --same-host unix: through shared
+# memory, the default, pulls and pushes do not stream).
 streamed=$(grep -o "^ps.0 *| .*streamed in chunks of 4096 bytes: [1-9][0-9]* pulls, [1-9][0-9]* pushes, [1-9][0-9]* initializations" "$log" | tail -1 || true)
 if ! finished_without_restart 900 || [ -z "$streamed" ]; then
   echo "e2e: sync ps failure: exit $code, restored '$restored', last eval step '$last', streamed '$streamed':" >&2

@@ -196,13 +196,17 @@ options:
                    not sent is kept on the worker and added to the next
                    gradient (error feedback). The ps decodes and applies
                    as usual (docs/protocol.md)
-  --same-host unix|tcp  how tasks whose cluster addresses are loopback
-                   (127.0.0.0/8, localhost, ::1) talk under TLS: unix (the
-                   default) over Unix sockets in $DTF_SOCKET_DIR (else
+  --same-host shm|unix|tcp  how tasks whose cluster addresses are
+                   loopback (127.0.0.0/8, localhost, ::1) talk under TLS:
+                   unix over Unix sockets in $DTF_SOCKET_DIR (else
                    /tmp/dtf-UID), a directory of mode 0700 that only this
                    user may enter, each call naming its task and the job's
-                   CA, without encryption; tcp: TLS over TCP, as between
-                   hosts (docs/security.md)
+                   CA, without encryption; shm (the default) as unix, with
+                   the tensors of pulls and pushes in shared memory (files
+                   of mode 0600 in $DTF_SHM_DIR, else /dev/shm/dtf-UID,
+                   also 0700; when it cannot be made they go through the
+                   sockets, said once); tcp: TLS over TCP, as between
+                   hosts (docs/security.md, docs/protocol.md)
   --help           print this help and exit
   --version        print the version and exit
 
@@ -445,9 +449,12 @@ int parseText(const std::string &arg, const char *value, CommandLine *cl) {
     if (!s.isOk())
       return usageError("%s", s.message().c_str());
   } else if (arg == "--same-host") {
-    if (std::string(value) != "unix" && std::string(value) != "tcp")
-      return usageError("--same-host expects unix or tcp, got '%s'", value);
-    r.cluster.sameHostTcp = std::string(value) == "tcp";
+    const std::string v = value;
+    if (v != "shm" && v != "unix" && v != "tcp")
+      return usageError("--same-host expects shm, unix or tcp, got '%s'",
+                        value);
+    r.cluster.sameHostTcp = v == "tcp";
+    r.cluster.sharedMemory = v == "shm";
   } else if (arg == "--job") {
     cl->clusterFlags.job = value;
   } else if (arg == "--slurm-jobs") {
@@ -726,7 +733,8 @@ int checkCombinations(CommandLine *cl) {
                       "example once per epoch");
   if (mode == RunMode::kLocal &&
       (r.cluster.wireBf16 || r.cluster.overlapPush || r.cluster.prefetchPull ||
-       r.cluster.sameHostTcp || r.cluster.compressPush.enabled()))
+       r.cluster.sameHostTcp || !r.cluster.sharedMemory ||
+       r.cluster.compressPush.enabled()))
     return usageError(
         "--wire, --overlap-push, --prefetch-pull, --compress-push and "
         "--same-host need a cluster (--cluster FILE or TF_CONFIG): they say "
