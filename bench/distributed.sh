@@ -13,12 +13,12 @@
 #     --clusters L    comma-separated PSxWORKERS shapes (default 1x2,2x2)
 #     --only LIST     comma-separated subset of bw,tf,dtf (default all)
 #     --variants LIST dtf's runs, a comma-separated subset of shm (the
-#                     launcher's default, "default: Unix sockets": the
-#                     tensors in shared memory between them), unix
-#                     (--same-host unix), tcp, insecure, bf16, unix-prefetch,
-#                     tcp-prefetch (the last two with --prefetch-pull; unix,
-#                     bf16 and unix-prefetch with --same-host unix; default
-#                     all)
+#                     launcher's default, "default: shared memory": the
+#                     calls over Unix sockets, the tensors in shared memory),
+#                     unix (--same-host unix: the tensors in the sockets too),
+#                     tcp, insecure, bf16, prefetch, tcp-prefetch (bf16 with
+#                     --wire bf16, the last two with --prefetch-pull; bf16
+#                     and prefetch over the default; default all)
 #     --out FILE      results file (default bench/results/distributed.md;
 #                     "-" writes none)
 #
@@ -37,7 +37,7 @@ warmup=50
 steps=300
 clusters=1x2,2x2
 only=bw,tf,dtf
-variants=shm,unix,tcp,insecure,bf16,unix-prefetch,tcp-prefetch
+variants=shm,unix,tcp,insecure,bf16,prefetch,tcp-prefetch
 out=$root/bench/results/distributed.md
 cmdline="bench/distributed.sh${*:+ $*}"
 
@@ -59,8 +59,8 @@ for f in ${only//,/ }; do
   case $f in bw|tf|dtf) ;; *) die "--only: unknown part '$f' (bw, tf, dtf)" ;; esac
 done
 for v in ${variants//,/ }; do
-  case $v in shm|unix|tcp|insecure|bf16|unix-prefetch|tcp-prefetch) ;;
-    *) die "--variants: unknown run '$v' (shm, unix, tcp, insecure, bf16, unix-prefetch, tcp-prefetch)" ;; esac
+  case $v in shm|unix|tcp|insecure|bf16|prefetch|tcp-prefetch) ;;
+    *) die "--variants: unknown run '$v' (shm, unix, tcp, insecure, bf16, prefetch, tcp-prefetch)" ;; esac
 done
 for c in ${clusters//,/ }; do
   [[ $c =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || die "--clusters: '$c' is not PSxWORKERS (e.g. 2x2)"
@@ -165,18 +165,18 @@ if want dtf; then
     # TCP between them too (--same-host tcp, as between hosts), in
     # plaintext (--insecure), to show what TLS and the sockets cost, and
     # with bfloat16 pulls and pushes (--wire bf16, half the bytes); and the
-    # first two with each step's next pull beside its compute
+    # default and TLS over TCP with each step's next pull beside its compute
     # (--prefetch-pull).
     for c in ${clusters//,/ }; do
      for sec in ${variants//,/ }; do
       ps=${c%x*} workers=${c#*x}
       # The default's label is the one bench/readme_figures.py reads.
       label="dtf (Unix sockets only, --same-host unix)" secflags=(--same-host unix)
-      [[ $sec == shm ]] && label="dtf (default: Unix sockets)" secflags=()
-      [[ $sec == bf16 ]] && label="dtf (Unix sockets, --wire bf16)" secflags=(--same-host unix --wire bf16)
+      [[ $sec == shm ]] && label="dtf (default: shared memory)" secflags=()
+      [[ $sec == bf16 ]] && label="dtf (shared memory, --wire bf16)" secflags=(--wire bf16)
       [[ $sec == tcp ]] && label="dtf (mutual TLS over TCP)" secflags=(--same-host tcp)
       [[ $sec == insecure ]] && label="dtf (--insecure, TCP)" secflags=(--insecure)
-      [[ $sec == unix-prefetch ]] && label="dtf (Unix sockets, --prefetch-pull)" secflags=(--same-host unix --prefetch-pull)
+      [[ $sec == prefetch ]] && label="dtf (shared memory, --prefetch-pull)" secflags=(--prefetch-pull)
       [[ $sec == tcp-prefetch ]] && label="dtf (mutual TLS over TCP, --prefetch-pull)" secflags=(--same-host tcp --prefetch-pull)
       echo "== $label, $ps ps + $workers workers"
       bench_cluster_json "$ps" "$workers" > "$work/cluster.json"

@@ -162,18 +162,20 @@ def cluster():
                    cluster=shape)
 
     one, two = "1 ps + 2 workers", "2 ps + 2 workers"
-    d1, d2 = dtf("default: Unix sockets", one), dtf("default: Unix sockets", two)
+    d1, d2 = dtf("default: shared memory", one), dtf("default: shared memory", two)
+    u1, u2 = dtf("Unix sockets only, --same-host unix", one), dtf("Unix sockets only, --same-host unix", two)
     t1, t2 = tf(one), tf(two)
     tcp1, tcp2 = dtf("mutual TLS over TCP", one), dtf("mutual TLS over TCP", two)
-    b1, b2 = dtf("Unix sockets, --wire bf16", one), dtf("Unix sockets, --wire bf16", two)
+    b1, b2 = dtf("shared memory, --wire bf16", one), dtf("shared memory, --wire bf16", two)
     return (
-        f"- **A local cluster** as the launcher runs it (mutual TLS, Unix sockets between "
-        f"the tasks of one host): 1 ps + 2 workers at {num(cell(n, d1, col))} images/s in "
+        f"- **A local cluster** as the launcher runs it (mutual TLS; between the tasks of one "
+        f"host, calls over Unix sockets and the tensors in shared memory): 1 ps + 2 workers at {num(cell(n, d1, col))} images/s in "
         f"all, {ratio(cell(n, d1, col), cell(n, t1, col))} TensorFlow's own ps/worker "
         f"runtime ({num(cell(n, t1, col))}), in {num(cell(n, d1, rss))} MB across the three "
         f"tasks (TensorFlow: {num(cell(n, t1, rss))} MB); 2 ps + 2 workers "
         f"{num(cell(n, d2, col))} against {num(cell(n, t2, col))} "
-        f"({ratio(cell(n, d2, col), cell(n, t2, col))}); with TLS over TCP between the "
+        f"({ratio(cell(n, d2, col), cell(n, t2, col))}); with the tensors in the Unix sockets "
+        f"too (`--same-host unix`) {num(cell(n, u1, col))} and {num(cell(n, u2, col))}; with TLS over TCP between the "
         f"tasks (`--same-host tcp`) {num(cell(n, tcp1, col))} and {num(cell(n, tcp2, col))} "
         f"({ratio(cell(n, tcp1, col), cell(n, t1, col))} and "
         f"{ratio(cell(n, tcp2, col), cell(n, t2, col))}); with bfloat16 pulls and pushes "
