@@ -40,13 +40,9 @@ for b in dtfc dtf-run; do
   [[ -x $build/bin/$b ]] || { echo "bench/readme.sh: $build/bin/$b is missing: build first (scripts/build.sh)" >&2; exit 2; }
 done
 
-start=$(date -u '+%Y-%m-%d %H:%M UTC')
-load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-t0=$SECONDS
-ran=()
 # Each benchmark records the load before it and flags itself noisy above half
 # the cores; the previous benchmark's own tasks raise the 1-minute average, so
-# wait (at most 150 s) for it to fall back before the next one starts.
+# wait (at most 150 s) for it to fall back before each one starts.
 settle() {
   local waited=0
   while ((waited < 150)) && awk -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" \
@@ -56,8 +52,13 @@ settle() {
   done
   ((waited == 0)) || echo "== bench/readme.sh: waited ${waited} s for the load to settle ($(cut -d' ' -f1-3 /proc/loadavg))"
 }
+settle
+start=$(date -u '+%Y-%m-%d %H:%M UTC')
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+t0=$SECONDS
+ran=()
 run() {
-  ((${#ran[@]} == 0)) || settle
+  settle
   echo "== bench/readme.sh: $* ($(date -u +%H:%M:%S))"
   "$@"
   ran+=("\`${*#"$root/"}\`")
