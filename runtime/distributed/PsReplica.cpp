@@ -13,10 +13,6 @@
 namespace dtf::dist::ps {
 namespace {
 
-grpc::Status replicaRefusal(grpc::StatusCode code, const std::string &message) {
-  return grpc::Status(code, message);
-}
-
 // FNV-1a over the tensors' names and bytes: the summary's checksum of a
 // shard and of its replica, equal when they are bit for bit.
 uint64_t shardChecksum(const PsStore &store) {
@@ -95,8 +91,8 @@ grpc::Status PsService::callMirror(const std::vector<grpc::ByteBuffer> &chunks,
       sendStream(*mirrorStub_, &ctx, kMirrorStreamMethod, chunks, &response);
   rpc::MirrorReply reply;
   if (st.ok() && !parseMessage(response, &reply))
-    st = replicaRefusal(grpc::StatusCode::INTERNAL,
-                        m.name + " answered with a malformed reply");
+    st = grpc::Status(grpc::StatusCode::INTERNAL,
+                      m.name + " answered with a malformed reply");
   if (!st.ok())
     mirrorStub_.reset(); // a restarted mirror is reached on a new channel
   return st;
@@ -189,9 +185,9 @@ PsService::MirrorStream(grpc::ServerContext *ctx,
       !bad.ok())
     return bad;
   if (replica_.of < 0) // fixed after setUp
-    return replicaRefusal(grpc::StatusCode::FAILED_PRECONDITION,
-                          name_ + " holds no replica (every task of the job "
-                                  "takes --ps-replicas 2)");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        name_ + " holds no replica (every task of the job "
+                                "takes --ps-replicas 2)");
   // As a push stream: each chunk straight into the tensors the header
   // announced (checked against the replica first), applied once whole.
   rpc::MirrorRequest req;
@@ -214,11 +210,11 @@ PsService::MirrorStream(grpc::ServerContext *ctx,
       return refusal.orElse(grpc::StatusCode::INVALID_ARGUMENT, what, s);
   }
   if (ctx->IsCancelled())
-    return replicaRefusal(grpc::StatusCode::CANCELLED,
-                          what + "the stream was cancelled (the replica "
-                                 "unchanged)");
+    return grpc::Status(grpc::StatusCode::CANCELLED,
+                        what + "the stream was cancelled (the replica "
+                               "unchanged)");
   if (Status s = chunks.finish(); !s.isOk())
-    return replicaRefusal(
+    return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
         what + "incomplete (the replica unchanged): " + s.message());
   return completeMirror(req, values, reply);
@@ -231,17 +227,17 @@ grpc::Status PsService::prepareMirror(const rpc::MirrorRequest &req,
     return bad;
   const std::string &of = config_.roster.ps[size_t(replica_.of)].name;
   if (!config_.transport.tls && req.caller().task() != of)
-    return replicaRefusal(grpc::StatusCode::PERMISSION_DENIED,
-                          name_ + " mirrors " + of + "'s shard, not " +
-                              plan::printable(req.caller().task()) + "'s");
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        name_ + " mirrors " + of + "'s shard, not " +
+                            plan::printable(req.caller().task()) + "'s");
   // The replica's store and update are fixed after setUp: no lock needed.
   if (req.snapshot()) {
     if (size_t(req.values_size()) != replica_.store->names().size())
-      return replicaRefusal(grpc::StatusCode::INVALID_ARGUMENT,
-                            name_ + ": a snapshot of " + of + "'s shard has " +
-                                std::to_string(req.values_size()) +
-                                " tensors, not " +
-                                std::to_string(replica_.store->names().size()));
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          name_ + ": a snapshot of " + of + "'s shard has " +
+                              std::to_string(req.values_size()) +
+                              " tensors, not " +
+                              std::to_string(replica_.store->names().size()));
     return stageValues(replica_.store->variables(), req.values(), values,
                        targets);
   }
@@ -250,7 +246,7 @@ grpc::Status PsService::prepareMirror(const rpc::MirrorRequest &req,
   Status s = replica_.update->prepare(push, values, targets);
   return s.isOk()
              ? grpc::Status::OK
-             : replicaRefusal(grpc::StatusCode::INVALID_ARGUMENT, s.message());
+             : grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message());
 }
 
 grpc::Status PsService::completeMirror(const rpc::MirrorRequest &req,
@@ -269,7 +265,7 @@ grpc::Status PsService::completeMirror(const rpc::MirrorRequest &req,
     return grpc::Status::OK;
   }
   if (replica_.version < 0 || req.version() != replica_.version)
-    return replicaRefusal(
+    return grpc::Status(
         grpc::StatusCode::FAILED_PRECONDITION,
         name_ + ": the replica of " + of + "'s shard is at update " +
             std::to_string(replica_.version) + ", not " +
@@ -277,8 +273,7 @@ grpc::Status PsService::completeMirror(const rpc::MirrorRequest &req,
   Status s = replica_.update->run(values, req.version());
   if (!s.isOk()) {
     replica_.version = -1; // half applied: only a snapshot mends it
-    return replicaRefusal(grpc::StatusCode::INTERNAL,
-                          name_ + ": " + s.message());
+    return grpc::Status(grpc::StatusCode::INTERNAL, name_ + ": " + s.message());
   }
   ++replica_.version;
   ++replica_.updates;
@@ -297,13 +292,13 @@ PsService::ReplicaStream(grpc::CallbackServerContext *ctx,
     st = openStream(ctx);
   rpc::ReplicaRequest req;
   if (st.ok() && !parseMessage(*request, &req))
-    st = replicaRefusal(grpc::StatusCode::INVALID_ARGUMENT,
-                        name_ + ": a malformed replica request");
+    st = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      name_ + ": a malformed replica request");
   if (st.ok())
     st = checkCaller(req.caller());
   if (st.ok() && replica_.of < 0)
-    st = replicaRefusal(grpc::StatusCode::FAILED_PRECONDITION,
-                        name_ + " holds no replica (no --ps-replicas 2)");
+    st = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                      name_ + " holds no replica (no --ps-replicas 2)");
   if (!st.ok()) {
     writer->start(st);
     return writer;
@@ -313,7 +308,7 @@ PsService::ReplicaStream(grpc::CallbackServerContext *ctx,
   {
     std::lock_guard<std::mutex> lock(replica_.mu);
     if (replica_.version < 0) {
-      writer->start(replicaRefusal(
+      writer->start(grpc::Status(
           grpc::StatusCode::FAILED_PRECONDITION,
           name_ + " holds no replica of " +
               config_.roster.ps[size_t(replica_.of)].name +
@@ -337,8 +332,8 @@ PsService::ReplicaStream(grpc::CallbackServerContext *ctx,
 
 grpc::Status PsService::takeReplica(int64_t *version) {
   if (mirror_ < 0)
-    return replicaRefusal(grpc::StatusCode::FAILED_PRECONDITION,
-                          name_ + " has no mirror (no --ps-replicas 2)");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        name_ + " has no mirror (no --ps-replicas 2)");
   const TaskRef &m = config_.roster.ps[size_t(mirror_)];
   grpc::GenericStub stub(config_.transport.channel(m.address));
   rpc::ReplicaRequest req;
@@ -373,13 +368,13 @@ grpc::Status PsService::takeReplica(int64_t *version) {
                                   serializeMessage(req), &reader, &refused);
   Status whole = st.ok() ? reader.finish() : Status::ok();
   if (!refused.isOk() || !st.ok() || !whole.isOk())
-    return replicaRefusal(grpc::StatusCode::UNAVAILABLE,
-                          name_ +
-                              " could not take its shard from the replica on " +
-                              m.name + ": " +
-                              (!refused.isOk() ? refused.message()
-                               : !st.ok()      ? describe(st)
-                                               : whole.message()));
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        name_ +
+                            " could not take its shard from the replica on " +
+                            m.name + ": " +
+                            (!refused.isOk() ? refused.message()
+                             : !st.ok()      ? describe(st)
+                                             : whole.message()));
   *version = header.version();
   return grpc::Status::OK;
 }
