@@ -83,12 +83,7 @@ RegionPool::Lease PsClient::takeRegion(const PsLink &l, uint64_t bytes) const {
 }
 
 bool PsClient::regionRefused(const PsLink &l, const grpc::Status &st) const {
-  const grpc::StatusCode c = st.error_code();
-  if (!l.regions ||
-      (c != grpc::StatusCode::INVALID_ARGUMENT &&
-       c != grpc::StatusCode::PERMISSION_DENIED &&
-       c != grpc::StatusCode::FAILED_PRECONDITION) ||
-      st.error_message().find("shared memory") == std::string::npos)
+  if (!l.regions || st.error_details() != kRegionRefused)
     return false;
   bool first = false;
   l.regions->turnOff(&first);

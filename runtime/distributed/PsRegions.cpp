@@ -74,13 +74,13 @@ grpc::Status PsService::pushFromRegion(const rpc::PushRequest &req,
     const rpc::WireTensor &w = req.values(i);
     const PayloadTarget &t = (*targets)[size_t(i)];
     if (!insideSlot(w.offset(), t.size, capacity))
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          name_ + ": refused a push: value '" +
-                              plan::printable(w.name()) + "' (" +
-                              std::to_string(t.size) + " bytes at offset " +
-                              std::to_string(w.offset()) +
-                              ") lies outside its shared-memory slot of " +
-                              std::to_string(capacity) + " bytes");
+      return regionRefusal(grpc::StatusCode::INVALID_ARGUMENT,
+                           name_ + ": refused a push: value '" +
+                               plan::printable(w.name()) + "' (" +
+                               std::to_string(t.size) + " bytes at offset " +
+                               std::to_string(w.offset()) +
+                               ") lies outside its shared-memory slot of " +
+                               std::to_string(capacity) + " bytes");
   }
   for (int i = 0; i < req.values_size(); ++i) {
     const PayloadTarget &t = (*targets)[size_t(i)];

@@ -288,10 +288,10 @@ grpc::Status MappedRegions::slot(const std::string &task,
                                  const rpc::RegionSlice &s, char **slot,
                                  std::shared_ptr<SharedRegion> *keep) {
   if (dir_.empty())
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        self_ + " takes no shared memory (started with "
-                                "--same-host unix or tcp, or --insecure): "
-                                "send the bytes");
+    return regionRefusal(grpc::StatusCode::FAILED_PRECONDITION,
+                         self_ + " takes no shared memory (started with "
+                                 "--same-host unix or tcp, or --insecure): "
+                                 "send the bytes");
   std::shared_ptr<SharedRegion> region;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -307,11 +307,11 @@ grpc::Status MappedRegions::slot(const std::string &task,
     Status st = SharedRegion::open(dir_, task, s.region(), s.region_bytes(),
                                    &opened, &why);
     if (!st.isOk())
-      return grpc::Status(why == SharedRegion::Refusal::kDenied
-                              ? grpc::StatusCode::PERMISSION_DENIED
-                              : grpc::StatusCode::INVALID_ARGUMENT,
-                          self_ + ": refused " + task +
-                              "'s shared memory: " + st.message());
+      return regionRefusal(why == SharedRegion::Refusal::kDenied
+                               ? grpc::StatusCode::PERMISSION_DENIED
+                               : grpc::StatusCode::INVALID_ARGUMENT,
+                           self_ + ": refused " + task +
+                               "'s shared memory: " + st.message());
     region = std::move(opened);
     std::lock_guard<std::mutex> lock(mu_);
     while (byName_.size() >= kMaxMapped) {
@@ -324,7 +324,7 @@ grpc::Status MappedRegions::slot(const std::string &task,
     byName_[s.region()] = {task, region, ++clock_};
   }
   if (!region->contains(s.offset(), s.capacity()))
-    return grpc::Status(
+    return regionRefusal(
         grpc::StatusCode::INVALID_ARGUMENT,
         self_ + ": refused " + task + "'s shared memory: the slot of " +
             std::to_string(s.capacity()) + " bytes at offset " +

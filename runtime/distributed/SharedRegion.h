@@ -141,6 +141,17 @@ private:
   bool off_ = false, failed_ = false;
 };
 
+/// The status details (`grpc::Status::error_details`) of every refusal of a
+/// caller's shared memory: the worker sends the same call again as bytes
+/// on seeing them, whatever the message says.
+inline constexpr char kRegionRefused[] = "dtf.shared-memory-refused";
+
+/// A refusal of a caller's shared memory, marked with kRegionRefused.
+inline grpc::Status regionRefusal(grpc::StatusCode code,
+                                  const std::string &message) {
+  return grpc::Status(code, message, kRegionRefused);
+}
+
 /// The ps's mappings of its callers' regions, each checked once (on first
 /// sight) by SharedRegion::open; at most kMaxMapped (the least recently
 /// used are unmapped first; a call using one keeps it mapped until it
@@ -158,7 +169,7 @@ public:
   /// first sight, the slot checked to lie inside it. *slot points at its
   /// first byte, *keep holds the mapping. A refusal is INVALID_ARGUMENT or
   /// PERMISSION_DENIED (FAILED_PRECONDITION when this ps takes none) with a
-  /// message naming the region.
+  /// message naming the region, marked kRegionRefused.
   grpc::Status slot(const std::string &task, const rpc::RegionSlice &s,
                     char **slot, std::shared_ptr<SharedRegion> *keep);
   /// Unmaps the regions of `task` (a worker that finished or left).
