@@ -62,8 +62,14 @@ losses = [float(m.group(1)) for l in chief if l.startswith("step ")
           for m in [re.search(r"loss ([0-9.eE+-]+)", l)] if m]
 final = [l for l in chief if l.startswith("final:")]
 bad = []
-if len(losses) < 2 or not losses[-1] < 0.85 * losses[0]:
-    bad.append(f"the chief's loss did not fall by 15%: {losses}")
+# The end is the chief's evaluation on the test set where it ran one: the
+# last training line is one batch's loss, which a stale async momentum step
+# can lift above the first line's (seen in CI in a like test).
+evals = [float(m.group(1)) for l in chief if l.startswith("eval ")
+         for m in [re.search(r"loss ([0-9.eE+-]+)", l)] if m]
+end = evals[-1] if evals else losses[-1] if losses else None
+if len(losses) < 1 or end is None or not end < 0.85 * losses[0]:
+    bad.append(f"the chief's loss did not fall by 15%: training {losses}, eval {evals}")
 acc = re.search(r"accuracy=([0-9.]+)", final[-1]) if final else None
 if not acc or float(acc.group(1)) < 0.5:
     bad.append(f"final accuracy not above 0.5 (chance 0.1): {final}")
@@ -127,7 +133,7 @@ for e in extra:
             bad.append("worker.1 ran no in-graph towers")
 if bad:
     print("\n".join(bad)); sys.exit(1)
-print(f"   ok: loss {losses[0]:.3f} -> {losses[-1]:.3f}, {final[-1]}")
+print(f"   ok: loss {losses[0]:.3f} -> {end:.3f}, {final[-1]}")
 PY
   then
     echo "e2e: $name failed; its log:" >&2; tail -40 "$work/$name.log" >&2
