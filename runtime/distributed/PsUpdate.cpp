@@ -1,6 +1,7 @@
 // PsUpdate: a ps task's update program, the checks on a push's values, and
 // running the update.
 #include "runtime/distributed/PsUpdate.h"
+#include "runtime/core/Finite.h"
 #include "dtf/OpNames.h"
 
 #include "runtime/distributed/PushCompression.h"
@@ -265,13 +266,9 @@ Status PsUpdate::checkValues(const std::vector<Tensor> &values,
     }
     bool bad = false;
     if (t.dtype() == DType::F32) {
-      const float *a = t.data<float>();
-      for (int64_t i = 0; i < t.numElements() && !bad; ++i)
-        bad = !std::isfinite(a[i]);
+      bad = !allFinite(t.data<float>(), t.numElements());
     } else if (t.dtype() == DType::F64) {
-      const double *a = t.data<double>();
-      for (int64_t i = 0; i < t.numElements() && !bad; ++i)
-        bad = !std::isfinite(a[i]);
+      bad = !allFinite(t.data<double>(), t.numElements());
     } else if (stepKey_[k]) {
       for (int64_t i = 0; i < t.numElements() && !bad; ++i)
         bad = (t.dtype() == DType::I64 ? t.data<int64_t>()[i]
