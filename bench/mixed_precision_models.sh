@@ -14,8 +14,9 @@
 #     --models LIST     comma-separated model names (default: every models/*.dtf)
 #     --seeds A,B       the two seeds (default 1,2)
 #     --cluster         train each run on 1 ps + 2 workers (asynchronous or
-#                       as the model's train block says; mutual TLS, Unix
-#                       sockets) through the launcher, the bf16 run with
+#                       as the model's train block says; the launcher's
+#                       default wiring: Unix sockets, the tensors in shared
+#                       memory) through the launcher, the bf16 run with
 #                       `--wire bf16` as well, and report the tensor bytes
 #                       per applied update that ps.0 moved (pulls and pushes)
 #                       in f32 and over the bf16 wire; default results file
@@ -164,7 +165,7 @@ echo "$table"
   if ((cluster)); then
     echo
     echo "On a cluster: each run is a job of 1 ps + 2 workers started by \`dtf-run --cluster\` on this"
-    echo "machine (mutual TLS, Unix sockets between the tasks), $steps global steps (updates) in"
+    echo "machine (its default: Unix sockets between the tasks, the tensors in shared memory), $steps global steps (updates) in"
     echo "the model's own update mode; the bf16 run also passes \`--wire bf16\` (pulled"
     echo "variables and pushed gradients as bfloat16). The metric is the chief's (worker.0)"
     echo "final evaluation. Bytes per update: the tensor bytes ps.0 received and sent over"
