@@ -12,6 +12,10 @@
 #     --steps N       timed steps per worker (default 300)
 #     --clusters L    comma-separated PSxWORKERS shapes (default 1x2,2x2)
 #     --only LIST     comma-separated subset of bw,tf,dtf (default all)
+#     --repeat N      runs of each cluster (TensorFlow's and each of dtf's
+#                     variants), one after another; the table shows the
+#                     run with the median images/s and the notes list all
+#                     (default 1)
 #     --variants LIST dtf's runs, a comma-separated subset of shm (the
 #                     launcher's default, "default: shared memory": the
 #                     calls over Unix sockets, the tensors in shared memory),
@@ -38,6 +42,7 @@ steps=300
 clusters=1x2,2x2
 only=bw,tf,dtf
 variants=shm,unix,tcp,insecure,bf16,prefetch,tcp-prefetch
+repeat=1
 out=$root/bench/results/distributed.md
 cmdline="bench/distributed.sh${*:+ $*}"
 
@@ -49,6 +54,7 @@ while (($#)); do
     --steps) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--steps needs a positive count, got '${2-}'"; steps=$2; shift 2 ;;
     --clusters) clusters=${2:?--clusters needs a list}; shift 2 ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
+    --repeat) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--repeat needs a positive count, got '${2-}'"; repeat=$2; shift 2 ;;
     --variants) variants=${2:?--variants needs a list}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -117,8 +123,17 @@ if want tf; then
   for c in ${clusters//,/ }; do
     ps=${c%x*} workers=${c#*x}
     echo "== TensorFlow, $ps ps + $workers workers"
-    if ! json=$("$bench_py" "$root/bench/peers/tf_ps_worker.py" --ps "$ps" --workers "$workers" \
-                  --warmup "$warmup" --steps "$steps" --data "$data" 2> "$work/tf.$c.err"); then
+    jsons=() tf_failed=0
+    for ((rep = 1; rep <= repeat; ++rep)); do
+      if ! json=$("$bench_py" "$root/bench/peers/tf_ps_worker.py" --ps "$ps" --workers "$workers" \
+                    --warmup "$warmup" --steps "$steps" --data "$data" 2> "$work/tf.$c.err"); then
+        tf_failed=1
+        break
+      fi
+      jsons+=("$json")
+      ((repeat == 1)) || echo "   run $rep: $(python3 -c 'import json, sys; print("%.0f images/s" % json.loads(sys.argv[1])["images_per_sec_sum"])' "$json")"
+    done
+    if ((tf_failed)); then
       why=$(grep '^tf_ps_worker:' "$work/tf.$c.err" | head -1)
       echo "   failed: ${why:-see its stderr below}"
       [[ -n $why ]] || tail -5 "$work/tf.$c.err"
@@ -127,6 +142,14 @@ if want tf; then
       failed=1
       continue
     fi
+    # The run with the median images/s (the lower middle one of an even count).
+    json=$(python3 -c '
+import json, sys
+runs = sorted((json.loads(j) for j in sys.argv[1:]), key=lambda r: r["images_per_sec_sum"])
+print(json.dumps(runs[(len(runs) - 1) // 2]))' "${jsons[@]}")
+    ((repeat == 1)) || notes+=("- TensorFlow $ps ps + $workers workers: $repeat runs, images/s $(python3 -c '
+import json, sys
+print(" / ".join("%.0f" % json.loads(j)["images_per_sec_sum"] for j in sys.argv[1:]))' "${jsons[@]}"); the table shows the median run")
     echo "$json" > "$work/tf.$c.json"
     row=$(python3 -c '
 import json, sys
@@ -179,11 +202,16 @@ if want dtf; then
       [[ $sec == prefetch ]] && label="dtf (shared memory, --prefetch-pull)" secflags=(--prefetch-pull)
       [[ $sec == tcp-prefetch ]] && label="dtf (mutual TLS over TCP, --prefetch-pull)" secflags=(--same-host tcp --prefetch-pull)
       echo "== $label, $ps ps + $workers workers"
-      bench_cluster_json "$ps" "$workers" > "$work/cluster.json"
-      o=$work/dtf.$c.$sec.out
-      if bench_dtf_cluster "$o" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
-           --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) --threads 1 \
-           "${secflags[@]}"; then
+      runs=() run_rows=() run_notes=()
+      for ((rep = 1; rep <= repeat; ++rep)); do
+        bench_cluster_json "$ps" "$workers" > "$work/cluster.json"
+        o=$work/dtf.$c.$sec.$rep.out
+        if ! bench_dtf_cluster "$o" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
+             --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) --threads 1 \
+             "${secflags[@]}"; then
+          runs=()
+          break
+        fi
         row=$(python3 - "$o" "$ps" "$workers" "$label" "${bench_hwm[@]}" <<'PYEOF'
 import re, sys
 out, ps, workers, label, rss = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
@@ -198,7 +226,17 @@ PYEOF
 ) || die "could not read dtf's figures from $o"
         per=""
         for t in "${!bench_hwm[@]}"; do per+="${per:+, }$t $((bench_hwm[$t] / 1024))"; done
-        notes+=("- $label $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s includes the warm-up; $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
+        runs+=("$(awk -F'|' '{gsub(/ /, "", $4); print $4}' <<<"$row")")
+        run_rows+=("$row")
+        run_notes+=("- $label $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s includes the warm-up; $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
+        ((repeat == 1)) || echo "   run $rep: ${runs[-1]} images/s"
+      done
+      if ((${#runs[@]})); then
+        # The run with the median images/s (the lower middle one of an even count).
+        m=$(printf '%s\n' "${runs[@]}" | awk '{print NR - 1, $1}' | sort -k2 -n | awk -v n="${#runs[@]}" 'NR == int((n + 1) / 2) {print $1}')
+        row=${run_rows[$m]}
+        notes+=("${run_notes[$m]}")
+        ((repeat == 1)) || notes+=("  ($repeat runs, images/s $(IFS=/; echo "${runs[*]}" | sed 's#/# / #g'); the table shows the median run)")
       else
         echo "   dtf-run --cluster failed: $(tail -1 "$o")"
         row="| $label | $ps ps + $workers workers | failed | | | |"

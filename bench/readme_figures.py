@@ -167,9 +167,12 @@ def cluster():
     t1, t2 = tf(one), tf(two)
     tcp1, tcp2 = dtf("mutual TLS over TCP", one), dtf("mutual TLS over TCP", two)
     b1, b2 = dtf("shared memory, --wire bf16", one), dtf("shared memory, --wire bf16", two)
+    repeat = re.search(r"^Command: `[^`]*--repeat (\d+)", t, re.M)
+    runs = "one run each" if not repeat or repeat.group(1) == "1" else \
+        f"the median of {repeat.group(1)} runs each"
     return (
         f"- **A local cluster** as the launcher runs it (mutual TLS; between the tasks of one "
-        f"host, calls over Unix sockets and the tensors in shared memory): 1 ps + 2 workers at {num(cell(n, d1, col))} images/s in "
+        f"host, calls over Unix sockets and the tensors in shared memory; {runs}): 1 ps + 2 workers at {num(cell(n, d1, col))} images/s in "
         f"all, {ratio(cell(n, d1, col), cell(n, t1, col))} TensorFlow's own ps/worker "
         f"runtime ({num(cell(n, t1, col))}), in {num(cell(n, d1, rss))} MB across the three "
         f"tasks (TensorFlow: {num(cell(n, t1, rss))} MB); 2 ps + 2 workers "
