@@ -7,39 +7,26 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace dtf {
 
-/// True when none of the `n` floats is NaN or an infinity (an exponent of
-/// all ones). Branch-free within blocks of 4096, so that the compiler
-/// vectorizes them; a bad value ends the scan at its block.
-inline bool allFinite(const float *a, int64_t n) {
-  constexpr int64_t kBlock = 4096;
+/// True when none of the `n` values (float or double) is NaN or an infinity
+/// (an exponent of all ones). Branch-free within blocks of 16 KB, so that
+/// the compiler vectorizes them; a bad value ends the scan at its block.
+template <typename T> bool allFinite(const T *a, int64_t n) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  constexpr Bits kExponent =
+      sizeof(T) == 4 ? Bits(0x7f800000u) : Bits(0x7ff0000000000000ull);
+  constexpr int64_t kBlock = 16384 / int64_t(sizeof(T));
   for (int64_t i = 0; i < n; i += kBlock) {
     const int64_t end = std::min(n, i + kBlock);
-    uint32_t bad = 0;
+    Bits bad = 0;
     for (int64_t j = i; j < end; ++j) {
-      uint32_t u;
-      std::memcpy(&u, &a[j], 4);
-      bad |= uint32_t((u & 0x7f800000u) == 0x7f800000u);
-    }
-    if (bad)
-      return false;
-  }
-  return true;
-}
-
-/// The same for doubles.
-inline bool allFinite(const double *a, int64_t n) {
-  constexpr int64_t kBlock = 2048;
-  constexpr uint64_t kExp = 0x7ff0000000000000ull;
-  for (int64_t i = 0; i < n; i += kBlock) {
-    const int64_t end = std::min(n, i + kBlock);
-    uint64_t bad = 0;
-    for (int64_t j = i; j < end; ++j) {
-      uint64_t u;
-      std::memcpy(&u, &a[j], 8);
-      bad |= uint64_t((u & kExp) == kExp);
+      Bits u;
+      std::memcpy(&u, &a[j], sizeof(T));
+      bad |= Bits((u & kExponent) == kExponent);
     }
     if (bad)
       return false;

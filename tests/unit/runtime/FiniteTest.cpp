@@ -18,7 +18,8 @@ template <typename T> T fromBits(uint64_t bits) {
 }
 
 // Every kind of value, at every place of a buffer that spans several blocks
-// (the first, a block's last and next, the very last), against std::isfinite.
+// (the first, a block's last and next, the very last; a block is 4,096
+// floats or 2,048 doubles), against std::isfinite.
 template <typename T> void checkAgainstIsfinite(const std::vector<T> &specials) {
   const int64_t n = 3 * 4096 + 7;
   std::vector<T> a(static_cast<size_t>(n));
