@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks a dtf-run log of training: the loss fell by FALL (20%) from the
 first progress line to the last one or to the last evaluation, and the
-final line ran the expected steps and evaluated above an accuracy floor. With --task NAME, a cluster's log: only that task's lines
+final line ran the expected steps and evaluated above an accuracy floor.
+With --task NAME, a cluster's log: only that task's lines
 ("worker.0 | step ..."), and its final line's steps are its own share, not
 checked.
 

@@ -69,7 +69,7 @@ bad = []
 evals = [float(m.group(1)) for l in chief if l.startswith("eval ")
          for m in [re.search(r"loss ([0-9.eE+-]+)", l)] if m]
 end = min(losses[-1], evals[-1]) if losses and evals else losses[-1] if losses else None
-if len(losses) < 1 or end is None or not end < 0.85 * losses[0]:
+if len(losses) < 2 or not end < 0.85 * losses[0]:
     bad.append(f"the chief's loss did not fall by 15%: training {losses}, eval {evals}")
 acc = re.search(r"accuracy=([0-9.]+)", final[-1]) if final else None
 if not acc or float(acc.group(1)) < 0.5:

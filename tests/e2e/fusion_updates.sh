@@ -64,7 +64,7 @@ losses = [float(m.group(1)) for l in chief if l.startswith("step ")
           for m in [re.search(r"loss ([0-9.eE+-]+)", l)] if m]
 evals = [float(m.group(1)) for l in chief if l.startswith("eval ")
          for m in [re.search(r"loss ([0-9.eE+-]+)", l)] if m]
-if not losses or not evals or not min(losses[-1], evals[-1]) < 0.85 * losses[0]:
+if len(losses) < 2 or not evals or not min(losses[-1], evals[-1]) < 0.85 * losses[0]:
     sys.exit(f"e2e: {sys.argv[2]}: the chief's loss did not fall by 15%: "
              f"training {losses}, eval {evals}")
 print(f"e2e: {sys.argv[2]}: loss {losses[0]:.4f} -> {losses[-1]:.4f}, eval {evals[-1]:.4f}")

@@ -53,7 +53,7 @@ losses = [float(x) for x in re.findall(r"^worker\.0 *\| step .*?loss ([0-9.eE+-]
 # set, whichever is lower (a progress line is one batch's loss, which
 # staleness can lift).
 evals = [float(x) for x in re.findall(r"^worker\.0 *\| eval .*?loss ([0-9.eE+-]+)", text, re.M)]
-if not losses or not min([losses[-1]] + evals[-1:]) < 0.85 * losses[0]:
+if len(losses) < 2 or not min([losses[-1]] + evals[-1:]) < 0.85 * losses[0]:
     bad.append(f"the chief's loss did not fall by 15%: {losses}, eval {evals}")
 acc = re.findall(r"^worker\.0 *\| final: .*?accuracy=([0-9.]+)", text, re.M)
 if not acc or float(acc[-1]) < 0.5:
