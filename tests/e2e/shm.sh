@@ -44,20 +44,14 @@ run() { # run NAME PLAN [dtf-run flags...]
 }
 
 run async "$work/async.plan"
+# The chief trained: its loss fell by 15% (by the last progress line or its
+# last evaluation) and it evaluates above 0.5.
+python3 "$root/tests/e2e/check_training.py" "$work/async.log" 0 0.5 "async:" --task worker.0 --fall 0.15 ||
+  fail "async with shared memory: the chief did not train"
 python3 - "$work/async.log" <<'PY' || fail "async with shared memory: see above"
 import re, sys
 text = open(sys.argv[1]).read()
 bad = []
-losses = [float(x) for x in re.findall(r"^worker\.0 *\| step .*?loss ([0-9.eE+-]+)", text, re.M)]
-# The end is the last progress line or the chief's evaluation on the test
-# set, whichever is lower (a progress line is one batch's loss, which
-# staleness can lift).
-evals = [float(x) for x in re.findall(r"^worker\.0 *\| eval .*?loss ([0-9.eE+-]+)", text, re.M)]
-if len(losses) < 2 or not min([losses[-1]] + evals[-1:]) < 0.85 * losses[0]:
-    bad.append(f"the chief's loss did not fall by 15%: {losses}, eval {evals}")
-acc = re.findall(r"^worker\.0 *\| final: .*?accuracy=([0-9.]+)", text, re.M)
-if not acc or float(acc[-1]) < 0.5:
-    bad.append(f"final accuracy not above 0.5: {acc}")
 m = re.search(r"^ps\.0 *\| (\d+) updates applied;.*\nps\.0 *\| through shared memory: (\d+) pulls, (\d+) pushes \((\d+) regions mapped at the end\)",
               text, re.M)
 if not m:
@@ -65,7 +59,7 @@ if not m:
 else:
     updates, pulls, pushes, mapped = map(int, m.groups())
     print(f"   ps.0: {updates} updates; through shared memory {pulls} pulls, {pushes} pushes, "
-          f"{mapped} regions mapped at the end; final accuracy {acc[-1] if acc else '?'}")
+          f"{mapped} regions mapped at the end")
     if pushes != updates or updates < 200:
         bad.append(f"{pushes} pushes through shared memory for {updates} updates (all of them should)")
     if pulls < updates:
