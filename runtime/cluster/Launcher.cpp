@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
@@ -120,6 +121,10 @@ bool Launcher::start(Task &task) {
     // checkpoints: --fresh would move them aside.
     if (a != "--fresh" || !jobStarted_)
       args.push_back(a);
+  if (threads_ > 0) {
+    args.push_back("--threads");
+    args.push_back(std::to_string(threads_));
+  }
   if (!options_.clusterFile.empty()) {
     args.push_back("--cluster");
     args.push_back(options_.clusterFile);
@@ -501,6 +506,26 @@ int Launcher::pollTimeoutMs() const {
   return int(std::max<long long>(0, ms + 1));
 }
 
+void Launcher::shareCores() {
+  if (!options_.shareCores)
+    return;
+  int workers = 0;
+  for (const Task &task : tasks_)
+    if (task.role != TaskRole::kPs && task.state != Task::State::kParked)
+      ++workers;
+  const int cores = options_.cores > 0
+                        ? options_.cores
+                        : int(std::max(1u, std::thread::hardware_concurrency()));
+  if (workers < 2)
+    return; // one worker: it may take every core, as alone
+  threads_ = std::max(1, cores / workers);
+  say(strCat(workers, " worker tasks share this machine's ", cores,
+             " cores: every task runs ", threads_, " thread",
+             threads_ == 1 ? "" : "s",
+             " within each op (--threads ", threads_,
+             "; pass --threads to choose)"));
+}
+
 int Launcher::run() {
   // The tasks of this machine, and a check that no two of them would
   // listen on one port (localhost:2222 and myhost:2222).
@@ -555,6 +580,7 @@ int Launcher::run() {
   }
   if (!startScale(tasks_.size() == total))
     return kLauncherUsageError;
+  shareCores();
   for (Task &task : tasks_) {
     if (task.state == Task::State::kParked)
       continue;

@@ -90,6 +90,14 @@ struct LaunchOptions {
   /// task restarts with --chief NEXT) instead of restarting it
   /// (dtf-run --chief-failover).
   bool chiefFailover = false;
+  /// The tasks share this machine's cores: every task gets --threads
+  /// max(1, cores / the worker tasks started here), so that two workers on
+  /// 2 cores do not each run 2 threads. dtf-run sets it when neither the
+  /// user (--threads) nor the plan (intra_op_threads) chose a count.
+  bool shareCores = false;
+  /// The cores shareCores divides; 0: this machine's
+  /// (std::thread::hardware_concurrency).
+  int cores = 0;
   /// SIGTERM to a task, then SIGKILL after this: the ps at the end, every
   /// task when the job stops on a failure.
   std::chrono::milliseconds stopGrace{10000};

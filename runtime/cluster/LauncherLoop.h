@@ -118,6 +118,8 @@ private:
   // refuses (`local`: every task of the cluster is on this machine). False
   // after saying why the scale cannot be.
   bool startScale(bool local);
+  // options_.shareCores: threads_ from the worker tasks the job starts here.
+  void shareCores();
 
   ClusterSpec cluster_; // a copy: failover moves its chief
   const LaunchOptions &options_;
@@ -127,6 +129,7 @@ private:
   std::string psRefusal_; // why no ps re-shard is taken ("" : they are)
   Reshard reshard_;
   bool jobStarted_ = false; // --fresh only at the job's first start
+  int threads_ = 0; // --threads for every task (shareCores); 0: none given
   std::vector<Task> tasks_;
   StopReason stopping_ = StopReason::kNone;
   Clock::time_point stopDeadline_;

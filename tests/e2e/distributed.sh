@@ -66,6 +66,19 @@ run_dir, extra = sys.argv[2], sys.argv[3:]
 bad = []
 if not any("the job finished" in l for l in log):
     bad.append("the launcher did not report the job finished")
+# Two workers or more share this machine's cores: the launcher gives every
+# task --threads cores / workers (none of these runs chooses a count).
+import os
+workers = {m.group(1) for l in log
+           for m in [re.match(r"\[launcher\] ((?:worker|chief|evaluator)\.\d+) started", l)] if m}
+if len(workers) >= 2:
+    cores = os.cpu_count()
+    want = max(1, cores // len(workers))
+    share = [l for l in log if "share this machine's" in l]
+    if not share or f"{len(workers)} worker tasks share this machine's" not in share[0] \
+       or f"(--threads {want};" not in share[0]:
+        bad.append(f"expected the launcher to give {len(workers)} workers on {cores} cores "
+                   f"--threads {want}: {share}")
 for e in extra:
     kind, _, arg = e.partition("=")
     if kind == "sync":  # every update averaged exactly N fresh gradients

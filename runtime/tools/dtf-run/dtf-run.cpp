@@ -40,7 +40,9 @@ options:
   --eval-steps N   evaluate on the eval set's first N batches (Keras'
                    evaluate(steps=N), an EvalSpec's steps); default: all
   --threads N      threads within each op, for dtf's kernels and oneDNN's
-                   (default: the plan's intra_op_threads, else every core)
+                   (default: the plan's intra_op_threads, else every core;
+                   the launcher gives the tasks it starts max(1, cores /
+                   its worker tasks) when it starts two workers or more)
   --inter-op-threads N  ops of a step that do not depend on each other run
                    concurrently on N threads; 1 runs them in order
                    (default: the plan's inter_op_threads, else 1)

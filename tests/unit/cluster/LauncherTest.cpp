@@ -274,6 +274,50 @@ TEST_F(LauncherTest, AJobStartedAgainGoesOnWithoutFresh) {
                                   "--cluster"));
 }
 
+// Workers that share this machine's cores get a share each (--threads;
+// the ps tasks too, whose fake prints no arguments); one worker alone keeps
+// every core.
+TEST_F(LauncherTest, SharedCoresAreDividedAmongTheWorkers) {
+  Result r = run(kPsTwoWorkers, {"worker.0=slow", "worker.1=slow"},
+                 [](LaunchOptions &o) {
+                   o.shareCores = true;
+                   o.cores = 5;
+                 });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("[launcher] 2 worker tasks share this "
+                                  "machine's 5 cores: every task runs 2 "
+                                  "threads within each op (--threads 2; pass "
+                                  "--threads to choose)\n"));
+  for (const char *task : {"worker.0 | hello from worker.0",
+                           "worker.1 | hello from worker.1"}) {
+    const size_t at = positionOf(r.output, task);
+    const std::string line =
+        r.output.substr(at, r.output.find('\n', at) - at);
+    // The user's arguments, --threads, then the task's cluster options.
+    EXPECT_THAT(line, HasSubstr(" args=plan.bin --steps 7 --threads 2 "
+                                "--cluster "));
+  }
+
+  r = run(R"({"ps": ["localhost:2222"], "worker": ["localhost:2223"]})",
+          {"worker.0=slow"}, [](LaunchOptions &o) {
+            o.shareCores = true;
+            o.cores = 2;
+          });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("--threads")));
+  EXPECT_THAT(r.output, Not(HasSubstr("share this machine's")));
+
+  r = run(kPsTwoWorkers, {"worker.0=slow", "worker.1=slow"},
+          [](LaunchOptions &o) {
+            o.shareCores = true;
+            o.cores = 1;
+          });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("every task runs 1 thread within each op "
+                                  "(--threads 1;"));
+  EXPECT_EQ(count(r.output, " --threads 1 --cluster "), 2u) << r.output;
+}
+
 TEST_F(LauncherTest, ChiefFailoverMovesTheChiefRoleToTheNextWorker) {
   Result r = run(kPsTwoWorkers, {"worker.0=crash-once", "worker.1=slow"},
                  [](LaunchOptions &o) {
