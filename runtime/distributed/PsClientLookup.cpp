@@ -6,9 +6,7 @@
 #include "runtime/train/DynamicTable.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 
 namespace dtf::dist {
 
@@ -106,20 +104,23 @@ Status PsClient::lookup(const std::string &variable, const Tensor &ids,
     setDeadline(&call->ctx, transferTimeout(call->count * rowBytes));
     calls.push_back(std::move(call));
   }
-  std::mutex mu;
-  std::condition_variable done;
-  size_t pending = calls.size();
-  for (auto &call : calls)
-    call->link->stub->async()->Lookup(&call->ctx, &call->req, &call->reply,
-                                      [&, c = call.get()](grpc::Status st) {
-                                        std::lock_guard<std::mutex> lock(mu);
-                                        c->status = std::move(st);
-                                        if (--pending == 0)
-                                          done.notify_one();
-                                      });
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    done.wait(lock, [&] { return pending == 0; });
+  // Every shard's lookup at once, on a queue this thread waits on and polls
+  // the channels from: a reply wakes it directly (no callback thread between).
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<grpc::ClientAsyncResponseReader<rpc::LookupReply>>>
+      readers;
+  for (auto &call : calls) {
+    readers.push_back(
+        call->link->stub->PrepareAsyncLookup(&call->ctx, call->req, &cq));
+    readers.back()->StartCall();
+    readers.back()->Finish(&call->reply, &call->status, call.get());
+  }
+  void *tag = nullptr;
+  bool ok = false;
+  for (size_t n = 0; n < calls.size() && cq.Next(&tag, &ok); ++n) {
+  }
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
   }
   for (auto &call : calls) {
     if (!call->status.ok()) {

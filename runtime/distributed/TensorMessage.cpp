@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <future>
 #include <limits>
 
 namespace dtf::dist {
@@ -116,10 +115,25 @@ bool TensorReader::done() const {
 grpc::Status rawCall(grpc::GenericStub &stub, grpc::ClientContext *ctx,
                      const std::string &method, const grpc::ByteBuffer &request,
                      grpc::ByteBuffer *response) {
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(ctx, method, grpc::StubOptions(), &request, response,
-                 [&done](grpc::Status s) { done.set_value(std::move(s)); });
-  return done.get_future().get();
+  // The calling thread waits on a queue of its own and polls the channel
+  // there, as a synchronous stub's call does: the reply wakes this thread
+  // directly, not one of gRPC's callback threads that would then wake it.
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(ctx, method, request, &cq);
+  call->StartCall();
+  grpc::Status status;
+  call->Finish(response, &status, &status);
+  void *tag = nullptr;
+  bool ok = false;
+  const bool got = cq.Next(&tag, &ok);
+  cq.Shutdown();
+  for (void *t; cq.Next(&t, &ok);) {
+  }
+  if (!got || tag != &status)
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        "the call's completion queue ended without it");
+  return status;
 }
 
 grpc::ByteBuffer serializeMessage(const google::protobuf::MessageLite &m) {
