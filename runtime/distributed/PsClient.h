@@ -150,6 +150,19 @@ private:
   /// Whether `st` is `l`'s refusal of this worker's shared memory: then
   /// said once, and every later call to it sends bytes (this one again).
   bool regionRefused(const PsLink &l, const grpc::Status &st) const;
+  /// The variables of `into` that `l`'s pulls fill, moved (once) into a
+  /// shared-memory region of their own, each where the ps writes it when it
+  /// answers a pull into that region (PsService::pullIntoRegion's layout),
+  /// so that a pull lands in them without a copy. None (the pull takes a
+  /// region per call and copies out of it) for an evaluation's pull, a
+  /// prefetched one (into another store), --wire bf16, a variable of
+  /// several ps (its shards), or no shared memory to this ps.
+  std::shared_ptr<SharedRegion> homeFor(const PsLink &l,
+                                        exec::VariableStore &into,
+                                        bool forEval) const;
+  /// Moves the variables out of `l`'s home region into memory of their own
+  /// (a pull into it failed: the ps may still write there).
+  void leaveHome(const PsLink &l, exec::VariableStore &into) const;
   /// One ps's pull into `into`, starting from what `*o` says of the ps.
   Status pullFrom(const PsLink &l, exec::VariableStore &into, bool forEval,
                   bool sync, PullOutcome *o) const;
@@ -171,6 +184,10 @@ private:
   std::vector<PsLink> ps_;
   std::vector<std::vector<plan::HeldTensor>> heldBy_;
   exec::VariableStore *store_ = nullptr;
+  // Per ps: the home region of the variables pulled from it (homeFor), and
+  // how many were made (a layout that will not hold gives up after a few).
+  mutable std::vector<std::shared_ptr<SharedRegion>> homes_;
+  mutable std::vector<int> homesMade_;
   std::vector<int64_t> minVersions_;
   PsTables tables_;
   bool lastRecoverable_ = false;

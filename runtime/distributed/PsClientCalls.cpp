@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace dtf::dist {
 namespace {
@@ -94,6 +95,78 @@ bool PsClient::regionRefused(const PsLink &l, const grpc::Status &st) const {
   return true;
 }
 
+std::shared_ptr<SharedRegion> PsClient::homeFor(const PsLink &l,
+                                                exec::VariableStore &into,
+                                                bool forEval) const {
+  if (forEval || &into != store_ || !l.regions || l.regions->off() ||
+      links_.config().wireBf16 || l.pull.empty())
+    return nullptr;
+  const size_t k = size_t(&l - ps_.data());
+  if (homes_.size() < ps_.size()) {
+    homes_.resize(ps_.size());
+    homesMade_.resize(ps_.size());
+  }
+  std::shared_ptr<SharedRegion> &home = homes_[k];
+  // Where the ps writes each value of this pull into a region: at the next
+  // multiple of kRegionAlignment, in the order asked.
+  std::vector<std::pair<Tensor *, uint64_t>> at;
+  std::set<const Tensor *> seen;
+  uint64_t end = 0;
+  bool inPlace = home != nullptr;
+  for (const plan::HeldTensor &h : l.pull) {
+    Tensor *t = h.partitioned ? nullptr : into.find(h.variable);
+    if (!t || !seen.insert(t).second)
+      return nullptr; // a shard (its rows are the others' too), or twice
+    const uint64_t offset = alignRegion(end);
+    at.emplace_back(t, offset);
+    end = offset + t->byteSize();
+    inPlace = inPlace && end <= home->size() &&
+              t->rawData() == home->data() + offset;
+  }
+  if (inPlace)
+    return home;
+  // Made again only when the variables were put elsewhere (another store
+  // bound); a layout that keeps failing is given up.
+  if (homesMade_[k] >= 3)
+    return nullptr;
+  ++homesMade_[k];
+  std::string failure;
+  std::shared_ptr<SharedRegion> made = l.regions->makeHome(end, &failure);
+  if (!failure.empty())
+    links_.say(links_.self() + ": no shared memory for " + l.task.name +
+               " (" + failure + "): its tensors go through the socket");
+  if (!made)
+    return nullptr;
+  for (auto &[t, offset] : at) {
+    char *p = made->data() + offset;
+    if (t->byteSize())
+      std::memcpy(p, t->rawData(), t->byteSize());
+    *t = Tensor::adopt(t->dtype(), t->shape(), std::shared_ptr<void>(made, p),
+                       t->byteSize());
+  }
+  home = std::move(made);
+  return home;
+}
+
+void PsClient::leaveHome(const PsLink &l, exec::VariableStore &into) const {
+  const size_t k = size_t(&l - ps_.data());
+  if (k >= homes_.size() || !homes_[k])
+    return;
+  const SharedRegion &home = *homes_[k];
+  for (const plan::HeldTensor &h : l.pull) {
+    Tensor *t = into.find(h.variable);
+    const char *p = t ? static_cast<const char *>(t->rawData()) : nullptr;
+    if (!p || p < home.data() || p >= home.data() + home.size())
+      continue;
+    Tensor own = Tensor::allocate(t->dtype(), t->shape());
+    if (!own.defined())
+      continue; // out of memory: it stays where it is
+    std::memcpy(own.rawData(), p, t->byteSize());
+    *t = std::move(own);
+  }
+  homes_[k].reset();
+}
+
 // One ps's pull, repeated while the ps parks it (sync mode) and reporting
 // what it waits for.
 Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
@@ -132,10 +205,22 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
       bytes += h->partitioned ? rowsOf(*t, h->rowOffset, h->rows).byteSize()
                               : t->byteSize();
   // On this host: the ps writes the values into a shared-memory region and
-  // answers with their headers.
-  RegionPool::Lease region = takeRegion(l, bytes);
-  if (region)
+  // answers with their headers; into the variables themselves where they
+  // live in one (homeFor), else into a region of this call's.
+  std::shared_ptr<SharedRegion> home = homeFor(l, into, forEval);
+  RegionPool::Lease region = home ? RegionPool::Lease() : takeRegion(l, bytes);
+  if (home) {
+    rpc::RegionSlice *slice = req.mutable_reply_into();
+    slice->set_region(home->name());
+    slice->set_region_bytes(home->size());
+    slice->set_offset(0);
+    slice->set_capacity(home->size());
+  } else if (region) {
     *req.mutable_reply_into() = region.slice();
+  }
+  // Values the ps wrote into the home region elsewhere than where their
+  // variable lives (offset, variable): moved there once all are read.
+  std::vector<std::pair<uint64_t, Tensor>> moved;
   for (;;) {
     const bool stream = !region && bytes > links_.config().chunkBytes;
     req.set_incarnation(o->incarnation);
@@ -167,6 +252,15 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
             w.size() != size_t(dst.numElements()) * dtypeSize(dtype))
           return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
                              " bytes) for ", dst.describe());
+        if (reply.in_region() && home) {
+          if (!insideSlot(w.offset(), w.size(), home->size()))
+            return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
+                               " bytes at offset ", w.offset(),
+                               ") outside the shared-memory slot it was given");
+          if (dst.rawData() != home->data() + w.offset())
+            moved.emplace_back(w.offset(), dst);
+          continue;
+        }
         if (reply.in_region()) {
           DTF_RETURN_IF_ERROR(copyOutOfRegion(
               w, region, req.reply_into().capacity(), narrow, &dst));
@@ -196,18 +290,43 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
       refused = reader.finish();
     if (!refused.isOk()) {
       region.retire();
+      if (home)
+        leaveHome(l, into);
       return errorStatus(l.task.name, " answered a pull with ",
                          refused.message());
     }
-    if (!st.ok() && region && regionRefused(l, st)) {
+    if (!st.ok() && (region || home) && regionRefused(l, st)) {
       region = RegionPool::Lease(); // the same pull again, as bytes
+      if (home)
+        leaveHome(l, into);
+      home.reset();
+      moved.clear();
       req.clear_reply_into();
       continue;
     }
     if (!st.ok()) {
       region.retire(); // the ps may still answer into it
+      if (home)
+        leaveHome(l, into);
       o->recoverable = recoverable(st);
       return rpcError("a pull", l.task, st);
+    }
+    if (!moved.empty()) {
+      // Each value read out before any is written: one may lie where
+      // another's variable does.
+      std::vector<Tensor> values;
+      for (auto &[offset, dst] : moved) {
+        values.push_back(Tensor::allocate(dst.dtype(), dst.shape()));
+        if (!values.back().defined())
+          return errorStatus("out of memory for a pulled value from ",
+                             l.task.name);
+        std::memcpy(values.back().rawData(), home->data() + offset,
+                    dst.byteSize());
+      }
+      for (size_t i = 0; i < moved.size(); ++i)
+        std::memcpy(moved[i].second.rawData(), values[i].rawData(),
+                    values[i].byteSize());
+      moved.clear();
     }
     for (auto &[bf16, dst] : narrowed)
       widenFromBf16(static_cast<const uint16_t *>(bf16.rawData()),

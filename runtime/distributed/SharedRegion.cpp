@@ -271,6 +271,22 @@ RegionPool::Lease RegionPool::take(uint64_t bytes, std::string *failure) {
   return Lease(this, at);
 }
 
+std::shared_ptr<SharedRegion> RegionPool::makeHome(uint64_t bytes,
+                                                   std::string *failure) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (off_)
+    return nullptr;
+  std::unique_ptr<SharedRegion> made;
+  Status s = SharedRegion::create(dir_, task_, bytes, &made);
+  if (!s.isOk()) {
+    if (!failed_)
+      *failure = s.message();
+    failed_ = true;
+    return nullptr;
+  }
+  return std::shared_ptr<SharedRegion>(std::move(made));
+}
+
 void RegionPool::turnOff(bool *first) {
   std::lock_guard<std::mutex> lock(mu_);
   *first = !off_;

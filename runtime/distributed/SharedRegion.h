@@ -125,6 +125,12 @@ public:
   /// *failure says (once: later failures leave it empty).
   Lease take(uint64_t bytes, std::string *failure);
 
+  /// A region of `bytes` apart from the calls' regions, for the variables
+  /// a worker pulls from this ps to live in (PsClient's home regions); none
+  /// when shared memory is off for this ps or the region cannot be made
+  /// (*failure says why, once). It goes when the last holder lets it go.
+  std::shared_ptr<SharedRegion> makeHome(uint64_t bytes, std::string *failure);
+
   /// Stops using shared memory for this ps (it refused a region): every
   /// later take gives none. *first: whether this is the first time.
   void turnOff(bool *first);

@@ -68,6 +68,22 @@ std::vector<std::string> regionsIn(const std::string &dir) {
   return names;
 }
 
+// The file mapped at `p` in this process ("" when none): from
+// /proc/self/maps, whose lines end with the mapped file's path.
+std::string mappedFileAt(const void *p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || at < lo ||
+        at >= hi)
+      continue;
+    const size_t slash = line.find('/');
+    return slash == std::string::npos ? "" : line.substr(slash);
+  }
+  return "";
+}
+
 class SharedMemory : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -319,6 +335,55 @@ TEST_F(SharedMemory, PullsAndPushesMatchTheBytesPathBitForBit) {
       << log;
 }
 
+// The variables a worker pulls from a ps on its host live in a region of
+// their own, where the ps writes a pull: the pull lands in them with no copy,
+// in the same place every time, and they hold what the bytes path gives.
+TEST_F(SharedMemory, PulledVariablesLiveInTheirRegionAndPullsLandInPlace) {
+  TaskConfig bytes = workerConfig_;
+  bytes.transport.sharedMemory = false;
+  const Tensor start = pattern(3.0f);
+  initialize(start);
+  {
+    Worker w(*this, workerConfig_);
+    const void *own = w.store.find("big")->rawData();
+    EXPECT_EQ(mappedFileAt(own), "");
+    ASSERT_TRUE(w.pull().isOk());
+    const Tensor *big = w.store.find("big");
+    const std::string file = mappedFileAt(big->rawData());
+    EXPECT_EQ(file.rfind(shmDir_ + "/" + regionPrefix("worker.0"), 0), 0u)
+        << "the variable is not in a region of worker.0: '" << file << "'";
+    EXPECT_EQ(std::memcmp(big->rawData(), start.rawData(), start.byteSize()),
+              0);
+    EXPECT_EQ(regionsIn(shmDir_).size(), 1u);
+
+    // A push, then a pull into the same place: the pushed update, as the
+    // bytes path reads it.
+    const void *home = big->rawData();
+    const Tensor grad = pattern(-0.7f);
+    Tensor rate = Tensor::zeros(DType::F32, {});
+    rate.data<float>()[0] = 0.01f;
+    ASSERT_TRUE(w.client
+                    .push(
+                        [&](const std::string &key) -> const Tensor * {
+                          return key == "big:grad" ? &grad : &rate;
+                        },
+                        {}, nullptr)
+                    .isOk());
+    ASSERT_TRUE(w.pull().isOk());
+    EXPECT_EQ(w.store.find("big")->rawData(), home);
+    const Tensor viaBytes = pullWith(bytes);
+    EXPECT_NE(std::memcmp(viaBytes.rawData(), start.rawData(),
+                          start.byteSize()),
+              0)
+        << "the push changed nothing";
+    EXPECT_EQ(std::memcmp(home, viaBytes.rawData(), start.byteSize()), 0);
+  }
+  // The region went with the worker's variables.
+  EXPECT_TRUE(regionsIn(shmDir_).empty());
+  EXPECT_NE(stop().find("through shared memory: 2 pulls, 1 pushes"),
+            std::string::npos);
+}
+
 TEST_F(SharedMemory, RefusesRegionsItMustNotTrustAndGoesOnServing) {
   initialize(pattern(1.0f));
   const uint64_t size = 4 * kElements + 4096;
@@ -451,6 +516,8 @@ TEST_F(SharedMemory, ARefusedRegionIsSaidOnceAndTheCallsSendBytes) {
     EXPECT_EQ(std::memcmp(w.store.find("big")->rawData(), want.rawData(),
                           want.byteSize()),
               0);
+    // The variable left the region the ps refused, for memory of its own.
+    EXPECT_EQ(mappedFileAt(w.store.find("big")->rawData()), "");
   }
   const Tensor grad = pattern(1.0f);
   pushWith(workerConfig_, grad, 1.0f);
