@@ -207,16 +207,29 @@ if want dtf; then
         bench_cluster_json "$ps" "$workers" > "$work/cluster.json"
         o=$work/dtf.$c.$sec.$rep.out
         if ! bench_dtf_cluster "$o" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
-             --steps $(((warmup + steps) * workers)) --log-every $((steps * workers)) --threads 1 \
+             --steps $(((warmup + steps) * workers)) --log-every $((warmup > 0 ? warmup : steps)) --threads 1 \
              "${secflags[@]}"; then
           runs=()
           break
         fi
-        row=$(python3 - "$o" "$ps" "$workers" "$label" "${bench_hwm[@]}" <<'PYEOF'
+        row=$(python3 - "$o" "$ps" "$workers" "$label" "$warmup" "${bench_hwm[@]}" <<'PYEOF'
 import re, sys
-out, ps, workers, label, rss = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
-rates = [float(m.group(1)) for m in re.finditer(
-    r"^worker\.\d+ +\| final: .*examples_per_sec=([0-9.]+)", open(out).read(), re.M)]
+out, ps, workers, label, warmup, rss = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                                        sys.argv[4], int(sys.argv[5]), sys.argv[6:])
+text = open(out).read()
+# Each worker's rate over its timed steps, as TensorFlow's is measured: its
+# training time and examples (the final line) less the warm-up's, its first
+# progress line (--log-every WARMUP: that interval's own rate).
+rates = []
+for m in re.finditer(r"^(worker\.\d+) +\| final: steps=(\d+) .*examples_per_sec=([0-9.]+)", text, re.M):
+    task, steps, whole = m.group(1), int(m.group(2)), float(m.group(3))
+    batch = re.search(r"^%s +\| training .*, batch (\d+)" % re.escape(task), text, re.M)
+    first = re.search(r"^%s +\| step \d+/\d+ .* ([0-9.]+) img/s" % re.escape(task), text, re.M)
+    if warmup == 0 or not batch or not first or steps <= warmup:
+        rates.append(whole)
+        continue
+    b = int(batch.group(1))
+    rates.append((steps - warmup) * b / (steps * b / whole - warmup * b / float(first.group(1))))
 if len(rates) != workers:
     sys.exit("distributed.sh: dtf-run printed %d final lines for %d workers" % (len(rates), workers))
 total = sum(int(k) for k in rss) / 1024.0
@@ -228,7 +241,7 @@ PYEOF
         for t in "${!bench_hwm[@]}"; do per+="${per:+, }$t $((bench_hwm[$t] / 1024))"; done
         runs+=("$(awk -F'|' '{gsub(/ /, "", $4); print $4}' <<<"$row")")
         run_rows+=("$row")
-        run_notes+=("- $label $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s includes the warm-up; $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
+        run_notes+=("- $label $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s over the timed steps (the final line's examples and time less the first progress line's, the warm-up); $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
         ((repeat == 1)) || echo "   run $rep: ${runs[-1]} images/s"
       done
       if ((${#runs[@]})); then
