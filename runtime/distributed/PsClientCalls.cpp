@@ -34,6 +34,72 @@ Status copyOutOfRegion(const rpc::WireTensor &w,
     std::memcpy(dst->rawData(), src, w.size());
   return Status::ok();
 }
+
+// The names a pull of `l`'s values asks for (before an evaluation, those
+// it reads too), each with what it fills in `into`; their bytes.
+uint64_t askFor(const PsLink &l, bool forEval, exec::VariableStore &into,
+                rpc::PullRequest *req,
+                std::map<std::string, const plan::HeldTensor *> *byName) {
+  for (const plan::HeldTensor &h : l.pull) {
+    req->add_names(h.name);
+    (*byName)[h.name] = &h;
+  }
+  if (forEval)
+    for (const plan::HeldTensor &h : l.evalPull) {
+      req->add_names(h.name);
+      (*byName)[h.name] = &h;
+    }
+  uint64_t bytes = 0;
+  for (const auto &entry : *byName)
+    if (const plan::HeldTensor *h = entry.second;
+        const Tensor *t = into.find(h->variable))
+      bytes += h->partitioned ? rowsOf(*t, h->rowOffset, h->rows).byteSize()
+                              : t->byteSize();
+  return bytes;
+}
+
+// The whole of a worker's region as the slot a pull names.
+rpc::RegionSlice wholeSlice(const SharedRegion &region) {
+  rpc::RegionSlice s;
+  s.set_region(region.name());
+  s.set_region_bytes(region.size());
+  s.set_offset(0);
+  s.set_capacity(region.size());
+  return s;
+}
+
+// A pulled value the ps wrote into the variables' home region: where `dst`
+// lives already, or noted in *moved (offset, variable) to go there.
+Status placedInHome(const rpc::WireTensor &w, const SharedRegion &home,
+                    const Tensor &dst,
+                    std::vector<std::pair<uint64_t, Tensor>> *moved) {
+  if (!insideSlot(w.offset(), w.size(), home.size()))
+    return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
+                       " bytes at offset ", w.offset(),
+                       ") outside the shared-memory slot it was given");
+  if (dst.rawData() != home.data() + w.offset())
+    moved->emplace_back(w.offset(), dst);
+  return Status::ok();
+}
+
+// The values placedInHome noted, each read out before any is written (one
+// may lie where another's variable does), then put in their variables.
+Status moveIntoVariables(const SharedRegion &home,
+                         std::vector<std::pair<uint64_t, Tensor>> *moved) {
+  std::vector<Tensor> values;
+  for (auto &[offset, dst] : *moved) {
+    values.push_back(Tensor::allocate(dst.dtype(), dst.shape()));
+    if (!values.back().defined())
+      return errorStatus("out of memory for a pulled value of ",
+                         dst.describe());
+    std::memcpy(values.back().rawData(), home.data() + offset, dst.byteSize());
+  }
+  for (size_t i = 0; i < moved->size(); ++i)
+    std::memcpy((*moved)[i].second.rawData(), values[i].rawData(),
+                values[i].byteSize());
+  moved->clear();
+  return Status::ok();
+}
 } // namespace
 
 Status PsClient::pullAll(exec::VariableStore &into, bool forEval, bool sync,
@@ -180,15 +246,9 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
   std::map<std::string, const plan::HeldTensor *> byName;
   rpc::PullRequest req;
   *req.mutable_caller() = links_.caller();
-  for (const plan::HeldTensor &h : l.pull) {
-    req.add_names(h.name);
-    byName[h.name] = &h;
-  }
-  if (forEval)
-    for (const plan::HeldTensor &h : l.evalPull) {
-      req.add_names(h.name);
-      byName[h.name] = &h;
-    }
+  // What the reply carries when ready: a stream when that is more than
+  // one chunk.
+  const uint64_t bytes = askFor(l, forEval, into, &req, &byName);
   req.set_min_version(want);
   if (links_.config().wireBf16)
     req.set_wire_dtype(plan::BF16);
@@ -196,33 +256,18 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
   // answers it when the update is applied or after this long; the loop
   // below repeats and reports.
   req.set_wait_ms(1000);
-  // What the reply carries when ready: a stream when that is more than
-  // one chunk.
-  uint64_t bytes = 0;
-  for (const auto &entry : byName)
-    if (const plan::HeldTensor *h = entry.second;
-        const Tensor *t = into.find(h->variable))
-      bytes += h->partitioned ? rowsOf(*t, h->rowOffset, h->rows).byteSize()
-                              : t->byteSize();
   // On this host: the ps writes the values into a shared-memory region and
   // answers with their headers; into the variables themselves where they
   // live in one (homeFor), else into a region of this call's.
   std::shared_ptr<SharedRegion> home = homeFor(l, into, forEval);
   RegionPool::Lease region = home ? RegionPool::Lease() : takeRegion(l, bytes);
-  if (home) {
-    rpc::RegionSlice *slice = req.mutable_reply_into();
-    slice->set_region(home->name());
-    slice->set_region_bytes(home->size());
-    slice->set_offset(0);
-    slice->set_capacity(home->size());
-  } else if (region) {
-    *req.mutable_reply_into() = region.slice();
-  }
+  if (home || region)
+    *req.mutable_reply_into() = home ? wholeSlice(*home) : region.slice();
   // Values the ps wrote into the home region elsewhere than where their
   // variable lives (offset, variable): moved there once all are read.
   std::vector<std::pair<uint64_t, Tensor>> moved;
   for (;;) {
-    const bool stream = !region && bytes > links_.config().chunkBytes;
+    const bool stream = !region && !home && bytes > links_.config().chunkBytes;
     req.set_incarnation(o->incarnation);
     grpc::ClientContext ctx;
     setDeadline(&ctx, transferTimeout(bytes));
@@ -252,18 +297,11 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
             w.size() != size_t(dst.numElements()) * dtypeSize(dtype))
           return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
                              " bytes) for ", dst.describe());
-        if (reply.in_region() && home) {
-          if (!insideSlot(w.offset(), w.size(), home->size()))
-            return errorStatus("'", plan::printable(w.name()), "' (", w.size(),
-                               " bytes at offset ", w.offset(),
-                               ") outside the shared-memory slot it was given");
-          if (dst.rawData() != home->data() + w.offset())
-            moved.emplace_back(w.offset(), dst);
-          continue;
-        }
         if (reply.in_region()) {
-          DTF_RETURN_IF_ERROR(copyOutOfRegion(
-              w, region, req.reply_into().capacity(), narrow, &dst));
+          DTF_RETURN_IF_ERROR(
+              home ? placedInHome(w, *home, dst, &moved)
+                   : copyOutOfRegion(w, region, req.reply_into().capacity(),
+                                     narrow, &dst));
           continue;
         }
         if (narrow) {
@@ -288,46 +326,27 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
     }
     if (refused.isOk() && st.ok())
       refused = reader.finish();
+    if (!refused.isOk() || !st.ok())
+      region.retire(); // the ps may still answer into it
+    if ((!refused.isOk() || !st.ok()) && home)
+      leaveHome(l, into); // as may it into the variables' region
     if (!refused.isOk()) {
-      region.retire();
-      if (home)
-        leaveHome(l, into);
       return errorStatus(l.task.name, " answered a pull with ",
                          refused.message());
     }
     if (!st.ok() && (region || home) && regionRefused(l, st)) {
       region = RegionPool::Lease(); // the same pull again, as bytes
-      if (home)
-        leaveHome(l, into);
       home.reset();
       moved.clear();
       req.clear_reply_into();
       continue;
     }
     if (!st.ok()) {
-      region.retire(); // the ps may still answer into it
-      if (home)
-        leaveHome(l, into);
       o->recoverable = recoverable(st);
       return rpcError("a pull", l.task, st);
     }
-    if (!moved.empty()) {
-      // Each value read out before any is written: one may lie where
-      // another's variable does.
-      std::vector<Tensor> values;
-      for (auto &[offset, dst] : moved) {
-        values.push_back(Tensor::allocate(dst.dtype(), dst.shape()));
-        if (!values.back().defined())
-          return errorStatus("out of memory for a pulled value from ",
-                             l.task.name);
-        std::memcpy(values.back().rawData(), home->data() + offset,
-                    dst.byteSize());
-      }
-      for (size_t i = 0; i < moved.size(); ++i)
-        std::memcpy(moved[i].second.rawData(), values[i].rawData(),
-                    values[i].byteSize());
-      moved.clear();
-    }
+    if (!moved.empty())
+      DTF_RETURN_IF_ERROR(moveIntoVariables(*home, &moved));
     for (auto &[bf16, dst] : narrowed)
       widenFromBf16(static_cast<const uint16_t *>(bf16.rawData()),
                     bf16.numElements(), dst.data<float>());
