@@ -513,11 +513,11 @@ void Launcher::shareCores() {
   for (const Task &task : tasks_)
     if (task.role != TaskRole::kPs && task.state != Task::State::kParked)
       ++workers;
+  if (workers < 2)
+    return; // one worker: it may take every core, as alone
   const int cores = options_.cores > 0
                         ? options_.cores
                         : int(std::max(1u, std::thread::hardware_concurrency()));
-  if (workers < 2)
-    return; // one worker: it may take every core, as alone
   threads_ = std::max(1, cores / workers);
   say(strCat(workers, " worker tasks share this machine's ", cores,
              " cores: every task runs ", threads_, " thread",

@@ -185,9 +185,9 @@ private:
   std::vector<std::vector<plan::HeldTensor>> heldBy_;
   exec::VariableStore *store_ = nullptr;
   // Per ps: the home region of the variables pulled from it (homeFor), and
-  // how many were made (a layout that will not hold gives up after a few).
+  // how often one was made again or could not be made (at 3, none more).
   mutable std::vector<std::shared_ptr<SharedRegion>> homes_;
-  mutable std::vector<int> homesMade_;
+  mutable std::vector<int> homeMisses_;
   std::vector<int64_t> minVersions_;
   PsTables tables_;
   bool lastRecoverable_ = false;

@@ -170,39 +170,55 @@ std::shared_ptr<SharedRegion> PsClient::homeFor(const PsLink &l,
   const size_t k = size_t(&l - ps_.data());
   if (homes_.size() < ps_.size()) {
     homes_.resize(ps_.size());
-    homesMade_.resize(ps_.size());
+    homeMisses_.resize(ps_.size());
   }
   std::shared_ptr<SharedRegion> &home = homes_[k];
-  // Where the ps writes each value of this pull into a region: at the next
-  // multiple of kRegionAlignment, in the order asked.
-  std::vector<std::pair<Tensor *, uint64_t>> at;
-  std::set<const Tensor *> seen;
-  uint64_t end = 0;
-  bool inPlace = home != nullptr;
-  for (const plan::HeldTensor &h : l.pull) {
-    Tensor *t = h.partitioned ? nullptr : into.find(h.variable);
-    if (!t || !seen.insert(t).second)
-      return nullptr; // a shard (its rows are the others' too), or twice
-    const uint64_t offset = alignRegion(end);
-    at.emplace_back(t, offset);
-    end = offset + t->byteSize();
-    inPlace = inPlace && end <= home->size() &&
-              t->rawData() == home->data() + offset;
-  }
-  if (inPlace)
+  // Each pulled variable at the place the ps writes it into a region: the
+  // next multiple of kRegionAlignment, in the order asked. fn(t, offset)
+  // false stops; false when a variable is a shard (its rows are other ps'
+  // too) or missing.
+  auto layout = [&](auto &&fn) {
+    uint64_t end = 0;
+    for (const plan::HeldTensor &h : l.pull) {
+      Tensor *t = h.partitioned ? nullptr : into.find(h.variable);
+      const uint64_t offset = alignRegion(end);
+      if (!t || !fn(t, offset))
+        return false;
+      end = offset + t->byteSize();
+    }
+    return true;
+  };
+  // Every step: the variables are where the last pull left them.
+  if (home && layout([&](Tensor *t, uint64_t offset) {
+        return offset + t->byteSize() <= home->size() &&
+               t->rawData() == home->data() + offset;
+      }))
     return home;
-  // Made again only when the variables were put elsewhere (another store
-  // bound); a layout that keeps failing is given up.
-  if (homesMade_[k] >= 3)
+  // A region made (again: the variables were put elsewhere, another store
+  // bound) or not made counts; after 3 this ps's pulls copy as before. A
+  // region left after a failed pull does not count.
+  if (homeMisses_[k] >= 3)
     return nullptr;
-  ++homesMade_[k];
+  std::vector<std::pair<Tensor *, uint64_t>> at;
+  std::set<const Tensor *> seen; // a variable asked for twice: no home
+  uint64_t end = 0;
+  if (!layout([&](Tensor *t, uint64_t offset) {
+        at.emplace_back(t, offset);
+        end = offset + t->byteSize();
+        return seen.insert(t).second;
+      }))
+    return nullptr;
+  if (home)
+    ++homeMisses_[k];
   std::string failure;
   std::shared_ptr<SharedRegion> made = l.regions->makeHome(end, &failure);
   if (!failure.empty())
     links_.say(links_.self() + ": no shared memory for " + l.task.name +
                " (" + failure + "): its tensors go through the socket");
-  if (!made)
+  if (!made) {
+    ++homeMisses_[k];
     return nullptr;
+  }
   for (auto &[t, offset] : at) {
     char *p = made->data() + offset;
     if (t->byteSize())
@@ -326,14 +342,14 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
     }
     if (refused.isOk() && st.ok())
       refused = reader.finish();
-    if (!refused.isOk() || !st.ok())
+    if (!refused.isOk() || !st.ok()) {
       region.retire(); // the ps may still answer into it
-    if ((!refused.isOk() || !st.ok()) && home)
-      leaveHome(l, into); // as may it into the variables' region
-    if (!refused.isOk()) {
+      if (home)
+        leaveHome(l, into); // as into the variables' region
+    }
+    if (!refused.isOk())
       return errorStatus(l.task.name, " answered a pull with ",
                          refused.message());
-    }
     if (!st.ok() && (region || home) && regionRefused(l, st)) {
       region = RegionPool::Lease(); // the same pull again, as bytes
       home.reset();

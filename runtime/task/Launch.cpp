@@ -106,8 +106,8 @@ int runLauncherMode(const TaskRequest &request, const plan::Plan &plan,
   }
   setReshardRules(request, plan, &options);
   // The local tasks share this machine's cores unless a thread count was
-  // chosen: two workers of 2 OpenMP threads each on 2 cores ran the seed
-  // CNN 13% slower than with 1 each.
+  // chosen: else two workers on 2 cores run 2 OpenMP threads each, which
+  // contend at every parallel region (docs/deploy.md, "Threads per task").
   bool threadsChosen = plan.session().intra_op_threads() > 0 ||
                        std::getenv("OMP_NUM_THREADS") != nullptr;
   for (const std::string &a : options.passThroughArgs)
