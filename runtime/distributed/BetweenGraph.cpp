@@ -96,13 +96,22 @@ Status PsDriver::afterStep(exec::Executor &e, int firstSend, bool withhold) {
   // A non-finite step (mixed_float16): only the flag and the global step's
   // increment go; every ps skips the update, the scale's ps halves it.
   client_.setWithhold(withhold);
-  return pushAndSave([&](const std::string &k) -> const Tensor * {
-    auto it = sendIndex_.find(k);
-    return it == sendIndex_.end() ? nullptr : &e.fetch(it->second);
-  });
+  return pushAndSave(
+      [&](const std::string &k) -> const Tensor * {
+        auto it = sendIndex_.find(k);
+        return it == sendIndex_.end() ? nullptr : &e.fetch(it->second);
+      },
+      // The gradients made in the push's region from the next step on.
+      [&](const std::string &k, Tensor buffer) {
+        auto it = sendIndex_.find(k);
+        return it != sendIndex_.end() &&
+               e.placeFetch(it->second, std::move(buffer));
+      });
 }
 
-Status PsDriver::pushAndSave(const ValueOf &value) {
+Status PsDriver::pushAndSave(
+    const ValueOf &value,
+    std::function<bool(const std::string &, Tensor)> place) {
   // The global step this push completes (an overlapped pull moves the
   // store's on).
   const int64_t step = lastStep() + 1;
@@ -112,6 +121,7 @@ Status PsDriver::pushAndSave(const ValueOf &value) {
   options.sync = sync_;
   options.run = run_;
   options.dataBatches = batches_;
+  options.place = std::move(place);
   PsClient::PushResult pushed;
   Status s = Status::ok();
   if (overlap_ && !sync_) {

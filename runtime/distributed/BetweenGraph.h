@@ -89,6 +89,10 @@ public:
   int64_t prefetchedPulls() const { return prefetchedPulls_; }
   int64_t prefetchesBehind() const { return prefetchesBehind_; }
   int64_t prefetchMaxLag() const { return prefetchMaxLag_; }
+  /// Pushed values (sends, per ps) that went through shared memory: made in
+  /// place by their ops (no copy), and copied into a region.
+  int64_t pushedInPlace() const { return client_.pushedInPlace(); }
+  int64_t pushedCopied() const { return client_.pushedCopied(); }
   /// The last pull, push or save failed because a ps is gone or restarted.
   bool lastRecoverable() const { return lostPs(); }
 
@@ -99,7 +103,10 @@ public:
   /// Pushes (a lost ps: this step's update is dropped, the pull of the next
   /// step waits for the restore), then the chief saves when due (sync: after
   /// the next pull, once the update this push joined is applied).
-  Status pushAndSave(const ValueOf &value);
+  /// `place` as PsClient::PushOptions::place (unset: none placed).
+  Status pushAndSave(
+      const ValueOf &value,
+      std::function<bool(const std::string &, Tensor)> place = nullptr);
 
   /// The global step of the last pull.
   int64_t lastStep() const { return client_.lastStep(); }

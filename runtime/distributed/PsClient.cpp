@@ -164,6 +164,8 @@ PsClient::Request PsClient::start(const ValueOf &value,
       push.at.emplace_back(l.pulledVersion, l.incarnation);
     }
   push.outcomes.resize(push.targets.size());
+  if (pushHomes_.size() < ps_.size())
+    pushHomes_.resize(ps_.size());
   // Every ps at once: a push waits for its ps to apply it (and runs beside
   // a pull the caller makes meanwhile: each link carries both ways).
   for (size_t i = firstHere ? 1 : 0; i < push.targets.size(); ++i)

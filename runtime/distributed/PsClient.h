@@ -15,8 +15,11 @@
 
 #include "plan.pb.h"
 
+#include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +78,10 @@ public:
     /// push carries, and this process's run (PushRequest.data_batches).
     uint64_t run = 0;
     std::vector<int64_t> dataBatches;
+    /// Puts the step's output `key` (a whole send) in `buffer` from the next
+    /// step on (exec::Executor::placeFetch); false where it cannot. Unset:
+    /// every push copies its values into a region.
+    std::function<bool(const std::string &key, Tensor buffer)> place;
   };
   /// What the ps tasks said of a push.
   struct PushResult {
@@ -106,6 +113,11 @@ public:
     const Tensor *t = store_ ? store_->find("global_step") : nullptr;
     return t ? t->data<int64_t>()[0] : 0;
   }
+
+  /// Values pushed through shared memory so far: those its op made in the
+  /// push's region (no copy), and those copied into one.
+  int64_t pushedInPlace() const { return pushedInPlace_.load(); }
+  int64_t pushedCopied() const { return pushedCopied_.load(); }
 
   /// The last pull, push or lookup failed because a ps is gone or
   /// restarted.
@@ -180,6 +192,38 @@ private:
                 const SparseSums &sparse, const ValueOf &value,
                 const PushOptions &options, PushOutcome *out);
 
+  // Per ps: the region a step's values are pushed from, each at the
+  // offset the ps reads it (the request's order, kRegionAlignment steps),
+  // with the step's outputs made there (PushOptions::place), so that a
+  // push copies nothing (PsPushHome.cpp).
+  struct PushHome {
+    std::shared_ptr<SharedRegion> region;
+    std::vector<std::pair<std::string, uint64_t>> layout; // name, bytes
+    std::set<std::string> placed; // outputs made in the region
+    std::set<std::string> gaveUp; // outputs that did not stay there
+    int misses = 0; // regions made and left; at 3, none more
+  };
+  /// `l`'s push home when this push's values (the request's, in its
+  /// order) have its layout, made at the first push; null (the push takes
+  /// a region per call) for --compress-push, --wire bf16, no shared memory
+  /// to this ps, or another set of values (a withheld step's).
+  PushHome *pushHomeFor(const PsLink &l, const rpc::PushRequest &req,
+                        const std::vector<Tensor> &views);
+  /// Copies into `home` the values not made there already, and sets each
+  /// one's offset in `req`; how many were in place.
+  size_t fillPushHome(PushHome &home, const std::vector<Tensor> &views,
+                      rpc::PushRequest *req) const;
+  /// After the ps read a push from `home`: the whole outputs among `views`
+  /// (`keys[i]` not empty) made in the region from the next step on.
+  void placeInPushHome(PushHome &home, const std::vector<Tensor> &views,
+                       const std::vector<std::string> &keys,
+                       const PushOptions &options) const;
+  /// A push from `home` failed (the ps may still read it): the outputs
+  /// made there move to memory of their own, and the home is left.
+  void leavePushHome(PushHome &home, const std::vector<Tensor> &views,
+                     const std::vector<std::string> &keys,
+                     const PushOptions &options) const;
+
   Links &links_;
   std::vector<PsLink> ps_;
   std::vector<std::vector<plan::HeldTensor>> heldBy_;
@@ -188,6 +232,9 @@ private:
   // how often one was made again or could not be made (at 3, none more).
   mutable std::vector<std::shared_ptr<SharedRegion>> homes_;
   mutable std::vector<int> homeMisses_;
+  // Sized before a push's threads start; each touches its own ps' entry.
+  std::vector<PushHome> pushHomes_;
+  std::atomic<int64_t> pushedInPlace_{0}, pushedCopied_{0};
   std::vector<int64_t> minVersions_;
   PsTables tables_;
   bool lastRecoverable_ = false;

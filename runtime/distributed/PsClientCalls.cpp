@@ -58,16 +58,6 @@ uint64_t askFor(const PsLink &l, bool forEval, exec::VariableStore &into,
   return bytes;
 }
 
-// The whole of a worker's region as the slot a pull names.
-rpc::RegionSlice wholeSlice(const SharedRegion &region) {
-  rpc::RegionSlice s;
-  s.set_region(region.name());
-  s.set_region_bytes(region.size());
-  s.set_offset(0);
-  s.set_capacity(region.size());
-  return s;
-}
-
 // A pulled value the ps wrote into the variables' home region: where `dst`
 // lives already, or noted in *moved (offset, variable) to go there.
 Status placedInHome(const rpc::WireTensor &w, const SharedRegion &home,
@@ -278,7 +268,7 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
   std::shared_ptr<SharedRegion> home = homeFor(l, into, forEval);
   RegionPool::Lease region = home ? RegionPool::Lease() : takeRegion(l, bytes);
   if (home || region)
-    *req.mutable_reply_into() = home ? wholeSlice(*home) : region.slice();
+    *req.mutable_reply_into() = home ? home->slice() : region.slice();
   // Values the ps wrote into the home region elsewhere than where their
   // variable lives (offset, variable): moved there once all are read.
   std::vector<std::pair<uint64_t, Tensor>> moved;
@@ -414,6 +404,9 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
   // Sent from the step's own outputs (or views of their rows): no copy.
   std::vector<Tensor> views;
   views.reserve(2 * l.keys.size());
+  // Per value: its send's name when it is that output whole (one the push
+  // home can hold from the next step on), else empty.
+  std::vector<std::string> whole;
   for (const plan::Transfer &r : l.keys) {
     const std::string &key = r.key();
     if (withhold_ && r.skippable())
@@ -427,6 +420,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
       describeTensor(key, views.back(), req.add_values());
       views.push_back(std::move(rows));
       describeTensor(key + "#rows", views.back(), req.add_values());
+      whole.resize(views.size());
       continue;
     }
     // A shard's recv takes its rows of the worker's whole send.
@@ -438,6 +432,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     views.push_back(r.rows() > 0 ? rowsOf(*t, r.row_offset(), r.rows())
                                  : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1));
     describeTensor(key, views.back(), req.add_values());
+    whole.push_back(r.rows() > 0 ? std::string() : key);
   }
   // --compress-push: each large dense gradient plus what earlier pushes
   // left of it, top-k or 1-bit; the rest stays behind for the next push.
@@ -468,10 +463,18 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     bytes += v.byteSize();
     slotBytes = alignRegion(slotBytes) + v.byteSize();
   }
-  // On this host: the values copied into a shared-memory region, the
-  // request only their headers; the ps copies them out before it answers.
-  RegionPool::Lease region = takeRegion(l, slotBytes);
-  if (region) {
+  // On this host: the values in a shared-memory region, the request only
+  // their headers; the ps copies them out before it answers. In this ps'
+  // push home, where the step made them (no copy) once they were placed
+  // there; else copied into a region of this call's.
+  PushHome *home = pushHomeFor(l, req, views);
+  RegionPool::Lease region = home ? RegionPool::Lease() : takeRegion(l, slotBytes);
+  if (home) {
+    const size_t inPlace = fillPushHome(*home, views, &req);
+    pushedInPlace_ += int64_t(inPlace);
+    pushedCopied_ += int64_t(views.size() - inPlace);
+  } else if (region) {
+    pushedCopied_ += int64_t(views.size());
     uint64_t at = 0;
     for (size_t i = 0; i < views.size(); ++i) {
       at = alignRegion(at);
@@ -491,18 +494,29 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     // More than one chunk: a stream, which the ps applies only once it is
     // complete.
     const size_t chunk = links_.config().chunkBytes;
-    st = region ? rawCall(*l.raw, &ctx, kPushMethod,
-                          packTensors(req, {}, /*copy=*/false), &response)
+    st = region || home
+             ? rawCall(*l.raw, &ctx, kPushMethod,
+                       packTensors(req, {}, /*copy=*/false), &response)
          : bytes > chunk
              ? sendStream(*l.raw, &ctx, kPushStreamMethod,
                           packChunks(req, payload, chunk), &response)
              : rawCall(*l.raw, &ctx, kPushMethod,
                        packTensors(req, payload, /*copy=*/false), &response);
+    if (home && !st.ok()) {
+      leavePushHome(*home, views, whole, options); // the ps may still read it
+      home = nullptr;
+      if (regionRefused(l, st)) {
+        req.clear_values_in(); // refused before anything was applied
+        continue;
+      }
+    }
     if (st.ok() || !region || !regionRefused(l, st))
       break;
     region = RegionPool::Lease(); // refused before anything was applied
     req.clear_values_in();
   }
+  if (home)
+    placeInPushHome(*home, views, whole, options);
   if (!st.ok()) {
     region.retire(); // the ps may still read it
     out->recoverable = recoverable(st);

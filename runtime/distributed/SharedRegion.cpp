@@ -214,14 +214,16 @@ void RegionPool::Lease::retire() {
   pool_ = nullptr;
 }
 
-rpc::RegionSlice RegionPool::Lease::slice() const {
+rpc::RegionSlice SharedRegion::slice() const {
   rpc::RegionSlice s;
-  s.set_region(region().name());
-  s.set_region_bytes(region().size());
+  s.set_region(name_);
+  s.set_region_bytes(size_);
   s.set_offset(0);
-  s.set_capacity(region().size());
+  s.set_capacity(size_);
   return s;
 }
+
+rpc::RegionSlice RegionPool::Lease::slice() const { return region().slice(); }
 
 RegionPool::Lease RegionPool::take(uint64_t bytes, std::string *failure) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -58,6 +58,9 @@ public:
   const std::string &name() const { return name_; }
   uint64_t size() const { return size_; }
   char *data() const { return data_; }
+  /// The whole region as the slot a call names (a pull's reply_into, a
+  /// push's values_in).
+  rpc::RegionSlice slice() const;
   /// Whether [offset, offset + n) lies inside the region (no overflow).
   bool contains(uint64_t offset, uint64_t n) const {
     return offset <= size_ && n <= size_ - offset;

@@ -131,7 +131,8 @@ Status pushAndDataModes(const TaskConfig &config, bool sync, bool notOneTask,
 }
 
 // At the end of a worker's steps: its gradients dropped as stale (sync),
-// and what its prefetched pulls read (--prefetch-pull).
+// what its prefetched pulls read (--prefetch-pull), and how its pushes
+// went through shared memory.
 void sayStaleness(const PsDriver &ps, const Links &links, bool sync) {
   if (sync && ps.stale() > 0)
     links.say(std::to_string(ps.stale()) +
@@ -143,6 +144,10 @@ void sayStaleness(const PsDriver &ps, const Links &links, bool sync) {
               std::to_string(ps.prefetchesBehind()) +
               " of those lacked this worker's own last gradient, by at most " +
               std::to_string(ps.prefetchMaxLag()) + " global step(s)");
+  if (const int64_t n = ps.pushedInPlace() + ps.pushedCopied(); n > 0)
+    links.say("pushed through shared memory: " + std::to_string(n) +
+              " values, " + std::to_string(ps.pushedInPlace()) +
+              " of them made in place by their ops (no copy)");
 }
 
 // Scaled down (SIGUSR1, docs/elastic.md), whether the step loop ended or a

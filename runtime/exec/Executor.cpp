@@ -147,6 +147,28 @@ int Executor::findFetch(std::string_view name) const {
   return -1;
 }
 
+bool Executor::placeFetch(int i, Tensor buffer) {
+  if (i < 0 || i >= numFetches())
+    return false;
+  const int v = fetches_[size_t(i)].value;
+  Tensor *slot = slots_[size_t(v)];
+  if (!slot->defined() || slot->dtype() != buffer.dtype() ||
+      slot->shape() != buffer.shape() || !buffer.ownsBuffer())
+    return false;
+  for (const Node &node : nodes_) {
+    if (node.kind != NodeKind::kKernel || !node.cpuOp || node.mayAlias ||
+        node.aliasesInput)
+      continue;
+    // Its declared outputs, and those a fused kernel makes beyond them.
+    const std::vector<Tensor> &outs = node.ctx->outputs();
+    if (slot >= outs.data() && slot < outs.data() + outs.size()) {
+      *slot = std::move(buffer);
+      return true;
+    }
+  }
+  return false;
+}
+
 Status Executor::prepareFeed(int i, int64_t batch, Tensor **out) {
   const TensorSlotInfo &info = feeds_[i].info;
   if (batch < 0)

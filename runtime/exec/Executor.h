@@ -234,6 +234,15 @@ public:
   /// Fetch `i`, writable until the next run (the towers write their combined
   /// metrics and gradients into tower 0's fetches).
   Tensor *mutableFetch(int i) { return slots_[fetches_[i].value]; }
+  /// Gives fetch `i` the buffer of `buffer` (a tensor of the fetch's dtype
+  /// and shape after the last run, over memory its deleter keeps alive) from
+  /// the next run on: the CPU kernel that makes it writes it there while
+  /// its shape stays (KernelContext::allocateOutput reuses a buffer nobody
+  /// else holds). A worker's push region, so that a gradient needs no copy
+  /// into it. False, and nothing changed, unless a CPU kernel's own output
+  /// holds the fetch (not a variable, feed, constant, GPU op's output, or an
+  /// output that may share an input's buffer).
+  bool placeFetch(int i, Tensor buffer);
   /// Fetch `i` in device memory (a view over a device pointer, valid until
   /// the next run) when it is one of options.deviceFetches and a GPU op
   /// makes it; null otherwise (then fetch(i) holds it).

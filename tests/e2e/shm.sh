@@ -5,7 +5,8 @@
 # - the MLP of models/mlp.dtf, async (Adam 1e-3), 200 steps: trains (loss
 #   down by 15%, final accuracy above 0.5) and the ps says that every pull
 #   and push went through shared memory (the line after its summary counts
-#   them: a push per update, at least as many pulls); no region is left in
+#   them: a push per update, at least as many pulls), each worker that most
+#   of its pushed values were made in place; no region is left in
 #   the region directory once the job is done;
 # - the same model in sync (replicas_to_aggregate = 2 of 2 workers, seed 1),
 #   60 steps, with shared memory and with --same-host unix: the two
@@ -64,6 +65,19 @@ else:
         bad.append(f"{pushes} pushes through shared memory for {updates} updates (all of them should)")
     if pulls < updates:
         bad.append(f"only {pulls} pulls through shared memory for {updates} updates")
+# Each worker's gradients are made in its push region after the first push
+# (docs/protocol.md, "The gradients' own region"): all but the first step's
+# and those of ops that keep their own buffers are pushed with no copy.
+for task in ("worker.0", "worker.1"):
+    m = re.search(rf"^{task} *\| pushed through shared memory: (\d+) values, (\d+) of them made in place",
+                  text, re.M)
+    if not m:
+        bad.append(f"{task} did not say how its pushes went through shared memory")
+        continue
+    values, in_place = map(int, m.groups())
+    print(f"   {task}: {values} values pushed through shared memory, {in_place} made in place")
+    if in_place < values // 2:
+        bad.append(f"{task}: only {in_place} of {values} pushed values made in place")
 if "go through the socket" in text or "no shared memory" in text:
     bad.append("a task fell back to the socket: " +
                next(l for l in text.splitlines() if "socket" in l and "shared" in l))

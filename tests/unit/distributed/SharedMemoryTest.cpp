@@ -36,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -382,6 +383,91 @@ TEST_F(SharedMemory, PulledVariablesLiveInTheirRegionAndPullsLandInPlace) {
   EXPECT_TRUE(regionsIn(shmDir_).empty());
   EXPECT_NE(stop().find("through shared memory: 2 pulls, 1 pushes"),
             std::string::npos);
+}
+
+// A worker's gradients are made in a region of their own, where the ps reads
+// a push: after the first push (copied in) the step's output is given a
+// buffer there, and a push of it copies nothing. What the ps applies is what
+// the bytes path applies. A failed push moves the output out of the region.
+TEST_F(SharedMemory, PushedGradientsAreMadeInTheirRegionAndPushedInPlace) {
+  TaskConfig bytes = workerConfig_;
+  bytes.transport.sharedMemory = false;
+  const Tensor start = pattern(3.0f);
+  const Tensor g1 = pattern(-0.7f), g2 = pattern(0.4f);
+  Tensor rate = Tensor::zeros(DType::F32, {});
+  rate.data<float>()[0] = 0.01f;
+  initialize(start);
+  Tensor got;
+  {
+    Worker w(*this, workerConfig_);
+    ASSERT_TRUE(w.pull().isOk()); // the version
+    // The "step's outputs": the gradient, then what the push placed.
+    std::map<std::string, Tensor> outputs{{"big:grad", g1}};
+    std::map<std::string, int> placements;
+    PsClient::PushOptions options;
+    options.place = [&](const std::string &key, Tensor buffer) {
+      ++placements[key];
+      if (key != "big:grad")
+        return false; // as an executor for a fetch no kernel makes
+      outputs[key] = std::move(buffer);
+      return true;
+    };
+    auto value = [&](const std::string &key) -> const Tensor * {
+      return key == "big:grad" ? &outputs.at(key) : &rate;
+    };
+    ASSERT_TRUE(w.client.push(value, options, nullptr).isOk());
+    EXPECT_EQ(w.client.pushedInPlace(), 0);
+    EXPECT_EQ(w.client.pushedCopied(), 2);
+    const std::string file = mappedFileAt(outputs.at("big:grad").rawData());
+    EXPECT_EQ(file.rfind(shmDir_ + "/" + regionPrefix("worker.0"), 0), 0u)
+        << "the gradient is not in a region of worker.0: '" << file << "'";
+    EXPECT_NE(file, mappedFileAt(w.store.find("big")->rawData()))
+        << "the pushed gradient shares the pulled variables' region";
+
+    // The next step's kernel writes the gradient there; the push reads it
+    // in place (the rate, which stayed put, is copied again).
+    const void *placed = outputs.at("big:grad").rawData();
+    std::memcpy(outputs.at("big:grad").rawData(), g2.rawData(), g2.byteSize());
+    ASSERT_TRUE(w.pull().isOk());
+    ASSERT_TRUE(w.client.push(value, options, nullptr).isOk());
+    EXPECT_EQ(w.client.pushedInPlace(), 1);
+    EXPECT_EQ(w.client.pushedCopied(), 3);
+    EXPECT_EQ(outputs.at("big:grad").rawData(), placed);
+    EXPECT_EQ(placements["big:grad"], 1);
+    for (const auto &[key, n] : placements) {
+      if (key != "big:grad") {
+        EXPECT_EQ(n, 1) << key << ": refused once, asked again";
+      }
+    }
+    got = pullWith(bytes);
+
+    // A failed push (the ps gone): the gradient leaves the region, which
+    // the ps might still read.
+    EXPECT_NE(stop().find("through shared memory: 2 pulls, 2 pushes"),
+              std::string::npos);
+    EXPECT_FALSE(w.client.push(value, options, nullptr).isOk());
+    EXPECT_EQ(placements["big:grad"], 2);
+    EXPECT_EQ(mappedFileAt(outputs.at("big:grad").rawData()), "");
+    EXPECT_EQ(std::memcmp(outputs.at("big:grad").rawData(), g2.rawData(),
+                          g2.byteSize()),
+              0)
+        << "the gradient moved out of the region without its values";
+    outputs.clear();
+  }
+  EXPECT_TRUE(regionsIn(shmDir_).empty());
+  // The same two updates through the bytes path, on a fresh ps.
+  ps_ = std::thread([this] {
+    code_ = runParameterServer(plan_, placement_, 0, psConfig_);
+  });
+  ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                         std::chrono::seconds(20)));
+  initialize(start);
+  pushWith(bytes, g1, 0.01f);
+  pushWith(bytes, g2, 0.01f);
+  const Tensor want = pullWith(bytes);
+  EXPECT_NE(std::memcmp(want.rawData(), start.rawData(), start.byteSize()), 0);
+  EXPECT_EQ(std::memcmp(got.rawData(), want.rawData(), want.byteSize()), 0)
+      << "the pushes in place applied other values than the bytes path";
 }
 
 TEST_F(SharedMemory, RefusesRegionsItMustNotTrustAndGoesOnServing) {

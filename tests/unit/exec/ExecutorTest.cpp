@@ -8,8 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 namespace dtf::testing {
@@ -101,25 +103,42 @@ TEST(Executor, SteadyStateStepsAllocateNoTensors) {
               double(operatorNewCount() - newsBefore) / 8);
 }
 
-// A reshape aliases its input's buffer; the executor lets the alias go
-// before the next step so the producer can reuse its buffer.
-TEST(Executor, AliasingOutputsDoNotForceNewBuffers) {
+// x [-1, 6] -> relu -> reshape [-1, 2, 3]: with `parts`, each of the three
+// fetched; else the reshape's sum.
+plan::Plan reluReshapePlan(bool parts) {
   plan::Plan p;
   p.set_format_version(1);
   ProgramBuilder g(p.mutable_train_step());
   int x = g.input("x", plan::F32, {-1, 6});
   int r = g.compute("dtf.relu", {x}, plan::F32, {-1, 6});
   int v = g.compute("dtf.reshape", {r}, plan::F32, {-1, 2, 3});
-  int s = g.compute("dtf.sum", {v}, plan::F32, {});
-  g.fetch("sum", s);
-  Loaded l;
-  Status st = load(p, p.train_step(), &l);
-  ASSERT_TRUE(st.isOk()) << st.message();
-  Executor &e = *l.executor;
+  if (parts) {
+    g.fetch("relu", r);
+    g.fetch("reshape", v);
+    g.fetch("x", x);
+  } else {
+    g.fetch("sum", g.compute("dtf.sum", {v}, plan::F32, {}));
+  }
+  return p;
+}
+
+// Feeds 4 rows of reluReshapePlan's x: value i is i % 5 - 1.
+void feedCycles(Executor &e) {
   Tensor *t = nullptr;
   ASSERT_TRUE(e.prepareFeed(0, 4, &t).isOk());
   for (int i = 0; i < 24; ++i)
     t->data<float>()[i] = float(i % 5) - 1.0f;
+}
+
+// A reshape aliases its input's buffer; the executor lets the alias go
+// before the next step so the producer can reuse its buffer.
+TEST(Executor, AliasingOutputsDoNotForceNewBuffers) {
+  plan::Plan p = reluReshapePlan(false);
+  Loaded l;
+  Status st = load(p, p.train_step(), &l);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  Executor &e = *l.executor;
+  feedCycles(e);
   for (int step = 0; step < 3; ++step)
     ASSERT_TRUE(e.run(step).isOk());
   const uint64_t before = alignedAllocCount();
@@ -128,6 +147,44 @@ TEST(Executor, AliasingOutputsDoNotForceNewBuffers) {
   EXPECT_EQ(alignedAllocCount() - before, 0u);
   // i % 5 - 1 for i < 24: four cycles summing to 6 after relu, then 0+1+2.
   EXPECT_FLOAT_EQ(e.fetch(0).data<float>()[0], 27.0f);
+}
+
+// A fetch that a CPU kernel makes can be given a buffer (a worker's push
+// region): the kernel writes it there from the next step on. One that an
+// input, or an op that shares its input's buffer, holds cannot.
+TEST(Executor, AFetchMadeByAKernelIsMadeWhereItIsPlaced) {
+  plan::Plan p = reluReshapePlan(true);
+  Loaded l;
+  Status st = load(p, p.train_step(), &l);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  Executor &e = *l.executor;
+  feedCycles(e);
+  ASSERT_TRUE(e.run(0).isOk());
+  const int relu = e.findFetch("relu");
+  const void *before = e.fetch(relu).rawData();
+  // Not its shape, or a view (no buffer of its own): refused.
+  EXPECT_FALSE(e.placeFetch(relu, Tensor::allocate(DType::F32, {4, 5})));
+  float outside[24];
+  EXPECT_FALSE(e.placeFetch(relu, Tensor::view(DType::F32, {4, 6}, outside)));
+  EXPECT_FALSE(e.placeFetch(e.findFetch("x"),
+                            Tensor::allocate(DType::F32, {4, 6})));
+  EXPECT_FALSE(e.placeFetch(e.findFetch("reshape"),
+                            Tensor::allocate(DType::F32, {4, 2, 3})));
+  EXPECT_FALSE(e.placeFetch(e.numFetches(), Tensor::allocate(DType::F32, {})));
+  EXPECT_EQ(e.fetch(relu).rawData(), before);
+
+  Tensor buffer = Tensor::allocate(DType::F32, {4, 6});
+  std::memset(buffer.rawData(), 0xff, buffer.byteSize()); // NaN
+  const void *placed = buffer.rawData();
+  ASSERT_TRUE(e.placeFetch(relu, std::move(buffer)));
+  for (int step = 1; step < 3; ++step) {
+    ASSERT_TRUE(e.run(step).isOk());
+    ASSERT_EQ(e.fetch(relu).rawData(), placed) << "step " << step;
+    for (int i = 0; i < 24; ++i)
+      ASSERT_EQ(e.fetch(relu).data<float>()[i],
+                std::max(0.0f, float(i % 5) - 1.0f))
+          << i;
+  }
 }
 
 // Inputs, constants, variable reads and assign_add are the executor's own:
