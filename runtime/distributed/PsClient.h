@@ -142,6 +142,14 @@ private:
     bool leaseLost = false;
     /// The link's pushedAt after the push, applied once every call ended.
     int64_t pushedAt = kUnchanged;
+    /// Step outputs to put in the link's push home (`into`) or move out of
+    /// it, done by wait() once every call ended: no call then reads them.
+    struct Placement {
+      std::string key;
+      Tensor buffer;
+      bool into = false;
+    };
+    std::vector<Placement> placements;
   };
   struct Pending;
   // What a pull learns of one ps (the incarnation of its state, the version
@@ -169,9 +177,8 @@ private:
   /// region per call and copies out of it) for an evaluation's pull, a
   /// prefetched one (into another store), --wire bf16, a variable of
   /// several ps (its shards), or no shared memory to this ps.
-  std::shared_ptr<SharedRegion> homeFor(const PsLink &l,
-                                        exec::VariableStore &into,
-                                        bool forEval) const;
+  std::shared_ptr<SharedRegion>
+  homeFor(const PsLink &l, exec::VariableStore &into, bool forEval) const;
   /// Moves the variables out of `l`'s home region into memory of their own
   /// (a pull into it failed: the ps may still write there).
   void leaveHome(const PsLink &l, exec::VariableStore &into) const;
@@ -188,9 +195,12 @@ private:
                 bool firstHere);
   /// One ps's push, computed at (version, incarnation); touches no state
   /// of the link (a pull may run beside it): *out says what changes.
+  /// `shared`: the sends that go to more than one ps, which no push home
+  /// holds (each push reads them while another may be placing them).
   Status pushTo(const PsLink &l, int64_t version, int64_t incarnation,
                 const SparseSums &sparse, const ValueOf &value,
-                const PushOptions &options, PushOutcome *out);
+                const PushOptions &options, const std::set<std::string> &shared,
+                PushOutcome *out);
 
   // Per ps: the region a step's values are pushed from, each at the
   // offset the ps reads it (the request's order, kRegionAlignment steps),
@@ -201,7 +211,7 @@ private:
     std::vector<std::pair<std::string, uint64_t>> layout; // name, bytes
     std::set<std::string> placed; // outputs made in the region
     std::set<std::string> gaveUp; // outputs that did not stay there
-    int misses = 0; // regions made and left; at 3, none more
+    int misses = 0;               // regions made and left; at 3, none more
   };
   /// `l`'s push home when this push's values (the request's, in its
   /// order) have its layout, made at the first push; null (the push takes
@@ -214,15 +224,21 @@ private:
   size_t fillPushHome(PushHome &home, const std::vector<Tensor> &views,
                       rpc::PushRequest *req) const;
   /// After the ps read a push from `home`: the whole outputs among `views`
-  /// (`keys[i]` not empty) made in the region from the next step on.
+  /// (`keys[i]` not empty) to be made in the region from the next step on
+  /// (out->placements).
   void placeInPushHome(PushHome &home, const std::vector<Tensor> &views,
                        const std::vector<std::string> &keys,
-                       const PushOptions &options) const;
+                       PushOutcome *out) const;
   /// A push from `home` failed (the ps may still read it): the outputs
-  /// made there move to memory of their own, and the home is left.
+  /// made there to move to memory of their own (out->placements), and the
+  /// home is left.
   void leavePushHome(PushHome &home, const std::vector<Tensor> &views,
                      const std::vector<std::string> &keys,
-                     const PushOptions &options) const;
+                     PushOutcome *out) const;
+  /// `l`'s push's placements, through options.place, on the thread that
+  /// waits for the push once every call ended.
+  void settlePlacements(const PsLink &l, const PushOptions &options,
+                        PushOutcome *out);
 
   Links &links_;
   std::vector<PsLink> ps_;

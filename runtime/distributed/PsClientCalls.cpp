@@ -203,8 +203,8 @@ std::shared_ptr<SharedRegion> PsClient::homeFor(const PsLink &l,
   std::string failure;
   std::shared_ptr<SharedRegion> made = l.regions->makeHome(end, &failure);
   if (!failure.empty())
-    links_.say(links_.self() + ": no shared memory for " + l.task.name +
-               " (" + failure + "): its tensors go through the socket");
+    links_.say(links_.self() + ": no shared memory for " + l.task.name + " (" +
+               failure + "): its tensors go through the socket");
   if (!made) {
     ++homeMisses_[k];
     return nullptr;
@@ -390,7 +390,8 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
 // rows), in one message or a stream of chunks.
 Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
                         const SparseSums &sparse, const ValueOf &value,
-                        const PushOptions &options, PushOutcome *out) {
+                        const PushOptions &options,
+                        const std::set<std::string> &shared, PushOutcome *out) {
   const bool sync = options.sync;
   rpc::PushRequest req;
   *req.mutable_caller() = links_.caller();
@@ -414,8 +415,8 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     if (r.sparse()) {
       // The shard's ids (relative to its first row) and their rows.
       Tensor ids, rows;
-      cutForShard(r, sparse.at(key.substr(0, key.rfind("/part_"))),
-                  tables_, &ids, &rows);
+      cutForShard(r, sparse.at(key.substr(0, key.rfind("/part_"))), tables_,
+                  &ids, &rows);
       views.push_back(std::move(ids));
       describeTensor(key, views.back(), req.add_values());
       views.push_back(std::move(rows));
@@ -432,7 +433,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     views.push_back(r.rows() > 0 ? rowsOf(*t, r.row_offset(), r.rows())
                                  : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1));
     describeTensor(key, views.back(), req.add_values());
-    whole.push_back(r.rows() > 0 ? std::string() : key);
+    whole.push_back(r.rows() > 0 || shared.count(key) ? std::string() : key);
   }
   // --compress-push: each large dense gradient plus what earlier pushes
   // left of it, top-k or 1-bit; the rest stays behind for the next push.
@@ -468,7 +469,8 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
   // push home, where the step made them (no copy) once they were placed
   // there; else copied into a region of this call's.
   PushHome *home = pushHomeFor(l, req, views);
-  RegionPool::Lease region = home ? RegionPool::Lease() : takeRegion(l, slotBytes);
+  RegionPool::Lease region =
+      home ? RegionPool::Lease() : takeRegion(l, slotBytes);
   if (home) {
     const size_t inPlace = fillPushHome(*home, views, &req);
     pushedInPlace_ += int64_t(inPlace);
@@ -503,7 +505,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
              : rawCall(*l.raw, &ctx, kPushMethod,
                        packTensors(req, payload, /*copy=*/false), &response);
     if (home && !st.ok()) {
-      leavePushHome(*home, views, whole, options); // the ps may still read it
+      leavePushHome(*home, views, whole, out); // the ps may still read it
       home = nullptr;
       if (regionRefused(l, st)) {
         req.clear_values_in(); // refused before anything was applied
@@ -516,7 +518,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     req.clear_values_in();
   }
   if (home)
-    placeInPushHome(*home, views, whole, options);
+    placeInPushHome(*home, views, whole, out);
   if (!st.ok()) {
     region.retire(); // the ps may still read it
     out->recoverable = recoverable(st);

@@ -15,8 +15,8 @@ PsClient::PushHome *PsClient::pushHomeFor(const PsLink &l,
                                           const rpc::PushRequest &req,
                                           const std::vector<Tensor> &views) {
   const size_t k = size_t(&l - ps_.data());
-  if (k >= pushHomes_.size() || !l.regions || l.regions->off() ||
-      compressor_ || links_.config().wireBf16 || views.empty())
+  if (k >= pushHomes_.size() || !l.regions || l.regions->off() || compressor_ ||
+      links_.config().wireBf16 || views.empty())
     return nullptr;
   PushHome &home = pushHomes_[k];
   std::vector<std::pair<std::string, uint64_t>> layout;
@@ -67,9 +67,7 @@ size_t PsClient::fillPushHome(PushHome &home, const std::vector<Tensor> &views,
 
 void PsClient::placeInPushHome(PushHome &home, const std::vector<Tensor> &views,
                                const std::vector<std::string> &keys,
-                               const PushOptions &options) const {
-  if (!options.place)
-    return;
+                               PushOutcome *out) const {
   uint64_t at = 0;
   for (size_t i = 0; i < views.size(); ++i) {
     at = alignRegion(at);
@@ -87,19 +85,18 @@ void PsClient::placeInPushHome(PushHome &home, const std::vector<Tensor> &views,
     // A buffer of its own (use count 1 in the kernel's output, which
     // allocateOutput requires) that keeps the region mapped.
     std::shared_ptr<void> buffer(slot, [keep = home.region](void *) {});
-    if (options.place(keys[i], Tensor::adopt(v.dtype(), v.shape(),
-                                             std::move(buffer), v.byteSize())))
-      home.placed.insert(keys[i]);
-    else
-      home.gaveUp.insert(keys[i]);
+    out->placements.push_back(
+        {keys[i],
+         Tensor::adopt(v.dtype(), v.shape(), std::move(buffer), v.byteSize()),
+         /*into=*/true});
   }
 }
 
 void PsClient::leavePushHome(PushHome &home, const std::vector<Tensor> &views,
                              const std::vector<std::string> &keys,
-                             const PushOptions &options) const {
+                             PushOutcome *out) const {
   for (size_t i = 0; i < views.size(); ++i) {
-    if (!options.place || keys[i].empty() || !home.placed.count(keys[i]))
+    if (keys[i].empty() || !home.placed.count(keys[i]))
       continue;
     Tensor own = Tensor::allocate(views[i].dtype(), views[i].shape());
     // Out of memory: it stays, and the next push copies it into a region
@@ -107,12 +104,25 @@ void PsClient::leavePushHome(PushHome &home, const std::vector<Tensor> &views,
     if (!own.defined())
       continue;
     std::memcpy(own.rawData(), views[i].rawData(), own.byteSize());
-    options.place(keys[i], std::move(own));
+    out->placements.push_back({keys[i], std::move(own), /*into=*/false});
   }
   home.region.reset();
   home.layout.clear();
   home.placed.clear();
   ++home.misses;
+}
+
+void PsClient::settlePlacements(const PsLink &l, const PushOptions &options,
+                                PushOutcome *out) {
+  const size_t k = size_t(&l - ps_.data());
+  for (PushOutcome::Placement &p : out->placements) {
+    const bool placed =
+        options.place && options.place(p.key, std::move(p.buffer));
+    if (!p.into || k >= pushHomes_.size())
+      continue;
+    (placed ? pushHomes_[k].placed : pushHomes_[k].gaveUp).insert(p.key);
+  }
+  out->placements.clear();
 }
 
 } // namespace dtf::dist
