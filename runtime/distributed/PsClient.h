@@ -79,8 +79,9 @@ public:
     uint64_t run = 0;
     std::vector<int64_t> dataBatches;
     /// Puts the step's output `key` (a whole send) in `buffer` from the next
-    /// step on (exec::Executor::placeFetch); false where it cannot. Unset:
-    /// every push copies its values into a region.
+    /// step on (exec::Executor::placeFetch); false where it cannot. Called
+    /// by wait() on its thread once every ps's call ended. Unset: every
+    /// push copies its values into a region.
     std::function<bool(const std::string &key, Tensor buffer)> place;
   };
   /// What the ps tasks said of a push.
