@@ -125,8 +125,6 @@ struct PsClient::Pending {
   // meanwhile moves it on.
   std::vector<std::pair<int64_t, int64_t>> at;
   std::vector<PushOutcome> outcomes;
-  // The sends of more than one target (pushTo's `shared`).
-  std::set<std::string> shared;
   std::vector<std::thread> threads;
   bool firstHere = false; // the first target's push runs in wait()
 };
@@ -168,20 +166,13 @@ PsClient::Request PsClient::start(const ValueOf &value,
   push.outcomes.resize(push.targets.size());
   if (pushHomes_.size() < ps_.size())
     pushHomes_.resize(ps_.size());
-  if (push.targets.size() > 1) {
-    std::set<std::string> seen;
-    for (const PsLink *l : push.targets)
-      for (const plan::Transfer &r : l->keys)
-        if (!seen.insert(r.key()).second)
-          push.shared.insert(r.key());
-  }
   // Every ps at once: a push waits for its ps to apply it (and runs beside
   // a pull the caller makes meanwhile: each link carries both ways).
   for (size_t i = firstHere ? 1 : 0; i < push.targets.size(); ++i)
     push.threads.emplace_back([this, &push, i] {
-      push.outcomes[i].status = pushTo(
-          *push.targets[i], push.at[i].first, push.at[i].second, push.sparse,
-          push.value, push.options, push.shared, &push.outcomes[i]);
+      push.outcomes[i].status =
+          pushTo(*push.targets[i], push.at[i].first, push.at[i].second,
+                 push.sparse, push.value, push.options, &push.outcomes[i]);
     });
   return request;
 }
@@ -197,7 +188,7 @@ Status PsClient::wait(Request request, PushResult *result) {
   if (p->firstHere && !p->targets.empty())
     p->outcomes[0].status =
         pushTo(*p->targets[0], p->at[0].first, p->at[0].second, p->sparse,
-               p->value, p->options, p->shared, &p->outcomes[0]);
+               p->value, p->options, &p->outcomes[0]);
   for (std::thread &t : p->threads)
     t.join();
   for (size_t i = 0; i < p->targets.size(); ++i)

@@ -168,6 +168,13 @@ private:
   /// it is on this host and one is free (a failure to make one is said
   /// once); none: the call sends bytes.
   RegionPool::Lease takeRegion(const PsLink &l, uint64_t bytes) const;
+  /// Says once, when `failure` is not empty, that the tensors to `l` go
+  /// through the socket (no region could be made).
+  void sayNoRegion(const PsLink &l, const std::string &failure) const;
+  /// One more region of `bytes` for `l` (a pull's or a push's home), or
+  /// null, said as takeRegion says it.
+  std::shared_ptr<SharedRegion> makeHome(const PsLink &l,
+                                         uint64_t bytes) const;
   /// Whether `st` is `l`'s refusal of this worker's shared memory: then
   /// said once, and every later call to it sends bytes (this one again).
   bool regionRefused(const PsLink &l, const grpc::Status &st) const;
@@ -196,12 +203,9 @@ private:
                 bool firstHere);
   /// One ps's push, computed at (version, incarnation); touches no state
   /// of the link (a pull may run beside it): *out says what changes.
-  /// `shared`: the sends that go to more than one ps, which no push home
-  /// holds (each push reads them while another may be placing them).
   Status pushTo(const PsLink &l, int64_t version, int64_t incarnation,
                 const SparseSums &sparse, const ValueOf &value,
-                const PushOptions &options, const std::set<std::string> &shared,
-                PushOutcome *out);
+                const PushOptions &options, PushOutcome *out);
 
   // Per ps: the region a step's values are pushed from, each at the
   // offset the ps reads it (the request's order, kRegionAlignment steps),
@@ -220,14 +224,11 @@ private:
   /// to this ps, or another set of values (a withheld step's).
   PushHome *pushHomeFor(const PsLink &l, const rpc::PushRequest &req,
                         const std::vector<Tensor> &views);
-  /// Copies into `home` the values not made there already, and sets each
-  /// one's offset in `req`; how many were in place.
-  size_t fillPushHome(PushHome &home, const std::vector<Tensor> &views,
-                      rpc::PushRequest *req) const;
-  /// After the ps read a push from `home`: the whole outputs among `views`
-  /// (`keys[i]` not empty) to be made in the region from the next step on
-  /// (out->placements).
-  void placeInPushHome(PushHome &home, const std::vector<Tensor> &views,
+  /// After the ps read a push from `home` (at the offsets `req` gives):
+  /// the whole outputs among `views` (`keys[i]` not empty) to be made in
+  /// the region from the next step on (out->placements).
+  void placeInPushHome(PushHome &home, const rpc::PushRequest &req,
+                       const std::vector<Tensor> &views,
                        const std::vector<std::string> &keys,
                        PushOutcome *out) const;
   /// A push from `home` failed (the ps may still read it): the outputs

@@ -35,6 +35,26 @@ Status copyOutOfRegion(const rpc::WireTensor &w,
   return Status::ok();
 }
 
+// A push's values in a region at `base`, each at the next multiple of
+// kRegionAlignment in the request's order (its offset set in `req`), copied
+// unless its op made it there already (a push home); how many were.
+size_t putInRegion(char *base, const std::vector<Tensor> &views,
+                   rpc::PushRequest *req) {
+  size_t inPlace = 0;
+  uint64_t at = 0;
+  for (size_t i = 0; i < views.size(); ++i) {
+    at = alignRegion(at);
+    const size_t n = views[i].byteSize();
+    if (views[i].rawData() == base + at)
+      ++inPlace; // a value made in its own slot: no copy overwrites another's
+    else if (n)
+      std::memcpy(base + at, views[i].rawData(), n);
+    req->mutable_values(int(i))->set_offset(at);
+    at += n;
+  }
+  return inPlace;
+}
+
 // The names a pull of `l`'s values asks for (before an evaluation, those
 // it reads too), each with what it fills in `into`; their bytes.
 uint64_t askFor(const PsLink &l, bool forEval, exec::VariableStore &into,
@@ -133,10 +153,22 @@ RegionPool::Lease PsClient::takeRegion(const PsLink &l, uint64_t bytes) const {
     return RegionPool::Lease();
   std::string failure;
   RegionPool::Lease lease = l.regions->take(bytes, &failure);
+  sayNoRegion(l, failure);
+  return lease;
+}
+
+void PsClient::sayNoRegion(const PsLink &l, const std::string &failure) const {
   if (!failure.empty())
     links_.say(links_.self() + ": no shared memory for " + l.task.name + " (" +
                failure + "): its tensors go through the socket");
-  return lease;
+}
+
+std::shared_ptr<SharedRegion> PsClient::makeHome(const PsLink &l,
+                                                 uint64_t bytes) const {
+  std::string failure;
+  std::shared_ptr<SharedRegion> made = l.regions->makeHome(bytes, &failure);
+  sayNoRegion(l, failure);
+  return made;
 }
 
 bool PsClient::regionRefused(const PsLink &l, const grpc::Status &st) const {
@@ -200,11 +232,7 @@ std::shared_ptr<SharedRegion> PsClient::homeFor(const PsLink &l,
     return nullptr;
   if (home)
     ++homeMisses_[k];
-  std::string failure;
-  std::shared_ptr<SharedRegion> made = l.regions->makeHome(end, &failure);
-  if (!failure.empty())
-    links_.say(links_.self() + ": no shared memory for " + l.task.name + " (" +
-               failure + "): its tensors go through the socket");
+  std::shared_ptr<SharedRegion> made = makeHome(l, end);
   if (!made) {
     ++homeMisses_[k];
     return nullptr;
@@ -390,8 +418,7 @@ Status PsClient::pullFrom(const PsLink &l, exec::VariableStore &into,
 // rows), in one message or a stream of chunks.
 Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
                         const SparseSums &sparse, const ValueOf &value,
-                        const PushOptions &options,
-                        const std::set<std::string> &shared, PushOutcome *out) {
+                        const PushOptions &options, PushOutcome *out) {
   const bool sync = options.sync;
   rpc::PushRequest req;
   *req.mutable_caller() = links_.caller();
@@ -433,7 +460,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     views.push_back(r.rows() > 0 ? rowsOf(*t, r.row_offset(), r.rows())
                                  : rowsOf(*t, 0, t->rank() ? t->dim(0) : 1));
     describeTensor(key, views.back(), req.add_values());
-    whole.push_back(r.rows() > 0 || shared.count(key) ? std::string() : key);
+    whole.push_back(r.rows() > 0 ? std::string() : key);
   }
   // --compress-push: each large dense gradient plus what earlier pushes
   // left of it, top-k or 1-bit; the rest stays behind for the next push.
@@ -471,22 +498,12 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
   PushHome *home = pushHomeFor(l, req, views);
   RegionPool::Lease region =
       home ? RegionPool::Lease() : takeRegion(l, slotBytes);
-  if (home) {
-    const size_t inPlace = fillPushHome(*home, views, &req);
+  if (home || region) {
+    const SharedRegion &r = home ? *home->region : region.region();
+    const size_t inPlace = putInRegion(r.data(), views, &req);
+    *req.mutable_values_in() = r.slice();
     pushedInPlace_ += int64_t(inPlace);
     pushedCopied_ += int64_t(views.size() - inPlace);
-  } else if (region) {
-    pushedCopied_ += int64_t(views.size());
-    uint64_t at = 0;
-    for (size_t i = 0; i < views.size(); ++i) {
-      at = alignRegion(at);
-      if (views[i].byteSize())
-        std::memcpy(region.region().data() + at, views[i].rawData(),
-                    views[i].byteSize());
-      req.mutable_values(int(i))->set_offset(at);
-      at += views[i].byteSize();
-    }
-    *req.mutable_values_in() = region.slice();
   }
   grpc::Status st;
   grpc::ByteBuffer response;
@@ -518,7 +535,7 @@ Status PsClient::pushTo(const PsLink &l, int64_t version, int64_t incarnation,
     req.clear_values_in();
   }
   if (home)
-    placeInPushHome(*home, views, whole, out);
+    placeInPushHome(*home, req, views, whole, out);
   if (!st.ok()) {
     region.retire(); // the ps may still read it
     out->recoverable = recoverable(st);

@@ -19,61 +19,42 @@ PsClient::PushHome *PsClient::pushHomeFor(const PsLink &l,
       links_.config().wireBf16 || views.empty())
     return nullptr;
   PushHome &home = pushHomes_[k];
+  // Every push: the values' names and sizes are the home's (no allocation).
+  if (home.region) {
+    if (views.size() != home.layout.size())
+      return nullptr;
+    for (size_t i = 0; i < views.size(); ++i)
+      if (home.layout[i].second != views[i].byteSize() ||
+          home.layout[i].first != req.values(int(i)).name())
+        return nullptr;
+    return &home;
+  }
+  if (home.misses >= 3)
+    return nullptr;
   std::vector<std::pair<std::string, uint64_t>> layout;
-  layout.reserve(views.size());
   uint64_t end = 0;
   for (size_t i = 0; i < views.size(); ++i) {
     layout.emplace_back(req.values(int(i)).name(), views[i].byteSize());
     end = alignRegion(end) + views[i].byteSize();
   }
-  if (home.region)
-    return layout == home.layout ? &home : nullptr;
-  if (home.misses >= 3 || end == 0)
+  if (end == 0)
     return nullptr;
-  std::string failure;
-  home.region = l.regions->makeHome(end, &failure);
-  if (!failure.empty())
-    links_.say(links_.self() + ": no shared memory for " + l.task.name + " (" +
-               failure + "): its tensors go through the socket");
+  home.region = makeHome(l, end);
   if (!home.region) {
     ++home.misses;
     return nullptr;
   }
   home.layout = std::move(layout);
-  home.placed.clear();
   return &home;
 }
 
-size_t PsClient::fillPushHome(PushHome &home, const std::vector<Tensor> &views,
-                              rpc::PushRequest *req) const {
-  // Each value has its own slot: one made in the region lies in its own
-  // (placeInPushHome), so no copy below overwrites another's value.
-  size_t inPlace = 0;
-  uint64_t at = 0;
-  for (size_t i = 0; i < views.size(); ++i) {
-    at = alignRegion(at);
-    char *slot = home.region->data() + at;
-    const size_t n = views[i].byteSize();
-    if (views[i].rawData() == slot)
-      ++inPlace;
-    else if (n)
-      std::memcpy(slot, views[i].rawData(), n);
-    req->mutable_values(int(i))->set_offset(at);
-    at += n;
-  }
-  *req->mutable_values_in() = home.region->slice();
-  return inPlace;
-}
-
-void PsClient::placeInPushHome(PushHome &home, const std::vector<Tensor> &views,
+void PsClient::placeInPushHome(PushHome &home, const rpc::PushRequest &req,
+                               const std::vector<Tensor> &views,
                                const std::vector<std::string> &keys,
                                PushOutcome *out) const {
-  uint64_t at = 0;
   for (size_t i = 0; i < views.size(); ++i) {
-    at = alignRegion(at);
-    char *slot = home.region->data() + at;
+    char *slot = home.region->data() + req.values(int(i)).offset();
     const Tensor &v = views[i];
-    at += v.byteSize();
     if (keys[i].empty() || v.rawData() == slot || home.gaveUp.count(keys[i]))
       continue;
     // Made there before, and the kernel put it elsewhere since (a new
