@@ -331,7 +331,8 @@ Status conv2dKernel(KernelContext &ctx) {
       plainConv(w, false)->execute({ptr(xr), ptr(fr), out->rawData()});
     } else {
       plainConv(w, bf16)->execute({ptr(x), ptr(f), out->rawData()}, {},
-                                  bf16ConvVersions(ctx, bf16));
+                                  bf16ConvVersions(ctx, bf16),
+                                  ctx.threadPool());
     }
     return Status::ok();
   });
@@ -459,10 +460,11 @@ Status conv2dBiasKernel(KernelContext &ctx) {
         });
     if (prim->fused) {
       prim->fused->execute({ptr(*xs), ptr(*fs), ptr(bias), out->rawData()},
-                           {}, bf16ConvVersions(ctx, bf16));
+                           {}, bf16ConvVersions(ctx, bf16), ctx.threadPool());
     } else {
       plainConv(w, bf16)->execute({ptr(*xs), ptr(*fs), out->rawData()}, {},
-                                  bf16ConvVersions(ctx, bf16));
+                                  bf16ConvVersions(ctx, bf16),
+                                  ctx.threadPool());
       addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
     }
     return Status::ok();
@@ -529,7 +531,7 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
                                {DNNL_ARG_DIFF_SRC, d.src, true}});
     });
     prim->execute({ptr(*dys), ptr(*fs), dx->rawData()}, {},
-                  bf16ConvVersions(ctx, bf16));
+                  bf16ConvVersions(ctx, bf16), ctx.threadPool());
     return Status::ok();
   });
 }
@@ -598,7 +600,7 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
                                {DNNL_ARG_DIFF_WEIGHTS, d.weights, true}});
     });
     prim->execute({ptr(*xs), ptr(*dys), df->rawData()}, {},
-                  bf16ConvVersions(ctx, bf16));
+                  bf16ConvVersions(ctx, bf16), ctx.threadPool());
     return Status::ok();
   });
 }

@@ -53,8 +53,8 @@ void loopGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T *a,
 // has one copy per version, which the products that read it share (the
 // forward and input-gradient products of a dense layer): `copy` holds it
 // while the product runs. Any other input is rounded into `low` (and
-// `rounded`), per-thread scratch: on this thread with vcvtneps2bf16
-// (narrowToBf16Native, no parallel region), else by Bf16.h over the pool.
+// `rounded`), per-thread scratch: with vcvtneps2bf16 (narrowToBf16Native,
+// over the pool only when large), else by Bf16.h over the pool.
 const void *bf16Operand(const KernelContext &ctx, int i, bool native,
                         std::shared_ptr<const VariableBf16Copy> &copy,
                         std::vector<uint16_t> &low,
@@ -67,7 +67,7 @@ const void *bf16Operand(const KernelContext &ctx, int i, bool native,
   const int64_t count = ctx.input(i).numElements();
   low.resize(size_t(count));
   if (native) {
-    narrowToBf16Native(src, count, low.data());
+    narrowToBf16Native(src, count, low.data(), ctx.threadPool());
     return low.data();
   }
   parallelFor(ctx.threadPool(), count, kCheapGrain,

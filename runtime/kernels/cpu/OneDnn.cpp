@@ -133,8 +133,15 @@ DTF_AVX512_BF16 void narrowAvx512Bf16(const float *src, int64_t n,
 }
 } // namespace
 
-void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst) {
-  narrowAvx512Bf16(src, n, dst);
+void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst,
+                        ThreadPool *pool) {
+  if (!pool || n < 2 * kNarrowGrain) {
+    narrowAvx512Bf16(src, n, dst);
+    return;
+  }
+  parallelFor(pool, n, kNarrowGrain, [&](int64_t lo, int64_t hi) {
+    narrowAvx512Bf16(src + lo, hi - lo, dst + lo);
+  });
 }
 
 namespace {
@@ -191,7 +198,7 @@ bf16CopyOf(const VariableVersion *v, const float *src, int64_t n,
   }
   copy->low.resize(size_t(n));
   if (bf16Native()) {
-    narrowToBf16Native(src, n, copy->low.data());
+    narrowToBf16Native(src, n, copy->low.data(), pool);
     copy->rounded.clear();
   } else {
     uint16_t *low = copy->low.data();
@@ -267,7 +274,8 @@ void runReorder(const dnnl::reorder &r, dnnl::stream &stream,
 void PlannedPrimitive::execute(
     const std::vector<void *> &ptrs,
     const std::unordered_map<int, dnnl::memory> &extra,
-    const std::vector<const VariableVersion *> &versions) const {
+    const std::vector<const VariableVersion *> &versions,
+    ThreadPool *pool) const {
   // Inputs narrowed to bf16 once per version, held until the primitive ran.
   std::shared_ptr<const VariableBf16Copy> copies[4];
   int numCopies = 0;
@@ -291,7 +299,7 @@ void PlannedPrimitive::execute(
       const float *src = static_cast<const float *>(ptrs[i]);
       std::shared_ptr<const VariableBf16Copy> copy;
       if (i < versions.size() && numCopies < 4)
-        copy = bf16CopyOf(versions[i], src, p.elements, nullptr);
+        copy = bf16CopyOf(versions[i], src, p.elements, pool);
       if (copy) {
         mems[p.arg.id] = dnnl::memory(
             p.internal, cpuEngine(),
@@ -308,7 +316,7 @@ void PlannedPrimitive::execute(
     mems[p.arg.id] = internal;
     if (p.narrowOnly && native)
       narrowToBf16Native(static_cast<const float *>(ptrs[i]), p.elements,
-                         static_cast<uint16_t *>(scratch[i].rawData()));
+                         static_cast<uint16_t *>(scratch[i].rawData()), pool);
     else if (!p.arg.output)
       runReorder(p.toInternal, stream, users[i], internal);
   }

@@ -88,9 +88,11 @@ public:
   /// context's inputVersion, for an argument that is that input's own
   /// data): an input that only changes from f32 to bf16 in the same layout
   /// is then narrowed once per version and shared (variableBf16Copy).
+  /// `pool`, where given, narrows large inputs (narrowToBf16Native).
   void execute(const std::vector<void *> &ptrs,
                const std::unordered_map<int, dnnl::memory> &extra = {},
-               const std::vector<const VariableVersion *> &versions = {}) const;
+               const std::vector<const VariableVersion *> &versions = {},
+               ThreadPool *pool = nullptr) const;
 
 private:
   struct Planned {
@@ -99,8 +101,8 @@ private:
     bool reorder;
     dnnl::reorder toInternal, toUser;
     // An input whose reorder is f32 to bf16 in the same dense layout:
-    // narrowed on the calling thread (narrowToBf16Native: oneDNN's rounding,
-    // vcvtneps2bf16, with no parallel region), when bf16Native().
+    // narrowed by narrowToBf16Native (oneDNN's rounding, vcvtneps2bf16),
+    // when bf16Native().
     bool narrowOnly = false;
     int64_t elements = 0;
   };
@@ -169,14 +171,22 @@ const char *bf16FallbackReason();
 /// even, runtime/core/Bf16.h).
 Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool);
 
-/// `n` floats to bfloat16 with AVX512-BF16's vcvtneps2bf16, on the calling
-/// thread: no parallel region (each waits for every thread to be scheduled,
-/// dear on a loaded machine), and 5x the speed of narrowToBf16's loop (0.11
-/// ms against 0.53 for the seed CNN's 1.57M-element dense kernel). Round to
-/// nearest even as narrowToBf16, except that a subnormal f32 becomes a zero
-/// of its sign (the instruction's DAZ), as in oneDNN's bf16 convolutions'
-/// own reorders. Only where bf16Native() holds.
-void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst);
+/// `n` floats to bfloat16 with AVX512-BF16's vcvtneps2bf16, 5x the speed of
+/// narrowToBf16's loop (0.11 ms against 0.53 on one thread for the seed
+/// CNN's 1.57M-element dense kernel). On the calling thread, unless `pool`
+/// is given and `n` is at least two kNarrowGrain: then in chunks over the
+/// pool (a parallel region waits for every thread to be scheduled, dear for
+/// a small cast on a loaded machine; the seed CNN's large casts, its dense
+/// kernel and its gradients at the convolutions, left the other core idle
+/// for 4% of a mixed_bfloat16 step). Round to nearest even as narrowToBf16,
+/// except that a subnormal f32 becomes a zero of its sign (the
+/// instruction's DAZ), as in oneDNN's bf16 convolutions' own reorders; the
+/// same bits however the range is cut. Only where bf16Native() holds.
+void narrowToBf16Native(const float *src, int64_t n, uint16_t *dst,
+                        ThreadPool *pool = nullptr);
+/// Elements a chunk of narrowToBf16Native over a pool has at least (512 KB
+/// of f32: about 40 microseconds on one core here).
+constexpr int64_t kNarrowGrain = int64_t(1) << 17;
 
 /// The bf16 copy of an f32 variable that a product reads in place, made once
 /// per VariableVersion (KernelContext::inputVersion) and reused by every

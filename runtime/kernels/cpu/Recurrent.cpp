@@ -354,7 +354,7 @@ Status rnnForward(KernelContext &ctx, const Cell &cell, bool training) {
       extra[DNNL_ARG_WORKSPACE] = memory(prim->workspace, cpuEngine(), ws->rawData());
     prim->planned.execute(
         {in[0], in[1], in[2], const_cast<float *>(primitiveBias(ctx, s)), dst}, extra,
-        rnnVersions(ctx, s));
+        rnnVersions(ctx, s), ctx.threadPool());
     if (!s.sequences)
       copyLastStep(s, dst, out->data<float>());
     return Status::ok();
@@ -466,7 +466,7 @@ Status rnnGrad(KernelContext &ctx, const Cell &cell) {
                            const_cast<float *>(dst), const_cast<float *>(ddst),
                            grads[0]->rawData(), grads[1]->rawData(),
                            grads[2]->rawData(), dbias},
-                          extra, rnnVersions(ctx, s));
+                          extra, rnnVersions(ctx, s), ctx.threadPool());
     if (!s.lstm()) {
       const int64_t u = s.u;
       float *db = grads[3]->data<float>(), *drb = grads[4]->data<float>();

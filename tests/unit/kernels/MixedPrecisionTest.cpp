@@ -8,12 +8,16 @@
 #include "runtime/core/F16.h"
 #include "runtime/kernels/cpu/OneDnn.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 
 namespace dtf::test {
 namespace {
@@ -174,6 +178,43 @@ TEST(Bf16, NativeNarrowingMatchesBf16hButFlushesSubnormals) {
     }
   }
   EXPECT_GT(subnormals, 0);
+}
+
+// A large cast is cut into chunks over the pool (kNarrowGrain at least):
+// the same bits as on one thread, wherever the cuts and the masked tails
+// fall. The pool's own threads record that more than one chunk ran.
+TEST(Bf16, NativeNarrowingOverAPoolGivesTheSameBitsAsOnOneThread) {
+  if (!cpu::bf16Native()) {
+    std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0); the "
+                "fallback path does not use the native narrowing\n");
+    EXPECT_FALSE(cpu::bf16Native());
+    return;
+  }
+  std::mt19937 gen(17);
+  std::vector<float> xs;
+  for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x00000001u,
+                     0x807fffffu, 0x7f7fffffu, 0x3f808000u, 0x3f818000u})
+    xs.push_back(floatOf(p));
+  while (xs.size() < size_t(3 * cpu::kNarrowGrain + 7)) // odd: a tail
+    xs.push_back(floatOf(uint32_t(gen())));
+  std::vector<uint16_t> alone(xs.size()), pooled(xs.size(), 0xdead);
+  cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), alone.data());
+  ThreadPool pool(3);
+  cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), pooled.data(),
+                          &pool);
+  for (size_t i = 0; i < xs.size(); ++i)
+    ASSERT_EQ(pooled[i], alone[i]) << i << ": " << std::hex << bitsOf(xs[i]);
+  // The chunks the pool made: a parallelFor over the same range and grain
+  // runs on more than one thread.
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+  pool.parallelFor(int64_t(xs.size()), cpu::kNarrowGrain,
+                   [&](int64_t, int64_t) {
+                     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                     std::lock_guard<std::mutex> lock(mutex);
+                     threads.insert(std::this_thread::get_id());
+                   });
+  EXPECT_GT(threads.size(), 1u);
 }
 
 // The convolutions narrow their f32 activations with narrowToBf16Native
