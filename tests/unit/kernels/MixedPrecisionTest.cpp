@@ -146,15 +146,22 @@ void expectLowMatchesRoundedF64(const std::string &op,
   EXPECT_FALSE(near(low.out(), full.out().shape(), valuesOf(full.out()), 1e-6, 1e-6));
 }
 
+// Whether the CPU narrows to bf16 natively; where not, prints why the test
+// has nothing to check (`fallback`: what the code does there instead).
+bool nativeBf16OrSay(const char *fallback) {
+  if (cpu::bf16Native())
+    return true;
+  std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0); %s\n",
+              fallback);
+  EXPECT_FALSE(cpu::bf16Native());
+  return false;
+}
+
 // The native path's narrowing (oneDNN's reorder, vcvtneps2bf16) rounds as
 // Bf16.h but for subnormal inputs, which it flushes to a zero of their sign.
 TEST(Bf16, NativeNarrowingMatchesBf16hButFlushesSubnormals) {
-  if (!cpu::bf16Native()) {
-    std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0); the "
-                "fallback path does not use the native narrowing\n");
-    EXPECT_FALSE(cpu::bf16Native());
+  if (!nativeBf16OrSay("the fallback path does not use the native narrowing"))
     return;
-  }
   std::mt19937 gen(11);
   std::vector<float> xs;
   for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
@@ -184,12 +191,8 @@ TEST(Bf16, NativeNarrowingMatchesBf16hButFlushesSubnormals) {
 // the same bits as on one thread, wherever the cuts and the masked tails
 // fall. The pool's own threads record that more than one chunk ran.
 TEST(Bf16, NativeNarrowingOverAPoolGivesTheSameBitsAsOnOneThread) {
-  if (!cpu::bf16Native()) {
-    std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0); the "
-                "fallback path does not use the native narrowing\n");
-    EXPECT_FALSE(cpu::bf16Native());
+  if (!nativeBf16OrSay("the fallback path does not use the native narrowing"))
     return;
-  }
   std::mt19937 gen(17);
   std::vector<float> xs;
   for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x00000001u,
@@ -221,12 +224,8 @@ TEST(Bf16, NativeNarrowingOverAPoolGivesTheSameBitsAsOnOneThread) {
 // where oneDNN's reorder did (PlannedPrimitive's narrowOnly inputs): the
 // two agree bit for bit, NaNs, infinities, subnormals and overflow included.
 TEST(Bf16, NativeNarrowingMatchesOneDnnReorderBitForBit) {
-  if (!cpu::bf16Native()) {
-    std::printf("note: no AVX512-BF16/AMX here (or DTF_BF16_NATIVE=0); the "
-                "convolutions keep f32 primitives there\n");
-    EXPECT_FALSE(cpu::bf16Native());
+  if (!nativeBf16OrSay("the convolutions keep f32 primitives there"))
     return;
-  }
   std::mt19937 gen(13);
   std::vector<float> xs;
   for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xff812345u,
