@@ -24,6 +24,10 @@
 #     --warmup N      untimed steps first (default 20)
 #     --steps N       timed steps (default 200)
 #     --threads N     threads for each framework (default 2)
+#     --repeat N      runs of each one-process framework, interleaved; the
+#                     table gives their median (default 1; bench/readme.sh
+#                     passes 3: a single run of the one-process CTR model
+#                     swung from 92,000 to 159,000 examples/s on this VM)
 #     --only LIST     comma-separated subset of dtf,dtf-dynamic,dtf-dense,torch,tf,
 #                     dtf-cluster,dtf-cluster-plain,tf-cluster (default all)
 #     --cluster-steps N  timed steps per worker in the cluster runs (default 200)
@@ -39,6 +43,7 @@ build=$root/build
 warmup=20
 steps=200
 threads=2
+repeat=1
 only=dtf,dtf-dynamic,dtf-dense,torch,tf,dtf-cluster,dtf-cluster-plain,tf-cluster
 cluster_steps=200
 out=$root/bench/results/embedding.md
@@ -52,6 +57,7 @@ while (($#)); do
     --warmup) [[ ${2-} =~ ^[0-9]+$ ]] || die "--warmup needs a count, got '${2-}'"; warmup=$2; shift 2 ;;
     --steps) posint --steps "${2-}"; steps=$2; shift 2 ;;
     --threads) posint --threads "${2-}"; threads=$2; shift 2 ;;
+    --repeat) posint --repeat "${2-}"; repeat=$2; shift 2 ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --cluster-steps) posint --cluster-steps "${2-}"; cluster_steps=$2; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
@@ -118,9 +124,11 @@ run() {
 }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "== CTR model (2M x 32 table, 26 ids, batch 256), $threads threads, $warmup warm-up + $steps timed steps (dtf-dense: $((steps / 10))) (load $load_before)"
-for fw in dtf dtf-dynamic dtf-dense torch tf; do
-  want "$fw" && run "$fw"
+echo "== CTR model (2M x 32 table, 26 ids, batch 256), $threads threads, $warmup warm-up + $steps timed steps (dtf-dense: $((steps / 10))), $repeat run(s) each (load $load_before)"
+for ((r = 1; r <= repeat; ++r)); do
+  for fw in dtf dtf-dynamic dtf-dense torch tf; do
+    want "$fw" && run "$fw"
+  done
 done
 
 # The cluster runs: each in a network namespace of its own when this runs as
@@ -181,15 +189,19 @@ PY
 touch "$work/runs"
 table=$(python3 - "$work/runs" <<'PY'
 import sys
-runs = {}
+each = {}
 for line in open(sys.argv[1]):
     fw, rate, rss = line.split()
-    runs[fw] = (float(rate), int(rss) / 1024.0)
+    each.setdefault(fw, []).append((float(rate), int(rss) / 1024.0))
+# Per framework: the median rate (the lower middle one of an even count, a
+# rate that was measured) and the largest peak RSS of its runs.
+runs = {fw: (sorted(r for r, _ in rs)[(len(rs) - 1) // 2], max(m for _, m in rs))
+        for fw, rs in each.items()}
 names = {"dtf": "dtf (sparse update)", "dtf-dynamic": "dtf, vocab = dynamic (hash tables, rows made as ids come)",
          "dtf-dense": "dtf (dense update)",
          "torch": "PyTorch, sparse nn.Embedding", "tf": "TensorFlow tf.compat.v1"}
-print("| framework | examples/s | peak RSS MB | dtf examples/s ÷ this | dtf RSS ÷ this |")
-print("| --- | ---: | ---: | ---: | ---: |")
+print("| framework | examples/s | runs | peak RSS MB | dtf examples/s ÷ this | dtf RSS ÷ this |")
+print("| --- | ---: | --- | ---: | ---: | ---: |")
 for fw in ("dtf", "dtf-dynamic", "dtf-dense", "torch", "tf"):
     if fw not in runs:
         continue
@@ -198,7 +210,8 @@ for fw in ("dtf", "dtf-dynamic", "dtf-dense", "torch", "tf"):
         ratio, mem = "%.2f" % (runs["dtf"][0] / r), "%.2f" % (runs["dtf"][1] / m)
     else:
         ratio = mem = "-"
-    print(f"| {names[fw]} | {r:.0f} | {m:.0f} | {ratio} | {mem} |")
+    each_run = " / ".join(f"{x:.0f}" for x, _ in each[fw])
+    print(f"| {names[fw]} | {r:.0f} | {each_run} | {m:.0f} | {ratio} | {mem} |")
 PY
 )
 [[ -s $work/runs ]] || table=""
@@ -218,6 +231,6 @@ PY
     echo "Bytes per global step: what the loopback interface of the run's own network namespace carried (TCP/IP headers included) over the timed steps, divided by the global steps in them; peak RSS sampled from /proc every 50 ms (bench/peers/task_watch.py)."
     echo
   fi
-  echo "One run each. The model is models/ctr.dtf; the peers are bench/peers/torch_ctr.py, tf_ctr.py and tf_ctr_cluster.py; dtf's cluster runs through bench/peers/dtf_cluster.py."
+  echo "One process: $repeat run(s) of each, interleaved; examples/s is their median (with an even count, the lower middle run), peak RSS the largest of them. The cluster: one run each. The model is models/ctr.dtf; the peers are bench/peers/torch_ctr.py, tf_ctr.py and tf_ctr_cluster.py; dtf's cluster runs through bench/peers/dtf_cluster.py."
 } > "$out"
 echo "wrote $out"

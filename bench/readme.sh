@@ -74,7 +74,7 @@ else
   run "$root/bench/mixed_precision.sh" --build "$build" --repeat 3
   run "$root/bench/distributed.sh" --build "$build" --repeat 3
   run "$root/bench/hosts.sh" --build "$build"
-  run "$root/bench/embedding.sh" --build "$build" --cluster-steps 300
+  run "$root/bench/embedding.sh" --build "$build" --repeat 3 --cluster-steps 300
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
