@@ -159,15 +159,20 @@ Status checkDy(const char *op, const Window2D &w, const Tensor &dy) {
   return Status::ok();
 }
 
-// The versions of a bf16 primitive's first two inputs (which are then the
-// kernel's inputs 0 and 1 themselves), so that an activation or a weight
-// read by two convolutions of a step is narrowed to bf16 once
-// (PlannedPrimitive::execute); none for the f32 primitives.
-std::vector<const VariableVersion *> bf16ConvVersions(const KernelContext &ctx,
-                                                      bool bf16) {
-  if (!bf16)
-    return {};
-  return {ctx.inputVersion(0), ctx.inputVersion(1)};
+// Runs a convolution's primitive on `ptrs` (in its arguments' order) for
+// the kernel of `ctx`. A bf16 primitive is given the versions of its first
+// two inputs (then the kernel's inputs 0 and 1 themselves), so that an
+// activation or a weight read by two convolutions of a step is narrowed to
+// bf16 once, and the pool, which narrows the large ones
+// (PlannedPrimitive::execute); an f32 primitive needs neither.
+void runConv(const PlannedPrimitive &prim, const std::vector<void *> &ptrs,
+             const KernelContext &ctx, bool bf16) {
+  if (!bf16) {
+    prim.execute(ptrs);
+    return;
+  }
+  prim.execute(ptrs, {}, {ctx.inputVersion(0), ctx.inputVersion(1)},
+               ctx.threadPool());
 }
 
 PrimitiveCache<PlannedPrimitive> &convCache() {
@@ -330,9 +335,8 @@ Status conv2dKernel(KernelContext &ctx) {
              fr = roundedThroughBf16(f, ctx.threadPool());
       plainConv(w, false)->execute({ptr(xr), ptr(fr), out->rawData()});
     } else {
-      plainConv(w, bf16)->execute({ptr(x), ptr(f), out->rawData()}, {},
-                                  bf16ConvVersions(ctx, bf16),
-                                  ctx.threadPool());
+      runConv(*plainConv(w, bf16), {ptr(x), ptr(f), out->rawData()}, ctx,
+              bf16);
     }
     return Status::ok();
   });
@@ -459,12 +463,11 @@ Status conv2dBiasKernel(KernelContext &ctx) {
                                     {DNNL_ARG_DST, d.dst, true}})};
         });
     if (prim->fused) {
-      prim->fused->execute({ptr(*xs), ptr(*fs), ptr(bias), out->rawData()},
-                           {}, bf16ConvVersions(ctx, bf16), ctx.threadPool());
+      runConv(*prim->fused, {ptr(*xs), ptr(*fs), ptr(bias), out->rawData()},
+              ctx, bf16);
     } else {
-      plainConv(w, bf16)->execute({ptr(*xs), ptr(*fs), out->rawData()}, {},
-                                  bf16ConvVersions(ctx, bf16),
-                                  ctx.threadPool());
+      runConv(*plainConv(w, bf16), {ptr(*xs), ptr(*fs), out->rawData()}, ctx,
+              bf16);
       addBiasRelu<float>(*out, bias, relu, ctx.threadPool());
     }
     return Status::ok();
@@ -530,8 +533,7 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
                                {DNNL_ARG_WEIGHTS, d.weights, false},
                                {DNNL_ARG_DIFF_SRC, d.src, true}});
     });
-    prim->execute({ptr(*dys), ptr(*fs), dx->rawData()}, {},
-                  bf16ConvVersions(ctx, bf16), ctx.threadPool());
+    runConv(*prim, {ptr(*dys), ptr(*fs), dx->rawData()}, ctx, bf16);
     return Status::ok();
   });
 }
@@ -599,8 +601,7 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
                                {DNNL_ARG_DIFF_DST, d.dst, false},
                                {DNNL_ARG_DIFF_WEIGHTS, d.weights, true}});
     });
-    prim->execute({ptr(*xs), ptr(*dys), df->rawData()}, {},
-                  bf16ConvVersions(ctx, bf16), ctx.threadPool());
+    runConv(*prim, {ptr(*xs), ptr(*dys), df->rawData()}, ctx, bf16);
     return Status::ok();
   });
 }

@@ -8,16 +8,18 @@
 #include "runtime/core/F16.h"
 #include "runtime/kernels/cpu/OneDnn.h"
 
-#include <chrono>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
-#include <mutex>
+#include <pthread.h>
 #include <random>
-#include <set>
 #include <thread>
+#include <time.h>
+#include <vector>
 
 namespace dtf::test {
 namespace {
@@ -157,19 +159,29 @@ bool nativeBf16OrSay(const char *fallback) {
   return false;
 }
 
+// `specials` (f32 bit patterns) followed by random bit patterns from `seed`,
+// `count` values in all.
+std::vector<float> specialsThenRandom(std::initializer_list<uint32_t> specials,
+                                      size_t count, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::vector<float> xs;
+  for (uint32_t p : specials)
+    xs.push_back(floatOf(p));
+  while (xs.size() < count)
+    xs.push_back(floatOf(uint32_t(gen())));
+  return xs;
+}
+
 // The native path's narrowing (oneDNN's reorder, vcvtneps2bf16) rounds as
 // Bf16.h but for subnormal inputs, which it flushes to a zero of their sign.
 TEST(Bf16, NativeNarrowingMatchesBf16hButFlushesSubnormals) {
   if (!nativeBf16OrSay("the fallback path does not use the native narrowing"))
     return;
-  std::mt19937 gen(11);
-  std::vector<float> xs;
-  for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
-                     0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x00000000u,
-                     0x80000000u, 0x00008000u, 0x807fffffu})
-    xs.push_back(floatOf(p));
-  for (int i = 0; i < 100003; ++i) // odd: the reorder's tail
-    xs.push_back(floatOf(uint32_t(gen())));
+  const std::vector<float> xs = specialsThenRandom(
+      {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0x3f808000u,
+       0x3f818000u, 0x7f7fffffu, 0x00000000u, 0x80000000u, 0x00008000u,
+       0x807fffffu},
+      11 + 100003, 11); // odd: a masked tail
   std::vector<uint16_t> out(xs.size());
   cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), out.data());
   int subnormals = 0;
@@ -189,35 +201,50 @@ TEST(Bf16, NativeNarrowingMatchesBf16hButFlushesSubnormals) {
 
 // A large cast is cut into chunks over the pool (kNarrowGrain at least):
 // the same bits as on one thread, wherever the cuts and the masked tails
-// fall. The pool's own threads record that more than one chunk ran.
+// fall, and the pool's worker does part of it: its own CPU clock moves by
+// at least a quarter of what the cast took on one thread (half is its
+// share; a worker woken for a job it finds taken spends microseconds). It
+// may wake after the calling thread took every chunk on a loaded machine:
+// a few tries.
 TEST(Bf16, NativeNarrowingOverAPoolGivesTheSameBitsAsOnOneThread) {
   if (!nativeBf16OrSay("the fallback path does not use the native narrowing"))
     return;
-  std::mt19937 gen(17);
-  std::vector<float> xs;
-  for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x00000001u,
-                     0x807fffffu, 0x7f7fffffu, 0x3f808000u, 0x3f818000u})
-    xs.push_back(floatOf(p));
-  while (xs.size() < size_t(3 * cpu::kNarrowGrain + 7)) // odd: a tail
-    xs.push_back(floatOf(uint32_t(gen())));
-  std::vector<uint16_t> alone(xs.size()), pooled(xs.size(), 0xdead);
+  const std::vector<float> xs = specialsThenRandom(
+      {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x00000001u, 0x807fffffu,
+       0x7f7fffffu, 0x3f808000u, 0x3f818000u},
+      size_t(16 * cpu::kNarrowGrain + 7), 17); // odd: a masked tail
+  auto ns = [](clockid_t clock) {
+    timespec t{};
+    clock_gettime(clock, &t);
+    return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+  };
+  std::vector<uint16_t> alone(xs.size());
+  const int64_t start = ns(CLOCK_THREAD_CPUTIME_ID);
   cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), alone.data());
-  ThreadPool pool(3);
-  cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), pooled.data(),
-                          &pool);
-  for (size_t i = 0; i < xs.size(); ++i)
-    ASSERT_EQ(pooled[i], alone[i]) << i << ": " << std::hex << bitsOf(xs[i]);
-  // The chunks the pool made: a parallelFor over the same range and grain
-  // runs on more than one thread.
-  std::mutex mutex;
-  std::set<std::thread::id> threads;
-  pool.parallelFor(int64_t(xs.size()), cpu::kNarrowGrain,
-                   [&](int64_t, int64_t) {
-                     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-                     std::lock_guard<std::mutex> lock(mutex);
-                     threads.insert(std::this_thread::get_id());
-                   });
-  EXPECT_GT(threads.size(), 1u);
+  const int64_t aloneNs = ns(CLOCK_THREAD_CPUTIME_ID) - start;
+  std::atomic<bool> started{false};
+  pthread_t worker{};
+  ThreadPool pool(2, [&] {
+    worker = pthread_self();
+    started = true;
+  });
+  while (!started)
+    std::this_thread::yield();
+  clockid_t clock;
+  ASSERT_EQ(pthread_getcpuclockid(worker, &clock), 0);
+  int64_t workerNs = 0;
+  for (int attempt = 0; attempt < 5 && workerNs < aloneNs / 4; ++attempt) {
+    std::vector<uint16_t> pooled(xs.size(), 0xdead);
+    const int64_t before = ns(clock);
+    cpu::narrowToBf16Native(xs.data(), int64_t(xs.size()), pooled.data(),
+                            &pool);
+    workerNs = ns(clock) - before;
+    for (size_t i = 0; i < xs.size(); ++i)
+      ASSERT_EQ(pooled[i], alone[i]) << i << ": " << std::hex << bitsOf(xs[i]);
+  }
+  EXPECT_GE(workerNs, aloneNs / 4)
+      << "the pool's worker took no share of the cast (" << aloneNs
+      << " ns on one thread)";
 }
 
 // The convolutions narrow their f32 activations with narrowToBf16Native
@@ -226,13 +253,10 @@ TEST(Bf16, NativeNarrowingOverAPoolGivesTheSameBitsAsOnOneThread) {
 TEST(Bf16, NativeNarrowingMatchesOneDnnReorderBitForBit) {
   if (!nativeBf16OrSay("the convolutions keep f32 primitives there"))
     return;
-  std::mt19937 gen(13);
-  std::vector<float> xs;
-  for (uint32_t p : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xff812345u,
-                     0x00000001u, 0x807fffffu, 0x7f7fffffu, 0x3f808000u})
-    xs.push_back(floatOf(p));
-  while (xs.size() < 2 * 3 * 5 * 7 * 64)
-    xs.push_back(floatOf(uint32_t(gen())));
+  std::vector<float> xs = specialsThenRandom(
+      {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xff812345u, 0x00000001u,
+       0x807fffffu, 0x7f7fffffu, 0x3f808000u},
+      2 * 3 * 5 * 7 * 64, 13);
   using dnnl::memory;
   const memory::dims dims = {2 * 5, 64, 3, 7}; // NCHW dims, NHWC layout
   memory src({dims, memory::data_type::f32, memory::format_tag::nhwc},
