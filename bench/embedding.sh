@@ -231,6 +231,6 @@ PY
     echo "Bytes per global step: what the loopback interface of the run's own network namespace carried (TCP/IP headers included) over the timed steps, divided by the global steps in them; peak RSS sampled from /proc every 50 ms (bench/peers/task_watch.py)."
     echo
   fi
-  echo "One process: $repeat run(s) of each, interleaved; examples/s is their median (with an even count, the lower middle run), peak RSS the largest of them. The cluster: one run each. The model is models/ctr.dtf; the peers are bench/peers/torch_ctr.py, tf_ctr.py and tf_ctr_cluster.py; dtf's cluster runs through bench/peers/dtf_cluster.py."
+  echo "One process: $repeat run(s) of each, interleaved; examples/s is their median (with an even count, the lower middle run), peak RSS the largest of them.${cluster_table:+ The cluster: one run each.} The model is models/ctr.dtf; the peers are bench/peers/torch_ctr.py, tf_ctr.py and tf_ctr_cluster.py; dtf's cluster runs through bench/peers/dtf_cluster.py."
 } > "$out"
 echo "wrote $out"

@@ -177,8 +177,8 @@ Tensor roundedThroughBf16(const Tensor &t, ThreadPool *pool);
 /// is given and `n` is at least two kNarrowGrain: then in chunks over the
 /// pool (a parallel region waits for every thread to be scheduled, dear for
 /// a small cast on a loaded machine; the seed CNN's large casts, its dense
-/// kernel and its gradients at the convolutions, left the other core idle
-/// for 4% of a mixed_bfloat16 step). Round to nearest even as narrowToBf16,
+/// kernel and its gradients at the convolutions, had the other core wait:
+/// 4.7% of a mixed_bfloat16 step's samples, docs/kernels.md). Round to nearest even as narrowToBf16,
 /// except that a subnormal f32 becomes a zero of its sign (the
 /// instruction's DAZ), as in oneDNN's bf16 convolutions' own reorders; the
 /// same bits however the range is cut. Only where bf16Native() holds.
