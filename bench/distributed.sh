@@ -239,9 +239,11 @@ PYEOF
 ) || die "could not read dtf's figures from $o"
         per=""
         for t in "${!bench_hwm[@]}"; do per+="${per:+, }$t $((bench_hwm[$t] / 1024))"; done
+        cpus=""
+        for t in $(printf '%s\n' "${!bench_cpu[@]}" | sort); do cpus+="${cpus:+, }$t ${bench_cpu[$t]}"; done
         runs+=("$(awk -F'|' '{gsub(/ /, "", $4); print $4}' <<<"$row")")
         run_rows+=("$row")
-        run_notes+=("- $label $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; images/s over the timed steps (the final line's examples and time less the first progress line's, the warm-up); $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
+        run_notes+=("- $label $ps ps + $workers workers: 1 thread per worker; peak RSS per task (MB) $per; CPU seconds per task (user + system) $cpus; images/s over the timed steps (the final line's examples and time less the first progress line's, the warm-up); $(grep -c '| final:' "$o") final lines: $(grep '| final:' "$o" | sed 's/.*| final: //' | tr '\n' ';')")
         ((repeat == 1)) || echo "   run $rep: ${runs[-1]} images/s"
       done
       if ((${#runs[@]})); then

@@ -28,18 +28,25 @@ print(json.dumps({"ps": ["127.0.0.1:" + p for p in ports[:ps]],
 # launches and supervises local tasks) with its output in OUT, and returns its
 # status. Peak RSS: the launcher prints each task's pid; VmHWM (the process's
 # own peak RSS) is sampled from /proc every 0.1 s, and the last value seen for
-# each task is left in the associative array bench_hwm (task -> KB).
-# shellcheck disable=SC2034  # bench_hwm is read by the caller
+# each task is left in the associative array bench_hwm (task -> KB). CPU:
+# the task's user + system time (/proc/PID/stat, in clock ticks), sampled as
+# often; the last value seen, in bench_cpu (task -> seconds, 2 decimals; the
+# last 0.1 s of a task, its shutdown, can be missing).
+# shellcheck disable=SC2034  # bench_hwm and bench_cpu are read by the caller
 bench_dtf_cluster() {
-  local out=$1 launcher task pid v
+  local out=$1 launcher task pid v tick
   shift
+  tick=$(getconf CLK_TCK)
   "$@" > "$out" 2>&1 &
   launcher=$!
-  declare -gA bench_hwm=()
+  declare -gA bench_hwm=() bench_cpu=()
   while kill -0 "$launcher" 2>/dev/null; do
     while read -r task pid; do
       v=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
       [[ -n $v ]] && bench_hwm[$task]=$v
+      # Fields 14 and 15 after the command name, which may hold spaces.
+      v=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk -v t="$tick" '{printf "%.2f", ($12 + $13) / t}' || true)
+      [[ -n $v ]] && bench_cpu[$task]=$v
     done < <(sed -n 's/^\[launcher\] \([a-z]*\.[0-9]*\) started (pid \([0-9]*\)).*/\1 \2/p' "$out")
     sleep 0.1
   done

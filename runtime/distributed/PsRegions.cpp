@@ -1,6 +1,6 @@
 // The ps's side of shared memory (docs/protocol.md, "Shared memory"): a
-// pull's values written straight into the caller's region, a push's copied
-// out of it; MappedRegions (SharedRegion.h) checks each region and slot.
+// pull's values written straight into the caller's region, a push's read
+// where it lies (async) or copied out of it; MappedRegions (SharedRegion.h) checks each region and slot.
 #include "runtime/distributed/PsService.h"
 
 #include "runtime/core/Bf16.h"
@@ -60,6 +60,7 @@ grpc::Status PsService::pullIntoRegion(const rpc::PullRequest &req,
 
 grpc::Status PsService::pushFromRegion(const rpc::PushRequest &req,
                                        const std::string &caller,
+                                       std::vector<Tensor> *values,
                                        std::vector<PayloadTarget> *targets) {
   char *slot = nullptr;
   std::shared_ptr<SharedRegion> keep;
@@ -82,10 +83,30 @@ grpc::Status PsService::pushFromRegion(const rpc::PushRequest &req,
                                ") lies outside its shared-memory slot of " +
                                std::to_string(capacity) + " bytes");
   }
+  // An async push without a mirror is applied within this call, while the
+  // worker waits for its answer and leaves the slot alone: its floating
+  // point values are read where they lie (the check, then the update),
+  // which saves a pass over the gradient's bytes. What a process racing
+  // the ps could change between the two is a finite or non-finite float,
+  // no more than it could push itself (docs/security.md); anything the ps
+  // indexes by (ids, integers) and every value of a sync or mirrored push
+  // is copied out first, as before.
+  const bool inPlace = !sync_ && mirror_ < 0;
   for (int i = 0; i < req.values_size(); ++i) {
     const PayloadTarget &t = (*targets)[size_t(i)];
-    if (t.size)
-      std::memcpy(t.data, slot + req.values(i).offset(), t.size);
+    char *at = slot + req.values(i).offset();
+    Tensor *v = nullptr; // the value whose buffer the target is
+    for (Tensor &u : *values)
+      if (u.defined() && u.rawData() == t.data && u.byteSize() == t.size)
+        v = &u;
+    if (inPlace && v && t.size && isFloatingPoint(v->dtype()) &&
+        reinterpret_cast<uintptr_t>(at) % Tensor::kAlignment == 0) {
+      *v = Tensor::adopt(v->dtype(), v->shape(),
+                         std::shared_ptr<void>(keep, at), t.size);
+      ++inPlacePushValues_;
+    } else if (t.size) {
+      std::memcpy(t.data, at, t.size);
+    }
   }
   targets->clear();
   ++regionPushes_;

@@ -354,9 +354,10 @@ grpc::Status PsService::preparePush(const rpc::PushRequest &req,
   Status s = update_.prepare(req, values, targets);
   if (!s.isOk())
     return fail(grpc::StatusCode::INVALID_ARGUMENT, s.message());
-  // The bytes are in the caller's shared-memory slot: copied out now.
+  // The bytes are in the caller's shared-memory slot: read there or copied
+  // out now.
   return req.has_values_in()
-             ? pushFromRegion(req, named(who, req.caller()), targets)
+             ? pushFromRegion(req, named(who, req.caller()), values, targets)
              : grpc::Status::OK;
 }
 
@@ -553,7 +554,9 @@ std::string PsService::regionSummary() const {
     return std::string();
   return "through shared memory: " + std::to_string(regionPulls_) +
          " pulls, " + std::to_string(regionPushes_) + " pushes (" +
-         std::to_string(regions_.mapped()) + " regions mapped at the end)";
+         std::to_string(regions_.mapped()) +
+         " regions mapped at the end); " + std::to_string(inPlacePushValues_) +
+         " pushed values read where they lay";
 }
 
 grpc::Status PsService::admit(const grpc::ServerContextBase &ctx, Role role,

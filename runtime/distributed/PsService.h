@@ -212,10 +212,13 @@ private:
   grpc::Status preparePush(const rpc::PushRequest &req, const std::string &who,
                            std::vector<Tensor> *values,
                            std::vector<PayloadTarget> *targets);
-  // A push's values out of `caller`'s slot into their places (PsRegions.cpp;
-  // each checked to lie inside it first); *targets cleared: no payload.
+  // A push's values out of `caller`'s slot (PsRegions.cpp; each checked to
+  // lie inside it first): an async push's floating-point values become
+  // tensors over the slot, the others are copied into their places;
+  // *targets cleared: no payload.
   grpc::Status pushFromRegion(const rpc::PushRequest &req,
                               const std::string &caller,
+                              std::vector<Tensor> *values,
                               std::vector<PayloadTarget> *targets);
   // A complete push, applied (async) or summed (sync).
   grpc::Status applyPush(const rpc::PushRequest &request,
@@ -371,6 +374,7 @@ private:
 
   std::atomic<int64_t> streamedPulls_{0}, streamedPushes_{0}, streamedInits_{0};
   std::atomic<int64_t> regionPulls_{0}, regionPushes_{0};
+  std::atomic<int64_t> inPlacePushValues_{0}; // read in the caller's slot
   // Tensor bytes taken by pushes and given by pulls and lookups; embedding
   // rows served and pushed (GetStatus, and the summary at exit).
   std::atomic<uint64_t> payloadIn_{0}, payloadOut_{0}, rowsLookedUp_{0},

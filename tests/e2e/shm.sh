@@ -53,14 +53,17 @@ python3 - "$work/async.log" <<'PY' || fail "async with shared memory: see above"
 import re, sys
 text = open(sys.argv[1]).read()
 bad = []
-m = re.search(r"^ps\.0 *\| (\d+) updates applied;.*\nps\.0 *\| through shared memory: (\d+) pulls, (\d+) pushes \((\d+) regions mapped at the end\)",
+m = re.search(r"^ps\.0 *\| (\d+) updates applied;.*\nps\.0 *\| through shared memory: (\d+) pulls, (\d+) pushes \((\d+) regions mapped at the end\); (\d+) pushed values read where they lay",
               text, re.M)
 if not m:
     bad.append("the ps did not say it moved tensors through shared memory")
 else:
-    updates, pulls, pushes, mapped = map(int, m.groups())
+    updates, pulls, pushes, mapped, in_slot = map(int, m.groups())
     print(f"   ps.0: {updates} updates; through shared memory {pulls} pulls, {pushes} pushes, "
-          f"{mapped} regions mapped at the end")
+          f"{mapped} regions mapped at the end; {in_slot} pushed values read in their slot")
+    # Async: every push's gradients are read where the worker made them.
+    if in_slot < pushes:
+        bad.append(f"the async ps read only {in_slot} values in place for {pushes} pushes")
     if pushes != updates or updates < 200:
         bad.append(f"{pushes} pushes through shared memory for {updates} updates (all of them should)")
     if pulls < updates:

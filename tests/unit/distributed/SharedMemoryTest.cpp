@@ -330,8 +330,51 @@ TEST_F(SharedMemory, PullsAndPushesMatchTheBytesPathBitForBit) {
   // Each PsClient's regions went with it.
   EXPECT_TRUE(regionsIn(shmDir_).empty());
   const std::string log = stop();
-  // 4 pulls and 2 pushes with shared memory on: all of them through it.
+  // 4 pulls and 2 pushes with shared memory on: all of them through it; an
+  // async ps read each push's two values (gradient, rate) where they lay.
   EXPECT_NE(log.find("through shared memory: 4 pulls, 2 pushes"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("; 4 pushed values read where they lay"),
+            std::string::npos)
+      << log;
+}
+
+// A sync ps keeps a push's values past its call (until the update's other
+// gradients come), so it copies them out of the caller's slot; the update is
+// the async one's, bit for bit.
+TEST_F(SharedMemory, ASyncPsCopiesAPushOutOfTheSlotAndAppliesTheSameUpdate) {
+  TaskConfig bytes = workerConfig_;
+  bytes.transport.sharedMemory = false;
+  const Tensor start = pattern(3.0f), grad = pattern(-0.7f);
+  initialize(start);
+  pushWith(workerConfig_, grad, 0.01f);
+  const Tensor async = pullWith(bytes);
+  EXPECT_NE(stop().find("; 2 pushed values read where they lay"),
+            std::string::npos);
+
+  plan_.mutable_training()->set_update("sync");
+  plan_.mutable_training()->set_replication("between_graph");
+  plan_.mutable_training()->set_replicas_to_aggregate(1);
+  std::fclose(psOut_);
+  psOut_ = std::fopen(psLog_.c_str(), "w");
+  psConfig_.out = psOut_;
+  ps_ = std::thread([this] {
+    code_ = runParameterServer(plan_, placement_, 0, psConfig_);
+  });
+  ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                         std::chrono::seconds(20)));
+  initialize(start);
+  pushWith(workerConfig_, grad, 0.01f);
+  const Tensor sync = pullWith(bytes);
+  EXPECT_NE(std::memcmp(sync.rawData(), start.rawData(), start.byteSize()), 0)
+      << "the sync push changed nothing";
+  EXPECT_EQ(std::memcmp(sync.rawData(), async.rawData(), start.byteSize()), 0);
+  const std::string log = stop();
+  EXPECT_NE(log.find("through shared memory: 1 pulls, 1 pushes"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("; 0 pushed values read where they lay"),
             std::string::npos)
       << log;
 }
@@ -433,6 +476,8 @@ TEST_F(SharedMemory, PushedGradientsAreMadeInTheirRegionAndPushedInPlace) {
     EXPECT_EQ(w.client.pushedInPlace(), 1);
     EXPECT_EQ(w.client.pushedCopied(), 3);
     EXPECT_EQ(outputs.at("big:grad").rawData(), placed);
+    EXPECT_EQ(std::memcmp(placed, g2.rawData(), g2.byteSize()), 0)
+        << "the ps, reading the push in the slot, wrote into it";
     EXPECT_EQ(placements["big:grad"], 1);
     for (const auto &[key, n] : placements) {
       if (key != "big:grad") {
