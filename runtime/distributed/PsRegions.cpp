@@ -1,6 +1,7 @@
 // The ps's side of shared memory (docs/protocol.md, "Shared memory"): a
 // pull's values written straight into the caller's region, a push's read
-// where it lies (async) or copied out of it; MappedRegions (SharedRegion.h) checks each region and slot.
+// where it lies (async) or copied out of it; MappedRegions (SharedRegion.h)
+// checks each region and slot.
 #include "runtime/distributed/PsService.h"
 
 #include "runtime/core/Bf16.h"
