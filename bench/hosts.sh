@@ -12,6 +12,10 @@
 #     --links L       comma-separated link rates for tc (default 1gbit)
 #     --warmup N      untimed steps per worker (default 50)
 #     --steps N       timed steps per worker (default 300)
+#     --repeat N      runs of each framework and variant (default 1), one
+#                     after another; the table shows the run with the
+#                     median images/s (with an even count, the lower middle
+#                     one) and the notes every run's
 #     --only LIST     comma-separated subset of tf,dtf,bf16,compress,prefetch
 #                     (default all; bf16 is both bf16 runs, compress both
 #                     compressed ones, prefetch both --prefetch-pull ones)
@@ -37,6 +41,7 @@ build=$root/build
 links=1gbit
 warmup=50
 steps=300
+repeat=1
 only=tf,dtf,bf16,compress,prefetch
 out=$root/bench/results/hosts.md
 cmdline="bench/hosts.sh${*:+ $*}"
@@ -47,6 +52,7 @@ while (($#)); do
     --links) links=${2:?--links needs rates}; shift 2 ;;
     --warmup) [[ ${2-} =~ ^[0-9]+$ ]] || die "--warmup needs a count, got '${2-}'"; warmup=$2; shift 2 ;;
     --steps) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--steps needs a positive count, got '${2-}'"; steps=$2; shift 2 ;;
+    --repeat) [[ ${2-} =~ ^[1-9][0-9]*$ ]] || die "--repeat needs a positive count, got '${2-}'"; repeat=$2; shift 2 ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -122,27 +128,49 @@ print("| %s | %s | %.0f | %s | %.2f MB | %.0f%% | %s | %s |" % (
 PY
 }
 
+# median_of LABEL LINK ROW...: the row with the median images/s (the lower
+# middle one of an even count) into rows, every run's figure into notes.
+median_of() {
+  local label=$1 link=$2 m
+  shift 2
+  m=$(printf '%s\n' "$@" | awk -F'|' '{gsub(/ /, "", $4); print NR - 1, $4}' |
+        sort -k2 -n | awk -v n=$# 'NR == int((n + 1) / 2) {print $1}')
+  local runs=("$@")
+  rows+=("${runs[$m]}")
+  ((repeat == 1)) ||
+    notes+=("- $label, $link: $# runs, images/s $(printf '%s\n' "$@" | awk -F'|' '{gsub(/ /, "", $4); print $4}' | paste -sd/ - | sed 's#/# / #g'); the table shows the median run")
+}
+
 for link in ${links//,/ }; do
   bench_netns_shape "$link"
   if want tf; then
-    echo "== TensorFlow, 1 ps + 2 workers, links $link"
-    before=$(ps_bytes) t0=$SECONDS
-    if json=$("$bench_py" "$root/bench/peers/tf_ps_worker.py" --ps 1 --workers 2 --spec "$spec" \
-                --netns "$tag-ps,$tag-w0,$tag-w1" --warmup "$warmup" --steps "$steps" \
-                --data "$data" 2> "$work/tf.err"); then
-      after=$(ps_bytes)
-      r=$(python3 -c '
+    runs=()
+    for ((rep = 1; rep <= repeat; ++rep)); do
+      echo "== TensorFlow, 1 ps + 2 workers, links $link$( ((repeat == 1)) || echo ", run $rep of $repeat")"
+      before=$(ps_bytes) t0=$SECONDS
+      if json=$("$bench_py" "$root/bench/peers/tf_ps_worker.py" --ps 1 --workers 2 --spec "$spec" \
+                  --netns "$tag-ps,$tag-w0,$tag-w1" --warmup "$warmup" --steps "$steps" \
+                  --data "$data" 2> "$work/tf.err"); then
+        after=$(ps_bytes)
+        r=$(python3 -c '
 import json, sys
 r = json.loads(sys.argv[1])
 print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
       ", ".join("%s %.1f s" % kv for kv in sorted(r["cpu_seconds"].items())).replace(" ", "_"),
       r["framework"])' "$json")
-      read -r ips per1 _ per2 tfcpu fw <<<"$r"
-      rows+=("$(row "$fw" "$link" "$ips" "$per1 / $per2" $((2 * (warmup + steps))) $((SECONDS - t0)) "$before" "$after" "${tfcpu//_/ }" "not measured")")
-      echo "   ${rows[-1]}"
+        read -r ips per1 _ per2 tfcpu fw <<<"$r"
+        runs+=("$(row "$fw" "$link" "$ips" "$per1 / $per2" $((2 * (warmup + steps))) $((SECONDS - t0)) "$before" "$after" "${tfcpu//_/ }" "not measured")")
+        echo "   ${runs[-1]}"
+      else
+        echo "   failed: $(tail -3 "$work/tf.err")"
+        runs=(); failed=1
+        break
+      fi
+    done
+    if ((${#runs[@]})); then
+      median_of TensorFlow "$link" "${runs[@]}"
     else
-      echo "   failed: $(tail -3 "$work/tf.err")"
-      rows+=("| TensorFlow | $link | failed | | | | | |"); failed=1
+      rows+=("| TensorFlow | $link | failed | | | | | |")
     fi
   fi
   for variant in f32 bf16 overlap topk onebit prefetch bf16-prefetch; do
@@ -156,24 +184,30 @@ print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
     [[ $variant == onebit ]] && label="dtf (mutual TLS, --wire bf16 --compress-push onebit)" wire=bf16 extra=(--compress-push onebit)
     [[ $variant == prefetch ]] && label="dtf (mutual TLS, --prefetch-pull)" wire=f32 extra=(--prefetch-pull)
     [[ $variant == bf16-prefetch ]] && label="dtf (mutual TLS, --wire bf16 --prefetch-pull)" wire=bf16 extra=(--prefetch-pull)
-    echo "== $label, 1 ps + 2 workers, links $link"
-    before=$(ps_bytes) t0=$SECONDS
-    pids=()
-    for h in "${hosts[@]}"; do
-      # Each host's launcher starts only the task whose address is its own.
-      # bash's `times` after it: the user and system seconds of the
-      # launcher and the task it started and waited for.
-      ( ip netns exec "$tag-$h" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
-          --tls-dir "$work/tls" --steps $((2 * (warmup + steps))) --log-every $((2 * steps)) \
-          --threads 1 --wire "$wire" "${extra[@]}" --connect-timeout 60 > "$work/$h.$variant.log" 2>&1
-        code=$?; times > "$work/$h.$variant.times"; exit $code ) &
-      pids+=($!)
-    done
-    ok=1
-    for p in "${pids[@]}"; do wait "$p" || ok=0; done
-    after=$(ps_bytes)
-    secs=$((SECONDS - t0))
-    if [[ $ok == 1 ]]; then
+    runs=() run_notes=()
+    for ((rep = 1; rep <= repeat; ++rep)); do
+      echo "== $label, 1 ps + 2 workers, links $link$( ((repeat == 1)) || echo ", run $rep of $repeat")"
+      before=$(ps_bytes) t0=$SECONDS
+      pids=()
+      for h in "${hosts[@]}"; do
+        # Each host's launcher starts only the task whose address is its own.
+        # bash's `times` after it: the user and system seconds of the
+        # launcher and the task it started and waited for.
+        ( ip netns exec "$tag-$h" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
+            --tls-dir "$work/tls" --steps $((2 * (warmup + steps))) --log-every $((2 * steps)) \
+            --threads 1 --wire "$wire" "${extra[@]}" --connect-timeout 60 > "$work/$h.$variant.log" 2>&1
+          code=$?; times > "$work/$h.$variant.times"; exit $code ) &
+        pids+=($!)
+      done
+      ok=1
+      for p in "${pids[@]}"; do wait "$p" || ok=0; done
+      after=$(ps_bytes)
+      secs=$((SECONDS - t0))
+      if [[ $ok != 1 ]]; then
+        echo "   failed: $(tail -3 "$work"/*."$variant".log)"
+        runs=(); failed=1
+        break
+      fi
       rates=$(sed -n 's/^worker.[01] *| final: .*examples_per_sec=\([0-9.]*\).*/\1/p' "$work"/w[01].$variant.log)
       cpu=$(for h in "${hosts[@]}"; do
               python3 - "$h" "$work/$h.$variant.times" <<'PY'
@@ -186,12 +220,15 @@ PY
             done | paste -sd, - | sed 's/,/, /g')
       ips=$(awk '{s+=$1} END{print s}' <<<"$rates")
       acc=$(sed -n 's/^worker.0 *| eval .*accuracy \([0-9.]*\).*/\1/p' "$work/w0.$variant.log" | tail -1)
-      rows+=("$(row "$label" "$link" "$ips" "$(paste -sd/ <<<"$rates" | sed 's#/# / #g')" $((2 * (warmup + steps))) "$secs" "$before" "$after" "${cpu:-not measured}" "${acc:-none}")")
-      notes+=("- $label, $link: final lines: $(grep -h '| final:' "$work"/w[01].$variant.log | sed 's/.*| final: //' | tr '\n' ';')")
-      echo "   ${rows[-1]}"
+      runs+=("$(row "$label" "$link" "$ips" "$(paste -sd/ <<<"$rates" | sed 's#/# / #g')" $((2 * (warmup + steps))) "$secs" "$before" "$after" "${cpu:-not measured}" "${acc:-none}")")
+      run_notes+=("- $label, $link: final lines: $(grep -h '| final:' "$work"/w[01].$variant.log | sed 's/.*| final: //' | tr '\n' ';')")
+      echo "   ${runs[-1]}"
+    done
+    if ((${#runs[@]})); then
+      median_of "$label" "$link" "${runs[@]}"
+      notes+=("${run_notes[@]}")
     else
-      echo "   failed: $(tail -3 "$work"/*."$variant".log)"
-      rows+=("| $label | $link | failed | | | | | |"); failed=1
+      rows+=("| $label | $link | failed | | | | | |")
     fi
   done
 done

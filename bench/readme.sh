@@ -14,7 +14,7 @@
 #                   figures to quote: the stamp says so)
 #
 # Needs root (hosts.sh's and embedding.sh's network namespaces) and an idle
-# machine: about 30 minutes on the 2-core machine (waiting up to 150 s
+# machine: about 45 minutes on the 2-core machine (waiting up to 150 s
 # between benchmarks for the load to settle); the load before and after
 # goes into the stamp and into each results file.
 set -euo pipefail
@@ -73,7 +73,7 @@ else
   run "$root/bench/throughput.sh" --build "$build" --repeat 5 --omp-spin 10000
   run "$root/bench/mixed_precision.sh" --build "$build" --repeat 3
   run "$root/bench/distributed.sh" --build "$build" --repeat 3
-  run "$root/bench/hosts.sh" --build "$build"
+  run "$root/bench/hosts.sh" --build "$build" --repeat 3
   run "$root/bench/embedding.sh" --build "$build" --repeat 3 --cluster-steps 300
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)

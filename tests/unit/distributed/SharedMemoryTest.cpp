@@ -85,6 +85,22 @@ std::string mappedFileAt(const void *p) {
   return "";
 }
 
+// Whether the ps's `log` says it moved `calls` ("N pulls, M pushes")
+// through shared memory and read `inPlace` pushed values in their slots.
+::testing::AssertionResult saidThrough(const std::string &log,
+                                       const std::string &calls,
+                                       int inPlace) {
+  const std::string want = "through shared memory: " + calls;
+  const size_t at = log.find(want);
+  const std::string read =
+      "; " + std::to_string(inPlace) + " pushed values read where they lay";
+  if (at != std::string::npos && log.find(read, at) != std::string::npos)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "the ps did not say '" << want << " (...)" << read << "':\n"
+         << log;
+}
+
 class SharedMemory : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -159,6 +175,18 @@ protected:
     if (psOut_)
       std::fflush(psOut_);
     return readAll(psLog_);
+  }
+
+  // Starts the ps again (after stop()), its log in a fresh file.
+  void restartPs() {
+    std::fclose(psOut_);
+    psOut_ = std::fopen(psLog_.c_str(), "w");
+    psConfig_.out = psOut_;
+    ps_ = std::thread([this] {
+      code_ = runParameterServer(plan_, placement_, 0, psConfig_);
+    });
+    ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +
+                                           std::chrono::seconds(20)));
   }
 
   void TearDown() override {
@@ -329,15 +357,9 @@ TEST_F(SharedMemory, PullsAndPushesMatchTheBytesPathBitForBit) {
 
   // Each PsClient's regions went with it.
   EXPECT_TRUE(regionsIn(shmDir_).empty());
-  const std::string log = stop();
   // 4 pulls and 2 pushes with shared memory on: all of them through it; an
   // async ps read each push's two values (gradient, rate) where they lay.
-  EXPECT_NE(log.find("through shared memory: 4 pulls, 2 pushes"),
-            std::string::npos)
-      << log;
-  EXPECT_NE(log.find("; 4 pushed values read where they lay"),
-            std::string::npos)
-      << log;
+  EXPECT_TRUE(saidThrough(stop(), "4 pulls, 2 pushes", 4));
 }
 
 // A sync ps keeps a push's values past its call (until the update's other
@@ -350,33 +372,19 @@ TEST_F(SharedMemory, ASyncPsCopiesAPushOutOfTheSlotAndAppliesTheSameUpdate) {
   initialize(start);
   pushWith(workerConfig_, grad, 0.01f);
   const Tensor async = pullWith(bytes);
-  EXPECT_NE(stop().find("; 2 pushed values read where they lay"),
-            std::string::npos);
+  EXPECT_TRUE(saidThrough(stop(), "1 pulls, 1 pushes", 2));
 
   plan_.mutable_training()->set_update("sync");
   plan_.mutable_training()->set_replication("between_graph");
   plan_.mutable_training()->set_replicas_to_aggregate(1);
-  std::fclose(psOut_);
-  psOut_ = std::fopen(psLog_.c_str(), "w");
-  psConfig_.out = psOut_;
-  ps_ = std::thread([this] {
-    code_ = runParameterServer(plan_, placement_, 0, psConfig_);
-  });
-  ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +
-                                         std::chrono::seconds(20)));
+  restartPs();
   initialize(start);
   pushWith(workerConfig_, grad, 0.01f);
   const Tensor sync = pullWith(bytes);
   EXPECT_NE(std::memcmp(sync.rawData(), start.rawData(), start.byteSize()), 0)
       << "the sync push changed nothing";
   EXPECT_EQ(std::memcmp(sync.rawData(), async.rawData(), start.byteSize()), 0);
-  const std::string log = stop();
-  EXPECT_NE(log.find("through shared memory: 1 pulls, 1 pushes"),
-            std::string::npos)
-      << log;
-  EXPECT_NE(log.find("; 0 pushed values read where they lay"),
-            std::string::npos)
-      << log;
+  EXPECT_TRUE(saidThrough(stop(), "1 pulls, 1 pushes", 0));
 }
 
 // The variables a worker pulls from a ps on its host live in a region of
@@ -424,8 +432,7 @@ TEST_F(SharedMemory, PulledVariablesLiveInTheirRegionAndPullsLandInPlace) {
   }
   // The region went with the worker's variables.
   EXPECT_TRUE(regionsIn(shmDir_).empty());
-  EXPECT_NE(stop().find("through shared memory: 2 pulls, 1 pushes"),
-            std::string::npos);
+  EXPECT_TRUE(saidThrough(stop(), "2 pulls, 1 pushes", 2));
 }
 
 // A worker's gradients are made in a region of their own, where the ps reads
@@ -488,8 +495,7 @@ TEST_F(SharedMemory, PushedGradientsAreMadeInTheirRegionAndPushedInPlace) {
 
     // A failed push (the ps gone): the gradient leaves the region, which
     // the ps might still read.
-    EXPECT_NE(stop().find("through shared memory: 2 pulls, 2 pushes"),
-              std::string::npos);
+    EXPECT_TRUE(saidThrough(stop(), "2 pulls, 2 pushes", 4));
     EXPECT_FALSE(w.client.push(value, options, nullptr).isOk());
     EXPECT_EQ(placements["big:grad"], 2);
     EXPECT_EQ(mappedFileAt(outputs.at("big:grad").rawData()), "");
@@ -501,11 +507,7 @@ TEST_F(SharedMemory, PushedGradientsAreMadeInTheirRegionAndPushedInPlace) {
   }
   EXPECT_TRUE(regionsIn(shmDir_).empty());
   // The same two updates through the bytes path, on a fresh ps.
-  ps_ = std::thread([this] {
-    code_ = runParameterServer(plan_, placement_, 0, psConfig_);
-  });
-  ASSERT_TRUE(channel_->WaitForConnected(std::chrono::system_clock::now() +
-                                         std::chrono::seconds(20)));
+  restartPs();
   initialize(start);
   pushWith(bytes, g1, 0.01f);
   pushWith(bytes, g2, 0.01f);
@@ -673,8 +675,7 @@ TEST_F(SharedMemory, ARefusedRegionIsSaidOnceAndTheCallsSendBytes) {
     ++n;
   EXPECT_EQ(n, 2u) << said;
   // The last pull, with the directory private again, went through it.
-  EXPECT_NE(stop().find("through shared memory: 1 pulls, 0 pushes"),
-            std::string::npos);
+  EXPECT_TRUE(saidThrough(stop(), "1 pulls, 0 pushes", 0));
 }
 
 TEST(SharedMemoryRegions, APsWithoutADirectoryTakesNone) {
