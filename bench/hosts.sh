@@ -194,7 +194,7 @@ print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
         # bash's `times` after it: the user and system seconds of the
         # launcher and the task it started and waited for.
         ( ip netns exec "$tag-$h" "$build/bin/dtf-run" "$work/cnn.plan" --cluster "$work/cluster.json" \
-            --tls-dir "$work/tls" --steps $((2 * (warmup + steps))) --log-every $((2 * steps)) \
+            --tls-dir "$work/tls" --steps $((2 * (warmup + steps))) --log-every $((warmup > 0 ? warmup : steps)) \
             --threads 1 --wire "$wire" "${extra[@]}" --connect-timeout 60 > "$work/$h.$variant.log" 2>&1
           code=$?; times > "$work/$h.$variant.times"; exit $code ) &
         pids+=($!)
@@ -208,7 +208,28 @@ print(r["images_per_sec_sum"], " / ".join("%.0f" % x for x in r["per_worker"]),
         runs=(); failed=1
         break
       fi
-      rates=$(sed -n 's/^worker.[01] *| final: .*examples_per_sec=\([0-9.]*\).*/\1/p' "$work"/w[01].$variant.log)
+      # Each worker's rate over its timed steps, as TensorFlow's is measured
+      # (and as distributed.sh takes dtf's): its final line's examples and
+      # training time less the warm-up's, its first progress line
+      # (--log-every WARMUP: that interval's own rate).
+      rates=$(python3 - "$warmup" "$work"/w[01].$variant.log <<'PY'
+import re, sys
+warmup = int(sys.argv[1])
+for path in sys.argv[2:]:
+    text = open(path).read()
+    m = re.search(r"^(worker\.\d+) +\| final: steps=(\d+) .*examples_per_sec=([0-9.]+)", text, re.M)
+    if not m:
+        continue
+    task, steps, whole = m.group(1), int(m.group(2)), float(m.group(3))
+    batch = re.search(r"^%s +\| training .*, batch (\d+)" % re.escape(task), text, re.M)
+    first = re.search(r"^%s +\| step \d+/\d+ .* ([0-9.]+) img/s" % re.escape(task), text, re.M)
+    if warmup == 0 or not batch or not first or steps <= warmup:
+        print("%.1f" % whole)
+        continue
+    b = int(batch.group(1))
+    print("%.1f" % ((steps - warmup) * b / (steps * b / whole - warmup * b / float(first.group(1)))))
+PY
+)
       cpu=$(for h in "${hosts[@]}"; do
               python3 - "$h" "$work/$h.$variant.times" <<'PY'
 import re, sys
@@ -253,7 +274,8 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo
   echo "Model: models/mnist_cnn.dtf (6.5 MB of float32 variables), Adam 1e-4, 1 ps + 2"
   echo "workers, asynchronous, batch 50 per worker and step, $warmup warm-up + $steps timed"
-  echo "steps per worker (TensorFlow's figure leaves the warm-up out; dtf's includes it)."
+  echo "steps per worker (both figures leave the warm-up out: dtf's from each worker's final"
+  echo "line less its first progress line, at the end of the warm-up)."
   echo "Bytes per step: both directions of the ps host's link over all the workers' steps."
   echo "Test accuracy: the chief's evaluation of the 10,000 test images once the last of"
   echo "the $((2 * (warmup + steps))) global steps is done (outside the timed figures)."
