@@ -31,7 +31,9 @@
 #   (ninja's -j for a rev: build, default 2)
 #
 # CPU seconds: user + system time of the run's processes (the launcher's
-# tasks, the cluster driver's dtf-run, with theirs), from /usr/bin/time. Both
+# tasks, the cluster driver's dtf-run, with theirs), from /usr/bin/time; for
+# the seed CNN cluster also ps.0's own, sampled from /proc (bench/lib.sh's
+# bench_dtf_cluster), in a row of its own. Both
 # sides do the same work, so their ratio compares the builds' cost, and it
 # moves far less than the rates when other work loads the cores.
 #
@@ -156,7 +158,10 @@ run() {
         { tail -5 "$o" >&2; die "$w side $i failed"; }
       rate=$(awk '/^worker\.[0-9]+ +\| final: / { for (k = 1; k <= NF; ++k)
                if ($k ~ /^examples_per_sec=/) { split($k, v, "="); s += v[2]; n++ } }
-             END { if (n == 2) printf "%.1f", s }' "$o") ;;
+             END { if (n == 2) printf "%.1f", s }' "$o")
+      # The ps's own share, from the same run (bench_dtf_cluster's sample).
+      [[ -n $rate && -n ${bench_cpu[ps.0]-} ]] &&
+        echo "cluster-ps $i $rate ${bench_cpu[ps.0]}" >> "$work/runs" ;;
     ctr)
       every=$(bench_gcd "$ctr_warmup" "$ctr_steps")
       "${timed[@]}" "$bin" "$plans/ctr.plan" --steps $((ctr_warmup + ctr_steps)) --log-every "$every" \
@@ -198,11 +203,12 @@ for line in open(sys.argv[1]):
     runs.setdefault(w, ([], []))[int(side)].append((float(rate), float(cpu)))
 names = {"cnn": "seed CNN, one process, 2 threads (images/s)",
          "cluster": "seed CNN, 1 ps + 2 workers, TLS + Unix sockets (images/s, sum)",
+         "cluster-ps": "the same runs: ps.0 alone (CPU s: its user + system time)",
          "ctr": "CTR model, one process, 2 threads (examples/s)",
          "ctr-cluster": "CTR model, 2 ps + 2 workers, lookups on the ps (examples/s)"}
 print("| workload | rate A (median) | rate B | **rate B / A** | CPU s A (median) | CPU s B | **CPU B / A** | A runs: rate, CPU s | B runs |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
-for w in ("cnn", "cluster", "ctr", "ctr-cluster"):
+for w in ("cnn", "cluster", "cluster-ps", "ctr", "ctr-cluster"):
     if w not in runs:
         continue
     a, b = runs[w]

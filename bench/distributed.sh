@@ -248,7 +248,7 @@ PYEOF
       done
       if ((${#runs[@]})); then
         # The run with the median images/s (the lower middle one of an even count).
-        m=$(printf '%s\n' "${runs[@]}" | awk '{print NR - 1, $1}' | sort -k2 -n | awk -v n="${#runs[@]}" 'NR == int((n + 1) / 2) {print $1}')
+        m=$(bench_median_index "${runs[@]}")
         row=${run_rows[$m]}
         notes+=("${run_notes[$m]}")
         ((repeat == 1)) || notes+=("  ($repeat runs, images/s $(IFS=/; echo "${runs[*]}" | sed 's#/# / #g'); the table shows the median run)")

@@ -131,14 +131,13 @@ PY
 # median_of LABEL LINK ROW...: the row with the median images/s (the lower
 # middle one of an even count) into rows, every run's figure into notes.
 median_of() {
-  local label=$1 link=$2 m
+  local label=$1 link=$2 r
   shift 2
-  m=$(printf '%s\n' "$@" | awk -F'|' '{gsub(/ /, "", $4); print NR - 1, $4}' |
-        sort -k2 -n | awk -v n=$# 'NR == int((n + 1) / 2) {print $1}')
-  local runs=("$@")
-  rows+=("${runs[$m]}")
+  local runs=("$@") ips=()
+  for r in "$@"; do ips+=("$(awk -F'|' '{gsub(/ /, "", $4); print $4}' <<<"$r")"); done
+  rows+=("${runs[$(bench_median_index "${ips[@]}")]}")
   ((repeat == 1)) ||
-    notes+=("- $label, $link: $# runs, images/s $(printf '%s\n' "$@" | awk -F'|' '{gsub(/ /, "", $4); print $4}' | paste -sd/ - | sed 's#/# / #g'); the table shows the median run")
+    notes+=("- $label, $link: $# runs, images/s $(IFS=/; echo "${ips[*]}" | sed 's#/# / #g'); the table shows the median run")
 }
 
 for link in ${links//,/ }; do

@@ -53,6 +53,13 @@ bench_dtf_cluster() {
   wait "$launcher"
 }
 
+# bench_median_index VALUE...: the 0-based index of the median value (the
+# lower middle one of an even count, so a measured one).
+bench_median_index() {
+  printf '%s\n' "$@" | awk '{print NR - 1, $1}' | sort -k2 -g |
+    awk -v n="$#" 'NR == int((n + 1) / 2) {print $1}'
+}
+
 # bench_gcd A B
 bench_gcd() { local a=$1 b=$2 t; while ((b)); do t=$((a % b)); a=$b; b=$t; done; echo "$a"; }
 
