@@ -128,6 +128,8 @@ else
   eval_flags=()
 fi
 export LD_LIBRARY_PATH=$libpath${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tar -C "$work" -xzf "$here/plans.tar.gz" || { echo "check.sh: cannot unpack $here/plans.tar.gz" >&2; exit 1; }
+plans=$work/plans
 # The plans read ./fashion-mnist.
 ln -s "$here/data/fashion-mnist" "$work/fashion-mnist"
 ln -s "$here/data/labels" "$work/labels"
@@ -219,7 +221,7 @@ run() {
   local envs=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  env "${envs[@]}" timeout 300 "$here/bin/dtf-run" "$here/plans/$plan.plan" --steps "$steps" \
+  env "${envs[@]}" timeout 300 "$here/bin/dtf-run" "$plans/$plan.plan" --steps "$steps" \
     --log-every "$every" "${eval_flags[@]}" "$@" > "$out/$name.log" 2>&1
 }
 compare() { # compare MODEL TOL: losses of MODEL-gpu and MODEL-gpu-nographs against MODEL-cpu
@@ -308,7 +310,7 @@ say "## A label outside the classes, on the GPU"
 labels() { # labels NAME PLAN [ENV...]: rc, the log in $out/labels-NAME.log
   local name=$1 plan=$2; shift 2
   rc=0
-  env "$@" timeout 120 "$here/bin/dtf-run" "$here/plans/$plan.plan" --log-every 4 "${gpu_flags[@]}" \
+  env "$@" timeout 120 "$here/bin/dtf-run" "$plans/$plan.plan" --log-every 4 "${gpu_flags[@]}" \
     > "$out/labels-$name.log" 2>&1 || rc=$?
 }
 labels cpu labels_bad_soft DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1
@@ -338,7 +340,7 @@ if [ "$emulate" = 0 ]; then
               "mlp DTF_CUDA_GRAPHS=1" "mlp DTF_CUDA_GRAPHS=0"; do
     set -- $spec
     name="$1-long-${2#DTF_CUDA_GRAPHS=}"
-    if env "${run_env[@]}" "$2" timeout 120 "$here/bin/dtf-run" "$here/plans/$1.plan" --steps 3000 \
+    if env "${run_env[@]}" "$2" timeout 120 "$here/bin/dtf-run" "$plans/$1.plan" --steps 3000 \
          --log-every 500 --eval-steps 1 > "$out/$name.log" 2>&1; then
       say "- $1, $2: $(grep -E '^step' "$out/$name.log" | tail -1 | grep -oE '[0-9.]+ img/s')"
     else
@@ -347,11 +349,74 @@ if [ "$emulate" = 0 ]; then
   done
 fi
 
+# A ps/worker cluster (tests/e2e/gpu_cluster.sh runs it on the emulation in
+# CI): the seed CNN's plan (async updates, variables on the ps) on 1 ps and 2
+# workers on 127.0.0.1, started by dtf-run --cluster; the workers run the
+# graph on this GPU (both on GPU 0 where there is one); the ps keeps the
+# variables in host memory and updates them on its CPU.
+# The same plan with no driver is the CPU cluster beside it.
+say ""
+say "## A ps/worker cluster: 1 ps (CPU) + 2 workers on GPU 0, seed CNN, async"
+say ""
+cluster_json() { # cluster_json FILE: 1 ps + 2 workers on free loopback ports
+  python3 - "$1" <<'PY'
+import json, socket, sys
+socks = [socket.socket() for _ in range(3)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+ports = [s.getsockname()[1] for s in socks]
+json.dump({"ps": ["127.0.0.1:%d" % ports[0]],
+           "worker": ["127.0.0.1:%d" % p for p in ports[1:]]}, open(sys.argv[1], "w"))
+PY
+}
+cluster() { # cluster NAME STEPS [ENV...]: rc, the log in $out/cluster-NAME.log
+  local name=$1 csteps=$2; shift 2
+  cluster_json "$work/cluster-$name.json"
+  local cflags=()
+  [ "$emulate" = 1 ] && cflags=(--emulate-gpus 1)
+  rc=0
+  env "$@" timeout 240 "$here/bin/dtf-run" "$plans/mnist_cnn.plan" --cluster "$work/cluster-$name.json" \
+    --steps "$csteps" --log-every $((csteps / 5)) --eval-steps 1 "${cflags[@]}" > "$out/cluster-$name.log" 2>&1 || rc=$?
+}
+cluster_rates() { # the workers' last logged rates and the chief's final accuracy
+  python3 - "$out/cluster-$1.log" <<'PY'
+import re, sys
+log = open(sys.argv[1], errors="replace").read().splitlines()
+rates = []
+for w in ("worker.0", "worker.1"):
+    r = [m.group(1) for l in log if l.startswith(w) for m in [re.search(r"^\S+ \| step \d+/\d+ .* ([0-9.]+) img/s", l)] if m]
+    rates.append(float(r[-1]) if r else float("nan"))
+final = [l for l in log if l.startswith("worker.0") and "final:" in l]
+acc = re.search(r"accuracy=([0-9.]+)", final[-1]) if final else None
+print("%.0f images/s (workers %.0f + %.0f, their last logged intervals); chief's final accuracy %s"
+      % (sum(rates), rates[0], rates[1], acc.group(1) if acc else "none"))
+PY
+}
+csteps=2000
+[ "$emulate" = 1 ] && csteps=$steps
+cluster gpu "$csteps" "${run_env[@]}"
+if [ "$rc" -ne 0 ] || ! grep -q "the job finished" "$out/cluster-gpu.log"; then
+  bad "the cluster with GPU workers failed (exit status $rc): $(tail -3 "$out/cluster-gpu.log")"
+elif grep -qE "^worker\.[01] .*soft placement: " "$out/cluster-gpu.log"; then
+  bad "a worker of the cluster ran its GPU ops on the CPU: $(grep -m1 -E '^worker.*soft placement: ' "$out/cluster-gpu.log")"
+else
+  say "- GPU workers, $csteps steps each: $(cluster_rates gpu)"
+  say "- the ps: $(grep -m1 -E '^ps\.0 .*updates applied' "$out/cluster-gpu.log" | sed 's/^ps\.0 *| //')"
+fi
+if [ "$emulate" = 0 ]; then
+  cluster cpu 300 DTF_CUDA_DRIVER=/nonexistent/libcuda.so.1
+  if [ "$rc" -ne 0 ]; then
+    bad "the same cluster on the CPU failed (exit status $rc): $(tail -3 "$out/cluster-cpu.log")"
+  else
+    say "- the same plan with no driver (workers on the CPU, $(nproc) cores shared), 300 steps each: $(cluster_rates cpu)"
+  fi
+fi
+
 if [ "$emulate" = 0 ]; then
   say ""
   say "## dtf-run --profile: each GPU op timed by CUDA events (seed CNN, 300 steps, no CUDA graphs)"
   say ""
-  if env "${run_env[@]}" timeout 120 "$here/bin/dtf-run" "$here/plans/mnist_cnn.plan" --steps 300 \
+  if env "${run_env[@]}" timeout 120 "$here/bin/dtf-run" "$plans/mnist_cnn.plan" --steps 300 \
        --log-every 100 --eval-steps 1 --profile > "$out/profile.log" 2>&1; then
     say '```'
     say "$(sed -n '/^profile:/,/^final:/p' "$out/profile.log" | grep -v '^final:')"
@@ -377,7 +442,7 @@ else
         racecheck) sflags=(--kernel-name kns=dtf_) what="dtf's fused kernels, seed CNN, 3 steps" ;;
       esac
       if env "${run_env[@]}" timeout 240 compute-sanitizer --tool "$tool" "${sflags[@]}" --error-exitcode 9 \
-          "$here/bin/dtf-run" "$here/plans/mnist_cnn.plan" --steps 3 --eval-steps 1 > "$out/sanitizer-$tool.log" 2>&1; then
+          "$here/bin/dtf-run" "$plans/mnist_cnn.plan" --steps 3 --eval-steps 1 > "$out/sanitizer-$tool.log" 2>&1; then
         say "- compute-sanitizer $tool, $what: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" || echo 'no summary line')"
       else
         bad "compute-sanitizer $tool (exit status or the 240 s timeout): $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" || tail -1 "$out/sanitizer-$tool.log")"
@@ -389,12 +454,11 @@ else
   # Per-kernel GPU times: Nsight Compute's gpu__time_duration (one pass per
   # kernel, the clocks left as they are) over the seed CNN's first steps.
   if command -v ncu > /dev/null 2>&1; then
-    if env "${run_env[@]}" timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --launch-count 1500 \
-         --csv --log-file "$out/ncu.csv" "$here/bin/dtf-run" "$here/plans/mnist_cnn.plan" --steps 12 \
-         --eval-steps 1 > "$out/ncu.log" 2>&1; then
-      ktable=$(python3 - "$out/ncu.csv" 12 <<'PY'
+    if env "${run_env[@]}" timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 400 \
+         --launch-count 600 --csv --log-file "$out/ncu.csv" "$here/bin/dtf-run" "$plans/mnist_cnn.plan" \
+         --steps 30 --eval-steps 1 > "$out/ncu.log" 2>&1; then
+      ktable=$(python3 - "$out/ncu.csv" <<'PY'
 import csv, collections, statistics, sys
-steps = int(sys.argv[2])
 rows = [r for r in csv.reader(open(sys.argv[1], errors="replace")) if len(r) > 5]
 if not rows:
     sys.exit("no kernel rows")
@@ -408,15 +472,23 @@ for r in rows[1:]:
     if r[unit_i] not in scales:
         sys.exit(f"unknown time unit {r[unit_i]!r}")
     times[r[name_i]].append(float(r[value_i].replace(",", "")) * scales[r[unit_i]])
-# A kernel of the step runs at least once per step; one launched fewer times
-# ran in the first step only (cuDNN's algorithm search times candidates).
-steady = {k: v for k, v in times.items() if len(v) >= steps}
-search = {k: v for k, v in times.items() if len(v) < steps}
-per_step = sum(statistics.median(v) * len(v) for v in steady.values()) / steps
-print(f"- per-kernel GPU times (ncu gpu__time_duration, clocks as they are, seed CNN, batch 50, {steps} steps "
-      f"incl. the closing evaluation's batch): {len(steady)} kernels run every step, about {per_step:.0f} us of kernel "
-      f"time per step by their medians; {len(search)} others ran fewer times than steps (the first step's cuDNN "
-      f"algorithm search), {sum(map(sum, search.values())) / 1e3:.1f} ms in all. The step's kernels by total:")
+# The window is whole steps but its two ends: the steps it holds are the most
+# common launch count of dtf's own kernels (each runs once a step); a kernel
+# launched fewer times is cut by an end of the window. The first 400 launches
+# (step 1 and its cuDNN algorithm search, which would time its candidates
+# under the profiler and pick another algorithm than an unprofiled run) are
+# left out.
+counts = collections.Counter(len(v) for k, v in times.items() if k.startswith("dtf_"))
+if not counts:
+    sys.exit("no dtf kernel in the window")
+steps = counts.most_common(1)[0][0]
+steady = {k: v for k, v in times.items() if len(v) >= steps - 1}
+edge = {k: v for k, v in times.items() if len(v) < steps - 1}
+per_step = sum(sum(v) for v in steady.values()) / steps
+print(f"- per-kernel GPU times (ncu gpu__time_duration, clocks as they are, seed CNN, batch 50, launches 401-1000 "
+      f"of 30 steps, about {steps} steps): {len(steady)} kernels run every step, about {per_step:.0f} us of kernel "
+      f"time per step; {len(edge)} others ran fewer times (cut by the window's ends), "
+      f"{sum(map(sum, edge.values())) / 1e3:.2f} ms in all. The step's kernels by total:")
 print("")
 print("| kernel | launches | median us | total us |")
 print("| --- | --- | --- | --- |")
@@ -433,7 +505,7 @@ PY
   fi
   if command -v nsys > /dev/null 2>&1; then
     if env "${run_env[@]}" nsys profile --force-overwrite true -o "$out/kernels" \
-         "$here/bin/dtf-run" "$here/plans/mnist_cnn.plan" --steps 50 > "$out/nsys.log" 2>&1 &&
+         "$here/bin/dtf-run" "$plans/mnist_cnn.plan" --steps 50 > "$out/nsys.log" 2>&1 &&
        nsys stats --report cuda_gpu_kern_sum "$out/kernels.nsys-rep" > "$out/kernels.txt" 2>&1; then
       say "- per-kernel times (Nsight Systems, seed CNN, 50 steps): $out/kernels.txt"
     else

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs what checks dtf on a GPU machine into one folder of at most 64 MiB,
+# Packs what checks dtf on a GPU machine into one folder of at most 58 MiB,
 # for a machine that has a GPU, a CUDA driver and libraries (or a Python
 # environment holding cuBLAS, cuDNN and NCCL) but none of this project's
 # packages: dtf-run and every library it links but the C and C++ runtimes
@@ -18,7 +18,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=$1
 build=$(cd "${2:-$root/build}" && pwd)
 data=/usr/share/datasets/fashion-mnist
-limit=$((64 * 1024 * 1024))
+# The device tool carries at most 64 MiB: the bundle and the repository's
+# tracked files (about 6 MiB) together.
+limit=$((58 * 1024 * 1024))
 
 echo "gpu-bundle: building dtf-run, dtfc, the GPU unit tests and the CUDA emulation in $build"
 ninja -C "$build" dtf-run dtfc dtf-gpu-tests dtf-cuda-emu > /dev/null
@@ -91,6 +93,12 @@ cp "$root/scripts/gpu-bundle-check.sh" "$dir/check.sh"
 chmod +x "$dir/check.sh"
 git -C "$root" describe --always --dirty > "$dir/VERSION" 2> /dev/null || echo unknown > "$dir/VERSION"
 
+# The plans compress to a sixth (their constants are mostly zeros); check.sh
+# unpacks them.
+nplans=$(find "$dir/plans" -name "*.plan" | wc -l)
+tar -C "$dir" -czf "$dir/plans.tar.gz" plans
+rm -rf "$dir/plans"
+
 size=$(du -sb "$dir" | cut -f1)
-echo "gpu-bundle: $dir holds $((size / 1024 / 1024)) MiB of 64 ($(find "$dir/plans" -name "*.plan" | wc -l) plans; dtf-run $(($(stat -c %s "$dir/bin/dtf-run") / 1024 / 1024)) MiB, dtf-gpu-tests $(($(stat -c %s "$dir/bin/dtf-gpu-tests") / 1024 / 1024)) MiB, libraries $(($(stat -c %s "$dir/lib.tar.gz") / 1024 / 1024)) MiB compressed)"
-[ "$size" -le "$limit" ] || { echo "gpu-bundle: over 64 MiB" >&2; exit 1; }
+echo "gpu-bundle: $dir holds $((size / 1024 / 1024)) MiB of $((limit / 1024 / 1024)) ($nplans plans; dtf-run $(($(stat -c %s "$dir/bin/dtf-run") / 1024 / 1024)) MiB, dtf-gpu-tests $(($(stat -c %s "$dir/bin/dtf-gpu-tests") / 1024 / 1024)) MiB, libraries $(($(stat -c %s "$dir/lib.tar.gz") / 1024 / 1024)) MiB compressed)"
+[ "$size" -le "$limit" ] || { echo "gpu-bundle: over $((limit / 1024 / 1024)) MiB" >&2; exit 1; }
