@@ -4,6 +4,7 @@
 
 #include "runtime/cluster/RunMode.h"
 #include "runtime/cluster/Scaling.h"
+#include "runtime/core/FloatEnv.h"
 #include "runtime/distributed/PushCompression.h"
 #include "runtime/task/Task.h"
 #include "runtime/tools/dtf-run/CertsCommand.h"
@@ -753,6 +754,9 @@ int main(int argc, char **argv) {
   // fresh pages each time.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // Subnormal floats flushed to zero on every thread this process makes
+  // (runtime/core/FloatEnv.h says why): first, before any thread exists.
+  dtf::flushSubnormals();
   if (argc > 1 && std::strcmp(argv[1], "certs") == 0)
     return dtfrun::runCertsCommand(argc, argv);
   if (argc > 1 && std::strcmp(argv[1], "ctl") == 0)

@@ -1,5 +1,6 @@
 // Tensor, ThreadPool, KernelContext and the kernel registry.
 #include "KernelTestUtil.h"
+#include "runtime/core/FloatEnv.h"
 
 #include <algorithm>
 #include <atomic>
@@ -60,6 +61,54 @@ TEST(Tensor, DTypeNamesRoundTrip) {
   EXPECT_EQ(dtypeSize(DType::BF16), 2u);
   EXPECT_EQ(dtypeSize(DType::I64), 8u);
   EXPECT_EQ(dtypeSize(DType::Bool), 1u);
+}
+
+// dtf-run flushes subnormals first thing in main (FloatEnv.h); the threads
+// made after it, the pool's among them, must flush too. Run on a thread of
+// its own, so that the test process's other tests keep the default.
+float subnormalProduct() {
+  volatile float a = 1e-30f, b = 1e-10f; // 1e-40: subnormal unless flushed
+  return a * b;
+}
+float subnormalRead() {
+  volatile float s = 1e-40f, one = 1.0f; // read as zero under DAZ
+  return s * one;
+}
+
+TEST(FloatEnv, FlushingSubnormalsHoldsOnThreadsMadeAfterIt) {
+  ASSERT_FALSE(subnormalsFlushed()) << "this thread flushes already: the test could not fail";
+  ASSERT_NE(subnormalProduct(), 0.0f);
+  bool flushed = false, threadFlushed = false;
+  float product = -1, read = -1, threadProduct = -1;
+  std::vector<float> poolProducts(4, -1.0f);
+  std::thread([&] {
+    flushSubnormals();
+    flushed = subnormalsFlushed();
+    product = subnormalProduct();
+    read = subnormalRead();
+    std::thread([&] {
+      threadFlushed = subnormalsFlushed();
+      threadProduct = subnormalProduct();
+    }).join();
+    ThreadPool pool(4, {}, ThreadPool::Workers::kOwn);
+    pool.parallelFor(4, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        poolProducts[size_t(i)] = subnormalProduct() + subnormalRead();
+    });
+  }).join();
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "flushSubnormals is a no-op off x86-64; CI runs on x86-64";
+#endif
+  EXPECT_TRUE(flushed);
+  EXPECT_EQ(product, 0.0f);
+  EXPECT_EQ(read, 0.0f);
+  EXPECT_TRUE(threadFlushed);
+  EXPECT_EQ(threadProduct, 0.0f);
+  for (float p : poolProducts)
+    EXPECT_EQ(p, 0.0f);
+  // The flush stayed on the thread that asked for it and its children.
+  EXPECT_FALSE(subnormalsFlushed());
+  EXPECT_NE(subnormalProduct(), 0.0f);
 }
 
 // Every ThreadPool test runs on both kinds of workers: the pool's own
