@@ -7,10 +7,12 @@
 # with DTF_GPU=real: kernels against the CPU's, segments, streams and
 # events, CUDA graphs, the towers' all-reduce where there are 2 GPUs), and
 # for the seed CNN and the MLP (every op on /gpu:0) trains the same plan on
-# the CPU and on the GPU, with CUDA graphs and without: the loss at every logged step against the CPU's, images/s; then
-# compute-sanitizer (memcheck, racecheck) over a few steps and Nsight
-# Systems' per-kernel times where they are installed, and towers where there
-# are 2 GPUs. One summary goes to $OUT/summary.md (else ./dtf-gpu-check/).
+# the CPU and on the GPU, with CUDA graphs and without: the loss at every logged step against the CPU's, images/s; a
+# label outside the classes; 1 ps + 2 GPU workers beside the same cluster
+# on the CPU; dtf-run --profile; then compute-sanitizer (memcheck,
+# racecheck) over a few steps and Nsight Compute's and Systems' per-kernel
+# times where they are installed, and towers where there are 2 GPUs. One
+# summary goes to $OUT/summary.md (else ./dtf-gpu-check/).
 # Nothing is skipped silently: each part not run says why.
 # usage: check.sh [--emulate] [--steps N]
 #   --emulate  the same on dtf's CUDA emulation (no GPU needed), as CI runs it
@@ -21,7 +23,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --emulate) emulate=1 ;;
     --steps) steps=$2; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "check.sh: unknown argument '$1' (--emulate, --steps N)" >&2; exit 2 ;;
   esac
   shift
