@@ -380,18 +380,26 @@ cluster() { # cluster NAME STEPS [ENV...]: rc, the log in $out/cluster-NAME.log
   env "$@" timeout 240 "$here/bin/dtf-run" "$plans/mnist_cnn.plan" --cluster "$work/cluster-$name.json" \
     --steps "$csteps" --log-every $((csteps / 5)) --eval-steps 1 "${cflags[@]}" > "$out/cluster-$name.log" 2>&1 || rc=$?
 }
-cluster_rates() { # the workers' last logged rates and the chief's final accuracy
+cluster_rates() { # the workers' last logged rates and the chief's final accuracy;
+  # exit status 3 when a worker's last interval ran at less than half its
+  # best (a ps fed by GPU workers slowed 4x over 2,000 steps on an H200
+  # while dtf-run left subnormal floats unflushed: bench/results/gpu.md)
   python3 - "$out/cluster-$1.log" <<'PY'
 import re, sys
 log = open(sys.argv[1], errors="replace").read().splitlines()
-rates = []
+rates, decayed = [], []
 for w in ("worker.0", "worker.1"):
-    r = [m.group(1) for l in log if l.startswith(w) for m in [re.search(r"^\S+ \| step \d+/\d+ .* ([0-9.]+) img/s", l)] if m]
-    rates.append(float(r[-1]) if r else float("nan"))
+    r = [float(m.group(1)) for l in log if l.startswith(w) for m in [re.search(r"^\S+ \| step \d+/\d+ .* ([0-9.]+) img/s", l)] if m]
+    rates.append(r[-1] if r else float("nan"))
+    if len(r) >= 2 and r[-1] < 0.5 * max(r):
+        decayed.append("%s %s" % (w, " -> ".join("%.0f" % x for x in r)))
 final = [l for l in log if l.startswith("worker.0") and "final:" in l]
 acc = re.search(r"accuracy=([0-9.]+)", final[-1]) if final else None
 print("%.0f images/s (workers %.0f + %.0f, their last logged intervals); chief's final accuracy %s"
       % (sum(rates), rates[0], rates[1], acc.group(1) if acc else "none"))
+if decayed:
+    print("the rate fell below half its best over the run: " + "; ".join(decayed))
+    sys.exit(3)
 PY
 }
 csteps=2000
@@ -401,8 +409,10 @@ if [ "$rc" -ne 0 ] || ! grep -q "the job finished" "$out/cluster-gpu.log"; then
   bad "the cluster with GPU workers failed (exit status $rc): $(tail -3 "$out/cluster-gpu.log")"
 elif grep -qE "^worker\.[01] .*soft placement: " "$out/cluster-gpu.log"; then
   bad "a worker of the cluster ran its GPU ops on the CPU: $(grep -m1 -E '^worker.*soft placement: ' "$out/cluster-gpu.log")"
+elif ! rates=$(cluster_rates gpu); then
+  bad "GPU workers, $csteps steps each: $rates"
 else
-  say "- GPU workers, $csteps steps each: $(cluster_rates gpu)"
+  say "- GPU workers, $csteps steps each: $rates"
   say "- the ps: $(grep -m1 -E '^ps\.0 .*updates applied' "$out/cluster-gpu.log" | sed 's/^ps\.0 *| //')"
 fi
 if [ "$emulate" = 0 ]; then
