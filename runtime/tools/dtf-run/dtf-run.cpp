@@ -756,7 +756,10 @@ int main(int argc, char **argv) {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
   // Subnormal floats flushed to zero on every thread this process makes
   // (runtime/core/FloatEnv.h says why): first, before any thread exists.
-  dtf::flushSubnormals();
+  // DTF_FLUSH_SUBNORMALS=0 keeps them, for comparing.
+  if (const char *keep = std::getenv("DTF_FLUSH_SUBNORMALS");
+      !keep || std::strcmp(keep, "0") != 0)
+    dtf::flushSubnormals();
   if (argc > 1 && std::strcmp(argv[1], "certs") == 0)
     return dtfrun::runCertsCommand(argc, argv);
   if (argc > 1 && std::strcmp(argv[1], "ctl") == 0)
