@@ -270,6 +270,10 @@ environment:
                    waits passively (OMP_WAIT_POLICY=passive), since tasks
                    started together share the machine's cores; a task alone
                    on its machine can set GOMP_SPINCOUNT=10000 to spin too
+  DTF_FLUSH_SUBNORMALS=0
+                   keep subnormal floats (below 1.2e-38) on the CPU; by
+                   default dtf-run flushes them to zero, as TensorFlow does,
+                   since each costs an x86 core ~100 cycles (docs/kernels.md)
 
 exit codes:
   0    trained
