@@ -97,8 +97,11 @@ TEST(FloatEnv, FlushingSubnormalsHoldsOnThreadsMadeAfterIt) {
     });
   }).join();
 #if !defined(__x86_64__)
-  GTEST_SKIP() << "flushSubnormals is a no-op off x86-64; CI runs on x86-64";
-#endif
+  // Off x86-64 flushSubnormals is documented as a no-op: check that instead.
+  EXPECT_FALSE(flushed);
+  EXPECT_NE(product, 0.0f);
+  EXPECT_FALSE(threadFlushed);
+#else
   EXPECT_TRUE(flushed);
   EXPECT_EQ(product, 0.0f);
   EXPECT_EQ(read, 0.0f);
@@ -109,6 +112,7 @@ TEST(FloatEnv, FlushingSubnormalsHoldsOnThreadsMadeAfterIt) {
   // The flush stayed on the thread that asked for it and its children.
   EXPECT_FALSE(subnormalsFlushed());
   EXPECT_NE(subnormalProduct(), 0.0f);
+#endif
 }
 
 // Every ThreadPool test runs on both kinds of workers: the pool's own
