@@ -3,6 +3,7 @@
 // dtf-mixed-precision), f64 with reference loops (oneDNN has no f64
 // convolution on CPU).
 #include "runtime/kernels/cpu/OneDnn.h"
+#include "runtime/kernels/cpu/Winograd.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -157,6 +158,39 @@ Status checkDy(const char *op, const Window2D &w, const Tensor &dy) {
     return errorStatus(op, " expects dy of shape ", shapeString(expected),
                        " (the convolution's output), got ", dy.describe());
   return Status::ok();
+}
+
+// f32 5x5 convolutions of stride 1 with channels in multiples of 16 go to
+// Winograd's F(2x2, 5x5) (Winograd.h) on AVX-512: 1.4x to 1.7x oneDNN's
+// direct kernels on the seed CNN's second layer (bench/results/kernels.md);
+// DTF_CONV_WINOGRAD=0 keeps oneDNN's.
+bool useWinograd(const Window2D &w) {
+  return winogradSuits(w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, w.c, w.oc,
+                       w.oh * w.ow);
+}
+
+WinogradShape winogradShape(const Window2D &w) {
+  WinogradShape s;
+  s.n = w.n;
+  s.ih = w.ih;
+  s.iw = w.iw;
+  s.c = w.c;
+  s.oh = w.oh;
+  s.ow = w.ow;
+  s.oc = w.oc;
+  s.padTop = w.padTop;
+  s.padLeft = w.padLeft;
+  return s;
+}
+
+// conv2d (+ bias) (then relu) of f32 x and f (HWIO) by Winograd.
+void winogradForward(const Window2D &w, const Tensor &x, const Tensor &f,
+                     const float *bias, bool relu, Tensor &y,
+                     ThreadPool *pool) {
+  const std::vector<float> u =
+      winogradFilter(f.data<float>(), w.c, w.oc, /*backwardData=*/false);
+  winogradConv(winogradShape(w), x.data<float>(), u.data(), bias, relu,
+               y.data<float>(), pool);
 }
 
 // Runs a convolution's primitive on `ptrs` (in its arguments' order) for
@@ -334,6 +368,8 @@ Status conv2dKernel(KernelContext &ctx) {
       Tensor xr = roundedThroughBf16(x, ctx.threadPool()),
              fr = roundedThroughBf16(f, ctx.threadPool());
       plainConv(w, false)->execute({ptr(xr), ptr(fr), out->rawData()});
+    } else if (!bf16 && x.dtype() == DType::F32 && useWinograd(w)) {
+      winogradForward(w, x, f, nullptr, false, *out, ctx.threadPool());
     } else {
       runConv(*plainConv(w, bf16), {ptr(x), ptr(f), out->rawData()}, ctx,
               bf16);
@@ -433,6 +469,11 @@ Status conv2dBiasKernel(KernelContext &ctx) {
     fs = &fr;
     bf16 = false;
   }
+  if (!bf16 && !f16 && x.dtype() == DType::F32 && useWinograd(w)) {
+    // The bias added to the finished sum, as conv2d then bias_add do.
+    winogradForward(w, x, f, bias.data<float>(), relu, *out, ctx.threadPool());
+    return Status::ok();
+  }
   return guardDnnl(name, [&] {
     const int64_t kind = (relu ? kForwardBiasRelu : kForwardBias) +
                          (bf16 ? int64_t(kBf16Offset) : int64_t(0));
@@ -518,6 +559,25 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
     fs = &fr;
     bf16 = false;
   }
+  if (!bf16 && !f16 && dy.dtype() == DType::F32 && useWinograd(w)) {
+    // dx is the convolution of dy with the filter rotated by 180 degrees,
+    // its channels swapped, over the window's other padding.
+    WinogradShape s;
+    s.n = w.n;
+    s.ih = w.oh;
+    s.iw = w.ow;
+    s.c = w.oc;
+    s.oh = w.ih;
+    s.ow = w.iw;
+    s.oc = w.c;
+    s.padTop = w.kh - 1 - w.padTop;
+    s.padLeft = w.kw - 1 - w.padLeft;
+    const std::vector<float> u =
+        winogradFilter(f.data<float>(), w.c, w.oc, /*backwardData=*/true);
+    winogradConv(s, dy.data<float>(), u.data(), nullptr, false,
+                 dx->data<float>(), ctx.threadPool());
+    return Status::ok();
+  }
   return guardDnnl(name, [&] {
     auto prim = convCache().get(w.key(kBackwardData + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {
       ConvDescs d = bf16 ? convDescs(w, kF32, kBf16, kBf16) : convDescs(w);
@@ -585,6 +645,11 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
     xs = &xr;
     dys = &dyr;
     bf16 = false;
+  }
+  if (!bf16 && !f16 && x.dtype() == DType::F32 && useWinograd(w)) {
+    winogradFilterGrad(winogradShape(w), x.data<float>(), dy.data<float>(),
+                       df->data<float>(), ctx.threadPool());
+    return Status::ok();
   }
   return guardDnnl(name, [&] {
     auto prim = convCache().get(w.key(kBackwardWeights + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {

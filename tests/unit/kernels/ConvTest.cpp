@@ -1,6 +1,8 @@
 // conv2d and its gradients against a float64 reference and finite differences.
 #include "KernelTestUtil.h"
 
+#include "runtime/kernels/cpu/Winograd.h"
+
 namespace dtf::test {
 namespace {
 
@@ -213,6 +215,106 @@ TEST(Conv2D, BiasAndReluPostOpsEqualTheSeparateOpsBitForBit) {
       .in(test::f32({3}, Values(3, 1.0)));
   EXPECT_NE(errorOf(bad).find("expects a bias of shape [4]"), std::string::npos)
       << errorOf(bad);
+}
+
+// 5x5 convolutions of stride 1 with channels in multiples of 16, which go to
+// Winograd's F(2x2, 5x5) on AVX-512 (runtime/kernels/cpu/Winograd.h): the
+// seed CNN's second layer, odd sizes (tiles past the edge), valid padding,
+// 48 and 80 output channels (partial blocks of 64), padding past the window.
+const std::vector<ConvCase> kWinogradCases = {
+    {{2, 14, 14, 32}, {5, 5, 32, 64}, 1, 1, 1, 1, true},
+    {{1, 7, 9, 16}, {5, 5, 16, 48}, 1, 1, 1, 1, true},
+    {{2, 9, 8, 16}, {5, 5, 16, 16}, 1, 1, 1, 1, false},
+    {{1, 6, 11, 32}, {5, 5, 32, 80}, 1, 1, 1, 1, true},
+    {{3, 3, 2, 16}, {5, 5, 16, 32}, 1, 1, 1, 1, true},
+};
+
+// Runs `op` on f32 and on f64 operands (the f64 kernels are the reference
+// loops) and compares; returns the f32 result.
+Tensor f32AgainstF64(const std::string &op, const ConvCase &c,
+                     const std::vector<std::pair<Shape, Values>> &inputs,
+                     const std::function<void(KernelRun &)> &attrs) {
+  KernelRun f32Run(op), f64Run(op);
+  for (KernelRun *run : {&f32Run, &f64Run}) {
+    convAttrs(*run, c);
+    attrs(*run);
+  }
+  for (const auto &[shape, values] : inputs) {
+    f32Run.in(test::f32(shape, values));
+    f64Run.in(test::f64(shape, values));
+  }
+  EXPECT_EQ(errorOf(f32Run), "");
+  EXPECT_EQ(errorOf(f64Run), "");
+  double scale = 0;
+  Values want = valuesOf(f64Run.out());
+  for (double v : want)
+    scale = std::max(scale, std::abs(v));
+  // Winograd's transforms round more than a direct sum: within 2e-5 of
+  // the largest value, where single rounding of a sum of ~800 products
+  // lands about 1e-6 off.
+  EXPECT_TRUE(near(f32Run.out(), f64Run.out().shape(), want, 2e-5 * scale, 0))
+      << op;
+  return f32Run.out();
+}
+
+TEST(Conv2D, WinogradShapesMatchTheF64ReferenceInAllThreePasses) {
+  std::cout << "[ NOTE     ] Winograd's F(2x2, 5x5) runs here: "
+            << (cpu::winogradAvailable()
+                    ? "yes"
+                    : "no (no AVX-512 or DTF_CONV_WINOGRAD=0): oneDNN's "
+                      "kernels are checked on these shapes instead")
+            << "\n";
+  Rng rng;
+  for (const ConvCase &c : kWinogradCases) {
+    SCOPED_TRACE(describe(c));
+    EXPECT_EQ(cpu::winogradSuits(c.f[0], c.f[1], c.sh, c.sw, c.dh, c.dw,
+                                 c.f[2], c.f[3], 16),
+              cpu::winogradAvailable());
+    Values x = rng.uniform(numElementsOf(c.x)),
+           f = rng.uniform(numElementsOf(c.f)), b = rng.uniform(c.f[3]);
+    Shape outShape;
+    refConv(c, x, f, &outShape);
+    Values dy = rng.uniform(numElementsOf(outShape));
+    f32AgainstF64("dtf.conv2d", c, {{c.x, x}, {c.f, f}}, [](KernelRun &) {});
+    for (bool relu : {false, true})
+      f32AgainstF64("dtf.conv2d_bias", c, {{c.x, x}, {c.f, f}, {{c.f[3]}, b}},
+                    [&](KernelRun &r) { r.attr("relu", relu); });
+    f32AgainstF64("dtf.conv2d_backprop_input", c, {{outShape, dy}, {c.f, f}},
+                  [&](KernelRun &r) { r.attr("input_shape", c.x); });
+    f32AgainstF64("dtf.conv2d_backprop_filter", c, {{c.x, x}, {outShape, dy}},
+                  [&](KernelRun &r) { r.attr("filter_shape", c.f); });
+  }
+}
+
+// conv2d_bias on Winograd's shapes adds the bias to the finished sum (then
+// relu), as conv2d followed by the separate ops: equal bit for bit.
+TEST(Conv2D, WinogradBiasAndReluEqualTheSeparateOpsBitForBit) {
+  Rng rng;
+  for (const ConvCase &c : kWinogradCases)
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(describe(c) + (relu ? " relu" : ""));
+      Values x = rng.uniform(numElementsOf(c.x)),
+             f = rng.uniform(numElementsOf(c.f)), b = rng.uniform(c.f[3]);
+      KernelRun conv("dtf.conv2d");
+      convAttrs(conv, c).in(test::f32(c.x, x)).in(test::f32(c.f, f));
+      ASSERT_EQ(errorOf(conv), "");
+      KernelRun fused("dtf.conv2d_bias");
+      convAttrs(fused, c)
+          .attr("relu", relu)
+          .in(test::f32(c.x, x))
+          .in(test::f32(c.f, f))
+          .in(test::f32({c.f[3]}, b));
+      ASSERT_EQ(errorOf(fused), "");
+      const Tensor &y = conv.out(), &got = fused.out();
+      ASSERT_EQ(got.shape(), y.shape());
+      const int64_t oc = c.f[3];
+      for (int64_t i = 0; i < y.numElements(); ++i) {
+        float want = y.data<float>()[i] + float(b[size_t(i % oc)]);
+        if (relu && want < 0)
+          want = 0;
+        ASSERT_EQ(got.data<float>()[i], want) << "element " << i;
+      }
+    }
 }
 
 TEST(Conv2D, BadShapesAndAttributesAreErrors) {

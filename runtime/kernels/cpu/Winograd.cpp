@@ -1,0 +1,490 @@
+// Winograd's F(2x2, 5x5) for f32 convolutions on AVX-512 (Winograd.h).
+//
+// With the interpolation points 0, 1, -1, 2, -2 and infinity, and rows
+// rescaled so that the input transform has small integer and quarter
+// coefficients (the scales moved into G):
+//   B^T = [4  0 -5  0  1 0]   G = [1/4    0    0    0    0]   A^T = [1 1  1 1  1 0]
+//         [0  1  1 -¼ -¼ 0]       [2/3  2/3  2/3  2/3  2/3]         [0 1 -1 2 -2 1]
+//         [0 -1  1  ¼ -¼ 0]       [2/3 -2/3  2/3 -2/3  2/3]
+//         [0 -2 -1  2  1 0]       [1/24 1/12 1/6  1/3  2/3]
+//         [0  2 -1 -2  1 0]       [1/24 -1/12 1/6 -1/3 2/3]
+//         [0  4  0 -5  0 1]       [0     0    0    0    1]
+// A 2x2 block of outputs is Y = A^T [(G g G^T) . (B^T d B)] A for the 6x6
+// block of inputs d under it; the products over the input channels, one
+// matrix product for each of the 36 points, are the bulk of the work.
+// Tiles go in blocks of kTiles, whose transformed inputs and products stay
+// in the core's L2 cache between the three stages.
+#include "runtime/kernels/cpu/Winograd.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+namespace dtf::cpu {
+namespace {
+
+constexpr int kPoints = 36;
+constexpr int64_t kTiles = 24; // a multiple of kRows
+constexpr int kRows = 6;       // rows of the matrix products' micro kernel
+
+#define DTF_AVX512 __attribute__((target("avx512f")))
+
+// 64-byte aligned floats, per thread, grown as needed.
+struct Scratch {
+  std::unique_ptr<float, void (*)(void *)> data{nullptr, std::free};
+  size_t size = 0;
+  float *get(size_t floats) {
+    if (floats > size) {
+      void *p = nullptr;
+      if (posix_memalign(&p, 64, floats * sizeof(float)) != 0)
+        throw std::bad_alloc();
+      data.reset(static_cast<float *>(p));
+      size = floats;
+    }
+    return data.get();
+  }
+};
+
+// The 1-D input transform t = B^T d of six vectors.
+DTF_AVX512 inline void inputTransform(const __m512 d[6], __m512 t[6]) {
+  const __m512 four = _mm512_set1_ps(4), five = _mm512_set1_ps(5),
+               quarter = _mm512_set1_ps(0.25f), two = _mm512_set1_ps(2);
+  t[0] = _mm512_add_ps(_mm512_fnmadd_ps(five, d[2], _mm512_mul_ps(four, d[0])),
+                       d[4]);
+  const __m512 d12 = _mm512_add_ps(d[1], d[2]), d34 = _mm512_add_ps(d[3], d[4]);
+  t[1] = _mm512_fnmadd_ps(quarter, d34, d12);
+  const __m512 e21 = _mm512_sub_ps(d[2], d[1]), e34 = _mm512_sub_ps(d[3], d[4]);
+  t[2] = _mm512_fmadd_ps(quarter, e34, e21);
+  const __m512 e42 = _mm512_sub_ps(d[4], d[2]), e31 = _mm512_sub_ps(d[3], d[1]);
+  t[3] = _mm512_fmadd_ps(two, e31, e42);
+  t[4] = _mm512_fnmadd_ps(two, e31, e42);
+  t[5] = _mm512_add_ps(_mm512_fnmadd_ps(five, d[3], _mm512_mul_ps(four, d[1])),
+                       d[5]);
+}
+
+// The 1-D output transform y = A^T m of six vectors.
+DTF_AVX512 inline void outputTransform(const __m512 m[6], __m512 y[2]) {
+  const __m512 two = _mm512_set1_ps(2);
+  y[0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(m[0], m[1]),
+                                     _mm512_add_ps(m[2], m[3])),
+                       m[4]);
+  y[1] = _mm512_add_ps(
+      _mm512_fmadd_ps(two, _mm512_sub_ps(m[3], m[4]), _mm512_sub_ps(m[1], m[2])),
+      m[5]);
+}
+
+// The geometry of the tiles: 2x2 blocks of outputs, numbered image by image,
+// row by row.
+struct Tiles {
+  int64_t rows, cols, perImage, total;
+  explicit Tiles(const WinogradShape &s)
+      : rows((s.oh + 1) / 2), cols((s.ow + 1) / 2), perImage(rows * cols),
+        total(s.n * perImage) {}
+};
+
+// v[p][t][c] for the tiles [t0, t0 + count) of x: B^T d B of each tile's 6x6
+// inputs, 16 channels at a time; rows of tiles past `count` up to `padded`
+// are zeros.
+DTF_AVX512 void transformInputs(const WinogradShape &s, const Tiles &g,
+                                const float *x, int64_t t0, int64_t count,
+                                int64_t padded, float *v) {
+  const int64_t c = s.c, pointStride = padded * c;
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t k = 0; k < padded; ++k) {
+    if (k >= count) {
+            for (int p = 0; p < kPoints; ++p)
+        std::memset(v + p * pointStride + k * c, 0, size_t(c) * sizeof(float));
+      continue;
+    }
+    const int64_t t = t0 + k, img = t / g.perImage, r = t % g.perImage;
+    const int64_t iy0 = (r / g.cols) * 2 - s.padTop,
+                  ix0 = (r % g.cols) * 2 - s.padLeft;
+    const float *base = x + img * s.ih * s.iw * c;
+    bool inside[6][6];
+    #pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i)
+      #pragma GCC unroll 6
+      for (int j = 0; j < 6; ++j)
+        inside[i][j] = iy0 + i >= 0 && iy0 + i < s.ih && ix0 + j >= 0 &&
+                       ix0 + j < s.iw;
+    for (int64_t ch = 0; ch < c; ch += 16) {
+      __m512 tmp[6][6];
+      #pragma GCC unroll 6
+      for (int j = 0; j < 6; ++j) {
+        __m512 d[6];
+        #pragma GCC unroll 6
+        for (int i = 0; i < 6; ++i)
+          d[i] = inside[i][j] ? _mm512_loadu_ps(base +
+                                                ((iy0 + i) * s.iw + ix0 + j) * c +
+                                                ch)
+                              : zero;
+        __m512 t[6];
+        inputTransform(d, t);
+        #pragma GCC unroll 6
+        for (int i = 0; i < 6; ++i)
+          tmp[i][j] = t[i];
+      }
+      #pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+        __m512 t[6];
+        inputTransform(tmp[i], t);
+        #pragma GCC unroll 6
+        for (int j = 0; j < 6; ++j)
+          _mm512_storeu_ps(v + (i * 6 + j) * pointStride + k * c + ch, t[j]);
+      }
+    }
+  }
+}
+
+// c[r][0 : 16 NV] (+)= sum over k < K of a[r * ars + k * aks] * b[k * ldb :],
+// for R rows.
+template <int R, int NV>
+DTF_AVX512 void microKernel(const float *a, int64_t ars, int64_t aks,
+                            const float *b, int64_t ldb, float *c, int64_t ldc,
+                            int64_t kk, bool accumulate) {
+  __m512 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; ++q)
+      acc[r][q] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16 * q)
+                             : _mm512_setzero_ps();
+  for (int64_t k = 0; k < kk; ++k) {
+    __m512 bv[NV];
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; ++q)
+      bv[q] = _mm512_loadu_ps(b + k * ldb + 16 * q);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * ars + k * aks]);
+#pragma GCC unroll 4
+      for (int q = 0; q < NV; ++q)
+        acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int q = 0; q < NV; ++q)
+      _mm512_storeu_ps(c + r * ldc + 16 * q, acc[r][q]);
+}
+
+template <int R>
+DTF_AVX512 void microKernelRows(int nv, const float *a, int64_t ars,
+                                int64_t aks, const float *b, int64_t ldb,
+                                float *c, int64_t ldc, int64_t kk,
+                                bool accumulate) {
+  switch (nv) {
+  case 1:
+    return microKernel<R, 1>(a, ars, aks, b, ldb, c, ldc, kk, accumulate);
+  case 2:
+    return microKernel<R, 2>(a, ars, aks, b, ldb, c, ldc, kk, accumulate);
+  case 3:
+    return microKernel<R, 3>(a, ars, aks, b, ldb, c, ldc, kk, accumulate);
+  default:
+    return microKernel<R, 4>(a, ars, aks, b, ldb, c, ldc, kk, accumulate);
+  }
+}
+
+// C[m][n] (+)= sum over k of A(r, k) B[k][n], A(r, k) = a[r * ars + k * aks],
+// n a multiple of 16, in blocks of up to 6 rows and 64 columns.
+DTF_AVX512 void matmul(int64_t m, int64_t n, int64_t kk, const float *a,
+                       int64_t ars, int64_t aks, const float *b, int64_t ldb,
+                       float *c, int64_t ldc, bool accumulate) {
+  for (int64_t col = 0; col < n; col += 64) {
+    const int nv = int(std::min<int64_t>(64, n - col) / 16);
+    int64_t row = 0;
+    for (; row + kRows <= m; row += kRows)
+      microKernelRows<kRows>(nv, a + row * ars, ars, aks, b + col, ldb,
+                             c + row * ldc + col, ldc, kk, accumulate);
+    for (; row < m; ++row)
+      microKernelRows<1>(nv, a + row * ars, ars, aks, b + col, ldb,
+                         c + row * ldc + col, ldc, kk, accumulate);
+  }
+}
+
+// The outputs of the tiles [t0, t0 + count) from their products
+// m[p][t][oc]: A^T M A, plus the bias, then relu.
+DTF_AVX512 void transformOutputs(const WinogradShape &s, const Tiles &g,
+                                 const float *m, int64_t t0, int64_t count,
+                                 int64_t padded, const float *bias, bool relu,
+                                 float *y) {
+  const int64_t oc = s.oc, pointStride = padded * oc;
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t t = t0 + k, img = t / g.perImage, r = t % g.perImage;
+    const int64_t oy0 = (r / g.cols) * 2, ox0 = (r % g.cols) * 2;
+    float *base = y + img * s.oh * s.ow * oc;
+    for (int64_t ch = 0; ch < oc; ch += 16) {
+      __m512 tmp[2][6];
+      #pragma GCC unroll 6
+      for (int j = 0; j < 6; ++j) {
+        __m512 col[6];
+        #pragma GCC unroll 6
+        for (int i = 0; i < 6; ++i)
+          col[i] = _mm512_loadu_ps(m + (i * 6 + j) * pointStride + k * oc + ch);
+        __m512 o[2];
+        outputTransform(col, o);
+        tmp[0][j] = o[0];
+        tmp[1][j] = o[1];
+      }
+      const __m512 b = bias ? _mm512_loadu_ps(bias + ch) : zero;
+      #pragma GCC unroll 6
+      for (int i = 0; i < 2; ++i) {
+        if (oy0 + i >= s.oh)
+          continue;
+        __m512 o[2];
+        outputTransform(tmp[i], o);
+        #pragma GCC unroll 6
+        for (int j = 0; j < 2; ++j) {
+          if (ox0 + j >= s.ow)
+            continue;
+          __m512 out = _mm512_add_ps(o[j], b);
+          if (relu)
+            out = _mm512_maskz_max_ps(0xFFFF, out, zero); // no undefined lanes
+          _mm512_storeu_ps(base + ((oy0 + i) * s.ow + ox0 + j) * oc + ch, out);
+        }
+      }
+    }
+  }
+}
+
+// The rescaled G (6x5), as in the table at the top.
+constexpr double kG[6][5] = {
+    {0.25, 0, 0, 0, 0},
+    {2.0 / 3, 2.0 / 3, 2.0 / 3, 2.0 / 3, 2.0 / 3},
+    {2.0 / 3, -2.0 / 3, 2.0 / 3, -2.0 / 3, 2.0 / 3},
+    {1.0 / 24, 2.0 / 24, 4.0 / 24, 8.0 / 24, 16.0 / 24},
+    {1.0 / 24, -2.0 / 24, 4.0 / 24, -8.0 / 24, 16.0 / 24},
+    {0, 0, 0, 0, 1}};
+
+// A (6x2), the transpose of A^T.
+constexpr float kA[6][2] = {{1, 0}, {1, 1}, {1, -1}, {1, 2}, {1, -2}, {0, 1}};
+
+// The tile blocks [lo, hi) of winogradConv.
+DTF_AVX512 void convBlocks(const WinogradShape &s, const Tiles &g,
+                           const float *x, const float *u, const float *bias,
+                           bool relu, float *y, int64_t lo, int64_t hi) {
+  thread_local Scratch vs, ms;
+  float *v = vs.get(size_t(kPoints * kTiles * s.c));
+  float *m = ms.get(size_t(kPoints * kTiles * s.oc));
+  for (int64_t blk = lo; blk < hi; ++blk) {
+    const int64_t t0 = blk * kTiles,
+                  count = std::min<int64_t>(kTiles, g.total - t0);
+    const int64_t padded = (count + kRows - 1) / kRows * kRows;
+    transformInputs(s, g, x, t0, count, padded, v);
+        for (int p = 0; p < kPoints; ++p)
+      matmul(padded, s.oc, s.c, v + p * padded * s.c, s.c, 1,
+             u + p * s.c * s.oc, s.oc, m + p * padded * s.oc, s.oc,
+             /*accumulate=*/false);
+    transformOutputs(s, g, m, t0, count, padded, bias, relu, y);
+  }
+}
+
+// w[p][t][oc] = A dY A^T of the 2x2 gradients of the tiles [t0, t0 + count)
+// (0 past the output's edge).
+DTF_AVX512 void transformGradients(const WinogradShape &s, const Tiles &g,
+                                   const float *dy, int64_t t0, int64_t count,
+                                   float *w) {
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t t = t0 + k, img = t / g.perImage, r = t % g.perImage;
+    const int64_t oy0 = (r / g.cols) * 2, ox0 = (r % g.cols) * 2;
+    const float *base = dy + img * s.oh * s.ow * s.oc;
+    for (int64_t ch = 0; ch < s.oc; ch += 16) {
+      __m512 e[2][2];
+      #pragma GCC unroll 6
+      for (int i = 0; i < 2; ++i)
+        #pragma GCC unroll 6
+        for (int j = 0; j < 2; ++j)
+          e[i][j] = oy0 + i < s.oh && ox0 + j < s.ow
+                        ? _mm512_loadu_ps(base +
+                                          ((oy0 + i) * s.ow + ox0 + j) * s.oc +
+                                          ch)
+                        : zero;
+      #pragma GCC unroll 6
+      for (int i = 0; i < 6; ++i) {
+        const __m512 a0 = _mm512_set1_ps(kA[i][0]), a1 = _mm512_set1_ps(kA[i][1]);
+        const __m512 row0 = _mm512_fmadd_ps(a1, e[1][0], _mm512_mul_ps(a0, e[0][0])),
+                     row1 = _mm512_fmadd_ps(a1, e[1][1], _mm512_mul_ps(a0, e[0][1]));
+        #pragma GCC unroll 6
+        for (int j = 0; j < 6; ++j)
+          _mm512_storeu_ps(w + (i * 6 + j) * count * s.oc + k * s.oc + ch,
+                           _mm512_fmadd_ps(_mm512_set1_ps(kA[j][1]), row1,
+                                           _mm512_mul_ps(_mm512_set1_ps(kA[j][0]), row0)));
+      }
+    }
+  }
+}
+
+// The sum over the tile blocks [lo, hi) of v[p]^T w[p] into du (rows: input
+// channels): winogradFilterGrad's part.
+DTF_AVX512 void gradBlocks(const WinogradShape &s, const Tiles &g,
+                           const float *x, const float *dy, float *du,
+                           int64_t lo, int64_t hi) {
+  thread_local Scratch vs, ws;
+  float *v = vs.get(size_t(kPoints * kTiles * s.c));
+  float *w = ws.get(size_t(kPoints * kTiles * s.oc));
+  for (int64_t blk = lo; blk < hi; ++blk) {
+    const int64_t t0 = blk * kTiles,
+                  count = std::min<int64_t>(kTiles, g.total - t0);
+    transformInputs(s, g, x, t0, count, count, v);
+    transformGradients(s, g, dy, t0, count, w);
+        for (int p = 0; p < kPoints; ++p)
+      matmul(s.c, s.oc, count, v + p * count * s.c, 1, s.c,
+             w + p * count * s.oc, s.oc, du + p * s.c * s.oc, s.oc,
+             /*accumulate=*/true);
+  }
+}
+
+} // namespace
+
+bool winogradAvailable() {
+  static const bool ok = [] {
+    const char *e = std::getenv("DTF_CONV_WINOGRAD");
+    if (e && std::string(e) == "0")
+      return false;
+    return bool(__builtin_cpu_supports("avx512f"));
+  }();
+  return ok;
+}
+
+bool winogradSuits(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
+                   int64_t dw, int64_t c, int64_t oc, int64_t outputs) {
+  return kh == 5 && kw == 5 && sh == 1 && sw == 1 && dh == 1 && dw == 1 &&
+         c >= 16 && c % 16 == 0 && oc >= 16 && oc % 16 == 0 &&
+         outputs > 0 && winogradAvailable();
+}
+
+namespace {
+// u[p][i][o0 : o0 + 16] = (G g G^T)[p] for 16 filters g (HWIO, of input
+// channel i and output channels o0 ...), or with `rotated`, those of the
+// input's gradient.
+DTF_AVX512 void transformFilters(const float *hwio, int64_t c, int64_t oc,
+                                 bool rotated, int64_t i, int64_t o0,
+                                 int64_t in, int64_t out, float *u) {
+  __m512 g[5][5];
+#pragma GCC unroll 5
+  for (int ky = 0; ky < 5; ++ky)
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+      if (!rotated) {
+        g[ky][kx] = _mm512_loadu_ps(hwio + ((ky * 5 + kx) * c + i) * oc + o0);
+      } else { // 16 input channels o0 ... of output channel i, gathered
+        const float *at = hwio + ((4 - ky) * 5 + (4 - kx)) * c * oc + i;
+        const __m512i idx = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                              15),
+            _mm512_set1_epi32(int(oc)));
+        g[ky][kx] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx,
+                                              at + o0 * oc, 4);
+      }
+    }
+  __m512 gg[6][5]; // G g
+#pragma GCC unroll 6
+  for (int p = 0; p < 6; ++p)
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+      __m512 acc = _mm512_setzero_ps();
+#pragma GCC unroll 5
+      for (int ky = 0; ky < 5; ++ky)
+        if (kG[p][ky] != 0)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(float(kG[p][ky])), g[ky][kx], acc);
+      gg[p][kx] = acc;
+    }
+#pragma GCC unroll 6
+  for (int p = 0; p < 6; ++p)
+#pragma GCC unroll 6
+    for (int q = 0; q < 6; ++q) {
+      __m512 acc = _mm512_setzero_ps();
+#pragma GCC unroll 5
+      for (int kx = 0; kx < 5; ++kx)
+        if (kG[q][kx] != 0)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(float(kG[q][kx])), gg[p][kx], acc);
+      _mm512_storeu_ps(u + ((p * 6 + q) * in + i) * out + o0, acc);
+    }
+}
+} // namespace
+
+std::vector<float> winogradFilter(const float *hwio, int64_t c, int64_t oc,
+                                  bool backwardData) {
+  // The transformed filter's input and output channels.
+  const int64_t in = backwardData ? oc : c, out = backwardData ? c : oc;
+  std::vector<float> u(size_t(kPoints * in * out));
+  for (int64_t i = 0; i < in; ++i)
+    for (int64_t o = 0; o < out; o += 16)
+      transformFilters(hwio, c, oc, backwardData, i, o, in, out, u.data());
+  return u;
+}
+
+void winogradConv(const WinogradShape &s, const float *x, const float *u,
+                  const float *bias, bool relu, float *y, ThreadPool *pool) {
+  const Tiles g(s);
+  const int64_t blocks = (g.total + kTiles - 1) / kTiles;
+  parallelFor(pool, blocks, 1, [&](int64_t lo, int64_t hi) {
+    convBlocks(s, g, x, u, bias, relu, y, lo, hi);
+  });
+}
+
+void winogradFilterGrad(const WinogradShape &s, const float *x,
+                                   const float *dy, float *df,
+                                   ThreadPool *pool) {
+  const Tiles g(s);
+  const int64_t blocks = (g.total + kTiles - 1) / kTiles;
+  const int parts = int(std::min<int64_t>(pool ? pool->numThreads() : 1, blocks));
+  const size_t uSize = size_t(kPoints * s.c * s.oc);
+  // Each part's sum of the transformed gradients, du[p][c][oc].
+  std::vector<std::unique_ptr<float, void (*)(void *)>> du;
+  for (int i = 0; i < parts; ++i) {
+    void *p = nullptr;
+    if (posix_memalign(&p, 64, uSize * sizeof(float)) != 0)
+      throw std::bad_alloc();
+    std::memset(p, 0, uSize * sizeof(float));
+    du.emplace_back(static_cast<float *>(p), std::free);
+  }
+  parallelFor(pool, parts, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t part = lo; part < hi; ++part)
+      gradBlocks(s, g, x, dy, du[size_t(part)].get(), blocks * part / parts,
+                 blocks * (part + 1) / parts);
+  });
+  for (int i = 1; i < parts; ++i)
+    for (size_t e = 0; e < uSize; ++e)
+      du[0].get()[e] += du[size_t(i)].get()[e];
+  // df = G^T du G for each (c, oc).
+  const float *sum = du[0].get();
+  parallelFor(pool, s.c, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t ci = lo; ci < hi; ++ci)
+      for (int64_t o = 0; o < s.oc; ++o) {
+        double d[6][6];
+        #pragma GCC unroll 6
+        for (int p = 0; p < 6; ++p)
+          #pragma GCC unroll 6
+          for (int q = 0; q < 6; ++q)
+            d[p][q] = sum[size_t(((p * 6 + q) * s.c + ci) * s.oc + o)];
+        double gd[5][6]; // G^T d
+        for (int ky = 0; ky < 5; ++ky)
+          #pragma GCC unroll 6
+          for (int q = 0; q < 6; ++q) {
+            double a = 0;
+            #pragma GCC unroll 6
+            for (int p = 0; p < 6; ++p)
+              a += kG[p][ky] * d[p][q];
+            gd[ky][q] = a;
+          }
+        for (int ky = 0; ky < 5; ++ky)
+          for (int kx = 0; kx < 5; ++kx) {
+            double a = 0;
+            #pragma GCC unroll 6
+            for (int q = 0; q < 6; ++q)
+              a += gd[ky][q] * kG[q][kx];
+            df[((ky * 5 + kx) * s.c + ci) * s.oc + o] = float(a);
+          }
+      }
+  });
+}
+
+} // namespace dtf::cpu
