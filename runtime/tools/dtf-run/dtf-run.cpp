@@ -274,6 +274,11 @@ environment:
                    keep subnormal floats (below 1.2e-38) on the CPU; by
                    default dtf-run flushes them to zero, as TensorFlow does,
                    since each costs an x86 core ~100 cycles (docs/kernels.md)
+  DTF_CONV_WINOGRAD=0
+                   run f32 5x5 convolutions of stride 1 with oneDNN's direct
+                   kernels; by default they use Winograd's F(2x2, 5x5) on an
+                   AVX-512 CPU: fewer multiplications, a little more rounding
+                   (docs/kernels.md, "Winograd convolutions")
 
 exit codes:
   0    trained
