@@ -28,7 +28,8 @@ namespace dtf::cpu {
 namespace {
 
 constexpr int kPoints = 36;
-constexpr int64_t kTiles = 24; // a multiple of kRows
+constexpr int64_t kTiles = 18;     // a multiple of kRows; 12-36 ran alike here
+constexpr int64_t kGradTiles = 48; // the filter's gradient: fewer passes over its sums
 constexpr int kRows = 6;       // rows of the matrix products' micro kernel
 
 #define DTF_AVX512 __attribute__((target("avx512f")))
@@ -201,9 +202,27 @@ DTF_AVX512 void matmul(int64_t m, int64_t n, int64_t kk, const float *a,
     for (; row + kRows <= m; row += kRows)
       microKernelRows<kRows>(nv, a + row * ars, ars, aks, b + col, ldb,
                              c + row * ldc + col, ldc, kk, accumulate);
-    for (; row < m; ++row)
-      microKernelRows<1>(nv, a + row * ars, ars, aks, b + col, ldb,
-                         c + row * ldc + col, ldc, kk, accumulate);
+    const float *ar = a + row * ars;
+    float *cr = c + row * ldc + col;
+    switch (m - row) { // the last rows, in one block
+    case 5:
+      microKernelRows<5>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      break;
+    case 4:
+      microKernelRows<4>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      break;
+    case 3:
+      microKernelRows<3>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      break;
+    case 2:
+      microKernelRows<2>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      break;
+    case 1:
+      microKernelRows<1>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      break;
+    default:
+      break;
+    }
   }
 }
 
@@ -262,8 +281,6 @@ constexpr double kG[6][5] = {
     {1.0 / 24, -2.0 / 24, 4.0 / 24, -8.0 / 24, 16.0 / 24},
     {0, 0, 0, 0, 1}};
 
-// A (6x2), the transpose of A^T.
-constexpr float kA[6][2] = {{1, 0}, {1, 1}, {1, -1}, {1, 2}, {1, -2}, {0, 1}};
 
 // The tile blocks [lo, hi) of winogradConv.
 DTF_AVX512 void convBlocks(const WinogradShape &s, const Tiles &g,
@@ -283,6 +300,17 @@ DTF_AVX512 void convBlocks(const WinogradShape &s, const Tiles &g,
              /*accumulate=*/false);
     transformOutputs(s, g, m, t0, count, padded, bias, relu, y);
   }
+}
+
+// out[i][j] = (A (e0, e1))[i]: e0, e0 + e1, e0 - e1, e0 + 2 e1, e0 - 2 e1, e1.
+DTF_AVX512 inline void gradientTransform(__m512 e0, __m512 e1, __m512 two,
+                                         __m512 out[6][2], int j) {
+  out[0][j] = e0;
+  out[1][j] = _mm512_add_ps(e0, e1);
+  out[2][j] = _mm512_sub_ps(e0, e1);
+  out[3][j] = _mm512_fmadd_ps(two, e1, e0);
+  out[4][j] = _mm512_fnmadd_ps(two, e1, e0);
+  out[5][j] = e1;
 }
 
 // w[p][t][oc] = A dY A^T of the 2x2 gradients of the tiles [t0, t0 + count)
@@ -306,16 +334,20 @@ DTF_AVX512 void transformGradients(const WinogradShape &s, const Tiles &g,
                                           ((oy0 + i) * s.ow + ox0 + j) * s.oc +
                                           ch)
                         : zero;
-      #pragma GCC unroll 6
+      // A e: rows e0, e0 + e1, e0 - e1, e0 + 2 e1, e0 - 2 e1, e1 (of 2).
+      __m512 rows[6][2];
+      const __m512 two = _mm512_set1_ps(2);
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j)
+        gradientTransform(e[0][j], e[1][j], two, rows, j);
+#pragma GCC unroll 6
       for (int i = 0; i < 6; ++i) {
-        const __m512 a0 = _mm512_set1_ps(kA[i][0]), a1 = _mm512_set1_ps(kA[i][1]);
-        const __m512 row0 = _mm512_fmadd_ps(a1, e[1][0], _mm512_mul_ps(a0, e[0][0])),
-                     row1 = _mm512_fmadd_ps(a1, e[1][1], _mm512_mul_ps(a0, e[0][1]));
-        #pragma GCC unroll 6
+        __m512 cols[6][2];
+        gradientTransform(rows[i][0], rows[i][1], two, cols, 0);
+#pragma GCC unroll 6
         for (int j = 0; j < 6; ++j)
           _mm512_storeu_ps(w + (i * 6 + j) * count * s.oc + k * s.oc + ch,
-                           _mm512_fmadd_ps(_mm512_set1_ps(kA[j][1]), row1,
-                                           _mm512_mul_ps(_mm512_set1_ps(kA[j][0]), row0)));
+                           cols[j][0]);
       }
     }
   }
@@ -327,11 +359,11 @@ DTF_AVX512 void gradBlocks(const WinogradShape &s, const Tiles &g,
                            const float *x, const float *dy, float *du,
                            int64_t lo, int64_t hi) {
   thread_local Scratch vs, ws;
-  float *v = vs.get(size_t(kPoints * kTiles * s.c));
-  float *w = ws.get(size_t(kPoints * kTiles * s.oc));
+  float *v = vs.get(size_t(kPoints * kGradTiles * s.c));
+  float *w = ws.get(size_t(kPoints * kGradTiles * s.oc));
   for (int64_t blk = lo; blk < hi; ++blk) {
-    const int64_t t0 = blk * kTiles,
-                  count = std::min<int64_t>(kTiles, g.total - t0);
+    const int64_t t0 = blk * kGradTiles,
+                  count = std::min<int64_t>(kGradTiles, g.total - t0);
     transformInputs(s, g, x, t0, count, count, v);
     transformGradients(s, g, dy, t0, count, w);
         for (int p = 0; p < kPoints; ++p)
@@ -339,6 +371,41 @@ DTF_AVX512 void gradBlocks(const WinogradShape &s, const Tiles &g,
              w + p * count * s.oc, s.oc, du + p * s.c * s.oc, s.oc,
              /*accumulate=*/true);
   }
+}
+
+// df[ky][kx][ci][o0 : o0 + 16] = (G^T du G)[ky][kx] for the 16 filters of
+// input channel ci and output channels o0 ...
+DTF_AVX512 void untransformFilters(const float *du, int64_t c, int64_t oc,
+                                   int64_t ci, int64_t o0, float *df) {
+  __m512 d[6][6];
+#pragma GCC unroll 6
+  for (int p = 0; p < 6; ++p)
+#pragma GCC unroll 6
+    for (int q = 0; q < 6; ++q)
+      d[p][q] = _mm512_loadu_ps(du + ((p * 6 + q) * c + ci) * oc + o0);
+  __m512 gd[5][6]; // G^T d
+#pragma GCC unroll 5
+  for (int ky = 0; ky < 5; ++ky)
+#pragma GCC unroll 6
+    for (int q = 0; q < 6; ++q) {
+      __m512 acc = _mm512_setzero_ps();
+#pragma GCC unroll 6
+      for (int p = 0; p < 6; ++p)
+        if (kG[p][ky] != 0)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(float(kG[p][ky])), d[p][q], acc);
+      gd[ky][q] = acc;
+    }
+#pragma GCC unroll 5
+  for (int ky = 0; ky < 5; ++ky)
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+      __m512 acc = _mm512_setzero_ps();
+#pragma GCC unroll 6
+      for (int q = 0; q < 6; ++q)
+        if (kG[q][kx] != 0)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(float(kG[q][kx])), gd[ky][q], acc);
+      _mm512_storeu_ps(df + ((ky * 5 + kx) * c + ci) * oc + o0, acc);
+    }
 }
 
 } // namespace
@@ -434,7 +501,7 @@ void winogradFilterGrad(const WinogradShape &s, const float *x,
                                    const float *dy, float *df,
                                    ThreadPool *pool) {
   const Tiles g(s);
-  const int64_t blocks = (g.total + kTiles - 1) / kTiles;
+  const int64_t blocks = (g.total + kGradTiles - 1) / kGradTiles;
   const int parts = int(std::min<int64_t>(pool ? pool->numThreads() : 1, blocks));
   const size_t uSize = size_t(kPoints * s.c * s.oc);
   // Each part's sum of the transformed gradients, du[p][c][oc].
@@ -458,32 +525,8 @@ void winogradFilterGrad(const WinogradShape &s, const float *x,
   const float *sum = du[0].get();
   parallelFor(pool, s.c, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t ci = lo; ci < hi; ++ci)
-      for (int64_t o = 0; o < s.oc; ++o) {
-        double d[6][6];
-        #pragma GCC unroll 6
-        for (int p = 0; p < 6; ++p)
-          #pragma GCC unroll 6
-          for (int q = 0; q < 6; ++q)
-            d[p][q] = sum[size_t(((p * 6 + q) * s.c + ci) * s.oc + o)];
-        double gd[5][6]; // G^T d
-        for (int ky = 0; ky < 5; ++ky)
-          #pragma GCC unroll 6
-          for (int q = 0; q < 6; ++q) {
-            double a = 0;
-            #pragma GCC unroll 6
-            for (int p = 0; p < 6; ++p)
-              a += kG[p][ky] * d[p][q];
-            gd[ky][q] = a;
-          }
-        for (int ky = 0; ky < 5; ++ky)
-          for (int kx = 0; kx < 5; ++kx) {
-            double a = 0;
-            #pragma GCC unroll 6
-            for (int q = 0; q < 6; ++q)
-              a += gd[ky][q] * kG[q][kx];
-            df[((ky * 5 + kx) * s.c + ci) * s.oc + o] = float(a);
-          }
-      }
+      for (int64_t o = 0; o < s.oc; o += 16)
+        untransformFilters(sum, s.c, s.oc, ci, o, df);
   });
 }
 

@@ -229,22 +229,25 @@ const std::vector<ConvCase> kWinogradCases = {
     {{3, 3, 2, 16}, {5, 5, 16, 32}, 1, 1, 1, 1, true},
 };
 
-// Runs `op` on f32 and on f64 operands (the f64 kernels are the reference
-// loops) and compares; returns the f32 result.
-Tensor f32AgainstF64(const std::string &op, const ConvCase &c,
-                     const std::vector<std::pair<Shape, Values>> &inputs,
-                     const std::function<void(KernelRun &)> &attrs) {
-  KernelRun f32Run(op), f64Run(op);
-  for (KernelRun *run : {&f32Run, &f64Run}) {
+// Runs `op` on f32 operands, on one thread and on the two-thread pool, and
+// on f64 operands (the f64 kernels are the reference loops), and compares.
+void f32AgainstF64(const std::string &op, const ConvCase &c,
+                   const std::vector<std::pair<Shape, Values>> &inputs,
+                   const std::function<void(KernelRun &)> &attrs) {
+  KernelRun f32Run(op), pooled(op), f64Run(op);
+  pooled.pool();
+  for (KernelRun *run : {&f32Run, &pooled, &f64Run}) {
     convAttrs(*run, c);
     attrs(*run);
   }
   for (const auto &[shape, values] : inputs) {
     f32Run.in(test::f32(shape, values));
+    pooled.in(test::f32(shape, values));
     f64Run.in(test::f64(shape, values));
   }
-  EXPECT_EQ(errorOf(f32Run), "");
-  EXPECT_EQ(errorOf(f64Run), "");
+  ASSERT_EQ(errorOf(f32Run), "");
+  ASSERT_EQ(errorOf(pooled), "");
+  ASSERT_EQ(errorOf(f64Run), "");
   double scale = 0;
   Values want = valuesOf(f64Run.out());
   for (double v : want)
@@ -254,7 +257,8 @@ Tensor f32AgainstF64(const std::string &op, const ConvCase &c,
   // lands about 1e-6 off.
   EXPECT_TRUE(near(f32Run.out(), f64Run.out().shape(), want, 2e-5 * scale, 0))
       << op;
-  return f32Run.out();
+  EXPECT_TRUE(near(pooled.out(), f64Run.out().shape(), want, 2e-5 * scale, 0))
+      << op << " on two threads";
 }
 
 TEST(Conv2D, WinogradShapesMatchTheF64ReferenceInAllThreePasses) {
