@@ -121,7 +121,8 @@ def one_process():
         f"{cell(n, torch, 'dtf img/s ÷ this')}x PyTorch "
         f"({num(cell(n, torch, ips))}) and {cell(n, tf, 'dtf img/s ÷ this')}x TensorFlow "
         f"({num(cell(n, tf, ips))}) on the same cores, {bound}% of the machine's SGEMM "
-        f"bound, in {cell(n, dtf, 'peak RSS MB')} MB (PyTorch {cell(n, torch, 'peak RSS MB')} MB, "
+        f"bound for the direct arithmetic (73 MFLOP an image; its Winograd convolutions "
+        f"multiply less, docs/kernels.md), in {cell(n, dtf, 'peak RSS MB')} MB (PyTorch {cell(n, torch, 'peak RSS MB')} MB, "
         f"TensorFlow {cell(n, tf, 'peak RSS MB')} MB; bench/results/throughput.md).")
 
 
