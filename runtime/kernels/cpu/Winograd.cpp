@@ -30,6 +30,10 @@ namespace {
 constexpr int kPoints = 36;
 constexpr int64_t kTiles = 18;     // a multiple of kRows; 12-36 ran alike here
 constexpr int64_t kGradTiles = 48; // the filter's gradient: fewer passes over its sums
+// The transformed filter, 36 c oc floats (590 KB at 64 x 64), is read by
+// every block of tiles: up to this size it stays in a core's L2 cache (1 MB
+// here) beside a block; larger layers stay on oneDNN's direct kernels.
+constexpr int64_t kMaxChannelProduct = 64 * 64;
 constexpr int kRows = 6;       // rows of the matrix products' micro kernel
 
 #define DTF_AVX512 __attribute__((target("avx512f")))
@@ -424,7 +428,7 @@ bool winogradSuits(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
                    int64_t dw, int64_t c, int64_t oc, int64_t outputs) {
   return kh == 5 && kw == 5 && sh == 1 && sw == 1 && dh == 1 && dw == 1 &&
          c >= 16 && c % 16 == 0 && oc >= 16 && oc % 16 == 0 &&
-         outputs > 0 && winogradAvailable();
+         c * oc <= kMaxChannelProduct && outputs > 0 && winogradAvailable();
 }
 
 namespace {
