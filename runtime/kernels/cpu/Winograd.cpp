@@ -30,10 +30,12 @@ namespace {
 constexpr int kPoints = 36;
 constexpr int64_t kTiles = 18;     // a multiple of kRows; 12-36 ran alike here
 constexpr int64_t kGradTiles = 48; // the filter's gradient: fewer passes over its sums
-// The transformed filter, 36 c oc floats (590 KB at 64 x 64), is read by
-// every block of tiles: up to this size it stays in a core's L2 cache (1 MB
-// here) beside a block; larger layers stay on oneDNN's direct kernels.
-constexpr int64_t kMaxChannelProduct = 64 * 64;
+// The largest layers that go to Winograd: every block of tiles reads the
+// whole transformed filter (36 c oc floats, 9.4 MB at 256 x 256), which
+// stops fitting the caches; a one-off check on this machine (one thread,
+// 14 x 14 images) still had each pass 1.6-2.0x oneDNN's at 256 x 256.
+// Larger layers stay on oneDNN's direct kernels (not measured).
+constexpr int64_t kMaxChannelProduct = 256 * 256;
 constexpr int kRows = 6;       // rows of the matrix products' micro kernel
 
 #define DTF_AVX512 __attribute__((target("avx512f")))

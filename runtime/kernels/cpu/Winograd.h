@@ -31,7 +31,7 @@ bool winogradAvailable();
 
 /// Whether a convolution of this geometry goes to Winograd: 5x5, stride 1,
 /// no dilation, input and output channels multiples of 16 (from 16 in and
-/// out) whose product is at most 64 x 64, and some output.
+/// out) whose product is at most 256 x 256, and some output.
 bool winogradSuits(int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                    int64_t dh, int64_t dw, int64_t c, int64_t oc,
                    int64_t outputs);
