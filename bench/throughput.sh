@@ -174,7 +174,8 @@ peak = max(before, after)
 bound = peak * 1e9 / 73e6
 print("SGEMM bound (bench/peers/sgemm_bound.cpp, oneDNN sgemm 1024^3 on the same threads, best of 10): "
       "%.1f GFLOP/s before the runs, %.1f after; at about 73 MFLOP per image the seed CNN's bound is "
-      "%.0f images/s (the larger), and dtf's median is **%.0f%%** of it." % (before, after, bound, 100 * statistics.median(dtf) / bound))
+      "%.0f images/s (the larger), and dtf's median is **%.0f%%** of it (the bound counts the direct "
+      "arithmetic; dtf's Winograd convolutions multiply less, docs/kernels.md)." % (before, after, bound, 100 * statistics.median(dtf) / bound))
 PY
 )
   echo "$bound_line"
