@@ -562,14 +562,10 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
   if (!bf16 && !f16 && dy.dtype() == DType::F32 && useWinograd(w)) {
     // dx is the convolution of dy with the filter rotated by 180 degrees,
     // its channels swapped, over the window's other padding.
-    WinogradShape s;
-    s.n = w.n;
-    s.ih = w.oh;
-    s.iw = w.ow;
-    s.c = w.oc;
-    s.oh = w.ih;
-    s.ow = w.iw;
-    s.oc = w.c;
+    WinogradShape s = winogradShape(w);
+    std::swap(s.ih, s.oh);
+    std::swap(s.iw, s.ow);
+    std::swap(s.c, s.oc);
     s.padTop = w.kh - 1 - w.padTop;
     s.padLeft = w.kw - 1 - w.padLeft;
     const std::vector<float> u =

@@ -288,6 +288,46 @@ constexpr double kG[6][5] = {
     {0, 0, 0, 0, 1}};
 
 
+// G's entry (a, x), or with `T` G^T's (G^T is 5x6).
+template <bool T> constexpr float gAt(int a, int x) {
+  return float(T ? kG[x][a] : kG[a][x]);
+}
+
+// out[a][y] = sum over x of M[a][x] in[x][y], M = G (T false: 6x5) or G^T
+// (T true: 5x6), 16 filters to a vector.
+template <bool T, int A, int X, int Y>
+DTF_AVX512 inline void timesG(const __m512 (&in)[X][Y], __m512 (&out)[A][Y]) {
+#pragma GCC unroll 6
+  for (int a = 0; a < A; ++a)
+#pragma GCC unroll 6
+    for (int y = 0; y < Y; ++y) {
+      __m512 acc = _mm512_setzero_ps();
+#pragma GCC unroll 6
+      for (int x = 0; x < X; ++x)
+        if (gAt<T>(a, x) != 0)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(gAt<T>(a, x)), in[x][y], acc);
+      out[a][y] = acc;
+    }
+}
+
+// out[y][b] = sum over x of in[y][x] M[b][x]: the product with M^T on the
+// right.
+template <bool T, int B, int X, int Y>
+DTF_AVX512 inline void timesGRight(const __m512 (&in)[Y][X],
+                                   __m512 (&out)[Y][B]) {
+#pragma GCC unroll 6
+  for (int y = 0; y < Y; ++y)
+#pragma GCC unroll 6
+    for (int b = 0; b < B; ++b) {
+      __m512 acc = _mm512_setzero_ps();
+#pragma GCC unroll 6
+      for (int x = 0; x < X; ++x)
+        if (gAt<T>(b, x) != 0)
+          acc = _mm512_fmadd_ps(_mm512_set1_ps(gAt<T>(b, x)), in[y][x], acc);
+      out[y][b] = acc;
+    }
+}
+
 // The tile blocks [lo, hi) of winogradConv.
 DTF_AVX512 void convBlocks(const WinogradShape &s, const Tiles &g,
                            const float *x, const float *u, const float *bias,
@@ -389,29 +429,14 @@ DTF_AVX512 void untransformFilters(const float *du, int64_t c, int64_t oc,
 #pragma GCC unroll 6
     for (int q = 0; q < 6; ++q)
       d[p][q] = _mm512_loadu_ps(du + ((p * 6 + q) * c + ci) * oc + o0);
-  __m512 gd[5][6]; // G^T d
-#pragma GCC unroll 5
-  for (int ky = 0; ky < 5; ++ky)
-#pragma GCC unroll 6
-    for (int q = 0; q < 6; ++q) {
-      __m512 acc = _mm512_setzero_ps();
-#pragma GCC unroll 6
-      for (int p = 0; p < 6; ++p)
-        if (kG[p][ky] != 0)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(float(kG[p][ky])), d[p][q], acc);
-      gd[ky][q] = acc;
-    }
+  __m512 gd[5][6], out[5][5]; // G^T d, then G^T d G
+  timesG<true>(d, gd);
+  timesGRight<true>(gd, out);
 #pragma GCC unroll 5
   for (int ky = 0; ky < 5; ++ky)
 #pragma GCC unroll 5
-    for (int kx = 0; kx < 5; ++kx) {
-      __m512 acc = _mm512_setzero_ps();
-#pragma GCC unroll 6
-      for (int q = 0; q < 6; ++q)
-        if (kG[q][kx] != 0)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(float(kG[q][kx])), gd[ky][q], acc);
-      _mm512_storeu_ps(df + ((ky * 5 + kx) * c + ci) * oc + o0, acc);
-    }
+    for (int kx = 0; kx < 5; ++kx)
+      _mm512_storeu_ps(df + ((ky * 5 + kx) * c + ci) * oc + o0, out[ky][kx]);
 }
 
 } // namespace
@@ -439,7 +464,7 @@ namespace {
 // input's gradient.
 DTF_AVX512 void transformFilters(const float *hwio, int64_t c, int64_t oc,
                                  bool rotated, int64_t i, int64_t o0,
-                                 int64_t in, int64_t out, float *u) {
+                                 int64_t in, int64_t out_, float *u) {
   __m512 g[5][5];
 #pragma GCC unroll 5
   for (int ky = 0; ky < 5; ++ky)
@@ -457,29 +482,14 @@ DTF_AVX512 void transformFilters(const float *hwio, int64_t c, int64_t oc,
                                               at + o0 * oc, 4);
       }
     }
-  __m512 gg[6][5]; // G g
-#pragma GCC unroll 6
-  for (int p = 0; p < 6; ++p)
-#pragma GCC unroll 5
-    for (int kx = 0; kx < 5; ++kx) {
-      __m512 acc = _mm512_setzero_ps();
-#pragma GCC unroll 5
-      for (int ky = 0; ky < 5; ++ky)
-        if (kG[p][ky] != 0)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(float(kG[p][ky])), g[ky][kx], acc);
-      gg[p][kx] = acc;
-    }
+  __m512 gg[6][5], out[6][6]; // G g, then G g G^T
+  timesG<false>(g, gg);
+  timesGRight<false>(gg, out);
 #pragma GCC unroll 6
   for (int p = 0; p < 6; ++p)
 #pragma GCC unroll 6
-    for (int q = 0; q < 6; ++q) {
-      __m512 acc = _mm512_setzero_ps();
-#pragma GCC unroll 5
-      for (int kx = 0; kx < 5; ++kx)
-        if (kG[q][kx] != 0)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(float(kG[q][kx])), gg[p][kx], acc);
-      _mm512_storeu_ps(u + ((p * 6 + q) * in + i) * out + o0, acc);
-    }
+    for (int q = 0; q < 6; ++q)
+      _mm512_storeu_ps(u + ((p * 6 + q) * in + i) * out_ + o0, out[p][q]);
 }
 } // namespace
 

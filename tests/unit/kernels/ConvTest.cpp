@@ -158,13 +158,30 @@ TEST(Conv2D, RepeatedCallsReuseTheCachedPrimitiveAndOutput) {
   EXPECT_TRUE(near(run.out(), outShape, want, 1e-5, 1e-5));
 }
 
+// 5x5 convolutions of stride 1 with channels in multiples of 16, which go to
+// Winograd's F(2x2, 5x5) on AVX-512 (runtime/kernels/cpu/Winograd.h): the
+// seed CNN's second layer, odd sizes (tiles past the edge), valid padding,
+// 48 and 80 output channels (partial blocks of 64), padding past the window;
+// the last is past Winograd's channel limit and checks oneDNN's path.
+const std::vector<ConvCase> kWinogradCases = {
+    {{2, 14, 14, 32}, {5, 5, 32, 64}, 1, 1, 1, 1, true},
+    {{1, 7, 9, 16}, {5, 5, 16, 48}, 1, 1, 1, 1, true},
+    {{2, 9, 8, 16}, {5, 5, 16, 16}, 1, 1, 1, 1, false},
+    {{1, 6, 11, 32}, {5, 5, 32, 80}, 1, 1, 1, 1, true},
+    {{3, 3, 2, 16}, {5, 5, 16, 32}, 1, 1, 1, 1, true},
+    {{1, 3, 4, 272}, {5, 5, 272, 256}, 1, 1, 1, 1, true}, // past 256 x 256
+};
+
 // conv2d_bias (dtf-fuse-library's conv + bias [+ relu] as one oneDNN call
-// with post-ops) gives, bit for bit, conv2d followed by the bias add and relu
-// in float32; f64 runs the reference loops; a bias of the wrong size is an
-// error naming the expected shape.
+// with post-ops, or Winograd's kernels adding the bias to the finished sum)
+// gives, bit for bit, conv2d followed by the bias add and relu in float32;
+// f64 runs the reference loops; a bias of the wrong size is an error naming
+// the expected shape.
 TEST(Conv2D, BiasAndReluPostOpsEqualTheSeparateOpsBitForBit) {
   Rng rng;
-  for (const ConvCase &c : kCases)
+  std::vector<ConvCase> cases = kCases;
+  cases.insert(cases.end(), kWinogradCases.begin(), kWinogradCases.end());
+  for (const ConvCase &c : cases)
     for (bool relu : {false, true}) {
       SCOPED_TRACE(describe(c) + (relu ? " relu" : ""));
       Values x = rng.uniform(numElementsOf(c.x)),
@@ -216,20 +233,6 @@ TEST(Conv2D, BiasAndReluPostOpsEqualTheSeparateOpsBitForBit) {
   EXPECT_NE(errorOf(bad).find("expects a bias of shape [4]"), std::string::npos)
       << errorOf(bad);
 }
-
-// 5x5 convolutions of stride 1 with channels in multiples of 16, which go to
-// Winograd's F(2x2, 5x5) on AVX-512 (runtime/kernels/cpu/Winograd.h): the
-// seed CNN's second layer, odd sizes (tiles past the edge), valid padding,
-// 48 and 80 output channels (partial blocks of 64), padding past the window;
-// the last is past Winograd's channel limit and checks oneDNN's path.
-const std::vector<ConvCase> kWinogradCases = {
-    {{2, 14, 14, 32}, {5, 5, 32, 64}, 1, 1, 1, 1, true},
-    {{1, 7, 9, 16}, {5, 5, 16, 48}, 1, 1, 1, 1, true},
-    {{2, 9, 8, 16}, {5, 5, 16, 16}, 1, 1, 1, 1, false},
-    {{1, 6, 11, 32}, {5, 5, 32, 80}, 1, 1, 1, 1, true},
-    {{3, 3, 2, 16}, {5, 5, 16, 32}, 1, 1, 1, 1, true},
-    {{1, 3, 4, 272}, {5, 5, 272, 256}, 1, 1, 1, 1, true}, // past 256 x 256
-};
 
 // Runs `op` on f32 operands, on one thread and on the two-thread pool, and
 // on f64 operands (the f64 kernels are the reference loops), and compares.
@@ -290,37 +293,6 @@ TEST(Conv2D, WinogradShapesMatchTheF64ReferenceInAllThreePasses) {
     f32AgainstF64("dtf.conv2d_backprop_filter", c, {{c.x, x}, {outShape, dy}},
                   [&](KernelRun &r) { r.attr("filter_shape", c.f); });
   }
-}
-
-// conv2d_bias on Winograd's shapes adds the bias to the finished sum (then
-// relu), as conv2d followed by the separate ops: equal bit for bit.
-TEST(Conv2D, WinogradBiasAndReluEqualTheSeparateOpsBitForBit) {
-  Rng rng;
-  for (const ConvCase &c : kWinogradCases)
-    for (bool relu : {false, true}) {
-      SCOPED_TRACE(describe(c) + (relu ? " relu" : ""));
-      Values x = rng.uniform(numElementsOf(c.x)),
-             f = rng.uniform(numElementsOf(c.f)), b = rng.uniform(c.f[3]);
-      KernelRun conv("dtf.conv2d");
-      convAttrs(conv, c).in(test::f32(c.x, x)).in(test::f32(c.f, f));
-      ASSERT_EQ(errorOf(conv), "");
-      KernelRun fused("dtf.conv2d_bias");
-      convAttrs(fused, c)
-          .attr("relu", relu)
-          .in(test::f32(c.x, x))
-          .in(test::f32(c.f, f))
-          .in(test::f32({c.f[3]}, b));
-      ASSERT_EQ(errorOf(fused), "");
-      const Tensor &y = conv.out(), &got = fused.out();
-      ASSERT_EQ(got.shape(), y.shape());
-      const int64_t oc = c.f[3];
-      for (int64_t i = 0; i < y.numElements(); ++i) {
-        float want = y.data<float>()[i] + float(b[size_t(i % oc)]);
-        if (relu && want < 0)
-          want = 0;
-        ASSERT_EQ(got.data<float>()[i], want) << "element " << i;
-      }
-    }
 }
 
 TEST(Conv2D, BadShapesAndAttributesAreErrors) {
