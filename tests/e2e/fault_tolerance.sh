@@ -83,7 +83,11 @@ for task in ["worker.1", "ps.0", "worker.0"]:
         bad.append(f"the launcher did not see {task} killed")
 if not any("restarting the job" in l for l in log):
     bad.append("the chief's death did not restart the job")
-# Every restore starts at the last checkpoint saved before it.
+# Every restore starts at the last checkpoint saved before it: the last one
+# the log shows, or the next (100 steps on) when a kill -9 landed after
+# that checkpoint was complete but before the chief printed so (seen once:
+# "saved ckpt-1801" logged, ckpt-1901 written, restored from 1901). Never an
+# older one: that would lose a checkpoint already written.
 last_saved, restores = None, 0
 for l in log:
     m = re.search(r"saved checkpoint ckpt-(\d+)", l)
@@ -92,8 +96,9 @@ for l in log:
     m = re.search(r"restored checkpoint ckpt-(\d+)", l)
     if m:
         restores += 1
-        if last_saved is None or int(m.group(1)) != last_saved:
-            bad.append(f"restored ckpt-{m.group(1)}, but the last one saved was ckpt-{last_saved}")
+        got = int(m.group(1))
+        if last_saved is None or not last_saved <= got <= last_saved + 100:
+            bad.append(f"restored ckpt-{got}, but the last one saved was ckpt-{last_saved}")
 if restores < 2:
     bad.append(f"{restores} restores, expected one after the ps and one after the chief")
 evals = [l for l in log if re.match(r"worker.0 *\| eval  step (\d+)", l)]
