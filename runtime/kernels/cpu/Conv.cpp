@@ -161,11 +161,13 @@ Status checkDy(const char *op, const Window2D &w, const Tensor &dy) {
 }
 
 // f32 5x5 convolutions of stride 1 with channels in multiples of 16 go to
-// Winograd's F(2x2, 5x5) (Winograd.h) on AVX-512: 1.4x to 1.7x oneDNN's
-// direct kernels on the seed CNN's second layer (bench/results/kernels.md);
-// DTF_CONV_WINOGRAD=0 keeps oneDNN's.
-bool useWinograd(const Window2D &w) {
-  return winogradSuits(w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, w.c, w.oc,
+// Winograd's F(2x2, 5x5) (Winograd.h) on AVX-512, where `t` (an operand) is
+// f32 and the op computes in f32 (`lowPrecision` false): 1.4x to 1.8x
+// oneDNN's direct kernels on the seed CNN's second layer
+// (bench/results/winograd.md); DTF_CONV_WINOGRAD=0 keeps oneDNN's.
+bool useWinograd(const Window2D &w, const Tensor &t, bool lowPrecision) {
+  return !lowPrecision && t.dtype() == DType::F32 &&
+         winogradSuits(w.kh, w.kw, w.sh, w.sw, w.dh, w.dw, w.c, w.oc,
                        w.oh * w.ow);
 }
 
@@ -181,16 +183,6 @@ WinogradShape winogradShape(const Window2D &w) {
   s.padTop = w.padTop;
   s.padLeft = w.padLeft;
   return s;
-}
-
-// conv2d (+ bias) (then relu) of f32 x and f (HWIO) by Winograd.
-void winogradForward(const Window2D &w, const Tensor &x, const Tensor &f,
-                     const float *bias, bool relu, Tensor &y,
-                     ThreadPool *pool) {
-  const std::vector<float> u =
-      winogradFilter(f.data<float>(), w.c, w.oc, /*backwardData=*/false);
-  winogradConv(winogradShape(w), x.data<float>(), u.data(), bias, relu,
-               y.data<float>(), pool);
 }
 
 // Runs a convolution's primitive on `ptrs` (in its arguments' order) for
@@ -368,8 +360,9 @@ Status conv2dKernel(KernelContext &ctx) {
       Tensor xr = roundedThroughBf16(x, ctx.threadPool()),
              fr = roundedThroughBf16(f, ctx.threadPool());
       plainConv(w, false)->execute({ptr(xr), ptr(fr), out->rawData()});
-    } else if (!bf16 && x.dtype() == DType::F32 && useWinograd(w)) {
-      winogradForward(w, x, f, nullptr, false, *out, ctx.threadPool());
+    } else if (useWinograd(w, x, bf16)) {
+      winogradForward(winogradShape(w), x.data<float>(), f.data<float>(),
+                      nullptr, false, out->data<float>(), ctx.threadPool());
     } else {
       runConv(*plainConv(w, bf16), {ptr(x), ptr(f), out->rawData()}, ctx,
               bf16);
@@ -469,12 +462,14 @@ Status conv2dBiasKernel(KernelContext &ctx) {
     fs = &fr;
     bf16 = false;
   }
-  if (!bf16 && !f16 && x.dtype() == DType::F32 && useWinograd(w)) {
-    // The bias added to the finished sum, as conv2d then bias_add do.
-    winogradForward(w, x, f, bias.data<float>(), relu, *out, ctx.threadPool());
-    return Status::ok();
-  }
   return guardDnnl(name, [&] {
+    if (useWinograd(w, x, bf16 || f16)) {
+      // The bias added to the finished sum, as conv2d then bias_add do.
+      winogradForward(winogradShape(w), x.data<float>(), f.data<float>(),
+                      bias.data<float>(), relu, out->data<float>(),
+                      ctx.threadPool());
+      return Status::ok();
+    }
     const int64_t kind = (relu ? kForwardBiasRelu : kForwardBias) +
                          (bf16 ? int64_t(kBf16Offset) : int64_t(0));
     auto prim = biasConvCache().get(
@@ -559,22 +554,12 @@ Status conv2dBackpropInputKernel(KernelContext &ctx) {
     fs = &fr;
     bf16 = false;
   }
-  if (!bf16 && !f16 && dy.dtype() == DType::F32 && useWinograd(w)) {
-    // dx is the convolution of dy with the filter rotated by 180 degrees,
-    // its channels swapped, over the window's other padding.
-    WinogradShape s = winogradShape(w);
-    std::swap(s.ih, s.oh);
-    std::swap(s.iw, s.ow);
-    std::swap(s.c, s.oc);
-    s.padTop = w.kh - 1 - w.padTop;
-    s.padLeft = w.kw - 1 - w.padLeft;
-    const std::vector<float> u =
-        winogradFilter(f.data<float>(), w.c, w.oc, /*backwardData=*/true);
-    winogradConv(s, dy.data<float>(), u.data(), nullptr, false,
-                 dx->data<float>(), ctx.threadPool());
-    return Status::ok();
-  }
   return guardDnnl(name, [&] {
+    if (useWinograd(w, dy, bf16 || f16)) {
+      winogradInputGrad(winogradShape(w), dy.data<float>(), f.data<float>(),
+                        dx->data<float>(), ctx.threadPool());
+      return Status::ok();
+    }
     auto prim = convCache().get(w.key(kBackwardData + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {
       ConvDescs d = bf16 ? convDescs(w, kF32, kBf16, kBf16) : convDescs(w);
       dnnl::convolution_backward_data::desc desc(
@@ -642,12 +627,12 @@ Status conv2dBackpropFilterKernel(KernelContext &ctx) {
     dys = &dyr;
     bf16 = false;
   }
-  if (!bf16 && !f16 && x.dtype() == DType::F32 && useWinograd(w)) {
-    winogradFilterGrad(winogradShape(w), x.data<float>(), dy.data<float>(),
-                       df->data<float>(), ctx.threadPool());
-    return Status::ok();
-  }
   return guardDnnl(name, [&] {
+    if (useWinograd(w, x, bf16 || f16)) {
+      winogradFilterGrad(winogradShape(w), x.data<float>(), dy.data<float>(),
+                         df->data<float>(), ctx.threadPool());
+      return Status::ok();
+    }
     auto prim = convCache().get(w.key(kBackwardWeights + (bf16 ? int64_t(kBf16Offset) : int64_t(0))), [&] {
       ConvDescs d = bf16 ? convDescs(w, kBf16, kF32, kBf16) : convDescs(w);
       dnnl::convolution_backward_weights::desc desc(

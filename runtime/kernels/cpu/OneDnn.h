@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <map>
+#include <new>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -16,12 +17,16 @@ namespace dtf::cpu {
 /// The process-wide oneDNN CPU engine.
 dnnl::engine &cpuEngine();
 
-/// Runs `f`, turning a dnnl::error into an error status of `op`.
+/// Runs `f`, turning a dnnl::error, or a failed allocation of a library
+/// kernel's own buffers (oneDNN's scratchpads, Winograd's), into an error
+/// status of `op`.
 template <typename F> Status guardDnnl(const char *op, F &&f) {
   try {
     return f();
   } catch (const dnnl::error &e) {
     return errorStatus(op, ": oneDNN failed: ", e.what());
+  } catch (const std::bad_alloc &) {
+    return errorStatus(op, ": out of memory for the kernel's buffers");
   }
 }
 

@@ -3,12 +3,12 @@
 // With the interpolation points 0, 1, -1, 2, -2 and infinity, and rows
 // rescaled so that the input transform has small integer and quarter
 // coefficients (the scales moved into G):
-//   B^T = [4  0 -5  0  1 0]   G = [1/4    0    0    0    0]   A^T = [1 1  1 1  1 0]
-//         [0  1  1 -¼ -¼ 0]       [2/3  2/3  2/3  2/3  2/3]         [0 1 -1 2 -2 1]
-//         [0 -1  1  ¼ -¼ 0]       [2/3 -2/3  2/3 -2/3  2/3]
-//         [0 -2 -1  2  1 0]       [1/24 1/12 1/6  1/3  2/3]
-//         [0  2 -1 -2  1 0]       [1/24 -1/12 1/6 -1/3 2/3]
-//         [0  4  0 -5  0 1]       [0     0    0    0    1]
+//   B^T = [4  0 -5  0  1 0]   G = [1/4    0    0    0    0]   A^T = [1 1  1 1
+//   1 0]
+//         [0  1  1 -¼ -¼ 0]       [2/3  2/3  2/3  2/3  2/3]         [0 1 -1 2
+//         -2 1] [0 -1  1  ¼ -¼ 0]       [2/3 -2/3  2/3 -2/3  2/3] [0 -2 -1  2
+//         1 0]       [1/24 1/12 1/6  1/3  2/3] [0  2 -1 -2  1 0]       [1/24
+//         -1/12 1/6 -1/3 2/3] [0  4  0 -5  0 1]       [0     0    0    0    1]
 // A 2x2 block of outputs is Y = A^T [(G g G^T) . (B^T d B)] A for the 6x6
 // block of inputs d under it; the products over the input channels, one
 // matrix product for each of the 36 points, are the bulk of the work.
@@ -23,20 +23,22 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace dtf::cpu {
 namespace {
 
 constexpr int kPoints = 36;
-constexpr int64_t kTiles = 18;     // a multiple of kRows; 12-36 ran alike here
-constexpr int64_t kGradTiles = 48; // the filter's gradient: fewer passes over its sums
+constexpr int64_t kTiles = 18; // a multiple of kRows; 12-36 ran alike here
+constexpr int64_t kGradTiles =
+    48; // the filter's gradient: fewer passes over its sums
 // The largest layers that go to Winograd: every block of tiles reads the
 // whole transformed filter (36 c oc floats, 9.4 MB at 256 x 256), which
 // stops fitting the caches; a one-off check on this machine (one thread,
 // 14 x 14 images) still had each pass 1.6-2.0x oneDNN's at 256 x 256.
 // Larger layers stay on oneDNN's direct kernels (not measured).
 constexpr int64_t kMaxChannelProduct = 256 * 256;
-constexpr int kRows = 6;       // rows of the matrix products' micro kernel
+constexpr int kRows = 6; // rows of the matrix products' micro kernel
 
 #define DTF_AVX512 __attribute__((target("avx512f")))
 
@@ -76,12 +78,12 @@ DTF_AVX512 inline void inputTransform(const __m512 d[6], __m512 t[6]) {
 // The 1-D output transform y = A^T m of six vectors.
 DTF_AVX512 inline void outputTransform(const __m512 m[6], __m512 y[2]) {
   const __m512 two = _mm512_set1_ps(2);
-  y[0] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(m[0], m[1]),
-                                     _mm512_add_ps(m[2], m[3])),
-                       m[4]);
-  y[1] = _mm512_add_ps(
-      _mm512_fmadd_ps(two, _mm512_sub_ps(m[3], m[4]), _mm512_sub_ps(m[1], m[2])),
-      m[5]);
+  y[0] = _mm512_add_ps(
+      _mm512_add_ps(_mm512_add_ps(m[0], m[1]), _mm512_add_ps(m[2], m[3])),
+      m[4]);
+  y[1] = _mm512_add_ps(_mm512_fmadd_ps(two, _mm512_sub_ps(m[3], m[4]),
+                                       _mm512_sub_ps(m[1], m[2])),
+                       m[5]);
 }
 
 // The geometry of the tiles: 2x2 blocks of outputs, numbered image by image,
@@ -91,6 +93,13 @@ struct Tiles {
   explicit Tiles(const WinogradShape &s)
       : rows((s.oh + 1) / 2), cols((s.ow + 1) / 2), perImage(rows * cols),
         total(s.n * perImage) {}
+  // Tile t's image and its first output row and column.
+  void origin(int64_t t, int64_t *img, int64_t *oy, int64_t *ox) const {
+    *img = t / perImage;
+    const int64_t r = t % perImage;
+    *oy = (r / cols) * 2;
+    *ox = (r % cols) * 2;
+  }
 };
 
 // v[p][t][c] for the tiles [t0, t0 + count) of x: B^T d B of each tile's 6x6
@@ -103,43 +112,44 @@ DTF_AVX512 void transformInputs(const WinogradShape &s, const Tiles &g,
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t k = 0; k < padded; ++k) {
     if (k >= count) {
-            for (int p = 0; p < kPoints; ++p)
+      for (int p = 0; p < kPoints; ++p)
         std::memset(v + p * pointStride + k * c, 0, size_t(c) * sizeof(float));
       continue;
     }
-    const int64_t t = t0 + k, img = t / g.perImage, r = t % g.perImage;
-    const int64_t iy0 = (r / g.cols) * 2 - s.padTop,
-                  ix0 = (r % g.cols) * 2 - s.padLeft;
+    int64_t img, iy0, ix0;
+    g.origin(t0 + k, &img, &iy0, &ix0);
+    iy0 -= s.padTop;
+    ix0 -= s.padLeft;
     const float *base = x + img * s.ih * s.iw * c;
     bool inside[6][6];
-    #pragma GCC unroll 6
+#pragma GCC unroll 6
     for (int i = 0; i < 6; ++i)
-      #pragma GCC unroll 6
+#pragma GCC unroll 6
       for (int j = 0; j < 6; ++j)
-        inside[i][j] = iy0 + i >= 0 && iy0 + i < s.ih && ix0 + j >= 0 &&
-                       ix0 + j < s.iw;
+        inside[i][j] =
+            iy0 + i >= 0 && iy0 + i < s.ih && ix0 + j >= 0 && ix0 + j < s.iw;
     for (int64_t ch = 0; ch < c; ch += 16) {
       __m512 tmp[6][6];
-      #pragma GCC unroll 6
+#pragma GCC unroll 6
       for (int j = 0; j < 6; ++j) {
         __m512 d[6];
-        #pragma GCC unroll 6
+#pragma GCC unroll 6
         for (int i = 0; i < 6; ++i)
-          d[i] = inside[i][j] ? _mm512_loadu_ps(base +
-                                                ((iy0 + i) * s.iw + ix0 + j) * c +
-                                                ch)
-                              : zero;
+          d[i] = inside[i][j]
+                     ? _mm512_loadu_ps(base + ((iy0 + i) * s.iw + ix0 + j) * c +
+                                       ch)
+                     : zero;
         __m512 t[6];
         inputTransform(d, t);
-        #pragma GCC unroll 6
+#pragma GCC unroll 6
         for (int i = 0; i < 6; ++i)
           tmp[i][j] = t[i];
       }
-      #pragma GCC unroll 6
+#pragma GCC unroll 6
       for (int i = 0; i < 6; ++i) {
         __m512 t[6];
         inputTransform(tmp[i], t);
-        #pragma GCC unroll 6
+#pragma GCC unroll 6
         for (int j = 0; j < 6; ++j)
           _mm512_storeu_ps(v + (i * 6 + j) * pointStride + k * c + ch, t[j]);
       }
@@ -212,19 +222,24 @@ DTF_AVX512 void matmul(int64_t m, int64_t n, int64_t kk, const float *a,
     float *cr = c + row * ldc + col;
     switch (m - row) { // the last rows, in one block
     case 5:
-      microKernelRows<5>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      microKernelRows<5>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk,
+                         accumulate);
       break;
     case 4:
-      microKernelRows<4>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      microKernelRows<4>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk,
+                         accumulate);
       break;
     case 3:
-      microKernelRows<3>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      microKernelRows<3>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk,
+                         accumulate);
       break;
     case 2:
-      microKernelRows<2>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      microKernelRows<2>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk,
+                         accumulate);
       break;
     case 1:
-      microKernelRows<1>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk, accumulate);
+      microKernelRows<1>(nv, ar, ars, aks, b + col, ldb, cr, ldc, kk,
+                         accumulate);
       break;
     default:
       break;
@@ -241,15 +256,15 @@ DTF_AVX512 void transformOutputs(const WinogradShape &s, const Tiles &g,
   const int64_t oc = s.oc, pointStride = padded * oc;
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t k = 0; k < count; ++k) {
-    const int64_t t = t0 + k, img = t / g.perImage, r = t % g.perImage;
-    const int64_t oy0 = (r / g.cols) * 2, ox0 = (r % g.cols) * 2;
+    int64_t img, oy0, ox0;
+    g.origin(t0 + k, &img, &oy0, &ox0);
     float *base = y + img * s.oh * s.ow * oc;
     for (int64_t ch = 0; ch < oc; ch += 16) {
       __m512 tmp[2][6];
-      #pragma GCC unroll 6
+#pragma GCC unroll 6
       for (int j = 0; j < 6; ++j) {
         __m512 col[6];
-        #pragma GCC unroll 6
+#pragma GCC unroll 6
         for (int i = 0; i < 6; ++i)
           col[i] = _mm512_loadu_ps(m + (i * 6 + j) * pointStride + k * oc + ch);
         __m512 o[2];
@@ -258,13 +273,13 @@ DTF_AVX512 void transformOutputs(const WinogradShape &s, const Tiles &g,
         tmp[1][j] = o[1];
       }
       const __m512 b = bias ? _mm512_loadu_ps(bias + ch) : zero;
-      #pragma GCC unroll 6
+#pragma GCC unroll 6
       for (int i = 0; i < 2; ++i) {
         if (oy0 + i >= s.oh)
           continue;
         __m512 o[2];
         outputTransform(tmp[i], o);
-        #pragma GCC unroll 6
+#pragma GCC unroll 6
         for (int j = 0; j < 2; ++j) {
           if (ox0 + j >= s.ow)
             continue;
@@ -286,7 +301,6 @@ constexpr double kG[6][5] = {
     {1.0 / 24, 2.0 / 24, 4.0 / 24, 8.0 / 24, 16.0 / 24},
     {1.0 / 24, -2.0 / 24, 4.0 / 24, -8.0 / 24, 16.0 / 24},
     {0, 0, 0, 0, 1}};
-
 
 // G's entry (a, x), or with `T` G^T's (G^T is 5x6).
 template <bool T> constexpr float gAt(int a, int x) {
@@ -340,7 +354,7 @@ DTF_AVX512 void convBlocks(const WinogradShape &s, const Tiles &g,
                   count = std::min<int64_t>(kTiles, g.total - t0);
     const int64_t padded = (count + kRows - 1) / kRows * kRows;
     transformInputs(s, g, x, t0, count, padded, v);
-        for (int p = 0; p < kPoints; ++p)
+    for (int p = 0; p < kPoints; ++p)
       matmul(padded, s.oc, s.c, v + p * padded * s.c, s.c, 1,
              u + p * s.c * s.oc, s.oc, m + p * padded * s.oc, s.oc,
              /*accumulate=*/false);
@@ -348,15 +362,15 @@ DTF_AVX512 void convBlocks(const WinogradShape &s, const Tiles &g,
   }
 }
 
-// out[i][j] = (A (e0, e1))[i]: e0, e0 + e1, e0 - e1, e0 + 2 e1, e0 - 2 e1, e1.
-DTF_AVX512 inline void gradientTransform(__m512 e0, __m512 e1, __m512 two,
-                                         __m512 out[6][2], int j) {
-  out[0][j] = e0;
-  out[1][j] = _mm512_add_ps(e0, e1);
-  out[2][j] = _mm512_sub_ps(e0, e1);
-  out[3][j] = _mm512_fmadd_ps(two, e1, e0);
-  out[4][j] = _mm512_fnmadd_ps(two, e1, e0);
-  out[5][j] = e1;
+// out = A (e0, e1): e0, e0 + e1, e0 - e1, e0 + 2 e1, e0 - 2 e1, e1.
+DTF_AVX512 inline void gradientTransform(__m512 e0, __m512 e1, __m512 out[6]) {
+  const __m512 two = _mm512_set1_ps(2);
+  out[0] = e0;
+  out[1] = _mm512_add_ps(e0, e1);
+  out[2] = _mm512_sub_ps(e0, e1);
+  out[3] = _mm512_fmadd_ps(two, e1, e0);
+  out[4] = _mm512_fnmadd_ps(two, e1, e0);
+  out[5] = e1;
 }
 
 // w[p][t][oc] = A dY A^T of the 2x2 gradients of the tiles [t0, t0 + count)
@@ -366,34 +380,31 @@ DTF_AVX512 void transformGradients(const WinogradShape &s, const Tiles &g,
                                    float *w) {
   const __m512 zero = _mm512_setzero_ps();
   for (int64_t k = 0; k < count; ++k) {
-    const int64_t t = t0 + k, img = t / g.perImage, r = t % g.perImage;
-    const int64_t oy0 = (r / g.cols) * 2, ox0 = (r % g.cols) * 2;
+    int64_t img, oy0, ox0;
+    g.origin(t0 + k, &img, &oy0, &ox0);
     const float *base = dy + img * s.oh * s.ow * s.oc;
     for (int64_t ch = 0; ch < s.oc; ch += 16) {
       __m512 e[2][2];
-      #pragma GCC unroll 6
+#pragma GCC unroll 6
       for (int i = 0; i < 2; ++i)
-        #pragma GCC unroll 6
+#pragma GCC unroll 6
         for (int j = 0; j < 2; ++j)
           e[i][j] = oy0 + i < s.oh && ox0 + j < s.ow
-                        ? _mm512_loadu_ps(base +
-                                          ((oy0 + i) * s.ow + ox0 + j) * s.oc +
-                                          ch)
+                        ? _mm512_loadu_ps(
+                              base + ((oy0 + i) * s.ow + ox0 + j) * s.oc + ch)
                         : zero;
-      // A e: rows e0, e0 + e1, e0 - e1, e0 + 2 e1, e0 - 2 e1, e1 (of 2).
-      __m512 rows[6][2];
-      const __m512 two = _mm512_set1_ps(2);
+      __m512 left[2][6]; // A e, column by column
 #pragma GCC unroll 2
       for (int j = 0; j < 2; ++j)
-        gradientTransform(e[0][j], e[1][j], two, rows, j);
+        gradientTransform(e[0][j], e[1][j], left[j]);
 #pragma GCC unroll 6
       for (int i = 0; i < 6; ++i) {
-        __m512 cols[6][2];
-        gradientTransform(rows[i][0], rows[i][1], two, cols, 0);
+        __m512 row[6]; // (A e A^T)[i]
+        gradientTransform(left[0][i], left[1][i], row);
 #pragma GCC unroll 6
         for (int j = 0; j < 6; ++j)
           _mm512_storeu_ps(w + (i * 6 + j) * count * s.oc + k * s.oc + ch,
-                           cols[j][0]);
+                           row[j]);
       }
     }
   }
@@ -412,7 +423,7 @@ DTF_AVX512 void gradBlocks(const WinogradShape &s, const Tiles &g,
                   count = std::min<int64_t>(kGradTiles, g.total - t0);
     transformInputs(s, g, x, t0, count, count, v);
     transformGradients(s, g, dy, t0, count, w);
-        for (int p = 0; p < kPoints; ++p)
+    for (int p = 0; p < kPoints; ++p)
       matmul(s.c, s.oc, count, v + p * count * s.c, 1, s.c,
              w + p * count * s.oc, s.oc, du + p * s.c * s.oc, s.oc,
              /*accumulate=*/true);
@@ -420,15 +431,21 @@ DTF_AVX512 void gradBlocks(const WinogradShape &s, const Tiles &g,
 }
 
 // df[ky][kx][ci][o0 : o0 + 16] = (G^T du G)[ky][kx] for the 16 filters of
-// input channel ci and output channels o0 ...
-DTF_AVX512 void untransformFilters(const float *du, int64_t c, int64_t oc,
-                                   int64_t ci, int64_t o0, float *df) {
+// input channel ci and output channels o0 ..., du the sum of `parts` partial
+// sums `stride` floats apart.
+DTF_AVX512 void untransformFilters(const float *du, int parts, size_t stride,
+                                   int64_t c, int64_t oc, int64_t ci,
+                                   int64_t o0, float *df) {
   __m512 d[6][6];
 #pragma GCC unroll 6
   for (int p = 0; p < 6; ++p)
 #pragma GCC unroll 6
-    for (int q = 0; q < 6; ++q)
-      d[p][q] = _mm512_loadu_ps(du + ((p * 6 + q) * c + ci) * oc + o0);
+    for (int q = 0; q < 6; ++q) {
+      const float *at = du + ((p * 6 + q) * c + ci) * oc + o0;
+      d[p][q] = _mm512_loadu_ps(at);
+      for (int part = 1; part < parts; ++part)
+        d[p][q] = _mm512_add_ps(d[p][q], _mm512_loadu_ps(at + part * stride));
+    }
   __m512 gd[5][6], out[5][5]; // G^T d, then G^T d G
   timesG<true>(d, gd);
   timesGRight<true>(gd, out);
@@ -474,12 +491,12 @@ DTF_AVX512 void transformFilters(const float *hwio, int64_t c, int64_t oc,
         g[ky][kx] = _mm512_loadu_ps(hwio + ((ky * 5 + kx) * c + i) * oc + o0);
       } else { // 16 input channels o0 ... of output channel i, gathered
         const float *at = hwio + ((4 - ky) * 5 + (4 - kx)) * c * oc + i;
-        const __m512i idx = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
-                              15),
-            _mm512_set1_epi32(int(oc)));
+        const __m512i idx =
+            _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                                 10, 11, 12, 13, 14, 15),
+                               _mm512_set1_epi32(int(oc)));
         g[ky][kx] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx,
-                                              at + o0 * oc, 4);
+                                             at + o0 * oc, 4);
       }
     }
   __m512 gg[6][5], out[6][6]; // G g, then G g G^T
@@ -491,16 +508,20 @@ DTF_AVX512 void transformFilters(const float *hwio, int64_t c, int64_t oc,
     for (int q = 0; q < 6; ++q)
       _mm512_storeu_ps(u + ((p * 6 + q) * in + i) * out_ + o0, out[p][q]);
 }
-} // namespace
 
-std::vector<float> winogradFilter(const float *hwio, int64_t c, int64_t oc,
-                                  bool backwardData) {
-  // The transformed filter's input and output channels.
+// The filter transformed into the calling thread's scratch, u[36][in][out]
+// = G g G^T from an HWIO filter [5, 5, c, oc]; with `backwardData`, the
+// filter of the input's gradient: rotated by 180 degrees, its input and
+// output channels swapped (u[36][oc][c]). The pool's threads read it while
+// this thread waits for them.
+const float *transformedFilter(const float *hwio, int64_t c, int64_t oc,
+                               bool backwardData) {
+  thread_local Scratch scratch;
+  float *u = scratch.get(size_t(kPoints * c * oc));
   const int64_t in = backwardData ? oc : c, out = backwardData ? c : oc;
-  std::vector<float> u(size_t(kPoints * in * out));
   for (int64_t i = 0; i < in; ++i)
     for (int64_t o = 0; o < out; o += 16)
-      transformFilters(hwio, c, oc, backwardData, i, o, in, out, u.data());
+      transformFilters(hwio, c, oc, backwardData, i, o, in, out, u);
   return u;
 }
 
@@ -513,36 +534,48 @@ void winogradConv(const WinogradShape &s, const float *x, const float *u,
   });
 }
 
-void winogradFilterGrad(const WinogradShape &s, const float *x,
-                                   const float *dy, float *df,
-                                   ThreadPool *pool) {
+} // namespace
+
+void winogradForward(const WinogradShape &s, const float *x, const float *hwio,
+                     const float *bias, bool relu, float *y, ThreadPool *pool) {
+  winogradConv(s, x, transformedFilter(hwio, s.c, s.oc, false), bias, relu, y,
+               pool);
+}
+
+void winogradInputGrad(const WinogradShape &s, const float *dy,
+                       const float *hwio, float *dx, ThreadPool *pool) {
+  // The convolution of dy with the rotated filter, over the other padding.
+  WinogradShape t = s;
+  std::swap(t.ih, t.oh);
+  std::swap(t.iw, t.ow);
+  std::swap(t.c, t.oc);
+  t.padTop = 4 - s.padTop;
+  t.padLeft = 4 - s.padLeft;
+  winogradConv(t, dy, transformedFilter(hwio, s.c, s.oc, true), nullptr, false,
+               dx, pool);
+}
+
+void winogradFilterGrad(const WinogradShape &s, const float *x, const float *dy,
+                        float *df, ThreadPool *pool) {
   const Tiles g(s);
   const int64_t blocks = (g.total + kGradTiles - 1) / kGradTiles;
-  const int parts = int(std::min<int64_t>(pool ? pool->numThreads() : 1, blocks));
+  const int parts =
+      int(std::min<int64_t>(pool ? pool->numThreads() : 1, blocks));
+  // Each part's sum of the transformed gradients, du[part][p][c][oc].
   const size_t uSize = size_t(kPoints * s.c * s.oc);
-  // Each part's sum of the transformed gradients, du[p][c][oc].
-  std::vector<std::unique_ptr<float, void (*)(void *)>> du;
-  for (int i = 0; i < parts; ++i) {
-    void *p = nullptr;
-    if (posix_memalign(&p, 64, uSize * sizeof(float)) != 0)
-      throw std::bad_alloc();
-    std::memset(p, 0, uSize * sizeof(float));
-    du.emplace_back(static_cast<float *>(p), std::free);
-  }
+  thread_local Scratch scratch;
+  float *du = scratch.get(size_t(parts) * uSize);
+  std::memset(du, 0, size_t(parts) * uSize * sizeof(float));
   parallelFor(pool, parts, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t part = lo; part < hi; ++part)
-      gradBlocks(s, g, x, dy, du[size_t(part)].get(), blocks * part / parts,
+      gradBlocks(s, g, x, dy, du + size_t(part) * uSize, blocks * part / parts,
                  blocks * (part + 1) / parts);
   });
-  for (int i = 1; i < parts; ++i)
-    for (size_t e = 0; e < uSize; ++e)
-      du[0].get()[e] += du[size_t(i)].get()[e];
-  // df = G^T du G for each (c, oc).
-  const float *sum = du[0].get();
+  // df = G^T du G for each (c, oc), the parts summed on the way.
   parallelFor(pool, s.c, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t ci = lo; ci < hi; ++ci)
       for (int64_t o = 0; o < s.oc; o += 16)
-        untransformFilters(sum, s.c, s.oc, ci, o, df);
+        untransformFilters(du, parts, uSize, s.c, s.oc, ci, o, df);
   });
 }
 

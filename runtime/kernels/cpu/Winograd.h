@@ -11,7 +11,6 @@
 #include "runtime/core/ThreadPool.h"
 
 #include <cstdint>
-#include <vector>
 
 namespace dtf::cpu {
 
@@ -20,8 +19,8 @@ namespace dtf::cpu {
 /// x[n, oy - padTop + ky, ox - padLeft + kx, c] * f(ky, kx, c, oc), input
 /// positions outside the image reading 0.
 struct WinogradShape {
-  int64_t n = 0, ih = 0, iw = 0, c = 0;  // the input
-  int64_t oh = 0, ow = 0, oc = 0;        // the output
+  int64_t n = 0, ih = 0, iw = 0, c = 0; // the input
+  int64_t oh = 0, ow = 0, oc = 0;       // the output
   int64_t padTop = 0, padLeft = 0;
 };
 
@@ -32,26 +31,24 @@ bool winogradAvailable();
 /// Whether a convolution of this geometry goes to Winograd: 5x5, stride 1,
 /// no dilation, input and output channels multiples of 16 (from 16 in and
 /// out) whose product is at most 256 x 256, and some output.
-bool winogradSuits(int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                   int64_t dh, int64_t dw, int64_t c, int64_t oc,
-                   int64_t outputs);
+bool winogradSuits(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh,
+                   int64_t dw, int64_t c, int64_t oc, int64_t outputs);
 
-/// The filter transformed, u[36][c][oc] = G f G^T, from an HWIO filter
-/// [5, 5, c, oc]; with `backwardData`, the filter of the gradient for the
-/// input instead: rotated by 180 degrees, input and output channels swapped
-/// (u[36][oc][c]).
-std::vector<float> winogradFilter(const float *hwio, int64_t c, int64_t oc,
-                                  bool backwardData);
+/// y = conv(x, f) (+ bias) (then relu) for the HWIO filter f [5, 5, s.c,
+/// s.oc].
+void winogradForward(const WinogradShape &s, const float *x, const float *hwio,
+                     const float *bias, bool relu, float *y, ThreadPool *pool);
 
-/// y = conv(x, u) (+ bias) (then relu), u from winogradFilter for s.c input
-/// and s.oc output channels.
-void winogradConv(const WinogradShape &s, const float *x, const float *u,
-                  const float *bias, bool relu, float *y, ThreadPool *pool);
+/// The input's gradient dx [s.n, s.ih, s.iw, s.c] of the convolution of s
+/// with the HWIO filter f, from dy [s.n, s.oh, s.ow, s.oc]: the convolution of
+/// dy with f rotated by 180 degrees, its channels swapped.
+void winogradInputGrad(const WinogradShape &s, const float *dy,
+                       const float *hwio, float *dx, ThreadPool *pool);
 
 /// The filter's gradient df [5, 5, c, oc] of the convolution of s:
 /// df[ky, kx, c, oc] = sum over n, oy, ox of
 /// x[n, oy - padTop + ky, ox - padLeft + kx, c] * dy[n, oy, ox, oc].
-void winogradFilterGrad(const WinogradShape &s, const float *x,
-                        const float *dy, float *df, ThreadPool *pool);
+void winogradFilterGrad(const WinogradShape &s, const float *x, const float *dy,
+                        float *df, ThreadPool *pool);
 
 } // namespace dtf::cpu
