@@ -61,54 +61,67 @@ dtf_rate() {
       if (s[1] > w) { n++; inv += 1 / r } }
     END { if (n) printf "%.1f", n / inv }' "$1"
 }
-# conv2_ms LOG OP: ms per step of conv2's OP (the model's line 41) in --profile.
+# conv2's line in the model (the 5x5 convolution from 32 to 64 channels),
+# where --profile places its three ops.
+conv2_line=$(awk '/ as conv2$/ { print NR; exit }' "$root/models/mnist_cnn.dtf")
+[[ -n $conv2_line ]] || die "models/mnist_cnn.dtf has no line '... as conv2'"
+# conv2_ms LOG OP: ms per step of conv2's OP in --profile's slowest ops.
 conv2_ms() {
-  awk -v op="$2" '$2 == "ms/step" && $3 ~ /mnist_cnn.dtf:41:/ && $4 == op { print $1; exit }' "$1"
+  awk -v op="$2" -v at="mnist_cnn.dtf:$conv2_line:" \
+    '$2 == "ms/step" && index($3, at) && $4 == op { print $1; exit }' "$1"
 }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { printf "%.3f", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'; }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "== Winograd against oneDNN's direct kernels: $warmup + $steps steps, $repeat rounds (load $load_before)"
-rows=""
-notes=""
+# One line per run: threads variant images/s forward input-grad filter-grad
+# eval-loss eval-accuracy.
+: > "$work/runs"
 for threads in 1 2; do
-  declare -A rate=() fwd=() bwdd=() bwdf=() evals=()
   for ((r = 1; r <= repeat; ++r)); do
     for v in direct winograd; do
       env_v=()
       [[ $v == direct ]] && env_v=(DTF_CONV_WINOGRAD=0)
+      log=$work/$v.log
       env "${env_v[@]}" "$build/bin/dtf-run" "$work/cnn.plan" --steps $((warmup + steps)) \
-        --log-every "$every" --threads "$threads" --profile > "$work/$v.log" 2>&1 ||
-        { tail "$work/$v.log" >&2; die "dtf-run ($v, $threads threads) failed"; }
-      rate[$v]+="$(dtf_rate "$work/$v.log") "
-      fwd[$v]+="$(conv2_ms "$work/$v.log" dtf.conv2d_bias) "
-      bwdd[$v]+="$(conv2_ms "$work/$v.log" dtf.conv2d_backprop_input) "
-      bwdf[$v]+="$(conv2_ms "$work/$v.log" dtf.conv2d_backprop_filter) "
-      evals[$v]+="$(awk '/^eval/ { l = $5; a = $7 } END { print l "/" a }' "$work/$v.log") "
+        --log-every "$every" --threads "$threads" --profile > "$log" 2>&1 ||
+        { tail "$log" >&2; die "dtf-run ($v, $threads threads) failed"; }
+      fields="$(dtf_rate "$log") $(conv2_ms "$log" dtf.conv2d_bias) $(conv2_ms "$log" dtf.conv2d_backprop_input)"
+      fields+=" $(conv2_ms "$log" dtf.conv2d_backprop_filter) $(awk '/^eval/ { l = $5; a = $7 } END { print l, a }' "$log")"
+      read -r -a got <<< "$fields"
+      ((${#got[@]} == 6)) || { tail "$log" >&2; die "$v, $threads threads: no rate, conv2 times or evaluation in dtf-run's output (got '$fields')"; }
+      echo "$threads $v $fields" >> "$work/runs"
+      echo "   $threads thread(s), round $r, $v: ${got[0]} images/s"
     done
-    echo "   $threads thread(s), round $r: images/s direct $(awk '{print $NF}' <<< "${rate[direct]}"), Winograd $(awk '{print $NF}' <<< "${rate[winograd]}")"
   done
-  for v in direct winograd; do
-    # shellcheck disable=SC2086
-    med_rate=$(median ${rate[$v]}); med_f=$(median ${fwd[$v]}); med_d=$(median ${bwdd[$v]}); med_w=$(median ${bwdf[$v]})
-    eval "${v}_rate=$med_rate ${v}_f=$med_f ${v}_d=$med_d ${v}_w=$med_w"
-    notes+="- $threads thread(s), $v: images/s ${rate[$v]% }; conv2 forward ms ${fwd[$v]% }; input gradient ${bwdd[$v]% }; filter gradient ${bwdf[$v]% }; evaluation loss/accuracy after $((warmup + steps)) steps ${evals[$v]% }"$'\n'
-  done
-  # shellcheck disable=SC2154
-  rows+=$(python3 - "$threads" "$direct_rate" "$winograd_rate" "$direct_f" "$winograd_f" "$direct_d" "$winograd_d" "$direct_w" "$winograd_w" <<'EOF'
-import sys
-t, dr, wr, df, wf, dd, wd, dw, ww = sys.argv[1], *map(float, sys.argv[2:])
-gf = lambda ms: 1.0035 / (ms / 1e3)  # the direct sum's GFLOP per pass and step
-cell = lambda d, w: f"{d:.2f} / {w:.2f} ({d / w:.2f}x; {gf(d):.0f} / {gf(w):.0f})"
-print(f"| {t} | {dr:.0f} / {wr:.0f} (**{wr / dr:.2f}x**) | {cell(df, wf)} | {cell(dd, wd)} | {cell(dw, ww)} |")
-EOF
-)$'\n'
-  unset rate fwd bwdd bwdf evals
 done
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
-table="| threads | images/s: direct / Winograd | conv2 forward ms (GFLOP/s) | input gradient ms (GFLOP/s) | filter gradient ms (GFLOP/s) |
-| ---: | ---: | ---: | ---: | ---: |
-$rows"
+# The table (medians) and the notes (every run).
+python3 - "$work/runs" "$((warmup + steps))" > "$work/report" <<'PY'
+import statistics, sys
+runs = [l.split() for l in open(sys.argv[1])]
+steps = sys.argv[2]
+gf = lambda ms: 1.0035 / (ms / 1e3)  # the direct sum's GFLOP per pass and step
+cell = lambda d, w: f"{d:.2f} / {w:.2f} ({d / w:.2f}x; {gf(d):.0f} / {gf(w):.0f})"
+print("| threads | images/s: direct / Winograd | conv2 forward ms (GFLOP/s) | input gradient ms (GFLOP/s) | filter gradient ms (GFLOP/s) |")
+print("| ---: | ---: | ---: | ---: | ---: |")
+notes = []
+for t in ("1", "2"):
+    med = {}
+    for v in ("direct", "winograd"):
+        mine = [r[2:] for r in runs if r[0] == t and r[1] == v]
+        med[v] = [statistics.median(float(m[i]) for m in mine) for i in range(4)]
+        each = lambda i: " ".join(m[i] for m in mine)
+        notes.append(f"- {t} thread(s), {v}: images/s {each(0)}; conv2 forward ms {each(1)}; "
+                     f"input gradient {each(2)}; filter gradient {each(3)}; evaluation loss/accuracy "
+                     f"after {steps} steps {' '.join(m[4] + '/' + m[5] for m in mine)}")
+    d, w = med["direct"], med["winograd"]
+    print(f"| {t} | {d[0]:.0f} / {w[0]:.0f} (**{w[0] / d[0]:.2f}x**) | {cell(d[1], w[1])} | "
+          f"{cell(d[2], w[2])} | {cell(d[3], w[3])} |")
+print()
+print("\n".join(notes))
+PY
+table=$(sed -n '/^|/p' "$work/report")
+notes=$(sed -n '/^- /p' "$work/report")
 echo
 echo "$table"
 echo "$notes"
@@ -122,7 +135,7 @@ cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   echo "$load_after after. The seed CNN (models/mnist_cnn.dtf, batch 50, Adam, f32) in one"
   echo "process; $warmup warm-up + $steps timed steps; $repeat rounds, the direct kernels"
   echo "(\`DTF_CONV_WINOGRAD=0\`: oneDNN $(dpkg-query -W -f='${Version}' libdnnl2 2>/dev/null || echo '?')) and Winograd alternating; medians."
-  echo "conv2 is the 5x5 convolution from 32 to 64 channels on 14x14 (line 41); its"
+  echo "conv2 is the 5x5 convolution from 32 to 64 channels on 14x14 (line $conv2_line); its"
   echo "direct sum is 1.0 GFLOP per pass and step, and the GFLOP/s columns divide that by"
   echo "the time (for Winograd, the rate the direct sum would need to match it)."
   echo
