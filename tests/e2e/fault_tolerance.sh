@@ -14,8 +14,9 @@
 source "$(dirname "$0")/lib.sh" "$@"
 rm -rf "$work" && mkdir -p "$work"
 steps=2400
+every=100 # steps between checkpoints
 sed -e "s/steps = 10000/steps = $steps/" -e "s/every = 2000/every = $steps/" \
-    -e 's/checkpoint every 5 min keep 3/checkpoint every 100 steps keep 3/' \
+    -e "s/checkpoint every 5 min keep 3/checkpoint every $every steps keep 3/" \
     -e 's/update = sync(replicas_to_aggregate = 2, total_num_replicas = 3)/update = async/' \
     "$root/models/mlp.dtf" > "$work/ft.dtf"
 "$bin/dtfc" "$work/ft.dtf" -o "$work/ft.plan"
@@ -69,10 +70,11 @@ set +e
 wait "$launcher"
 code=$?
 set -e
-python3 - "$log" "$code" "$kills" "$clean" "$steps" <<'PY'
+python3 - "$log" "$code" "$kills" "$clean" "$steps" "$every" <<'PY'
 import re, sys
 log = open(sys.argv[1]).read().splitlines()
 code, kills, clean, steps = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+every = int(sys.argv[6])
 bad = []
 if code != 0:
     bad.append(f"the launcher exited {code}")
@@ -97,7 +99,7 @@ for l in log:
     if m:
         restores += 1
         got = int(m.group(1))
-        if last_saved is None or not last_saved <= got <= last_saved + 100:
+        if last_saved is None or not last_saved <= got <= last_saved + every:
             bad.append(f"restored ckpt-{got}, but the last one saved was ckpt-{last_saved}")
 if restores < 2:
     bad.append(f"{restores} restores, expected one after the ps and one after the chief")

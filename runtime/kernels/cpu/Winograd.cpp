@@ -34,9 +34,9 @@ constexpr int64_t kGradTiles =
     48; // the filter's gradient: fewer passes over its sums
 // The largest layers that go to Winograd: every block of tiles reads the
 // whole transformed filter (36 c oc floats, 9.4 MB at 256 x 256), which
-// stops fitting the caches; a one-off check on this machine (one thread,
-// 14 x 14 images) still had each pass 1.6-2.0x oneDNN's at 256 x 256.
-// Larger layers stay on oneDNN's direct kernels (not measured).
+// stops fitting the caches; a one-off check here (one thread, 14 x 14
+// images; not a benchmark of bench/) still had each pass faster than
+// oneDNN's at 256 x 256. Larger layers stay on oneDNN's direct kernels.
 constexpr int64_t kMaxChannelProduct = 256 * 256;
 constexpr int kRows = 6; // rows of the matrix products' micro kernel
 
