@@ -86,7 +86,7 @@ for task in ["worker.1", "ps.0", "worker.0"]:
 if not any("restarting the job" in l for l in log):
     bad.append("the chief's death did not restart the job")
 # Every restore starts at the last checkpoint saved before it: the last one
-# the log shows, or the next (100 steps on) when a kill -9 landed after
+# the log shows, or the next (`every` steps on) when a kill -9 landed after
 # that checkpoint was complete but before the chief printed so (seen once:
 # "saved ckpt-1801" logged, ckpt-1901 written, restored from 1901). Never an
 # older one: that would lose a checkpoint already written.
